@@ -1,0 +1,70 @@
+package caddymodule
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/plugins/rest"
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// AdapterCommand is the subcommand under which this executable runs a
+// built-in adapter as a child process.
+const AdapterCommand = "crank-adapter"
+
+// builtins are the adapters compiled into this executable.
+var builtins = map[string]func() sdk.Adapter{
+	rest.Name: rest.New,
+}
+
+// BuiltinAdapters lists the built-in adapter names.
+func BuiltinAdapters() []string {
+	var names []string
+	for n := range builtins {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// builtinSpec runs a built-in adapter as `<this executable> crank-adapter
+// <name>`.
+func builtinSpec(name string) (host.AdapterSpec, bool) {
+	if _, ok := builtins[name]; !ok {
+		return host.AdapterSpec{}, false
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return host.AdapterSpec{}, false
+	}
+	return host.AdapterSpec{Name: name, Command: exe, Args: []string{AdapterCommand, name}}, true
+}
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  AdapterCommand,
+		Usage: "<name>",
+		Short: "Runs a built-in Crank adapter (started by the gateway, not by hand)",
+		Long: `Runs one of the adapters compiled into this executable as a go-plugin
+process. The Crank gateway starts it itself; running it by hand only prints
+a notice. Built-in adapters: ` + strings.Join(BuiltinAdapters(), ", ") + `.`,
+		Func: func(fl caddycmd.Flags) (int, error) {
+			name := fl.Arg(0)
+			newAdapter, ok := builtins[name]
+			if !ok {
+				return caddy.ExitCodeFailedStartup, fmt.Errorf("unknown built-in adapter %q (built-in: %s)", name, strings.Join(BuiltinAdapters(), ", "))
+			}
+			sdk.Serve(newAdapter())
+			return 0, nil
+		},
+		Flags: flag.NewFlagSet(AdapterCommand, flag.ContinueOnError),
+	})
+}
+

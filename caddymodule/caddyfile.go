@@ -1,0 +1,216 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("crank", parseHandler)
+	httpcaddyfile.RegisterDirectiveOrder("crank", httpcaddyfile.Before, "respond")
+	httpcaddyfile.RegisterGlobalOption("crank", parseGlobal)
+}
+
+func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	crank [<operations_file>] {
+//	    operations      <operations_file>
+//	    allowed_origins <origin...>
+//	    session_timeout <duration>
+//	    stateless
+//	    json_response
+//	    workspace       <id>
+//	    agent_header    <header>
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		h.Operations = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "operations":
+			if !d.AllArgs(&h.Operations) {
+				return d.ArgErr()
+			}
+		case "allowed_origins":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.AllowedOrigins = append(h.AllowedOrigins, args...)
+		case "session_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("session_timeout: %v", err)
+			}
+			h.SessionTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "stateless":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Stateless = true
+		case "json_response":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.JSONResponse = true
+		case "workspace":
+			if !d.AllArgs(&h.Workspace) {
+				return d.ArgErr()
+			}
+		case "agent_header":
+			if !d.AllArgs(&h.AgentHeader) {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized crank subdirective %q", d.Val())
+		}
+	}
+	if h.Operations == "" {
+		return d.Err("crank: an operations file is required (crank <file> or operations <file>)")
+	}
+	return nil
+}
+
+// parseGlobal sets up the crank app from the global option block. Syntax:
+//
+//	crank {
+//	    etcd {
+//	        endpoints    <url...>
+//	        prefix       <key_prefix>
+//	        dial_timeout <duration>
+//	        username     <name>
+//	        password     <password>
+//	    }
+//	    embedded_etcd {
+//	        data_dir   <dir>
+//	        client_url <url>
+//	        peer_url   <url>
+//	        prefix     <key_prefix>
+//	    }
+//	}
+//
+// Without an etcd block, an embedded etcd runs in the Caddy process.
+func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "crank", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the app from the global option's tokens.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "etcd":
+			if a.Etcd == nil {
+				a.Etcd = &EtcdConfig{}
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				var err error
+				switch d.Val() {
+				case "endpoints":
+					a.Etcd.Endpoints = append(a.Etcd.Endpoints, d.RemainingArgs()...)
+					if len(a.Etcd.Endpoints) == 0 {
+						return d.ArgErr()
+					}
+				case "prefix":
+					err = oneArg(d, &a.Etcd.Prefix)
+				case "username":
+					err = oneArg(d, &a.Etcd.Username)
+				case "password":
+					err = oneArg(d, &a.Etcd.Password)
+				case "dial_timeout":
+					var s string
+					if err = oneArg(d, &s); err == nil {
+						var dur caddy.Duration
+						if dur, err = parseDuration(d, s); err == nil {
+							a.Etcd.DialTimeout = dur
+						}
+					}
+				default:
+					return d.Errf("unrecognized etcd option %q", d.Val())
+				}
+				if err != nil {
+					return err
+				}
+			}
+		case "embedded_etcd":
+			if a.EmbeddedEtcd == nil {
+				a.EmbeddedEtcd = &EmbeddedEtcdConfig{}
+			}
+			e := a.EmbeddedEtcd
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				var err error
+				switch d.Val() {
+				case "data_dir":
+					err = oneArg(d, &e.DataDir)
+				case "client_url":
+					err = oneArg(d, &e.ClientURL)
+				case "peer_url":
+					err = oneArg(d, &e.PeerURL)
+				case "prefix":
+					err = oneArg(d, &e.Prefix)
+				default:
+					return d.Errf("unrecognized embedded_etcd option %q", d.Val())
+				}
+				if err != nil {
+					return err
+				}
+			}
+		default:
+			return d.Errf("unrecognized crank option %q", d.Val())
+		}
+	}
+	if a.Etcd != nil && a.EmbeddedEtcd != nil {
+		return d.Err("crank: use either etcd (an external cluster) or embedded_etcd, not both")
+	}
+	return nil
+}
+
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	if !d.AllArgs(dst) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseDuration(d *caddyfile.Dispenser, s string) (caddy.Duration, error) {
+	dur, err := caddy.ParseDuration(s)
+	if err != nil {
+		return 0, d.Errf("%s: invalid duration %s: %v", d.Val(), strconv.Quote(s), err)
+	}
+	return caddy.Duration(dur), nil
+}
+
+// Interface guards.
+var (
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler = (*App)(nil)
+)

@@ -1,0 +1,347 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Version is the Crank version reported to MCP clients and adapters.
+var Version = "0.1.0-dev"
+
+// Handler serves MCP Streamable HTTP for the operations of one operations
+// file. Module ID: http.handlers.crank.
+type Handler struct {
+	// Operations is the path of the operations file (YAML or JSON).
+	Operations string `json:"operations"`
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
+	// may call this endpoint. A request with any other Origin header gets
+	// 403. Loopback origins and the endpoint's own origin are always
+	// allowed; "*" allows every origin.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// SessionTimeout closes MCP sessions idle for this long. Default 30m.
+	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
+	// Stateless serves every request without an MCP session (for fleets
+	// behind a load balancer without affinity).
+	Stateless bool `json:"stateless,omitempty"`
+	// JSONResponse answers POSTs with application/json instead of an SSE
+	// stream.
+	JSONResponse bool `json:"json_response,omitempty"`
+	// Workspace is the workspace id calls through this endpoint run in.
+	// Default "default".
+	Workspace string `json:"workspace,omitempty"`
+	// AgentHeader names a request header carrying the calling agent's id.
+	AgentHeader string `json:"agent_header,omitempty"`
+
+	logger   *zap.Logger
+	app      *App
+	hst      *host.Host
+	ep       *endpoint
+	epKey    string
+	adapters []string // adapterPool keys this handler holds
+	origins  originPolicy
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.crank", New: func() caddy.Module { return new(Handler) }}
+}
+
+// adapterPool keeps adapter processes alive across config reloads: a
+// reload that still uses an adapter reuses its process.
+var adapterPool = caddy.NewUsagePool()
+
+type pooledSupervisor struct{ *host.Supervisor }
+
+func (p pooledSupervisor) Destruct() error { return p.Close() }
+
+// endpointPool keeps MCP endpoints (and so their sessions) alive across
+// config reloads, keyed by the handler's config.
+var endpointPool = caddy.NewUsagePool()
+
+// Provision loads the operations, starts their adapters and builds the MCP
+// endpoint.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.Operations == "" {
+		return errors.New("crank: operations: the operations file is required")
+	}
+	if h.Workspace == "" {
+		h.Workspace = "default"
+	}
+	if h.SessionTimeout == 0 {
+		h.SessionTimeout = caddy.Duration(30 * time.Minute)
+	}
+	var err error
+	if h.origins, err = newOriginPolicy(h.AllowedOrigins); err != nil {
+		return fmt.Errorf("crank: allowed_origins: %w", err)
+	}
+	appVal, err := ctx.App("crank")
+	if err != nil {
+		return err
+	}
+	h.app = appVal.(*App)
+
+	repl := caddy.NewReplacer()
+	cat, err := host.LoadFile(h.Operations, host.LoadOptions{
+		Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
+	})
+	if err != nil {
+		return err
+	}
+	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Adapter: func(name string) (*host.Supervisor, error) {
+		spec, err := cat.AdapterSpec(name, builtinSpec)
+		if err != nil {
+			return nil, err
+		}
+		val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
+			return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
+				Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
+			})}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(h.adapters, spec.Key()) {
+			h.adapters = append(h.adapters, spec.Key())
+		} else {
+			_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
+		}
+		return val.(pooledSupervisor).Supervisor, nil
+	}})
+	if err != nil {
+		return err
+	}
+	h.hst = hst
+
+	key, _ := json.Marshal(h)
+	h.epKey = string(key)
+	val, _, err := endpointPool.LoadOrNew(h.epKey, func() (caddy.Destructor, error) {
+		return newEndpoint(h), nil
+	})
+	if err != nil {
+		return err
+	}
+	h.ep = val.(*endpoint)
+	h.ep.attach(hst, h.app.Store())
+	h.logger.Info("crank endpoint ready", zap.String("operations", h.Operations),
+		zap.Int("tools", len(cat.Operations)), zap.Bool("stateless", h.Stateless))
+	return nil
+}
+
+// Cleanup releases this config's references to the endpoint and adapters.
+func (h *Handler) Cleanup() error {
+	if h.ep != nil {
+		h.ep.detach(h.hst)
+		_, _ = endpointPool.Delete(h.epKey)
+	}
+	for _, k := range h.adapters {
+		_, _ = adapterPool.Delete(k)
+	}
+	return nil
+}
+
+// ServeHTTP checks the Origin and hands the request to the MCP transport.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if origin := r.Header.Get("Origin"); origin != "" && !h.origins.allows(origin, r) {
+		h.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":%q}}`,
+			"origin "+origin+" is not allowed (allowed_origins)")
+		return nil
+	}
+	h.ep.http.ServeHTTP(w, r)
+	return nil
+}
+
+// endpoint is one MCP server with its transport. It outlives handler
+// instances across reloads; the handlers attach their hosts to it and the
+// most recently attached live host serves the calls.
+type endpoint struct {
+	server *mcp.Server
+	http   *mcp.StreamableHTTPHandler
+	logger *zap.Logger
+
+	mu     sync.Mutex
+	hosts  []*host.Host
+	tools  []string
+	active atomic.Pointer[host.Host]
+	store  atomic.Pointer[store.Store]
+
+	workspace, agentHeader string
+	sessionTTL             time.Duration
+}
+
+func newEndpoint(h *Handler) *endpoint {
+	ep := &endpoint{
+		logger: h.logger, workspace: h.Workspace, agentHeader: h.AgentHeader,
+		sessionTTL: time.Duration(h.SessionTimeout),
+	}
+	slogger := slogFromZap(h.logger)
+	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: Version}, &mcp.ServerOptions{
+		Logger:             slogger,
+		InitializedHandler: ep.recordSession,
+		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &mcp.StreamableHTTPOptions{
+		Stateless:      h.Stateless,
+		JSONResponse:   h.JSONResponse,
+		SessionTimeout: time.Duration(h.SessionTimeout),
+		Logger:         slogger,
+	})
+	return ep
+}
+
+func (ep *endpoint) attach(h *host.Host, st store.Store) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.hosts = append(ep.hosts, h)
+	if st != nil {
+		ep.store.Store(&st)
+	}
+	ep.syncLocked()
+}
+
+func (ep *endpoint) detach(h *host.Host) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.hosts = slices.DeleteFunc(ep.hosts, func(x *host.Host) bool { return x == h })
+	ep.syncLocked()
+}
+
+// syncLocked makes the newest attached host the active one and publishes
+// its tools.
+func (ep *endpoint) syncLocked() {
+	if len(ep.hosts) == 0 {
+		return
+	}
+	h := ep.hosts[len(ep.hosts)-1]
+	if ep.active.Swap(h) == h {
+		return
+	}
+	var names []string
+	for _, op := range h.Catalog().Operations {
+		names = append(names, op.Name)
+		ep.server.AddTool(mcpTool(op), ep.callTool)
+	}
+	var stale []string
+	for _, n := range ep.tools {
+		if !slices.Contains(names, n) {
+			stale = append(stale, n)
+		}
+	}
+	if len(stale) > 0 {
+		ep.server.RemoveTools(stale...)
+	}
+	ep.tools = names
+}
+
+func mcpTool(op *host.Operation) *mcp.Tool {
+	t := &mcp.Tool{
+		Name:        op.Name,
+		Title:       op.Title,
+		Description: op.Description,
+		InputSchema: op.InputSchema,
+	}
+	if len(op.OutputSchema) > 0 {
+		t.OutputSchema = op.OutputSchema
+	}
+	if a := op.Annotations; a != nil {
+		t.Annotations = &mcp.ToolAnnotations{
+			DestructiveHint: a.Destructive,
+			OpenWorldHint:   a.OpenWorld,
+			ReadOnlyHint:    a.ReadOnly != nil && *a.ReadOnly,
+			IdempotentHint:  a.Idempotent != nil && *a.Idempotent,
+		}
+	}
+	return t
+}
+
+// callTool translates an MCP tools/call into a host call and back.
+func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	h := ep.active.Load()
+	cr := host.CallRequest{
+		Tool:        req.Params.Name,
+		Arguments:   req.Params.Arguments,
+		WorkspaceID: ep.workspace,
+	}
+	if hdr := req.GetExtra().Header; hdr != nil {
+		cr.TraceParent = hdr.Get("Traceparent")
+		cr.TraceState = hdr.Get("Tracestate")
+		if ep.agentHeader != "" {
+			cr.AgentID = hdr.Get(ep.agentHeader)
+		}
+	}
+	if ti := req.GetExtra().TokenInfo; ti != nil && cr.AgentID == "" {
+		cr.AgentID = ti.UserID
+	}
+	res, err := h.Call(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	if res.Structured != nil {
+		out.StructuredContent = res.Structured
+	}
+	return out, nil
+}
+
+// recordSession writes the new MCP session's metadata to the store, so
+// every replica can see it.
+func (ep *endpoint) recordSession(ctx context.Context, req *mcp.InitializedRequest) {
+	stp := ep.store.Load()
+	if stp == nil || req.Session == nil || req.Session.ID() == "" {
+		return
+	}
+	rec := store.MCPSession{ID: req.Session.ID(), CreatedAt: time.Now().UTC(), TTL: ep.sessionTTL}
+	if p := req.Session.InitializeParams(); p != nil {
+		rec.ProtocolVersion = p.ProtocolVersion
+		if p.ClientInfo != nil {
+			rec.ClientName, rec.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := (*stp).PutMCPSession(ctx, rec); err != nil {
+		ep.logger.Warn("could not record the MCP session in the store", zap.Error(err))
+	}
+}
+
+// Destruct closes the endpoint's sessions when no config uses it anymore.
+func (ep *endpoint) Destruct() error {
+	for ss := range ep.server.Sessions() {
+		_ = ss.Close()
+	}
+	return nil
+}
+
+func slogFromZap(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddy.Destructor            = (*endpoint)(nil)
+)

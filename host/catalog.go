@@ -1,0 +1,403 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"sigs.k8s.io/yaml"
+)
+
+// File is an operations file: the tools a Crank handler serves and the
+// third-party adapters they need. It is written in YAML or JSON.
+type File struct {
+	// Version of the file format; 1 (the default).
+	Version int `json:"version,omitempty"`
+	// Adapters declares third-party adapter executables by name. Built-in
+	// adapters (rest, ...) need no entry.
+	Adapters map[string]AdapterDecl `json:"adapters,omitempty"`
+	// Operations are the tools.
+	Operations []OperationDecl `json:"operations"`
+}
+
+// AdapterDecl declares an adapter executable.
+type AdapterDecl struct {
+	// Command is the executable; a relative path is resolved against the
+	// operations file's directory.
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	// Env is extra environment for the process. The process inherits only
+	// a few neutral variables of the gateway's environment (PATH, HOME,
+	// TMPDIR, proxy and TLS settings), so secrets reach it only through
+	// operation config or this map.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// OperationDecl is one operation as written in the operations file.
+type OperationDecl struct {
+	// Name is the MCP tool name: 1–128 characters of [A-Za-z0-9_.-].
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description"`
+	// Adapter names the adapter that runs the operation, e.g. "rest".
+	Adapter string `json:"adapter"`
+	// Mode is the execution mode; "unary" (the default).
+	Mode string `json:"mode,omitempty"`
+	// Timeout bounds one call, e.g. "5s". Default 30s.
+	Timeout string `json:"timeout,omitempty"`
+	// InputSchema is the JSON Schema (2020-12) of the tool's arguments; it
+	// must be an object schema. Default: an object with no constraints.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema, optional, is the JSON Schema of structuredContent.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Annotations are MCP tool hints.
+	Annotations *Annotations `json:"annotations,omitempty"`
+	// Config is the adapter's own configuration of the operation.
+	// Placeholders such as {env.API_TOKEN} are expanded at load.
+	Config json.RawMessage `json:"config"`
+}
+
+// Annotations are the MCP tool annotations an operator can set.
+type Annotations struct {
+	ReadOnly    *bool `json:"read_only,omitempty"`
+	Destructive *bool `json:"destructive,omitempty"`
+	Idempotent  *bool `json:"idempotent,omitempty"`
+	OpenWorld   *bool `json:"open_world,omitempty"`
+}
+
+// Mode is an execution mode.
+type Mode string
+
+// Execution modes. Only unary is served so far; the others are reserved
+// names that are refused at load until supported.
+const (
+	ModeUnary    Mode = "unary"
+	ModeWindow   Mode = "window"
+	ModeSession  Mode = "session"
+	ModeAsyncJob Mode = "async_job"
+)
+
+// DefaultTimeout bounds a call whose operation sets no timeout.
+const DefaultTimeout = 30 * time.Second
+
+// Operation is a loaded, validated operation.
+type Operation struct {
+	Name         string
+	Title        string
+	Description  string
+	Adapter      string
+	Mode         Mode
+	Timeout      time.Duration
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	Annotations  *Annotations
+	// Config is the adapter config with placeholders expanded. It may hold
+	// secrets: it is only ever sent to the adapter.
+	Config json.RawMessage
+
+	input *jsonschema.Resolved
+}
+
+// Catalog is a loaded operations file.
+type Catalog struct {
+	// Source is the file the catalog was loaded from.
+	Source     string
+	Operations []*Operation
+	// Adapters holds the third-party adapters declared by the file, with
+	// commands resolved to absolute paths.
+	Adapters map[string]AdapterDecl
+	// Secrets are the values placeholders expanded to, redacted wherever
+	// they might surface.
+	Secrets []string
+
+	byName map[string]*Operation
+}
+
+// Lookup returns the operation serving the tool name.
+func (c *Catalog) Lookup(name string) (*Operation, bool) {
+	op, ok := c.byName[name]
+	return op, ok
+}
+
+// LoadOptions tune catalog loading.
+type LoadOptions struct {
+	// Expand replaces placeholders such as {env.API_TOKEN} in a config
+	// string and leaves unknown ones, such as a URL's {id}, as they are.
+	// Default: ExpandEnv.
+	Expand func(string) string
+}
+
+// ConfigError is a problem in an operations file. Its message names the
+// file, the operation and the field.
+type ConfigError struct {
+	File      string
+	Operation string
+	Field     string
+	Reason    string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Operation != "" {
+		fmt.Fprintf(&b, ": operation %q", e.Operation)
+	}
+	if e.Field != "" {
+		b.WriteString(": " + e.Field)
+	}
+	b.WriteString(": " + e.Reason)
+	return b.String()
+}
+
+// LoadFile reads and validates an operations file.
+func LoadFile(path string, opts LoadOptions) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{File: path, Reason: fmt.Sprintf("cannot read operations file: %v", err)}
+	}
+	return Parse(path, data, opts)
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Parse validates an operations file held in memory; name is used in errors
+// and to resolve relative adapter commands.
+func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
+	if opts.Expand == nil {
+		opts.Expand = ExpandEnv
+	}
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, &ConfigError{File: name, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)}
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, &ConfigError{File: name, Reason: describeDecodeError(err)}
+	}
+	if f.Version != 0 && f.Version != 1 {
+		return nil, &ConfigError{File: name, Field: "version", Reason: fmt.Sprintf("unsupported version %d (this build reads version 1)", f.Version)}
+	}
+
+	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
+	var errs []error
+	fail := func(op, field, format string, args ...any) {
+		errs = append(errs, &ConfigError{File: name, Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+
+	for an, ad := range f.Adapters {
+		if ad.Command == "" {
+			fail("", "adapters."+an+".command", "is required")
+			continue
+		}
+		if !filepath.IsAbs(ad.Command) && strings.ContainsRune(ad.Command, filepath.Separator) {
+			ad.Command = filepath.Join(filepath.Dir(name), ad.Command)
+		}
+		cat.Adapters[an] = ad
+	}
+
+	secrets := map[string]bool{}
+	if len(f.Operations) == 0 {
+		fail("", "operations", "at least one operation is required")
+	}
+	for i, d := range f.Operations {
+		label := d.Name
+		if label == "" {
+			label = fmt.Sprintf("#%d", i+1)
+		}
+		if !toolNameRE.MatchString(d.Name) {
+			fail(label, "name", "must be 1-128 characters of A-Z a-z 0-9 _ . - (got %q)", d.Name)
+			continue
+		}
+		if cat.byName[d.Name] != nil {
+			fail(label, "name", "duplicate operation name")
+			continue
+		}
+		op := &Operation{
+			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
+			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout,
+		}
+		if op.Description == "" {
+			fail(label, "description", "is required (clients show it to the model)")
+		}
+		if op.Adapter == "" {
+			fail(label, "adapter", "is required")
+		}
+		switch op.Mode {
+		case "":
+			op.Mode = ModeUnary
+		case ModeUnary:
+		case ModeWindow, ModeSession, ModeAsyncJob:
+			fail(label, "mode", "mode %q is not supported by this build (supported: unary)", d.Mode)
+		default:
+			fail(label, "mode", "unknown mode %q (one of unary, window, session, async_job)", d.Mode)
+		}
+		if d.Timeout != "" {
+			t, err := time.ParseDuration(d.Timeout)
+			if err != nil || t <= 0 {
+				fail(label, "timeout", "must be a positive duration such as 5s (got %q)", d.Timeout)
+			} else {
+				op.Timeout = t
+			}
+		}
+		in, resolved, err := compileInputSchema(d.InputSchema)
+		if err != nil {
+			fail(label, "input_schema", "%v", err)
+		}
+		op.InputSchema, op.input = in, resolved
+		if len(d.OutputSchema) > 0 {
+			var s jsonschema.Schema
+			if err := json.Unmarshal(d.OutputSchema, &s); err != nil {
+				fail(label, "output_schema", "not a JSON Schema: %v", err)
+			} else if s.Type != "object" {
+				fail(label, "output_schema", `must have "type": "object" (structuredContent is an object)`)
+			} else if _, err := s.Resolve(nil); err != nil {
+				fail(label, "output_schema", "%v", err)
+			}
+			op.OutputSchema = d.OutputSchema
+		}
+		if len(d.Config) == 0 || d.Config[0] != '{' {
+			fail(label, "config", "is required and must be an object")
+		} else {
+			cfg, err := expandConfig(d.Config, opts.Expand, secrets)
+			if err != nil {
+				fail(label, "config", "%v", err)
+			}
+			op.Config = cfg
+		}
+		cat.Operations = append(cat.Operations, op)
+		cat.byName[op.Name] = op
+	}
+	for s := range secrets {
+		cat.Secrets = append(cat.Secrets, s)
+	}
+	slices.Sort(cat.Secrets)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cat, nil
+}
+
+func describeDecodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: expected %s, got %s", te.Field, te.Type, te.Value)
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + f
+	}
+	return msg
+}
+
+func compileInputSchema(raw json.RawMessage) (json.RawMessage, *jsonschema.Resolved, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{"type":"object"}`)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return raw, nil, fmt.Errorf("not a JSON Schema: %v", err)
+	}
+	if s.Type != "object" {
+		return raw, nil, errors.New(`must have "type": "object" (tool arguments are an object)`)
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return raw, nil, err
+	}
+	return raw, r, nil
+}
+
+// expandConfig expands placeholders in every string of a JSON config and
+// records the values that replaced placeholders as secrets, except plain
+// addresses (absolute URLs without credentials, host:port), which error
+// messages need to name the upstream.
+func expandConfig(raw json.RawMessage, expand func(string) string, secrets map[string]bool) (json.RawMessage, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case string:
+			return expandString(t, expand, secrets)
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = walk(e)
+			}
+		}
+		return v
+	}
+	return json.Marshal(walk(v))
+}
+
+var placeholderRE = regexp.MustCompile(`\{[A-Za-z_][A-Za-z0-9_.\-]*\}`)
+
+func expandString(s string, expand func(string) string, secrets map[string]bool) string {
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	for _, ph := range placeholderRE.FindAllString(s, -1) {
+		if val := expand(ph); val != ph && !isAddress(val) && len(val) >= 4 {
+			secrets[val] = true
+		}
+	}
+	return expand(s)
+}
+
+func isAddress(s string) bool {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" && u.User == nil {
+		return true
+	}
+	host, port, ok := strings.Cut(s, ":")
+	return ok && host != "" && port != "" && !strings.ContainsAny(s, "/@ ") && strings.Trim(port, "0123456789") == ""
+}
+
+var envRE = regexp.MustCompile(`\{env\.([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// ExpandEnv replaces {env.NAME} placeholders with environment variables (an
+// unset variable expands to the empty string, as in Caddy) and leaves every
+// other brace expression alone. The Caddy module uses Caddy's replacer
+// instead, which knows more placeholders.
+func ExpandEnv(s string) string {
+	return envRE.ReplaceAllStringFunc(s, func(m string) string {
+		return os.Getenv(m[len("{env.") : len(m)-1])
+	})
+}
+
+// AdapterSpec returns how to run the named adapter: the file's own
+// declaration when it has one, otherwise builtin's answer (nil builtin: no
+// built-ins).
+func (c *Catalog) AdapterSpec(name string, builtin func(name string) (AdapterSpec, bool)) (AdapterSpec, error) {
+	if d, ok := c.Adapters[name]; ok {
+		spec := AdapterSpec{Name: name, Command: d.Command, Args: d.Args}
+		for k, v := range d.Env {
+			spec.Env = append(spec.Env, k+"="+v)
+		}
+		slices.Sort(spec.Env)
+		return spec, nil
+	}
+	if builtin != nil {
+		if spec, ok := builtin(name); ok {
+			return spec, nil
+		}
+	}
+	return AdapterSpec{}, fmt.Errorf("no adapter named %q: declare it under adapters: in the operations file or use a built-in one", name)
+}

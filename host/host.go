@@ -1,0 +1,337 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Options configure a Host.
+type Options struct {
+	Catalog *Catalog
+	// Adapter returns the supervisor of the named adapter. The caller owns
+	// supervisors (they outlive a Host across config reloads).
+	Adapter func(name string) (*Supervisor, error)
+	Logger  *zap.Logger
+}
+
+// Host serves the tool calls of one catalog.
+type Host struct {
+	cat    *Catalog
+	log    *zap.Logger
+	redact *Redactor
+	ops    map[string]*boundOp
+}
+
+type boundOp struct {
+	*Operation
+	sup   *Supervisor
+	proto *adapterv1.Operation
+}
+
+// New binds every operation of the catalog to its adapter, starting the
+// adapters and letting each validate its operations' configs. Every problem
+// found is reported, as *ConfigError values joined together.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{}}
+	var errs []error
+	fail := func(op, field, reason string) {
+		errs = append(errs, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: reason})
+	}
+	for _, op := range h.cat.Operations {
+		sup, err := opts.Adapter(op.Adapter)
+		if err != nil {
+			fail(op.Name, "adapter", err.Error())
+			continue
+		}
+		desc, err := sup.Start(ctx)
+		if err != nil {
+			fail(op.Name, "adapter", h.redact.String(err.Error()))
+			continue
+		}
+		b := &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
+			Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
+		}}
+		if !hasMode(desc, b.proto.Mode) {
+			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
+			continue
+		}
+		if hasCapability(desc, "validate") {
+			rpc, err := sup.Client(ctx)
+			if err != nil {
+				fail(op.Name, "adapter", h.redact.String(err.Error()))
+				continue
+			}
+			resp, err := rpc.ValidateOperation(ctx, &adapterv1.ValidateOperationRequest{Operation: b.proto})
+			if err != nil && status.Code(err) != codes.Unimplemented {
+				fail(op.Name, "config", "adapter could not validate it: "+h.redact.String(err.Error()))
+				continue
+			}
+			bad := false
+			for _, d := range resp.GetDiagnostics() {
+				field := "config"
+				if d.GetField() != "" {
+					field += "." + d.GetField()
+				}
+				if d.GetSeverity() == adapterv1.Diagnostic_SEVERITY_WARNING {
+					h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op.Name),
+						zap.String("field", field), zap.String("warning", h.redact.String(d.GetMessage())))
+					continue
+				}
+				bad = true
+				fail(op.Name, field, h.redact.String(d.GetMessage()))
+			}
+			if bad {
+				continue
+			}
+		}
+		h.ops[op.Name] = b
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return h, nil
+}
+
+func protoMode(m Mode) adapterv1.ExecutionMode {
+	switch m {
+	case ModeWindow:
+		return adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
+	case ModeSession:
+		return adapterv1.ExecutionMode_EXECUTION_MODE_SESSION
+	case ModeAsyncJob:
+		return adapterv1.ExecutionMode_EXECUTION_MODE_ASYNC_JOB
+	}
+	return adapterv1.ExecutionMode_EXECUTION_MODE_UNARY
+}
+
+func hasMode(d *adapterv1.DescribeResponse, m adapterv1.ExecutionMode) bool {
+	for _, x := range d.GetModes() {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+func hasCapability(d *adapterv1.DescribeResponse, c string) bool {
+	for _, x := range d.GetCapabilities() {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Catalog returns the host's catalog.
+func (h *Host) Catalog() *Catalog { return h.cat }
+
+// Redactor returns the host's secret redactor, for logs written by callers.
+func (h *Host) Redactor() *Redactor { return h.redact }
+
+// CallRequest is one tool call.
+type CallRequest struct {
+	Tool string
+	// Arguments is the JSON object of arguments; empty means {}.
+	Arguments   json.RawMessage
+	RequestID   string
+	WorkspaceID string
+	AgentID     string
+	TraceParent string
+	TraceState  string
+}
+
+// Result is the outcome of a tool call, in MCP terms.
+type Result struct {
+	// Structured is the JSON object for structuredContent; nil when the
+	// answer has no structured form.
+	Structured json.RawMessage
+	// Text is the text content block.
+	Text    string
+	IsError bool
+}
+
+// ErrUnknownTool is returned for a tool the catalog does not have.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Call runs one tool call. Tool-level failures (bad arguments, upstream
+// errors, adapter crashes, timeouts) come back as a Result with IsError
+// set; the error return is kept for protocol-level failures (unknown tool).
+func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
+	op, ok := h.ops[req.Tool]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
+	}
+	args := req.Arguments
+	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
+		args = json.RawMessage("{}")
+	}
+	if msg := validateArguments(op.Operation, args); msg != "" {
+		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+
+	rpc, err := op.sup.Client(ctx)
+	if err != nil {
+		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), nil
+	}
+	resp, err := rpc.Invoke(ctx, &adapterv1.InvokeRequest{
+		Context: &adapterv1.RequestContext{
+			RequestId: req.RequestID, WorkspaceId: req.WorkspaceID, AgentId: req.AgentID,
+			Traceparent: req.TraceParent, Tracestate: req.TraceState, Deadline: timestamppb.New(deadline),
+		},
+		Operation:     op.proto,
+		ArgumentsJson: args,
+	})
+	if err != nil {
+		return errorResult(h.redact.String(h.describeRPCError(ctx, op, err))), nil
+	}
+	if ue := resp.GetError(); ue != nil {
+		return h.upstreamErrorResult(op, ue), nil
+	}
+	return h.successResult(resp.GetResult()), nil
+}
+
+func (h *Host) describeRPCError(ctx context.Context, op *boundOp, err error) string {
+	st := status.Convert(err)
+	switch {
+	case ctx.Err() == context.DeadlineExceeded || st.Code() == codes.DeadlineExceeded:
+		return fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
+	case ctx.Err() == context.Canceled || st.Code() == codes.Canceled && op.sup.Exited() == false:
+		return fmt.Sprintf("tool %q was cancelled", op.Name)
+	case st.Code() == codes.Unavailable || op.sup.Exited():
+		h.log.Warn("adapter connection lost during a call", zap.String("adapter", op.Adapter),
+			zap.String("tool", op.Name), zap.String("error", h.redact.String(st.Message())))
+		return fmt.Sprintf("adapter %q stopped during the call of tool %q (%s); it is restarted on the next call",
+			op.Adapter, op.Name, st.Message())
+	}
+	return fmt.Sprintf("adapter %q failed on tool %q: %s: %s", op.Adapter, op.Name, st.Code(), st.Message())
+}
+
+func (h *Host) upstreamErrorResult(op *boundOp, ue *adapterv1.UpstreamError) *Result {
+	var b strings.Builder
+	switch ue.GetKind() {
+	case adapterv1.UpstreamError_KIND_UPSTREAM_STATUS:
+		b.WriteString("upstream answered with an error")
+	case adapterv1.UpstreamError_KIND_TRANSPORT:
+		b.WriteString("upstream could not be reached")
+	case adapterv1.UpstreamError_KIND_TIMEOUT:
+		b.WriteString("upstream timed out")
+	case adapterv1.UpstreamError_KIND_CANCELLED:
+		b.WriteString("call was cancelled")
+	case adapterv1.UpstreamError_KIND_INVALID_ARGUMENT:
+		b.WriteString("arguments could not be turned into an upstream request")
+	case adapterv1.UpstreamError_KIND_BAD_RESPONSE:
+		b.WriteString("upstream answer could not be read")
+	default:
+		b.WriteString("upstream call failed")
+	}
+	if ue.GetUpstream() != "" {
+		fmt.Fprintf(&b, " (%s)", ue.GetUpstream())
+	}
+	if ue.GetStatus() != "" && !strings.Contains(ue.GetMessage(), ue.GetStatus()) {
+		fmt.Fprintf(&b, ": status %s", ue.GetStatus())
+	}
+	if ue.GetMessage() != "" {
+		fmt.Fprintf(&b, ": %s", ue.GetMessage())
+	}
+	if ue.GetRetryable() {
+		b.WriteString(" (retrying may succeed)")
+	}
+	if body := strings.TrimSpace(ue.GetBodyExcerpt()); body != "" {
+		fmt.Fprintf(&b, "\nupstream body: %s", body)
+	}
+	if len(ue.GetDetailJson()) > 0 {
+		fmt.Fprintf(&b, "\ndetail: %s", ue.GetDetailJson())
+	}
+	return errorResult(h.redact.String(b.String()))
+}
+
+func (h *Host) successResult(r *adapterv1.Result) *Result {
+	out := &Result{Text: r.GetText()}
+	raw := bytes.TrimSpace(r.GetStructuredJson())
+	if len(raw) > 0 {
+		if raw[0] != '{' {
+			// structuredContent is an object: wrap other JSON values.
+			raw = append(append([]byte(`{"result":`), raw...), '}')
+		}
+		out.Structured = h.redact.Bytes(raw)
+		if out.Text == "" {
+			out.Text = string(out.Structured)
+		}
+	}
+	out.Text = h.redact.String(out.Text)
+	return out
+}
+
+func errorResult(msg string) *Result { return &Result{Text: msg, IsError: true} }
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var schemaPathRE = regexp.MustCompile(`/properties/([^/:]+)`)
+
+// validateArguments checks args against the operation's input schema and
+// returns a message naming the failing field, or "".
+func validateArguments(op *Operation, args json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return "arguments are not valid JSON: " + err.Error()
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return "arguments must be a JSON object"
+	}
+	err := op.input.Validate(v)
+	if err == nil {
+		return ""
+	}
+	return describeValidationError(err)
+}
+
+// describeValidationError turns jsonschema-go's nested "validating
+// /properties/x: ..." chain into "x: reason".
+func describeValidationError(err error) string {
+	msg := err.Error()
+	var path []string
+	for _, m := range schemaPathRE.FindAllStringSubmatch(msg, -1) {
+		path = append(path, m[1])
+	}
+	reason := msg
+	for strings.HasPrefix(reason, "validating ") {
+		_, rest, ok := strings.Cut(reason, ": ")
+		if !ok {
+			break
+		}
+		reason = rest
+	}
+	if len(path) == 0 {
+		return reason
+	}
+	return strings.Join(path, ".") + ": " + reason
+}

@@ -1,0 +1,313 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// The test binary doubles as an adapter executable: started with
+// CRANK_HOST_TEST_ADAPTER=1 it serves testAdapter instead of running tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("CRANK_HOST_TEST_ADAPTER") == "1" {
+		sdk.Serve(testAdapter{})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type testAdapter struct{}
+
+func (testAdapter) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{Name: "test", Version: "1", Modes: []sdk.Mode{sdk.ModeUnary}}, nil
+}
+
+type testConfig struct {
+	Behavior string `json:"behavior"`
+	Secret   string `json:"secret"`
+}
+
+func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	var c testConfig
+	if err := json.Unmarshal(op.Config, &c); err != nil {
+		return []sdk.Diagnostic{sdk.Errorf("", "%v", err)}
+	}
+	switch c.Behavior {
+	case "echo", "sleep", "hang", "fail", "crash", "leak", "array":
+		return nil
+	}
+	return []sdk.Diagnostic{sdk.Errorf("behavior", "unknown behavior %q", c.Behavior)}
+}
+
+func (testAdapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+	var c testConfig
+	_ = json.Unmarshal(req.Operation.Config, &c)
+	switch c.Behavior {
+	case "sleep": // a well-behaved adapter enforces the operation timeout
+		select {
+		case <-time.After(req.Operation.Timeout):
+			return nil, &sdk.UpstreamError{Kind: sdk.KindTimeout, Upstream: "GET http://up/slow",
+				Message: "no answer within " + req.Operation.Timeout.String()}
+		case <-ctx.Done():
+			return nil, &sdk.UpstreamError{Kind: sdk.KindCancelled, Message: "stopped"}
+		}
+	case "hang": // a misbehaving one does not; the host's deadline ends the call
+		time.Sleep(time.Minute)
+	case "fail":
+		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "503", Upstream: "GET http://up/x",
+			Message: "unavailable", Body: "try later", Retryable: true}
+	case "crash":
+		os.Exit(3)
+	case "leak":
+		return &sdk.Result{Text: "the token is " + c.Secret}, nil
+	case "array":
+		return &sdk.Result{Structured: json.RawMessage(`[1,2]`)}, nil
+	}
+	return &sdk.Result{Structured: req.Arguments}, nil
+}
+
+const catalogYAML = `
+adapters:
+  test:
+    command: %s
+    env: {CRANK_HOST_TEST_ADAPTER: "1"}
+operations:
+  - name: echo
+    description: Echo the arguments.
+    adapter: test
+    input_schema:
+      type: object
+      properties:
+        id: {type: integer}
+        tags: {type: array, items: {type: string}}
+        nested: {type: object, properties: {name: {type: string}}, required: [name]}
+      required: [id]
+    config: {behavior: echo}
+  - name: slow
+    description: Never answers in time.
+    adapter: test
+    timeout: 300ms
+    config: {behavior: sleep}
+  - name: hanging
+    description: Adapter ignores the deadline.
+    adapter: test
+    timeout: 100ms
+    config: {behavior: hang}
+  - name: failing
+    description: Upstream fails.
+    adapter: test
+    config: {behavior: fail}
+  - name: crashing
+    description: Adapter dies.
+    adapter: test
+    config: {behavior: crash}
+  - name: leaky
+    description: Echoes a secret.
+    adapter: test
+    config: {behavior: leak, secret: "{env.CRANK_TEST_SECRET}"}
+  - name: array
+    description: Returns an array.
+    adapter: test
+    config: {behavior: array}
+`
+
+type fixture struct {
+	h   *host.Host
+	sup *host.Supervisor
+}
+
+func newFixture(t *testing.T, yaml string) (*fixture, error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := host.Parse("ops.yaml", []byte(fmt.Sprintf(yaml, exe)), host.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	sups := map[string]*host.Supervisor{}
+	t.Cleanup(func() {
+		for _, s := range sups {
+			s.Close()
+		}
+	})
+	f := &fixture{}
+	f.h, err = host.New(context.Background(), host.Options{Catalog: cat, Adapter: func(name string) (*host.Supervisor, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		spec, err := cat.AdapterSpec(name, nil)
+		if err != nil {
+			return nil, err
+		}
+		if s := sups[spec.Key()]; s != nil {
+			return s, nil
+		}
+		s := host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
+		sups[spec.Key()] = s
+		f.sup = s
+		return s, nil
+	}})
+	return f, err
+}
+
+func call(t *testing.T, h *host.Host, tool, args string) *host.Result {
+	t.Helper()
+	res, err := h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return res
+}
+
+func TestCallAndErrors(t *testing.T) {
+	t.Setenv("CRANK_TEST_SECRET", "s3cr3t-value")
+	f, err := newFixture(t, catalogYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res := call(t, f.h, "echo", `{"id": 7, "tags": ["a"]}`)
+	if res.IsError || string(res.Structured) != `{"id": 7, "tags": ["a"]}` {
+		t.Fatalf("echo: %+v", res)
+	}
+	if res := call(t, f.h, "array", `{}`); string(res.Structured) != `{"result":[1,2]}` {
+		t.Fatalf("array not wrapped: %s", res.Structured)
+	}
+
+	cases := []struct{ tool, args, want string }{
+		{"echo", `{"id": "seven"}`, `id: type:`},
+		{"echo", `{}`, `required: missing properties: ["id"]`},
+		{"echo", `{"id": 1, "tags": [3]}`, `tags`},
+		{"echo", `{"id": 1, "nested": {}}`, `nested: required`},
+		{"echo", `[1]`, `must be a JSON object`},
+		{"echo", `{"id":`, `not valid JSON`},
+		{"slow", `{}`, `upstream timed out (GET http://up/slow): no answer within 300ms`},
+		{"hanging", `{}`, `tool "hanging" timed out after 100ms`},
+		{"failing", `{}`, `(GET http://up/x): status 503: unavailable (retrying may succeed)`},
+	}
+	for _, c := range cases {
+		res := call(t, f.h, c.tool, c.args)
+		if !res.IsError || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s %s: want isError containing %q, got %+v", c.tool, c.args, c.want, res)
+		}
+	}
+
+	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: "nope"}); !errors.Is(err, host.ErrUnknownTool) {
+		t.Errorf("unknown tool: %v", err)
+	}
+
+	res = call(t, f.h, "leaky", `{}`)
+	if strings.Contains(res.Text, "s3cr3t-value") || !strings.Contains(res.Text, host.Redacted) {
+		t.Errorf("secret not redacted: %q", res.Text)
+	}
+}
+
+func TestAdapterCrashAndRestart(t *testing.T) {
+	f, err := newFixture(t, catalogYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, f.h, "echo", `{"id":1}`); res.IsError {
+		t.Fatal(res.Text)
+	}
+	starts := f.sup.Starts()
+
+	// kill -9 between calls: the next call restarts the adapter.
+	pid := f.sup.PID()
+	if pid == 0 {
+		t.Fatal("no pid")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f.sup.Exited)
+	if res := call(t, f.h, "echo", `{"id":2}`); res.IsError {
+		t.Fatalf("call after kill: %s", res.Text)
+	}
+	if f.sup.Starts() != starts+1 {
+		t.Fatalf("starts = %d, want %d", f.sup.Starts(), starts+1)
+	}
+
+	// A call in flight when the process dies gets a clear error, not a hang.
+	res := call(t, f.h, "crashing", `{}`)
+	if !res.IsError || !strings.Contains(res.Text, `adapter "test" stopped during the call`) {
+		t.Fatalf("crash in flight: %+v", res)
+	}
+	// ... and the adapter serves again afterwards.
+	waitFor(t, f.sup.Exited)
+	if res := call(t, f.h, "echo", `{"id":3}`); res.IsError {
+		t.Fatalf("call after crash: %s", res.Text)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"bad yaml", "operations: [", "not valid YAML"},
+		{"unknown field", "operations: []\nfoo: 1", `unknown field "foo"`},
+		{"no ops", "operations: []", "operations: at least one operation is required"},
+		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": name: must be`},
+		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": name: duplicate`},
+		{"no desc", "operations: [{name: a, adapter: test, config: {behavior: echo}}]", `operation "a": description: is required`},
+		{"bad schema", "operations: [{name: a, description: d, adapter: test, input_schema: {type: string}, config: {behavior: echo}}]", `input_schema: must have "type": "object"`},
+		{"bad timeout", "operations: [{name: a, description: d, adapter: test, timeout: soon, config: {behavior: echo}}]", `timeout: must be a positive duration`},
+		{"bad mode", "operations: [{name: a, description: d, adapter: test, mode: forever, config: {behavior: echo}}]", `mode: unknown mode "forever"`},
+		{"no config", "operations: [{name: a, description: d, adapter: test}]", `config: is required`},
+	}
+	for _, c := range cases {
+		_, err := host.Parse("ops.yaml", []byte(c.yaml), host.LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "ops.yaml") {
+			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
+		}
+	}
+}
+
+func TestLoadErrorsFromAdapter(t *testing.T) {
+	yaml := `
+adapters:
+  test: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: "1"}}
+operations:
+  - {name: a, description: d, adapter: test, config: {behavior: teleport}}
+  - {name: b, description: d, adapter: missing, config: {}}
+`
+	_, err := newFixture(t, yaml)
+	if err == nil {
+		t.Fatal("want error")
+	}
+	for _, want := range []string{
+		`ops.yaml: operation "a": config.behavior: unknown behavior "teleport"`,
+		`ops.yaml: operation "b": adapter: no adapter named "missing"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+
+	bad := "adapters: {test: {command: /nonexistent/adapter}}\noperations: [{name: a, description: d, adapter: test, config: {}}]\n#%s"
+	_, err = newFixture(t, bad)
+	if err == nil || !strings.Contains(err.Error(), `operation "a": adapter: adapter "test": cannot start /nonexistent/adapter`) {
+		t.Fatalf("missing binary: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,318 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapio"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// AdapterSpec identifies an adapter executable. Two specs with the same Key
+// share one process.
+type AdapterSpec struct {
+	// Name is the adapter name operations refer to.
+	Name    string
+	Command string
+	Args    []string
+	// Env is extra NAME=value environment for the process.
+	Env []string
+}
+
+// Key is the identity of the process the spec describes.
+func (s AdapterSpec) Key() string {
+	env := slices.Clone(s.Env)
+	slices.Sort(env)
+	return strings.Join([]string{s.Name, s.Command, strings.Join(s.Args, "\x1f"), strings.Join(env, "\x1f")}, "\x1e")
+}
+
+// SupervisorOptions tune a Supervisor.
+type SupervisorOptions struct {
+	Logger *zap.Logger
+	// HealthInterval is how often a running adapter is pinged; a failed
+	// ping kills it so the next call restarts it. Default 10s; negative
+	// disables pinging.
+	HealthInterval time.Duration
+	// StartTimeout bounds the process start and handshake. Default 10s.
+	StartTimeout time.Duration
+	// MaxBackoff caps the wait between failed starts. Default 30s.
+	MaxBackoff time.Duration
+	// HostVersion is sent to the adapter in Describe.
+	HostVersion string
+}
+
+// Supervisor runs one adapter process: it starts it through go-plugin,
+// describes it, health-pings it, and restarts it on the next call after it
+// exits. It is safe for concurrent use.
+type Supervisor struct {
+	spec AdapterSpec
+	opts SupervisorOptions
+	log  *zap.Logger
+
+	mu        sync.Mutex
+	client    *plugin.Client
+	grpc      *plugin.GRPCClient
+	rpc       adapterv1.AdapterClient
+	desc      *adapterv1.DescribeResponse
+	starts    int
+	failures  int // consecutive failed starts
+	nextStart time.Time
+	lastErr   error
+	closed    bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewSupervisor returns a supervisor for spec. The process starts on the
+// first call to Start or Client.
+func NewSupervisor(spec AdapterSpec, opts SupervisorOptions) *Supervisor {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.HealthInterval == 0 {
+		opts.HealthInterval = 10 * time.Second
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	s := &Supervisor{
+		spec: spec, opts: opts,
+		log:  opts.Logger.With(zap.String("adapter", spec.Name)),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if opts.HealthInterval > 0 {
+		go s.healthLoop()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Spec returns the adapter spec.
+func (s *Supervisor) Spec() AdapterSpec { return s.spec }
+
+// Start starts the process if it is not running and returns its
+// description.
+func (s *Supervisor) Start(ctx context.Context) (*adapterv1.DescribeResponse, error) {
+	if _, err := s.Client(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.desc, nil
+}
+
+// Description returns what the running adapter said of itself, or nil.
+func (s *Supervisor) Description() *adapterv1.DescribeResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.desc
+}
+
+// Starts is how many times the process has been started.
+func (s *Supervisor) Starts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starts
+}
+
+// PID is the process id of the running adapter, 0 when none runs.
+func (s *Supervisor) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil || s.client.Exited() {
+		return 0
+	}
+	if rc := s.client.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Exited reports whether the adapter process is known to have exited
+// (or never started).
+func (s *Supervisor) Exited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client == nil || s.client.Exited()
+}
+
+// ErrClosed is returned by a closed supervisor.
+var ErrClosed = errors.New("adapter supervisor closed")
+
+// Client returns a client of a live adapter process, starting or
+// restarting it when needed. After failed starts it waits out a backoff
+// and, meanwhile, fails fast with the last start error.
+func (s *Supervisor) Client(ctx context.Context) (adapterv1.AdapterClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.rpc != nil && s.alive() {
+		return s.rpc, nil
+	}
+	if s.client != nil {
+		s.log.Warn("adapter process is gone; restarting", zap.Int("starts", s.starts))
+		s.client.Kill()
+		s.client, s.grpc, s.rpc = nil, nil, nil
+	}
+	if wait := time.Until(s.nextStart); wait > 0 {
+		return nil, fmt.Errorf("adapter %q failed to start %d time(s); next attempt in %s: %w",
+			s.spec.Name, s.failures, wait.Round(time.Millisecond), s.lastErr)
+	}
+	if err := s.startLocked(ctx); err != nil {
+		s.failures++
+		s.lastErr = err
+		backoff := min(100*time.Millisecond<<min(s.failures-1, 16), s.opts.MaxBackoff)
+		s.nextStart = time.Now().Add(backoff)
+		return nil, err
+	}
+	s.failures, s.lastErr, s.nextStart = 0, nil, time.Time{}
+	return s.rpc, nil
+}
+
+// alive is a cheap check that the process runs and its connection is not
+// broken. Called with mu held.
+func (s *Supervisor) alive() bool {
+	if s.client.Exited() {
+		return false
+	}
+	st := s.grpc.Conn.GetState()
+	return st != connectivity.Shutdown && st != connectivity.TransientFailure
+}
+
+func (s *Supervisor) startLocked(ctx context.Context) error {
+	cmd := exec.Command(s.spec.Command, s.spec.Args...)
+	cmd.Env = append(adapterBaseEnv(), s.spec.Env...)
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:   "adapter." + s.spec.Name,
+		Output: &zapio.Writer{Log: s.log, Level: zap.InfoLevel},
+		Level:  hclog.Info,
+	})
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.PluginSets(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Managed:          true,
+		StartTimeout:     s.opts.StartTimeout,
+		Logger:           logger,
+		SkipHostEnv:      true,
+	})
+	cp, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("adapter %q: cannot start %s: %w", s.spec.Name, s.spec.Command, err)
+	}
+	raw, err := cp.Dispense(sdk.PluginName)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("adapter %q: %w", s.spec.Name, err)
+	}
+	rpc, ok := raw.(adapterv1.AdapterClient)
+	if !ok {
+		client.Kill()
+		return fmt.Errorf("adapter %q: unexpected plugin type %T", s.spec.Name, raw)
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	desc, err := rpc.Describe(dctx, &adapterv1.DescribeRequest{HostVersion: s.opts.HostVersion})
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("adapter %q: describe: %w", s.spec.Name, err)
+	}
+	s.client, s.grpc, s.rpc, s.desc = client, cp.(*plugin.GRPCClient), rpc, desc
+	s.starts++
+	s.log.Info("adapter started",
+		zap.String("name", desc.GetName()), zap.String("version", desc.GetVersion()),
+		zap.Int("protocol", client.NegotiatedVersion()), zap.Int("pid", client.ReattachConfig().Pid),
+		zap.Int("starts", s.starts))
+	return nil
+}
+
+func (s *Supervisor) healthLoop() {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		c := s.client
+		s.mu.Unlock()
+		if c == nil || c.Exited() {
+			continue
+		}
+		cp, err := c.Client()
+		if err == nil {
+			err = cp.Ping()
+		}
+		if err != nil {
+			s.log.Warn("adapter failed its health ping; stopping it so the next call restarts it", zap.Error(err))
+			c.Kill()
+		}
+	}
+}
+
+// Close stops the health loop and the process.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	c := s.client
+	s.client, s.grpc, s.rpc = nil, nil, nil
+	s.mu.Unlock()
+	if s.opts.HealthInterval > 0 {
+		close(s.stop)
+	}
+	<-s.done
+	if c != nil {
+		c.Kill()
+	}
+	return nil
+}
+
+// inheritedEnv are the gateway environment variables an adapter process
+// inherits. Everything else (API tokens above all) stays with the gateway:
+// secrets reach an adapter only through the operation config it needs.
+var inheritedEnv = []string{
+	"PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"GODEBUG", "GOMAXPROCS", "GOMEMLIMIT",
+}
+
+func adapterBaseEnv() []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
