@@ -67,4 +67,3 @@ a notice. Built-in adapters: ` + strings.Join(BuiltinAdapters(), ", ") + `.`,
 		Flags: flag.NewFlagSet(AdapterCommand, flag.ContinueOnError),
 	})
 }
-

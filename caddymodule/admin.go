@@ -1,0 +1,76 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(Admin{})
+}
+
+// Admin serves Crank's admin API routes on Caddy's admin endpoint:
+//
+//	GET /crank/adapters   the adapter processes this Caddy runs
+type Admin struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Admin) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.crank", New: func() caddy.Module { return new(Admin) }}
+}
+
+// AdapterStatus is one adapter process as the admin API reports it.
+type AdapterStatus struct {
+	Name     string   `json:"name"`
+	Command  string   `json:"command"`
+	Args     []string `json:"args,omitempty"`
+	PID      int      `json:"pid"`
+	Running  bool     `json:"running"`
+	Starts   int      `json:"starts"`
+	Version  string   `json:"version,omitempty"`
+	Modes    []string `json:"modes,omitempty"`
+	Protocol []string `json:"protocols,omitempty"`
+}
+
+// Routes implements caddy.AdminRouter.
+func (Admin) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/crank/adapters", Handler: caddy.AdminHandlerFunc(serveAdapters)}}
+}
+
+func serveAdapters(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errMethod}
+	}
+	out := []AdapterStatus{}
+	adapterPool.Range(func(_, v any) bool {
+		s := v.(pooledSupervisor)
+		spec := s.Spec()
+		st := AdapterStatus{Name: spec.Name, Command: spec.Command, Args: spec.Args, PID: s.PID(), Starts: s.Starts()}
+		st.Running = st.PID != 0
+		if d := s.Description(); d != nil {
+			st.Version = d.GetVersion()
+			st.Protocol = d.GetProtocols()
+			for _, m := range d.GetModes() {
+				st.Modes = append(st.Modes, strings.ToLower(strings.TrimPrefix(m.String(), "EXECUTION_MODE_")))
+			}
+		}
+		out = append(out, st)
+		return true
+	})
+	slices.SortFunc(out, func(a, b AdapterStatus) int { return strings.Compare(a.Name, b.Name) })
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(out)
+}
+
+var errMethod = methodError("method not allowed")
+
+type methodError string
+
+func (e methodError) Error() string { return string(e) }
+
+// Interface guard.
+var _ caddy.AdminRouter = Admin{}

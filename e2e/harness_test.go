@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// crankBin is the crank executable built once by TestMain.
+var crankBin string
+
+// repoRoot is the repository root.
+var repoRoot = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}()
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crank-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	crankBin = filepath.Join(dir, "crank")
+	build := exec.Command("go", "build", "-o", crankBin, "./cmd/crank")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building crank:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// gateway is a running crank process.
+type gateway struct {
+	t        testing.TB
+	dir      string
+	port     int
+	admin    int
+	etcd     int
+	peer     int
+	cmd      *exec.Cmd
+	log      *syncBuffer
+	exited   chan struct{}
+	MCPURL   string
+	AdminURL string
+}
+
+type gatewayOptions struct {
+	// Operations is the operations file's content.
+	Operations string
+	// Handler holds extra lines for the crank directive's block.
+	Handler string
+	// Env is extra environment, NAME=value.
+	Env []string
+}
+
+func (g *gateway) caddyfile(opts gatewayOptions) string {
+	return fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	persist_config off
+	crank {
+		embedded_etcd {
+			data_dir %s
+			client_url http://127.0.0.1:%d
+			peer_url http://127.0.0.1:%d
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	bind 127.0.0.1
+	crank /mcp %s {
+		%s
+	}
+}
+`, g.admin, filepath.Join(g.dir, "etcd"), g.etcd, g.peer, g.port, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
+}
+
+// startGateway starts crank with the given operations and waits until the
+// MCP endpoint answers.
+func startGateway(t testing.TB, opts gatewayOptions) *gateway {
+	t.Helper()
+	g := &gateway{t: t, dir: t.TempDir(), port: freePort(t), admin: freePort(t), etcd: freePort(t), peer: freePort(t),
+		log: &syncBuffer{}, exited: make(chan struct{})}
+	g.MCPURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)
+	g.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", g.admin)
+	writeFile(t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
+	writeFile(t, filepath.Join(g.dir, "Caddyfile"), g.caddyfile(opts))
+
+	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
+	g.cmd.Dir = g.dir
+	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
+	g.cmd.Env = append(g.cmd.Env, opts.Env...)
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.cmd.Wait(); close(g.exited) }()
+	t.Cleanup(g.stop)
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-g.exited:
+			t.Fatalf("crank exited during start:\n%s", g.log.String())
+		default:
+		}
+		resp, err := http.Get(g.AdminURL + "/crank/adapters")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				if r2, err := http.Get(g.MCPURL); err == nil {
+					r2.Body.Close()
+					return g
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crank did not come up:\n%s", g.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends crank gracefully (so it stops its adapters) and kills it if it
+// does not exit in time.
+func (g *gateway) stop() {
+	if g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-g.exited:
+	case <-time.After(15 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.exited
+	}
+	if g.t.Failed() {
+		g.t.Logf("crank log:\n%s", g.log.String())
+	}
+}
+
+// adapters returns the admin API's view of the adapter processes.
+func (g *gateway) adapters() []adapterStatus {
+	g.t.Helper()
+	resp, err := http.Get(g.AdminURL + "/crank/adapters")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []adapterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		g.t.Fatal(err)
+	}
+	return out
+}
+
+type adapterStatus struct {
+	Name    string `json:"name"`
+	PID     int    `json:"pid"`
+	Running bool   `json:"running"`
+	Starts  int    `json:"starts"`
+}
+
+func (g *gateway) adapter(name string) adapterStatus {
+	g.t.Helper()
+	for _, a := range g.adapters() {
+		if a.Name == name {
+			return a
+		}
+	}
+	g.t.Fatalf("no adapter %q in %+v", name, g.adapters())
+	return adapterStatus{}
+}
+
+// reload loads a new Caddyfile through the admin API, as `caddy reload`
+// does.
+func (g *gateway) reload(opts gatewayOptions) {
+	g.t.Helper()
+	writeFile(g.t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
+	req, _ := http.NewRequest(http.MethodPost, g.AdminURL+"/load", strings.NewReader(g.caddyfile(opts)))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	// As `caddy reload --force`: reload even though the Caddyfile itself
+	// is unchanged (the operations file it names changed).
+	req.Header.Set("Cache-Control", "must-revalidate")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		g.t.Fatalf("reload: %s: %s", resp.Status, body)
+	}
+}
+
+// connect opens a go-sdk client session to the gateway.
+func (g *gateway) connect(ctx context.Context) *mcp.ClientSession {
+	g.t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+	if err != nil {
+		g.t.Fatalf("connect: %v\n%s", err, g.log.String())
+	}
+	g.t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// textOf returns the text of a tool result's first content block.
+func textOf(res *mcp.CallToolResult) string {
+	if len(res.Content) == 0 {
+		return ""
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
+}
+
+// waitFor polls cond until it holds or 15s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Defaults for EmbeddedConfig.
+const (
+	DefaultEmbeddedName         = "crank"
+	DefaultEmbeddedClientURL    = "http://127.0.0.1:2379"
+	DefaultEmbeddedPeerURL      = "http://127.0.0.1:2380"
+	DefaultEmbeddedStartTimeout = 15 * time.Second
+	DefaultEmbeddedCompaction   = 5 * time.Minute
+	// embeddedCloseWait bounds how long StartEmbedded waits for a server
+	// that failed to become ready to shut down.
+	embeddedCloseWait = 5 * time.Second
+)
+
+// EmbeddedConfig configures a single-member etcd server run in-process.
+type EmbeddedConfig struct {
+	// DataDir holds the member's WAL and database. Required.
+	DataDir string
+	// Name is the member name; DefaultEmbeddedName when empty.
+	Name string
+	// ClientURL is where clients connect (http only);
+	// DefaultEmbeddedClientURL when empty.
+	ClientURL string
+	// PeerURL is the raft peer URL (http only); DefaultEmbeddedPeerURL when
+	// empty. A single member still listens on it.
+	PeerURL string
+	// UnsafeNoFsync disables fsync: for tests only, loses data on a crash.
+	UnsafeNoFsync bool
+	// Logger receives etcd's warnings and errors (etcd is noisy at info);
+	// nil discards etcd's logs.
+	Logger *zap.Logger
+	// StartTimeout bounds the start until the server is ready to serve;
+	// DefaultEmbeddedStartTimeout when zero.
+	StartTimeout time.Duration
+	// CompactionRetention is how much key history the server keeps before
+	// compacting it (etcd's periodic auto-compaction); without compaction
+	// every put and touch grows the database until etcd's space quota stops
+	// all writes. DefaultEmbeddedCompaction when zero.
+	CompactionRetention time.Duration
+}
+
+// Embedded is a running in-process etcd server.
+type Embedded struct {
+	etcd      *embed.Etcd
+	endpoints []string
+	closeOnce sync.Once
+}
+
+// StartEmbedded starts an embedded etcd server and waits until it is ready
+// to serve, or fails with an error naming the URLs and data directory (port
+// in use, data directory unusable, start timeout). It does not hang beyond
+// StartTimeout.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("store: embedded etcd: DataDir is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultEmbeddedName
+	}
+	if cfg.ClientURL == "" {
+		cfg.ClientURL = DefaultEmbeddedClientURL
+	}
+	if cfg.PeerURL == "" {
+		cfg.PeerURL = DefaultEmbeddedPeerURL
+	}
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultEmbeddedStartTimeout
+	}
+	what := fmt.Sprintf("embedded etcd (client %s, peer %s, data dir %s)", cfg.ClientURL, cfg.PeerURL, cfg.DataDir)
+	curl, err := parseHTTPURL(cfg.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: client URL: %w", what, err)
+	}
+	purl, err := parseHTTPURL(cfg.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: peer URL: %w", what, err)
+	}
+
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel))
+
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	ec.ListenClientUrls = []url.URL{*curl}
+	ec.AdvertiseClientUrls = []url.URL{*curl}
+	ec.ListenPeerUrls = []url.URL{*purl}
+	ec.AdvertisePeerUrls = []url.URL{*purl}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	ec.LogLevel = "warn"
+	retention := cfg.CompactionRetention
+	if retention <= 0 {
+		retention = DefaultEmbeddedCompaction
+	}
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = retention.String()
+
+	// embed.StartEtcd can block (e.g. on the database file lock when another
+	// process uses the data directory), so it too runs under the timeout.
+	type started struct {
+		e   *embed.Etcd
+		err error
+	}
+	startc := make(chan started, 1)
+	abandon := make(chan struct{})
+	go func() {
+		e, err := embed.StartEtcd(ec)
+		select {
+		case startc <- started{e, err}:
+		case <-abandon:
+			if e != nil {
+				e.Close()
+			}
+		}
+	}()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var e *embed.Etcd
+	select {
+	case s := <-startc:
+		if s.err != nil {
+			return nil, fmt.Errorf("store: start %s: %w", what, s.err)
+		}
+		e = s.e
+	case <-timer.C:
+		close(abandon)
+		// The goroutine may have sent just before abandon was closed.
+		select {
+		case s := <-startc:
+			if s.e != nil {
+				closeBounded(s.e)
+			}
+		default:
+		}
+		return nil, fmt.Errorf("store: start %s: not started within %s (is the data directory in use by another etcd?)", what, timeout)
+	}
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		closeBounded(e)
+		return nil, fmt.Errorf("store: start %s: %w", what, err)
+	case <-e.Server.StopNotify():
+		closeBounded(e)
+		return nil, fmt.Errorf("store: start %s: server stopped before it became ready", what)
+	case <-timer.C:
+		closeBounded(e)
+		return nil, fmt.Errorf("store: start %s: not ready within %s", what, timeout)
+	}
+	return &Embedded{etcd: e, endpoints: []string{curl.String()}}, nil
+}
+
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("%q: only http:// URLs are supported", s)
+	}
+	if u.Port() == "" {
+		return nil, fmt.Errorf("%q: a port is required", s)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("%q: must not have a path", s)
+	}
+	u.Path = ""
+	return u, nil
+}
+
+// closeBounded closes e, giving up waiting after embeddedCloseWait.
+func closeBounded(e *embed.Etcd) {
+	done := make(chan struct{})
+	go func() {
+		e.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(embeddedCloseWait):
+	}
+}
+
+// Endpoints returns the client URLs to pass to EtcdConfig.Endpoints.
+func (e *Embedded) Endpoints() []string {
+	return append([]string(nil), e.endpoints...)
+}
+
+// Close stops the server gracefully and waits for it. It is idempotent and
+// always returns nil; the error result lets Embedded serve as an io.Closer.
+func (e *Embedded) Close() error {
+	e.closeOnce.Do(e.etcd.Close)
+	return nil
+}
