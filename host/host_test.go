@@ -126,7 +126,7 @@ type fixture struct {
 	sup *host.Supervisor
 }
 
-func newFixture(t *testing.T, yaml string) (*fixture, error) {
+func newFixture(t testing.TB, yaml string) (*fixture, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

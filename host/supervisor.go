@@ -217,6 +217,7 @@ func (s *Supervisor) startLocked(ctx context.Context) error {
 		StartTimeout:     s.opts.StartTimeout,
 		Logger:           logger,
 		SkipHostEnv:      true,
+		GRPCDialOptions:  sdk.DialOptions(),
 	})
 	cp, err := client.Client()
 	if err != nil {

@@ -61,6 +61,22 @@ func PluginSets(impl Adapter) map[int]plugin.PluginSet {
 	}
 }
 
+// MaxMessageBytes bounds one protocol message (arguments, a result, a
+// stream event) in both directions. gRPC's default of 4 MiB is too small
+// for results the host accepts.
+const MaxMessageBytes = 64 << 20
+
+// ServerOptions are the gRPC server options an adapter process uses.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+// DialOptions are the gRPC dial options the host uses towards adapters.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+}
+
 // Serve runs the adapter as a go-plugin process and returns when the host
 // ends it. Call it from main. Logs written through hclog's default logger
 // (or to stderr) reach the host's log.
@@ -68,7 +84,9 @@ func Serve(a Adapter) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: PluginSets(a),
-		GRPCServer:       plugin.DefaultGRPCServer,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, ServerOptions()...)...)
+		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Output:     os.Stderr,
 			Level:      hclog.Info,

@@ -22,7 +22,16 @@ type server struct {
 	impl Adapter
 }
 
-func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (*adapterv1.DescribeResponse, error) {
+// recoverPanic turns a panic in adapter code into an INTERNAL error of the
+// call, so one bad request does not take the adapter process down.
+func recoverPanic(method string, err *error) {
+	if r := recover(); r != nil {
+		*err = status.Errorf(codes.Internal, "%s: adapter panicked: %v", method, r)
+	}
+}
+
+func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ *adapterv1.DescribeResponse, err error) {
+	defer recoverPanic("describe", &err)
 	d, err := s.impl.Describe(ctx)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describe: %v", err)
@@ -44,7 +53,8 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (*a
 	}, nil
 }
 
-func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateOperationRequest) (*adapterv1.ValidateOperationResponse, error) {
+func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateOperationRequest) (_ *adapterv1.ValidateOperationResponse, err error) {
+	defer recoverPanic("validate", &err)
 	v, ok := s.impl.(OperationValidator)
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "adapter does not validate operations")
@@ -61,7 +71,8 @@ func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateO
 	return resp, nil
 }
 
-func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (*adapterv1.InvokeResponse, error) {
+func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *adapterv1.InvokeResponse, err error) {
+	defer recoverPanic("invoke", &err)
 	res, err := s.impl.Invoke(ctx, requestFromProto(req))
 	if err != nil {
 		if ue, ok := asUpstreamError(err); ok {
@@ -79,13 +90,14 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (*ada
 	}}}, nil
 }
 
-func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) error {
+func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) (err error) {
+	defer recoverPanic("stream", &err)
 	st, ok := s.impl.(Streamer)
 	if !ok {
 		return status.Error(codes.Unimplemented, "adapter does not stream")
 	}
 	snd := &sender{stream: stream}
-	err := st.Stream(stream.Context(), requestFromProto(req), snd)
+	err = st.Stream(stream.Context(), requestFromProto(req), snd)
 	if ue, ok := asUpstreamError(err); ok {
 		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}})
 	}

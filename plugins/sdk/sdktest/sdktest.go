@@ -1,5 +1,5 @@
-// Package sdktest runs a Crank adapter in-process, over real gRPC through
-// go-plugin's test connection, so an adapter's unit tests exercise the same
+// Package sdktest runs a Crank adapter in-process, over real gRPC on an
+// in-memory connection, so an adapter's unit tests exercise the same
 // protocol path the host uses without building a binary.
 package sdktest
 
@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
@@ -23,19 +26,26 @@ type Harness struct {
 	Client adapterv1.AdapterClient
 }
 
-// New serves a over gRPC in-process and returns a harness whose connection
-// closes when the test ends.
+// New serves a over gRPC in-process and returns a harness whose server and
+// connection stop when the test ends.
 func New(t testing.TB, a sdk.Adapter) *Harness {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-		sdk.PluginName: &sdk.GRPCPlugin{Impl: a},
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(sdk.PluginName)
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(sdk.ServerOptions()...)
+	adapterv1.RegisterAdapterServer(srv, sdk.NewServer(a))
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///sdktest",
+		append(sdk.DialOptions(),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
-		t.Fatalf("sdktest: dispense: %v", err)
+		t.Fatalf("sdktest: %v", err)
 	}
-	return &Harness{Client: raw.(adapterv1.AdapterClient)}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		srv.Stop()
+	})
+	return &Harness{Client: adapterv1.NewAdapterClient(conn)}
 }
 
 // Call describes one operation call.

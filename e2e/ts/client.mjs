@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// Crank end-to-end client: drives a running gateway through the official
+// TypeScript MCP SDK (Streamable HTTP transport) and prints one JSON document.
+//
+// Usage: node client.mjs <mcp-url> <script.json | JSON array string>
+//
+// The script is a JSON array of steps run in order over one connected
+// client/session. Supported ops:
+//   {"op":"listTools", "cursor"?: "..."}
+//   {"op":"callTool", "name": "...", "arguments"?: {...}, "timeoutMs"?: n}
+//   {"op":"ping"}
+//   {"op":"terminateSession"}   (HTTP DELETE of the session)
+//
+// Output (stdout, exactly one JSON document):
+//   {"serverInfo":{...},"protocolVersion":"...","sessionId":"...","steps":[...]}
+// Each step is {"ok":true,"result":<SDK result>} or
+//   {"ok":false,"error":{"code":<number|null>,"message":"...","data"?:...,
+//                        "source":"...","result"?:<raw result>}}
+// source is one of:
+//   "jsonrpc"    a JSON-RPC error response (code/message/data as sent; the
+//                SDK's own request timeout also surfaces this way, -32001)
+//   "validation" the server answered with a result but the SDK rejected it
+//                (e.g. callTool output-schema checks); result is the raw answer
+//   "http"       transport-level HTTP failure; code is the HTTP status
+//   "other"      anything else (network errors, ...); code is null
+//
+// Exit codes: 0 script ran (steps may have failed), 1 connect/initialize
+// failure or overall timeout, 2 usage error.
+
+import { readFileSync, existsSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+
+const OVERALL_TIMEOUT_MS = Number(process.env.CRANK_E2E_TIMEOUT_MS || 30000);
+
+function usage(msg) {
+  if (msg) process.stderr.write(`client.mjs: ${msg}\n`);
+  process.stderr.write('usage: node client.mjs <mcp-url> <script.json | JSON array string>\n');
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  if (argv.length !== 2) usage('expected exactly two arguments');
+  const [rawURL, scriptArg] = argv;
+  let url;
+  try {
+    url = new URL(rawURL);
+  } catch {
+    usage(`invalid URL: ${rawURL}`);
+  }
+  let text = scriptArg;
+  const trimmed = scriptArg.trim();
+  if (!trimmed.startsWith('[') && existsSync(scriptArg)) {
+    try {
+      text = readFileSync(scriptArg, 'utf8');
+    } catch (e) {
+      usage(`cannot read script ${scriptArg}: ${e.message}`);
+    }
+  }
+  let script;
+  try {
+    script = JSON.parse(text);
+  } catch (e) {
+    usage(`script is neither a readable file nor valid JSON: ${e.message}`);
+  }
+  if (!Array.isArray(script)) usage('script must be a JSON array of steps');
+  for (const [i, step] of script.entries()) {
+    if (step === null || typeof step !== 'object' || typeof step.op !== 'string') {
+      usage(`step ${i}: must be an object with a string "op"`);
+    }
+    if (!['listTools', 'callTool', 'ping', 'terminateSession'].includes(step.op)) {
+      usage(`step ${i}: unknown op ${JSON.stringify(step.op)}`);
+    }
+    if (step.op === 'callTool' && typeof step.name !== 'string') {
+      usage(`step ${i}: callTool needs a string "name"`);
+    }
+  }
+  return { url, script };
+}
+
+// The SDK's McpError prefixes messages with "MCP error <code>: "; strip it so
+// the Go side sees the server's message verbatim.
+function errorInfo(err, rawResult) {
+  let source = 'other';
+  if (rawResult !== undefined) source = 'validation';
+  else if (err instanceof McpError) source = 'jsonrpc';
+  else if (err instanceof StreamableHTTPError) source = 'http';
+  const code = typeof err?.code === 'number' ? err.code : null;
+  let message = err instanceof Error ? err.message : String(err);
+  if (code !== null) {
+    const prefix = `MCP error ${code}: `;
+    if (message.startsWith(prefix)) message = message.slice(prefix.length);
+  }
+  const info = { code, message, source };
+  if (err?.data !== undefined) info.data = err.data;
+  if (rawResult !== undefined) info.result = rawResult;
+  return info;
+}
+
+async function runStep(client, transport, step) {
+  switch (step.op) {
+    case 'listTools':
+      return client.listTools(step.cursor !== undefined ? { cursor: step.cursor } : undefined);
+    case 'ping':
+      return client.ping();
+    case 'terminateSession':
+      await transport.terminateSession();
+      return {};
+    case 'callTool': {
+      const options = step.timeoutMs !== undefined ? { timeout: step.timeoutMs } : undefined;
+      return client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+    }
+  }
+  throw new Error(`unknown op ${step.op}`);
+}
+
+async function main() {
+  const { url, script } = parseArgs(process.argv.slice(2));
+
+  const transport = new StreamableHTTPClientTransport(url);
+  const client = new Client({ name: 'crank-e2e-ts', version: '0.0.0' }, { capabilities: {} });
+
+  // Record what the server actually answered, so an error thrown after a
+  // response arrived (SDK-side result validation) can be told apart from a
+  // JSON-RPC error sent by the server.
+  let lastResponse;
+  const request = client.request.bind(client);
+  client.request = async (...args) => {
+    const res = await request(...args);
+    lastResponse = res;
+    return res;
+  };
+
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    process.stderr.write(`client.mjs: connect/initialize failed: ${e?.stack || e}\n`);
+    await client.close().catch(() => {});
+    process.exit(1);
+  }
+
+  const out = {
+    serverInfo: client.getServerVersion() ?? null,
+    protocolVersion: transport.protocolVersion ?? null,
+    sessionId: transport.sessionId ?? null,
+    steps: [],
+  };
+
+  for (const step of script) {
+    lastResponse = undefined;
+    try {
+      const result = await runStep(client, transport, step);
+      out.steps.push({ ok: true, result });
+    } catch (e) {
+      out.steps.push({ ok: false, error: errorInfo(e, lastResponse) });
+    }
+  }
+
+  await client.close().catch(() => {});
+  await new Promise((resolve) => process.stdout.write(JSON.stringify(out) + '\n', resolve));
+}
+
+const timer = setTimeout(() => {
+  process.stderr.write(`client.mjs: overall timeout of ${OVERALL_TIMEOUT_MS}ms exceeded\n`);
+  process.exit(1);
+}, OVERALL_TIMEOUT_MS);
+timer.unref();
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    process.stderr.write(`client.mjs: ${e?.stack || e}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,752 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Defaults and bounds of an operation.
+const (
+	defaultTimeout          = 30 * time.Second
+	defaultMaxResponseBytes = 8 << 20
+	// errorExcerptBytes bounds the body excerpt of an upstream error.
+	errorExcerptBytes = 2 << 10
+)
+
+// Body modes.
+const (
+	bodyAuto      = "auto"
+	bodyNone      = "none"
+	bodyArguments = "arguments"
+)
+
+// knownFields lists the config fields, in documentation order.
+var knownFields = []string{
+	"method", "url", "query", "headers", "header_args", "body", "timeout", "max_response_bytes",
+}
+
+var methods = map[string]string{
+	"GET": http.MethodGet, "HEAD": http.MethodHead, "POST": http.MethodPost,
+	"PUT": http.MethodPut, "PATCH": http.MethodPatch, "DELETE": http.MethodDelete,
+	"OPTIONS": http.MethodOptions,
+}
+
+// operation is a parsed, validated operation config. It is immutable and
+// shared by all calls of the operation.
+type operation struct {
+	method string
+	// upstream names the upstream in errors: method, scheme, host and the
+	// path template; never userinfo or the query string.
+	upstream string
+	// prefix is "scheme://authority" as configured (userinfo included, it
+	// becomes basic auth), path the path template split at parameters.
+	prefix string
+	path   []pathPart
+	// staticQuery is the query string written in the url, already encoded.
+	staticQuery string
+	query       []queryParam
+	headers     http.Header
+	host        string // a static Host header, sent as the request's Host
+	headerArgs  []headerArg
+	body        string // bodyAuto, bodyNone, bodyArguments or bodyArg
+	bodyArg     string
+	// timeout is the config's timeout, 0 when unset.
+	timeout  time.Duration
+	maxBytes int64
+	// consumed holds the argument names used by path, query and
+	// header_args: they are left out of the "remaining arguments" body.
+	consumed map[string]bool
+	// needsArgs is false when the arguments are only ever forwarded whole,
+	// so a call need not decode them.
+	needsArgs bool
+	// idempotent methods may be retried after a transport failure.
+	idempotent bool
+}
+
+// pathPart is a literal (already percent-encoded) or a parameter.
+type pathPart struct {
+	lit   string
+	param string
+}
+
+type queryParam struct{ name, arg string }
+
+type headerArg struct{ name, arg string }
+
+// sendsBody reports whether the body mode sends a body for the method.
+func (op *operation) sendsBody() bool {
+	switch op.body {
+	case bodyNone:
+		return false
+	case bodyAuto:
+		return op.method == http.MethodPost || op.method == http.MethodPut || op.method == http.MethodPatch
+	}
+	return true
+}
+
+// callTimeout is the effective per-call timeout: the host's wins, then the
+// config's, then the default.
+func (op *operation) callTimeout(host time.Duration) time.Duration {
+	switch {
+	case host > 0:
+		return host
+	case op.timeout > 0:
+		return op.timeout
+	}
+	return defaultTimeout
+}
+
+// parseResult is the outcome of parsing one raw config.
+type parseResult struct {
+	op    *operation // nil when diags holds an error
+	diags []sdk.Diagnostic
+	err   error // summary of the error diagnostics, for Invoke
+}
+
+// parseConfig parses and validates a raw operation config. It never echoes
+// config values (they may be secrets) in diagnostics.
+func parseConfig(raw []byte) *parseResult {
+	var d diags
+	op := parseInto(raw, &d)
+	res := &parseResult{diags: d.list}
+	if d.failed() {
+		var msgs []string
+		for _, x := range d.list {
+			if x.Severity == sdk.SeverityError {
+				msgs = append(msgs, formatDiag(x))
+			}
+		}
+		res.err = errors.New("invalid rest operation config: " + strings.Join(msgs, "; "))
+		return res
+	}
+	res.op = op
+	return res
+}
+
+func formatDiag(x sdk.Diagnostic) string {
+	if x.Field == "" {
+		return x.Message
+	}
+	return x.Field + ": " + x.Message
+}
+
+type diags struct{ list []sdk.Diagnostic }
+
+func (d *diags) errorf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Errorf(field, format, args...))
+}
+
+func (d *diags) warnf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *diags) failed() bool {
+	for _, x := range d.list {
+		if x.Severity == sdk.SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+func parseInto(raw []byte, d *diags) *operation {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		d.errorf("", "the rest adapter config must be a JSON object")
+		return nil
+	}
+	// Unknown fields are reported by name (all of them, not just the
+	// first as DisallowUnknownFields would); keys match case-sensitively.
+	var unknown []string
+	for k := range fields {
+		if !isKnownField(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		if s := suggest(k, knownFields); s != "" {
+			d.errorf(k, "unknown field (did you mean %q?)", s)
+		} else {
+			d.errorf(k, "unknown field (known fields: %s)", strings.Join(knownFields, ", "))
+		}
+	}
+
+	op := &operation{consumed: map[string]bool{}}
+
+	// method
+	var method string
+	if v, ok := fields["method"]; !ok || isNull(v) {
+		d.errorf("method", "required: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+	} else if json.Unmarshal(v, &method) != nil {
+		d.errorf("method", "must be a string: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+	} else if m, ok := methods[strings.ToUpper(strings.TrimSpace(method))]; !ok {
+		d.errorf("method", "unknown method: use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+	} else {
+		op.method = m
+	}
+	switch op.method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		op.idempotent = true
+	}
+
+	// url
+	var rawURL string
+	if v, ok := fields["url"]; !ok || isNull(v) {
+		d.errorf("url", "required: an absolute http or https URL")
+	} else if json.Unmarshal(v, &rawURL) != nil {
+		d.errorf("url", "must be a string: an absolute http or https URL")
+	} else {
+		parseURL(strings.TrimSpace(rawURL), op, d)
+	}
+
+	// query
+	if v, ok := fields["query"]; ok && !isNull(v) {
+		parseQuery(v, op, d)
+	}
+
+	// headers
+	if v, ok := fields["headers"]; ok && !isNull(v) {
+		parseHeaders(v, op, d)
+	}
+
+	// header_args
+	if v, ok := fields["header_args"]; ok && !isNull(v) {
+		parseHeaderArgs(v, op, d)
+	}
+
+	// body
+	op.body = bodyAuto
+	if v, ok := fields["body"]; ok && !isNull(v) {
+		var b string
+		if json.Unmarshal(v, &b) != nil {
+			d.errorf("body", `must be a string: "auto", "none", "arguments" or an argument name`)
+		} else {
+			switch b = strings.TrimSpace(b); b {
+			case "":
+				d.errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
+			case bodyAuto, bodyNone, bodyArguments:
+				op.body = b
+			default:
+				if !validArgName(b) {
+					d.errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
+				}
+				op.body, op.bodyArg = "", b
+			}
+			if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
+				d.warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
+			}
+		}
+	}
+
+	// timeout
+	if v, ok := fields["timeout"]; ok && !isNull(v) {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
+			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+		} else if t <= 0 {
+			d.errorf("timeout", "must be positive")
+		} else {
+			op.timeout = t
+		}
+	}
+
+	// max_response_bytes
+	op.maxBytes = defaultMaxResponseBytes
+	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
+		var n int64
+		if json.Unmarshal(v, &n) != nil {
+			d.errorf("max_response_bytes", "must be an integer number of bytes")
+		} else if n < 0 {
+			d.errorf("max_response_bytes", "must not be negative")
+		} else if n > 0 {
+			op.maxBytes = n
+		}
+	}
+
+	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != ""
+	return op
+}
+
+func isKnownField(k string) bool {
+	for _, f := range knownFields {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// parseURL splits the url template into the authority prefix, the path
+// template and the static query.
+func parseURL(raw string, op *operation, d *diags) {
+	if raw == "" {
+		d.errorf("url", "required: an absolute http or https URL")
+		return
+	}
+	schemeEnd := strings.Index(raw, "://")
+	if schemeEnd <= 0 {
+		d.errorf("url", "must be an absolute http or https URL, e.g. https://api.example.com/users/{id}")
+		return
+	}
+	scheme := strings.ToLower(raw[:schemeEnd])
+	if scheme != "http" && scheme != "https" {
+		d.errorf("url", "scheme must be http or https")
+		return
+	}
+	rest := raw[schemeEnd+3:]
+	authEnd := strings.IndexAny(rest, "/?#")
+	if authEnd < 0 {
+		authEnd = len(rest)
+	}
+	authority, rest := rest[:authEnd], rest[authEnd:]
+	var pathTmpl, query, fragment string
+	pathTmpl = rest
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		pathTmpl, rest = rest[:i], rest[i:]
+		if strings.HasPrefix(rest, "?") {
+			query = rest[1:]
+			if j := strings.IndexByte(query, '#'); j >= 0 {
+				query, fragment = query[:j], query[j+1:]
+			}
+		} else {
+			fragment = rest[1:]
+		}
+	}
+	if strings.ContainsAny(authority, "{}") {
+		d.errorf("url", "{param} placeholders are only allowed in the path, not in the host")
+		return
+	}
+	// Let net/url check the authority (userinfo, host, port). Its error
+	// text is not used: it would quote the URL, which may carry secrets.
+	u, err := url.Parse(scheme + "://" + authority + "/")
+	if err != nil {
+		d.errorf("url", "invalid host, port or userinfo")
+		return
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		d.errorf("url", "missing host")
+		return
+	}
+	if strings.ContainsAny(query, "{}") {
+		d.errorf("url", "{param} placeholders are only allowed in the path; send arguments as query parameters with the query field")
+		return
+	}
+	if !validEscapes(query) {
+		d.errorf("url", "the query string has an invalid percent-encoding")
+		return
+	}
+	if fragment != "" {
+		d.warnf("url", "the #fragment is never sent to the upstream and is ignored")
+	}
+	parts, ok := parsePathTemplate(pathTmpl, d)
+	if !ok {
+		return
+	}
+	for _, p := range parts {
+		if p.param != "" {
+			op.consumed[p.param] = true
+		}
+	}
+	op.prefix = scheme + "://" + authority
+	op.path = parts
+	op.staticQuery = escapeLiteral(query, true)
+	if op.method != "" {
+		op.upstream = op.method + " " + scheme + "://" + u.Host + pathTmpl
+	}
+}
+
+// parsePathTemplate splits a path template at its {name} parameters.
+func parsePathTemplate(tmpl string, d *diags) ([]pathPart, bool) {
+	var parts []pathPart
+	for len(tmpl) > 0 {
+		open := strings.IndexByte(tmpl, '{')
+		if cl := strings.IndexByte(tmpl, '}'); cl >= 0 && (open < 0 || cl < open) {
+			d.errorf("url", "unbalanced '}' in the path; write a literal brace as %%7D")
+			return nil, false
+		}
+		if open < 0 {
+			break
+		}
+		if open > 0 {
+			if !validEscapes(tmpl[:open]) {
+				d.errorf("url", "the path has an invalid percent-encoding")
+				return nil, false
+			}
+			parts = append(parts, pathPart{lit: escapeLiteral(tmpl[:open], false)})
+		}
+		tmpl = tmpl[open+1:]
+		cl := strings.IndexByte(tmpl, '}')
+		if cl < 0 {
+			d.errorf("url", "unclosed '{' in the path; write a literal brace as %%7B")
+			return nil, false
+		}
+		name := tmpl[:cl]
+		switch {
+		case name == "":
+			d.errorf("url", "empty {} path parameter: name the tool argument, e.g. {id}")
+			return nil, false
+		case strings.IndexByte(name, '{') >= 0:
+			d.errorf("url", "nested '{' in the path parameter")
+			return nil, false
+		case !validArgName(name):
+			d.errorf("url", "path parameter {%s} is not a valid argument name (letters, digits, _ - . only)", name)
+			return nil, false
+		}
+		parts = append(parts, pathPart{param: name})
+		tmpl = tmpl[cl+1:]
+	}
+	if len(tmpl) > 0 {
+		if !validEscapes(tmpl) {
+			d.errorf("url", "the path has an invalid percent-encoding")
+			return nil, false
+		}
+		parts = append(parts, pathPart{lit: escapeLiteral(tmpl, false)})
+	}
+	return parts, true
+}
+
+func parseQuery(v json.RawMessage, op *operation, d *diags) {
+	var list []string
+	var obj map[string]string
+	switch {
+	case json.Unmarshal(v, &list) == nil:
+		seen := map[string]bool{}
+		for i, name := range list {
+			name = strings.TrimSpace(name)
+			switch {
+			case !validArgName(name):
+				d.errorf(fmt.Sprintf("query[%d]", i), "%q is not a valid argument name (letters, digits, _ - . only)", name)
+			case seen[name]:
+				d.errorf(fmt.Sprintf("query[%d]", i), "argument %q is listed twice", name)
+			default:
+				seen[name] = true
+				op.query = append(op.query, queryParam{name: name, arg: name})
+				op.consumed[name] = true
+			}
+		}
+	case json.Unmarshal(v, &obj) == nil:
+		names := make([]string, 0, len(obj))
+		for k := range obj {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			arg := strings.TrimSpace(obj[name])
+			switch {
+			case name == "":
+				d.errorf("query", "empty query parameter name")
+			case !validArgName(arg):
+				d.errorf("query."+name, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
+			default:
+				op.query = append(op.query, queryParam{name: name, arg: arg})
+				op.consumed[arg] = true
+			}
+		}
+	default:
+		d.errorf("query", "must be a list of argument names or an object {query_name: argument_name}")
+	}
+}
+
+func parseHeaders(v json.RawMessage, op *operation, d *diags) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		d.errorf("headers", "must be an object {Header-Name: value}")
+		return
+	}
+	op.headers = make(http.Header, len(obj))
+	for _, name := range sortedKeys(obj) {
+		field := "headers." + name
+		if !validHeaderName(name) {
+			d.errorf(field, "not a valid HTTP header name")
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if managedHeader(canon) {
+			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
+			continue
+		}
+		value, ok := scalarString(obj[name])
+		if !ok {
+			d.errorf(field, "value must be a string, number or boolean")
+			continue
+		}
+		if !validHeaderValue(value) {
+			// Never echo the value: it is likely a secret.
+			d.errorf(field, "value contains a control character such as a line break")
+			continue
+		}
+		if _, dup := op.headers[canon]; dup || (canon == "Host" && op.host != "") {
+			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
+			continue
+		}
+		if canon == "Host" {
+			op.host = value
+			continue
+		}
+		op.headers[canon] = []string{value}
+	}
+}
+
+func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
+	var obj map[string]string
+	if json.Unmarshal(v, &obj) != nil {
+		d.errorf("header_args", "must be an object {Header-Name: argument_name}")
+		return
+	}
+	seen := map[string]bool{}
+	for _, name := range sortedKeys(obj) {
+		field := "header_args." + name
+		arg := strings.TrimSpace(obj[name])
+		if !validHeaderName(name) {
+			d.errorf(field, "not a valid HTTP header name")
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if managedHeader(canon) || canon == "Host" {
+			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
+			continue
+		}
+		if seen[canon] {
+			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
+			continue
+		}
+		if !validArgName(arg) {
+			d.errorf(field, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
+			continue
+		}
+		seen[canon] = true
+		op.headerArgs = append(op.headerArgs, headerArg{name: canon, arg: arg})
+		op.consumed[arg] = true
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// managedHeader reports headers that the HTTP client manages itself.
+func managedHeader(canon string) bool {
+	switch canon {
+	case "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer", "Proxy-Connection":
+		return true
+	}
+	return false
+}
+
+// scalarString renders a JSON scalar as a plain string (no quotes).
+func scalarString(v json.RawMessage) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "", false
+	}
+	switch v[0] {
+	case '"':
+		if n := len(v); n >= 2 && v[n-1] == '"' && bytes.IndexByte(v[1:n-1], '\\') < 0 && bytes.IndexByte(v[1:n-1], '"') < 0 {
+			return string(v[1 : n-1]), true
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	case '{', '[':
+		return "", false
+	}
+	if bytes.Equal(v, []byte("null")) {
+		return "", false
+	}
+	return string(v), true
+}
+
+// validArgName accepts the tool argument names the config can refer to.
+func validArgName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue refuses control characters (header injection).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validEscapes reports whether every '%' starts a two-digit hex escape.
+func validEscapes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' {
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// escapeLiteral percent-encodes the bytes of a configured path (or query)
+// literal that may not appear raw in a URL, keeping existing escapes.
+func escapeLiteral(s string, query bool) string {
+	i := 0
+	for i < len(s) && literalOK(s[i], query) {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		c := s[i]
+		if literalOK(c, query) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+	return b.String()
+}
+
+const upperHex = "0123456789ABCDEF"
+
+func literalOK(c byte, query bool) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("-._~!$&'()*+,;=:@/%", c) >= 0 || query && c == '?'
+}
+
+// suggest returns the known name closest to s, if it is close enough.
+func suggest(s string, known []string) string {
+	best, bestD := "", 3
+	ls := strings.ToLower(s)
+	for _, k := range known {
+		if d := editDistance(ls, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// configCache memoises parsed configs keyed by the raw config bytes. Reads
+// are lock-free (an immutable map behind an atomic pointer); a miss parses
+// and publishes a copy. It is bounded: when full it starts over.
+type configCache struct {
+	mu  sync.Mutex
+	m   atomic.Pointer[map[string]*parseResult]
+	max int
+}
+
+const maxCachedConfigs = 512
+
+func (c *configCache) get(raw []byte) *parseResult {
+	if m := c.m.Load(); m != nil {
+		if p, ok := (*m)[string(raw)]; ok {
+			return p
+		}
+	}
+	p := parseConfig(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]*parseResult
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if q, ok := old[string(raw)]; ok {
+		return q
+	}
+	limit := c.max
+	if limit <= 0 {
+		limit = maxCachedConfigs
+	}
+	var n map[string]*parseResult
+	if len(old) >= limit {
+		n = make(map[string]*parseResult, 1)
+	} else {
+		n = make(map[string]*parseResult, len(old)+1)
+		for k, v := range old {
+			n[k] = v
+		}
+	}
+	n[string(raw)] = p
+	c.m.Store(&n)
+	return p
+}

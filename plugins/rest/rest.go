@@ -1,0 +1,117 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime/debug"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Name is the adapter's name as used in operation files.
+const Name = "rest"
+
+// version is the adapter's build version, reported by Describe.
+const version = "0.1.0"
+
+// Adapter is the REST adapter. It implements sdk.Adapter and
+// sdk.OperationValidator and is safe for concurrent use.
+type adapter struct {
+	client  *http.Client
+	configs configCache
+}
+
+var (
+	_ sdk.Adapter            = (*adapter)(nil)
+	_ sdk.OperationValidator = (*adapter)(nil)
+)
+
+// New returns the REST adapter. The value also implements
+// sdk.OperationValidator. Each adapter has its own HTTP connection pool and
+// config cache.
+func New() sdk.Adapter {
+	return &adapter{client: newClient()}
+}
+
+// Describe implements sdk.Adapter.
+func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{
+		Name:         Name,
+		Version:      version,
+		Protocols:    []string{"http", "https"},
+		Modes:        []sdk.Mode{sdk.ModeUnary},
+		ConfigSchema: json.RawMessage(configSchema),
+	}, nil
+}
+
+// ValidateOperation implements sdk.OperationValidator. It returns nil for a
+// good config, otherwise diagnostics naming the field. Diagnostics never
+// quote config values.
+func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	p := a.configs.get(op.Config)
+	if len(p.diags) == 0 {
+		return nil
+	}
+	return append([]sdk.Diagnostic(nil), p.diags...)
+}
+
+// Invoke implements sdk.Adapter: one HTTP request and its answer.
+func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Never crash the plugin process; the stack holds no config.
+			fmt.Fprintf(os.Stderr, "rest adapter: panic in Invoke: %T\n%s", r, debug.Stack())
+			res, err = nil, errors.New("rest adapter: internal error (panic), see the adapter log")
+		}
+	}()
+	p := a.configs.get(req.Operation.Config)
+	if p.op == nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	}
+	op := p.op
+	args, ue := op.decodeArgs(req.Arguments)
+	if ue != nil {
+		return nil, ue
+	}
+
+	timeout := op.callTimeout(req.Operation.Timeout)
+	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+
+	hreq, ue := op.newRequest(callCtx, &args, "application/json", &req.Context)
+	if ue != nil {
+		return nil, ue
+	}
+	resp, err := a.client.Do(hreq)
+	if err != nil {
+		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, false)
+	}
+	defer drainAndClose(resp.Body)
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, op.statusError(resp)
+	}
+	if op.method == http.MethodHead {
+		// No body, whatever Content-Length announces.
+		return &sdk.Result{Structured: emptyObject, ContentType: resp.Header.Get("Content-Type")}, nil
+	}
+	if resp.ContentLength > op.maxBytes {
+		return nil, op.tooLarge()
+	}
+	body, over, err := readBounded(resp.Body, op.maxBytes, resp.ContentLength)
+	if over {
+		return nil, op.tooLarge()
+	}
+	if err != nil {
+		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, true)
+	}
+	res, ue = op.result(body, resp.Header.Get("Content-Type"))
+	if ue != nil {
+		return nil, ue
+	}
+	return res, nil
+}

@@ -1,0 +1,58 @@
+package rest
+
+// configSchema is the JSON Schema (2020-12) of an operation's rest config,
+// reported by Describe. ValidateOperation is stricter (it also checks URL
+// templates, header names and durations).
+const configSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "rest operation config",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["method", "url"],
+  "properties": {
+    "method": {
+      "description": "HTTP method (case-insensitive).",
+      "type": "string",
+      "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
+               "get", "head", "post", "put", "patch", "delete", "options"]
+    },
+    "url": {
+      "description": "Absolute http or https URL; {name} path segments are filled from the tool argument of that name.",
+      "type": "string",
+      "format": "uri-template"
+    },
+    "query": {
+      "description": "Tool arguments sent as query parameters: a list of argument names, or an object {query_name: argument_name}.",
+      "oneOf": [
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "object", "additionalProperties": {"type": "string"}}
+      ]
+    },
+    "headers": {
+      "description": "Static request headers.",
+      "type": "object",
+      "additionalProperties": {"type": ["string", "number", "boolean"]}
+    },
+    "header_args": {
+      "description": "Request headers filled from tool arguments: {Header-Name: argument_name}.",
+      "type": "object",
+      "additionalProperties": {"type": "string"}
+    },
+    "body": {
+      "description": "auto (POST/PUT/PATCH send the remaining arguments), none, arguments (always send the remaining arguments), or an argument name (send that argument's value).",
+      "type": "string",
+      "default": "auto"
+    },
+    "timeout": {
+      "description": "Per-call timeout as a Go duration; the host's operation timeout wins when set.",
+      "type": "string",
+      "default": "30s"
+    },
+    "max_response_bytes": {
+      "description": "Largest accepted answer body; 0 means the default.",
+      "type": "integer",
+      "minimum": 0,
+      "default": 8388608
+    }
+  }
+}`
