@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -29,6 +30,8 @@ var sources = []string{"crank/adapter/v1/adapter.proto"}
 var generators = []string{"protoc-gen-go", "protoc-gen-go-grpc"}
 
 func main() {
+	check := flag.Bool("check", false, "fail if the generated files differ from the committed ones")
+	flag.Parse()
 	log.SetFlags(0)
 	root := "proto"
 	if _, err := os.Stat(filepath.Join(root, sources[0])); err != nil {
@@ -68,6 +71,7 @@ func main() {
 		log.Fatalf("protogen: %v", err)
 	}
 
+	stale := 0
 	for _, gen := range generators {
 		cmd := exec.Command("go", "tool", gen)
 		cmd.Stdin = bytes.NewReader(in)
@@ -85,10 +89,20 @@ func main() {
 		}
 		for _, f := range resp.File {
 			path := filepath.Join(root, f.GetName())
+			if *check {
+				if old, err := os.ReadFile(path); err != nil || string(old) != f.GetContent() {
+					fmt.Fprintf(os.Stderr, "protogen: %s is stale: run `make proto` and commit the result\n", path)
+					stale++
+				}
+				continue
+			}
 			if err := os.WriteFile(path, []byte(f.GetContent()), 0o644); err != nil {
 				log.Fatalf("protogen: %v", err)
 			}
 			fmt.Println("wrote", path)
 		}
+	}
+	if stale > 0 {
+		os.Exit(1)
 	}
 }

@@ -1,0 +1,56 @@
+# Crank: an MCP gateway inside Caddy.
+#   make run    the demo gateway on http://127.0.0.1:8080/mcp (Ctrl-C stops it)
+#   make test   every test: lint, protocol freshness, unit, race, end-to-end
+#   make bench  latency and throughput of a tool call vs its baselines
+
+GO       ?= go
+BIN      := bin/crank
+TS_DIR   := e2e/ts
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
+
+.PHONY: all build run test unit lint vet fmt-check proto proto-check ts-deps bench clean
+
+all: build
+
+build: $(BIN)
+
+$(BIN): $(GOFILES) go.mod go.sum
+	$(GO) build -o $(BIN) ./cmd/crank
+
+# The demo: Caddy with Crank, an embedded etcd (.crank/etcd) and the demo
+# REST upstream on 127.0.0.1:8081, all in one foreground process.
+run: $(BIN)
+	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
+
+test: lint proto-check ts-deps unit
+
+unit:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+lint: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# Regenerate the adapter protocol's Go code after editing the .proto.
+proto:
+	$(GO) run ./proto/internal/protogen
+
+# Fail when the committed generated code does not match the .proto.
+proto-check:
+	$(GO) run ./proto/internal/protogen -check
+
+# The official TypeScript MCP SDK for the end-to-end test, from the lockfile.
+ts-deps: $(TS_DIR)/node_modules/.package-lock.json
+
+$(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./e2e/ ./host/ ./plugins/rest/
+
+clean:
+	rm -rf bin .crank $(TS_DIR)/node_modules

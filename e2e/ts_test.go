@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTypeScriptClient drives the gateway with the official TypeScript MCP
+// SDK (e2e/ts/client.mjs; `make test` installs its node_modules first).
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	tsDir := filepath.Join(repoRoot, "e2e", "ts")
+	if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
+		}
+		t.Skip("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is required for the TypeScript SDK test")
+	}
+
+	up := newUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "500ms", "")})
+	script := `[
+		{"op":"listTools"},
+		{"op":"callTool","name":"get_user","arguments":{"id":2}},
+		{"op":"callTool","name":"get_user","arguments":{"id":404}},
+		{"op":"callTool","name":"get_user","arguments":{"id":"x"}},
+		{"op":"callTool","name":"down","arguments":{}},
+		{"op":"callTool","name":"no_such_tool","arguments":{}}
+	]`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(tsDir, "client.mjs"), g.MCPURL, script)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client.mjs: %v\n%s", err, stderr.String())
+	}
+
+	type content struct {
+		Type, Text string
+	}
+	var run struct {
+		ServerInfo struct{ Name string }
+		SessionID  string
+		Steps      []struct {
+			OK     bool
+			Result struct {
+				Tools []struct {
+					Name         string
+					InputSchema  map[string]any
+					OutputSchema map[string]any
+				}
+				Content           []content
+				StructuredContent map[string]any
+				IsError           bool
+			}
+			Error struct {
+				Code    int
+				Message string
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &run); err != nil {
+		t.Fatalf("client output: %v\n%s", err, out)
+	}
+	if run.ServerInfo.Name != "crank" || run.SessionID == "" || len(run.Steps) != 6 {
+		t.Fatalf("client run: %s", out)
+	}
+	st := run.Steps
+	if !st[0].OK || len(st[0].Result.Tools) != 4 || st[0].Result.Tools[1].Name != "get_user" || st[0].Result.Tools[1].OutputSchema == nil {
+		t.Errorf("listTools: %+v", st[0])
+	}
+	if !st[1].OK || st[1].Result.IsError || st[1].Result.StructuredContent["name"] != "User 2" {
+		t.Errorf("get_user 2: %+v", st[1])
+	}
+	for i, want := range map[int]string{
+		2: "upstream answered 404 Not Found",
+		3: `invalid arguments for tool "get_user": id: type`,
+		4: "upstream could not be reached",
+	} {
+		r := st[i].Result
+		if !st[i].OK || !r.IsError || len(r.Content) == 0 || !strings.Contains(r.Content[0].Text, want) {
+			t.Errorf("step %d: want isError with %q, got %+v", i, want, st[i])
+		}
+	}
+	if st[5].OK || st[5].Error.Code != -32602 || !strings.Contains(st[5].Error.Message, `unknown tool "no_such_tool"`) {
+		t.Errorf("unknown tool: %+v", st[5])
+	}
+}
