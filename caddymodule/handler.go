@@ -145,7 +145,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.ep = val.(*endpoint)
 	h.ep.attach(hst, h.app.Store())
 	h.logger.Info("crank endpoint ready", zap.String("operations", h.Operations),
-		zap.Int("tools", len(cat.Operations)), zap.Bool("stateless", h.Stateless))
+		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
 	return nil
 }
 
@@ -241,7 +241,7 @@ func (ep *endpoint) syncLocked() {
 		return
 	}
 	var names []string
-	for _, op := range h.Catalog().Operations {
+	for _, op := range h.Operations() {
 		names = append(names, op.Name)
 		ep.server.AddTool(mcpTool(op), ep.callTool)
 	}

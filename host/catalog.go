@@ -104,10 +104,13 @@ type Operation struct {
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage
 
-	input *jsonschema.Resolved
+	input         *jsonschema.Resolved
+	inputDeclared bool
 }
 
-// Catalog is a loaded operations file.
+// Catalog is a loaded operations file: its entries as written. An entry
+// may expand into several tools once its adapter has seen it (see
+// Host.Operations).
 type Catalog struct {
 	// Source is the file the catalog was loaded from.
 	Source     string
@@ -227,9 +230,6 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
 			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout,
 		}
-		if op.Description == "" {
-			fail(label, "description", "is required (clients show it to the model)")
-		}
 		if op.Adapter == "" {
 			fail(label, "adapter", "is required")
 		}
@@ -254,14 +254,9 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		if err != nil {
 			fail(label, "input_schema", "%v", err)
 		}
-		op.InputSchema, op.input = in, resolved
+		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
 		if len(d.OutputSchema) > 0 {
-			var s jsonschema.Schema
-			if err := json.Unmarshal(d.OutputSchema, &s); err != nil {
-				fail(label, "output_schema", "not a JSON Schema: %v", err)
-			} else if s.Type != "object" {
-				fail(label, "output_schema", `must have "type": "object" (structuredContent is an object)`)
-			} else if _, err := s.Resolve(nil); err != nil {
+			if err := checkOutputSchema(d.OutputSchema); err != nil {
 				fail(label, "output_schema", "%v", err)
 			}
 			op.OutputSchema = d.OutputSchema
@@ -298,6 +293,18 @@ func describeDecodeError(err error) string {
 		return "unknown field " + f
 	}
 	return msg
+}
+
+func checkOutputSchema(raw json.RawMessage) error {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("not a JSON Schema: %v", err)
+	}
+	if s.Type != "object" {
+		return errors.New(`must have "type": "object" (structuredContent is an object)`)
+	}
+	_, err := s.Resolve(nil)
+	return err
 }
 
 func compileInputSchema(raw json.RawMessage) (json.RawMessage, *jsonschema.Resolved, error) {

@@ -35,6 +35,7 @@ type Host struct {
 	log    *zap.Logger
 	redact *Redactor
 	ops    map[string]*boundOp
+	list   []*Operation
 }
 
 type boundOp struct {
@@ -43,9 +44,10 @@ type boundOp struct {
 	proto *adapterv1.Operation
 }
 
-// New binds every operation of the catalog to its adapter, starting the
-// adapters and letting each validate its operations' configs. Every problem
-// found is reported, as *ConfigError values joined together.
+// New binds every operation of the catalog to its adapter: it starts the
+// adapters, lets each validate its operations' configs and expand entries
+// into the tools they stand for. Every problem found is reported, as
+// *ConfigError values joined together.
 func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -53,7 +55,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{}}
 	var errs []error
 	fail := func(op, field, reason string) {
-		errs = append(errs, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: reason})
+		errs = append(errs, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: h.redact.String(reason)})
 	}
 	for _, op := range h.cat.Operations {
 		sup, err := opts.Adapter(op.Adapter)
@@ -63,51 +65,138 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		desc, err := sup.Start(ctx)
 		if err != nil {
-			fail(op.Name, "adapter", h.redact.String(err.Error()))
+			fail(op.Name, "adapter", err.Error())
 			continue
 		}
-		b := &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
-			Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
-		}}
+		b := bind(op, sup)
 		if !hasMode(desc, b.proto.Mode) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
+		rpc, err := sup.Client(ctx)
+		if err != nil {
+			fail(op.Name, "adapter", err.Error())
+			continue
+		}
 		if hasCapability(desc, "validate") {
-			rpc, err := sup.Client(ctx)
-			if err != nil {
-				fail(op.Name, "adapter", h.redact.String(err.Error()))
-				continue
-			}
 			resp, err := rpc.ValidateOperation(ctx, &adapterv1.ValidateOperationRequest{Operation: b.proto})
 			if err != nil && status.Code(err) != codes.Unimplemented {
-				fail(op.Name, "config", "adapter could not validate it: "+h.redact.String(err.Error()))
+				fail(op.Name, "config", "adapter could not validate it: "+err.Error())
 				continue
 			}
-			bad := false
-			for _, d := range resp.GetDiagnostics() {
-				field := "config"
-				if d.GetField() != "" {
-					field += "." + d.GetField()
-				}
-				if d.GetSeverity() == adapterv1.Diagnostic_SEVERITY_WARNING {
-					h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op.Name),
-						zap.String("field", field), zap.String("warning", h.redact.String(d.GetMessage())))
-					continue
-				}
-				bad = true
-				fail(op.Name, field, h.redact.String(d.GetMessage()))
-			}
-			if bad {
+			if h.report(op.Name, resp.GetDiagnostics(), fail) {
 				continue
 			}
 		}
-		h.ops[op.Name] = b
+		bound := []*boundOp{b}
+		if hasCapability(desc, "expand") {
+			resp, err := rpc.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: b.proto})
+			switch {
+			case status.Code(err) == codes.Unimplemented:
+			case err != nil:
+				fail(op.Name, "config", "adapter could not expand it: "+err.Error())
+				continue
+			default:
+				if h.report(op.Name, resp.GetDiagnostics(), fail) {
+					continue
+				}
+				if bound, err = expand(op, sup, resp.GetTools()); err != nil {
+					fail(op.Name, "config", err.Error())
+					continue
+				}
+			}
+		}
+		for _, x := range bound {
+			switch {
+			case x.Description == "":
+				fail(x.Name, "description", "is required (clients show it to the model)")
+			case h.ops[x.Name] != nil:
+				fail(x.Name, "name", "duplicate tool name")
+			default:
+				h.ops[x.Name] = x
+				h.list = append(h.list, x.Operation)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return h, nil
+}
+
+// report logs warning diagnostics, fails on errors and says whether there
+// were any errors.
+func (h *Host) report(op string, diags []*adapterv1.Diagnostic, fail func(op, field, reason string)) bool {
+	bad := false
+	for _, d := range diags {
+		field := "config"
+		if d.GetField() != "" {
+			field += "." + d.GetField()
+		}
+		if d.GetSeverity() == adapterv1.Diagnostic_SEVERITY_WARNING {
+			h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op),
+				zap.String("field", field), zap.String("warning", h.redact.String(d.GetMessage())))
+			continue
+		}
+		bad = true
+		fail(op, field, d.GetMessage())
+	}
+	return bad
+}
+
+func bind(op *Operation, sup *Supervisor) *boundOp {
+	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
+		Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
+	}}
+}
+
+// expand turns the tools an adapter derived from an entry into operations.
+// A single tool named like the entry (or unnamed) is the entry itself, and
+// what the operator wrote wins; otherwise each tool is its own operation.
+func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boundOp, error) {
+	if len(tools) == 0 {
+		return nil, errors.New("the adapter found no tools to serve in it")
+	}
+	self := len(tools) == 1 && (tools[0].GetName() == "" || tools[0].GetName() == entry.Name)
+	var out []*boundOp
+	for _, t := range tools {
+		op := *entry
+		if !self {
+			if !toolNameRE.MatchString(t.GetName()) {
+				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.GetName())
+			}
+			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout, Config: entry.Config}
+		}
+		label := op.Name
+		if op.Title == "" {
+			op.Title = t.GetTitle()
+		}
+		if op.Description == "" {
+			op.Description = t.GetDescription()
+		}
+		if len(t.GetConfigJson()) > 0 {
+			op.Config = t.GetConfigJson()
+		}
+		if !op.inputDeclared && len(t.GetInputSchemaJson()) > 0 {
+			in, resolved, err := compileInputSchema(t.GetInputSchemaJson())
+			if err != nil {
+				return nil, fmt.Errorf("tool %q: derived input schema: %v", label, err)
+			}
+			op.InputSchema, op.input = in, resolved
+		}
+		if len(op.OutputSchema) == 0 && len(t.GetOutputSchemaJson()) > 0 {
+			if err := checkOutputSchema(t.GetOutputSchemaJson()); err != nil {
+				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
+			}
+			op.OutputSchema = t.GetOutputSchemaJson()
+		}
+		if op.Annotations == nil && t.GetAnnotations() != nil {
+			a := t.GetAnnotations()
+			op.Annotations = &Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
+		}
+		out = append(out, bind(&op, sup))
+	}
+	return out, nil
 }
 
 func protoMode(m Mode) adapterv1.ExecutionMode {
@@ -140,8 +229,12 @@ func hasCapability(d *adapterv1.DescribeResponse, c string) bool {
 	return false
 }
 
-// Catalog returns the host's catalog.
+// Catalog returns the host's catalog, the operations file as written.
 func (h *Host) Catalog() *Catalog { return h.cat }
+
+// Operations returns the tools the host serves, in file order, with
+// entries expanded by their adapters.
+func (h *Host) Operations() []*Operation { return h.list }
 
 // Redactor returns the host's secret redactor, for logs written by callers.
 func (h *Host) Redactor() *Redactor { return h.redact }

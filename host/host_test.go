@@ -33,8 +33,31 @@ func (testAdapter) Describe(context.Context) (*sdk.Description, error) {
 }
 
 type testConfig struct {
-	Behavior string `json:"behavior"`
-	Secret   string `json:"secret"`
+	Behavior string   `json:"behavior"`
+	Secret   string   `json:"secret"`
+	Tools    []string `json:"tools"`
+}
+
+// ExpandOperation: behavior "expand" makes one tool per name in tools,
+// "derive" gives the entry itself a schema and a description.
+func (testAdapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	var c testConfig
+	_ = json.Unmarshal(op.Config, &c)
+	switch c.Behavior {
+	case "expand":
+		var tools []sdk.Tool
+		for _, n := range c.Tools {
+			tools = append(tools, sdk.Tool{Name: n, Description: "Tool " + n,
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+				Config:      json.RawMessage(`{"behavior":"echo","tool":"` + n + `"}`),
+				Annotations: sdk.Annotations{ReadOnly: sdk.Bool(true)}})
+		}
+		return tools, []sdk.Diagnostic{{Severity: sdk.SeverityWarning, Field: "tools", Message: "skipped one"}}
+	case "derive":
+		return []sdk.Tool{{Description: "derived description",
+			InputSchema: json.RawMessage(`{"type":"object","required":["q"]}`)}}, nil
+	}
+	return []sdk.Tool{{}}, nil
 }
 
 func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
@@ -43,7 +66,7 @@ func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk
 		return []sdk.Diagnostic{sdk.Errorf("", "%v", err)}
 	}
 	switch c.Behavior {
-	case "echo", "sleep", "hang", "fail", "crash", "leak", "array":
+	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive":
 		return nil
 	}
 	return []sdk.Diagnostic{sdk.Errorf("behavior", "unknown behavior %q", c.Behavior)}
@@ -214,6 +237,45 @@ func TestCallAndErrors(t *testing.T) {
 	}
 }
 
+func TestExpandOperation(t *testing.T) {
+	f, err := newFixture(t, `
+adapters:
+  test: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: "1"}}
+operations:
+  - {name: many, adapter: test, timeout: 2s, config: {behavior: expand, tools: [one, two]}}
+  - {name: derived, adapter: test, config: {behavior: derive}}
+  - {name: written, description: mine, adapter: test, input_schema: {type: object}, config: {behavior: derive}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, op := range f.h.Operations() {
+		names = append(names, op.Name)
+	}
+	if strings.Join(names, ",") != "one,two,derived,written" {
+		t.Fatalf("tools = %v", names)
+	}
+	ops := f.h.Operations()
+	if ops[0].Description != "Tool one" || ops[0].Timeout != 2*time.Second || !*ops[0].Annotations.ReadOnly {
+		t.Errorf("expanded tool: %+v", ops[0])
+	}
+	// The derived config reaches the adapter on invoke.
+	if res := call(t, f.h, "two", `{"n": 2}`); res.IsError || string(res.Structured) != `{"n": 2}` {
+		t.Errorf("call two: %+v", res)
+	}
+	if res := call(t, f.h, "two", `{"n": "x"}`); !res.IsError || !strings.Contains(res.Text, "n: type") {
+		t.Errorf("derived schema not enforced: %+v", res)
+	}
+	// A single unnamed tool is the entry: the adapter fills only the gaps.
+	if ops[2].Description != "derived description" || !strings.Contains(string(ops[2].InputSchema), `"required":["q"]`) {
+		t.Errorf("derived: %+v", ops[2])
+	}
+	if ops[3].Description != "mine" || string(ops[3].InputSchema) != `{"type":"object"}` {
+		t.Errorf("written: %q %s", ops[3].Description, ops[3].InputSchema)
+	}
+}
+
 func TestAdapterCrashAndRestart(t *testing.T) {
 	f, err := newFixture(t, catalogYAML)
 	if err != nil {
@@ -259,7 +321,6 @@ func TestLoadErrors(t *testing.T) {
 		{"no ops", "operations: []", "operations: at least one operation is required"},
 		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": name: must be`},
 		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": name: duplicate`},
-		{"no desc", "operations: [{name: a, adapter: test, config: {behavior: echo}}]", `operation "a": description: is required`},
 		{"bad schema", "operations: [{name: a, description: d, adapter: test, input_schema: {type: string}, config: {behavior: echo}}]", `input_schema: must have "type": "object"`},
 		{"bad timeout", "operations: [{name: a, description: d, adapter: test, timeout: soon, config: {behavior: echo}}]", `timeout: must be a positive duration`},
 		{"bad mode", "operations: [{name: a, description: d, adapter: test, mode: forever, config: {behavior: echo}}]", `mode: unknown mode "forever"`},
@@ -280,6 +341,9 @@ adapters:
 operations:
   - {name: a, description: d, adapter: test, config: {behavior: teleport}}
   - {name: b, description: d, adapter: missing, config: {}}
+  - {name: c, adapter: test, config: {behavior: echo}}
+  - {name: d, description: d, adapter: test, config: {behavior: expand, tools: [a, x y]}}
+  - {name: e, description: d, adapter: test, config: {behavior: expand, tools: []}}
 `
 	_, err := newFixture(t, yaml)
 	if err == nil {
@@ -288,6 +352,9 @@ operations:
 	for _, want := range []string{
 		`ops.yaml: operation "a": config.behavior: unknown behavior "teleport"`,
 		`ops.yaml: operation "b": adapter: no adapter named "missing"`,
+		`ops.yaml: operation "c": description: is required`,
+		`ops.yaml: operation "d": config: the adapter derived an invalid tool name "x y"`,
+		`ops.yaml: operation "e": config: the adapter found no tools to serve in it`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)

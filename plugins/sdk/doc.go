@@ -20,8 +20,10 @@
 //	func main() { sdk.Serve(myAdapter{}) }
 //
 // Optional behaviour is discovered through interfaces: an adapter that
-// implements [OperationValidator] checks operation configs at load time, one
-// that implements [Streamer] serves upstream streams.
+// implements [OperationValidator] checks operation configs at load time; one
+// that implements [OperationExpander] derives tools and their schemas from an
+// operations-file entry (an OpenAPI document, a gRPC service, a GraphQL
+// document); one that implements [Streamer] serves upstream streams.
 //
 // Failures of the upstream are returned as *[UpstreamError]; the host turns
 // them into tool results with isError set. Any other error is treated as a

@@ -24,6 +24,41 @@ type OperationValidator interface {
 	ValidateOperation(ctx context.Context, op *Operation) []Diagnostic
 }
 
+// OperationExpander is implemented by adapters that derive tools from an
+// operations-file entry: many tools from one API description, or one tool
+// whose schemas come from the upstream itself. Diagnostics with
+// SeverityError fail the load; warnings report skipped parts.
+type OperationExpander interface {
+	ExpandOperation(ctx context.Context, op *Operation) ([]Tool, []Diagnostic)
+}
+
+// Tool is one tool an entry expands to. A single Tool with an empty Name
+// (or the entry's name) is the entry itself, and what the operator wrote
+// wins over what the adapter derived; otherwise every Tool is its own tool
+// under its own Name.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// InputSchema is the JSON Schema (2020-12) of the arguments: an object
+	// schema.
+	InputSchema json.RawMessage
+	// OutputSchema, optional, is the JSON Schema of the structured result.
+	OutputSchema json.RawMessage
+	Annotations  Annotations
+	// Config is sent back as Operation.Config when the tool is invoked;
+	// nil means the entry's config.
+	Config json.RawMessage
+}
+
+// Annotations are MCP tool hints; nil means "not said".
+type Annotations struct {
+	ReadOnly, Destructive, Idempotent, OpenWorld *bool
+}
+
+// Bool returns a pointer to b, for Annotations.
+func Bool(b bool) *bool { return &b }
+
 // Streamer is implemented by adapters that serve upstream streams. Stream
 // sends events through send until the upstream ends (return nil), fails
 // (return *UpstreamError) or ctx is cancelled (return ctx.Err() or nil).

@@ -43,6 +43,12 @@ func (streaming) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.D
 	return nil
 }
 
+func (streaming) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	return []sdk.Tool{{Name: op.Name + "_a", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Annotations: sdk.Annotations{Destructive: sdk.Bool(true)}}},
+		[]sdk.Diagnostic{{Severity: sdk.SeverityWarning, Field: "paths./x", Message: "skipped"}}
+}
+
 func (streaming) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) error {
 	for i := range 3 {
 		if err := send.Item(sdk.Item{Data: json.RawMessage(`{"n":1}`), Cursor: string(rune('a' + i))}); err != nil {
@@ -60,7 +66,7 @@ func TestDescribeAdvertisesCapabilities(t *testing.T) {
 	for _, c := range []struct {
 		a    sdk.Adapter
 		caps string
-	}{{unaryOnly{}, ""}, {streaming{}, "validate,stream"}} {
+	}{{unaryOnly{}, ""}, {streaming{}, "validate,expand,stream"}} {
 		d, err := sdktest.New(t, c.a).Client.Describe(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -111,6 +117,15 @@ func TestOptionalRPCs(t *testing.T) {
 	diags, err := s.Validate(ctx, sdktest.Call{Config: map[string]any{}})
 	if err != nil || len(diags) != 1 || diags[0].GetField() != "url" || diags[0].GetSeverity() != sdk.SeverityError {
 		t.Errorf("validate: %v %v", diags, err)
+	}
+	x, err := s.Expand(ctx, sdktest.Call{Operation: "pets"})
+	if err != nil || len(x.GetTools()) != 1 || x.GetTools()[0].GetName() != "pets_a" ||
+		!x.GetTools()[0].GetAnnotations().GetDestructive() || x.GetTools()[0].GetAnnotations().ReadOnly != nil ||
+		x.GetDiagnostics()[0].GetSeverity() != sdk.SeverityWarning {
+		t.Errorf("expand: %v %v", x, err)
+	}
+	if _, err := u.Expand(ctx, sdktest.Call{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("expand on a non-expander: %v", err)
 	}
 	evs, err := s.Stream(ctx, sdktest.Call{}, 0)
 	if err != nil || len(evs) != 5 || evs[3].GetGap().GetReason() != "reconnected" || evs[4].GetEnd().GetCursor() != "c" {

@@ -40,6 +40,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if _, ok := s.impl.(OperationValidator); ok {
 		caps = append(caps, "validate")
 	}
+	if _, ok := s.impl.(OperationExpander); ok {
+		caps = append(caps, "expand")
+	}
 	if _, ok := s.impl.(Streamer); ok {
 		caps = append(caps, "stream")
 	}
@@ -60,15 +63,41 @@ func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateO
 		return nil, status.Error(codes.Unimplemented, "adapter does not validate operations")
 	}
 	op := operationFromProto(req.GetOperation())
-	resp := &adapterv1.ValidateOperationResponse{}
-	for _, d := range v.ValidateOperation(ctx, &op) {
+	return &adapterv1.ValidateOperationResponse{Diagnostics: diagnosticsToProto(v.ValidateOperation(ctx, &op))}, nil
+}
+
+func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOperationRequest) (_ *adapterv1.ExpandOperationResponse, err error) {
+	defer recoverPanic("expand", &err)
+	x, ok := s.impl.(OperationExpander)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not expand operations")
+	}
+	op := operationFromProto(req.GetOperation())
+	tools, diags := x.ExpandOperation(ctx, &op)
+	resp := &adapterv1.ExpandOperationResponse{Diagnostics: diagnosticsToProto(diags)}
+	for _, t := range tools {
+		a := t.Annotations
+		resp.Tools = append(resp.Tools, &adapterv1.Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
+			Annotations: &adapterv1.ToolAnnotations{
+				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
+			},
+		})
+	}
+	return resp, nil
+}
+
+func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
+	var out []*adapterv1.Diagnostic
+	for _, d := range diags {
 		sev := d.Severity
 		if sev == adapterv1.Diagnostic_SEVERITY_UNSPECIFIED {
 			sev = SeverityError
 		}
-		resp.Diagnostics = append(resp.Diagnostics, &adapterv1.Diagnostic{Severity: sev, Field: d.Field, Message: d.Message})
+		out = append(out, &adapterv1.Diagnostic{Severity: sev, Field: d.Field, Message: d.Message})
 	}
-	return resp, nil
+	return out
 }
 
 func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *adapterv1.InvokeResponse, err error) {

@@ -106,6 +106,15 @@ func (h *Harness) Validate(ctx context.Context, c Call) ([]*adapterv1.Diagnostic
 	return resp.GetDiagnostics(), nil
 }
 
+// Expand returns the tools and diagnostics the adapter expands an entry to.
+func (h *Harness) Expand(ctx context.Context, c Call) (*adapterv1.ExpandOperationResponse, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, err
+	}
+	return h.Client.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: req.Operation})
+}
+
 // Stream opens a stream and collects events until it ends, max events
 // arrive (0 = no limit) or ctx is done.
 func (h *Harness) Stream(ctx context.Context, c Call, max int) ([]*adapterv1.StreamEvent, error) {

@@ -140,7 +140,7 @@ func (x Diagnostic_Severity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Diagnostic_Severity.Descriptor instead.
 func (Diagnostic_Severity) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{5, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type UpstreamError_Kind int32
@@ -208,7 +208,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type DescribeRequest struct {
@@ -509,6 +509,276 @@ func (x *ValidateOperationResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+type ExpandOperationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operation     *Operation             `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpandOperationRequest) Reset() {
+	*x = ExpandOperationRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpandOperationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpandOperationRequest) ProtoMessage() {}
+
+func (x *ExpandOperationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpandOperationRequest.ProtoReflect.Descriptor instead.
+func (*ExpandOperationRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExpandOperationRequest) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+// ExpandOperationResponse lists the tools an entry stands for. Diagnostics
+// with SEVERITY_ERROR fail the load; warnings report parts that were
+// skipped (e.g. an API operation that cannot be made a tool) while the rest
+// loads.
+type ExpandOperationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*Tool                `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Diagnostics   []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpandOperationResponse) Reset() {
+	*x = ExpandOperationResponse{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpandOperationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpandOperationResponse) ProtoMessage() {}
+
+func (x *ExpandOperationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpandOperationResponse.ProtoReflect.Descriptor instead.
+func (*ExpandOperationResponse) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ExpandOperationResponse) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ExpandOperationResponse) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+// Tool is one tool an entry expands to. A single tool with an empty name
+// (or the entry's own name) is the entry itself: what the operator wrote in
+// the operations file (title, description, schemas, annotations) wins over
+// what the adapter derived. Otherwise each tool stands alone under its own
+// name, which must follow MCP tool-name rules and be unique.
+type Tool struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema (2020-12) of the arguments, an object schema.
+	InputSchemaJson []byte `protobuf:"bytes,4,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	// JSON Schema of structuredContent, optional.
+	OutputSchemaJson []byte           `protobuf:"bytes,5,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	Annotations      *ToolAnnotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// The config the host sends back in Operation.config_json when this tool
+	// is invoked; empty means the entry's config.
+	ConfigJson    []byte `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetInputSchemaJson() []byte {
+	if x != nil {
+		return x.InputSchemaJson
+	}
+	return nil
+}
+
+func (x *Tool) GetOutputSchemaJson() []byte {
+	if x != nil {
+		return x.OutputSchemaJson
+	}
+	return nil
+}
+
+func (x *Tool) GetAnnotations() *ToolAnnotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Tool) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+// ToolAnnotations are MCP tool hints; unset means "not said".
+type ToolAnnotations struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReadOnly      *bool                  `protobuf:"varint,1,opt,name=read_only,json=readOnly,proto3,oneof" json:"read_only,omitempty"`
+	Destructive   *bool                  `protobuf:"varint,2,opt,name=destructive,proto3,oneof" json:"destructive,omitempty"`
+	Idempotent    *bool                  `protobuf:"varint,3,opt,name=idempotent,proto3,oneof" json:"idempotent,omitempty"`
+	OpenWorld     *bool                  `protobuf:"varint,4,opt,name=open_world,json=openWorld,proto3,oneof" json:"open_world,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolAnnotations) Reset() {
+	*x = ToolAnnotations{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolAnnotations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolAnnotations) ProtoMessage() {}
+
+func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
+func (*ToolAnnotations) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ToolAnnotations) GetReadOnly() bool {
+	if x != nil && x.ReadOnly != nil {
+		return *x.ReadOnly
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetDestructive() bool {
+	if x != nil && x.Destructive != nil {
+		return *x.Destructive
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetIdempotent() bool {
+	if x != nil && x.Idempotent != nil {
+		return *x.Idempotent
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetOpenWorld() bool {
+	if x != nil && x.OpenWorld != nil {
+		return *x.OpenWorld
+	}
+	return false
+}
+
 // Diagnostic is one problem with an operation's config.
 type Diagnostic struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -523,7 +793,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +805,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +818,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{5}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Diagnostic) GetSeverity() Diagnostic_Severity {
@@ -591,7 +861,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +873,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +886,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{6}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestContext) GetRequestId() string {
@@ -677,7 +947,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +959,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +972,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InvokeRequest) GetContext() *RequestContext {
@@ -746,7 +1016,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +1028,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +1041,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -832,7 +1102,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1114,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1127,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -904,7 +1174,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1186,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1199,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -997,7 +1267,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1279,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1292,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -1113,7 +1383,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1395,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1408,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -1171,7 +1441,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1453,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1466,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Gap) GetReason() string {
@@ -1217,7 +1487,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1499,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1512,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *End) GetCursor() string {
@@ -1283,7 +1553,34 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x18ValidateOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"[\n" +
 	"\x19ValidateOperationResponse\x12>\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\xcf\x01\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"S\n" +
+	"\x16ExpandOperationRequest\x129\n" +
+	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"\x87\x01\n" +
+	"\x17ExpandOperationResponse\x12,\n" +
+	"\x05tools\x18\x01 \x03(\v2\x16.crank.adapter.v1.ToolR\x05tools\x12>\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x92\x02\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
+	"\x11input_schema_json\x18\x04 \x01(\fR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\x05 \x01(\fR\x10outputSchemaJson\x12C\n" +
+	"\vannotations\x18\x06 \x01(\v2!.crank.adapter.v1.ToolAnnotationsR\vannotations\x12\x1f\n" +
+	"\vconfig_json\x18\a \x01(\fR\n" +
+	"configJson\"\xdf\x01\n" +
+	"\x0fToolAnnotations\x12 \n" +
+	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
+	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
+	"\n" +
+	"idempotent\x18\x03 \x01(\bH\x02R\n" +
+	"idempotent\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"open_world\x18\x04 \x01(\bH\x03R\topenWorld\x88\x01\x01B\f\n" +
+	"\n" +
+	"_read_onlyB\x0e\n" +
+	"\f_destructiveB\r\n" +
+	"\v_idempotentB\r\n" +
+	"\v_open_world\"\xcf\x01\n" +
 	"\n" +
 	"Diagnostic\x12A\n" +
 	"\bseverity\x18\x01 \x01(\x0e2%.crank.adapter.v1.Diagnostic.SeverityR\bseverity\x12\x14\n" +
@@ -1353,10 +1650,11 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xe3\x02\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xcb\x03\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
-	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12K\n" +
+	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
+	"\x0fExpandOperation\x12(.crank.adapter.v1.ExpandOperationRequest\x1a).crank.adapter.v1.ExpandOperationResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
 	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
@@ -1373,7 +1671,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -1383,47 +1681,57 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*Operation)(nil),                 // 5: crank.adapter.v1.Operation
 	(*ValidateOperationRequest)(nil),  // 6: crank.adapter.v1.ValidateOperationRequest
 	(*ValidateOperationResponse)(nil), // 7: crank.adapter.v1.ValidateOperationResponse
-	(*Diagnostic)(nil),                // 8: crank.adapter.v1.Diagnostic
-	(*RequestContext)(nil),            // 9: crank.adapter.v1.RequestContext
-	(*InvokeRequest)(nil),             // 10: crank.adapter.v1.InvokeRequest
-	(*InvokeResponse)(nil),            // 11: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 12: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 13: crank.adapter.v1.UpstreamError
-	(*StreamEvent)(nil),               // 14: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 15: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 16: crank.adapter.v1.Gap
-	(*End)(nil),                       // 17: crank.adapter.v1.End
-	(*timestamppb.Timestamp)(nil),     // 18: google.protobuf.Timestamp
+	(*ExpandOperationRequest)(nil),    // 8: crank.adapter.v1.ExpandOperationRequest
+	(*ExpandOperationResponse)(nil),   // 9: crank.adapter.v1.ExpandOperationResponse
+	(*Tool)(nil),                      // 10: crank.adapter.v1.Tool
+	(*ToolAnnotations)(nil),           // 11: crank.adapter.v1.ToolAnnotations
+	(*Diagnostic)(nil),                // 12: crank.adapter.v1.Diagnostic
+	(*RequestContext)(nil),            // 13: crank.adapter.v1.RequestContext
+	(*InvokeRequest)(nil),             // 14: crank.adapter.v1.InvokeRequest
+	(*InvokeResponse)(nil),            // 15: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 16: crank.adapter.v1.Result
+	(*UpstreamError)(nil),             // 17: crank.adapter.v1.UpstreamError
+	(*StreamEvent)(nil),               // 18: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 19: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 20: crank.adapter.v1.Gap
+	(*End)(nil),                       // 21: crank.adapter.v1.End
+	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
 	0,  // 1: crank.adapter.v1.Operation.mode:type_name -> crank.adapter.v1.ExecutionMode
 	5,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	8,  // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	1,  // 4: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	18, // 5: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 6: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	5,  // 7: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	12, // 8: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	13, // 9: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	2,  // 10: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	15, // 11: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	16, // 12: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	17, // 13: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	13, // 14: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	3,  // 15: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	6,  // 16: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	10, // 17: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	10, // 18: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	4,  // 19: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	7,  // 20: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	11, // 21: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	14, // 22: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	5,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
+	10, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
+	12, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	11, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	1,  // 8: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	22, // 9: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	13, // 10: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	5,  // 11: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	16, // 12: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	17, // 13: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	2,  // 14: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	19, // 15: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	20, // 16: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	21, // 17: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	17, // 18: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	3,  // 19: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	6,  // 20: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	8,  // 21: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	14, // 22: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	14, // 23: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	4,  // 24: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	7,  // 25: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	9,  // 26: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	15, // 27: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	18, // 28: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -1431,11 +1739,12 @@ func file_crank_adapter_v1_adapter_proto_init() {
 	if File_crank_adapter_v1_adapter_proto != nil {
 		return
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[8].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[8].OneofWrappers = []any{}
+	file_crank_adapter_v1_adapter_proto_msgTypes[12].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[11].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
@@ -1447,7 +1756,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Adapter_Describe_FullMethodName          = "/crank.adapter.v1.Adapter/Describe"
 	Adapter_ValidateOperation_FullMethodName = "/crank.adapter.v1.Adapter/ValidateOperation"
+	Adapter_ExpandOperation_FullMethodName   = "/crank.adapter.v1.Adapter/ExpandOperation"
 	Adapter_Invoke_FullMethodName            = "/crank.adapter.v1.Adapter/Invoke"
 	Adapter_Stream_FullMethodName            = "/crank.adapter.v1.Adapter/Stream"
 )
@@ -51,6 +52,14 @@ type AdapterClient interface {
 	// that configuration errors fail at load, naming the field, instead of at
 	// the first call. Optional: UNIMPLEMENTED means "accept as is".
 	ValidateOperation(ctx context.Context, in *ValidateOperationRequest, opts ...grpc.CallOption) (*ValidateOperationResponse, error)
+	// ExpandOperation turns one operations-file entry into the tools it
+	// stands for, with their schemas: an OpenAPI document into one tool per
+	// API operation, a gRPC service into one tool per method, a GraphQL
+	// document into one tool per named operation, or a single method into
+	// one tool whose schemas come from the upstream's own descriptors.
+	// Called at load, after ValidateOperation. Optional: UNIMPLEMENTED means
+	// the entry is one tool, exactly as written.
+	ExpandOperation(ctx context.Context, in *ExpandOperationRequest, opts ...grpc.CallOption) (*ExpandOperationResponse, error)
 	// Invoke runs one request-response call against the upstream.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
 	// Stream opens an upstream stream and sends its events until the upstream
@@ -82,6 +91,16 @@ func (c *adapterClient) ValidateOperation(ctx context.Context, in *ValidateOpera
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ValidateOperationResponse)
 	err := c.cc.Invoke(ctx, Adapter_ValidateOperation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adapterClient) ExpandOperation(ctx context.Context, in *ExpandOperationRequest, opts ...grpc.CallOption) (*ExpandOperationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExpandOperationResponse)
+	err := c.cc.Invoke(ctx, Adapter_ExpandOperation_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +147,14 @@ type AdapterServer interface {
 	// that configuration errors fail at load, naming the field, instead of at
 	// the first call. Optional: UNIMPLEMENTED means "accept as is".
 	ValidateOperation(context.Context, *ValidateOperationRequest) (*ValidateOperationResponse, error)
+	// ExpandOperation turns one operations-file entry into the tools it
+	// stands for, with their schemas: an OpenAPI document into one tool per
+	// API operation, a gRPC service into one tool per method, a GraphQL
+	// document into one tool per named operation, or a single method into
+	// one tool whose schemas come from the upstream's own descriptors.
+	// Called at load, after ValidateOperation. Optional: UNIMPLEMENTED means
+	// the entry is one tool, exactly as written.
+	ExpandOperation(context.Context, *ExpandOperationRequest) (*ExpandOperationResponse, error)
 	// Invoke runs one request-response call against the upstream.
 	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
 	// Stream opens an upstream stream and sends its events until the upstream
@@ -150,6 +177,9 @@ func (UnimplementedAdapterServer) Describe(context.Context, *DescribeRequest) (*
 }
 func (UnimplementedAdapterServer) ValidateOperation(context.Context, *ValidateOperationRequest) (*ValidateOperationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ValidateOperation not implemented")
+}
+func (UnimplementedAdapterServer) ExpandOperation(context.Context, *ExpandOperationRequest) (*ExpandOperationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExpandOperation not implemented")
 }
 func (UnimplementedAdapterServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
@@ -214,6 +244,24 @@ func _Adapter_ValidateOperation_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Adapter_ExpandOperation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExpandOperationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).ExpandOperation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_ExpandOperation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).ExpandOperation(ctx, req.(*ExpandOperationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Adapter_Invoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InvokeRequest)
 	if err := dec(in); err != nil {
@@ -257,6 +305,10 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ValidateOperation",
 			Handler:    _Adapter_ValidateOperation_Handler,
+		},
+		{
+			MethodName: "ExpandOperation",
+			Handler:    _Adapter_ExpandOperation_Handler,
 		},
 		{
 			MethodName: "Invoke",
