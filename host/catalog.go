@@ -125,6 +125,16 @@ type Catalog struct {
 	byName map[string]*Operation
 }
 
+// BaseDir is the absolute directory of the operations file; adapters
+// resolve relative paths in operation configs against it.
+func (c *Catalog) BaseDir() string {
+	dir, err := filepath.Abs(filepath.Dir(c.Source))
+	if err != nil {
+		return filepath.Dir(c.Source)
+	}
+	return dir
+}
+
 // Lookup returns the operation serving the tool name.
 func (c *Catalog) Lookup(name string) (*Operation, bool) {
 	op, ok := c.byName[name]

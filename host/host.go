@@ -68,7 +68,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op.Name, "adapter", err.Error())
 			continue
 		}
-		b := bind(op, sup)
+		b := bind(op, sup, h.cat.BaseDir())
 		if !hasMode(desc, b.proto.Mode) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
@@ -100,7 +100,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				if h.report(op.Name, resp.GetDiagnostics(), fail) {
 					continue
 				}
-				if bound, err = expand(op, sup, resp.GetTools()); err != nil {
+				if bound, err = expand(op, sup, h.cat.BaseDir(), resp.GetTools()); err != nil {
 					fail(op.Name, "config", err.Error())
 					continue
 				}
@@ -144,16 +144,17 @@ func (h *Host) report(op string, diags []*adapterv1.Diagnostic, fail func(op, fi
 	return bad
 }
 
-func bind(op *Operation, sup *Supervisor) *boundOp {
+func bind(op *Operation, sup *Supervisor, baseDir string) *boundOp {
 	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
 		Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
+		BaseDir: baseDir,
 	}}
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boundOp, error) {
+func expand(entry *Operation, sup *Supervisor, baseDir string, tools []*adapterv1.Tool) ([]*boundOp, error) {
 	if len(tools) == 0 {
 		return nil, errors.New("the adapter found no tools to serve in it")
 	}
@@ -194,7 +195,7 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 			a := t.GetAnnotations()
 			op.Annotations = &Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
-		out = append(out, bind(&op, sup))
+		out = append(out, bind(&op, sup, baseDir))
 	}
 	return out, nil
 }

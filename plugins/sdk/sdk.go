@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
@@ -103,6 +104,17 @@ type Operation struct {
 	Config  json.RawMessage
 	Timeout time.Duration
 	Mode    Mode
+	// BaseDir is the absolute directory of the operations file: resolve
+	// relative file paths in Config against it (see ResolvePath).
+	BaseDir string
+}
+
+// ResolvePath returns path made absolute against the operation's BaseDir.
+func (op *Operation) ResolvePath(path string) string {
+	if path == "" || filepath.IsAbs(path) || op.BaseDir == "" {
+		return path
+	}
+	return filepath.Join(op.BaseDir, path)
 }
 
 // RequestContext describes the caller of a request.

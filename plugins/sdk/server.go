@@ -179,6 +179,7 @@ func operationFromProto(op *adapterv1.Operation) Operation {
 		Config:  json.RawMessage(op.GetConfigJson()),
 		Timeout: time.Duration(op.GetTimeoutMs()) * time.Millisecond,
 		Mode:    op.GetMode(),
+		BaseDir: op.GetBaseDir(),
 	}
 }
 

@@ -357,8 +357,12 @@ type Operation struct {
 	ConfigJson []byte `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
 	// Per-call timeout in milliseconds; 0 means the adapter's default. The
 	// gRPC deadline of the call bounds it too.
-	TimeoutMs     int64         `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Mode          ExecutionMode `protobuf:"varint,4,opt,name=mode,proto3,enum=crank.adapter.v1.ExecutionMode" json:"mode,omitempty"`
+	TimeoutMs int64         `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Mode      ExecutionMode `protobuf:"varint,4,opt,name=mode,proto3,enum=crank.adapter.v1.ExecutionMode" json:"mode,omitempty"`
+	// Absolute directory of the operations file the operation comes from:
+	// relative file paths in config (documents, descriptor sets, CA files)
+	// are relative to it.
+	BaseDir       string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +423,13 @@ func (x *Operation) GetMode() ExecutionMode {
 		return x.Mode
 	}
 	return ExecutionMode_EXECUTION_MODE_UNSPECIFIED
+}
+
+func (x *Operation) GetBaseDir() string {
+	if x != nil {
+		return x.BaseDir
+	}
+	return ""
 }
 
 type ValidateOperationRequest struct {
@@ -1542,14 +1553,15 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\tprotocols\x18\x03 \x03(\tR\tprotocols\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x125\n" +
 	"\x05modes\x18\x05 \x03(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x05modes\x12,\n" +
-	"\x12config_schema_json\x18\x06 \x01(\fR\x10configSchemaJson\"\x94\x01\n" +
+	"\x12config_schema_json\x18\x06 \x01(\fR\x10configSchemaJson\"\xaf\x01\n" +
 	"\tOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
 	"configJson\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x123\n" +
-	"\x04mode\x18\x04 \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\"U\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\x12\x19\n" +
+	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\"U\n" +
 	"\x18ValidateOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"[\n" +
 	"\x19ValidateOperationResponse\x12>\n" +
