@@ -103,6 +103,10 @@ type Operation struct {
 	// Config is the adapter config with placeholders expanded. It may hold
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage
+	// File is the operations file the operation comes from, and Dir its
+	// absolute directory; adapters resolve relative paths in Config
+	// against Dir.
+	File, Dir string
 
 	input         *jsonschema.Resolved
 	inputDeclared bool
@@ -203,6 +207,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	}
 
 	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
+	dir := cat.BaseDir()
 	var errs []error
 	fail := func(op, field, format string, args ...any) {
 		errs = append(errs, &ConfigError{File: name, Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -238,7 +243,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		}
 		op := &Operation{
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
-			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout,
+			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout, File: name, Dir: dir,
 		}
 		if op.Adapter == "" {
 			fail(label, "adapter", "is required")

@@ -55,7 +55,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{}}
 	var errs []error
 	fail := func(op, field, reason string) {
-		errs = append(errs, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: h.redact.String(reason)})
+		file := h.cat.Source
+		if o, ok := h.cat.Lookup(op); ok && o.File != "" {
+			file = o.File
+		}
+		errs = append(errs, &ConfigError{File: file, Operation: op, Field: field, Reason: h.redact.String(reason)})
 	}
 	for _, op := range h.cat.Operations {
 		sup, err := opts.Adapter(op.Adapter)
@@ -68,7 +72,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op.Name, "adapter", err.Error())
 			continue
 		}
-		b := bind(op, sup, h.cat.BaseDir())
+		b := bind(op, sup)
 		if !hasMode(desc, b.proto.Mode) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
@@ -100,7 +104,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				if h.report(op.Name, resp.GetDiagnostics(), fail) {
 					continue
 				}
-				if bound, err = expand(op, sup, h.cat.BaseDir(), resp.GetTools()); err != nil {
+				if bound, err = expand(op, sup, resp.GetTools()); err != nil {
 					fail(op.Name, "config", err.Error())
 					continue
 				}
@@ -144,17 +148,17 @@ func (h *Host) report(op string, diags []*adapterv1.Diagnostic, fail func(op, fi
 	return bad
 }
 
-func bind(op *Operation, sup *Supervisor, baseDir string) *boundOp {
+func bind(op *Operation, sup *Supervisor) *boundOp {
 	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
 		Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
-		BaseDir: baseDir,
+		BaseDir: op.Dir,
 	}}
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *Operation, sup *Supervisor, baseDir string, tools []*adapterv1.Tool) ([]*boundOp, error) {
+func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boundOp, error) {
 	if len(tools) == 0 {
 		return nil, errors.New("the adapter found no tools to serve in it")
 	}
@@ -166,7 +170,8 @@ func expand(entry *Operation, sup *Supervisor, baseDir string, tools []*adapterv
 			if !toolNameRE.MatchString(t.GetName()) {
 				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.GetName())
 			}
-			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout, Config: entry.Config}
+			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
+				Config: entry.Config, File: entry.File, Dir: entry.Dir}
 		}
 		label := op.Name
 		if op.Title == "" {
@@ -195,7 +200,7 @@ func expand(entry *Operation, sup *Supervisor, baseDir string, tools []*adapterv
 			a := t.GetAnnotations()
 			op.Annotations = &Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
-		out = append(out, bind(&op, sup, baseDir))
+		out = append(out, bind(&op, sup))
 	}
 	return out, nil
 }

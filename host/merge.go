@@ -1,0 +1,69 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Merge combines the catalogs of several operations files into one, as a
+// handler serving them all sees it. Operation names must be unique across
+// the files; an adapter declared in two files must be declared alike.
+func Merge(cats ...*Catalog) (*Catalog, error) {
+	if len(cats) == 1 {
+		return cats[0], nil
+	}
+	var sources []string
+	for _, c := range cats {
+		sources = append(sources, c.Source)
+	}
+	out := &Catalog{Source: strings.Join(sources, ", "), Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
+	from := map[string]string{}
+	var errs []error
+	secrets := map[string]bool{}
+	for _, c := range cats {
+		for name, d := range c.Adapters {
+			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
+				errs = append(errs, &ConfigError{File: c.Source, Field: "adapters." + name,
+					Reason: fmt.Sprintf("declared differently in %s", from["adapter:"+name])})
+				continue
+			}
+			out.Adapters[name] = d
+			from["adapter:"+name] = c.Source
+		}
+		for _, op := range c.Operations {
+			if first, ok := from[op.Name]; ok {
+				errs = append(errs, &ConfigError{File: c.Source, Operation: op.Name, Field: "name",
+					Reason: "duplicate operation name (also in " + first + ")"})
+				continue
+			}
+			from[op.Name] = c.Source
+			out.Operations = append(out.Operations, op)
+			out.byName[op.Name] = op
+		}
+		for _, s := range c.Secrets {
+			secrets[s] = true
+		}
+	}
+	for s := range secrets {
+		out.Secrets = append(out.Secrets, s)
+	}
+	slices.Sort(out.Secrets)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func sameAdapter(a, b AdapterDecl) bool {
+	if a.Command != b.Command || !slices.Equal(a.Args, b.Args) || len(a.Env) != len(b.Env) {
+		return false
+	}
+	for k, v := range a.Env {
+		if b.Env[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,45 @@
+package host_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/crankmcp/crank/host"
+)
+
+func TestMerge(t *testing.T) {
+	parse := func(name, yaml string) *host.Catalog {
+		t.Helper()
+		c, err := host.Parse(name, []byte(yaml), host.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := parse("/etc/crank/a.yaml", `
+adapters: {x: {command: /bin/x}}
+operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
+	b := parse("/srv/b.yaml", `
+adapters: {x: {command: /bin/x}}
+operations: [{name: two, description: d, adapter: x, config: {k: v}}]`)
+	m, err := host.Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Operations) != 2 || m.Operations[1].Dir != "/srv" || m.Operations[0].File != "/etc/crank/a.yaml" {
+		t.Fatalf("merged: %+v", m.Operations)
+	}
+
+	c := parse("/srv/c.yaml", `
+adapters: {x: {command: /bin/other}}
+operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
+	_, err = host.Merge(a, c)
+	for _, want := range []string{
+		`/srv/c.yaml: adapters.x: declared differently in /etc/crank/a.yaml`,
+		`/srv/c.yaml: operation "one": name: duplicate operation name (also in /etc/crank/a.yaml)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+}
