@@ -55,21 +55,34 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "crank", New: func() caddy.Module { return new(App) }}
 }
 
-// storePool keeps the store (and the embedded etcd) alive across reloads.
-var storePool = caddy.NewUsagePool()
+// storePool keeps store clients alive across reloads, keyed by the app
+// config; embeddedPool keeps embedded etcd servers alive, keyed by data
+// directory, so a reload that changes only client settings (a prefix)
+// reuses the running server.
+var (
+	storePool    = caddy.NewUsagePool()
+	embeddedPool = caddy.NewUsagePool()
+)
 
 type pooledStore struct {
 	store.Store
-	embedded *store.Embedded
+	embeddedKey string
 }
 
 func (p *pooledStore) Destruct() error {
 	err := p.Store.Close()
-	if p.embedded != nil {
-		p.embedded.Close()
+	if p.embeddedKey != "" {
+		_, _ = embeddedPool.Delete(p.embeddedKey)
 	}
 	return err
 }
+
+type pooledEmbedded struct {
+	*store.Embedded
+	cfg EmbeddedEtcdConfig
+}
+
+func (p pooledEmbedded) Destruct() error { return p.Close() }
 
 // Provision opens (or reuses) the store.
 func (a *App) Provision(ctx caddy.Context) error {
@@ -116,19 +129,35 @@ func (a *App) openStore() (*pooledStore, error) {
 		return &pooledStore{Store: s}, nil
 	}
 	e := a.EmbeddedEtcd
-	emb, err := store.StartEmbedded(store.EmbeddedConfig{
-		DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd"),
+	embKey, err := filepath.Abs(e.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("crank: embedded_etcd: data_dir: %w", err)
+	}
+	val, _, err := embeddedPool.LoadOrNew(embKey, func() (caddy.Destructor, error) {
+		emb, err := store.StartEmbedded(store.EmbeddedConfig{
+			DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.logger.Info("embedded etcd ready", zap.String("data_dir", e.DataDir), zap.Strings("endpoints", emb.Endpoints()))
+		return pooledEmbedded{Embedded: emb, cfg: *e}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crank: embedded_etcd: %w", err)
 	}
+	emb := val.(pooledEmbedded)
+	if emb.cfg.ClientURL != e.ClientURL || emb.cfg.PeerURL != e.PeerURL {
+		_, _ = embeddedPool.Delete(embKey)
+		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with client_url %q and peer_url %q; changing its URLs needs a restart of Caddy",
+			e.DataDir, emb.cfg.ClientURL, emb.cfg.PeerURL)
+	}
 	s, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: emb.Endpoints(), Prefix: e.Prefix, Logger: a.logger})
 	if err != nil {
-		emb.Close()
+		_, _ = embeddedPool.Delete(embKey)
 		return nil, fmt.Errorf("crank: embedded_etcd: %w", err)
 	}
-	a.logger.Info("embedded etcd ready", zap.String("data_dir", e.DataDir), zap.Strings("endpoints", emb.Endpoints()))
-	return &pooledStore{Store: s, embedded: emb}, nil
+	return &pooledStore{Store: s, embeddedKey: embKey}, nil
 }
 
 // Store returns the app's state store.

@@ -24,8 +24,8 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	crank [<operations_file>] {
-//	    operations      <operations_file>
+//	crank [<operations_file...>] {
+//	    operations      <operations_file...>
 //	    allowed_origins <origin...>
 //	    session_timeout <duration>
 //	    stateless
@@ -35,18 +35,15 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
-	if d.NextArg() {
-		h.Operations = d.Val()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
+	h.Operations = append(h.Operations, d.RemainingArgs()...)
 	for d.NextBlock(0) {
 		switch d.Val() {
 		case "operations":
-			if !d.AllArgs(&h.Operations) {
+			files := d.RemainingArgs()
+			if len(files) == 0 {
 				return d.ArgErr()
 			}
+			h.Operations = append(h.Operations, files...)
 		case "allowed_origins":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
@@ -60,6 +57,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
 				return d.Errf("session_timeout: %v", err)
+			}
+			if dur <= 0 {
+				return d.Errf("session_timeout: must be positive (got %s)", d.Val())
 			}
 			h.SessionTimeout = caddy.Duration(dur)
 			if d.NextArg() {
@@ -87,8 +87,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("unrecognized crank subdirective %q", d.Val())
 		}
 	}
-	if h.Operations == "" {
-		return d.Err("crank: an operations file is required (crank <file> or operations <file>)")
+	if len(h.Operations) == 0 {
+		return d.Err("crank: an operations file is required (crank <file...> or operations <file...>)")
 	}
 	return nil
 }
@@ -150,7 +150,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					var s string
 					if err = oneArg(d, &s); err == nil {
 						var dur caddy.Duration
-						if dur, err = parseDuration(d, s); err == nil {
+						if dur, err = parseDuration(d, "dial_timeout", s); err == nil {
 							a.Etcd.DialTimeout = dur
 						}
 					}
@@ -201,10 +201,13 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	return nil
 }
 
-func parseDuration(d *caddyfile.Dispenser, s string) (caddy.Duration, error) {
+func parseDuration(d *caddyfile.Dispenser, option, s string) (caddy.Duration, error) {
 	dur, err := caddy.ParseDuration(s)
 	if err != nil {
-		return 0, d.Errf("%s: invalid duration %s: %v", d.Val(), strconv.Quote(s), err)
+		return 0, d.Errf("%s: invalid duration %s: %v", option, strconv.Quote(s), err)
+	}
+	if dur <= 0 {
+		return 0, d.Errf("%s: must be positive (got %s)", option, strconv.Quote(s))
 	}
 	return caddy.Duration(dur), nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,11 +33,12 @@ var Version = "0.1.0-dev"
 // Handler serves MCP Streamable HTTP for the operations of one operations
 // file. Module ID: http.handlers.crank.
 type Handler struct {
-	// Operations is the path of the operations file (YAML or JSON).
-	Operations string `json:"operations"`
+	// Operations are the paths of the operations files (YAML or JSON)
+	// whose tools this endpoint serves.
+	Operations []string `json:"operations"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call this endpoint. A request with any other Origin header gets
-	// 403. Loopback origins and the endpoint's own origin are always
+	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always
 	// allowed; "*" allows every origin.
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 	// SessionTimeout closes MCP sessions idle for this long. Default 30m.
@@ -83,8 +85,11 @@ var endpointPool = caddy.NewUsagePool()
 // endpoint.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if h.Operations == "" {
-		return errors.New("crank: operations: the operations file is required")
+	if len(h.Operations) == 0 {
+		return errors.New("crank: operations: at least one operations file is required")
+	}
+	if h.SessionTimeout < 0 {
+		return fmt.Errorf("crank: session_timeout: must be positive (got %s)", time.Duration(h.SessionTimeout))
 	}
 	if h.Workspace == "" {
 		h.Workspace = "default"
@@ -103,9 +108,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.app = appVal.(*App)
 
 	repl := caddy.NewReplacer()
-	cat, err := host.LoadFile(h.Operations, host.LoadOptions{
-		Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
-	})
+	var cats []*host.Catalog
+	var loadErrs []error
+	for _, path := range h.Operations {
+		cat, err := host.LoadFile(repl.ReplaceKnown(path, ""), host.LoadOptions{
+			Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
+		})
+		if err != nil {
+			loadErrs = append(loadErrs, err)
+			continue
+		}
+		cats = append(cats, cat)
+	}
+	if len(loadErrs) > 0 {
+		return errors.Join(loadErrs...)
+	}
+	cat, err := host.Merge(cats...)
 	if err != nil {
 		return err
 	}
@@ -144,7 +162,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.ep = val.(*endpoint)
 	h.ep.attach(hst, h.app.Store())
-	h.logger.Info("crank endpoint ready", zap.String("operations", h.Operations),
+	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
 		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
 	return nil
 }
@@ -163,12 +181,14 @@ func (h *Handler) Cleanup() error {
 
 // ServeHTTP checks the Origin and hands the request to the MCP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if origin := r.Header.Get("Origin"); origin != "" && !h.origins.allows(origin, r) {
+	if origin := r.Header.Get("Origin"); origin != "" && !h.origins.allows(origin) {
 		h.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+			"code": -32600, "message": "origin " + strings.ToValidUTF8(origin, "\uFFFD") + " is not allowed (allowed_origins)",
+		}})
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
-		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":%q}}`,
-			"origin "+origin+" is not allowed (allowed_origins)")
+		_, _ = w.Write(body)
 		return nil
 	}
 	h.ep.http.ServeHTTP(w, r)

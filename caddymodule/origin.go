@@ -3,14 +3,16 @@ package caddymodule
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 )
 
 // originPolicy decides which browser origins may call an endpoint. MCP
 // servers must validate Origin to prevent DNS rebinding; the go-sdk does
-// not, so Crank does it before the transport sees the request.
+// not by default, so Crank does it before the transport sees the request.
+// Only loopback origins and the configured ones pass: matching the Origin
+// against the request's own Host would not help, since a rebinding
+// attacker controls both.
 type originPolicy struct {
 	any     bool
 	allowed map[string]bool
@@ -32,7 +34,7 @@ func newOriginPolicy(list []string) (originPolicy, error) {
 	return p, nil
 }
 
-func (p originPolicy) allows(origin string, r *http.Request) bool {
+func (p originPolicy) allows(origin string) bool {
 	if p.any {
 		return true
 	}
@@ -48,11 +50,8 @@ func (p originPolicy) allows(origin string, r *http.Request) bool {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	// The endpoint's own origin.
-	return strings.EqualFold(u.Host, r.Host)
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func normalizeOrigin(o string) (string, error) {
@@ -63,8 +62,8 @@ func normalizeOrigin(o string) (string, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("an origin is scheme://host[:port]")
 	}
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
-		return "", fmt.Errorf("an origin has no path, query or credentials")
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("an origin has no path, query, fragment or credentials")
 	}
 	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }

@@ -1,0 +1,278 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func TestOriginPolicyAllows(t *testing.T) {
+	const gatewayHost = "gateway.example.com:8443"
+	tests := []struct {
+		name    string
+		allowed []string
+		origin  string
+		host    string // request Host; gatewayHost when empty
+		want    bool
+	}{
+		// Loopback origins are always allowed.
+		{name: "localhost", origin: "http://localhost:6274", want: true},
+		{name: "localhost without port", origin: "http://localhost", want: true},
+		{name: "localhost https", origin: "https://localhost:3000", want: true},
+		{name: "localhost upper case", origin: "HTTP://LOCALHOST:6274", want: true},
+		{name: "localhost subdomain", origin: "http://app.localhost:5173", want: true},
+		{name: "127.0.0.1", origin: "http://127.0.0.1:6274", want: true},
+		{name: "other 127/8 address", origin: "http://127.10.20.30", want: true},
+		{name: "IPv6 loopback", origin: "http://[::1]:8080", want: true},
+		{name: "localhost look-alike", origin: "http://localhost.evil.example", want: false},
+		{name: "localhost as a subdomain label", origin: "http://evil-localhost:80", want: false},
+		{name: "loopback-looking hostname", origin: "http://127.0.0.1.nip.io", want: false},
+		{name: "unspecified address", origin: "http://0.0.0.0:8080", want: false},
+		{name: "private address", origin: "http://192.168.1.10", want: false},
+
+		// An Origin equal to the request's Host is no proof: a DNS
+		// rebinding attacker controls both, so it needs the allow-list.
+		{name: "own host", origin: "https://gateway.example.com:8443", want: false},
+		{name: "rebinding: Origin and Host both the attacker's", origin: "http://evil.example:8080", host: "evil.example:8080", want: false},
+		{name: "own host, allow-listed", allowed: []string{"https://gateway.example.com:8443"}, origin: "https://Gateway.Example.COM:8443", want: true},
+
+		// Other origins need the allow-list.
+		{name: "foreign origin", origin: "https://evil.example", want: false},
+		{name: "foreign origin, allow-list of others", allowed: []string{"https://app.example.com"}, origin: "https://evil.example", want: false},
+		{name: "listed", allowed: []string{"https://app.example.com"}, origin: "https://app.example.com", want: true},
+		{name: "listed in mixed case", allowed: []string{"https://App.Example.COM"}, origin: "https://app.example.com", want: true},
+		{name: "origin in upper case", allowed: []string{"https://app.example.com"}, origin: "HTTPS://APP.EXAMPLE.COM", want: true},
+		{name: "listed with a trailing slash", allowed: []string{"https://app.example.com/"}, origin: "https://app.example.com", want: true},
+		{name: "origin with a trailing slash", allowed: []string{"https://app.example.com"}, origin: "https://app.example.com/", want: true},
+		{name: "listed with surrounding spaces", allowed: []string{"  https://app.example.com  "}, origin: "https://app.example.com", want: true},
+		{name: "listed with a port", allowed: []string{"http://app.example.com:8080"}, origin: "http://app.example.com:8080", want: true},
+		{name: "second entry", allowed: []string{"https://a.example", "https://b.example"}, origin: "https://b.example", want: true},
+		{name: "other scheme than listed", allowed: []string{"https://app.example.com"}, origin: "http://app.example.com", want: false},
+		{name: "other port than listed", allowed: []string{"https://app.example.com"}, origin: "https://app.example.com:8443", want: false},
+		{name: "subdomain of listed", allowed: []string{"https://example.com"}, origin: "https://app.example.com", want: false},
+		{name: "listed as a suffix", allowed: []string{"https://example.com"}, origin: "https://evilexample.com", want: false},
+
+		// "*" allows everything, even what is never allowed otherwise.
+		{name: "star, foreign", allowed: []string{"*"}, origin: "https://evil.example", want: true},
+		{name: "star with others", allowed: []string{"https://a.example", "*"}, origin: "https://evil.example", want: true},
+		{name: "star, null", allowed: []string{"*"}, origin: "null", want: true},
+		{name: "star, garbage", allowed: []string{"*"}, origin: "not an origin", want: true},
+
+		// "null" (sandboxed iframes, file: pages, redirects) and garbage
+		// are refused, even when the Host would match.
+		{name: "null", origin: "null", want: false},
+		{name: "null with an allow-list", allowed: []string{"https://app.example.com"}, origin: "null", want: false},
+		{name: "garbage", origin: "not an origin", want: false},
+		{name: "bare host", origin: "gateway.example.com:8443", want: false},
+		{name: "bare localhost", origin: "localhost:6274", want: false},
+		{name: "file scheme", origin: "file:///etc/passwd", want: false},
+		{name: "ftp scheme", origin: "ftp://localhost", want: false},
+		{name: "javascript scheme", origin: "javascript:alert(1)", want: false},
+		{name: "scheme only", origin: "http://", want: false},
+		{name: "with a path", allowed: []string{"https://app.example.com"}, origin: "https://app.example.com/page", want: false},
+		{name: "localhost with a path", origin: "http://localhost:6274/x", want: false},
+		{name: "with a query", allowed: []string{"https://app.example.com"}, origin: "https://app.example.com?x=1", want: false},
+		{name: "with credentials", allowed: []string{"https://app.example.com"}, origin: "https://user:pw@app.example.com", want: false},
+		{name: "localhost with credentials", origin: "http://user@localhost", want: false},
+		{name: "bad escape", origin: "http://%zz", want: false},
+		{name: "control character", origin: "http://local\x7fhost", want: false},
+		{name: "star as the origin", origin: "*", want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newOriginPolicy(tc.allowed)
+			if err != nil {
+				t.Fatalf("newOriginPolicy(%q): %v", tc.allowed, err)
+			}
+			if got := p.allows(tc.origin); got != tc.want {
+				t.Errorf("allowed %q, Host %q: allows(%q) = %v, want %v", tc.allowed, tc.host, tc.origin, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewOriginPolicyErrors(t *testing.T) {
+	for _, bad := range []string{
+		"",
+		"null",
+		"app.example.com",
+		"localhost:6274",
+		"ftp://app.example.com",
+		"https://",
+		"https://app.example.com/path",
+		"https://app.example.com?x=1",
+		"https://user:pw@app.example.com",
+		"http://%zz",
+		"**",
+	} {
+		t.Run(bad, func(t *testing.T) {
+			_, err := newOriginPolicy([]string{"https://ok.example", bad})
+			if err == nil {
+				t.Fatalf("newOriginPolicy accepted %q", bad)
+			}
+			if !strings.Contains(err.Error(), `"`+bad+`"`) {
+				t.Errorf("error %q does not name the entry %q", err, bad)
+			}
+		})
+	}
+}
+
+func TestNewOriginPolicyNormalizes(t *testing.T) {
+	p, err := newOriginPolicy([]string{"HTTPS://App.Example.com/", " http://b.example:8080 ", "*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.any {
+		t.Error(`"*" did not set any`)
+	}
+	for _, want := range []string{"https://app.example.com", "http://b.example:8080"} {
+		if !p.allowed[want] {
+			t.Errorf("allowed %v lacks %q", p.allowed, want)
+		}
+	}
+	if len(p.allowed) != 2 {
+		t.Errorf("allowed = %v, want 2 entries", p.allowed)
+	}
+}
+
+// TestHandlerProvisionConfigErrors checks config errors Provision reports
+// before it needs the crank app (so no etcd is started).
+func TestHandlerProvisionConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Handler
+		want []string
+	}{
+		{name: "no operations file", h: Handler{}, want: []string{"crank: operations", "required"}},
+		{
+			name: "bad allowed origin",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example", "ok.example"}},
+			want: []string{"crank: allowed_origins", `"ok.example"`, "scheme://host"},
+		},
+		{
+			name: "allowed origin with a path",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example/app"}},
+			want: []string{"crank: allowed_origins", `"https://ok.example/app"`, "no path"},
+		},
+		{
+			name: "null is not an allowed origin",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"null"}},
+			want: []string{"crank: allowed_origins", `"null"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			h := tc.h
+			err := h.Provision(ctx)
+			if err == nil {
+				t.Fatal("Provision succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestServeHTTPRefusesOrigin checks the 403 answer to a disallowed Origin
+// without a running endpoint: the refusal must happen before the MCP
+// transport is reached.
+func TestServeHTTPRefusesOrigin(t *testing.T) {
+	p, err := newOriginPolicy([]string{"https://app.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{logger: zap.NewNop(), origins: p} // h.ep is nil: reaching it would panic
+	for _, origin := range []string{
+		"https://evil.example",
+		"null",
+		"http://localhost.evil.example",
+		`https://"quoted".example`,
+		`https://back\slash.example`,
+		"https://évil.example",
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			t.Run(method+" "+origin, func(t *testing.T) {
+				r := httptest.NewRequest(method, "http://gateway.example.com/mcp", strings.NewReader(`{}`))
+				r.Header.Set("Origin", origin)
+				w := httptest.NewRecorder()
+				if err := h.ServeHTTP(w, r, nil); err != nil {
+					t.Fatal(err)
+				}
+				checkOriginRefusal(t, w.Code, w.Header(), w.Body.Bytes(), origin)
+			})
+		}
+	}
+}
+
+// TestServeHTTPRefusalIsJSONForAnyOrigin documents a bug: the 403 body is
+// built with %q (Go quoting), which is not JSON for every string. A
+// request's Origin may hold bytes >= 0x80 that are not UTF-8 (net/http
+// accepts them in header values); %q writes them as \xNN, which JSON does
+// not allow, so the client gets an unparsable body.
+func TestServeHTTPRefusalIsJSONForAnyOrigin(t *testing.T) {
+	p, _ := newOriginPolicy(nil)
+	h := &Handler{logger: zap.NewNop(), origins: p}
+	origin := "https://ev\xffil.example"
+	r := httptest.NewRequest(http.MethodPost, "http://gateway.example.com/mcp", nil)
+	r.Header.Set("Origin", origin)
+	w := httptest.NewRecorder()
+	if err := h.ServeHTTP(w, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusForbidden {
+		t.Fatalf("status %d, want 403", w.Code)
+	}
+	if !json.Valid(w.Body.Bytes()) {
+		t.Fatalf("the 403 body for Origin %q is not JSON: %s", origin, w.Body.String())
+	}
+}
+
+// checkOriginRefusal checks a response is the handler's refusal of origin:
+// 403 with a JSON-RPC error naming the origin.
+func checkOriginRefusal(t *testing.T, code int, hdr http.Header, body []byte, origin string) {
+	t.Helper()
+	if code != http.StatusForbidden {
+		t.Errorf("status %d, want 403; body %s", code, body)
+	}
+	if ct := hdr.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var msg struct {
+		JSONRPC string           `json:"jsonrpc"`
+		ID      *json.RawMessage `json:"id"`
+		Error   *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		t.Fatalf("body is not JSON: %v: %s", err, body)
+	}
+	if msg.JSONRPC != "2.0" || msg.Error == nil {
+		t.Fatalf("body is not a JSON-RPC error: %s", body)
+	}
+	if msg.ID != nil && string(*msg.ID) != "null" {
+		t.Errorf("id = %s, want null", *msg.ID)
+	}
+	if msg.Error.Code != -32600 {
+		t.Errorf("error code %d, want -32600", msg.Error.Code)
+	}
+	if utf8.ValidString(origin) && !strings.Contains(msg.Error.Message, origin) {
+		t.Errorf("error message %q does not name the origin %q", msg.Error.Message, origin)
+	}
+	if !strings.Contains(msg.Error.Message, "allowed_origins") {
+		t.Errorf("error message %q does not point at allowed_origins", msg.Error.Message)
+	}
+}
