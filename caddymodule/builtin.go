@@ -11,6 +11,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/plugins/graphql"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -21,7 +22,8 @@ const AdapterCommand = "crank-adapter"
 
 // builtins are the adapters compiled into this executable.
 var builtins = map[string]func() sdk.Adapter{
-	rest.Name: rest.New,
+	rest.Name:    rest.New,
+	graphql.Name: graphql.New,
 }
 
 // BuiltinAdapters lists the built-in adapter names.

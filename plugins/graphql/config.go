@@ -1,0 +1,612 @@
+package graphql
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Defaults and bounds.
+const (
+	defaultTimeout          = 30 * time.Second
+	defaultMaxResponseBytes = 8 << 20
+	// maxIntrospectionBytes bounds an introspection answer: schemas of
+	// large public APIs run to several MiB.
+	maxIntrospectionBytes = 64 << 20
+	// maxDocumentBytes bounds a .graphql document or SDL file.
+	maxDocumentBytes = 16 << 20
+	// errorExcerptBytes bounds the body excerpt of an HTTP error.
+	errorExcerptBytes = 2 << 10
+	defaultMaxDepth   = 2
+	maxMaxDepth       = 5
+)
+
+// knownFields lists the config fields, in documentation order.
+var knownFields = []string{
+	"endpoint", "schema", "document", "query", "operations", "tool_prefix", "generate",
+	"headers", "timeout", "max_response_bytes", "include_extensions", "tool",
+}
+
+var generateFields = []string{"query_fields", "max_depth"}
+
+// config is a parsed, validated adapter config: an operations-file entry
+// (schema, document, generate...) or the per-tool config ExpandOperation
+// derived from one (tool). It is immutable and shared by all calls.
+type config struct {
+	// endpoint is the URL as configured (userinfo and query included).
+	endpoint string
+	// upstream names the endpoint in errors: scheme, host and path only.
+	upstream string
+	// hostport is the endpoint's host:port, for transport errors.
+	hostport string
+	headers  http.Header
+	host     string // a static Host header
+	timeout  time.Duration
+	maxBytes int64
+	// includeExtensions keeps the answer's "extensions" in results.
+	includeExtensions bool
+
+	// Entry fields.
+	schemaFile   string
+	documentFile string
+	query        string // inline document
+	hasQuery     bool
+	operations   []string
+	prefix       string
+	generate     *generateConfig
+
+	// tool is the compiled tool of a per-tool config.
+	tool *tool
+}
+
+type generateConfig struct {
+	// fields lists the Query fields to turn into tools; nil means all.
+	fields   []string
+	maxDepth int
+}
+
+// isEntry reports whether the config describes tools still to be derived.
+func (c *config) isEntry() bool { return c.tool == nil }
+
+// callTimeout is the effective per-call timeout: the host's wins, then the
+// config's, then the default.
+func (c *config) callTimeout(host time.Duration) time.Duration {
+	switch {
+	case host > 0:
+		return host
+	case c.timeout > 0:
+		return c.timeout
+	}
+	return defaultTimeout
+}
+
+// parseResult is the outcome of parsing one raw config.
+type parseResult struct {
+	cfg   *config // nil when diags holds an error
+	diags []sdk.Diagnostic
+	err   error // summary of the error diagnostics, for Invoke
+
+	// expanded caches the tools of an entry config invoked directly
+	// (without the host's expansion), once derived successfully.
+	expanded atomic.Pointer[[]*derivedTool]
+}
+
+func parseConfig(raw []byte) *parseResult {
+	var d diags
+	c := parseInto(raw, &d)
+	res := &parseResult{diags: d.list}
+	if d.failed() {
+		res.err = errors.New("invalid graphql operation config: " + d.summary())
+		return res
+	}
+	res.cfg = c
+	return res
+}
+
+type diags struct{ list []sdk.Diagnostic }
+
+func (d *diags) errorf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Errorf(field, format, args...))
+}
+
+func (d *diags) warnf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *diags) failed() bool {
+	for _, x := range d.list {
+		if x.Severity == sdk.SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *diags) summary() string {
+	var msgs []string
+	for _, x := range d.list {
+		if x.Severity != sdk.SeverityError {
+			continue
+		}
+		if x.Field == "" {
+			msgs = append(msgs, x.Message)
+		} else {
+			msgs = append(msgs, x.Field+": "+x.Message)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func parseInto(raw []byte, d *diags) *config {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		d.errorf("", "the graphql adapter config must be a JSON object")
+		return nil
+	}
+	unknownFields(fields, knownFields, "", d)
+
+	c := &config{}
+
+	// endpoint
+	var endpoint string
+	if v, ok := fields["endpoint"]; !ok || isNull(v) {
+		d.errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
+	} else if json.Unmarshal(v, &endpoint) != nil {
+		d.errorf("endpoint", "must be a string: the absolute http or https URL of the GraphQL endpoint")
+	} else {
+		parseEndpoint(strings.TrimSpace(endpoint), c, d)
+	}
+
+	// headers
+	if v, ok := fields["headers"]; ok && !isNull(v) {
+		parseHeaders(v, c, d)
+	}
+
+	// timeout
+	if v, ok := fields["timeout"]; ok && !isNull(v) {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
+			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+		} else if t <= 0 {
+			d.errorf("timeout", "must be positive")
+		} else {
+			c.timeout = t
+		}
+	}
+
+	// max_response_bytes
+	c.maxBytes = defaultMaxResponseBytes
+	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
+		var n int64
+		if json.Unmarshal(v, &n) != nil {
+			d.errorf("max_response_bytes", "must be an integer number of bytes")
+		} else if n < 0 {
+			d.errorf("max_response_bytes", "must not be negative")
+		} else if n > 0 {
+			c.maxBytes = n
+		}
+	}
+
+	// include_extensions
+	if v, ok := fields["include_extensions"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.includeExtensions) != nil {
+			d.errorf("include_extensions", "must be true or false")
+		}
+	}
+
+	// tool: a per-tool config written by ExpandOperation.
+	if v, ok := fields["tool"]; ok && !isNull(v) {
+		for _, f := range []string{"schema", "document", "query", "operations", "tool_prefix", "generate"} {
+			if _, ok := fields[f]; ok {
+				d.errorf(f, "not allowed beside tool (a tool config is derived by the adapter from an entry)")
+			}
+		}
+		t, err := compileTool(v)
+		if err != nil {
+			d.errorf("tool", "%v", err)
+		} else {
+			c.tool = t
+		}
+		return c
+	}
+
+	c.schemaFile = stringField(fields, "schema", "must be a string: the path of an SDL file (.graphql/.graphqls); leave it out to introspect the endpoint", d)
+	c.documentFile = stringField(fields, "document", "must be a string: the path of a .graphql file with named queries and mutations", d)
+	if v, ok := fields["query"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.query) != nil {
+			d.errorf("query", "must be a string: a GraphQL document with one or more queries or mutations")
+		} else if strings.TrimSpace(c.query) == "" {
+			d.errorf("query", "must not be empty")
+		} else {
+			c.hasQuery = true
+		}
+	}
+	if c.documentFile != "" && c.hasQuery {
+		d.errorf("query", "set either document (a file) or query (inline), not both")
+	}
+
+	// operations
+	if v, ok := fields["operations"]; ok && !isNull(v) {
+		var list []string
+		if json.Unmarshal(v, &list) != nil {
+			d.errorf("operations", "must be a list of operation names from the document")
+		} else {
+			seen := map[string]bool{}
+			for i, name := range list {
+				name = strings.TrimSpace(name)
+				switch {
+				case !validGraphQLName(name):
+					d.errorf(fmt.Sprintf("operations[%d]", i), "%q is not a GraphQL operation name", name)
+				case seen[name]:
+					d.errorf(fmt.Sprintf("operations[%d]", i), "operation %q is listed twice", name)
+				default:
+					seen[name] = true
+					c.operations = append(c.operations, name)
+				}
+			}
+			if len(list) == 0 {
+				d.errorf("operations", "must not be empty: leave it out to serve every operation of the document")
+			}
+		}
+		if c.documentFile == "" && !c.hasQuery {
+			d.errorf("operations", "needs a document or query to pick the operations from")
+		}
+	}
+
+	// tool_prefix
+	if v, ok := fields["tool_prefix"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.prefix) != nil || !validToolChars(c.prefix) || len(c.prefix) > 64 {
+			d.errorf("tool_prefix", "must be a string of at most 64 characters of A-Z a-z 0-9 _ . -")
+			c.prefix = ""
+		}
+	}
+
+	// generate
+	if v, ok := fields["generate"]; ok && !isNull(v) {
+		c.generate = parseGenerate(v, d)
+	}
+
+	if c.documentFile == "" && !c.hasQuery && c.generate == nil {
+		d.errorf("document", "required: a .graphql file of named operations (document), an inline document (query), or generate: {query_fields: true}")
+	}
+	return c
+}
+
+func stringField(fields map[string]json.RawMessage, name, msg string, d *diags) string {
+	v, ok := fields[name]
+	if !ok || isNull(v) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		d.errorf(name, "%s", msg)
+		return ""
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		d.errorf(name, "must not be empty")
+	}
+	return s
+}
+
+func unknownFields(fields map[string]json.RawMessage, known []string, prefix string, d *diags) {
+	var unknown []string
+	for k := range fields {
+		if !contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		if s := suggest(k, known); s != "" {
+			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
+		} else {
+			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+		}
+	}
+}
+
+func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(v, &fields) != nil {
+		d.errorf("generate", "must be an object such as {query_fields: true, max_depth: 2}")
+		return nil
+	}
+	unknownFields(fields, generateFields, "generate.", d)
+	g := &generateConfig{maxDepth: defaultMaxDepth}
+	qf, ok := fields["query_fields"]
+	if !ok || isNull(qf) {
+		d.errorf("generate.query_fields", "required: true for every top-level Query field, or a list of field names")
+		return nil
+	}
+	var all bool
+	var list []string
+	switch {
+	case json.Unmarshal(qf, &all) == nil:
+		if !all {
+			return nil // generate nothing
+		}
+	case json.Unmarshal(qf, &list) == nil:
+		if len(list) == 0 {
+			d.errorf("generate.query_fields", "must not be an empty list")
+		}
+		seen := map[string]bool{}
+		for i, f := range list {
+			f = strings.TrimSpace(f)
+			switch {
+			case !validGraphQLName(f):
+				d.errorf(fmt.Sprintf("generate.query_fields[%d]", i), "%q is not a GraphQL field name", f)
+			case seen[f]:
+				d.errorf(fmt.Sprintf("generate.query_fields[%d]", i), "field %q is listed twice", f)
+			default:
+				seen[f] = true
+				g.fields = append(g.fields, f)
+			}
+		}
+	default:
+		d.errorf("generate.query_fields", "must be true or a list of Query field names")
+	}
+	if md, ok := fields["max_depth"]; ok && !isNull(md) {
+		var n int
+		if json.Unmarshal(md, &n) != nil || n < 1 || n > maxMaxDepth {
+			d.errorf("generate.max_depth", "must be an integer from 1 to %d", maxMaxDepth)
+		} else {
+			g.maxDepth = n
+		}
+	}
+	return g
+}
+
+func parseEndpoint(raw string, c *config, d *diags) {
+	if raw == "" {
+		d.errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
+		return
+	}
+	// The error of url.Parse quotes the URL, which may carry secrets:
+	// never use its text.
+	u, err := url.Parse(raw)
+	if err != nil {
+		d.errorf("endpoint", "not a valid URL")
+		return
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		d.errorf("endpoint", "must be an absolute http or https URL, e.g. https://api.example.com/graphql")
+		return
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		d.errorf("endpoint", "missing host")
+		return
+	}
+	if u.Fragment != "" {
+		d.warnf("endpoint", "the #fragment is never sent to the upstream and is ignored")
+		u.Fragment = ""
+	}
+	c.endpoint = u.String()
+	c.hostport = u.Host
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	c.upstream = scheme + "://" + u.Host + path
+}
+
+func parseHeaders(v json.RawMessage, c *config, d *diags) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		d.errorf("headers", "must be an object {Header-Name: value}")
+		return
+	}
+	c.headers = make(http.Header, len(obj))
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		field := "headers." + name
+		if !validHeaderName(name) {
+			d.errorf(field, "not a valid HTTP header name")
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if managedHeader(canon) {
+			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
+			continue
+		}
+		value, ok := scalarString(obj[name])
+		if !ok {
+			d.errorf(field, "value must be a string, number or boolean")
+			continue
+		}
+		if !validHeaderValue(value) {
+			// Never echo the value: it is likely a secret.
+			d.errorf(field, "value contains a control character such as a line break")
+			continue
+		}
+		if _, dup := c.headers[canon]; dup || (canon == "Host" && c.host != "") {
+			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
+			continue
+		}
+		if canon == "Host" {
+			c.host = value
+			continue
+		}
+		c.headers[canon] = []string{value}
+	}
+}
+
+// managedHeader reports headers the adapter or the HTTP client sets.
+func managedHeader(canon string) bool {
+	switch canon {
+	case "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer", "Proxy-Connection":
+		return true
+	}
+	return false
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scalarString renders a JSON scalar as a plain string (no quotes).
+func scalarString(v json.RawMessage) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || v[0] == '{' || v[0] == '[' || bytes.Equal(v, []byte("null")) {
+		return "", false
+	}
+	if v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	return string(v), true
+}
+
+// validGraphQLName reports a GraphQL Name: /[_A-Za-z][_0-9A-Za-z]*/.
+func validGraphQLName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validToolChars reports whether s uses only MCP tool-name characters.
+func validToolChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue refuses control characters (header injection).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// suggest returns the known name closest to s, if it is close enough.
+func suggest(s string, known []string) string {
+	best, bestD := "", 3
+	ls := strings.ToLower(s)
+	for _, k := range known {
+		if d := editDistance(ls, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// configCache memoises parsed configs keyed by the raw config bytes. Reads
+// are lock-free (an immutable map behind an atomic pointer); a miss parses
+// and publishes a copy. It is bounded: when full it starts over.
+type configCache struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]*parseResult]
+}
+
+const maxCachedConfigs = 512
+
+func (c *configCache) get(raw []byte) *parseResult {
+	if m := c.m.Load(); m != nil {
+		if p, ok := (*m)[string(raw)]; ok {
+			return p
+		}
+	}
+	p := parseConfig(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]*parseResult
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if q, ok := old[string(raw)]; ok {
+		return q
+	}
+	var n map[string]*parseResult
+	if len(old) >= maxCachedConfigs {
+		n = make(map[string]*parseResult, 1)
+	} else {
+		n = make(map[string]*parseResult, len(old)+1)
+		for k, v := range old {
+			n[k] = v
+		}
+	}
+	n[string(raw)] = p
+	c.m.Store(&n)
+	return p
+}

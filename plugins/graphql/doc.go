@@ -1,0 +1,169 @@
+// Package graphql is Crank's GraphQL adapter: it turns the queries and
+// mutations of a GraphQL API into typed MCP tools. It runs as an adapter
+// plugin (the built-in "graphql", or cmd/crank-adapter-graphql) and is
+// built on the adapter SDK and vektah/gqlparser only.
+//
+// # Tools
+//
+// One operations-file entry stands for one or more tools. At load the
+// adapter (ExpandOperation) gets the schema — by introspecting the
+// endpoint, or from an SDL file — parses the entry's GraphQL document and
+// validates it against the schema, and derives one tool per operation:
+//
+//   - the curated way (as Apollo's MCP server): the operator writes named
+//     queries and mutations in a .graphql document, one tool each. The tool
+//     is named like the operation (after tool_prefix); its description is
+//     the operation's """description""" or the comment lines right above
+//     it, otherwise a summary of the root fields it selects. A document
+//     with a single operation (and no generate) is the entry itself: the
+//     tool has the entry's name, and the entry's description, if written,
+//     wins.
+//   - generated: generate makes a query tool of each chosen top-level
+//     Query field, every argument a variable, the result selected
+//     max_depth levels deep (scalar and enum fields always; object fields
+//     while the depth allows; fields that need arguments and deprecated
+//     fields left out; at most 200 fields a tool). Named tool_prefix +
+//     field name, described by the field's description.
+//
+// Subscriptions are refused at load: they are deferred by the product
+// spec (only queries and mutations are served, in unary mode).
+//
+// Each tool gets:
+//
+//   - an input schema (JSON Schema 2020-12) from the operation's variable
+//     definitions: Int is a 32-bit integer (minimum/maximum), Float a
+//     number, String a string, Boolean a boolean, ID a string, an enum a
+//     string enum, an input object an object with additionalProperties
+//     false (recursive input types through $defs and $ref), a list an
+//     array; a non-null variable without a default is required, a nullable
+//     one also accepts null; a default value is the schema's default; a
+//     custom scalar accepts any JSON value and is described by the
+//     scalar's description. Variable descriptions come from a
+//     """description""" or a comment line above the variable.
+//   - an output schema of the structured result (below), with data shaped
+//     by the selection set.
+//   - annotations: a query is read-only (and idempotent); a mutation is not
+//     read-only, possibly destructive and not idempotent, so that clients
+//     can ask the user first.
+//   - a self-contained config: the connection fields of the entry plus
+//     "tool" — the operation and the fragments it uses, its variables and
+//     the enum, input and scalar types they refer to. A call needs neither
+//     the schema nor the document, so an adapter restart costs nothing.
+//
+// The schema is introspected (or the SDL file read) at every load: a
+// config reload (caddy reload --force) refreshes it. An endpoint that does
+// not answer introspection within the operation's timeout fails the load
+// with a message naming it; a server with introspection disabled needs
+// schema.
+//
+// # Config
+//
+// An entry's adapter config is a JSON object (written as YAML in
+// operations files). Placeholders such as {env.API_TOKEN} are expanded by
+// the host before the adapter sees the config (in an inline query too); the
+// adapter never logs the config nor quotes its values in diagnostics,
+// errors or results. Relative paths are relative to the operations file.
+//
+//	endpoint: https://api.example.com/graphql   # required, absolute http or https
+//	schema: schema.graphqls          # SDL file; default: introspect the endpoint
+//	document: operations.graphql     # named queries and mutations, one tool each
+//	query: "query Me { me { id } }"  # or an inline document instead of document
+//	operations: [GetUser, AddUser]   # serve only these operations of the document
+//	tool_prefix: users_              # prefix of the derived tool names
+//	generate:                        # query tools of top-level Query fields
+//	  query_fields: true             # or a list: [user, users]
+//	  max_depth: 2                   # 1-5, default 2
+//	headers: {Authorization: "Bearer {env.API_TOKEN}"}
+//	timeout: 10s                     # Go duration; default 30s
+//	max_response_bytes: 8388608      # default 8 MiB
+//	include_extensions: false        # keep the answer's extensions in results
+//
+// At least one of document, query or generate is required; document and
+// query exclude each other. Header values are strings, numbers or booleans;
+// Host sets the request's Host; Content-Type, Content-Length and hop-by-hop
+// headers are refused; a configured Accept or User-Agent replaces the
+// adapter's (Accept: application/graphql-response+json,
+// application/json;q=0.9, User-Agent: crank-graphql/VERSION). The host's
+// operation timeout wins over timeout; the host's gRPC deadline bounds
+// every call too. Unknown fields are errors (with a suggestion for a
+// misspelt one), reported all at once with the field's name, e.g.
+// "headers.X-Key", "operations[1]", "generate.max_depth". Errors in the
+// document or the schema are reported on document, query or schema with
+// their line and column. "tool" is written by ExpandOperation; an entry
+// that sets it is refused.
+//
+// # Calls
+//
+// Invoke checks the tool arguments against the operation's variables and
+// applies GraphQL input coercion before anything is sent: an unknown
+// argument, a missing required variable, a null for a non-null type, a
+// value of the wrong type, an Int outside 32 bits, an unknown enum value or
+// input field, a @oneOf input without exactly one field are
+// KindInvalidArgument errors naming the variable and the path inside it
+// ("$filter.and[0].genre: ..."). A single value where a list is expected
+// becomes a list of one, an integral number is accepted for Int and any
+// number for Float, an integer for an ID is sent as a string. Absent
+// nullable variables are left out, so the server applies its defaults.
+//
+// The request is a POST of {"query","operationName","variables"} as JSON
+// with the configured headers and the caller's W3C trace context
+// (traceparent, tracestate) unless the headers set it. Redirects are not
+// followed (a POST with credentials is never resent elsewhere).
+//
+// # Results
+//
+// The structured result is shaped like a GraphQL response:
+//
+//   - data without errors: {"data": ...} (plus "extensions" when
+//     include_extensions is set). Text stays empty; the host renders the
+//     JSON.
+//   - data with errors (a partial result): {"data": ..., "errors": [...],
+//     "partial": true}, and a text that starts with "PARTIAL RESULT: the
+//     GraphQL server returned data together with N errors: message (at
+//     path); ..." followed by the JSON, so that a model reading only the
+//     text knows the data is incomplete.
+//   - errors without data: an error (isError), below.
+//
+// # Errors
+//
+// Failures are *sdk.UpstreamError. Upstream names the call as the
+// operation and the endpoint without query string or userinfo, e.g.
+// "query GetUser at https://api.example.com/graphql".
+//
+//   - GraphQL errors (errors and no data, whatever the HTTP status, as
+//     GraphQL over HTTP answers a request error with 4xx and a GraphQL
+//     body): KindUpstreamStatus, Status the first error's
+//     extensions.code (e.g. UNAUTHENTICATED) or GRAPHQL_ERROR, Message
+//     "the GraphQL server answered with N errors: message (at path)
+//     [CODE]; ..." (at most 10, each bounded), Detail {"errors": [...],
+//     "http_status": N}. Not retryable.
+//   - HTTP failures (a non-2xx answer that is not a GraphQL response):
+//     KindUpstreamStatus, Status the HTTP code ("503"), Message "the GraphQL
+//     endpoint answered HTTP 503 Service Unavailable", Body the first 2 KiB
+//     of the answer, Detail {"status_code","content_type","retry_after"}.
+//     Retryable for 429, 502, 503 and 504.
+//   - KindBadResponse: a 2xx answer that is not a GraphQL response (not a
+//     JSON object with data or errors; the message names its Content-Type),
+//     or one larger than max_response_bytes.
+//   - KindTransport: the endpoint could not be reached or the connection
+//     broke (connection refused, DNS, TLS, reset...). Retryable when the
+//     request cannot have reached the server, or for queries when it may
+//     have; never for a mutation that may have been applied.
+//   - KindTimeout: the call's timeout or the host's deadline expired.
+//   - KindCancelled: the host cancelled the call.
+//   - KindInvalidArgument: arguments that do not fit the variables (above),
+//     or an invalid config.
+//
+// # Without expansion
+//
+// A host that does not call ExpandOperation can invoke an entry config as
+// is: the adapter expands it on first use (introspecting if need be) and
+// calls the tool named like the operation, or the only one.
+//
+// # Performance
+//
+// Parsed configs are cached by their raw bytes (bounded, lock-free reads);
+// a call builds its body from a precomputed prefix and the coerced
+// variables; all calls share one HTTP client with keep-alive connection
+// pools.
+package graphql

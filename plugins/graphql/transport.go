@@ -1,0 +1,409 @@
+package graphql
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// userAgent is sent unless the config sets User-Agent.
+const userAgent = "crank-graphql/" + version
+
+// accept prefers the GraphQL-over-HTTP media type and takes plain JSON.
+const accept = "application/graphql-response+json, application/json;q=0.9"
+
+// errCallTimeout is the cancellation cause of a call whose own timeout
+// expired, as opposed to the host cancelling it or its deadline passing.
+var errCallTimeout = errors.New("graphql: call timeout")
+
+// newClient returns the HTTP client shared by all calls of an adapter.
+// GraphQL requests are POSTs: redirects are not followed (a 307/308 would
+// resend the body, credentials included, wherever it points).
+func newClient() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                  http.ProxyFromEnvironment,
+			DialContext:            dialer.DialContext,
+			ForceAttemptHTTP2:      true,
+			MaxIdleConns:           512,
+			MaxIdleConnsPerHost:    128,
+			IdleConnTimeout:        90 * time.Second,
+			TLSHandshakeTimeout:    10 * time.Second,
+			ExpectContinueTimeout:  1 * time.Second,
+			MaxResponseHeaderBytes: 1 << 20,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// post sends one GraphQL request and returns the parsed GraphQL response
+// and the HTTP status. An answer that is not a GraphQL response is an
+// error: a status error for a non-2xx answer, a bad response otherwise.
+func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, limit int64, timeout time.Duration, rc *sdk.RequestContext) (gqlResponse, int, *sdk.UpstreamError) {
+	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		// The error would quote the URL, which may carry secrets.
+		return gqlResponse{}, 0, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstreamLabel(t), Message: "the endpoint does not make a valid request"}
+	}
+	if c.host != "" {
+		req.Host = c.host
+	}
+	h := make(http.Header, len(c.headers)+5)
+	for k, v := range c.headers {
+		h[k] = v // shared, never modified
+	}
+	h["Content-Type"] = []string{"application/json"}
+	if _, ok := h["Accept"]; !ok {
+		h["Accept"] = []string{accept}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{userAgent}
+	}
+	if rc != nil && rc.TraceParent != "" && validHeaderValue(rc.TraceParent) {
+		if _, ok := h["Traceparent"]; !ok {
+			h["Traceparent"] = []string{rc.TraceParent}
+			if rc.TraceState != "" && validHeaderValue(rc.TraceState) {
+				h["Tracestate"] = []string{rc.TraceState}
+			}
+		}
+	}
+	req.Header = h
+
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return gqlResponse{}, 0, c.failure(ctx, callCtx, t, timeout, err, false)
+	}
+	defer drainAndClose(resp.Body)
+	if resp.ContentLength > limit {
+		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
+	}
+	data, over, err := readBounded(resp.Body, limit, resp.ContentLength)
+	if over {
+		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
+	}
+	if err != nil {
+		return gqlResponse{}, resp.StatusCode, c.failure(ctx, callCtx, t, timeout, err, true)
+	}
+	gr, ok := parseResponse(data)
+	if ok {
+		return gr, resp.StatusCode, nil
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return gqlResponse{}, resp.StatusCode, c.statusError(t, resp, data)
+	}
+	over = len(data) > errorExcerptBytes
+	if over {
+		data = data[:errorExcerptBytes]
+	}
+	return gqlResponse{}, resp.StatusCode, &sdk.UpstreamError{
+		Kind:     sdk.KindBadResponse,
+		Upstream: c.upstreamLabel(t),
+		Status:   strconv.Itoa(resp.StatusCode),
+		Message:  "the answer is not a GraphQL response (a JSON object with data or errors); Content-Type " + orUnknown(mediaType(resp.Header.Get("Content-Type"))),
+		Body:     excerptText(data, over, errorExcerptBytes),
+	}
+}
+
+// result turns a GraphQL response into a tool result: data alone is a
+// result, data with errors a partial result that carries both and says
+// so, errors alone an upstream error with the messages and paths.
+func (c *config) result(t *tool, gr gqlResponse, status int) (*sdk.Result, *sdk.UpstreamError) {
+	if len(gr.errors) > 0 && gr.data == nil {
+		ue := &sdk.UpstreamError{
+			Kind:     sdk.KindUpstreamStatus,
+			Upstream: c.upstreamLabel(t),
+			Status:   "GRAPHQL_ERROR",
+			Message:  fmt.Sprintf("the GraphQL server answered with %s: %s", plural(len(gr.errors), "error"), summarizeErrors(gr.errors)),
+		}
+		if code, ok := gr.errors[0].Extensions["code"].(string); ok && code != "" && validStatus(code) {
+			ue.Status = code
+		}
+		ue.Detail = errorDetail(gr.rawErrors, status)
+		return nil, ue
+	}
+	var b bytes.Buffer
+	b.Grow(len(gr.data) + len(gr.rawErrors) + len(gr.extensions) + 48)
+	b.WriteString(`{"data":`)
+	if gr.data == nil {
+		b.WriteString("null")
+	} else {
+		b.Write(gr.data)
+	}
+	if len(gr.errors) > 0 {
+		b.WriteString(`,"errors":`)
+		b.Write(gr.rawErrors)
+		b.WriteString(`,"partial":true`)
+	}
+	if c.includeExtensions && len(gr.extensions) > 0 && !isNull(gr.extensions) {
+		b.WriteString(`,"extensions":`)
+		b.Write(gr.extensions)
+	}
+	b.WriteByte('}')
+	res := &sdk.Result{Structured: b.Bytes(), ContentType: "application/json"}
+	if len(gr.errors) > 0 {
+		// The text a model reads says first that the data is incomplete.
+		res.Text = fmt.Sprintf("PARTIAL RESULT: the GraphQL server returned data together with %s: %s\n%s",
+			plural(len(gr.errors), "error"), summarizeErrors(gr.errors), b.Bytes())
+	}
+	return res, nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// validStatus accepts error codes such as NOT_FOUND or UNAUTHENTICATED.
+func validStatus(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxDetailErrors bounds the errors JSON carried in an error's detail.
+const maxDetailErrors = 8 << 10
+
+func errorDetail(rawErrors json.RawMessage, status int) json.RawMessage {
+	d := struct {
+		Errors     json.RawMessage `json:"errors,omitempty"`
+		Truncated  bool            `json:"errors_truncated,omitempty"`
+		HTTPStatus int             `json:"http_status"`
+	}{HTTPStatus: status}
+	if len(rawErrors) <= maxDetailErrors {
+		var buf bytes.Buffer
+		if json.Compact(&buf, rawErrors) == nil {
+			d.Errors = buf.Bytes()
+		}
+	} else {
+		d.Truncated = true
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// failure classifies an error of sending the request or reading the answer.
+// parent is the host's context, call the context bounded by timeout.
+func (c *config) failure(parent, call context.Context, t *tool, timeout time.Duration, err error, reading bool) *sdk.UpstreamError {
+	ue := &sdk.UpstreamError{Upstream: c.upstreamLabel(t)}
+	// A query may be retried; a mutation may have been applied.
+	idempotent := t == nil || !t.mutation
+	when := "before the upstream answered"
+	if reading {
+		when = "while reading the upstream's answer"
+	}
+	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		ue.Kind = sdk.KindCancelled
+		ue.Message = "the call was cancelled " + when
+	case errors.Is(parent.Err(), context.DeadlineExceeded):
+		ue.Kind = sdk.KindTimeout
+		ue.Message = "the call's deadline expired " + when
+		ue.Retryable = idempotent
+	case errors.Is(context.Cause(call), errCallTimeout):
+		ue.Kind = sdk.KindTimeout
+		ue.Message = "timeout: the upstream did not answer within " + timeout.String()
+		if reading {
+			ue.Message = "timeout: the upstream's answer was not complete within " + timeout.String()
+		}
+		ue.Retryable = idempotent
+	default:
+		ue.Kind = sdk.KindTransport
+		msg, retry := describeTransport(err, c.hostport, reading)
+		ue.Message = msg
+		ue.Retryable = retry == retryAlways || retry == retryIdempotent && idempotent
+	}
+	return ue
+}
+
+type retryClass int
+
+const (
+	retryNever      retryClass = iota
+	retryIdempotent            // only for queries: the request may have been processed
+	retryAlways                // the request never reached the upstream
+)
+
+// describeTransport explains a transport error without quoting the request
+// URL (its query string may carry secrets).
+func describeTransport(err error, host string, reading bool) (string, retryClass) {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	var (
+		dnsErr  *net.DNSError
+		certErr *tls.CertificateVerificationError
+		hostErr x509.HostnameError
+		authErr x509.UnknownAuthorityError
+		recErr  tls.RecordHeaderError
+		netErr  net.Error
+	)
+	switch {
+	case errors.As(err, &dnsErr):
+		retry := retryNever
+		if dnsErr.IsTemporary || dnsErr.IsTimeout {
+			retry = retryAlways
+		}
+		return fmt.Sprintf("cannot resolve the upstream host %s: DNS lookup failed: %s", dnsErr.Name, dnsErr.Err), retry
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "cannot connect to " + host + ": connection refused", retryAlways
+	case errors.As(err, &certErr), errors.As(err, &hostErr), errors.As(err, &authErr):
+		return "TLS handshake with " + host + " failed: " + err.Error(), retryNever
+	case errors.As(err, &recErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "TLS handshake with " + host + " failed: the upstream does not speak TLS (is the endpoint http rather than https?)", retryNever
+	case errors.Is(err, syscall.ECONNRESET):
+		if reading {
+			return "the connection to " + host + " was reset while reading the answer", retryIdempotent
+		}
+		return "the connection to " + host + " was reset by the upstream", retryIdempotent
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		if reading {
+			return "the upstream " + host + " closed the connection before the answer was complete", retryIdempotent
+		}
+		return "the upstream " + host + " closed the connection without answering", retryIdempotent
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "the connection to " + host + " timed out", retryIdempotent
+	}
+	if reading {
+		return "reading the answer from " + host + " failed: " + err.Error(), retryIdempotent
+	}
+	return "request to " + host + " failed: " + err.Error(), retryNever
+}
+
+// readBounded reads r up to limit bytes. over reports a longer body; hint
+// is the announced length (-1 if unknown) used to size the buffer.
+func readBounded(r io.Reader, limit, hint int64) (b []byte, over bool, err error) {
+	size := int64(512)
+	if hint >= 0 {
+		size = hint + 1 // room to see EOF without growing
+	}
+	size = min(size, limit+1)
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf[:limit], true, nil
+			}
+			n := min(max(2*int64(cap(buf)), 512), limit+1)
+			nb := make([]byte, len(buf), n)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf[:limit], true, nil
+		}
+		if err == io.EOF {
+			return buf, false, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+}
+
+// drainAndClose reads a little of what is left so the connection can be
+// reused, then closes the body.
+func drainAndClose(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 4<<10)
+	_ = body.Close()
+}
+
+// statusError turns a non-2xx answer that is not a GraphQL response into
+// an HTTP status error.
+func (c *config) statusError(t *tool, resp *http.Response, body []byte) *sdk.UpstreamError {
+	code := resp.StatusCode
+	status := strconv.Itoa(code)
+	msg := "the GraphQL endpoint answered HTTP " + status
+	if text := http.StatusText(code); text != "" {
+		msg += " " + text
+	}
+	if code >= 300 && code < 400 {
+		msg += " (redirects are not followed: configure the final endpoint URL)"
+	}
+	over := len(body) > errorExcerptBytes
+	if over {
+		body = body[:errorExcerptBytes]
+	}
+	d, _ := json.Marshal(struct {
+		StatusCode  int    `json:"status_code"`
+		ContentType string `json:"content_type,omitempty"`
+		RetryAfter  string `json:"retry_after,omitempty"`
+	}{code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After")})
+	return &sdk.UpstreamError{
+		Kind:      sdk.KindUpstreamStatus,
+		Upstream:  c.upstreamLabel(t),
+		Status:    status,
+		Message:   msg,
+		Body:      excerptText(body, over, errorExcerptBytes),
+		Detail:    d,
+		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
+	}
+}
+
+func (c *config) tooLarge(t *tool, limit int64) *sdk.UpstreamError {
+	return &sdk.UpstreamError{
+		Kind:     sdk.KindBadResponse,
+		Upstream: c.upstreamLabel(t),
+		Message:  fmt.Sprintf("the answer is larger than max_response_bytes (%d bytes)", limit),
+	}
+}
+
+// excerptText makes a valid UTF-8 excerpt, saying when it was truncated.
+func excerptText(b []byte, truncated bool, limit int) string {
+	if truncated {
+		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1]
+		}
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if truncated {
+		s += fmt.Sprintf("\n[truncated: only the first %d bytes of the answer are shown]", limit)
+	}
+	return s
+}
+
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.TrimSpace(ct)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
