@@ -56,6 +56,9 @@ type Call struct {
 	Args    any
 	Timeout time.Duration
 	Cursor  string
+	// BaseDir is sent as Operation.BaseDir, the operations file's
+	// directory that relative paths in Config resolve against.
+	BaseDir string
 }
 
 func (c Call) request() (*adapterv1.InvokeRequest, error) {
@@ -73,7 +76,7 @@ func (c Call) request() (*adapterv1.InvokeRequest, error) {
 	}
 	return &adapterv1.InvokeRequest{
 		Context:       &adapterv1.RequestContext{RequestId: "sdktest"},
-		Operation:     &adapterv1.Operation{Name: name, ConfigJson: cfg, TimeoutMs: c.Timeout.Milliseconds()},
+		Operation:     &adapterv1.Operation{Name: name, ConfigJson: cfg, TimeoutMs: c.Timeout.Milliseconds(), BaseDir: c.BaseDir},
 		ArgumentsJson: args,
 		Cursor:        c.Cursor,
 	}, nil
