@@ -12,6 +12,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/plugins/graphql"
+	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -22,8 +23,9 @@ const AdapterCommand = "crank-adapter"
 
 // builtins are the adapters compiled into this executable.
 var builtins = map[string]func() sdk.Adapter{
-	rest.Name:    rest.New,
-	graphql.Name: graphql.New,
+	rest.Name:        rest.New,
+	graphql.Name:     graphql.New,
+	grpcadapter.Name: grpcadapter.New,
 }
 
 // BuiltinAdapters lists the built-in adapter names.

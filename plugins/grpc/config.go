@@ -1,0 +1,789 @@
+package grpcadapter
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Defaults and bounds of an operation.
+const (
+	defaultTimeout          = 30 * time.Second
+	defaultMaxResponseBytes = 8 << 20
+	// maxFileBytes bounds a descriptor set, .proto or PEM file read at load.
+	maxFileBytes = 64 << 20
+	// maxToolPrefix bounds tool_prefix so derived names stay readable.
+	maxToolPrefix = 64
+)
+
+// knownFields lists the config fields, in documentation order.
+var knownFields = []string{
+	"target", "plaintext", "tls", "method", "service", "methods", "tool_prefix",
+	"descriptor_set", "proto_files", "proto_source", "import_paths", "metadata", "timeout",
+	"max_response_bytes", "field_names", "emit_defaults", "cursor_field",
+}
+
+var knownTLSFields = []string{"ca_file", "cert_file", "key_file", "server_name"}
+
+// config is a parsed, validated operation config. It is immutable.
+type config struct {
+	target string
+	// local is true for loopback and unix-socket targets.
+	local     bool
+	plaintext bool
+	tls       *tls.Config // nil when plaintext
+	// connKey identifies the connection settings (target, transport
+	// security and the content of the key material), never a secret.
+	connKey string
+
+	// service is the full service name; method the method's short name,
+	// empty for a whole-service entry.
+	service string
+	method  string
+	methods []string // whole-service entries: the methods to import
+	prefix  string
+	// hasPrefix reports whether tool_prefix was given (it may be "").
+	hasPrefix bool
+
+	descriptorSet string   // absolute path
+	protoFiles    []string // names relative to importPaths
+	protoSource   string   // an inline .proto file
+	importPaths   []string // absolute paths
+
+	// metadata is sent with every call: lower-case keys, values as sent.
+	metadata []string // key, value, key, value...
+
+	timeout   time.Duration // 0: unset
+	maxBytes  int
+	jsonNames bool
+	emitDefs  bool
+	// cursorField is the request field that receives a window's cursor.
+	cursorField string
+}
+
+// fullMethod is "/package.Service/Method".
+func (c *config) fullMethod() string { return "/" + c.service + "/" + c.method }
+
+// upstream names the call in errors: method and target, never metadata.
+func (c *config) upstream() string {
+	if c.method == "" {
+		return "gRPC " + c.service + " at " + c.target
+	}
+	return "gRPC " + c.service + "/" + c.method + " at " + c.target
+}
+
+// callTimeout is the effective per-call timeout: the host's wins, then the
+// config's, then the default.
+func (c *config) callTimeout(host time.Duration) time.Duration {
+	switch {
+	case host > 0:
+		return host
+	case c.timeout > 0:
+		return c.timeout
+	}
+	return defaultTimeout
+}
+
+// schemaKey identifies where the descriptors come from.
+func (c *config) schemaKey() string {
+	switch {
+	case c.descriptorSet != "":
+		return "set\x00" + c.descriptorSet
+	case len(c.protoFiles) > 0:
+		return "proto\x00" + strings.Join(c.importPaths, "\x01") + "\x00" + strings.Join(c.protoFiles, "\x01")
+	case c.protoSource != "":
+		sum := sha256.Sum256([]byte(c.protoSource))
+		return "source\x00" + strings.Join(c.importPaths, "\x01") + "\x00" + hex.EncodeToString(sum[:])
+	}
+	return "reflect\x00" + c.connKey
+}
+
+type diags struct{ list []sdk.Diagnostic }
+
+func (d *diags) errorf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Errorf(field, format, args...))
+}
+
+func (d *diags) warnf(field, format string, args ...any) {
+	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *diags) failed() bool {
+	for _, x := range d.list {
+		if x.Severity == sdk.SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// summary joins the error diagnostics into one message.
+func (d *diags) summary() string {
+	var msgs []string
+	for _, x := range d.list {
+		if x.Severity != sdk.SeverityError {
+			continue
+		}
+		if x.Field == "" {
+			msgs = append(msgs, x.Message)
+		} else {
+			msgs = append(msgs, x.Field+": "+x.Message)
+		}
+	}
+	return "invalid grpc operation config: " + strings.Join(msgs, "; ")
+}
+
+// parseConfig parses and validates a raw operation config; relative paths
+// resolve against op's BaseDir. It reads the TLS files. Diagnostics never
+// quote config values other than names (they may be secrets).
+func parseConfig(op *sdk.Operation) (*config, []sdk.Diagnostic) {
+	var d diags
+	c := parseInto(op, &d)
+	if d.failed() {
+		return nil, d.list
+	}
+	return c, d.list
+}
+
+func parseInto(op *sdk.Operation, d *diags) *config {
+	raw := bytes.TrimSpace(op.Config)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		d.errorf("", "the grpc adapter config must be a JSON object")
+		return nil
+	}
+	checkUnknown(fields, knownFields, "", d)
+	c := &config{maxBytes: defaultMaxResponseBytes, emitDefs: true}
+
+	// target
+	if v, ok := fields["target"]; !ok || isNull(v) {
+		d.errorf("target", "required: the server address, e.g. 127.0.0.1:50051 or dns:///api.internal:443")
+	} else if json.Unmarshal(v, &c.target) != nil {
+		d.errorf("target", "must be a string: the server address, e.g. 127.0.0.1:50051")
+	} else {
+		c.target = strings.TrimSpace(c.target)
+		c.local = parseTarget(c.target, d)
+	}
+
+	// plaintext and tls
+	var plaintext *bool
+	if v, ok := fields["plaintext"]; ok && !isNull(v) {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			d.errorf("plaintext", "must be true or false")
+		} else {
+			plaintext = &b
+		}
+	}
+	var tlsCfg *tls.Config
+	tlsKey := ""
+	tlsSet := false
+	if v, ok := fields["tls"]; ok && !isNull(v) {
+		tlsSet = true
+		tlsCfg, tlsKey = parseTLS(v, op, d)
+	}
+	switch {
+	case plaintext != nil && *plaintext && tlsSet:
+		d.errorf("plaintext", "cannot be combined with tls: remove one of them")
+	case plaintext != nil:
+		c.plaintext = *plaintext
+	default:
+		c.plaintext = !tlsSet && c.local
+	}
+	if c.plaintext && !c.local && c.target != "" {
+		d.warnf("plaintext", "calls to a non-loopback target travel unencrypted, metadata included")
+	}
+	if !c.plaintext {
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		c.tls = tlsCfg
+	}
+	mode := "plaintext"
+	if !c.plaintext {
+		mode = "tls\x00" + tlsKey
+	}
+	c.connKey = c.target + "\x00" + mode
+
+	// method / service
+	var method, service string
+	if v, ok := fields["method"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &method) != nil {
+			d.errorf("method", "must be a string: package.Service/Method")
+		} else if svc, m, ok := splitMethod(strings.TrimSpace(method)); !ok {
+			d.errorf("method", "must be a fully qualified method: package.Service/Method")
+		} else {
+			c.service, c.method = svc, m
+		}
+	}
+	if v, ok := fields["service"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &service) != nil {
+			d.errorf("service", "must be a string: the fully qualified service name, e.g. package.Service")
+		} else if service = strings.TrimPrefix(strings.TrimSpace(service), "."); !validFullName(service) {
+			d.errorf("service", "must be a fully qualified service name such as package.Service")
+		} else if method != "" {
+			d.errorf("service", "give either method (one tool) or service (one tool per method), not both")
+		} else {
+			c.service = service
+		}
+	}
+	if method == "" && service == "" {
+		d.errorf("method", "required: the method to call (package.Service/Method), or service to import every method of a service")
+	}
+	if v, ok := fields["methods"]; ok && !isNull(v) {
+		var list []string
+		switch {
+		case service == "":
+			d.errorf("methods", "only applies with service")
+		case json.Unmarshal(v, &list) != nil:
+			d.errorf("methods", "must be a list of method names of the service")
+		default:
+			seen := map[string]bool{}
+			for i, m := range list {
+				m = strings.TrimSpace(m)
+				switch {
+				case !validIdent(m):
+					d.errorf(fmt.Sprintf("methods[%d]", i), "%q is not a method name (the short name, e.g. GetUser)", m)
+				case seen[m]:
+					d.errorf(fmt.Sprintf("methods[%d]", i), "method %q is listed twice", m)
+				default:
+					seen[m] = true
+					c.methods = append(c.methods, m)
+				}
+			}
+		}
+	}
+	if v, ok := fields["tool_prefix"]; ok && !isNull(v) {
+		var p string
+		switch {
+		case service == "":
+			d.errorf("tool_prefix", "only applies with service")
+		case json.Unmarshal(v, &p) != nil:
+			d.errorf("tool_prefix", "must be a string")
+		case len(p) > maxToolPrefix:
+			d.errorf("tool_prefix", "must be at most %d characters", maxToolPrefix)
+		case !validToolChars(p):
+			d.errorf("tool_prefix", "may only contain A-Z a-z 0-9 _ . -")
+		default:
+			c.prefix, c.hasPrefix = p, true
+		}
+	}
+
+	// descriptor sources
+	if v, ok := fields["descriptor_set"]; ok && !isNull(v) {
+		var p string
+		if json.Unmarshal(v, &p) != nil || strings.TrimSpace(p) == "" {
+			d.errorf("descriptor_set", "must be the path of a FileDescriptorSet file")
+		} else {
+			c.descriptorSet = op.ResolvePath(strings.TrimSpace(p))
+			checkReadable(c.descriptorSet, "descriptor_set", d)
+		}
+	}
+	if v, ok := fields["proto_files"]; ok && !isNull(v) {
+		var list []string
+		if json.Unmarshal(v, &list) != nil || len(list) == 0 {
+			d.errorf("proto_files", "must be a non-empty list of .proto file names")
+		} else if c.descriptorSet != "" {
+			d.errorf("proto_files", "give either descriptor_set or proto_files, not both")
+		} else {
+			for i, f := range list {
+				f = strings.TrimSpace(f)
+				if f == "" || !strings.HasSuffix(f, ".proto") {
+					d.errorf(fmt.Sprintf("proto_files[%d]", i), "must be a .proto file name")
+					continue
+				}
+				c.protoFiles = append(c.protoFiles, f)
+			}
+		}
+	}
+	if v, ok := fields["proto_source"]; ok && !isNull(v) {
+		var src string
+		switch {
+		case json.Unmarshal(v, &src) != nil || strings.TrimSpace(src) == "":
+			d.errorf("proto_source", "must be the text of a .proto file")
+		case c.descriptorSet != "" || len(c.protoFiles) > 0:
+			d.errorf("proto_source", "give one of descriptor_set, proto_files and proto_source")
+		default:
+			c.protoSource = src
+		}
+	}
+	if v, ok := fields["import_paths"]; ok && !isNull(v) {
+		var list []string
+		if json.Unmarshal(v, &list) != nil {
+			d.errorf("import_paths", "must be a list of directories")
+		} else if _, hasProtos := fields["proto_files"]; !hasProtos && c.protoSource == "" {
+			d.errorf("import_paths", "only applies with proto_files or proto_source")
+		} else {
+			for i, p := range list {
+				p = strings.TrimSpace(p)
+				if p == "" {
+					d.errorf(fmt.Sprintf("import_paths[%d]", i), "must not be empty")
+					continue
+				}
+				abs := op.ResolvePath(p)
+				if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+					d.errorf(fmt.Sprintf("import_paths[%d]", i), "%s is not a readable directory", p)
+					continue
+				}
+				c.importPaths = append(c.importPaths, abs)
+			}
+		}
+	}
+	if (len(c.protoFiles) > 0 || c.protoSource != "") && len(c.importPaths) == 0 {
+		// Default: the operations file's directory.
+		c.importPaths = []string{op.ResolvePath(".")}
+	}
+
+	// metadata
+	if v, ok := fields["metadata"]; ok && !isNull(v) {
+		c.metadata = parseMetadata(v, d)
+	}
+
+	// timeout
+	if v, ok := fields["timeout"]; ok && !isNull(v) {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
+			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+		} else if t <= 0 {
+			d.errorf("timeout", "must be positive")
+		} else {
+			c.timeout = t
+		}
+	}
+
+	// max_response_bytes
+	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
+		var n int64
+		if json.Unmarshal(v, &n) != nil {
+			d.errorf("max_response_bytes", "must be an integer number of bytes")
+		} else if n < 0 {
+			d.errorf("max_response_bytes", "must not be negative")
+		} else if n > 1<<30 {
+			d.errorf("max_response_bytes", "must be at most 1 GiB")
+		} else if n > 0 {
+			c.maxBytes = int(n)
+		}
+	}
+
+	// field_names
+	if v, ok := fields["field_names"]; ok && !isNull(v) {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			d.errorf("field_names", `must be "proto" or "json"`)
+		} else {
+			switch strings.TrimSpace(s) {
+			case "proto":
+			case "json":
+				c.jsonNames = true
+			default:
+				d.errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
+			}
+		}
+	}
+
+	// emit_defaults
+	if v, ok := fields["emit_defaults"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.emitDefs) != nil {
+			d.errorf("emit_defaults", "must be true or false")
+		}
+	}
+
+	// cursor_field
+	if v, ok := fields["cursor_field"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &c.cursorField) != nil || !validIdent(strings.TrimSpace(c.cursorField)) {
+			d.errorf("cursor_field", "must be the name of a field of the request message")
+		}
+		c.cursorField = strings.TrimSpace(c.cursorField)
+	}
+	return c
+}
+
+func checkUnknown(fields map[string]json.RawMessage, known []string, prefix string, d *diags) {
+	var unknown []string
+	for k := range fields {
+		if !contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		if s := suggest(k, known); s != "" {
+			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
+		} else {
+			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// parseTarget checks a gRPC target and reports whether it is local
+// (loopback or a unix socket).
+func parseTarget(t string, d *diags) bool {
+	if t == "" {
+		d.errorf("target", "required: the server address, e.g. 127.0.0.1:50051")
+		return false
+	}
+	if strings.ContainsAny(t, " \t\r\n") {
+		d.errorf("target", "must not contain spaces")
+		return false
+	}
+	scheme, rest, hasScheme := strings.Cut(t, ":")
+	switch {
+	case hasScheme && (scheme == "unix" || scheme == "unix-abstract"):
+		if strings.Trim(rest, "/") == "" {
+			d.errorf("target", "a unix target needs a socket path, e.g. unix:///run/api.sock")
+		}
+		return true
+	case strings.Contains(t, "://"):
+		scheme, rest, _ = strings.Cut(t, "://")
+		if scheme != "dns" && scheme != "passthrough" {
+			d.errorf("target", "unsupported scheme %q: use host:port, dns:///host:port, passthrough:///host:port or unix:///path", scheme)
+			return false
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[i+1:] // drop the DNS authority
+		}
+		t = rest
+	}
+	host, port, err := net.SplitHostPort(t)
+	if err != nil || host == "" {
+		d.errorf("target", "must be host:port, e.g. 127.0.0.1:50051 or api.internal:443")
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		d.errorf("target", "the port must be a number from 1 to 65535")
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, string) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(v, &fields) != nil {
+		d.errorf("tls", "must be an object {ca_file, cert_file, key_file, server_name}")
+		return nil, ""
+	}
+	checkUnknown(fields, knownTLSFields, "tls.", d)
+	str := func(name string) string {
+		v, ok := fields[name]
+		if !ok || isNull(v) {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
+			d.errorf("tls."+name, "must be a non-empty string")
+			return ""
+		}
+		return strings.TrimSpace(s)
+	}
+	caFile, certFile, keyFile, serverName := str("ca_file"), str("cert_file"), str("key_file"), str("server_name")
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	h := sha256.New()
+	fmt.Fprintf(h, "sni=%s\x00", serverName)
+	ok := true
+	if caFile != "" {
+		pem, err := readFile(op.ResolvePath(caFile))
+		switch {
+		case err != nil:
+			d.errorf("tls.ca_file", "cannot read %s: %v", caFile, err)
+			ok = false
+		default:
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				d.errorf("tls.ca_file", "%s holds no PEM certificate", caFile)
+				ok = false
+			}
+			cfg.RootCAs = pool
+			h.Write([]byte("ca\x00"))
+			h.Write(pem)
+		}
+	}
+	switch {
+	case certFile != "" && keyFile == "":
+		d.errorf("tls.key_file", "required with cert_file (the client certificate's private key)")
+		ok = false
+	case certFile == "" && keyFile != "":
+		d.errorf("tls.cert_file", "required with key_file (the client certificate)")
+		ok = false
+	case certFile != "":
+		certPEM, err1 := readFile(op.ResolvePath(certFile))
+		keyPEM, err2 := readFile(op.ResolvePath(keyFile))
+		if err1 != nil {
+			d.errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
+		}
+		if err2 != nil {
+			d.errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
+		}
+		if err1 != nil || err2 != nil {
+			ok = false
+			break
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			// The error text never includes key material.
+			d.errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
+			ok = false
+			break
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+		h.Write([]byte("cert\x00"))
+		h.Write(certPEM)
+		h.Write(keyPEM)
+	}
+	if !ok {
+		return nil, ""
+	}
+	return cfg, hex.EncodeToString(h.Sum(nil))
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, pe.Err
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, errors.New("it is a directory")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("larger than %d MiB", maxFileBytes>>20)
+	}
+	return b, nil
+}
+
+func checkReadable(path, field string, d *diags) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		d.errorf(field, "cannot read %s: %v", path, err)
+	case st.IsDir():
+		d.errorf(field, "%s is a directory, not a file", path)
+	}
+}
+
+// reservedMetadata are keys gRPC or HTTP/2 manage.
+var reservedMetadata = map[string]bool{
+	"content-type": true, "te": true, "host": true, "user-agent": true, "connection": true,
+	"keep-alive": true, "proxy-connection": true, "transfer-encoding": true, "upgrade": true,
+	"traceparent": true, "tracestate": true,
+}
+
+func parseMetadata(v json.RawMessage, d *diags) []string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		d.errorf("metadata", "must be an object {key: value}")
+		return nil
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		field := "metadata." + k
+		key := strings.ToLower(k)
+		switch {
+		case !validMetadataKey(key):
+			d.errorf(field, "not a valid metadata key (letters, digits, - _ . only)")
+			continue
+		case strings.HasPrefix(key, "grpc-") || reservedMetadata[key]:
+			d.errorf(field, "%s is set by gRPC or the adapter and cannot be configured", key)
+			continue
+		case seen[key]:
+			d.errorf(field, "key %s is set twice (metadata keys are case-insensitive)", key)
+			continue
+		}
+		seen[key] = true
+		value, ok := scalarString(obj[k])
+		if !ok {
+			d.errorf(field, "value must be a string, number or boolean")
+			continue
+		}
+		if strings.HasSuffix(key, "-bin") {
+			b, err := base64.StdEncoding.DecodeString(value)
+			if err != nil {
+				b, err = base64.RawStdEncoding.DecodeString(value)
+			}
+			if err != nil {
+				d.errorf(field, "a -bin key's value must be base64")
+				continue
+			}
+			value = string(b)
+		} else if !printableASCII(value) {
+			// Never echo the value: it is likely a secret.
+			d.errorf(field, "value must be printable ASCII (use a -bin key for binary values)")
+			continue
+		}
+		out = append(out, key, value)
+	}
+	return out
+}
+
+func validMetadataKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// scalarString renders a JSON scalar as a plain string (no quotes).
+func scalarString(v json.RawMessage) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || v[0] == '{' || v[0] == '[' || bytes.Equal(v, []byte("null")) {
+		return "", false
+	}
+	if v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	return string(v), true
+}
+
+// splitMethod parses "pkg.Service/Method", "/pkg.Service/Method" or
+// "pkg.Service.Method".
+func splitMethod(s string) (service, method string, ok bool) {
+	s = strings.TrimPrefix(s, "/")
+	if svc, m, found := strings.Cut(s, "/"); found {
+		service, method = svc, m
+	} else if i := strings.LastIndexByte(s, '.'); i > 0 {
+		service, method = s[:i], s[i+1:]
+	}
+	service = strings.TrimPrefix(service, ".")
+	if !validFullName(service) || !validIdent(method) {
+		return "", "", false
+	}
+	return service, method, true
+}
+
+func validFullName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if !validIdent(part) {
+			return false
+		}
+	}
+	return true
+}
+
+func validIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func validToolChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// suggest returns the known name closest to s, if it is close enough.
+func suggest(s string, known []string) string {
+	best, bestD := "", 3
+	ls := strings.ToLower(s)
+	for _, k := range known {
+		if d := editDistance(ls, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

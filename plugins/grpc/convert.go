@@ -1,0 +1,215 @@
+package grpcadapter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// wrapKey is the argument holding the request when the request message's
+// JSON form is not an object (e.g. google.protobuf.StringValue), and the
+// result key of such a response (the host wraps non-objects the same way).
+const (
+	argWrapKey    = "value"
+	resultWrapKey = "result"
+)
+
+// newRequest converts tool arguments to a request message; a window's
+// cursor goes into the config's cursor_field. A conversion error names the
+// argument path, e.g. "items[2].price".
+func (m *methodInfo) newRequest(c *config, args []byte, cursor string) (*dynamicpb.Message, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		args = []byte("{}")
+	}
+	if cursor != "" && c.cursorField != "" && !m.wrappedIn {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err != nil {
+			return nil, fmt.Errorf("arguments: must be a JSON object")
+		}
+		obj[c.cursorField], _ = json.Marshal(cursor)
+		args, _ = json.Marshal(obj)
+	}
+	if m.wrappedIn {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err != nil {
+			return nil, fmt.Errorf("arguments must be a JSON object {%q: ...}", argWrapKey)
+		}
+		v, ok := obj[argWrapKey]
+		if !ok {
+			return nil, fmt.Errorf("argument %s: required", argWrapKey)
+		}
+		msg := dynamicpb.NewMessage(m.in)
+		if err := m.unmarshal.Unmarshal(v, msg); err != nil {
+			return nil, fmt.Errorf("argument %s: %s", argWrapKey, cleanProtoError(err))
+		}
+		return msg, nil
+	}
+	msg := dynamicpb.NewMessage(m.in)
+	if err := m.unmarshal.Unmarshal(args, msg); err != nil {
+		path, reason := locate(m.in, args, "", m.unmarshal)
+		if reason == "" {
+			reason = cleanProtoError(err)
+		}
+		if path == "" {
+			return nil, fmt.Errorf("arguments: %s", reason)
+		}
+		return nil, fmt.Errorf("argument %s: %s", path, reason)
+	}
+	return msg, nil
+}
+
+var (
+	protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
+	protoErrField  = regexp.MustCompile(`^(invalid value for [a-z0-9]+) field [A-Za-z0-9_]+:`)
+)
+
+// cleanProtoError drops protojson's "proto: (line 1:7): " prefix, whose
+// position means nothing to the caller, and its field name (a JSON name:
+// the caller sees the path instead).
+func cleanProtoError(err error) string {
+	s := protoErrPrefix.ReplaceAllString(err.Error(), "")
+	return protoErrField.ReplaceAllString(s, "$1:")
+}
+
+// locate finds the argument that makes protojson fail by converting the
+// fields of raw one at a time, descending into messages, lists and maps.
+// It runs only after a failed conversion.
+func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo protojson.UnmarshalOptions) (string, string) {
+	if isWellKnown(md) {
+		return "", ""
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return path, "must be a JSON object"
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fpath := k
+		if path != "" {
+			fpath = path + "." + k
+		}
+		fd := md.Fields().ByName(protoreflect.Name(k))
+		if fd == nil {
+			fd = md.Fields().ByJSONName(k)
+		}
+		if fd == nil {
+			if uo.DiscardUnknown {
+				continue
+			}
+			return fpath, "unknown field of " + string(md.FullName())
+		}
+		one, _ := json.Marshal(map[string]json.RawMessage{k: obj[k]})
+		err := uo.Unmarshal(one, dynamicpb.NewMessage(md))
+		if err == nil {
+			continue
+		}
+		v := obj[k]
+		switch {
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			var m map[string]json.RawMessage
+			if json.Unmarshal(v, &m) == nil {
+				mkeys := make([]string, 0, len(m))
+				for mk := range m {
+					mkeys = append(mkeys, mk)
+				}
+				sort.Strings(mkeys)
+				for _, mk := range mkeys {
+					if p, r := locate(fd.MapValue().Message(), m[mk], fpath+"["+strconv.Quote(mk)+"]", uo); r != "" {
+						return p, r
+					}
+				}
+			}
+		case fd.IsList() && fd.Message() != nil:
+			var list []json.RawMessage
+			if json.Unmarshal(v, &list) == nil {
+				for i, e := range list {
+					if p, r := locate(fd.Message(), e, fmt.Sprintf("%s[%d]", fpath, i), uo); r != "" {
+						return p, r
+					}
+				}
+			}
+		case fd.IsList():
+			var list []json.RawMessage
+			if json.Unmarshal(v, &list) == nil {
+				for i, e := range list {
+					elem, _ := json.Marshal(map[string][]json.RawMessage{k: {e}})
+					if err := uo.Unmarshal(elem, dynamicpb.NewMessage(md)); err != nil {
+						return fmt.Sprintf("%s[%d]", fpath, i), cleanProtoError(err)
+					}
+				}
+			}
+		case !fd.IsMap() && fd.Message() != nil && !bytes.Equal(bytes.TrimSpace(v), []byte("null")):
+			if p, r := locate(fd.Message(), v, fpath, uo); r != "" {
+				return p, r
+			}
+		}
+		return fpath, cleanProtoError(err)
+	}
+	return "", ""
+}
+
+// marshalResult renders a response message as compact JSON.
+func (m *methodInfo) marshalResult(msg proto.Message) ([]byte, error) {
+	b, err := m.marshal.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	// protojson varies its whitespace on purpose; results stay stable.
+	return compactJSON(b), nil
+}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+// checkCursorField checks that cursor_field names a singular string or
+// integer field of the method's request.
+func checkCursorField(c *config, md protoreflect.MethodDescriptor) *sdk.Diagnostic {
+	if c.cursorField == "" {
+		return nil
+	}
+	in := md.Input()
+	fd := in.Fields().ByName(protoreflect.Name(c.cursorField))
+	if fd == nil {
+		fd = in.Fields().ByJSONName(c.cursorField)
+	}
+	var problem string
+	switch {
+	case messageJSONKind(in) != jsonObject:
+		problem = fmt.Sprintf("the request %s is not a message with fields", in.FullName())
+	case fd == nil:
+		problem = fmt.Sprintf("the request %s has no field %s", in.FullName(), c.cursorField)
+	case fd.IsList() || fd.IsMap():
+		problem = fmt.Sprintf("%s is a list or map; the cursor needs a string or integer field", c.cursorField)
+	default:
+		switch fd.Kind() {
+		case protoreflect.StringKind, protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind,
+			protoreflect.Uint64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind, protoreflect.Fixed32Kind,
+			protoreflect.Fixed64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
+			return nil
+		}
+		problem = fmt.Sprintf("%s is a %s field; the cursor needs a string or integer field", c.cursorField, fd.Kind())
+	}
+	d := sdk.Errorf("cursor_field", "%s", problem)
+	return &d
+}

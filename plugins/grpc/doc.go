@@ -1,0 +1,217 @@
+// Package grpcadapter is Crank's gRPC adapter (directory plugins/grpc,
+// adapter name "grpc"): it turns an operation into a call of one gRPC
+// method, typed from the service's own descriptors, with no generated code.
+// Unary methods serve mode unary (and can be polled by a window);
+// server-streaming methods are a stream source for the host's window mode.
+// It runs as an adapter plugin (see cmd/crank-adapter-grpc) and is built on
+// the adapter SDK only.
+//
+// # Config
+//
+// An operation's adapter config is a JSON object (written as YAML in
+// operation files). Placeholders such as {env.API_TOKEN} are expanded by the
+// host before the adapter sees the config; the adapter never logs the config
+// nor quotes metadata values in diagnostics, errors or results.
+//
+//	target: 127.0.0.1:50051            # required
+//	method: acme.users.v1.Users/GetUser  # one tool: this method
+//	# service: acme.users.v1.Users     # or: one tool per method of the service
+//	# methods: [GetUser, ListUsers]    # with service: only these
+//	# tool_prefix: users_              # with service: default "<entry name>_"
+//	plaintext: false                   # default: true for loopback/unix targets without tls
+//	tls:                               # TLS; without ca_file the system roots verify
+//	  ca_file: certs/ca.pem
+//	  cert_file: certs/client.pem      # mutual TLS, with key_file
+//	  key_file: certs/client.key
+//	  server_name: users.internal      # default: the target's host
+//	descriptor_set: api.binpb          # or proto_files / proto_source; default: server reflection
+//	# proto_files: [acme/users/v1/users.proto]
+//	# proto_source: |                  # a .proto file's text, inline
+//	#   syntax = "proto3"; ...
+//	# import_paths: [protos]           # default: the operations file's directory
+//	metadata: {authorization: "Bearer {env.USERS_TOKEN}"}
+//	timeout: 10s                       # default 30s; the host's operation timeout wins
+//	max_response_bytes: 8388608        # per response message; default 8 MiB
+//	field_names: proto                 # proto (as in the .proto) | json (lowerCamelCase)
+//	emit_defaults: true                # include zero values in results
+//	cursor_field: after_seq            # windows: the request field a resumed window's cursor goes to
+//
+// Fields, in detail:
+//
+//   - target: the server address, host:port, dns:///host:port,
+//     passthrough:///host:port or unix:///path (unix:path,
+//     unix-abstract:name). One HTTP/2 connection pool is shared by every
+//     operation with the same target and transport settings.
+//   - plaintext, tls: transport security. A loopback or unix target without
+//     tls speaks plaintext; any other target speaks TLS 1.2+ verified by the
+//     system roots unless tls.ca_file names PEM CA certificates. cert_file
+//     and key_file (PEM) add a client certificate (mutual TLS); server_name
+//     overrides the name verified. plaintext: true with tls is an error;
+//     plaintext to a non-loopback target is allowed with a warning. TLS
+//     files are read at load, so a reload picks up rotated ones.
+//   - method: the method of a one-tool entry, "package.Service/Method"
+//     ("/package.Service/Method" and "package.Service.Method" work too).
+//   - service: instead of method, a service whose methods each become a
+//     tool, named tool_prefix (default: the entry's name and "_") plus the
+//     method name in snake_case (GetUser → users_get_user), cut to 128
+//     characters with a hash and made unique with a numeric suffix.
+//     methods limits the import to the named methods. Each derived tool
+//     carries the entry's config with method set instead of service.
+//     Methods the entry's mode cannot serve are skipped with a warning.
+//   - descriptor_set, proto_files, proto_source, import_paths: where the
+//     descriptors come from (at most one of the first three). By default
+//     the adapter asks the server's reflection service
+//     (grpc.reflection.v1, falling back to v1alpha) at load, so the server
+//     must be up then; an upstream served by the same Caddy is not (Caddy
+//     listens only once every handler is provisioned) and needs one of the
+//     others. descriptor_set names a binary FileDescriptorSet (protoc
+//     --include_imports --descriptor_set_out, buf build -o); imports it
+//     lacks are taken from the well-known types. proto_files are .proto
+//     sources compiled at load with bufbuild/protocompile, named relative
+//     to import_paths (default: the operations file's directory);
+//     proto_source is one .proto file's text, compiled the same way (named
+//     proto_source.proto in messages; its imports come from import_paths).
+//     The standard google/protobuf imports are built in. Relative paths
+//     resolve against the operations file's directory. Descriptors load
+//     again on every operations-file load; a call after an adapter restart
+//     loads them once on first use.
+//   - metadata: request metadata sent with every call, {key: value}. Keys
+//     are case-insensitive (sent lower-case) of letters, digits, - _ . ;
+//     keys ending in -bin take base64 values sent as bytes; other values
+//     must be printable ASCII. grpc-* keys, HTTP/2 headers (content-type,
+//     te, host, user-agent, ...) and the trace headers are refused. The
+//     caller's W3C trace context (traceparent, tracestate) is forwarded.
+//   - timeout: the call's deadline as a Go duration, sent to the server as
+//     grpc-timeout. The host's operation timeout wins when set (for a
+//     window, the host sends its upstream_timeout_ms); default 30s. For a
+//     stream it bounds the wait for the server's first answer (response
+//     headers or first message); after that the host bounds the stream.
+//   - max_response_bytes: the largest response message accepted (each
+//     message of a stream); default 8 MiB, 0 means the default.
+//   - field_names: the names of argument and result fields: "proto" (the
+//     default) uses the .proto names (user_id), "json" the lowerCamelCase
+//     JSON names (userId). Arguments are accepted under either name.
+//   - emit_defaults: results include fields at their default values (0,
+//     "", false, empty lists and maps), so every scalar field is present;
+//     false leaves them out, as protojson does by default. Unset message
+//     fields and unset oneof members are left out either way.
+//   - cursor_field: for windows that resume. A gRPC message carries no
+//     resume point, so items have no id or cursor of their own; the host's
+//     aggregation cursor_path can pick one from the item (e.g. "$.seq"),
+//     and when a window resumes, its cursor is set as this top-level string
+//     or integer field of the request (overriding the argument). Without
+//     it a resumed window starts the stream afresh.
+//
+// Unknown fields are errors (field names are case-sensitive), reported by
+// ValidateOperation with the field's name, e.g. "tls.ca_file" or
+// "metadata.authorization". ExpandOperation loads the descriptors and
+// reports what it finds wrong there: an unreachable server or one without
+// reflection ("target"), an unknown service or method ("service",
+// "method"), a broken descriptor set or .proto file ("descriptor_set",
+// "proto_files", with the file and line), a method that does not fit the
+// entry's mode, a cursor_field the request lacks. Client-streaming and
+// bidirectional methods are refused (deferred by the product plan). Invoke
+// refuses an invalid config with a KindInvalidArgument error carrying the
+// same messages.
+//
+// Modes: in mode unary, unary methods are called. In mode window a
+// server-streaming method is read as a stream (transport_behavior:
+// server_stream, the default) and a unary method entry may be polled
+// (transport_behavior: request_response); a whole-service import in mode
+// window takes the server-streaming methods only. Invoke of a streaming
+// method and Stream of a unary one are refused with a message naming the
+// transport_behavior to use.
+//
+// # Tools and schemas
+//
+// A method entry expands to one tool, the entry itself: what the operator
+// wrote (description, schemas, annotations) wins over what is derived. The
+// derived tool has the title Service.Method, the method's .proto comment
+// (when the descriptors carry source info: .proto files always, descriptor
+// sets built with --include_source_info) or "Calls the gRPC method ...",
+// and annotations from the method's idempotency_level (NO_SIDE_EFFECTS:
+// read-only and idempotent; IDEMPOTENT: idempotent).
+//
+// The input schema (JSON Schema 2020-12) is generated from the request
+// message following the proto3 JSON mapping, as protojson reads it:
+//
+//   - 32-bit integers: integers with their range; 64-bit integers: decimal
+//     strings (numbers accepted); floats: numbers or "NaN", "Infinity",
+//     "-Infinity"; bytes: base64 strings; bools and strings as such.
+//   - enums: their value names; google.protobuf.NullValue: null.
+//   - repeated fields: arrays; maps: objects (integer and bool keys as
+//     strings, constrained by propertyNames).
+//   - messages: objects with additionalProperties: false; proto2 required
+//     fields are required; a oneof allows at most one of its members (and
+//     says so in each member's description); deprecated fields are marked.
+//     A message used once is inlined; one used more than once or
+//     recursively is a $defs entry referenced by $ref.
+//   - well-known types by their JSON form: Timestamp (RFC 3339), Duration
+//     ("1.5s"), FieldMask (comma-separated paths), wrappers (their value),
+//     Struct (object), Value (any), ListValue (array), Any (an object with
+//     "@type"), Empty (an empty object).
+//   - a request whose JSON form is not an object (a wrapper, a Timestamp)
+//     is taken from the argument "value".
+//
+// .proto comments become descriptions. The output schema of a unary method
+// describes its response the same way, as protojson writes it: 64-bit
+// integers as strings, enums as names (or numbers the descriptor does not
+// know); it does not require fields or forbid others. A response whose
+// JSON form is not an object is described under "result", the key the host
+// wraps it in; google.protobuf.Value responses get no output schema.
+// Server-streaming tools have no output schema: the window engine shapes
+// their result; their description names the item message.
+//
+// # Calls and results
+//
+// Arguments are converted with protojson (either field name is accepted;
+// google.protobuf.Any resolves types from the loaded descriptors and the
+// well-known and google.rpc types). A conversion failure is a
+// KindInvalidArgument error naming the argument's path, e.g.
+// `argument items[2].price: invalid value for int64: "12x"`.
+//
+// A unary answer becomes Structured: the response as compact protojson
+// (Text empty, ContentType application/json).
+//
+// A server-streaming method is served by Stream: each response message is
+// one item (its JSON as data); the server's OK status ends the stream
+// normally, any other status with an upstream error; cancelling the call
+// (the host cutting its window) cancels the upstream call, which the server
+// sees at once. When the host's deadline reaches the server first, the
+// stream still ends as the host's own cut.
+//
+// # Errors
+//
+// Failures are *sdk.UpstreamError. Upstream names the call as
+// "gRPC package.Service/Method at target". Status is the canonical code
+// name (NOT_FOUND, UNAVAILABLE, ...); Detail is JSON
+// {"code","code_number","message","details"} with the status details
+// rendered by protojson (google.rpc.ErrorInfo, BadRequest, ... and the
+// service's own types; unknown ones as {"@type","value_base64"}), bounded
+// to 16 KiB.
+//
+//   - KindUpstreamStatus: the server answered a status; Message is
+//     "CODE: message". Retryable for RESOURCE_EXHAUSTED and ABORTED.
+//   - KindTimeout: DEADLINE_EXCEEDED, told apart: the call's timeout ("the
+//     upstream did not answer within 10s"; a stream's "did not start
+//     answering"), the host's deadline, or the server reporting a deadline
+//     of its own exceeded. Retryable.
+//   - KindTransport: UNAVAILABLE, with the reason when it is known:
+//     connection refused, DNS failure, a TLS handshake failure (with a hint
+//     when one side speaks plaintext), a reset. Retryable. Reflection that
+//     cannot reach the server on a first call reports the same way.
+//   - KindCancelled: the host cancelled the call (the cancellation reaches
+//     the server).
+//   - KindBadResponse: a response larger than max_response_bytes, or one
+//     that is not a valid message of the response type.
+//   - KindInvalidArgument: an invalid config, arguments that cannot be
+//     converted, or a method that does not fit the call (Invoke of a
+//     streaming method, Stream of a unary one).
+//
+// # Performance
+//
+// Parsed configs and resolved methods are cached by their raw bytes
+// (bounded, lock-free reads); connections are shared per target and
+// transport settings. A unary call costs one protojson conversion each way
+// over a plain grpc-go call: see BenchmarkUnary.
+package grpcadapter

@@ -1,0 +1,643 @@
+package grpcadapter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Name is the adapter's name as used in operation files.
+const Name = "grpc"
+
+// version is the adapter's build version, reported by Describe.
+const version = "0.1.0"
+
+// adapter is the gRPC adapter. It is safe for concurrent use.
+type adapter struct {
+	conns   connPool
+	schemas schemaCache
+	ops     opCache
+}
+
+var (
+	_ sdk.Adapter            = (*adapter)(nil)
+	_ sdk.OperationValidator = (*adapter)(nil)
+	_ sdk.OperationExpander  = (*adapter)(nil)
+	_ sdk.Streamer           = (*adapter)(nil)
+)
+
+// New returns the gRPC adapter. The value also implements
+// sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer. Each
+// adapter has its own connections and descriptor caches.
+func New() sdk.Adapter { return &adapter{} }
+
+// Describe implements sdk.Adapter.
+func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{
+		Name:         Name,
+		Version:      version,
+		Protocols:    []string{"grpc"},
+		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
+		ConfigSchema: json.RawMessage(configSchema),
+	}, nil
+}
+
+// ValidateOperation implements sdk.OperationValidator: the config's own
+// checks, without contacting the server. Diagnostics never quote values.
+func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	c, diags := parseConfig(op)
+	a.ops.put(op, &opState{cfg: c, diags: diags})
+	if d := checkMode(op.Mode); d != nil {
+		diags = append(diags, *d)
+	}
+	return diags
+}
+
+func checkMode(m sdk.Mode) *sdk.Diagnostic {
+	switch m {
+	case sdk.ModeUnary, sdk.ModeWindow, 0:
+		return nil
+	}
+	d := sdk.Errorf("", "the grpc adapter serves modes unary and window, not %s", modeName(m))
+	return &d
+}
+
+func modeName(m sdk.Mode) string {
+	return strings.ToLower(strings.TrimPrefix(m.String(), "EXECUTION_MODE_"))
+}
+
+// ExpandOperation implements sdk.OperationExpander: it loads the
+// descriptors (fresh, so a reload sees a changed service) and derives the
+// tool of a method entry, or one tool per method of a service entry.
+func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	c, diags := parseConfig(op)
+	if c == nil {
+		return nil, diags
+	}
+	if d := checkMode(op.Mode); d != nil {
+		return nil, append(diags, *d)
+	}
+	set, le := a.loadSet(ctx, c, op.Timeout, true)
+	if le != nil {
+		return nil, append(diags, sdk.Errorf(le.field, "%s", le.msg))
+	}
+	sd, err := set.service(c.service)
+	if err != nil {
+		field := "service"
+		if c.method != "" {
+			field = "method"
+		}
+		return nil, append(diags, sdk.Errorf(field, "%v", err))
+	}
+	streamMode := op.Mode == sdk.ModeWindow
+
+	if c.method != "" {
+		md := sd.Methods().ByName(protoreflect.Name(c.method))
+		if md == nil {
+			return nil, append(diags, sdk.Errorf("method", "service %s has no method %s (methods: %s)", c.service, c.method, methodNames(sd)))
+		}
+		if why := servable(md, streamMode, false); why != "" {
+			return nil, append(diags, sdk.Errorf("method", "%s", why))
+		}
+		if d := checkCursorField(c, md); d != nil {
+			return nil, append(diags, *d)
+		}
+		m := newMethodInfo(c, set, md)
+		st := &opState{cfg: c}
+		st.method.Store(m)
+		a.ops.put(op, st)
+		tool, err := m.tool("")
+		if err != nil {
+			return nil, append(diags, sdk.Errorf("method", "%v", err))
+		}
+		return []sdk.Tool{tool}, diags
+	}
+
+	// A whole service: one tool per servable method.
+	methods := sd.Methods()
+	wanted := map[string]bool{}
+	for i, name := range c.methods {
+		if methods.ByName(protoreflect.Name(name)) == nil {
+			diags = append(diags, sdk.Errorf(fmt.Sprintf("methods[%d]", i), "service %s has no method %s (methods: %s)", c.service, name, methodNames(sd)))
+		}
+		wanted[name] = true
+	}
+	if hasError(diags) {
+		return nil, diags
+	}
+	prefix := op.Name + "_"
+	if c.hasPrefix {
+		prefix = c.prefix
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(op.Config, &fields) // parseConfig accepted it
+	delete(fields, "service")
+	delete(fields, "methods")
+	delete(fields, "tool_prefix")
+	var tools []sdk.Tool
+	used := map[string]bool{}
+	for i := 0; i < methods.Len(); i++ {
+		md := methods.Get(i)
+		if len(wanted) > 0 && !wanted[string(md.Name())] {
+			continue
+		}
+		if why := servable(md, streamMode, true); why != "" {
+			diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "service", Message: "skipped: " + why})
+			continue
+		}
+		if d := checkCursorField(c, md); d != nil {
+			diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: d.Field, Message: "skipped " + string(md.Name()) + ": " + d.Message})
+			continue
+		}
+		name := toolName(prefix, string(md.Name()), used)
+		fields["method"], _ = json.Marshal(c.service + "/" + string(md.Name()))
+		cfgJSON, _ := json.Marshal(fields)
+		mc := *c
+		mc.method = string(md.Name())
+		m := newMethodInfo(&mc, set, md)
+		st := &opState{cfg: &mc}
+		st.method.Store(m)
+		a.ops.put(&sdk.Operation{Config: cfgJSON, BaseDir: op.BaseDir}, st)
+		tool, err := m.tool(name)
+		if err != nil {
+			diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "service", Message: fmt.Sprintf("skipped %s: %v", md.Name(), err)})
+			continue
+		}
+		tool.Config = cfgJSON
+		tools = append(tools, tool)
+	}
+	if len(tools) == 0 {
+		mode := "unary"
+		if streamMode {
+			mode = "window"
+		}
+		return nil, append(diags, sdk.Errorf("service", "no method of %s can be served in mode %s", c.service, mode))
+	}
+	return tools, diags
+}
+
+func hasError(diags []sdk.Diagnostic) bool {
+	for _, d := range diags {
+		if d.Severity == sdk.SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+func methodNames(sd protoreflect.ServiceDescriptor) string {
+	var names []string
+	for i := 0; i < sd.Methods().Len(); i++ {
+		names = append(names, string(sd.Methods().Get(i).Name()))
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// servable explains why a method cannot be served in the entry's mode, or
+// returns "". In window mode a server-streaming method is streamed; a
+// unary method can be polled (transport_behavior: request_response), which
+// only a method entry can ask for, so a whole-service import in window
+// mode takes its server-streaming methods only.
+func servable(md protoreflect.MethodDescriptor, windowMode, serviceImport bool) string {
+	name := methodName(md)
+	switch {
+	case md.IsStreamingClient() && md.IsStreamingServer():
+		return name + " is a bidirectional-streaming method; the grpc adapter serves unary and server-streaming methods only"
+	case md.IsStreamingClient():
+		return name + " is a client-streaming method; the grpc adapter serves unary and server-streaming methods only"
+	case md.IsStreamingServer() && !windowMode:
+		return name + " is a server-streaming method: serve it with mode: window (the host collects a bounded window of its messages)"
+	case !md.IsStreamingServer() && windowMode && serviceImport:
+		return name + " is a unary method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)"
+	}
+	return ""
+}
+
+func methodName(md protoreflect.MethodDescriptor) string {
+	return string(md.Parent().FullName()) + "/" + string(md.Name())
+}
+
+// invokeRefusal explains why Invoke (a unary call or a window's poll)
+// cannot call a streaming method.
+func (m *methodInfo) invokeRefusal() string {
+	if r := servable(m.desc, true, false); r != "" {
+		return r
+	}
+	return methodName(m.desc) + " is a server-streaming method: it is read as a stream (mode: window with transport_behavior: server_stream), not called"
+}
+
+// streamRefusal explains why Stream cannot read a method.
+func (m *methodInfo) streamRefusal() string {
+	if r := servable(m.desc, true, false); r != "" {
+		return r
+	}
+	return methodName(m.desc) + " is a unary method: it cannot be read as a stream; poll it in a window with transport_behavior: request_response, or use mode: unary"
+}
+
+// toolName derives an MCP tool name from a method name: prefix plus the
+// method in snake_case, unique among used, at most 128 characters.
+func toolName(prefix, method string, used map[string]bool) string {
+	base := prefix + snakeCase(method)
+	if len(base) > 128 {
+		sum := sha256.Sum256([]byte(base))
+		base = base[:119] + "_" + hex.EncodeToString(sum[:4])
+	}
+	name := base
+	for n := 2; used[name]; n++ {
+		suffix := "_" + strconv.Itoa(n)
+		name = base[:min(len(base), 128-len(suffix))] + suffix
+	}
+	used[name] = true
+	return name
+}
+
+// snakeCase turns GetUserByID into get_user_by_id.
+func snakeCase(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		isUpper := c >= 'A' && c <= 'Z'
+		if isUpper && i > 0 {
+			prev := s[i-1]
+			prevLower := prev >= 'a' && prev <= 'z' || prev >= '0' && prev <= '9'
+			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			prevUpper := prev >= 'A' && prev <= 'Z'
+			if prevLower || prevUpper && nextLower {
+				b.WriteByte('_')
+			}
+		}
+		if isUpper {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// methodInfo is a resolved method with everything a call needs.
+type methodInfo struct {
+	desc       protoreflect.MethodDescriptor
+	fullMethod string
+	in, out    protoreflect.MessageDescriptor
+	// wrappedIn is true when the request's JSON form is not an object: the
+	// arguments carry it under argWrapKey.
+	wrappedIn bool
+	jsonNames bool
+	set       *schemaSet
+	unmarshal protojson.UnmarshalOptions
+	marshal   protojson.MarshalOptions
+}
+
+func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) *methodInfo {
+	return &methodInfo{
+		desc:       md,
+		fullMethod: "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
+		in:         md.Input(),
+		out:        md.Output(),
+		wrappedIn:  messageJSONKind(md.Input()) != jsonObject,
+		jsonNames:  c.jsonNames,
+		set:        set,
+		unmarshal:  protojson.UnmarshalOptions{Resolver: set.types},
+		marshal: protojson.MarshalOptions{
+			Resolver:          set.types,
+			UseProtoNames:     !c.jsonNames,
+			EmitDefaultValues: c.emitDefs,
+		},
+	}
+}
+
+// tool describes the method as a tool named name ("" for the entry
+// itself), with schemas derived from its messages.
+func (m *methodInfo) tool(name string) (sdk.Tool, error) {
+	md := m.desc
+	svc := md.Parent().(protoreflect.ServiceDescriptor)
+	in, _, ok := toolSchema(m.in, schemaOptions{jsonNames: m.jsonNames}, argWrapKey)
+	if !ok {
+		return sdk.Tool{}, fmt.Errorf("cannot derive an input schema from %s", m.in.FullName())
+	}
+	t := sdk.Tool{
+		Name:        name,
+		Title:       string(svc.Name()) + "." + string(md.Name()),
+		InputSchema: in,
+	}
+	desc := comment(md)
+	if desc == "" {
+		desc = "Calls the gRPC method " + strings.TrimPrefix(m.fullMethod, "/") + "."
+	}
+	if md.IsStreamingServer() {
+		desc += "\nServer-streaming: each " + string(m.out.FullName()) + " message the server sends is one item."
+	} else if out, _, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey); ok {
+		t.OutputSchema = out
+	}
+	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok {
+		if opts.GetDeprecated() {
+			desc = "Deprecated. " + desc
+		}
+		switch opts.GetIdempotencyLevel() {
+		case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
+			t.Annotations.ReadOnly, t.Annotations.Idempotent = sdk.Bool(true), sdk.Bool(true)
+		case descriptorpb.MethodOptions_IDEMPOTENT:
+			t.Annotations.Idempotent = sdk.Bool(true)
+		}
+	}
+	t.Description = desc
+	return t, nil
+}
+
+// opState is an operation config as parsed, with its method once
+// resolved.
+type opState struct {
+	baseDir string
+	cfg     *config // nil when the config is invalid
+	diags   []sdk.Diagnostic
+	method  atomic.Pointer[methodInfo]
+	mu      sync.Mutex // serialises resolving the method
+}
+
+// opCache memoises operation states keyed by their raw config bytes (and
+// base directory). Reads are lock-free (an immutable map behind an atomic
+// pointer); ValidateOperation and ExpandOperation replace entries, so a
+// reload re-reads TLS files and descriptors. It is bounded: when full it
+// starts over.
+type opCache struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string][]*opState]
+}
+
+const maxCachedOps = 512
+
+func (c *opCache) get(op *sdk.Operation) *opState {
+	if m := c.m.Load(); m != nil {
+		for _, st := range (*m)[string(op.Config)] {
+			if st.baseDir == op.BaseDir {
+				return st
+			}
+		}
+	}
+	return nil
+}
+
+func (c *opCache) put(op *sdk.Operation, st *opState) {
+	st.baseDir = op.BaseDir
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string][]*opState
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	key := string(op.Config)
+	n := make(map[string][]*opState, len(old)+1)
+	if len(old) < maxCachedOps || old[key] != nil {
+		for k, v := range old {
+			n[k] = v
+		}
+	}
+	var list []*opState
+	for _, x := range n[key] {
+		if x.baseDir != op.BaseDir {
+			list = append(list, x)
+		}
+	}
+	n[key] = append(list, st)
+	c.m.Store(&n)
+}
+
+// loadSet loads the descriptors of c's source, through the schema cache.
+func (a *adapter) loadSet(ctx context.Context, c *config, hostTimeout time.Duration, fresh bool) (*schemaSet, *loadError) {
+	conn, err := a.conns.get(c)
+	if err != nil {
+		return nil, &loadError{field: "target", kind: kindInvalid, msg: "cannot use the target: " + err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout(hostTimeout))
+	defer cancel()
+	set, err := a.schemas.get(c.schemaKey(), fresh, func() (*schemaSet, error) { return loadSchema(ctx, c, conn) })
+	if err != nil {
+		var le *loadError
+		if errors.As(err, &le) {
+			return nil, le
+		}
+		return nil, &loadError{field: "target", kind: kindTransport, msg: err.Error()}
+	}
+	return set, nil
+}
+
+// prepare finds the parsed config and resolved method of a call, parsing
+// and loading descriptors on first use.
+func (a *adapter) prepare(ctx context.Context, req *sdk.Request) (*config, *methodInfo, *sdk.UpstreamError) {
+	op := &req.Operation
+	st := a.ops.get(op)
+	if st == nil {
+		c, diags := parseConfig(op)
+		st = &opState{cfg: c, diags: diags}
+		a.ops.put(op, st)
+	}
+	if st.cfg == nil {
+		d := diags{list: st.diags}
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Message: d.summary()}
+	}
+	c := st.cfg
+	if c.method == "" {
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(),
+			Message: "the config names a whole service: the host calls the tools it expands to, one per method"}
+	}
+	if m := st.method.Load(); m != nil {
+		return c, m, nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if m := st.method.Load(); m != nil {
+		return c, m, nil
+	}
+	set, le := a.loadSet(ctx, c, op.Timeout, false)
+	if le != nil {
+		return nil, nil, &sdk.UpstreamError{Kind: le.kind, Upstream: c.upstream(), Message: "cannot load the method's descriptors: " + le.msg,
+			Retryable: le.kind == kindTransport || le.kind == kindTimeout}
+	}
+	sd, err := set.service(c.service)
+	if err != nil {
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: err.Error()}
+	}
+	md := sd.Methods().ByName(protoreflect.Name(c.method))
+	if md == nil {
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(),
+			Message: fmt.Sprintf("service %s has no method %s (methods: %s)", c.service, c.method, methodNames(sd))}
+	}
+	m := newMethodInfo(c, set, md)
+	st.method.Store(m)
+	return c, m, nil
+}
+
+// outgoing adds the configured metadata and the caller's trace context.
+func outgoing(ctx context.Context, c *config, rc *sdk.RequestContext) context.Context {
+	kv := c.metadata
+	if rc.TraceParent != "" || rc.TraceState != "" {
+		kv = slices.Clip(kv)
+		if rc.TraceParent != "" {
+			kv = append(kv, "traceparent", rc.TraceParent)
+		}
+		if rc.TraceState != "" {
+			kv = append(kv, "tracestate", rc.TraceState)
+		}
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// Invoke implements sdk.Adapter: one unary call.
+func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+	c, m, ue := a.prepare(ctx, req)
+	if ue != nil {
+		return nil, ue
+	}
+	if m.desc.IsStreamingClient() || m.desc.IsStreamingServer() {
+		return nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: m.invokeRefusal()}
+	}
+	in, err := m.newRequest(c, req.Arguments, req.Cursor)
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: err.Error()}
+	}
+	conn, err := a.conns.get(c)
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: "cannot use the target: " + err.Error()}
+	}
+	timeout := c.callTimeout(req.Operation.Timeout)
+	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	out := dynamicpb.NewMessage(m.out)
+	if err := conn.Invoke(outgoing(callCtx, c, &req.Context), m.fullMethod, in, out, grpc.MaxCallRecvMsgSize(c.maxBytes)); err != nil {
+		return nil, callError(ctx, callCtx, c, m, timeout, err)
+	}
+	data, err := m.marshalResult(out)
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: kindBadResponse, Upstream: c.upstream(), Message: "cannot render the answer as JSON: " + cleanProtoError(err)}
+	}
+	return &sdk.Result{Structured: data, ContentType: "application/json"}, nil
+}
+
+// Stream implements sdk.Streamer for server-streaming methods: each
+// response message is one item; the server's status ends the stream (OK:
+// a normal end, otherwise an upstream error); cancelling ctx cancels the
+// upstream call. The call's timeout bounds the wait for the server's first
+// answer (its response headers or first message); after that the host
+// bounds the stream (duration, items, bytes, idleness).
+func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) error {
+	c, m, ue := a.prepare(ctx, req)
+	if ue != nil {
+		return ue
+	}
+	if m.desc.IsStreamingClient() || !m.desc.IsStreamingServer() {
+		return &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: m.streamRefusal()}
+	}
+	in, err := m.newRequest(c, req.Arguments, req.Cursor)
+	if err != nil {
+		return &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: err.Error()}
+	}
+	conn, err := a.conns.get(c)
+	if err != nil {
+		return &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: "cannot use the target: " + err.Error()}
+	}
+	timeout := c.callTimeout(req.Operation.Timeout)
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	answered := make(chan struct{})
+	timer := time.AfterFunc(timeout, func() {
+		select {
+		case <-answered:
+		default:
+			cancel(errCallTimeout)
+		}
+	})
+	defer timer.Stop()
+	desc := &grpc.StreamDesc{StreamName: string(m.desc.Name()), ServerStreams: true}
+	cs, err := conn.NewStream(outgoing(sctx, c, &req.Context), desc, m.fullMethod, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	if err != nil {
+		return streamEnd(ctx, sctx, c, m, timeout, err)
+	}
+	go func() {
+		// Headers arrive with the first message or before it; Header
+		// returns early when the stream ends.
+		if _, err := cs.Header(); err == nil {
+			close(answered)
+			timer.Stop()
+		}
+	}()
+	if err := cs.SendMsg(in); err != nil && !errors.Is(err, io.EOF) {
+		// io.EOF: the server already ended the call; RecvMsg has its status.
+		return streamEnd(ctx, sctx, c, m, timeout, err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		return streamEnd(ctx, sctx, c, m, timeout, err)
+	}
+	for n := 1; ; n++ {
+		out := dynamicpb.NewMessage(m.out)
+		if err := cs.RecvMsg(out); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return streamEnd(ctx, sctx, c, m, timeout, err)
+		}
+		data, err := m.marshalResult(out)
+		if err != nil {
+			return &sdk.UpstreamError{Kind: kindBadResponse, Upstream: c.upstream(), Message: fmt.Sprintf("message %d cannot be rendered as JSON: %s", n, cleanProtoError(err))}
+		}
+		// A gRPC message has no id or resume point of its own: the host's
+		// cursor_path can take one from the item, and cursor_field sends it
+		// back on the next window.
+		if err := send.Item(sdk.Item{Data: data}); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+	}
+}
+
+// streamEnd maps the error that ended a stream: the host's cancellation
+// stays a context error, anything else becomes an upstream error.
+func streamEnd(ctx, sctx context.Context, c *config, m *methodInfo, timeout time.Duration, err error) error {
+	if status.Code(err) == codes.DeadlineExceeded && nearDeadline(ctx) {
+		// The host's deadline travelled to the server, whose timer fired a
+		// moment before ours: let ours fire so the host sees its own cut.
+		d, _ := ctx.Deadline()
+		t := time.NewTimer(time.Until(d) + 10*time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(context.Cause(sctx), errCallTimeout) {
+		return &sdk.UpstreamError{Kind: kindTimeout, Upstream: c.upstream(), Status: codeName(codes.DeadlineExceeded),
+			Message: "DEADLINE_EXCEEDED: the upstream did not start answering the stream within " + timeout.String(), Retryable: true}
+	}
+	return callError(ctx, nil, c, m, 0, err)
+}
