@@ -287,6 +287,9 @@ func mcpTool(op *host.Operation) *mcp.Tool {
 	if len(op.OutputSchema) > 0 {
 		t.OutputSchema = op.OutputSchema
 	}
+	if m := op.ToolMeta(); m != nil {
+		t.Meta = m // a window tool says it streams: mode, limits, progress kind
+	}
 	if a := op.Annotations; a != nil {
 		t.Annotations = &mcp.ToolAnnotations{
 			DestructiveHint: a.Destructive,
@@ -315,6 +318,23 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	}
 	if ti := req.GetExtra().TokenInfo; ti != nil && cr.AgentID == "" {
 		cr.AgentID = ti.UserID
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		// A window's chunks become progress notifications (the streaming
+		// wire contract): progress counts 0, 1, 2, ..., total is omitted,
+		// message is the chunk, the token is echoed with its JSON type.
+		// They are sent from the call's goroutine, so none follows the
+		// result.
+		next := 0
+		cr.Progress = func(ctx context.Context, c host.ProgressChunk) {
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: tok, Progress: float64(next), Message: c.Message,
+			})
+			if err != nil {
+				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
+			}
+			next++
+		}
 	}
 	res, err := h.Call(ctx, cr)
 	if err != nil {

@@ -50,8 +50,19 @@ type OperationDecl struct {
 	Description string `json:"description"`
 	// Adapter names the adapter that runs the operation, e.g. "rest".
 	Adapter string `json:"adapter"`
-	// Mode is the execution mode; "unary" (the default).
+	// Mode is the execution mode: "unary" (the default) or "window".
 	Mode string `json:"mode,omitempty"`
+	// TransportBehavior is how a window reads its upstream:
+	// "server_stream" (the default for a window) or "request_response"
+	// (polling).
+	TransportBehavior string `json:"transport_behavior,omitempty"`
+	// Preset fills in defaults for a kind of upstream, e.g. "openai_chat".
+	Preset string `json:"preset,omitempty"`
+	// Limits, Aggregation and Safety configure a window (see Execution);
+	// they are checked field by field, naming the operation and field.
+	Limits      json.RawMessage `json:"limits,omitempty"`
+	Aggregation json.RawMessage `json:"aggregation,omitempty"`
+	Safety      json.RawMessage `json:"safety,omitempty"`
 	// Timeout bounds one call, e.g. "5s". Default 30s.
 	Timeout string `json:"timeout,omitempty"`
 	// InputSchema is the JSON Schema (2020-12) of the tool's arguments; it
@@ -77,8 +88,8 @@ type Annotations struct {
 // Mode is an execution mode.
 type Mode string
 
-// Execution modes. Only unary is served so far; the others are reserved
-// names that are refused at load until supported.
+// Execution modes. Unary and window are served; session and async_job are
+// reserved names that are refused at load until supported.
 const (
 	ModeUnary    Mode = "unary"
 	ModeWindow   Mode = "window"
@@ -103,6 +114,9 @@ type Operation struct {
 	// Config is the adapter config with placeholders expanded. It may hold
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage
+	// Execution is the window config of a mode window operation, nil for
+	// a unary one.
+	Execution *Execution
 	// File is the operations file the operation comes from, and Dir its
 	// absolute directory; adapters resolve relative paths in Config
 	// against Dir.
@@ -248,12 +262,16 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		if op.Adapter == "" {
 			fail(label, "adapter", "is required")
 		}
+		pr, hasPreset := presets[d.Preset]
 		switch op.Mode {
 		case "":
 			op.Mode = ModeUnary
-		case ModeUnary:
-		case ModeWindow, ModeSession, ModeAsyncJob:
-			fail(label, "mode", "mode %q is not supported by this build (supported: unary)", d.Mode)
+			if hasPreset {
+				op.Mode = pr.mode
+			}
+		case ModeUnary, ModeWindow:
+		case ModeSession, ModeAsyncJob:
+			fail(label, "mode", "mode %q is not supported by this build yet (supported: unary, window)", d.Mode)
 		default:
 			fail(label, "mode", "unknown mode %q (one of unary, window, session, async_job)", d.Mode)
 		}
@@ -265,11 +283,33 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 				op.Timeout = t
 			}
 		}
+		op.Execution = parseExecution(execDecl{mode: op.Mode, transport: d.TransportBehavior, preset: d.Preset,
+			limits: d.Limits, aggregation: d.Aggregation, safety: d.Safety},
+			func(field, format string, args ...any) { fail(label, field, format, args...) })
+		if ex := op.Execution; ex != nil {
+			if d.Timeout == "" {
+				op.Timeout = ex.Window() + windowGrace
+			} else if op.Timeout < ex.Window() {
+				fail(label, "timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
+			}
+			if len(d.OutputSchema) > 0 {
+				fail(label, "output_schema", "a window tool's output schema is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out")
+				d.OutputSchema = nil
+			}
+			if len(d.InputSchema) == 0 && hasPreset && pr.input != "" {
+				d.InputSchema = json.RawMessage(pr.input)
+			}
+		}
 		in, resolved, err := compileInputSchema(d.InputSchema)
 		if err != nil {
 			fail(label, "input_schema", "%v", err)
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
+		if op.Execution != nil && err == nil {
+			if _, err := windowInputSchema(in); err != nil {
+				fail(label, "input_schema", "%v", err)
+			}
+		}
 		if len(d.OutputSchema) > 0 {
 			if err := checkOutputSchema(d.OutputSchema); err != nil {
 				fail(label, "output_schema", "%v", err)

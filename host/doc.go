@@ -13,7 +13,101 @@
 //	  → input-schema validation (isError result naming the field)
 //	  → Supervisor.Client (starts or restarts the adapter process)
 //	  → adapter Invoke over go-plugin gRPC, bounded by the operation timeout
+//	    (mode window: Stream or repeated Invoke, bounded by the window)
 //	  → Result (structured content + text, or isError), secrets redacted
+//
+// # Window mode
+//
+// An operation with mode: window turns an endless upstream (an SSE stream,
+// a long-poll endpoint) into one bounded tool result. [Host.Call] opens the
+// upstream — the adapter's Stream RPC for transport_behavior server_stream,
+// repeated Invoke calls for request_response — collects until a limit ends
+// the window, cancels the upstream call at once (early cut-off: the adapter
+// stops reading and closes the connection) and answers one result. While
+// it collects, each counted item (or, for aggregation_mode text, each text
+// chunk) goes to CallRequest.Progress, which the MCP endpoint turns into
+// progress notifications when the client sent a progress token.
+//
+// The operations-file blocks, all optional, every field checked at load
+// with errors naming the operation and the field (unknown fields too):
+//
+//	operations:
+//	  - name: recent_logs
+//	    mode: window                        # unary (default) | window; session, async_job: refused
+//	    transport_behavior: server_stream   # window default; request_response = poll the upstream
+//	    timeout: 15s                        # whole call; default window_duration_ms + 5s
+//	    preset: openai_chat                 # optional defaults for a kind of upstream (below)
+//	    limits:
+//	      window_duration_ms: 10000         # default 10000, at most 600000
+//	      poll_interval_ms: 1000            # request_response only; default 1000, at least 10
+//	      upstream_timeout_ms: 10000        # each upstream request until it answers; default 10000
+//	      idle_timeout_ms: 0                # end early after this long without an item; 0 = off
+//	      max_items: 1000                   # items counted; default 1000, at most 1000000
+//	      max_bytes: 1048576                # bytes of items received; default 1 MiB, at most 32 MiB
+//	      # max_session_lifetime_ms is for mode session and refused here
+//	    aggregation:
+//	      aggregation_mode: raw_items       # raw_items | summary_only | summary_plus_samples | stats | latest_state | text
+//	      items_path: $.events[*]           # RFC 9535 JSONPath: the items of one upstream document
+//	      cursor_path: $.next               # the cursor after a document (polls; SSE uses event ids)
+//	      done_path: $.done                 # true ends the window (end_reason done)
+//	      status_path: $.state              # reported as the result's status
+//	      summary_path: $.totals            # the upstream's own summary, reported in summary.upstream
+//	      group_by: $.level                 # counts per value (raw_items, summary_only, summary_plus_samples)
+//	      sample_size: 3                    # summary_plus_samples: items kept per group
+//	      value_path: $.latency_ms          # stats: count/min/max/avg/p50/p95/sum (nearest rank)
+//	      key_path: $.host                  # latest_state: the last item per key
+//	      text_path: $.choices[0].delta.content   # text: joined into summary.text
+//	      finish_reason_path: $.choices[0].finish_reason
+//	      usage_path: $.usage
+//	    safety:
+//	      redacted_paths: [$.user.email, $..password]   # replaced by [REDACTED]
+//	      truncate_item_fields: true        # default true
+//	      max_field_length: 4096            # bytes; longer strings are cut and marked
+//	      drop_duplicates: false            # drop items equal to an earlier one of the window
+//	      sampling_rate: 1                  # (0, 1]: keep floor(n*rate) of n items, evenly spaced
+//
+// A document is one stream event's data or one poll answer. Without
+// items_path a JSON array is split into its elements and anything else is
+// one item. Each item passes the safety layer where it leaves the adapter
+// boundary, in this order: redacted_paths (applied to the document and to
+// each item, before anything is extracted, counted, sent as progress or
+// logged), max_field_length, drop_duplicates, sampling_rate. Secrets
+// expanded from placeholders are redacted from results and progress too.
+//
+// A window tool's input schema gains an optional "cursor" argument (the
+// name is reserved) and its output schema is fixed (an operator-written
+// output_schema is refused):
+//
+//	items            the kept items (raw_items: all; summary_plus_samples: samples)
+//	summary          per mode: {count, counts, upstream} | stats | {count, keys, state} | {text, finish_reason, usage, chunks}
+//	stats            received, counted, returned, dropped_duplicates, sampled_out,
+//	                 skipped_oversize, fields_truncated, redacted, bytes, duration_ms, polls, retries
+//	truncated        data was left out: max_items or max_bytes cut the window, or
+//	                 items or fields were cut or skipped, or the upstream reported a gap
+//	window_complete  the window ran its course (window_duration, done, upstream_end)
+//	has_more         the upstream may have more (false after done or upstream_end)
+//	cursor           pass it back as the cursor argument to continue
+//	end_reason       window_duration | max_items | max_bytes | upstream_timeout |
+//	                 idle_timeout | done | upstream_end | upstream_error | cancelled
+//	status, gaps, error
+//
+// Limits are not failures: a window cut by a limit or a timeout is a normal
+// result with its flags. An upstream failure (an error status, a broken
+// connection that cannot be reopened, an adapter crash) is an isError
+// result whose structuredContent still holds the partial window and its
+// error. When a limit stops a window inside a document (a poll page of many
+// items), the cursor points inside it, so the next window starts at the
+// first item left out. An item larger than max_bytes is skipped (a gap),
+// so one huge item cannot block a stream.
+//
+// Preset openai_chat makes an OpenAI-compatible chat completions stream
+// (vLLM, Ollama, llama.cpp server) a streaming text tool: mode window,
+// server_stream, aggregation_mode text over $.choices[0].delta.content,
+// finish reason and usage, limits of 120s / 100000 chunks / 8 MiB (60s for
+// the server to answer), and a {messages, temperature, max_tokens} input
+// schema.
+// What the entry writes wins field by field. The adapter config sends the
+// request, e.g. the REST adapter's body_fields: {model: ..., stream: true}.
 //
 // Adapter processes are managed by [Supervisor]: one per adapter
 // executable, started through hashicorp/go-plugin with AutoMTLS, health-

@@ -77,6 +77,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
+		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !hasCapability(desc, "stream") {
+			fail(op.Name, "transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
+			continue
+		}
 		rpc, err := sup.Client(ctx)
 		if err != nil {
 			fail(op.Name, "adapter", err.Error())
@@ -111,6 +115,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			}
 		}
 		for _, x := range bound {
+			if x.Execution != nil {
+				op, err := prepareWindow(x.Operation)
+				if err != nil {
+					fail(x.Name, "input_schema", err.Error())
+					continue
+				}
+				x.Operation = op
+			}
 			switch {
 			case x.Description == "":
 				fail(x.Name, "description", "is required (clients show it to the model)")
@@ -149,8 +161,14 @@ func (h *Host) report(op string, diags []*adapterv1.Diagnostic, fail func(op, fi
 }
 
 func bind(op *Operation, sup *Supervisor) *boundOp {
+	timeout := op.Timeout
+	if op.Execution != nil {
+		// A window's adapter bounds each upstream request (a poll, or a
+		// stream until the upstream answers); the window bounds the rest.
+		timeout = op.Execution.UpstreamTimeout()
+	}
 	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
-		Name: op.Name, ConfigJson: op.Config, TimeoutMs: op.Timeout.Milliseconds(), Mode: protoMode(op.Mode),
+		Name: op.Name, ConfigJson: op.Config, TimeoutMs: timeout.Milliseconds(), Mode: protoMode(op.Mode),
 		BaseDir: op.Dir,
 	}}
 }
@@ -171,7 +189,7 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.GetName())
 			}
 			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
-				Config: entry.Config, File: entry.File, Dir: entry.Dir}
+				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution}
 		}
 		label := op.Name
 		if op.Title == "" {
@@ -190,7 +208,7 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 			}
 			op.InputSchema, op.input = in, resolved
 		}
-		if len(op.OutputSchema) == 0 && len(t.GetOutputSchemaJson()) > 0 {
+		if len(op.OutputSchema) == 0 && len(t.GetOutputSchemaJson()) > 0 && op.Execution == nil {
 			if err := checkOutputSchema(t.GetOutputSchemaJson()); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
@@ -255,6 +273,11 @@ type CallRequest struct {
 	AgentID     string
 	TraceParent string
 	TraceState  string
+	// Progress, when set, receives the chunks of a window operation while
+	// it collects (in order, from the calling goroutine, never after Call
+	// returns). The MCP endpoint sets it when the client asked for
+	// progress.
+	Progress func(ctx context.Context, chunk ProgressChunk)
 }
 
 // Result is the outcome of a tool call, in MCP terms.
@@ -287,6 +310,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
 	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
+	}
+	if op.Execution != nil {
+		return h.callWindow(ctx, op, req, args), nil
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
@@ -330,7 +356,12 @@ func (h *Host) describeRPCError(ctx context.Context, op *boundOp, err error) str
 	return fmt.Sprintf("adapter %q failed on tool %q: %s: %s", op.Adapter, op.Name, st.Code(), st.Message())
 }
 
-func (h *Host) upstreamErrorResult(op *boundOp, ue *adapterv1.UpstreamError) *Result {
+func (h *Host) upstreamErrorResult(_ *boundOp, ue *adapterv1.UpstreamError) *Result {
+	return errorResult(h.redact.String(describeUpstreamError(ue)))
+}
+
+// describeUpstreamError explains an upstream failure in one message.
+func describeUpstreamError(ue *adapterv1.UpstreamError) string {
 	var b strings.Builder
 	switch ue.GetKind() {
 	case adapterv1.UpstreamError_KIND_UPSTREAM_STATUS:
@@ -366,7 +397,7 @@ func (h *Host) upstreamErrorResult(op *boundOp, ue *adapterv1.UpstreamError) *Re
 	if len(ue.GetDetailJson()) > 0 {
 		fmt.Fprintf(&b, "\ndetail: %s", ue.GetDetailJson())
 	}
-	return errorResult(h.redact.String(b.String()))
+	return b.String()
 }
 
 func (h *Host) successResult(r *adapterv1.Result) *Result {

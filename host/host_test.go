@@ -13,14 +13,19 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // The test binary doubles as an adapter executable: started with
 // CRANK_HOST_TEST_ADAPTER=1 it serves testAdapter instead of running tests.
 func TestMain(m *testing.M) {
-	if os.Getenv("CRANK_HOST_TEST_ADAPTER") == "1" {
+	switch os.Getenv("CRANK_HOST_TEST_ADAPTER") {
+	case "1":
 		sdk.Serve(testAdapter{})
+		os.Exit(0)
+	case "rest": // the real REST adapter, for window tests
+		sdk.Serve(rest.New())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -7,7 +7,10 @@
 // The script is a JSON array of steps run in order over one connected
 // client/session. Supported ops:
 //   {"op":"listTools", "cursor"?: "..."}
-//   {"op":"callTool", "name": "...", "arguments"?: {...}, "timeoutMs"?: n}
+//   {"op":"callTool", "name": "...", "arguments"?: {...}, "timeoutMs"?: n,
+//    "progress"?: true}   (asks for progress; the step's result then has
+//                          "progress": [{"progress":n,"message":"..."}, ...]
+//                          with every notification received, in order)
 //   {"op":"ping"}
 //   {"op":"terminateSession"}   (HTTP DELETE of the session)
 //
@@ -111,8 +114,19 @@ async function runStep(client, transport, step) {
       await transport.terminateSession();
       return {};
     case 'callTool': {
-      const options = step.timeoutMs !== undefined ? { timeout: step.timeoutMs } : undefined;
-      return client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+      const options = step.timeoutMs !== undefined ? { timeout: step.timeoutMs } : {};
+      if (!step.progress) {
+        return client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+      }
+      const progress = [];
+      options.onprogress = (p) => {
+        const n = { progress: p.progress };
+        if (p.total !== undefined) n.total = p.total;
+        if (p.message !== undefined) n.message = p.message;
+        progress.push(n);
+      };
+      const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+      return { ...result, progress };
     }
   }
   throw new Error(`unknown op ${step.op}`);

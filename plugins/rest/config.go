@@ -34,6 +34,7 @@ const (
 // knownFields lists the config fields, in documentation order.
 var knownFields = []string{
 	"method", "url", "query", "headers", "header_args", "body", "timeout", "max_response_bytes",
+	"body_fields", "cursor_param", "stream",
 }
 
 var methods = map[string]string{
@@ -72,6 +73,11 @@ type operation struct {
 	needsArgs bool
 	// idempotent methods may be retried after a transport failure.
 	idempotent bool
+	// bodyFields are set in every request body; cursorParam is the query
+	// parameter carrying a window's cursor; stream configures Stream.
+	bodyFields  []bodyField
+	cursorParam string
+	stream      streamConfig
 }
 
 // pathPart is a literal (already percent-encoded) or a parameter.
@@ -281,7 +287,9 @@ func parseInto(raw []byte, d *diags) *operation {
 		}
 	}
 
-	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != ""
+	parseStreamFields(fields, op, d)
+
+	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	return op
 }
 

@@ -18,6 +18,14 @@
 //	body: auto                       # auto | none | arguments | <argument name>
 //	timeout: 10s                     # Go duration; default 30s
 //	max_response_bytes: 8388608      # default 8 MiB
+//	body_fields: {stream: true}      # JSON fields set in every request body
+//	cursor_param: since              # mode window: query parameter carrying the cursor
+//	stream:                          # mode window, server_stream: reading the stream
+//	  reconnect: true                # default true for GET, false otherwise
+//	  max_event_bytes: 1048576       # default 1 MiB
+//	  events: [log]                  # SSE event types kept; default all
+//	  end_data: "[DONE]"             # data that ends the stream; "" = none
+//	  max_reconnects: 5              # consecutive failed reopenings
 //
 // Fields, in detail:
 //
@@ -62,6 +70,17 @@
 //   - max_response_bytes: the largest answer body accepted, after
 //     decompression; default 8 MiB, 0 means the default, negative is an
 //     error.
+//   - body_fields: {field: JSON value} set in the JSON body object after
+//     the arguments are placed, overriding an argument of the same name
+//     (e.g. {"model": "llama3", "stream": true} for an LLM stream). Only
+//     for operations that send a body; a body that is not an object is an
+//     invalid-argument error.
+//   - cursor_param: the query parameter a window's cursor is sent in: the
+//     previous poll's cursor_path value (transport_behavior
+//     request_response), or the last SSE event id on (re)connecting a
+//     stream, which also goes in Last-Event-ID. It must not be one of the
+//     query arguments.
+//   - stream: how Stream reads the answer (see Streams).
 //
 // Unknown fields are errors (field names are case-sensitive), reported all
 // at once by ValidateOperation with the field's name, e.g. "headers.X-Key"
@@ -110,6 +129,45 @@
 //     message names the limit) or is invalid JSON.
 //   - KindInvalidArgument: an invalid config, or arguments that cannot make
 //     a request (missing path argument, wrong type, header injection).
+//
+// # Streams
+//
+// For a mode window operation with transport_behavior server_stream the
+// host calls Stream, and the adapter only delivers raw items: the host
+// enforces the window's limits, aggregation and redaction, and cancels
+// the call when a limit is hit; the adapter then stops reading and closes
+// the upstream connection at once.
+//
+// Stream sends the request with Accept: text/event-stream (unless headers
+// sets Accept), Cache-Control: no-cache and, when resuming, Last-Event-ID
+// (the window's cursor, then the last event id seen). The upstream must
+// answer within the operation timeout, which the host sets to the
+// window's upstream_timeout_ms (a KindTimeout error otherwise); after that
+// the window bounds the stream. The answer:
+//
+//   - text/event-stream is parsed with tmaxmax/go-sse: one item per event
+//     with data, its data as JSON when it is JSON and as a JSON string
+//     otherwise; Item.ID and Item.Cursor are the last event id seen.
+//     Comments and events without data are skipped; stream.events keeps
+//     only the named event types ("message" for events without a type);
+//     an event whose data equals stream.end_data ("[DONE]" by default, as
+//     OpenAI-compatible servers send) ends the stream.
+//   - a JSON answer is one item, then the end of the stream.
+//   - 204 No Content ends the stream; another non-2xx answer is a
+//     KindUpstreamStatus error; another media type is KindBadResponse.
+//
+// Memory is bounded: an event larger than stream.max_event_bytes is not
+// buffered — the reader skips to its end, sends a gap ("an SSE event
+// larger than max_event_bytes (N) was skipped") and reads on.
+//
+// When the connection drops or the upstream closes the stream and
+// stream.reconnect is on (GET, by default), Stream reopens it with
+// Last-Event-ID after a backoff (250ms doubling to 5s); without an event
+// id to resume from it first sends a gap, since events may have been
+// missed. A reopened stream that closes without any event ends the
+// stream. stream.max_reconnects consecutive failed reopenings end it with
+// the last error; a first connection that fails fails at once. With
+// reconnect off, the upstream closing the stream ends it.
 //
 // # Performance
 //

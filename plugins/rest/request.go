@@ -23,6 +23,8 @@ type callArgs struct {
 	// m is the decoded object; nil when the operation never looks inside
 	// the arguments (then raw is only ever forwarded whole).
 	m map[string]json.RawMessage
+	// cursor is the window cursor of the call, sent as cursor_param.
+	cursor string
 }
 
 var emptyObject = json.RawMessage("{}")
@@ -186,11 +188,17 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 			b.WriteString(url.QueryEscape(s))
 		}
 	}
+	if op.cursorParam != "" && a.cursor != "" {
+		b.WriteByte(sep)
+		b.WriteString(url.QueryEscape(op.cursorParam))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(a.cursor))
+	}
 	return b.String(), nil
 }
 
-// buildBody returns the JSON body, nil for none.
-func (op *operation) buildBody(a *callArgs) ([]byte, *sdk.UpstreamError) {
+// buildBaseBody returns the JSON body before body_fields, nil for none.
+func (op *operation) buildBaseBody(a *callArgs) ([]byte, *sdk.UpstreamError) {
 	if !op.sendsBody() {
 		return nil, nil
 	}

@@ -28,6 +28,7 @@ type adapter struct {
 var (
 	_ sdk.Adapter            = (*adapter)(nil)
 	_ sdk.OperationValidator = (*adapter)(nil)
+	_ sdk.Streamer           = (*adapter)(nil)
 )
 
 // New returns the REST adapter. The value also implements
@@ -42,8 +43,8 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	return &sdk.Description{
 		Name:         Name,
 		Version:      version,
-		Protocols:    []string{"http", "https"},
-		Modes:        []sdk.Mode{sdk.ModeUnary},
+		Protocols:    []string{"http", "https", "sse"},
+		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
 		ConfigSchema: json.RawMessage(configSchema),
 	}, nil
 }
@@ -77,6 +78,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if ue != nil {
 		return nil, ue
 	}
+	args.cursor = req.Cursor
 
 	timeout := op.callTimeout(req.Operation.Timeout)
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)

@@ -124,11 +124,11 @@ func TestDescribe(t *testing.T) {
 	if d.GetName() != rest.Name || rest.Name != "rest" {
 		t.Errorf("name = %q", d.GetName())
 	}
-	if len(d.GetModes()) != 1 || d.GetModes()[0] != sdk.ModeUnary {
-		t.Errorf("modes = %v, want unary only", d.GetModes())
+	if len(d.GetModes()) != 2 || d.GetModes()[0] != sdk.ModeUnary || d.GetModes()[1] != sdk.ModeWindow {
+		t.Errorf("modes = %v, want unary and window", d.GetModes())
 	}
-	if strings.Join(d.GetCapabilities(), ",") != "validate" {
-		t.Errorf("capabilities = %v, want [validate]", d.GetCapabilities())
+	if strings.Join(d.GetCapabilities(), ",") != "validate,stream" {
+		t.Errorf("capabilities = %v, want [validate stream]", d.GetCapabilities())
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(d.GetConfigSchemaJson(), &schema); err != nil {

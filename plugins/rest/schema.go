@@ -53,6 +53,26 @@ const configSchema = `{
       "type": "integer",
       "minimum": 0,
       "default": 8388608
+    },
+    "body_fields": {
+      "description": "JSON fields set in every request body object, over the arguments (e.g. {\"stream\": true, \"model\": \"llama3\"}).",
+      "type": "object"
+    },
+    "cursor_param": {
+      "description": "Query parameter that carries a window's cursor (mode window): the previous poll's cursor_path value, or the last SSE event id.",
+      "type": "string"
+    },
+    "stream": {
+      "description": "How a server_stream window reads the answer (text/event-stream, or one JSON document).",
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "reconnect": {"description": "Reopen a dropped stream with Last-Event-ID; default true for GET, false otherwise.", "type": "boolean"},
+        "max_event_bytes": {"description": "Largest SSE event read; larger ones are skipped and reported as a gap.", "type": "integer", "minimum": 1024, "maximum": 33554432, "default": 1048576},
+        "events": {"description": "SSE event types to keep (message = events without a type); default all.", "type": "array", "items": {"type": "string"}},
+        "end_data": {"description": "An event whose data is exactly this ends the stream; \"\" disables.", "type": "string", "default": "[DONE]"},
+        "max_reconnects": {"description": "Consecutive failed reopenings before the stream fails.", "type": "integer", "minimum": 0, "maximum": 100, "default": 5}
+      }
     }
   }
 }`

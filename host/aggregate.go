@@ -1,0 +1,536 @@
+package host
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/theory/jsonpath"
+)
+
+// collector turns the documents a window receives (stream events or poll
+// answers) into its result. It applies the safety layer to every item,
+// enforces max_items and max_bytes, tracks the cursor and aggregates. It
+// is used by one goroutine.
+type collector struct {
+	ex       *Execution
+	p        *compiledPaths
+	progress func(chunk string)
+
+	// cursor is the upstream cursor after the last fully consumed
+	// document; skip is how many items of the first document to skip
+	// (the previous window stopped inside it).
+	cursor string
+	skip   int
+	// partial is set when a limit stopped the window inside a document:
+	// the next window starts at partialCursor and skips partialSkip items.
+	partial       bool
+	partialCursor string
+	partialSkip   int
+
+	stats    windowStats
+	end      string // set when the collector ended the window
+	status   json.RawMessage
+	upstream json.RawMessage
+	gaps     []string
+	nGaps    int
+
+	dd  *dedupe
+	smp sampler
+	agg aggregator
+	// fast is true when items need no decoding: nothing reads inside them.
+	fast bool
+}
+
+// windowStats are the counters of a window.
+type windowStats struct {
+	Received          int   `json:"received"`
+	Counted           int   `json:"counted"`
+	Returned          int   `json:"returned"`
+	DroppedDuplicates int   `json:"dropped_duplicates"`
+	SampledOut        int   `json:"sampled_out"`
+	SkippedOversize   int   `json:"skipped_oversize"`
+	FieldsTruncated   int   `json:"fields_truncated"`
+	Redacted          int   `json:"redacted"`
+	Bytes             int64 `json:"bytes"`
+	DurationMS        int64 `json:"duration_ms"`
+	Polls             int   `json:"polls,omitempty"`
+	Retries           int   `json:"retries,omitempty"`
+}
+
+// maxGapReasons bounds the gap reasons a result lists (all are counted).
+const maxGapReasons = 10
+
+func newCollector(ex *Execution, cursor string, skip int, progress func(string)) *collector {
+	c := &collector{ex: ex, p: &ex.paths, progress: progress, cursor: cursor, skip: skip,
+		smp: sampler{rate: ex.Safety.SamplingRate}}
+	if ex.Safety.DropDuplicates {
+		c.dd = newDedupe()
+	}
+	c.agg = newAggregator(ex)
+	p := c.p
+	c.fast = p.items == nil && p.summary == nil && p.cursor == nil && p.status == nil && p.done == nil &&
+		len(p.redact) == 0 && p.groupBy == nil &&
+		(ex.Aggregation.Mode == AggRawItems || ex.Aggregation.Mode == AggSummaryOnly)
+	return c
+}
+
+// stopped reports whether the collector ended the window.
+func (c *collector) stopped() bool { return c.end != "" }
+
+// gap records a point where items may have been lost.
+func (c *collector) gap(reason string) {
+	c.nGaps++
+	if len(c.gaps) < maxGapReasons {
+		c.gaps = append(c.gaps, reason)
+	}
+}
+
+// add takes one upstream document: a stream event's data or a poll's
+// answer, and the upstream's cursor after it ("" when it has none). It
+// reports whether the window must stop (a limit was hit or the upstream
+// is done).
+func (c *collector) add(raw []byte, docCursor string) bool {
+	if c.stopped() {
+		return true
+	}
+	before := c.cursor
+	skip := c.skip
+	c.skip = 0
+
+	if c.fast && !isJSONArray(raw) && !mayNeedTruncation(raw, c.fieldLimit()) {
+		if !json.Valid(raw) {
+			c.stats.Received++
+			c.gap("an item that is not valid JSON was skipped")
+			return false
+		}
+		if skip > 0 {
+			c.advance(docCursor)
+			return false
+		}
+		if c.take(nil, raw) {
+			if c.end == endMaxItems {
+				c.advance(docCursor)
+			} else {
+				c.stopAt(before, 1, 1)
+			}
+			return true
+		}
+		c.advance(docCursor)
+		return false
+	}
+
+	doc, err := decodeJSON(raw)
+	if err != nil {
+		c.stats.Received++
+		c.gap("an item that is not valid JSON was skipped")
+		return false
+	}
+	if len(c.p.redact) > 0 {
+		var n int
+		doc, n = redactPaths(c.p.redact, doc)
+		c.stats.Redacted += n
+	}
+	if v, ok := selectFirst(c.p.summary, doc); ok {
+		c.upstream = encodeJSON(v)
+	}
+	if v, ok := selectFirst(c.p.status, doc); ok {
+		c.status = encodeJSON(v)
+	}
+	if v, ok := selectFirst(c.p.cursor, doc); ok {
+		if s := scalarText(v); s != "" {
+			docCursor = s
+		}
+	}
+	done := false
+	if v, ok := selectFirst(c.p.done, doc); ok {
+		done = truthy(v)
+	}
+	var nodes []any
+	split := true
+	switch {
+	case c.p.items != nil:
+		nodes = selectAll(c.p.items, doc)
+	default:
+		if arr, ok := doc.([]any); ok {
+			nodes = arr
+		} else {
+			nodes, split = []any{doc}, false
+		}
+	}
+	for i, node := range nodes {
+		if i < skip {
+			continue
+		}
+		if split && len(c.p.redact) > 0 {
+			var n int
+			node, n = redactPaths(c.p.redact, node)
+			c.stats.Redacted += n
+		}
+		if limit := c.fieldLimit(); limit > 0 {
+			var n int
+			node, n = truncateStrings(node, limit)
+			c.stats.FieldsTruncated += n
+		}
+		if c.take(node, encodeJSON(node)) {
+			c.stopAt(before, i+1, len(nodes))
+			if c.end == endMaxItems && i+1 == len(nodes) {
+				c.advance(docCursor)
+				if done {
+					c.end = endDone
+				}
+			}
+			return true
+		}
+	}
+	c.advance(docCursor)
+	if done {
+		c.end = endDone
+		return true
+	}
+	return false
+}
+
+func (c *collector) fieldLimit() int {
+	if !c.ex.Safety.TruncateItemFields {
+		return 0
+	}
+	return c.ex.Safety.MaxFieldLength
+}
+
+func (c *collector) advance(docCursor string) {
+	if docCursor != "" {
+		c.cursor = docCursor
+	}
+}
+
+// stopAt records where the window stopped inside a document of n items
+// whose first consumed index is next (the item that did not fit, or the one
+// after the last counted item).
+func (c *collector) stopAt(before string, next, n int) {
+	if c.end == endMaxBytes {
+		next-- // the item that did not fit is not consumed
+	}
+	if next < n || c.end == endMaxBytes {
+		c.partial, c.partialCursor, c.partialSkip = true, before, next
+	}
+}
+
+// take counts one item after the safety layer; item is its decoded form
+// (nil on the fast path) and raw its final JSON. It reports whether a
+// limit ends the window.
+func (c *collector) take(item any, raw []byte) bool {
+	c.stats.Received++
+	size := int64(len(raw))
+	lim := &c.ex.Limits
+	if size > lim.MaxBytes {
+		c.stats.SkippedOversize++
+		c.gap("an item of " + strconv.FormatInt(size, 10) + " bytes is larger than max_bytes (" +
+			strconv.FormatInt(lim.MaxBytes, 10) + ") and was skipped")
+		return false
+	}
+	if c.stats.Bytes+size > lim.MaxBytes {
+		c.stats.Received--
+		c.end = endMaxBytes
+		return true
+	}
+	c.stats.Bytes += size
+	if c.dd != nil && !c.dd.firstTime(raw) {
+		c.stats.DroppedDuplicates++
+		return false
+	}
+	if !c.smp.keep() {
+		c.stats.SampledOut++
+		return false
+	}
+	c.stats.Counted++
+	chunk, ok := c.agg.add(item, raw)
+	if ok && c.progress != nil {
+		c.progress(chunk)
+	}
+	if c.stats.Counted >= lim.MaxItems {
+		c.end = endMaxItems
+		return true
+	}
+	return false
+}
+
+// resultCursor is the cursor the next window starts from.
+func (c *collector) resultCursor() string {
+	if c.partial {
+		return encodeCursor(c.partialCursor, c.partialSkip)
+	}
+	return c.cursor
+}
+
+// cursorPrefix marks a cursor that points inside an upstream document.
+const cursorPrefix = "crank1:"
+
+type cursorState struct {
+	Cursor string `json:"c,omitempty"`
+	Skip   int    `json:"s"`
+}
+
+func encodeCursor(cursor string, skip int) string {
+	if skip <= 0 {
+		return cursor
+	}
+	b, _ := json.Marshal(cursorState{Cursor: cursor, Skip: skip})
+	return cursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor reads a cursor a window returned: an upstream cursor, or
+// one pointing inside a document.
+func decodeCursor(s string) (string, int, error) {
+	rest, ok := strings.CutPrefix(s, cursorPrefix)
+	if !ok {
+		return s, 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	var st cursorState
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
+		return "", 0, errors.New("not a cursor this tool returned")
+	}
+	return st.Cursor, st.Skip, nil
+}
+
+// aggregator folds counted items into a result. add returns the item's
+// progress chunk and whether there is one.
+type aggregator interface {
+	add(item any, raw []byte) (string, bool)
+	summary(c *collector) any
+	items() []json.RawMessage
+}
+
+func newAggregator(ex *Execution) aggregator {
+	p := &ex.paths
+	switch ex.Aggregation.Mode {
+	case AggSummaryOnly:
+		return &countAgg{groupBy: p.groupBy}
+	case AggSummaryPlusSamples:
+		return &countAgg{groupBy: p.groupBy, samples: ex.Aggregation.SampleSize}
+	case AggStats:
+		return &statsAgg{value: p.value}
+	case AggLatestState:
+		return &latestAgg{key: p.key, state: map[string]json.RawMessage{}}
+	case AggText:
+		return &textAgg{text: p.text, finish: p.finish, usage: p.usage}
+	}
+	return &countAgg{groupBy: p.groupBy, keepAll: true}
+}
+
+// maxGroups bounds the distinct group_by values counted one by one; the
+// rest are counted under otherGroup.
+const (
+	maxGroups    = 100
+	otherGroup   = "(other)"
+	missingGroup = "(missing)"
+)
+
+// countAgg serves raw_items (keepAll), summary_only and
+// summary_plus_samples (samples per group).
+type countAgg struct {
+	groupBy  *jsonpath.Path
+	keepAll  bool
+	samples  int
+	kept     []json.RawMessage
+	counts   map[string]int
+	perGroup map[string]int
+}
+
+type countSummary struct {
+	Count    int             `json:"count"`
+	Counts   map[string]int  `json:"counts,omitempty"`
+	Upstream json.RawMessage `json:"upstream,omitempty"`
+}
+
+func (a *countAgg) add(item any, raw []byte) (string, bool) {
+	group := ""
+	if a.groupBy != nil {
+		group = missingGroup
+		if nodes := a.groupBy.Select(item); len(nodes) > 0 && nodes[0] != nil {
+			group = scalarText(nodes[0])
+		}
+		if a.counts == nil {
+			a.counts = map[string]int{}
+		}
+		if _, ok := a.counts[group]; !ok && len(a.counts) >= maxGroups {
+			group = otherGroup
+		}
+		a.counts[group]++
+	}
+	switch {
+	case a.keepAll:
+		a.kept = append(a.kept, raw)
+	case a.samples > 0:
+		if a.perGroup == nil {
+			a.perGroup = map[string]int{}
+		}
+		if a.perGroup[group] < a.samples {
+			a.perGroup[group]++
+			a.kept = append(a.kept, raw)
+		}
+	}
+	return string(raw), true
+}
+
+func (a *countAgg) summary(c *collector) any {
+	return countSummary{Count: c.stats.Counted, Counts: a.counts, Upstream: c.upstream}
+}
+
+func (a *countAgg) items() []json.RawMessage { return a.kept }
+
+// statsAgg computes count/min/max/avg/p50/p95 over a numeric path.
+type statsAgg struct {
+	value      *jsonpath.Path
+	values     []float64
+	nonNumeric int
+}
+
+type statsSummary struct {
+	Count      int      `json:"count"`
+	Numeric    int      `json:"numeric"`
+	NonNumeric int      `json:"non_numeric"`
+	Min        *float64 `json:"min,omitempty"`
+	Max        *float64 `json:"max,omitempty"`
+	Avg        *float64 `json:"avg,omitempty"`
+	P50        *float64 `json:"p50,omitempty"`
+	P95        *float64 `json:"p95,omitempty"`
+	Sum        *float64 `json:"sum,omitempty"`
+}
+
+func (a *statsAgg) add(item any, raw []byte) (string, bool) {
+	if f, ok := numberAt(a.value.Select(item)); ok {
+		a.values = append(a.values, f)
+	} else {
+		a.nonNumeric++
+	}
+	return string(raw), true
+}
+
+func numberAt(nodes jsonpath.NodeList) (float64, bool) {
+	if len(nodes) == 0 {
+		return 0, false
+	}
+	var f float64
+	var err error
+	switch t := nodes[0].(type) {
+	case json.Number:
+		f, err = t.Float64()
+	case float64:
+		f = t
+	case string:
+		f, err = strconv.ParseFloat(strings.TrimSpace(t), 64)
+	default:
+		return 0, false
+	}
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+func (a *statsAgg) summary(c *collector) any {
+	s := statsSummary{Count: c.stats.Counted, Numeric: len(a.values), NonNumeric: a.nonNumeric}
+	if n := len(a.values); n > 0 {
+		v := slices.Clone(a.values)
+		slices.Sort(v)
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		avg := sum / float64(n)
+		s.Min, s.Max, s.Sum, s.Avg = &v[0], &v[n-1], &sum, &avg
+		p50, p95 := percentile(v, 0.50), percentile(v, 0.95)
+		s.P50, s.P95 = &p50, &p95
+	}
+	return s
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []float64, q float64) float64 {
+	rank := int(math.Ceil(q * float64(len(sorted))))
+	return sorted[max(rank, 1)-1]
+}
+
+func (a *statsAgg) items() []json.RawMessage { return nil }
+
+// latestAgg keeps the last item per key.
+type latestAgg struct {
+	key   *jsonpath.Path
+	state map[string]json.RawMessage
+}
+
+type latestSummary struct {
+	Count int                        `json:"count"`
+	Keys  int                        `json:"keys"`
+	State map[string]json.RawMessage `json:"state"`
+}
+
+func (a *latestAgg) add(item any, raw []byte) (string, bool) {
+	key := missingGroup
+	if nodes := a.key.Select(item); len(nodes) > 0 && nodes[0] != nil {
+		key = scalarText(nodes[0])
+	}
+	a.state[key] = raw
+	return string(raw), true
+}
+
+func (a *latestAgg) summary(c *collector) any {
+	return latestSummary{Count: c.stats.Counted, Keys: len(a.state), State: a.state}
+}
+
+func (a *latestAgg) items() []json.RawMessage { return nil }
+
+// textAgg joins the text of LLM-style chunks.
+type textAgg struct {
+	text, finish, usage *jsonpath.Path
+	b                   strings.Builder
+	reason              string
+	usageJSON           json.RawMessage
+	chunks              int
+}
+
+type textSummary struct {
+	Text         string          `json:"text"`
+	FinishReason string          `json:"finish_reason,omitempty"`
+	Usage        json.RawMessage `json:"usage,omitempty"`
+	Chunks       int             `json:"chunks"`
+}
+
+func (a *textAgg) add(item any, _ []byte) (string, bool) {
+	var delta strings.Builder
+	for _, n := range a.text.Select(item) {
+		if s, ok := n.(string); ok {
+			delta.WriteString(s)
+		}
+	}
+	if a.finish != nil {
+		if nodes := a.finish.Select(item); len(nodes) > 0 {
+			if s, ok := nodes[0].(string); ok && s != "" {
+				a.reason = s
+			}
+		}
+	}
+	if a.usage != nil {
+		if nodes := a.usage.Select(item); len(nodes) > 0 && nodes[0] != nil {
+			a.usageJSON = encodeJSON(nodes[0])
+		}
+	}
+	if delta.Len() == 0 {
+		return "", false
+	}
+	a.chunks++
+	a.b.WriteString(delta.String())
+	return delta.String(), true
+}
+
+func (a *textAgg) summary(*collector) any {
+	return textSummary{Text: a.b.String(), FinishReason: a.reason, Usage: a.usageJSON, Chunks: a.chunks}
+}
+
+func (a *textAgg) items() []json.RawMessage { return nil }

@@ -1,0 +1,406 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Why a window ended (the result's end_reason).
+const (
+	endWindowDuration  = "window_duration"
+	endMaxItems        = "max_items"
+	endMaxBytes        = "max_bytes"
+	endUpstreamTimeout = "upstream_timeout"
+	endIdleTimeout     = "idle_timeout"
+	endDone            = "done"
+	endUpstreamEnd     = "upstream_end"
+	endUpstreamError   = "upstream_error"
+	endCancelled       = "cancelled"
+)
+
+// Cancellation causes of a window's upstream call.
+var (
+	errWindowElapsed   = errors.New("window duration elapsed")
+	errIdle            = errors.New("idle timeout")
+	errLimit           = errors.New("window limit reached")
+	errUpstreamTimeout = errors.New("upstream timeout")
+)
+
+// Retries of a polled window after a retryable upstream failure.
+const (
+	maxPollRetries = 3
+	maxPollBackoff = 5 * time.Second
+)
+
+// ProgressChunk is one chunk of a window in progress: a counted item's
+// JSON (redacted, truncated) or, for aggregation_mode text, the text of
+// one chunk. The caller turns chunks into MCP progress notifications.
+type ProgressChunk struct {
+	Message string
+}
+
+// windowResult is a window's structuredContent.
+type windowResult struct {
+	Items          []json.RawMessage `json:"items"`
+	Summary        any               `json:"summary"`
+	Stats          windowStats       `json:"stats"`
+	Truncated      bool              `json:"truncated"`
+	WindowComplete bool              `json:"window_complete"`
+	HasMore        bool              `json:"has_more"`
+	Cursor         string            `json:"cursor,omitempty"`
+	EndReason      string            `json:"end_reason"`
+	Status         json.RawMessage   `json:"status,omitempty"`
+	Gaps           []string          `json:"gaps,omitempty"`
+	Error          string            `json:"error,omitempty"`
+}
+
+// prepareWindow returns a copy of a window operation with its cursor
+// argument and its output schema; the catalog's entry is left as written.
+func prepareWindow(op *Operation) (*Operation, error) {
+	in, err := windowInputSchema(op.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	in, resolved, err := compileInputSchema(in)
+	if err != nil {
+		return nil, err
+	}
+	cp := *op
+	cp.InputSchema, cp.input = in, resolved
+	cp.OutputSchema = windowOutputSchema(op.Execution)
+	return &cp, nil
+}
+
+// callWindow runs one window: it opens the upstream (a stream, or polls),
+// collects until a limit or the upstream ends it, cuts the upstream off
+// and returns one bounded result.
+func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) *Result {
+	ex := op.Execution
+	cursorArg, args, err := takeCursor(args)
+	if err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %v", op.Name, err))
+	}
+	upstreamCursor, skip, err := decodeCursor(cursorArg)
+	if err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: %v", op.Name, err))
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
+	defer cancel()
+	start := time.Now()
+	// The window ends by cancellation, not by a deadline the adapter would
+	// see: the host decides when it ended and why.
+	wctx, wcancel := context.WithCancelCause(ctx)
+	defer wcancel(nil)
+	windowTimer := time.AfterFunc(ex.Window(), func() { wcancel(errWindowElapsed) })
+	defer windowTimer.Stop()
+	deadline := start.Add(ex.Window())
+
+	var progress func(string)
+	if req.Progress != nil {
+		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: h.redact.String(chunk)}) }
+	}
+	col := newCollector(ex, upstreamCursor, skip, progress)
+
+	rpc, err := op.sup.Client(ctx)
+	if err != nil {
+		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
+	}
+	ireq := &adapterv1.InvokeRequest{
+		Context: &adapterv1.RequestContext{
+			RequestId: req.RequestID, WorkspaceId: req.WorkspaceID, AgentId: req.AgentID,
+			Traceparent: req.TraceParent, Tracestate: req.TraceState, Deadline: timestamppb.New(deadline),
+		},
+		Operation:     op.proto,
+		ArgumentsJson: args,
+		Cursor:        upstreamCursor,
+	}
+	var end, failure string
+	if ex.TransportBehavior == RequestResponse {
+		end, failure = h.pollWindow(ctx, wctx, op, rpc, ireq, col)
+	} else {
+		end, failure = h.streamWindow(ctx, wctx, op, rpc, ireq, col)
+	}
+	return h.windowResult(op, col, end, failure, time.Since(start))
+}
+
+// takeCursor removes the cursor argument from the arguments sent upstream.
+func takeCursor(args json.RawMessage) (string, json.RawMessage, error) {
+	if !strings.Contains(string(args), `"`+cursorArgument+`"`) {
+		return "", args, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return "", nil, err
+	}
+	raw, ok := m[cursorArgument]
+	if !ok {
+		return "", args, nil
+	}
+	delete(m, cursorArgument)
+	var c string
+	if string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return "", nil, errors.New("cursor: must be a string")
+		}
+	}
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return "", nil, err
+	}
+	return c, rest, nil
+}
+
+// streamWindow reads the adapter's Stream until a limit, the upstream or
+// the caller ends it.
+func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv1.AdapterClient,
+	ireq *adapterv1.InvokeRequest, col *collector) (string, string) {
+	sctx, cancel := context.WithCancelCause(wctx)
+	defer cancel(nil)
+	idle := ms(op.Execution.Limits.IdleTimeoutMS)
+	var idleTimer *time.Timer
+	if idle > 0 {
+		idleTimer = time.AfterFunc(idle, func() { cancel(errIdle) })
+		defer idleTimer.Stop()
+	}
+	st, err := rpc.Stream(sctx, ireq)
+	if err != nil {
+		return h.interrupted(ctx, sctx, op, err)
+	}
+	for {
+		ev, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return endUpstreamEnd, ""
+		}
+		if err != nil {
+			return h.interrupted(ctx, sctx, op, err)
+		}
+		if idleTimer != nil {
+			idleTimer.Reset(idle)
+		}
+		switch e := ev.GetEvent().(type) {
+		case *adapterv1.StreamEvent_Item:
+			cur := e.Item.GetCursor()
+			if cur == "" {
+				cur = e.Item.GetId()
+			}
+			if col.add(e.Item.GetDataJson(), cur) {
+				// Early cut-off: cancelling the call makes the adapter
+				// stop reading and close the upstream.
+				cancel(errLimit)
+				return col.end, ""
+			}
+		case *adapterv1.StreamEvent_Gap:
+			col.gap(h.redact.String(e.Gap.GetReason()))
+		case *adapterv1.StreamEvent_End:
+			col.advance(e.End.GetCursor())
+			return endUpstreamEnd, ""
+		case *adapterv1.StreamEvent_Error:
+			return h.upstreamFailed(ctx, sctx, op, e.Error)
+		}
+	}
+}
+
+// pollWindow polls the adapter's Invoke every poll_interval_ms, following
+// the cursor, until a limit, done_path or the caller ends it.
+func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv1.AdapterClient,
+	ireq *adapterv1.InvokeRequest, col *collector) (string, string) {
+	ex := op.Execution
+	interval := ms(ex.Limits.PollIntervalMS)
+	idle := ms(ex.Limits.IdleTimeoutMS)
+	failures := 0
+	lastItem := time.Now()
+	for {
+		ireq.Cursor = col.cursor
+		pctx, pcancel := context.WithTimeoutCause(wctx, ex.UpstreamTimeout()+time.Second, errUpstreamTimeout)
+		resp, err := rpc.Invoke(pctx, ireq)
+		col.stats.Polls++
+		if err != nil {
+			end, failure := h.interrupted(ctx, pctx, op, err)
+			pcancel()
+			return end, failure
+		}
+		if ue := resp.GetError(); ue != nil {
+			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != endUpstreamError || !ue.GetRetryable() || failures >= maxPollRetries {
+				pcancel()
+				return end, failure
+			}
+			pcancel()
+			failures++
+			col.stats.Retries++
+			if end := waitWindow(ctx, wctx, min(interval<<failures, maxPollBackoff)); end != "" {
+				return end, ""
+			}
+			continue
+		}
+		pcancel()
+		failures = 0
+		r := resp.GetResult()
+		doc := r.GetStructuredJson()
+		if len(doc) == 0 {
+			doc, _ = json.Marshal(r.GetText())
+		}
+		received := col.stats.Received
+		if col.add(doc, "") {
+			return col.end, ""
+		}
+		if col.stats.Received > received {
+			lastItem = time.Now()
+		} else if idle > 0 && time.Since(lastItem) >= idle {
+			return endIdleTimeout, ""
+		}
+		if end := waitWindow(ctx, wctx, interval); end != "" {
+			return end, ""
+		}
+	}
+}
+
+// waitWindow waits d, or until the window or the call ends (returning why).
+func waitWindow(ctx, wctx context.Context, d time.Duration) string {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ""
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return endCancelled
+		}
+		return endWindowDuration
+	}
+}
+
+// interrupted explains why an upstream call ended with an RPC error: a
+// window limit (the host's own cancellation) or a failure.
+func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error) (string, string) {
+	if end := hostCut(callCtx); end != "" {
+		return end, ""
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return endUpstreamError, fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
+		}
+		return endCancelled, ""
+	}
+	return endUpstreamError, h.redact.String(h.describeRPCError(ctx, op, err))
+}
+
+// hostCut returns the end reason when the host itself cut the upstream
+// call (a window limit), "" otherwise.
+func hostCut(callCtx context.Context) string {
+	switch cause := context.Cause(callCtx); {
+	case errors.Is(cause, errWindowElapsed):
+		return endWindowDuration
+	case errors.Is(cause, errIdle):
+		return endIdleTimeout
+	case errors.Is(cause, errUpstreamTimeout):
+		return endUpstreamTimeout
+	}
+	return ""
+}
+
+// upstreamFailed classifies an upstream error of a window: a timeout is a
+// limit (the window ends with its flags), anything else fails the call.
+func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *adapterv1.UpstreamError) (string, string) {
+	if end := hostCut(callCtx); end != "" {
+		return end, ""
+	}
+	switch ue.GetKind() {
+	case adapterv1.UpstreamError_KIND_TIMEOUT:
+		return endUpstreamTimeout, ""
+	case adapterv1.UpstreamError_KIND_CANCELLED:
+		if ctx.Err() != nil {
+			return endCancelled, ""
+		}
+	}
+	// A JSON body excerpt goes through redacted_paths too.
+	if body := ue.GetBodyExcerpt(); body != "" && len(op.Execution.paths.redact) > 0 {
+		if v, err := decodeJSON([]byte(body)); err == nil {
+			v, _ = redactPaths(op.Execution.paths.redact, v)
+			ue = cloneUpstreamError(ue)
+			ue.BodyExcerpt = string(encodeJSON(v))
+		} else {
+			ue = cloneUpstreamError(ue)
+			ue.BodyExcerpt = "(not shown: the excerpt is not JSON and the operation redacts paths)"
+		}
+	}
+	return endUpstreamError, describeUpstreamError(ue)
+}
+
+func cloneUpstreamError(ue *adapterv1.UpstreamError) *adapterv1.UpstreamError {
+	return &adapterv1.UpstreamError{Kind: ue.GetKind(), Upstream: ue.GetUpstream(), Status: ue.GetStatus(),
+		Message: ue.GetMessage(), BodyExcerpt: ue.GetBodyExcerpt(), DetailJson: ue.GetDetailJson(), Retryable: ue.GetRetryable()}
+}
+
+// encodeResult renders a window result in a buffer sized for it up front
+// (the items' bytes plus room for the rest), so building a result of
+// max_bytes does not double its buffer.
+func encodeResult(r windowResult, itemBytes int64) []byte {
+	b := bytes.NewBuffer(make([]byte, 0, itemBytes+int64(len(r.Items))+16<<10))
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return []byte(`{"error":"the window result could not be encoded"}`)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// windowResult builds the tool result of a window.
+func (h *Host) windowResult(op *boundOp, col *collector, end, failure string, took time.Duration) *Result {
+	if col.end != "" && (end == "" || end == col.end) {
+		end = col.end
+	}
+	r := windowResult{
+		Items:     col.agg.items(),
+		Summary:   col.agg.summary(col),
+		Stats:     col.stats,
+		Cursor:    col.resultCursor(),
+		EndReason: end,
+		Status:    col.status,
+		Gaps:      col.gaps,
+		Error:     failure,
+	}
+	if r.Items == nil {
+		r.Items = []json.RawMessage{}
+	}
+	r.Stats.Returned = len(r.Items)
+	r.Stats.DurationMS = took.Milliseconds()
+	switch end {
+	case endWindowDuration, endDone, endUpstreamEnd:
+		r.WindowComplete = true
+	}
+	r.HasMore = end != endDone && end != endUpstreamEnd
+	r.Truncated = end == endMaxItems || end == endMaxBytes || col.stats.SkippedOversize > 0 ||
+		col.stats.FieldsTruncated > 0 || col.nGaps > 0
+	if col.nGaps > len(col.gaps) {
+		r.Gaps = append(r.Gaps, fmt.Sprintf("... and %d more", col.nGaps-len(col.gaps)))
+	}
+
+	raw := h.redact.Bytes(encodeResult(r, col.stats.Bytes))
+	res := &Result{Structured: raw, Text: string(raw)}
+	if ts, ok := r.Summary.(textSummary); ok && failure == "" {
+		res.Text = h.redact.String(ts.Text)
+	}
+	if failure != "" {
+		res.IsError = true
+		res.Text = h.redact.String(failure)
+		if col.stats.Counted > 0 {
+			res.Text += fmt.Sprintf("\n(the window had collected %d items before the failure; structuredContent holds them)", col.stats.Counted)
+		}
+	}
+	h.log.Info("window finished", zap.String("tool", op.Name), zap.String("end_reason", end),
+		zap.Int("received", col.stats.Received), zap.Int("counted", col.stats.Counted),
+		zap.Int64("bytes", col.stats.Bytes), zap.Duration("took", took), zap.Bool("error", res.IsError))
+	return res
+}
