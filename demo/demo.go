@@ -11,9 +11,12 @@
 //	DELETE /users/{id}       delete a user; 204
 //	GET    /slow?ms=N        answers after N milliseconds
 //	GET    /health           {"status":"ok"}
+//	GET    /openapi.json     the API's own OpenAPI document (demo/openapi.json),
+//	                         which demo/openapi.yaml imports as tools
 package demo
 
 import (
+	_ "embed"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -35,6 +38,13 @@ func init() {
 	})
 	httpcaddyfile.RegisterDirectiveOrder("crank_demo", httpcaddyfile.Before, "respond")
 }
+
+// openAPIDocument describes the demo API (and its log stream); it is served
+// at GET /openapi.json and imported, from the same file, by
+// demo/openapi.yaml.
+//
+//go:embed openapi.json
+var openAPIDocument []byte
 
 // API is the demo REST API.
 type API struct {
@@ -90,6 +100,10 @@ func (a *API) Provision(caddy.Context) error {
 	})
 	a.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPIDocument)
 	})
 	return nil
 }

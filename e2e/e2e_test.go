@@ -250,7 +250,10 @@ func TestReloadKeepsAdaptersAndSessions(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+	// No keep-alive: a reload closes the old server's idle connections, and
+	// a POST racing that close would fail for reasons unrelated to Crank.
+	httpc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL, HTTPClient: httpc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ const (
 var knownFields = []string{
 	"method", "url", "query", "headers", "header_args", "body", "timeout", "max_response_bytes",
 	"body_fields", "cursor_param", "stream",
+	"param_styles", // OpenAPI import (openapi_params.go)
 }
 
 var methods = map[string]string{
@@ -78,6 +79,9 @@ type operation struct {
 	bodyFields  []bodyField
 	cursorParam string
 	stream      streamConfig
+	// styles serializes arguments per OpenAPI style/explode rules
+	// (param_styles, openapi_params.go); nil when none is set.
+	styles map[string]*paramStyle
 }
 
 // pathPart is a literal (already percent-encoded) or a parameter.
@@ -123,6 +127,9 @@ type parseResult struct {
 // parseConfig parses and validates a raw operation config. It never echoes
 // config values (they may be secrets) in diagnostics.
 func parseConfig(raw []byte) *parseResult {
+	if p := parseOpenAPIEntry(raw); p != nil { // an OpenAPI import entry (openapi.go)
+		return p
+	}
 	var d diags
 	op := parseInto(raw, &d)
 	res := &parseResult{diags: d.list}
@@ -288,6 +295,7 @@ func parseInto(raw []byte, d *diags) *operation {
 	}
 
 	parseStreamFields(fields, op, d)
+	parseParamStyles(fields, op, d) // openapi_params.go
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	return op

@@ -1,7 +1,9 @@
 // Package rest is Crank's REST adapter: it turns an operation into one HTTP
 // request to an upstream JSON (or text) API and its answer into a tool
-// result. It runs as an adapter plugin (see cmd/crank-adapter-rest) and is
-// built on the adapter SDK only.
+// result, serves upstream SSE streams, and imports OpenAPI documents as sets
+// of tools. It runs as an adapter plugin (see cmd/crank-adapter-rest) and is
+// built on the adapter SDK (never the host), with go-sse, kin-openapi and
+// oapi-codegen/runtime.
 //
 // # Config
 //
@@ -81,6 +83,19 @@
 //     stream, which also goes in Last-Event-ID. It must not be one of the
 //     query arguments.
 //   - stream: how Stream reads the answer (see Streams).
+//   - param_styles: {argument: {style, explode, allow_reserved}}: the
+//     argument filling a path parameter, query parameter or header_args
+//     header is serialized by OpenAPI's style and explode rules (with
+//     github.com/oapi-codegen/runtime) instead of the plain rules above.
+//     Styles: path simple, label, matrix; query form, spaceDelimited,
+//     pipeDelimited, deepObject; header simple; and json anywhere (the
+//     compact JSON text, for parameters declared with content). explode
+//     defaults to true for form and deepObject, false otherwise;
+//     allow_reserved (query only) leaves reserved characters unescaped.
+//     A styled value may be a scalar, a list of scalars (nulls skipped) or
+//     an object of scalars (deepObject: any object); anything else is an
+//     invalid-argument error naming the argument. The OpenAPI import
+//     writes it; see below.
 //
 // Unknown fields are errors (field names are case-sensitive), reported all
 // at once by ValidateOperation with the field's name, e.g. "headers.X-Key"
@@ -168,6 +183,128 @@
 // stream. stream.max_reconnects consecutive failed reopenings end it with
 // the last error; a first connection that fails fails at once. With
 // reconnect off, the upstream closing the stream ends it.
+//
+// # OpenAPI import
+//
+// An entry whose config is {"openapi": {...}} imports an OpenAPI document
+// (Swagger 2.0, converted; 3.0; 3.1; 3.2 as far as kin-openapi reads it):
+// at load, ExpandOperation turns it into one tool per operation, each with
+// its own ordinary rest config, so a call needs no OpenAPI. A plain rest
+// entry is its own tool. openapi is the config's only field:
+//
+//	openapi:
+//	  document: petstore.yaml        # required: file (relative to the operations file) or http(s) URL
+//	  base_url: https://api.example.com/v1   # default: the document's first server URL
+//	  allow_external_refs: false     # $refs to other files or URLs; default off
+//	  tool_prefix: pets_             # prefix of the derived tool names
+//	  include: {tags: [pets], operation_ids: ["list*", getPet], methods: [GET], paths: [/pets]}
+//	  exclude: {tags: [admin], methods: [DELETE]}
+//	  overrides:                     # by operationId or "METHOD /path"
+//	    getPet: {name: get_pet, title: Get a pet, description: ..., mode: unary,
+//	             annotations: {read_only: true, destructive: false, idempotent: true, open_world: false}}
+//	  credentials:                   # by security scheme name
+//	    api_key: "{env.PETS_KEY}"    # apiKey (header, query or cookie); a token for http bearer, oauth2, openIdConnect
+//	    basic: {username: u, password: "{env.PETS_PASSWORD}"}   # http basic
+//	  headers: {X-Tenant: acme}      # static headers of every tool
+//	  timeout: 10s                   # rest timeout of every tool
+//	  max_response_bytes: 1048576    # rest max_response_bytes of every tool
+//	  output_schemas: true           # derive output schemas (default true)
+//
+// The document is read from the file or fetched (30s or the entry's
+// timeout, at most 32 MiB, no redirect to another origin) at every load;
+// a reload refreshes it. A demo upstream served by the same Caddy must be
+// read from a file: Caddy provisions handlers before listeners start.
+//
+// Selection. include keeps an operation when every list it gives matches
+// (a list matches when any entry does); exclude drops an operation when
+// any list it gives matches. tags match exactly, operation_ids are globs
+// (path.Match: * ? [a-z]), methods any case, paths are prefixes matched by
+// whole segments (/pets matches /pets and /pets/{id}, not /petstore).
+//
+// Each tool gets:
+//
+//   - a name: the override's, else the operationId, else the method and
+//     path ("get_pets_petId"), with characters MCP does not allow replaced
+//     by '_', tool_prefix prepended, cut to 128 characters, made unique
+//     with _2, _3...
+//   - a title (the summary) and a description (summary and description;
+//     "Deprecated." first for a deprecated operation).
+//   - annotations from the method: GET, HEAD and OPTIONS read-only and
+//     idempotent; DELETE destructive and idempotent; PUT idempotent; POST
+//     not idempotent; overrides win field by field.
+//   - an input schema (JSON Schema 2020-12, checked with
+//     google/jsonschema-go as the host resolves it): path, query and header
+//     parameters (path item and operation, the operation's winning), each
+//     under its own name unless two clash (then "name_query",
+//     "name_header"); a JSON request body's properties as arguments of
+//     their own when it is a plain object schema whose properties clash
+//     with no parameter, else one argument "body". Path parameters are
+//     required, so are required parameters and, for a required body, its
+//     required properties. Unknown arguments are refused unless the body's
+//     schema allows more properties. Header parameters Accept,
+//     Content-Type and Authorization are ignored (as OpenAPI says), and so
+//     are parameters a credential sets.
+//   - an output schema from the 2xx answers when they are all JSON with
+//     one schema: an object schema as is; an array or scalar as
+//     {"result": ...}, as the host wraps it; none when an answer may be
+//     empty (204) or is not JSON, or with output_schemas: false.
+//   - a rest config: method, url (base_url + path, path parameters
+//     renamed to their arguments), query, header_args, param_styles where
+//     the document's style/explode rules differ from the plain rules,
+//     body (none, arguments or the body argument), headers (static ones,
+//     credentials, the body's Content-Type when not application/json),
+//     timeout, max_response_bytes. It is checked as any rest config.
+//
+// Schemas: OpenAPI 3.0's nullable becomes a type array with "null" (and
+// null in an enum), or anyOf with {"type": "null"} without a type; boolean
+// exclusiveMinimum/exclusiveMaximum become the numeric bounds of 2020-12;
+// readOnly properties are left out of input schemas and writeOnly ones of
+// output schemas; example becomes examples; discriminator, xml,
+// externalDocs and x- extensions are left out; Swagger's type file is a
+// string. $refs are written inline, except schemas on a reference cycle,
+// which go to $defs ("#/$defs/Node"); a schema past 20000 nodes puts every
+// $ref in $defs. A pattern Go's regexp cannot compile (lookarounds) is left
+// out with a warning. 3.1 schemas are 2020-12 already; $refs into a
+// schema's own $defs or to $anchors are not followed.
+//
+// Security: the operation's security requirements (or the document's) are
+// tried in order; the first whose schemes all have credentials is used:
+// apiKey as a header, a query parameter (in the url) or a Cookie header;
+// http bearer, oauth2 and openIdConnect as "Authorization: Bearer token";
+// http basic from username and password. An empty requirement ({}) makes
+// security optional. An operation no credentials satisfy is skipped with
+// a warning naming the schemes. Credentials are in the tools' rest
+// configs only, never in schemas, descriptions or diagnostics; the host
+// redacts the values placeholders expand to from results and logs.
+//
+// Streams: an operation whose 2xx answer is text/event-stream (and none is
+// JSON), or that an override sets to mode window, is a window tool. The
+// adapter protocol gives expanded tools their entry's mode and window
+// config, so such operations are served by an entry with mode: window
+// (its limits, aggregation...), typically importing one operation
+// (include.operation_ids) and naming it like the entry with an override,
+// so that the entry is the tool; in a unary entry they are skipped with a
+// warning saying so. Every operation a window entry imports is a window
+// tool (a JSON one is polled with transport_behavior request_response, or
+// read as one item), except those overridden to unary, which it skips.
+// overrides.limits is refused for the same reason. A window tool's
+// derived output schema is {"items": [item schema]} from the response's
+// itemSchema (OpenAPI 3.2: an event's data contentSchema, else the
+// itemSchema); the host's fixed window output schema replaces it today.
+//
+// Errors: a document that cannot be used at all — unreadable, not YAML or
+// JSON, not OpenAPI, an unsupported version, no paths, no operation left —
+// is an error on openapi.document with the JSON pointer of the bad part
+// ("#/openapi: unsupported OpenAPI version"); a missing base URL is an
+// error on openapi.base_url. An operation that cannot be served is skipped
+// with a warning naming it and the pointer of the part at fault: a $ref
+// that resolves to nothing or points outside the document while external
+// $refs are off (found before kin-openapi loads the document, in what the
+// operation reaches, so that one bad operation or component does not sink
+// the others), a malformed or invalid operation, an unsupported method
+// (TRACE, QUERY), a required cookie parameter, a required non-JSON body,
+// a parameter style the location does not allow, missing credentials.
+// Components no imported operation reaches are not loaded at all.
 //
 // # Performance
 //

@@ -122,6 +122,13 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 		if !ok {
 			continue // absent: a static header of that name stays
 		}
+		if s, styled, ue := op.styledHeader(ha, v); styled { // param_styles (openapi_params.go)
+			if ue != nil {
+				return nil, ue
+			}
+			h[ha.name] = []string{s}
+			continue
+		}
 		vals, ok := scalarList(v)
 		if !ok {
 			return nil, op.invalidArg("argument %q (header %s) must be a string, number, boolean or a list of them", ha.arg, ha.name)
@@ -153,6 +160,13 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 		if !ok {
 			return "", op.invalidArg("missing argument %q: it fills the path parameter {%s}", p.param, p.param)
 		}
+		if s, styled, ue := op.styledPath(p.param, v); styled { // param_styles (openapi_params.go)
+			if ue != nil {
+				return "", ue
+			}
+			b.WriteString(s)
+			continue
+		}
 		s, ok := scalarString(v)
 		if !ok {
 			return "", op.invalidArg("argument %q fills the path parameter {%s} and must be a string, number or boolean", p.param, p.param)
@@ -174,6 +188,17 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 	for _, q := range op.query {
 		v, ok := a.arg(q.arg)
 		if !ok {
+			continue
+		}
+		if s, styled, ue := op.styledQuery(q, v); styled { // param_styles (openapi_params.go)
+			if ue != nil {
+				return "", ue
+			}
+			if s != "" {
+				b.WriteByte(sep)
+				sep = '&'
+				b.WriteString(s)
+			}
 			continue
 		}
 		vals, ok := queryValues(v)

@@ -127,8 +127,8 @@ func TestDescribe(t *testing.T) {
 	if len(d.GetModes()) != 2 || d.GetModes()[0] != sdk.ModeUnary || d.GetModes()[1] != sdk.ModeWindow {
 		t.Errorf("modes = %v, want unary and window", d.GetModes())
 	}
-	if strings.Join(d.GetCapabilities(), ",") != "validate,stream" {
-		t.Errorf("capabilities = %v, want [validate stream]", d.GetCapabilities())
+	if strings.Join(d.GetCapabilities(), ",") != "validate,expand,stream" {
+		t.Errorf("capabilities = %v, want [validate expand stream]", d.GetCapabilities())
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(d.GetConfigSchemaJson(), &schema); err != nil {

@@ -8,7 +8,10 @@ const configSchema = `{
   "title": "rest operation config",
   "type": "object",
   "additionalProperties": false,
-  "required": ["method", "url"],
+  "oneOf": [
+    {"required": ["method", "url"], "not": {"required": ["openapi"]}},
+    {"required": ["openapi"], "maxProperties": 1}
+  ],
   "properties": {
     "method": {
       "description": "HTTP method (case-insensitive).",
@@ -72,6 +75,79 @@ const configSchema = `{
         "events": {"description": "SSE event types to keep (message = events without a type); default all.", "type": "array", "items": {"type": "string"}},
         "end_data": {"description": "An event whose data is exactly this ends the stream; \"\" disables.", "type": "string", "default": "[DONE]"},
         "max_reconnects": {"description": "Consecutive failed reopenings before the stream fails.", "type": "integer", "minimum": 0, "maximum": 100, "default": 5}
+      }
+    },
+    "param_styles": {
+      "description": "OpenAPI style/explode serialization of arguments filling path, query or header_args parameters: {argument: {style, explode, allow_reserved}} (openapi_params.go).",
+      "type": "object",
+      "additionalProperties": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["style"],
+        "properties": {
+          "style": {"enum": ["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"]},
+          "explode": {"type": "boolean"},
+          "allow_reserved": {"type": "boolean"}
+        }
+      }
+    },
+    "openapi": {
+      "description": "Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field.",
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["document"],
+      "properties": {
+        "document": {"description": "The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL.", "type": "string"},
+        "base_url": {"description": "Base URL of the calls; default: the document's first server.", "type": "string", "format": "uri"},
+        "allow_external_refs": {"description": "Follow $refs to other files or URLs.", "type": "boolean", "default": false},
+        "tool_prefix": {"description": "Prefix of the derived tool names.", "type": "string", "maxLength": 64},
+        "include": {"description": "Keep operations matching every list given.", "$ref": "#/$defs/openapiFilter"},
+        "exclude": {"description": "Drop operations matching any list given.", "$ref": "#/$defs/openapiFilter"},
+        "overrides": {
+          "description": "Per operation (operationId or \"METHOD /path\"): name, title, description, mode, annotations.",
+          "type": "object",
+          "additionalProperties": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+              "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"},
+              "title": {"type": "string"},
+              "description": {"type": "string"},
+              "mode": {"enum": ["unary", "window"]},
+              "annotations": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {"read_only": {"type": "boolean"}, "destructive": {"type": "boolean"}, "idempotent": {"type": "boolean"}, "open_world": {"type": "boolean"}}
+              }
+            }
+          }
+        },
+        "credentials": {
+          "description": "Per security scheme: an API key or token, or {username, password} for http basic.",
+          "type": "object",
+          "additionalProperties": {
+            "oneOf": [
+              {"type": "string"},
+              {"type": "object", "additionalProperties": false, "properties": {"username": {"type": "string"}, "password": {"type": "string"}}}
+            ]
+          }
+        },
+        "headers": {"description": "Static headers of every tool.", "type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+        "timeout": {"description": "Per-call timeout of every tool, a Go duration.", "type": "string"},
+        "max_response_bytes": {"description": "Largest answer of every tool.", "type": "integer", "minimum": 0},
+        "output_schemas": {"description": "Derive output schemas from the 2xx JSON answers.", "type": "boolean", "default": true}
+      }
+    }
+  },
+  "$defs": {
+    "openapiFilter": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "operation_ids": {"description": "Globs (* ? [a-z]).", "type": "array", "items": {"type": "string"}},
+        "methods": {"type": "array", "items": {"type": "string"}},
+        "paths": {"description": "Path prefixes, matched by whole segments.", "type": "array", "items": {"type": "string"}}
       }
     }
   }

@@ -1,0 +1,289 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/oapi-codegen/runtime"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Parameter styles of OpenAPI 3 (plus "json" for parameters declared with
+// content: application/json), by the location of the parameter.
+const (
+	styleSimple         = "simple"
+	styleLabel          = "label"
+	styleMatrix         = "matrix"
+	styleForm           = "form"
+	styleSpaceDelimited = "spaceDelimited"
+	stylePipeDelimited  = "pipeDelimited"
+	styleDeepObject     = "deepObject"
+	styleJSON           = "json"
+)
+
+// Where an argument is sent.
+const (
+	locPath   = "path"
+	locQuery  = "query"
+	locHeader = "header"
+)
+
+var stylesByLocation = map[string][]string{
+	locPath:   {styleSimple, styleLabel, styleMatrix, styleJSON},
+	locQuery:  {styleForm, styleSpaceDelimited, stylePipeDelimited, styleDeepObject, styleJSON},
+	locHeader: {styleSimple, styleJSON},
+}
+
+var paramStyleFields = []string{"style", "explode", "allow_reserved"}
+
+// paramStyle is how one argument is serialized into the path, query or
+// header it fills (config field param_styles), following the OpenAPI
+// style and explode rules; github.com/oapi-codegen/runtime does the
+// serialization.
+type paramStyle struct {
+	style         string
+	explode       bool
+	allowReserved bool
+	loc           string
+	rloc          runtime.ParamLocation
+}
+
+// parseParamStyles reads param_styles: {argument: {style, explode,
+// allow_reserved}}. It runs after url, query and header_args, which say
+// where each argument goes.
+func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags) {
+	v, ok := fields["param_styles"]
+	if !ok || isNull(v) {
+		return
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		d.errorf("param_styles", "must be an object {argument: {style, explode, allow_reserved}}")
+		return
+	}
+	for _, arg := range sortedKeys(obj) {
+		field := "param_styles." + arg
+		var spec map[string]json.RawMessage
+		if json.Unmarshal(obj[arg], &spec) != nil || spec == nil {
+			d.errorf(field, "must be an object {style, explode, allow_reserved}")
+			continue
+		}
+		for _, k := range sortedKeys(spec) {
+			if !contains(paramStyleFields, k) {
+				d.errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(paramStyleFields, ", "))
+			}
+		}
+		var locs []string
+		for _, p := range op.path {
+			if p.param == arg && !contains(locs, locPath) {
+				locs = append(locs, locPath)
+			}
+		}
+		for _, q := range op.query {
+			if q.arg == arg && !contains(locs, locQuery) {
+				locs = append(locs, locQuery)
+			}
+		}
+		for _, h := range op.headerArgs {
+			if h.arg == arg && !contains(locs, locHeader) {
+				locs = append(locs, locHeader)
+			}
+		}
+		if len(locs) != 1 {
+			if len(locs) == 0 {
+				d.errorf(field, "argument %q fills no path parameter, query parameter or header_args header", arg)
+			} else {
+				d.errorf(field, "argument %q fills several parameters (%s): a styled argument fills exactly one", arg, strings.Join(locs, ", "))
+			}
+			continue
+		}
+		st := &paramStyle{loc: locs[0]}
+		switch st.loc {
+		case locPath:
+			st.rloc = runtime.ParamLocationPath
+		case locQuery:
+			st.rloc = runtime.ParamLocationQuery
+		default:
+			st.rloc = runtime.ParamLocationHeader
+		}
+		allowed := stylesByLocation[st.loc]
+		if sv, ok := spec["style"]; !ok || isNull(sv) || json.Unmarshal(sv, &st.style) != nil || !contains(allowed, st.style) {
+			d.errorf(field+".style", "required for a %s parameter: one of %s", st.loc, strings.Join(allowed, ", "))
+			continue
+		}
+		st.explode = st.style == styleForm || st.style == styleDeepObject
+		if ev, ok := spec["explode"]; ok && !isNull(ev) {
+			if json.Unmarshal(ev, &st.explode) != nil {
+				d.errorf(field+".explode", "must be true or false")
+			}
+		}
+		if st.style == styleDeepObject && !st.explode {
+			d.errorf(field+".explode", "style deepObject is always exploded")
+		}
+		if rv, ok := spec["allow_reserved"]; ok && !isNull(rv) {
+			if json.Unmarshal(rv, &st.allowReserved) != nil {
+				d.errorf(field+".allow_reserved", "must be true or false")
+			} else if st.allowReserved && st.loc != locQuery {
+				d.errorf(field+".allow_reserved", "only applies to query parameters")
+			}
+		}
+		if op.styles == nil {
+			op.styles = map[string]*paramStyle{}
+		}
+		op.styles[arg] = st
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// styledPath serializes the argument filling a path parameter when it has
+// a style; styled is false when it has none (the plain rules apply).
+func (op *operation) styledPath(arg string, v json.RawMessage) (s string, styled bool, ue *sdk.UpstreamError) {
+	st := op.styles[arg]
+	if st == nil {
+		return "", false, nil
+	}
+	s, err := st.serialize(arg, v)
+	if err != nil {
+		return "", true, op.invalidArg("argument %q fills the path parameter {%s}: %v", arg, arg, err)
+	}
+	switch s {
+	case "", ".", "..":
+		return "", true, op.invalidArg("argument %q fills the path parameter {%s} and must not serialize to %q", arg, arg, s)
+	}
+	return s, true, nil
+}
+
+// styledQuery serializes the argument of a query parameter when it has a
+// style: the "name=value" pairs joined by '&', already escaped ("" adds
+// nothing).
+func (op *operation) styledQuery(q queryParam, v json.RawMessage) (s string, styled bool, ue *sdk.UpstreamError) {
+	st := op.styles[q.arg]
+	if st == nil {
+		return "", false, nil
+	}
+	s, err := st.serialize(q.name, v)
+	if err != nil {
+		return "", true, op.invalidArg("argument %q (query parameter %s): %v", q.arg, q.name, err)
+	}
+	return s, true, nil
+}
+
+// styledHeader serializes the argument of a header when it has a style.
+func (op *operation) styledHeader(h headerArg, v json.RawMessage) (s string, styled bool, ue *sdk.UpstreamError) {
+	st := op.styles[h.arg]
+	if st == nil {
+		return "", false, nil
+	}
+	s, err := st.serialize(h.name, v)
+	if err != nil {
+		return "", true, op.invalidArg("argument %q (header %s): %v", h.arg, h.name, err)
+	}
+	if !validHeaderValue(s) {
+		return "", true, op.invalidArg("argument %q (header %s) contains a control character such as a line break", h.arg, h.name)
+	}
+	return s, true, nil
+}
+
+// serialize renders a (non-null) argument value as the parameter name.
+func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if st.style == styleJSON {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return "", fmt.Errorf("not valid JSON")
+		}
+		switch st.loc {
+		case locPath:
+			return url.PathEscape(b.String()), nil
+		case locQuery:
+			return url.QueryEscape(name) + "=" + url.QueryEscape(b.String()), nil
+		}
+		return b.String(), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("not valid JSON")
+	}
+	switch t := v.(type) {
+	case []any:
+		if st.style == styleDeepObject {
+			return "", fmt.Errorf("style deepObject serializes an object, not a list")
+		}
+		list := make([]any, 0, len(t))
+		for _, e := range t {
+			if e == nil {
+				continue // nulls are skipped, as in a plain query list
+			}
+			if !isScalar(e) {
+				return "", fmt.Errorf("style %s serializes a list of strings, numbers or booleans only", st.style)
+			}
+			list = append(list, e)
+		}
+		v = list
+	case map[string]any:
+		if st.style == styleSpaceDelimited || st.style == stylePipeDelimited {
+			return "", fmt.Errorf("style %s serializes a list, not an object", st.style)
+		}
+		if st.style != styleDeepObject {
+			// Keys are written as they are by the runtime: escape them
+			// here so that a key cannot inject a separator.
+			esc := make(map[string]any, len(t))
+			for k, e := range t {
+				if !isScalar(e) {
+					return "", fmt.Errorf("style %s serializes an object of strings, numbers or booleans only (member %q is not)", st.style, k)
+				}
+				switch st.loc {
+				case locPath:
+					k = url.PathEscape(k)
+				case locQuery:
+					k = url.QueryEscape(k)
+				}
+				esc[k] = e
+			}
+			v = esc
+		}
+	default:
+		if st.style == styleDeepObject {
+			return "", fmt.Errorf("style deepObject serializes an object")
+		}
+	}
+	out, err := runtime.StyleParamWithOptions(st.style, st.explode, name, v, runtime.StyleParamOptions{
+		ParamLocation: st.rloc,
+		AllowReserved: st.allowReserved,
+	})
+	if err != nil {
+		return "", fmt.Errorf("cannot be serialized with style %s", st.style)
+	}
+	if st.loc == locQuery {
+		// Values and names are escaped: a remaining space or pipe is a
+		// delimiter, which must be escaped in a URL.
+		out = delimiterEscaper.Replace(out)
+	}
+	return out, nil
+}
+
+// delimiterEscaper escapes the delimiters of spaceDelimited and
+// pipeDelimited query values.
+var delimiterEscaper = strings.NewReplacer(" ", "%20", "|", "%7C")
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case string, json.Number, bool:
+		return true
+	}
+	return false
+}
