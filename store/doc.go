@@ -1,31 +1,86 @@
-// Package store holds Crank's shared state — MCP sessions today; stream
-// sessions, async jobs and the tool catalog later — behind the Store
-// interface. Etcd is the only implementation; nothing above this package
+// Package store holds Crank's shared state — MCP sessions, stream sessions
+// and async jobs (the tool catalog later) — behind the Store interface, so
+// that any replica can serve any of them and a replica can die without
+// losing them. Etcd is the only implementation; nothing above this package
 // speaks etcd. StartEmbedded runs a single-member etcd in-process, and the
-// storetest package starts one per test.
+// storetest package starts one per test (and restartable ones, and extra
+// replicas on the same server).
 //
 // # Key layout
 //
 // Every key lives under a prefix, DefaultPrefix ("/crank/v1/") unless
 // configured; the "v1" names the layout and record schema, so an
 // incompatible change moves to "/crank/v2/" instead of rewriting in place.
-// Values are JSON records. IDs are path-escaped (url.PathEscape), so an ID
-// containing "/" cannot reach into another namespace.
+// Values are JSON records (fields may be added; readers ignore unknown ones
+// and old records lack new ones). MCP session IDs come from clients and are
+// path-escaped (url.PathEscape), so an ID containing "/" cannot reach into
+// another namespace; the store's own IDs (ss_…, job_…, own_…) are checked
+// against their format before any key is built from them.
 //
-//	<prefix>mcp-sessions/<id>        MCP session record (id, protocol_version,
-//	                                 client_name, client_version, created_at,
-//	                                 ttl_ms), on a TTL-bucket lease
-//	<prefix>ping                     never written; read by Ping
+//	<prefix>mcp-sessions/<id>           MCP session state (negotiated
+//	                                    protocol version, client info and
+//	                                    capabilities, initialize params, log
+//	                                    level, workspace/agent), on a
+//	                                    TTL-bucket lease of the session TTL
+//	<prefix>stream-sessions/<id>        stream session record (spec 9.3) on a
+//	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>stream-items/<id>/<seq>     a session's buffered items, <seq> a
+//	                                    20-digit zero-padded item number so
+//	                                    key order is item order; on a
+//	                                    TTL-bucket lease until the session's
+//	                                    hard deadline (created + max lifetime
+//	                                    + retention)
+//	<prefix>jobs/<id>                   async job record (spec 9.4) on a
+//	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>running/sessions/<id>       owner ID of a running session or job:
+//	<prefix>running/jobs/<id>           the index the sweeper scans; on a
+//	                                    lease until the entity's hard deadline
+//	<prefix>owners/<owner-id>           a replica's owner registration, on its
+//	                                    own kept-alive lease
+//	<prefix>sweep-leader                owner ID of the replica that runs
+//	                                    expiry cleanups, on its owner lease
+//	<prefix>ping                        never written; read by Ping
 //
-// Reserved for later work (same rules: one namespace per entity kind, JSON
-// values, expiring entities on TTL-bucket leases):
+// Reserved for later work (same rules):
 //
 //	<prefix>streams/<session>/<stream>             stream (SSE) metadata
-//	<prefix>streams/<session>/<stream>/ev/<seq>    event log; <seq> zero-padded
-//	                                               so that key order is event
-//	                                               order for range reads
-//	<prefix>jobs/<id>                              async job / MCP task record
+//	<prefix>streams/<session>/<stream>/ev/<seq>    SSE event log
 //	<prefix>catalog/<adapter>/<tool>               tool catalog (no lease)
+//
+// # IDs and visibility
+//
+// Stream session and job IDs are "ss_" / "job_" followed by
+// crypto/rand.Text (at least 128 random bits, base32). An entity belongs to
+// a workspace, and — when agent-scoped — to one agent of it; every read or
+// client operation takes the caller's Scope, and an entity outside it is
+// reported exactly like a missing one (ErrNotFound). Runner operations
+// (append, finish, update) are checked against the owner instead.
+//
+// # Status machines and optimistic concurrency
+//
+// SessionStatus and JobStatus document the allowed transitions; anything
+// else fails with a *TransitionError (ErrIllegalTransition) naming both
+// ends. Every change is a compare-and-swap: read the record, apply the
+// transition to what was read, and commit in one etcd transaction only if
+// the record's mod revision is unchanged (together with its items and index
+// entry). A lost race re-reads and re-applies (up to 16 attempts with
+// jittered backoff, then ErrConflict), so no update is ever lost. Where the
+// caller's expectation itself is stale — an AdvanceSession from a cursor
+// another poll already moved, a poll from a cursor behind the acknowledged
+// one — the store reports ErrConflict instead of applying it. Stop and
+// cancel are idempotent; a cancel racing a finish either lands first (and
+// is recorded) or is refused because the job already finished.
+//
+// # Item buffer
+//
+// A runner appends items (AppendSessionItems) to a session's buffer of at
+// most max_items items and max_bytes bytes; when it is full the store takes
+// what fits and returns a *BufferFullError (ErrBufferFull). A poll
+// acknowledges (deletes) the items up to the cursor it passes and returns
+// the next ones; repeating a poll with the same cursor returns the same
+// items. One item must fit in one etcd request (EtcdConfig.MaxRequestBytes,
+// etcd's --max-request-bytes, default 1.5 MiB, minus 20 KiB); appends are
+// split into transactions of at most 100 items and one request's bytes.
 //
 // # Lease scheme
 //
@@ -50,19 +105,62 @@
 // however many entities it holds; old leases are never revoked — they expire
 // together with the entities still attached to them.
 //
-// Touching re-puts the entity onto the current bucket lease with a
+// Stream sessions and jobs carry their own ExpiresAt, and every read treats
+// an entity as absent from that instant on, so expiry is exact for callers;
+// the bucket lease deletes the key at most about 2W later, and
+// CleanupExpired (run by the sweep leader) deletes it earlier. A session's
+// ExpiresAt is its idle timeout after its last poll (or creation), capped by
+// its max lifetime; polls re-put the record on the bucket lease for the
+// remaining time. A closed session, or a finished job, is re-put on a lease
+// of its retention. Writes that do not extend an entity's life (appends,
+// progress, stop requests) keep its current lease.
+//
+// Items and index entries belong to a parent whose lease moves on every
+// poll, so a lease is not a parent pointer: they take their own bucket
+// lease, for the time left until the parent's hard deadline (the latest the
+// parent can exist), and are deleted with the parent by finish, cleanup and
+// acknowledgement; item sets and index entries left behind by a parent that
+// expired on its lease are removed by CleanupExpired or expire by their
+// deadline.
+//
+// Touching an MCP session re-puts it onto the current bucket lease with a
 // compare-and-swap on its mod revision (so a concurrent delete is never
-// undone); when the entity is already on the current bucket lease, a touch
-// is a single read. Grants within a bucket are serialised, so a burst of
-// puts grants one lease. When etcd reports a bucket lease as not found
-// (revoked or expired behind our back), the manager grants a fresh one and
-// retries the operation once.
+// undone); when it is already on the current bucket lease, a touch is a
+// single read. Grants within a bucket are serialised, so a burst of puts
+// grants one lease. When etcd reports a bucket lease as not found (revoked
+// or expired behind our back), the manager grants a fresh one and retries
+// the operation.
 //
-// Entities that belong to a parent (e.g. a stream's events) must take their
-// own lease from the same manager with the parent's TTL and be re-put or
-// cleaned up with it: a lease is not a parent pointer, because touching the
-// parent moves it to a newer lease.
+// # Owners and the sweeper
 //
-// Close does not revoke leases: entries outlive the process and stay
+// A replica that runs sessions or jobs registers once as an owner: a key
+// owners/<owner-id> on a lease of EtcdConfig.OwnerTTL (default 10s) that it
+// keeps alive — one lease per replica, not per entity. Running entities name
+// their owner and have a running/<kind>/<id> index entry. RunSweeper, run on
+// every replica, watches owners/ and, when an owner key disappears (its
+// process died and the lease expired, or it closed), marks that owner's
+// running entities failed with error_json {"code":"owner_lost",…}
+// (stopping sessions become stopped), or offers them to an Adopt hook that
+// may resume them on this replica. A dead replica's entities are thus marked
+// about OwnerTTL after its last keep-alive; a periodic sweep (Interval,
+// default 10s) catches a missed watch event. Close revokes the owner lease,
+// so orphans of a replica that shut down are swept at once. If a replica's
+// own owner lease is lost (etcd unreachable for longer than OwnerTTL), its
+// entities are swept like a dead replica's and its runner operations fail
+// with ErrNotOwner; the next operation that needs an owner registers a new
+// one. Watches (WatchSession, WatchJob) carry stop and cancel requests from
+// any replica to the runner; they resume after compaction, lost leaders and
+// etcd restarts.
+//
+// # etcd unavailable
+//
+// Every operation runs under EtcdConfig.OpTimeout (default 5s) and fails
+// with an *UnavailableError (ErrUnavailable, Retryable) when etcd does not
+// answer in time — at once while the client's connection is known to be
+// down. The client reconnects by itself (backoff capped at 1s, keep-alive
+// pings every 5s), so the store recovers without intervention. Callers that
+// need no state never touch the store and keep working.
+//
+// Close does not revoke bucket leases: entries outlive the process and stay
 // visible to other replicas until they expire.
 package store

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DefaultPrefix is the key prefix used when EtcdConfig.Prefix is empty.
@@ -23,9 +26,30 @@ const DefaultPrefix = "/crank/v1/"
 // context has no deadline, when EtcdConfig.DialTimeout is zero.
 const DefaultDialTimeout = 5 * time.Second
 
+// DefaultOpTimeout bounds each store operation when EtcdConfig.OpTimeout is
+// zero: with etcd unreachable an operation fails with ErrUnavailable after
+// at most this long — at once while the connection is known to be down,
+// which is the usual case; the timeout covers a silent network and a
+// cluster without leader (an election takes a second or two).
+const DefaultOpTimeout = 5 * time.Second
+
+// DefaultMaxRequestBytes is etcd's default request size limit
+// (--max-request-bytes), used when EtcdConfig.MaxRequestBytes is zero.
+const DefaultMaxRequestBytes = 1536 * 1024
+
+// requestOverhead is kept free in every request for keys, the transaction
+// envelope and the session record next to items.
+const requestOverhead = 16 * 1024
+
 // Key namespaces below the prefix. See the package documentation.
 const (
 	mcpSessionsDir = "mcp-sessions/"
+	sessionsDir    = "stream-sessions/"
+	itemsDir       = "stream-items/"
+	jobsDir        = "jobs/"
+	runningDir     = "running/"
+	ownersDir      = "owners/"
+	sweepLeaderKey = "sweep-leader"
 	pingKey        = "ping"
 )
 
@@ -41,6 +65,24 @@ type EtcdConfig struct {
 	DialTimeout time.Duration
 	// Username and Password enable etcd authentication when both are set.
 	Username, Password string
+	// TLS configures https:// endpoints: the CA to verify the servers
+	// with and a client certificate. Nil uses the system roots for
+	// https:// endpoints. Setting it with an http:// endpoint is an error.
+	TLS *TLSConfig
+	// OpTimeout bounds each store operation, so that an unavailable etcd
+	// fails calls fast with ErrUnavailable; DefaultOpTimeout when zero.
+	OpTimeout time.Duration
+	// OwnerTTL is the TTL of this replica's owner lease (see RunSweeper):
+	// how long after this process dies its running sessions and jobs are
+	// marked failed. DefaultOwnerTTL when zero; at least MinOwnerTTL.
+	OwnerTTL time.Duration
+	// MaxRequestBytes is the cluster's request size limit (etcd's
+	// --max-request-bytes); DefaultMaxRequestBytes when zero. Records and
+	// items larger than fits are refused with ErrTooLarge.
+	MaxRequestBytes int
+	// ReplicaName labels this replica in its owner record (for operators);
+	// the host name when empty.
+	ReplicaName string
 	// Logger receives the etcd client's warnings and errors; nil discards
 	// them.
 	Logger *zap.Logger
@@ -50,12 +92,29 @@ type EtcdConfig struct {
 type Etcd struct {
 	cli         *clientv3.Client
 	ownsClient  bool
-	kv          clientv3.KV // namespaced under prefix
+	kv          clientv3.KV      // namespaced under prefix
+	watcher     clientv3.Watcher // namespaced under prefix
 	prefix      string
 	leases      *leaseManager
 	pingTimeout time.Duration
-	closeOnce   sync.Once
-	closeErr    error
+	opTimeout   time.Duration
+	now         func() time.Time
+
+	// Request limits: maxRequest is etcd's; maxValue bounds one record,
+	// maxItem one buffered item.
+	maxRequest, maxValue, maxItem int
+
+	ownerTTL    time.Duration
+	replicaName string
+	ownerMu     sync.Mutex
+	own         *ownerState
+
+	// bgCtx ends background work (keep-alives, watches, sweepers) on Close.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ Store = (*Etcd)(nil)
@@ -73,6 +132,14 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	}
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, errors.New("store: etcd username and password must be set together")
+	}
+	tlsCfg, err := cfg.TLS.build(cfg.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := cfg.options()
+	if err != nil {
+		return nil, err
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -94,12 +161,24 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		DialTimeout: timeout, // bounds authentication when credentials are set
 		Username:    cfg.Username,
 		Password:    cfg.Password,
+		TLS:         tlsCfg,
 		Logger:      lg,
+		// Notice a dead connection (e.g. etcd killed) within seconds, and
+		// reconnect quickly once it is back: gRPC's default backoff grows
+		// to two minutes.
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: timeout,
+		})},
+		MaxCallSendMsgSize: opts.maxRequest + requestOverhead,
 	})
 	if err != nil {
 		return nil, unreachable(err, "")
 	}
-	e := newEtcd(cli, cfg.Prefix, timeout)
+	opts.pingTimeout = timeout
+	e := newEtcd(cli, cfg.Prefix, opts)
 	e.ownsClient = true
 
 	pctx, cancel := context.WithDeadline(ctx, deadline)
@@ -112,20 +191,68 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	return e, nil
 }
 
-// NewEtcdFromClient wraps an existing client. The caller keeps ownership of
-// cli: Close does not close it. An empty prefix means DefaultPrefix.
+// NewEtcdFromClient wraps an existing client with default settings. The
+// caller keeps ownership of cli: Close does not close it. An empty prefix
+// means DefaultPrefix.
 func NewEtcdFromClient(cli *clientv3.Client, prefix string) *Etcd {
-	return newEtcd(cli, prefix, DefaultDialTimeout)
+	opts, _ := EtcdConfig{}.options()
+	opts.pingTimeout = DefaultDialTimeout
+	return newEtcd(cli, prefix, opts)
 }
 
-func newEtcd(cli *clientv3.Client, prefix string, pingTimeout time.Duration) *Etcd {
+// etcdOptions are the validated settings of an Etcd.
+type etcdOptions struct {
+	pingTimeout, opTimeout, ownerTTL time.Duration
+	maxRequest                       int
+	replicaName                      string
+}
+
+func (cfg EtcdConfig) options() (etcdOptions, error) {
+	o := etcdOptions{opTimeout: cfg.OpTimeout, ownerTTL: cfg.OwnerTTL, maxRequest: cfg.MaxRequestBytes, replicaName: cfg.ReplicaName}
+	if o.opTimeout < 0 || o.ownerTTL < 0 || o.maxRequest < 0 {
+		return o, fmt.Errorf("store: %w: op_timeout, owner_ttl and max_request_bytes must not be negative", ErrInvalid)
+	}
+	if o.opTimeout == 0 {
+		o.opTimeout = DefaultOpTimeout
+	}
+	if o.ownerTTL == 0 {
+		o.ownerTTL = DefaultOwnerTTL
+	}
+	if o.ownerTTL < MinOwnerTTL || o.ownerTTL%time.Second != 0 {
+		return o, fmt.Errorf("store: %w: owner_ttl must be whole seconds and at least %s, got %s", ErrInvalid, MinOwnerTTL, o.ownerTTL)
+	}
+	if o.maxRequest == 0 {
+		o.maxRequest = DefaultMaxRequestBytes
+	}
+	if o.maxRequest < 4*requestOverhead {
+		return o, fmt.Errorf("store: %w: max_request_bytes %d is below the minimum %d", ErrInvalid, o.maxRequest, 4*requestOverhead)
+	}
+	if o.replicaName == "" {
+		o.replicaName, _ = os.Hostname()
+	}
+	return o, nil
+}
+
+func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 	prefix = normalizePrefix(prefix)
+	bg, cancel := context.WithCancel(context.Background())
+	maxValue := o.maxRequest - requestOverhead
 	return &Etcd{
 		cli:         cli,
 		kv:          namespace.NewKV(cli.KV, prefix),
+		watcher:     namespace.NewWatcher(cli.Watcher, prefix),
 		prefix:      prefix,
 		leases:      newLeaseManager(cli.Lease),
-		pingTimeout: pingTimeout,
+		pingTimeout: o.pingTimeout,
+		opTimeout:   o.opTimeout,
+		now:         time.Now,
+		maxRequest:  o.maxRequest,
+		maxValue:    maxValue,
+		maxItem:     maxValue - 4*1024,
+		ownerTTL:    o.ownerTTL,
+		replicaName: o.replicaName,
+		bgCtx:       bg,
+		bgCancel:    cancel,
 	}
 }
 
@@ -144,16 +271,19 @@ func (e *Etcd) Prefix() string { return e.prefix }
 
 // Ping performs a linearizable read under the prefix, which needs a leader
 // and a quorum. Without a deadline on ctx it gives up after the dial timeout.
+// A failure is an *UnavailableError (ErrUnavailable) unless ctx itself
+// ended.
 func (e *Etcd) Ping(ctx context.Context) error {
+	pctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.pingTimeout)
+		pctx, cancel = context.WithTimeout(ctx, e.pingTimeout)
 		defer cancel()
 	}
-	if err := e.ping(ctx); err != nil {
-		return fmt.Errorf("store: ping etcd: %w", err)
+	if err := e.precheck("ping etcd"); err != nil {
+		return err
 	}
-	return nil
+	return classify(ctx, "ping etcd", e.ping(pctx))
 }
 
 func (e *Etcd) ping(ctx context.Context) error {
@@ -161,10 +291,15 @@ func (e *Etcd) ping(ctx context.Context) error {
 	return err
 }
 
-// Close closes the client if NewEtcd created it. It does not revoke leases:
-// stored entries stay visible to other replicas until they expire.
+// Close stops background work (watches, sweepers, the owner keep-alive),
+// revokes this replica's owner lease — so that other replicas see its
+// running sessions and jobs as orphaned at once — and closes the client if
+// NewEtcd created it. It does not revoke bucket leases: stored entries stay
+// visible to other replicas until they expire.
 func (e *Etcd) Close() error {
 	e.closeOnce.Do(func() {
+		e.releaseOwner()
+		e.bgCancel()
 		if e.ownsClient {
 			e.closeErr = e.cli.Close()
 		}
@@ -174,14 +309,22 @@ func (e *Etcd) Close() error {
 
 // mcpSessionRecord is the stored JSON form of an MCPSession. It is kept
 // separate from the API type so that the storage schema changes only on
-// purpose.
+// purpose. Fields added after the first version are optional, so records
+// written by older replicas still decode.
 type mcpSessionRecord struct {
-	ID              string    `json:"id"`
-	ProtocolVersion string    `json:"protocol_version,omitempty"`
-	ClientName      string    `json:"client_name,omitempty"`
-	ClientVersion   string    `json:"client_version,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
-	TTLMillis       int64     `json:"ttl_ms"`
+	ID                 string          `json:"id"`
+	ProtocolVersion    string          `json:"protocol_version,omitempty"`
+	ClientName         string          `json:"client_name,omitempty"`
+	ClientVersion      string          `json:"client_version,omitempty"`
+	ClientTitle        string          `json:"client_title,omitempty"`
+	ClientCapabilities json.RawMessage `json:"client_capabilities,omitempty"`
+	InitializeParams   json.RawMessage `json:"initialize_params,omitempty"`
+	Initialized        bool            `json:"initialized,omitempty"`
+	LogLevel           string          `json:"log_level,omitempty"`
+	WorkspaceID        string          `json:"workspace_id,omitempty"`
+	AgentID            string          `json:"agent_id,omitempty"`
+	CreatedAt          time.Time       `json:"created_at"`
+	TTLMillis          int64           `json:"ttl_ms"`
 }
 
 func mcpSessionKey(id string) string { return mcpSessionsDir + url.PathEscape(id) }
@@ -196,29 +339,43 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	if s.TTL <= 0 {
 		return fmt.Errorf("store: MCP session %s: TTL must be positive, got %s", s.ID, s.TTL)
 	}
+	if err := validJSONField("client_capabilities", s.ClientCapabilities); err != nil {
+		return fmt.Errorf("store: MCP session %s: %w", s.ID, err)
+	}
+	if err := validJSONField("initialize_params", s.InitializeParams); err != nil {
+		return fmt.Errorf("store: MCP session %s: %w", s.ID, err)
+	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now()
 	}
 	val, err := json.Marshal(mcpSessionRecord{
-		ID:              s.ID,
-		ProtocolVersion: s.ProtocolVersion,
-		ClientName:      s.ClientName,
-		ClientVersion:   s.ClientVersion,
-		CreatedAt:       s.CreatedAt.UTC(),
-		TTLMillis:       int64((s.TTL + time.Millisecond - 1) / time.Millisecond),
+		ID:                 s.ID,
+		ProtocolVersion:    s.ProtocolVersion,
+		ClientName:         s.ClientName,
+		ClientVersion:      s.ClientVersion,
+		ClientTitle:        s.ClientTitle,
+		ClientCapabilities: s.ClientCapabilities,
+		InitializeParams:   s.InitializeParams,
+		Initialized:        s.Initialized,
+		LogLevel:           s.LogLevel,
+		WorkspaceID:        s.WorkspaceID,
+		AgentID:            s.AgentID,
+		CreatedAt:          s.CreatedAt.UTC(),
+		TTLMillis:          int64((s.TTL + time.Millisecond - 1) / time.Millisecond),
 	})
 	if err != nil {
 		return fmt.Errorf("store: encode MCP session %s: %w", s.ID, err)
 	}
-	key := mcpSessionKey(s.ID)
-	err = e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
-		_, err := e.kv.Put(ctx, key, string(val), clientv3.WithLease(lease))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store: put MCP session %s: %w", s.ID, err)
+	if len(val) > e.maxValue {
+		return fmt.Errorf("store: MCP session %s: %w: record is %d bytes, over the %d-byte limit", s.ID, ErrTooLarge, len(val), e.maxValue)
 	}
-	return nil
+	key := mcpSessionKey(s.ID)
+	return e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
+		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
+			_, err := e.kv.Put(ctx, key, string(val), clientv3.WithLease(lease))
+			return err
+		})
+	})
 }
 
 // GetMCPSession implements Store.
@@ -226,24 +383,31 @@ func (e *Etcd) GetMCPSession(ctx context.Context, id string) (*MCPSession, error
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	resp, err := e.kv.Get(ctx, mcpSessionKey(id))
+	kv, err := e.get(ctx, "get MCP session "+id, mcpSessionKey(id))
 	if err != nil {
-		return nil, fmt.Errorf("store: get MCP session %s: %w", id, err)
+		return nil, err
 	}
-	if len(resp.Kvs) == 0 {
+	if kv == nil {
 		return nil, ErrNotFound
 	}
-	rec, err := decodeMCPSession(id, resp.Kvs[0].Value)
+	rec, err := decodeMCPSession(id, kv.Value)
 	if err != nil {
 		return nil, err
 	}
 	return &MCPSession{
-		ID:              rec.ID,
-		ProtocolVersion: rec.ProtocolVersion,
-		ClientName:      rec.ClientName,
-		ClientVersion:   rec.ClientVersion,
-		CreatedAt:       rec.CreatedAt,
-		TTL:             time.Duration(rec.TTLMillis) * time.Millisecond,
+		ID:                 rec.ID,
+		ProtocolVersion:    rec.ProtocolVersion,
+		ClientName:         rec.ClientName,
+		ClientVersion:      rec.ClientVersion,
+		ClientTitle:        rec.ClientTitle,
+		ClientCapabilities: rec.ClientCapabilities,
+		InitializeParams:   rec.InitializeParams,
+		Initialized:        rec.Initialized,
+		LogLevel:           rec.LogLevel,
+		WorkspaceID:        rec.WorkspaceID,
+		AgentID:            rec.AgentID,
+		CreatedAt:          rec.CreatedAt,
+		TTL:                time.Duration(rec.TTLMillis) * time.Millisecond,
 	}, nil
 }
 
@@ -265,42 +429,44 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
+	op := "touch MCP session " + id
 	key := mcpSessionKey(id)
-	resp, err := e.kv.Get(ctx, key)
+	kv, err := e.get(ctx, op, key)
 	if err != nil {
-		return fmt.Errorf("store: touch MCP session %s: %w", id, err)
+		return err
 	}
-	if len(resp.Kvs) == 0 {
+	if kv == nil {
 		return ErrNotFound
 	}
-	kv := resp.Kvs[0]
 	rec, err := decodeMCPSession(id, kv.Value)
 	if err != nil {
 		return err
 	}
 	ttl := time.Duration(rec.TTLMillis) * time.Millisecond
 	var gone bool
-	err = e.leases.withLease(ctx, ttl, func(lease clientv3.LeaseID) error {
-		if clientv3.LeaseID(kv.Lease) == lease {
-			return nil // already on a lease that outlives now+TTL
-		}
-		// Only re-put the version we read: a concurrent delete must not be
-		// undone, and a concurrent put has refreshed the entry anyway.
-		tr, err := e.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease))).
-			Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
-			Commit()
-		if err != nil {
-			return err
-		}
-		if !tr.Succeeded {
-			gone = tr.Responses[0].GetResponseRange().GetCount() == 0
-		}
-		return nil
+	err = e.do(ctx, op, func(ctx context.Context) error {
+		return e.leases.withLease(ctx, ttl, func(lease clientv3.LeaseID) error {
+			if clientv3.LeaseID(kv.Lease) == lease {
+				return nil // already on a lease that outlives now+TTL
+			}
+			// Only re-put the version we read: a concurrent delete must not
+			// be undone, and a concurrent put has refreshed the entry anyway.
+			tr, err := e.kv.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease))).
+				Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
+				Commit()
+			if err != nil {
+				return err
+			}
+			if !tr.Succeeded {
+				gone = tr.Responses[0].GetResponseRange().GetCount() == 0
+			}
+			return nil
+		})
 	})
 	if err != nil {
-		return fmt.Errorf("store: touch MCP session %s: %w", id, err)
+		return err
 	}
 	if gone {
 		return ErrNotFound
@@ -313,10 +479,10 @@ func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 	if !validID(id) {
 		return nil
 	}
-	if _, err := e.kv.Delete(ctx, mcpSessionKey(id)); err != nil {
-		return fmt.Errorf("store: delete MCP session %s: %w", id, err)
-	}
-	return nil
+	return e.do(ctx, "delete MCP session "+id, func(ctx context.Context) error {
+		_, err := e.kv.Delete(ctx, mcpSessionKey(id))
+		return err
+	})
 }
 
 func truncate(s string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func TestMCPSessionPutGetTouchDelete(t *testing.T) {
 		t.Errorf("CreatedAt = %v, want %v", got.CreatedAt, created)
 	}
 	got.CreatedAt = want.CreatedAt
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("Get = %+v, want %+v", *got, want)
 	}
 

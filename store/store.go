@@ -2,19 +2,28 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
 
-// ErrNotFound is returned when an entity does not exist or has expired.
+// ErrNotFound is returned when an entity does not exist, has expired, or is
+// outside the caller's scope (the three look exactly alike).
 var ErrNotFound = errors.New("store: not found")
 
-// Store holds Crank's shared session, job and catalog state. Implementations
-// must be safe for concurrent use.
+// Store holds Crank's shared state: MCP sessions, stream sessions and async
+// jobs, so that any replica can serve any of them. Implementations must be
+// safe for concurrent use.
+//
+// Errors: ErrNotFound, ErrUnavailable (etcd unreachable: retryable, returned
+// within the operation timeout), ErrConflict (a lost race or a moved
+// cursor), ErrIllegalTransition, ErrBufferFull, ErrTooLarge, ErrNotOwner and
+// ErrInvalid (a bad argument, named in the message); test with errors.Is.
 type Store interface {
-	// PutMCPSession records (or overwrites) the metadata of an MCP session,
-	// recorded when a client initializes. The entry expires after s.TTL
-	// unless it is touched or put again.
+	// PutMCPSession records (or overwrites) the state of an MCP session,
+	// recorded when a client initializes, so that another replica can
+	// accept its Mcp-Session-Id. The entry expires after s.TTL unless it is
+	// touched or put again.
 	PutMCPSession(ctx context.Context, s MCPSession) error
 	// GetMCPSession returns the session with the given ID, or ErrNotFound
 	// when it is absent or has expired.
@@ -25,6 +34,35 @@ type Store interface {
 	// DeleteMCPSession removes the session. Deleting an absent session is
 	// not an error.
 	DeleteMCPSession(ctx context.Context, id string) error
+
+	// Stream sessions (create/get/advance/close, spec 11.2). See
+	// StreamSession for the two ways to use one.
+	CreateSession(ctx context.Context, ns NewSession) (*StreamSession, error)
+	GetSession(ctx context.Context, scope Scope, id string) (*StreamSession, error)
+	AdvanceSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error)
+	PollSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error)
+	CloseSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error)
+	// Runner side: only the owning replica (or any, for an unowned
+	// session).
+	AppendSessionItems(ctx context.Context, id string, a Append) (int, error)
+	FinishSession(ctx context.Context, id string, end SessionEnd) (*StreamSession, error)
+	WatchSession(ctx context.Context, scope Scope, id string) (<-chan SessionEvent, error)
+
+	// Async jobs (create/get/update-status/cancel, spec 11.2).
+	CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error)
+	GetJob(ctx context.Context, scope Scope, id string) (*AsyncJobHandle, error)
+	CancelJob(ctx context.Context, scope Scope, id, reason string) (*AsyncJobHandle, error)
+	// Runner side.
+	ClaimJob(ctx context.Context, id string) (*AsyncJobHandle, error)
+	UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJobHandle, error)
+	WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error)
+
+	// Expiry and ownership.
+	CleanupExpired(ctx context.Context) (CleanupReport, error)
+	SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error)
+	RunSweeper(ctx context.Context, cfg SweeperConfig) error
+	OwnerID() string
+
 	// Ping checks that the backing store is reachable and can serve
 	// consistent reads.
 	Ping(ctx context.Context) error
@@ -33,12 +71,32 @@ type Store interface {
 	Close() error
 }
 
-// MCPSession is the metadata of an MCP session recorded at initialize time.
+// MCPSession is the state of an MCP session recorded at initialize time:
+// what another replica needs to rebuild the session when a request with
+// its Mcp-Session-Id reaches it (go-sdk's ServerSessionState: initialize
+// params, negotiated version, log level).
 type MCPSession struct {
-	ID              string
+	ID string
+	// ProtocolVersion is the negotiated protocol version.
 	ProtocolVersion string
-	ClientName      string
-	ClientVersion   string
+	// ClientName, ClientVersion and ClientTitle are the client's
+	// clientInfo.
+	ClientName    string
+	ClientVersion string
+	ClientTitle   string
+	// ClientCapabilities is the client's capabilities object, as JSON.
+	ClientCapabilities json.RawMessage
+	// InitializeParams are the client's initialize params verbatim, as
+	// JSON (optional; lets a replica restore exactly what the SDK saw).
+	InitializeParams json.RawMessage
+	// Initialized: the client sent notifications/initialized.
+	Initialized bool
+	// LogLevel is the level set by logging/setLevel ("" for none).
+	LogLevel string
+	// WorkspaceID and AgentID are who opened the session, when known, so
+	// that a replica can refuse the session ID from anyone else.
+	WorkspaceID string
+	AgentID     string
 	// CreatedAt is when the session was initialized. PutMCPSession fills it
 	// with the current time when it is zero.
 	CreatedAt time.Time

@@ -7,15 +7,21 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/crankmcp/crank/store"
 )
 
+// TestOpTimeout is the operation timeout of the stores storetest opens
+// (unless the test sets one): generous, so that a test on a loaded machine
+// does not see a slow etcd as an unavailable one.
+const TestOpTimeout = 15 * time.Second
+
 // Embedded starts a single-member etcd server in t.TempDir() on free
 // loopback ports (fsync disabled, logs discarded) and an Etcd store
-// connected to it under store.DefaultPrefix. Both are closed when the test
+// connected to it under store.DefaultPrefix, with TestOpTimeout. Both are closed when the test
 // ends. It fails the test if etcd cannot be started. Safe for parallel tests:
 // each call gets its own server.
 func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
@@ -53,6 +59,7 @@ func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 	st, err := store.NewEtcd(ctx, store.EtcdConfig{
 		Endpoints:   emb.Endpoints(),
 		DialTimeout: 10 * time.Second,
+		OpTimeout:   TestOpTimeout,
 	})
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -80,4 +87,112 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// Open connects another Etcd store, with its own client, to emb — a second
+// replica sharing the first one's etcd. cfg supplies settings such as
+// OwnerTTL or OpTimeout (TestOpTimeout when zero); its Endpoints are set to
+// emb's. The store is
+// closed when the test ends.
+func Open(t testing.TB, emb *store.Embedded, cfg store.EtcdConfig) *store.Etcd {
+	t.Helper()
+	cfg.Endpoints = emb.Endpoints()
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.OpTimeout == 0 {
+		cfg.OpTimeout = TestOpTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	defer cancel()
+	st, err := store.NewEtcd(ctx, cfg)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// Server is an embedded etcd that a test can stop and start again on the
+// same ports and data directory, to exercise outages.
+type Server struct {
+	t   testing.TB
+	cfg store.EmbeddedConfig
+
+	mu  sync.Mutex
+	emb *store.Embedded
+}
+
+// NewServer starts a restartable embedded etcd in t.TempDir() on free
+// loopback ports. It is stopped when the test ends.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s := &Server{t: t}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		ports, perr := FreePorts(2)
+		if perr != nil {
+			t.Fatalf("storetest: %v", perr)
+		}
+		s.cfg = store.EmbeddedConfig{
+			DataDir:       fmt.Sprintf("%s/etcd-%d", dir, attempt),
+			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+			PeerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			UnsafeNoFsync: true,
+			StartTimeout:  30 * time.Second,
+		}
+		s.emb, err = store.StartEmbedded(s.cfg)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Embedded returns the running server (nil while stopped).
+func (s *Server) Embedded() *store.Embedded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.emb
+}
+
+// Endpoints returns the client URLs; they stay the same across restarts.
+func (s *Server) Endpoints() []string { return []string{s.cfg.ClientURL} }
+
+// Stop stops the server; stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.emb != nil {
+		_ = s.emb.Close()
+		s.emb = nil
+	}
+}
+
+// Start starts the stopped server again with the same ports and data,
+// retrying for a while if a port is still held. It fails the test if the
+// server does not come back.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.emb != nil {
+		return
+	}
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		s.emb, err = store.StartEmbedded(s.cfg)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		s.t.Fatalf("storetest: restart: %v", err)
+	}
 }

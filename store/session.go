@@ -1,0 +1,831 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SessionStatus is the status of a stream session.
+//
+//	active ──▶ stopping ──▶ stopped | completed | failed
+//	   └──────────────────▶ stopped | completed | failed
+//
+// active: open, items are read and polled. stopping: a stop was requested
+// while a runner owns the session; the runner winds the upstream down and
+// finishes it. stopped, completed and failed are terminal: stopped on
+// request, completed when the upstream ended, failed on an upstream error
+// or when the owning replica was lost. Items still buffered in a terminal
+// session can be polled until it expires (its retention).
+type SessionStatus string
+
+// Stream session statuses.
+const (
+	SessionActive    SessionStatus = "active"
+	SessionStopping  SessionStatus = "stopping"
+	SessionStopped   SessionStatus = "stopped"
+	SessionCompleted SessionStatus = "completed"
+	SessionFailed    SessionStatus = "failed"
+)
+
+var sessionTransitions = map[SessionStatus][]SessionStatus{
+	SessionActive:   {SessionStopping, SessionStopped, SessionCompleted, SessionFailed},
+	SessionStopping: {SessionStopped, SessionCompleted, SessionFailed},
+}
+
+// Terminal reports whether s is a final status.
+func (s SessionStatus) Terminal() bool {
+	return s == SessionStopped || s == SessionCompleted || s == SessionFailed
+}
+
+// CanBecome reports whether the status machine allows s → t.
+func (s SessionStatus) CanBecome(t SessionStatus) bool {
+	return slices.Contains(sessionTransitions[s], t)
+}
+
+// Stream session defaults and bounds.
+const (
+	// DefaultSessionRetention is how long a closed session stays readable
+	// (status and remaining items) when NewSession.Retention is zero.
+	DefaultSessionRetention = time.Minute
+	// DefaultSessionMaxItems and DefaultSessionMaxBytes bound the item
+	// buffer when NewSession leaves them zero.
+	DefaultSessionMaxItems = 1000
+	DefaultSessionMaxBytes = 1 << 20
+	// MaxSessionItems and MaxSessionBytes are the largest buffers the store
+	// accepts for one session.
+	MaxSessionItems = 100_000
+	MaxSessionBytes = 64 << 20
+	// maxItemsPerTxn keeps an append within etcd's default limit of 128
+	// operations per transaction (the session record is one more).
+	maxItemsPerTxn = 100
+	// maxLabelLen bounds workspace, agent, operation, protocol and mode
+	// names.
+	maxLabelLen = 512
+)
+
+// Scope is who asks: a session or job is visible only to its workspace,
+// and — when it is agent-scoped — only to its agent. A session or job
+// outside the caller's scope is reported exactly like a missing one
+// (ErrNotFound).
+type Scope struct {
+	WorkspaceID string
+	AgentID     string
+}
+
+// StreamSession is a stream session (spec 9.3): a long-lived upstream read
+// step by step through start/poll/stop tools.
+//
+// A session is used in one of two ways. Request/response upstreams keep no
+// reader: every poll reads the upstream from Cursor and AdvanceSession
+// moves Cursor (and State) forward. Streaming upstreams have a runner on
+// the replica that owns the session: it appends items to the session's
+// bounded buffer (AppendSessionItems) and PollSession hands them out; Cursor
+// is then the sequence number of the last acknowledged item.
+type StreamSession struct {
+	ID          string
+	WorkspaceID string
+	AgentID     string
+	// AgentScoped: only AgentID (within WorkspaceID) may see the session.
+	AgentScoped bool
+	OperationID string
+	Protocol    string // upstream protocol, e.g. "rest", "grpc"
+	Mode        string // execution mode, e.g. "session"
+	Status      SessionStatus
+	Cursor      string
+	State       json.RawMessage // state_json: the runtime's resume state
+	Error       json.RawMessage // error_json of a failed session
+	// ExpiresAt: the session is gone from this instant on (idle timeout
+	// after the last poll, capped by the max lifetime; for a closed session
+	// its retention). Reads treat it as absent from then on; etcd deletes
+	// it shortly after (lease buckets, see the package documentation).
+	ExpiresAt  time.Time
+	LastPollAt time.Time // zero until the first poll
+	CreatedAt  time.Time
+	ClosedAt   time.Time // zero until terminal
+
+	IdleTimeout time.Duration
+	MaxLifetime time.Duration
+	Retention   time.Duration
+
+	// Owner is the owner ID of the replica whose runner reads the upstream
+	// ("" when none). StopReason and StopRequestedAt record a stop request.
+	Owner           string
+	StopReason      string
+	StopRequestedAt time.Time
+
+	// The item buffer: at most MaxItems items and MaxBytes bytes are
+	// buffered (appended, not yet acknowledged by a poll). Items are
+	// numbered from 1; LastSeq is the last appended, AckedSeq the last
+	// acknowledged.
+	MaxItems      int
+	MaxBytes      int64
+	LastSeq       uint64
+	AckedSeq      uint64
+	BufferedItems int
+	BufferedBytes int64
+
+	// Revision is the etcd mod revision of the record as read.
+	Revision int64
+}
+
+// Expired reports whether the session has expired at now.
+func (s *StreamSession) Expired(now time.Time) bool { return !now.Before(s.ExpiresAt) }
+
+// NewSession describes a session to create.
+type NewSession struct {
+	Scope       Scope
+	AgentScoped bool
+	OperationID string
+	Protocol    string
+	Mode        string
+	Cursor      string
+	State       json.RawMessage
+	// IdleTimeout: the session expires this long after its last poll (or
+	// its creation). Required.
+	IdleTimeout time.Duration
+	// MaxLifetime: the session expires this long after its creation, polls
+	// or not. Required.
+	MaxLifetime time.Duration
+	// Retention: a closed session stays readable this long;
+	// DefaultSessionRetention when zero.
+	Retention time.Duration
+	// MaxItems and MaxBytes bound the item buffer; defaults when zero.
+	MaxItems int
+	MaxBytes int64
+	// Owned: this Store's replica runs the session's upstream reader and
+	// becomes its owner (registering as an owner if needed).
+	Owned bool
+}
+
+// Advance moves a request/response session forward after a poll.
+type Advance struct {
+	// From must equal the session's current cursor, otherwise another poll
+	// advanced it first and the advance fails with ErrConflict.
+	From string
+	// To is the new cursor.
+	To string
+	// State replaces state_json when non-nil.
+	State json.RawMessage
+	// Done: the upstream has no more data; the session becomes completed.
+	Done bool
+}
+
+// PollRequest reads buffered items.
+type PollRequest struct {
+	// Cursor is the cursor the previous poll returned: it acknowledges (and
+	// deletes) every item up to it, and the poll returns the items after
+	// it. Polling again with the same cursor returns the same items, so a
+	// retried poll is idempotent. "" polls from the acknowledged position.
+	Cursor string
+	// MaxItems and MaxBytes bound this poll's items (at least one item is
+	// returned when any is buffered); the session's limits when zero.
+	MaxItems int
+	MaxBytes int64
+}
+
+// Item is one buffered item.
+type Item struct {
+	Seq  uint64
+	Data []byte
+}
+
+// PollResult is what a poll returns.
+type PollResult struct {
+	Session *StreamSession // the session after the poll
+	Items   []Item
+	// Cursor acknowledges Items when passed to the next poll.
+	Cursor string
+	// HasMore: more items are buffered than this poll returned.
+	HasMore bool
+}
+
+// Append is a runner's batch of items.
+type Append struct {
+	Items [][]byte
+	// State replaces state_json when non-nil, together with the last
+	// item (e.g. the upstream position to resume from).
+	State json.RawMessage
+}
+
+// SessionEnd finishes a session.
+type SessionEnd struct {
+	Status SessionStatus // stopped, completed or failed
+	Error  json.RawMessage
+	State  json.RawMessage // replaces state_json when non-nil
+}
+
+// sessionRecord is the stored JSON form of a StreamSession.
+type sessionRecord struct {
+	ID              string          `json:"id"`
+	WorkspaceID     string          `json:"workspace_id"`
+	AgentID         string          `json:"agent_id,omitempty"`
+	AgentScoped     bool            `json:"agent_scoped,omitempty"`
+	OperationID     string          `json:"operation_id"`
+	Protocol        string          `json:"protocol,omitempty"`
+	Mode            string          `json:"mode,omitempty"`
+	Status          SessionStatus   `json:"status"`
+	Cursor          string          `json:"cursor,omitempty"`
+	State           json.RawMessage `json:"state_json,omitempty"`
+	Error           json.RawMessage `json:"error_json,omitempty"`
+	ExpiresAt       time.Time       `json:"expires_at"`
+	LastPollAt      time.Time       `json:"last_poll_at,omitzero"`
+	CreatedAt       time.Time       `json:"created_at"`
+	ClosedAt        time.Time       `json:"closed_at,omitzero"`
+	IdleMS          int64           `json:"idle_timeout_ms"`
+	LifetimeMS      int64           `json:"max_lifetime_ms"`
+	RetentionMS     int64           `json:"retention_ms"`
+	Owner           string          `json:"owner,omitempty"`
+	StopReason      string          `json:"stop_reason,omitempty"`
+	StopRequestedAt time.Time       `json:"stop_requested_at,omitzero"`
+	MaxItems        int             `json:"max_items"`
+	MaxBytes        int64           `json:"max_bytes"`
+	LastSeq         uint64          `json:"last_seq,omitempty"`
+	AckedSeq        uint64          `json:"acked_seq,omitempty"`
+	BufferedItems   int             `json:"buffered_items,omitempty"`
+	BufferedBytes   int64           `json:"buffered_bytes,omitempty"`
+}
+
+const sessionKind = "stream session"
+
+func sessionKey(id string) string        { return sessionsDir + id }
+func itemsPrefix(id string) string       { return itemsDir + id + "/" }
+func itemKey(id string, n uint64) string { return fmt.Sprintf("%s%020d", itemsPrefix(id), n) }
+
+func (r *sessionRecord) idle() time.Duration      { return msDur(r.IdleMS) }
+func (r *sessionRecord) lifetime() time.Duration  { return msDur(r.LifetimeMS) }
+func (r *sessionRecord) retention() time.Duration { return msDur(r.RetentionMS) }
+
+// expiry computes when the session expires: for an open session the idle
+// timeout after the last poll (or creation), capped by the max lifetime;
+// for a closed one its retention after closing.
+func (r *sessionRecord) expiry() time.Time {
+	if r.Status.Terminal() {
+		return r.ClosedAt.Add(r.retention())
+	}
+	last := r.CreatedAt
+	if r.LastPollAt.After(last) {
+		last = r.LastPollAt
+	}
+	idle := last.Add(r.idle())
+	end := r.CreatedAt.Add(r.lifetime())
+	if end.Before(idle) {
+		return end
+	}
+	return idle
+}
+
+// hardDeadline is the latest the session can possibly exist: closed at the
+// end of its lifetime, then retained. Items and the running index live on
+// leases that last until then, so they never vanish before the session.
+func (r *sessionRecord) hardDeadline() time.Time {
+	return r.CreatedAt.Add(r.lifetime() + r.retention())
+}
+
+func (r *sessionRecord) visibleTo(s Scope) bool {
+	return r.WorkspaceID == s.WorkspaceID && (!r.AgentScoped || r.AgentID == s.AgentID)
+}
+
+func (r *sessionRecord) public(rev int64) *StreamSession {
+	return &StreamSession{
+		ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
+		OperationID: r.OperationID, Protocol: r.Protocol, Mode: r.Mode, Status: r.Status,
+		Cursor: r.Cursor, State: r.State, Error: r.Error,
+		ExpiresAt: r.ExpiresAt, LastPollAt: r.LastPollAt, CreatedAt: r.CreatedAt, ClosedAt: r.ClosedAt,
+		IdleTimeout: r.idle(), MaxLifetime: r.lifetime(), Retention: r.retention(),
+		Owner: r.Owner, StopReason: r.StopReason, StopRequestedAt: r.StopRequestedAt,
+		MaxItems: r.MaxItems, MaxBytes: r.MaxBytes, LastSeq: r.LastSeq, AckedSeq: r.AckedSeq,
+		BufferedItems: r.BufferedItems, BufferedBytes: r.BufferedBytes,
+		Revision: rev,
+	}
+}
+
+func decodeSession(kv *mvccpb.KeyValue) (*sessionRecord, error) {
+	var r sessionRecord
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return nil, fmt.Errorf("store: decode stream session %s: %w", kv.Key, err)
+	}
+	return &r, nil
+}
+
+// liveSession decodes kv as a session visible to scope (nil: any scope)
+// that has not expired at now; anything else is ErrNotFound.
+func liveSession(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*sessionRecord, error) {
+	if kv == nil {
+		return nil, ErrNotFound
+	}
+	r, err := decodeSession(kv)
+	if err != nil {
+		return nil, err
+	}
+	if scope != nil && !r.visibleTo(*scope) {
+		return nil, ErrNotFound
+	}
+	if !now.Before(r.ExpiresAt) {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// putSession adds the record's put to p: on a bucket lease until its expiry
+// when refresh is set, otherwise on the lease it has.
+func (e *Etcd) putSession(p *plan, r *sessionRecord, now time.Time, refresh bool) error {
+	val, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encode stream session %s: %w", r.ID, err)
+	}
+	if len(val) > e.maxValue {
+		return fmt.Errorf("store: stream session %s: %w: record is %d bytes (state_json %d, error_json %d), over the %d-byte limit",
+			r.ID, ErrTooLarge, len(val), len(r.State), len(r.Error), e.maxValue)
+	}
+	ttl := leaseKeep
+	if refresh {
+		ttl = r.ExpiresAt.Sub(now)
+		if ttl <= 0 {
+			return ErrNotFound
+		}
+	}
+	return p.put(sessionKey(r.ID), val, ttl)
+}
+
+func validJSONField(field string, v json.RawMessage) error {
+	if v != nil && !json.Valid(v) {
+		return fmt.Errorf("store: %w: %s is not valid JSON", ErrInvalid, field)
+	}
+	return nil
+}
+
+func validLabel(field, v string, required bool) error {
+	if required && v == "" {
+		return fmt.Errorf("store: %w: %s is required", ErrInvalid, field)
+	}
+	if len(v) > maxLabelLen {
+		return fmt.Errorf("store: %w: %s is %d bytes, over the %d-byte limit", ErrInvalid, field, len(v), maxLabelLen)
+	}
+	return nil
+}
+
+func msDur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+func durMS(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// CreateSession creates a stream session in status active and returns it
+// with its new ID. With ns.Owned, this Store's replica becomes its owner.
+func (e *Etcd) CreateSession(ctx context.Context, ns NewSession) (*StreamSession, error) {
+	if err := validateNewSession(&ns); err != nil {
+		return nil, err
+	}
+	var owner string
+	if ns.Owned {
+		o, err := e.owner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		owner = o.id
+	}
+	for {
+		now := e.now().UTC()
+		r := &sessionRecord{
+			ID: newID(SessionIDPrefix), WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID,
+			AgentScoped: ns.AgentScoped, OperationID: ns.OperationID, Protocol: ns.Protocol, Mode: ns.Mode,
+			Status: SessionActive, Cursor: ns.Cursor, State: ns.State, CreatedAt: now,
+			IdleMS: durMS(ns.IdleTimeout), LifetimeMS: durMS(ns.MaxLifetime), RetentionMS: durMS(ns.Retention),
+			Owner: owner, MaxItems: ns.MaxItems, MaxBytes: ns.MaxBytes,
+		}
+		r.ExpiresAt = r.expiry()
+		op := "create stream session " + r.ID
+		collision := false
+		rev, err := e.cas(ctx, op, sessionKey(r.ID), func(kv *mvccpb.KeyValue, p *plan) error {
+			if kv != nil {
+				collision = true
+				return nil
+			}
+			if err := e.putSession(p, r, now, true); err != nil {
+				return err
+			}
+			if owner != "" {
+				return p.put(runningKey(sessionsRunning, r.ID), []byte(owner), r.hardDeadline().Sub(now))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if collision {
+			continue // 128 random bits collided: practically never
+		}
+		return r.public(rev), nil
+	}
+}
+
+func validateNewSession(ns *NewSession) error {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{
+		{"workspace_id", ns.Scope.WorkspaceID, false},
+		{"agent_id", ns.Scope.AgentID, ns.AgentScoped},
+		{"operation_id", ns.OperationID, true},
+		{"protocol", ns.Protocol, false},
+		{"mode", ns.Mode, false},
+		{"cursor", ns.Cursor, false},
+	} {
+		if err := validLabel(f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if ns.IdleTimeout < time.Millisecond {
+		return fmt.Errorf("store: %w: idle_timeout must be at least 1ms, got %s", ErrInvalid, ns.IdleTimeout)
+	}
+	if ns.MaxLifetime < time.Millisecond {
+		return fmt.Errorf("store: %w: max_session_lifetime must be at least 1ms, got %s", ErrInvalid, ns.MaxLifetime)
+	}
+	if ns.Retention < 0 {
+		return fmt.Errorf("store: %w: retention must not be negative, got %s", ErrInvalid, ns.Retention)
+	}
+	if ns.Retention == 0 {
+		ns.Retention = DefaultSessionRetention
+	}
+	if ns.MaxItems == 0 {
+		ns.MaxItems = DefaultSessionMaxItems
+	}
+	if ns.MaxBytes == 0 {
+		ns.MaxBytes = DefaultSessionMaxBytes
+	}
+	if ns.MaxItems < 0 || ns.MaxItems > MaxSessionItems {
+		return fmt.Errorf("store: %w: max_items %d is out of range (1-%d)", ErrInvalid, ns.MaxItems, MaxSessionItems)
+	}
+	if ns.MaxBytes < 0 || ns.MaxBytes > MaxSessionBytes {
+		return fmt.Errorf("store: %w: max_bytes %d is out of range (1-%d)", ErrInvalid, ns.MaxBytes, MaxSessionBytes)
+	}
+	return validJSONField("state_json", ns.State)
+}
+
+// GetSession returns the session, or ErrNotFound when it does not exist, has
+// expired or is outside scope.
+func (e *Etcd) GetSession(ctx context.Context, scope Scope, id string) (*StreamSession, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	kv, err := e.get(ctx, "get stream session "+id, sessionKey(id))
+	if err != nil {
+		return nil, err
+	}
+	r, err := liveSession(kv, &scope, e.now())
+	if err != nil {
+		return nil, err
+	}
+	return r.public(kv.ModRevision), nil
+}
+
+// AdvanceSession moves a request/response session's cursor (and state)
+// after a poll and refreshes its idle timeout. The session must be active
+// and its cursor must still be a.From: of two concurrent polls from the
+// same cursor, one advances and the other gets ErrConflict.
+func (e *Etcd) AdvanceSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	if err := validLabel("cursor", a.To, false); err != nil {
+		return nil, err
+	}
+	if err := validJSONField("state_json", a.State); err != nil {
+		return nil, err
+	}
+	var out *sessionRecord
+	rev, err := e.cas(ctx, "advance stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		now := e.now().UTC()
+		r, err := liveSession(kv, &scope, now)
+		if err != nil {
+			return err
+		}
+		if r.Status != SessionActive {
+			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "advance"}
+		}
+		if r.Cursor != a.From {
+			return fmt.Errorf("store: stream session %s: %w: its cursor is %q, not %q (another poll advanced it)", id, ErrConflict, r.Cursor, a.From)
+		}
+		r.Cursor = a.To
+		if a.State != nil {
+			r.State = a.State
+		}
+		r.LastPollAt = now
+		if a.Done {
+			r.Status, r.ClosedAt = SessionCompleted, now
+			if r.Owner != "" {
+				p.del(runningKey(sessionsRunning, id))
+			}
+		}
+		r.ExpiresAt = r.expiry()
+		out = r
+		return e.putSession(p, r, now, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.public(rev), nil
+}
+
+// PollSession acknowledges the items up to req.Cursor, returns the items
+// after it and refreshes the idle timeout of an open session. Terminal
+// sessions can be polled (drained) until they expire. A cursor behind the
+// acknowledged one fails with ErrConflict (another poll consumed those
+// items); one beyond the last item fails with ErrInvalid.
+func (e *Etcd) PollSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	if req.MaxItems < 0 || req.MaxBytes < 0 {
+		return nil, fmt.Errorf("store: %w: poll limits must not be negative (max_items %d, max_bytes %d)", ErrInvalid, req.MaxItems, req.MaxBytes)
+	}
+	op := "poll stream session " + id
+	var res *PollResult
+	var out *sessionRecord
+	rev, err := e.cas(ctx, op, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		now := e.now().UTC()
+		r, err := liveSession(kv, &scope, now)
+		if err != nil {
+			return err
+		}
+		ack := r.AckedSeq
+		if req.Cursor != "" {
+			n, err := strconv.ParseUint(req.Cursor, 10, 64)
+			if err != nil {
+				return fmt.Errorf("store: stream session %s: %w: cursor %q is not a cursor of this session", id, ErrInvalid, truncate(req.Cursor))
+			}
+			if n > r.LastSeq {
+				return fmt.Errorf("store: stream session %s: %w: cursor %d is beyond the last item %d", id, ErrInvalid, n, r.LastSeq)
+			}
+			if n < r.AckedSeq {
+				return fmt.Errorf("store: stream session %s: %w: cursor %d is behind the acknowledged cursor %d (another poll consumed those items)", id, ErrConflict, n, r.AckedSeq)
+			}
+			ack = n
+		}
+		maxItems, maxBytes := req.MaxItems, req.MaxBytes
+		if maxItems == 0 {
+			maxItems = r.MaxItems
+		}
+		if maxBytes == 0 {
+			maxBytes = r.MaxBytes
+		}
+		res = &PollResult{}
+		var ackedBytes int64
+		if r.LastSeq > r.AckedSeq {
+			// Items from the old acknowledgement on: those up to ack are
+			// being acknowledged now (their sizes leave the buffer), the
+			// rest are candidates for this poll.
+			limit := int64(ack-r.AckedSeq) + int64(maxItems) + 1
+			resp, err := e.kv.Get(p.ctx, itemKey(id, r.AckedSeq+1),
+				clientv3.WithRange(clientv3.GetPrefixRangeEnd(itemsPrefix(id))), clientv3.WithLimit(limit))
+			if err != nil {
+				return err
+			}
+			var size int64
+			for _, ikv := range resp.Kvs {
+				seq, err := strconv.ParseUint(string(ikv.Key[len(itemsPrefix(id)):]), 10, 64)
+				if err != nil {
+					return fmt.Errorf("store: stream session %s: bad item key %q", id, ikv.Key)
+				}
+				if seq <= ack {
+					ackedBytes += int64(len(ikv.Value))
+					continue
+				}
+				if len(res.Items) >= maxItems || (len(res.Items) > 0 && size+int64(len(ikv.Value)) > maxBytes) {
+					break
+				}
+				size += int64(len(ikv.Value))
+				res.Items = append(res.Items, Item{Seq: seq, Data: ikv.Value})
+			}
+		}
+		last := ack
+		if n := len(res.Items); n > 0 {
+			last = res.Items[n-1].Seq
+		}
+		res.Cursor = strconv.FormatUint(last, 10)
+		res.HasMore = r.LastSeq > last
+		if ack > r.AckedSeq {
+			p.del(itemKey(id, r.AckedSeq+1), clientv3.WithRange(itemKey(id, ack+1)))
+			r.BufferedItems = max(0, r.BufferedItems-int(ack-r.AckedSeq))
+			r.BufferedBytes = max(0, r.BufferedBytes-ackedBytes)
+			r.AckedSeq = ack
+		}
+		r.Cursor = strconv.FormatUint(ack, 10)
+		r.LastPollAt = now
+		open := !r.Status.Terminal()
+		if open {
+			r.ExpiresAt = r.expiry()
+		}
+		out = r
+		return e.putSession(p, r, now, open)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Session = out.public(rev)
+	return res, nil
+}
+
+// CloseSession stops a session on request. An active session owned by a
+// runner becomes stopping (the runner sees it through WatchSession, winds
+// the upstream down and finishes it); one without a runner becomes stopped
+// at once. Closing a stopping or stopped session again returns it unchanged;
+// a completed or failed one fails with ErrIllegalTransition.
+func (e *Etcd) CloseSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	if err := validLabel("reason", reason, false); err != nil {
+		return nil, err
+	}
+	var out *sessionRecord
+	var outRev int64
+	rev, err := e.cas(ctx, "stop stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		now := e.now().UTC()
+		r, err := liveSession(kv, &scope, now)
+		if err != nil {
+			return err
+		}
+		out, outRev = r, kv.ModRevision
+		switch r.Status {
+		case SessionStopping, SessionStopped:
+			return nil // idempotent
+		case SessionActive:
+		default:
+			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "stop"}
+		}
+		r.StopReason, r.StopRequestedAt = reason, now
+		if r.Owner != "" {
+			r.Status = SessionStopping
+			return e.putSession(p, r, now, false)
+		}
+		r.Status, r.ClosedAt = SessionStopped, now
+		r.ExpiresAt = r.expiry()
+		return e.putSession(p, r, now, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rev != 0 {
+		outRev = rev
+	}
+	return out.public(outRev), nil
+}
+
+// AppendSessionItems adds a runner's items to the session's buffer and
+// returns how many it took. The session must be active or stopping, and
+// owned by this replica (or by none). When the buffer cannot take every
+// item it takes what fits, in order, and fails with a *BufferFullError
+// (ErrBufferFull); an item larger than one etcd request fails with
+// ErrTooLarge. Items go to etcd in transactions of at most 100 items and
+// about one request's worth of bytes.
+func (e *Etcd) AppendSessionItems(ctx context.Context, id string, a Append) (int, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return 0, ErrNotFound
+	}
+	if err := validJSONField("state_json", a.State); err != nil {
+		return 0, err
+	}
+	for i, it := range a.Items {
+		if len(it) > e.maxItem {
+			return 0, fmt.Errorf("store: stream session %s: %w: item %d is %d bytes, over the %d-byte item limit (etcd request size)", id, ErrTooLarge, i, len(it), e.maxItem)
+		}
+	}
+	op := "append to stream session " + id
+	done := 0
+	for first := true; first || done < len(a.Items); first = false {
+		var took int
+		_, err := e.cas(ctx, op, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+			took = 0
+			now := e.now().UTC()
+			r, err := liveSession(kv, nil, now)
+			if err != nil {
+				return err
+			}
+			if err := e.checkOwner(sessionKind, id, r.Owner); err != nil {
+				return err
+			}
+			if r.Status != SessionActive && r.Status != SessionStopping {
+				return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "append items"}
+			}
+			itemTTL := r.hardDeadline().Sub(now)
+			budget := e.maxValue - len(kv.Value) - len(a.State) - 1024
+			for _, it := range a.Items[done:] {
+				if took == maxItemsPerTxn || (took > 0 && len(it)+64 > budget) {
+					break
+				}
+				if r.BufferedItems+1 > r.MaxItems || r.BufferedBytes+int64(len(it)) > r.MaxBytes {
+					if took == 0 {
+						return &BufferFullError{ID: id, MaxItems: r.MaxItems, MaxBytes: r.MaxBytes,
+							BufferedItems: r.BufferedItems, BufferedBytes: r.BufferedBytes, ItemBytes: len(it)}
+					}
+					break
+				}
+				r.LastSeq++
+				r.BufferedItems++
+				r.BufferedBytes += int64(len(it))
+				if err := p.put(itemKey(id, r.LastSeq), it, itemTTL); err != nil {
+					return err
+				}
+				budget -= len(it) + 64
+				took++
+			}
+			if done+took == len(a.Items) && a.State != nil {
+				r.State = a.State
+			}
+			if took == 0 && a.State == nil {
+				return nil // nothing to append
+			}
+			return e.putSession(p, r, now, false)
+		})
+		done += took
+		if err != nil {
+			return done, err
+		}
+		if took == 0 {
+			break
+		}
+	}
+	return done, nil
+}
+
+// FinishSession ends a session with a terminal status: the runner (owner)
+// reports the upstream's end (completed), its failure (failed) or the end of
+// a requested stop (stopped). Transitions the status machine does not allow
+// fail with ErrIllegalTransition. The session then stays readable for its
+// retention.
+func (e *Etcd) FinishSession(ctx context.Context, id string, end SessionEnd) (*StreamSession, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	if !end.Status.Terminal() {
+		return nil, fmt.Errorf("store: %w: a session finishes as stopped, completed or failed, not %q", ErrInvalid, end.Status)
+	}
+	if err := validJSONField("error_json", end.Error); err != nil {
+		return nil, err
+	}
+	if err := validJSONField("state_json", end.State); err != nil {
+		return nil, err
+	}
+	var out *sessionRecord
+	rev, err := e.cas(ctx, "finish stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		now := e.now().UTC()
+		r, err := liveSession(kv, nil, now)
+		if err != nil {
+			return err
+		}
+		if err := e.checkOwner(sessionKind, id, r.Owner); err != nil {
+			return err
+		}
+		if !r.Status.CanBecome(end.Status) {
+			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "become " + string(end.Status)}
+		}
+		finishSession(p, r, end, now)
+		out = r
+		return e.putSession(p, r, now, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.public(rev), nil
+}
+
+func finishSession(p *plan, r *sessionRecord, end SessionEnd, now time.Time) {
+	r.Status, r.ClosedAt = end.Status, now
+	if end.Error != nil {
+		r.Error = end.Error
+	}
+	if end.State != nil {
+		r.State = end.State
+	}
+	r.ExpiresAt = r.expiry()
+	if r.Owner != "" {
+		p.del(runningKey(sessionsRunning, r.ID))
+	}
+}
+
+// deleteSession removes a session with its items and index entry when it is
+// still at revision rev.
+func (e *Etcd) deleteSession(ctx context.Context, id string, rev int64) (bool, error) {
+	var ok bool
+	err := e.do(ctx, "delete stream session "+id, func(ctx context.Context) error {
+		resp, err := e.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(sessionKey(id)), "=", rev)).
+			Then(
+				clientv3.OpDelete(sessionKey(id)),
+				clientv3.OpDelete(itemsPrefix(id), clientv3.WithPrefix()),
+				clientv3.OpDelete(runningKey(sessionsRunning, id)),
+			).Commit()
+		if err != nil {
+			return err
+		}
+		ok = resp.Succeeded
+		return nil
+	})
+	return ok, err
+}

@@ -1,0 +1,575 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Kinds of running entities (running/<kind>/<id>).
+const (
+	sessionsRunning = "sessions"
+	jobsRunning     = "jobs"
+)
+
+func runningKey(kind, id string) string { return runningDir + kind + "/" + id }
+
+// Sweeper defaults.
+const (
+	// DefaultSweepInterval: how often a sweeper looks for orphans even
+	// when it saw no owner disappear (its watch is the fast path).
+	DefaultSweepInterval = 10 * time.Second
+	// DefaultCleanupInterval: how often the sweep leader deletes expired
+	// entities and orphaned items ahead of their leases.
+	DefaultCleanupInterval = time.Minute
+	// cleanupPage is the range page size of a cleanup scan.
+	cleanupPage = 256
+)
+
+// Orphan is a running session or job whose owner replica is gone, offered
+// to SweeperConfig.Adopt after this replica took it over.
+type Orphan struct {
+	DeadOwner string
+	Session   *StreamSession // set for a stream session
+	Job       *AsyncJobHandle
+}
+
+// AdoptFunc decides whether this replica resumes an orphan: it is called
+// after the store made this replica the owner, and must start the runner
+// and return true, or return false to have the orphan marked failed.
+type AdoptFunc func(ctx context.Context, o Orphan) bool
+
+// SweepReport counts what one orphan sweep did.
+type SweepReport struct {
+	Failed     int // orphans marked failed (stopping sessions: stopped)
+	Adopted    int // orphans resumed by this replica
+	StaleIndex int // index entries of entities that ended or moved
+}
+
+// CleanupReport counts what one cleanup did.
+type CleanupReport struct {
+	Sessions   int // expired stream sessions deleted (with their items)
+	Jobs       int // expired jobs deleted
+	ItemSets   int // item sets of sessions that no longer exist
+	StaleIndex int // running-index entries of entities that no longer exist
+}
+
+// SweeperConfig configures RunSweeper.
+type SweeperConfig struct {
+	// Interval between orphan sweeps when the watch on owners reports
+	// nothing; DefaultSweepInterval when zero.
+	Interval time.Duration
+	// CleanupInterval between expiry cleanups, run by one replica (the
+	// sweep leader) at a time; DefaultCleanupInterval when zero.
+	CleanupInterval time.Duration
+	// Adopt, when set, is offered each orphan (see AdoptFunc); otherwise
+	// orphans are marked failed.
+	Adopt AdoptFunc
+	// Logger receives sweep failures; nil discards them.
+	Logger *zap.Logger
+	// OnSweep, when set, is called after every orphan sweep.
+	OnSweep func(SweepReport, error)
+}
+
+func ownerLostError(owner string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"code":      "owner_lost",
+		"message":   fmt.Sprintf("the replica running it (owner %s) stopped renewing its owner lease", owner),
+		"retryable": true,
+	})
+	return b
+}
+
+// errNotOrphan: the entity no longer matches the index entry (ended, moved
+// to another owner, expired or gone); only the index entry is stale.
+var errNotOrphan = errors.New("not an orphan")
+
+// SweepOrphans finds running sessions and jobs whose owner replica is gone
+// (its owner key expired with its lease) and marks them failed — stopping
+// sessions become stopped — or, with adopt, hands them to this replica.
+// Every change is a compare-and-swap, so concurrent sweepers on several
+// replicas are safe.
+func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error) {
+	var rep SweepReport
+	// One read of both ranges at one revision: an index entry names an
+	// owner registered before it was written, so an owner missing at that
+	// revision is gone for good (owner IDs are never reused).
+	var running, owners []*mvccpb.KeyValue
+	err := e.do(ctx, "sweep orphans", func(ctx context.Context) error {
+		resp, err := e.kv.Txn(ctx).Then(
+			clientv3.OpGet(runningDir, clientv3.WithPrefix()),
+			clientv3.OpGet(ownersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			return err
+		}
+		running = resp.Responses[0].GetResponseRange().GetKvs()
+		owners = resp.Responses[1].GetResponseRange().GetKvs()
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	live := make(map[string]bool, len(owners))
+	for _, kv := range owners {
+		live[strings.TrimPrefix(string(kv.Key), ownersDir)] = true
+	}
+	var errs []error
+	for _, kv := range running {
+		owner := string(kv.Value)
+		if live[owner] {
+			continue
+		}
+		kind, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), runningDir), "/")
+		if !ok {
+			continue
+		}
+		var res sweepResult
+		var err error
+		switch kind {
+		case sessionsRunning:
+			res, err = e.sweepSession(ctx, id, owner, adopt)
+		case jobsRunning:
+			res, err = e.sweepJob(ctx, id, owner, adopt)
+		default:
+			continue
+		}
+		if errors.Is(err, errNotOrphan) {
+			var deleted bool
+			if deleted, err = e.deleteIndex(ctx, string(kv.Key), kv.ModRevision); deleted {
+				rep.StaleIndex++
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch res {
+		case sweptFailed:
+			rep.Failed++
+		case sweptAdopted:
+			rep.Adopted++
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+type sweepResult int
+
+const (
+	sweptNone sweepResult = iota
+	sweptFailed
+	sweptAdopted
+)
+
+func (e *Etcd) sweepSession(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
+	var self *ownerState
+	if adopt != nil {
+		o, err := e.owner(ctx)
+		if err != nil {
+			return sweptNone, err
+		}
+		self = o
+	}
+	var out *sessionRecord
+	adopted := false
+	rev, err := e.cas(ctx, "sweep orphaned stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		adopted = false
+		now := e.now().UTC()
+		r, err := liveSession(kv, nil, now)
+		if err != nil || r.Owner != dead || r.Status.Terminal() {
+			return errNotOrphan
+		}
+		out = r
+		if self != nil && r.Status == SessionActive {
+			r.Owner = self.id
+			adopted = true
+			if err := e.putSession(p, r, now, false); err != nil {
+				return err
+			}
+			return p.put(runningKey(sessionsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
+		}
+		end := SessionEnd{Status: SessionFailed, Error: ownerLostError(dead)}
+		if r.Status == SessionStopping {
+			end.Status = SessionStopped // the stop happened: nothing reads the upstream any more
+		}
+		finishSession(p, r, end, now)
+		return e.putSession(p, r, now, true)
+	})
+	if err != nil {
+		return sweptNone, err
+	}
+	if !adopted {
+		return sweptFailed, nil
+	}
+	if adopt(ctx, Orphan{DeadOwner: dead, Session: out.public(rev)}) {
+		return sweptAdopted, nil
+	}
+	_, err = e.FinishSession(ctx, id, SessionEnd{Status: SessionFailed, Error: ownerLostError(dead)})
+	if err != nil {
+		return sweptNone, err
+	}
+	return sweptFailed, nil
+}
+
+func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
+	var self *ownerState
+	if adopt != nil {
+		o, err := e.owner(ctx)
+		if err != nil {
+			return sweptNone, err
+		}
+		self = o
+	}
+	var out *jobRecord
+	adopted := false
+	rev, err := e.cas(ctx, "sweep orphaned job "+id, jobKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		adopted = false
+		now := e.now().UTC()
+		r, err := liveJob(kv, nil, now)
+		if err != nil || r.Owner != dead || r.Status.Terminal() {
+			return errNotOrphan
+		}
+		out = r
+		if self != nil && r.Status == JobRunning {
+			r.Owner, r.UpdatedAt = self.id, now
+			adopted = true
+			if err := e.putJob(p, r, now, false); err != nil {
+				return err
+			}
+			return p.put(runningKey(jobsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
+		}
+		// A canceling job fails too: nobody can confirm the upstream
+		// operation was cancelled.
+		r.Error = ownerLostError(dead)
+		finishJob(p, r, JobFailed, now)
+		return e.putJob(p, r, now, true)
+	})
+	if err != nil {
+		return sweptNone, err
+	}
+	if !adopted {
+		return sweptFailed, nil
+	}
+	if adopt(ctx, Orphan{DeadOwner: dead, Job: out.public(rev)}) {
+		return sweptAdopted, nil
+	}
+	if _, err := e.UpdateJob(ctx, id, JobUpdate{Status: JobFailed, Error: ownerLostError(dead)}); err != nil {
+		return sweptNone, err
+	}
+	return sweptFailed, nil
+}
+
+// deleteIndex deletes a running-index entry if it is still at rev.
+func (e *Etcd) deleteIndex(ctx context.Context, key string, rev int64) (bool, error) {
+	var ok bool
+	err := e.do(ctx, "delete running index "+key, func(ctx context.Context) error {
+		resp, err := e.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return err
+		}
+		ok = resp.Succeeded
+		return nil
+	})
+	return ok, err
+}
+
+// CleanupExpired deletes what has expired ahead of its lease
+// (delete_expired_stream_sessions): sessions and jobs past ExpiresAt (a
+// session with its items and index entry), item sets whose session no
+// longer exists, and index entries whose entity no longer exists. Leases
+// delete all of these anyway, a little later (see the package
+// documentation); reads already treat them as absent.
+func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
+	var rep CleanupReport
+	now := e.now()
+	var errs []error
+	err := e.scan(ctx, sessionsDir, false, func(kv *mvccpb.KeyValue) error {
+		r, err := decodeSession(kv)
+		if err != nil || now.Before(r.ExpiresAt) {
+			return nil
+		}
+		ok, err := e.deleteSession(ctx, r.ID, kv.ModRevision)
+		if ok {
+			rep.Sessions++
+		}
+		return err
+	})
+	errs = append(errs, err)
+	err = e.scan(ctx, jobsDir, false, func(kv *mvccpb.KeyValue) error {
+		r, err := decodeJob(kv)
+		if err != nil || now.Before(r.ExpiresAt) {
+			return nil
+		}
+		ok, err := e.deleteJob(ctx, r.ID, kv.ModRevision)
+		if ok {
+			rep.Jobs++
+		}
+		return err
+	})
+	errs = append(errs, err)
+	errs = append(errs, e.cleanupItemSets(ctx, &rep))
+	err = e.scan(ctx, runningDir, true, func(kv *mvccpb.KeyValue) error {
+		kind, id, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), runningDir), "/")
+		var key string
+		switch kind {
+		case sessionsRunning:
+			key = sessionKey(id)
+		case jobsRunning:
+			key = jobKey(id)
+		default:
+			return nil
+		}
+		exists, err := e.exists(ctx, key)
+		if err != nil || exists {
+			return err
+		}
+		deleted, err := e.deleteIndex(ctx, string(kv.Key), kv.ModRevision)
+		if deleted {
+			rep.StaleIndex++
+		}
+		return err
+	})
+	errs = append(errs, err)
+	return rep, errors.Join(errs...)
+}
+
+// cleanupItemSets deletes the items of sessions that no longer exist: one
+// keys-only read per item set, skipping to the next set.
+func (e *Etcd) cleanupItemSets(ctx context.Context, rep *CleanupReport) error {
+	end := clientv3.GetPrefixRangeEnd(itemsDir)
+	from := itemsDir
+	for {
+		var key string
+		err := e.do(ctx, "clean up stream items", func(ctx context.Context) error {
+			resp, err := e.kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+			if err != nil {
+				return err
+			}
+			if len(resp.Kvs) > 0 {
+				key = string(resp.Kvs[0].Key)
+			}
+			return nil
+		})
+		if err != nil || key == "" {
+			return err
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(key, itemsDir), "/")
+		exists, err := e.exists(ctx, sessionKey(id))
+		if err != nil {
+			return err
+		}
+		if !exists {
+			// A session's items are only written while its record exists,
+			// so items without a record are orphaned for good.
+			err := e.do(ctx, "clean up stream items", func(ctx context.Context) error {
+				_, err := e.kv.Delete(ctx, itemsPrefix(id), clientv3.WithPrefix())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			rep.ItemSets++
+		}
+		from = clientv3.GetPrefixRangeEnd(itemsPrefix(id))
+	}
+}
+
+func (e *Etcd) exists(ctx context.Context, key string) (bool, error) {
+	var n int64
+	err := e.do(ctx, "read "+key, func(ctx context.Context) error {
+		resp, err := e.kv.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		n = resp.Count
+		return nil
+	})
+	return n > 0, err
+}
+
+// scan calls f for every key under dir, a page at a time.
+func (e *Etcd) scan(ctx context.Context, dir string, keysOnly bool, f func(*mvccpb.KeyValue) error) error {
+	end := clientv3.GetPrefixRangeEnd(dir)
+	from := dir
+	var errs []error
+	for {
+		var kvs []*mvccpb.KeyValue
+		var more bool
+		err := e.do(ctx, "scan "+dir, func(ctx context.Context) error {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(cleanupPage)}
+			if keysOnly {
+				opts = append(opts, clientv3.WithKeysOnly())
+			}
+			resp, err := e.kv.Get(ctx, from, opts...)
+			if err != nil {
+				return err
+			}
+			kvs, more = resp.Kvs, resp.More
+			return nil
+		})
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		for _, kv := range kvs {
+			if err := f(kv); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if !more || len(kvs) == 0 {
+			return errors.Join(errs...)
+		}
+		from = string(kvs[len(kvs)-1].Key) + "\x00"
+	}
+}
+
+// RunSweeper watches for replicas whose owner lease ends and sweeps their
+// orphans at once (SweepOrphans), sweeps every Interval in case a watch
+// event was missed, and — on the one replica holding the sweep-leader key —
+// runs CleanupExpired every CleanupInterval. Run it on every replica; it
+// returns when ctx ends or the Store is closed.
+//
+// A dead replica's running entities are marked failed about OwnerTTL after
+// its last keep-alive (plus etcd's ~0.5s expiry scan and one sweep), or at
+// the latest OwnerTTL + Interval when the watch missed the expiry.
+func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultSweepInterval
+	}
+	if cfg.CleanupInterval <= 0 {
+		cfg.CleanupInterval = DefaultCleanupInterval
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.bgCtx, cancel)
+	defer stop()
+
+	sweep := func() {
+		rep, err := e.SweepOrphans(ctx, cfg.Adopt)
+		if err != nil && ctx.Err() == nil {
+			lvl := zap.WarnLevel
+			if errors.Is(err, ErrUnavailable) {
+				lvl = zap.DebugLevel
+			}
+			lg.Log(lvl, "orphan sweep failed", zap.Error(err))
+		}
+		if rep.Failed+rep.Adopted > 0 {
+			lg.Info("orphaned sessions and jobs swept", zap.Int("failed", rep.Failed), zap.Int("adopted", rep.Adopted))
+		}
+		if cfg.OnSweep != nil && ctx.Err() == nil {
+			cfg.OnSweep(rep, err)
+		}
+	}
+	cleanup := func() {
+		if !e.sweepLeader(ctx) {
+			return
+		}
+		rep, err := e.CleanupExpired(ctx)
+		if err != nil && ctx.Err() == nil {
+			lg.Debug("expiry cleanup incomplete", zap.Error(err))
+		}
+		if rep != (CleanupReport{}) {
+			lg.Debug("expired state cleaned up", zap.Int("sessions", rep.Sessions), zap.Int("jobs", rep.Jobs),
+				zap.Int("item_sets", rep.ItemSets), zap.Int("stale_index", rep.StaleIndex))
+		}
+	}
+
+	deleted := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before Wait: ends the watch
+	wg.Go(func() { e.watchOwners(ctx, deleted) })
+
+	sweep()
+	tick := time.NewTicker(cfg.Interval)
+	defer tick.Stop()
+	ctick := time.NewTicker(cfg.CleanupInterval)
+	defer ctick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deleted:
+			sweep()
+		case <-tick.C:
+			sweep()
+		case <-ctick.C:
+			cleanup()
+		}
+	}
+}
+
+// watchOwners signals deleted whenever an owner key disappears (its lease
+// expired or was revoked), re-watching after errors.
+func (e *Etcd) watchOwners(ctx context.Context, deleted chan<- struct{}) {
+	backoff := watchBackoffMin
+	for ctx.Err() == nil {
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range e.watcher.Watch(wctx, ownersDir, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
+			if wr.Err() != nil {
+				break
+			}
+			backoff = watchBackoffMin
+			if len(wr.Events) > 0 {
+				select {
+				case deleted <- struct{}{}:
+				default: // a sweep is already pending
+				}
+			}
+		}
+		wcancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watchBackoffMax)
+		// Owners may have gone while the watch was down: sweep once.
+		select {
+		case deleted <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sweepLeader reports whether this replica holds (or just took) the
+// sweep-leader key, which lives on its owner lease.
+func (e *Etcd) sweepLeader(ctx context.Context) bool {
+	o, err := e.owner(ctx)
+	if err != nil {
+		return false
+	}
+	var leader bool
+	err = e.do(ctx, "elect sweep leader", func(ctx context.Context) error {
+		resp, err := e.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(sweepLeaderKey), "=", 0)).
+			Then(clientv3.OpPut(sweepLeaderKey, o.id, clientv3.WithLease(o.lease))).
+			Else(clientv3.OpGet(sweepLeaderKey)).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			leader = true
+			return nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		leader = len(kvs) > 0 && string(kvs[0].Value) == o.id
+		return nil
+	})
+	return err == nil && leader
+}

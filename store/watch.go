@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SessionEvent is a change of a watched stream session.
+type SessionEvent struct {
+	// Session is the session as of this event; nil when Gone.
+	Session *StreamSession
+	// Gone: the session was deleted or expired. The channel closes after
+	// this event.
+	Gone bool
+}
+
+// JobEvent is a change of a watched job.
+type JobEvent struct {
+	// Job is the job as of this event; nil when Gone.
+	Job *AsyncJobHandle
+	// Gone: the job was deleted or expired. The channel closes after this
+	// event.
+	Gone bool
+}
+
+// Re-watch backoff after a watch ends with an error (compaction, lost
+// leader, etcd down).
+const (
+	watchBackoffMin = 100 * time.Millisecond
+	watchBackoffMax = 2 * time.Second
+)
+
+// WatchSession reports the session's changes made through any Store (any
+// replica): first its current state, then every change, until it is gone or
+// ctx ends. This is how a stop requested on one replica reaches the runner
+// on another. Events are coalesced: a slow reader skips intermediate states
+// and always gets the latest. The watch survives etcd restarts, leader
+// changes and compaction (it re-reads the session and resumes). Logical
+// expiry is not an event: check StreamSession.Expired.
+func (e *Etcd) WatchSession(ctx context.Context, scope Scope, id string) (<-chan SessionEvent, error) {
+	if !wellFormedID(id, SessionIDPrefix) {
+		return nil, ErrNotFound
+	}
+	op := "watch stream session " + id
+	kv, rev, err := e.getRev(ctx, op, sessionKey(id))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := liveSession(kv, &scope, e.now()); err != nil {
+		return nil, err
+	}
+	conv := func(kv *mvccpb.KeyValue) (SessionEvent, bool) {
+		r, err := decodeSession(kv)
+		if err != nil {
+			return SessionEvent{}, false
+		}
+		return SessionEvent{Session: r.public(kv.ModRevision)}, true
+	}
+	return watchKey(e, ctx, op, sessionKey(id), kv, rev, conv, SessionEvent{Gone: true}), nil
+}
+
+// WatchJob reports the job's changes made through any Store, like
+// WatchSession: a cancel requested on one replica reaches the runner on
+// another.
+func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error) {
+	if !wellFormedID(id, JobIDPrefix) {
+		return nil, ErrNotFound
+	}
+	op := "watch job " + id
+	kv, rev, err := e.getRev(ctx, op, jobKey(id))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := liveJob(kv, &scope, e.now()); err != nil {
+		return nil, err
+	}
+	conv := func(kv *mvccpb.KeyValue) (JobEvent, bool) {
+		r, err := decodeJob(kv)
+		if err != nil {
+			return JobEvent{}, false
+		}
+		return JobEvent{Job: r.public(kv.ModRevision)}, true
+	}
+	return watchKey(e, ctx, op, jobKey(id), kv, rev, conv, JobEvent{Gone: true}), nil
+}
+
+// getRev reads key and the store revision of the read.
+func (e *Etcd) getRev(ctx context.Context, op, key string) (*mvccpb.KeyValue, int64, error) {
+	var kv *mvccpb.KeyValue
+	var rev int64
+	err := e.do(ctx, op, func(ctx context.Context) error {
+		resp, err := e.kv.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		rev = resp.Header.GetRevision()
+		if len(resp.Kvs) > 0 {
+			kv = resp.Kvs[0]
+		}
+		return nil
+	})
+	return kv, rev, err
+}
+
+// watchKey emits conv(first), then conv of every later version of key, then
+// gone when the key is deleted (or undecodable), closing the channel after
+// gone or when ctx or the Store ends.
+func watchKey[T any](e *Etcd, ctx context.Context, op, key string, first *mvccpb.KeyValue, rev int64,
+	conv func(*mvccpb.KeyValue) (T, bool), gone T,
+) <-chan T {
+	out := make(chan T, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.bgCtx, cancel)
+	go func() {
+		defer close(out)
+		defer stop()
+		defer cancel()
+		emit := func(kv *mvccpb.KeyValue) bool {
+			v, ok := conv(kv)
+			if !ok {
+				sendLatest(out, gone)
+				return false
+			}
+			sendLatest(out, v)
+			return true
+		}
+		if !emit(first) {
+			return
+		}
+		sent := first.ModRevision
+		next := rev + 1
+		backoff := watchBackoffMin
+		for {
+			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			wch := e.watcher.Watch(wctx, key, clientv3.WithRev(next))
+			for wr := range wch {
+				if wr.Err() != nil {
+					break // compacted, no leader, canceled: re-sync below
+				}
+				backoff = watchBackoffMin
+				for _, ev := range wr.Events {
+					next = ev.Kv.ModRevision + 1
+					if ev.Type == mvccpb.DELETE {
+						wcancel()
+						sendLatest(out, gone)
+						return
+					}
+					sent = ev.Kv.ModRevision
+					if !emit(ev.Kv) {
+						wcancel()
+						return
+					}
+				}
+			}
+			wcancel()
+			// The watch ended: re-read the key and resume after it.
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, watchBackoffMax)
+				kv, r, err := e.getRev(ctx, op, key)
+				if err != nil {
+					continue
+				}
+				if kv == nil {
+					sendLatest(out, gone)
+					return
+				}
+				if kv.ModRevision != sent {
+					sent = kv.ModRevision
+					if !emit(kv) {
+						return
+					}
+				}
+				next = r + 1
+				break
+			}
+		}
+	}()
+	return out
+}
+
+// sendLatest puts v in out (capacity 1) without blocking, replacing a value
+// the reader has not taken yet: readers always see the latest state.
+func sendLatest[T any](out chan T, v T) {
+	for {
+		select {
+		case out <- v:
+			return
+		default:
+		}
+		select {
+		case <-out:
+		default:
+		}
+	}
+}
