@@ -93,7 +93,9 @@ operations:
 }
 
 func opsFile(t testing.TB, up *upstream, slowTimeout string, extra string) string {
-	down := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	// Port 1 (tcpmux) has no listener here: connections are refused, and
+	// no parallel test can start a server on it by chance.
+	down := "http://127.0.0.1:1"
 	return fmt.Sprintf(operations(up.URL, down, extra), slowTimeout)
 }
 

@@ -107,8 +107,23 @@ http://127.0.0.1:%d {
 }
 
 // startGateway starts crank with the given operations and waits until the
-// MCP endpoint answers.
+// MCP endpoint answers. Ports are picked free just before the start; when
+// another test took one meanwhile, it starts again on new ports.
 func startGateway(t testing.TB, opts gatewayOptions) *gateway {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		g, err := tryStartGateway(t, opts)
+		if err == nil {
+			return g
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("crank could not bind a port, retrying: %v", err)
+	}
+}
+
+func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 	t.Helper()
 	g := &gateway{t: t, dir: t.TempDir(), port: freePort(t), admin: freePort(t), etcd: freePort(t), peer: freePort(t),
 		log: &syncBuffer{}, exited: make(chan struct{})}
@@ -123,16 +138,15 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 	g.cmd.Env = append(g.cmd.Env, opts.Env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	go func() { _ = g.cmd.Wait(); close(g.exited) }()
-	t.Cleanup(g.stop)
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case <-g.exited:
-			t.Fatalf("crank exited during start:\n%s", g.log.String())
+			return nil, fmt.Errorf("crank exited during start:\n%s", g.log.String())
 		default:
 		}
 		resp, err := http.Get(g.AdminURL + "/crank/adapters")
@@ -141,12 +155,14 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 			if resp.StatusCode == http.StatusOK {
 				if r2, err := http.Get(g.MCPURL); err == nil {
 					r2.Body.Close()
-					return g
+					t.Cleanup(g.stop)
+					return g, nil
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("crank did not come up:\n%s", g.log.String())
+			g.stop()
+			return nil, fmt.Errorf("crank did not come up:\n%s", g.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
