@@ -50,7 +50,7 @@ $(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/pack
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./e2e/ ./host/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./store/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./e2e/ ./host/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./store/
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x ./host/
 
 clean:

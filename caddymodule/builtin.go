@@ -15,6 +15,7 @@ import (
 	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/soap"
 )
 
 // AdapterCommand is the subcommand under which this executable runs a
@@ -26,6 +27,7 @@ var builtins = map[string]func() sdk.Adapter{
 	rest.Name:        rest.New,
 	graphql.Name:     graphql.New,
 	grpcadapter.Name: grpcadapter.New,
+	soap.Name:        soap.New,
 }
 
 // BuiltinAdapters lists the built-in adapter names.

@@ -1,0 +1,154 @@
+// Package soap is Crank's SOAP adapter: it reads a WSDL 1.1 document at
+// load, turns every operation of one SOAP port into a tool whose input
+// JSON Schema comes from the XML schema, and at call time builds the SOAP
+// envelope from the JSON arguments and turns the answer (or fault) back
+// into JSON. It runs as an adapter plugin built on the adapter SDK (never
+// the host); XML is read and written with github.com/beevik/etree, the
+// WSDL and XSD model is its own (wsdl.go, xsd.go, ops.go).
+//
+// # Config
+//
+// An operation's adapter config is a JSON object (written as YAML in
+// operation files). Placeholders such as {env.SOAP_PASSWORD} are expanded
+// by the host; the adapter never logs the config nor quotes its values in
+// diagnostics, errors or results.
+//
+//	wsdl: orders.wsdl            # required: WSDL 1.1 file, relative to the operations file
+//	service: OrderService        # optional: the wsdl:service (default: any)
+//	port: OrderServiceSoap12     # optional: the wsdl:port (default: the first SOAP 1.1 or 1.2 port)
+//	endpoint: https://erp.example.com/ws/orders   # optional: overrides the port's soap:address
+//	operations: [GetOrder, ListOrders]            # optional: import only these operations
+//	operation: GetOrder          # optional: the entry is this one operation's tool
+//	tool_prefix: erp_            # prefix of the derived tool names
+//	headers: {X-Tenant: acme}    # extra HTTP headers (not Content-Length, Connection, SOAPAction...)
+//	security:                    # optional WS-Security UsernameToken (PasswordText)
+//	  username: svc-crank
+//	  password: "{env.ERP_PASSWORD}"
+//	timeout: 10s                 # Go duration; the host's operation timeout wins; default 30s
+//	max_response_bytes: 8388608  # default 8 MiB
+//
+// Unknown fields are errors. The WSDL and every file it imports
+// (wsdl:import, xsd:import, xsd:include with a schemaLocation) are read
+// from local files only, at every load (a reload refreshes them; calls
+// notice a changed file within a second); at most 64 files of 16 MiB
+// each. Relative locations resolve against the importing file.
+//
+// # Tools
+//
+// Without operation, ExpandOperation makes one tool per operation of the
+// port: named tool_prefix + the operation name (characters MCP does not
+// allow become '_'), titled with the operation name, described by the
+// portType operation's wsdl:documentation. Each tool's config is the
+// entry's config with operation set, so the host sends it back on a call.
+// With operation, the entry itself is that operation's tool and what the
+// operator wrote (description, schemas) wins. No output schema is derived:
+// SOAP services are often laxer than their schemas, and a result that did
+// not match would be refused.
+//
+// Bindings: soap:binding (SOAP 1.1) and soap12:binding (SOAP 1.2),
+// document/literal (wrapped: the body part's element is a complex type
+// whose children are the arguments) and rpc/literal (one argument per
+// message part, the wrapper named after the operation in the soap:body
+// namespace). rpc/encoded, use="encoded", document parts with a simple
+// type or several body parts, notification operations and non-SOAP ports
+// are not supported.
+//
+// # Schemas
+//
+// The XSD subset: global and local elements and element refs;
+// complexType with sequence, all, choice and group refs (nested);
+// attributes and attributeGroups; simpleType restrictions with
+// enumeration, pattern, length, minLength, maxLength, minInclusive,
+// maxInclusive, minExclusive, maxExclusive; simpleContent and
+// complexContent extension (the base's content first) and restriction;
+// minOccurs, maxOccurs, nillable, elementFormDefault and form; lists and
+// unions as strings; xsd:any as open content. Types nest at most 12 deep;
+// deeper (recursive) types accept any JSON value.
+//
+// The JSON form of XML (arguments and results alike):
+//
+//   - an element of a simple type is a JSON scalar: the integer types
+//     (int, long, short, byte, unsigned..., integer) are integers, decimal,
+//     float and double numbers, boolean booleans, everything else strings
+//     (dateTime, date, time with a format). Enumerations become enum,
+//     patterns an anchored pattern (left out when Go's regexp cannot
+//     compile it), lengths and bounds their JSON Schema
+//     keywords.
+//   - an element of a complex type is an object: child elements by local
+//     name, attributes as "@name", and the text of a type with simple
+//     content as "_value" (a simple-content type without attributes is
+//     just its value).
+//   - an element that may repeat (maxOccurs > 1) is always an array, even
+//     with one item; a required one (minOccurs > 0) is [] when absent.
+//   - a nillable element may be null (xsi:nil="true").
+//   - choice members are all optional; the schema's description names
+//     them. Required fields are those with minOccurs > 0 outside a choice.
+//
+// Answers are matched by local names, so a service that puts elements in
+// another namespace than its schema says is still read. Elements and
+// attributes the schema does not declare are kept as generic JSON
+// (strings, objects, arrays when repeated). Text that does not parse as
+// its declared number or boolean type is kept as a string. An answer
+// whose Body element is not an object is returned as {"result": value}.
+//
+// # Requests
+//
+// SOAP 1.1 requests are text/xml with a quoted SOAPAction header; SOAP
+// 1.2 requests are application/soap+xml with action="..." in the content
+// type. Namespaces get ns0, ns1... prefixes declared on the envelope;
+// unqualified local elements have no namespace. Arguments are checked
+// against the schema as they are written: a missing required field, a
+// wrong JSON type, a value outside an enumeration, an unknown field, a
+// non-array for a repeated element or a control character is a
+// KindInvalidArgument error naming the argument path ("shipTo.city",
+// "status[0]"). The caller's traceparent and tracestate are forwarded.
+// Redirects are not followed.
+//
+// # Errors
+//
+// Failures are *sdk.UpstreamError, with Upstream "SOAP <operation>
+// <endpoint without userinfo and query>":
+//
+//   - a SOAP fault (1.1 faultcode/faultstring/faultactor/detail or 1.2
+//     Code/Subcode/Reason/Role/Detail), whatever the HTTP status:
+//     KindUpstreamStatus, Status the fault code's local name ("Client",
+//     "Server", "Sender", "Receiver"), Message "SOAP fault <code>:
+//     <reason>", Detail {"fault": {"code", "subcodes", "reason", "actor",
+//     "detail"}, "soap_version": "1.1"|"1.2", "status_code": 500}. Dotted
+//     1.1 codes (Client.Authentication) are split into code and subcodes.
+//     Server and Receiver faults are retryable.
+//   - a non-2xx answer that is not a fault: KindUpstreamStatus, Status the
+//     HTTP code, Body an excerpt, Detail {"status_code","content_type"};
+//     retryable for 429, 502, 503, 504.
+//   - a 2xx answer that is not a SOAP envelope (not XML, other XML,
+//     empty): KindBadResponse naming what it is; an answer larger than
+//     max_response_bytes: KindBadResponse naming the limit.
+//   - KindTransport, KindTimeout, KindCancelled as for the other adapters.
+//   - KindInvalidArgument: invalid config or arguments (see Requests).
+//
+// # Load errors
+//
+// A WSDL that cannot be used — unreadable, not well-formed, WSDL 2.0, a
+// remote import, no SOAP port, an unknown service or port, no usable
+// operation — is an error on the field at fault (wsdl, service, port)
+// naming the WSDL element, e.g. `<wsdl:import>: location
+// "http://..." is not a local file`. An operation that cannot be served is
+// skipped with a warning naming its element and the element at fault
+// (`<wsdl:operation name="Broken">: <wsdl:part name="parameters">: element
+// {urn:x}Missing is not defined`); the others load. An operation named in
+// operation or operations that is missing or unusable is an error.
+//
+// # Performance
+//
+// Loaded WSDLs are cached per config; one HTTP client with keep-alive
+// pools serves all calls. BenchmarkSOAPInvoke against BenchmarkSOAPDirect
+// (a plain POST of a prebuilt envelope to the same loopback service)
+// gives the adapter's overhead as a ratio.
+//
+// # Not yet
+//
+// async_job (a start operation returning a ticket polled through a status
+// operation, spec 4.4) waits for the host's job tool families; MTOM/XOP
+// attachments, WS-Addressing, WS-Security signatures and timestamps,
+// fetching WSDLs over HTTP, and rpc/encoded are not supported.
+package soap

@@ -1,0 +1,338 @@
+package soap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+const (
+	nsWSSE   = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"
+	wsseText = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0#PasswordText"
+)
+
+// argError is a tool argument that cannot be sent; path names it.
+type argError struct{ path, msg string }
+
+func (e *argError) Error() string { return "argument " + e.path + ": " + e.msg }
+
+// envelope builds the request document.
+type envelope struct {
+	doc      *etree.Document
+	root     *etree.Element
+	prefixes map[string]string
+}
+
+func (e *envelope) prefix(ns string) string {
+	if p, ok := e.prefixes[ns]; ok {
+		return p
+	}
+	p := "ns" + strconv.Itoa(len(e.prefixes))
+	e.prefixes[ns] = p
+	e.root.CreateAttr("xmlns:"+p, ns)
+	return p
+}
+
+func (e *envelope) create(parent *etree.Element, name, ns string) *etree.Element {
+	if ns == "" {
+		return parent.CreateElement(name)
+	}
+	return parent.CreateElement(e.prefix(ns) + ":" + name)
+}
+
+// buildEnvelope renders the SOAP envelope for the arguments.
+func buildEnvelope(op *operation, args json.RawMessage, sec *security) ([]byte, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if len(bytes.TrimSpace(args)) == 0 {
+		v = map[string]any{}
+	} else if err := dec.Decode(&v); err != nil {
+		return nil, &argError{path: "(arguments)", msg: "are not valid JSON"}
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	envNS := envSOAP11
+	if op.Version == "1.2" {
+		envNS = envSOAP12
+	}
+	doc := etree.NewDocument()
+	doc.CreateProcInst("xml", `version="1.0" encoding="UTF-8"`)
+	root := doc.CreateElement("soap:Envelope")
+	root.CreateAttr("xmlns:soap", envNS)
+	e := &envelope{doc: doc, root: root, prefixes: map[string]string{envNS: "soap"}}
+	if sec != nil {
+		h := root.CreateElement("soap:Header")
+		s := h.CreateElement("wsse:Security")
+		s.CreateAttr("xmlns:wsse", nsWSSE)
+		s.CreateAttr("soap:mustUnderstand", map[bool]string{true: "true", false: "1"}[op.Version == "1.2"])
+		ut := s.CreateElement("wsse:UsernameToken")
+		ut.CreateElement("wsse:Username").SetText(sec.Username)
+		pw := ut.CreateElement("wsse:Password")
+		pw.CreateAttr("Type", wsseText)
+		pw.SetText(sec.Password)
+	}
+	body := root.CreateElement("soap:Body")
+	w := e.create(body, op.In.Name, op.In.NS)
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &argError{path: "(arguments)", msg: "must be an object"}
+	}
+	if err := e.fill(w, op.In.Type, v, ""); err != nil {
+		return nil, err
+	}
+	doc.Indent(etree.NoIndent)
+	return doc.WriteToBytes()
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// fill writes value v of type t into el.
+func (e *envelope) fill(el *etree.Element, t *xsdType, v any, path string) error {
+	switch t.Kind {
+	case kindSimple:
+		s, err := text(t, v, path)
+		if err != nil {
+			return err
+		}
+		el.SetText(s)
+		return nil
+	case kindAny:
+		return e.fillAny(el, v, path)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		if t.Value != nil && len(t.Attrs) == 0 {
+			return e.fill(el, t.Value, v, path)
+		}
+		return &argError{path: orArgs(path), msg: "must be an object"}
+	}
+	known := map[string]bool{}
+	for _, a := range t.Attrs {
+		key := attrPrefix + a.Name
+		known[key] = true
+		av, ok := m[key]
+		if !ok || av == nil {
+			if a.Required {
+				return &argError{path: join(path, key), msg: "is required"}
+			}
+			continue
+		}
+		s, err := text(a.Type, av, join(path, key))
+		if err != nil {
+			return err
+		}
+		name := a.Name
+		if a.NS != "" {
+			name = e.prefix(a.NS) + ":" + a.Name
+		}
+		el.CreateAttr(name, s)
+	}
+	if t.Value != nil {
+		known[valueKey] = true
+		if tv, ok := m[valueKey]; ok && tv != nil {
+			s, err := text(t.Value, tv, join(path, valueKey))
+			if err != nil {
+				return err
+			}
+			el.SetText(s)
+		}
+	}
+	var open *xsdField
+	for _, f := range t.Fields {
+		if f.Name == "*" {
+			open = f
+			continue
+		}
+		known[f.Name] = true
+		fv, ok := m[f.Name]
+		p := join(path, f.Name)
+		if !ok {
+			if f.Min > 0 {
+				return &argError{path: p, msg: "is required"}
+			}
+			continue
+		}
+		items := []any{fv}
+		if f.repeated() {
+			arr, ok := fv.([]any)
+			if !ok {
+				if fv == nil {
+					continue
+				}
+				return &argError{path: p, msg: "must be an array (the element repeats)"}
+			}
+			items = arr
+			if len(arr) < f.Min || (f.Max > 0 && len(arr) > f.Max) {
+				return &argError{path: p, msg: fmt.Sprintf("must have between %d and %s items", f.Min, maxString(f.Max))}
+			}
+		}
+		for i, item := range items {
+			ip := p
+			if f.repeated() {
+				ip = p + "[" + strconv.Itoa(i) + "]"
+			}
+			c := e.create(el, f.Name, f.NS)
+			if item == nil {
+				if !f.Nillable {
+					return &argError{path: ip, msg: "must not be null (the element is not nillable)"}
+				}
+				c.CreateAttr(e.prefix(nsXSI)+":nil", "true")
+				continue
+			}
+			if err := e.fill(c, f.Type, item, ip); err != nil {
+				return err
+			}
+		}
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		if open == nil {
+			return &argError{path: join(path, unknown[0]), msg: "is not a field of this element"}
+		}
+		for _, k := range unknown {
+			if err := e.fillAny(el.CreateElement(k), m[k], join(path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func maxString(n int) string {
+	if n < 0 {
+		return "unbounded"
+	}
+	return strconv.Itoa(n)
+}
+
+func orArgs(p string) string {
+	if p == "" {
+		return "(arguments)"
+	}
+	return p
+}
+
+// fillAny writes an untyped JSON value: objects as unqualified child
+// elements, arrays as repeated elements, scalars as text.
+func (e *envelope) fillAny(el *etree.Element, v any, path string) error {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if strings.HasPrefix(k, attrPrefix) && len(k) > 1 {
+				if s, ok := x[k].(string); ok {
+					el.CreateAttr(k[1:], s)
+					continue
+				}
+			}
+			if k == valueKey {
+				el.SetText(fmt.Sprint(x[k]))
+				continue
+			}
+			if !validName(k) {
+				return &argError{path: join(path, k), msg: "is not a valid XML element name"}
+			}
+			if arr, ok := x[k].([]any); ok {
+				for i, item := range arr {
+					if err := e.fillAny(el.CreateElement(k), item, fmt.Sprintf("%s[%d]", join(path, k), i)); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := e.fillAny(el.CreateElement(k), x[k], join(path, k)); err != nil {
+				return err
+			}
+		}
+	case nil:
+		el.CreateAttr(e.prefix(nsXSI)+":nil", "true")
+	case []any:
+		return &argError{path: orArgs(path), msg: "an array must be the value of a named element"}
+	case bool:
+		el.SetText(strconv.FormatBool(x))
+	default:
+		el.SetText(fmt.Sprint(x))
+	}
+	return nil
+}
+
+func validName(k string) bool {
+	if k == "" || strings.HasPrefix(strings.ToLower(k), "xml") {
+		return false
+	}
+	for i, c := range k {
+		ok := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c > 127 ||
+			(i > 0 && (c == '-' || c == '.' || (c >= '0' && c <= '9')))
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// text renders a scalar for a simple type, checking its JSON type.
+func text(t *xsdType, v any, path string) (string, error) {
+	kind := jsonKind(t.Base)
+	if t.List {
+		kind = "string"
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		if kind != "string" {
+			return "", &argError{path: path, msg: "must be a " + kind}
+		}
+		s = x
+	case json.Number:
+		if kind != "integer" && kind != "number" {
+			return "", &argError{path: path, msg: "must be a " + kind}
+		}
+		s = x.String()
+		if kind == "integer" && !isDigits(s) {
+			return "", &argError{path: path, msg: "must be an integer"}
+		}
+	case bool:
+		if kind != "boolean" {
+			return "", &argError{path: path, msg: "must be a " + kind}
+		}
+		s = strconv.FormatBool(x)
+	default:
+		return "", &argError{path: path, msg: "must be a " + kind}
+	}
+	if len(t.Enum) > 0 {
+		found := false
+		for _, e := range t.Enum {
+			if e == s {
+				found = true
+			}
+		}
+		if !found {
+			return "", &argError{path: path, msg: "must be one of " + strings.Join(t.Enum, ", ")}
+		}
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
+		return "", &argError{path: path, msg: "contains a control character XML cannot carry"}
+	}
+	return s, nil
+}

@@ -1,0 +1,236 @@
+package soap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Name is the adapter's name as used in operation files.
+const Name = "soap"
+
+const version = "0.1.0"
+
+type adapter struct {
+	client *http.Client
+	cache  cache
+}
+
+var (
+	_ sdk.Adapter            = (*adapter)(nil)
+	_ sdk.OperationValidator = (*adapter)(nil)
+	_ sdk.OperationExpander  = (*adapter)(nil)
+)
+
+// New returns the SOAP adapter.
+func New() sdk.Adapter {
+	return &adapter{client: &http.Client{
+		Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// Describe implements sdk.Adapter.
+func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{
+		Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"},
+		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: json.RawMessage(configSchema),
+	}, nil
+}
+
+// ValidateOperation implements sdk.OperationValidator: the config and its
+// WSDL are loaded and checked.
+func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	return a.cache.get(op.Config, op.BaseDir, true).diags
+}
+
+// ExpandOperation implements sdk.OperationExpander: one tool per operation
+// of the chosen port, or the entry itself when the config names one
+// operation.
+func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	l := a.cache.get(op.Config, op.BaseDir, true)
+	var diags []sdk.Diagnostic
+	for _, e := range l.skipped {
+		diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "wsdl", Message: "skipped " + e.Error()})
+	}
+	if len(l.diags) > 0 {
+		return nil, append(diags, l.diags...)
+	}
+	var base map[string]json.RawMessage
+	if err := json.Unmarshal(op.Config, &base); err != nil {
+		return nil, []sdk.Diagnostic{sdk.Errorf("", "config is not an object")}
+	}
+	delete(base, "operations")
+	delete(base, "tool_prefix")
+	var tools []sdk.Tool
+	for _, o := range l.ops {
+		in, err := json.Marshal(typeSchema(o.In.Type))
+		if err != nil {
+			return nil, append(diags, sdk.Errorf("wsdl", "operation %s: input schema: %v", o.Name, err))
+		}
+		t := sdk.Tool{Name: toolName(l.cfg.ToolPrefix + o.Name), Title: o.Name, Description: o.Doc, InputSchema: in}
+		if t.Description == "" {
+			t.Description = fmt.Sprintf("SOAP %s operation %s (port %s).", o.Version, o.Name, l.port)
+		}
+		if l.cfg.Operation != "" {
+			t.Name = "" // the entry itself; the operator's words win
+		} else {
+			base["operation"], _ = json.Marshal(o.Name)
+			t.Config, _ = json.Marshal(base)
+		}
+		tools = append(tools, t)
+	}
+	return tools, diags
+}
+
+func toolName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}
+
+// Invoke implements sdk.Adapter: one SOAP call.
+func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "soap adapter: panic in Invoke: %T\n%s", r, debug.Stack())
+			res, err = nil, errors.New("soap adapter: internal error (panic), see the adapter log")
+		}
+	}()
+	l := a.cache.get(req.Operation.Config, req.Operation.BaseDir, false)
+	if len(l.diags) > 0 {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: "invalid soap config: " + l.diags[0].Field + ": " + l.diags[0].Message}
+	}
+	if l.cfg.Operation == "" {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: "invalid soap config: operation: is required to call (the entry expands to one tool per operation)"}
+	}
+	op := l.byName[l.cfg.Operation]
+	up := "SOAP " + op.Name + " " + redactURL(op.Endpoint)
+	env, err := buildEnvelope(op, req.Arguments, l.cfg.Security)
+	if err != nil {
+		var ae *argError
+		if errors.As(err, &ae) {
+			return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: up, Message: ae.Error()}
+		}
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: up, Message: "cannot build the envelope"}
+	}
+	timeout := l.cfg.timeout
+	if req.Operation.Timeout > 0 {
+		timeout = req.Operation.Timeout
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, op.Endpoint, strings.NewReader(string(env)))
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: up, Message: "invalid endpoint URL"}
+	}
+	if op.Version == "1.2" {
+		ct := "application/soap+xml; charset=utf-8"
+		if op.Action != "" {
+			ct += `; action="` + op.Action + `"`
+		}
+		hreq.Header.Set("Content-Type", ct)
+		hreq.Header.Set("Accept", "application/soap+xml, text/xml")
+	} else {
+		hreq.Header.Set("Content-Type", "text/xml; charset=utf-8")
+		hreq.Header.Set("SOAPAction", `"`+op.Action+`"`)
+		hreq.Header.Set("Accept", "text/xml")
+	}
+	hreq.Header.Set("User-Agent", "crank-soap/"+version)
+	for k, v := range l.cfg.Headers {
+		if strings.EqualFold(k, "Host") {
+			hreq.Host = v
+			continue
+		}
+		hreq.Header.Set(k, v)
+	}
+	if tp := req.Context.TraceParent; tp != "" && hreq.Header.Get("traceparent") == "" {
+		hreq.Header.Set("traceparent", tp)
+		if ts := req.Context.TraceState; ts != "" {
+			hreq.Header.Set("tracestate", ts)
+		}
+	}
+	resp, err := a.client.Do(hreq)
+	if err != nil {
+		return nil, transportError(ctx, callCtx, up, timeout, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, l.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return nil, transportError(ctx, callCtx, up, timeout, err)
+	}
+	if int64(len(body)) > l.cfg.MaxResponseBytes {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: up,
+			Message: fmt.Sprintf("the answer is larger than max_response_bytes (%d)", l.cfg.MaxResponseBytes)}
+	}
+	return result(op, up, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+}
+
+func transportError(ctx, callCtx context.Context, up string, timeout time.Duration, err error) *sdk.UpstreamError {
+	switch {
+	case ctx.Err() == context.Canceled:
+		return &sdk.UpstreamError{Kind: sdk.KindCancelled, Upstream: up, Message: "the call was cancelled"}
+	case ctx.Err() == context.DeadlineExceeded:
+		return &sdk.UpstreamError{Kind: sdk.KindTimeout, Upstream: up, Message: "the host's deadline expired"}
+	case callCtx.Err() == context.DeadlineExceeded:
+		return &sdk.UpstreamError{Kind: sdk.KindTimeout, Upstream: up, Message: fmt.Sprintf("the upstream did not answer within %s", timeout)}
+	}
+	msg := "the upstream could not be reached"
+	var oe *net.OpError
+	retry := false
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		msg += ": connection refused or unreachable"
+		retry = true
+	} else {
+		msg += ": the connection failed"
+	}
+	return &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: up, Message: msg, Retryable: retry}
+}
+
+// redactURL drops userinfo and the query from a URL for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(endpoint)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+const configSchema = `{
+  "type": "object",
+  "required": ["wsdl"],
+  "additionalProperties": false,
+  "properties": {
+    "wsdl": {"type": "string", "description": "WSDL 1.1 file, relative to the operations file"},
+    "service": {"type": "string"},
+    "port": {"type": "string"},
+    "endpoint": {"type": "string", "description": "overrides the port's soap:address"},
+    "operation": {"type": "string"},
+    "operations": {"type": "array", "items": {"type": "string"}},
+    "tool_prefix": {"type": "string"},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+    "security": {"type": "object", "required": ["username"], "additionalProperties": false,
+      "properties": {"username": {"type": "string"}, "password": {"type": "string"}}},
+    "timeout": {"type": "string"},
+    "max_response_bytes": {"type": "integer", "minimum": 0}
+  }
+}`
