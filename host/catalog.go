@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"sigs.k8s.io/yaml"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // File is an operations file: the tools a Crank handler serves and the
@@ -206,7 +206,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	if opts.Expand == nil {
 		opts.Expand = ExpandEnv
 	}
-	jsonData, err := yaml.YAMLToJSON(data)
+	jsonData, err := yamlToJSON(data)
 	if err != nil {
 		return nil, &ConfigError{File: name, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)}
 	}
@@ -336,6 +336,38 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		return nil, errors.Join(errs...)
 	}
 	return cat, nil
+}
+
+// yamlToJSON reads YAML 1.2 (so keys such as y, n, on or yes stay strings,
+// unlike YAML 1.1) or JSON, and returns it as JSON.
+func yamlToJSON(data []byte) ([]byte, error) {
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(jsonable(v))
+}
+
+// jsonable turns the maps YAML decodes with non-string keys into
+// string-keyed ones.
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = jsonable(e)
+		}
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range t {
+			t[i] = jsonable(e)
+		}
+	}
+	return v
 }
 
 func describeDecodeError(err error) string {

@@ -43,3 +43,22 @@ operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
 		}
 	}
 }
+
+func TestYAML12Keys(t *testing.T) {
+	c, err := host.Parse("ops.yaml", []byte(`
+operations:
+  - name: point
+    description: d
+    adapter: x
+    input_schema:
+      type: object
+      properties: {x: {type: number}, y: {type: number}, on: {type: boolean}}
+    config: {k: v}
+`), host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(c.Operations[0].InputSchema); !strings.Contains(s, `"y":`) || !strings.Contains(s, `"on":`) {
+		t.Fatalf("YAML 1.1 key conversion: %s", s)
+	}
+}
