@@ -37,6 +37,26 @@ type EtcdConfig struct {
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 	Username    string         `json:"username,omitempty"`
 	Password    string         `json:"password,omitempty"`
+	// TLS connects to https:// endpoints with these files (PEM); without
+	// ca_file the system roots verify the servers.
+	TLS *EtcdTLSConfig `json:"tls,omitempty"`
+	// OpTimeout bounds one store operation (default 5s); an operation that
+	// hits it fails with a retryable "etcd unavailable" error.
+	OpTimeout caddy.Duration `json:"op_timeout,omitempty"`
+	// OwnerTTL is how long after a replica dies its running sessions and
+	// jobs are marked failed (default 10s, at least 2s).
+	OwnerTTL caddy.Duration `json:"owner_ttl,omitempty"`
+	// ReplicaName names this replica in ownership records (default: the
+	// host name).
+	ReplicaName string `json:"replica_name,omitempty"`
+}
+
+// EtcdTLSConfig holds the TLS files for an external etcd cluster.
+type EtcdTLSConfig struct {
+	CAFile     string `json:"ca_file,omitempty"`
+	CertFile   string `json:"cert_file,omitempty"`
+	KeyFile    string `json:"key_file,omitempty"`
+	ServerName string `json:"server_name,omitempty"`
 }
 
 // EmbeddedEtcdConfig configures the embedded single-node etcd.
@@ -119,10 +139,16 @@ func (a *App) openStore() (*pooledStore, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if a.Etcd != nil {
-		s, err := store.NewEtcd(ctx, store.EtcdConfig{
+		cfg := store.EtcdConfig{
 			Endpoints: a.Etcd.Endpoints, Prefix: a.Etcd.Prefix, DialTimeout: time.Duration(a.Etcd.DialTimeout),
 			Username: a.Etcd.Username, Password: a.Etcd.Password, Logger: a.logger,
-		})
+			OpTimeout: time.Duration(a.Etcd.OpTimeout), OwnerTTL: time.Duration(a.Etcd.OwnerTTL),
+			ReplicaName: a.Etcd.ReplicaName,
+		}
+		if t := a.Etcd.TLS; t != nil {
+			cfg.TLS = &store.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+		}
+		s, err := store.NewEtcd(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("crank: etcd: %w", err)
 		}

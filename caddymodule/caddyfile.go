@@ -102,6 +102,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        dial_timeout <duration>
 //	        username     <name>
 //	        password     <password>
+//	        op_timeout   <duration>
+//	        owner_ttl    <duration>
+//	        replica_name <name>
+//	        tls {
+//	            ca_file     <file>
+//	            cert_file   <file>
+//	            key_file    <file>
+//	            server_name <name>
+//	        }
 //	    }
 //	    embedded_etcd {
 //	        data_dir   <dir>
@@ -146,12 +155,44 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = oneArg(d, &a.Etcd.Username)
 				case "password":
 					err = oneArg(d, &a.Etcd.Password)
-				case "dial_timeout":
+				case "dial_timeout", "op_timeout", "owner_ttl":
+					opt := d.Val()
 					var s string
 					if err = oneArg(d, &s); err == nil {
 						var dur caddy.Duration
-						if dur, err = parseDuration(d, "dial_timeout", s); err == nil {
-							a.Etcd.DialTimeout = dur
+						if dur, err = parseDuration(d, opt, s); err == nil {
+							switch opt {
+							case "dial_timeout":
+								a.Etcd.DialTimeout = dur
+							case "op_timeout":
+								a.Etcd.OpTimeout = dur
+							default:
+								a.Etcd.OwnerTTL = dur
+							}
+						}
+					}
+				case "replica_name":
+					err = oneArg(d, &a.Etcd.ReplicaName)
+				case "tls":
+					if a.Etcd.TLS == nil {
+						a.Etcd.TLS = &EtcdTLSConfig{}
+					}
+					t := a.Etcd.TLS
+					for tn := d.Nesting(); d.NextBlock(tn); {
+						switch d.Val() {
+						case "ca_file":
+							err = oneArg(d, &t.CAFile)
+						case "cert_file":
+							err = oneArg(d, &t.CertFile)
+						case "key_file":
+							err = oneArg(d, &t.KeyFile)
+						case "server_name":
+							err = oneArg(d, &t.ServerName)
+						default:
+							return d.Errf("unrecognized etcd tls option %q", d.Val())
+						}
+						if err != nil {
+							return err
 						}
 					}
 				default:
