@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/theory/jsonpath"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // TransportBehavior says how a window operation reads its upstream.
@@ -496,31 +498,11 @@ func (b *block) strList(key string, dst *[]string) bool {
 func closest(s string, known []string) string {
 	best, bestD := "", 4
 	for _, k := range known {
-		if d := levenshtein(strings.ToLower(s), k); d < bestD {
+		if d := sdk.EditDistance(strings.ToLower(s), k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // cursorArgument is the argument a window tool takes to continue where

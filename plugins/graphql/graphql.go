@@ -23,7 +23,7 @@ const version = "0.1.0"
 // adapter is the GraphQL adapter. It is safe for concurrent use.
 type adapter struct {
 	client  *http.Client
-	configs configCache
+	configs sdk.ConfigCache[*parseResult]
 }
 
 // Interface guards.
@@ -37,7 +37,9 @@ var (
 // sdk.OperationValidator and sdk.OperationExpander. Each adapter has its
 // own HTTP connection pool and config cache.
 func New() sdk.Adapter {
-	return &adapter{client: newClient()}
+	a := &adapter{client: newClient()}
+	a.configs.Parse = parseConfig
+	return a
 }
 
 // Describe implements sdk.Adapter.
@@ -55,7 +57,7 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // neither the schema nor the document. Diagnostics never quote config
 // values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	p := a.configs.get(op.Config)
+	p := a.configs.Get(op.Config)
 	diags := append([]sdk.Diagnostic(nil), p.diags...)
 	if p.cfg != nil && !p.cfg.isEntry() {
 		diags = append(diags, sdk.Errorf("tool", "is derived by the adapter from an entry: write document, query or generate instead"))
@@ -74,7 +76,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 			tools, diags = nil, []sdk.Diagnostic{sdk.Errorf("", "internal error of the graphql adapter (panic), see the adapter log")}
 		}
 	}()
-	p := a.configs.get(op.Config)
+	p := a.configs.Get(op.Config)
 	if p.cfg == nil {
 		return nil, p.diags
 	}
@@ -160,7 +162,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			res, err = nil, errors.New("graphql adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.get(req.Operation.Config)
+	p := a.configs.Get(req.Operation.Config)
 	if p.cfg == nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
 	}

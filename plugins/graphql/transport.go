@@ -77,10 +77,10 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{userAgent}
 	}
-	if rc != nil && rc.TraceParent != "" && validHeaderValue(rc.TraceParent) {
+	if rc != nil && rc.TraceParent != "" && sdk.ValidHeaderValue(rc.TraceParent) {
 		if _, ok := h["Traceparent"]; !ok {
 			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && validHeaderValue(rc.TraceState) {
+			if rc.TraceState != "" && sdk.ValidHeaderValue(rc.TraceState) {
 				h["Tracestate"] = []string{rc.TraceState}
 			}
 		}

@@ -427,7 +427,7 @@ func checkUnknown(fields map[string]json.RawMessage, known []string, prefix stri
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		if s := suggest(k, known); s != "" {
+		if s := sdk.Suggest(k, known); s != "" {
 			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
 		} else {
 			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
@@ -754,36 +754,4 @@ func validToolChars(s string) bool {
 		}
 	}
 	return true
-}
-
-// suggest returns the known name closest to s, if it is close enough.
-func suggest(s string, known []string) string {
-	best, bestD := "", 3
-	ls := strings.ToLower(s)
-	for _, k := range known {
-		if d := editDistance(ls, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

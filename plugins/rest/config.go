@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -193,7 +191,7 @@ func parseInto(raw []byte, d *diags) *operation {
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		if s := suggest(k, knownFields); s != "" {
+		if s := sdk.Suggest(k, knownFields); s != "" {
 			d.errorf(k, "unknown field (did you mean %q?)", s)
 		} else {
 			d.errorf(k, "unknown field (known fields: %s)", strings.Join(knownFields, ", "))
@@ -506,7 +504,7 @@ func parseHeaders(v json.RawMessage, op *operation, d *diags) {
 			d.errorf(field, "value must be a string, number or boolean")
 			continue
 		}
-		if !validHeaderValue(value) {
+		if !sdk.ValidHeaderValue(value) {
 			// Never echo the value: it is likely a secret.
 			d.errorf(field, "value contains a control character such as a line break")
 			continue
@@ -630,16 +628,6 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// validHeaderValue refuses control characters (header injection).
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // validEscapes reports whether every '%' starts a two-digit hex escape.
 func validEscapes(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -688,81 +676,4 @@ const upperHex = "0123456789ABCDEF"
 func literalOK(c byte, query bool) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		strings.IndexByte("-._~!$&'()*+,;=:@/%", c) >= 0 || query && c == '?'
-}
-
-// suggest returns the known name closest to s, if it is close enough.
-func suggest(s string, known []string) string {
-	best, bestD := "", 3
-	ls := strings.ToLower(s)
-	for _, k := range known {
-		if d := editDistance(ls, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// configCache memoises parsed configs keyed by the raw config bytes. Reads
-// are lock-free (an immutable map behind an atomic pointer); a miss parses
-// and publishes a copy. It is bounded: when full it starts over.
-type configCache struct {
-	mu  sync.Mutex
-	m   atomic.Pointer[map[string]*parseResult]
-	max int
-}
-
-const maxCachedConfigs = 512
-
-func (c *configCache) get(raw []byte) *parseResult {
-	if m := c.m.Load(); m != nil {
-		if p, ok := (*m)[string(raw)]; ok {
-			return p
-		}
-	}
-	p := parseConfig(raw)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var old map[string]*parseResult
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	if q, ok := old[string(raw)]; ok {
-		return q
-	}
-	limit := c.max
-	if limit <= 0 {
-		limit = maxCachedConfigs
-	}
-	var n map[string]*parseResult
-	if len(old) >= limit {
-		n = make(map[string]*parseResult, 1)
-	} else {
-		n = make(map[string]*parseResult, len(old)+1)
-		for k, v := range old {
-			n[k] = v
-		}
-	}
-	n[string(raw)] = p
-	c.m.Store(&n)
-	return p
 }

@@ -11,21 +11,23 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 func TestConfigCacheBounded(t *testing.T) {
 	t.Parallel()
-	c := &configCache{max: 3}
+	c := &sdk.ConfigCache[*parseResult]{Parse: parseConfig, Max: 3}
 	cfg := func(i int) []byte {
 		return fmt.Appendf(nil, `{"method":"GET","url":"http://h/%d"}`, i)
 	}
-	first := c.get(cfg(0))
-	if c.get(cfg(0)) != first {
+	first := c.Get(cfg(0))
+	if c.Get(cfg(0)) != first {
 		t.Fatal("a cached config was parsed again")
 	}
 	for i := 1; i < 10; i++ {
-		c.get(cfg(i))
-		if n := len(*c.m.Load()); n > 3 {
+		c.Get(cfg(i))
+		if n := c.Len(); n > 3 {
 			t.Fatalf("cache holds %d configs, limit 3", n)
 		}
 	}
@@ -34,7 +36,7 @@ func TestConfigCacheBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p := c.get(cfg(i % 5)); p.op == nil {
+			if p := c.Get(cfg(i % 5)); p.op == nil {
 				t.Errorf("config %d did not parse: %v", i%5, p.err)
 			}
 		}()

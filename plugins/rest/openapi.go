@@ -139,7 +139,7 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 	}
 	for _, k := range sortedKeys(obj) {
 		if !contains(openAPIFields, k) {
-			if s := suggest(k, openAPIFields); s != "" {
+			if s := sdk.Suggest(k, openAPIFields); s != "" {
 				d.errorf("openapi."+k, "unknown field (did you mean %q?)", s)
 			} else {
 				d.errorf("openapi."+k, "unknown field (known fields: %s)", strings.Join(openAPIFields, ", "))
@@ -429,7 +429,7 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 		f := "openapi.credentials." + name
 		var s string
 		if json.Unmarshal(m[name], &s) == nil {
-			if !validHeaderValue(s) {
+			if !sdk.ValidHeaderValue(s) {
 				d.errorf(f, "contains a control character such as a line break")
 				continue
 			}

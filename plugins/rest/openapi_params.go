@@ -190,7 +190,7 @@ func (op *operation) styledHeader(h headerArg, v json.RawMessage) (s string, sty
 	if err != nil {
 		return "", true, op.invalidArg("argument %q (header %s): %v", h.arg, h.name, err)
 	}
-	if !validHeaderValue(s) {
+	if !sdk.ValidHeaderValue(s) {
 		return "", true, op.invalidArg("argument %q (header %s) contains a control character such as a line break", h.arg, h.name)
 	}
 	return s, true, nil

@@ -109,10 +109,10 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 			h["Content-Type"] = []string{"application/json"}
 		}
 	}
-	if rc != nil && rc.TraceParent != "" && validHeaderValue(rc.TraceParent) {
+	if rc != nil && rc.TraceParent != "" && sdk.ValidHeaderValue(rc.TraceParent) {
 		if _, ok := h["Traceparent"]; !ok {
 			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && validHeaderValue(rc.TraceState) {
+			if rc.TraceState != "" && sdk.ValidHeaderValue(rc.TraceState) {
 				h["Tracestate"] = []string{rc.TraceState}
 			}
 		}
@@ -134,7 +134,7 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 			return nil, op.invalidArg("argument %q (header %s) must be a string, number, boolean or a list of them", ha.arg, ha.name)
 		}
 		for _, s := range vals {
-			if !validHeaderValue(s) {
+			if !sdk.ValidHeaderValue(s) {
 				return nil, op.invalidArg("argument %q (header %s) contains a control character such as a line break", ha.arg, ha.name)
 			}
 		}

@@ -22,7 +22,7 @@ const version = "0.1.0"
 // sdk.OperationValidator and is safe for concurrent use.
 type adapter struct {
 	client  *http.Client
-	configs configCache
+	configs sdk.ConfigCache[*parseResult]
 }
 
 var (
@@ -35,7 +35,9 @@ var (
 // sdk.OperationValidator. Each adapter has its own HTTP connection pool and
 // config cache.
 func New() sdk.Adapter {
-	return &adapter{client: newClient()}
+	a := &adapter{client: newClient()}
+	a.configs.Parse = parseConfig
+	return a
 }
 
 // Describe implements sdk.Adapter.
@@ -53,7 +55,7 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // good config, otherwise diagnostics naming the field. Diagnostics never
 // quote config values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	p := a.configs.get(op.Config)
+	p := a.configs.Get(op.Config)
 	if len(p.diags) == 0 {
 		return nil
 	}
@@ -69,7 +71,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			res, err = nil, errors.New("rest adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.get(req.Operation.Config)
+	p := a.configs.Get(req.Operation.Config)
 	if p.op == nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
 	}

@@ -41,7 +41,7 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			err = errors.New("rest adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.get(req.Operation.Config)
+	p := a.configs.Get(req.Operation.Config)
 	if p.op == nil {
 		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
 	}

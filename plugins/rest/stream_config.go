@@ -96,7 +96,7 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		if s := suggest(k, streamFields); s != "" {
+		if s := sdk.Suggest(k, streamFields); s != "" {
 			d.errorf("stream."+k, "unknown field (did you mean %q?)", s)
 		} else {
 			d.errorf("stream."+k, "unknown field (known fields: %s)", strings.Join(streamFields, ", "))

@@ -136,3 +136,24 @@ func TestOptionalRPCs(t *testing.T) {
 		t.Errorf("failing stream: %v %v", evs, err)
 	}
 }
+
+func TestHelpers(t *testing.T) {
+	known := []string{"method", "url", "headers"}
+	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": ""} {
+		if got := sdk.Suggest(in, known); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if sdk.ValidHeaderValue("a\r\nX-Evil: 1") || !sdk.ValidHeaderValue("Bearer x\ty") {
+		t.Error("ValidHeaderValue")
+	}
+	parses := 0
+	c := &sdk.ConfigCache[string]{Parse: func(raw []byte) string { parses++; return string(raw) }, Max: 2}
+	c.Get([]byte("a"))
+	c.Get([]byte("a"))
+	c.Get([]byte("b"))
+	c.Get([]byte("c"))
+	if parses != 3 || c.Len() > 2 {
+		t.Errorf("parses = %d, len = %d", parses, c.Len())
+	}
+}
