@@ -29,6 +29,10 @@
 // them into tool results with isError set. Any other error is treated as a
 // bug in the adapter.
 //
+// Helpers every adapter needs for its configs live here too: [Suggest]
+// (did-you-mean hints for unknown fields), [ValidHeaderValue] and
+// [ConfigCache] (parse a config once, not on every call).
+//
 // Package sdktest runs an adapter in-process over real gRPC for its own unit
 // tests.
 package sdk
