@@ -406,57 +406,10 @@ func parseEndpoint(raw string, c *config, d *diags) {
 }
 
 func parseHeaders(v json.RawMessage, c *config, d *diags) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(v, &obj) != nil {
-		d.errorf("headers", "must be an object {Header-Name: value}")
-		return
-	}
-	c.headers = make(http.Header, len(obj))
-	names := make([]string, 0, len(obj))
-	for k := range obj {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		field := "headers." + name
-		if !validHeaderName(name) {
-			d.errorf(field, "not a valid HTTP header name")
-			continue
-		}
-		canon := http.CanonicalHeaderKey(name)
-		if managedHeader(canon) {
-			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
-			continue
-		}
-		value, ok := scalarString(obj[name])
-		if !ok {
-			d.errorf(field, "value must be a string, number or boolean")
-			continue
-		}
-		if !sdk.ValidHeaderValue(value) {
-			// Never echo the value: it is likely a secret.
-			d.errorf(field, "value contains a control character such as a line break")
-			continue
-		}
-		if _, dup := c.headers[canon]; dup || (canon == "Host" && c.host != "") {
-			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
-			continue
-		}
-		if canon == "Host" {
-			c.host = value
-			continue
-		}
-		c.headers[canon] = []string{value}
-	}
-}
-
-// managedHeader reports headers the adapter or the HTTP client sets.
-func managedHeader(canon string) bool {
-	switch canon {
-	case "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer", "Proxy-Connection":
-		return true
-	}
-	return false
+	var list []sdk.Diagnostic
+	// Content-Type is the adapter's: GraphQL over HTTP posts JSON.
+	c.headers, c.host, list = sdk.StaticHeaders(v, "Content-Type")
+	d.list = append(d.list, list...)
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
@@ -468,22 +421,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// scalarString renders a JSON scalar as a plain string (no quotes).
-func scalarString(v json.RawMessage) (string, bool) {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || v[0] == '{' || v[0] == '[' || bytes.Equal(v, []byte("null")) {
-		return "", false
-	}
-	if v[0] == '"' {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return "", false
-		}
-		return s, true
-	}
-	return string(v), true
 }
 
 // validGraphQLName reports a GraphQL Name: /[_A-Za-z][_0-9A-Za-z]*/.
@@ -505,23 +442,6 @@ func validToolChars(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
 			return false
 		}
 	}

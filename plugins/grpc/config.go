@@ -642,7 +642,7 @@ func parseMetadata(v json.RawMessage, d *diags) []string {
 			continue
 		}
 		seen[key] = true
-		value, ok := scalarString(obj[k])
+		value, ok := sdk.ScalarText(obj[k])
 		if !ok {
 			d.errorf(field, "value must be a string, number or boolean")
 			continue
@@ -687,22 +687,6 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-// scalarString renders a JSON scalar as a plain string (no quotes).
-func scalarString(v json.RawMessage) (string, bool) {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || v[0] == '{' || v[0] == '[' || bytes.Equal(v, []byte("null")) {
-		return "", false
-	}
-	if v[0] == '"' {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return "", false
-		}
-		return s, true
-	}
-	return string(v), true
 }
 
 // splitMethod parses "pkg.Service/Method", "/pkg.Service/Method" or

@@ -482,43 +482,9 @@ func parseQuery(v json.RawMessage, op *operation, d *diags) {
 }
 
 func parseHeaders(v json.RawMessage, op *operation, d *diags) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(v, &obj) != nil {
-		d.errorf("headers", "must be an object {Header-Name: value}")
-		return
-	}
-	op.headers = make(http.Header, len(obj))
-	for _, name := range sortedKeys(obj) {
-		field := "headers." + name
-		if !validHeaderName(name) {
-			d.errorf(field, "not a valid HTTP header name")
-			continue
-		}
-		canon := http.CanonicalHeaderKey(name)
-		if managedHeader(canon) {
-			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
-			continue
-		}
-		value, ok := scalarString(obj[name])
-		if !ok {
-			d.errorf(field, "value must be a string, number or boolean")
-			continue
-		}
-		if !sdk.ValidHeaderValue(value) {
-			// Never echo the value: it is likely a secret.
-			d.errorf(field, "value contains a control character such as a line break")
-			continue
-		}
-		if _, dup := op.headers[canon]; dup || (canon == "Host" && op.host != "") {
-			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
-			continue
-		}
-		if canon == "Host" {
-			op.host = value
-			continue
-		}
-		op.headers[canon] = []string{value}
-	}
+	var list []sdk.Diagnostic
+	op.headers, op.host, list = sdk.StaticHeaders(v)
+	d.list = append(d.list, list...)
 }
 
 func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
@@ -531,12 +497,12 @@ func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
 	for _, name := range sortedKeys(obj) {
 		field := "header_args." + name
 		arg := strings.TrimSpace(obj[name])
-		if !validHeaderName(name) {
+		if !sdk.ValidHeaderName(name) {
 			d.errorf(field, "not a valid HTTP header name")
 			continue
 		}
 		canon := http.CanonicalHeaderKey(name)
-		if managedHeader(canon) || canon == "Host" {
+		if sdk.HopByHopHeader(canon) || canon == "Host" {
 			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
 			continue
 		}
@@ -561,15 +527,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// managedHeader reports headers that the HTTP client manages itself.
-func managedHeader(canon string) bool {
-	switch canon {
-	case "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "Te", "Trailer", "Proxy-Connection":
-		return true
-	}
-	return false
 }
 
 // scalarString renders a JSON scalar as a plain string (no quotes).
@@ -605,23 +562,6 @@ func validArgName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
 			return false
 		}
 	}

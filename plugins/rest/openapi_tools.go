@@ -760,7 +760,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 				continue // OpenAPI: such header parameters are ignored
 			case credHeaders[canon]:
 				continue // the credential sets it
-			case managedHeader(canon) || canon == "Host" || !validHeaderName(p.Name):
+			case sdk.HopByHopHeader(canon) || canon == "Host" || !sdk.ValidHeaderName(p.Name):
 				if p.Required {
 					return im.skipf(pp.ptr, "header parameter %q cannot be sent by the rest adapter", p.Name)
 				}
