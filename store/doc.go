@@ -40,11 +40,21 @@
 //	<prefix>sweep-leader                owner ID of the replica that runs
 //	                                    expiry cleanups, on its owner lease
 //	<prefix>ping                        never written; read by Ping
+//	<prefix>streams/<session>/<stream>  an MCP response stream's (SSE) log
+//	                                    position: first retained and next
+//	                                    event index, retained bytes; on a
+//	                                    TTL-bucket lease of the log TTL from
+//	                                    its last append. <session> is the
+//	                                    path-escaped MCP session ID,
+//	                                    <stream> the path-escaped stream ID
+//	                                    ("%" for the standalone GET stream)
+//	<prefix>streams/<session>/<stream>/ev/<seq>
+//	                                    one SSE event's data, <seq> its
+//	                                    20-digit zero-padded index; on a
+//	                                    TTL-bucket lease of the log TTL
 //
 // Reserved for later work (same rules):
 //
-//	<prefix>streams/<session>/<stream>             stream (SSE) metadata
-//	<prefix>streams/<session>/<stream>/ev/<seq>    SSE event log
 //	<prefix>catalog/<adapter>/<tool>               tool catalog (no lease)
 //
 // # IDs and visibility
@@ -81,6 +91,18 @@
 // items. One item must fit in one etcd request (EtcdConfig.MaxRequestBytes,
 // etcd's --max-request-bytes, default 1.5 MiB, minus 20 KiB); appends are
 // split into transactions of at most 100 items and one request's bytes.
+//
+// # SSE event logs
+//
+// AppendEvent and EventsAfter back MCP stream resumption (Last-Event-ID).
+// Each append is one compare-and-swap transaction on the stream record that
+// puts the event, moves the record and deletes trimmed events together; the
+// replica that last wrote a stream remembers the record's revision, so its
+// next append needs no read. A stream keeps at most EventLimits.MaxEvents
+// events and MaxBytes bytes (trimming drops the oldest tenth); every event
+// expires its TTL after it was appended. A replay reads the record and the
+// events in one transaction and fails with ErrEventsPurged unless every
+// event after the client's index is still there.
 //
 // # Lease scheme
 //

@@ -106,6 +106,7 @@ type Etcd struct {
 
 	ownerTTL    time.Duration
 	replicaName string
+	events      eventCache // see AppendEvent
 	ownerMu     sync.Mutex
 	own         *ownerState
 

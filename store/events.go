@@ -1,0 +1,386 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// streamsDir holds the SSE event logs; see the package documentation.
+const streamsDir = "streams/"
+
+// SSE event log bounds and defaults. A stream keeps at most MaxEvents
+// events and MaxBytes bytes; the oldest go first.
+const (
+	DefaultEventMaxEvents = 1000
+	DefaultEventMaxBytes  = 1 << 20
+	DefaultEventTTL       = 30 * time.Minute
+	MaxEventLogEvents     = 100_000
+	MaxEventLogBytes      = 64 << 20
+	// eventTrimBatch caps the oldest events read per trimming round.
+	eventTrimBatch = 256
+	// maxEventCache bounds the per-process cache of stream records.
+	maxEventCache = 10_000
+)
+
+// ErrEventsPurged: the events a client asks to replay are no longer all
+// there (trimmed by the retention bounds, expired, or never stored because
+// an append failed), so no partial replay is possible.
+var ErrEventsPurged = errors.New("store: events purged")
+
+// EventLimits bounds one SSE stream's event log. Zero fields take the
+// defaults.
+type EventLimits struct {
+	// MaxEvents and MaxBytes bound what the stream retains; appending
+	// beyond them drops the oldest events (about a tenth of the bound at
+	// once, so trimming is rare).
+	MaxEvents int
+	MaxBytes  int64
+	// TTL is how long an event (and the stream record, from its last
+	// append) lives.
+	TTL time.Duration
+}
+
+func (l EventLimits) withDefaults() (EventLimits, error) {
+	if l.MaxEvents == 0 {
+		l.MaxEvents = DefaultEventMaxEvents
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultEventMaxBytes
+	}
+	if l.TTL == 0 {
+		l.TTL = DefaultEventTTL
+	}
+	switch {
+	case l.MaxEvents < 1 || l.MaxEvents > MaxEventLogEvents:
+		return l, fmt.Errorf("store: %w: event max_events must be 1-%d, got %d", ErrInvalid, MaxEventLogEvents, l.MaxEvents)
+	case l.MaxBytes < 1 || l.MaxBytes > MaxEventLogBytes:
+		return l, fmt.Errorf("store: %w: event max_bytes must be 1-%d, got %d", ErrInvalid, MaxEventLogBytes, l.MaxBytes)
+	case l.TTL < 0:
+		return l, fmt.Errorf("store: %w: event TTL must be positive, got %s", ErrInvalid, l.TTL)
+	}
+	return l, nil
+}
+
+// eventStreamRecord is the stored JSON form of a stream's log position:
+// events First..Next-1 may be retained (older ones may have expired), and
+// Bytes is at least the size of those still there.
+type eventStreamRecord struct {
+	First uint64 `json:"first"`
+	Next  uint64 `json:"next"`
+	Bytes int64  `json:"bytes"`
+}
+
+func streamsPrefix(session string) string { return streamsDir + url.PathEscape(session) + "/" }
+
+// streamSegment path-escapes a stream ID; the standalone stream (ID "")
+// is "%", which path escaping never produces.
+func streamSegment(stream string) string {
+	if stream == "" {
+		return "%"
+	}
+	return url.PathEscape(stream)
+}
+
+func eventStreamKey(session, stream string) string {
+	return streamsPrefix(session) + streamSegment(stream)
+}
+func eventsPrefix(session, stream string) string { return eventStreamKey(session, stream) + "/ev/" }
+func eventKey(prefix string, n uint64) string    { return fmt.Sprintf("%s%020d", prefix, n) }
+
+// eventCache remembers the last stream record this process wrote, with its
+// mod revision, so that a replica appending to its own stream commits in one
+// round trip instead of reading first. A stale entry only costs a failed
+// compare and a re-read.
+type eventCache struct {
+	mu sync.Mutex
+	m  map[string]cachedStream
+}
+
+type cachedStream struct {
+	rec eventStreamRecord
+	rev int64
+}
+
+func (c *eventCache) get(key string) (cachedStream, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *eventCache) put(key string, v cachedStream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxEventCache {
+		c.m = make(map[string]cachedStream)
+	}
+	c.m[key] = v
+}
+
+func (c *eventCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+func (c *eventCache) dropPrefix(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.m, k)
+		}
+	}
+}
+
+func validEventIDs(session, stream string) error {
+	if !validID(session) {
+		return fmt.Errorf("store: %w: session ID must be 1-%d bytes", ErrInvalid, maxIDLen)
+	}
+	if len(stream) > maxIDLen {
+		return fmt.Errorf("store: %w: stream ID is %d bytes, over the %d-byte limit", ErrInvalid, len(stream), maxIDLen)
+	}
+	return nil
+}
+
+// AppendEvent implements Store.
+func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index int64, data []byte, lim EventLimits) (uint64, error) {
+	if err := validEventIDs(session, stream); err != nil {
+		return 0, err
+	}
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	if len(data) > e.maxItem || int64(len(data)) > lim.MaxBytes {
+		return 0, fmt.Errorf("store: append event to stream %q of session %s: %w: event is %d bytes, over the limit (%d per event, max_bytes %d)",
+			stream, truncate(session), ErrTooLarge, len(data), e.maxItem, lim.MaxBytes)
+	}
+	op := "append event to stream " + strconv.Quote(stream) + " of session " + truncate(session)
+	mk := eventStreamKey(session, stream)
+	evp := eventsPrefix(session, stream)
+	backoff := casBackoffMin
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		cached, ok := e.events.get(mk)
+		if !ok && index == 0 && attempt == 0 {
+			// A new stream: assume no record, which the compare checks.
+			ok = true
+		}
+		if !ok {
+			kv, err := e.get(ctx, op, mk)
+			if err != nil {
+				return 0, err
+			}
+			if kv != nil {
+				if err := json.Unmarshal(kv.Value, &cached.rec); err != nil {
+					return 0, fmt.Errorf("store: %s: decode stream record: %w", op, err)
+				}
+				cached.rev = kv.ModRevision
+			}
+		}
+		rec := cached.rec
+		idx := rec.Next
+		if index >= 0 {
+			idx = uint64(index)
+		}
+		restart := idx == 0 && rec.Next > 0
+		if restart {
+			// The stream was opened again (its session moved to another
+			// replica): the old events' IDs mean nothing now.
+			rec = eventStreamRecord{}
+		}
+		if idx < rec.Next {
+			return 0, fmt.Errorf("store: %s: %w: event %d is already stored (next is %d)", op, ErrConflict, idx, rec.Next)
+		}
+		oldFirst := rec.First
+		if idx > rec.Next || rec.Next == rec.First {
+			// A gap (an earlier append failed): what came before can no
+			// longer be replayed without loss, so it is dropped.
+			rec.First, rec.Bytes = idx, 0
+		}
+		rec.Next = idx + 1
+		rec.Bytes += int64(len(data))
+		if err := e.trimEvents(ctx, op, evp, &rec, len(data), lim); err != nil {
+			return 0, err
+		}
+		var committed bool
+		var rev int64
+		val, _ := json.Marshal(rec)
+		err := e.do(ctx, op, func(ctx context.Context) error {
+			return e.leases.withLease(ctx, lim.TTL, func(lease clientv3.LeaseID) error {
+				ops := []clientv3.Op{
+					clientv3.OpPut(mk, string(val), clientv3.WithLease(lease)),
+					clientv3.OpPut(eventKey(evp, idx), string(data), clientv3.WithLease(lease)),
+				}
+				if restart {
+					ops = append(ops, clientv3.OpDelete(eventKey(evp, 1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(evp))))
+				} else if rec.First > oldFirst {
+					ops = append(ops, clientv3.OpDelete(eventKey(evp, oldFirst), clientv3.WithRange(eventKey(evp, rec.First))))
+				}
+				resp, err := e.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mk), "=", cached.rev)).Then(ops...).Commit()
+				if err != nil {
+					return err
+				}
+				committed, rev = resp.Succeeded, resp.Header.GetRevision()
+				return nil
+			})
+		})
+		if err != nil {
+			e.events.drop(mk)
+			return 0, err
+		}
+		if committed {
+			e.events.put(mk, cachedStream{rec: rec, rev: rev})
+			return idx, nil
+		}
+		e.events.drop(mk)
+		d := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
+		}
+		backoff = min(2*backoff, casBackoffMax)
+	}
+	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, casAttempts)
+}
+
+// trimEvents moves rec.First forward until the stream (with the event of
+// newSize bytes being appended, rec.Next-1) fits its bounds, dropping a
+// tenth more than needed so that trimming is rare. It reads the oldest
+// events to learn their sizes. Events that expired on their own still count
+// in rec.Bytes until trimming passes them, so Bytes errs on the high side
+// and the stream never holds more than its bounds.
+func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamRecord, newSize int, lim EventLimits) error {
+	last := rec.Next - 1
+	if rec.Next-rec.First <= uint64(lim.MaxEvents) && rec.Bytes <= lim.MaxBytes {
+		return nil
+	}
+	wantCount := uint64(lim.MaxEvents) - uint64(lim.MaxEvents)/10
+	wantBytes := lim.MaxBytes - lim.MaxBytes/10
+	over := func() bool { return rec.Next-rec.First > wantCount || rec.Bytes > wantBytes }
+	for rec.First < last && over() {
+		type old struct {
+			seq  uint64
+			size int
+		}
+		var olds []old
+		err := e.do(ctx, op, func(ctx context.Context) error {
+			resp, err := e.kv.Get(ctx, eventKey(evp, rec.First), clientv3.WithRange(eventKey(evp, last)), clientv3.WithLimit(eventTrimBatch))
+			if err != nil {
+				return err
+			}
+			for _, kv := range resp.Kvs {
+				seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), evp), 10, 64)
+				if err != nil {
+					return fmt.Errorf("malformed event key %q", kv.Key)
+				}
+				olds = append(olds, old{seq, len(kv.Value)})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(olds) == 0 {
+			rec.First = last // every older event has expired
+			break
+		}
+		for _, o := range olds {
+			if !over() {
+				break
+			}
+			rec.First = o.seq + 1
+			rec.Bytes -= int64(o.size)
+		}
+	}
+	if rec.First >= last {
+		rec.First, rec.Bytes = last, int64(newSize)
+	}
+	return nil
+}
+
+// EventsAfter implements Store.
+func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error) {
+	if err := validEventIDs(session, stream); err != nil {
+		return nil, err
+	}
+	if index < -1 {
+		return nil, fmt.Errorf("store: %w: event index must be at least -1, got %d", ErrInvalid, index)
+	}
+	op := "replay stream " + strconv.Quote(stream) + " of session " + truncate(session)
+	mk := eventStreamKey(session, stream)
+	evp := eventsPrefix(session, stream)
+	want := uint64(index + 1)
+	var resp *clientv3.TxnResponse
+	err := e.do(ctx, op, func(ctx context.Context) error {
+		var err error
+		resp, err = e.kv.Txn(ctx).Then(
+			clientv3.OpGet(mk),
+			clientv3.OpGet(eventKey(evp, want), clientv3.WithRange(clientv3.GetPrefixRangeEnd(evp))),
+		).Commit()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	metas := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(metas) == 0 {
+		if index < 0 {
+			return nil, nil // nothing was ever stored on this stream
+		}
+		return nil, fmt.Errorf("store: %s after event %d: %w (the stream has expired or was never stored)", op, index, ErrEventsPurged)
+	}
+	var rec eventStreamRecord
+	if err := json.Unmarshal(metas[0].Value, &rec); err != nil {
+		return nil, fmt.Errorf("store: %s: decode stream record: %w", op, err)
+	}
+	if want >= rec.Next {
+		return nil, nil
+	}
+	if want < rec.First {
+		return nil, fmt.Errorf("store: %s after event %d: %w (the oldest retained event is %d)", op, index, ErrEventsPurged, rec.First)
+	}
+	kvs := resp.Responses[1].GetResponseRange().GetKvs()
+	out := make([][]byte, 0, rec.Next-want)
+	for i, kv := range kvs {
+		seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), evp), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: malformed event key %q", op, kv.Key)
+		}
+		if seq >= rec.Next {
+			break
+		}
+		if seq != want+uint64(i) {
+			return nil, fmt.Errorf("store: %s after event %d: %w (event %d has expired)", op, index, ErrEventsPurged, want+uint64(i))
+		}
+		out = append(out, kv.Value)
+	}
+	if uint64(len(out)) != rec.Next-want {
+		return nil, fmt.Errorf("store: %s after event %d: %w (event %d has expired)", op, index, ErrEventsPurged, want+uint64(len(out)))
+	}
+	return out, nil
+}
+
+// DeleteEventStreams implements Store.
+func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
+	if !validID(session) {
+		return nil
+	}
+	p := streamsPrefix(session)
+	e.events.dropPrefix(p)
+	return e.do(ctx, "delete event streams of session "+truncate(session), func(ctx context.Context) error {
+		_, err := e.kv.Delete(ctx, p, clientv3.WithPrefix())
+		return err
+	})
+}

@@ -1,0 +1,243 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/crankmcp/crank/store"
+	"github.com/crankmcp/crank/store/storetest"
+)
+
+func appendEvents(t *testing.T, st store.Store, session, stream string, lim store.EventLimits, data ...string) {
+	t.Helper()
+	for _, d := range data {
+		if _, err := st.AppendEvent(ctxT(t), session, stream, -1, []byte(d), lim); err != nil {
+			t.Fatalf("AppendEvent(%q): %v", d, err)
+		}
+	}
+}
+
+func replay(t *testing.T, st store.Store, session, stream string, index int64) []string {
+	t.Helper()
+	evs, err := st.EventsAfter(ctxT(t), session, stream, index)
+	if err != nil {
+		t.Fatalf("EventsAfter(%d): %v", index, err)
+	}
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, string(e))
+	}
+	return out
+}
+
+// eventKeys returns the event keys and total value bytes stored for a
+// stream, read straight from etcd.
+func eventKeys(t *testing.T, st *store.Etcd, session, stream string) (int, int) {
+	t.Helper()
+	resp, err := store.EtcdClient(st).Get(ctxT(t), st.Prefix()+"streams/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, size := 0, 0
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Key), "/ev/") {
+			n++
+			size += len(kv.Value)
+		}
+	}
+	return n, size
+}
+
+func TestEventsAppendReplay(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	lim := store.EventLimits{}
+
+	// Nothing stored yet: a fresh stream replays nothing, a resume from an
+	// index cannot be served.
+	if got := replay(t, st, "sess-1", "", -1); len(got) != 0 {
+		t.Fatalf("empty stream replayed %q", got)
+	}
+	if _, err := st.EventsAfter(ctx, "sess-1", "S1", 0); err == nil {
+		t.Fatal("resume of an unknown stream succeeded")
+	} else {
+		wantErr(t, "resume unknown stream", err, store.ErrEventsPurged)
+	}
+
+	// A priming event (empty data), then messages; indices count from 0.
+	idx, err := st.AppendEvent(ctx, "sess-1", "S1", -1, nil, lim)
+	if err != nil || idx != 0 {
+		t.Fatalf("prime: %d %v", idx, err)
+	}
+	appendEvents(t, st, "sess-1", "S1", lim, "a", "b\nc", "ü")
+	if got := replay(t, st, "sess-1", "S1", -1); strings.Join(got, "|") != "|a|b\nc|ü" {
+		t.Fatalf("replay all: %q", got)
+	}
+	if got := replay(t, st, "sess-1", "S1", 1); strings.Join(got, "|") != "b\nc|ü" {
+		t.Fatalf("replay after 1: %q", got)
+	}
+	if got := replay(t, st, "sess-1", "S1", 3); len(got) != 0 {
+		t.Fatalf("replay after the last: %q", got)
+	}
+	if got := replay(t, st, "sess-1", "S1", 99); len(got) != 0 {
+		t.Fatalf("replay beyond the last: %q", got)
+	}
+
+	// Streams and sessions are separate logs; a session ID with a "/"
+	// cannot reach another session's keys.
+	appendEvents(t, st, "sess-1", "", lim, "standalone")
+	appendEvents(t, st, "sess-1/S1", "", lim, "other")
+	if got := replay(t, st, "sess-1", "", -1); strings.Join(got, "|") != "standalone" {
+		t.Fatalf("standalone stream: %q", got)
+	}
+	if got := replay(t, st, "sess-1", "S1", 3); len(got) != 0 {
+		t.Fatalf("stream S1 after its last: %q", got)
+	}
+
+	// Deleting the session's logs removes them all, and only them.
+	if err := st.DeleteEventStreams(ctx, "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EventsAfter(ctx, "sess-1", "S1", 0); err == nil {
+		t.Fatal("replay after delete succeeded")
+	}
+	if got := replay(t, st, "sess-1/S1", "", -1); strings.Join(got, "|") != "other" {
+		t.Fatalf("other session: %q", got)
+	}
+	// Appending after a delete starts the log again.
+	appendEvents(t, st, "sess-1", "S1", lim, "again")
+	if got := replay(t, st, "sess-1", "S1", -1); strings.Join(got, "|") != "again" {
+		t.Fatalf("after delete: %q", got)
+	}
+}
+
+func TestEventsRetention(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+
+	// By count: never more than MaxEvents events; the newest survive, a
+	// resume from before them fails instead of skipping events.
+	lim := store.EventLimits{MaxEvents: 10}
+	for i := range 35 {
+		appendEvents(t, st, "s", "count", lim, fmt.Sprintf("e%d", i))
+		if n, _ := eventKeys(t, st, "s", "count"); n > 10 {
+			t.Fatalf("after event %d: %d events stored, max 10", i, n)
+		}
+	}
+	if got := replay(t, st, "s", "count", 29); strings.Join(got, ",") != "e30,e31,e32,e33,e34" {
+		t.Fatalf("replay after 29: %q", got)
+	}
+	_, err := st.EventsAfter(ctx, "s", "count", 5)
+	wantErr(t, "resume from a trimmed event", err, store.ErrEventsPurged)
+
+	// By bytes: never more than MaxBytes bytes.
+	if err := st.DeleteEventStreams(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	lim = store.EventLimits{MaxBytes: 100}
+	for i := range 20 {
+		appendEvents(t, st, "s", "bytes", lim, fmt.Sprintf("%029d", i)) // 29 bytes
+		if _, size := eventKeys(t, st, "s", "bytes"); size > 100 {
+			t.Fatalf("after event %d: %d bytes stored, max 100", i, size)
+		}
+	}
+	if got := replay(t, st, "s", "bytes", 18); len(got) != 1 || got[0] != fmt.Sprintf("%029d", 19) {
+		t.Fatalf("replay after 18: %q", got)
+	}
+	// An event larger than the whole log is refused.
+	_, err = st.AppendEvent(ctx, "s", "bytes", -1, make([]byte, 101), lim)
+	wantErr(t, "event over max_bytes", err, store.ErrTooLarge)
+}
+
+func TestEventsExplicitIndex(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	lim := store.EventLimits{}
+	for i := range 3 {
+		if idx, err := st.AppendEvent(ctx, "s", "x", int64(i), []byte{'a' + byte(i)}, lim); err != nil || idx != uint64(i) {
+			t.Fatalf("append %d: %d %v", i, idx, err)
+		}
+	}
+	// Event 3 and 4 were delivered but not stored (say etcd was down):
+	// appending 5 drops what came before, so no replay skips them.
+	if _, err := st.AppendEvent(ctx, "s", "x", 5, []byte("f"), lim); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.EventsAfter(ctx, "s", "x", 1)
+	wantErr(t, "replay across a gap", err, store.ErrEventsPurged)
+	if got := replay(t, st, "s", "x", 4); strings.Join(got, "") != "f" {
+		t.Fatalf("replay after the gap: %q", got)
+	}
+	// Indices never go back...
+	_, err = st.AppendEvent(ctx, "s", "x", 5, []byte("again"), lim)
+	wantErr(t, "append a stored index", err, store.ErrConflict)
+	// ...except to 0: the stream was opened again, its old events go.
+	if _, err := st.AppendEvent(ctx, "s", "x", 0, []byte("new"), lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := replay(t, st, "s", "x", -1); strings.Join(got, "|") != "new" {
+		t.Fatalf("replay after a restart: %q", got)
+	}
+	if n, _ := eventKeys(t, st, "s", "x"); n != 1 {
+		t.Fatalf("%d events stored after a restart, want 1", n)
+	}
+}
+
+func TestEventsTwoReplicas(t *testing.T) {
+	t.Parallel()
+	emb, a := storetest.Embedded(t)
+	b := storetest.Open(t, emb, store.EtcdConfig{})
+	lim := store.EventLimits{}
+	// a appends (and caches the stream's revision), b appends behind its
+	// back, a appends again: its stale cache costs a retry, not an event.
+	appendEvents(t, a, "s", "x", lim, "1")
+	appendEvents(t, b, "s", "x", lim, "2")
+	appendEvents(t, a, "s", "x", lim, "3")
+	if got := replay(t, b, "s", "x", -1); strings.Join(got, "") != "123" {
+		t.Fatalf("replay on b: %q", got)
+	}
+}
+
+func TestEventsInvalid(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"empty session", func() error {
+			_, err := st.AppendEvent(ctx, "", "x", -1, nil, store.EventLimits{})
+			return err
+		}(), "session ID"},
+		{"long stream", func() error {
+			_, err := st.EventsAfter(ctx, "s", strings.Repeat("x", 600), -1)
+			return err
+		}(), "stream ID"},
+		{"max_events", func() error {
+			_, err := st.AppendEvent(ctx, "s", "x", -1, nil, store.EventLimits{MaxEvents: -1})
+			return err
+		}(), "max_events"},
+		{"max_bytes", func() error {
+			_, err := st.AppendEvent(ctx, "s", "x", -1, nil, store.EventLimits{MaxBytes: store.MaxEventLogBytes + 1})
+			return err
+		}(), "max_bytes"},
+		{"index", func() error {
+			_, err := st.EventsAfter(ctx, "s", "x", -2)
+			return err
+		}(), "index"},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one naming %q", c.name, c.err, c.want)
+		}
+		wantErr(t, c.name, c.err, store.ErrInvalid)
+	}
+}
