@@ -202,6 +202,12 @@
 //	  overrides:                     # by operationId or "METHOD /path"
 //	    getPet: {name: get_pet, title: Get a pet, description: ..., mode: unary,
 //	             annotations: {read_only: true, destructive: false, idempotent: true, open_world: false}}
+//	    watchEvents:                 # a window tool of its own (as an operations entry writes it)
+//	      mode: window
+//	      transport_behavior: server_stream
+//	      limits: {window_duration_ms: 3000, max_items: 500}
+//	      aggregation: {aggregation_mode: summary_plus_samples, group_by: $.kind}
+//	      safety: {redacted_paths: [$.owner.email]}
 //	  credentials:                   # by security scheme name
 //	    api_key: "{env.PETS_KEY}"    # apiKey (header, query or cookie); a token for http bearer, oauth2, openIdConnect
 //	    basic: {username: u, password: "{env.PETS_PASSWORD}"}   # http basic
@@ -278,19 +284,28 @@
 // redacts the values placeholders expand to from results and logs.
 //
 // Streams: an operation whose 2xx answer is text/event-stream (and none is
-// JSON), or that an override sets to mode window, is a window tool. The
-// adapter protocol gives expanded tools their entry's mode and window
-// config, so such operations are served by an entry with mode: window
-// (its limits, aggregation...), typically importing one operation
-// (include.operation_ids) and naming it like the entry with an override,
-// so that the entry is the tool; in a unary entry they are skipped with a
-// warning saying so. Every operation a window entry imports is a window
-// tool (a JSON one is polled with transport_behavior request_response, or
-// read as one item), except those overridden to unary, which it skips.
-// overrides.limits is refused for the same reason. A window tool's
-// derived output schema is {"items": [item schema]} from the response's
-// itemSchema (OpenAPI 3.2: an event's data contentSchema, else the
-// itemSchema); the host's fixed window output schema replaces it today.
+// JSON), or that an override sets to mode window, is a window tool; every
+// operation a window entry imports is one too (a JSON one is polled with
+// transport_behavior request_response, or read as one item), except those
+// overridden to unary. Each tool tells the host its own mode when it
+// differs from the entry's (Tool.mode), and its own window config when
+// its override gives one (transport_behavior, limits, aggregation,
+// safety: Tool.execution_json, replacing the entry's; the host checks it
+// as an entry's, naming the tool and the field); without one a window
+// tool gets its entry's window config, or the host's defaults in a unary
+// entry. A window tool's item schema (Tool.item_schema_json), which the
+// host's window output schema gives its items, is the schema of one
+// event's data: from the response's itemSchema (OpenAPI 3.2: the data
+// property's contentSchema when it describes whole events, else the
+// itemSchema), else from the text/event-stream content's schema when that
+// is an object (or an array of them) rather than the stream's text.
+//
+// A host that predates tools' own modes (it does not send the
+// tool_execution host capability) gives every tool its entry's mode and
+// window: the adapter then skips a tool whose mode differs from its
+// entry's, with a warning saying to serve it from an entry with mode:
+// window whose include.operation_ids names it, and an override's window
+// config is an error.
 //
 // Errors: a document that cannot be used at all — unreadable, not YAML or
 // JSON, not OpenAPI, an unsupported version, no paths, no operation left —

@@ -29,9 +29,12 @@ var openAPIFields = []string{
 
 var (
 	filterFields   = []string{"tags", "operation_ids", "methods", "paths"}
-	overrideFields = []string{"name", "title", "description", "mode", "limits", "annotations"}
-	annotFields    = []string{"read_only", "destructive", "idempotent", "open_world"}
-	toolNameRE     = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	overrideFields = []string{"name", "title", "description", "mode", "transport_behavior", "limits", "aggregation", "safety", "annotations"}
+	// windowFields are the override fields that configure a window tool;
+	// the host checks them as it checks an operations entry's.
+	windowFields = []string{"transport_behavior", "limits", "aggregation", "safety"}
+	annotFields  = []string{"read_only", "destructive", "idempotent", "open_world"}
+	toolNameRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 )
 
 // errOpenAPIEntry is what calling an import entry itself answers.
@@ -67,10 +70,38 @@ func (f *opFilter) empty() bool {
 
 // opOverride changes one operation's tool.
 type opOverride struct {
+	key                            string
 	name, title, description, mode string
 	annotations                    sdk.Annotations
 	hasAnnotations                 bool
-	used                           bool
+	// window holds the window config fields given (windowFields), as
+	// written.
+	window map[string]json.RawMessage
+	used   bool
+}
+
+// execution is the override's window config as Tool.Execution, nil when
+// it sets none.
+func (o *opOverride) execution() json.RawMessage {
+	if o == nil || len(o.window) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(o.window)
+	return b
+}
+
+// windowField names the first window config field the override sets, ""
+// when it sets none.
+func (o *opOverride) windowField() string {
+	if o == nil {
+		return ""
+	}
+	for _, k := range windowFields {
+		if _, ok := o.window[k]; ok {
+			return "openapi.overrides." + o.key + "." + k
+		}
+	}
+	return ""
 }
 
 // credential is what a security scheme is given: a key or token, or a
@@ -320,7 +351,7 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.errorf("openapi.overrides", `must be an object {operationId or "METHOD /path": {name, title, description, mode, annotations}}`)
+		d.errorf("openapi.overrides", `must be an object {operationId or "METHOD /path": {name, title, description, mode, limits, aggregation, safety, annotations}}`)
 		return nil
 	}
 	out := map[string]*opOverride{}
@@ -329,10 +360,10 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 		field := "openapi.overrides." + key
 		var o map[string]json.RawMessage
 		if json.Unmarshal(m[key], &o) != nil || o == nil {
-			d.errorf(field, "must be an object {name, title, description, mode, annotations}")
+			d.errorf(field, "must be an object {name, title, description, mode, limits, aggregation, safety, annotations}")
 			continue
 		}
-		ov := &opOverride{}
+		ov := &opOverride{key: key}
 		for _, k := range sortedKeys(o) {
 			fv := o[k]
 			f := field + "." + k
@@ -361,11 +392,22 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 				if json.Unmarshal(fv, &ov.mode) != nil || ov.mode != "unary" && ov.mode != "window" {
 					d.errorf(f, `must be "unary" or "window"`)
 				}
-			case "limits":
-				// The adapter protocol gives an expanded tool its entry's
-				// mode and window; per-tool limits cannot reach the host.
-				d.errorf(f, "per-operation window limits are set on the operations entry that serves the operation: "+
-					"write an entry with mode: window, its limits, and openapi.include.operation_ids naming this operation")
+			case "transport_behavior", "limits", "aggregation", "safety":
+				// The host checks these field by field, as it checks an
+				// operations entry's; here only their shape.
+				var str string
+				var obj map[string]json.RawMessage
+				switch {
+				case k == "transport_behavior" && json.Unmarshal(fv, &str) != nil:
+					d.errorf(f, `must be "server_stream" or "request_response"`)
+				case k != "transport_behavior" && (json.Unmarshal(fv, &obj) != nil || obj == nil):
+					d.errorf(f, "must be an object, as an operations entry writes it")
+				default:
+					if ov.window == nil {
+						ov.window = map[string]json.RawMessage{}
+					}
+					ov.window[k] = fv
+				}
 			case "annotations":
 				var a map[string]json.RawMessage
 				if json.Unmarshal(fv, &a) != nil || a == nil {
@@ -400,6 +442,9 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 			default:
 				d.errorf(f, "unknown field (known fields: %s)", strings.Join(overrideFields, ", "))
 			}
+		}
+		if ov.mode == "unary" && len(ov.window) > 0 {
+			d.errorf(ov.windowField(), "configures a window, and this override sets mode unary")
 		}
 		out[overrideKey(key)] = ov
 	}

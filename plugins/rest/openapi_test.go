@@ -244,13 +244,25 @@ func (im *imported) errors() string {
 
 func expandEntry(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode) *imported {
 	t.Helper()
+	return expandFor(t, h, cfg, mode, sdk.HostToolExecution)
+}
+
+// expandOldHost expands an entry as a host that predates tools' own
+// modes asks (no host capabilities).
+func expandOldHost(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode) *imported {
+	t.Helper()
+	return expandFor(t, h, cfg, mode)
+}
+
+func expandFor(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode, hostCaps ...string) *imported {
+	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir, _ := os.Getwd()
 	resp, err := h.Client.ExpandOperation(ctxT(t), &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{
-		Name: "import", ConfigJson: raw, Mode: mode, BaseDir: dir, TimeoutMs: 10000}})
+		Name: "import", ConfigJson: raw, Mode: mode, BaseDir: dir, TimeoutMs: 10000}, HostCapabilities: hostCaps})
 	if err != nil {
 		t.Fatalf("expand: %v", err)
 	}
@@ -671,24 +683,35 @@ func TestOpenAPIFilters(t *testing.T) {
 	}
 }
 
-// TestOpenAPIOverrides: per-operation name, title, description and
-// annotations; mode and limits where the host can serve them.
+// TestOpenAPIOverrides: per-operation name, title, description,
+// annotations, mode and window config.
 func TestOpenAPIOverrides(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	im := expandOK(t, h, petEntry("", map[string]any{
 		"tool_prefix": "pets_",
 		"overrides": map[string]any{
-			"showPetById":        map[string]any{"name": "get_pet", "title": "Get a pet", "description": "One pet by id."},
-			"GET /admin/stats":   map[string]any{"annotations": map[string]any{"open_world": false, "read_only": true}},
-			"deletePet":          map[string]any{"annotations": map[string]any{"destructive": false}},
-			"listPets":           map[string]any{"mode": "window"},
+			"showPetById":      map[string]any{"name": "get_pet", "title": "Get a pet", "description": "One pet by id."},
+			"GET /admin/stats": map[string]any{"annotations": map[string]any{"open_world": false, "read_only": true}},
+			"deletePet":        map[string]any{"annotations": map[string]any{"destructive": false}},
+			"listPets": map[string]any{"mode": "window", "transport_behavior": "request_response",
+				"limits": map[string]any{"max_items": 5}, "aggregation": map[string]any{"aggregation_mode": "raw_items", "items_path": "$[*]"}},
 			"noSuchOperation":    map[string]any{"name": "x"},
 			"get /pets/{petId}2": map[string]any{"description": "nothing"},
 		},
 	}))
-	if got := im.names(); got != "get_pet,pets_createPet,pets_deletePet,pets_getTree,pets_get_admin_stats,pets_plantTree,pets_styleEcho,pets_updatePet" {
+	if got := im.names(); got != "get_pet,pets_createPet,pets_deletePet,pets_getTree,pets_get_admin_stats,pets_listPets,pets_plantTree,pets_styleEcho,pets_updatePet" {
 		t.Errorf("tools = %s", got)
+	}
+	// listPets is a window tool polling its JSON answer, with the
+	// override's window config as written (the host checks it).
+	if l := im.tools["pets_listPets"]; l.GetMode() != sdk.ModeWindow ||
+		string(l.GetExecutionJson()) != `{"aggregation":{"aggregation_mode":"raw_items","items_path":"$[*]"},"limits":{"max_items":5},"transport_behavior":"request_response"}` ||
+		len(l.GetOutputSchemaJson()) != 0 || strings.Contains(string(l.GetInputSchemaJson()), `"cursor"`) {
+		t.Errorf("listPets: mode %v, execution %s, output schema %s", l.GetMode(), l.GetExecutionJson(), l.GetOutputSchemaJson())
+	}
+	if g := im.tools["get_pet"]; g.GetMode() != 0 || len(g.GetExecutionJson()) != 0 {
+		t.Errorf("get_pet: mode %v, execution %s", g.GetMode(), g.GetExecutionJson())
 	}
 	if p := im.tools["get_pet"]; p.GetTitle() != "Get a pet" || p.GetDescription() != "One pet by id." {
 		t.Errorf("get_pet = %q %q", p.GetTitle(), p.GetDescription())
@@ -703,23 +726,45 @@ func TestOpenAPIOverrides(t *testing.T) {
 	for _, want := range []string{
 		"openapi.overrides.noSuchOperation: no imported operation",
 		"openapi.overrides.GET /pets/{petId}2: no imported operation",
-		"operation GET /pets (listPets) skipped: #/paths/~1pets/get/responses: it is overridden to mode window: serve it from an operations entry with mode: window",
 	} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings lack %q:\n%s", want, w)
 		}
 	}
 
-	// Per-operation limits cannot reach the host: a clear error at load.
+	// A host that gives every tool its entry's mode: the window override
+	// is skipped, its window config is an error saying what to do.
+	old := expandOldHost(t, h, petEntry("", map[string]any{"overrides": map[string]any{"listPets": map[string]any{"mode": "window"}}}), sdk.ModeUnary)
+	if !strings.Contains(old.warnings(), "operation GET /pets (listPets) skipped: #/paths/~1pets/get/responses: it is overridden to mode window: serve it from an operations entry with mode: window") {
+		t.Errorf("old host, mode override: %s\n%s", old.names(), old.warnings())
+	}
+	old = expandOldHost(t, h, petEntry("", map[string]any{"overrides": map[string]any{"listPets": map[string]any{"mode": "window", "limits": map[string]any{"max_items": 5}}}}), sdk.ModeUnary)
+	if !strings.Contains(old.errors(), "openapi.overrides.listPets.limits: this Crank host gives every tool its entry's window config") {
+		t.Errorf("old host, limits override: %s", old.errors())
+	}
+	// Window config on an operation that stays unary.
+	un := expandEntry(t, h, petEntry("", map[string]any{"overrides": map[string]any{"showPetById": map[string]any{"limits": map[string]any{"max_items": 5}}}}), sdk.ModeUnary)
+	if !strings.Contains(un.errors(), "openapi.overrides.showPetById.limits: configures a window, and operation GET /pets/{petId} (showPetById) is unary: set mode: window") {
+		t.Errorf("limits on a unary operation: %s", un.errors())
+	}
+
+	// Shapes are checked here, window fields by the host.
 	diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: petEntry("", map[string]any{
-		"overrides": map[string]any{"listPets": map[string]any{"limits": map[string]any{"max_items": 5}, "mode": "stream", "name": "bad name"}}})})
+		"overrides": map[string]any{
+			"listPets":    map[string]any{"limits": 5, "aggregation": []int{1}, "transport_behavior": 1, "mode": "stream", "name": "bad name"},
+			"showPetById": map[string]any{"mode": "unary", "safety": map[string]any{"drop_duplicates": true}},
+			"createPet":   map[string]any{"mode": "window", "limits": map[string]any{"max_items": 0, "colour": 1}},
+		}})})
 	got := map[string]string{}
 	for _, d := range diags {
 		got[d.GetField()] = d.GetMessage()
 	}
-	if !strings.Contains(got["openapi.overrides.listPets.limits"], "set on the operations entry") ||
+	if len(got) != 6 || !strings.Contains(got["openapi.overrides.listPets.limits"], "must be an object") ||
+		!strings.Contains(got["openapi.overrides.listPets.aggregation"], "must be an object") ||
+		!strings.Contains(got["openapi.overrides.listPets.transport_behavior"], `"server_stream" or "request_response"`) ||
 		!strings.Contains(got["openapi.overrides.listPets.mode"], `"unary" or "window"`) ||
-		!strings.Contains(got["openapi.overrides.listPets.name"], "1-128 characters") {
+		!strings.Contains(got["openapi.overrides.listPets.name"], "1-128 characters") ||
+		!strings.Contains(got["openapi.overrides.showPetById.safety"], "configures a window, and this override sets mode unary") {
 		t.Errorf("override diagnostics = %v", got)
 	}
 
@@ -765,7 +810,10 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 		t.Fatalf("tools = %s", im.names())
 	}
 	goldenOpenAPI(t, "events.watchEvents.input.json", tool.GetInputSchemaJson())
-	goldenOpenAPI(t, "events.watchEvents.output.json", tool.GetOutputSchemaJson())
+	goldenOpenAPI(t, "events.watchEvents.item.json", tool.GetItemSchemaJson())
+	if tool.GetMode() != 0 || len(tool.GetOutputSchemaJson()) != 0 {
+		t.Errorf("the entry's own window: mode %v, output schema %s", tool.GetMode(), tool.GetOutputSchemaJson())
+	}
 	var cfg map[string]any
 	_ = json.Unmarshal(tool.GetConfigJson(), &cfg)
 	if cfg["url"] != srv.URL+"/api/events" {
@@ -785,32 +833,108 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 		t.Errorf("items = %v", items)
 	}
 	// The items match the item schema passed on.
-	var out map[string]any
-	_ = json.Unmarshal(tool.GetOutputSchemaJson(), &out)
-	item, _ := json.Marshal(out["properties"].(map[string]any)["items"].(map[string]any)["items"])
 	var v any
 	_ = json.Unmarshal([]byte(items[0]), &v)
-	if err := resolveSchema(t, item).Validate(v); err != nil {
+	if err := resolveSchema(t, tool.GetItemSchemaJson()).Validate(v); err != nil {
 		t.Errorf("item does not match the item schema: %v", err)
 	}
 
-	// The same document in a unary entry serves getPet and says how to
-	// serve the stream.
-	im = expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml"}}, sdk.ModeUnary)
-	if im.names() != "getPet" || !strings.Contains(im.warnings(), "GET /events (watchEvents) skipped: #/paths/~1events/get/responses: it answers a text/event-stream") {
+	// The same document in a unary entry: the stream is a window tool of
+	// its own (with the host's default window, or the override's), getPet
+	// a unary one.
+	doc := func(overrides map[string]any) map[string]any {
+		return map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml", "overrides": overrides}}
+	}
+	im = expandEntry(t, h, doc(nil), sdk.ModeUnary)
+	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["watchEvents"].GetMode() != sdk.ModeWindow ||
+		len(im.tools["watchEvents"].GetExecutionJson()) != 0 || im.tools["getPet"].GetMode() != 0 {
 		t.Errorf("unary entry: %s\n%s%s", im.names(), im.errors(), im.warnings())
+	}
+	if !bytes.Equal(im.tools["watchEvents"].GetItemSchemaJson(), tool.GetItemSchemaJson()) {
+		t.Errorf("item schema %s", im.tools["watchEvents"].GetItemSchemaJson())
+	}
+	im = expandEntry(t, h, doc(map[string]any{"watchEvents": map[string]any{"limits": map[string]any{"window_duration_ms": 2000},
+		"aggregation": map[string]any{"aggregation_mode": "summary_only", "group_by": "$.kind"}}}), sdk.ModeUnary)
+	if w := im.tools["watchEvents"]; w.GetMode() != sdk.ModeWindow ||
+		string(w.GetExecutionJson()) != `{"aggregation":{"aggregation_mode":"summary_only","group_by":"$.kind"},"limits":{"window_duration_ms":2000}}` {
+		t.Errorf("watchEvents override: %v %s\n%s", w.GetMode(), w.GetExecutionJson(), im.errors())
+	}
+	// A host that predates tools' own modes: the stream is skipped, with
+	// what to do.
+	im = expandOldHost(t, h, doc(nil), sdk.ModeUnary)
+	if im.names() != "getPet" || !strings.Contains(im.warnings(), "GET /events (watchEvents) skipped: #/paths/~1events/get/responses: it answers a text/event-stream") {
+		t.Errorf("unary entry, old host: %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
 	// A window entry serves every operation it imports as a window (a JSON
 	// operation is polled or read as one item), except those overridden to
-	// unary.
-	im = expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml"}}, sdk.ModeWindow)
-	if im.names() != "getPet,watchEvents" || im.warnings() != "" {
+	// unary: unary tools of their own, or skipped by an older host.
+	im = expandEntry(t, h, doc(nil), sdk.ModeWindow)
+	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["getPet"].GetMode() != 0 {
 		t.Errorf("window entry: %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
-	im = expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml",
-		"overrides": map[string]any{"getPet": map[string]any{"mode": "unary"}}}}, sdk.ModeWindow)
+	im = expandEntry(t, h, doc(map[string]any{"getPet": map[string]any{"mode": "unary"}}), sdk.ModeWindow)
+	if g := im.tools["getPet"]; im.names() != "getPet,watchEvents" || g.GetMode() != sdk.ModeUnary || len(g.GetOutputSchemaJson()) == 0 ||
+		im.tools["watchEvents"].GetMode() != 0 {
+		t.Errorf("window entry, unary override: %s\n%s%s", im.names(), im.errors(), im.warnings())
+	}
+	im = expandOldHost(t, h, doc(map[string]any{"getPet": map[string]any{"mode": "unary"}}), sdk.ModeWindow)
 	if im.names() != "watchEvents" || !strings.Contains(im.warnings(), "operation GET /pets/{petId} (getPet) skipped: #/paths/~1pets~1{petId}/get: this entry has mode window and the operation is overridden to mode unary") {
-		t.Errorf("window entry: %s\n%s%s", im.names(), im.errors(), im.warnings())
+		t.Errorf("window entry, old host: %s\n%s%s", im.names(), im.errors(), im.warnings())
+	}
+}
+
+// TestOpenAPISSESchemaItems: without OpenAPI 3.2's itemSchema, the schema
+// of the text/event-stream content gives the item schema when it
+// describes events (an object, or an array of them), not the stream's
+// text.
+func TestOpenAPISSESchemaItems(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const doc = `openapi: 3.1.0
+info: {title: Ticks, version: 1.0.0}
+servers: [{url: "http://ticks.invalid"}]
+paths:
+  /ticks:
+    get:
+      operationId: ticks
+      responses:
+        "200":
+          description: One event per tick.
+          content:
+            text/event-stream:
+              schema: {type: array, items: {$ref: "#/components/schemas/Tick"}}
+  /raw:
+    get:
+      operationId: raw
+      responses:
+        "200":
+          description: The stream as text.
+          content:
+            text/event-stream:
+              schema: {type: string}
+components:
+  schemas:
+    Tick:
+      type: object
+      properties:
+        n: {type: integer}
+        next: {$ref: "#/components/schemas/Tick"}
+`
+	if err := os.WriteFile(filepath.Join(dir, "ticks.yaml"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	im := expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": filepath.Join(dir, "ticks.yaml")}}, sdk.ModeUnary)
+	if im.names() != "raw,ticks" || im.errors() != "" {
+		t.Fatalf("tools %s\n%s%s", im.names(), im.errors(), im.warnings())
+	}
+	if len(im.tools["raw"].GetItemSchemaJson()) != 0 || im.tools["raw"].GetMode() != sdk.ModeWindow {
+		t.Errorf("raw: %v %s", im.tools["raw"].GetMode(), im.tools["raw"].GetItemSchemaJson())
+	}
+	// A recursive item: its $defs at its own root.
+	goldenOpenAPI(t, "ticks.ticks.item.json", im.tools["ticks"].GetItemSchemaJson())
+	if err := resolveSchema(t, im.tools["ticks"].GetItemSchemaJson()).Validate(map[string]any{"n": 1, "next": map[string]any{"n": 2}}); err != nil {
+		t.Error(err)
 	}
 }
 

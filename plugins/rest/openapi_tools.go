@@ -242,24 +242,31 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 
 	// What the operation answers: the 2xx responses.
 	// Its mode: window for a stream, and for everything a window entry
-	// imports; an override wins.
+	// imports; an override wins. A host that reads tools' own modes
+	// (ToolExecution) serves each tool in its own mode; an older one
+	// serves every tool in its entry's.
 	resp := im.responses(c)
-	mode := "unary"
-	if resp.stream || im.window {
-		mode = "window"
-	}
+	window := resp.stream || im.window
 	if c.override != nil && c.override.mode != "" {
-		mode = c.override.mode
+		window = c.override.mode == "window"
 	}
+	own := im.op.ToolExecution
 	switch {
-	case !im.window && mode == "window":
+	case !window && c.override.windowField() != "":
+		im.d.errorf(c.override.windowField(), "configures a window, and operation %s is unary: set mode: window", c.label())
+		return nil, nil
+	case !own && c.override.windowField() != "":
+		im.d.errorf(c.override.windowField(), "this Crank host gives every tool its entry's window config: "+
+			"upgrade it, or serve the operation from an operations entry with mode: window whose openapi.include.operation_ids names it")
+		return nil, nil
+	case !own && !im.window && window:
 		why := "it is overridden to mode window"
 		if resp.stream {
 			why = "it answers a text/event-stream"
 		}
 		return nil, im.skipf(c.ptr+"/responses", "%s: serve it from an operations entry with mode: window (and its limits) "+
 			"whose openapi.include.operation_ids names it", why)
-	case im.window && mode == "unary":
+	case !own && im.window && !window:
 		return nil, im.skipf(c.ptr, "this entry has mode window and the operation is overridden to mode unary")
 	}
 
@@ -280,7 +287,7 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 		return nil, sk
 	}
 
-	in := newInputBuilder(im.window)
+	in := newInputBuilder(window)
 	if sk := im.parameters(c, rc, in, credHeaders, credQuery); sk != nil {
 		return nil, sk
 	}
@@ -314,8 +321,15 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if err != nil {
 		return nil, im.skipf(c.ptr, "its input schema is not valid JSON Schema 2020-12: %v", err)
 	}
-	var outJSON json.RawMessage
-	if out := im.outputSchema(c, resp); out != nil {
+	var outJSON, itemJSON json.RawMessage
+	if window {
+		if item := im.itemSchema(resp); item != nil {
+			if itemJSON, err = checkSchema(item); err != nil {
+				im.d.warnf("openapi.document", "operation %s: item schema left out: %v", c.label(), err)
+				itemJSON = nil
+			}
+		}
+	} else if out := im.outputSchema(c, resp); out != nil {
 		if outJSON, err = checkSchema(out); err != nil {
 			im.d.warnf("openapi.document", "operation %s: output schema left out: %v", c.label(), err)
 			outJSON = nil
@@ -344,6 +358,14 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 		OutputSchema: outJSON,
 		Annotations:  methodAnnotations(c.method),
 		Config:       cfgJSON,
+		ItemSchema:   itemJSON,
+		Execution:    c.override.execution(),
+	}
+	if window != im.window {
+		t.Mode = sdk.ModeUnary
+		if window {
+			t.Mode = sdk.ModeWindow
+		}
 	}
 	if o := c.override; o != nil {
 		if o.title != "" {
@@ -1031,8 +1053,8 @@ func (im *importer) responses(c *candidate) responseInfo {
 		for _, k := range sortedKeys(r.Value.Content) {
 			if isSSEMediaType(k) {
 				sse = true
-				if m := r.Value.Content[k]; m != nil && m.ItemSchema != nil && ri.item == nil {
-					ri.item = sseDataSchema(m.ItemSchema)
+				if m := r.Value.Content[k]; m != nil && ri.item == nil {
+					ri.item = sseItemSchema(m)
 				}
 			}
 		}
@@ -1056,9 +1078,30 @@ func (im *importer) responses(c *candidate) responseInfo {
 	return ri
 }
 
-// sseDataSchema is the schema of an event's data (what a window item is):
-// the data property's contentSchema when the itemSchema describes whole
-// events (OpenAPI 3.2), else the itemSchema itself.
+// sseItemSchema is the schema of one event's data (what a window item
+// is) a text/event-stream media type declares: from its itemSchema
+// (OpenAPI 3.2), else from its schema when that describes the events (an
+// object, or an array of them) rather than the stream's text.
+func sseItemSchema(m *openapi3.MediaType) *openapi3.SchemaRef {
+	s := m.ItemSchema
+	if s == nil && m.Schema != nil && m.Schema.Value != nil {
+		v := m.Schema.Value
+		switch {
+		case v.Type.Is("array") && v.Items != nil:
+			s = v.Items
+		case v.Type.Is("object") || len(v.Properties) > 0:
+			s = m.Schema
+		}
+	}
+	if s == nil {
+		return nil
+	}
+	return sseDataSchema(s)
+}
+
+// sseDataSchema is the schema of an event's data: the data property's
+// contentSchema when the schema describes whole events (OpenAPI 3.2),
+// else the schema itself.
 func sseDataSchema(item *openapi3.SchemaRef) *openapi3.SchemaRef {
 	if item.Value != nil {
 		if d := item.Value.Properties["data"]; d != nil && d.Value != nil && d.Value.ContentSchema != nil {
@@ -1068,23 +1111,26 @@ func sseDataSchema(item *openapi3.SchemaRef) *openapi3.SchemaRef {
 	return item
 }
 
-// outputSchema is the tool's output schema: the JSON answer's schema (an
-// object; arrays and scalars wrapped as {"result": ...} as the host wraps
-// them), or for a window tool the item schema as the items of
-// {"items": [...]}.
+// itemSchema is a window tool's item schema (Tool.ItemSchema): the schema
+// of one event's data, its $defs at its root. The host's fixed window
+// output schema describes its items with it.
+func (im *importer) itemSchema(ri responseInfo) map[string]any {
+	if !im.cfg.outputSchemas || ri.item == nil {
+		return nil
+	}
+	root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.item}, func(cv *schemaConv) map[string]any {
+		s, _ := cv.convert(ri.item).(map[string]any)
+		return s
+	})
+	return root
+}
+
+// outputSchema is a unary tool's output schema: the JSON answer's schema
+// (an object; arrays and scalars wrapped as {"result": ...} as the host
+// wraps them).
 func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
 	if !im.cfg.outputSchemas {
 		return nil
-	}
-	if im.window {
-		if ri.item == nil {
-			return nil
-		}
-		root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.item}, func(cv *schemaConv) map[string]any {
-			return map[string]any{"type": "object", "properties": map[string]any{
-				"items": map[string]any{"type": "array", "items": cv.convert(ri.item)}}}
-		})
-		return root
 	}
 	if ri.json == nil || c.method == http.MethodHead {
 		return nil

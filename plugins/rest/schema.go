@@ -104,7 +104,7 @@ const configSchema = `{
         "include": {"description": "Keep operations matching every list given.", "$ref": "#/$defs/openapiFilter"},
         "exclude": {"description": "Drop operations matching any list given.", "$ref": "#/$defs/openapiFilter"},
         "overrides": {
-          "description": "Per operation (operationId or \"METHOD /path\"): name, title, description, mode, annotations.",
+          "description": "Per operation (operationId or \"METHOD /path\"): name, title, description, mode, a window's transport_behavior, limits, aggregation and safety (as an operations entry writes them), annotations.",
           "type": "object",
           "additionalProperties": {
             "type": "object",
@@ -114,6 +114,10 @@ const configSchema = `{
               "title": {"type": "string"},
               "description": {"type": "string"},
               "mode": {"enum": ["unary", "window"]},
+              "transport_behavior": {"enum": ["server_stream", "request_response"]},
+              "limits": {"description": "The window's limits, checked by the host as an entry's.", "type": "object"},
+              "aggregation": {"description": "The window's aggregation, checked by the host as an entry's.", "type": "object"},
+              "safety": {"description": "The window's safety, checked by the host as an entry's.", "type": "object"},
               "annotations": {
                 "type": "object",
                 "additionalProperties": false,

@@ -50,7 +50,22 @@ type Tool struct {
 	// Config is sent back as Operation.Config when the tool is invoked;
 	// nil means the entry's config.
 	Config json.RawMessage
+	// Mode is the tool's own execution mode, e.g. ModeWindow for an API
+	// operation that answers a stream; 0 means the entry's mode.
+	// Execution is the tool's own execution config, as an operations-file
+	// entry writes it ({transport_behavior, limits, aggregation, safety});
+	// nil means the entry's (when Mode is the entry's) or the defaults.
+	// ItemSchema is the JSON Schema of one stream item. The host checks
+	// them as it checks an entry; hosts that predate them ignore them
+	// (Operation.ToolExecution says whether the host reads them).
+	Mode       Mode
+	Execution  json.RawMessage
+	ItemSchema json.RawMessage
 }
+
+// HostToolExecution is the host capability, sent with ExpandOperation,
+// of reading Tool.Mode, Tool.Execution and Tool.ItemSchema.
+const HostToolExecution = "tool_execution"
 
 // Annotations are MCP tool hints; nil means "not said".
 type Annotations struct {
@@ -107,6 +122,10 @@ type Operation struct {
 	// BaseDir is the absolute directory of the operations file: resolve
 	// relative file paths in Config against it (see ResolvePath).
 	BaseDir string
+	// ToolExecution, in ExpandOperation, reports that the host reads a
+	// Tool's Mode, Execution and ItemSchema; an older host serves every
+	// tool in its entry's mode and window config.
+	ToolExecution bool
 }
 
 // ResolvePath returns path made absolute against the operation's BaseDir.

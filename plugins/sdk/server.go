@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -73,6 +74,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		return nil, status.Error(codes.Unimplemented, "adapter does not expand operations")
 	}
 	op := operationFromProto(req.GetOperation())
+	op.ToolExecution = slices.Contains(req.GetHostCapabilities(), HostToolExecution)
 	tools, diags := x.ExpandOperation(ctx, &op)
 	resp := &adapterv1.ExpandOperationResponse{Diagnostics: diagnosticsToProto(diags)}
 	for _, t := range tools {
@@ -80,6 +82,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		resp.Tools = append(resp.Tools, &adapterv1.Tool{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
+			Mode: t.Mode, ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},

@@ -109,13 +109,15 @@ func (h *Harness) Validate(ctx context.Context, c Call) ([]*adapterv1.Diagnostic
 	return resp.GetDiagnostics(), nil
 }
 
-// Expand returns the tools and diagnostics the adapter expands an entry to.
+// Expand returns the tools and diagnostics the adapter expands an entry
+// to, asked as the current host asks (with its host capabilities).
 func (h *Harness) Expand(ctx context.Context, c Call) (*adapterv1.ExpandOperationResponse, error) {
 	req, err := c.request()
 	if err != nil {
 		return nil, err
 	}
-	return h.Client.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: req.Operation})
+	return h.Client.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: req.Operation,
+		HostCapabilities: []string{sdk.HostToolExecution}})
 }
 
 // Stream opens a stream and collects events until it ends, max events

@@ -521,10 +521,16 @@ func (x *ValidateOperationResponse) GetDiagnostics() []*Diagnostic {
 }
 
 type ExpandOperationRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Operation     *Operation             `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Operation *Operation             `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// What the host reads in the answer beyond the first release of this
+	// protocol, so that an adapter can serve older hosts too:
+	//   - "tool_execution": Tool.mode, Tool.execution_json and
+	//     Tool.item_schema_json. A host that does not list it serves every
+	//     tool in its entry's mode and window config.
+	HostCapabilities []string `protobuf:"bytes,2,rep,name=host_capabilities,json=hostCapabilities,proto3" json:"host_capabilities,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExpandOperationRequest) Reset() {
@@ -560,6 +566,13 @@ func (*ExpandOperationRequest) Descriptor() ([]byte, []int) {
 func (x *ExpandOperationRequest) GetOperation() *Operation {
 	if x != nil {
 		return x.Operation
+	}
+	return nil
+}
+
+func (x *ExpandOperationRequest) GetHostCapabilities() []string {
+	if x != nil {
+		return x.HostCapabilities
 	}
 	return nil
 }
@@ -637,9 +650,26 @@ type Tool struct {
 	Annotations      *ToolAnnotations `protobuf:"bytes,6,opt,name=annotations,proto3" json:"annotations,omitempty"`
 	// The config the host sends back in Operation.config_json when this tool
 	// is invoked; empty means the entry's config.
-	ConfigJson    []byte `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ConfigJson []byte `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	// The tool's own execution mode, e.g. WINDOW for an API operation that
+	// answers a stream. UNSPECIFIED means the entry's mode. Read only by
+	// hosts listing "tool_execution" in host_capabilities.
+	Mode ExecutionMode `protobuf:"varint,8,opt,name=mode,proto3,enum=crank.adapter.v1.ExecutionMode" json:"mode,omitempty"`
+	// The tool's own execution config as a JSON object, written as an
+	// operations-file entry writes it: {transport_behavior, limits,
+	// aggregation, safety}. The host checks it as it checks an entry's and
+	// it replaces the entry's config. Empty means the entry's config when
+	// the tool has the entry's mode, else the defaults of its mode. Read
+	// only by hosts listing "tool_execution".
+	ExecutionJson []byte `protobuf:"bytes,9,opt,name=execution_json,json=executionJson,proto3" json:"execution_json,omitempty"`
+	// JSON Schema (2020-12) of one stream item (an SSE event's data, a
+	// streamed message), optional. A window tool's output schema describes
+	// its items with it where items are the upstream's own (aggregation
+	// raw_items, summary_plus_samples). Read only by hosts listing
+	// "tool_execution".
+	ItemSchemaJson []byte `protobuf:"bytes,10,opt,name=item_schema_json,json=itemSchemaJson,proto3" json:"item_schema_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -717,6 +747,27 @@ func (x *Tool) GetAnnotations() *ToolAnnotations {
 func (x *Tool) GetConfigJson() []byte {
 	if x != nil {
 		return x.ConfigJson
+	}
+	return nil
+}
+
+func (x *Tool) GetMode() ExecutionMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ExecutionMode_EXECUTION_MODE_UNSPECIFIED
+}
+
+func (x *Tool) GetExecutionJson() []byte {
+	if x != nil {
+		return x.ExecutionJson
+	}
+	return nil
+}
+
+func (x *Tool) GetItemSchemaJson() []byte {
+	if x != nil {
+		return x.ItemSchemaJson
 	}
 	return nil
 }
@@ -1565,12 +1616,13 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x18ValidateOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"[\n" +
 	"\x19ValidateOperationResponse\x12>\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"S\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x80\x01\n" +
 	"\x16ExpandOperationRequest\x129\n" +
-	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"\x87\x01\n" +
+	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12+\n" +
+	"\x11host_capabilities\x18\x02 \x03(\tR\x10hostCapabilities\"\x87\x01\n" +
 	"\x17ExpandOperationResponse\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.crank.adapter.v1.ToolR\x05tools\x12>\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x92\x02\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x98\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -1579,7 +1631,11 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x12output_schema_json\x18\x05 \x01(\fR\x10outputSchemaJson\x12C\n" +
 	"\vannotations\x18\x06 \x01(\v2!.crank.adapter.v1.ToolAnnotationsR\vannotations\x12\x1f\n" +
 	"\vconfig_json\x18\a \x01(\fR\n" +
-	"configJson\"\xdf\x01\n" +
+	"configJson\x123\n" +
+	"\x04mode\x18\b \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\x12%\n" +
+	"\x0eexecution_json\x18\t \x01(\fR\rexecutionJson\x12(\n" +
+	"\x10item_schema_json\x18\n" +
+	" \x01(\fR\x0eitemSchemaJson\"\xdf\x01\n" +
 	"\x0fToolAnnotations\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
@@ -1718,32 +1774,33 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	10, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
 	12, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
 	11, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
-	1,  // 8: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	22, // 9: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	13, // 10: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	5,  // 11: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	16, // 12: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	17, // 13: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	2,  // 14: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	19, // 15: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	20, // 16: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	21, // 17: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	17, // 18: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	3,  // 19: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	6,  // 20: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	8,  // 21: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	14, // 22: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	14, // 23: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	4,  // 24: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	7,  // 25: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	9,  // 26: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	15, // 27: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	18, // 28: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
+	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	22, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	13, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	5,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	16, // 13: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	17, // 14: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	2,  // 15: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	19, // 16: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	20, // 17: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	21, // 18: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	17, // 19: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	3,  // 20: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	6,  // 21: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	8,  // 22: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	14, // 23: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	14, // 24: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	4,  // 25: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	7,  // 26: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	9,  // 27: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	15, // 28: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	18, // 29: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	25, // [25:30] is the sub-list for method output_type
+	20, // [20:25] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
