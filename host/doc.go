@@ -91,6 +91,21 @@
 //	                 idle_timeout | done | upstream_end | upstream_error | cancelled
 //	status, gaps, error
 //
+// When the adapter derived the schema of one upstream item
+// (ExpandOperation's Tool.item_schema_json, e.g. an SSE event's data),
+// items of raw_items and summary_plus_samples windows are described by it:
+// its $defs move to the output schema's root, and a member a redacted path
+// ends in may also be "[REDACTED]"; a redacted path ending in an index, a
+// wildcard or a filter leaves items undescribed.
+//
+// A tool an entry expands to may carry its own mode and window config
+// (Tool.mode, Tool.execution_json: an OpenAPI operation that answers a
+// stream, with its override's limits). It is checked as an entry's, each
+// problem naming the entry, the tool and the field; it replaces the
+// entry's window config, and the tool's call timeout is its
+// window_duration_ms plus 5s. The entry itself keeps a window config its
+// operator wrote.
+//
 // Limits are not failures: a window cut by a limit or a timeout is a normal
 // result with its flags. An upstream failure (an error status, a broken
 // connection that cannot be reopened, an adapter crash) is an isError

@@ -112,6 +112,9 @@ type Execution struct {
 	Safety            Safety            `json:"safety"`
 
 	paths compiledPaths
+	// itemSchema is the JSON Schema of one upstream item, when the
+	// adapter derived one (see toolExecution).
+	itemSchema json.RawMessage
 }
 
 type compiledPaths struct {
@@ -563,10 +566,11 @@ func windowOutputSchema(ex *Execution) json.RawMessage {
 		}}
 	}
 	integer := map[string]any{"type": "integer"}
+	items := map[string]any{"type": "array", "description": "The window's items (aggregation_mode " + ex.Aggregation.Mode + ")."}
 	schema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"items":   map[string]any{"type": "array", "description": "The window's items (aggregation_mode " + ex.Aggregation.Mode + ")."},
+			"items":   items,
 			"summary": summary,
 			"stats": map[string]any{"type": "object", "properties": map[string]any{
 				"received": integer, "counted": integer, "returned": integer, "dropped_duplicates": integer,
@@ -585,6 +589,7 @@ func windowOutputSchema(ex *Execution) json.RawMessage {
 		},
 		"required": []string{"items", "summary", "stats", "truncated", "window_complete", "has_more", "end_reason"},
 	}
+	itemsWithSchema(schema, items, ex)
 	b, _ := json.Marshal(schema)
 	return b
 }

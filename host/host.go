@@ -98,7 +98,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		bound := []*boundOp{b}
 		if hasCapability(desc, "expand") {
-			resp, err := rpc.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: b.proto})
+			resp, err := rpc.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: b.proto, HostCapabilities: hostCapabilities})
 			switch {
 			case status.Code(err) == codes.Unimplemented:
 			case err != nil:
@@ -192,6 +192,9 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution}
 		}
 		label := op.Name
+		if err := toolExecution(entry, &op, t, self, sup); err != nil {
+			return nil, err
+		}
 		if op.Title == "" {
 			op.Title = t.GetTitle()
 		}
