@@ -6,6 +6,7 @@ require (
 	github.com/beevik/etree v1.8.1
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/graph-gophers/graphql-go v1.11.0

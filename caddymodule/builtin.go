@@ -16,6 +16,7 @@ import (
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/soap"
+	"github.com/crankmcp/crank/plugins/websocket"
 )
 
 // AdapterCommand is the subcommand under which this executable runs a
@@ -28,6 +29,7 @@ var builtins = map[string]func() sdk.Adapter{
 	graphql.Name:     graphql.New,
 	grpcadapter.Name: grpcadapter.New,
 	soap.Name:        soap.New,
+	websocket.Name:   websocket.New,
 }
 
 // BuiltinAdapters lists the built-in adapter names.

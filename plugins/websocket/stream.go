@@ -1,0 +1,463 @@
+package websocket
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	ws "github.com/coder/websocket"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// errHostGone: the host stopped taking events.
+var errHostGone = errors.New("the host ended the stream")
+
+// stream is one Stream call: one subscription, over as many connections
+// as the reconnect policy allows.
+type stream struct {
+	cfg     *config
+	send    sdk.StreamSender
+	timeout time.Duration
+
+	mu   sync.Mutex
+	vars vars // vars.cursor moves with the items (id_path)
+}
+
+// snapshot returns the template variables as they are now.
+func (s *stream) snapshot() *vars {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.vars
+	return &v
+}
+
+func (s *stream) setCursor(c string) {
+	s.mu.Lock()
+	s.vars.cursor = c
+	s.mu.Unlock()
+}
+
+// run connects until the host cancels, the upstream ends the stream or
+// the reconnect policy gives up. A connection that was established and
+// lost is reported as a gap: messages sent while it was down are missed.
+func (s *stream) run(ctx context.Context) error {
+	failures := 0
+	for attempt := 0; ; attempt++ {
+		established, err := s.connection(ctx)
+		if ctx.Err() != nil || err == nil {
+			return nil
+		}
+		var ue *sdk.UpstreamError
+		if !errors.As(err, &ue) {
+			return err
+		}
+		if !ue.Retryable || attempt == 0 && !established {
+			// A first connection that fails says the config or the
+			// upstream is wrong: fail fast instead of retrying.
+			return ue
+		}
+		if established {
+			failures = 0
+		}
+		failures++
+		if failures > s.cfg.maxAttempts {
+			if s.cfg.maxAttempts == 0 {
+				ue.Message += " (reconnect is off: reconnect.max_attempts is 0)"
+			} else {
+				ue.Message = fmt.Sprintf("gave up after %d reconnect attempts: %s", s.cfg.maxAttempts, ue.Message)
+			}
+			return ue
+		}
+		if established {
+			if s.send.Gap("the upstream connection was lost ("+ue.Message+"); reconnecting and subscribing again: messages sent meanwhile may have been missed") != nil {
+				return nil
+			}
+		}
+		t := time.NewTimer(s.cfg.backoff(failures))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the delay before reconnect attempt n (from 1): exponential
+// from initial_delay_ms up to max_delay_ms, with jitter (half fixed, half
+// random) so that many clients do not reconnect in step.
+func (c *config) backoff(n int) time.Duration {
+	d := c.initialDelay << min(n-1, 20)
+	if d > c.maxDelay || d <= 0 {
+		d = c.maxDelay
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// connection runs one connection: dial, subscribe, await the ack, then
+// read until the host cancels (unsubscribe and a normal close), the
+// upstream closes, a heartbeat is lost or reading fails. established says
+// the subscription was made (and acknowledged); err is nil when the
+// stream ended normally.
+func (s *stream) connection(ctx context.Context) (established bool, err error) {
+	c := s.cfg
+	v := s.snapshot()
+	u, err := c.url.render(v)
+	if err != nil {
+		return false, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: err.Error()}
+	}
+	r := &reader{s: s, acked: make(chan struct{})}
+	dctx, cancel := context.WithTimeout(ctx, s.timeout)
+	conn, resp, err := ws.Dial(dctx, u, &ws.DialOptions{
+		HTTPClient:      c.client,
+		HTTPHeader:      c.headers.Clone(),
+		Host:            c.host,
+		Subprotocols:    c.subprotocols,
+		CompressionMode: c.compression,
+		OnPongReceived:  func(context.Context, []byte) { r.lastRead.Store(time.Now().UnixNano()) },
+	})
+	cancel()
+	if err != nil {
+		return false, s.dialError(ctx, dctx, resp, err)
+	}
+	// Messages are bounded by readMessage, which skips an oversize one
+	// and keeps the connection.
+	conn.SetReadLimit(-1)
+	if len(c.subprotocols) > 0 && conn.Subprotocol() == "" {
+		_ = conn.Close(ws.StatusProtocolError, "no subprotocol")
+		return false, s.fail(sdk.KindBadResponse, false, "the upstream accepted none of the configured subprotocols")
+	}
+	r.conn = conn
+	r.awaitAck = c.ack != nil
+	if c.ack != nil && c.ack.equals != nil {
+		r.ackWant = c.ack.equals.value(v)
+	}
+
+	readCtx, kill := context.WithCancel(context.Background())
+	readDone := make(chan error, 1)
+	go func() { readDone <- r.loop(readCtx) }()
+	finished := false
+	defer func() {
+		kill()
+		_ = conn.CloseNow()
+		if !finished {
+			<-readDone
+		}
+	}()
+	wait := func(err error) error {
+		finished = true
+		return s.readError(err)
+	}
+
+	for _, m := range c.subscribe {
+		if err := s.write(ctx, conn, m, v); err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			return false, s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+errText(err))
+		}
+	}
+	if c.ack != nil {
+		t := time.NewTimer(c.ack.timeout)
+		select {
+		case <-r.acked:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			s.stop(conn, r, kill)
+			return false, nil
+		case err := <-readDone:
+			t.Stop()
+			return false, wait(err)
+		case <-t.C:
+			_ = conn.Close(ws.StatusPolicyViolation, "subscription not acknowledged")
+			return false, s.fail(sdk.KindTimeout, true,
+				fmt.Sprintf("the upstream did not acknowledge the subscription within ack.timeout_ms (%d ms)", c.ack.timeout.Milliseconds()))
+		}
+	}
+
+	hbCtx, hbStop := context.WithCancel(ctx)
+	defer hbStop()
+	lost := make(chan string, 1)
+	if c.pingInterval > 0 {
+		go s.heartbeat(hbCtx, conn, r, lost)
+	}
+	select {
+	case <-ctx.Done():
+		s.stop(conn, r, kill)
+		return true, nil
+	case err := <-readDone:
+		return true, wait(err)
+	case reason := <-lost:
+		return true, s.fail(sdk.KindTimeout, true, "heartbeat lost: "+reason)
+	}
+}
+
+// stop ends a subscription the host no longer wants: the unsubscribe
+// messages, then a normal close, all within close_timeout_ms.
+func (s *stream) stop(conn *ws.Conn, r *reader, kill context.CancelFunc) {
+	r.stopping.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
+	defer cancel()
+	v := s.snapshot()
+	for _, m := range s.cfg.unsubscribe {
+		if s.write(ctx, conn, m, v) != nil {
+			break
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		// Close sends the close frame and waits for the upstream's, which
+		// the reader reads.
+		_ = conn.Close(ws.StatusNormalClosure, "")
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		kill() // the reader's context: closes the connection at once
+	}
+}
+
+// write sends one message template, filled in: JSON values and plain text
+// both as text frames.
+func (s *stream) write(ctx context.Context, conn *ws.Conn, m *msgTemplate, v *vars) error {
+	b, _ := m.render(v)
+	wctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return conn.Write(wctx, ws.MessageText, b)
+}
+
+// heartbeat detects a dead connection within ping_interval_ms +
+// pong_timeout_ms: protocol pings (answered by the reader, which reads
+// concurrently), or the application heartbeat message after which some
+// message must arrive.
+func (s *stream) heartbeat(ctx context.Context, conn *ws.Conn, r *reader, lost chan<- string) {
+	c := s.cfg
+	t := time.NewTicker(c.pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now().UnixNano()
+		if c.heartbeat != nil {
+			if err := s.write(ctx, conn, c.heartbeat, s.snapshot()); err != nil {
+				if ctx.Err() == nil {
+					lost <- "the heartbeat message could not be sent: " + errText(err)
+				}
+				return
+			}
+			w := time.NewTimer(c.pongTimeout)
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return
+			case <-w.C:
+			}
+			if r.lastRead.Load() < sent {
+				lost <- fmt.Sprintf("no message within heartbeat.pong_timeout_ms (%d ms) of a heartbeat message", c.pongTimeout.Milliseconds())
+				return
+			}
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.pongTimeout)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				lost <- fmt.Sprintf("no pong within heartbeat.pong_timeout_ms (%d ms) of a ping", c.pongTimeout.Milliseconds())
+			}
+			return
+		}
+	}
+}
+
+// fail is an upstream error of this stream.
+func (s *stream) fail(kind sdk.ErrorKind, retryable bool, msg string) *sdk.UpstreamError {
+	return &sdk.UpstreamError{Kind: kind, Upstream: s.cfg.upstream, Message: msg, Retryable: retryable}
+}
+
+// dialError classifies a failed handshake. Messages never hold the URL
+// (its query may carry a credential).
+func (s *stream) dialError(ctx, dctx context.Context, resp *http.Response, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return s.fail(sdk.KindCancelled, false, "cancelled")
+	case resp != nil && resp.StatusCode != http.StatusSwitchingProtocols:
+		ue := s.fail(sdk.KindUpstreamStatus, retryableStatus(resp.StatusCode),
+			fmt.Sprintf("the WebSocket handshake was answered with HTTP %d %s instead of 101", resp.StatusCode, http.StatusText(resp.StatusCode)))
+		ue.Status = strconv.Itoa(resp.StatusCode)
+		if resp.Body != nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			if utf8.Valid(b) {
+				ue.Body = string(b)
+			}
+		}
+		return ue
+	case errors.Is(dctx.Err(), context.DeadlineExceeded):
+		return s.fail(sdk.KindTimeout, true, fmt.Sprintf("no WebSocket handshake within %s", s.timeout))
+	}
+	return s.fail(sdk.KindTransport, true, "cannot connect: "+errText(err))
+}
+
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500
+}
+
+// errText is an error's text without any URL in it.
+func errText(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// readError turns the reader's end into the connection's outcome: nil for
+// a normal close by the upstream (the stream ends), else an error.
+func (s *stream) readError(err error) error {
+	var ue *sdk.UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		return ue
+	case errors.Is(err, errHostGone):
+		return err
+	}
+	var ce ws.CloseError
+	if errors.As(err, &ce) {
+		if ce.Code == ws.StatusNormalClosure {
+			return nil
+		}
+		reason := ce.Reason
+		if len(reason) > 120 {
+			reason = reason[:120]
+		}
+		msg := fmt.Sprintf("the upstream closed the connection with status %d (%s)", int(ce.Code), ce.Code)
+		if reason != "" && utf8.ValidString(reason) {
+			msg += ": " + reason
+		}
+		return s.fail(sdk.KindTransport, true, msg)
+	}
+	return s.fail(sdk.KindTransport, true, "the connection broke: "+errText(err))
+}
+
+// reader reads one connection's messages: it answers pings and reads
+// pongs (coder/websocket handles control frames inside Reader), matches
+// the ack and sends the items.
+type reader struct {
+	s        *stream
+	conn     *ws.Conn
+	awaitAck bool
+	ackWant  any
+	acked    chan struct{}
+	stopping atomic.Bool
+	// lastRead is when the last message or pong arrived (UnixNano).
+	lastRead atomic.Int64
+}
+
+func (r *reader) loop(ctx context.Context) error {
+	max := r.s.cfg.maxMessage
+	for {
+		typ, rd, err := r.conn.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		data, over, err := readMessage(rd, max)
+		if err != nil {
+			return err
+		}
+		r.lastRead.Store(time.Now().UnixNano())
+		if r.stopping.Load() {
+			continue // closing: messages are discarded
+		}
+		if over {
+			if r.s.send.Gap(fmt.Sprintf("a message larger than max_message_bytes (%d) was skipped", max)) != nil {
+				return errHostGone
+			}
+			continue
+		}
+		if err := r.handle(typ, data); err != nil {
+			return err
+		}
+	}
+}
+
+// readMessage reads one message of at most max bytes; a longer one is
+// read to its end and dropped (over), so the connection stays usable and
+// memory stays bounded.
+func readMessage(rd io.Reader, max int) ([]byte, bool, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(rd, int64(max)+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if n > int64(max) {
+		_, err := io.Copy(io.Discard, rd)
+		return nil, true, err
+	}
+	return buf.Bytes(), false, nil
+}
+
+// handle turns one message into an item, the ack, or nothing (filtered).
+func (r *reader) handle(typ ws.MessageType, data []byte) error {
+	c := r.s.cfg
+	raw := json.RawMessage(data)
+	switch {
+	case typ == ws.MessageBinary && c.binary == binaryRefuse:
+		return r.s.fail(sdk.KindBadResponse, false,
+			"the upstream sent a binary message: set binary to base64, text or skip to accept binary messages")
+	case typ == ws.MessageBinary && c.binary == binarySkip:
+		return nil
+	case typ == ws.MessageBinary && c.binary == binaryBase64:
+		raw = mustMarshal(base64.StdEncoding.EncodeToString(data))
+	case typ == ws.MessageBinary && !utf8.Valid(data):
+		if r.s.send.Gap("a binary message that is not UTF-8 text was skipped (binary: text)") != nil {
+			return errHostGone
+		}
+		return nil
+	case !json.Valid(data):
+		raw = mustMarshal(string(data)) // plain text: one JSON string
+	}
+	var doc any
+	if r.awaitAck || c.filter != nil || c.idPath != nil {
+		var err error
+		if doc, err = decodeJSON(raw); err != nil {
+			return nil // json.Valid said yes; unreachable
+		}
+	}
+	if r.awaitAck && c.ack.matches(doc, r.ackWant) {
+		r.awaitAck = false
+		close(r.acked)
+		return nil
+	}
+	if c.filter != nil && !matchFilter(c.filter, doc) {
+		return nil
+	}
+	var id string
+	if c.idPath != nil {
+		if id = idOf(c.idPath, doc); id != "" {
+			r.s.setCursor(id)
+		}
+	}
+	if r.s.send.Item(sdk.Item{Data: raw, ID: id, Cursor: id}) != nil {
+		return errHostGone
+	}
+	return nil
+}

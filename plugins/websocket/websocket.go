@@ -1,0 +1,116 @@
+package websocket
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Name is the adapter's name as used in operations files.
+const Name = "websocket"
+
+// version is the adapter's build version, reported by Describe.
+const version = "0.1.0"
+
+// adapter is the WebSocket adapter, safe for concurrent use.
+type adapter struct {
+	configs sdk.ConfigCache[*parseResult]
+}
+
+var (
+	_ sdk.Adapter            = (*adapter)(nil)
+	_ sdk.OperationValidator = (*adapter)(nil)
+	_ sdk.OperationExpander  = (*adapter)(nil)
+	_ sdk.Streamer           = (*adapter)(nil)
+)
+
+// New returns the WebSocket adapter. The value also implements
+// sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer.
+func New() sdk.Adapter {
+	a := &adapter{}
+	a.configs.Parse = parseConfig
+	return a
+}
+
+// Describe implements sdk.Adapter. The adapter is a stream source only:
+// windows, sessions and async jobs read its Stream.
+func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{
+		Name:         Name,
+		Version:      version,
+		Protocols:    []string{"ws", "wss"},
+		Modes:        []sdk.Mode{sdk.ModeWindow, sdk.ModeSession, sdk.ModeAsyncJob},
+		ConfigSchema: json.RawMessage(configSchema),
+	}, nil
+}
+
+// ValidateOperation implements sdk.OperationValidator: nil for a good
+// config, otherwise diagnostics naming the field. Diagnostics never quote
+// config values.
+func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	p := a.configs.Get(cacheKey(op))
+	if len(p.diags) == 0 {
+		return nil
+	}
+	return append([]sdk.Diagnostic(nil), p.diags...)
+}
+
+// ExpandOperation implements sdk.OperationExpander: the entry is one
+// tool whose input schema is derived from the {{variables}} of the url
+// and the messages. An input_schema written in the operations file wins.
+func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	p := a.configs.Get(cacheKey(op))
+	if p.cfg == nil {
+		return nil, p.diags
+	}
+	return []sdk.Tool{{InputSchema: p.cfg.inputSchema}}, nil
+}
+
+// Invoke implements sdk.Adapter. A WebSocket feed has no request-response
+// call: its operations are streams (mode window, session or async_job).
+func (a *adapter) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error) {
+	p := a.configs.Get(cacheKey(&req.Operation))
+	if p.cfg == nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	}
+	return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.cfg.upstream,
+		Message: "a WebSocket operation is a stream: give it mode window (or session), not unary"}
+}
+
+// Stream implements sdk.Streamer: it connects, subscribes and sends every
+// message that passes the filter as an item until the host cancels (a
+// window limit, a session stop), the upstream closes normally or the
+// connection is lost for good. A lost connection is reopened and
+// resubscribed per the reconnect policy, with a gap event each time.
+func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Never crash the plugin process; the stack holds no config.
+			fmt.Fprintf(os.Stderr, "websocket adapter: panic in Stream: %T\n%s", r, debug.Stack())
+			err = errors.New("websocket adapter: internal error (panic), see the adapter log")
+		}
+	}()
+	p := a.configs.Get(cacheKey(&req.Operation))
+	if p.cfg == nil {
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	}
+	args, err := decodeArgs(req.Arguments)
+	if err != nil {
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.cfg.upstream, Message: err.Error()}
+	}
+	timeout := req.Operation.Timeout
+	if timeout <= 0 {
+		timeout = defaultConnectTimeout
+	}
+	s := &stream{cfg: p.cfg, vars: vars{args: args, cursor: req.Cursor}, send: send, timeout: timeout}
+	err = s.run(ctx)
+	if ctx.Err() != nil {
+		return nil // the host ended the stream
+	}
+	return err
+}
