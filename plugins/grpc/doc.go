@@ -160,7 +160,10 @@
 // JSON form is not an object is described under "result", the key the host
 // wraps it in; google.protobuf.Value responses get no output schema.
 // Server-streaming tools have no output schema: the window engine shapes
-// their result; their description names the item message.
+// their result; their description names the item message, and their item
+// schema (Tool.item_schema_json, which the host's window output schema
+// gives its items) describes that message as the items are written,
+// unwrapped.
 //
 // # Calls and results
 //

@@ -330,6 +330,32 @@ func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) 
 	}
 }
 
+// itemSchema is the JSON Schema of one message of a server stream as the
+// window item Stream sends (its protojson form, not wrapped), nil when no
+// schema describes it (google.protobuf.Value).
+func (m *methodInfo) itemSchema() json.RawMessage {
+	s, wrapped, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey)
+	if !ok || !wrapped {
+		return s
+	}
+	var top struct {
+		Properties map[string]map[string]any `json:"properties"`
+		Defs       json.RawMessage           `json:"$defs"`
+	}
+	if json.Unmarshal(s, &top) != nil || top.Properties[resultWrapKey] == nil {
+		return nil
+	}
+	item := top.Properties[resultWrapKey]
+	if len(top.Defs) > 0 {
+		item["$defs"] = top.Defs
+	}
+	b, err := json.Marshal(item)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // tool describes the method as a tool named name ("" for the entry
 // itself), with schemas derived from its messages.
 func (m *methodInfo) tool(name string) (sdk.Tool, error) {
@@ -350,6 +376,7 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	}
 	if md.IsStreamingServer() {
 		desc += "\nServer-streaming: each " + string(m.out.FullName()) + " message the server sends is one item."
+		t.ItemSchema = m.itemSchema()
 	} else if out, _, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey); ok {
 		t.OutputSchema = out
 	}

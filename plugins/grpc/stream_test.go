@@ -59,6 +59,40 @@ func streamServer(t *testing.T) (*testServer, *sdktest.Harness) {
 	return ts, h
 }
 
+// TestStreamItemSchema: a server-streaming method's tool carries the
+// schema of one message as its items are written.
+func TestStreamItemSchema(t *testing.T) {
+	t.Parallel()
+	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
+	h := newHarness(t)
+	resp, err := h.Client.ExpandOperation(ctxT(t), &adapterv1.ExpandOperationRequest{
+		Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Count")), Mode: sdk.ModeWindow}})
+	if err != nil || len(resp.GetTools()) != 1 {
+		t.Fatalf("expand: %v %v", resp, err)
+	}
+	tool := resp.GetTools()[0]
+	if len(tool.GetOutputSchemaJson()) != 0 {
+		t.Errorf("a stream tool has an output schema: %s", tool.GetOutputSchemaJson())
+	}
+	item := resolve(t, tool.GetItemSchemaJson())
+	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": 2}`}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range events {
+		if it := ev.GetItem(); it != nil {
+			n++
+			if err := validate(item, string(it.GetDataJson())); err != nil {
+				t.Errorf("item %s does not match the item schema %s: %v", it.GetDataJson(), tool.GetItemSchemaJson(), err)
+			}
+		}
+	}
+	if n != 2 || validate(item, `{"n": "x"}`) == nil {
+		t.Errorf("%d items; item schema %s", n, tool.GetItemSchemaJson())
+	}
+}
+
 // TestStreamServerEnds: the server ends the stream: every message is an
 // item, then End.
 func TestStreamServerEnds(t *testing.T) {
