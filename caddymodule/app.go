@@ -87,9 +87,31 @@ var (
 type pooledStore struct {
 	store.Store
 	embeddedKey string
+
+	stopSweeper context.CancelFunc
+	sweeperDone chan struct{}
+}
+
+// newPooledStore wraps s and starts its sweeper: one per store, for as long
+// as any config uses it (not once per reload). The sweeper marks sessions
+// and jobs of dead replicas failed and deletes expired entries; it logs
+// through Caddy's default logger, which outlives any one config.
+func newPooledStore(s store.Store, embeddedKey string) *pooledStore {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pooledStore{Store: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
+	lg := caddy.Log().Named("crank.sweeper")
+	go func() {
+		defer close(p.sweeperDone)
+		if err := s.RunSweeper(ctx, store.SweeperConfig{Logger: lg}); err != nil && ctx.Err() == nil {
+			lg.Warn("store sweeper stopped", zap.Error(err))
+		}
+	}()
+	return p
 }
 
 func (p *pooledStore) Destruct() error {
+	p.stopSweeper()
+	<-p.sweeperDone
 	err := p.Store.Close()
 	if p.embeddedKey != "" {
 		_, _ = embeddedPool.Delete(p.embeddedKey)
@@ -152,7 +174,7 @@ func (a *App) openStore() (*pooledStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("crank: etcd: %w", err)
 		}
-		return &pooledStore{Store: s}, nil
+		return newPooledStore(s, ""), nil
 	}
 	e := a.EmbeddedEtcd
 	embKey, err := filepath.Abs(e.DataDir)
@@ -183,7 +205,7 @@ func (a *App) openStore() (*pooledStore, error) {
 		_, _ = embeddedPool.Delete(embKey)
 		return nil, fmt.Errorf("crank: embedded_etcd: %w", err)
 	}
-	return &pooledStore{Store: s, embeddedKey: embKey}, nil
+	return newPooledStore(s, embKey), nil
 }
 
 // Store returns the app's state store.

@@ -191,7 +191,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		_, _ = w.Write(body)
 		return nil
 	}
-	h.ep.http.ServeHTTP(w, r)
+	h.ep.serveMCP(w, r)
 	return nil
 }
 
@@ -211,6 +211,12 @@ type endpoint struct {
 
 	workspace, agentHeader string
 	sessionTTL             time.Duration
+
+	// replicas are the sessions recorded in the store (replica.go);
+	// eventStore is the SDK handler's EventStore, given to restored
+	// sessions too.
+	replicas   replicaSessions
+	eventStore mcp.EventStore
 }
 
 func newEndpoint(h *Handler) *endpoint {
@@ -224,6 +230,7 @@ func newEndpoint(h *Handler) *endpoint {
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &mcp.StreamableHTTPOptions{
 		Stateless:      h.Stateless,
 		JSONResponse:   h.JSONResponse,
@@ -347,24 +354,12 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return out, nil
 }
 
-// recordSession writes the new MCP session's metadata to the store, so
-// every replica can see it.
+// recordSession records in the store that the client of a new MCP session
+// sent notifications/initialized (replica.go keeps the record: negotiated
+// version, client info and capabilities, workspace and agent).
 func (ep *endpoint) recordSession(ctx context.Context, req *mcp.InitializedRequest) {
-	stp := ep.store.Load()
-	if stp == nil || req.Session == nil || req.Session.ID() == "" {
-		return
-	}
-	rec := store.MCPSession{ID: req.Session.ID(), CreatedAt: time.Now().UTC(), TTL: ep.sessionTTL}
-	if p := req.Session.InitializeParams(); p != nil {
-		rec.ProtocolVersion = p.ProtocolVersion
-		if p.ClientInfo != nil {
-			rec.ClientName, rec.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := (*stp).PutMCPSession(ctx, rec); err != nil {
-		ep.logger.Warn("could not record the MCP session in the store", zap.Error(err))
+	if req.Session != nil && req.Session.ID() != "" {
+		ep.sessionInitialized(ctx, req.Session)
 	}
 }
 

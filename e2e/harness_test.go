@@ -82,18 +82,26 @@ type gatewayOptions struct {
 	Handler string
 	// Env is extra environment, NAME=value.
 	Env []string
+	// Crank replaces the body of the crank global option (by default an
+	// embedded etcd in the gateway's directory), e.g. with an etcd block
+	// naming an external cluster.
+	Crank string
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
+	crank := opts.Crank
+	if crank == "" {
+		crank = fmt.Sprintf(`embedded_etcd {
+			data_dir %s
+			client_url http://127.0.0.1:%d
+			peer_url http://127.0.0.1:%d
+		}`, filepath.Join(g.dir, "etcd"), g.etcd, g.peer)
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	persist_config off
 	crank {
-		embedded_etcd {
-			data_dir %s
-			client_url http://127.0.0.1:%d
-			peer_url http://127.0.0.1:%d
-		}
+		%s
 	}
 }
 
@@ -103,7 +111,7 @@ http://127.0.0.1:%d {
 		%s
 	}
 }
-`, g.admin, filepath.Join(g.dir, "etcd"), g.etcd, g.peer, g.port, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
+`, g.admin, crank, g.port, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
 }
 
 // startGateway starts crank with the given operations and waits until the

@@ -1,0 +1,534 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/store"
+)
+
+// MCP sessions across replicas.
+//
+// go-sdk keeps a stateful endpoint's sessions in a private in-memory map.
+// Crank records each session's state in the store when the client
+// initializes, and a replica that gets an Mcp-Session-Id it does not hold
+// rebuilds the session from that record (Server.Connect with the recorded
+// ServerSessionState) and serves it on a transport of its own. Every request
+// that carries a session ID still goes through the SDK's handler first, so
+// its checks (Host, protocol version, Content-Type, Accept, body limit)
+// apply to restored sessions too; only the SDK's "session not found" answer
+// is held back and replaced by the restore.
+//
+// The store is on the request path only when a session is created
+// (initialize, notifications/initialized, logging/setLevel: one put each),
+// deleted, or first seen by this replica (one get). Serving a session this
+// replica holds costs no etcd round trip; its record's expiry is pushed out
+// in the background, at most once per session timeout / 10.
+
+// sessionIDHeader is the Streamable HTTP session header.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// replicaSessions are the MCP sessions this replica serves and knows the
+// store record of.
+type replicaSessions struct {
+	mu       sync.Mutex
+	sessions map[string]*liveSession
+}
+
+// liveSession is one MCP session served by this replica.
+type liveSession struct {
+	id    string
+	agent string
+	ss    *mcp.ServerSession
+	// transport is set when this replica rebuilt the session from the
+	// store; nil when the SDK's handler created (and owns) it.
+	transport *mcp.StreamableServerTransport
+	created   time.Time
+
+	mu          sync.Mutex
+	negotiated  string
+	initialized bool
+	logLevel    string
+
+	recorded  atomic.Bool  // the store holds the record
+	lastTouch atomic.Int64 // unix nanoseconds of the last put or touch
+	touching  atomic.Bool
+
+	// Idle timeout of a restored session (the SDK times out its own).
+	idle    time.Duration
+	timerMu sync.Mutex
+	refs    int
+	timer   *time.Timer
+}
+
+func (rs *replicaSessions) get(id string) *liveSession {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.sessions[id]
+}
+
+// add registers ls unless a session with its ID is already registered, and
+// forgets it when the session closes. It returns the registered session.
+func (rs *replicaSessions) add(ls *liveSession) (*liveSession, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if cur := rs.sessions[ls.id]; cur != nil {
+		return cur, false
+	}
+	if rs.sessions == nil {
+		rs.sessions = make(map[string]*liveSession)
+	}
+	rs.sessions[ls.id] = ls
+	return ls, true
+}
+
+func (rs *replicaSessions) watch(ls *liveSession) {
+	go func() {
+		_ = ls.ss.Wait()
+		ls.stopTimer()
+		rs.mu.Lock()
+		if rs.sessions[ls.id] == ls {
+			delete(rs.sessions, ls.id)
+		}
+		rs.mu.Unlock()
+	}()
+}
+
+// record is the session's store record.
+func (ep *endpoint) record(ls *liveSession) store.MCPSession {
+	ls.mu.Lock()
+	rec := store.MCPSession{
+		ID: ls.id, ProtocolVersion: ls.negotiated, Initialized: ls.initialized, LogLevel: ls.logLevel,
+		WorkspaceID: ep.workspace, AgentID: ls.agent, CreatedAt: ls.created, TTL: ep.sessionTTL,
+	}
+	ls.mu.Unlock()
+	if p := ls.ss.InitializeParams(); p != nil {
+		if p.ClientInfo != nil {
+			rec.ClientName, rec.ClientVersion, rec.ClientTitle = p.ClientInfo.Name, p.ClientInfo.Version, p.ClientInfo.Title
+		}
+		if p.Capabilities != nil {
+			rec.ClientCapabilities, _ = json.Marshal(p.Capabilities)
+		}
+		rec.InitializeParams, _ = json.Marshal(p)
+	}
+	return rec
+}
+
+// put writes the session's record; a failure leaves the session local to
+// this replica until a later use records it.
+func (ep *endpoint) put(ctx context.Context, ls *liveSession) {
+	stp := ep.store.Load()
+	if stp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+	defer cancel()
+	if err := (*stp).PutMCPSession(ctx, ep.record(ls)); err != nil {
+		ls.recorded.Store(false)
+		ep.logger.Warn("MCP session not recorded in the store: other replicas cannot serve it until it is",
+			zap.String("session", ls.id), zap.Error(err))
+		return
+	}
+	ls.recorded.Store(true)
+	ls.lastTouch.Store(time.Now().UnixNano())
+}
+
+// storeCallTimeout bounds a store call made for an MCP request; the store's
+// own operation timeout (5s by default) usually ends it first.
+const storeCallTimeout = 10 * time.Second
+
+// agentOf is the calling agent's ID: the agent header when configured, else
+// the bearer token's user.
+func (ep *endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
+	if ep.agentHeader != "" && h != nil {
+		if a := h.Get(ep.agentHeader); a != "" {
+			return a
+		}
+	}
+	if ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+// sessionMiddleware records a session when the SDK has initialized it (with
+// the protocol version it negotiated) and again when its log level changes.
+func (ep *endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss == nil || ss.ID() == "" {
+			return res, err
+		}
+		switch method {
+		case "initialize":
+			ir, ok := res.(*mcp.InitializeResult)
+			if !ok {
+				break
+			}
+			var agent string
+			if ex := req.GetExtra(); ex != nil {
+				agent = ep.agentOf(ex.Header, ex.TokenInfo)
+			}
+			ls, fresh := ep.replicas.add(&liveSession{id: ss.ID(), agent: agent, ss: ss, created: time.Now().UTC(), negotiated: ir.ProtocolVersion})
+			if fresh {
+				ep.replicas.watch(ls)
+			}
+			ep.put(ctx, ls)
+		case "logging/setLevel":
+			p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
+			if ls := ep.replicas.get(ss.ID()); ok && ls != nil && ls.ss == ss {
+				ls.mu.Lock()
+				ls.logLevel = string(p.Level)
+				ls.mu.Unlock()
+				ep.put(ctx, ls)
+			}
+		}
+		return res, err
+	}
+}
+
+// sessionInitialized records that the client of ss sent
+// notifications/initialized.
+func (ep *endpoint) sessionInitialized(ctx context.Context, ss *mcp.ServerSession) {
+	ls := ep.replicas.get(ss.ID())
+	if ls == nil || ls.ss != ss {
+		return
+	}
+	ls.mu.Lock()
+	ls.initialized = true
+	ls.mu.Unlock()
+	ep.put(ctx, ls)
+}
+
+// serveMCP hands the request to the SDK's handler and, when that does not
+// know the request's session, to the session's record in the store.
+func (ep *endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(sessionIDHeader)
+	if id == "" {
+		ep.http.ServeHTTP(w, r)
+		return
+	}
+	agent := ep.agentOf(r.Header, auth.TokenInfoFromContext(r.Context()))
+	ls := ep.replicas.get(id)
+	if ls != nil && ls.agent != agent {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	body := &readTracker{ReadCloser: r.Body}
+	r.Body = body
+	p := &probeWriter{ResponseWriter: w, body: body}
+	ep.http.ServeHTTP(p, r)
+	if !p.missed {
+		if ls != nil && ls.transport == nil {
+			if r.Method == http.MethodDelete && p.status == http.StatusNoContent {
+				ep.deleteRecord(r.Context(), id)
+			} else {
+				ep.touch(ls)
+			}
+		}
+		return
+	}
+	// The SDK's handler has no such session: serve it from the store.
+	if ls == nil || ls.transport == nil {
+		if r.Method == http.MethodDelete {
+			ep.deleteUnheld(w, r, id, agent)
+			return
+		}
+		var err error
+		if ls, err = ep.restore(r.Context(), id, agent); err != nil {
+			ep.sessionLookupFailed(w, id, err)
+			return
+		}
+	}
+	if r.Method == http.MethodDelete {
+		_ = ls.ss.Close()
+		ep.deleteRecord(r.Context(), id)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	ls.startRequest()
+	defer ls.endRequest()
+	ls.transport.ServeHTTP(w, r)
+	ep.touch(ls)
+}
+
+// restore rebuilds session id from its store record, or returns the copy
+// another request restored meanwhile.
+func (ep *endpoint) restore(ctx context.Context, id, agent string) (*liveSession, error) {
+	stp := ep.store.Load()
+	if stp == nil {
+		return nil, store.ErrNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	rec, err := (*stp).GetMCPSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.WorkspaceID != ep.workspace || rec.AgentID != agent {
+		return nil, store.ErrNotFound // the session is someone else's: it does not exist for this caller
+	}
+	state := &mcp.ServerSessionState{
+		InitializeParams:          new(mcp.InitializeParams),
+		NegotiatedProtocolVersion: rec.ProtocolVersion,
+		LogLevel:                  mcp.LoggingLevel(rec.LogLevel),
+	}
+	if len(rec.InitializeParams) == 0 || json.Unmarshal(rec.InitializeParams, state.InitializeParams) != nil {
+		// A record without the verbatim params: rebuild what it keeps.
+		state.InitializeParams = &mcp.InitializeParams{
+			ProtocolVersion: rec.ProtocolVersion,
+			ClientInfo:      &mcp.Implementation{Name: rec.ClientName, Version: rec.ClientVersion, Title: rec.ClientTitle},
+		}
+		if len(rec.ClientCapabilities) > 0 {
+			state.InitializeParams.Capabilities = new(mcp.ClientCapabilities)
+			_ = json.Unmarshal(rec.ClientCapabilities, state.InitializeParams.Capabilities)
+		}
+	}
+	if rec.Initialized {
+		state.InitializedParams = new(mcp.InitializedParams)
+	}
+
+	ep.replicas.mu.Lock()
+	defer ep.replicas.mu.Unlock()
+	if cur := ep.replicas.sessions[id]; cur != nil && cur.transport != nil {
+		return cur, nil
+	}
+	t := &mcp.StreamableServerTransport{SessionID: id, EventStore: ep.eventStore}
+	ss, err := ep.server.Connect(context.WithoutCancel(ctx), t, &mcp.ServerSessionOptions{State: state})
+	if err != nil {
+		return nil, err
+	}
+	ls := &liveSession{
+		id: id, agent: rec.AgentID, ss: ss, transport: t, created: rec.CreatedAt,
+		negotiated: rec.ProtocolVersion, initialized: rec.Initialized, logLevel: rec.LogLevel,
+	}
+	ls.recorded.Store(true)
+	ls.lastTouch.Store(time.Now().UnixNano())
+	if ep.sessionTTL > 0 {
+		ls.idle = ep.sessionTTL
+		ls.timer = time.AfterFunc(ep.sessionTTL, func() { _ = ss.Close() })
+	}
+	if ep.replicas.sessions == nil {
+		ep.replicas.sessions = make(map[string]*liveSession)
+	}
+	ep.replicas.sessions[id] = ls // replaces a closed SDK-owned entry, if any
+	ep.replicas.watch(ls)
+	ep.logger.Debug("MCP session restored from the store", zap.String("session", id))
+	return ls, nil
+}
+
+// deleteUnheld ends a session this replica does not hold: its record goes.
+func (ep *endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent string) {
+	stp := ep.store.Load()
+	if stp == nil {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
+	defer cancel()
+	rec, err := (*stp).GetMCPSession(ctx, id)
+	if err == nil && (rec.WorkspaceID != ep.workspace || rec.AgentID != agent) {
+		err = store.ErrNotFound
+	}
+	if err == nil {
+		err = (*stp).DeleteMCPSession(ctx, id)
+	}
+	if err != nil {
+		ep.sessionLookupFailed(w, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteRecord removes a session the client ended. On failure the record
+// expires on its own after the session timeout.
+func (ep *endpoint) deleteRecord(ctx context.Context, id string) {
+	stp := ep.store.Load()
+	if stp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+	defer cancel()
+	if err := (*stp).DeleteMCPSession(ctx, id); err != nil {
+		ep.logger.Warn("ended MCP session not deleted from the store; it expires after the session timeout",
+			zap.String("session", id), zap.Error(err))
+	}
+}
+
+// sessionLookupFailed answers a request whose session could not be served
+// from the store: 404 as for any unknown session, or 503 with a retryable
+// JSON-RPC error when etcd is unavailable.
+func (ep *endpoint) sessionLookupFailed(w http.ResponseWriter, id string, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	ep.logger.Warn("MCP session lookup in the store failed", zap.String("session", id), zap.Error(err))
+	msg := "MCP session " + id + " is not held by this replica and the session store cannot be read"
+	if errors.Is(err, store.ErrUnavailable) {
+		msg = "MCP session " + id + " is not held by this replica and the session store (etcd) is unavailable; retry shortly"
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSONRPCError(w, http.StatusServiceUnavailable, -32000, msg, map[string]any{"retryable": true})
+}
+
+// writeJSONRPCError answers with a JSON-RPC error object without an id.
+func writeJSONRPCError(w http.ResponseWriter, status, code int, msg string, data any) {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": e})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// touch pushes the session record's expiry out, in the background and at
+// most once per session timeout / 10, so that a session in use here does
+// not expire for the other replicas. A record that is gone was deleted by
+// the client through another replica: the session ends here too. A record
+// that could not be written at initialize is written now.
+func (ep *endpoint) touch(ls *liveSession) {
+	stp := ep.store.Load()
+	if stp == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	if now-ls.lastTouch.Load() < int64(ep.sessionTTL/10) || !ls.touching.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer ls.touching.Store(false)
+		if !ls.recorded.Load() {
+			ep.put(context.Background(), ls)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		defer cancel()
+		err := (*stp).TouchMCPSession(ctx, ls.id)
+		switch {
+		case err == nil:
+			ls.lastTouch.Store(now)
+		case errors.Is(err, store.ErrNotFound):
+			ep.logger.Info("MCP session ended elsewhere (its store record is gone); closing it here", zap.String("session", ls.id))
+			_ = ls.ss.Close()
+		default:
+			ep.logger.Debug("MCP session expiry not pushed out; retried on its next use", zap.String("session", ls.id), zap.Error(err))
+		}
+	}()
+}
+
+// startRequest pauses a restored session's idle timeout while a request
+// runs; endRequest restarts it when none does.
+func (ls *liveSession) startRequest() {
+	ls.timerMu.Lock()
+	defer ls.timerMu.Unlock()
+	if ls.timer == nil {
+		return
+	}
+	if ls.refs == 0 {
+		ls.timer.Stop()
+	}
+	ls.refs++
+}
+
+func (ls *liveSession) endRequest() {
+	ls.timerMu.Lock()
+	defer ls.timerMu.Unlock()
+	if ls.timer == nil {
+		return
+	}
+	ls.refs--
+	if ls.refs == 0 {
+		ls.timer.Reset(ls.idle)
+	}
+}
+
+func (ls *liveSession) stopTimer() {
+	ls.timerMu.Lock()
+	defer ls.timerMu.Unlock()
+	if ls.timer != nil {
+		ls.timer.Stop()
+		ls.timer = nil
+	}
+}
+
+// readTracker notes whether a request body has been read.
+type readTracker struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	t.read.Store(true)
+	return t.ReadCloser.Read(p)
+}
+
+// probeWriter passes the SDK handler's response through, except its
+// "session not found" answer — a 404 written before the request body was
+// read — which it swallows and reports as missed.
+type probeWriter struct {
+	http.ResponseWriter
+	body   *readTracker
+	status int
+	missed bool
+}
+
+func (p *probeWriter) WriteHeader(code int) {
+	if p.status != 0 {
+		if !p.missed {
+			p.ResponseWriter.WriteHeader(code)
+		}
+		return
+	}
+	p.status = code
+	if code == http.StatusNotFound && !p.body.read.Load() {
+		p.missed = true
+		h := p.ResponseWriter.Header()
+		h.Del("Content-Type")
+		h.Del("X-Content-Type-Options")
+		return
+	}
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.WriteHeader(http.StatusOK)
+	}
+	if p.missed {
+		return len(b), nil
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for the SDK's SSE streams.
+func (p *probeWriter) Flush() {
+	if !p.missed {
+		_ = http.NewResponseController(p.ResponseWriter).Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (p *probeWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// Interface guards.
+var (
+	_ http.Flusher  = (*probeWriter)(nil)
+	_ io.ReadCloser = (*readTracker)(nil)
+)
