@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -327,7 +328,9 @@ http://127.0.0.1:%d {
 
 // TestOpenAPIDemo: the demo upstream of `make run` serves its own OpenAPI
 // document, and demo/openapi.yaml imports it (from the same file) as
-// working tools, the log stream as a window tool.
+// working tools, the log stream as a window tool of its own: its
+// override's limits, aggregation and redaction, its items described by
+// the stream's item schema, and results that match it.
 func TestOpenAPIDemo(t *testing.T) {
 	t.Parallel()
 	addr := startDemoREST(t)
@@ -360,12 +363,24 @@ func TestOpenAPIDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
+	var watch *mcp.Tool
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
+		if tool.Name == "api_watch_logs" {
+			watch = tool
+		}
 	}
 	slices.Sort(names)
 	if strings.Join(names, ",") != "api_create_user,api_delete_user,api_get_user,api_health,api_list_users,api_slow_call,api_watch_logs" {
 		t.Fatalf("tools = %v", names)
+	}
+	out, _ := json.Marshal(watch.OutputSchema)
+	meta, _ := json.Marshal(watch.Meta)
+	if !strings.Contains(string(out), `"level":{"enum":["info","warn","error"],"type":"string"}`) ||
+		!strings.Contains(string(out), `"email":{"anyOf":[{"type":"string"},{"const":"[REDACTED]"}]}`) ||
+		!strings.Contains(string(meta), `"aggregation_mode":"summary_plus_samples"`) || !strings.Contains(string(meta), `"max_items":500`) ||
+		!strings.Contains(watch.Description, "three seconds") || watch.Annotations == nil || !watch.Annotations.ReadOnlyHint {
+		t.Errorf("api_watch_logs: %s\noutput schema %s\nmeta %s", watch.Description, out, meta)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "api_get_user", Arguments: map[string]any{"id": 2}})
 	if err != nil || res.IsError {
@@ -398,6 +413,52 @@ func TestOpenAPIDemo(t *testing.T) {
 		if it["service"] != "auth" || strings.Contains(fmt.Sprint(it["user"]), "@example.com") {
 			t.Errorf("item %v: not filtered or not redacted", it)
 		}
+	}
+	// The window matches the output schema the tool lists.
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(out, &schema); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	_ = json.Unmarshal(b, &v)
+	if err := resolved.Validate(v); err != nil {
+		t.Errorf("api_watch_logs' result does not match its output schema: %v\n%s", err, b)
+	}
+
+	// The official TypeScript SDK checks a result against the tool's
+	// output schema (with formats): it takes the window.
+	tsDir := filepath.Join(repoRoot, "e2e", "ts")
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk")); serr != nil || err != nil {
+		t.Log("no node or e2e/ts/node_modules (make ts-deps): the TypeScript SDK check is left out")
+		return
+	}
+	cmd := exec.CommandContext(ctx, node, filepath.Join(tsDir, "client.mjs"), g.MCPURL,
+		`[{"op":"listTools"},{"op":"callTool","name":"api_watch_logs","arguments":{"service":"search"}}]`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	ts, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client.mjs: %v\n%s", err, stderr.String())
+	}
+	var run struct {
+		Steps []struct {
+			OK     bool
+			Result struct {
+				StructuredContent struct {
+					Items []map[string]any `json:"items"`
+				}
+				IsError bool
+			}
+		}
+	}
+	if err := json.Unmarshal(ts, &run); err != nil || len(run.Steps) != 2 || !run.Steps[1].OK || run.Steps[1].Result.IsError ||
+		len(run.Steps[1].Result.StructuredContent.Items) == 0 {
+		t.Errorf("the TypeScript SDK refused api_watch_logs' window: %v\n%s", err, ts)
 	}
 }
 
