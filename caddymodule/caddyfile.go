@@ -32,6 +32,11 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    json_response
 //	    workspace       <id>
 //	    agent_header    <header>
+//	    mode               stateful|stateless
+//	    keepalive_interval <duration>|off
+//	    event_store        etcd|off
+//	    event_max_events   <n>
+//	    event_max_bytes    <size>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -84,6 +89,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		default:
+			if ok, err := h.TransportConfig.unmarshalCaddyfile(d); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			return d.Errf("unrecognized crank subdirective %q", d.Val())
 		}
 	}

@@ -54,6 +54,9 @@ type Handler struct {
 	Workspace string `json:"workspace,omitempty"`
 	// AgentHeader names a request header carrying the calling agent's id.
 	AgentHeader string `json:"agent_header,omitempty"`
+	// TransportConfig: mode, SSE keep-alives, the resumability event
+	// store (transport.go).
+	TransportConfig
 
 	logger   *zap.Logger
 	app      *App
@@ -100,6 +103,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	var err error
 	if h.origins, err = newOriginPolicy(h.AllowedOrigins); err != nil {
 		return fmt.Errorf("crank: allowed_origins: %w", err)
+	}
+	if err := h.provisionTransport(); err != nil {
+		return err
 	}
 	appVal, err := ctx.App("crank")
 	if err != nil {
@@ -191,7 +197,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		_, _ = w.Write(body)
 		return nil
 	}
-	h.ep.serveMCP(w, r)
+	if h.ep.checkRequest(w, r) {
+		return nil
+	}
+	w, stopKeepalive := h.ep.wrap(w)
+	defer stopKeepalive()
+	h.ep.http.ServeHTTP(w, r)
 	return nil
 }
 
@@ -212,11 +223,8 @@ type endpoint struct {
 	workspace, agentHeader string
 	sessionTTL             time.Duration
 
-	// replicas are the sessions recorded in the store (replica.go);
-	// eventStore is the SDK handler's EventStore, given to restored
-	// sessions too.
-	replicas   replicaSessions
 	eventStore mcp.EventStore
+	transport  transport // transport.go
 }
 
 func newEndpoint(h *Handler) *endpoint {
@@ -230,13 +238,14 @@ func newEndpoint(h *Handler) *endpoint {
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
-	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &mcp.StreamableHTTPOptions{
+	opts := mcp.StreamableHTTPOptions{
 		Stateless:      h.Stateless,
 		JSONResponse:   h.JSONResponse,
 		SessionTimeout: time.Duration(h.SessionTimeout),
 		Logger:         slogger,
-	})
+	}
+	ep.streamableOptions(h, &opts)
+	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &opts)
 	return ep
 }
 
@@ -354,12 +363,24 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return out, nil
 }
 
-// recordSession records in the store that the client of a new MCP session
-// sent notifications/initialized (replica.go keeps the record: negotiated
-// version, client info and capabilities, workspace and agent).
+// recordSession writes the new MCP session's metadata to the store, so
+// every replica can see it.
 func (ep *endpoint) recordSession(ctx context.Context, req *mcp.InitializedRequest) {
-	if req.Session != nil && req.Session.ID() != "" {
-		ep.sessionInitialized(ctx, req.Session)
+	stp := ep.store.Load()
+	if stp == nil || req.Session == nil || req.Session.ID() == "" {
+		return
+	}
+	rec := store.MCPSession{ID: req.Session.ID(), CreatedAt: time.Now().UTC(), TTL: ep.sessionTTL}
+	if p := req.Session.InitializeParams(); p != nil {
+		rec.ProtocolVersion = p.ProtocolVersion
+		if p.ClientInfo != nil {
+			rec.ClientName, rec.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := (*stp).PutMCPSession(ctx, rec); err != nil {
+		ep.logger.Warn("could not record the MCP session in the store", zap.Error(err))
 	}
 }
 

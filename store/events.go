@@ -379,6 +379,11 @@ func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
 	}
 	p := streamsPrefix(session)
 	e.events.dropPrefix(p)
+	// Sessions close when the process shuts down, too: give up at once
+	// when the store closes (the logs expire on their own).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.bgCtx, cancel)()
 	return e.do(ctx, "delete event streams of session "+truncate(session), func(ctx context.Context) error {
 		_, err := e.kv.Delete(ctx, p, clientv3.WithPrefix())
 		return err
