@@ -202,7 +202,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	w, stopKeepalive := h.ep.wrap(w)
 	defer stopKeepalive()
-	h.ep.http.ServeHTTP(w, r)
+	h.ep.serveMCP(w, r)
 	return nil
 }
 
@@ -223,6 +223,10 @@ type endpoint struct {
 	workspace, agentHeader string
 	sessionTTL             time.Duration
 
+	// replicas are the sessions recorded in the store (replica.go);
+	// eventStore is the SDK handler's EventStore, given to restored
+	// sessions too.
+	replicas   replicaSessions
 	eventStore mcp.EventStore
 	transport  transport // transport.go
 }
@@ -238,6 +242,7 @@ func newEndpoint(h *Handler) *endpoint {
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	opts := mcp.StreamableHTTPOptions{
 		Stateless:      h.Stateless,
 		JSONResponse:   h.JSONResponse,
@@ -363,24 +368,12 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return out, nil
 }
 
-// recordSession writes the new MCP session's metadata to the store, so
-// every replica can see it.
+// recordSession records in the store that the client of a new MCP session
+// sent notifications/initialized (replica.go keeps the record: negotiated
+// version, client info and capabilities, workspace and agent).
 func (ep *endpoint) recordSession(ctx context.Context, req *mcp.InitializedRequest) {
-	stp := ep.store.Load()
-	if stp == nil || req.Session == nil || req.Session.ID() == "" {
-		return
-	}
-	rec := store.MCPSession{ID: req.Session.ID(), CreatedAt: time.Now().UTC(), TTL: ep.sessionTTL}
-	if p := req.Session.InitializeParams(); p != nil {
-		rec.ProtocolVersion = p.ProtocolVersion
-		if p.ClientInfo != nil {
-			rec.ClientName, rec.ClientVersion = p.ClientInfo.Name, p.ClientInfo.Version
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := (*stp).PutMCPSession(ctx, rec); err != nil {
-		ep.logger.Warn("could not record the MCP session in the store", zap.Error(err))
+	if req.Session != nil && req.Session.ID() != "" {
+		ep.sessionInitialized(ctx, req.Session)
 	}
 }
 
