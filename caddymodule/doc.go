@@ -11,7 +11,9 @@
 //   - http.handlers.crank: serves MCP Streamable HTTP (through the official
 //     go-sdk) for the operations of one operations file. Adapter processes
 //     and MCP endpoints are kept in UsagePools too, so a reload neither
-//     restarts healthy adapters nor drops MCP sessions.
+//     restarts healthy adapters nor drops MCP sessions. MCP sessions are
+//     recorded in the store, and a replica serves a session it does not
+//     hold from that record (replica.go).
 //
 // Importing this package also registers the `crank-adapter` subcommand,
 // which runs a built-in adapter (rest, ...) as a child process of the same

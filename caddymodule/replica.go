@@ -60,6 +60,7 @@ type liveSession struct {
 	initialized bool
 	logLevel    string
 
+	closed    atomic.Bool  // closing or closed: not to be served any more
 	recorded  atomic.Bool  // the store holds the record
 	lastTouch atomic.Int64 // unix nanoseconds of the last put or touch
 	touching  atomic.Bool
@@ -95,6 +96,7 @@ func (rs *replicaSessions) add(ls *liveSession) (*liveSession, bool) {
 func (rs *replicaSessions) watch(ls *liveSession) {
 	go func() {
 		_ = ls.ss.Wait()
+		ls.closed.Store(true)
 		ls.stopTimer()
 		rs.mu.Lock()
 		if rs.sessions[ls.id] == ls {
@@ -243,7 +245,7 @@ func (ep *endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The SDK's handler has no such session: serve it from the store.
-	if ls == nil || ls.transport == nil {
+	if ls == nil || ls.transport == nil || ls.closed.Load() {
 		if r.Method == http.MethodDelete {
 			ep.deleteUnheld(w, r, id, agent)
 			return
@@ -255,7 +257,7 @@ func (ep *endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method == http.MethodDelete {
-		_ = ls.ss.Close()
+		ls.close()
 		ep.deleteRecord(r.Context(), id)
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -304,7 +306,7 @@ func (ep *endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 
 	ep.replicas.mu.Lock()
 	defer ep.replicas.mu.Unlock()
-	if cur := ep.replicas.sessions[id]; cur != nil && cur.transport != nil {
+	if cur := ep.replicas.sessions[id]; cur != nil && cur.transport != nil && !cur.closed.Load() {
 		return cur, nil
 	}
 	t := &mcp.StreamableServerTransport{SessionID: id, EventStore: ep.eventStore}
@@ -320,12 +322,12 @@ func (ep *endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 	ls.lastTouch.Store(time.Now().UnixNano())
 	if ep.sessionTTL > 0 {
 		ls.idle = ep.sessionTTL
-		ls.timer = time.AfterFunc(ep.sessionTTL, func() { _ = ss.Close() })
+		ls.timer = time.AfterFunc(ep.sessionTTL, ls.close)
 	}
 	if ep.replicas.sessions == nil {
 		ep.replicas.sessions = make(map[string]*liveSession)
 	}
-	ep.replicas.sessions[id] = ls // replaces a closed SDK-owned entry, if any
+	ep.replicas.sessions[id] = ls // replaces a closed entry, if any
 	ep.replicas.watch(ls)
 	ep.logger.Debug("MCP session restored from the store", zap.String("session", id))
 	return ls, nil
@@ -426,11 +428,17 @@ func (ep *endpoint) touch(ls *liveSession) {
 			ls.lastTouch.Store(now)
 		case errors.Is(err, store.ErrNotFound):
 			ep.logger.Info("MCP session ended elsewhere (its store record is gone); closing it here", zap.String("session", ls.id))
-			_ = ls.ss.Close()
+			ls.close()
 		default:
 			ep.logger.Debug("MCP session expiry not pushed out; retried on its next use", zap.String("session", ls.id), zap.Error(err))
 		}
 	}()
+}
+
+// close ends the session on this replica.
+func (ls *liveSession) close() {
+	ls.closed.Store(true)
+	_ = ls.ss.Close()
 }
 
 // startRequest pauses a restored session's idle timeout while a request

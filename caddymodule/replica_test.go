@@ -62,12 +62,13 @@ type replica struct {
 	URL string
 }
 
-// newReplica serves a REST operation against up, keeping MCP sessions in st.
-func newReplica(t *testing.T, st store.Store, up *upstream, workspace string) *replica {
+// newReplica serves a REST operation against the API at upURL, keeping
+// MCP sessions in st.
+func newReplica(t testing.TB, st store.Store, upURL string, workspace string) *replica {
 	t.Helper()
 	dir := t.TempDir()
 	ops := filepath.Join(dir, "ops.yaml")
-	if err := os.WriteFile(ops, []byte(fmt.Sprintf(integrationOps, up.URL)), 0o644); err != nil {
+	if err := os.WriteFile(ops, []byte(fmt.Sprintf(integrationOps, upURL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cat, err := host.LoadFile(ops, host.LoadOptions{})
@@ -152,7 +153,7 @@ func TestReplicaServesSessionOfAnother(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := newUpstream(t)
-	a, b := newReplica(t, st, up, "default"), newReplica(t, st, up, "default")
+	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -207,7 +208,7 @@ func TestHeldSessionNeedsNoStore(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := newUpstream(t)
-	a, b := newReplica(t, st, up, "default"), newReplica(t, st, up, "default")
+	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt := &router{}
@@ -238,7 +239,7 @@ func TestHeldSessionNeedsNoStore(t *testing.T) {
 
 // rawSession drives the Streamable HTTP wire by hand.
 type rawSession struct {
-	t     *testing.T
+	t     testing.TB
 	id    string
 	agent string
 }
@@ -318,8 +319,8 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := newUpstream(t)
-	a, b := newReplica(t, st, up, "default"), newReplica(t, st, up, "default")
-	other := newReplica(t, st, up, "other-workspace")
+	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
+	other := newReplica(t, st, up.URL, "other-workspace")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -366,7 +367,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 		resp, _ := s.post(a.URL, toolsList)
 		return resp.StatusCode == http.StatusNotFound
 	})
-	c := newReplica(t, st, up, "default")
+	c := newReplica(t, st, up.URL, "default")
 	if resp, body := s.post(c.URL, toolsList); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("deleted session on C: %s %s", resp.Status, body)
 	}
@@ -404,7 +405,7 @@ func TestReplicaDuringEtcdOutage(t *testing.T) {
 		return st
 	}
 	up := newUpstream(t)
-	a, b := newReplica(t, open(), up, "default"), newReplica(t, open(), up, "default")
+	a, b := newReplica(t, open(), up.URL, "default"), newReplica(t, open(), up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := &router{}
@@ -440,4 +441,47 @@ func TestReplicaDuringEtcdOutage(t *testing.T) {
 	if _, err := callGetUser(ctx, cs); err != nil {
 		t.Fatalf("call on B after the outage: %v", err)
 	}
+}
+
+// BenchmarkReplicaSessionLookup compares a request (tools/list) in a
+// session the replica holds with the same request on a replica that must
+// first rebuild the session from its record in etcd (one get and an
+// in-memory connect). The ratio restored/held is the cost of moving.
+func BenchmarkReplicaSessionLookup(b *testing.B) {
+	_, st := storetest.Embedded(b)
+	const noUpstream = "http://127.0.0.1:1" // tools/list calls no upstream
+	a, c := newReplica(b, st, noUpstream, "default"), newReplica(b, st, noUpstream, "default")
+	s := &rawSession{t: b}
+	s.initialize(a.URL, "2025-06-18")
+	ctx := context.Background()
+	for {
+		if rec, err := st.GetMCPSession(ctx, s.id); err == nil && rec.Initialized {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ResetTimer()
+	measure := func(n int, req func()) time.Duration {
+		start := time.Now()
+		for range n {
+			req()
+		}
+		return time.Since(start) / time.Duration(n)
+	}
+	held := measure(b.N, func() {
+		if resp, body := s.post(a.URL, toolsList); resp.StatusCode != http.StatusOK {
+			b.Fatalf("held: %s %s", resp.Status, body)
+		}
+	})
+	restored := measure(b.N, func() {
+		if ls := c.ep.replicas.get(s.id); ls != nil {
+			ls.close() // C forgets the session: the next request restores it
+		}
+		if resp, body := s.post(c.URL, toolsList); resp.StatusCode != http.StatusOK {
+			b.Fatalf("restored: %s %s", resp.Status, body)
+		}
+	})
+	b.ReportMetric(float64(held.Microseconds()), "held-us/op")
+	b.ReportMetric(float64(restored.Microseconds()), "restored-us/op")
+	b.ReportMetric(float64(restored)/float64(held), "restored/held")
 }
