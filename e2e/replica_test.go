@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -245,4 +246,38 @@ func TestEtcdStopStartDuringReplicaTraffic(t *testing.T) {
 	if _, err := getUser(ctx, cs, 5); err != nil {
 		t.Fatalf("call on B: %v", err)
 	}
+}
+
+// A gateway runs the store's sweeper: a job whose owner replica is gone
+// (here a store client that closed, revoking its owner lease) is marked
+// failed by the gateway, with no one polling it.
+func TestGatewaySweepsOrphanedJobs(t *testing.T) {
+	t.Parallel()
+	etcd := storetest.NewServer(t)
+	startGateway(t, gatewayOptions{Operations: opsFile(t, newUpstream(t), "2s", ""), Crank: fmt.Sprintf(`etcd {
+			endpoints %s
+		}`, etcd.Endpoints()[0])})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open := func(name string) *store.Etcd {
+		st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: etcd.Endpoints(), ReplicaName: name, OwnerTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	dying, reader := open("dying"), open("reader")
+	scope := store.Scope{WorkspaceID: "default"}
+	job, err := dying.CreateJob(ctx, store.NewJob{Scope: scope, OperationID: "get_user", MaxRuntime: time.Hour, Owned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the gateway to mark the orphaned job failed", func() bool {
+		j, err := reader.GetJob(ctx, scope, job.ID)
+		return err == nil && j.Status == store.JobFailed
+	})
 }
