@@ -73,7 +73,7 @@ func startSSE(w http.ResponseWriter) http.Flusher {
 	return f
 }
 
-func newStreamUpstream(t testing.TB, extra ...func(*http.ServeMux)) *streamUpstream {
+func newStreamUpstream(t testing.TB) *streamUpstream {
 	u := &streamUpstream{closed: map[string]chan struct{}{}, lastIDs: map[string][]string{}}
 	mux := http.NewServeMux()
 	from := func(r *http.Request) int {
@@ -214,9 +214,6 @@ func newStreamUpstream(t testing.TB, extra ...func(*http.ServeMux)) *streamUpstr
 	mux.HandleFunc("GET /slowpoll", func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	})
-	for _, f := range extra {
-		f(mux)
-	}
 	u.Server = httptest.NewServer(mux)
 	t.Cleanup(u.Close)
 	return u

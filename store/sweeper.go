@@ -59,7 +59,7 @@ type CleanupReport struct {
 	Sessions   int // expired stream sessions deleted (with their items)
 	Jobs       int // expired jobs deleted
 	ItemSets   int // item sets of sessions that no longer exist
-	StaleIndex int // running-index and open-entity entries of entities that no longer exist
+	StaleIndex int // running-index entries of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -300,7 +300,7 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		if err != nil || now.Before(r.ExpiresAt) {
 			return nil
 		}
-		ok, err := e.deleteSession(ctx, r, kv.ModRevision)
+		ok, err := e.deleteSession(ctx, r.ID, kv.ModRevision)
 		if ok {
 			rep.Sessions++
 		}
@@ -312,7 +312,7 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		if err != nil || now.Before(r.ExpiresAt) {
 			return nil
 		}
-		ok, err := e.deleteJob(ctx, r, kv.ModRevision)
+		ok, err := e.deleteJob(ctx, r.ID, kv.ModRevision)
 		if ok {
 			rep.Jobs++
 		}
@@ -320,29 +320,6 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	})
 	errs = append(errs, err)
 	errs = append(errs, e.cleanupItemSets(ctx, &rep))
-	err = e.scan(ctx, activeDir, true, func(kv *mvccpb.KeyValue) error {
-		kind, rest, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), activeDir), "/")
-		id := rest[strings.LastIndexByte(rest, '/')+1:]
-		var key string
-		switch kind {
-		case activeSessions:
-			key = sessionKey(id)
-		case activeJobs:
-			key = jobKey(id)
-		default:
-			return nil
-		}
-		exists, err := e.exists(ctx, key)
-		if err != nil || exists {
-			return err
-		}
-		deleted, err := e.deleteIndex(ctx, string(kv.Key), kv.ModRevision)
-		if deleted {
-			rep.StaleIndex++
-		}
-		return err
-	})
-	errs = append(errs, err)
 	err = e.scan(ctx, runningDir, true, func(kv *mvccpb.KeyValue) error {
 		kind, id, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), runningDir), "/")
 		var key string
