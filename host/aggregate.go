@@ -42,6 +42,12 @@ type collector struct {
 	dd  *dedupe
 	smp sampler
 	agg aggregator
+	// sink, when set, receives every kept item instead of the aggregator
+	// (a session's reader): max_bytes then bounds one item only, and the
+	// sink bounds the rest. It returns false to stop the collector.
+	sink func(raw []byte) bool
+	// onGap, when set, is told of every gap as it is recorded.
+	onGap func()
 	// fast is true when items need no decoding: nothing reads inside them.
 	fast bool
 }
@@ -85,6 +91,9 @@ func (c *collector) stopped() bool { return c.end != "" }
 // gap records a point where items may have been lost.
 func (c *collector) gap(reason string) {
 	c.nGaps++
+	if c.onGap != nil {
+		c.onGap()
+	}
 	if len(c.gaps) < maxGapReasons {
 		c.gaps = append(c.gaps, reason)
 	}
@@ -233,7 +242,7 @@ func (c *collector) take(item any, raw []byte) bool {
 			strconv.FormatInt(lim.MaxBytes, 10) + ") and was skipped")
 		return false
 	}
-	if c.stats.Bytes+size > lim.MaxBytes {
+	if c.sink == nil && c.stats.Bytes+size > lim.MaxBytes {
 		c.stats.Received--
 		c.end = endMaxBytes
 		return true
@@ -248,6 +257,13 @@ func (c *collector) take(item any, raw []byte) bool {
 		return false
 	}
 	c.stats.Counted++
+	if c.sink != nil {
+		if !c.sink(raw) {
+			c.end = endCancelled
+			return true
+		}
+		return false
+	}
 	chunk, ok := c.agg.add(item, raw)
 	if ok && c.progress != nil {
 		c.progress(chunk)

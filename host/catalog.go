@@ -50,7 +50,9 @@ type OperationDecl struct {
 	Description string `json:"description"`
 	// Adapter names the adapter that runs the operation, e.g. "rest".
 	Adapter string `json:"adapter"`
-	// Mode is the execution mode: "unary" (the default) or "window".
+	// Mode is the execution mode: "unary" (the default), "window",
+	// "session" (a start/poll/stop tool family) or "async_job" (a
+	// start/status/result/cancel tool family).
 	Mode string `json:"mode,omitempty"`
 	// TransportBehavior is how a window reads its upstream:
 	// "server_stream" (the default for a window) or "request_response"
@@ -75,6 +77,13 @@ type OperationDecl struct {
 	// Config is the adapter's own configuration of the operation.
 	// Placeholders such as {env.API_TOKEN} are expanded at load.
 	Config json.RawMessage `json:"config"`
+	// Family renames the tools of a session or async_job family (see
+	// FamilyNames); Job configures an async_job (see JobConfig); Scope is
+	// who sees a session or job: "agent" (the default: only the agent that
+	// started it, within its workspace) or "workspace".
+	Family json.RawMessage `json:"family,omitempty"`
+	Job    json.RawMessage `json:"job,omitempty"`
+	Scope  string          `json:"scope,omitempty"`
 }
 
 // Annotations are the MCP tool annotations an operator can set.
@@ -88,8 +97,8 @@ type Annotations struct {
 // Mode is an execution mode.
 type Mode string
 
-// Execution modes. Unary and window are served; session and async_job are
-// reserved names that are refused at load until supported.
+// Execution modes. Unary and window operations are published as one tool
+// each; session and async_job operations as tool families.
 const (
 	ModeUnary    Mode = "unary"
 	ModeWindow   Mode = "window"
@@ -114,9 +123,15 @@ type Operation struct {
 	// Config is the adapter config with placeholders expanded. It may hold
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage
-	// Execution is the window config of a mode window operation, nil for
-	// a unary one.
+	// Execution is the window config of a mode window operation (and the
+	// upstream reader of a session, or of an async_job that collects a
+	// window), nil for a unary one.
 	Execution *Execution
+	// Family is the tool family of a session or async_job operation, and
+	// Role the part a published tool plays in it ("" for the operation
+	// itself; start, poll, stop, status, result or cancel).
+	Family *Family
+	Role   string
 	// File is the operations file the operation comes from, and Dir its
 	// absolute directory; adapters resolve relative paths in Config
 	// against Dir.
@@ -269,9 +284,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			if hasPreset {
 				op.Mode = pr.mode
 			}
-		case ModeUnary, ModeWindow:
-		case ModeSession, ModeAsyncJob:
-			fail(label, "mode", "mode %q is not supported by this build yet (supported: unary, window)", d.Mode)
+		case ModeUnary, ModeWindow, ModeSession, ModeAsyncJob:
 		default:
 			fail(label, "mode", "unknown mode %q (one of unary, window, session, async_job)", d.Mode)
 		}
@@ -286,6 +299,11 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		op.Execution = parseExecution(execDecl{mode: op.Mode, transport: d.TransportBehavior, preset: d.Preset,
 			limits: d.Limits, aggregation: d.Aggregation, safety: d.Safety},
 			func(field, format string, args ...any) { fail(label, field, format, args...) })
+		if op.Mode == ModeAsyncJob && op.Execution == nil && d.Timeout == "" {
+			op.Timeout = DefaultJobRuntime
+		}
+		op.Family = parseFamily(familyDecl{mode: op.Mode, name: op.Name, names: d.Family, job: d.Job, scope: d.Scope},
+			func(field, format string, args ...any) { fail(label, field, format, args...) })
 		if ex := op.Execution; ex != nil {
 			if d.Timeout == "" {
 				op.Timeout = ex.Window() + windowGrace
@@ -293,7 +311,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 				fail(label, "timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
 			}
 			if len(d.OutputSchema) > 0 {
-				fail(label, "output_schema", "a window tool's output schema is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out")
+				fail(label, "output_schema", "the output schema of a %s tool is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out", op.Mode)
 				d.OutputSchema = nil
 			}
 			if len(d.InputSchema) == 0 && hasPreset && pr.input != "" {
@@ -305,7 +323,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			fail(label, "input_schema", "%v", err)
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
-		if op.Execution != nil && err == nil {
+		if op.Mode == ModeWindow && err == nil {
 			if _, err := windowInputSchema(in); err != nil {
 				fail(label, "input_schema", "%v", err)
 			}

@@ -60,6 +60,17 @@ const (
 	minFieldLength      = 16
 	maxFieldLengthLimit = 1 << 20
 	maxSampleSize       = 100
+
+	// Sessions: the defaults and bounds of idle_timeout_ms and
+	// max_session_lifetime_ms, and of the item buffer (the store's).
+	DefaultSessionIdleTimeout = 2 * time.Minute
+	DefaultSessionLifetime    = 30 * time.Minute
+	maxSessionLifetimeMS      = 24 * 60 * 60 * 1000
+	maxSessionBufferItems     = 100_000
+
+	// DefaultJobRuntime bounds an async_job of one request that sets no
+	// timeout.
+	DefaultJobRuntime = time.Hour
 	// windowGrace is added to the window duration for the default call
 	// timeout: time to end the upstream and build the result.
 	windowGrace = 5 * time.Second
@@ -189,8 +200,16 @@ var (
 	safetyFields = []string{"truncate_item_fields", "max_field_length", "redacted_paths", "drop_duplicates", "sampling_rate"}
 )
 
-// parseExecution validates the execution config of one entry. It returns
-// nil for a unary operation. fail reports a problem with a field.
+// present reports whether an optional block was written.
+func present(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// parseExecution validates the execution config of one entry: a window, a
+// session's upstream reader, or the window an async_job collects. It
+// returns nil for an operation that collects nothing (unary, or an
+// async_job of one request). fail reports a problem with a field.
 func parseExecution(d execDecl, fail func(field, format string, args ...any)) *Execution {
 	var pr *preset
 	if d.preset != "" {
@@ -201,13 +220,15 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 			pr = &p
 		}
 	}
-	if d.mode != ModeWindow {
+	collects := d.mode == ModeWindow || d.mode == ModeSession ||
+		(d.mode == ModeAsyncJob && (d.transport != "" || d.preset != "" || present(d.limits) || present(d.aggregation) || present(d.safety)))
+	if !collects {
 		if pr != nil {
 			fail("preset", "preset %q needs mode window (this operation is %s)", d.preset, d.mode)
 		}
 		if d.transport != "" && TransportBehavior(d.transport) != RequestResponse {
 			if TransportBehavior(d.transport) == ServerStream {
-				fail("transport_behavior", "server_stream needs mode window (a %s operation is request_response): a stream must be bounded by a window", d.mode)
+				fail("transport_behavior", "server_stream needs mode window, session or async_job (a %s operation is request_response): a stream must be bounded", d.mode)
 			} else {
 				fail("transport_behavior", "unknown transport_behavior %q (one of request_response, server_stream)", d.transport)
 			}
@@ -216,8 +237,8 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 			name string
 			raw  json.RawMessage
 		}{{"limits", d.limits}, {"aggregation", d.aggregation}, {"safety", d.safety}} {
-			if len(b.raw) > 0 && !bytes.Equal(bytes.TrimSpace(b.raw), []byte("null")) {
-				fail(b.name, "only applies to mode window (this operation is %s)", d.mode)
+			if present(b.raw) {
+				fail(b.name, "only applies to modes window, session and async_job (this operation is %s)", d.mode)
 			}
 		}
 		return nil
@@ -240,19 +261,45 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 	// limits
 	lb := openBlock("limits", d.limits, limitFields, fail)
 	l := &ex.Limits
-	lb.int64("window_duration_ms", 1, maxWindowDurationMS, &l.WindowDurationMS)
+	session := d.mode == ModeSession
+	if lb.int64("window_duration_ms", 1, maxWindowDurationMS, &l.WindowDurationMS) && session {
+		fail("limits.window_duration_ms", "does not apply to mode session: idle_timeout_ms and max_session_lifetime_ms bound a session")
+	}
 	lb.int64("poll_interval_ms", minPollIntervalMS, maxWindowDurationMS, &l.PollIntervalMS)
 	lb.int64("upstream_timeout_ms", 1, maxUpstreamTimeout, &l.UpstreamTimeoutMS)
-	lb.int64("idle_timeout_ms", 0, maxWindowDurationMS, &l.IdleTimeoutMS)
-	var lifetime int64
-	if lb.int64("max_session_lifetime_ms", 1, math.MaxInt32, &lifetime) {
-		fail("limits.max_session_lifetime_ms", "only applies to mode session (this operation is window: its window_duration_ms bounds it)")
+	if session {
+		lb.int64("idle_timeout_ms", 1, maxSessionLifetimeMS, &l.IdleTimeoutMS)
+		lb.int64("max_session_lifetime_ms", 1, maxSessionLifetimeMS, &l.MaxSessionLifetimeMS)
+	} else {
+		lb.int64("idle_timeout_ms", 0, maxWindowDurationMS, &l.IdleTimeoutMS)
+		var lifetime int64
+		if lb.int64("max_session_lifetime_ms", 1, math.MaxInt32, &lifetime) {
+			fail("limits.max_session_lifetime_ms", "only applies to mode session (this operation is %s: its window_duration_ms bounds it)", d.mode)
+		}
 	}
 	var items int64
-	if lb.int64("max_items", 1, maxItemsLimit, &items) {
+	maxItems := int64(maxItemsLimit)
+	if session {
+		maxItems = maxSessionBufferItems
+	}
+	if lb.int64("max_items", 1, maxItems, &items) {
 		l.MaxItems = int(items)
 	}
 	lb.int64("max_bytes", 1, maxBytesLimit, &l.MaxBytes)
+	if session {
+		// A session reads until stopped, idle or its lifetime ends; the
+		// lifetime stands in for the window duration of its reader.
+		if l.MaxSessionLifetimeMS == 0 {
+			l.MaxSessionLifetimeMS = DefaultSessionLifetime.Milliseconds()
+		}
+		if l.IdleTimeoutMS == 0 {
+			l.IdleTimeoutMS = min(DefaultSessionIdleTimeout.Milliseconds(), l.MaxSessionLifetimeMS)
+		}
+		if l.IdleTimeoutMS > l.MaxSessionLifetimeMS {
+			fail("limits.idle_timeout_ms", "must not exceed max_session_lifetime_ms (%d)", l.MaxSessionLifetimeMS)
+		}
+		l.WindowDurationMS = l.MaxSessionLifetimeMS
+	}
 	if l.WindowDurationMS == 0 {
 		l.WindowDurationMS = DefaultWindowDuration.Milliseconds()
 	}
@@ -276,7 +323,7 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 		}
 		l.PollIntervalMS = 0
 	}
-	if l.IdleTimeoutMS >= l.WindowDurationMS && lb.has("idle_timeout_ms") {
+	if !session && l.IdleTimeoutMS >= l.WindowDurationMS && lb.has("idle_timeout_ms") {
 		fail("limits.idle_timeout_ms", "must be shorter than window_duration_ms (%d)", l.WindowDurationMS)
 	}
 
@@ -288,6 +335,16 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 	}
 	if a.Mode == "" {
 		a.Mode = AggRawItems
+	}
+	if session {
+		if a.Mode != AggRawItems {
+			fail("aggregation.aggregation_mode", "a session hands out its items: aggregation_mode must be raw_items (got %s)", a.Mode)
+		}
+		for _, k := range []string{"group_by", "summary_path", "sample_size"} {
+			if ab.has(k) {
+				fail("aggregation."+k, "not used by mode session (its polls return items, not a summary)")
+			}
+		}
 	}
 	pathFields := []struct {
 		key string
@@ -597,7 +654,24 @@ func windowOutputSchema(ex *Execution) json.RawMessage {
 // ToolMeta is what a tool's _meta says about its execution, so clients can
 // tell a streaming tool: {"io.crank/execution": {...}} and, for text
 // streams, "stream_type": "text".
+//
+// The tools of a session or async_job family say which family and role
+// they are: {"io.crank/execution": {"mode": "session", "role": "poll",
+// "tools": {"start": ..., "poll": ..., "stop": ...}, ...}}.
 func (op *Operation) ToolMeta() map[string]any {
+	if op.Family != nil && op.Role != "" {
+		m := map[string]any{"mode": string(op.Mode), "role": op.Role, "tools": op.Family.Names}
+		if op.Mode == ModeSession {
+			l := op.Execution.Limits
+			m["transport_behavior"] = string(op.Execution.TransportBehavior)
+			m["limits"] = map[string]any{"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
+				"max_items": l.MaxItems, "max_bytes": l.MaxBytes}
+		} else {
+			m["timeout_ms"] = op.Timeout.Milliseconds()
+			m["retention_ms"] = op.Family.Job.RetentionMS
+		}
+		return map[string]any{"io.crank/execution": m}
+	}
 	ex := op.Execution
 	if ex == nil {
 		return nil

@@ -14,8 +14,7 @@ func TestWindowLoadErrors(t *testing.T) {
 		return "operations:\n  - name: w\n    description: d\n    adapter: rest\n    config: {method: GET, url: 'http://127.0.0.1:1/x'}\n" + extra
 	}
 	cases := []struct{ name, yaml, want string }{
-		{"session", op("    mode: session\n"), `operation "w": mode: mode "session" is not supported by this build yet (supported: unary, window)`},
-		{"async_job", op("    mode: async_job\n"), `mode: mode "async_job" is not supported by this build yet`},
+		{"unknown mode", op("    mode: stream\n"), `operation "w": mode: unknown mode "stream" (one of unary, window, session, async_job)`},
 		{"unknown limit", op("    mode: window\n    limits: {window_duration: 5000}\n"), `operation "w": limits.window_duration: unknown field (did you mean "window_duration_ms"?)`},
 		{"unknown block field", op("    mode: window\n    safety: {colour: red}\n"), `safety.colour: unknown field (known fields: truncate_item_fields,`},
 		{"not an integer", op("    mode: window\n    limits: {max_items: 5s}\n"), `limits.max_items: must be an integer (got "5s")`},
@@ -34,11 +33,11 @@ func TestWindowLoadErrors(t *testing.T) {
 		{"field of another mode", op("    mode: window\n    aggregation: {value_path: '$.v'}\n"), `aggregation.value_path: only used by aggregation_mode stats (this window uses raw_items)`},
 		{"sampling", op("    mode: window\n    safety: {sampling_rate: 0}\n"), `safety.sampling_rate: must be greater than 0 and at most 1 (got 0)`},
 		{"field length off", op("    mode: window\n    safety: {truncate_item_fields: false, max_field_length: 100}\n"), `safety.max_field_length: is set but truncate_item_fields is false`},
-		{"limits on unary", op("    limits: {max_items: 5}\n"), `operation "w": limits: only applies to mode window (this operation is unary)`},
+		{"limits on unary", op("    limits: {max_items: 5}\n"), `operation "w": limits: only applies to modes window, session and async_job (this operation is unary)`},
 		{"stream on unary", op("    transport_behavior: server_stream\n"), `transport_behavior: server_stream needs mode window`},
 		{"bad transport", op("    mode: window\n    transport_behavior: websocket\n"), `transport_behavior: unknown transport_behavior "websocket"`},
 		{"timeout shorter than window", op("    mode: window\n    timeout: 1s\n    limits: {window_duration_ms: 5000}\n"), `timeout: must be at least limits.window_duration_ms (5s)`},
-		{"output schema", op("    mode: window\n    output_schema: {type: object}\n"), `output_schema: a window tool's output schema is fixed`},
+		{"output schema", op("    mode: window\n    output_schema: {type: object}\n"), `output_schema: the output schema of a window tool is fixed`},
 		{"cursor is reserved", op("    mode: window\n    input_schema: {type: object, properties: {cursor: {type: integer}}}\n"), `input_schema: property "cursor" is reserved in mode window`},
 		{"unknown preset", op("    preset: gpt\n"), `preset: unknown preset "gpt" (known: openai_chat)`},
 		{"preset on unary", op("    mode: unary\n    preset: openai_chat\n"), `preset: preset "openai_chat" needs mode window`},

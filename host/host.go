@@ -18,11 +18,20 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/store"
 )
 
 // Options configure a Host.
 type Options struct {
 	Catalog *Catalog
+	// Store holds the sessions and jobs of session and async_job
+	// operations; a catalog with such operations needs one.
+	Store store.Store
+	// Quotas bound the open sessions and jobs per workspace and agent.
+	Quotas Quotas
+	// Audit receives the audit records of session and job tools (start,
+	// poll, stop, status, result, cancel); default: Logger named "audit".
+	Audit *zap.Logger
 	// Adapter returns the supervisor of the named adapter. The caller owns
 	// supervisors (they outlive a Host across config reloads).
 	Adapter func(name string) (*Supervisor, error)
@@ -36,12 +45,21 @@ type Host struct {
 	redact *Redactor
 	ops    map[string]*boundOp
 	list   []*Operation
+
+	// Session and async_job families.
+	families map[string]*boundOp // by operation name
+	store    store.Store
+	quotas   Quotas
+	audit    *zap.Logger
 }
 
 type boundOp struct {
 	*Operation
 	sup   *Supervisor
 	proto *adapterv1.Operation
+	// base is the session or async_job operation a family tool belongs
+	// to (nil for other tools).
+	base *boundOp
 }
 
 // New binds every operation of the catalog to its adapter: it starts the
@@ -52,7 +70,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{}}
+	if opts.Audit == nil {
+		opts.Audit = opts.Logger.Named("audit")
+	}
+	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{},
+		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit}
 	var errs []error
 	fail := func(op, field, reason string) {
 		file := h.cat.Source
@@ -114,8 +136,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				}
 			}
 		}
+		var tools []*boundOp
 		for _, x := range bound {
-			if x.Execution != nil {
+			if x.Mode == ModeWindow {
 				op, err := prepareWindow(x.Operation)
 				if err != nil {
 					fail(x.Name, "input_schema", err.Error())
@@ -123,6 +146,23 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				}
 				x.Operation = op
 			}
+			if x.Family == nil {
+				tools = append(tools, x)
+				continue
+			}
+			if x.Description == "" {
+				fail(x.Name, "description", "is required (clients show it to the model)")
+				continue
+			}
+			fam, err := familyTools(x)
+			if err != nil {
+				fail(x.Name, "family", err.Error())
+				continue
+			}
+			tools = append(tools, fam...)
+			h.families[x.Name] = x
+		}
+		for _, x := range tools {
 			switch {
 			case x.Description == "":
 				fail(x.Name, "description", "is required (clients show it to the model)")
@@ -133,6 +173,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				h.list = append(h.list, x.Operation)
 			}
 		}
+	}
+	if len(h.families) > 0 {
+		h.bindFamilies(opts, fail)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -168,7 +211,7 @@ func bind(op *Operation, sup *Supervisor) *boundOp {
 		timeout = op.Execution.UpstreamTimeout()
 	}
 	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
-		Name: op.Name, ConfigJson: op.Config, TimeoutMs: timeout.Milliseconds(), Mode: protoMode(op.Mode),
+		Name: op.Name, ConfigJson: op.Config, TimeoutMs: timeout.Milliseconds(), Mode: adapterMode(op),
 		BaseDir: op.Dir,
 	}}
 }
@@ -189,7 +232,7 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.GetName())
 			}
 			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
-				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution}
+				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family}
 		}
 		label := op.Name
 		if err := toolExecution(entry, &op, t, self, sup); err != nil {
@@ -224,6 +267,16 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 		out = append(out, bind(&op, sup))
 	}
 	return out, nil
+}
+
+// adapterMode is the mode an adapter serves an operation in. Sessions and
+// async jobs are the host's own: it builds them on the adapter's unary
+// calls and windows (streams and polls), so adapters see only those two.
+func adapterMode(op *Operation) adapterv1.ExecutionMode {
+	if op.Execution != nil {
+		return adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
+	}
+	return adapterv1.ExecutionMode_EXECUTION_MODE_UNARY
 }
 
 func protoMode(m Mode) adapterv1.ExecutionMode {
@@ -304,43 +357,53 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
 	}
-	args := req.Arguments
-	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
-		args = json.RawMessage("{}")
-	}
+	args := normalizeArguments(req.Arguments)
 	if msg := validateArguments(op.Operation, args); msg != "" {
 		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
 	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	if op.Execution != nil {
+	switch {
+	case op.Role != "":
+		return h.callFamily(ctx, op, req, args), nil
+	case op.Execution != nil:
 		return h.callWindow(ctx, op, req, args), nil
 	}
+	return h.invoke(ctx, op, req, args), nil
+}
 
+// invoke makes one unary adapter call, bounded by the operation timeout.
+func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) *Result {
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 
 	rpc, err := op.sup.Client(ctx)
 	if err != nil {
-		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), nil
+		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
 	}
-	resp, err := rpc.Invoke(ctx, &adapterv1.InvokeRequest{
+	resp, err := rpc.Invoke(ctx, invokeRequest(op, req, args, deadline))
+	if err != nil {
+		return errorResult(h.redact.String(h.describeRPCError(ctx, op, err)))
+	}
+	if ue := resp.GetError(); ue != nil {
+		return h.upstreamErrorResult(op, ue)
+	}
+	return h.successResult(resp.GetResult())
+}
+
+// invokeRequest is the adapter request of a call: the operation, its
+// arguments and the request context the adapter sees.
+func invokeRequest(op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time) *adapterv1.InvokeRequest {
+	return &adapterv1.InvokeRequest{
 		Context: &adapterv1.RequestContext{
 			RequestId: req.RequestID, WorkspaceId: req.WorkspaceID, AgentId: req.AgentID,
 			Traceparent: req.TraceParent, Tracestate: req.TraceState, Deadline: timestamppb.New(deadline),
 		},
 		Operation:     op.proto,
 		ArgumentsJson: args,
-	})
-	if err != nil {
-		return errorResult(h.redact.String(h.describeRPCError(ctx, op, err))), nil
 	}
-	if ue := resp.GetError(); ue != nil {
-		return h.upstreamErrorResult(op, ue), nil
-	}
-	return h.successResult(resp.GetResult()), nil
 }
 
 func (h *Host) describeRPCError(ctx context.Context, op *boundOp, err error) string {
@@ -418,6 +481,14 @@ func (h *Host) successResult(r *adapterv1.Result) *Result {
 	}
 	out.Text = h.redact.String(out.Text)
 	return out
+}
+
+// normalizeArguments makes absent or null arguments an empty object.
+func normalizeArguments(args json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(args); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return json.RawMessage("{}")
+	}
+	return args
 }
 
 func errorResult(msg string) *Result { return &Result{Text: msg, IsError: true} }

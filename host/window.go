@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
@@ -117,15 +116,8 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	if err != nil {
 		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
 	}
-	ireq := &adapterv1.InvokeRequest{
-		Context: &adapterv1.RequestContext{
-			RequestId: req.RequestID, WorkspaceId: req.WorkspaceID, AgentId: req.AgentID,
-			Traceparent: req.TraceParent, Tracestate: req.TraceState, Deadline: timestamppb.New(deadline),
-		},
-		Operation:     op.proto,
-		ArgumentsJson: args,
-		Cursor:        upstreamCursor,
-	}
+	ireq := invokeRequest(op, req, args, deadline)
+	ireq.Cursor = upstreamCursor
 	var end, failure string
 	if ex.TransportBehavior == RequestResponse {
 		end, failure = h.pollWindow(ctx, wctx, op, rpc, ireq, col)

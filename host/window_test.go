@@ -73,7 +73,7 @@ func startSSE(w http.ResponseWriter) http.Flusher {
 	return f
 }
 
-func newStreamUpstream(t testing.TB) *streamUpstream {
+func newStreamUpstream(t testing.TB, extra ...func(*http.ServeMux)) *streamUpstream {
 	u := &streamUpstream{closed: map[string]chan struct{}{}, lastIDs: map[string][]string{}}
 	mux := http.NewServeMux()
 	from := func(r *http.Request) int {
@@ -214,6 +214,9 @@ func newStreamUpstream(t testing.TB) *streamUpstream {
 	mux.HandleFunc("GET /slowpoll", func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	})
+	for _, f := range extra {
+		f(mux)
+	}
 	u.Server = httptest.NewServer(mux)
 	t.Cleanup(u.Close)
 	return u

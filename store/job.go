@@ -103,6 +103,9 @@ type NewJob struct {
 	// Owned: the job starts running at once on this Store's replica, which
 	// becomes its owner. Otherwise it is queued until ClaimJob.
 	Owned bool
+	// Quota, when set, refuses the job (a *QuotaError) when its workspace
+	// or agent already has that many open jobs.
+	Quota Quota
 }
 
 // JobUpdate is a runner's report (update_async_job_status).
@@ -207,7 +210,10 @@ func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool) error 
 			return ErrNotFound
 		}
 	}
-	return p.put(jobKey(r.ID), val, ttl)
+	if err := p.put(jobKey(r.ID), val, ttl); err != nil {
+		return err
+	}
+	return p.putActive(activeJobs, r.WorkspaceID, r.AgentID, r.ID, !r.Status.Terminal(), ttl)
 }
 
 // CreateJob creates a job — running and owned by this replica with
@@ -233,6 +239,9 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 	}
 	if nj.Retention == 0 {
 		nj.Retention = DefaultJobRetention
+	}
+	if err := e.checkQuota(ctx, activeJobs, jobKind, nj.Scope, nj.Quota); err != nil {
+		return nil, err
 	}
 	if err := validJSONField("progress_json", nj.Progress); err != nil {
 		return nil, err
@@ -443,12 +452,14 @@ func (e *Etcd) CancelJob(ctx context.Context, scope Scope, id, reason string) (*
 	return out.public(outRev), nil
 }
 
-func (e *Etcd) deleteJob(ctx context.Context, id string, rev int64) (bool, error) {
+func (e *Etcd) deleteJob(ctx context.Context, r *jobRecord, rev int64) (bool, error) {
+	id := r.ID
 	var ok bool
 	err := e.do(ctx, "delete job "+id, func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(jobKey(id)), "=", rev)).
-			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id))).
+			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
+				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id))).
 			Commit()
 		if err != nil {
 			return err

@@ -162,6 +162,9 @@ type NewSession struct {
 	// Owned: this Store's replica runs the session's upstream reader and
 	// becomes its owner (registering as an owner if needed).
 	Owned bool
+	// Quota, when set, refuses the session (a *QuotaError) when its
+	// workspace or agent already has that many open sessions.
+	Quota Quota
 }
 
 // Advance moves a request/response session forward after a poll.
@@ -351,7 +354,10 @@ func (e *Etcd) putSession(p *plan, r *sessionRecord, now time.Time, refresh bool
 			return ErrNotFound
 		}
 	}
-	return p.put(sessionKey(r.ID), val, ttl)
+	if err := p.put(sessionKey(r.ID), val, ttl); err != nil {
+		return err
+	}
+	return p.putActive(activeSessions, r.WorkspaceID, r.AgentID, r.ID, !r.Status.Terminal(), ttl)
 }
 
 func validJSONField(field string, v json.RawMessage) error {
@@ -379,6 +385,9 @@ func durMS(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / ti
 // with its new ID. With ns.Owned, this Store's replica becomes its owner.
 func (e *Etcd) CreateSession(ctx context.Context, ns NewSession) (*StreamSession, error) {
 	if err := validateNewSession(&ns); err != nil {
+		return nil, err
+	}
+	if err := e.checkQuota(ctx, activeSessions, sessionKind, ns.Scope, ns.Quota); err != nil {
 		return nil, err
 	}
 	var owner string
@@ -811,7 +820,8 @@ func finishSession(p *plan, r *sessionRecord, end SessionEnd, now time.Time) {
 
 // deleteSession removes a session with its items and index entry when it is
 // still at revision rev.
-func (e *Etcd) deleteSession(ctx context.Context, id string, rev int64) (bool, error) {
+func (e *Etcd) deleteSession(ctx context.Context, r *sessionRecord, rev int64) (bool, error) {
+	id := r.ID
 	var ok bool
 	err := e.do(ctx, "delete stream session "+id, func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).
@@ -820,6 +830,7 @@ func (e *Etcd) deleteSession(ctx context.Context, id string, rev int64) (bool, e
 				clientv3.OpDelete(sessionKey(id)),
 				clientv3.OpDelete(itemsPrefix(id), clientv3.WithPrefix()),
 				clientv3.OpDelete(runningKey(sessionsRunning, id)),
+				clientv3.OpDelete(activeKey(activeSessions, r.WorkspaceID, r.AgentID, id)),
 			).Commit()
 		if err != nil {
 			return err

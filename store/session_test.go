@@ -657,7 +657,9 @@ func TestCleanupExpired(t *testing.T) {
 
 	// Nothing has expired yet.
 	rep, err := st.CleanupExpired(ctx)
-	if err != nil || rep.Sessions != 0 || rep.Jobs != 0 || rep.ItemSets != 1 || rep.StaleIndex != 1 {
+	// Stale index entries: the job's running entry, and the open-entity
+	// entries (quota index) of the job and the session.
+	if err != nil || rep.Sessions != 0 || rep.Jobs != 0 || rep.ItemSets != 1 || rep.StaleIndex != 3 {
 		t.Fatalf("cleanup now: %+v, %v", rep, err)
 	}
 	// Two hours later every short-lived session and the job have expired
@@ -677,7 +679,8 @@ func TestCleanupExpired(t *testing.T) {
 	if rep, err := st.CleanupExpired(ctx); err != nil || rep != (store.CleanupReport{}) {
 		t.Fatalf("second cleanup: %+v, %v", rep, err)
 	}
-	// Left in etcd: the long-lived session, and the owner registration.
+	// Left in etcd: the long-lived session with its open-entity entry, and
+	// the owner registration.
 	r, err := cli.Get(ctx, "/crank/v1/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -686,7 +689,7 @@ func TestCleanupExpired(t *testing.T) {
 	for _, kv := range r.Kvs {
 		left = append(left, strings.TrimPrefix(string(kv.Key), "/crank/v1/"))
 	}
-	if len(left) != 2 || left[0] != "owners/"+st.OwnerID() || left[1] != "stream-sessions/"+keep.ID {
+	if len(left) != 3 || left[0] != "active/sessions/ws-1/agent-1/"+keep.ID || left[1] != "owners/"+st.OwnerID() || left[2] != "stream-sessions/"+keep.ID {
 		t.Fatalf("left after cleanup: %q", left)
 	}
 	_ = job
@@ -724,9 +727,10 @@ func TestSessionLeaseSharing(t *testing.T) {
 		}
 		leases[kv.Lease]++
 	}
-	// Records on the 5m bucket, items and index on the ~1h bucket, the
-	// owner key on the owner lease; a bucket may rotate once.
-	if len(r.Kvs) != 100+200+100+1 || len(leases) > 5 {
+	// Records and their open-entity entries on the 5m bucket, items and
+	// the running index on the ~1h bucket, the owner key on the owner
+	// lease; a bucket may rotate once.
+	if len(r.Kvs) != 100+100+200+100+1 || len(leases) > 5 {
 		t.Fatalf("%d keys on %d leases: %v", len(r.Kvs), len(leases), leases)
 	}
 	t.Logf("%d keys on %d leases", len(r.Kvs), len(leases))

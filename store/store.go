@@ -75,6 +75,13 @@ type Store interface {
 	UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJobHandle, error)
 	WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error)
 
+	// ListJobs returns the unexpired jobs visible to scope, newest first
+	// (at most limit; 1000 when limit is 0).
+	ListJobs(ctx context.Context, scope Scope, limit int) ([]*AsyncJobHandle, error)
+	// CountOpen counts the open sessions (or, with jobs, jobs) of the
+	// scope's workspace, or of its agent with agent set (see Quota).
+	CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (int, error)
+
 	// Expiry and ownership.
 	CleanupExpired(ctx context.Context) (CleanupReport, error)
 	SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error)

@@ -59,7 +59,7 @@ type CleanupReport struct {
 	Sessions   int // expired stream sessions deleted (with their items)
 	Jobs       int // expired jobs deleted
 	ItemSets   int // item sets of sessions that no longer exist
-	StaleIndex int // running-index entries of entities that no longer exist
+	StaleIndex int // running-index and open-entity entries of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -300,7 +300,7 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		if err != nil || now.Before(r.ExpiresAt) {
 			return nil
 		}
-		ok, err := e.deleteSession(ctx, r.ID, kv.ModRevision)
+		ok, err := e.deleteSession(ctx, r, kv.ModRevision)
 		if ok {
 			rep.Sessions++
 		}
@@ -312,7 +312,7 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		if err != nil || now.Before(r.ExpiresAt) {
 			return nil
 		}
-		ok, err := e.deleteJob(ctx, r.ID, kv.ModRevision)
+		ok, err := e.deleteJob(ctx, r, kv.ModRevision)
 		if ok {
 			rep.Jobs++
 		}
@@ -320,18 +320,39 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	})
 	errs = append(errs, err)
 	errs = append(errs, e.cleanupItemSets(ctx, &rep))
-	err = e.scan(ctx, runningDir, true, func(kv *mvccpb.KeyValue) error {
-		kind, id, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), runningDir), "/")
-		var key string
-		switch kind {
-		case sessionsRunning:
-			key = sessionKey(id)
-		case jobsRunning:
-			key = jobKey(id)
-		default:
+	// Index entries left by entities that no longer exist: the open-entity
+	// index (active/<kind>/<workspace>/<agent>/<id>) and the running index
+	// (running/<kind>/<id>).
+	errs = append(errs, e.cleanupIndex(ctx, activeDir, &rep, func(kind, rest string) string {
+		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
+	}))
+	errs = append(errs, e.cleanupIndex(ctx, runningDir, &rep, entityKey))
+	return rep, errors.Join(errs...)
+}
+
+// entityKey is the record key of an index entry's entity ("" for an
+// unknown kind). The running and open-entity indexes name their kinds
+// alike ("sessions", "jobs").
+func entityKey(kind, id string) string {
+	switch kind {
+	case sessionsRunning:
+		return sessionKey(id)
+	case jobsRunning:
+		return jobKey(id)
+	}
+	return ""
+}
+
+// cleanupIndex deletes the entries under an index dir (<dir><kind>/<rest>)
+// whose entity no longer exists.
+func (e *Etcd) cleanupIndex(ctx context.Context, dir string, rep *CleanupReport, key func(kind, rest string) string) error {
+	return e.scan(ctx, dir, true, func(kv *mvccpb.KeyValue) error {
+		kind, rest, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), dir), "/")
+		k := key(kind, rest)
+		if k == "" {
 			return nil
 		}
-		exists, err := e.exists(ctx, key)
+		exists, err := e.exists(ctx, k)
 		if err != nil || exists {
 			return err
 		}
@@ -341,8 +362,6 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		}
 		return err
 	})
-	errs = append(errs, err)
-	return rep, errors.Join(errs...)
 }
 
 // cleanupItemSets deletes the items of sessions that no longer exist: one

@@ -1,0 +1,309 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/store"
+)
+
+var errCancelRequested = errors.New("cancel requested")
+
+// Job runner tuning.
+const (
+	// progressInterval spaces the progress a window job writes to the
+	// store.
+	progressInterval = time.Second
+	// maxStatusFailures: consecutive failed status polls that fail an
+	// upstream-native job.
+	maxStatusFailures = 3
+	// cancelTimeout bounds the call of a job's cancel_operation.
+	cancelTimeout = 30 * time.Second
+)
+
+// jobOutcome is a finished job's result_json: the operation's result as a
+// tool call would have returned it.
+type jobOutcome struct {
+	Structured json.RawMessage `json:"structured,omitempty"`
+	Text       string          `json:"text"`
+}
+
+// startJob creates a job owned by this replica and runs it in the
+// background; the call returns at once.
+func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
+	job, err := h.createJob(ctx, op, req, args)
+	if err != nil {
+		return h.storeError("job", "", err), ""
+	}
+	return structured(map[string]any{
+		"job_id": job.ID, "status": job.Status, "status_tool": op.Family.Names[RoleStatus],
+		"result_tool": op.Family.Names[RoleResult], "cancel_tool": op.Family.Names[RoleCancel],
+	}), job.ID
+}
+
+func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
+	job, err := h.store.CreateJob(ctx, store.NewJob{
+		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
+		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
+		Quota: store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rreq := req
+	rreq.Progress = nil
+	go h.runJob(job, op, rreq, args)
+	return job, nil
+}
+
+// runJob runs a job to its end: the operation itself (one request, or the
+// window it collects), or the upstream's own job followed through its
+// status operation. A cancel requested on any replica cancels the
+// running adapter call. It is not tied to the MCP request that started it.
+func (h *Host) runJob(job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ctx, cancelRun := context.WithDeadline(ctx, job.CreatedAt.Add(job.MaxRuntime))
+	defer cancelRun()
+	log := h.log.With(zap.String("job", job.ID), zap.String("operation", op.Name))
+
+	events, err := h.store.WatchJob(ctx, req.scope(), job.ID)
+	if err != nil {
+		log.Warn("job not started: cannot watch it", zap.Error(err))
+		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
+		return
+	}
+	go func() {
+		for ev := range events {
+			if ev.Gone || ev.Job.Status != store.JobRunning {
+				cancel(errCancelRequested)
+				return
+			}
+		}
+	}()
+
+	j := op.Family.Job
+	var res *Result
+	var startDoc any
+	switch {
+	case j.StatusOperation != "":
+		res, startDoc = h.followUpstreamJob(ctx, op, req, args, job.ID)
+	case op.Execution != nil:
+		req.Progress = h.jobProgress(ctx, job.ID)
+		res = h.callWindow(ctx, op, req, args)
+	default:
+		res = h.invoke(ctx, op, req, args)
+	}
+
+	u := store.JobUpdate{Status: store.JobSucceeded}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCancelRequested):
+		if j.CancelOperation != "" && startDoc != nil {
+			h.cancelUpstreamJob(op, req, startDoc, log)
+		}
+		u = store.JobUpdate{Status: store.JobCanceled}
+	case errors.Is(cause, context.DeadlineExceeded):
+		u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("max_runtime",
+			fmt.Sprintf("the job ran longer than its timeout (%s)", job.MaxRuntime))}
+	case res.IsError:
+		u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("upstream_error", res.Text)}
+	default:
+		u.Result, _ = json.Marshal(jobOutcome{Structured: res.Structured, Text: res.Text})
+	}
+	h.finishJob(job.ID, u)
+	log.Debug("job ended", zap.String("status", string(u.Status)))
+}
+
+// jobProgress writes a window job's progress (items counted so far) to the
+// store at most once per progressInterval.
+func (h *Host) jobProgress(ctx context.Context, id string) func(context.Context, ProgressChunk) {
+	n := 0
+	var last time.Time
+	return func(_ context.Context, _ ProgressChunk) {
+		n++
+		if time.Since(last) < progressInterval {
+			return
+		}
+		last = time.Now()
+		p, _ := json.Marshal(map[string]any{"items": n})
+		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		defer cancel()
+		if _, err := h.store.UpdateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
+			h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
+		}
+	}
+}
+
+// followUpstreamJob starts the upstream's own job and polls its status
+// operation until done_path says it is done. It returns the job's outcome
+// and the start result (for cancel_arguments).
+func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, id string) (*Result, any) {
+	j := op.Family.Job
+	start := h.invoke(ctx, op, req, args)
+	if start.IsError {
+		return start, nil
+	}
+	doc := resultDoc(start)
+	statusArgs, err := buildArguments(j.StatusArguments, j.statusArgs, doc)
+	if err != nil {
+		return errorResult("job.status_arguments: " + err.Error()), doc
+	}
+	statusOp := h.ops[j.StatusOperation]
+	failures, polls := 0, 0
+	for {
+		t := time.NewTimer(ms(j.PollIntervalMS))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errorResult("cancelled"), doc
+		case <-t.C:
+		}
+		r := h.invoke(ctx, statusOp, req, statusArgs)
+		polls++
+		if r.IsError {
+			if failures++; failures >= maxStatusFailures || ctx.Err() != nil {
+				return errorResult(fmt.Sprintf("status operation %s failed %d times in a row: %s", statusOp.Name, failures, r.Text)), doc
+			}
+			continue
+		}
+		failures = 0
+		sdoc := resultDoc(r)
+		progress := map[string]any{"polls": polls}
+		if v, ok := selectFirst(j.status, sdoc); ok {
+			progress["status"] = v
+		}
+		if v, ok := selectFirst(j.progress, sdoc); ok {
+			progress["progress"] = v
+		}
+		if v, ok := selectFirst(j.done, sdoc); !ok || !truthy(v) {
+			p, _ := json.Marshal(progress)
+			uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+			_, _ = h.store.UpdateJob(uctx, id, store.JobUpdate{Progress: p})
+			cancel()
+			continue
+		}
+		if v, ok := selectFirst(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
+			return errorResult(h.redact.String("the upstream job failed: " + string(encodeJSON(v)))), doc
+		}
+		if v, ok := selectFirst(j.result, sdoc); ok {
+			return h.successResult(&adapterv1.Result{StructuredJson: encodeJSON(v)}), doc
+		}
+		return r, doc
+	}
+}
+
+// cancelUpstreamJob calls the job's cancel_operation.
+func (h *Host) cancelUpstreamJob(op *boundOp, req CallRequest, startDoc any, log *zap.Logger) {
+	j := op.Family.Job
+	args, err := buildArguments(j.CancelArguments, j.cancelArgs, startDoc)
+	if err != nil {
+		log.Warn("upstream job not cancelled", zap.String("field", "job.cancel_arguments"), zap.Error(err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if r := h.invoke(ctx, h.ops[j.CancelOperation], req, args); r.IsError {
+		log.Warn("upstream job cancel failed", zap.String("error", r.Text))
+	}
+}
+
+// resultDoc is a result's JSON document: its structured content, or its
+// text when that is JSON, or the text as a string.
+func resultDoc(r *Result) any {
+	raw := r.Structured
+	if len(raw) == 0 {
+		raw = []byte(r.Text)
+	}
+	if v, err := decodeJSON(raw); err == nil {
+		return v
+	}
+	return r.Text
+}
+
+func (h *Host) finishJob(id string, u store.JobUpdate) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	defer cancel()
+	_, err := h.store.UpdateJob(ctx, id, u)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
+		h.log.Warn("job end not recorded", zap.String("job", id), zap.Error(err))
+	}
+}
+
+// getJob reads a job of op visible to the caller.
+func (h *Host) getJob(ctx context.Context, op *boundOp, scope store.Scope, id string) (*store.AsyncJobHandle, error) {
+	job, err := h.store.GetJob(ctx, scope, id)
+	if err == nil && op != nil && job.OperationID != op.Name {
+		return nil, store.ErrNotFound
+	}
+	return job, err
+}
+
+func jobStatusView(job *store.AsyncJobHandle) map[string]any {
+	out := map[string]any{"job_id": job.ID, "status": job.Status, "created_at": job.CreatedAt,
+		"updated_at": job.UpdatedAt, "expires_at": job.ExpiresAt}
+	if len(job.Progress) > 0 {
+		out["progress"] = job.Progress
+	}
+	if !job.FinishedAt.IsZero() {
+		out["finished_at"] = job.FinishedAt
+	}
+	if len(job.Error) > 0 {
+		out["error"] = job.Error
+	}
+	return out
+}
+
+func (h *Host) jobStatus(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
+	job, err := h.getJob(ctx, op, req.scope(), id)
+	if err != nil {
+		return h.storeError("job", id, err)
+	}
+	return structured(jobStatusView(job))
+}
+
+func (h *Host) jobResult(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
+	job, err := h.getJob(ctx, op, req.scope(), id)
+	if err != nil {
+		return h.storeError("job", id, err)
+	}
+	out := map[string]any{"job_id": id, "status": job.Status, "ready": job.Status.Terminal()}
+	switch job.Status {
+	case store.JobSucceeded:
+		var o jobOutcome
+		_ = json.Unmarshal(job.Result, &o)
+		if len(o.Structured) > 0 {
+			out["result"] = o.Structured
+		}
+		out["text"] = o.Text
+	case store.JobFailed, store.JobCanceled:
+		if len(job.Error) > 0 {
+			out["error"] = job.Error
+		}
+		r := structured(out)
+		r.IsError = true
+		return r
+	}
+	return structured(out)
+}
+
+func (h *Host) cancelJob(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
+	cur, err := h.getJob(ctx, op, req.scope(), id)
+	if err != nil {
+		return h.storeError("job", id, err)
+	}
+	job, err := h.store.CancelJob(ctx, req.scope(), id, "cancelled by the client")
+	if errors.Is(err, store.ErrIllegalTransition) {
+		// Already succeeded or failed: nothing to cancel, not an error.
+		return structured(map[string]any{"job_id": id, "status": cur.Status})
+	}
+	if err != nil {
+		return h.storeError("job", id, err)
+	}
+	return structured(map[string]any{"job_id": id, "status": job.Status})
+}

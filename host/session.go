@@ -1,0 +1,427 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/crankmcp/crank/store"
+	"go.uber.org/zap"
+)
+
+// Scope is who calls: sessions and jobs are visible to their workspace,
+// and — for agent-scoped operations, the default — to their agent only.
+type Scope struct {
+	WorkspaceID string
+	AgentID     string
+}
+
+func (req CallRequest) scope() store.Scope {
+	return store.Scope{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID}
+}
+
+// Causes that end a session's reader.
+var (
+	errStopRequested  = errors.New("stop requested")
+	errSessionExpired = errors.New("session expired")
+	errStoreFailed    = errors.New("the state store failed")
+)
+
+// Session reader tuning: items are handed to the store in batches; the
+// queue between the upstream reader and the store writer is what a slow
+// poller lets accumulate before the upstream read blocks (backpressure).
+const (
+	sessionQueue      = 256
+	sessionBatchItems = 100
+	sessionBatchBytes = 256 << 10
+	bufferFullRetry   = 250 * time.Millisecond
+	storeCallTimeout  = 10 * time.Second
+)
+
+// bindFamilies checks what families need: the store, and the status and
+// cancel operations of upstream-native jobs.
+func (h *Host) bindFamilies(opts Options, fail func(op, field, reason string)) {
+	for _, x := range h.families {
+		if h.store == nil {
+			fail(x.Name, "mode", fmt.Sprintf("mode %s keeps its state in the store, and this host has none (configure the crank app's etcd)", x.Mode))
+			continue
+		}
+		j := x.Family.Job
+		if j == nil {
+			continue
+		}
+		for _, ref := range []struct{ field, name string }{
+			{"job.status_operation", j.StatusOperation}, {"job.cancel_operation", j.CancelOperation},
+		} {
+			if ref.name == "" {
+				continue
+			}
+			target, ok := h.ops[ref.name]
+			switch {
+			case !ok:
+				fail(x.Name, ref.field, fmt.Sprintf("no operation named %q", ref.name))
+			case target.Mode != ModeUnary || target.Role != "":
+				fail(x.Name, ref.field, fmt.Sprintf("operation %q is %s: it must be a unary operation", ref.name, target.Mode))
+			}
+		}
+	}
+}
+
+// callFamily runs one tool of a session or async_job family.
+func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) *Result {
+	start := time.Now()
+	var res *Result
+	var id string
+	switch op.Role {
+	case RoleStart:
+		if op.Mode == ModeSession {
+			res, id = h.startSession(ctx, op.base, req, args)
+		} else {
+			res, id = h.startJob(ctx, op.base, req, args)
+		}
+	default:
+		var a familyArgs
+		_ = json.Unmarshal(args, &a) // validated against the role's schema
+		id = a.SessionID + a.JobID
+		switch op.Role {
+		case RolePoll:
+			res = h.pollSession(ctx, op.base, req, a)
+		case RoleStop:
+			res = h.stopSession(ctx, op.base, req, a.SessionID)
+		case RoleStatus:
+			res = h.jobStatus(ctx, op.base, req, a.JobID)
+		case RoleResult:
+			res = h.jobResult(ctx, op.base, req, a.JobID)
+		case RoleCancel:
+			res = h.cancelJob(ctx, op.base, req, a.JobID)
+		}
+	}
+	h.auditCall(op, req, id, res, time.Since(start))
+	return res
+}
+
+type familyArgs struct {
+	SessionID string `json:"session_id"`
+	JobID     string `json:"job_id"`
+	Cursor    string `json:"cursor"`
+	MaxItems  int    `json:"max_items"`
+}
+
+// structured answers a family tool: the object as structuredContent and
+// as JSON text.
+func structured(v any) *Result {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errorResult("could not encode the answer: " + err.Error())
+	}
+	return &Result{Structured: b, Text: string(b)}
+}
+
+// storeError explains a store failure to the caller, naming the entity.
+func (h *Host) storeError(kind, id string, err error) *Result {
+	var qe *store.QuotaError
+	switch {
+	case errors.As(err, &qe):
+		return errorResult(h.quotaMessage(qe))
+	case errors.Is(err, store.ErrNotFound):
+		return errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id))
+	case errors.Is(err, store.ErrUnavailable):
+		return errorResult(fmt.Sprintf("the state store is unavailable, try again shortly (retryable): %v", err))
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrInvalid):
+		return errorResult(h.redact.String(trimStorePrefix(err.Error())))
+	}
+	return errorResult(h.redact.String(fmt.Sprintf("%s %q: %v", kind, id, err)))
+}
+
+func trimStorePrefix(s string) string {
+	for len(s) > 7 && s[:7] == "store: " {
+		s = s[7:]
+	}
+	return s
+}
+
+// startSession creates a session owned by this replica and starts its
+// reader in the background; the call returns at once.
+func (h *Host) startSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
+	l := op.Execution.Limits
+	ss, err := h.store.CreateSession(ctx, store.NewSession{
+		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
+		Mode:        string(ModeSession),
+		IdleTimeout: ms(l.IdleTimeoutMS), MaxLifetime: ms(l.MaxSessionLifetimeMS),
+		MaxItems: l.MaxItems, MaxBytes: l.MaxBytes, Owned: true,
+		Quota: store.Quota{PerWorkspace: h.quotas.SessionsPerWorkspace, PerAgent: h.quotas.SessionsPerAgent},
+	})
+	if err != nil {
+		return h.storeError("session", "", err), ""
+	}
+	rreq := req
+	rreq.Progress = nil
+	go h.runSession(ss, op, rreq, args)
+	return structured(map[string]any{
+		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,
+		"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
+		"poll_tool": op.Family.Names[RolePoll], "stop_tool": op.Family.Names[RoleStop],
+	}), ss.ID
+}
+
+// sessionState is a session's state_json: how its reader is doing.
+type sessionState struct {
+	Gaps       int      `json:"gaps,omitempty"`
+	GapReasons []string `json:"gap_reasons,omitempty"`
+	Received   int      `json:"received,omitempty"`
+	EndReason  string   `json:"end_reason,omitempty"`
+}
+
+// runSession reads the upstream into the session's buffer until the
+// upstream ends, a stop is requested (on any replica), the session idles
+// out or reaches its lifetime. It is not tied to the MCP request that
+// started it: a client disconnect does not stop it.
+func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	// The reader stops a little before the lifetime ends, so the session
+	// is still there to record why it ended (the store drops it at the
+	// end of its lifetime).
+	ctx, cancelLife := context.WithDeadline(ctx, ss.CreatedAt.Add(ss.MaxLifetime-min(time.Second, ss.MaxLifetime/10)))
+	defer cancelLife()
+	log := h.log.With(zap.String("session", ss.ID), zap.String("operation", op.Name))
+
+	// Stop requests and expiry, from any replica.
+	room := make(chan struct{}, 1)
+	events, err := h.store.WatchSession(ctx, req.scope(), ss.ID)
+	if err != nil {
+		log.Warn("session not started: cannot watch it", zap.Error(err))
+		h.finishSession(ss.ID, store.SessionFailed, failureJSON("store_unavailable", err.Error()), sessionState{})
+		return
+	}
+	go func() {
+		expiry := time.NewTimer(time.Until(ss.ExpiresAt))
+		defer expiry.Stop()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return
+				}
+				if ev.Gone || ev.Session.Status != store.SessionActive {
+					cancel(errStopRequested)
+					return
+				}
+				expiry.Reset(time.Until(ev.Session.ExpiresAt))
+				select {
+				case room <- struct{}{}: // a poll may have made room
+				default:
+				}
+			case <-expiry.C:
+				cur, err := h.store.GetSession(ctx, req.scope(), ss.ID)
+				if errors.Is(err, store.ErrNotFound) || (err == nil && cur.Expired(time.Now())) {
+					cancel(errSessionExpired)
+					return
+				}
+				expiry.Reset(time.Second)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	// The reader: the window engine, its items sent to the writer.
+	ex := *op.Execution
+	ex.Limits.IdleTimeoutMS = 0 // a session's idle timeout is about polls, not the upstream
+	rdef := *op.Operation
+	rdef.Execution = &ex
+	rop := *op
+	rop.Operation = &rdef
+	queue := make(chan []byte, sessionQueue)
+	col := newCollector(&ex, "", 0, nil)
+	col.sink = func(raw []byte) bool {
+		select {
+		case queue <- h.redact.Bytes(raw):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var gaps atomic.Int64
+	col.onGap = func() { gaps.Add(1) }
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		h.writeSession(ctx, cancel, ss.ID, queue, room, &gaps)
+	}()
+
+	end, failure := h.readUpstream(ctx, &rop, req, args, col)
+	close(queue)
+	<-writerDone
+
+	state := sessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
+	status := store.SessionCompleted
+	var errJSON json.RawMessage
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errSessionExpired):
+		return // gone already: nothing to finish
+	case errors.Is(cause, errStopRequested):
+		status, end = store.SessionStopped, "stopped"
+	case errors.Is(cause, errStoreFailed):
+		status, end = store.SessionFailed, "store_failed"
+		errJSON = failureJSON("store_failed", "the session's items could not be stored")
+	case errors.Is(cause, context.DeadlineExceeded):
+		status, end = store.SessionStopped, "max_session_lifetime"
+	case failure != "":
+		status, errJSON = store.SessionFailed, failureJSON("upstream_error", failure)
+	}
+	state.EndReason = end
+	h.finishSession(ss.ID, status, errJSON, state)
+	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
+}
+
+// readUpstream runs the operation's upstream reader — its stream, or
+// polls — feeding col until ctx ends or the upstream does.
+func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, col *collector) (string, string) {
+	rpc, err := op.sup.Client(ctx)
+	if err != nil {
+		return endUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
+	}
+	deadline, _ := ctx.Deadline()
+	ireq := invokeRequest(op, req, args, deadline)
+	if op.Execution.TransportBehavior == RequestResponse {
+		return h.pollWindow(ctx, ctx, op, rpc, ireq, col)
+	}
+	return h.streamWindow(ctx, ctx, op, rpc, ireq, col)
+}
+
+// writeSession hands queued items to the store in batches. A full buffer
+// waits for a poll to make room; meanwhile the queue fills and the reader
+// blocks, which slows the upstream read instead of growing memory.
+func (h *Host) writeSession(ctx context.Context, cancel context.CancelCauseFunc, id string, queue <-chan []byte,
+	room <-chan struct{}, gapCount *atomic.Int64) {
+	var batch [][]byte
+	var gaps int64
+	for {
+		item, ok := <-queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], item)
+		size := len(item)
+	drain:
+		for len(batch) < sessionBatchItems && size < sessionBatchBytes {
+			select {
+			case it, ok := <-queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, it)
+				size += len(it)
+			default:
+				break drain
+			}
+		}
+		for len(batch) > 0 {
+			var st json.RawMessage
+			if n := gapCount.Load(); n != gaps {
+				gaps = n
+				st, _ = json.Marshal(sessionState{Gaps: int(n)})
+			}
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+			n, err := h.store.AppendSessionItems(wctx, id, store.Append{Items: batch, State: st})
+			wcancel()
+			batch = batch[n:]
+			switch {
+			case err == nil:
+			case errors.Is(err, store.ErrBufferFull):
+				select {
+				case <-room:
+				case <-time.After(bufferFullRetry):
+				case <-ctx.Done():
+					return
+				}
+			case errors.Is(err, store.ErrUnavailable):
+				select {
+				case <-time.After(bufferFullRetry):
+				case <-ctx.Done():
+					return
+				}
+			default:
+				if ctx.Err() == nil {
+					h.log.Warn("session items not stored", zap.String("session", id), zap.Error(err))
+					cancel(errStoreFailed)
+				}
+				return
+			}
+		}
+	}
+}
+
+// finishSession records a session's end; a session that is gone or
+// already final is left alone.
+func (h *Host) finishSession(id string, status store.SessionStatus, errJSON json.RawMessage, st sessionState) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	defer cancel()
+	state, _ := json.Marshal(st)
+	_, err := h.store.FinishSession(ctx, id, store.SessionEnd{Status: status, Error: errJSON, State: state})
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
+		h.log.Warn("session end not recorded", zap.String("session", id), zap.Error(err))
+	}
+}
+
+func failureJSON(code, msg string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"code": code, "message": msg})
+	return b
+}
+
+// pollSession returns the items after the cursor.
+func (h *Host) pollSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
+	res, err := h.store.PollSession(ctx, req.scope(), a.SessionID, store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems})
+	if err != nil {
+		return h.storeError("session", a.SessionID, err)
+	}
+	if res.Session.OperationID != op.Name {
+		return h.storeError("session", a.SessionID, store.ErrNotFound)
+	}
+	items := make([]json.RawMessage, len(res.Items))
+	for i, it := range res.Items {
+		items[i] = it.Data
+	}
+	out := map[string]any{
+		"session_id": a.SessionID, "status": res.Session.Status, "items": items,
+		"cursor": res.Cursor, "has_more": res.HasMore, "expires_at": res.Session.ExpiresAt,
+	}
+	var st sessionState
+	if json.Unmarshal(res.Session.State, &st) == nil {
+		if st.Gaps > 0 {
+			out["gaps"] = st.Gaps
+		}
+		if st.EndReason != "" {
+			out["end_reason"] = st.EndReason
+		}
+	}
+	if len(res.Session.Error) > 0 {
+		out["error"] = res.Session.Error
+	}
+	return structured(out)
+}
+
+// stopSession asks the session's reader, on whichever replica runs it, to
+// stop.
+func (h *Host) stopSession(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
+	cur, err := h.store.GetSession(ctx, req.scope(), id)
+	if err == nil && cur.OperationID != op.Name {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return h.storeError("session", id, err)
+	}
+	ss, err := h.store.CloseSession(ctx, req.scope(), id, "stopped by the client")
+	if errors.Is(err, store.ErrIllegalTransition) {
+		// Already completed or failed: stopping is moot, not an error.
+		return structured(map[string]any{"session_id": id, "status": cur.Status, "buffered_items": cur.BufferedItems})
+	}
+	if err != nil {
+		return h.storeError("session", id, err)
+	}
+	return structured(map[string]any{"session_id": id, "status": ss.Status, "buffered_items": ss.BufferedItems})
+}

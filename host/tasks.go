@@ -1,0 +1,159 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/crankmcp/crank/store"
+)
+
+// Task is an async job seen as an MCP task: a task-augmented call of an
+// async_job's start tool creates the job, and tasks/get, tasks/result,
+// tasks/list and tasks/cancel read and drive it. Tasks and the job tools
+// share one store, so a job started as a task can be followed with the
+// status tool and the other way round, from any replica.
+type Task struct {
+	ID string
+	// Tool is the start tool the task was created through.
+	Tool      string
+	Status    store.JobStatus
+	Progress  json.RawMessage
+	Error     json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// TTL is how long the task lives from its creation (its timeout plus
+	// the retention of its result).
+	TTL time.Duration
+	// PollInterval is the interval a client should poll tasks/get at.
+	PollInterval time.Duration
+}
+
+// ErrNotTaskTool: the tool does not accept task-augmented calls.
+var ErrNotTaskTool = fmt.Errorf("tool does not support tasks")
+
+// taskPollInterval is the poll interval suggested to task clients.
+const taskPollInterval = time.Second
+
+// TaskTool reports whether the named tool accepts task-augmented calls:
+// the start tool of an async_job family.
+func (h *Host) TaskTool(name string) bool {
+	op, ok := h.ops[name]
+	return ok && op.Role == RoleStart && op.Mode == ModeAsyncJob
+}
+
+// StartTask starts the job of a task-augmented call. A tool-level problem
+// (bad arguments, a quota, the store unavailable) comes back as an error
+// Result, like Call's; err is ErrUnknownTool or ErrNotTaskTool.
+func (h *Host) StartTask(ctx context.Context, req CallRequest) (*Task, *Result, error) {
+	op, ok := h.ops[req.Tool]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
+	}
+	if !h.TaskTool(req.Tool) {
+		return nil, nil, fmt.Errorf("%w: %q (only the start tool of an async_job does)", ErrNotTaskTool, req.Tool)
+	}
+	args := normalizeArguments(req.Arguments)
+	if msg := validateArguments(op.Operation, args); msg != "" {
+		return nil, errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	start := time.Now()
+	job, err := h.createJob(ctx, op.base, req, args)
+	if err != nil {
+		res := h.storeError("job", "", err)
+		h.auditCall(op, req, "", res, time.Since(start))
+		return nil, res, nil
+	}
+	h.auditCall(op, req, job.ID, &Result{}, time.Since(start))
+	return h.task(job), nil, nil
+}
+
+func (h *Host) task(job *store.AsyncJobHandle) *Task {
+	t := &Task{ID: job.ID, Tool: job.OperationID, Status: job.Status, Progress: job.Progress, Error: job.Error,
+		CreatedAt: job.CreatedAt, UpdatedAt: job.UpdatedAt, TTL: job.MaxRuntime + job.Retention,
+		PollInterval: taskPollInterval}
+	if op, ok := h.families[job.OperationID]; ok {
+		t.Tool = op.Family.Names[RoleStart]
+	}
+	return t
+}
+
+// GetTask returns a task visible to scope; store.ErrNotFound when there is
+// none.
+func (h *Host) GetTask(ctx context.Context, scope Scope, id string) (*Task, error) {
+	job, err := h.store.GetJob(ctx, store.Scope(scope), id)
+	if err != nil {
+		return nil, err
+	}
+	return h.task(job), nil
+}
+
+// WaitTask blocks until the task is final (or ctx ends) and returns it
+// with the tool result it produced: the operation's own result, an error
+// result for a failed or cancelled job.
+func (h *Host) WaitTask(ctx context.Context, scope Scope, id string) (*Task, *Result, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := h.store.WatchJob(wctx, store.Scope(scope), id)
+	if err != nil {
+		return nil, nil, err
+	}
+	for ev := range events {
+		if ev.Gone {
+			return nil, nil, store.ErrNotFound
+		}
+		if ev.Job.Status.Terminal() {
+			return h.task(ev.Job), taskResult(ev.Job), nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return nil, nil, store.ErrNotFound
+}
+
+// taskResult is the tool result of a final job.
+func taskResult(job *store.AsyncJobHandle) *Result {
+	switch job.Status {
+	case store.JobSucceeded:
+		var o jobOutcome
+		_ = json.Unmarshal(job.Result, &o)
+		return &Result{Structured: o.Structured, Text: o.Text}
+	case store.JobCanceled:
+		return errorResult("the task was cancelled")
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(job.Error, &e) != nil || e.Message == "" {
+		e.Message = string(job.Error)
+	}
+	return errorResult("the task failed: " + e.Message)
+}
+
+// CancelTask cancels a task; cancelling a final task fails with
+// store.ErrIllegalTransition (already cancelled: returned unchanged).
+func (h *Host) CancelTask(ctx context.Context, scope Scope, id string) (*Task, error) {
+	job, err := h.store.CancelJob(ctx, store.Scope(scope), id, "cancelled by the client (tasks/cancel)")
+	if err != nil {
+		return nil, err
+	}
+	return h.task(job), nil
+}
+
+// ListTasks lists the tasks visible to scope, newest first.
+func (h *Host) ListTasks(ctx context.Context, scope Scope) ([]*Task, error) {
+	jobs, err := h.store.ListJobs(ctx, store.Scope(scope), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Task, len(jobs))
+	for i, j := range jobs {
+		out[i] = h.task(j)
+	}
+	return out, nil
+}

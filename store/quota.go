@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrQuota: creating the session or job would exceed a concurrency quota.
+// See QuotaError.
+var ErrQuota = errors.New("store: quota exceeded")
+
+// Quota bounds how many sessions (or jobs) may be open at once — active or
+// stopping sessions, queued, running or canceling jobs — per workspace and
+// per agent of a workspace. Zero means unlimited.
+//
+// Open entities are counted from an index the store keeps with every
+// record (active/<kind>/<workspace>/<agent>/<id>, on the record's own
+// lease, removed when it finishes), so a check is one count-only range
+// read. The count and the create are two requests: starts racing on
+// several replicas can overshoot a quota by the number of racers.
+type Quota struct {
+	PerWorkspace int
+	PerAgent     int
+}
+
+// QuotaError names the quota a create would exceed.
+type QuotaError struct {
+	Kind  string // "stream session" or "job"
+	Quota string // "per_workspace" or "per_agent"
+	Scope string // the workspace (and agent) counted
+	Limit int
+	Open  int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("store: quota %s exceeded: %s already has %d open %ss (limit %d)",
+		e.Quota, e.Scope, e.Open, e.Kind, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrQuota) true.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
+
+const (
+	activeDir      = "active/"
+	activeSessions = "sessions"
+	activeJobs     = "jobs"
+)
+
+func activeScopePrefix(kind, workspace string) string {
+	return activeDir + kind + "/" + url.PathEscape(workspace) + "/"
+}
+
+func activeAgentPrefix(kind, workspace, agent string) string {
+	return activeScopePrefix(kind, workspace) + url.PathEscape(agent) + "/"
+}
+
+func activeKey(kind, workspace, agent, id string) string {
+	return activeAgentPrefix(kind, workspace, agent) + id
+}
+
+// putActive keeps an entity's open-index entry in step with its record:
+// on the same lease policy while it is open, deleted once it is terminal.
+func (p *plan) putActive(kind, workspace, agent, id string, open bool, ttl time.Duration) error {
+	key := activeKey(kind, workspace, agent, id)
+	if !open {
+		p.del(key)
+		return nil
+	}
+	return p.put(key, nil, ttl)
+}
+
+// checkQuota counts the open entities of scope and fails with a
+// *QuotaError when one more would exceed q.
+func (e *Etcd) checkQuota(ctx context.Context, kind, label string, scope Scope, q Quota) error {
+	if q.PerWorkspace < 0 || q.PerAgent < 0 {
+		return fmt.Errorf("store: %w: quota must not be negative", ErrInvalid)
+	}
+	check := []struct {
+		name, prefix, scope string
+		limit               int
+	}{
+		{"per_workspace", activeScopePrefix(kind, scope.WorkspaceID), fmt.Sprintf("workspace %q", scope.WorkspaceID), q.PerWorkspace},
+		{"per_agent", activeAgentPrefix(kind, scope.WorkspaceID, scope.AgentID),
+			fmt.Sprintf("agent %q of workspace %q", scope.AgentID, scope.WorkspaceID), q.PerAgent},
+	}
+	for _, c := range check {
+		if c.limit == 0 {
+			continue
+		}
+		n, err := e.countPrefix(ctx, "count open "+label+"s", c.prefix)
+		if err != nil {
+			return err
+		}
+		if n >= int64(c.limit) {
+			return &QuotaError{Kind: label, Quota: c.name, Scope: c.scope, Limit: c.limit, Open: int(n)}
+		}
+	}
+	return nil
+}
+
+// CountOpen returns how many sessions (jobs false) or jobs (jobs true) of
+// the scope's workspace — and of its agent, when agent is set — are open.
+func (e *Etcd) CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (int, error) {
+	kind := activeSessions
+	if jobs {
+		kind = activeJobs
+	}
+	prefix := activeScopePrefix(kind, scope.WorkspaceID)
+	if agent {
+		prefix = activeAgentPrefix(kind, scope.WorkspaceID, scope.AgentID)
+	}
+	n, err := e.countPrefix(ctx, "count open "+kind, prefix)
+	return int(n), err
+}
+
+// countPrefix counts the keys under prefix (a count-only range read).
+func (e *Etcd) countPrefix(ctx context.Context, op, prefix string) (int64, error) {
+	var n int64
+	err := e.do(ctx, op, func(ctx context.Context) error {
+		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		n = resp.Count
+		return nil
+	})
+	return n, err
+}
+
+// maxListedJobs bounds ListJobs.
+const maxListedJobs = 1000
+
+// ListJobs returns the jobs visible to scope that have not expired, newest
+// first, at most limit of them (1000 when limit is zero or larger).
+func (e *Etcd) ListJobs(ctx context.Context, scope Scope, limit int) ([]*AsyncJobHandle, error) {
+	if limit <= 0 || limit > maxListedJobs {
+		limit = maxListedJobs
+	}
+	now := e.now()
+	var out []*AsyncJobHandle
+	err := e.scan(ctx, jobsDir, false, func(kv *mvccpb.KeyValue) error {
+		r, err := liveJob(kv, &scope, now)
+		if err != nil {
+			return nil // absent, expired or not in scope
+		}
+		out = append(out, r.public(kv.ModRevision))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *AsyncJobHandle) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
