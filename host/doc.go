@@ -93,10 +93,12 @@
 //
 // When the adapter derived the schema of one upstream item
 // (ExpandOperation's Tool.item_schema_json, e.g. an SSE event's data),
-// items of raw_items and summary_plus_samples windows are described by it:
-// its $defs move to the output schema's root, and a member a redacted path
-// ends in may also be "[REDACTED]"; a redacted path ending in an index, a
-// wildcard or a filter leaves items undescribed.
+// items of raw_items and summary_plus_samples windows are described by it,
+// widened to what the safety layer makes of items: its $defs move to the
+// output schema's root, a member a redacted path ends in may also be
+// "[REDACTED]", and a string whose form or length the schema constrains
+// may also end in the truncation mark; a redacted path ending in an index,
+// a wildcard or a filter leaves items undescribed.
 //
 // A tool an entry expands to may carry its own mode and window config
 // (Tool.mode, Tool.execution_json: an OpenAPI operation that answers a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/theory/jsonpath/spec"
@@ -89,9 +90,11 @@ func toolExecution(entry, op *Operation, t *adapterv1.Tool, self bool, sup *Supe
 // itemsWithSchema describes a window's items with the schema of one
 // upstream item, for the aggregation modes whose items are the upstream's
 // own. Its $defs move to the output schema's root, where its "#/$defs/..."
-// references then resolve. Values the window redacts may be "[REDACTED]"
-// wherever the schema says otherwise; when a redacted path does not end in
-// member names, any value may be, and the items are left undescribed.
+// references then resolve. The schema is widened to what the safety layer
+// makes of items: a member a redacted path ends in may be "[REDACTED]",
+// and a string max_field_length may cut ends with the truncation mark;
+// when a redacted path does not end in member names, any value may be
+// redacted, and the items are left undescribed.
 func itemsWithSchema(root, items map[string]any, ex *Execution) {
 	if len(ex.itemSchema) == 0 || ex.Aggregation.Mode != AggRawItems && ex.Aggregation.Mode != AggSummaryPlusSamples {
 		return
@@ -100,24 +103,25 @@ func itemsWithSchema(root, items map[string]any, ex *Execution) {
 	if json.Unmarshal(ex.itemSchema, &item) != nil {
 		return
 	}
-	if m, ok := item.(map[string]any); ok {
-		if defs, ok := m["$defs"]; ok {
-			root["$defs"] = defs
-			delete(m, "$defs")
-		}
-		delete(m, "$schema")
-	}
-	redacted, ok := redactedNames(ex.Safety.RedactedPaths)
+	names, ok := redactedNames(ex.Safety.RedactedPaths)
 	if !ok {
 		return
 	}
-	if len(redacted) > 0 {
-		item = allowRedacted(item, redacted)
-		if defs, ok := root["$defs"]; ok {
-			root["$defs"] = allowRedacted(defs, redacted)
+	w := widening{names: names}
+	if ex.Safety.TruncateItemFields {
+		w.cut = ex.Safety.MaxFieldLength
+	}
+	if m, ok := item.(map[string]any); ok {
+		delete(m, "$schema")
+		if defs, ok := m["$defs"].(map[string]any); ok {
+			delete(m, "$defs")
+			for k, d := range defs {
+				defs[k] = w.schema(d)
+			}
+			root["$defs"] = defs
 		}
 	}
-	items["items"] = item
+	items["items"] = w.schema(item)
 }
 
 // redactedNames returns the member names redacted_paths end in; ok is
@@ -145,47 +149,94 @@ func redactedNames(paths []string) (names map[string]bool, ok bool) {
 	return names, true
 }
 
-// allowRedacted lets every property named in names (at any depth of the
-// schema s, and any property an additionalProperties or patternProperties
-// schema covers) also be the redaction mark.
-func allowRedacted(s any, names map[string]bool) any {
-	switch t := s.(type) {
-	case map[string]any:
-		for k, v := range t {
-			switch k {
-			case "const", "enum", "default", "examples", "example", "not":
-				// Values, not schemas; or a schema whose widening
-				// would narrow.
+// widening loosens an item schema to what the safety layer makes of
+// items: members named in names may be the redaction mark, and strings
+// longer than cut bytes (0: none are cut) may end in the truncation mark.
+type widening struct {
+	names map[string]bool
+	cut   int
+}
+
+// Keywords whose value is a schema, a list of schemas, or a map of them.
+// Others (values such as const, enum, default; not, whose widening would
+// narrow; propertyNames, since names are never changed) are left alone.
+var (
+	subschemaKeywords = []string{"items", "prefixItems", "additionalItems", "contains", "allOf", "anyOf", "oneOf",
+		"if", "then", "else", "unevaluatedItems", "unevaluatedProperties"}
+	schemaMapKeywords = []string{"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"}
+)
+
+// truncatedString matches a string the safety layer cut (truncatedMark).
+var truncatedString = map[string]any{"type": "string", "pattern": `…\[truncated [0-9]+ bytes\]$`}
+
+func (w widening) schema(s any) any {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return s // a boolean schema
+	}
+	for k, v := range m {
+		switch {
+		case slices.Contains(schemaMapKeywords, k):
+			sub, ok := v.(map[string]any)
+			if !ok {
 				continue
-			case "properties":
-				props, ok := v.(map[string]any)
-				if !ok {
-					continue
+			}
+			for name, ps := range sub {
+				ps = w.schema(ps)
+				if k == "properties" && w.names[name] || k == "patternProperties" && len(w.names) > 0 {
+					ps = orRedacted(ps)
 				}
-				for name, ps := range props {
-					props[name] = allowRedacted(ps, names)
-					if names[name] {
-						props[name] = orRedacted(props[name])
-					}
+				sub[name] = ps
+			}
+		case k == "additionalProperties":
+			m[k] = w.schema(v)
+			if len(w.names) > 0 {
+				m[k] = orRedacted(m[k])
+			}
+		case slices.Contains(subschemaKeywords, k):
+			if list, ok := v.([]any); ok {
+				for i, e := range list {
+					list[i] = w.schema(e)
 				}
-			case "additionalProperties":
-				t[k] = orRedacted(allowRedacted(v, names))
-			case "patternProperties":
-				if pp, ok := v.(map[string]any); ok {
-					for pk, pv := range pp {
-						pp[pk] = orRedacted(allowRedacted(pv, names))
-					}
-				}
-			default:
-				t[k] = allowRedacted(v, names)
+			} else {
+				m[k] = w.schema(v)
 			}
 		}
-	case []any:
-		for i, e := range t {
-			t[i] = allowRedacted(e, names)
-		}
 	}
-	return s
+	if w.cut > 0 && w.mayCut(m) {
+		return map[string]any{"anyOf": []any{m, truncatedString}}
+	}
+	return m
+}
+
+// mayCut tells whether a string the schema accepts may no longer match
+// it once cut to w.cut bytes and marked: when it constrains the string's
+// form (pattern, format, a long enum or const value) or its length beyond
+// what an uncut string can reach.
+func (w widening) mayCut(m map[string]any) bool {
+	if _, ok := m["pattern"]; ok {
+		return true
+	}
+	if _, ok := m["format"]; ok {
+		return true
+	}
+	long := func(v any) bool { str, ok := v.(string); return ok && len(str) > w.cut }
+	if long(m["const"]) {
+		return true
+	}
+	if list, ok := m["enum"].([]any); ok && slices.ContainsFunc(list, long) {
+		return true
+	}
+	// A string of at most maxLength characters has at most 4×maxLength
+	// bytes: within w.cut, no string the schema accepts is cut. A cut
+	// string keeps at least w.cut/4 characters.
+	if n, ok := m["maxLength"].(float64); ok && 4*n > float64(w.cut) {
+		return true
+	}
+	if n, ok := m["minLength"].(float64); ok && n > float64(w.cut/4) {
+		return true
+	}
+	return false
 }
 
 // orRedacted widens a schema to also accept the redaction mark. A
