@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,25 +21,57 @@ import (
 // deadline (closing a session).
 const eventStoreTimeout = 5 * time.Second
 
+// maxPendingEvents bounds the events of one stream waiting to be written:
+// a stream that produces faster than etcd takes them is slowed down
+// instead of growing memory.
+const maxPendingEvents = 1024
+
 // eventStore is go-sdk's mcp.EventStore over the state store, so that a
 // client whose SSE stream dropped resumes it with Last-Event-ID, on any
 // replica that holds the session.
 //
+// Appends do not wait for etcd: each stream's events queue up and one
+// writer per stream stores them in batches (one transaction for all the
+// events that arrived meanwhile), so a streaming tool pays no etcd round
+// trip per chunk. A replay first waits for the stream's queue to drain, so
+// it sees every event sent before it. What a replica had not stored when it
+// died is lost with the call that produced it.
+//
 // It numbers each stream's events itself, counting appends that failed,
 // so that the index the store records always equals the SDK's event id:
-// after a failed append the store drops the events before the gap rather
+// after a failed write the store drops the events before the gap rather
 // than replay the wrong ones.
 type eventStore struct {
 	store  func() store.Store
 	limits store.EventLimits
 	logger *zap.Logger
 
-	mu   sync.Mutex
-	next map[string]map[string]int64 // session → stream → next index
+	mu       sync.Mutex
+	changed  *sync.Cond // on mu: a writer finished a batch
+	sessions map[string]*sessionLogs
+}
+
+// sessionLogs is what the event store keeps in memory for one session.
+type sessionLogs struct {
+	next    map[string]int64       // stream → next index, for streams opened here
+	pending map[string]*pendingLog // stream → events not yet written
+}
+
+// pendingLog holds a stream's events waiting for its writer.
+type pendingLog struct {
+	queue   []pendingEvent
+	writing bool // a writer goroutine runs for the stream
+}
+
+type pendingEvent struct {
+	idx  int64 // -1: the store's next
+	data []byte
 }
 
 func newEventStore(st func() store.Store, lim store.EventLimits) *eventStore {
-	return &eventStore{store: st, limits: lim, next: make(map[string]map[string]int64)}
+	es := &eventStore{store: st, limits: lim, sessions: make(map[string]*sessionLogs)}
+	es.changed = sync.NewCond(&es.mu)
+	return es
 }
 
 func (es *eventStore) backend() (store.Store, error) {
@@ -47,35 +81,36 @@ func (es *eventStore) backend() (store.Store, error) {
 	return nil, errors.New("crank: no state store for SSE events")
 }
 
+func (es *eventStore) sessionLocked(id string) *sessionLogs {
+	sl := es.sessions[id]
+	if sl == nil {
+		sl = &sessionLogs{next: make(map[string]int64), pending: make(map[string]*pendingLog)}
+		es.sessions[id] = sl
+	}
+	return sl
+}
+
 // Open implements mcp.EventStore: a stream starts at event 0. Nothing is
 // written until its first event.
 func (es *eventStore) Open(_ context.Context, sessionID, streamID string) error {
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	streams := es.next[sessionID]
-	if streams == nil {
-		streams = make(map[string]int64)
-		es.next[sessionID] = streams
-	}
-	streams[streamID] = 0
+	es.sessionLocked(sessionID).next[streamID] = 0
 	return nil
 }
 
-// claim returns the index of the stream's next event (-1 when this
+// claimLocked returns the index of the stream's next event (-1 when this
 // process did not open the stream: the store picks the next one). A POST
 // stream ends with its response, so its counter goes with it.
-func (es *eventStore) claim(sessionID, streamID string, data []byte) int64 {
-	es.mu.Lock()
-	defer es.mu.Unlock()
-	streams := es.next[sessionID]
-	idx, ok := streams[streamID]
+func (sl *sessionLogs) claimLocked(streamID string, data []byte) int64 {
+	idx, ok := sl.next[streamID]
 	if !ok {
 		return -1
 	}
 	if streamID != "" && isResponse(data) {
-		delete(streams, streamID)
+		delete(sl.next, streamID)
 	} else {
-		streams[streamID] = idx + 1
+		sl.next[streamID] = idx + 1
 	}
 	return idx
 }
@@ -92,23 +127,100 @@ func isResponse(data []byte) bool {
 	return json.Unmarshal(data, &m) == nil && m.Method == nil
 }
 
-// Append implements mcp.EventStore. The write outlives the request's
-// cancellation: a client that dropped the connection is exactly the one
-// that will ask for the event.
-func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
-	idx := es.claim(sessionID, streamID, data)
-	st, err := es.backend()
-	if err != nil {
-		return err
+// Append implements mcp.EventStore: it queues the event for the stream's
+// writer.
+func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data []byte) error {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	sl := es.sessionLocked(sessionID)
+	idx := sl.claimLocked(streamID, data)
+	pl := sl.pending[streamID]
+	if pl == nil {
+		pl = &pendingLog{}
+		sl.pending[streamID] = pl
 	}
-	_, err = st.AppendEvent(context.WithoutCancel(ctx), sessionID, streamID, idx, data, es.limits)
-	return err
+	for len(pl.queue) >= maxPendingEvents {
+		es.changed.Wait()
+	}
+	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
+	if !pl.writing {
+		pl.writing = true
+		go es.write(sessionID, streamID, sl, pl)
+	}
+	return nil
 }
 
-// After implements mcp.EventStore. Events the store no longer holds are
-// reported as mcp.ErrEventsPurged.
+// write stores a stream's queued events until the queue is empty.
+func (es *eventStore) write(sessionID, streamID string, sl *sessionLogs, pl *pendingLog) {
+	for {
+		es.mu.Lock()
+		batch := pl.queue
+		pl.queue = nil
+		if len(batch) == 0 {
+			pl.writing = false
+			if sl.pending[streamID] == pl {
+				delete(sl.pending, streamID)
+			}
+			es.changed.Broadcast()
+			es.mu.Unlock()
+			return
+		}
+		es.changed.Broadcast() // room in the queue
+		es.mu.Unlock()
+		es.storeBatch(sessionID, streamID, batch)
+	}
+}
+
+// storeBatch writes a batch, one AppendEvents per run of consecutive indices.
+func (es *eventStore) storeBatch(sessionID, streamID string, batch []pendingEvent) {
+	st, err := es.backend()
+	for i := 0; i < len(batch) && err == nil; {
+		j := i + 1
+		for j < len(batch) && (batch[i].idx < 0) == (batch[j].idx < 0) &&
+			(batch[i].idx < 0 || batch[j].idx == batch[i].idx+int64(j-i)) {
+			j++
+		}
+		data := make([][]byte, 0, j-i)
+		for _, ev := range batch[i:j] {
+			data = append(data, ev.data)
+		}
+		_, err = st.AppendEvents(context.Background(), sessionID, streamID, batch[i].idx, data, es.limits)
+		i = j
+	}
+	if err != nil && es.logger != nil {
+		// The events were delivered; only a resumption across them fails.
+		es.logger.Warn("SSE events not stored: a client resuming this stream gets an error instead",
+			zap.String("session", sessionID), zap.Error(err))
+	}
+}
+
+// flushLocked waits until the given streams of sl have no queued or
+// in-flight events.
+func (es *eventStore) flushLocked(sl *sessionLogs, streams ...string) {
+	for {
+		busy := false
+		for _, id := range streams {
+			if pl := sl.pending[id]; pl != nil && (pl.writing || len(pl.queue) > 0) {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		es.changed.Wait()
+	}
+}
+
+// After implements mcp.EventStore. It waits for the stream's queued
+// events to be stored first. Events the store no longer holds are reported
+// as mcp.ErrEventsPurged.
 func (es *eventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
+		es.mu.Lock()
+		if sl := es.sessions[sessionID]; sl != nil {
+			es.flushLocked(sl, streamID)
+		}
+		es.mu.Unlock()
 		st, err := es.backend()
 		if err != nil {
 			yield(nil, err)
@@ -130,18 +242,24 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 	}
 }
 
-// SessionClosed implements mcp.EventStore: the session's logs go (they
-// would expire by their TTL anyway). The SDK calls it holding the
-// session's lock, so the store is not waited for.
+// SessionClosed implements mcp.EventStore: the session's logs go once its
+// queued events are written (they would expire by their TTL anyway). The
+// SDK calls it holding the session's lock, so nothing is waited for here.
 func (es *eventStore) SessionClosed(ctx context.Context, sessionID string) error {
 	es.mu.Lock()
-	delete(es.next, sessionID)
+	sl := es.sessions[sessionID]
+	delete(es.sessions, sessionID)
 	es.mu.Unlock()
 	st, err := es.backend()
 	if err != nil {
 		return err
 	}
 	go func() {
+		if sl != nil {
+			es.mu.Lock()
+			es.flushLocked(sl, slices.Collect(maps.Keys(sl.pending))...)
+			es.mu.Unlock()
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventStoreTimeout)
 		defer cancel()
 		if err := st.DeleteEventStreams(ctx, sessionID); err != nil && es.logger != nil {

@@ -94,7 +94,7 @@
 //
 // # SSE event logs
 //
-// AppendEvent and EventsAfter back MCP stream resumption (Last-Event-ID).
+// AppendEvents and EventsAfter back MCP stream resumption (Last-Event-ID).
 // Each append is one compare-and-swap transaction on the stream record that
 // puts the event, moves the record and deletes trimmed events together; the
 // replica that last wrote a stream remembers the record's revision, so its

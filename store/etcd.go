@@ -106,7 +106,7 @@ type Etcd struct {
 
 	ownerTTL    time.Duration
 	replicaName string
-	events      eventCache // see AppendEvent
+	events      eventCache // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
 

@@ -153,8 +153,12 @@ func validEventIDs(session, stream string) error {
 	return nil
 }
 
-// AppendEvent implements Store.
-func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index int64, data []byte, lim EventLimits) (uint64, error) {
+// maxEventsPerTxn keeps an append within etcd's default limit of 128
+// operations per transaction (the record and a trim are two more).
+const maxEventsPerTxn = 100
+
+// AppendEvents implements Store.
+func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
 	if err := validEventIDs(session, stream); err != nil {
 		return 0, err
 	}
@@ -162,17 +166,46 @@ func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index in
 	if err != nil {
 		return 0, err
 	}
-	if len(data) > e.maxItem || int64(len(data)) > lim.MaxBytes {
-		return 0, fmt.Errorf("store: append event to stream %q of session %s: %w: event is %d bytes, over the limit (%d per event, max_bytes %d)",
-			stream, truncate(session), ErrTooLarge, len(data), e.maxItem, lim.MaxBytes)
+	if len(data) == 0 {
+		return 0, fmt.Errorf("store: %w: no events to append", ErrInvalid)
 	}
-	op := "append event to stream " + strconv.Quote(stream) + " of session " + truncate(session)
+	for _, d := range data {
+		if len(d) > e.maxItem || int64(len(d)) > lim.MaxBytes {
+			return 0, fmt.Errorf("store: append event to stream %q of session %s: %w: event is %d bytes, over the limit (%d per event, max_bytes %d)",
+				stream, truncate(session), ErrTooLarge, len(d), e.maxItem, lim.MaxBytes)
+		}
+	}
+	// Split into transactions of at most maxEventsPerTxn events and one
+	// request's bytes.
+	var firstIdx uint64
+	for i := 0; i < len(data); {
+		j, size := i, 0
+		for j < len(data) && j-i < maxEventsPerTxn && (j == i || size+len(data[j]) <= e.maxValue) {
+			size += len(data[j])
+			j++
+		}
+		idx, err := e.appendEvents(ctx, session, stream, first, data[i:j], lim)
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			firstIdx = idx
+		}
+		first = int64(idx) + int64(j-i)
+		i = j
+	}
+	return firstIdx, nil
+}
+
+// appendEvents appends one transaction's worth of events.
+func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
+	op := "append events to stream " + strconv.Quote(stream) + " of session " + truncate(session)
 	mk := eventStreamKey(session, stream)
 	evp := eventsPrefix(session, stream)
 	backoff := casBackoffMin
 	for attempt := 0; attempt < casAttempts; attempt++ {
 		cached, ok := e.events.get(mk)
-		if !ok && index == 0 && attempt == 0 {
+		if !ok && first == 0 && attempt == 0 {
 			// A new stream: assume no record, which the compare checks.
 			ok = true
 		}
@@ -190,8 +223,8 @@ func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index in
 		}
 		rec := cached.rec
 		idx := rec.Next
-		if index >= 0 {
-			idx = uint64(index)
+		if first >= 0 {
+			idx = uint64(first)
 		}
 		restart := idx == 0 && rec.Next > 0
 		if restart {
@@ -202,15 +235,25 @@ func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index in
 		if idx < rec.Next {
 			return 0, fmt.Errorf("store: %s: %w: event %d is already stored (next is %d)", op, ErrConflict, idx, rec.Next)
 		}
-		oldFirst := rec.First
-		if idx > rec.Next || rec.Next == rec.First {
-			// A gap (an earlier append failed): what came before can no
-			// longer be replayed without loss, so it is dropped.
-			rec.First, rec.Bytes = idx, 0
+		// A batch larger than the bounds keeps only its newest events.
+		batch, batchBytes := data, int64(0)
+		for _, d := range batch {
+			batchBytes += int64(len(d))
 		}
-		rec.Next = idx + 1
-		rec.Bytes += int64(len(data))
-		if err := e.trimEvents(ctx, op, evp, &rec, len(data), lim); err != nil {
+		for len(batch) > 1 && (len(batch) > lim.MaxEvents || batchBytes > lim.MaxBytes) {
+			batchBytes -= int64(len(batch[0]))
+			batch = batch[1:]
+		}
+		from := idx + uint64(len(data)-len(batch))
+		oldFirst := rec.First
+		if from > rec.Next || rec.Next == rec.First {
+			// A gap (an earlier append failed, or the batch was cut): what
+			// came before can no longer be replayed without loss.
+			rec.First, rec.Bytes = from, 0
+		}
+		rec.Next = from + uint64(len(batch))
+		rec.Bytes += batchBytes
+		if err := e.trimEvents(ctx, op, evp, &rec, from, batchBytes, lim); err != nil {
 			return 0, err
 		}
 		var committed bool
@@ -218,12 +261,15 @@ func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index in
 		val, _ := json.Marshal(rec)
 		err := e.do(ctx, op, func(ctx context.Context) error {
 			return e.leases.withLease(ctx, lim.TTL, func(lease clientv3.LeaseID) error {
-				ops := []clientv3.Op{
-					clientv3.OpPut(mk, string(val), clientv3.WithLease(lease)),
-					clientv3.OpPut(eventKey(evp, idx), string(data), clientv3.WithLease(lease)),
+				ops := []clientv3.Op{clientv3.OpPut(mk, string(val), clientv3.WithLease(lease))}
+				for i, d := range batch {
+					ops = append(ops, clientv3.OpPut(eventKey(evp, from+uint64(i)), string(d), clientv3.WithLease(lease)))
 				}
 				if restart {
-					ops = append(ops, clientv3.OpDelete(eventKey(evp, 1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(evp))))
+					if from > 0 {
+						ops = append(ops, clientv3.OpDelete(eventKey(evp, 0), clientv3.WithRange(eventKey(evp, from))))
+					}
+					ops = append(ops, clientv3.OpDelete(eventKey(evp, rec.Next), clientv3.WithRange(clientv3.GetPrefixRangeEnd(evp))))
 				} else if rec.First > oldFirst {
 					ops = append(ops, clientv3.OpDelete(eventKey(evp, oldFirst), clientv3.WithRange(eventKey(evp, rec.First))))
 				}
@@ -255,28 +301,27 @@ func (e *Etcd) AppendEvent(ctx context.Context, session, stream string, index in
 	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, casAttempts)
 }
 
-// trimEvents moves rec.First forward until the stream (with the event of
-// newSize bytes being appended, rec.Next-1) fits its bounds, dropping a
-// tenth more than needed so that trimming is rare. It reads the oldest
-// events to learn their sizes. Events that expired on their own still count
-// in rec.Bytes until trimming passes them, so Bytes errs on the high side
-// and the stream never holds more than its bounds.
-func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamRecord, newSize int, lim EventLimits) error {
-	last := rec.Next - 1
+// trimEvents moves rec.First forward until the stream (with the events
+// from..rec.Next-1 being appended, newBytes in all) fits its bounds,
+// dropping a tenth more than needed so that trimming is rare. It reads the
+// oldest events to learn their sizes. Events that expired on their own
+// still count in rec.Bytes until trimming passes them, so Bytes errs on the
+// high side and the stream never holds more than its bounds.
+func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamRecord, from uint64, newBytes int64, lim EventLimits) error {
 	if rec.Next-rec.First <= uint64(lim.MaxEvents) && rec.Bytes <= lim.MaxBytes {
 		return nil
 	}
 	wantCount := uint64(lim.MaxEvents) - uint64(lim.MaxEvents)/10
 	wantBytes := lim.MaxBytes - lim.MaxBytes/10
 	over := func() bool { return rec.Next-rec.First > wantCount || rec.Bytes > wantBytes }
-	for rec.First < last && over() {
+	for rec.First < from && over() {
 		type old struct {
 			seq  uint64
 			size int
 		}
 		var olds []old
 		err := e.do(ctx, op, func(ctx context.Context) error {
-			resp, err := e.kv.Get(ctx, eventKey(evp, rec.First), clientv3.WithRange(eventKey(evp, last)), clientv3.WithLimit(eventTrimBatch))
+			resp, err := e.kv.Get(ctx, eventKey(evp, rec.First), clientv3.WithRange(eventKey(evp, from)), clientv3.WithLimit(eventTrimBatch))
 			if err != nil {
 				return err
 			}
@@ -293,7 +338,7 @@ func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamR
 			return err
 		}
 		if len(olds) == 0 {
-			rec.First = last // every older event has expired
+			rec.First = from // every older event has expired
 			break
 		}
 		for _, o := range olds {
@@ -304,8 +349,10 @@ func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamR
 			rec.Bytes -= int64(o.size)
 		}
 	}
-	if rec.First >= last {
-		rec.First, rec.Bytes = last, int64(newSize)
+	if rec.First >= from {
+		// Only the new events are left; reset the byte count that expired
+		// events may have left behind.
+		rec.First, rec.Bytes = from, newBytes
 	}
 	return nil
 }

@@ -15,8 +15,8 @@ import (
 func appendEvents(t *testing.T, st store.Store, session, stream string, lim store.EventLimits, data ...string) {
 	t.Helper()
 	for _, d := range data {
-		if _, err := st.AppendEvent(ctxT(t), session, stream, -1, []byte(d), lim); err != nil {
-			t.Fatalf("AppendEvent(%q): %v", d, err)
+		if _, err := st.AppendEvents(ctxT(t), session, stream, -1, [][]byte{[]byte(d)}, lim); err != nil {
+			t.Fatalf("AppendEvents(%q): %v", d, err)
 		}
 	}
 }
@@ -38,18 +38,16 @@ func replay(t *testing.T, st store.Store, session, stream string, index int64) [
 // stream, read straight from etcd.
 func eventKeys(t *testing.T, st *store.Etcd, session, stream string) (int, int) {
 	t.Helper()
-	resp, err := store.EtcdClient(st).Get(ctxT(t), st.Prefix()+"streams/", clientv3.WithPrefix())
+	// The IDs used with it need no escaping.
+	resp, err := store.EtcdClient(st).Get(ctxT(t), st.Prefix()+"streams/"+session+"/"+stream+"/ev/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, size := 0, 0
+	size := 0
 	for _, kv := range resp.Kvs {
-		if strings.Contains(string(kv.Key), "/ev/") {
-			n++
-			size += len(kv.Value)
-		}
+		size += len(kv.Value)
 	}
-	return n, size
+	return len(resp.Kvs), size
 }
 
 func TestEventsAppendReplay(t *testing.T) {
@@ -70,7 +68,7 @@ func TestEventsAppendReplay(t *testing.T) {
 	}
 
 	// A priming event (empty data), then messages; indices count from 0.
-	idx, err := st.AppendEvent(ctx, "sess-1", "S1", -1, nil, lim)
+	idx, err := st.AppendEvents(ctx, "sess-1", "S1", -1, [][]byte{nil}, lim)
 	if err != nil || idx != 0 {
 		t.Fatalf("prime: %d %v", idx, err)
 	}
@@ -151,7 +149,7 @@ func TestEventsRetention(t *testing.T) {
 		t.Fatalf("replay after 18: %q", got)
 	}
 	// An event larger than the whole log is refused.
-	_, err = st.AppendEvent(ctx, "s", "bytes", -1, make([]byte, 101), lim)
+	_, err = st.AppendEvents(ctx, "s", "bytes", -1, [][]byte{make([]byte, 101)}, lim)
 	wantErr(t, "event over max_bytes", err, store.ErrTooLarge)
 }
 
@@ -161,13 +159,13 @@ func TestEventsExplicitIndex(t *testing.T) {
 	ctx := ctxT(t)
 	lim := store.EventLimits{}
 	for i := range 3 {
-		if idx, err := st.AppendEvent(ctx, "s", "x", int64(i), []byte{'a' + byte(i)}, lim); err != nil || idx != uint64(i) {
+		if idx, err := st.AppendEvents(ctx, "s", "x", int64(i), [][]byte{{'a' + byte(i)}}, lim); err != nil || idx != uint64(i) {
 			t.Fatalf("append %d: %d %v", i, idx, err)
 		}
 	}
 	// Event 3 and 4 were delivered but not stored (say etcd was down):
 	// appending 5 drops what came before, so no replay skips them.
-	if _, err := st.AppendEvent(ctx, "s", "x", 5, []byte("f"), lim); err != nil {
+	if _, err := st.AppendEvents(ctx, "s", "x", 5, [][]byte{[]byte("f")}, lim); err != nil {
 		t.Fatal(err)
 	}
 	_, err := st.EventsAfter(ctx, "s", "x", 1)
@@ -176,10 +174,10 @@ func TestEventsExplicitIndex(t *testing.T) {
 		t.Fatalf("replay after the gap: %q", got)
 	}
 	// Indices never go back...
-	_, err = st.AppendEvent(ctx, "s", "x", 5, []byte("again"), lim)
+	_, err = st.AppendEvents(ctx, "s", "x", 5, [][]byte{[]byte("again")}, lim)
 	wantErr(t, "append a stored index", err, store.ErrConflict)
 	// ...except to 0: the stream was opened again, its old events go.
-	if _, err := st.AppendEvent(ctx, "s", "x", 0, []byte("new"), lim); err != nil {
+	if _, err := st.AppendEvents(ctx, "s", "x", 0, [][]byte{[]byte("new")}, lim); err != nil {
 		t.Fatal(err)
 	}
 	if got := replay(t, st, "s", "x", -1); strings.Join(got, "|") != "new" {
@@ -187,6 +185,39 @@ func TestEventsExplicitIndex(t *testing.T) {
 	}
 	if n, _ := eventKeys(t, st, "s", "x"); n != 1 {
 		t.Fatalf("%d events stored after a restart, want 1", n)
+	}
+}
+
+func TestEventsBatch(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	// A batch lands in one go, numbered from first.
+	if idx, err := st.AppendEvents(ctx, "s", "x", 0, [][]byte{nil, []byte("a"), []byte("b")}, store.EventLimits{}); err != nil || idx != 0 {
+		t.Fatalf("batch: %d %v", idx, err)
+	}
+	if idx, err := st.AppendEvents(ctx, "s", "x", -1, [][]byte{[]byte("c"), []byte("d")}, store.EventLimits{}); err != nil || idx != 3 {
+		t.Fatalf("second batch: %d %v", idx, err)
+	}
+	if got := replay(t, st, "s", "x", 0); strings.Join(got, "") != "abcd" {
+		t.Fatalf("replay: %q", got)
+	}
+	// A batch beyond the bounds keeps its newest events; a resume from
+	// before them fails.
+	var big [][]byte
+	for i := range 250 {
+		big = append(big, []byte(fmt.Sprint(i)))
+	}
+	if _, err := st.AppendEvents(ctx, "s", "y", 0, big, store.EventLimits{MaxEvents: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got := replay(t, st, "s", "y", 229); len(got) != 20 || got[0] != "230" || got[19] != "249" {
+		t.Fatalf("replay of a cut batch: %q", got)
+	}
+	_, err := st.EventsAfter(ctx, "s", "y", 100)
+	wantErr(t, "resume from before a cut batch", err, store.ErrEventsPurged)
+	if n, _ := eventKeys(t, st, "s", "y"); n > 20 {
+		t.Fatalf("%d events stored, max 20", n)
 	}
 }
 
@@ -215,7 +246,7 @@ func TestEventsInvalid(t *testing.T) {
 		want string
 	}{
 		{"empty session", func() error {
-			_, err := st.AppendEvent(ctx, "", "x", -1, nil, store.EventLimits{})
+			_, err := st.AppendEvents(ctx, "", "x", -1, [][]byte{nil}, store.EventLimits{})
 			return err
 		}(), "session ID"},
 		{"long stream", func() error {
@@ -223,11 +254,11 @@ func TestEventsInvalid(t *testing.T) {
 			return err
 		}(), "stream ID"},
 		{"max_events", func() error {
-			_, err := st.AppendEvent(ctx, "s", "x", -1, nil, store.EventLimits{MaxEvents: -1})
+			_, err := st.AppendEvents(ctx, "s", "x", -1, [][]byte{nil}, store.EventLimits{MaxEvents: -1})
 			return err
 		}(), "max_events"},
 		{"max_bytes", func() error {
-			_, err := st.AppendEvent(ctx, "s", "x", -1, nil, store.EventLimits{MaxBytes: store.MaxEventLogBytes + 1})
+			_, err := st.AppendEvents(ctx, "s", "x", -1, [][]byte{nil}, store.EventLimits{MaxBytes: store.MaxEventLogBytes + 1})
 			return err
 		}(), "max_bytes"},
 		{"index", func() error {

@@ -39,13 +39,13 @@ type Store interface {
 	// Last-Event-ID (go-sdk's EventStore). Events of a stream are numbered
 	// from 0 by the caller; see EventLimits for the retention.
 	//
-	// AppendEvent stores data as event index of the stream (index < 0: the
-	// next one) and returns its index. An index beyond the next one (an
-	// earlier append failed) drops the events before it, since a replay
-	// across the gap would lose one. Index 0 starts the stream afresh (it
-	// was opened again, e.g. on another replica); any other index already
-	// stored is ErrConflict.
-	AppendEvent(ctx context.Context, session, stream string, index int64, data []byte, lim EventLimits) (uint64, error)
+	// AppendEvents stores data as the stream's events first, first+1, ...
+	// (first < 0: from the next one) and returns the first one's index. An
+	// index beyond the next one (an earlier append failed) drops the events
+	// before it, since a replay across the gap would lose one. Index 0
+	// starts the stream afresh (it was opened again, e.g. on another
+	// replica); any other index already stored is ErrConflict.
+	AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error)
 	// EventsAfter returns the stream's events after index (-1: all), or
 	// ErrEventsPurged when one of them is no longer stored: never a partial
 	// replay.
