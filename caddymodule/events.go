@@ -6,20 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/store"
 )
-
-// eventStoreTimeout bounds a store call made where the SDK gives no
-// deadline (closing a session).
-const eventStoreTimeout = 5 * time.Second
 
 // maxPendingEvents bounds the events of one stream waiting to be written:
 // a stream that produces faster than etcd takes them is slowed down
@@ -242,31 +235,14 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 	}
 }
 
-// SessionClosed implements mcp.EventStore: the session's logs go once its
-// queued events are written (they would expire by their TTL anyway). The
-// SDK calls it holding the session's lock, so nothing is waited for here.
-func (es *eventStore) SessionClosed(ctx context.Context, sessionID string) error {
+// SessionClosed implements mcp.EventStore: the session's in-memory state
+// goes (queued events are still written). The logs stay until their TTL:
+// a session closed here (idle timeout, shutdown) may live on at another
+// replica, whose clients may still resume its streams.
+func (es *eventStore) SessionClosed(_ context.Context, sessionID string) error {
 	es.mu.Lock()
-	sl := es.sessions[sessionID]
-	delete(es.sessions, sessionID)
-	es.mu.Unlock()
-	st, err := es.backend()
-	if err != nil {
-		return err
-	}
-	go func() {
-		if sl != nil {
-			es.mu.Lock()
-			es.flushLocked(sl, slices.Collect(maps.Keys(sl.pending))...)
-			es.mu.Unlock()
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventStoreTimeout)
-		defer cancel()
-		if err := st.DeleteEventStreams(ctx, sessionID); err != nil && es.logger != nil {
-			es.logger.Debug("SSE event logs of a closed session not deleted; they expire on their own",
-				zap.String("session", sessionID), zap.Error(err))
-		}
-	}()
+	defer es.mu.Unlock()
+	delete(es.sessions, sessionID) // running writers keep their own reference
 	return nil
 }
 

@@ -30,6 +30,8 @@ const (
 	// DefaultKeepaliveInterval is how long an SSE stream may stay silent
 	// before it gets a keep-alive comment.
 	DefaultKeepaliveInterval = 15 * time.Second
+	// DefaultEventTTL is how long a stored SSE event can be replayed.
+	DefaultEventTTL = 5 * time.Minute
 	// DefaultSSERetry is the reconnection delay the priming event of a
 	// resumable stream asks for.
 	DefaultSSERetry = time.Second
@@ -57,10 +59,12 @@ type TransportConfig struct {
 	// event ids, no resumption).
 	EventStore string `json:"event_store,omitempty"`
 	// EventMaxEvents and EventMaxBytes bound each stream's stored events
-	// (defaults 1000 and 1 MiB); events also expire after the session
-	// timeout.
+	// (defaults 1000 and 1 MiB).
 	EventMaxEvents int   `json:"event_max_events,omitempty"`
 	EventMaxBytes  int64 `json:"event_max_bytes,omitempty"`
+	// EventTTL is how long a stored event can be replayed: the time a
+	// client has to reconnect. Default 5m, at most the session timeout.
+	EventTTL caddy.Duration `json:"event_ttl,omitempty"`
 }
 
 // provisionTransport checks the transport options and settles the mode.
@@ -88,6 +92,9 @@ func (h *Handler) provisionTransport() error {
 	}
 	if t.EventMaxEvents < 0 || t.EventMaxEvents > store.MaxEventLogEvents {
 		return fmt.Errorf("crank: event_max_events: must be 0-%d, got %d", store.MaxEventLogEvents, t.EventMaxEvents)
+	}
+	if t.EventTTL < 0 {
+		return fmt.Errorf("crank: event_ttl: must be positive (got %s)", time.Duration(t.EventTTL))
 	}
 	if t.EventMaxBytes < 0 || t.EventMaxBytes > store.MaxEventLogBytes {
 		return fmt.Errorf("crank: event_max_bytes: must be 0-%d, got %d", store.MaxEventLogBytes, t.EventMaxBytes)
@@ -126,12 +133,19 @@ func (ep *endpoint) streamableOptions(h *Handler, opts *mcp.StreamableHTTPOption
 	if h.Stateless || t.EventStore == "off" {
 		return
 	}
+	ttl := time.Duration(t.EventTTL)
+	if ttl == 0 {
+		ttl = DefaultEventTTL
+	}
+	if h.SessionTimeout > 0 {
+		ttl = min(ttl, time.Duration(h.SessionTimeout))
+	}
 	es := newEventStore(func() store.Store {
 		if p := ep.store.Load(); p != nil {
 			return *p
 		}
 		return nil
-	}, store.EventLimits{MaxEvents: t.EventMaxEvents, MaxBytes: t.EventMaxBytes, TTL: time.Duration(h.SessionTimeout)})
+	}, store.EventLimits{MaxEvents: t.EventMaxEvents, MaxBytes: t.EventMaxBytes, TTL: ttl})
 	es.logger = h.logger
 	ep.eventStore = es
 	opts.EventStore = es
@@ -300,12 +314,13 @@ func (s *sseWriter) stop() {
 //	keepalive_interval <duration>|off
 //	event_store        etcd|off
 //	event_max_events   <n>
-//	event_max_bytes    <n>
+//	event_max_bytes    <size>
+//	event_ttl          <duration>
 func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, error) {
 	opt := d.Val()
 	var arg string
 	switch opt {
-	case "mode", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes":
+	case "mode", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes", "event_ttl":
 		if err := oneArg(d, &arg); err != nil {
 			return true, err
 		}
@@ -328,6 +343,12 @@ func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, erro
 			return true, err
 		}
 		t.KeepaliveInterval = dur
+	case "event_ttl":
+		dur, err := parseDuration(d, opt, arg)
+		if err != nil {
+			return true, err
+		}
+		t.EventTTL = dur
 	case "event_store":
 		if arg != "etcd" && arg != "off" {
 			return true, d.Errf("event_store: must be etcd or off, got %q", arg)
