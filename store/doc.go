@@ -95,8 +95,9 @@
 // # SSE event logs
 //
 // AppendEvents and EventsAfter back MCP stream resumption (Last-Event-ID).
-// Each append is one compare-and-swap transaction on the stream record that
-// puts the event, moves the record and deletes trimmed events together; the
+// Each append (a batch of up to 100 events) is one compare-and-swap
+// transaction on the stream record that puts the events, moves the record
+// and deletes trimmed events together; the
 // replica that last wrote a stream remembers the record's revision, so its
 // next append needs no read. A stream keeps at most EventLimits.MaxEvents
 // events and MaxBytes bytes (trimming drops the oldest tenth); every event
