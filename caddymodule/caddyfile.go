@@ -32,6 +32,12 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    json_response
 //	    workspace       <id>
 //	    agent_header    <header>
+//	    quotas {
+//	        max_sessions_per_workspace <n>
+//	        max_sessions_per_agent     <n>
+//	        max_jobs_per_workspace     <n>
+//	        max_jobs_per_agent         <n>
+//	    }
 //	    mode               stateful|stateless
 //	    keepalive_interval <duration>|off
 //	    event_store        etcd|off
@@ -89,6 +95,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&h.AgentHeader) {
 				return d.ArgErr()
 			}
+		case "quotas":
+			q, err := unmarshalQuotas(d)
+			if err != nil {
+				return err
+			}
+			h.Quotas = q
 		default:
 			if ok, err := h.TransportConfig.unmarshalCaddyfile(d); ok || err != nil {
 				if err != nil {

@@ -73,6 +73,16 @@ func TestCaddyfileErrors(t *testing.T) {
 			want:      []string{"wrong argument count", "'agent_header'", "Caddyfile:3"},
 		},
 		{
+			name:      "negative quota",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tquotas {\n\t\t\tmax_jobs_per_agent -1\n\t\t}\n\t}"),
+			want:      []string{"quotas max_jobs_per_agent", `"-1"`, "Caddyfile:4"},
+		},
+		{
+			name:      "unknown quota",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tquotas {\n\t\t\tmax_session_per_agent 1\n\t\t}\n\t}"),
+			want:      []string{`unrecognized quotas option "max_session_per_agent"`, "Caddyfile:4"},
+		},
+		{
 			name:      "bad session_timeout",
 			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tsession_timeout soon\n\t}"),
 			want:      []string{"session_timeout", `"soon"`, "Caddyfile:3"},

@@ -52,8 +52,12 @@ type Handler struct {
 	// Workspace is the workspace id calls through this endpoint run in.
 	// Default "default".
 	Workspace string `json:"workspace,omitempty"`
-	// AgentHeader names a request header carrying the calling agent's id.
+	// AgentHeader names a request header carrying the calling agent's id
+	// (used when Caddy authenticated no user).
 	AgentHeader string `json:"agent_header,omitempty"`
+	// Quotas bound the sessions and jobs open at once per workspace and
+	// per agent.
+	Quotas *Quotas `json:"quotas,omitempty"`
 	// TransportConfig: mode, SSE keep-alives, the resumability event
 	// store (transport.go).
 	TransportConfig
@@ -94,6 +98,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.SessionTimeout < 0 {
 		return fmt.Errorf("crank: session_timeout: must be positive (got %s)", time.Duration(h.SessionTimeout))
 	}
+	if err := h.Quotas.validate(); err != nil {
+		return err
+	}
 	if h.Workspace == "" {
 		h.Workspace = "default"
 	}
@@ -133,26 +140,27 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Adapter: func(name string) (*host.Supervisor, error) {
-		spec, err := cat.AdapterSpec(name, builtinSpec)
-		if err != nil {
-			return nil, err
-		}
-		val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
-			return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
-				Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
-			})}, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(h.adapters, spec.Key()) {
-			h.adapters = append(h.adapters, spec.Key())
-		} else {
-			_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
-		}
-		return val.(pooledSupervisor).Supervisor, nil
-	}})
+	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Store: h.app.Store(), Quotas: h.Quotas.host(),
+		Audit: h.logger.Named("audit"), Adapter: func(name string) (*host.Supervisor, error) {
+			spec, err := cat.AdapterSpec(name, builtinSpec)
+			if err != nil {
+				return nil, err
+			}
+			val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
+				return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
+					Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
+				})}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(h.adapters, spec.Key()) {
+				h.adapters = append(h.adapters, spec.Key())
+			} else {
+				_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
+			}
+			return val.(pooledSupervisor).Supervisor, nil
+		}})
 	if err != nil {
 		return err
 	}
@@ -197,6 +205,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		_, _ = w.Write(body)
 		return nil
 	}
+	markIdentity(r)
 	if h.ep.checkRequest(w, r) {
 		return nil
 	}
@@ -333,13 +342,8 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if hdr := req.GetExtra().Header; hdr != nil {
 		cr.TraceParent = hdr.Get("Traceparent")
 		cr.TraceState = hdr.Get("Tracestate")
-		if ep.agentHeader != "" {
-			cr.AgentID = hdr.Get(ep.agentHeader)
-		}
 	}
-	if ti := req.GetExtra().TokenInfo; ti != nil && cr.AgentID == "" {
-		cr.AgentID = ti.UserID
-	}
+	cr.AgentID = ep.callerAgent(req.GetExtra(), req.Session)
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		// A window's chunks become progress notifications (the streaming
 		// wire contract): progress counts 0, 1, 2, ..., total is omitted,

@@ -149,20 +149,6 @@ func (ep *endpoint) put(ctx context.Context, ls *liveSession) {
 // own operation timeout (5s by default) usually ends it first.
 const storeCallTimeout = 10 * time.Second
 
-// agentOf is the calling agent's ID: the agent header when configured, else
-// the bearer token's user.
-func (ep *endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
-	if ep.agentHeader != "" && h != nil {
-		if a := h.Get(ep.agentHeader); a != "" {
-			return a
-		}
-	}
-	if ti != nil {
-		return ti.UserID
-	}
-	return ""
-}
-
 // sessionMiddleware records a session when the SDK has initialized it (with
 // the protocol version it negotiated) and again when its log level changes.
 func (ep *endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {

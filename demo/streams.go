@@ -28,6 +28,12 @@ import (
 //	POST /streams/v1/chat/completions  an OpenAI-compatible chat completion;
 //	                                   "stream": true answers SSE chunks then
 //	                                   data: [DONE]
+//	POST   /streams/reports            starts a report job: 202 and a ticket
+//	GET    /streams/reports/{ticket}   its status: done after about 3s
+//	DELETE /streams/reports/{ticket}   cancels it (204)
+//
+// The report job keeps no state: its ticket carries its start time, so any
+// replica of the demo upstream answers for any ticket.
 type Streams struct {
 	mux   *http.ServeMux
 	start time.Time
@@ -66,7 +72,51 @@ func (s *Streams) Provision(caddy.Context) error {
 	s.mux.HandleFunc("GET /streams/logs", s.logs)
 	s.mux.HandleFunc("GET /streams/metrics", s.metrics)
 	s.mux.HandleFunc("POST /streams/v1/chat/completions", s.chat)
+	s.mux.HandleFunc("POST /streams/reports", s.startReport)
+	s.mux.HandleFunc("GET /streams/reports/{ticket}", s.reportStatus)
+	s.mux.HandleFunc("DELETE /streams/reports/{ticket}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
 	return nil
+}
+
+// reportDuration is how long a demo report job runs.
+const reportDuration = 3 * time.Second
+
+func (s *Streams) startReport(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Service string `json:"service"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	if req.Service == "" {
+		req.Service = "all"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"ticket": fmt.Sprintf("rep-%d-%s", time.Now().UnixMilli(), req.Service),
+		"status": "queued",
+	})
+}
+
+func (s *Streams) reportStatus(w http.ResponseWriter, r *http.Request) {
+	var started int64
+	var service string
+	if _, err := fmt.Sscanf(strings.ReplaceAll(r.PathValue("ticket"), "-", " "), "rep %d %s", &started, &service); err != nil {
+		http.Error(w, `{"error":"unknown ticket"}`, http.StatusNotFound)
+		return
+	}
+	elapsed := time.Since(time.UnixMilli(started))
+	pct := min(100, int(100*elapsed/reportDuration))
+	out := map[string]any{"ticket": r.PathValue("ticket"), "state": "running", "percent": pct, "done": pct >= 100}
+	if pct >= 100 {
+		n := mix(uint64(started)) % 1000
+		out["state"] = "finished"
+		out["report"] = map[string]any{"service": service, "requests": 10000 + n, "errors": n % 97,
+			"p95_latency_ms": 40 + n%60}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // ServeHTTP serves the stream routes; other paths go to the next handler.

@@ -12,41 +12,52 @@ import (
 	"time"
 )
 
-// TestTypeScriptClient drives the gateway with the official TypeScript MCP
-// SDK (e2e/ts/client.mjs; `make test` installs its node_modules first).
-func TestTypeScriptClient(t *testing.T) {
-	t.Parallel()
-	tsDir := filepath.Join(repoRoot, "e2e", "ts")
-	if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+// requireTSClient skips the test (fails it on CI) when the TypeScript SDK
+// is not installed in e2e/ts or node is missing.
+func requireTSClient(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
 		}
 		t.Skip("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
+	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is required for the TypeScript SDK test")
 	}
+}
 
-	up := newUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "500ms", "")})
-	script := `[
-		{"op":"listTools"},
-		{"op":"callTool","name":"get_user","arguments":{"id":2}},
-		{"op":"callTool","name":"get_user","arguments":{"id":404}},
-		{"op":"callTool","name":"get_user","arguments":{"id":"x"}},
-		{"op":"callTool","name":"down","arguments":{}},
-		{"op":"callTool","name":"no_such_tool","arguments":{}}
-	]`
+// runTSClient runs e2e/ts/client.mjs against the gateway with a script of
+// steps and returns its JSON output.
+func runTSClient(t *testing.T, url, script string) []byte {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(tsDir, "client.mjs"), g.MCPURL, script)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "client.mjs"), url, script)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("client.mjs: %v\n%s", err, stderr.String())
 	}
+	return out
+}
+
+// TestTypeScriptClient drives the gateway with the official TypeScript MCP
+// SDK (e2e/ts/client.mjs; `make test` installs its node_modules first).
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	requireTSClient(t)
+	up := newUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "500ms", "")})
+	out := runTSClient(t, g.MCPURL, `[
+		{"op":"listTools"},
+		{"op":"callTool","name":"get_user","arguments":{"id":2}},
+		{"op":"callTool","name":"get_user","arguments":{"id":404}},
+		{"op":"callTool","name":"get_user","arguments":{"id":"x"}},
+		{"op":"callTool","name":"down","arguments":{}},
+		{"op":"callTool","name":"no_such_tool","arguments":{}}
+	]`)
 
 	type content struct {
 		Type, Text string

@@ -13,6 +13,12 @@
 //                          with every notification received, in order)
 //   {"op":"ping"}
 //   {"op":"terminateSession"}   (HTTP DELETE of the session)
+//   {"op":"sleep", "ms": n}
+// A callTool step may also carry "until": {"field": "...", "equals": <value>}:
+// the call is repeated (every 100ms, for at most "untilMs", default 10000)
+// until its structuredContent[field] equals the value. An argument value
+// written "{{N.field}}" is replaced by structuredContent[field] of step N
+// (0-based), so a step can use the session or job ID an earlier one got.
 //
 // Output (stdout, exactly one JSON document):
 //   {"serverInfo":{...},"protocolVersion":"...","sessionId":"...","steps":[...]}
@@ -75,7 +81,7 @@ function parseArgs(argv) {
     if (step === null || typeof step !== 'object' || typeof step.op !== 'string') {
       usage(`step ${i}: must be an object with a string "op"`);
     }
-    if (!['listTools', 'callTool', 'ping', 'terminateSession'].includes(step.op)) {
+    if (!['listTools', 'callTool', 'ping', 'terminateSession', 'sleep'].includes(step.op)) {
       usage(`step ${i}: unknown op ${JSON.stringify(step.op)}`);
     }
     if (step.op === 'callTool' && typeof step.name !== 'string') {
@@ -104,8 +110,36 @@ function errorInfo(err, rawResult) {
   return info;
 }
 
-async function runStep(client, transport, step) {
+// fill replaces "{{N.field}}" argument values with earlier steps' results.
+function fill(args, steps) {
+  const out = {};
+  for (const [k, v] of Object.entries(args ?? {})) {
+    const m = typeof v === 'string' ? /^\{\{(\d+)\.(\w+)\}\}$/.exec(v) : null;
+    out[k] = m ? steps[Number(m[1])]?.result?.structuredContent?.[m[2]] : v;
+  }
+  return out;
+}
+
+async function callUntil(client, transport, step, steps) {
+  const deadline = Date.now() + (step.untilMs ?? 10000);
+  for (;;) {
+    const result = await runStep(client, transport, { ...step, until: undefined }, steps);
+    if (result?.structuredContent?.[step.until.field] === step.until.equals || Date.now() > deadline) {
+      return result;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function runStep(client, transport, step, steps) {
+  if (step.op === 'callTool') {
+    step = { ...step, arguments: fill(step.arguments, steps) };
+    if (step.until) return callUntil(client, transport, step, steps);
+  }
   switch (step.op) {
+    case 'sleep':
+      await new Promise((r) => setTimeout(r, step.ms ?? 0));
+      return {};
     case 'listTools':
       return client.listTools(step.cursor !== undefined ? { cursor: step.cursor } : undefined);
     case 'ping':
@@ -167,7 +201,7 @@ async function main() {
   for (const step of script) {
     lastResponse = undefined;
     try {
-      const result = await runStep(client, transport, step);
+      const result = await runStep(client, transport, step, out.steps);
       out.steps.push({ ok: true, result });
     } catch (e) {
       out.steps.push({ ok: false, error: errorInfo(e, lastResponse) });

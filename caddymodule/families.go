@@ -1,0 +1,140 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/host"
+)
+
+// Quotas bound the sessions and jobs open at once (zero: unlimited). The
+// agent is the caller's identity: Caddy's authenticated user, else the
+// agent_header, else the MCP client's name.
+type Quotas struct {
+	MaxSessionsPerWorkspace int `json:"max_sessions_per_workspace,omitempty"`
+	MaxSessionsPerAgent     int `json:"max_sessions_per_agent,omitempty"`
+	MaxJobsPerWorkspace     int `json:"max_jobs_per_workspace,omitempty"`
+	MaxJobsPerAgent         int `json:"max_jobs_per_agent,omitempty"`
+}
+
+func (q *Quotas) host() host.Quotas {
+	if q == nil {
+		return host.Quotas{}
+	}
+	return host.Quotas{SessionsPerWorkspace: q.MaxSessionsPerWorkspace, SessionsPerAgent: q.MaxSessionsPerAgent,
+		JobsPerWorkspace: q.MaxJobsPerWorkspace, JobsPerAgent: q.MaxJobsPerAgent}
+}
+
+func (q *Quotas) validate() error {
+	if q == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max_sessions_per_workspace", q.MaxSessionsPerWorkspace}, {"max_sessions_per_agent", q.MaxSessionsPerAgent},
+		{"max_jobs_per_workspace", q.MaxJobsPerWorkspace}, {"max_jobs_per_agent", q.MaxJobsPerAgent}} {
+		if f.v < 0 {
+			return fmt.Errorf("crank: quotas.%s: must not be negative (got %d)", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// unmarshalQuotas reads a quotas block:
+//
+//	quotas {
+//	    max_sessions_per_workspace <n>
+//	    max_sessions_per_agent     <n>
+//	    max_jobs_per_workspace     <n>
+//	    max_jobs_per_agent         <n>
+//	}
+func unmarshalQuotas(d *caddyfile.Dispenser) (*Quotas, error) {
+	q := &Quotas{}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *int
+		switch d.Val() {
+		case "max_sessions_per_workspace":
+			dst = &q.MaxSessionsPerWorkspace
+		case "max_sessions_per_agent":
+			dst = &q.MaxSessionsPerAgent
+		case "max_jobs_per_workspace":
+			dst = &q.MaxJobsPerWorkspace
+		case "max_jobs_per_agent":
+			dst = &q.MaxJobsPerAgent
+		default:
+			return nil, d.Errf("unrecognized quotas option %q", d.Val())
+		}
+		name := d.Val()
+		var s string
+		if !d.AllArgs(&s) {
+			return nil, d.ArgErr()
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, d.Errf("quotas %s: must be a whole number, 0 for unlimited (got %q)", name, s)
+		}
+		*dst = n
+	}
+	return q, nil
+}
+
+// authUserHeader carries Caddy's authenticated user (the
+// {http.auth.user.id} of an authentication handler before crank) from
+// ServeHTTP to the tool call. ServeHTTP always removes a client-sent one,
+// so it cannot be forged; it never reaches an upstream.
+const authUserHeader = "X-Crank-Authenticated-User"
+
+// markIdentity replaces any client-sent authUserHeader with Caddy's
+// authenticated user, when there is one.
+func markIdentity(r *http.Request) {
+	r.Header.Del(authUserHeader)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if id, _ := repl.GetString("http.auth.user.id"); id != "" {
+			r.Header.Set(authUserHeader, id)
+		}
+	}
+}
+
+// agentOf is the calling agent's identity: the authenticated identity (a
+// verified MCP bearer token's user, or Caddy's authenticated user), else
+// the configured agent header.
+func (ep *endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
+	if ti != nil && ti.UserID != "" {
+		return ti.UserID
+	}
+	if h != nil {
+		if id := h.Get(authUserHeader); id != "" {
+			return id
+		}
+		if ep.agentHeader != "" {
+			return h.Get(ep.agentHeader)
+		}
+	}
+	return ""
+}
+
+// callerAgent is the agent a tool call runs as: agentOf, else the MCP
+// client's name (so that quotas and isolation still tell clients apart).
+func (ep *endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) string {
+	if extra != nil {
+		if id := ep.agentOf(extra.Header, extra.TokenInfo); id != "" {
+			return id
+		}
+	}
+	if ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			return "client:" + p.ClientInfo.Name
+		}
+	}
+	return ""
+}
