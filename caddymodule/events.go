@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -143,8 +144,14 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	return nil
 }
 
+// writeLinger is how long a stream's writer waits for more events before
+// its first write: a unary call's priming event and response then share
+// one transaction. Only durability waits, not delivery.
+const writeLinger = 2 * time.Millisecond
+
 // write stores a stream's queued events until the queue is empty.
 func (es *eventStore) write(sessionID, streamID string, sl *sessionLogs, pl *pendingLog) {
+	time.Sleep(writeLinger)
 	for {
 		es.mu.Lock()
 		batch := pl.queue
