@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/store/storetest"
 )
 
 // feedUpstream is a loopback upstream for session and job families: an
@@ -301,4 +303,58 @@ func TestFamiliesDemo(t *testing.T) {
 	if rep, _ := r["result"].(map[string]any); rep == nil || rep["service"] != "search" || rep["requests"] == nil {
 		t.Errorf("report: %v", r)
 	}
+}
+
+// Two gateways share one etcd: a session started on A is polled and
+// stopped on B (A's reader stops), a job started on A is cancelled on B (the
+// upstream request on A ends), and when A is killed with SIGKILL, its
+// running job is marked failed by B within the owner TTL.
+func TestFamiliesAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	etcd := storetest.NewServer(t)
+	up := newFeedUpstream(t)
+	opts := func(name string) gatewayOptions {
+		return gatewayOptions{Operations: familiesOps(up.URL), Crank: fmt.Sprintf(`etcd {
+			endpoints %s
+			owner_ttl 2s
+			replica_name %s
+		}`, etcd.Endpoints()[0], name)}
+	}
+	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
+	ctx := context.Background()
+	lb := &balancer{}
+	lb.to(a)
+	cs := connectThrough(t, ctx, lb)
+
+	session := callOK(t, cs, "follow_start", nil)["session_id"].(string)
+	long := callOK(t, cs, "export_start", map[string]any{"ms": 600000})["job_id"].(string)
+	orphan := callOK(t, cs, "export_start", map[string]any{"ms": 600000})["job_id"].(string)
+	<-up.jobStarted
+	<-up.jobStarted
+
+	lb.to(b) // the same MCP session, now served by B
+	waitFor(t, "A's items polled on B", func() bool {
+		return len(callOK(t, cs, "follow_poll", map[string]any{"session_id": session})["items"].([]any)) > 0
+	})
+	callOK(t, cs, "follow_stop", map[string]any{"session_id": session})
+	select {
+	case <-up.feedClosed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's upstream feed was not closed by a stop on B")
+	}
+	callOK(t, cs, "export_cancel", map[string]any{"job_id": long})
+	select {
+	case <-up.jobCancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's upstream request was not cancelled by a cancel on B")
+	}
+	waitFor(t, "the job to be canceled", func() bool {
+		return callOK(t, cs, "export_status", map[string]any{"job_id": long})["status"] == "canceled"
+	})
+
+	_ = a.cmd.Process.Kill()
+	waitFor(t, "B to mark A's running job failed", func() bool {
+		st := callOK(t, cs, "export_status", map[string]any{"job_id": orphan})
+		return st["status"] == "failed" && strings.Contains(fmt.Sprint(st["error"]), "owner_lost")
+	})
 }
