@@ -546,3 +546,48 @@ func TestTransportDisconnect(t *testing.T) {
 	}
 	waitChan(t, up.ended, "the upstream request was cancelled")
 }
+
+// TestTransportBehindReverseProxy puts Caddy's reverse_proxy (with encode
+// gzip) in front of the endpoint: SSE passes uncompressed and unbuffered —
+// an idle GET stream's keep-alives arrive one by one — and the go-sdk
+// client streams a tool through it.
+func TestTransportBehindReverseProxy(t *testing.T) {
+	t.Parallel()
+	up := streamUpstream(t)
+	// The handler block is closed early to add a proxied route on the same
+	// site; the harness's closing brace ends the trailing empty block.
+	front := "keepalive_interval 50ms\n\t}\n\thandle /front {\n\t\tencode gzip\n\t\trewrite * /mcp\n\t\treverse_proxy {http.request.hostport}\n\t}\n\thandle /unused {"
+	g := startGateway(t, gatewayOptions{Operations: windowOperations(up.URL), Handler: front})
+	url := strings.TrimSuffix(g.MCPURL, "/mcp") + "/front"
+
+	var progress progressLog
+	client := mcp.NewClient(&mcp.Implementation{Name: "proxied", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progress.handler})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v\n%s", err, g.log.String())
+	}
+	defer cs.Close()
+	callChat(ctx, t, cs, &progress, "proxied")
+
+	c := &rawMCP{t: t, url: url}
+	c.initialize("2025-11-25")
+	resp := c.do(ctx, http.MethodGet, "", map[string]string{"Content-Type": "", "Accept-Encoding": "gzip"})
+	defer resp.Body.Close()
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("proxied SSE: Content-Encoding %q, Content-Type %q", ce, resp.Header.Get("Content-Type"))
+	}
+	rd := bufio.NewReader(resp.Body)
+	var lines []string
+	for len(lines) < 6 {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", lines, err)
+		}
+		lines = append(lines, line)
+	}
+	if strings.Join(lines, "") != ": ok\n\n: keep-alive\n\n: keep-alive\n\n" {
+		t.Fatalf("proxied idle stream: %q", lines)
+	}
+}
