@@ -33,7 +33,7 @@
 //
 //	operations:
 //	  - name: recent_logs
-//	    mode: window                        # unary (default) | window; session, async_job: refused
+//	    mode: window                        # unary (default) | window | session | async_job (below)
 //	    transport_behavior: server_stream   # window default; request_response = poll the upstream
 //	    timeout: 15s                        # whole call; default window_duration_ms + 5s
 //	    preset: openai_chat                 # optional defaults for a kind of upstream (below)
@@ -125,6 +125,55 @@
 // schema.
 // What the entry writes wins field by field. The adapter config sends the
 // request, e.g. the REST adapter's body_fields: {model: ..., stream: true}.
+//
+// # Session and async_job modes: tool families
+//
+// A session or async_job operation is published as a family of tools
+// (see [Family]) whose state lives in the [store.Store] of Options.Store,
+// so any replica serves any of them:
+//
+//	operations:
+//	  - name: follow_logs                   # follow_logs_start / _poll / _stop
+//	    mode: session
+//	    transport_behavior: server_stream   # or request_response (polls the upstream)
+//	    scope: agent                        # agent (default) | workspace: who sees it
+//	    limits:
+//	      idle_timeout_ms: 120000           # no poll for this long ends it; default 2m
+//	      max_session_lifetime_ms: 1800000  # ends it, polled or not; default 30m, at most 24h
+//	      max_items: 1000                   # the item buffer in the store; at most 100000
+//	      max_bytes: 1048576                # the buffer's bytes (and the largest item)
+//	      upstream_timeout_ms: 10000        # poll_interval_ms for request_response
+//	    aggregation: {items_path: ..., cursor_path: ..., done_path: ...}   # raw_items only
+//	    safety: {...}                       # as for a window, applied to every item
+//	    family: {start_tool_name: ..., poll_tool_name: ..., stop_tool_name: ...}
+//	  - name: build_report                  # build_report_start / _status / _result / _cancel
+//	    mode: async_job
+//	    timeout: 10m                        # the job's max runtime; default 1h
+//	    # without job.status_operation the host runs the operation itself: one
+//	    # request, or the window its transport_behavior/limits describe
+//	    job:
+//	      retention_ms: 3600000             # a finished job stays readable; default 1h
+//	      status_operation: report_status   # a unary operation polled until done
+//	      status_arguments: {ticket: $.ticket}   # "$…": JSONPath into the start result
+//	      poll_interval_ms: 2000
+//	      done_path: $.done                 # required with status_operation
+//	      status_path: $.state              # reported as progress.status
+//	      progress_path: $.percent          # reported as progress.progress
+//	      error_path: $.error               # non-empty once done: the job failed
+//	      result_path: $.report             # the result; default the whole answer
+//	      cancel_operation: report_cancel   # called on cancel, with cancel_arguments
+//	      cancel_arguments: {ticket: $.ticket}
+//
+// The start tool takes the operation's arguments and answers at once with
+// the session or job ID; the work runs in the background on the replica
+// that started it, until it ends, is stopped or cancelled (from any
+// replica: the runner watches its record), idles out or reaches its
+// lifetime or timeout. A client disconnect stops nothing. Polls return the
+// items after a cursor (the same cursor returns the same items), with
+// has_more, status, gaps and end_reason; result returns ready: false until
+// the job is final. Every family call is audited (Options.Audit) and starts
+// are bounded by Options.Quotas. [Host.StartTask] and its siblings serve
+// the same jobs as MCP tasks.
 //
 // Adapter processes are managed by [Supervisor]: one per adapter
 // executable, started through hashicorp/go-plugin with AutoMTLS, health-

@@ -32,6 +32,13 @@
 //	                                    + retention)
 //	<prefix>jobs/<id>                   async job record (spec 9.4) on a
 //	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>active/sessions/<ws>/<agent>/<id>
+//	<prefix>active/jobs/<ws>/<agent>/<id>
+//	                                    one empty key per open (not final)
+//	                                    session or job, workspace and agent
+//	                                    path-escaped: what quotas count; on
+//	                                    the record's lease, deleted with the
+//	                                    transition to a final status
 //	<prefix>running/sessions/<id>       owner ID of a running session or job:
 //	<prefix>running/jobs/<id>           the index the sweeper scans; on a
 //	                                    lease until the entity's hard deadline
