@@ -56,7 +56,7 @@ func (s *stream) setCursor(c string) {
 func (s *stream) run(ctx context.Context) error {
 	failures := 0
 	for attempt := 0; ; attempt++ {
-		established, err := s.connection(ctx)
+		established, progressed, err := s.connection(ctx)
 		if ctx.Err() != nil || err == nil {
 			return nil
 		}
@@ -69,7 +69,10 @@ func (s *stream) run(ctx context.Context) error {
 			// upstream is wrong: fail fast instead of retrying.
 			return ue
 		}
-		if established {
+		if progressed {
+			// Only a connection that got somewhere (an ack, a message)
+			// resets the count: an upstream that accepts and drops every
+			// subscription still runs out of attempts.
 			failures = 0
 		}
 		failures++
@@ -111,14 +114,15 @@ func (c *config) backoff(n int) time.Duration {
 // connection runs one connection: dial, subscribe, await the ack, then
 // read until the host cancels (unsubscribe and a normal close), the
 // upstream closes, a heartbeat is lost or reading fails. established says
-// the subscription was made (and acknowledged); err is nil when the
-// stream ended normally.
-func (s *stream) connection(ctx context.Context) (established bool, err error) {
+// the subscription was made (and acknowledged), progressed that the
+// upstream acknowledged it or sent a message; err is nil when the stream
+// ended normally.
+func (s *stream) connection(ctx context.Context) (established, progressed bool, err error) {
 	c := s.cfg
 	v := s.snapshot()
 	u, err := c.url.render(v)
 	if err != nil {
-		return false, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: err.Error()}
+		return false, false, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: err.Error()}
 	}
 	r := &reader{s: s, acked: make(chan struct{})}
 	dctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -132,14 +136,14 @@ func (s *stream) connection(ctx context.Context) (established bool, err error) {
 	})
 	cancel()
 	if err != nil {
-		return false, s.dialError(ctx, dctx, resp, err)
+		return false, r.progressed(), s.dialError(ctx, dctx, resp, err)
 	}
 	// Messages are bounded by readMessage, which skips an oversize one
 	// and keeps the connection.
 	conn.SetReadLimit(-1)
 	if len(c.subprotocols) > 0 && conn.Subprotocol() == "" {
 		_ = conn.Close(ws.StatusProtocolError, "no subprotocol")
-		return false, s.fail(sdk.KindBadResponse, false, "the upstream accepted none of the configured subprotocols")
+		return false, r.progressed(), s.fail(sdk.KindBadResponse, false, "the upstream accepted none of the configured subprotocols")
 	}
 	r.conn = conn
 	r.awaitAck = c.ack != nil
@@ -166,9 +170,9 @@ func (s *stream) connection(ctx context.Context) (established bool, err error) {
 	for _, m := range c.subscribe {
 		if err := s.write(ctx, conn, m, v); err != nil {
 			if ctx.Err() != nil {
-				return false, nil
+				return false, r.progressed(), nil
 			}
-			return false, s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+errText(err))
+			return false, r.progressed(), s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+errText(err))
 		}
 	}
 	if c.ack != nil {
@@ -179,13 +183,13 @@ func (s *stream) connection(ctx context.Context) (established bool, err error) {
 		case <-ctx.Done():
 			t.Stop()
 			s.stop(conn, r, kill)
-			return false, nil
+			return false, r.progressed(), nil
 		case err := <-readDone:
 			t.Stop()
-			return false, wait(err)
+			return false, r.progressed(), wait(err)
 		case <-t.C:
 			_ = conn.Close(ws.StatusPolicyViolation, "subscription not acknowledged")
-			return false, s.fail(sdk.KindTimeout, true,
+			return false, r.progressed(), s.fail(sdk.KindTimeout, true,
 				fmt.Sprintf("the upstream did not acknowledge the subscription within ack.timeout_ms (%d ms)", c.ack.timeout.Milliseconds()))
 		}
 	}
@@ -199,11 +203,11 @@ func (s *stream) connection(ctx context.Context) (established bool, err error) {
 	select {
 	case <-ctx.Done():
 		s.stop(conn, r, kill)
-		return true, nil
+		return true, r.progressed(), nil
 	case err := <-readDone:
-		return true, wait(err)
+		return true, r.progressed(), wait(err)
 	case reason := <-lost:
-		return true, s.fail(sdk.KindTimeout, true, "heartbeat lost: "+reason)
+		return true, r.progressed(), s.fail(sdk.KindTimeout, true, "heartbeat lost: "+reason)
 	}
 }
 
@@ -370,7 +374,13 @@ type reader struct {
 	stopping atomic.Bool
 	// lastRead is when the last message or pong arrived (UnixNano).
 	lastRead atomic.Int64
+	// got counts the data messages read.
+	got     atomic.Int64
+	ackSeen atomic.Bool
 }
+
+// progressed reports whether the connection got an ack or a message.
+func (r *reader) progressed() bool { return r.ackSeen.Load() || r.got.Load() > 0 }
 
 func (r *reader) loop(ctx context.Context) error {
 	max := r.s.cfg.maxMessage
@@ -384,6 +394,7 @@ func (r *reader) loop(ctx context.Context) error {
 			return err
 		}
 		r.lastRead.Store(time.Now().UnixNano())
+		r.got.Add(1)
 		if r.stopping.Load() {
 			continue // closing: messages are discarded
 		}
@@ -444,6 +455,7 @@ func (r *reader) handle(typ ws.MessageType, data []byte) error {
 	}
 	if r.awaitAck && c.ack.matches(doc, r.ackWant) {
 		r.awaitAck = false
+		r.ackSeen.Store(true)
 		close(r.acked)
 		return nil
 	}

@@ -327,3 +327,27 @@ func TestConnectRefused(t *testing.T) {
 		t.Fatalf("events: %s", got)
 	}
 }
+
+func TestDroppedSubscriptionsRunOutOfAttempts(t *testing.T) {
+	t.Parallel()
+	// Every connection is accepted and closed right after the subscribe
+	// message, with no ack configured: the connections count as made but
+	// never get anywhere, so the attempts run out.
+	f := newFeed(t, func(p *peer) {
+		p.next()
+		p.c.Close(ws.StatusInternalError, "no")
+	}, nil)
+	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{
+		"url": f.url, "subscribe": "sub", "reconnect": map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 1},
+	}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summarize(events)
+	if len(got) != 4 || !strings.HasPrefix(got[3], "error KIND_TRANSPORT: gave up after 3 reconnect attempts: the upstream closed the connection with status 1011") {
+		t.Fatalf("events: %q", got)
+	}
+	if n := f.conns.Load(); n != 4 {
+		t.Errorf("%d connections, want 4", n)
+	}
+}
