@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,9 +16,8 @@ import (
 	"github.com/crankmcp/crank/store"
 )
 
-// maxPendingEvents bounds the events of one stream waiting to be written:
-// a stream that produces faster than etcd takes them is slowed down
-// instead of growing memory.
+// maxPendingEvents bounds the events of one stream waiting to be written,
+// so that memory stays bounded when etcd is slow or down.
 const maxPendingEvents = 1024
 
 // eventStore is go-sdk's mcp.EventStore over the state store, so that a
@@ -27,7 +27,7 @@ const maxPendingEvents = 1024
 // Appends do not wait for etcd: each stream's events queue up and one
 // writer per stream stores them in batches (one transaction for all the
 // events that arrived meanwhile), so a streaming tool pays no etcd round
-// trip per chunk. A replay first waits for the stream's queue to drain, so
+// trip per chunk, and a slow or unavailable etcd never holds up delivery. A replay first waits for the stream's queue to drain, so
 // it sees every event sent before it. What a replica had not stored when it
 // died is lost with the call that produced it.
 //
@@ -133,8 +133,15 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 		pl = &pendingLog{}
 		sl.pending[streamID] = pl
 	}
-	for len(pl.queue) >= maxPendingEvents {
-		es.changed.Wait()
+	if len(pl.queue) >= maxPendingEvents {
+		// etcd is far behind (or down): delivery does not wait for it. The
+		// oldest half goes; the index gap makes the store drop what came
+		// before, so a resume across it fails instead of skipping events.
+		pl.queue = slices.Delete(pl.queue, 0, len(pl.queue)/2)
+		if es.logger != nil {
+			es.logger.Warn("SSE events dropped before reaching etcd: resuming this stream from before them will fail",
+				zap.String("session", sessionID), zap.Int("dropped", maxPendingEvents/2))
+		}
 	}
 	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
 	if !pl.writing {
@@ -165,7 +172,6 @@ func (es *eventStore) write(sessionID, streamID string, sl *sessionLogs, pl *pen
 			es.mu.Unlock()
 			return
 		}
-		es.changed.Broadcast() // room in the queue
 		es.mu.Unlock()
 		es.storeBatch(sessionID, streamID, batch)
 	}

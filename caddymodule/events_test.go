@@ -1,0 +1,90 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/store"
+	"github.com/crankmcp/crank/store/storetest"
+)
+
+// gatedStore is a real store whose event appends wait for a gate, as
+// when etcd is slow.
+type gatedStore struct {
+	store.Store
+	gate chan struct{}
+}
+
+func (g *gatedStore) AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim store.EventLimits) (uint64, error) {
+	<-g.gate
+	return g.Store.AppendEvents(ctx, session, stream, first, data, lim)
+}
+
+func replayAll(t *testing.T, es *eventStore, session, stream string, index int) ([]string, error) {
+	t.Helper()
+	var out []string
+	for data, err := range es.After(context.Background(), session, stream, index) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(data))
+	}
+	return out, nil
+}
+
+// TestEventStoreNeverBlocksDelivery appends far more events than may wait
+// while etcd does not answer: appends return at once, the oldest waiting
+// events are dropped, and a replay either returns every event after the
+// client's or fails — never a partial stream.
+func TestEventStoreNeverBlocksDelivery(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	gs := &gatedStore{Store: st, gate: make(chan struct{})}
+	es := newEventStore(func() store.Store { return gs }, store.EventLimits{MaxEvents: 10_000})
+	ctx := context.Background()
+	if err := es.Open(ctx, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 * maxPendingEvents
+	for i := range n {
+		if err := es.Append(ctx, "sess", "S", fmt.Appendf(nil, `{"method":"m","n":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gs.gate) // etcd answers again
+
+	// The newest events survived; their indices are the SDK's.
+	got, err := replayAll(t, es, "sess", "S", n-3)
+	if err != nil || len(got) != 2 || got[0] != fmt.Sprintf(`{"method":"m","n":%d}`, n-2) {
+		t.Fatalf("replay of the newest: %q %v", got, err)
+	}
+	// A resume from before the dropped events fails cleanly.
+	if _, err := replayAll(t, es, "sess", "S", 10); !errors.Is(err, mcp.ErrEventsPurged) {
+		t.Fatalf("replay across dropped events: %v, want ErrEventsPurged", err)
+	}
+	// A stream's response ends its numbering; later streams are separate.
+	if err := es.Open(ctx, "sess", "T"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"", `{"method":"notifications/progress"}`, `{"id":1,"result":{}}`} {
+		if err := es.Append(ctx, "sess", "T", []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := replayAll(t, es, "sess", "T", 0); err != nil || len(got) != 2 || got[1] != `{"id":1,"result":{}}` {
+		t.Fatalf("replay of T: %q %v", got, err)
+	}
+	es.mu.Lock()
+	_, counting := es.sessions["sess"].next["T"]
+	es.mu.Unlock()
+	if counting {
+		t.Fatal("the finished stream's counter was kept")
+	}
+	if err := es.SessionClosed(ctx, "sess"); err != nil {
+		t.Fatal(err)
+	}
+}
