@@ -209,6 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.ep.checkRequest(w, r) {
 		return nil
 	}
+	h.ep.markTasks(r) // tasks.go: what the SDK cannot take of MCP Tasks
 	w, stopKeepalive := h.ep.wrap(w)
 	defer stopKeepalive()
 	h.ep.serveMCP(w, r)
@@ -252,6 +253,7 @@ func newEndpoint(h *Handler) *endpoint {
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
+	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
 	opts := mcp.StreamableHTTPOptions{
 		Stateless:      h.Stateless,
 		JSONResponse:   h.JSONResponse,

@@ -1,0 +1,714 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
+)
+
+// MCP Tasks (protocol 2025-11-25) for async_job operations.
+//
+// A task-augmented tools/call of an async_job's start tool creates its job
+// and answers a CreateTaskResult; tasks/get, tasks/result, tasks/list and
+// tasks/cancel read and drive the job. The host does the work
+// (host.StartTask, GetTask, WaitTask, ListTasks, CancelTask) and the jobs
+// live in the shared store, so any replica serves any task. This file only
+// translates.
+//
+// go-sdk v1.8.0 knows nothing of tasks, so the translation hooks in at the
+// points the SDK leaves open, and nowhere else:
+//
+//   - tasks/* are registered as custom methods (mcp.AddReceivingCustomMethod):
+//     the SDK then accepts them, with all its session checks (Mcp-Session-Id,
+//     400/404, replica restore), SSE streams, keep-alives and resumption.
+//   - A receiving middleware, outside the session middleware, passes the
+//     caller's scope to those methods, adds the tasks capability to the
+//     initialize result and execution.taskSupport to the task tools in the
+//     tools/list result (neither mcp.ServerCapabilities nor mcp.Tool has a
+//     field for them: the results are wrapped with a MarshalJSON that adds
+//     the field), and answers task-augmented tools/call requests.
+//   - The SDK drops params.task when it parses tools/call params, so
+//     markTasks, run by ServeHTTP before the SDK reads the body, copies
+//     params.task into an internal request header; the middleware finds it
+//     in RequestExtra.Header.
+//   - A session another replica created and this one serves from its store
+//     record (replica.go) runs on a transport built outside the SDK's HTTP
+//     handler, and such a transport checks incoming methods against the
+//     standard ones only (the server's custom methods are not linked to
+//     it), refusing tasks/* with 400. For those sessions markTasks sends a
+//     tasks/* request to the SDK as a ping with the same id, the task
+//     request riding in the internal header; the middleware answers the
+//     ping with the task method's result.
+//
+// The sessionless protocol (2026-07-28) has no tasks/result or tasks/list
+// and ignores params.task (its tasks are the io.modelcontextprotocol/tasks
+// extension, not served yet): requests of that protocol get -32601 for
+// tasks/*, and their tools/call runs as a plain call.
+
+// Task method names and _meta keys (MCP 2025-11-25).
+const (
+	methodTasksGet    = "tasks/get"
+	methodTasksResult = "tasks/result"
+	methodTasksList   = "tasks/list"
+	methodTasksCancel = "tasks/cancel"
+
+	metaRelatedTask       = "io.modelcontextprotocol/related-task"
+	metaImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
+	// metaTaskProgress carries a job's last progress report on tasks/get.
+	metaTaskProgress = "io.crank/progress"
+)
+
+// Protocol versions that change what tasks are.
+const (
+	tasksProtocolVersion       = "2025-11-25" // first with the tasks capability
+	sessionlessProtocolVersion = "2026-07-28" // tasks become an extension
+)
+
+// taskHeader is the internal request header through which markTasks hands
+// a taskEnvelope to the middleware. A client's own header of that name is
+// removed.
+const taskHeader = "X-Crank-Internal-Task"
+
+// taskEnvelope is what taskHeader carries: params.task of a tools/call, or
+// a tunnelled tasks/* request.
+type taskEnvelope struct {
+	Task   json.RawMessage `json:"task,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// envelope returns the taskEnvelope of a request, if it has one.
+func envelope(extra *mcp.RequestExtra) (taskEnvelope, bool) {
+	var env taskEnvelope
+	if extra == nil || extra.Header == nil {
+		return env, false
+	}
+	raw := extra.Header.Get(taskHeader)
+	return env, raw != "" && json.Unmarshal([]byte(raw), &env) == nil
+}
+
+// taskListPage is the number of tasks per tasks/list page.
+const taskListPage = 50
+
+// taskCancelWait bounds how long tasks/cancel waits for a running job's
+// runner to stop it, so that the answer can say "cancelled" (or the status
+// it reached first); a job still stopping after that is "working".
+const taskCancelWait = 5 * time.Second
+
+// tasksCapability is the server's tasks capability: tasks/list,
+// tasks/cancel and task-augmented tools/call.
+var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+
+// taskMethod serves one tasks/* method from its raw params.
+type taskMethod func(ctx context.Context, ss *mcp.ServerSession, params json.RawMessage) (mcp.Result, error)
+
+// addTasks makes the endpoint's MCP server serve tasks. It must run after
+// the session middleware is added, so that it wraps it: the session
+// middleware reads the initialize result before it is wrapped here.
+func (ep *endpoint) addTasks() {
+	for _, err := range []error{
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksGet, ep.getTask),
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksResult, ep.taskResult),
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksList, ep.listTasks),
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksCancel, ep.cancelTask),
+	} {
+		if err != nil {
+			ep.logger.Error("MCP tasks not served", zap.Error(err))
+			return
+		}
+	}
+	ep.server.AddReceivingMiddleware(ep.tasksMiddleware)
+}
+
+// taskMethod returns the tasks/* method of that name, nil for another
+// name.
+func (ep *endpoint) taskMethod(name string) taskMethod {
+	switch name {
+	case methodTasksGet:
+		return rawTaskMethod(ep.getTask)
+	case methodTasksResult:
+		return rawTaskMethod(ep.taskResult)
+	case methodTasksList:
+		return rawTaskMethod(ep.listTasks)
+	case methodTasksCancel:
+		return rawTaskMethod(ep.cancelTask)
+	}
+	return nil
+}
+
+// rawTaskMethod makes a taskMethod of a typed one, for tunnelled requests.
+func rawTaskMethod[P any, R mcp.Result](f func(context.Context, *mcp.ServerSession, *P) (R, error)) taskMethod {
+	return func(ctx context.Context, ss *mcp.ServerSession, raw json.RawMessage) (mcp.Result, error) {
+		p := new(P)
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, p); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+			}
+		}
+		res, err := f(ctx, ss, p)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+}
+
+// markTasks prepares a POST for the middleware, before the SDK reads it:
+// params.task of a tools/call goes into taskHeader; a tasks/* request for a
+// session the SDK's handler does not hold becomes a ping with the request
+// in taskHeader. The body is read up to the SDK's limit and handed on,
+// unchanged but for that.
+func (ep *endpoint) markTasks(r *http.Request) {
+	r.Header.Del(taskHeader)
+	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
+	rest := r.Body
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), rest), rest}
+	if err != nil || len(body) > maxPeekBytes || !bytes.Contains(body, []byte(`"task`)) {
+		return
+	}
+	// Exact key matches, as the SDK's decoder does (encoding/json would
+	// also take "Task").
+	var msg, params map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil {
+		return // a batch or malformed JSON: the SDK decides
+	}
+	var env taskEnvelope
+	switch method, _ := strconv.Unquote(string(msg["method"])); method {
+	case "tools/call":
+		if json.Unmarshal(msg["params"], &params) != nil {
+			return
+		}
+		env.Task = params["task"]
+		if len(env.Task) == 0 || string(env.Task) == "null" {
+			return
+		}
+	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+		id := r.Header.Get(sessionIDHeader)
+		if !ep.transport.stateful || id == "" || len(msg["id"]) == 0 || ep.sdkHolds(id) {
+			return
+		}
+		env.Method, env.Params = method, msg["params"]
+		ping, _ := json.Marshal(map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "id": msg["id"], "method": json.RawMessage(`"ping"`)})
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{bytes.NewReader(ping), rest}
+		r.ContentLength = int64(len(ping))
+	default:
+		return
+	}
+	raw, _ := json.Marshal(env)
+	r.Header.Set(taskHeader, string(raw))
+}
+
+// sdkHolds reports whether the SDK's handler holds session id (it created
+// the session here and it is open).
+func (ep *endpoint) sdkHolds(id string) bool {
+	ls := ep.replicas.get(id)
+	return ls != nil && ls.transport == nil && !ls.closed.Load()
+}
+
+// callerKey is the context key of the caller's scope, which the middleware
+// hands to the task methods (their handlers do not see RequestExtra).
+type callerKey struct{}
+
+// tasksMiddleware is the receiving middleware of the tasks feature.
+func (ep *endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil && ir.ProtocolVersion >= tasksProtocolVersion &&
+				ir.ProtocolVersion < sessionlessProtocolVersion {
+				return &initializeResult{ir}, nil
+			}
+			return res, err
+		case "tools/list":
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				if h := ep.active.Load(); h != nil && slices.ContainsFunc(lr.Tools, func(t *mcp.Tool) bool { return h.TaskTool(t.Name) }) {
+					return &listToolsResult{ListToolsResult: lr, taskTool: h.TaskTool}, nil
+				}
+			}
+			return res, err
+		case "tools/call":
+			cr, ok := req.(*mcp.CallToolRequest)
+			env, marked := envelope(req.GetExtra())
+			if !ok || !marked || len(env.Task) == 0 || cr.Params == nil {
+				break
+			}
+			if res, err := ep.startTask(ctx, cr, env.Task); res != nil || err != nil {
+				return res, err
+			}
+		case "ping":
+			env, marked := envelope(req.GetExtra())
+			f := ep.taskMethod(env.Method)
+			if !marked || f == nil {
+				break
+			}
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			return f(context.WithValue(ctx, callerKey{}, ep.callerScope(req.GetExtra(), ss)), ss, env.Params)
+		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+			extra := req.GetExtra()
+			if extra != nil && extra.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
+				return nil, methodNotFound(fmt.Sprintf(
+					"%s is not part of protocol %s (tasks there are the io.modelcontextprotocol/tasks extension, which this server does not offer)",
+					method, sessionlessProtocolVersion))
+			}
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			ctx = context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss))
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// callerScope is the workspace and agent a request runs as: the same as
+// its tool calls (callerAgent).
+func (ep *endpoint) callerScope(extra *mcp.RequestExtra, ss *mcp.ServerSession) host.Scope {
+	return host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}
+}
+
+// hostCall is the host call of a tools/call: the tool and its arguments in
+// the caller's scope, with the caller's trace context.
+func (ep *endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
+	extra := req.Extra
+	s := ep.callerScope(extra, req.Session)
+	cr := host.CallRequest{Tool: req.Params.Name, Arguments: req.Params.Arguments, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID}
+	if extra != nil && extra.Header != nil {
+		cr.TraceParent = extra.Header.Get("Traceparent")
+		cr.TraceState = extra.Header.Get("Tracestate")
+	}
+	return cr
+}
+
+// toolResult is the CallToolResult of a host result.
+func toolResult(res *host.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	if res.Structured != nil {
+		out.StructuredContent = res.Structured
+	}
+	return out
+}
+
+// startTask answers a task-augmented tools/call: a CreateTaskResult when
+// the job was created. A call the host refuses at once (bad arguments, a
+// quota, the store unavailable) gets the error CallToolResult the call
+// without params.task would have got, as no task exists to carry it. It
+// returns nil, nil for a tool the host does not know: the SDK answers that.
+func (ep *endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, task json.RawMessage) (mcp.Result, error) {
+	h := ep.active.Load()
+	if h == nil {
+		return nil, nil
+	}
+	var meta struct {
+		TTL *float64 `json:"ttl"`
+	}
+	if err := json.Unmarshal(task, &meta); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `params.task: must be an object such as {"ttl": 60000} (TaskMetadata)`}
+	}
+	if meta.TTL != nil && *meta.TTL < 0 {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.task.ttl: must be a non-negative number of milliseconds"}
+	}
+	// The requested ttl is advisory (the spec lets the receiver override
+	// it): a job lives for its operation's timeout plus its retention.
+	t, res, err := h.StartTask(ctx, ep.hostCall(req))
+	switch {
+	case errors.Is(err, host.ErrUnknownTool):
+		return nil, nil
+	case errors.Is(err, host.ErrNotTaskTool):
+		return nil, methodNotFound(fmt.Sprintf(
+			"tool %q does not support task-augmented calls (its execution.taskSupport is forbidden): call it without params.task",
+			req.Params.Name))
+	case err != nil:
+		return nil, err
+	case res != nil:
+		return toolResult(res), nil
+	}
+	out := &createTaskResult{Task: wireTaskOf(t)}
+	out.Meta = mcp.Meta{metaImmediateResponse: fmt.Sprintf(
+		"Started task %s for tool %s; its result will be available through tasks/result.", t.ID, t.Tool)}
+	return out, nil
+}
+
+// methodNotFound is a -32601 error that keeps its message. The SDK replaces
+// the message of any error that errors.Is jsonrpc2's ErrMethodNotFound (any
+// -32601 *jsonrpc.Error) with the bare method name; this one is not, and
+// becomes its -32601 wire error through errors.As.
+type methodNotFound string
+
+func (e methodNotFound) Error() string { return string(e) }
+
+func (e methodNotFound) As(target any) bool {
+	w, ok := target.(**jsonrpc.Error)
+	if ok {
+		*w = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: string(e)}
+	}
+	return ok
+}
+
+// wireTask is the MCP Task object.
+type wireTask struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	// TTL is milliseconds from creation; null for unlimited.
+	TTL          *int64 `json:"ttl"`
+	PollInterval int64  `json:"pollInterval,omitempty"`
+}
+
+// MCP task statuses.
+const (
+	taskWorking   = "working"
+	taskCompleted = "completed"
+	taskFailed    = "failed"
+	taskCancelled = "cancelled"
+)
+
+// taskStatus maps a job status to a task status. A job being cancelled is
+// still working: its runner may yet finish it as succeeded or failed, and a
+// cancelled task must stay cancelled. MCP's input_required never applies: a
+// job asks the client nothing.
+func taskStatus(s store.JobStatus) string {
+	switch s {
+	case store.JobSucceeded:
+		return taskCompleted
+	case store.JobFailed:
+		return taskFailed
+	case store.JobCanceled:
+		return taskCancelled
+	}
+	return taskWorking
+}
+
+func wireTaskOf(t *host.Task) wireTask {
+	w := wireTask{
+		TaskID: t.ID, Status: taskStatus(t.Status),
+		CreatedAt:     t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		LastUpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		PollInterval:  t.PollInterval.Milliseconds(),
+	}
+	if t.TTL > 0 {
+		ttl := t.TTL.Milliseconds()
+		w.TTL = &ttl
+	}
+	switch t.Status {
+	case store.JobQueued:
+		w.StatusMessage = "The job is queued."
+	case store.JobRunning:
+		w.StatusMessage = "The job is running."
+	case store.JobCanceling:
+		w.StatusMessage = "Cancellation was requested; the job is stopping."
+	case store.JobSucceeded:
+		w.StatusMessage = "The job completed."
+	case store.JobCanceled:
+		w.StatusMessage = "The job was cancelled."
+	case store.JobFailed:
+		var e struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(t.Error, &e) == nil && e.Message != "" {
+			w.StatusMessage = "The job failed: " + e.Message
+		} else {
+			w.StatusMessage = "The job failed."
+		}
+	}
+	return w
+}
+
+// createTaskResult answers a task-augmented request.
+type createTaskResult struct {
+	mcp.ResultBase
+	Task wireTask `json:"task"`
+}
+
+// taskObjectResult is the result of tasks/get and tasks/cancel: the task
+// itself.
+type taskObjectResult struct {
+	mcp.ResultBase
+	wireTask
+}
+
+// listTasksResult is the result of tasks/list.
+type listTasksResult struct {
+	mcp.ResultBase
+	Tasks      []wireTask `json:"tasks"`
+	NextCursor string     `json:"nextCursor,omitempty"`
+}
+
+// taskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
+type taskIDParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+// listTasksParams are the params of tasks/list.
+type listTasksParams struct {
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// id is the task id of p; "" when the request had no params.
+func (p *taskIDParams) id() string {
+	if p == nil {
+		return ""
+	}
+	return p.TaskID
+}
+
+// cursor is the cursor of p; "" when the request had no params.
+func (p *listTasksParams) cursor() string {
+	if p == nil {
+		return ""
+	}
+	return p.Cursor
+}
+
+// taskCaller returns the serving host and the caller's scope for a task
+// method, and checks its task id.
+func (ep *endpoint) taskCaller(ctx context.Context, id string, needID bool) (*host.Host, host.Scope, error) {
+	scope, ok := ctx.Value(callerKey{}).(host.Scope)
+	h := ep.active.Load()
+	if !ok || h == nil {
+		return nil, scope, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tasks are not available on this endpoint"}
+	}
+	if needID && id == "" {
+		return nil, scope, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId: required (the taskId of the CreateTaskResult)"}
+	}
+	return h, scope, nil
+}
+
+// taskError is the JSON-RPC error of a failed task operation.
+func taskError(err error, id string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"Failed to retrieve task: task %q not found (unknown, expired, or another agent's or workspace's)", id)}
+	case errors.Is(err, store.ErrUnavailable):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store (etcd) is unavailable; retry shortly",
+			Data: json.RawMessage(`{"retryable":true}`)}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("task %q: %v", id, err)}
+}
+
+// getTask serves tasks/get.
+func (ep *endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
+	id := p.id()
+	h, scope, err := ep.taskCaller(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	t, err := h.GetTask(ctx, scope, id)
+	if err != nil {
+		return nil, taskError(err, id)
+	}
+	out := &taskObjectResult{wireTask: wireTaskOf(t)}
+	if len(t.Progress) > 0 && json.Valid(t.Progress) {
+		out.Meta = mcp.Meta{metaTaskProgress: json.RawMessage(t.Progress)}
+	}
+	return out, nil
+}
+
+// taskResult serves tasks/result: it waits until the task is final (the
+// response is an SSE stream kept alive meanwhile, unless the endpoint
+// answers JSON) and returns the CallToolResult its tools/call would have
+// returned, tied to the task by the related-task _meta.
+func (ep *endpoint) taskResult(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+	id := p.id()
+	h, scope, err := ep.taskCaller(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	t, res, err := h.WaitTask(ctx, scope, id)
+	if err != nil {
+		return nil, taskError(err, id)
+	}
+	out := toolResult(res)
+	out.Meta = mcp.Meta{metaRelatedTask: map[string]any{"taskId": t.ID}}
+	return out, nil
+}
+
+// taskCursor is the position after which the next tasks/list page starts.
+type taskCursor struct {
+	CreatedAt int64  `json:"c"`
+	ID        string `json:"i"`
+}
+
+// before reports whether t comes after the cursor in the list's order
+// (newest first, then by id).
+func (c taskCursor) before(t *host.Task) bool {
+	n := t.CreatedAt.UnixNano()
+	return n < c.CreatedAt || n == c.CreatedAt && t.ID < c.ID
+}
+
+// listTasks serves tasks/list: the caller's tasks (all its jobs, whether
+// started as tasks or with a start tool), newest first, taskListPage at a
+// time.
+func (ep *endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listTasksParams) (*listTasksResult, error) {
+	h, scope, err := ep.taskCaller(ctx, "", false)
+	if err != nil {
+		return nil, err
+	}
+	var after *taskCursor
+	if cur := p.cursor(); cur != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cur)
+		after = new(taskCursor)
+		if err != nil || json.Unmarshal(raw, after) != nil || after.ID == "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor: not a cursor this server handed out (pass nextCursor unchanged)"}
+		}
+	}
+	tasks, err := h.ListTasks(ctx, scope)
+	if err != nil {
+		return nil, taskError(err, "")
+	}
+	slices.SortFunc(tasks, func(a, b *host.Task) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		switch {
+		case a.ID > b.ID:
+			return -1
+		case a.ID < b.ID:
+			return 1
+		}
+		return 0
+	})
+	if after != nil {
+		i := slices.IndexFunc(tasks, after.before)
+		if i < 0 {
+			i = len(tasks)
+		}
+		tasks = tasks[i:]
+	}
+	out := &listTasksResult{Tasks: []wireTask{}}
+	for i, t := range tasks {
+		if i == taskListPage {
+			last := tasks[i-1]
+			c, _ := json.Marshal(taskCursor{CreatedAt: last.CreatedAt.UnixNano(), ID: last.ID})
+			out.NextCursor = base64.RawURLEncoding.EncodeToString(c)
+			break
+		}
+		out.Tasks = append(out.Tasks, wireTaskOf(t))
+	}
+	return out, nil
+}
+
+// cancelTask serves tasks/cancel. A final task cannot be cancelled
+// (-32602). A running job's runner, on whichever replica, stops it; the
+// answer waits for that (up to taskCancelWait) so that it carries the
+// final status.
+func (ep *endpoint) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
+	id := p.id()
+	h, scope, err := ep.taskCaller(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	t, err := h.GetTask(ctx, scope, id)
+	if err == nil && t.Status.Terminal() {
+		err = store.ErrIllegalTransition
+	}
+	if err == nil {
+		t, err = h.CancelTask(ctx, scope, id)
+	}
+	if errors.Is(err, store.ErrIllegalTransition) {
+		status := "final"
+		if t != nil {
+			status = taskStatus(t.Status)
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"Cannot cancel task %q: already in terminal status '%s'", id, status)}
+	}
+	if err != nil {
+		return nil, taskError(err, id)
+	}
+	if !t.Status.Terminal() {
+		wctx, cancel := context.WithTimeout(ctx, taskCancelWait)
+		if final, _, err := h.WaitTask(wctx, scope, id); err == nil {
+			t = final
+		}
+		cancel()
+	}
+	return &taskObjectResult{wireTask: wireTaskOf(t)}, nil
+}
+
+// initializeResult is an initialize result with the tasks capability,
+// which mcp.ServerCapabilities has no field for.
+type initializeResult struct{ *mcp.InitializeResult }
+
+func (r *initializeResult) MarshalJSON() ([]byte, error) {
+	type capabilities struct {
+		*mcp.ServerCapabilities
+		Tasks json.RawMessage `json:"tasks"`
+	}
+	// The outer capabilities field shadows the embedded one.
+	return json.Marshal(struct {
+		*mcp.InitializeResult
+		Capabilities capabilities `json:"capabilities"`
+	}{r.InitializeResult, capabilities{r.Capabilities, tasksCapability}})
+}
+
+// listToolsResult is a tools/list result whose task tools say
+// execution.taskSupport "optional", which mcp.Tool has no field for.
+type listToolsResult struct {
+	*mcp.ListToolsResult
+	taskTool func(name string) bool
+}
+
+type toolExecution struct {
+	TaskSupport string `json:"taskSupport"`
+}
+
+func (r *listToolsResult) MarshalJSON() ([]byte, error) {
+	type tool struct {
+		*mcp.Tool
+		Execution *toolExecution `json:"execution,omitempty"`
+	}
+	tools := make([]tool, len(r.Tools))
+	for i, t := range r.Tools {
+		tools[i].Tool = t
+		if r.taskTool(t.Name) {
+			tools[i].Execution = &toolExecution{TaskSupport: "optional"}
+		}
+	}
+	return json.Marshal(struct {
+		*mcp.ListToolsResult
+		Tools []tool `json:"tools"`
+	}{r.ListToolsResult, tools})
+}
+
+// Interface guards.
+var (
+	_ mcp.Result     = (*createTaskResult)(nil)
+	_ mcp.Result     = (*taskObjectResult)(nil)
+	_ mcp.Result     = (*listTasksResult)(nil)
+	_ mcp.Result     = (*initializeResult)(nil)
+	_ mcp.Result     = (*listToolsResult)(nil)
+	_ mcp.Params     = (*taskIDParams)(nil)
+	_ mcp.Params     = (*listTasksParams)(nil)
+	_ json.Marshaler = (*initializeResult)(nil)
+	_ json.Marshaler = (*listToolsResult)(nil)
+)
