@@ -119,6 +119,9 @@ type transport struct {
 	stateful  bool
 	keepalive time.Duration
 	retry     string // the priming event's retry field, in ms ("" for none)
+	// sse serves stateless json_response calls that carry a progress
+	// token: go-sdk drops progress on a JSON answer, so they get SSE.
+	sse *mcp.StreamableHTTPHandler
 }
 
 // streamableOptions completes the SDK handler's options for the endpoint:
@@ -130,6 +133,11 @@ func (ep *endpoint) streamableOptions(h *Handler, opts *mcp.StreamableHTTPOption
 	// The sessionless protocol has no notifications/cancelled: the POST is
 	// the request, so its end cancels the call.
 	opts.PropagateRequestCancellation = true
+	if h.Stateless && h.JSONResponse {
+		sse := *opts
+		sse.JSONResponse = false
+		ep.transport.sse = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sse)
+	}
 	if h.Stateless || t.EventStore == "off" {
 		return
 	}
@@ -152,13 +160,20 @@ func (ep *endpoint) streamableOptions(h *Handler, opts *mcp.StreamableHTTPOption
 	ep.transport.retry = strconv.FormatInt(DefaultSSERetry.Milliseconds(), 10)
 }
 
-// checkRequest answers what the SDK would let through wrongly and reports
-// whether it did: in stateful mode a POST without Mcp-Session-Id must be an
-// initialize (or a sessionless 2026-07-28 request, which the SDK refuses
-// with -32022 so that the client falls back); anything else is 400.
+// checkRequest answers what the SDK would get wrong, and reports whether
+// it did:
+//   - in stateful mode a POST without Mcp-Session-Id must be an initialize
+//     (or a sessionless 2026-07-28 request, which the SDK refuses with
+//     -32022 so that the client falls back); anything else is 400;
+//   - in stateless json_response mode a call with a progress token is
+//     served with SSE, where its progress notifications can go.
 func (ep *endpoint) checkRequest(w http.ResponseWriter, r *http.Request) bool {
-	if !ep.transport.stateful || r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" ||
-		r.Header.Get("MCP-Protocol-Version") >= "2026-07-28" || r.Body == nil {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return false
+	}
+	needSession := ep.transport.stateful && r.Header.Get("Mcp-Session-Id") == "" &&
+		r.Header.Get("MCP-Protocol-Version") < "2026-07-28"
+	if !needSession && ep.transport.sse == nil {
 		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
@@ -175,6 +190,15 @@ func (ep *endpoint) checkRequest(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if json.Unmarshal(body, &msg) != nil {
 		return false // a batch or malformed JSON: the SDK decides
+	}
+	if ep.transport.sse != nil {
+		if msg.Params.Meta["progressToken"] == nil {
+			return false
+		}
+		w, stop := ep.wrap(w)
+		defer stop()
+		ep.transport.sse.ServeHTTP(w, r)
+		return true
 	}
 	if msg.Method == "initialize" || msg.Method == "server/discover" || msg.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
 		return false

@@ -34,7 +34,7 @@ func normaliseSSE(b string) string {
 // TestSSEGolden compares the raw bytes of a streaming tool call's answer —
 // status, content type, SSE framing, progress notifications and the final
 // response — with golden files, in each mode and protocol version, with
-// the progress token as a string and as an integer. The chunks carry a
+// the progress token as a string, as an integer, and absent. The chunks carry a
 // newline and non-ASCII text. Random event ids are normalised.
 func TestSSEGolden(t *testing.T) {
 	t.Parallel()
@@ -46,6 +46,8 @@ func TestSSEGolden(t *testing.T) {
 		{"stateful-2025-11-25", "", "2025-11-25"},
 		{"stateless-2025-11-25", "mode stateless", "2025-11-25"},
 		{"stateless-2026-07-28", "mode stateless", "2026-07-28"},
+		// JSON answers, except for a call with a progress token.
+		{"stateless-json-2025-11-25", "mode stateless\n\t\tjson_response", "2025-11-25"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,9 +57,12 @@ func TestSSEGolden(t *testing.T) {
 				raw.initialize(c.version)
 			}
 			var out strings.Builder
-			for i, tok := range []string{`"6b0c3f0e-uuid"`, `1732950000000`} {
+			for i, tok := range []string{`"6b0c3f0e-uuid"`, `1732950000000`, ``} {
 				id := fmt.Sprint(1732950000123 + i)
 				meta := `"progressToken":` + tok
+				if tok == "" {
+					meta, tok = `"other":true`, "(none)"
+				}
 				hdr := map[string]string{}
 				if c.version >= "2026-07-28" {
 					meta += `,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}`

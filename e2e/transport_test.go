@@ -428,6 +428,10 @@ func TestTransportModes(t *testing.T) {
 		{"stateful-json", "json_response", "", "2025-11-25"},
 		{"stateless-2026-07-28", "mode stateless", "", "2026-07-28"},
 		{"stateless-2025-11-25", "mode stateless", "2025-11-25", "2025-11-25"},
+		// go-sdk drops progress in stateless JSON mode; a call with a
+		// progress token is answered with SSE.
+		{"stateless-json-2026-07-28", "mode stateless\n\t\tjson_response", "", "2026-07-28"},
+		{"stateless-json-2025-11-25", "mode stateless\n\t\tjson_response", "2025-11-25", "2025-11-25"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
