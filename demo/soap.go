@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/beevik/etree"
 	"github.com/caddyserver/caddy/v2"
@@ -20,7 +21,13 @@ import (
 // http.handlers.crank_demo_soap): the calculator and order desk of
 // soap.wsdl at POST /soap, answering SOAP 1.1 (text/xml) or SOAP 1.2
 // (application/soap+xml) as asked; GET /soap?wsdl serves the WSDL.
-// Dividing by zero and unknown order ids answer SOAP faults.
+// Dividing by zero and unknown order ids answer SOAP faults. The batch
+// desk (service BatchDesk) invoices orders in the background: SubmitBatch
+// answers a ticket at once, GetBatchStatus reports the batch through it,
+// CancelBatch cancels it. Like the report jobs of demo/streams.go, batches
+// keep no state: the ticket carries the start time, the duration and the
+// order ids, so any replica answers for any ticket (and a cancel is only
+// acknowledged).
 
 //go:embed soap.wsdl
 var soapWSDL string
@@ -192,6 +199,50 @@ func serveSOAP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		out = "<ListOrdersResponse>" + b.String() + "</ListOrdersResponse>"
+	case "SubmitBatch":
+		var ticket strings.Builder
+		dur := defaultBatchDuration
+		if s := arg("durationMs"); s != "" {
+			d, err := strconv.Atoi(s)
+			if err != nil || d < 0 || d > maxBatchDuration {
+				soapFault(w, v12, true, fmt.Sprintf("durationMs must be an integer from 0 to %d", maxBatchDuration))
+				return
+			}
+			dur = d
+		}
+		ids := op.SelectElements("orderId")
+		if len(ids) == 0 || len(ids) > maxBatchOrders {
+			soapFault(w, v12, true, fmt.Sprintf("a batch takes 1 to %d orderId elements", maxBatchOrders))
+			return
+		}
+		fmt.Fprintf(&ticket, "batch-%d-%d-", time.Now().UnixMilli(), dur)
+		for i, e := range ids {
+			id, err := strconv.Atoi(strings.TrimSpace(e.Text()))
+			if err != nil {
+				soapFault(w, v12, true, "orderId must be an integer")
+				return
+			}
+			if i > 0 {
+				ticket.WriteByte('.')
+			}
+			ticket.WriteString(strconv.Itoa(id))
+		}
+		out = fmt.Sprintf("<SubmitBatchResponse><ticket>%s</ticket><state>RUNNING</state></SubmitBatchResponse>", ticket.String())
+	case "GetBatchStatus", "CancelBatch":
+		b, err := parseBatchTicket(arg("ticket"), time.Now())
+		if err != nil {
+			soapFault(w, v12, true, err.Error())
+			return
+		}
+		if op.Tag == "CancelBatch" {
+			out = fmt.Sprintf("<CancelBatchResponse><ticket>%s</ticket><state>CANCELLED</state></CancelBatchResponse>", html.EscapeString(b.ticket))
+			break
+		}
+		var ok bool
+		if out, ok = b.status(time.Now()); !ok {
+			soapFault(w, v12, false, out)
+			return
+		}
 	default:
 		soapFault(w, v12, true, "unknown operation "+op.Tag)
 		return
@@ -230,4 +281,88 @@ func soapFault(w http.ResponseWriter, v12, client bool, reason string) {
 	w.WriteHeader(http.StatusInternalServerError)
 	io.WriteString(w, `<soap:Envelope xmlns:soap="`+soapEnv11+`"><soap:Body><soap:Fault><faultcode>`+code+`</faultcode><faultstring>`+reason+
 		`</faultstring></soap:Fault></soap:Body></soap:Envelope>`)
+}
+
+// Demo batch bounds.
+const (
+	defaultBatchDuration = 3000
+	maxBatchDuration     = 600000
+	maxBatchOrders       = 50
+	batchTicketLife      = time.Hour
+)
+
+// demoBatch is what a batch ticket carries.
+type demoBatch struct {
+	ticket string
+	start  time.Time
+	dur    time.Duration
+	ids    []int
+}
+
+// parseBatchTicket reads a ticket of SubmitBatch
+// ("batch-<start ms>-<duration ms>-<id>.<id>..."); an unknown, future or
+// expired one is an error worded for a Client fault.
+func parseBatchTicket(t string, now time.Time) (*demoBatch, error) {
+	unknown := fmt.Errorf("unknown batch ticket %q", t)
+	parts := strings.SplitN(t, "-", 4)
+	if len(parts) != 4 || parts[0] != "batch" {
+		return nil, unknown
+	}
+	start, err1 := strconv.ParseInt(parts[1], 10, 64)
+	dur, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || dur < 0 || dur > maxBatchDuration {
+		return nil, unknown
+	}
+	b := &demoBatch{ticket: t, start: time.UnixMilli(start), dur: time.Duration(dur) * time.Millisecond}
+	for _, s := range strings.Split(parts[3], ".") {
+		id, err := strconv.Atoi(s)
+		if err != nil || len(b.ids) == maxBatchOrders {
+			return nil, unknown
+		}
+		b.ids = append(b.ids, id)
+	}
+	if b.start.After(now.Add(time.Minute)) {
+		return nil, unknown
+	}
+	if now.Sub(b.start) > b.dur+batchTicketLife {
+		return nil, fmt.Errorf("batch ticket %q expired (tickets are kept for %s after their batch ends)", t, batchTicketLife)
+	}
+	return b, nil
+}
+
+// status is the batch's GetBatchStatusResponse at now, or, when ok is
+// false, why the batch aborted (answered as a Server fault).
+func (b *demoBatch) status(now time.Time) (out string, ok bool) {
+	pct := 100
+	if elapsed := now.Sub(b.start); elapsed < b.dur {
+		pct = max(0, int(100*elapsed/b.dur))
+	}
+	head := fmt.Sprintf("<GetBatchStatusResponse><ticket>%s</ticket>", html.EscapeString(b.ticket))
+	if pct < 100 {
+		return head + fmt.Sprintf("<state>RUNNING</state><percent>%d</percent><done>false</done></GetBatchStatusResponse>", pct), true
+	}
+	var inv strings.Builder
+	var total float64
+	for _, id := range b.ids {
+		var o *demoOrder
+		for i := range demoOrders {
+			if demoOrders[i].id == id {
+				o = &demoOrders[i]
+			}
+		}
+		switch {
+		case o == nil:
+			return head + fmt.Sprintf("<state>FAILED</state><percent>100</percent><done>true</done><error>order %d not found</error></GetBatchStatusResponse>", id), true
+		case o.status == "CANCELLED":
+			return fmt.Sprintf("batch %s aborted: order %d is cancelled and cannot be invoiced", b.ticket, id), false
+		}
+		sum := 0.0
+		for _, l := range o.lines {
+			p, _ := strconv.ParseFloat(l.price, 64)
+			sum += float64(l.qty) * p
+		}
+		total += sum
+		fmt.Fprintf(&inv, `<invoice><orderId>%d</orderId><customer>%s</customer><total currency="EUR">%.2f</total></invoice>`, o.id, html.EscapeString(o.customer), sum)
+	}
+	return head + fmt.Sprintf(`<state>DONE</state><percent>100</percent><done>true</done><result>%s<total currency="EUR">%.2f</total></result></GetBatchStatusResponse>`, inv.String(), total), true
 }

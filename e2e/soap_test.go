@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -31,21 +32,13 @@ const soapSecret = "soap-9f2b-very-secret"
 // WS-Security password that never leaks.
 func TestSOAPAdapter(t *testing.T) {
 	t.Parallel()
-	svc := demo.NewSOAPHandler()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	up, wsdl := demoSOAPService(t, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		if !bytes.Contains(body, []byte(">"+soapSecret+"</wsse:Password>")) {
 			http.Error(w, "no credentials", http.StatusUnauthorized)
-			return
+			return false
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		svc.ServeHTTP(w, r)
-	}))
-	t.Cleanup(up.Close)
-	wsdl, err := filepath.Abs("../demo/soap.wsdl")
-	if err != nil {
-		t.Fatal(err)
-	}
+		return true
+	})
 	ops := fmt.Sprintf(`
 operations:
   - name: orders
@@ -72,20 +65,7 @@ operations:
 	defer cancel()
 	cs := g.connect(ctx)
 
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := map[string]*mcp.Tool{}
-	var names []string
-	for _, tool := range list.Tools {
-		tools[tool.Name] = tool
-		names = append(names, tool.Name)
-	}
-	slices.Sort(names)
-	if strings.Join(names, ",") != "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12" {
-		t.Fatalf("tools = %v", names)
-	}
+	tools := listSOAPTools(ctx, t, cs, "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12")
 	if d := tools["order_Divide"].Description; !strings.HasPrefix(d, "Divides a by b.") {
 		t.Errorf("order_Divide description = %q", d)
 	}
@@ -181,7 +161,222 @@ func TestSOAPDemoOperations(t *testing.T) {
 			names = append(names, n)
 		}
 	}
-	if got := strings.Join(names, ","); got != "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12" {
+	if got := strings.Join(names, ","); got != "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12,invoice_batch,batch_GetBatchStatus,batch_CancelBatch" {
 		t.Errorf("demo tools = %s", got)
+	}
+}
+
+// demoSOAPService serves the demo SOAP service (demo/soap.go) on loopback
+// behind check, which sees each request's body first and answers it
+// itself when it returns false; it returns the server and the demo WSDL's
+// absolute path.
+func demoSOAPService(t *testing.T, check func(w http.ResponseWriter, r *http.Request, body []byte) bool) (*httptest.Server, string) {
+	t.Helper()
+	svc := demo.NewSOAPHandler()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !check(w, r, body) {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		svc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	wsdl, err := filepath.Abs("../demo/soap.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up, wsdl
+}
+
+// listSOAPTools lists the gateway's tools by name, failing unless their
+// sorted names are want (comma-separated).
+func listSOAPTools(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want string) map[string]*mcp.Tool {
+	t.Helper()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]*mcp.Tool{}
+	var names []string
+	for _, tool := range list.Tools {
+		tools[tool.Name] = tool
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if got := strings.Join(names, ","); got != want {
+		t.Fatalf("tools = %s, want %s", got, want)
+	}
+	return tools
+}
+
+// soapBatchOps serves the demo batch desk (service BatchDesk of
+// demo/soap.wsdl at endpoint) as an async_job whose upstream answers a
+// ticket, with the ticket operations as plain tools.
+func soapBatchOps(wsdl, endpoint string) string {
+	return fmt.Sprintf(`
+operations:
+  - name: invoice_batch
+    description: Invoice a batch of orders.
+    adapter: soap
+    mode: async_job
+    timeout: 2m
+    job:
+      status_operation: batch_GetBatchStatus
+      status_arguments: {ticket: $.ticket}
+      poll_interval_ms: 20
+      done_path: $.done
+      status_path: $.state
+      progress_path: $.percent
+      error_path: $.error
+      result_path: $.result
+      cancel_operation: batch_CancelBatch
+      cancel_arguments: {ticket: $.ticket}
+    config: {wsdl: %[1]s, service: BatchDesk, endpoint: %[2]s, operation: SubmitBatch}
+  - name: batch_tickets
+    adapter: soap
+    timeout: 5s
+    config: {wsdl: %[1]s, service: BatchDesk, endpoint: %[2]s, operations: [GetBatchStatus, CancelBatch], tool_prefix: batch_}
+`, wsdl, endpoint)
+}
+
+// TestSOAPBatchJob follows SOAP batches through the host's async_job
+// family: SubmitBatch answers a ticket, the host polls GetBatchStatus with
+// it until done, and the job ends succeeded (the invoices, normalised from
+// XML), canceled (CancelBatch reaches the service with the ticket), or
+// failed (the status's error element, or a fault of the status
+// operation), each seen through the MCP tools of the family.
+func TestSOAPBatchJob(t *testing.T) {
+	t.Parallel()
+	cancels := make(chan string, 16)
+	up, wsdl := demoSOAPService(t, func(_ http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.Header.Get("SOAPAction") == `"urn:crank:demo:orders/CancelBatch"` {
+			cancels <- string(body)
+		}
+		return true
+	})
+	g := startGateway(t, gatewayOptions{Operations: soapBatchOps(wsdl, up.URL+"/soap")})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+
+	tools := listSOAPTools(ctx, t, cs, "batch_CancelBatch,batch_GetBatchStatus,invoice_batch_cancel,invoice_batch_result,invoice_batch_start,invoice_batch_status")
+	// The start tool takes SubmitBatch's arguments, from the WSDL.
+	if in, _ := json.Marshal(tools["invoice_batch_start"].InputSchema); !strings.Contains(string(in), `"orderId":{"items":{"maximum":2147483647,"minimum":-2147483648,"type":"integer"},"maxItems":50,"minItems":1,"type":"array"}`) {
+		t.Errorf("invoice_batch_start input schema: %s", in)
+	}
+
+	start := func(args map[string]any) string {
+		t.Helper()
+		return callOK(t, cs, "invoice_batch_start", args)["job_id"].(string)
+	}
+	ok := start(map[string]any{"orderId": []any{1, 2}, "durationMs": 200})
+	long := start(map[string]any{"orderId": []any{2, 1}, "durationMs": 600000})
+	failed := start(map[string]any{"orderId": []any{1, 9}, "durationMs": 0})
+	aborted := start(map[string]any{"orderId": []any{3}, "durationMs": 0})
+
+	status := func(id, want string) map[string]any {
+		t.Helper()
+		var st map[string]any
+		waitFor(t, "job "+id+" "+want, func() bool {
+			st = callOK(t, cs, "invoice_batch_status", map[string]any{"job_id": id})
+			return st["status"] == want
+		})
+		return st
+	}
+
+	// Succeeded: the result is the status answer's result element, as JSON.
+	status(ok, "succeeded")
+	r := callOK(t, cs, "invoice_batch_result", map[string]any{"job_id": ok})
+	got, _ := json.Marshal(r["result"])
+	want := `{"invoice":[{"customer":"Ada","orderId":1,"total":{"@currency":"EUR","_value":12.5}},` +
+		`{"customer":"Grace","orderId":2,"total":{"@currency":"EUR","_value":20}}],"total":{"@currency":"EUR","_value":32.5}}`
+	if r["ready"] != true || string(got) != want {
+		t.Errorf("result: ready=%v %s\nwant %s", r["ready"], got, want)
+	}
+
+	// Running: the upstream's state and percent show as progress; a cancel
+	// calls CancelBatch with the job's ticket.
+	waitFor(t, "the long batch's progress", func() bool {
+		p, _ := callOK(t, cs, "invoice_batch_status", map[string]any{"job_id": long})["progress"].(map[string]any)
+		_, pct := p["progress"].(float64)
+		return p["status"] == "RUNNING" && pct
+	})
+	if c := callOK(t, cs, "invoice_batch_cancel", map[string]any{"job_id": long}); c["status"] != "canceling" && c["status"] != "canceled" {
+		t.Errorf("cancel: %v", c)
+	}
+	select {
+	case body := <-cancels:
+		if !regexp.MustCompile(`<ns\d+:ticket>batch-\d+-600000-2\.1</ns\d+:ticket>`).MatchString(body) {
+			t.Errorf("CancelBatch request does not carry the job's ticket: %s", body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("CancelBatch never reached the SOAP service")
+	}
+	status(long, "canceled")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "invoice_batch_result", Arguments: map[string]any{"job_id": long}})
+	if err != nil || !res.IsError {
+		t.Errorf("result of a canceled batch: %v %v", err, res)
+	}
+
+	// Failed through error_path: the batch reports an error once done.
+	st := status(failed, "failed")
+	if e, _ := json.Marshal(st["error"]); !strings.Contains(string(e), `order 9 not found`) {
+		t.Errorf("failed batch error: %s", e)
+	}
+	// Failed through the status operation's fault.
+	st = status(aborted, "failed")
+	if e, _ := json.Marshal(st["error"]); !strings.Contains(string(e), "batch_GetBatchStatus failed 3 times") ||
+		!strings.Contains(string(e), "SOAP fault Server: batch batch-") || !strings.Contains(string(e), "order 3 is cancelled") {
+		t.Errorf("aborted batch error: %s", e)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "invoice_batch_result", Arguments: map[string]any{"job_id": aborted}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "order 3 is cancelled") {
+		t.Errorf("result of an aborted batch: %v %v", err, res)
+	}
+
+	// The ticket operations are tools too: an unknown ticket is a Client
+	// fault, bad arguments are refused before the job starts.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "batch_GetBatchStatus", Arguments: map[string]any{"ticket": "nope"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), `SOAP fault Client: unknown batch ticket "nope"`) {
+		t.Errorf("unknown ticket: %v %q", err, textOf(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "invoice_batch_start", Arguments: map[string]any{"orderId": "1"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "orderId") {
+		t.Errorf("bad start arguments: %v %q", err, textOf(res))
+	}
+}
+
+// TestSOAPDemoBatch runs demo/soap.yaml (what `make run` serves) through a
+// gateway against the demo SOAP service on loopback and invoices a batch
+// with invoice_batch.
+func TestSOAPDemoBatch(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(demo.NewSOAPHandler())
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	wsdl, err := os.ReadFile(filepath.Join(repoRoot, "demo", "soap.wsdl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsdlPath := filepath.Join(dir, "soap.wsdl")
+	writeFile(t, wsdlPath, strings.ReplaceAll(string(wsdl), "http://127.0.0.1:8084", up.URL))
+	ops, err := os.ReadFile(filepath.Join(repoRoot, "demo", "soap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, gatewayOptions{Operations: strings.ReplaceAll(string(ops), "wsdl: soap.wsdl", "wsdl: "+wsdlPath)})
+	cs := g.connect(context.Background())
+
+	if r := callOK(t, cs, "order_Add", map[string]any{"a": 1, "b": 2}); r["result"] != float64(3) {
+		t.Errorf("order_Add: %v", r)
+	}
+	job := callOK(t, cs, "invoice_batch_start", map[string]any{"orderId": []any{2}, "durationMs": 100})["job_id"].(string)
+	waitFor(t, "the batch", func() bool {
+		return callOK(t, cs, "invoice_batch_status", map[string]any{"job_id": job})["status"] == "succeeded"
+	})
+	r := callOK(t, cs, "invoice_batch_result", map[string]any{"job_id": job})
+	if got, _ := json.Marshal(r["result"]); !strings.Contains(string(got), `"total":{"@currency":"EUR","_value":20}`) {
+		t.Errorf("result: %s", got)
 	}
 }

@@ -145,10 +145,48 @@
 // (a plain POST of a prebuilt envelope to the same loopback service)
 // gives the adapter's overhead as a ratio.
 //
+// # Deferred-status jobs
+//
+// A SOAP batch that answers a ticket at once and reports its status
+// through a second operation is served by the host's async_job family;
+// the adapter only makes unary calls. Write the start as its own entry
+// with mode async_job and operation set (so the entry is exactly that
+// operation's tool and its family is {name}_start, _status, _result,
+// _cancel), and the status and cancel operations as unary tools, here of
+// one entry with operations and tool_prefix. The job block names those
+// tools and reads the normalised JSON of their answers:
+//
+//	operations:
+//	- name: invoice_batch
+//	  adapter: soap
+//	  mode: async_job
+//	  timeout: 5m                          # the job's whole run
+//	  job:
+//	    status_operation: batch_GetBatchStatus
+//	    status_arguments: {ticket: $.ticket}   # from SubmitBatchResponse
+//	    poll_interval_ms: 500
+//	    done_path: $.done                  # xs:boolean: true or false
+//	    status_path: $.state
+//	    progress_path: $.percent
+//	    error_path: $.error                # once done, a non-empty error fails the job
+//	    result_path: $.result
+//	    cancel_operation: batch_CancelBatch
+//	    cancel_arguments: {ticket: $.ticket}
+//	  config: {wsdl: soap.wsdl, service: BatchDesk, operation: SubmitBatch}
+//	- name: batch_tickets
+//	  adapter: soap
+//	  config: {wsdl: soap.wsdl, service: BatchDesk, operations: [GetBatchStatus, CancelBatch], tool_prefix: batch_}
+//
+// Without operation, an async_job entry would expand into one job family
+// per operation of the port, each polling the same status operation: name
+// the start operation. A fault of the status operation counts as a failed
+// poll (the host fails the job after three in a row, with the fault's
+// message); a status answer that reports the failure goes through
+// error_path. The demo SOAP service's batch desk (demo/soap.go, served by
+// `make run` as invoice_batch) is this example.
+//
 // # Not yet
 //
-// async_job (a start operation returning a ticket polled through a status
-// operation, spec 4.4) waits for the host's job tool families; MTOM/XOP
-// attachments, WS-Addressing, WS-Security signatures and timestamps,
-// fetching WSDLs over HTTP, and rpc/encoded are not supported.
+// MTOM/XOP attachments, WS-Addressing, WS-Security signatures and
+// timestamps, fetching WSDLs over HTTP, and rpc/encoded are not supported.
 package soap
