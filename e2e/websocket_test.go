@@ -49,7 +49,8 @@ func callWSWindow(ctx context.Context, t *testing.T, cs *mcp.ClientSession, tool
 
 // TestWebSocketDemo runs demo/websocket.yaml against the demo feed of
 // `make run` (demo/websocket.go) on loopback: windows of alerts filtered
-// by severity, continued by cursor, and telemetry statistics.
+// by severity, continued by cursor, the alert session family, and
+// telemetry statistics.
 func TestWebSocketDemo(t *testing.T) {
 	t.Parallel()
 	feed := httptest.NewServer(demo.NewFeedHandler())
@@ -103,6 +104,32 @@ func TestWebSocketDemo(t *testing.T) {
 			t.Errorf("seq %v repeats the first window (up to %v)", it["seq"], last)
 		}
 	}
+
+	// The session family: alerts gathered in the background, handed out
+	// by polls in order, until stop.
+	id := callOK(t, cs, "alert_feed_start", map[string]any{"min_severity": "critical"})["session_id"].(string)
+	var seqs []float64
+	cursor := ""
+	waitFor(t, "alerts in the session", func() bool {
+		args := map[string]any{"session_id": id}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		p := callOK(t, cs, "alert_feed_poll", args)
+		cursor, _ = p["cursor"].(string)
+		for _, it := range p["items"].([]any) {
+			a := it.(map[string]any)
+			if a["severity"] != "critical" {
+				t.Fatalf("session item %v", a)
+			}
+			seqs = append(seqs, a["seq"].(float64))
+		}
+		return len(seqs) >= 3
+	})
+	if !slices.IsSorted(seqs) {
+		t.Errorf("session items out of order: %v", seqs)
+	}
+	callOK(t, cs, "alert_feed_stop", map[string]any{"session_id": id})
 
 	res, w3 := callWSWindow(ctx, t, cs, "telemetry_latency", map[string]any{"host": "web-1"})
 	if res.IsError || w3.EndReason != "window_duration" {
@@ -202,7 +229,8 @@ func (f *wsTestFeed) waitEvent(ctx context.Context, t *testing.T, prefix string)
 // TestWebSocketWindowCuts collects windows from a loopback feed through
 // the gateway: cut by max_items, max_bytes and the window's duration,
 // and a dropped connection that is reopened with a gap in the result.
-// After each window the feed sees the unsubscribe and a normal close.
+// After each window the feed sees the unsubscribe and a normal close. A
+// session over the feed is polled several times and stopped.
 func TestWebSocketWindowCuts(t *testing.T) {
 	t.Parallel()
 	f := newWSTestFeed(t)
@@ -226,7 +254,10 @@ func TestWebSocketWindowCuts(t *testing.T) {
 		entry("by_items", "every=0s", "max_items: 50, window_duration_ms: 30000") +
 		entry("by_bytes", "every=0s&pad=100", "max_bytes: 2000, window_duration_ms: 30000") +
 		entry("by_duration", "every=20ms", "window_duration_ms: 300, max_items: 100000") +
-		entry("dropped", "every=0s&drop=3", "max_items: 6, window_duration_ms: 30000")
+		entry("dropped", "every=0s&drop=3", "max_items: 6, window_duration_ms: 30000") +
+		strings.Replace(strings.Replace(entry("followed", "every=10ms", "max_items: 1000"),
+			"mode: window", "mode: session\n    transport_behavior: server_stream", 1),
+			"    aggregation: {aggregation_mode: raw_items}\n", "", 1)
 	g := startGateway(t, gatewayOptions{Operations: ops})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -238,6 +269,9 @@ func TestWebSocketWindowCuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tool := range list.Tools {
+		if strings.HasSuffix(tool.Name, "_poll") || strings.HasSuffix(tool.Name, "_stop") {
+			continue // they take the session's id
+		}
 		in, _ := json.Marshal(tool.InputSchema)
 		if !strings.Contains(string(in), `"topic"`) || !strings.Contains(string(in), `"required":["topic"]`) {
 			t.Errorf("%s input schema: %s", tool.Name, in)
@@ -269,5 +303,35 @@ func TestWebSocketWindowCuts(t *testing.T) {
 		if e := f.waitEvent(ctx, t, "closed"); e != fmt.Sprintf("closed %d", ws.StatusNormalClosure) {
 			t.Errorf("%s: the window ended with %q, want a normal close", tc.tool, e)
 		}
+	}
+
+	// A session over the same feed: several polls, each continuing from
+	// the last cursor without repeating or skipping an item; stop
+	// unsubscribes and closes.
+	id := callOK(t, cs, "followed_start", map[string]any{"topic": "t-session"})["session_id"].(string)
+	f.waitEvent(ctx, t, `{"op":"subscribe","topic":"t-session"}`)
+	var seqs []float64
+	cursor, polls := "", 0
+	waitFor(t, "three polls with items", func() bool {
+		p := callOK(t, cs, "followed_poll", map[string]any{"session_id": id, "cursor": cursor})
+		cursor, _ = p["cursor"].(string)
+		items := p["items"].([]any)
+		for _, it := range items {
+			seqs = append(seqs, it.(map[string]any)["seq"].(float64))
+		}
+		if len(items) > 0 {
+			polls++
+		}
+		return polls >= 3
+	})
+	for i, s := range seqs {
+		if s != float64(i+1) {
+			t.Fatalf("session items: %v", seqs)
+		}
+	}
+	callOK(t, cs, "followed_stop", map[string]any{"session_id": id})
+	f.waitEvent(ctx, t, `{"op":"unsubscribe","topic":"t-session"}`)
+	if e := f.waitEvent(ctx, t, "closed"); e != fmt.Sprintf("closed %d", ws.StatusNormalClosure) {
+		t.Errorf("session: stop ended the connection with %q, want a normal close", e)
 	}
 }

@@ -164,6 +164,12 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 	}()
 	wait := func(err error) error {
 		finished = true
+		if ctx.Err() != nil || errors.Is(err, errHostGone) {
+			// The host stopped the stream as the reader found out (its
+			// send failed): the subscription still ends cleanly.
+			s.stop(conn, r, kill)
+			return nil
+		}
 		return s.readError(err)
 	}
 
