@@ -230,7 +230,8 @@ func (f *wsTestFeed) waitEvent(ctx context.Context, t *testing.T, prefix string)
 // the gateway: cut by max_items, max_bytes and the window's duration,
 // and a dropped connection that is reopened with a gap in the result.
 // After each window the feed sees the unsubscribe and a normal close. A
-// session over the feed is polled several times and stopped.
+// session over the feed is polled several times and stopped, and an async
+// job collects a window in the background.
 func TestWebSocketWindowCuts(t *testing.T) {
 	t.Parallel()
 	f := newWSTestFeed(t)
@@ -257,7 +258,9 @@ func TestWebSocketWindowCuts(t *testing.T) {
 		entry("dropped", "every=0s&drop=3", "max_items: 6, window_duration_ms: 30000") +
 		strings.Replace(strings.Replace(entry("followed", "every=10ms", "max_items: 1000"),
 			"mode: window", "mode: session\n    transport_behavior: server_stream", 1),
-			"    aggregation: {aggregation_mode: raw_items}\n", "", 1)
+			"    aggregation: {aggregation_mode: raw_items}\n", "", 1) +
+		strings.Replace(entry("collected", "every=1ms", "max_items: 20, window_duration_ms: 30000"),
+			"mode: window", "mode: async_job\n    transport_behavior: server_stream", 1)
 	g := startGateway(t, gatewayOptions{Operations: ops})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -269,10 +272,10 @@ func TestWebSocketWindowCuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tool := range list.Tools {
-		if strings.HasSuffix(tool.Name, "_poll") || strings.HasSuffix(tool.Name, "_stop") {
-			continue // they take the session's id
-		}
 		in, _ := json.Marshal(tool.InputSchema)
+		if strings.Contains(string(in), `"session_id"`) || strings.Contains(string(in), `"job_id"`) {
+			continue // a family's poll, stop, status, result or cancel
+		}
 		if !strings.Contains(string(in), `"topic"`) || !strings.Contains(string(in), `"required":["topic"]`) {
 			t.Errorf("%s input schema: %s", tool.Name, in)
 		}
@@ -333,5 +336,21 @@ func TestWebSocketWindowCuts(t *testing.T) {
 	f.waitEvent(ctx, t, `{"op":"unsubscribe","topic":"t-session"}`)
 	if e := f.waitEvent(ctx, t, "closed"); e != fmt.Sprintf("closed %d", ws.StatusNormalClosure) {
 		t.Errorf("session: stop ended the connection with %q, want a normal close", e)
+	}
+
+	// An async job collects a window in the background.
+	job := callOK(t, cs, "collected_start", map[string]any{"topic": "t-job"})["job_id"].(string)
+	waitFor(t, "the job to finish", func() bool {
+		return callOK(t, cs, "collected_status", map[string]any{"job_id": job})["status"] != "running"
+	})
+	r := callOK(t, cs, "collected_result", map[string]any{"job_id": job})
+	b, _ := json.Marshal(r["result"])
+	var w wsWindow
+	if err := json.Unmarshal(b, &w); err != nil || len(w.Items) != 20 || w.EndReason != "max_items" {
+		t.Errorf("job result: %v %s", err, b)
+	}
+	f.waitEvent(ctx, t, `{"op":"unsubscribe","topic":"t-job"}`)
+	if e := f.waitEvent(ctx, t, "closed"); e != fmt.Sprintf("closed %d", ws.StatusNormalClosure) {
+		t.Errorf("job: the window ended the connection with %q, want a normal close", e)
 	}
 }
