@@ -338,14 +338,21 @@ func TestTasks(t *testing.T) {
 
 	var tools struct {
 		Tools []struct {
-			Name      string         `json:"name"`
-			Execution map[string]any `json:"execution"`
+			Name         string         `json:"name"`
+			Execution    map[string]any `json:"execution"`
+			OutputSchema map[string]any `json:"outputSchema"`
 		} `json:"tools"`
 	}
 	c.ok("tools/list", map[string]any{}, &tools)
 	support := map[string]any{}
 	for _, tool := range tools.Tools {
 		support[tool.Name] = tool.Execution["taskSupport"]
+		// A task's result is the report, not the job handle: the start
+		// tool's output schema admits both.
+		alts, _ := tool.OutputSchema["anyOf"].([]any)
+		if (tool.Name == "report_start") != (len(alts) == 2) || tool.Name == "report_start" && tool.OutputSchema["type"] != "object" {
+			t.Errorf("tool %s: output schema %v", tool.Name, tool.OutputSchema)
+		}
 	}
 	if support["report_start"] != "optional" || support["report_status"] != nil || support["get_user"] != nil || len(support) != 5 {
 		t.Errorf("tools/list taskSupport = %v, want optional on report_start only", support)

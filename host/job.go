@@ -189,7 +189,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 			continue
 		}
 		if v, ok := selectFirst(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
-			return errorResult(h.redact.String("the upstream job failed: " + string(encodeJSON(v)))), doc
+			return errorResult(h.redact.String("the upstream job failed: " + scalarText(v))), doc
 		}
 		if v, ok := selectFirst(j.result, sdoc); ok {
 			return h.successResult(&adapterv1.Result{StructuredJson: encodeJSON(v)}), doc
