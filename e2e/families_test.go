@@ -73,6 +73,12 @@ operations:
     mode: session
     limits: {max_items: 50, idle_timeout_ms: 60000}
     config: {method: GET, url: "%[1]s/feed"}
+  - name: brief
+    description: Follow the feed briefly.
+    adapter: rest
+    mode: session
+    limits: {idle_timeout_ms: 400, max_session_lifetime_ms: 1500}
+    config: {method: GET, url: "%[1]s/feed"}
   - name: export
     description: A slow export.
     adapter: rest
@@ -116,7 +122,7 @@ func TestSessionFamilyGoSDK(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	slices.Sort(names)
-	if got := strings.Join(names, ","); got != "export_cancel,export_result,export_start,export_status,follow_poll,follow_start,follow_stop" {
+	if got := strings.Join(names, ","); got != "brief_poll,brief_start,brief_stop,export_cancel,export_result,export_start,export_status,follow_poll,follow_start,follow_stop" {
 		t.Fatalf("tools: %s", got)
 	}
 
@@ -357,4 +363,32 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 		st := callOK(t, cs, "export_status", map[string]any{"job_id": orphan})
 		return st["status"] == "failed" && strings.Contains(fmt.Sprint(st["error"]), "owner_lost")
 	})
+}
+
+// Sessions end by themselves: without polls after idle_timeout_ms (the
+// session is gone and its upstream closed), and at max_session_lifetime_ms
+// however often it is polled (it stays readable as stopped).
+func TestSessionExpiryGoSDK(t *testing.T) {
+	t.Parallel()
+	up := newFeedUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL)})
+	cs := g.connect(context.Background())
+
+	idle := callOK(t, cs, "brief_start", nil)["session_id"].(string)
+	waitFor(t, "the feed to open", func() bool { return up.feedOpen.Load() == 1 })
+	waitFor(t, "the idle session to close its feed", func() bool { return up.feedOpen.Load() == 0 })
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "brief_poll", Arguments: map[string]any{"session_id": idle}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "not found") {
+		t.Errorf("poll of an idled-out session: %v %v", err, res)
+	}
+
+	life := callOK(t, cs, "brief_start", nil)["session_id"].(string)
+	var end map[string]any
+	waitFor(t, "the session to reach its lifetime", func() bool {
+		end = callOK(t, cs, "brief_poll", map[string]any{"session_id": life})
+		return end["status"] != "active"
+	})
+	if end["status"] != "stopped" || end["end_reason"] != "max_session_lifetime" {
+		t.Errorf("end of life: %v", end)
+	}
 }
