@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
@@ -46,7 +47,7 @@ operations:
 
 // newTaskReplica is a gateway replica serving tasksOps through the
 // handler's ServeHTTP, with its jobs and sessions in st.
-func newTaskReplica(t testing.TB, st store.Store, upURL string) string {
+func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(*Handler)) string {
 	t.Helper()
 	ops := filepath.Join(t.TempDir(), "ops.yaml")
 	if err := os.WriteFile(ops, []byte(fmt.Sprintf(tasksOps, upURL)), 0o644); err != nil {
@@ -65,6 +66,9 @@ func newTaskReplica(t testing.TB, st store.Store, upURL string) string {
 		t.Fatal(err)
 	}
 	h := &Handler{Workspace: "default", AgentHeader: "X-Agent", SessionTimeout: caddy.Duration(time.Hour), logger: zap.NewNop()}
+	for _, o := range options {
+		o(h)
+	}
 	h.ep = newEndpoint(h)
 	h.ep.attach(hst, st)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = h.ServeHTTP(w, r, nil) }))
@@ -313,5 +317,49 @@ func TestTasksListPages(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("task %s listed on no page", id)
 		}
+	}
+}
+
+// A stateless endpoint answering JSON serves tasks without sessions: the
+// task is the agent's, tasks/result waits in a plain JSON response. A
+// request of the sessionless 2026-07-28 protocol, whose tasks are an
+// extension this server does not offer, gets no tasks.
+func TestTasksStatelessJSON(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	url := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless, h.JSONResponse = true, true })
+	c := newTaskClient(t, url, "agent-1", "")
+	task := c.StartTask("report_start", map[string]any{"n": 3})
+	if c.Session != "" {
+		t.Fatalf("a stateless endpoint opened session %q", c.Session)
+	}
+	up.Await(t, "arrived", "3")
+	if got := c.GetTask(task.TaskID); got.Status != "working" {
+		t.Errorf("tasks/get = %+v", got)
+	}
+	results := make(chan mcptest.CallResult, 1)
+	go func() {
+		var res mcptest.CallResult
+		c.OK("tasks/result", map[string]any{"taskId": task.TaskID}, &res)
+		results <- res
+	}()
+	up.Release("3")
+	if res := <-results; res.IsError || res.StructuredContent["rows"] != 3.0 || res.RelatedTask() != task.TaskID {
+		t.Errorf("tasks/result = %+v", res)
+	}
+	newTaskClient(t, url, "agent-2", "").Fails("tasks/get", map[string]any{"taskId": task.TaskID}, -32602, "not found")
+
+	next := newTaskClient(t, url, "agent-1", "")
+	next.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
+	meta := map[string]any{mcp.MetaKeyProtocolVersion: sessionlessProtocolVersion, mcp.MetaKeyClientCapabilities: map[string]any{}}
+	next.Header.Set("Mcp-Method", "tasks/get")
+	next.Fails("tasks/get", map[string]any{"taskId": task.TaskID, "_meta": meta}, -32601, "io.modelcontextprotocol/tasks")
+	next.Header.Set("Mcp-Method", "tools/call")
+	next.Header.Set("Mcp-Name", "report_start")
+	var plain mcptest.CallResult
+	next.OK("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1001}, "task": map[string]any{}, "_meta": meta}, &plain)
+	if plain.Task != nil || plain.StructuredContent["job_id"] == nil {
+		t.Errorf("2026-07-28 tools/call with params.task = %+v, want a plain call's job handle", plain)
 	}
 }
