@@ -515,22 +515,38 @@ func taskError(err error, id string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("task %q: %v", id, err)}
 }
 
+// serveTask runs a task method for the caller in ctx and writes the
+// request's audit record (one per request, whatever host calls it made).
+func serveTask[R any](ep *endpoint, ctx context.Context, method, id string, needID bool,
+	f func(h *host.Host, scope host.Scope) (*host.Task, R, error)) (R, error) {
+	var zero R
+	h, scope, err := ep.taskCaller(ctx, id, needID)
+	if err != nil {
+		return zero, err
+	}
+	start := time.Now()
+	t, res, err := f(h, scope)
+	h.AuditTask(method, scope, id, t, err, time.Since(start))
+	if err != nil {
+		return zero, err
+	}
+	return res, nil
+}
+
 // getTask serves tasks/get.
 func (ep *endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
 	id := p.id()
-	h, scope, err := ep.taskCaller(ctx, id, true)
-	if err != nil {
-		return nil, err
-	}
-	t, err := h.GetTask(ctx, scope, id)
-	if err != nil {
-		return nil, taskError(err, id)
-	}
-	out := &taskObjectResult{wireTask: wireTaskOf(t)}
-	if len(t.Progress) > 0 && json.Valid(t.Progress) {
-		out.Meta = mcp.Meta{metaTaskProgress: json.RawMessage(t.Progress)}
-	}
-	return out, nil
+	return serveTask(ep, ctx, methodTasksGet, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
+		t, err := h.GetTask(ctx, scope, id)
+		if err != nil {
+			return nil, nil, taskError(err, id)
+		}
+		out := &taskObjectResult{wireTask: wireTaskOf(t)}
+		if len(t.Progress) > 0 && json.Valid(t.Progress) {
+			out.Meta = mcp.Meta{metaTaskProgress: json.RawMessage(t.Progress)}
+		}
+		return t, out, nil
+	})
 }
 
 // taskResult serves tasks/result: it waits until the task is final (the
@@ -539,17 +555,15 @@ func (ep *endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskID
 // returned, tied to the task by the related-task _meta.
 func (ep *endpoint) taskResult(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
 	id := p.id()
-	h, scope, err := ep.taskCaller(ctx, id, true)
-	if err != nil {
-		return nil, err
-	}
-	t, res, err := h.WaitTask(ctx, scope, id)
-	if err != nil {
-		return nil, taskError(err, id)
-	}
-	out := toolResult(res)
-	out.Meta = mcp.Meta{metaRelatedTask: map[string]any{"taskId": t.ID}}
-	return out, nil
+	return serveTask(ep, ctx, methodTasksResult, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *mcp.CallToolResult, error) {
+		t, res, err := h.WaitTask(ctx, scope, id)
+		if err != nil {
+			return nil, nil, taskError(err, id)
+		}
+		out := toolResult(res)
+		out.Meta = mcp.Meta{metaRelatedTask: map[string]any{"taskId": t.ID}}
+		return t, out, nil
+	})
 }
 
 // taskCursor is the position after which the next tasks/list page starts.
@@ -569,13 +583,17 @@ func (c taskCursor) before(t *host.Task) bool {
 // started as tasks or with a start tool), newest first, taskListPage at a
 // time.
 func (ep *endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listTasksParams) (*listTasksResult, error) {
-	h, scope, err := ep.taskCaller(ctx, "", false)
-	if err != nil {
-		return nil, err
-	}
+	return serveTask(ep, ctx, methodTasksList, "", false, func(h *host.Host, scope host.Scope) (*host.Task, *listTasksResult, error) {
+		out, err := listPage(ctx, h, scope, p.cursor())
+		return nil, out, err
+	})
+}
+
+// listPage is the page of the caller's tasks after cursor.
+func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string) (*listTasksResult, error) {
 	var after *taskCursor
-	if cur := p.cursor(); cur != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cur)
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
 		after = new(taskCursor)
 		if err != nil || json.Unmarshal(raw, after) != nil || after.ID == "" {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor: not a cursor this server handed out (pass nextCursor unchanged)"}
@@ -623,36 +641,34 @@ func (ep *endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *list
 // final status.
 func (ep *endpoint) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
 	id := p.id()
-	h, scope, err := ep.taskCaller(ctx, id, true)
-	if err != nil {
-		return nil, err
-	}
-	t, err := h.GetTask(ctx, scope, id)
-	if err == nil && t.Status.Terminal() {
-		err = store.ErrIllegalTransition
-	}
-	if err == nil {
-		t, err = h.CancelTask(ctx, scope, id)
-	}
-	if errors.Is(err, store.ErrIllegalTransition) {
-		status := "final"
-		if t != nil {
-			status = taskStatus(t.Status)
+	return serveTask(ep, ctx, methodTasksCancel, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
+		t, err := h.GetTask(ctx, scope, id)
+		if err == nil && t.Status.Terminal() {
+			err = store.ErrIllegalTransition
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
-			"Cannot cancel task %q: already in terminal status '%s'", id, status)}
-	}
-	if err != nil {
-		return nil, taskError(err, id)
-	}
-	if !t.Status.Terminal() {
-		wctx, cancel := context.WithTimeout(ctx, taskCancelWait)
-		if final, _, err := h.WaitTask(wctx, scope, id); err == nil {
-			t = final
+		if err == nil {
+			t, err = h.CancelTask(ctx, scope, id)
 		}
-		cancel()
-	}
-	return &taskObjectResult{wireTask: wireTaskOf(t)}, nil
+		if errors.Is(err, store.ErrIllegalTransition) {
+			status := "final"
+			if t != nil {
+				status = taskStatus(t.Status)
+			}
+			return t, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+				"Cannot cancel task %q: already in terminal status '%s'", id, status)}
+		}
+		if err != nil {
+			return nil, nil, taskError(err, id)
+		}
+		if !t.Status.Terminal() {
+			wctx, cancel := context.WithTimeout(ctx, taskCancelWait)
+			if final, _, err := h.WaitTask(wctx, scope, id); err == nil {
+				t = final
+			}
+			cancel()
+		}
+		return t, &taskObjectResult{wireTask: wireTaskOf(t)}, nil
+	})
 }
 
 // initializeResult is an initialize result with the tasks capability,

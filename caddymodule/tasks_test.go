@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/internal/mcptest"
@@ -46,8 +47,9 @@ operations:
 `
 
 // newTaskReplica is a gateway replica serving tasksOps through the
-// handler's ServeHTTP, with its jobs and sessions in st.
-func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(*Handler)) string {
+// handler's ServeHTTP, with its jobs and sessions in st. It returns its URL
+// and its audit records.
+func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(*Handler)) (string, *observer.ObservedLogs) {
 	t.Helper()
 	ops := filepath.Join(t.TempDir(), "ops.yaml")
 	if err := os.WriteFile(ops, []byte(fmt.Sprintf(tasksOps, upURL)), 0o644); err != nil {
@@ -60,7 +62,8 @@ func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(
 	spec, _ := builtinSpec("rest")
 	sup := host.NewSupervisor(spec, host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: Version})
 	t.Cleanup(func() { _ = sup.Close() })
-	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st,
+	core, audit := observer.New(zap.InfoLevel)
+	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Audit: zap.New(core),
 		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +76,7 @@ func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(
 	h.ep.attach(hst, st)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = h.ServeHTTP(w, r, nil) }))
 	t.Cleanup(func() { srv.Close(); _ = h.ep.Destruct() })
-	return srv.URL + "/mcp"
+	return srv.URL + "/mcp", audit
 }
 
 // newTaskClient is a raw JSON-RPC client of agent on url.
@@ -88,7 +91,8 @@ func TestTasks(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	a, b := newTaskReplica(t, st, up.URL), newTaskReplica(t, st, up.URL)
+	a, _ := newTaskReplica(t, st, up.URL)
+	b, auditB := newTaskReplica(t, st, up.URL)
 
 	c := newTaskClient(t, a, "agent-1", "")
 	init := c.Initialize(tasksProtocolVersion)
@@ -210,6 +214,20 @@ func TestTasks(t *testing.T) {
 			t.Errorf("tasks/get after cancel = %+v", got)
 		}
 		c.Fails("tasks/cancel", map[string]any{"taskId": task.TaskID}, -32602, "terminal status 'cancelled'")
+		// B wrote one audit record for the cancel, naming who and what.
+		var cancels []observer.LoggedEntry
+		for _, e := range auditB.All() {
+			if e.ContextMap()["via"] == "tasks/cancel" {
+				cancels = append(cancels, e)
+			}
+		}
+		if len(cancels) != 1 {
+			t.Fatalf("B's tasks/cancel audit records: %+v", cancels)
+		}
+		if m := cancels[0].ContextMap(); m["event"] != "job.cancel" || m["agent"] != "agent-1" || m["workspace"] != "default" ||
+			m["id"] != task.TaskID || m["tool"] != "report_start" || m["outcome"] != "ok" {
+			t.Errorf("tasks/cancel audit record = %v", m)
+		}
 	})
 
 	t.Run("a failed job is a failed task", func(t *testing.T) {
@@ -285,7 +303,8 @@ func TestTasksListPages(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	c := newTaskClient(t, newTaskReplica(t, st, up.URL), "lister", "")
+	url, _ := newTaskReplica(t, st, up.URL)
+	c := newTaskClient(t, url, "lister", "")
 	c.Initialize(tasksProtocolVersion)
 	want := map[string]bool{}
 	for i := range taskListPage + 1 {
@@ -328,7 +347,7 @@ func TestTasksStatelessJSON(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	url := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless, h.JSONResponse = true, true })
+	url, _ := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless, h.JSONResponse = true, true })
 	c := newTaskClient(t, url, "agent-1", "")
 	task := c.StartTask("report_start", map[string]any{"n": 3})
 	if c.Session != "" {

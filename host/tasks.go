@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/crankmcp/crank/store"
 )
 
@@ -156,4 +158,34 @@ func (h *Host) ListTasks(ctx context.Context, scope Scope) ([]*Task, error) {
 		out[i] = h.task(j)
 	}
 	return out, nil
+}
+
+// taskRoles are the family roles of the task methods, for the audit.
+var taskRoles = map[string]string{
+	"tasks/get": RoleStatus, "tasks/result": RoleResult, "tasks/cancel": RoleCancel, "tasks/list": "list",
+}
+
+// AuditTask writes the audit record of one task request (tasks/get,
+// tasks/result, tasks/cancel, tasks/list), as the family tool of the same
+// role would: event job.status, job.result, job.cancel (job.list), with the
+// method in "via". The MCP face calls it once per request, as a request
+// may use several of the methods above. t may be nil.
+func (h *Host) AuditTask(method string, scope Scope, id string, t *Task, err error, took time.Duration) {
+	role, ok := taskRoles[method]
+	if !ok {
+		role = method
+	}
+	fields := []zap.Field{
+		zap.String("event", "job."+role), zap.String("via", method),
+		zap.String("workspace", scope.WorkspaceID), zap.String("agent", scope.AgentID),
+		zap.String("id", id), zap.Duration("duration", took),
+	}
+	if t != nil {
+		fields = append(fields, zap.String("tool", t.Tool))
+	}
+	if err != nil {
+		h.audit.Info("crank audit", append(fields, zap.String("outcome", "error"), zap.String("error", h.redact.String(err.Error())))...)
+		return
+	}
+	h.audit.Info("crank audit", append(fields, zap.String("outcome", "ok"))...)
 }
