@@ -358,7 +358,9 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 		return callOK(t, cs, "export_status", map[string]any{"job_id": long})["status"] == "canceled"
 	})
 
+	adapterPID := a.adapter("rest").PID
 	_ = a.cmd.Process.Kill()
+	waitFor(t, "A's adapter process to exit after A was killed", func() bool { return !processAlive(adapterPID, crankBin) })
 	waitFor(t, "B to mark A's running job failed", func() bool {
 		st := callOK(t, cs, "export_status", map[string]any{"job_id": orphan})
 		return st["status"] == "failed" && strings.Contains(fmt.Sprint(st["error"]), "owner_lost")

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,19 +117,14 @@ func TestSessionMovesBetweenReplicas(t *testing.T) {
 		t.Fatalf("call on B: %q, %v", got, err)
 	}
 
-	// SIGKILL: A cleans nothing up. Its adapter process outlives it (no
-	// one tells it), so the test ends that one itself.
+	// SIGKILL: A cleans nothing up. Its adapter process notices that its
+	// host is gone and exits by itself.
 	adapterPID := a.adapter("rest").PID
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-a.exited
-	t.Cleanup(func() {
-		// Only while the PID is still that adapter's.
-		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", adapterPID)); err == nil && strings.Contains(string(cmd), crankBin) {
-			_ = syscall.Kill(adapterPID, syscall.SIGKILL)
-		}
-	})
+	waitFor(t, "A's adapter process to exit after A was killed", func() bool { return !processAlive(adapterPID, crankBin) })
 
 	lb2.to(b)
 	for _, cs := range []*mcp.ClientSession{moved, stayed} {
@@ -280,4 +274,22 @@ func TestGatewaySweepsOrphanedJobs(t *testing.T) {
 		j, err := reader.GetJob(ctx, scope, job.ID)
 		return err == nil && j.Status == store.JobFailed
 	})
+}
+
+// processAlive reports whether pid is still a live (not zombie) process
+// running exe.
+func processAlive(pid int, exe string) bool {
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmd), exe) {
+		return false
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) {
+		return st[i+2] != 'Z' && st[i+2] != 'X'
+	}
+	return true
 }

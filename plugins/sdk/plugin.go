@@ -79,8 +79,10 @@ func DialOptions() []grpc.DialOption {
 
 // Serve runs the adapter as a go-plugin process and returns when the host
 // ends it. Call it from main. Logs written through hclog's default logger
-// (or to stderr) reach the host's log.
+// (or to stderr) reach the host's log. The process also exits when the host
+// process is gone (killed without a chance to stop its adapters).
 func Serve(a Adapter) {
+	defer exitWhenOrphaned()()
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: PluginSets(a),
