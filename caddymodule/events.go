@@ -39,6 +39,9 @@ type eventStore struct {
 	store  func() store.Store
 	limits store.EventLimits
 	logger *zap.Logger
+	// standaloneOnly: POST answers are JSON (json_response), which carry
+	// no event ids and cannot be resumed; only the GET stream is logged.
+	standaloneOnly bool
 
 	mu       sync.Mutex
 	changed  *sync.Cond // on mu: a writer finished a batch
@@ -124,6 +127,9 @@ func isResponse(data []byte) bool {
 // Append implements mcp.EventStore: it queues the event for the stream's
 // writer.
 func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data []byte) error {
+	if es.standaloneOnly && streamID != "" {
+		return nil // go-sdk appends a JSON answer's messages too
+	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)

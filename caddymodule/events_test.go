@@ -87,4 +87,17 @@ func TestEventStoreNeverBlocksDelivery(t *testing.T) {
 	if err := es.SessionClosed(ctx, "sess"); err != nil {
 		t.Fatal(err)
 	}
+
+	// Under json_response only the GET stream is logged.
+	es.standaloneOnly = true
+	_ = es.Open(ctx, "sess2", "P")
+	_ = es.Open(ctx, "sess2", "")
+	_ = es.Append(ctx, "sess2", "P", []byte(`{"id":1,"result":{}}`))
+	_ = es.Append(ctx, "sess2", "", []byte(`{"method":"notifications/tools/list_changed"}`))
+	if got, err := replayAll(t, es, "sess2", "", -1); err != nil || len(got) != 1 {
+		t.Fatalf("GET stream: %q %v", got, err)
+	}
+	if got, err := replayAll(t, es, "sess2", "P", -1); err != nil || len(got) != 0 {
+		t.Fatalf("JSON answer logged: %q %v", got, err)
+	}
 }

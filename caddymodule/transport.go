@@ -155,6 +155,7 @@ func (ep *endpoint) streamableOptions(h *Handler, opts *mcp.StreamableHTTPOption
 		return nil
 	}, store.EventLimits{MaxEvents: t.EventMaxEvents, MaxBytes: t.EventMaxBytes, TTL: ttl})
 	es.logger = h.logger
+	es.standaloneOnly = h.JSONResponse
 	ep.eventStore = es
 	opts.EventStore = es
 	ep.transport.retry = strconv.FormatInt(DefaultSSERetry.Milliseconds(), 10)
