@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -100,7 +101,7 @@ type jobUpstream struct {
 	idleOpen        atomic.Int32
 }
 
-func newJobUpstream(t *testing.T) *jobUpstream {
+func newJobUpstream(t testing.TB) *jobUpstream {
 	u := &jobUpstream{reportStarted: make(chan struct{}, 10), reportCancelled: make(chan struct{}, 10)}
 	u.streamUpstream = newStreamUpstream(t, func(mux *http.ServeMux) { u.routes(mux) })
 	return u
@@ -150,9 +151,11 @@ type familyFixture struct {
 	h    *host.Host
 	up   *jobUpstream
 	logs *observer.ObservedLogs
+	st   *store.Etcd      // the host's store, for benchmark baselines
+	sup  *host.Supervisor // the rest adapter, bound by host.New
 }
 
-func newFamilyFixture(t *testing.T, ops string, quotas host.Quotas) *familyFixture {
+func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas) *familyFixture {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -165,26 +168,28 @@ func newFamilyFixture(t *testing.T, ops string, quotas host.Quotas) *familyFixtu
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.DebugLevel)
+	f := &familyFixture{up: up, logs: logs, st: st}
 	var mu sync.Mutex
-	var sup *host.Supervisor
 	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Quotas: quotas, Logger: zap.New(core),
 		Adapter: func(name string) (*host.Supervisor, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if sup == nil {
+			if f.sup == nil {
 				spec, err := cat.AdapterSpec(name, nil)
 				if err != nil {
 					return nil, err
 				}
-				sup = host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
+				sup := host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
 				t.Cleanup(func() { sup.Close() })
+				f.sup = sup
 			}
-			return sup, nil
+			return f.sup, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &familyFixture{h: h, up: up, logs: logs}
+	f.h = h
+	return f
 }
 
 // famCall calls a family tool as an agent of workspace ws and decodes its

@@ -33,8 +33,11 @@ var (
 // Session reader tuning: items are handed to the store in batches; the
 // queue between the upstream reader and the store writer is what a slow
 // poller lets accumulate before the upstream read blocks (backpressure).
+// Every live session allocates its queue, so it is kept short: 64 slots
+// are 1.5 KiB a session (256 were 6 KiB, a tenth of a quiet session's
+// memory), and still fill most of a batch while a store write is under way.
 const (
-	sessionQueue      = 256
+	sessionQueue      = 64
 	sessionBatchItems = 100
 	sessionBatchBytes = 256 << 10
 	bufferFullRetry   = 250 * time.Millisecond
