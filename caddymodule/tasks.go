@@ -55,10 +55,13 @@ import (
 //     request riding in the internal header; the middleware answers the
 //     ping with the task method's result.
 //
-// The sessionless protocol (2026-07-28) has no tasks/result or tasks/list
-// and ignores params.task (its tasks are the io.modelcontextprotocol/tasks
-// extension, not served yet): requests of that protocol get -32601 for
-// tasks/*, and their tools/call runs as a plain call.
+// The sessionless protocol (2026-07-28, stateless endpoints) has tasks as
+// the io.modelcontextprotocol/tasks extension instead: server/discover
+// advertises it; a tools/call of a task tool whose request declares the
+// extension answers a CreateTaskResult (resultType "task"); tasks/get
+// inlines the final result; tasks/update and tasks/cancel acknowledge;
+// tasks/result and tasks/list do not exist there (-32601), and params.task
+// is ignored. The same middleware serves both generations.
 
 // Task method names and _meta keys (MCP 2025-11-25).
 const (
@@ -66,6 +69,8 @@ const (
 	methodTasksResult = "tasks/result"
 	methodTasksList   = "tasks/list"
 	methodTasksCancel = "tasks/cancel"
+
+	methodTasksUpdate = "tasks/update" // the 2026-07-28 extension's
 
 	metaRelatedTask       = "io.modelcontextprotocol/related-task"
 	metaImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
@@ -78,6 +83,14 @@ const (
 	tasksProtocolVersion       = "2025-11-25" // first with the tasks capability
 	sessionlessProtocolVersion = "2026-07-28" // tasks become an extension
 )
+
+// tasksExtension is the identifier of the 2026-07-28 tasks extension.
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// codeMissingCapability is the JSON-RPC error of a request that needs a
+// client capability (here: the tasks extension) the request did not
+// declare.
+const codeMissingCapability = -32021
 
 // taskHeader is the internal request header through which markTasks hands
 // a taskEnvelope to the middleware. A client's own header of that name is
@@ -126,6 +139,12 @@ func (ep *endpoint) addTasks() {
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksResult, ep.taskResult),
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksList, ep.listTasks),
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksCancel, ep.cancelTask),
+		// Served by the middleware (serveExtTask); registered so that the
+		// SDK accepts it.
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksUpdate,
+			func(context.Context, *mcp.ServerSession, *taskIDParams) (*extAck, error) {
+				return nil, methodNotFound(methodTasksUpdate + " is only served under protocol " + sessionlessProtocolVersion)
+			}),
 	} {
 		if err != nil {
 			ep.logger.Error("MCP tasks not served", zap.Error(err))
@@ -252,10 +271,27 @@ func (ep *endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			return res, err
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil && dr.Capabilities != nil {
+				dr.Capabilities.AddExtension(tasksExtension, nil) // a copy of the server's
+			}
+			return res, err
 		case "tools/call":
 			cr, ok := req.(*mcp.CallToolRequest)
+			if !ok || cr.Params == nil {
+				break
+			}
+			if sessionless(req.GetExtra()) {
+				if declaresTasks(cr.Params.Meta) {
+					if res, err := ep.startExtTask(ctx, cr); res != nil || err != nil {
+						return res, err
+					}
+				}
+				break
+			}
 			env, marked := envelope(req.GetExtra())
-			if !ok || !marked || len(env.Task) == 0 || cr.Params == nil {
+			if !marked || len(env.Task) == 0 {
 				break
 			}
 			if res, err := ep.startTask(ctx, cr, env.Task); res != nil || err != nil {
@@ -269,15 +305,17 @@ func (ep *endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			return f(context.WithValue(ctx, callerKey{}, ep.callerScope(req.GetExtra(), ss)), ss, env.Params)
-		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 			extra := req.GetExtra()
-			if extra != nil && extra.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
-				return nil, methodNotFound(fmt.Sprintf(
-					"%s is not part of protocol %s (tasks there are the io.modelcontextprotocol/tasks extension, which this server does not offer)",
-					method, sessionlessProtocolVersion))
-			}
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			ctx = context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss))
+			if sessionless(extra) {
+				return ep.serveExtTask(ctx, method, req.GetParams())
+			}
+			if method == methodTasksUpdate {
+				return nil, methodNotFound(fmt.Sprintf("%s is part of the %s tasks extension (protocol %s), not of protocol %s tasks",
+					method, tasksExtension, sessionlessProtocolVersion, tasksProtocolVersion))
+			}
 		}
 		return next(ctx, method, req)
 	}
@@ -671,6 +709,146 @@ func (ep *endpoint) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *tas
 	})
 }
 
+// sessionless reports whether a request is of the sessionless 2026-07-28
+// protocol (the SDK has checked that the header matches its _meta).
+func sessionless(extra *mcp.RequestExtra) bool {
+	return extra != nil && extra.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion
+}
+
+// declaresTasks reports whether request _meta declares the tasks extension
+// in its per-request client capabilities.
+func declaresTasks(meta map[string]any) bool {
+	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	ext, _ := caps["extensions"].(map[string]any)
+	_, ok := ext[tasksExtension]
+	return ok
+}
+
+// extTask is a Task of the 2026-07-28 extension: a CreateTaskResult
+// (resultType "task") or a tasks/get result (resultType "complete", with
+// the final result inlined once completed).
+type extTask struct {
+	mcp.ResultBase
+	ResultType     string              `json:"resultType"`
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	LastUpdatedAt  string              `json:"lastUpdatedAt"`
+	TTLMs          *int64              `json:"ttlMs"`
+	PollIntervalMs int64               `json:"pollIntervalMs,omitempty"`
+	Result         *mcp.CallToolResult `json:"result,omitempty"`
+}
+
+// extAck is the empty acknowledgement of tasks/update and tasks/cancel.
+type extAck struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType"`
+}
+
+// extTaskOf is the extension's view of t. A failed job is a completed
+// task whose result has isError: the extension keeps "failed" for
+// JSON-RPC errors, and a job's failure is its tool's error.
+func extTaskOf(t *host.Task, resultType string, res *host.Result) *extTask {
+	w := wireTaskOf(t)
+	out := &extTask{ResultType: resultType, TaskID: w.TaskID, Status: w.Status, StatusMessage: w.StatusMessage,
+		CreatedAt: w.CreatedAt, LastUpdatedAt: w.LastUpdatedAt, TTLMs: w.TTL, PollIntervalMs: w.PollInterval}
+	if out.Status == taskFailed {
+		out.Status = taskCompleted
+	}
+	if out.Status == taskCompleted && res != nil {
+		out.Result = toolResult(res)
+	}
+	return out
+}
+
+// startExtTask answers a tools/call of the sessionless protocol whose
+// client declared the tasks extension: a CreateTaskResult for a task tool,
+// the tool's error result when the host refuses at once, nil, nil (a plain
+// call) for any other tool.
+func (ep *endpoint) startExtTask(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	h := ep.active.Load()
+	if h == nil || !h.TaskTool(req.Params.Name) {
+		return nil, nil
+	}
+	t, res, err := h.StartTask(ctx, ep.hostCall(req))
+	switch {
+	case err != nil:
+		return nil, err
+	case res != nil:
+		return toolResult(res), nil
+	}
+	return extTaskOf(t, "task", nil), nil
+}
+
+// missingTasksCapability is the error of an extension request whose client
+// did not declare the extension.
+func missingTasksCapability(method string) error {
+	return &jsonrpc.Error{Code: codeMissingCapability,
+		Message: fmt.Sprintf("Missing required client capability: %s needs the %s extension in the request's client capabilities", method, tasksExtension),
+		Data:    json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasksExtension + `":{}}}}`)}
+}
+
+// serveExtTask serves a tasks/* request of the sessionless protocol.
+func (ep *endpoint) serveExtTask(ctx context.Context, method string, params mcp.Params) (mcp.Result, error) {
+	var id string
+	var meta map[string]any
+	if p, ok := params.(*taskIDParams); ok && p != nil {
+		id, meta = p.TaskID, p.Meta
+	}
+	switch method {
+	case methodTasksResult, methodTasksList:
+		return nil, methodNotFound(fmt.Sprintf("%s is not part of the %s tasks extension (protocol %s): poll tasks/get",
+			method, tasksExtension, sessionlessProtocolVersion))
+	}
+	if !declaresTasks(meta) {
+		return nil, missingTasksCapability(method)
+	}
+	var res mcp.Result
+	var err error
+	switch method {
+	case methodTasksGet:
+		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extTask, error) {
+			t, err := h.GetTask(ctx, scope, id)
+			if err != nil {
+				return nil, nil, taskError(err, id)
+			}
+			var final *host.Result
+			if t.Status == store.JobSucceeded || t.Status == store.JobFailed {
+				if t, final, err = h.WaitTask(ctx, scope, id); err != nil { // final: returns at once
+					return nil, nil, taskError(err, id)
+				}
+			}
+			return t, extTaskOf(t, "complete", final), nil
+		})
+	case methodTasksUpdate:
+		// A job never asks the client for input: there is nothing to
+		// update, but the task must exist.
+		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
+			t, err := h.GetTask(ctx, scope, id)
+			if err != nil {
+				return nil, nil, taskError(err, id)
+			}
+			return t, &extAck{ResultType: "complete"}, nil
+		})
+	case methodTasksCancel:
+		// Cooperative and eventually consistent: the runner stops the job
+		// on whichever replica runs it; a task that finished first stays
+		// finished.
+		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
+			t, err := h.CancelTask(ctx, scope, id)
+			if err != nil && !errors.Is(err, store.ErrIllegalTransition) {
+				return nil, nil, taskError(err, id)
+			}
+			return t, &extAck{ResultType: "complete"}, nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // initializeResult is an initialize result with the tasks capability,
 // which mcp.ServerCapabilities has no field for.
 type initializeResult struct{ *mcp.InitializeResult }
@@ -762,6 +940,8 @@ var (
 	_ mcp.Result     = (*createTaskResult)(nil)
 	_ mcp.Result     = (*taskObjectResult)(nil)
 	_ mcp.Result     = (*listTasksResult)(nil)
+	_ mcp.Result     = (*extTask)(nil)
+	_ mcp.Result     = (*extAck)(nil)
 	_ mcp.Result     = (*initializeResult)(nil)
 	_ mcp.Result     = (*listToolsResult)(nil)
 	_ mcp.Params     = (*taskIDParams)(nil)

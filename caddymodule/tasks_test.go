@@ -341,8 +341,8 @@ func TestTasksListPages(t *testing.T) {
 
 // A stateless endpoint answering JSON serves tasks without sessions: the
 // task is the agent's, tasks/result waits in a plain JSON response. A
-// request of the sessionless 2026-07-28 protocol, whose tasks are an
-// extension this server does not offer, gets no tasks.
+// request of the sessionless 2026-07-28 protocol that does not declare the
+// tasks extension gets no tasks.
 func TestTasksStatelessJSON(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
@@ -369,16 +369,144 @@ func TestTasksStatelessJSON(t *testing.T) {
 	}
 	newTaskClient(t, url, "agent-2", "").Fails("tasks/get", map[string]any{"taskId": task.TaskID}, -32602, "not found")
 
-	next := newTaskClient(t, url, "agent-1", "")
-	next.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
-	meta := map[string]any{mcp.MetaKeyProtocolVersion: sessionlessProtocolVersion, mcp.MetaKeyClientCapabilities: map[string]any{}}
+	// A 2026-07-28 request that does not declare the tasks extension gets
+	// no task and cannot use the task methods.
+	next := newExtClient(t, url)
 	next.Header.Set("Mcp-Method", "tasks/get")
-	next.Fails("tasks/get", map[string]any{"taskId": task.TaskID, "_meta": meta}, -32601, "io.modelcontextprotocol/tasks")
+	next.Fails("tasks/get", extParams(false, "taskId", task.TaskID), -32021, tasksExtension)
 	next.Header.Set("Mcp-Method", "tools/call")
 	next.Header.Set("Mcp-Name", "report_start")
 	var plain mcptest.CallResult
-	next.OK("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1001}, "task": map[string]any{}, "_meta": meta}, &plain)
+	next.OK("tools/call", extParams(false, "name", "report_start", "arguments", map[string]any{"n": 1001}, "task", map[string]any{}), &plain)
 	if plain.Task != nil || plain.StructuredContent["job_id"] == nil {
 		t.Errorf("2026-07-28 tools/call with params.task = %+v, want a plain call's job handle", plain)
 	}
+}
+
+// newExtClient is a client of the sessionless 2026-07-28 protocol.
+func newExtClient(t testing.TB, url string) *mcptest.Client {
+	c := newTaskClient(t, url, "agent-1", "")
+	c.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
+	return c
+}
+
+// extParams are request params of the sessionless protocol (its _meta
+// triple), declaring the tasks extension or not, with the key-value pairs
+// kv.
+func extParams(tasks bool, kv ...any) map[string]any {
+	caps := map[string]any{}
+	if tasks {
+		caps["extensions"] = map[string]any{tasksExtension: map[string]any{}}
+	}
+	p := map[string]any{"_meta": map[string]any{mcp.MetaKeyProtocolVersion: sessionlessProtocolVersion,
+		mcp.MetaKeyClientCapabilities: caps, mcp.MetaKeyClientInfo: map[string]any{"name": "ext-test", "version": "1"}}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		p[kv[i].(string)] = kv[i+1]
+	}
+	return p
+}
+
+// The 2026-07-28 tasks extension on a stateless endpoint: discovery, a
+// server-directed task for a client that declares the extension, polling
+// with the result inlined, update and cancel acknowledgements, and the
+// methods the extension dropped.
+func TestTasksExtension(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	url, _ := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless = true })
+	c := newExtClient(t, url)
+	call := func(method, name string) {
+		c.Header.Set("Mcp-Method", method)
+		c.Header.Set("Mcp-Name", name)
+	}
+
+	var disc struct {
+		Capabilities struct {
+			Extensions map[string]any `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	call("server/discover", "")
+	c.OK("server/discover", extParams(true), &disc)
+	if disc.Capabilities.Extensions[tasksExtension] == nil {
+		t.Errorf("server/discover: extensions %v, want %s", disc.Capabilities.Extensions, tasksExtension)
+	}
+
+	type task struct {
+		ResultType     string              `json:"resultType"`
+		TaskID         string              `json:"taskId"`
+		Status         string              `json:"status"`
+		CreatedAt      string              `json:"createdAt"`
+		TTLMs          *int64              `json:"ttlMs"`
+		PollIntervalMs int64               `json:"pollIntervalMs"`
+		Result         *mcptest.CallResult `json:"result"`
+	}
+	start := func(n int) task {
+		t.Helper()
+		var created task
+		call("tools/call", "report_start")
+		c.OK("tools/call", extParams(true, "name", "report_start", "arguments", map[string]any{"n": n}), &created)
+		if created.ResultType != "task" || created.TaskID == "" || created.Status != "working" || created.TTLMs == nil || created.PollIntervalMs != 1000 {
+			t.Fatalf("CreateTaskResult = %+v", created)
+		}
+		return created
+	}
+	get := func(id string) task {
+		t.Helper()
+		var got task
+		call("tasks/get", id)
+		c.OK("tasks/get", extParams(true, "taskId", id), &got)
+		if got.ResultType != "complete" || got.TaskID != id {
+			t.Fatalf("tasks/get = %+v", got)
+		}
+		return got
+	}
+
+	created := start(4)
+	up.Await(t, "arrived", "4")
+	if got := get(created.TaskID); got.Status != "working" || got.Result != nil {
+		t.Errorf("tasks/get while running = %+v", got)
+	}
+	var ack map[string]any
+	call("tasks/update", created.TaskID)
+	c.OK("tasks/update", extParams(true, "taskId", created.TaskID, "inputResponses", map[string]any{}), &ack)
+	if ack["resultType"] != "complete" {
+		t.Errorf("tasks/update = %v", ack)
+	}
+	up.Release("4")
+	var done task
+	waitUntil(t, "the task to complete", func() bool { done = get(created.TaskID); return done.Status == "completed" })
+	if done.Result == nil || done.Result.IsError || done.Result.StructuredContent["rows"] != 3.0 {
+		t.Errorf("completed task = %+v, want the report inlined", done)
+	}
+
+	// A failed job is a completed task with an error result.
+	failed := start(500)
+	waitUntil(t, "the failing task to end", func() bool { done = get(failed.TaskID); return done.Status != "working" })
+	if done.Status != "completed" || done.Result == nil || !done.Result.IsError {
+		t.Errorf("failed job's task = %+v, want completed with an error result", done)
+	}
+
+	cancelled := start(5)
+	up.Await(t, "arrived", "5")
+	call("tasks/cancel", cancelled.TaskID)
+	c.OK("tasks/cancel", extParams(true, "taskId", cancelled.TaskID), &ack)
+	if ack["resultType"] != "complete" {
+		t.Errorf("tasks/cancel = %v", ack)
+	}
+	up.Await(t, "cancelled", "5")
+	waitUntil(t, "the task to be cancelled", func() bool { return get(cancelled.TaskID).Status == "cancelled" })
+
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		call(m, created.TaskID)
+		c.Fails(m, extParams(true, "taskId", created.TaskID), -32601, "not part of the "+tasksExtension)
+	}
+	call("tasks/get", "job_nope")
+	c.Fails("tasks/get", extParams(true, "taskId", "job_nope"), -32602, "not found")
+	// Another agent cannot see it.
+	other := newExtClient(t, url)
+	other.Header.Set("X-Agent", "agent-2")
+	other.Header.Set("Mcp-Method", "tasks/get")
+	other.Header.Set("Mcp-Name", created.TaskID)
+	other.Fails("tasks/get", extParams(true, "taskId", created.TaskID), -32602, "not found")
 }
