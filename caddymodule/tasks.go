@@ -139,12 +139,9 @@ func (ep *endpoint) addTasks() {
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksResult, ep.taskResult),
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksList, ep.listTasks),
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksCancel, ep.cancelTask),
-		// Served by the middleware (serveExtTask); registered so that the
-		// SDK accepts it.
-		mcp.AddReceivingCustomMethod(ep.server, methodTasksUpdate,
-			func(context.Context, *mcp.ServerSession, *taskIDParams) (*extAck, error) {
-				return nil, methodNotFound(methodTasksUpdate + " is only served under protocol " + sessionlessProtocolVersion)
-			}),
+		// Served by the middleware (serveExtTask) under the sessionless
+		// protocol; registered so that the SDK accepts it.
+		mcp.AddReceivingCustomMethod(ep.server, methodTasksUpdate, updateTask),
 	} {
 		if err != nil {
 			ep.logger.Error("MCP tasks not served", zap.Error(err))
@@ -166,8 +163,17 @@ func (ep *endpoint) taskMethod(name string) taskMethod {
 		return rawTaskMethod(ep.listTasks)
 	case methodTasksCancel:
 		return rawTaskMethod(ep.cancelTask)
+	case methodTasksUpdate:
+		return rawTaskMethod(updateTask)
 	}
 	return nil
+}
+
+// updateTask answers tasks/update outside the sessionless protocol, which
+// has no such method.
+func updateTask(context.Context, *mcp.ServerSession, *taskIDParams) (*extAck, error) {
+	return nil, methodNotFound(fmt.Sprintf("%s is part of the %s tasks extension (protocol %s), not of protocol %s tasks",
+		methodTasksUpdate, tasksExtension, sessionlessProtocolVersion, tasksProtocolVersion))
 }
 
 // rawTaskMethod makes a taskMethod of a typed one, for tunnelled requests.
@@ -222,7 +228,7 @@ func (ep *endpoint) markTasks(r *http.Request) {
 		if len(env.Task) == 0 || string(env.Task) == "null" {
 			return
 		}
-	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 		id := r.Header.Get(sessionIDHeader)
 		if !ep.transport.stateful || id == "" || len(msg["id"]) == 0 || ep.sdkHolds(id) {
 			return
@@ -311,10 +317,6 @@ func (ep *endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			ctx = context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss))
 			if sessionless(extra) {
 				return ep.serveExtTask(ctx, method, req.GetParams())
-			}
-			if method == methodTasksUpdate {
-				return nil, methodNotFound(fmt.Sprintf("%s is part of the %s tasks extension (protocol %s), not of protocol %s tasks",
-					method, tasksExtension, sessionlessProtocolVersion, tasksProtocolVersion))
 			}
 		}
 		return next(ctx, method, req)

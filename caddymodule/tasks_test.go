@@ -248,6 +248,8 @@ func TestTasks(t *testing.T) {
 			c.Fails(m, map[string]any{}, -32602, "params.taskId")
 		}
 		c.Fails("tasks/list", map[string]any{"cursor": "garbage"}, -32602, "params.cursor")
+		c.Fails("tasks/update", map[string]any{"taskId": task.TaskID}, -32601, "2026-07-28")
+		onB.Fails("tasks/update", map[string]any{"taskId": task.TaskID}, -32601, "2026-07-28")
 		c.Fails("tools/call", map[string]any{"name": "get_user", "arguments": map[string]any{"id": 1}, "task": map[string]any{}},
 			-32601, `"get_user"`)
 		c.Fails("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1}, "task": "soon"},
