@@ -32,7 +32,10 @@ func toolExecution(entry, op *Operation, t *adapterv1.Tool, self bool, sup *Supe
 	mode := t.GetMode()
 	raw := bytes.TrimSpace(t.GetExecutionJson())
 	item := bytes.TrimSpace(t.GetItemSchemaJson())
-	if self && entry.Execution != nil {
+	if self && entry.Execution != nil || entry.Family != nil {
+		// The operator's config wins: a window entry's own, and always a
+		// session's or async_job's (its tools read the upstream the way
+		// the entry says; a derived item schema still describes items).
 		mode, raw = adapterv1.ExecutionMode_EXECUTION_MODE_UNSPECIFIED, nil
 	}
 	var problems []string

@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store/storetest"
 )
 
 // overrideDoc is an OpenAPI 3.2 document with a stream whose events'
@@ -93,7 +94,7 @@ func overrideUpstream(t *testing.T) *httptest.Server {
 	return srv
 }
 
-func newOverrideHost(t *testing.T, ops string) (*host.Host, error) {
+func newOverrideHost(t *testing.T, ops string, opts ...func(*host.Options)) (*host.Host, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -116,7 +117,7 @@ func newOverrideHost(t *testing.T, ops string) (*host.Host, error) {
 			sup.Close()
 		}
 	})
-	return host.New(context.Background(), host.Options{Catalog: cat, Adapter: func(name string) (*host.Supervisor, error) {
+	o := host.Options{Catalog: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		if sup == nil {
 			spec, err := cat.AdapterSpec(name, nil)
 			if err != nil {
@@ -125,7 +126,11 @@ func newOverrideHost(t *testing.T, ops string) (*host.Host, error) {
 			sup = host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
 		}
 		return sup, nil
-	}})
+	}}
+	for _, f := range opts {
+		f(&o)
+	}
+	return host.New(context.Background(), o)
 }
 
 // An expanded tool with a mode override becomes a window tool with the
@@ -313,5 +318,40 @@ func TestExpandedToolBadOverride(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in:\n%v", want, err)
 		}
+	}
+}
+
+// A session entry over an OpenAPI stream: the operation's derived window
+// mode does not replace the entry's session; the tool becomes a session
+// family named after it, reading the stream the entry's way.
+func TestExpandedToolInSessionEntry(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	h, err := newOverrideHost(t, `operations:
+  - name: follow
+    adapter: rest
+    mode: session
+    limits: {max_items: 10}
+    config:
+      openapi:
+        document: DOC
+        base_url: UPSTREAM
+        include: {operation_ids: [watchEvents]}
+`, func(o *host.Options) { o.Store = st })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, op := range h.Operations() {
+		names = append(names, op.Name+"/"+op.Role)
+	}
+	if got := strings.Join(names, ","); got != "watchEvents_start/start,watchEvents_poll/poll,watchEvents_stop/stop" {
+		t.Fatalf("tools: %s", got)
+	}
+	m := famOK(t, h, "a1", "watchEvents_start", `{}`)
+	id := m["session_id"].(string)
+	end := pollUntil(t, h, "watchEvents_poll", `{"session_id":"`+id+`"}`, func(m map[string]any) bool { return m["status"] == "completed" })
+	if len(end["items"].([]any)) != 5 {
+		t.Errorf("items of the stream: %v", end)
 	}
 }
