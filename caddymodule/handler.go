@@ -367,11 +367,7 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
-	if res.Structured != nil {
-		out.StructuredContent = res.Structured
-	}
-	return out, nil
+	return toolResult(res), nil
 }
 
 // recordSession records in the store that the client of a new MCP session
