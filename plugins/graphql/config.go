@@ -103,48 +103,17 @@ type parseResult struct {
 func parseConfig(raw []byte) *parseResult {
 	var d diags
 	c := parseInto(raw, &d)
-	res := &parseResult{diags: d.list}
-	if d.failed() {
-		res.err = errors.New("invalid graphql operation config: " + d.summary())
+	res := &parseResult{diags: d.List()}
+	if d.Failed() {
+		res.err = errors.New(d.Summary("invalid graphql operation config"))
 		return res
 	}
 	res.cfg = c
 	return res
 }
 
-type diags struct{ list []sdk.Diagnostic }
-
-func (d *diags) errorf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Errorf(field, format, args...))
-}
-
-func (d *diags) warnf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *diags) failed() bool {
-	for _, x := range d.list {
-		if x.Severity == sdk.SeverityError {
-			return true
-		}
-	}
-	return false
-}
-
-func (d *diags) summary() string {
-	var msgs []string
-	for _, x := range d.list {
-		if x.Severity != sdk.SeverityError {
-			continue
-		}
-		if x.Field == "" {
-			msgs = append(msgs, x.Message)
-		} else {
-			msgs = append(msgs, x.Field+": "+x.Message)
-		}
-	}
-	return strings.Join(msgs, "; ")
-}
+// diags collects a config's diagnostics.
+type diags = sdk.Diagnostics
 
 func parseInto(raw []byte, d *diags) *config {
 	raw = bytes.TrimSpace(raw)
@@ -153,7 +122,7 @@ func parseInto(raw []byte, d *diags) *config {
 	}
 	var fields map[string]json.RawMessage
 	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.errorf("", "the graphql adapter config must be a JSON object")
+		d.Errorf("", "the graphql adapter config must be a JSON object")
 		return nil
 	}
 	unknownFields(fields, knownFields, "", d)
@@ -163,9 +132,9 @@ func parseInto(raw []byte, d *diags) *config {
 	// endpoint
 	var endpoint string
 	if v, ok := fields["endpoint"]; !ok || isNull(v) {
-		d.errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
+		d.Errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
 	} else if json.Unmarshal(v, &endpoint) != nil {
-		d.errorf("endpoint", "must be a string: the absolute http or https URL of the GraphQL endpoint")
+		d.Errorf("endpoint", "must be a string: the absolute http or https URL of the GraphQL endpoint")
 	} else {
 		parseEndpoint(strings.TrimSpace(endpoint), c, d)
 	}
@@ -179,11 +148,11 @@ func parseInto(raw []byte, d *diags) *config {
 	if v, ok := fields["timeout"]; ok && !isNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
-			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
 		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
 		} else if t <= 0 {
-			d.errorf("timeout", "must be positive")
+			d.Errorf("timeout", "must be positive")
 		} else {
 			c.timeout = t
 		}
@@ -194,9 +163,9 @@ func parseInto(raw []byte, d *diags) *config {
 	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
 		var n int64
 		if json.Unmarshal(v, &n) != nil {
-			d.errorf("max_response_bytes", "must be an integer number of bytes")
+			d.Errorf("max_response_bytes", "must be an integer number of bytes")
 		} else if n < 0 {
-			d.errorf("max_response_bytes", "must not be negative")
+			d.Errorf("max_response_bytes", "must not be negative")
 		} else if n > 0 {
 			c.maxBytes = n
 		}
@@ -205,7 +174,7 @@ func parseInto(raw []byte, d *diags) *config {
 	// include_extensions
 	if v, ok := fields["include_extensions"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &c.includeExtensions) != nil {
-			d.errorf("include_extensions", "must be true or false")
+			d.Errorf("include_extensions", "must be true or false")
 		}
 	}
 
@@ -213,12 +182,12 @@ func parseInto(raw []byte, d *diags) *config {
 	if v, ok := fields["tool"]; ok && !isNull(v) {
 		for _, f := range []string{"schema", "document", "query", "operations", "tool_prefix", "generate"} {
 			if _, ok := fields[f]; ok {
-				d.errorf(f, "not allowed beside tool (a tool config is derived by the adapter from an entry)")
+				d.Errorf(f, "not allowed beside tool (a tool config is derived by the adapter from an entry)")
 			}
 		}
 		t, err := compileTool(v)
 		if err != nil {
-			d.errorf("tool", "%v", err)
+			d.Errorf("tool", "%v", err)
 		} else {
 			c.tool = t
 		}
@@ -229,49 +198,49 @@ func parseInto(raw []byte, d *diags) *config {
 	c.documentFile = stringField(fields, "document", "must be a string: the path of a .graphql file with named queries and mutations", d)
 	if v, ok := fields["query"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &c.query) != nil {
-			d.errorf("query", "must be a string: a GraphQL document with one or more queries or mutations")
+			d.Errorf("query", "must be a string: a GraphQL document with one or more queries or mutations")
 		} else if strings.TrimSpace(c.query) == "" {
-			d.errorf("query", "must not be empty")
+			d.Errorf("query", "must not be empty")
 		} else {
 			c.hasQuery = true
 		}
 	}
 	if c.documentFile != "" && c.hasQuery {
-		d.errorf("query", "set either document (a file) or query (inline), not both")
+		d.Errorf("query", "set either document (a file) or query (inline), not both")
 	}
 
 	// operations
 	if v, ok := fields["operations"]; ok && !isNull(v) {
 		var list []string
 		if json.Unmarshal(v, &list) != nil {
-			d.errorf("operations", "must be a list of operation names from the document")
+			d.Errorf("operations", "must be a list of operation names from the document")
 		} else {
 			seen := map[string]bool{}
 			for i, name := range list {
 				name = strings.TrimSpace(name)
 				switch {
 				case !validGraphQLName(name):
-					d.errorf(fmt.Sprintf("operations[%d]", i), "%q is not a GraphQL operation name", name)
+					d.Errorf(fmt.Sprintf("operations[%d]", i), "%q is not a GraphQL operation name", name)
 				case seen[name]:
-					d.errorf(fmt.Sprintf("operations[%d]", i), "operation %q is listed twice", name)
+					d.Errorf(fmt.Sprintf("operations[%d]", i), "operation %q is listed twice", name)
 				default:
 					seen[name] = true
 					c.operations = append(c.operations, name)
 				}
 			}
 			if len(list) == 0 {
-				d.errorf("operations", "must not be empty: leave it out to serve every operation of the document")
+				d.Errorf("operations", "must not be empty: leave it out to serve every operation of the document")
 			}
 		}
 		if c.documentFile == "" && !c.hasQuery {
-			d.errorf("operations", "needs a document or query to pick the operations from")
+			d.Errorf("operations", "needs a document or query to pick the operations from")
 		}
 	}
 
 	// tool_prefix
 	if v, ok := fields["tool_prefix"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &c.prefix) != nil || !validToolChars(c.prefix) || len(c.prefix) > 64 {
-			d.errorf("tool_prefix", "must be a string of at most 64 characters of A-Z a-z 0-9 _ . -")
+			d.Errorf("tool_prefix", "must be a string of at most 64 characters of A-Z a-z 0-9 _ . -")
 			c.prefix = ""
 		}
 	}
@@ -282,7 +251,7 @@ func parseInto(raw []byte, d *diags) *config {
 	}
 
 	if c.documentFile == "" && !c.hasQuery && c.generate == nil {
-		d.errorf("document", "required: a .graphql file of named operations (document), an inline document (query), or generate: {query_fields: true}")
+		d.Errorf("document", "required: a .graphql file of named operations (document), an inline document (query), or generate: {query_fields: true}")
 	}
 	return c
 }
@@ -294,11 +263,11 @@ func stringField(fields map[string]json.RawMessage, name, msg string, d *diags) 
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
-		d.errorf(name, "%s", msg)
+		d.Errorf(name, "%s", msg)
 		return ""
 	}
 	if s = strings.TrimSpace(s); s == "" {
-		d.errorf(name, "must not be empty")
+		d.Errorf(name, "must not be empty")
 	}
 	return s
 }
@@ -313,9 +282,9 @@ func unknownFields(fields map[string]json.RawMessage, known []string, prefix str
 	sort.Strings(unknown)
 	for _, k := range unknown {
 		if s := sdk.Suggest(k, known); s != "" {
-			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
+			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
 		} else {
-			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
 		}
 	}
 }
@@ -323,14 +292,14 @@ func unknownFields(fields map[string]json.RawMessage, known []string, prefix str
 func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(v, &fields) != nil {
-		d.errorf("generate", "must be an object such as {query_fields: true, max_depth: 2}")
+		d.Errorf("generate", "must be an object such as {query_fields: true, max_depth: 2}")
 		return nil
 	}
 	unknownFields(fields, generateFields, "generate.", d)
 	g := &generateConfig{maxDepth: defaultMaxDepth}
 	qf, ok := fields["query_fields"]
 	if !ok || isNull(qf) {
-		d.errorf("generate.query_fields", "required: true for every top-level Query field, or a list of field names")
+		d.Errorf("generate.query_fields", "required: true for every top-level Query field, or a list of field names")
 		return nil
 	}
 	var all bool
@@ -342,28 +311,28 @@ func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
 		}
 	case json.Unmarshal(qf, &list) == nil:
 		if len(list) == 0 {
-			d.errorf("generate.query_fields", "must not be an empty list")
+			d.Errorf("generate.query_fields", "must not be an empty list")
 		}
 		seen := map[string]bool{}
 		for i, f := range list {
 			f = strings.TrimSpace(f)
 			switch {
 			case !validGraphQLName(f):
-				d.errorf(fmt.Sprintf("generate.query_fields[%d]", i), "%q is not a GraphQL field name", f)
+				d.Errorf(fmt.Sprintf("generate.query_fields[%d]", i), "%q is not a GraphQL field name", f)
 			case seen[f]:
-				d.errorf(fmt.Sprintf("generate.query_fields[%d]", i), "field %q is listed twice", f)
+				d.Errorf(fmt.Sprintf("generate.query_fields[%d]", i), "field %q is listed twice", f)
 			default:
 				seen[f] = true
 				g.fields = append(g.fields, f)
 			}
 		}
 	default:
-		d.errorf("generate.query_fields", "must be true or a list of Query field names")
+		d.Errorf("generate.query_fields", "must be true or a list of Query field names")
 	}
 	if md, ok := fields["max_depth"]; ok && !isNull(md) {
 		var n int
 		if json.Unmarshal(md, &n) != nil || n < 1 || n > maxMaxDepth {
-			d.errorf("generate.max_depth", "must be an integer from 1 to %d", maxMaxDepth)
+			d.Errorf("generate.max_depth", "must be an integer from 1 to %d", maxMaxDepth)
 		} else {
 			g.maxDepth = n
 		}
@@ -373,27 +342,27 @@ func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
 
 func parseEndpoint(raw string, c *config, d *diags) {
 	if raw == "" {
-		d.errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
+		d.Errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
 		return
 	}
 	// The error of url.Parse quotes the URL, which may carry secrets:
 	// never use its text.
 	u, err := url.Parse(raw)
 	if err != nil {
-		d.errorf("endpoint", "not a valid URL")
+		d.Errorf("endpoint", "not a valid URL")
 		return
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {
-		d.errorf("endpoint", "must be an absolute http or https URL, e.g. https://api.example.com/graphql")
+		d.Errorf("endpoint", "must be an absolute http or https URL, e.g. https://api.example.com/graphql")
 		return
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		d.errorf("endpoint", "missing host")
+		d.Errorf("endpoint", "missing host")
 		return
 	}
 	if u.Fragment != "" {
-		d.warnf("endpoint", "the #fragment is never sent to the upstream and is ignored")
+		d.Warnf("endpoint", "the #fragment is never sent to the upstream and is ignored")
 		u.Fragment = ""
 	}
 	c.endpoint = u.String()
@@ -409,7 +378,7 @@ func parseHeaders(v json.RawMessage, c *config, d *diags) {
 	var list []sdk.Diagnostic
 	// Content-Type is the adapter's: GraphQL over HTTP posts JSON.
 	c.headers, c.host, list = sdk.StaticHeaders(v, "Content-Type")
-	d.list = append(d.list, list...)
+	d.Add(list...)
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

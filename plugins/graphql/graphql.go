@@ -204,8 +204,9 @@ func (a *adapter) entryTool(ctx context.Context, p *parseResult, req *sdk.Reques
 	if tools == nil {
 		derived, found := a.derive(ctx, c, &req.Operation)
 		if derived == nil {
-			d := diags{list: found}
-			return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: "the entry cannot be expanded into tools: " + d.summary()}
+			var d diags
+			d.Add(found...)
+			return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: d.Summary("the entry cannot be expanded into tools")}
 		}
 		for _, dt := range derived {
 			raw, err := json.Marshal(dt.spec)

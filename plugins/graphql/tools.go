@@ -39,20 +39,20 @@ func (a *adapter) derive(ctx context.Context, c *config, op *sdk.Operation) ([]*
 	var d diags
 	schema := a.loadSchema(ctx, c, op, &d)
 	if schema == nil {
-		return nil, d.list
+		return nil, d.List()
 	}
 	var tools []*derivedTool
 	if c.documentFile != "" || c.hasQuery {
 		tools = documentTools(schema, c, op, &d)
-		if d.failed() {
-			return nil, d.list
+		if d.Failed() {
+			return nil, d.List()
 		}
 	}
 	var generated []*derivedTool
 	if c.generate != nil {
 		generated = generateTools(schema, c, &d)
-		if d.failed() {
-			return nil, d.list
+		if d.Failed() {
+			return nil, d.List()
 		}
 	}
 	if len(tools) == 1 && len(generated) == 0 {
@@ -60,28 +60,28 @@ func (a *adapter) derive(ctx context.Context, c *config, op *sdk.Operation) ([]*
 	} else {
 		for _, t := range tools {
 			if t.spec.Operation == "" {
-				d.errorf(docField(c), "the anonymous operation needs a name: the entry serves several tools, named after their operations")
-				return nil, d.list
+				d.Errorf(docField(c), "the anonymous operation needs a name: the entry serves several tools, named after their operations")
+				return nil, d.List()
 			}
 			t.name = c.prefix + t.spec.Operation
 		}
 	}
 	tools = append(tools, generated...)
 	if len(tools) == 0 {
-		d.errorf("generate.query_fields", "no tools: no Query field could be turned into a tool")
-		return nil, d.list
+		d.Errorf("generate.query_fields", "no tools: no Query field could be turned into a tool")
+		return nil, d.List()
 	}
 	seen := map[string]bool{}
 	for _, t := range tools {
 		if t.name != "" && seen[t.name] {
-			d.errorf("generate.query_fields", "tool name %q is derived twice (from the document and from generate): rename the operation or set tool_prefix", t.name)
+			d.Errorf("generate.query_fields", "tool name %q is derived twice (from the document and from generate): rename the operation or set tool_prefix", t.name)
 		}
 		seen[t.name] = true
 	}
-	if d.failed() {
-		return nil, d.list
+	if d.Failed() {
+		return nil, d.List()
 	}
-	return tools, d.list
+	return tools, d.List()
 }
 
 func docField(c *config) string {
@@ -97,19 +97,19 @@ func (a *adapter) loadSchema(ctx context.Context, c *config, op *sdk.Operation, 
 		path := op.ResolvePath(c.schemaFile)
 		sdl, err := readFile(path)
 		if err != nil {
-			d.errorf("schema", "%v", err)
+			d.Errorf("schema", "%v", err)
 			return nil
 		}
 		s, err := loadSDL(filepath.Base(path), sdl)
 		if err != nil {
-			d.errorf("schema", "not a valid GraphQL schema: %v", err)
+			d.Errorf("schema", "not a valid GraphQL schema: %v", err)
 			return nil
 		}
 		return s
 	}
 	s, err := a.introspect(ctx, c, c.callTimeout(op.Timeout))
 	if err != nil {
-		d.errorf("schema", "introspection of %s failed: %v (a server without introspection needs schema: an SDL file)", c.upstream, err)
+		d.Errorf("schema", "introspection of %s failed: %v (a server without introspection needs schema: an SDL file)", c.upstream, err)
 		return nil
 	}
 	return s
@@ -123,30 +123,30 @@ func documentTools(schema *ast.Schema, c *config, op *sdk.Operation, d *diags) [
 		path := op.ResolvePath(c.documentFile)
 		var err error
 		if text, err = readFile(path); err != nil {
-			d.errorf(field, "%v", err)
+			d.Errorf(field, "%v", err)
 			return nil
 		}
 		name = filepath.Base(path)
 	}
 	doc, err := parser.ParseQuery(&ast.Source{Name: name, Input: text})
 	if err != nil {
-		d.errorf(field, "not a valid GraphQL document: %v", describeGQLError(err))
+		d.Errorf(field, "not a valid GraphQL document: %v", describeGQLError(err))
 		return nil
 	}
 	for _, o := range doc.Operations {
 		if o.Operation == ast.Subscription {
-			d.errorf(field, "subscription %s is not supported: GraphQL subscriptions are deferred, only queries and mutations become tools; remove it from the document", opLabel(o))
+			d.Errorf(field, "subscription %s is not supported: GraphQL subscriptions are deferred, only queries and mutations become tools; remove it from the document", opLabel(o))
 		}
 	}
-	if d.failed() {
+	if d.Failed() {
 		return nil
 	}
 	if len(doc.Operations) == 0 {
-		d.errorf(field, "the document has no query or mutation")
+		d.Errorf(field, "the document has no query or mutation")
 		return nil
 	}
 	if errs := validator.Validate(schema, doc); len(errs) > 0 {
-		d.errorf(field, "does not match the schema: %v", describeGQLError(errs))
+		d.Errorf(field, "does not match the schema: %v", describeGQLError(errs))
 		return nil
 	}
 	ops := doc.Operations
@@ -159,12 +159,12 @@ func documentTools(schema *ast.Schema, c *config, op *sdk.Operation, d *diags) [
 		for i, want := range c.operations {
 			o := doc.Operations.ForName(want)
 			if o == nil || o.Name != want {
-				d.errorf(fmt.Sprintf("operations[%d]", i), "no operation named %q in the document (it has: %s)", want, strings.Join(names, ", "))
+				d.Errorf(fmt.Sprintf("operations[%d]", i), "no operation named %q in the document (it has: %s)", want, strings.Join(names, ", "))
 				continue
 			}
 			ops = append(ops, o)
 		}
-		if d.failed() {
+		if d.Failed() {
 			return nil
 		}
 	}
@@ -172,7 +172,7 @@ func documentTools(schema *ast.Schema, c *config, op *sdk.Operation, d *diags) [
 	for _, o := range ops {
 		t, err := buildTool(schema, doc, o, describeOperation(schema, o))
 		if err != nil {
-			d.errorf(field, "operation %s: %v", opLabel(o), err)
+			d.Errorf(field, "operation %s: %v", opLabel(o), err)
 			continue
 		}
 		tools = append(tools, t)
@@ -340,7 +340,7 @@ func describeOperation(schema *ast.Schema, o *ast.OperationDefinition) string {
 func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 	g := c.generate
 	if schema.Query == nil {
-		d.errorf("generate", "the schema has no query type")
+		d.Errorf("generate", "the schema has no query type")
 		return nil
 	}
 	var fields ast.FieldList
@@ -354,12 +354,12 @@ func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 		for i, name := range g.fields {
 			f := schema.Query.Fields.ForName(name)
 			if f == nil || strings.HasPrefix(name, "__") {
-				d.errorf(fmt.Sprintf("generate.query_fields[%d]", i), "type %s has no field %q", schema.Query.Name, name)
+				d.Errorf(fmt.Sprintf("generate.query_fields[%d]", i), "type %s has no field %q", schema.Query.Name, name)
 				continue
 			}
 			fields = append(fields, f)
 		}
-		if d.failed() {
+		if d.Failed() {
 			return nil
 		}
 	}
@@ -368,7 +368,7 @@ func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 		text := generatedQuery(schema, f, g.maxDepth)
 		doc, errs := gqlparser.LoadQuery(schema, text)
 		if len(errs) > 0 {
-			d.warnf("generate.query_fields", "Query.%s is skipped: the generated query is not valid: %v", f.Name, describeGQLError(errs))
+			d.Warnf("generate.query_fields", "Query.%s is skipped: the generated query is not valid: %v", f.Name, describeGQLError(errs))
 			continue
 		}
 		o := doc.Operations[0]
@@ -384,7 +384,7 @@ func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 		desc += fmt.Sprintf("\n(Generated GraphQL query of %s.%s, selecting its result %d level(s) deep.)", schema.Query.Name, f.Name, g.maxDepth)
 		t, err := buildTool(schema, doc, o, desc)
 		if err != nil {
-			d.warnf("generate.query_fields", "Query.%s is skipped: %v", f.Name, err)
+			d.Warnf("generate.query_fields", "Query.%s is skipped: %v", f.Name, err)
 			continue
 		}
 		t.name = c.prefix + f.Name

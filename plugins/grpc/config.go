@@ -113,40 +113,12 @@ func (c *config) schemaKey() string {
 	return "reflect\x00" + c.connKey
 }
 
-type diags struct{ list []sdk.Diagnostic }
+// diags collects a config's diagnostics.
+type diags = sdk.Diagnostics
 
-func (d *diags) errorf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Errorf(field, format, args...))
-}
-
-func (d *diags) warnf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *diags) failed() bool {
-	for _, x := range d.list {
-		if x.Severity == sdk.SeverityError {
-			return true
-		}
-	}
-	return false
-}
-
-// summary joins the error diagnostics into one message.
-func (d *diags) summary() string {
-	var msgs []string
-	for _, x := range d.list {
-		if x.Severity != sdk.SeverityError {
-			continue
-		}
-		if x.Field == "" {
-			msgs = append(msgs, x.Message)
-		} else {
-			msgs = append(msgs, x.Field+": "+x.Message)
-		}
-	}
-	return "invalid grpc operation config: " + strings.Join(msgs, "; ")
-}
+// configError is the message of a call made with a config that does not
+// load.
+const configError = "invalid grpc operation config"
 
 // parseConfig parses and validates a raw operation config; relative paths
 // resolve against op's BaseDir. It reads the TLS files. Diagnostics never
@@ -154,10 +126,10 @@ func (d *diags) summary() string {
 func parseConfig(op *sdk.Operation) (*config, []sdk.Diagnostic) {
 	var d diags
 	c := parseInto(op, &d)
-	if d.failed() {
-		return nil, d.list
+	if d.Failed() {
+		return nil, d.List()
 	}
-	return c, d.list
+	return c, d.List()
 }
 
 func parseInto(op *sdk.Operation, d *diags) *config {
@@ -167,7 +139,7 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	}
 	var fields map[string]json.RawMessage
 	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.errorf("", "the grpc adapter config must be a JSON object")
+		d.Errorf("", "the grpc adapter config must be a JSON object")
 		return nil
 	}
 	checkUnknown(fields, knownFields, "", d)
@@ -175,9 +147,9 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 
 	// target
 	if v, ok := fields["target"]; !ok || isNull(v) {
-		d.errorf("target", "required: the server address, e.g. 127.0.0.1:50051 or dns:///api.internal:443")
+		d.Errorf("target", "required: the server address, e.g. 127.0.0.1:50051 or dns:///api.internal:443")
 	} else if json.Unmarshal(v, &c.target) != nil {
-		d.errorf("target", "must be a string: the server address, e.g. 127.0.0.1:50051")
+		d.Errorf("target", "must be a string: the server address, e.g. 127.0.0.1:50051")
 	} else {
 		c.target = strings.TrimSpace(c.target)
 		c.local = parseTarget(c.target, d)
@@ -188,7 +160,7 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["plaintext"]; ok && !isNull(v) {
 		var b bool
 		if json.Unmarshal(v, &b) != nil {
-			d.errorf("plaintext", "must be true or false")
+			d.Errorf("plaintext", "must be true or false")
 		} else {
 			plaintext = &b
 		}
@@ -202,14 +174,14 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	}
 	switch {
 	case plaintext != nil && *plaintext && tlsSet:
-		d.errorf("plaintext", "cannot be combined with tls: remove one of them")
+		d.Errorf("plaintext", "cannot be combined with tls: remove one of them")
 	case plaintext != nil:
 		c.plaintext = *plaintext
 	default:
 		c.plaintext = !tlsSet && c.local
 	}
 	if c.plaintext && !c.local && c.target != "" {
-		d.warnf("plaintext", "calls to a non-loopback target travel unencrypted, metadata included")
+		d.Warnf("plaintext", "calls to a non-loopback target travel unencrypted, metadata included")
 	}
 	if !c.plaintext {
 		if tlsCfg == nil {
@@ -227,43 +199,43 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	var method, service string
 	if v, ok := fields["method"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &method) != nil {
-			d.errorf("method", "must be a string: package.Service/Method")
+			d.Errorf("method", "must be a string: package.Service/Method")
 		} else if svc, m, ok := splitMethod(strings.TrimSpace(method)); !ok {
-			d.errorf("method", "must be a fully qualified method: package.Service/Method")
+			d.Errorf("method", "must be a fully qualified method: package.Service/Method")
 		} else {
 			c.service, c.method = svc, m
 		}
 	}
 	if v, ok := fields["service"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &service) != nil {
-			d.errorf("service", "must be a string: the fully qualified service name, e.g. package.Service")
+			d.Errorf("service", "must be a string: the fully qualified service name, e.g. package.Service")
 		} else if service = strings.TrimPrefix(strings.TrimSpace(service), "."); !validFullName(service) {
-			d.errorf("service", "must be a fully qualified service name such as package.Service")
+			d.Errorf("service", "must be a fully qualified service name such as package.Service")
 		} else if method != "" {
-			d.errorf("service", "give either method (one tool) or service (one tool per method), not both")
+			d.Errorf("service", "give either method (one tool) or service (one tool per method), not both")
 		} else {
 			c.service = service
 		}
 	}
 	if method == "" && service == "" {
-		d.errorf("method", "required: the method to call (package.Service/Method), or service to import every method of a service")
+		d.Errorf("method", "required: the method to call (package.Service/Method), or service to import every method of a service")
 	}
 	if v, ok := fields["methods"]; ok && !isNull(v) {
 		var list []string
 		switch {
 		case service == "":
-			d.errorf("methods", "only applies with service")
+			d.Errorf("methods", "only applies with service")
 		case json.Unmarshal(v, &list) != nil:
-			d.errorf("methods", "must be a list of method names of the service")
+			d.Errorf("methods", "must be a list of method names of the service")
 		default:
 			seen := map[string]bool{}
 			for i, m := range list {
 				m = strings.TrimSpace(m)
 				switch {
 				case !validIdent(m):
-					d.errorf(fmt.Sprintf("methods[%d]", i), "%q is not a method name (the short name, e.g. GetUser)", m)
+					d.Errorf(fmt.Sprintf("methods[%d]", i), "%q is not a method name (the short name, e.g. GetUser)", m)
 				case seen[m]:
-					d.errorf(fmt.Sprintf("methods[%d]", i), "method %q is listed twice", m)
+					d.Errorf(fmt.Sprintf("methods[%d]", i), "method %q is listed twice", m)
 				default:
 					seen[m] = true
 					c.methods = append(c.methods, m)
@@ -275,13 +247,13 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 		var p string
 		switch {
 		case service == "":
-			d.errorf("tool_prefix", "only applies with service")
+			d.Errorf("tool_prefix", "only applies with service")
 		case json.Unmarshal(v, &p) != nil:
-			d.errorf("tool_prefix", "must be a string")
+			d.Errorf("tool_prefix", "must be a string")
 		case len(p) > maxToolPrefix:
-			d.errorf("tool_prefix", "must be at most %d characters", maxToolPrefix)
+			d.Errorf("tool_prefix", "must be at most %d characters", maxToolPrefix)
 		case !validToolChars(p):
-			d.errorf("tool_prefix", "may only contain A-Z a-z 0-9 _ . -")
+			d.Errorf("tool_prefix", "may only contain A-Z a-z 0-9 _ . -")
 		default:
 			c.prefix, c.hasPrefix = p, true
 		}
@@ -291,7 +263,7 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["descriptor_set"]; ok && !isNull(v) {
 		var p string
 		if json.Unmarshal(v, &p) != nil || strings.TrimSpace(p) == "" {
-			d.errorf("descriptor_set", "must be the path of a FileDescriptorSet file")
+			d.Errorf("descriptor_set", "must be the path of a FileDescriptorSet file")
 		} else {
 			c.descriptorSet = op.ResolvePath(strings.TrimSpace(p))
 			checkReadable(c.descriptorSet, "descriptor_set", d)
@@ -300,14 +272,14 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["proto_files"]; ok && !isNull(v) {
 		var list []string
 		if json.Unmarshal(v, &list) != nil || len(list) == 0 {
-			d.errorf("proto_files", "must be a non-empty list of .proto file names")
+			d.Errorf("proto_files", "must be a non-empty list of .proto file names")
 		} else if c.descriptorSet != "" {
-			d.errorf("proto_files", "give either descriptor_set or proto_files, not both")
+			d.Errorf("proto_files", "give either descriptor_set or proto_files, not both")
 		} else {
 			for i, f := range list {
 				f = strings.TrimSpace(f)
 				if f == "" || !strings.HasSuffix(f, ".proto") {
-					d.errorf(fmt.Sprintf("proto_files[%d]", i), "must be a .proto file name")
+					d.Errorf(fmt.Sprintf("proto_files[%d]", i), "must be a .proto file name")
 					continue
 				}
 				c.protoFiles = append(c.protoFiles, f)
@@ -318,9 +290,9 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 		var src string
 		switch {
 		case json.Unmarshal(v, &src) != nil || strings.TrimSpace(src) == "":
-			d.errorf("proto_source", "must be the text of a .proto file")
+			d.Errorf("proto_source", "must be the text of a .proto file")
 		case c.descriptorSet != "" || len(c.protoFiles) > 0:
-			d.errorf("proto_source", "give one of descriptor_set, proto_files and proto_source")
+			d.Errorf("proto_source", "give one of descriptor_set, proto_files and proto_source")
 		default:
 			c.protoSource = src
 		}
@@ -328,19 +300,19 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["import_paths"]; ok && !isNull(v) {
 		var list []string
 		if json.Unmarshal(v, &list) != nil {
-			d.errorf("import_paths", "must be a list of directories")
+			d.Errorf("import_paths", "must be a list of directories")
 		} else if _, hasProtos := fields["proto_files"]; !hasProtos && c.protoSource == "" {
-			d.errorf("import_paths", "only applies with proto_files or proto_source")
+			d.Errorf("import_paths", "only applies with proto_files or proto_source")
 		} else {
 			for i, p := range list {
 				p = strings.TrimSpace(p)
 				if p == "" {
-					d.errorf(fmt.Sprintf("import_paths[%d]", i), "must not be empty")
+					d.Errorf(fmt.Sprintf("import_paths[%d]", i), "must not be empty")
 					continue
 				}
 				abs := op.ResolvePath(p)
 				if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-					d.errorf(fmt.Sprintf("import_paths[%d]", i), "%s is not a readable directory", p)
+					d.Errorf(fmt.Sprintf("import_paths[%d]", i), "%s is not a readable directory", p)
 					continue
 				}
 				c.importPaths = append(c.importPaths, abs)
@@ -361,11 +333,11 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["timeout"]; ok && !isNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
-			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
 		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
 		} else if t <= 0 {
-			d.errorf("timeout", "must be positive")
+			d.Errorf("timeout", "must be positive")
 		} else {
 			c.timeout = t
 		}
@@ -375,11 +347,11 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
 		var n int64
 		if json.Unmarshal(v, &n) != nil {
-			d.errorf("max_response_bytes", "must be an integer number of bytes")
+			d.Errorf("max_response_bytes", "must be an integer number of bytes")
 		} else if n < 0 {
-			d.errorf("max_response_bytes", "must not be negative")
+			d.Errorf("max_response_bytes", "must not be negative")
 		} else if n > 1<<30 {
-			d.errorf("max_response_bytes", "must be at most 1 GiB")
+			d.Errorf("max_response_bytes", "must be at most 1 GiB")
 		} else if n > 0 {
 			c.maxBytes = int(n)
 		}
@@ -389,14 +361,14 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if v, ok := fields["field_names"]; ok && !isNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
-			d.errorf("field_names", `must be "proto" or "json"`)
+			d.Errorf("field_names", `must be "proto" or "json"`)
 		} else {
 			switch strings.TrimSpace(s) {
 			case "proto":
 			case "json":
 				c.jsonNames = true
 			default:
-				d.errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
+				d.Errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
 			}
 		}
 	}
@@ -404,14 +376,14 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	// emit_defaults
 	if v, ok := fields["emit_defaults"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &c.emitDefs) != nil {
-			d.errorf("emit_defaults", "must be true or false")
+			d.Errorf("emit_defaults", "must be true or false")
 		}
 	}
 
 	// cursor_field
 	if v, ok := fields["cursor_field"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &c.cursorField) != nil || !validIdent(strings.TrimSpace(c.cursorField)) {
-			d.errorf("cursor_field", "must be the name of a field of the request message")
+			d.Errorf("cursor_field", "must be the name of a field of the request message")
 		}
 		c.cursorField = strings.TrimSpace(c.cursorField)
 	}
@@ -428,9 +400,9 @@ func checkUnknown(fields map[string]json.RawMessage, known []string, prefix stri
 	sort.Strings(unknown)
 	for _, k := range unknown {
 		if s := sdk.Suggest(k, known); s != "" {
-			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
+			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
 		} else {
-			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
 		}
 	}
 }
@@ -450,24 +422,24 @@ func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []b
 // (loopback or a unix socket).
 func parseTarget(t string, d *diags) bool {
 	if t == "" {
-		d.errorf("target", "required: the server address, e.g. 127.0.0.1:50051")
+		d.Errorf("target", "required: the server address, e.g. 127.0.0.1:50051")
 		return false
 	}
 	if strings.ContainsAny(t, " \t\r\n") {
-		d.errorf("target", "must not contain spaces")
+		d.Errorf("target", "must not contain spaces")
 		return false
 	}
 	scheme, rest, hasScheme := strings.Cut(t, ":")
 	switch {
 	case hasScheme && (scheme == "unix" || scheme == "unix-abstract"):
 		if strings.Trim(rest, "/") == "" {
-			d.errorf("target", "a unix target needs a socket path, e.g. unix:///run/api.sock")
+			d.Errorf("target", "a unix target needs a socket path, e.g. unix:///run/api.sock")
 		}
 		return true
 	case strings.Contains(t, "://"):
 		scheme, rest, _ = strings.Cut(t, "://")
 		if scheme != "dns" && scheme != "passthrough" {
-			d.errorf("target", "unsupported scheme %q: use host:port, dns:///host:port, passthrough:///host:port or unix:///path", scheme)
+			d.Errorf("target", "unsupported scheme %q: use host:port, dns:///host:port, passthrough:///host:port or unix:///path", scheme)
 			return false
 		}
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
@@ -477,11 +449,11 @@ func parseTarget(t string, d *diags) bool {
 	}
 	host, port, err := net.SplitHostPort(t)
 	if err != nil || host == "" {
-		d.errorf("target", "must be host:port, e.g. 127.0.0.1:50051 or api.internal:443")
+		d.Errorf("target", "must be host:port, e.g. 127.0.0.1:50051 or api.internal:443")
 		return false
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		d.errorf("target", "the port must be a number from 1 to 65535")
+		d.Errorf("target", "the port must be a number from 1 to 65535")
 		return false
 	}
 	if host == "localhost" {
@@ -494,7 +466,7 @@ func parseTarget(t string, d *diags) bool {
 func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, string) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(v, &fields) != nil {
-		d.errorf("tls", "must be an object {ca_file, cert_file, key_file, server_name}")
+		d.Errorf("tls", "must be an object {ca_file, cert_file, key_file, server_name}")
 		return nil, ""
 	}
 	checkUnknown(fields, knownTLSFields, "tls.", d)
@@ -505,7 +477,7 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, stri
 		}
 		var s string
 		if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
-			d.errorf("tls."+name, "must be a non-empty string")
+			d.Errorf("tls."+name, "must be a non-empty string")
 			return ""
 		}
 		return strings.TrimSpace(s)
@@ -519,12 +491,12 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, stri
 		pem, err := readFile(op.ResolvePath(caFile))
 		switch {
 		case err != nil:
-			d.errorf("tls.ca_file", "cannot read %s: %v", caFile, err)
+			d.Errorf("tls.ca_file", "cannot read %s: %v", caFile, err)
 			ok = false
 		default:
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				d.errorf("tls.ca_file", "%s holds no PEM certificate", caFile)
+				d.Errorf("tls.ca_file", "%s holds no PEM certificate", caFile)
 				ok = false
 			}
 			cfg.RootCAs = pool
@@ -534,19 +506,19 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, stri
 	}
 	switch {
 	case certFile != "" && keyFile == "":
-		d.errorf("tls.key_file", "required with cert_file (the client certificate's private key)")
+		d.Errorf("tls.key_file", "required with cert_file (the client certificate's private key)")
 		ok = false
 	case certFile == "" && keyFile != "":
-		d.errorf("tls.cert_file", "required with key_file (the client certificate)")
+		d.Errorf("tls.cert_file", "required with key_file (the client certificate)")
 		ok = false
 	case certFile != "":
 		certPEM, err1 := readFile(op.ResolvePath(certFile))
 		keyPEM, err2 := readFile(op.ResolvePath(keyFile))
 		if err1 != nil {
-			d.errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
+			d.Errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
 		}
 		if err2 != nil {
-			d.errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
+			d.Errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
 		}
 		if err1 != nil || err2 != nil {
 			ok = false
@@ -555,7 +527,7 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, stri
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			// The error text never includes key material.
-			d.errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
+			d.Errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
 			ok = false
 			break
 		}
@@ -601,9 +573,9 @@ func checkReadable(path, field string, d *diags) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		d.errorf(field, "cannot read %s: %v", path, err)
+		d.Errorf(field, "cannot read %s: %v", path, err)
 	case st.IsDir():
-		d.errorf(field, "%s is a directory, not a file", path)
+		d.Errorf(field, "%s is a directory, not a file", path)
 	}
 }
 
@@ -617,7 +589,7 @@ var reservedMetadata = map[string]bool{
 func parseMetadata(v json.RawMessage, d *diags) []string {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(v, &obj) != nil {
-		d.errorf("metadata", "must be an object {key: value}")
+		d.Errorf("metadata", "must be an object {key: value}")
 		return nil
 	}
 	keys := make([]string, 0, len(obj))
@@ -632,19 +604,19 @@ func parseMetadata(v json.RawMessage, d *diags) []string {
 		key := strings.ToLower(k)
 		switch {
 		case !validMetadataKey(key):
-			d.errorf(field, "not a valid metadata key (letters, digits, - _ . only)")
+			d.Errorf(field, "not a valid metadata key (letters, digits, - _ . only)")
 			continue
 		case strings.HasPrefix(key, "grpc-") || reservedMetadata[key]:
-			d.errorf(field, "%s is set by gRPC or the adapter and cannot be configured", key)
+			d.Errorf(field, "%s is set by gRPC or the adapter and cannot be configured", key)
 			continue
 		case seen[key]:
-			d.errorf(field, "key %s is set twice (metadata keys are case-insensitive)", key)
+			d.Errorf(field, "key %s is set twice (metadata keys are case-insensitive)", key)
 			continue
 		}
 		seen[key] = true
 		value, ok := sdk.ScalarText(obj[k])
 		if !ok {
-			d.errorf(field, "value must be a string, number or boolean")
+			d.Errorf(field, "value must be a string, number or boolean")
 			continue
 		}
 		if strings.HasSuffix(key, "-bin") {
@@ -653,13 +625,13 @@ func parseMetadata(v json.RawMessage, d *diags) []string {
 				b, err = base64.RawStdEncoding.DecodeString(value)
 			}
 			if err != nil {
-				d.errorf(field, "a -bin key's value must be base64")
+				d.Errorf(field, "a -bin key's value must be base64")
 				continue
 			}
 			value = string(b)
 		} else if !printableASCII(value) {
 			// Never echo the value: it is likely a secret.
-			d.errorf(field, "value must be printable ASCII (use a -bin key for binary values)")
+			d.Errorf(field, "value must be printable ASCII (use a -bin key for binary values)")
 			continue
 		}
 		out = append(out, key, value)

@@ -483,8 +483,9 @@ func (a *adapter) prepare(ctx context.Context, req *sdk.Request) (*config, *meth
 		a.ops.put(op, st)
 	}
 	if st.cfg == nil {
-		d := diags{list: st.diags}
-		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Message: d.summary()}
+		var d diags
+		d.Add(st.diags...)
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Message: d.Summary(configError)}
 	}
 	c := st.cfg
 	if c.method == "" {

@@ -66,8 +66,8 @@ func TestParseTargetLocal(t *testing.T) {
 		"dns://8.8.8.8/api.example.com:443": false,
 	} {
 		var d diags
-		if got := parseTarget(target, &d); got != local || d.failed() {
-			t.Errorf("parseTarget(%q) = %v %v, want %v", target, got, d.list, local)
+		if got := parseTarget(target, &d); got != local || d.Failed() {
+			t.Errorf("parseTarget(%q) = %v %v, want %v", target, got, d.List(), local)
 		}
 	}
 }

@@ -130,46 +130,17 @@ func parseConfig(raw []byte) *parseResult {
 	}
 	var d diags
 	op := parseInto(raw, &d)
-	res := &parseResult{diags: d.list}
-	if d.failed() {
-		var msgs []string
-		for _, x := range d.list {
-			if x.Severity == sdk.SeverityError {
-				msgs = append(msgs, formatDiag(x))
-			}
-		}
-		res.err = errors.New("invalid rest operation config: " + strings.Join(msgs, "; "))
+	res := &parseResult{diags: d.List()}
+	if d.Failed() {
+		res.err = errors.New(d.Summary("invalid rest operation config"))
 		return res
 	}
 	res.op = op
 	return res
 }
 
-func formatDiag(x sdk.Diagnostic) string {
-	if x.Field == "" {
-		return x.Message
-	}
-	return x.Field + ": " + x.Message
-}
-
-type diags struct{ list []sdk.Diagnostic }
-
-func (d *diags) errorf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Errorf(field, format, args...))
-}
-
-func (d *diags) warnf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *diags) failed() bool {
-	for _, x := range d.list {
-		if x.Severity == sdk.SeverityError {
-			return true
-		}
-	}
-	return false
-}
+// diags collects a config's diagnostics.
+type diags = sdk.Diagnostics
 
 func parseInto(raw []byte, d *diags) *operation {
 	raw = bytes.TrimSpace(raw)
@@ -178,7 +149,7 @@ func parseInto(raw []byte, d *diags) *operation {
 	}
 	var fields map[string]json.RawMessage
 	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.errorf("", "the rest adapter config must be a JSON object")
+		d.Errorf("", "the rest adapter config must be a JSON object")
 		return nil
 	}
 	// Unknown fields are reported by name (all of them, not just the
@@ -192,9 +163,9 @@ func parseInto(raw []byte, d *diags) *operation {
 	sort.Strings(unknown)
 	for _, k := range unknown {
 		if s := sdk.Suggest(k, knownFields); s != "" {
-			d.errorf(k, "unknown field (did you mean %q?)", s)
+			d.Errorf(k, "unknown field (did you mean %q?)", s)
 		} else {
-			d.errorf(k, "unknown field (known fields: %s)", strings.Join(knownFields, ", "))
+			d.Errorf(k, "unknown field (known fields: %s)", strings.Join(knownFields, ", "))
 		}
 	}
 
@@ -203,11 +174,11 @@ func parseInto(raw []byte, d *diags) *operation {
 	// method
 	var method string
 	if v, ok := fields["method"]; !ok || isNull(v) {
-		d.errorf("method", "required: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		d.Errorf("method", "required: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 	} else if json.Unmarshal(v, &method) != nil {
-		d.errorf("method", "must be a string: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		d.Errorf("method", "must be a string: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 	} else if m, ok := methods[strings.ToUpper(strings.TrimSpace(method))]; !ok {
-		d.errorf("method", "unknown method: use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		d.Errorf("method", "unknown method: use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 	} else {
 		op.method = m
 	}
@@ -219,9 +190,9 @@ func parseInto(raw []byte, d *diags) *operation {
 	// url
 	var rawURL string
 	if v, ok := fields["url"]; !ok || isNull(v) {
-		d.errorf("url", "required: an absolute http or https URL")
+		d.Errorf("url", "required: an absolute http or https URL")
 	} else if json.Unmarshal(v, &rawURL) != nil {
-		d.errorf("url", "must be a string: an absolute http or https URL")
+		d.Errorf("url", "must be a string: an absolute http or https URL")
 	} else {
 		parseURL(strings.TrimSpace(rawURL), op, d)
 	}
@@ -246,21 +217,21 @@ func parseInto(raw []byte, d *diags) *operation {
 	if v, ok := fields["body"]; ok && !isNull(v) {
 		var b string
 		if json.Unmarshal(v, &b) != nil {
-			d.errorf("body", `must be a string: "auto", "none", "arguments" or an argument name`)
+			d.Errorf("body", `must be a string: "auto", "none", "arguments" or an argument name`)
 		} else {
 			switch b = strings.TrimSpace(b); b {
 			case "":
-				d.errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
+				d.Errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
 			case bodyAuto, bodyNone, bodyArguments:
 				op.body = b
 			default:
 				if !validArgName(b) {
-					d.errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
+					d.Errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
 				}
 				op.body, op.bodyArg = "", b
 			}
 			if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
-				d.warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
+				d.Warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
 			}
 		}
 	}
@@ -269,11 +240,11 @@ func parseInto(raw []byte, d *diags) *operation {
 	if v, ok := fields["timeout"]; ok && !isNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
-			d.errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
 		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
 		} else if t <= 0 {
-			d.errorf("timeout", "must be positive")
+			d.Errorf("timeout", "must be positive")
 		} else {
 			op.timeout = t
 		}
@@ -284,9 +255,9 @@ func parseInto(raw []byte, d *diags) *operation {
 	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
 		var n int64
 		if json.Unmarshal(v, &n) != nil {
-			d.errorf("max_response_bytes", "must be an integer number of bytes")
+			d.Errorf("max_response_bytes", "must be an integer number of bytes")
 		} else if n < 0 {
-			d.errorf("max_response_bytes", "must not be negative")
+			d.Errorf("max_response_bytes", "must not be negative")
 		} else if n > 0 {
 			op.maxBytes = n
 		}
@@ -314,17 +285,17 @@ func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []b
 // template and the static query.
 func parseURL(raw string, op *operation, d *diags) {
 	if raw == "" {
-		d.errorf("url", "required: an absolute http or https URL")
+		d.Errorf("url", "required: an absolute http or https URL")
 		return
 	}
 	schemeEnd := strings.Index(raw, "://")
 	if schemeEnd <= 0 {
-		d.errorf("url", "must be an absolute http or https URL, e.g. https://api.example.com/users/{id}")
+		d.Errorf("url", "must be an absolute http or https URL, e.g. https://api.example.com/users/{id}")
 		return
 	}
 	scheme := strings.ToLower(raw[:schemeEnd])
 	if scheme != "http" && scheme != "https" {
-		d.errorf("url", "scheme must be http or https")
+		d.Errorf("url", "scheme must be http or https")
 		return
 	}
 	rest := raw[schemeEnd+3:]
@@ -347,30 +318,30 @@ func parseURL(raw string, op *operation, d *diags) {
 		}
 	}
 	if strings.ContainsAny(authority, "{}") {
-		d.errorf("url", "{param} placeholders are only allowed in the path, not in the host")
+		d.Errorf("url", "{param} placeholders are only allowed in the path, not in the host")
 		return
 	}
 	// Let net/url check the authority (userinfo, host, port). Its error
 	// text is not used: it would quote the URL, which may carry secrets.
 	u, err := url.Parse(scheme + "://" + authority + "/")
 	if err != nil {
-		d.errorf("url", "invalid host, port or userinfo")
+		d.Errorf("url", "invalid host, port or userinfo")
 		return
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		d.errorf("url", "missing host")
+		d.Errorf("url", "missing host")
 		return
 	}
 	if strings.ContainsAny(query, "{}") {
-		d.errorf("url", "{param} placeholders are only allowed in the path; send arguments as query parameters with the query field")
+		d.Errorf("url", "{param} placeholders are only allowed in the path; send arguments as query parameters with the query field")
 		return
 	}
 	if !validEscapes(query) {
-		d.errorf("url", "the query string has an invalid percent-encoding")
+		d.Errorf("url", "the query string has an invalid percent-encoding")
 		return
 	}
 	if fragment != "" {
-		d.warnf("url", "the #fragment is never sent to the upstream and is ignored")
+		d.Warnf("url", "the #fragment is never sent to the upstream and is ignored")
 	}
 	parts, ok := parsePathTemplate(pathTmpl, d)
 	if !ok {
@@ -395,7 +366,7 @@ func parsePathTemplate(tmpl string, d *diags) ([]pathPart, bool) {
 	for len(tmpl) > 0 {
 		open := strings.IndexByte(tmpl, '{')
 		if cl := strings.IndexByte(tmpl, '}'); cl >= 0 && (open < 0 || cl < open) {
-			d.errorf("url", "unbalanced '}' in the path; write a literal brace as %%7D")
+			d.Errorf("url", "unbalanced '}' in the path; write a literal brace as %%7D")
 			return nil, false
 		}
 		if open < 0 {
@@ -403,7 +374,7 @@ func parsePathTemplate(tmpl string, d *diags) ([]pathPart, bool) {
 		}
 		if open > 0 {
 			if !validEscapes(tmpl[:open]) {
-				d.errorf("url", "the path has an invalid percent-encoding")
+				d.Errorf("url", "the path has an invalid percent-encoding")
 				return nil, false
 			}
 			parts = append(parts, pathPart{lit: escapeLiteral(tmpl[:open], false)})
@@ -411,19 +382,19 @@ func parsePathTemplate(tmpl string, d *diags) ([]pathPart, bool) {
 		tmpl = tmpl[open+1:]
 		cl := strings.IndexByte(tmpl, '}')
 		if cl < 0 {
-			d.errorf("url", "unclosed '{' in the path; write a literal brace as %%7B")
+			d.Errorf("url", "unclosed '{' in the path; write a literal brace as %%7B")
 			return nil, false
 		}
 		name := tmpl[:cl]
 		switch {
 		case name == "":
-			d.errorf("url", "empty {} path parameter: name the tool argument, e.g. {id}")
+			d.Errorf("url", "empty {} path parameter: name the tool argument, e.g. {id}")
 			return nil, false
 		case strings.IndexByte(name, '{') >= 0:
-			d.errorf("url", "nested '{' in the path parameter")
+			d.Errorf("url", "nested '{' in the path parameter")
 			return nil, false
 		case !validArgName(name):
-			d.errorf("url", "path parameter {%s} is not a valid argument name (letters, digits, _ - . only)", name)
+			d.Errorf("url", "path parameter {%s} is not a valid argument name (letters, digits, _ - . only)", name)
 			return nil, false
 		}
 		parts = append(parts, pathPart{param: name})
@@ -431,7 +402,7 @@ func parsePathTemplate(tmpl string, d *diags) ([]pathPart, bool) {
 	}
 	if len(tmpl) > 0 {
 		if !validEscapes(tmpl) {
-			d.errorf("url", "the path has an invalid percent-encoding")
+			d.Errorf("url", "the path has an invalid percent-encoding")
 			return nil, false
 		}
 		parts = append(parts, pathPart{lit: escapeLiteral(tmpl, false)})
@@ -449,9 +420,9 @@ func parseQuery(v json.RawMessage, op *operation, d *diags) {
 			name = strings.TrimSpace(name)
 			switch {
 			case !validArgName(name):
-				d.errorf(fmt.Sprintf("query[%d]", i), "%q is not a valid argument name (letters, digits, _ - . only)", name)
+				d.Errorf(fmt.Sprintf("query[%d]", i), "%q is not a valid argument name (letters, digits, _ - . only)", name)
 			case seen[name]:
-				d.errorf(fmt.Sprintf("query[%d]", i), "argument %q is listed twice", name)
+				d.Errorf(fmt.Sprintf("query[%d]", i), "argument %q is listed twice", name)
 			default:
 				seen[name] = true
 				op.query = append(op.query, queryParam{name: name, arg: name})
@@ -468,29 +439,29 @@ func parseQuery(v json.RawMessage, op *operation, d *diags) {
 			arg := strings.TrimSpace(obj[name])
 			switch {
 			case name == "":
-				d.errorf("query", "empty query parameter name")
+				d.Errorf("query", "empty query parameter name")
 			case !validArgName(arg):
-				d.errorf("query."+name, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
+				d.Errorf("query."+name, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
 			default:
 				op.query = append(op.query, queryParam{name: name, arg: arg})
 				op.consumed[arg] = true
 			}
 		}
 	default:
-		d.errorf("query", "must be a list of argument names or an object {query_name: argument_name}")
+		d.Errorf("query", "must be a list of argument names or an object {query_name: argument_name}")
 	}
 }
 
 func parseHeaders(v json.RawMessage, op *operation, d *diags) {
 	var list []sdk.Diagnostic
 	op.headers, op.host, list = sdk.StaticHeaders(v)
-	d.list = append(d.list, list...)
+	d.Add(list...)
 }
 
 func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
 	var obj map[string]string
 	if json.Unmarshal(v, &obj) != nil {
-		d.errorf("header_args", "must be an object {Header-Name: argument_name}")
+		d.Errorf("header_args", "must be an object {Header-Name: argument_name}")
 		return
 	}
 	seen := map[string]bool{}
@@ -498,20 +469,20 @@ func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
 		field := "header_args." + name
 		arg := strings.TrimSpace(obj[name])
 		if !sdk.ValidHeaderName(name) {
-			d.errorf(field, "not a valid HTTP header name")
+			d.Errorf(field, "not a valid HTTP header name")
 			continue
 		}
 		canon := http.CanonicalHeaderKey(name)
 		if sdk.HopByHopHeader(canon) || canon == "Host" {
-			d.errorf(field, "%s is set by the adapter and cannot be configured", canon)
+			d.Errorf(field, "%s is set by the adapter and cannot be configured", canon)
 			continue
 		}
 		if seen[canon] {
-			d.errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
+			d.Errorf(field, "header %s is set twice (header names are case-insensitive)", canon)
 			continue
 		}
 		if !validArgName(arg) {
-			d.errorf(field, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
+			d.Errorf(field, "%q is not a valid argument name (letters, digits, _ - . only)", arg)
 			continue
 		}
 		seen[canon] = true

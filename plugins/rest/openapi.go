@@ -130,18 +130,12 @@ func parseOpenAPIEntry(raw []byte) *parseResult {
 		return nil
 	}
 	var d diags
-	if parseOpenAPIConfig(raw, &d) == nil && !d.failed() {
+	if parseOpenAPIConfig(raw, &d) == nil && !d.Failed() {
 		return nil
 	}
-	res := &parseResult{diags: d.list, err: errOpenAPIEntry}
-	if d.failed() {
-		var msgs []string
-		for _, x := range d.list {
-			if x.Severity == sdk.SeverityError {
-				msgs = append(msgs, formatDiag(x))
-			}
-		}
-		res.err = errors.New("invalid rest operation config: " + strings.Join(msgs, "; "))
+	res := &parseResult{diags: d.List(), err: errOpenAPIEntry}
+	if d.Failed() {
+		res.err = errors.New(d.Summary("invalid rest operation config"))
 	}
 	return res
 }
@@ -160,20 +154,20 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 	}
 	for _, k := range sortedKeys(fields) {
 		if k != "openapi" {
-			d.errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFields, ", "))
+			d.Errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFields, ", "))
 		}
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(v, &obj) != nil || obj == nil {
-		d.errorf("openapi", "must be an object {document, base_url, include, exclude, overrides, credentials, ...}")
+		d.Errorf("openapi", "must be an object {document, base_url, include, exclude, overrides, credentials, ...}")
 		return &openAPIConfig{}
 	}
 	for _, k := range sortedKeys(obj) {
 		if !contains(openAPIFields, k) {
 			if s := sdk.Suggest(k, openAPIFields); s != "" {
-				d.errorf("openapi."+k, "unknown field (did you mean %q?)", s)
+				d.Errorf("openapi."+k, "unknown field (did you mean %q?)", s)
 			} else {
-				d.errorf("openapi."+k, "unknown field (known fields: %s)", strings.Join(openAPIFields, ", "))
+				d.Errorf("openapi."+k, "unknown field (known fields: %s)", strings.Join(openAPIFields, ", "))
 			}
 		}
 	}
@@ -181,25 +175,25 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 
 	// document
 	if dv, ok := obj["document"]; !ok || isNull(dv) {
-		d.errorf("openapi.document", "required: the OpenAPI document's file (relative to the operations file) or http(s) URL")
+		d.Errorf("openapi.document", "required: the OpenAPI document's file (relative to the operations file) or http(s) URL")
 	} else if json.Unmarshal(dv, &c.document) != nil || strings.TrimSpace(c.document) == "" {
-		d.errorf("openapi.document", "must be a file path or an http(s) URL")
+		d.Errorf("openapi.document", "must be a file path or an http(s) URL")
 	} else {
 		c.document = strings.TrimSpace(c.document)
 		if i := strings.Index(c.document, "://"); i > 0 {
 			u, err := url.Parse(c.document)
 			switch {
 			case err != nil:
-				d.errorf("openapi.document", "not a valid URL")
+				d.Errorf("openapi.document", "not a valid URL")
 			case u.Scheme == "http" || u.Scheme == "https":
 				if u.Host == "" {
-					d.errorf("openapi.document", "the URL has no host")
+					d.Errorf("openapi.document", "the URL has no host")
 				}
 				c.documentURL = u
 			case u.Scheme == "file":
 				c.document = u.Path
 			default:
-				d.errorf("openapi.document", "URL scheme must be http or https (or a file path)")
+				d.Errorf("openapi.document", "URL scheme must be http or https (or a file path)")
 			}
 		}
 	}
@@ -207,9 +201,9 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 	// base_url
 	if bv, ok := obj["base_url"]; ok && !isNull(bv) {
 		if json.Unmarshal(bv, &c.baseURL) != nil {
-			d.errorf("openapi.base_url", "must be an absolute http or https URL")
+			d.Errorf("openapi.base_url", "must be an absolute http or https URL")
 		} else if msg := checkBaseURL(strings.TrimSpace(c.baseURL)); msg != "" {
-			d.errorf("openapi.base_url", "%s", msg)
+			d.Errorf("openapi.base_url", "%s", msg)
 		} else {
 			c.baseURL = strings.TrimRight(strings.TrimSpace(c.baseURL), "/")
 		}
@@ -222,7 +216,7 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 	if pv, ok := obj["tool_prefix"]; ok && !isNull(pv) {
 		if json.Unmarshal(pv, &c.toolPrefix) != nil || len(c.toolPrefix) > 64 ||
 			c.toolPrefix != "" && !toolNameRE.MatchString(c.toolPrefix) {
-			d.errorf("openapi.tool_prefix", "must be at most 64 characters of A-Z a-z 0-9 _ . -")
+			d.Errorf("openapi.tool_prefix", "must be at most 64 characters of A-Z a-z 0-9 _ . -")
 		}
 	}
 
@@ -234,13 +228,13 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 	// headers: static headers of every tool, checked as rest's headers.
 	if hv, ok := obj["headers"]; ok && !isNull(hv) {
 		if json.Unmarshal(hv, &c.headers) != nil {
-			d.errorf("openapi.headers", "must be an object {Header-Name: value}")
+			d.Errorf("openapi.headers", "must be an object {Header-Name: value}")
 		} else {
 			var hd diags
 			parseHeaders(hv, &operation{}, &hd)
-			for _, x := range hd.list {
+			for _, x := range hd.List() {
 				x.Field = "openapi." + x.Field
-				d.list = append(d.list, x)
+				d.Add(x)
 			}
 		}
 	}
@@ -253,12 +247,12 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 			t, err = time.ParseDuration(strings.TrimSpace(c.timeout))
 		}
 		if c.timeout == "" || err != nil || t <= 0 {
-			d.errorf("openapi.timeout", `must be a positive Go duration such as "10s"`)
+			d.Errorf("openapi.timeout", `must be a positive Go duration such as "10s"`)
 		}
 	}
 	if mv, ok := obj["max_response_bytes"]; ok && !isNull(mv) {
 		if json.Unmarshal(mv, &c.maxResponseBytes) != nil || c.maxResponseBytes < 0 {
-			d.errorf("openapi.max_response_bytes", "must be a non-negative integer number of bytes")
+			d.Errorf("openapi.max_response_bytes", "must be a non-negative integer number of bytes")
 		}
 	}
 	return c
@@ -287,7 +281,7 @@ func checkBaseURL(s string) string {
 func parseBool(obj map[string]json.RawMessage, k string, dst *bool, d *diags) {
 	if v, ok := obj[k]; ok && !isNull(v) {
 		if json.Unmarshal(v, dst) != nil {
-			d.errorf("openapi."+k, "must be true or false")
+			d.Errorf("openapi."+k, "must be true or false")
 		}
 	}
 }
@@ -301,17 +295,17 @@ func parseFilter(obj map[string]json.RawMessage, name string, d *diags) opFilter
 	field := "openapi." + name
 	var m map[string]json.RawMessage
 	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.errorf(field, "must be an object {tags, operation_ids, methods, paths}")
+		d.Errorf(field, "must be an object {tags, operation_ids, methods, paths}")
 		return f
 	}
 	for _, k := range sortedKeys(m) {
 		if !contains(filterFields, k) {
-			d.errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(filterFields, ", "))
+			d.Errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(filterFields, ", "))
 			continue
 		}
 		var list []string
 		if json.Unmarshal(m[k], &list) != nil {
-			d.errorf(field+"."+k, "must be a list of strings")
+			d.Errorf(field+"."+k, "must be a list of strings")
 			continue
 		}
 		for i, s := range list {
@@ -321,20 +315,20 @@ func parseFilter(obj map[string]json.RawMessage, name string, d *diags) opFilter
 				f.tags = append(f.tags, s)
 			case "operation_ids":
 				if _, err := path.Match(s, ""); err != nil || s == "" {
-					d.errorf(f2, "not a valid glob pattern (* ? [a-z], \\ escapes)")
+					d.Errorf(f2, "not a valid glob pattern (* ? [a-z], \\ escapes)")
 					continue
 				}
 				f.operationIDs = append(f.operationIDs, s)
 			case "methods":
 				m := strings.ToUpper(strings.TrimSpace(s))
 				if !contains(httpMethods, strings.ToLower(m)) {
-					d.errorf(f2, "unknown HTTP method (GET, PUT, POST, DELETE, OPTIONS, HEAD, PATCH, TRACE, QUERY)")
+					d.Errorf(f2, "unknown HTTP method (GET, PUT, POST, DELETE, OPTIONS, HEAD, PATCH, TRACE, QUERY)")
 					continue
 				}
 				f.methods = append(f.methods, m)
 			case "paths":
 				if !strings.HasPrefix(s, "/") {
-					d.errorf(f2, "a path prefix starts with / (e.g. /pets)")
+					d.Errorf(f2, "a path prefix starts with / (e.g. /pets)")
 					continue
 				}
 				f.paths = append(f.paths, s)
@@ -351,7 +345,7 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.errorf("openapi.overrides", `must be an object {operationId or "METHOD /path": {name, title, description, mode, limits, aggregation, safety, annotations}}`)
+		d.Errorf("openapi.overrides", `must be an object {operationId or "METHOD /path": {name, title, description, mode, limits, aggregation, safety, annotations}}`)
 		return nil
 	}
 	out := map[string]*opOverride{}
@@ -360,7 +354,7 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 		field := "openapi.overrides." + key
 		var o map[string]json.RawMessage
 		if json.Unmarshal(m[key], &o) != nil || o == nil {
-			d.errorf(field, "must be an object {name, title, description, mode, limits, aggregation, safety, annotations}")
+			d.Errorf(field, "must be an object {name, title, description, mode, limits, aggregation, safety, annotations}")
 			continue
 		}
 		ov := &opOverride{key: key}
@@ -373,16 +367,16 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 			switch k {
 			case "name":
 				if json.Unmarshal(fv, &ov.name) != nil || !toolNameRE.MatchString(ov.name) {
-					d.errorf(f, "must be 1-128 characters of A-Z a-z 0-9 _ . -")
+					d.Errorf(f, "must be 1-128 characters of A-Z a-z 0-9 _ . -")
 				} else if other, dup := names[ov.name]; dup {
-					d.errorf(f, "tool name %q is also given to %s", ov.name, other)
+					d.Errorf(f, "tool name %q is also given to %s", ov.name, other)
 				} else {
 					names[ov.name] = key
 				}
 			case "title", "description":
 				var s string
 				if json.Unmarshal(fv, &s) != nil {
-					d.errorf(f, "must be a string")
+					d.Errorf(f, "must be a string")
 				} else if k == "title" {
 					ov.title = s
 				} else {
@@ -390,7 +384,7 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 				}
 			case "mode":
 				if json.Unmarshal(fv, &ov.mode) != nil || ov.mode != "unary" && ov.mode != "window" {
-					d.errorf(f, `must be "unary" or "window"`)
+					d.Errorf(f, `must be "unary" or "window"`)
 				}
 			case "transport_behavior", "limits", "aggregation", "safety":
 				// The host checks these field by field, as it checks an
@@ -399,9 +393,9 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 				var obj map[string]json.RawMessage
 				switch {
 				case k == "transport_behavior" && json.Unmarshal(fv, &str) != nil:
-					d.errorf(f, `must be "server_stream" or "request_response"`)
+					d.Errorf(f, `must be "server_stream" or "request_response"`)
 				case k != "transport_behavior" && (json.Unmarshal(fv, &obj) != nil || obj == nil):
-					d.errorf(f, "must be an object, as an operations entry writes it")
+					d.Errorf(f, "must be an object, as an operations entry writes it")
 				default:
 					if ov.window == nil {
 						ov.window = map[string]json.RawMessage{}
@@ -411,21 +405,21 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 			case "annotations":
 				var a map[string]json.RawMessage
 				if json.Unmarshal(fv, &a) != nil || a == nil {
-					d.errorf(f, "must be an object {read_only, destructive, idempotent, open_world}")
+					d.Errorf(f, "must be an object {read_only, destructive, idempotent, open_world}")
 					continue
 				}
 				ov.hasAnnotations = true
 				for _, ak := range sortedKeys(a) {
 					var b bool
 					if !contains(annotFields, ak) {
-						d.errorf(f+"."+ak, "unknown field (known fields: %s)", strings.Join(annotFields, ", "))
+						d.Errorf(f+"."+ak, "unknown field (known fields: %s)", strings.Join(annotFields, ", "))
 						continue
 					}
 					if isNull(a[ak]) {
 						continue
 					}
 					if json.Unmarshal(a[ak], &b) != nil {
-						d.errorf(f+"."+ak, "must be true or false")
+						d.Errorf(f+"."+ak, "must be true or false")
 						continue
 					}
 					switch ak {
@@ -440,11 +434,11 @@ func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOver
 					}
 				}
 			default:
-				d.errorf(f, "unknown field (known fields: %s)", strings.Join(overrideFields, ", "))
+				d.Errorf(f, "unknown field (known fields: %s)", strings.Join(overrideFields, ", "))
 			}
 		}
 		if ov.mode == "unary" && len(ov.window) > 0 {
-			d.errorf(ov.windowField(), "configures a window, and this override sets mode unary")
+			d.Errorf(ov.windowField(), "configures a window, and this override sets mode unary")
 		}
 		out[overrideKey(key)] = ov
 	}
@@ -466,7 +460,7 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.errorf("openapi.credentials", `must be an object {security scheme name: "key or token" | {username, password}}`)
+		d.Errorf("openapi.credentials", `must be an object {security scheme name: "key or token" | {username, password}}`)
 		return nil
 	}
 	out := map[string]*credential{}
@@ -475,7 +469,7 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 		var s string
 		if json.Unmarshal(m[name], &s) == nil {
 			if !sdk.ValidHeaderValue(s) {
-				d.errorf(f, "contains a control character such as a line break")
+				d.Errorf(f, "contains a control character such as a line break")
 				continue
 			}
 			out[name] = &credential{value: s}
@@ -483,7 +477,7 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 		}
 		var up map[string]json.RawMessage
 		if json.Unmarshal(m[name], &up) != nil || up == nil {
-			d.errorf(f, "must be a string (API key or token) or {username, password}")
+			d.Errorf(f, "must be a string (API key or token) or {username, password}")
 			continue
 		}
 		c := &credential{basic: true}
@@ -491,9 +485,9 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 			var s string
 			switch {
 			case k != "username" && k != "password":
-				d.errorf(f+"."+k, "unknown field (known fields: username, password)")
+				d.Errorf(f+"."+k, "unknown field (known fields: username, password)")
 			case json.Unmarshal(up[k], &s) != nil:
-				d.errorf(f+"."+k, "must be a string")
+				d.Errorf(f+"."+k, "must be a string")
 			case k == "username":
 				c.username = s
 			default:
@@ -501,7 +495,7 @@ func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*cred
 			}
 		}
 		if strings.Contains(c.username, ":") {
-			d.errorf(f+".username", "must not contain ':' (http basic)")
+			d.Errorf(f+".username", "must not contain ':' (http basic)")
 		}
 		out[name] = c
 	}
@@ -596,13 +590,13 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 	if cfg == nil {
 		return []sdk.Tool{{}}, nil // a plain REST operation: the entry itself
 	}
-	if d.failed() {
-		return nil, d.list
+	if d.Failed() {
+		return nil, d.List()
 	}
 	imp := &importer{a: a, cfg: cfg, op: op, d: &d}
 	tools = imp.run(ctx)
-	if d.failed() {
-		return nil, d.list
+	if d.Failed() {
+		return nil, d.List()
 	}
-	return tools, d.list
+	return tools, d.List()
 }

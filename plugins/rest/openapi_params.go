@@ -62,19 +62,19 @@ func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(v, &obj) != nil {
-		d.errorf("param_styles", "must be an object {argument: {style, explode, allow_reserved}}")
+		d.Errorf("param_styles", "must be an object {argument: {style, explode, allow_reserved}}")
 		return
 	}
 	for _, arg := range sortedKeys(obj) {
 		field := "param_styles." + arg
 		var spec map[string]json.RawMessage
 		if json.Unmarshal(obj[arg], &spec) != nil || spec == nil {
-			d.errorf(field, "must be an object {style, explode, allow_reserved}")
+			d.Errorf(field, "must be an object {style, explode, allow_reserved}")
 			continue
 		}
 		for _, k := range sortedKeys(spec) {
 			if !contains(paramStyleFields, k) {
-				d.errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(paramStyleFields, ", "))
+				d.Errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(paramStyleFields, ", "))
 			}
 		}
 		var locs []string
@@ -95,9 +95,9 @@ func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags
 		}
 		if len(locs) != 1 {
 			if len(locs) == 0 {
-				d.errorf(field, "argument %q fills no path parameter, query parameter or header_args header", arg)
+				d.Errorf(field, "argument %q fills no path parameter, query parameter or header_args header", arg)
 			} else {
-				d.errorf(field, "argument %q fills several parameters (%s): a styled argument fills exactly one", arg, strings.Join(locs, ", "))
+				d.Errorf(field, "argument %q fills several parameters (%s): a styled argument fills exactly one", arg, strings.Join(locs, ", "))
 			}
 			continue
 		}
@@ -112,23 +112,23 @@ func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags
 		}
 		allowed := stylesByLocation[st.loc]
 		if sv, ok := spec["style"]; !ok || isNull(sv) || json.Unmarshal(sv, &st.style) != nil || !contains(allowed, st.style) {
-			d.errorf(field+".style", "required for a %s parameter: one of %s", st.loc, strings.Join(allowed, ", "))
+			d.Errorf(field+".style", "required for a %s parameter: one of %s", st.loc, strings.Join(allowed, ", "))
 			continue
 		}
 		st.explode = st.style == styleForm || st.style == styleDeepObject
 		if ev, ok := spec["explode"]; ok && !isNull(ev) {
 			if json.Unmarshal(ev, &st.explode) != nil {
-				d.errorf(field+".explode", "must be true or false")
+				d.Errorf(field+".explode", "must be true or false")
 			}
 		}
 		if st.style == styleDeepObject && !st.explode {
-			d.errorf(field+".explode", "style deepObject is always exploded")
+			d.Errorf(field+".explode", "style deepObject is always exploded")
 		}
 		if rv, ok := spec["allow_reserved"]; ok && !isNull(rv) {
 			if json.Unmarshal(rv, &st.allowReserved) != nil {
-				d.errorf(field+".allow_reserved", "must be true or false")
+				d.Errorf(field+".allow_reserved", "must be true or false")
 			} else if st.allowReserved && st.loc != locQuery {
-				d.errorf(field+".allow_reserved", "only applies to query parameters")
+				d.Errorf(field+".allow_reserved", "only applies to query parameters")
 			}
 		}
 		if op.styles == nil {

@@ -67,7 +67,7 @@ func (im *importer) run(ctx context.Context) []sdk.Tool {
 	im.window = im.op.Mode == sdk.ModeWindow
 	src, err := im.a.readDocument(ctx, cfg, im.op)
 	if err != nil {
-		im.d.errorf("openapi.document", "%v", err)
+		im.d.Errorf("openapi.document", "%v", err)
 		return nil
 	}
 	return im.runSource(ctx, src)
@@ -78,12 +78,12 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	cfg := im.cfg
 	ld, prob := im.a.loadDocument(ctx, src, cfg, cfg.fetchTimeout(im.op.Timeout))
 	if prob != nil {
-		im.d.errorf("openapi.document", "the OpenAPI document cannot be used: %s", prob)
+		im.d.Errorf("openapi.document", "the OpenAPI document cannot be used: %s", prob)
 		return nil
 	}
 	im.ld = ld
 	for _, s := range ld.skipped {
-		im.d.warnf("openapi.document", "operation %s skipped: %s", s.op, s)
+		im.d.Warnf("openapi.document", "operation %s skipped: %s", s.op, s)
 	}
 	if ld.doc == nil {
 		im.noTools()
@@ -93,11 +93,11 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	if im.doc.Components != nil {
 		for _, name := range sortedKeys(cfg.credentials) {
 			if im.doc.Components.SecuritySchemes[name] == nil {
-				im.d.warnf("openapi.credentials."+name, "the document has no security scheme of this name")
+				im.d.Warnf("openapi.credentials."+name, "the document has no security scheme of this name")
 			}
 		}
 	} else if len(cfg.credentials) > 0 {
-		im.d.warnf("openapi.credentials", "the document declares no security schemes")
+		im.d.Warnf("openapi.credentials", "the document declares no security schemes")
 	}
 
 	// The operations, in path order then method order.
@@ -141,7 +141,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	}
 	for _, k := range sortedKeys(cfg.overrides) {
 		if !cfg.overrides[k].used {
-			im.d.warnf("openapi.overrides."+k, `no imported operation has this operationId or "METHOD /path"`)
+			im.d.Warnf("openapi.overrides."+k, `no imported operation has this operationId or "METHOD /path"`)
 		}
 	}
 
@@ -163,14 +163,14 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	for _, c := range cands {
 		t, sk := im.build(ctx, c)
 		if sk != nil {
-			im.d.warnf("openapi.document", "operation %s skipped: %s: %s", c.label(), sk.ptr, sk.msg)
+			im.d.Warnf("openapi.document", "operation %s skipped: %s: %s", c.label(), sk.ptr, sk.msg)
 			continue
 		}
 		if t != nil {
 			tools = append(tools, *t)
 		}
 	}
-	if len(tools) == 0 && !im.d.failed() {
+	if len(tools) == 0 && !im.d.Failed() {
 		im.noTools()
 	}
 	return tools
@@ -181,7 +181,7 @@ func (im *importer) noTools() {
 	if !im.cfg.include.empty() || !im.cfg.exclude.empty() {
 		msg += " (after openapi.include and openapi.exclude)"
 	}
-	im.d.errorf("openapi.document", "%s; the warnings above say why operations were skipped", msg)
+	im.d.Errorf("openapi.document", "%s; the warnings above say why operations were skipped", msg)
 }
 
 var nameRE = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -253,10 +253,10 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	own := im.op.ToolExecution
 	switch {
 	case !window && c.override.windowField() != "":
-		im.d.errorf(c.override.windowField(), "configures a window, and operation %s is unary: set mode: window", c.label())
+		im.d.Errorf(c.override.windowField(), "configures a window, and operation %s is unary: set mode: window", c.label())
 		return nil, nil
 	case !own && c.override.windowField() != "":
-		im.d.errorf(c.override.windowField(), "this Crank host gives every tool its entry's window config: "+
+		im.d.Errorf(c.override.windowField(), "this Crank host gives every tool its entry's window config: "+
 			"upgrade it, or serve the operation from an operations entry with mode: window whose openapi.include.operation_ids names it")
 		return nil, nil
 	case !own && !im.window && window:
@@ -312,7 +312,7 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	// Schemas.
 	inSchema, warns := in.schema()
 	for _, w := range warns {
-		im.d.warnf("openapi.document", "operation %s: %s", c.label(), w)
+		im.d.Warnf("openapi.document", "operation %s: %s", c.label(), w)
 	}
 	if inSchema == nil {
 		return nil, im.skipf(c.ptr, "its input schema is too large")
@@ -325,13 +325,13 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if window {
 		if item := im.itemSchema(resp); item != nil {
 			if itemJSON, err = checkSchema(item); err != nil {
-				im.d.warnf("openapi.document", "operation %s: item schema left out: %v", c.label(), err)
+				im.d.Warnf("openapi.document", "operation %s: item schema left out: %v", c.label(), err)
 				itemJSON = nil
 			}
 		}
 	} else if out := im.outputSchema(c, resp); out != nil {
 		if outJSON, err = checkSchema(out); err != nil {
-			im.d.warnf("openapi.document", "operation %s: output schema left out: %v", c.label(), err)
+			im.d.Warnf("openapi.document", "operation %s: output schema left out: %v", c.label(), err)
 			outJSON = nil
 		}
 	}
@@ -341,13 +341,9 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 		return nil, im.skipf(c.ptr, "cannot encode its rest config: %v", err)
 	}
 	if p := parseConfig(cfgJSON); p.op == nil {
-		var msgs []string
-		for _, x := range p.diags {
-			if x.Severity == sdk.SeverityError {
-				msgs = append(msgs, formatDiag(x))
-			}
-		}
-		return nil, im.skipf(c.ptr, "it makes no valid rest config: %s", strings.Join(msgs, "; "))
+		var d diags
+		d.Add(p.diags...)
+		return nil, im.skipf(c.ptr, "%s", d.Summary("it makes no valid rest config"))
 	}
 
 	t := &sdk.Tool{
@@ -484,7 +480,7 @@ func (im *importer) baseURL(c *candidate) (string, *skip) {
 func (im *importer) baseMissing(ptr, why string) *skip {
 	if !im.baseErr {
 		im.baseErr = true
-		im.d.errorf("openapi.base_url", "required: %s (%s); set openapi.base_url to the upstream's base URL", why, ptr)
+		im.d.Errorf("openapi.base_url", "required: %s (%s); set openapi.base_url to the upstream's base URL", why, ptr)
 	}
 	return &skip{ptr: ptr, msg: "no base URL"}
 }
@@ -770,7 +766,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 			if p.Required {
 				return im.skipf(pp.ptr, "required cookie parameter %q: the rest adapter does not send cookie parameters", p.Name)
 			}
-			im.d.warnf("openapi.document", "operation %s: cookie parameter %q left out (%s): the rest adapter does not send cookie parameters", c.label(), p.Name, pp.ptr)
+			im.d.Warnf("openapi.document", "operation %s: cookie parameter %q left out (%s): the rest adapter does not send cookie parameters", c.label(), p.Name, pp.ptr)
 			continue
 		default:
 			return im.skipf(pp.ptr, "parameter %q: unknown location %q", p.Name, p.In)
@@ -786,7 +782,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 				if p.Required {
 					return im.skipf(pp.ptr, "header parameter %q cannot be sent by the rest adapter", p.Name)
 				}
-				im.d.warnf("openapi.document", "operation %s: header parameter %q left out (%s): it cannot be sent by the rest adapter", c.label(), p.Name, pp.ptr)
+				im.d.Warnf("openapi.document", "operation %s: header parameter %q left out (%s): it cannot be sent by the rest adapter", c.label(), p.Name, pp.ptr)
 				continue
 			case rc.headerArgs[canon] != "":
 				return im.skipf(pp.ptr, "header parameter %q is declared twice (header names are case-insensitive)", p.Name)
@@ -960,7 +956,7 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 		if rb.Value.Required {
 			return im.skipf(ptr+"/content", "request body %s: the rest adapter sends JSON bodies only", kinds)
 		}
-		im.d.warnf("openapi.document", "operation %s: optional request body %s left out (%s/content): the rest adapter sends JSON bodies only", c.label(), kinds, ptr)
+		im.d.Warnf("openapi.document", "operation %s: optional request body %s left out (%s/content): the rest adapter sends JSON bodies only", c.label(), kinds, ptr)
 		rc.body = bodyNone
 		return nil
 	}

@@ -47,12 +47,12 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 	if v, ok := fields["cursor_param"]; ok && !isNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
-			d.errorf("cursor_param", "must be a non-empty query parameter name")
+			d.Errorf("cursor_param", "must be a non-empty query parameter name")
 		} else {
 			op.cursorParam = strings.TrimSpace(s)
 			for _, q := range op.query {
 				if q.name == op.cursorParam {
-					d.errorf("cursor_param", "query parameter %q is already filled from an argument by query", op.cursorParam)
+					d.Errorf("cursor_param", "query parameter %q is already filled from an argument by query", op.cursorParam)
 				}
 			}
 		}
@@ -60,7 +60,7 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 	if v, ok := fields["body_fields"]; ok && !isNull(v) {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(v, &obj) != nil {
-			d.errorf("body_fields", "must be an object {field: JSON value}")
+			d.Errorf("body_fields", "must be an object {field: JSON value}")
 		} else {
 			keys := make([]string, 0, len(obj))
 			for k := range obj {
@@ -71,7 +71,7 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 				op.bodyFields = append(op.bodyFields, bodyField{name: k, value: bytes.TrimSpace(obj[k])})
 			}
 			if op.method != "" && !op.sendsBody() {
-				d.errorf("body_fields", "this operation sends no body (method %s, body %q)", op.method, op.bodyMode())
+				d.Errorf("body_fields", "this operation sends no body (method %s, body %q)", op.method, op.bodyMode())
 			}
 		}
 	}
@@ -81,7 +81,7 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 	}
 	var sf map[string]json.RawMessage
 	if json.Unmarshal(v, &sf) != nil {
-		d.errorf("stream", "must be an object")
+		d.Errorf("stream", "must be an object")
 		return
 	}
 	var unknown []string
@@ -97,44 +97,44 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 	sort.Strings(unknown)
 	for _, k := range unknown {
 		if s := sdk.Suggest(k, streamFields); s != "" {
-			d.errorf("stream."+k, "unknown field (did you mean %q?)", s)
+			d.Errorf("stream."+k, "unknown field (did you mean %q?)", s)
 		} else {
-			d.errorf("stream."+k, "unknown field (known fields: %s)", strings.Join(streamFields, ", "))
+			d.Errorf("stream."+k, "unknown field (known fields: %s)", strings.Join(streamFields, ", "))
 		}
 	}
 	sc := &op.stream
 	if v, ok := sf["reconnect"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &sc.reconnect) != nil {
-			d.errorf("stream.reconnect", "must be true or false")
+			d.Errorf("stream.reconnect", "must be true or false")
 		}
 	}
 	if v, ok := sf["max_event_bytes"]; ok && !isNull(v) {
 		var n int
 		if json.Unmarshal(v, &n) != nil || n < minMaxEventBytes || n > maxMaxEventBytes {
-			d.errorf("stream.max_event_bytes", "must be an integer between %d and %d", minMaxEventBytes, maxMaxEventBytes)
+			d.Errorf("stream.max_event_bytes", "must be an integer between %d and %d", minMaxEventBytes, maxMaxEventBytes)
 		} else {
 			sc.maxEventBytes = n
 		}
 	}
 	if v, ok := sf["events"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &sc.events) != nil {
-			d.errorf("stream.events", "must be a list of SSE event types")
+			d.Errorf("stream.events", "must be a list of SSE event types")
 		}
 		for i, e := range sc.events {
 			if e == "" || strings.ContainsAny(e, "\r\n") {
-				d.errorf(fmt.Sprintf("stream.events[%d]", i), "must be a non-empty event type on one line")
+				d.Errorf(fmt.Sprintf("stream.events[%d]", i), "must be a non-empty event type on one line")
 			}
 		}
 	}
 	if v, ok := sf["end_data"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &sc.endData) != nil {
-			d.errorf("stream.end_data", `must be a string ("" never ends the stream on data)`)
+			d.Errorf("stream.end_data", `must be a string ("" never ends the stream on data)`)
 		}
 	}
 	if v, ok := sf["max_reconnects"]; ok && !isNull(v) {
 		var n int
 		if json.Unmarshal(v, &n) != nil || n < 0 || n > maxMaxReconnects {
-			d.errorf("stream.max_reconnects", "must be an integer between 0 and %d", maxMaxReconnects)
+			d.Errorf("stream.max_reconnects", "must be an integer between 0 and %d", maxMaxReconnects)
 		} else {
 			sc.maxReconnects = n
 		}

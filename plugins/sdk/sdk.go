@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
@@ -192,6 +193,54 @@ type Diagnostic struct {
 // Errorf returns an error diagnostic for field.
 func Errorf(field, format string, args ...any) Diagnostic {
 	return Diagnostic{Severity: SeverityError, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Diagnostics collects the problems found while reading an operation's
+// config, in order; the zero value is ready to use. An adapter returns
+// List from ValidateOperation and ExpandOperation.
+type Diagnostics struct{ list []Diagnostic }
+
+// Errorf adds an error diagnostic for field.
+func (d *Diagnostics) Errorf(field, format string, args ...any) {
+	d.list = append(d.list, Errorf(field, format, args...))
+}
+
+// Warnf adds a warning for field: the operation still loads.
+func (d *Diagnostics) Warnf(field, format string, args ...any) {
+	d.list = append(d.list, Diagnostic{Severity: SeverityWarning, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Add adds diagnostics found elsewhere.
+func (d *Diagnostics) Add(ds ...Diagnostic) { d.list = append(d.list, ds...) }
+
+// List returns the diagnostics added so far.
+func (d *Diagnostics) List() []Diagnostic { return d.list }
+
+// Failed reports whether an error was added.
+func (d *Diagnostics) Failed() bool {
+	for _, x := range d.list {
+		if x.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary joins the errors into one message after prefix, each as
+// "field: message": for a call made with a config that does not load.
+func (d *Diagnostics) Summary(prefix string) string {
+	var msgs []string
+	for _, x := range d.list {
+		if x.Severity != SeverityError {
+			continue
+		}
+		if x.Field == "" {
+			msgs = append(msgs, x.Message)
+		} else {
+			msgs = append(msgs, x.Field+": "+x.Message)
+		}
+	}
+	return prefix + ": " + strings.Join(msgs, "; ")
 }
 
 // ErrorKind classifies an UpstreamError.
