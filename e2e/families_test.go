@@ -25,6 +25,7 @@ import (
 type feedUpstream struct {
 	*httptest.Server
 	feedOpen     atomic.Int32
+	feedSeen     atomic.Int32
 	feedClosed   chan struct{}
 	jobStarted   chan struct{}
 	jobCancelled chan struct{}
@@ -35,6 +36,7 @@ func newFeedUpstream(t testing.TB) *feedUpstream {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /feed", func(w http.ResponseWriter, r *http.Request) {
 		u.feedOpen.Add(1)
+		u.feedSeen.Add(1)
 		defer func() { u.feedOpen.Add(-1); u.feedClosed <- struct{}{} }()
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
@@ -377,7 +379,7 @@ func TestSessionExpiryGoSDK(t *testing.T) {
 	cs := g.connect(context.Background())
 
 	idle := callOK(t, cs, "brief_start", nil)["session_id"].(string)
-	waitFor(t, "the feed to open", func() bool { return up.feedOpen.Load() == 1 })
+	waitFor(t, "the feed to open", func() bool { return up.feedSeen.Load() == 1 })
 	waitFor(t, "the idle session to close its feed", func() bool { return up.feedOpen.Load() == 0 })
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "brief_poll", Arguments: map[string]any{"session_id": idle}})
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "not found") {

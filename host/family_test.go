@@ -40,7 +40,7 @@ operations:
     description: Follow the feed for a short lifetime.
     adapter: rest
     mode: session
-    limits: {max_session_lifetime_ms: 400}
+    limits: {max_session_lifetime_ms: 1200}
     config: {method: GET, url: "UPSTREAM/endless"}
   - name: pages
     description: Follow long-poll pages until done.
@@ -99,6 +99,7 @@ type jobUpstream struct {
 	exportPolls     atomic.Int32
 	exportCancelled atomic.Bool
 	idleOpen        atomic.Int32
+	idleSeen        atomic.Int32
 }
 
 func newJobUpstream(t testing.TB) *jobUpstream {
@@ -121,6 +122,7 @@ func (u *jobUpstream) routes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /idle", func(w http.ResponseWriter, r *http.Request) {
 		u.idleOpen.Add(1)
+		u.idleSeen.Add(1)
 		defer u.idleOpen.Add(-1)
 		f := startSSE(w)
 		fmt.Fprint(w, "id: 1\ndata: {\"n\":1}\n\n")
@@ -343,13 +345,13 @@ func TestSessionExpiry(t *testing.T) {
 	idle := famOK(t, f.h, "a1", "follow_idle_start", `{}`)
 	short := famOK(t, f.h, "a1", "follow_short_start", `{}`)
 	// Idle: no poll for 300ms ends the session and its upstream request.
-	waitFor(t, func() bool { return f.up.idleOpen.Load() == 1 })
+	waitFor(t, func() bool { return f.up.idleSeen.Load() == 1 })
 	waitFor(t, func() bool { return f.up.idleOpen.Load() == 0 })
 	_, res := famCall(t, f.h, "a1", "follow_idle_poll", `{"session_id":"`+idle["session_id"].(string)+`"}`)
 	if !res.IsError || !strings.Contains(res.Text, "not found") {
 		t.Errorf("poll after the idle timeout: %+v", res)
 	}
-	// Lifetime: polled or not, the session stops after 400ms.
+	// Lifetime: polled or not, the session stops before 1.2s.
 	end := pollUntil(t, f.h, "follow_short_poll", `{"session_id":"`+short["session_id"].(string)+`"}`, func(m map[string]any) bool {
 		return m["status"] == "stopped"
 	})

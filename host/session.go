@@ -27,6 +27,7 @@ func (req CallRequest) scope() store.Scope {
 var (
 	errStopRequested  = errors.New("stop requested")
 	errSessionExpired = errors.New("session expired")
+	errLifetime       = errors.New("max_session_lifetime reached")
 	errStoreFailed    = errors.New("the state store failed")
 )
 
@@ -187,9 +188,12 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 	defer cancel(nil)
 	// The reader stops a little before the lifetime ends, so the session
 	// is still there to record why it ended (the store drops it at the
-	// end of its lifetime).
-	ctx, cancelLife := context.WithDeadline(ctx, ss.CreatedAt.Add(ss.MaxLifetime-min(time.Second, ss.MaxLifetime/10)))
-	defer cancelLife()
+	// end of its lifetime). The end is a cancellation, not a deadline: an
+	// adapter that saw a deadline would end first and report it as its
+	// own timeout, a failure.
+	lifeEnd := ss.CreatedAt.Add(ss.MaxLifetime - min(time.Second, ss.MaxLifetime/4))
+	lifeTimer := time.AfterFunc(time.Until(lifeEnd), func() { cancel(errLifetime) })
+	defer lifeTimer.Stop()
 	log := h.log.With(zap.String("session", ss.ID), zap.String("operation", op.Name))
 
 	// Stop requests and expiry, from any replica.
@@ -256,7 +260,7 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 		h.writeSession(ctx, cancel, ss.ID, queue, room, &gaps)
 	}()
 
-	end, failure := h.readUpstream(ctx, &rop, req, args, col)
+	end, failure := h.readUpstream(ctx, &rop, req, args, lifeEnd, col)
 	close(queue)
 	<-writerDone
 
@@ -271,7 +275,7 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 	case errors.Is(cause, errStoreFailed):
 		status, end = store.SessionFailed, "store_failed"
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")
-	case errors.Is(cause, context.DeadlineExceeded):
+	case errors.Is(cause, errLifetime):
 		status, end = store.SessionStopped, "max_session_lifetime"
 	case failure != "":
 		status, errJSON = store.SessionFailed, failureJSON("upstream_error", failure)
@@ -283,12 +287,11 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
-func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, col *collector) (string, string) {
+func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
 	rpc, err := op.sup.Client(ctx)
 	if err != nil {
 		return endUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
 	}
-	deadline, _ := ctx.Deadline()
 	ireq := invokeRequest(op, req, args, deadline)
 	if op.Execution.TransportBehavior == RequestResponse {
 		return h.pollWindow(ctx, ctx, op, rpc, ireq, col)
