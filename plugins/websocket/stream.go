@@ -163,21 +163,24 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 		}
 	}()
 	wait := func(err error) error {
-		finished = true
 		if ctx.Err() != nil || errors.Is(err, errHostGone) {
 			// The host stopped the stream as the reader found out (its
-			// send failed): the subscription still ends cleanly.
-			s.stop(conn, r, kill)
+			// send failed): the subscription still ends cleanly, with a
+			// reader again so that the close handshake stays bounded.
+			r.stopping.Store(true)
+			go func() { readDone <- r.loop(readCtx) }()
+			s.stop(conn, kill)
 			return nil
 		}
+		finished = true
 		return s.readError(err)
 	}
 
+	// Writes never use the host's context: coder/websocket closes the
+	// connection when a write's context ends mid-write, and a stop must
+	// still unsubscribe and close cleanly.
 	for _, m := range c.subscribe {
-		if err := s.write(ctx, conn, m, v); err != nil {
-			if ctx.Err() != nil {
-				return false, r.progressed(), nil
-			}
+		if err := s.write(context.Background(), conn, m, v); err != nil {
 			return false, r.progressed(), s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+errText(err))
 		}
 	}
@@ -188,19 +191,21 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			s.stop(conn, r, kill)
+			r.stopping.Store(true)
+			s.stop(conn, kill)
 			return false, r.progressed(), nil
 		case err := <-readDone:
 			t.Stop()
-			return false, r.progressed(), wait(err)
+			// The ack may have come just before the end.
+			return r.ackSeen.Load(), r.progressed(), wait(err)
 		case <-t.C:
-			_ = conn.Close(ws.StatusPolicyViolation, "subscription not acknowledged")
+			s.close(conn, ws.StatusPolicyViolation, "subscription not acknowledged", kill)
 			return false, r.progressed(), s.fail(sdk.KindTimeout, true,
 				fmt.Sprintf("the upstream did not acknowledge the subscription within ack.timeout_ms (%d ms)", c.ack.timeout.Milliseconds()))
 		}
 	}
 
-	hbCtx, hbStop := context.WithCancel(ctx)
+	hbCtx, hbStop := context.WithCancel(context.Background())
 	defer hbStop()
 	lost := make(chan string, 1)
 	if c.pingInterval > 0 {
@@ -208,7 +213,8 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 	}
 	select {
 	case <-ctx.Done():
-		s.stop(conn, r, kill)
+		r.stopping.Store(true)
+		s.stop(conn, kill)
 		return true, r.progressed(), nil
 	case err := <-readDone:
 		return true, r.progressed(), wait(err)
@@ -218,9 +224,9 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 }
 
 // stop ends a subscription the host no longer wants: the unsubscribe
-// messages, then a normal close, all within close_timeout_ms.
-func (s *stream) stop(conn *ws.Conn, r *reader, kill context.CancelFunc) {
-	r.stopping.Store(true)
+// messages, then a normal close, all within close_timeout_ms. The reader
+// is told to discard what still arrives.
+func (s *stream) stop(conn *ws.Conn, kill context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
 	defer cancel()
 	v := s.snapshot()
@@ -229,17 +235,31 @@ func (s *stream) stop(conn *ws.Conn, r *reader, kill context.CancelFunc) {
 			break
 		}
 	}
+	s.closeWithin(ctx, conn, ws.StatusNormalClosure, "", kill)
+}
+
+// close closes the connection with a status, waiting at most
+// close_timeout_ms for the upstream's close frame.
+func (s *stream) close(conn *ws.Conn, code ws.StatusCode, reason string, kill context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
+	defer cancel()
+	s.closeWithin(ctx, conn, code, reason, kill)
+}
+
+// closeWithin runs the close handshake until ctx ends, then drops the
+// connection: kill cancels the reader's context, which closes it at once.
+// Close sends the close frame and waits for the upstream's, which the
+// reader (reading all along) receives.
+func (s *stream) closeWithin(ctx context.Context, conn *ws.Conn, code ws.StatusCode, reason string, kill context.CancelFunc) {
 	closed := make(chan struct{})
 	go func() {
-		// Close sends the close frame and waits for the upstream's, which
-		// the reader reads.
-		_ = conn.Close(ws.StatusNormalClosure, "")
+		_ = conn.Close(code, reason)
 		close(closed)
 	}()
 	select {
 	case <-closed:
 	case <-ctx.Done():
-		kill() // the reader's context: closes the connection at once
+		kill()
 	}
 }
 

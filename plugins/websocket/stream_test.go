@@ -351,3 +351,21 @@ func TestDroppedSubscriptionsRunOutOfAttempts(t *testing.T) {
 		t.Errorf("%d connections, want 4", n)
 	}
 }
+
+func TestNeverAcksNorCloses(t *testing.T) {
+	t.Parallel()
+	// The server reads nothing: no ack, no answer to the close frame. The
+	// ack timeout still ends the stream, the close bounded by
+	// close_timeout_ms.
+	f := newFeed(t, func(p *peer) { p.hold() }, func(int) bool { return true })
+	cfg := alertConfig(f.url)
+	cfg["ack"] = map[string]any{"path": "$.type", "timeout_ms": 50}
+	cfg["close_timeout_ms"] = 50
+	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg, Args: map[string]any{"channel": "a"}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(summarize(events), " | "); got != "error KIND_TIMEOUT: the upstream did not acknowledge the subscription within ack.timeout_ms (50 ms)" {
+		t.Fatalf("events: %s", got)
+	}
+}
