@@ -84,3 +84,27 @@ func FuzzTemplates(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMatchers feeds arbitrary messages to the filter, ack and id
+// matchers: none may panic, whatever the message.
+func FuzzMatchers(f *testing.F) {
+	for _, s := range []string{`{"type":"alert","seq":1}`, `[1,2]`, `"text"`, `{"seq":{"a":[1]}}`, `null`, `1e400`, `{"type":["alert"]}`} {
+		f.Add(s)
+	}
+	p := parseConfig(append([]byte("\x00"), `{"url":"ws://h/x","subscribe":"s","ack":{"path":"$.type","equals":"{{t}}"},
+		"filter":"@.type == 'alert' && (@.seq > 0 || length(@.type) > 2)","id_path":"$.seq"}`...))
+	if p.cfg == nil {
+		f.Fatal(p.err)
+	}
+	c := p.cfg
+	want := c.ack.equals.value(&vars{args: map[string]json.RawMessage{"t": json.RawMessage(`"alert"`)}})
+	f.Fuzz(func(t *testing.T, msg string) {
+		doc, err := decodeJSON([]byte(msg))
+		if err != nil {
+			return
+		}
+		_ = matchFilter(c.filter, doc)
+		_ = c.ack.matches(doc, want)
+		_ = idOf(c.idPath, doc)
+	})
+}
