@@ -105,7 +105,7 @@ func TestInvokeIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ue == nil || !strings.Contains(ue.GetMessage(), "give it mode window") {
+	if ue == nil || !strings.Contains(ue.GetMessage(), "give it mode window, session or async_job") {
 		t.Fatalf("invoke: %v", ue)
 	}
 }

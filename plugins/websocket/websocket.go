@@ -72,14 +72,15 @@ func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.T
 }
 
 // Invoke implements sdk.Adapter. A WebSocket feed has no request-response
-// call: its operations are streams (mode window, session or async_job).
+// call: its operations are streams (mode window, session or async_job, read
+// through Stream); the host only invokes a request_response operation.
 func (a *adapter) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error) {
 	p := a.configs.Get(cacheKey(&req.Operation))
 	if p.cfg == nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
 	}
 	return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.cfg.upstream,
-		Message: "a WebSocket operation is a stream: give it mode window (or session), not unary"}
+		Message: "a WebSocket operation is a stream: give it mode window, session or async_job with transport_behavior server_stream (not request_response)"}
 }
 
 // Stream implements sdk.Streamer: it connects, subscribes and sends every
