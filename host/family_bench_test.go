@@ -431,7 +431,6 @@ func perItem(after, before uint64, n int) float64 {
 type memoryFigures struct {
 	sessions                                   int
 	hostPer, stackPer, rssPer, storePer, adPer float64
-	watchPer                                   float64
 	goroutinesPer, idleMiB, adIdleMiB          float64
 }
 
@@ -451,7 +450,7 @@ var memoryOnce struct {
 // the embedded etcd the gateway runs by default), of its RSS, and of the
 // REST adapter process's RSS (each session holds a gRPC stream and an
 // upstream connection there); the same live heap growth for a baseline of
-// bare store sessions (create, one item, a watch — the store's share) and
+// bare store sessions (create and one item — the store's share) and
 // the ratio; and the gateway's projected live heap for 10k sessions
 // against the 256 MiB goal. One measurement per run: use -benchtime 1x.
 func BenchmarkSessionMemory(b *testing.B) {
@@ -463,17 +462,16 @@ func BenchmarkSessionMemory(b *testing.B) {
 	fig := memoryOnce.fig
 	k := float64(goalSessions)
 	hostGoal := (fig.idleMiB*(1<<20) + k*fig.hostPer) / (1 << 20)
-	b.Logf("%d live sessions: gateway live heap %.1f KiB/session (%.1f KiB of it stacks; bare store sessions %.1f KiB, %.1f KiB of it the watch), RSS %.1f KiB/session, "+
+	b.Logf("%d live sessions: gateway live heap %.1f KiB/session (%.1f KiB of it stacks; bare store sessions %.1f KiB), RSS %.1f KiB/session, "+
 		"%.1f goroutines/session; adapter RSS %.1f KiB/session; idle gateway %.1f MiB, idle adapter %.1f MiB; "+
 		"10k sessions: gateway live heap %.0f MiB (goal %d MiB), adapter RSS %.0f MiB",
-		fig.sessions, fig.hostPer/1024, fig.stackPer/1024, fig.storePer/1024, fig.watchPer/1024, fig.rssPer/1024, fig.goroutinesPer, fig.adPer/1024,
+		fig.sessions, fig.hostPer/1024, fig.stackPer/1024, fig.storePer/1024, fig.rssPer/1024, fig.goroutinesPer, fig.adPer/1024,
 		fig.idleMiB, fig.adIdleMiB, hostGoal, goalBytes>>20, fig.adIdleMiB+k*fig.adPer/(1<<20))
 	b.ReportMetric(float64(fig.sessions), "sessions")
 	b.ReportMetric(fig.hostPer, "heap-B/session")
 	b.ReportMetric(fig.stackPer, "stack-B/session")
 	b.ReportMetric(fig.rssPer, "rss-B/session")
 	b.ReportMetric(fig.storePer, "store-heap-B/session")
-	b.ReportMetric(fig.watchPer, "watch-heap-B/session")
 	b.ReportMetric(fig.hostPer/max(fig.storePer, 1), "x-store")
 	b.ReportMetric(fig.adPer, "adapter-rss-B/session")
 	b.ReportMetric(fig.goroutinesPer, "goroutines/session")
@@ -503,7 +501,8 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 	idle := sampleMemory(pid)
 
 	// Baseline: bare store sessions as a runner keeps them — created owned,
-	// one item stored, then watched — with no reader, writer or adapter.
+	// one item stored — with no reader, writer or adapter. (Runners take
+	// stop requests from the replica's one signal watch, not a watch each.)
 	bareIDs := make([]string, n)
 	_, _, err := spread(n, 8, func(_, i int) error {
 		ss, err := f.st.CreateSession(ctx, store.NewSession{Scope: benchScope, AgentScoped: true, OperationID: "quiet_start",
@@ -513,19 +512,6 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 		}
 		bareIDs[i] = ss.ID
 		_, err = f.st.AppendSessionItems(ctx, ss.ID, store.Append{Items: [][]byte{[]byte(`{"n":1,"msg":"still here"}`)}})
-		return err
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	records := sampleMemory(pid)
-	wctx, cancelWatches := context.WithCancel(ctx)
-	defer cancelWatches()
-	_, _, err = spread(n, 8, func(_, i int) error {
-		events, err := f.st.WatchSession(wctx, benchScope, bareIDs[i])
-		if err == nil {
-			<-events // its first state
-		}
 		return err
 	})
 	if err != nil {
@@ -550,7 +536,6 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 		stackPer:      perItem(live.stack, bare.stack, n),
 		rssPer:        perItem(live.rss, bare.rss, n),
 		storePer:      perItem(bare.live, idle.live, n),
-		watchPer:      perItem(bare.live, records.live, n),
 		adPer:         perItem(live.adapterRSS, bare.adapterRSS, n),
 		goroutinesPer: float64(live.goroutines-bare.goroutines) / float64(n),
 		idleMiB:       float64(idle.live) / (1 << 20),

@@ -56,9 +56,18 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	if err != nil {
 		return nil, err
 	}
+	// A cancel from any replica cancels the run; subscribed before the
+	// client learns the job's ID.
+	rctx, cancel := context.WithCancelCause(context.Background())
+	release, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
+	if err != nil {
+		cancel(nil)
+		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
+		return nil, err
+	}
 	rreq := req
 	rreq.Progress = nil
-	go h.runJob(job, op, rreq, args)
+	go h.runJob(rctx, cancel, release, job, op, rreq, args)
 	return job, nil
 }
 
@@ -66,27 +75,13 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 // window it collects), or the upstream's own job followed through its
 // status operation. A cancel requested on any replica cancels the
 // running adapter call. It is not tied to the MCP request that started it.
-func (h *Host) runJob(job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, release func(),
+	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
+	defer release()
 	defer cancel(nil)
 	ctx, cancelRun := context.WithDeadline(ctx, job.CreatedAt.Add(job.MaxRuntime))
 	defer cancelRun()
 	log := h.log.With(zap.String("job", job.ID), zap.String("operation", op.Name))
-
-	events, err := h.store.WatchJob(ctx, req.scope(), job.ID)
-	if err != nil {
-		log.Warn("job not started: cannot watch it", zap.Error(err))
-		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
-		return
-	}
-	go func() {
-		for ev := range events {
-			if ev.Gone || ev.Job.Status != store.JobRunning {
-				cancel(errCancelRequested)
-				return
-			}
-		}
-	}()
 
 	j := op.Family.Job
 	var res *Result

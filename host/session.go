@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,11 +33,10 @@ var (
 )
 
 // Session reader tuning: items are handed to the store in batches; the
-// queue between the upstream reader and the store writer is what a slow
-// poller lets accumulate before the upstream read blocks (backpressure).
-// Every live session allocates its queue, so it is kept short: 64 slots
-// are 1.5 KiB a session (256 were 6 KiB, a tenth of a quiet session's
-// memory), and still fill most of a batch while a store write is under way.
+// items pending between the upstream reader and the store writes are what
+// a slow poller lets accumulate before the upstream read blocks
+// (backpressure). 64 still fill most of a batch while a store write is
+// under way.
 const (
 	sessionQueue      = 64
 	sessionBatchItems = 100
@@ -161,9 +161,18 @@ func (h *Host) startSession(ctx context.Context, op *boundOp, req CallRequest, a
 	if err != nil {
 		return h.storeError("session", "", err), ""
 	}
+	// Stop requests from any replica cancel the reader; subscribed before
+	// the client learns the session's ID.
+	rctx, cancel := context.WithCancelCause(context.Background())
+	release, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
+	if err != nil {
+		cancel(nil)
+		h.finishSession(ss.ID, store.SessionFailed, failureJSON("store_unavailable", err.Error()), sessionState{})
+		return h.storeError("session", ss.ID, err), ss.ID
+	}
 	rreq := req
 	rreq.Progress = nil
-	go h.runSession(ss, op, rreq, args)
+	go h.runSession(rctx, cancel, release, ss, op, rreq, args)
 	return structured(map[string]any{
 		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,
 		"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
@@ -183,8 +192,9 @@ type sessionState struct {
 // upstream ends, a stop is requested (on any replica), the session idles
 // out or reaches its lifetime. It is not tied to the MCP request that
 // started it: a client disconnect does not stop it.
-func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+func (h *Host) runSession(ctx context.Context, cancel context.CancelCauseFunc, release func(),
+	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
+	defer release()
 	defer cancel(nil)
 	// The reader stops a little before the lifetime ends, so the session
 	// is still there to record why it ended (the store drops it at the
@@ -196,42 +206,32 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 	defer lifeTimer.Stop()
 	log := h.log.With(zap.String("session", ss.ID), zap.String("operation", op.Name))
 
-	// Stop requests and expiry, from any replica.
-	room := make(chan struct{}, 1)
-	events, err := h.store.WatchSession(ctx, req.scope(), ss.ID)
-	if err != nil {
-		log.Warn("session not started: cannot watch it", zap.Error(err))
-		h.finishSession(ss.ID, store.SessionFailed, failureJSON("store_unavailable", err.Error()), sessionState{})
-		return
+	// Idle expiry: looked at when the session would expire (polls move
+	// that on); a timer, not a goroutine, while it lives. The look also
+	// catches a stop whose signal was missed.
+	var expiry atomic.Pointer[time.Timer]
+	var check func()
+	arm := func(d time.Duration) { expiry.Store(time.AfterFunc(max(d, 10*time.Millisecond), check)) }
+	check = func() {
+		if ctx.Err() != nil {
+			return
+		}
+		cur, err := h.store.GetSession(ctx, req.scope(), ss.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound) || err == nil && cur.Expired(time.Now()):
+			cancel(errSessionExpired)
+		case err != nil:
+			arm(time.Second)
+		case cur.Status != store.SessionActive:
+			cancel(errStopRequested)
+		default:
+			arm(time.Until(cur.ExpiresAt))
+		}
 	}
-	go func() {
-		expiry := time.NewTimer(time.Until(ss.ExpiresAt))
-		defer expiry.Stop()
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				if ev.Gone || ev.Session.Status != store.SessionActive {
-					cancel(errStopRequested)
-					return
-				}
-				expiry.Reset(time.Until(ev.Session.ExpiresAt))
-				select {
-				case room <- struct{}{}: // a poll may have made room
-				default:
-				}
-			case <-expiry.C:
-				cur, err := h.store.GetSession(ctx, req.scope(), ss.ID)
-				if errors.Is(err, store.ErrNotFound) || (err == nil && cur.Expired(time.Now())) {
-					cancel(errSessionExpired)
-					return
-				}
-				expiry.Reset(time.Second)
-			case <-ctx.Done():
-				return
-			}
+	arm(time.Until(ss.ExpiresAt))
+	defer func() {
+		if t := expiry.Load(); t != nil {
+			t.Stop()
 		}
 	}()
 
@@ -242,27 +242,13 @@ func (h *Host) runSession(ss *store.StreamSession, op *boundOp, req CallRequest,
 	rdef.Execution = &ex
 	rop := *op
 	rop.Operation = &rdef
-	queue := make(chan []byte, sessionQueue)
+	w := &sessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
 	col := newCollector(&ex, "", 0, nil)
-	col.sink = func(raw []byte) bool {
-		select {
-		case queue <- h.redact.Bytes(raw):
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	var gaps atomic.Int64
-	col.onGap = func() { gaps.Add(1) }
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		h.writeSession(ctx, cancel, ss.ID, queue, room, &gaps)
-	}()
+	col.sink = func(raw []byte) bool { return w.add(h.redact.Bytes(raw)) }
+	col.onGap = func() { w.gaps.Add(1) }
 
 	end, failure := h.readUpstream(ctx, &rop, req, args, lifeEnd, col)
-	close(queue)
-	<-writerDone
+	w.wait()
 
 	state := sessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
 	status := store.SessionCompleted
@@ -299,65 +285,118 @@ func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, a
 	return h.streamWindow(ctx, ctx, op, rpc, ireq, col)
 }
 
-// writeSession hands queued items to the store in batches. A full buffer
-// waits for a poll to make room; meanwhile the queue fills and the reader
-// blocks, which slows the upstream read instead of growing memory.
-func (h *Host) writeSession(ctx context.Context, cancel context.CancelCauseFunc, id string, queue <-chan []byte,
-	room <-chan struct{}, gapCount *atomic.Int64) {
-	var batch [][]byte
-	var gaps int64
+// sessionWriter hands a session's items to the store in batches. A
+// goroutine writes only while items are pending, so a quiet session costs
+// no goroutine for it. A full buffer waits for a poll to make room;
+// meanwhile items pile up to sessionQueue and the reader blocks, which
+// slows the upstream read instead of growing memory.
+type sessionWriter struct {
+	h      *Host
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	id     string
+	gaps   atomic.Int64  // gaps so far, told to the store with the items
+	space  chan struct{} // a write took items (capacity 1)
+	idle   chan struct{} // the write goroutine ended (capacity 1)
+
+	mu       sync.Mutex
+	pending  [][]byte
+	writing  bool
+	reported int64 // gaps the store knows of
+}
+
+// add queues one item, waiting while sessionQueue items are pending; it
+// returns false once the session is ending.
+func (w *sessionWriter) add(item []byte) bool {
 	for {
-		item, ok := <-queue
-		if !ok {
+		w.mu.Lock()
+		if len(w.pending) < sessionQueue {
+			w.pending = append(w.pending, item)
+			if !w.writing {
+				w.writing = true
+				go w.write()
+			}
+			w.mu.Unlock()
+			return true
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.space:
+		case <-w.ctx.Done():
+			return false
+		}
+	}
+}
+
+// write stores pending items until none are left, then ends.
+func (w *sessionWriter) write() {
+	defer func() {
+		select {
+		case w.idle <- struct{}{}:
+		default:
+		}
+	}()
+	for {
+		w.mu.Lock()
+		if len(w.pending) == 0 || w.ctx.Err() != nil {
+			w.writing = false
+			w.mu.Unlock()
 			return
 		}
-		batch = append(batch[:0], item)
-		size := len(item)
-	drain:
-		for len(batch) < sessionBatchItems && size < sessionBatchBytes {
+		n, size := 0, 0
+		for n < len(w.pending) && n < sessionBatchItems && size < sessionBatchBytes {
+			size += len(w.pending[n])
+			n++
+		}
+		batch := w.pending[:n:n]
+		w.mu.Unlock()
+
+		var st json.RawMessage
+		if g := w.gaps.Load(); g != w.reported {
+			w.reported = g
+			st, _ = json.Marshal(sessionState{Gaps: int(g)})
+		}
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(w.ctx), storeCallTimeout)
+		took, err := w.h.store.AppendSessionItems(wctx, w.id, store.Append{Items: batch, State: st})
+		wcancel()
+		if took > 0 {
+			w.mu.Lock()
+			w.pending = w.pending[took:]
+			w.mu.Unlock()
 			select {
-			case it, ok := <-queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, it)
-				size += len(it)
+			case w.space <- struct{}{}:
 			default:
-				break drain
 			}
 		}
-		for len(batch) > 0 {
-			var st json.RawMessage
-			if n := gapCount.Load(); n != gaps {
-				gaps = n
-				st, _ = json.Marshal(sessionState{Gaps: int(n)})
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrBufferFull), errors.Is(err, store.ErrUnavailable):
+			select {
+			case <-time.After(bufferFullRetry):
+			case <-w.ctx.Done():
 			}
-			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
-			n, err := h.store.AppendSessionItems(wctx, id, store.Append{Items: batch, State: st})
-			wcancel()
-			batch = batch[n:]
-			switch {
-			case err == nil:
-			case errors.Is(err, store.ErrBufferFull):
-				select {
-				case <-room:
-				case <-time.After(bufferFullRetry):
-				case <-ctx.Done():
-					return
-				}
-			case errors.Is(err, store.ErrUnavailable):
-				select {
-				case <-time.After(bufferFullRetry):
-				case <-ctx.Done():
-					return
-				}
-			default:
-				if ctx.Err() == nil {
-					h.log.Warn("session items not stored", zap.String("session", id), zap.Error(err))
-					cancel(errStoreFailed)
-				}
-				return
+		default:
+			if w.ctx.Err() == nil {
+				w.h.log.Warn("session items not stored", zap.String("session", w.id), zap.Error(err))
+				w.cancel(errStoreFailed)
 			}
+		}
+	}
+}
+
+// wait returns once the pending items are stored, or the session ends.
+func (w *sessionWriter) wait() {
+	for {
+		w.mu.Lock()
+		writing := w.writing
+		w.mu.Unlock()
+		if !writing {
+			return
+		}
+		select {
+		case <-w.idle:
+		case <-w.ctx.Done():
+			return
 		}
 	}
 }

@@ -39,6 +39,12 @@
 //	                                    path-escaped: what quotas count; on
 //	                                    the record's lease, deleted with the
 //	                                    transition to a final status
+//	<prefix>signals/sessions/<id>       a pending stop (cancel) request of a
+//	<prefix>signals/jobs/<id>           running session (job), for its runner:
+//	                                    written with the request, deleted
+//	                                    when the entity finishes; every
+//	                                    replica watches signals/ once
+//	                                    (WatchSignals)
 //	<prefix>running/sessions/<id>       owner ID of a running session or job:
 //	<prefix>running/jobs/<id>           the index the sweeper scans; on a
 //	                                    lease until the entity's hard deadline
@@ -178,9 +184,10 @@
 // own owner lease is lost (etcd unreachable for longer than OwnerTTL), its
 // entities are swept like a dead replica's and its runner operations fail
 // with ErrNotOwner; the next operation that needs an owner registers a new
-// one. Watches (WatchSession, WatchJob) carry stop and cancel requests from
-// any replica to the runner; they resume after compaction, lost leaders and
-// etcd restarts.
+// one. WatchSignals — one watch per replica — carries stop and cancel
+// requests from any replica to the runners; WatchSession and WatchJob
+// follow one entity (e.g. a client waiting for a job to finish). Watches
+// resume after compaction, lost leaders and etcd restarts.
 //
 // # etcd unavailable
 //

@@ -405,6 +405,7 @@ func finishJob(p *plan, r *jobRecord, to JobStatus, now time.Time) {
 	r.ExpiresAt = r.expiry()
 	if r.Owner != "" {
 		p.del(runningKey(jobsRunning, r.ID))
+		p.del(signalKey(activeJobs, r.ID))
 	}
 }
 
@@ -438,6 +439,9 @@ func (e *Etcd) CancelJob(ctx context.Context, scope Scope, id, reason string) (*
 		r.CancelReason, r.CancelRequestedAt, r.UpdatedAt = reason, now, now
 		if r.Status == JobRunning && r.Owner != "" {
 			r.Status = JobCanceling
+			if err := p.put(signalKey(activeJobs, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
+				return err
+			}
 			return e.putJob(p, r, now, false)
 		}
 		finishJob(p, r, JobCanceled, now)
@@ -459,7 +463,7 @@ func (e *Etcd) deleteJob(ctx context.Context, r *jobRecord, rev int64) (bool, er
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(jobKey(id)), "=", rev)).
 			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
-				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id))).
+				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id))).
 			Commit()
 		if err != nil {
 			return err

@@ -671,6 +671,9 @@ func (e *Etcd) CloseSession(ctx context.Context, scope Scope, id, reason string)
 		r.StopReason, r.StopRequestedAt = reason, now
 		if r.Owner != "" {
 			r.Status = SessionStopping
+			if err := p.put(signalKey(activeSessions, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
+				return err
+			}
 			return e.putSession(p, r, now, false)
 		}
 		r.Status, r.ClosedAt = SessionStopped, now
@@ -815,6 +818,7 @@ func finishSession(p *plan, r *sessionRecord, end SessionEnd, now time.Time) {
 	r.ExpiresAt = r.expiry()
 	if r.Owner != "" {
 		p.del(runningKey(sessionsRunning, r.ID))
+		p.del(signalKey(activeSessions, r.ID))
 	}
 }
 
@@ -831,6 +835,7 @@ func (e *Etcd) deleteSession(ctx context.Context, r *sessionRecord, rev int64) (
 				clientv3.OpDelete(itemsPrefix(id), clientv3.WithPrefix()),
 				clientv3.OpDelete(runningKey(sessionsRunning, id)),
 				clientv3.OpDelete(activeKey(activeSessions, r.WorkspaceID, r.AgentID, id)),
+				clientv3.OpDelete(signalKey(activeSessions, id)),
 			).Commit()
 		if err != nil {
 			return err

@@ -82,6 +82,10 @@ type Store interface {
 	// scope's workspace, or of its agent with agent set (see Quota).
 	CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (int, error)
 
+	// WatchSignals reports stop and cancel requests of running sessions
+	// and jobs from any replica: one watch per replica (see Signal).
+	WatchSignals(ctx context.Context) (<-chan Signal, error)
+
 	// Expiry and ownership.
 	CleanupExpired(ctx context.Context) (CleanupReport, error)
 	SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error)

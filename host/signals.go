@@ -1,0 +1,67 @@
+package host
+
+import (
+	"context"
+	"sync"
+
+	"github.com/crankmcp/crank/store"
+)
+
+// signalHub hands a store's stop and cancel requests to the session and
+// job runners of this process: one store watch (store.WatchSignals) for
+// all of them, however many run, instead of one watch each. A Host is
+// replaced on every config reload while its runners go on, so hubs belong
+// to the store, not to a Host.
+type signalHub struct {
+	st      store.Store
+	mu      sync.Mutex
+	running bool
+	waiters map[store.Signal]func()
+}
+
+var hubs sync.Map // store.Store → *signalHub
+
+func hubFor(st store.Store) *signalHub {
+	v, _ := hubs.LoadOrStore(st, &signalHub{st: st, waiters: map[store.Signal]func(){}})
+	return v.(*signalHub)
+}
+
+// subscribe calls f (once, without blocking) when a stop (or, for a job,
+// a cancel) of the entity is requested on any replica. Subscribe before
+// the entity's ID leaves this process, so no request can come first. The
+// returned function ends the subscription.
+func (hb *signalHub) subscribe(job bool, id string, f func()) (release func(), err error) {
+	key := store.Signal{Job: job, ID: id}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if !hb.running {
+		ch, err := hb.st.WatchSignals(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		hb.running = true
+		go hb.run(ch)
+	}
+	hb.waiters[key] = f
+	return func() {
+		hb.mu.Lock()
+		delete(hb.waiters, key)
+		hb.mu.Unlock()
+	}, nil
+}
+
+func (hb *signalHub) run(ch <-chan store.Signal) {
+	for s := range ch {
+		hb.mu.Lock()
+		f := hb.waiters[s]
+		delete(hb.waiters, s) // a repeated signal finds nobody
+		hb.mu.Unlock()
+		if f != nil {
+			f()
+		}
+	}
+	// The store closed: the next subscription starts a new watch.
+	hb.mu.Lock()
+	hb.running = false
+	hb.mu.Unlock()
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// signalsDir holds pending stop and cancel requests of running sessions
+// and jobs: signals/sessions/<id>, signals/jobs/<id>.
+const signalsDir = "signals/"
+
+func signalKey(kind, id string) string { return signalsDir + kind + "/" + id }
+
+// signalBuffer is how many signals WatchSignals holds for a slow reader
+// before it waits for it.
+const signalBuffer = 64
+
+// Signal is a stop request for a running stream session or a cancel
+// request for a running job, made on any replica.
+type Signal struct {
+	Job bool // a job (cancel); otherwise a stream session (stop)
+	ID  string
+}
+
+// WatchSignals reports the stop requests of running stream sessions and
+// the cancel requests of running jobs made through any Store: first those
+// pending, then each new one, until ctx or the Store ends. It is one watch
+// for a whole replica: its runners take the signals of the entities they
+// run, so a replica running ten thousand sessions holds one watch, not ten
+// thousand. A request stays pending until the entity finishes, so a signal
+// may be reported again after the watch resumes (after compaction, a lost
+// leader or an etcd restart); readers must treat repeats as no-ops.
+func (e *Etcd) WatchSignals(ctx context.Context) (<-chan Signal, error) {
+	const op = "watch stop and cancel requests"
+	kvs, rev, err := e.listRev(ctx, op, signalsDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Signal, signalBuffer)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.bgCtx, cancel)
+	go func() {
+		defer close(out)
+		defer stop()
+		defer cancel()
+		send := func(kv *mvccpb.KeyValue) bool {
+			kind, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), signalsDir), "/")
+			if !ok {
+				return true
+			}
+			select {
+			case out <- Signal{Job: kind == activeJobs, ID: id}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		backoff := watchBackoffMin
+		for {
+			for _, kv := range kvs {
+				if !send(kv) {
+					return
+				}
+			}
+			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			for wr := range e.watcher.Watch(wctx, signalsDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete()) {
+				if wr.Err() != nil {
+					break // compacted, no leader, canceled: re-list below
+				}
+				backoff = watchBackoffMin
+				for _, ev := range wr.Events {
+					if !send(ev.Kv) {
+						wcancel()
+						return
+					}
+				}
+			}
+			wcancel()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, watchBackoffMax)
+				if kvs, rev, err = e.listRev(ctx, op, signalsDir); err == nil {
+					break
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// listRev reads the keys under prefix and the store revision of the read.
+func (e *Etcd) listRev(ctx context.Context, op, prefix string) ([]*mvccpb.KeyValue, int64, error) {
+	var kvs []*mvccpb.KeyValue
+	var rev int64
+	err := e.do(ctx, op, func(ctx context.Context) error {
+		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		kvs, rev = resp.Kvs, resp.Header.GetRevision()
+		return nil
+	})
+	return kvs, rev, err
+}
