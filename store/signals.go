@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,12 +80,9 @@ func (e *Etcd) WatchSignals(ctx context.Context) (<-chan Signal, error) {
 			}
 			wcancel()
 			for {
-				select {
-				case <-ctx.Done():
+				if !waitBackoff(ctx, &backoff) {
 					return
-				case <-time.After(backoff):
 				}
-				backoff = min(2*backoff, watchBackoffMax)
 				if kvs, rev, err = e.listRev(ctx, op, signalsDir); err == nil {
 					break
 				}

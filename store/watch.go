@@ -158,12 +158,9 @@ func watchKey[T any](e *Etcd, ctx context.Context, op, key string, first *mvccpb
 			wcancel()
 			// The watch ended: re-read the key and resume after it.
 			for {
-				select {
-				case <-ctx.Done():
+				if !waitBackoff(ctx, &backoff) {
 					return
-				case <-time.After(backoff):
 				}
-				backoff = min(2*backoff, watchBackoffMax)
 				kv, r, err := e.getRev(ctx, op, key)
 				if err != nil {
 					continue
@@ -184,6 +181,18 @@ func watchKey[T any](e *Etcd, ctx context.Context, op, key string, first *mvccpb
 		}
 	}()
 	return out
+}
+
+// waitBackoff waits out a re-watch backoff and doubles it (up to
+// watchBackoffMax); it reports false when ctx ended first.
+func waitBackoff(ctx context.Context, backoff *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*backoff):
+	}
+	*backoff = min(2**backoff, watchBackoffMax)
+	return true
 }
 
 // sendLatest puts v in out (capacity 1) without blocking, replacing a value
