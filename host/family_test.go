@@ -80,6 +80,16 @@ operations:
       cancel_operation: ticket_cancel
       cancel_arguments: {ticket: $.ticket}
     config: {method: POST, url: "UPSTREAM/exports"}
+  - name: export_lost
+    description: An export whose status is asked for with a ticket the upstream does not know.
+    adapter: rest
+    mode: async_job
+    job:
+      status_operation: ticket_status
+      status_arguments: {ticket: nope}
+      poll_interval_ms: 10
+      done_path: $.done
+    config: {method: POST, url: "UPSTREAM/exports"}
   - name: ticket_status
     description: Status of an export.
     adapter: rest
@@ -494,5 +504,21 @@ func TestFamilyLoadErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s:\n got %v\nwant %s", tc.ops, err, tc.want)
 		}
+	}
+}
+
+// A status operation that refuses the request itself (404: unknown
+// ticket) fails the job at once: repeating the poll cannot succeed.
+func TestJobStatusRefused(t *testing.T) {
+	t.Parallel()
+	f := newFamilyFixture(t, familyOps, host.Quotas{})
+	id := famOK(t, f.h, "a1", "export_lost_start", `{}`)["job_id"].(string)
+	var st map[string]any
+	waitFor(t, func() bool {
+		st = famOK(t, f.h, "a1", "export_lost_status", `{"job_id":"`+id+`"}`)
+		return st["status"] == "failed"
+	})
+	if !strings.Contains(fmt.Sprint(st["error"]), "refused the job's status request") || f.up.exportPolls.Load() != 1 {
+		t.Errorf("status after a refused poll: %v (%d polls)", st, f.up.exportPolls.Load())
 	}
 }

@@ -344,6 +344,10 @@ type Result struct {
 	// Text is the text content block.
 	Text    string
 	IsError bool
+
+	// permanent: the upstream refused the request itself (a client
+	// error); repeating it cannot succeed.
+	permanent bool
 }
 
 // ErrUnknownTool is returned for a tool the catalog does not have.
@@ -423,7 +427,35 @@ func (h *Host) describeRPCError(ctx context.Context, op *boundOp, err error) str
 }
 
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *adapterv1.UpstreamError) *Result {
-	return errorResult(h.redact.String(describeUpstreamError(ue)))
+	r := errorResult(h.redact.String(describeUpstreamError(ue)))
+	r.permanent = permanentError(ue)
+	return r
+}
+
+// permanentError reports whether an upstream error is the upstream
+// refusing the request itself — bad arguments, an HTTP 4xx other than 408
+// and 429, a SOAP Client/Sender fault, a gRPC status of that kind — so that
+// repeating it cannot succeed.
+func permanentError(ue *adapterv1.UpstreamError) bool {
+	if ue.GetRetryable() {
+		return false
+	}
+	switch ue.GetKind() {
+	case adapterv1.UpstreamError_KIND_INVALID_ARGUMENT:
+		return true
+	case adapterv1.UpstreamError_KIND_UPSTREAM_STATUS:
+	default:
+		return false
+	}
+	st := ue.GetStatus()
+	switch st {
+	case "408", "429":
+		return false
+	case "Client", "Sender", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+		"UNAUTHENTICATED", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED":
+		return true
+	}
+	return len(st) == 3 && st[0] == '4'
 }
 
 // describeUpstreamError explains an upstream failure in one message.

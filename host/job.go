@@ -162,6 +162,9 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		r := h.invoke(ctx, statusOp, req, statusArgs)
 		polls++
 		if r.IsError {
+			if r.permanent {
+				return errorResult(fmt.Sprintf("status operation %s refused the job's status request: %s", statusOp.Name, r.Text)), doc
+			}
 			if failures++; failures >= maxStatusFailures || ctx.Err() != nil {
 				return errorResult(fmt.Sprintf("status operation %s failed %d times in a row: %s", statusOp.Name, failures, r.Text)), doc
 			}
