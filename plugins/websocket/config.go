@@ -112,11 +112,7 @@ type parseResult struct {
 }
 
 // diags collects diagnostics.
-type diags struct{ list []sdk.Diagnostic }
-
-func (d *diags) errorf(field, format string, args ...any) {
-	d.list = append(d.list, sdk.Errorf(field, format, args...))
-}
+type diags = sdk.Diagnostics
 
 // fields is one config object being read: each getter reports a bad
 // value as a diagnostic naming the field and returns the default.
@@ -135,7 +131,7 @@ func readFields(raw json.RawMessage, prefix, shape string, known []string, d *di
 		if name == "" {
 			name = "config"
 		}
-		d.errorf(strings.TrimSuffix(prefix, "."), "%s must be an object %s", name, shape)
+		d.Errorf(strings.TrimSuffix(prefix, "."), "%s must be an object %s", name, shape)
 		return nil, false
 	}
 	var unknown []string
@@ -147,9 +143,9 @@ func readFields(raw json.RawMessage, prefix, shape string, known []string, d *di
 	sort.Strings(unknown)
 	for _, k := range unknown {
 		if s := sdk.Suggest(k, known); s != "" {
-			d.errorf(prefix+k, "unknown field (did you mean %q?)", s)
+			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
 		} else {
-			d.errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
 		}
 	}
 	return &fields{prefix: prefix, m: m, d: d}, true
@@ -180,7 +176,7 @@ func (f *fields) str(name string) string {
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
-		f.d.errorf(f.prefix+name, "must be a non-empty string")
+		f.d.Errorf(f.prefix+name, "must be a non-empty string")
 		return ""
 	}
 	return strings.TrimSpace(s)
@@ -193,7 +189,7 @@ func (f *fields) integer(name string, def, lo, hi int) int {
 	}
 	var n int
 	if json.Unmarshal(v, &n) != nil || n < lo || n > hi {
-		f.d.errorf(f.prefix+name, "must be an integer from %d to %d", lo, hi)
+		f.d.Errorf(f.prefix+name, "must be an integer from %d to %d", lo, hi)
 		return def
 	}
 	return n
@@ -211,7 +207,7 @@ func (f *fields) enum(name, def string, allowed []string) string {
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil || !contains(allowed, s) {
-		f.d.errorf(f.prefix+name, "must be one of %s", strings.Join(allowed, ", "))
+		f.d.Errorf(f.prefix+name, "must be one of %s", strings.Join(allowed, ", "))
 		return def
 	}
 	return s
@@ -223,12 +219,12 @@ func (f *fields) path(name string) *jsonpath.Path {
 		return nil
 	}
 	if !strings.HasPrefix(s, "$") {
-		f.d.errorf(f.prefix+name, "must be an RFC 9535 JSONPath starting with $, e.g. $.type")
+		f.d.Errorf(f.prefix+name, "must be an RFC 9535 JSONPath starting with $, e.g. $.type")
 		return nil
 	}
 	p, err := parsePath(s)
 	if err != nil {
-		f.d.errorf(f.prefix+name, "not a valid RFC 9535 JSONPath: %v", err)
+		f.d.Errorf(f.prefix+name, "not a valid RFC 9535 JSONPath: %v", err)
 	}
 	return p
 }
@@ -258,11 +254,11 @@ func (f *fields) messages(name string) []*msgTemplate {
 	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '[' {
 		list = []json.RawMessage{v}
 	} else if json.Unmarshal(v, &list) != nil {
-		f.d.errorf(f.prefix+name, "must be a message or a list of messages")
+		f.d.Errorf(f.prefix+name, "must be a message or a list of messages")
 		return nil
 	}
 	if len(list) > maxTemplates {
-		f.d.errorf(f.prefix+name, "at most %d messages", maxTemplates)
+		f.d.Errorf(f.prefix+name, "at most %d messages", maxTemplates)
 		return nil
 	}
 	var out []*msgTemplate
@@ -273,7 +269,7 @@ func (f *fields) messages(name string) []*msgTemplate {
 		}
 		m, err := parseMsgTemplate(raw)
 		if err != nil {
-			f.d.errorf(field, "%v", err)
+			f.d.Errorf(field, "%v", err)
 			continue
 		}
 		out = append(out, m)
@@ -293,16 +289,12 @@ func parseConfig(key []byte) *parseResult {
 	baseDir, raw, _ := bytes.Cut(key, []byte{0})
 	d := &diags{}
 	c := parseInto(raw, &sdk.Operation{BaseDir: string(baseDir)}, d)
-	res := &parseResult{diags: d.list}
-	if len(d.list) == 0 {
+	res := &parseResult{diags: d.List()}
+	if !d.Failed() {
 		res.cfg = c
 		return res
 	}
-	msgs := make([]string, 0, len(d.list))
-	for _, x := range d.list {
-		msgs = append(msgs, x.Field+": "+x.Message)
-	}
-	res.err = errors.New("invalid websocket config: " + strings.Join(msgs, "; "))
+	res.err = errors.New(d.Summary("invalid websocket config"))
 	return res
 }
 
@@ -314,11 +306,11 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 	c := &config{}
 	uses := varUses{}
 	if _, ok := f.get("url"); !ok {
-		d.errorf("url", "is required: the ws:// or wss:// URL of the upstream")
+		d.Errorf("url", "is required: the ws:// or wss:// URL of the upstream")
 	} else if s := f.str("url"); s != "" {
 		t, name, err := parseURLTemplate(s)
 		if err != nil {
-			d.errorf("url", "%v", err)
+			d.Errorf("url", "%v", err)
 		} else {
 			c.url, c.upstream = t, name
 			t.uses(uses)
@@ -326,24 +318,24 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 	}
 	if v, ok := f.get("subprotocols"); ok {
 		if json.Unmarshal(v, &c.subprotocols) != nil {
-			d.errorf("subprotocols", "must be a list of subprotocol names")
+			d.Errorf("subprotocols", "must be a list of subprotocol names")
 		}
 		for i, p := range c.subprotocols {
 			if !sdk.ValidHeaderName(p) {
-				d.errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
+				d.Errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
 			}
 		}
 	}
 	if v, ok := f.get("headers"); ok {
 		h, host, hd := sdk.StaticHeaders(v, managedHeaders...)
-		d.list = append(d.list, hd...)
+		d.Add(hd...)
 		c.headers, c.host = h, host
 	}
 	var tlsCfg *tls.Config
 	if v, ok := f.get("tls"); ok {
 		tlsCfg = parseTLS(v, op, d)
 		if c.url != nil && strings.HasPrefix(c.url.prefix, "ws://") {
-			d.errorf("tls", "is only used with a wss:// url")
+			d.Errorf("tls", "is only used with a wss:// url")
 		}
 	}
 	c.client = newClient(tlsCfg)
@@ -357,7 +349,7 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 	if v, ok := f.get("ack"); ok {
 		c.ack = parseAck(v, d, uses)
 		if len(c.subscribe) == 0 {
-			d.errorf("ack", "needs subscribe: the acknowledgement answers the subscribe message")
+			d.Errorf("ack", "needs subscribe: the acknowledgement answers the subscribe message")
 		}
 	}
 	if s := f.str("filter"); s != "" {
@@ -371,12 +363,12 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 			c.pingInterval = hf.ms("ping_interval_ms", defaultPingInterval, 0)
 			c.pongTimeout = hf.ms("pong_timeout_ms", defaultPongTimeout, 1)
 			if ms := hf.messages("message"); len(ms) > 1 {
-				d.errorf("heartbeat.message", "must be one message")
+				d.Errorf("heartbeat.message", "must be one message")
 			} else if len(ms) == 1 {
 				c.heartbeat = ms[0]
 				uses.addMsg(c.heartbeat)
 				if c.pingInterval == 0 {
-					d.errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
+					d.Errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
 				}
 			}
 		}
@@ -388,7 +380,7 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 			c.initialDelay = rf.ms("initial_delay_ms", defaultInitialDelay, 1)
 			c.maxDelay = rf.ms("max_delay_ms", defaultMaxDelay, 1)
 			if c.maxDelay < c.initialDelay {
-				d.errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
+				d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
 			}
 		}
 	}
@@ -404,13 +396,13 @@ func parseAck(v json.RawMessage, d *diags, uses varUses) *ackMatcher {
 	}
 	a := &ackMatcher{timeout: af.ms("timeout_ms", defaultAckTimeout, 1)}
 	if _, ok := af.get("path"); !ok {
-		d.errorf("ack.path", "is required: the JSONPath of the acknowledgement's value, e.g. $.type")
+		d.Errorf("ack.path", "is required: the JSONPath of the acknowledgement's value, e.g. $.type")
 	}
 	a.path = af.path("path")
 	if ev, ok := af.get("equals"); ok {
 		m, err := parseMsgTemplate(ev)
 		if err != nil {
-			d.errorf("ack.equals", "%v", err)
+			d.Errorf("ack.equals", "%v", err)
 		}
 		a.equals = m
 		uses.addMsg(m)
@@ -422,12 +414,12 @@ func parseAck(v json.RawMessage, d *diags, uses varUses) *ackMatcher {
 // message as @, e.g. "@.type == 'alert' && @.level != 'debug'".
 func parseFilter(s string, d *diags) *jsonpath.Path {
 	if strings.HasPrefix(s, "$") {
-		d.errorf("filter", "must be a filter expression on the message as @ (e.g. @.type == 'alert'), not a $ query")
+		d.Errorf("filter", "must be a filter expression on the message as @ (e.g. @.type == 'alert'), not a $ query")
 		return nil
 	}
 	p, err := parsePath("$[?" + s + "]")
 	if err != nil {
-		d.errorf("filter", "not a valid RFC 9535 filter expression: %v", err)
+		d.Errorf("filter", "not a valid RFC 9535 filter expression: %v", err)
 		return nil
 	}
 	return p
@@ -444,18 +436,18 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) *tls.Config {
 	if ca := tf.str("ca_file"); ca != "" {
 		pem, err := readSmallFile(op.ResolvePath(ca))
 		if err != nil {
-			d.errorf("tls.ca_file", "cannot read %s: %v", ca, err)
+			d.Errorf("tls.ca_file", "cannot read %s: %v", ca, err)
 		} else {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				d.errorf("tls.ca_file", "%s holds no PEM certificate", ca)
+				d.Errorf("tls.ca_file", "%s holds no PEM certificate", ca)
 			}
 			cfg.RootCAs = pool
 		}
 	}
 	certFile, keyFile := tf.str("cert_file"), tf.str("key_file")
 	if (certFile == "") != (keyFile == "") {
-		d.errorf("tls.cert_file", "cert_file and key_file go together (a client certificate and its private key)")
+		d.Errorf("tls.cert_file", "cert_file and key_file go together (a client certificate and its private key)")
 		return cfg
 	}
 	if certFile != "" {
@@ -463,14 +455,14 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) *tls.Config {
 		keyPEM, err2 := readSmallFile(op.ResolvePath(keyFile))
 		switch {
 		case err1 != nil:
-			d.errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
+			d.Errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
 		case err2 != nil:
-			d.errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
+			d.Errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
 		default:
 			pair, err := tls.X509KeyPair(certPEM, keyPEM)
 			if err != nil {
 				// The error text never includes key material.
-				d.errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
+				d.Errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
 			}
 			cfg.Certificates = []tls.Certificate{pair}
 		}
