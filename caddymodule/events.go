@@ -25,10 +25,12 @@ const maxPendingEvents = 1024
 // replica that holds the session.
 //
 // Appends do not wait for etcd: each stream's events queue up and one
-// writer per stream stores them in batches (one transaction for all the
-// events that arrived meanwhile), so a streaming tool pays no etcd round
-// trip per chunk, and a slow or unavailable etcd never holds up delivery. A replay first waits for the stream's queue to drain, so
-// it sees every event sent before it. What a replica had not stored when it
+// writer stores the queues of all streams in rounds (one transaction for
+// all the events that arrived meanwhile, across streams: many unary calls'
+// response streams share one), so a streaming tool pays no etcd round trip
+// per chunk, a unary call less than one, and a slow or unavailable etcd
+// never holds up delivery. A replay first waits for the stream's queue to
+// drain, so it sees every event sent before it. What a replica had not stored when it
 // died is lost with the call that produced it.
 //
 // It numbers each stream's events itself, counting appends that failed,
@@ -44,8 +46,17 @@ type eventStore struct {
 	standaloneOnly bool
 
 	mu       sync.Mutex
-	changed  *sync.Cond // on mu: a writer finished a batch
+	changed  *sync.Cond // on mu: the writer finished a round
 	sessions map[string]*sessionLogs
+	dirty    []streamRef // streams with queued events, for the writer
+	writing  bool        // the writer goroutine runs
+}
+
+// streamRef names a stream with queued events.
+type streamRef struct {
+	session, stream string
+	sl              *sessionLogs
+	pl              *pendingLog
 }
 
 // sessionLogs is what the event store keeps in memory for one session.
@@ -54,10 +65,10 @@ type sessionLogs struct {
 	pending map[string]*pendingLog // stream → events not yet written
 }
 
-// pendingLog holds a stream's events waiting for its writer.
+// pendingLog holds a stream's events waiting for the writer.
 type pendingLog struct {
 	queue   []pendingEvent
-	writing bool // a writer goroutine runs for the stream
+	writing bool // the stream is in the writer's hands (dirty or being stored)
 }
 
 type pendingEvent struct {
@@ -152,54 +163,101 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
 	if !pl.writing {
 		pl.writing = true
-		go es.write(sessionID, streamID, sl, pl)
+		es.dirty = append(es.dirty, streamRef{session: sessionID, stream: streamID, sl: sl, pl: pl})
+		if !es.writing {
+			es.writing = true
+			go es.write()
+		}
 	}
 	return nil
 }
 
-// writeLinger is how long a stream's writer waits for more events before
-// its first write: a unary call's priming event and response then share
-// one transaction. Only durability waits, not delivery.
+// writeLinger is how long the writer waits for more events before each
+// round: a unary call's priming event and response, and the streams of
+// other calls that end meanwhile, then share one transaction. Only
+// durability waits, not delivery.
 const writeLinger = 2 * time.Millisecond
 
-// write stores a stream's queued events until the queue is empty.
-func (es *eventStore) write(sessionID, streamID string, sl *sessionLogs, pl *pendingLog) {
-	time.Sleep(writeLinger)
+// write stores the queued events of every stream, in rounds, until no
+// stream has any. One writer serves all streams, so that the events of
+// many calls go to etcd together.
+func (es *eventStore) write() {
 	for {
+		time.Sleep(writeLinger)
 		es.mu.Lock()
-		batch := pl.queue
-		pl.queue = nil
-		if len(batch) == 0 {
-			pl.writing = false
-			if sl.pending[streamID] == pl {
-				delete(sl.pending, streamID)
-			}
-			es.changed.Broadcast()
+		refs := es.dirty
+		es.dirty = nil
+		if len(refs) == 0 {
+			es.writing = false
 			es.mu.Unlock()
 			return
 		}
+		batches := make([][]pendingEvent, len(refs))
+		for i, r := range refs {
+			batches[i], r.pl.queue = r.pl.queue, nil
+		}
 		es.mu.Unlock()
-		es.storeBatch(sessionID, streamID, batch)
+		es.storeBatches(refs, batches)
+		es.mu.Lock()
+		for _, r := range refs {
+			if len(r.pl.queue) > 0 {
+				es.dirty = append(es.dirty, r) // still the writer's
+				continue
+			}
+			r.pl.writing = false
+			if r.sl.pending[r.stream] == r.pl {
+				delete(r.sl.pending, r.stream)
+			}
+		}
+		es.changed.Broadcast()
+		es.mu.Unlock()
 	}
 }
 
-// storeBatch writes a batch, one AppendEvents per run of consecutive indices.
-func (es *eventStore) storeBatch(sessionID, streamID string, batch []pendingEvent) {
+// storeBatches writes the streams' batches together, one run of
+// consecutive indices at a time.
+func (es *eventStore) storeBatches(refs []streamRef, batches [][]pendingEvent) {
 	st, err := es.backend()
-	for i := 0; i < len(batch) && err == nil; {
-		j := i + 1
-		for j < len(batch) && (batch[i].idx < 0) == (batch[j].idx < 0) &&
-			(batch[i].idx < 0 || batch[j].idx == batch[i].idx+int64(j-i)) {
-			j++
+	if err != nil {
+		for _, r := range refs {
+			es.notStored(r.session, err)
 		}
-		data := make([][]byte, 0, j-i)
-		for _, ev := range batch[i:j] {
-			data = append(data, ev.data)
-		}
-		_, err = st.AppendEvents(context.Background(), sessionID, streamID, batch[i].idx, data, es.limits)
-		i = j
+		return
 	}
-	if err != nil && es.logger != nil {
+	var runs []store.StreamEvents
+	var owner []int // runs[i] belongs to refs[owner[i]]
+	for k, batch := range batches {
+		for i := 0; i < len(batch); {
+			j := i + 1
+			for j < len(batch) && (batch[i].idx < 0) == (batch[j].idx < 0) &&
+				(batch[i].idx < 0 || batch[j].idx == batch[i].idx+int64(j-i)) {
+				j++
+			}
+			data := make([][]byte, 0, j-i)
+			for _, ev := range batch[i:j] {
+				data = append(data, ev.data)
+			}
+			runs = append(runs, store.StreamEvents{Session: refs[k].session, Stream: refs[k].stream, First: batch[i].idx, Data: data})
+			owner = append(owner, k)
+			i = j
+		}
+	}
+	failed := make([]error, len(refs)) // a stream's first failure
+	for i, err := range st.AppendStreams(context.Background(), runs, es.limits) {
+		if err != nil && failed[owner[i]] == nil {
+			failed[owner[i]] = err
+		}
+	}
+	for k, err := range failed {
+		if err != nil {
+			es.notStored(refs[k].session, err)
+		}
+	}
+}
+
+// notStored logs events that reached the client but not the store.
+func (es *eventStore) notStored(sessionID string, err error) {
+	if es.logger != nil {
 		// The events were delivered; only a resumption across them fails.
 		es.logger.Warn("SSE events not stored: a client resuming this stream gets an error instead",
 			zap.String("session", sessionID), zap.Error(err))

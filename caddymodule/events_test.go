@@ -24,6 +24,11 @@ func (g *gatedStore) AppendEvents(ctx context.Context, session, stream string, f
 	return g.Store.AppendEvents(ctx, session, stream, first, data, lim)
 }
 
+func (g *gatedStore) AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error {
+	<-g.gate
+	return g.Store.AppendStreams(ctx, streams, lim)
+}
+
 func replayAll(t *testing.T, es *eventStore, session, stream string, index int) ([]string, error) {
 	t.Helper()
 	var out []string
@@ -99,5 +104,47 @@ func TestEventStoreNeverBlocksDelivery(t *testing.T) {
 	}
 	if got, err := replayAll(t, es, "sess2", "P", -1); err != nil || len(got) != 0 {
 		t.Fatalf("JSON answer logged: %q %v", got, err)
+	}
+}
+
+// TestEventStoreManyStreams appends the streams of many concurrent calls
+// (priming event, progress, response) and of a GET stream, straight to the
+// store's shared transactions: every stream replays whole and in order.
+func TestEventStoreManyStreams(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	es := newEventStore(func() store.Store { return st }, store.EventLimits{})
+	ctx := context.Background()
+	const calls = 40
+	_ = es.Open(ctx, "sess", "")
+	done := make(chan error)
+	for c := range calls {
+		go func() {
+			stream := fmt.Sprintf("P%d", c)
+			err := es.Open(ctx, "sess", stream)
+			for _, m := range []string{"", fmt.Sprintf(`{"method":"notifications/progress","n":%d}`, c), fmt.Sprintf(`{"id":%d,"result":{}}`, c)} {
+				if err == nil {
+					err = es.Append(ctx, "sess", stream, []byte(m))
+				}
+				if err == nil {
+					err = es.Append(ctx, "sess", "", fmt.Appendf(nil, `{"method":"m","c":%d}`, c))
+				}
+			}
+			done <- err
+		}()
+	}
+	for range calls {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c := range calls {
+		got, err := replayAll(t, es, "sess", fmt.Sprintf("P%d", c), -1)
+		if err != nil || len(got) != 3 || got[2] != fmt.Sprintf(`{"id":%d,"result":{}}`, c) {
+			t.Fatalf("stream P%d: %q %v", c, got, err)
+		}
+	}
+	if got, err := replayAll(t, es, "sess", "", -1); err != nil || len(got) != 3*calls {
+		t.Fatalf("GET stream: %d events, %v", len(got), err)
 	}
 }

@@ -116,7 +116,12 @@
 // events and MaxBytes bytes (trimming drops the oldest tenth); every event
 // expires its TTL after it was appended. A replay reads the record and the
 // events in one transaction and fails with ErrEventsPurged unless every
-// event after the client's index is still there.
+// event after the client's index is still there. AppendStreams appends
+// the events of many streams at once: streams that simply grow (new ones
+// starting at 0, or continued by the replica that wrote them last, within
+// their bounds) share one transaction with a compare per stream record;
+// the others, and all of a transaction whose compare failed, are appended
+// one by one.
 //
 // # Lease scheme
 //

@@ -46,6 +46,10 @@ type Store interface {
 	// starts the stream afresh (it was opened again, e.g. on another
 	// replica); any other index already stored is ErrConflict.
 	AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error)
+	// AppendStreams appends the events of several streams, each as
+	// AppendEvents would, sharing transactions where it can, and returns
+	// one error per stream (nil: stored).
+	AppendStreams(ctx context.Context, streams []StreamEvents, lim EventLimits) []error
 	// EventsAfter returns the stream's events after index (-1: all), or
 	// ErrEventsPurged when one of them is no longer stored: never a partial
 	// replay.
