@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,15 +21,81 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// bareMCPEnv makes the test binary serve bareMCP for the upstream it
+// names instead of running tests (TestMain calls serveBareMCP first): the
+// bare go-sdk server in a process of its own, as a gateway is.
+const bareMCPEnv = "CRANK_E2E_BARE_MCP_UPSTREAM"
+
+// bareMCP is a bare go-sdk MCP server whose get_user tool calls the
+// upstream itself: the floor any MCP gateway built on the go-sdk pays.
+func bareMCP(upstream string) http.Handler {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			resp, err := httpc.Get(upstream + "/users/1")
+			if err != nil {
+				return nil, err
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+				StructuredContent: json.RawMessage(body)}, err
+		})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare }, nil)
+}
+
+// serveBareMCP serves bareMCP on a free loopback port, printed as the
+// first line of stdout, when the environment asks for it; it never
+// returns then.
+func serveBareMCP() {
+	upstream := os.Getenv(bareMCPEnv)
+	if upstream == "" {
+		return
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s/\n", l.Addr())
+	fmt.Fprintln(os.Stderr, http.Serve(l, bareMCP(upstream)))
+	os.Exit(1)
+}
+
+// startBareMCPProcess runs bareMCP in a child process (this test binary)
+// and returns its URL.
+func startBareMCPProcess(b *testing.B, upstream string) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("bare MCP process: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
 // BenchmarkUnaryREST measures a unary REST tool call through Crank (go-sdk
 // client → Caddy → crank handler → host → rest adapter process → upstream)
-// against two baselines measured in the same run: calling the upstream
-// directly, and a bare go-sdk MCP server (no Caddy, no adapter process)
-// whose tool calls the upstream in-process. It prints p50 latencies,
+// against baselines measured in the same run: calling the upstream
+// directly, a bare go-sdk MCP server (no Caddy, no adapter process) whose
+// tool calls the upstream in-process, the same bare server in a process
+// of its own (paying the process boundaries a gateway pays), and Crank
+// without its SSE event log (event_store off). It prints p50 latencies,
 // throughputs and their ratios.
 func BenchmarkUnaryREST(b *testing.B) {
 	up := newUpstream(b)
 	g := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
+	gNoLog := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", ""), Handler: "event_store off"})
 	ctx := context.Background()
 
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -37,48 +108,40 @@ func BenchmarkUnaryREST(b *testing.B) {
 		resp.Body.Close()
 		return err
 	}
-	cs := g.connect(ctx)
-	viaCrank := func() error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 1}})
-		if err == nil && res.IsError {
-			err = fmt.Errorf("tool error: %s", textOf(res))
-		}
-		return err
-	}
-
-	// A bare MCP server whose tool calls the upstream itself: the floor any
-	// MCP gateway built on the go-sdk pays.
-	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
-	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			resp, err := httpc.Get(up.URL + "/users/1")
-			if err != nil {
-				return nil, err
+	mcpCall := func(cs *mcp.ClientSession) func() error {
+		return func() error {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 1}})
+			if err == nil && res.IsError {
+				err = fmt.Errorf("tool error: %s", textOf(res))
 			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
-				StructuredContent: json.RawMessage(body)}, err
-		})
-	bareHTTP := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare }, nil))
-	defer bareHTTP.Close()
-	bareCS, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bareHTTP.URL}, nil)
-	if err != nil {
-		b.Fatal(err)
+			return err
+		}
 	}
-	defer bareCS.Close()
-	viaBare := func() error {
-		_, err := bareCS.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 1}})
-		return err
+	connect := func(endpoint string) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cs.Close() })
+		return cs
 	}
+	bareHTTP := httptest.NewServer(bareMCP(up.URL))
+	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
+	bareProc := startBareMCPProcess(b, up.URL)
 
 	p50 := map[string]time.Duration{}
 	rate := map[string]float64{}
 	for _, c := range []struct {
 		name string
 		call func() error
-	}{{"direct", direct}, {"bare-mcp", viaBare}, {"crank", viaCrank}} {
+	}{
+		{"direct", direct},
+		{"bare-mcp", mcpCall(connect(bareHTTP.URL))},
+		{"bare-mcp-process", mcpCall(connect(bareProc))},
+		{"crank", mcpCall(g.connect(ctx))},
+		{"crank-no-log", mcpCall(gNoLog.connect(ctx))},
+	} {
 		b.Run(c.name+"/latency", func(b *testing.B) {
 			for range 50 { // warm up connections and the adapter
 				if err := c.call(); err != nil {
@@ -115,18 +178,27 @@ func BenchmarkUnaryREST(b *testing.B) {
 			b.ReportMetric(rate[c.name], "calls/s")
 		})
 	}
-	if p50["direct"] > 0 && p50["bare-mcp"] > 0 && p50["crank"] > 0 && rate["crank"] > 0 {
-		fmt.Printf("\nunary REST tool call, same run (p50 latency, sequential; throughput, 8 callers):\n"+
-			"  direct HTTP        p50 %9v  %7.0f calls/s\n"+
-			"  bare go-sdk MCP    p50 %9v  %7.0f calls/s\n"+
-			"  through Crank      p50 %9v  %7.0f calls/s\n"+
-			"  Crank adds %v p50 over the direct call (%.1fx), %v over a bare MCP server (%.2fx);\n"+
-			"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f (goal: ≤150µs added p50)\n",
-			p50["direct"], rate["direct"], p50["bare-mcp"], rate["bare-mcp"], p50["crank"], rate["crank"],
-			p50["crank"]-p50["direct"], float64(p50["crank"])/float64(p50["direct"]),
-			p50["crank"]-p50["bare-mcp"], float64(p50["crank"])/float64(p50["bare-mcp"]),
-			rate["crank"]/rate["direct"], rate["crank"]/rate["bare-mcp"])
+	for _, k := range []string{"direct", "bare-mcp", "bare-mcp-process", "crank", "crank-no-log"} {
+		if p50[k] == 0 || rate[k] == 0 {
+			return // a -bench filter skipped some
+		}
 	}
+	fmt.Printf("\nunary REST tool call, same run (p50 latency, sequential; throughput, 8 callers):\n"+
+		"  direct HTTP                p50 %9v  %7.0f calls/s\n"+
+		"  bare go-sdk MCP            p50 %9v  %7.0f calls/s  (in the benchmark's process)\n"+
+		"  bare go-sdk MCP, process   p50 %9v  %7.0f calls/s  (in a process of its own)\n"+
+		"  through Crank              p50 %9v  %7.0f calls/s  (stateful, events logged in etcd for resumption)\n"+
+		"  Crank, no log              p50 %9v  %7.0f calls/s  (event_store off)\n"+
+		"  Crank adds %v p50 over the direct call (%.1fx), %v over a bare MCP server (%.2fx), %v over one in its own process (%.2fx; %.2fx without the log);\n"+
+		"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f, Crank/bare MCP process %.2f (%.2f without the log) (goal: ≤150µs added p50)\n",
+		p50["direct"], rate["direct"], p50["bare-mcp"], rate["bare-mcp"], p50["bare-mcp-process"], rate["bare-mcp-process"],
+		p50["crank"], rate["crank"], p50["crank-no-log"], rate["crank-no-log"],
+		p50["crank"]-p50["direct"], float64(p50["crank"])/float64(p50["direct"]),
+		p50["crank"]-p50["bare-mcp"], float64(p50["crank"])/float64(p50["bare-mcp"]),
+		p50["crank"]-p50["bare-mcp-process"], float64(p50["crank"])/float64(p50["bare-mcp-process"]),
+		float64(p50["crank-no-log"])/float64(p50["bare-mcp-process"]),
+		rate["crank"]/rate["direct"], rate["crank"]/rate["bare-mcp"], rate["crank"]/rate["bare-mcp-process"],
+		rate["crank-no-log"]/rate["bare-mcp-process"])
 }
 
 // benchStreamUpstream serves GET /stream?n=N: an SSE stream of N JSON

@@ -31,6 +31,7 @@ var repoRoot = func() string {
 }()
 
 func TestMain(m *testing.M) {
+	serveBareMCP() // bench_test.go: this binary as a bare MCP server, when asked
 	dir, err := os.MkdirTemp("", "crank-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
