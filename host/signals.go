@@ -60,8 +60,10 @@ func (hb *signalHub) run(ch <-chan store.Signal) {
 			f()
 		}
 	}
-	// The store closed: the next subscription starts a new watch.
+	// The store closed (its runners end with it): forget the hub, so the
+	// next subscription on a store that lives on starts a new watch.
 	hb.mu.Lock()
 	hb.running = false
 	hb.mu.Unlock()
+	hubs.CompareAndDelete(hb.st, hb)
 }
