@@ -164,6 +164,12 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 			if resp.StatusCode == http.StatusOK {
 				if r2, err := http.Get(g.MCPURL); err == nil {
 					r2.Body.Close()
+					if r2.StatusCode == http.StatusNotFound {
+						// Not the MCP endpoint: another test's server took
+						// the port between freePort and crank's bind.
+						g.stop()
+						return nil, fmt.Errorf("address already in use: another server answers on %s", g.MCPURL)
+					}
 					t.Cleanup(g.stop)
 					return g, nil
 				}
