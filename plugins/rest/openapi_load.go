@@ -140,7 +140,7 @@ func fetchURL(ctx context.Context, client *http.Client, u *url.URL) ([]byte, err
 		}
 		return nil, fmt.Errorf("cannot fetch %s: %s", safeURL(u), reason)
 	}
-	defer drainAndClose(resp.Body)
+	defer sdk.DrainAndClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("cannot fetch %s: it answered %s", safeURL(u), resp.Status)
 	}

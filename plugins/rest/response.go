@@ -3,18 +3,13 @@ package rest
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -64,132 +59,8 @@ func sameOriginRedirects(req *http.Request, via []*http.Request) error {
 // failure classifies an error of sending the request or reading the answer.
 // parent is the host's context, call the context bounded by timeout.
 func (op *operation) failure(parent, call context.Context, timeout time.Duration, host string, err error, reading bool) *sdk.UpstreamError {
-	ue := &sdk.UpstreamError{Upstream: op.upstream}
-	when := "before the upstream answered"
-	if reading {
-		when = "while reading the upstream's answer"
-	}
-	switch {
-	case errors.Is(parent.Err(), context.Canceled):
-		ue.Kind = sdk.KindCancelled
-		ue.Message = "the call was cancelled " + when
-	case errors.Is(parent.Err(), context.DeadlineExceeded):
-		ue.Kind = sdk.KindTimeout
-		ue.Message = "the call's deadline expired " + when
-		ue.Retryable = op.idempotent
-	case errors.Is(context.Cause(call), errCallTimeout):
-		ue.Kind = sdk.KindTimeout
-		ue.Message = "timeout: the upstream did not answer within " + timeout.String()
-		if reading {
-			ue.Message = "timeout: the upstream's answer was not complete within " + timeout.String()
-		}
-		ue.Retryable = op.idempotent
-	default:
-		ue.Kind = sdk.KindTransport
-		msg, retry := describeTransport(err, host, reading)
-		ue.Message = msg
-		ue.Retryable = retry == retryAlways || retry == retryIdempotent && op.idempotent
-	}
-	return ue
-}
-
-// retryClass says whether a transport failure may go away on a retry.
-type retryClass int
-
-const (
-	retryNever      retryClass = iota
-	retryIdempotent            // only if the method is idempotent: the request may have been processed
-	retryAlways                // the request never reached the upstream
-)
-
-// describeTransport explains a transport error without quoting the request
-// URL (its query string may carry secrets).
-func describeTransport(err error, host string, reading bool) (string, retryClass) {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
-	}
-	var (
-		dnsErr  *net.DNSError
-		certErr *tls.CertificateVerificationError
-		hostErr x509.HostnameError
-		authErr x509.UnknownAuthorityError
-		recErr  tls.RecordHeaderError
-		netErr  net.Error
-	)
-	switch {
-	case errors.As(err, &dnsErr):
-		return fmt.Sprintf("cannot resolve the upstream host %s: DNS lookup failed: %s", dnsErr.Name, dnsErr.Err), boolRetry(dnsErr.IsTemporary || dnsErr.IsTimeout)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "cannot connect to " + host + ": connection refused", retryAlways
-	case errors.As(err, &certErr), errors.As(err, &hostErr), errors.As(err, &authErr):
-		return "TLS handshake with " + host + " failed: " + err.Error(), retryNever
-	case errors.As(err, &recErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return "TLS handshake with " + host + " failed: the upstream does not speak TLS (is the url http rather than https?)", retryNever
-	case errors.Is(err, syscall.ECONNRESET):
-		if reading {
-			return "the connection to " + host + " was reset while reading the answer", retryIdempotent
-		}
-		return "the connection to " + host + " was reset by the upstream", retryIdempotent
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		if reading {
-			return "the upstream " + host + " closed the connection before the answer was complete", retryIdempotent
-		}
-		return "the upstream " + host + " closed the connection without answering", retryIdempotent
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "the connection to " + host + " timed out", retryIdempotent
-	}
-	if reading {
-		return "reading the answer from " + host + " failed: " + err.Error(), retryIdempotent
-	}
-	return "request to " + host + " failed: " + err.Error(), retryNever
-}
-
-func boolRetry(b bool) retryClass {
-	if b {
-		return retryAlways
-	}
-	return retryNever
-}
-
-// readBounded reads r up to limit bytes. over reports a longer body; hint
-// is the announced length (-1 if unknown) used to size the buffer.
-func readBounded(r io.Reader, limit, hint int64) (b []byte, over bool, err error) {
-	size := int64(512)
-	if hint >= 0 {
-		size = hint + 1 // room to see EOF without growing
-	}
-	size = min(size, limit+1)
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				return buf[:limit], true, nil
-			}
-			n := min(max(2*int64(cap(buf)), 512), limit+1)
-			nb := make([]byte, len(buf), n)
-			copy(nb, buf)
-			buf = nb
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			return buf[:limit], true, nil
-		}
-		if err == io.EOF {
-			return buf, false, nil
-		}
-		if err != nil {
-			return buf, false, err
-		}
-	}
-}
-
-// drainAndClose reads a little of what is left so the connection can be
-// reused, then closes the body.
-func drainAndClose(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 4<<10)
-	_ = body.Close()
+	c := sdk.HTTPCall{Upstream: op.upstream, Host: host, AddressField: "url", Idempotent: op.idempotent, Timeout: timeout}
+	return c.Failure(parent, errors.Is(context.Cause(call), errCallTimeout), err, reading)
 }
 
 // statusError turns a non-2xx answer into an upstream status error.
@@ -210,7 +81,7 @@ func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
 		Message:   msg,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
 	}
-	excerpt, over, _ := readBounded(resp.Body, errorExcerptBytes, -1)
+	excerpt, over, _ := sdk.ReadBounded(resp.Body, errorExcerptBytes, -1)
 	ue.Body = excerptText(excerpt, over, errorExcerptBytes)
 	ue.Detail = statusDetail(code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"))
 	return ue

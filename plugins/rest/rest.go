@@ -94,7 +94,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, false)
 	}
-	defer drainAndClose(resp.Body)
+	defer sdk.DrainAndClose(resp.Body)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, op.statusError(resp)
@@ -106,7 +106,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if resp.ContentLength > op.maxBytes {
 		return nil, op.tooLarge()
 	}
-	body, over, err := readBounded(resp.Body, op.maxBytes, resp.ContentLength)
+	body, over, err := sdk.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 	if over {
 		return nil, op.tooLarge()
 	}

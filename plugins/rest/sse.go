@@ -169,7 +169,7 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 		}
 		return n, err
 	case isJSONType(mt) || mt == "":
-		body, over, err := readBounded(resp.Body, op.maxBytes, resp.ContentLength)
+		body, over, err := sdk.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 		if over {
 			return 0, op.tooLarge()
 		}

@@ -1,0 +1,72 @@
+package sdk
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/iotest"
+)
+
+func TestReadBounded(t *testing.T) {
+	t.Parallel()
+	data := strings.Repeat("0123456789", 100) // 1000 bytes
+	for _, tc := range []struct {
+		limit, hint int64
+		over        bool
+	}{
+		{1000, -1, false}, {1000, 1000, false}, {999, -1, true}, {999, 1000, true},
+		{5000, -1, false}, {10, -1, true}, {1000, 10, false}, {0, -1, true},
+	} {
+		b, over, err := ReadBounded(iotest.OneByteReader(strings.NewReader(data)), tc.limit, tc.hint)
+		if err != nil || over != tc.over {
+			t.Errorf("limit %d hint %d: over %v err %v", tc.limit, tc.hint, over, err)
+			continue
+		}
+		want := data
+		if over {
+			want = data[:tc.limit]
+		}
+		if string(b) != want {
+			t.Errorf("limit %d hint %d: read %d bytes", tc.limit, tc.hint, len(b))
+		}
+		if int64(cap(b)) > max(tc.limit+1, 512) {
+			t.Errorf("limit %d: buffer grew to %d", tc.limit, cap(b))
+		}
+	}
+	_, _, err := ReadBounded(iotest.ErrReader(io.ErrUnexpectedEOF), 10, -1)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestDescribeTransport(t *testing.T) {
+	t.Parallel()
+	wrap := func(err error) error {
+		return &url.Error{Op: "Get", URL: "http://h/x?token=SECRET", Err: err}
+	}
+	for _, tc := range []struct {
+		err     error
+		reading bool
+		want    string
+		retry   retryClass
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false, "connection refused", retryAlways},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false, "reset", retryIdempotent},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true, "reset while reading", retryIdempotent},
+		{io.EOF, false, "closed the connection without answering", retryIdempotent},
+		{io.ErrUnexpectedEOF, true, "before the answer was complete", retryIdempotent},
+		{&net.DNSError{Err: "no such host", Name: "api.invalid", IsNotFound: true}, false, "api.invalid", retryNever},
+		{&net.DNSError{Err: "server misbehaving", Name: "api", IsTemporary: true}, false, "DNS", retryAlways},
+		{errors.New("something odd"), false, "request to h:1 failed: something odd", retryNever},
+		{errors.New("something odd"), true, "reading the answer from h:1 failed", retryIdempotent},
+	} {
+		msg, retry := HTTPCall{Host: "h:1", AddressField: "url"}.describeTransport(wrap(tc.err), tc.reading)
+		if !strings.Contains(msg, tc.want) || retry != tc.retry || strings.Contains(msg, "SECRET") {
+			t.Errorf("%v: %q retry %v, want %q retry %v", tc.err, msg, retry, tc.want, tc.retry)
+		}
+	}
+}
