@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -125,7 +124,7 @@ func parseInto(raw []byte, d *diags) *config {
 		d.Errorf("", "the graphql adapter config must be a JSON object")
 		return nil
 	}
-	unknownFields(fields, knownFields, "", d)
+	d.UnknownFields(fields, knownFields, "")
 
 	c := &config{}
 
@@ -272,30 +271,13 @@ func stringField(fields map[string]json.RawMessage, name, msg string, d *diags) 
 	return s
 }
 
-func unknownFields(fields map[string]json.RawMessage, known []string, prefix string, d *diags) {
-	var unknown []string
-	for k := range fields {
-		if !contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := sdk.Suggest(k, known); s != "" {
-			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
-		} else {
-			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
-		}
-	}
-}
-
 func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(v, &fields) != nil {
 		d.Errorf("generate", "must be an object such as {query_fields: true, max_depth: 2}")
 		return nil
 	}
-	unknownFields(fields, generateFields, "generate.", d)
+	d.UnknownFields(fields, generateFields, "generate.")
 	g := &generateConfig{maxDepth: defaultMaxDepth}
 	qf, ok := fields["query_fields"]
 	if !ok || isNull(qf) {
@@ -382,15 +364,6 @@ func parseHeaders(v json.RawMessage, c *config, d *diags) {
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // validGraphQLName reports a GraphQL Name: /[_A-Za-z][_0-9A-Za-z]*/.
 func validGraphQLName(s string) bool {

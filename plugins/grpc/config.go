@@ -142,7 +142,7 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 		d.Errorf("", "the grpc adapter config must be a JSON object")
 		return nil
 	}
-	checkUnknown(fields, knownFields, "", d)
+	d.UnknownFields(fields, knownFields, "")
 	c := &config{maxBytes: defaultMaxResponseBytes, emitDefs: true}
 
 	// target
@@ -390,32 +390,6 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	return c
 }
 
-func checkUnknown(fields map[string]json.RawMessage, known []string, prefix string, d *diags) {
-	var unknown []string
-	for k := range fields {
-		if !contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := sdk.Suggest(k, known); s != "" {
-			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
-		} else {
-			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 
 // parseTarget checks a gRPC target and reports whether it is local
@@ -469,7 +443,7 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, stri
 		d.Errorf("tls", "must be an object {ca_file, cert_file, key_file, server_name}")
 		return nil, ""
 	}
-	checkUnknown(fields, knownTLSFields, "tls.", d)
+	d.UnknownFields(fields, knownTLSFields, "tls.")
 	str := func(name string) string {
 		v, ok := fields[name]
 		if !ok || isNull(v) {

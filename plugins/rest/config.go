@@ -154,20 +154,7 @@ func parseInto(raw []byte, d *diags) *operation {
 	}
 	// Unknown fields are reported by name (all of them, not just the
 	// first as DisallowUnknownFields would); keys match case-sensitively.
-	var unknown []string
-	for k := range fields {
-		if !isKnownField(k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := sdk.Suggest(k, knownFields); s != "" {
-			d.Errorf(k, "unknown field (did you mean %q?)", s)
-		} else {
-			d.Errorf(k, "unknown field (known fields: %s)", strings.Join(knownFields, ", "))
-		}
-	}
+	d.UnknownFields(fields, knownFields, "")
 
 	op := &operation{consumed: map[string]bool{}}
 
@@ -268,15 +255,6 @@ func parseInto(raw []byte, d *diags) *operation {
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	return op
-}
-
-func isKnownField(k string) bool {
-	for _, f := range knownFields {
-		if f == k {
-			return true
-		}
-	}
-	return false
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

@@ -162,15 +162,7 @@ func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
 		d.Errorf("openapi", "must be an object {document, base_url, include, exclude, overrides, credentials, ...}")
 		return &openAPIConfig{}
 	}
-	for _, k := range sortedKeys(obj) {
-		if !contains(openAPIFields, k) {
-			if s := sdk.Suggest(k, openAPIFields); s != "" {
-				d.Errorf("openapi."+k, "unknown field (did you mean %q?)", s)
-			} else {
-				d.Errorf("openapi."+k, "unknown field (known fields: %s)", strings.Join(openAPIFields, ", "))
-			}
-		}
-	}
+	d.UnknownFields(obj, openAPIFields, "openapi.")
 	c := &openAPIConfig{outputSchemas: true}
 
 	// document

@@ -84,24 +84,7 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 		d.Errorf("stream", "must be an object")
 		return
 	}
-	var unknown []string
-	for k := range sf {
-		known := false
-		for _, f := range streamFields {
-			known = known || f == k
-		}
-		if !known {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := sdk.Suggest(k, streamFields); s != "" {
-			d.Errorf("stream."+k, "unknown field (did you mean %q?)", s)
-		} else {
-			d.Errorf("stream."+k, "unknown field (known fields: %s)", strings.Join(streamFields, ", "))
-		}
-	}
+	d.UnknownFields(sf, streamFields, "stream.")
 	sc := &op.stream
 	if v, ok := sf["reconnect"]; ok && !isNull(v) {
 		if json.Unmarshal(v, &sc.reconnect) != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,6 +213,28 @@ func (d *Diagnostics) Warnf(field, format string, args ...any) {
 
 // Add adds diagnostics found elsewhere.
 func (d *Diagnostics) Add(ds ...Diagnostic) { d.list = append(d.list, ds...) }
+
+// UnknownFields adds an error for each member of fields that known does not
+// list, in name order, at field prefix+name: with the nearest known name
+// as a suggestion, or else the list of known fields. Config objects are
+// checked this way rather than with DisallowUnknownFields, so every unknown
+// field is reported, not just the first.
+func (d *Diagnostics) UnknownFields(fields map[string]json.RawMessage, known []string, prefix string) {
+	var unknown []string
+	for k := range fields {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		if s := Suggest(k, known); s != "" {
+			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
+		} else {
+			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
+		}
+	}
+}
 
 // List returns the diagnostics added so far.
 func (d *Diagnostics) List() []Diagnostic { return d.list }

@@ -10,7 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,30 +134,8 @@ func readFields(raw json.RawMessage, prefix, shape string, known []string, d *di
 		d.Errorf(strings.TrimSuffix(prefix, "."), "%s must be an object %s", name, shape)
 		return nil, false
 	}
-	var unknown []string
-	for k := range m {
-		if !contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := sdk.Suggest(k, known); s != "" {
-			d.Errorf(prefix+k, "unknown field (did you mean %q?)", s)
-		} else {
-			d.Errorf(prefix+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
-		}
-	}
+	d.UnknownFields(m, known, prefix)
 	return &fields{prefix: prefix, m: m, d: d}, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // get returns a field's raw value; ok is false when it is absent or null.
@@ -206,7 +184,7 @@ func (f *fields) enum(name, def string, allowed []string) string {
 		return def
 	}
 	var s string
-	if json.Unmarshal(v, &s) != nil || !contains(allowed, s) {
+	if json.Unmarshal(v, &s) != nil || !slices.Contains(allowed, s) {
 		f.d.Errorf(f.prefix+name, "must be one of %s", strings.Join(allowed, ", "))
 		return def
 	}
