@@ -203,17 +203,8 @@ func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool) error 
 		return fmt.Errorf("store: job %s: %w: record is %d bytes (progress_json %d, result_json %d, error_json %d), over the %d-byte limit",
 			r.ID, ErrTooLarge, len(val), len(r.Progress), len(r.Result), len(r.Error), e.maxValue)
 	}
-	ttl := leaseKeep
-	if refresh {
-		ttl = r.ExpiresAt.Sub(now)
-		if ttl <= 0 {
-			return ErrNotFound
-		}
-	}
-	if err := p.put(jobKey(r.ID), val, ttl); err != nil {
-		return err
-	}
-	return p.putActive(activeJobs, r.WorkspaceID, r.AgentID, r.ID, !r.Status.Terminal(), ttl)
+	return p.putEntity(jobKey(r.ID), val, r.ExpiresAt, now, refresh,
+		activeKey(activeJobs, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
 }
 
 // CreateJob creates a job — running and owned by this replica with

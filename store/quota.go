@@ -65,15 +65,26 @@ func activeKey(kind, workspace, agent, id string) string {
 	return activeAgentPrefix(kind, workspace, agent) + id
 }
 
-// putActive keeps an entity's open-index entry in step with its record:
-// on the same lease policy while it is open, deleted once it is terminal.
-func (p *plan) putActive(kind, workspace, agent, id string, open bool, ttl time.Duration) error {
-	key := activeKey(kind, workspace, agent, id)
+// putEntity adds the put of a session or job record to p — on a bucket
+// lease until expiresAt when refresh is set, otherwise on the lease it has
+// — and keeps its open-entity index entry (activeKey) in step: on the same
+// lease while the entity is open, deleted once it is final.
+func (p *plan) putEntity(key string, val []byte, expiresAt, now time.Time, refresh bool, activeKey string, open bool) error {
+	ttl := leaseKeep
+	if refresh {
+		ttl = expiresAt.Sub(now)
+		if ttl <= 0 {
+			return ErrNotFound
+		}
+	}
+	if err := p.put(key, val, ttl); err != nil {
+		return err
+	}
 	if !open {
-		p.del(key)
+		p.del(activeKey)
 		return nil
 	}
-	return p.put(key, nil, ttl)
+	return p.put(activeKey, nil, ttl)
 }
 
 // checkQuota counts the open entities of scope and fails with a

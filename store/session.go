@@ -347,17 +347,8 @@ func (e *Etcd) putSession(p *plan, r *sessionRecord, now time.Time, refresh bool
 		return fmt.Errorf("store: stream session %s: %w: record is %d bytes (state_json %d, error_json %d), over the %d-byte limit",
 			r.ID, ErrTooLarge, len(val), len(r.State), len(r.Error), e.maxValue)
 	}
-	ttl := leaseKeep
-	if refresh {
-		ttl = r.ExpiresAt.Sub(now)
-		if ttl <= 0 {
-			return ErrNotFound
-		}
-	}
-	if err := p.put(sessionKey(r.ID), val, ttl); err != nil {
-		return err
-	}
-	return p.putActive(activeSessions, r.WorkspaceID, r.AgentID, r.ID, !r.Status.Terminal(), ttl)
+	return p.putEntity(sessionKey(r.ID), val, r.ExpiresAt, now, refresh,
+		activeKey(activeSessions, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
 }
 
 func validJSONField(field string, v json.RawMessage) error {
