@@ -7,8 +7,11 @@ GO       ?= go
 BIN      := bin/crank
 TS_DIR   := e2e/ts
 GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
+# The Go modules of this repository: the gateway, the adapter protocol and
+# the adapter SDK (their own modules, so an adapter depends on little).
+MODULES  := . proto plugins/sdk
 
-.PHONY: all build run test unit lint vet fmt-check proto proto-check ts-deps bench clean
+.PHONY: all build run test unit lint vet fmt-check deps-check proto proto-check ts-deps bench clean
 
 all: build
 
@@ -22,10 +25,10 @@ $(BIN): $(GOFILES) go.mod go.sum
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 
-test: lint proto-check ts-deps unit
+test: lint deps-check proto-check ts-deps unit
 
 unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
 
 lint: fmt-check vet
 
@@ -33,15 +36,20 @@ fmt-check:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+# An adapter built with the SDK must not pull in Caddy, etcd or the MCP SDK.
+deps-check:
+	@bad=$$(cd plugins/sdk && $(GO) list -deps -test ./... | grep -E '^(github.com/caddyserver|go.etcd.io|github.com/modelcontextprotocol)' || true); \
+	if [ -n "$$bad" ]; then echo "the SDK module depends on:"; echo "$$bad"; exit 1; fi
 
 # Regenerate the adapter protocol's Go code after editing the .proto.
 proto:
-	$(GO) run ./proto/internal/protogen
+	$(GO) run ./internal/protogen
 
 # Fail when the committed generated code does not match the .proto.
 proto-check:
-	$(GO) run ./proto/internal/protogen -check
+	$(GO) run ./internal/protogen -check
 
 # The official TypeScript MCP SDK for the end-to-end test, from the lockfile.
 ts-deps: $(TS_DIR)/node_modules/.package-lock.json

@@ -65,6 +65,8 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/crankmcp/crank/plugins/sdk v0.0.0-00010101000000-000000000000
+	github.com/crankmcp/crank/proto v0.0.0-00010101000000-000000000000
 	github.com/dgraph-io/badger v1.6.2 // indirect
 	github.com/dgraph-io/badger/v2 v2.2007.4 // indirect
 	github.com/dgraph-io/ristretto v0.2.0 // indirect
@@ -223,3 +225,7 @@ tool (
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
+
+replace github.com/crankmcp/crank/proto => ./proto
+
+replace github.com/crankmcp/crank/plugins/sdk => ./plugins/sdk

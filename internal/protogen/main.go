@@ -2,8 +2,10 @@
 //
 // It compiles the .proto sources with bufbuild/protocompile (no protoc
 // needed) and feeds the result to protoc-gen-go and protoc-gen-go-grpc, whose
-// versions are pinned by the tool directives in go.mod. Run it from the
-// repository root as `go generate ./proto` (or `make proto`).
+// versions are pinned by the tool directives of the root go.mod. Run it from
+// the repository root as `make proto` (or `go run ./internal/protogen`). The
+// generated code lives in the proto module, which depends on protobuf and
+// gRPC only; the generator stays in the root module.
 package main
 
 import (
@@ -34,9 +36,6 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	root := "proto"
-	if _, err := os.Stat(filepath.Join(root, sources[0])); err != nil {
-		root = "." // run from inside proto/ by go generate
-	}
 	compiler := protocompile.Compiler{
 		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{ImportPaths: []string{root}}),
 		SourceInfoMode: protocompile.SourceInfoStandard,
