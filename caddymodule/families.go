@@ -27,7 +27,7 @@ func (q *Quotas) host() host.Quotas {
 	if q == nil {
 		return host.Quotas{}
 	}
-	return host.Quotas{SessionsPerWorkspace: q.MaxSessionsPerWorkspace, SessionsPerAgent: q.MaxSessionsPerAgent,
+	return host.Quotas{StreamSessionsPerWorkspace: q.MaxSessionsPerWorkspace, StreamSessionsPerAgent: q.MaxSessionsPerAgent,
 		JobsPerWorkspace: q.MaxJobsPerWorkspace, JobsPerAgent: q.MaxJobsPerAgent}
 }
 

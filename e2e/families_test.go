@@ -108,7 +108,7 @@ func callOK(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]an
 	return m
 }
 
-func TestSessionFamilyGoSDK(t *testing.T) {
+func TestStreamSessionFamilyGoSDK(t *testing.T) {
 	t.Parallel()
 	up := newFeedUpstream(t)
 	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL)})
@@ -372,7 +372,7 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 // Sessions end by themselves: without polls after idle_timeout_ms (the
 // session is gone and its upstream closed), and at max_session_lifetime_ms
 // however often it is polled (it stays readable as stopped).
-func TestSessionExpiryGoSDK(t *testing.T) {
+func TestStreamSessionExpiryGoSDK(t *testing.T) {
 	t.Parallel()
 	up := newFeedUpstream(t)
 	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL)})

@@ -86,7 +86,7 @@ func getUser(ctx context.Context, cs *mcp.ClientSession, id int) (string, error)
 // served by B (tools/list, tools/call with the same Mcp-Session-Id), and
 // after A is killed with SIGKILL, B serves A's sessions — also one that B
 // had never seen before A died.
-func TestSessionMovesBetweenReplicas(t *testing.T) {
+func TestStreamSessionMovesBetweenReplicas(t *testing.T) {
 	t.Parallel()
 	etcd := storetest.NewServer(t)
 	up := newUpstream(t)

@@ -13,10 +13,10 @@ import (
 // workspace and per agent of a workspace (zero: unlimited). A start over a
 // quota fails with an error result naming it.
 type Quotas struct {
-	SessionsPerWorkspace int
-	SessionsPerAgent     int
-	JobsPerWorkspace     int
-	JobsPerAgent         int
+	StreamSessionsPerWorkspace int
+	StreamSessionsPerAgent     int
+	JobsPerWorkspace           int
+	JobsPerAgent               int
 }
 
 // quotaMessage names the exceeded quota as the operator configured it.

@@ -63,10 +63,10 @@ const (
 
 	// Sessions: the defaults and bounds of idle_timeout_ms and
 	// max_session_lifetime_ms, and of the item buffer (the store's).
-	DefaultSessionIdleTimeout = 2 * time.Minute
-	DefaultSessionLifetime    = 30 * time.Minute
-	maxSessionLifetimeMS      = 24 * 60 * 60 * 1000
-	maxSessionBufferItems     = 100_000
+	DefaultStreamSessionIdleTimeout = 2 * time.Minute
+	DefaultStreamSessionLifetime    = 30 * time.Minute
+	maxSessionLifetimeMS            = 24 * 60 * 60 * 1000
+	maxStreamSessionBufferItems     = 100_000
 
 	// DefaultJobRuntime bounds an async_job of one request that sets no
 	// timeout.
@@ -280,7 +280,7 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 	var items int64
 	maxItems := int64(maxItemsLimit)
 	if session {
-		maxItems = maxSessionBufferItems
+		maxItems = maxStreamSessionBufferItems
 	}
 	if lb.int64("max_items", 1, maxItems, &items) {
 		l.MaxItems = int(items)
@@ -290,10 +290,10 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 		// A session reads until stopped, idle or its lifetime ends; the
 		// lifetime stands in for the window duration of its reader.
 		if l.MaxSessionLifetimeMS == 0 {
-			l.MaxSessionLifetimeMS = DefaultSessionLifetime.Milliseconds()
+			l.MaxSessionLifetimeMS = DefaultStreamSessionLifetime.Milliseconds()
 		}
 		if l.IdleTimeoutMS == 0 {
-			l.IdleTimeoutMS = min(DefaultSessionIdleTimeout.Milliseconds(), l.MaxSessionLifetimeMS)
+			l.IdleTimeoutMS = min(DefaultStreamSessionIdleTimeout.Milliseconds(), l.MaxSessionLifetimeMS)
 		}
 		if l.IdleTimeoutMS > l.MaxSessionLifetimeMS {
 			fail("limits.idle_timeout_ms", "must not exceed max_session_lifetime_ms (%d)", l.MaxSessionLifetimeMS)

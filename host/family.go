@@ -21,8 +21,8 @@ const (
 )
 
 var (
-	sessionRoles = []string{RoleStart, RolePoll, RoleStop}
-	jobRoles     = []string{RoleStart, RoleStatus, RoleResult, RoleCancel}
+	streamSessionRoles = []string{RoleStart, RolePoll, RoleStop}
+	jobRoles           = []string{RoleStart, RoleStatus, RoleResult, RoleCancel}
 )
 
 // Family is the tool family a session or async_job operation is published
@@ -44,7 +44,7 @@ func (f *Family) Roles() []string {
 	if f.Job != nil {
 		return jobRoles
 	}
-	return sessionRoles
+	return streamSessionRoles
 }
 
 // JobConfig is the job block of an async_job operation. Without
@@ -129,7 +129,7 @@ func parseFamily(d familyDecl, fail func(field, format string, args ...any)) *Fa
 	default:
 		fail("scope", "unknown scope %q (one of agent, workspace)", d.scope)
 	}
-	roles := sessionRoles
+	roles := streamSessionRoles
 	if d.mode == ModeAsyncJob {
 		roles = jobRoles
 		f.Job = parseJob(d.job, fail)

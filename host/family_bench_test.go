@@ -28,18 +28,18 @@ import (
 // Benchmarks of the session and async_job families, each against a
 // baseline measured in the same run:
 //
-//	go test -run '^$' -bench 'BenchmarkSessionPoll|BenchmarkJobStart' -benchtime 2000x ./host/
-//	go test -run '^$' -bench BenchmarkSessionMemory -benchtime 1x ./host/
-//	CRANK_BENCH_SESSIONS=10000 go test -run '^$' -bench BenchmarkSessionMemory -benchtime 1x -timeout 30m ./host/
+//	go test -run '^$' -bench 'BenchmarkStreamSessionPoll|BenchmarkJobStart' -benchtime 2000x ./host/
+//	go test -run '^$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/
+//	CRANK_BENCH_SESSIONS=10000 go test -run '^$' -bench BenchmarkStreamSessionMemory -benchtime 1x -timeout 30m ./host/
 //
-// CRANK_BENCH_PROFILE=<dir> makes BenchmarkSessionMemory record every
+// CRANK_BENCH_PROFILE=<dir> makes BenchmarkStreamSessionMemory record every
 // allocation and write, while its sessions are live, a heap profile
 // (<dir>/heap.prof: go tool pprof -sample_index inuse_space -top host.test
 // <dir>/heap.prof) and the goroutines (<dir>/goroutines.txt).
 
 // familyBenchOps are the operations the family benchmarks call: the family
 // tests' (report is the async job) and a few of their own. QUIET is the
-// quiet upstream's URL (BenchmarkSessionMemory), UPSTREAM the fixture's.
+// quiet upstream's URL (BenchmarkStreamSessionMemory), UPSTREAM the fixture's.
 const familyBenchOps = familyOps + `
   - name: feed
     description: Follow the endless feed (an event every 10ms) for up to an hour.
@@ -249,14 +249,14 @@ func awaitItems(b *testing.B, st *store.Etcd, ids []string) {
 	deadline := time.Now().Add(5 * time.Minute)
 	_, _, err := spread(len(ids), 8, func(_, i int) error {
 		for {
-			ss, err := st.GetSession(context.Background(), benchScope, ids[i])
+			ss, err := st.GetStreamSession(context.Background(), benchScope, ids[i])
 			if err != nil {
 				return err
 			}
 			if ss.BufferedItems > 0 || ss.LastSeq > 0 {
 				return nil
 			}
-			if ss.Status != store.SessionActive || time.Now().After(deadline) {
+			if ss.Status != store.StreamSessionActive || time.Now().After(deadline) {
 				return fmt.Errorf("session %s: no item stored (status %s, state %s)", ids[i], ss.Status, ss.State)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -278,7 +278,7 @@ func stopSessions(b *testing.B, h *host.Host, family string, ids []string) {
 	}
 }
 
-// BenchmarkSessionPoll's shape: live sessions polled at once, items asked
+// BenchmarkStreamSessionPoll's shape: live sessions polled at once, items asked
 // per poll (fewer than the upstream delivers between two polls, so every
 // poll of either side gets as many), and alternating rounds.
 const (
@@ -287,15 +287,15 @@ const (
 	pollRounds   = 8
 )
 
-// BenchmarkSessionPoll polls pollSessions live sessions concurrently (one
+// BenchmarkStreamSessionPoll polls pollSessions live sessions concurrently (one
 // poller each, following its cursor) while their readers keep appending
 // items from a loopback SSE upstream (an event every 10ms each, through the
 // REST adapter process). It reports polls/s and p50/p99 of feed_poll
 // through the host (schema check, store poll, answer, audit), and its
-// throughput as a multiple of a baseline of raw store.PollSession calls on
+// throughput as a multiple of a baseline of raw store.PollStreamSession calls on
 // the same sessions and embedded etcd, measured in the same run. b.N is the
 // number of polls of each.
-func BenchmarkSessionPoll(b *testing.B) {
+func BenchmarkStreamSessionPoll(b *testing.B) {
 	f := newFamilyBench(b, "")
 	ids := startSessions(b, f.h, "feed", pollSessions, 8)
 	b.Cleanup(func() { stopSessions(b, f.h, "feed", ids) })
@@ -305,7 +305,7 @@ func BenchmarkSessionPoll(b *testing.B) {
 	ctx := context.Background()
 
 	raw := func(w, _ int) error {
-		res, err := f.st.PollSession(ctx, benchScope, ids[w], store.PollRequest{Cursor: cursors[w], MaxItems: pollItems})
+		res, err := f.st.PollStreamSession(ctx, benchScope, ids[w], store.PollRequest{Cursor: cursors[w], MaxItems: pollItems})
 		if err != nil {
 			return err
 		}
@@ -359,7 +359,7 @@ func BenchmarkSessionPoll(b *testing.B) {
 	}
 	b.StopTimer()
 	base, rate := float64(b.N)/baseT.Seconds(), float64(b.N)/hostT.Seconds()
-	b.Logf("%d sessions: store.PollSession %.0f polls/s (p99 %s, %.1f items/poll); feed_poll %.0f polls/s (p99 %s, %.1f items/poll)",
+	b.Logf("%d sessions: store.PollStreamSession %.0f polls/s (p99 %s, %.1f items/poll); feed_poll %.0f polls/s (p99 %s, %.1f items/poll)",
 		len(ids), base, percentile(baseLat, 99), float64(baseItems)/float64(b.N), rate, percentile(hostLat, 99), float64(hostItems)/float64(b.N))
 	b.ReportMetric(rate, "polls/s")
 	b.ReportMetric(ms64(percentile(hostLat, 50)), "p50-ms")
@@ -369,7 +369,7 @@ func BenchmarkSessionPoll(b *testing.B) {
 	b.ReportMetric(rate/base, "x-baseline")
 }
 
-// defaultMemorySessions is BenchmarkSessionMemory's session count unless
+// defaultMemorySessions is BenchmarkStreamSessionMemory's session count unless
 // CRANK_BENCH_SESSIONS sets one.
 const defaultMemorySessions = 1000
 
@@ -427,7 +427,7 @@ func perItem(after, before uint64, n int) float64 {
 	return float64(after-before) / float64(n)
 }
 
-// memoryFigures are BenchmarkSessionMemory's results.
+// memoryFigures are BenchmarkStreamSessionMemory's results.
 type memoryFigures struct {
 	sessions                                   int
 	hostPer, stackPer, rssPer, storePer, adPer float64
@@ -441,7 +441,7 @@ var memoryOnce struct {
 	fig *memoryFigures
 }
 
-// BenchmarkSessionMemory measures what a live session costs. It starts K
+// BenchmarkStreamSessionMemory measures what a live session costs. It starts K
 // sessions (CRANK_BENCH_SESSIONS, 1000 by default) of an upstream that
 // sends one event and then one every 30s — served by a process of its own,
 // so that only the gateway's side counts — and waits until each has stored
@@ -453,7 +453,7 @@ var memoryOnce struct {
 // bare store sessions (create and one item — the store's share) and
 // the ratio; and the gateway's projected live heap for 10k sessions
 // against the 256 MiB goal. One measurement per run: use -benchtime 1x.
-func BenchmarkSessionMemory(b *testing.B) {
+func BenchmarkStreamSessionMemory(b *testing.B) {
 	memoryOnce.Lock()
 	defer memoryOnce.Unlock()
 	if memoryOnce.fig == nil {
@@ -505,13 +505,13 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 	// stop requests from the replica's one signal watch, not a watch each.)
 	bareIDs := make([]string, n)
 	_, _, err := spread(n, 8, func(_, i int) error {
-		ss, err := f.st.CreateSession(ctx, store.NewSession{Scope: benchScope, AgentScoped: true, OperationID: "quiet_start",
+		ss, err := f.st.CreateStreamSession(ctx, store.NewStreamSession{Scope: benchScope, AgentScoped: true, OperationID: "quiet_start",
 			Protocol: "rest", Mode: "session", IdleTimeout: time.Hour, MaxLifetime: time.Hour, MaxItems: 100, MaxBytes: 1 << 20, Owned: true})
 		if err != nil {
 			return err
 		}
 		bareIDs[i] = ss.ID
-		_, err = f.st.AppendSessionItems(ctx, ss.ID, store.Append{Items: [][]byte{[]byte(`{"n":1,"msg":"still here"}`)}})
+		_, err = f.st.AppendStreamSessionItems(ctx, ss.ID, store.Append{Items: [][]byte{[]byte(`{"n":1,"msg":"still here"}`)}})
 		return err
 	})
 	if err != nil {

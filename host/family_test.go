@@ -282,7 +282,7 @@ func TestFamilyTools(t *testing.T) {
 	}
 }
 
-func TestSessionPollAndStop(t *testing.T) {
+func TestStreamSessionPollAndStop(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
 	start := famOK(t, f.h, "a1", "follow_start", `{}`)
@@ -335,7 +335,7 @@ func TestSessionPollAndStop(t *testing.T) {
 	}
 }
 
-func TestSessionRequestResponse(t *testing.T) {
+func TestStreamSessionRequestResponse(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
 	start := famOK(t, f.h, "a1", "pages_open", `{}`)
@@ -349,7 +349,7 @@ func TestSessionRequestResponse(t *testing.T) {
 	}
 }
 
-func TestSessionExpiry(t *testing.T) {
+func TestStreamSessionExpiry(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
 	idle := famOK(t, f.h, "a1", "follow_idle_start", `{}`)
@@ -370,9 +370,9 @@ func TestSessionExpiry(t *testing.T) {
 	}
 }
 
-func TestSessionQuota(t *testing.T) {
+func TestStreamSessionQuota(t *testing.T) {
 	t.Parallel()
-	f := newFamilyFixture(t, familyOps, host.Quotas{SessionsPerAgent: 1, JobsPerWorkspace: 1})
+	f := newFamilyFixture(t, familyOps, host.Quotas{StreamSessionsPerAgent: 1, JobsPerWorkspace: 1})
 	first := famOK(t, f.h, "a1", "follow_start", `{}`)
 	_, res := famCall(t, f.h, "a1", "follow_start", `{}`)
 	if !res.IsError || !strings.Contains(res.Text, "max_sessions_per_agent") {

@@ -96,7 +96,7 @@ func BenchmarkStore(b *testing.B) {
 	ctx := context.Background()
 	baseline := rawPutBaseline(b, cli)
 	b.Logf("baseline: raw etcd put of 600 bytes, mean %s", baseline)
-	ns := store.NewSession{Scope: ws1a1, OperationID: "logs.follow", Protocol: "rest", Mode: "session",
+	ns := store.NewStreamSession{Scope: ws1a1, OperationID: "logs.follow", Protocol: "rest", Mode: "session",
 		IdleTimeout: 5 * time.Minute, MaxLifetime: time.Hour, MaxItems: 1 << 16, MaxBytes: 64 << 20}
 
 	b.Run("raw-put", func(b *testing.B) {
@@ -107,29 +107,29 @@ func BenchmarkStore(b *testing.B) {
 		})
 	})
 	b.Run("create", func(b *testing.B) {
-		timed(b, baseline, func(int) error { _, err := st.CreateSession(ctx, ns); return err })
+		timed(b, baseline, func(int) error { _, err := st.CreateStreamSession(ctx, ns); return err })
 	})
 	b.Run("create-owned", func(b *testing.B) {
 		o := ns
 		o.Owned = true
-		timed(b, baseline, func(int) error { _, err := st.CreateSession(ctx, o); return err })
+		timed(b, baseline, func(int) error { _, err := st.CreateStreamSession(ctx, o); return err })
 	})
-	s, err := st.CreateSession(ctx, ns)
+	s, err := st.CreateStreamSession(ctx, ns)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("get", func(b *testing.B) {
-		timed(b, baseline, func(int) error { _, err := st.GetSession(ctx, ws1a1, s.ID); return err })
+		timed(b, baseline, func(int) error { _, err := st.GetStreamSession(ctx, ws1a1, s.ID); return err })
 	})
 	b.Run("advance", func(b *testing.B) {
 		o := ns
 		o.Cursor = "0"
-		a, err := st.CreateSession(ctx, o)
+		a, err := st.CreateStreamSession(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
 		timed(b, baseline, func(i int) error {
-			_, err := st.AdvanceSession(ctx, ws1a1, a.ID, store.Advance{From: fmt.Sprint(i), To: fmt.Sprint(i + 1)})
+			_, err := st.AdvanceStreamSession(ctx, ws1a1, a.ID, store.Advance{From: fmt.Sprint(i), To: fmt.Sprint(i + 1)})
 			return err
 		})
 	})
@@ -137,19 +137,19 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("poll", func(b *testing.B) {
 		o := ns
 		o.Owned = true
-		p, err := st.CreateSession(ctx, o)
+		p, err := st.CreateStreamSession(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
 		item := [][]byte{[]byte(strings.Repeat("i", 200))}
 		for range b.N {
-			if _, err := st.AppendSessionItems(ctx, p.ID, store.Append{Items: item}); err != nil {
+			if _, err := st.AppendStreamSessionItems(ctx, p.ID, store.Append{Items: item}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		cursor := ""
 		timed(b, baseline, func(int) error {
-			r, err := st.PollSession(ctx, ws1a1, p.ID, store.PollRequest{Cursor: cursor, MaxItems: 1})
+			r, err := st.PollStreamSession(ctx, ws1a1, p.ID, store.PollRequest{Cursor: cursor, MaxItems: 1})
 			if err == nil {
 				cursor = r.Cursor
 			}
@@ -159,12 +159,15 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("append", func(b *testing.B) {
 		o := ns
 		o.Owned = true
-		p, err := st.CreateSession(ctx, o)
+		p, err := st.CreateStreamSession(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
 		item := [][]byte{[]byte(strings.Repeat("i", 200))}
-		timed(b, baseline, func(int) error { _, err := st.AppendSessionItems(ctx, p.ID, store.Append{Items: item}); return err })
+		timed(b, baseline, func(int) error {
+			_, err := st.AppendStreamSessionItems(ctx, p.ID, store.Append{Items: item})
+			return err
+		})
 	})
 	b.Run("job-update", func(b *testing.B) {
 		j, err := st.CreateJob(ctx, store.NewJob{Scope: ws1a1, OperationID: "op", MaxRuntime: time.Hour, Owned: true})
@@ -195,7 +198,7 @@ func BenchmarkStore(b *testing.B) {
 			n.Unlock()
 			for pb.Next() {
 				t0 := time.Now()
-				if _, err := mine.CreateSession(ctx, ns); err != nil {
+				if _, err := mine.CreateStreamSession(ctx, ns); err != nil {
 					b.Error(err)
 					return
 				}
@@ -208,23 +211,23 @@ func BenchmarkStore(b *testing.B) {
 	})
 }
 
-// BenchmarkSessionFootprint reports what sessions cost etcd: keys per lease
-// (lease sharing) and bytes per session (record, and record plus a
+// BenchmarkStreamSessionFootprint reports what sessions cost etcd: keys per
+// lease (lease sharing) and bytes per session (record, and record plus a
 // 3-item buffer of 100-byte items, keys included).
-func BenchmarkSessionFootprint(b *testing.B) {
+func BenchmarkStreamSessionFootprint(b *testing.B) {
 	_, st := storetest.Embedded(b)
 	cli := store.EtcdClient(st)
 	ctx := context.Background()
-	ns := store.NewSession{Scope: ws1a1, OperationID: "logs.follow", Protocol: "rest", Mode: "session",
+	ns := store.NewStreamSession{Scope: ws1a1, OperationID: "logs.follow", Protocol: "rest", Mode: "session",
 		IdleTimeout: 5 * time.Minute, MaxLifetime: time.Hour, Owned: true}
 	item := []byte(strings.Repeat("i", 100))
 	b.ResetTimer()
 	for range b.N {
-		s, err := st.CreateSession(ctx, ns)
+		s, err := st.CreateStreamSession(ctx, ns)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.AppendSessionItems(ctx, s.ID, store.Append{Items: [][]byte{item, item, item}}); err != nil {
+		if _, err := st.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: [][]byte{item, item, item}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -81,24 +81,24 @@
 //
 // # Status machines and optimistic concurrency
 //
-// SessionStatus and JobStatus document the allowed transitions; anything
-// else fails with a *TransitionError (ErrIllegalTransition) naming both
-// ends. Every change is a compare-and-swap: read the record, apply the
+// StreamSessionStatus and JobStatus document the allowed transitions;
+// anything else fails with a *TransitionError (ErrIllegalTransition) naming
+// both ends. Every change is a compare-and-swap: read the record, apply the
 // transition to what was read, and commit in one etcd transaction only if
 // the record's mod revision is unchanged (together with its items and index
 // entry). A lost race re-reads and re-applies (up to 16 attempts with
 // jittered backoff, then ErrConflict), so no update is ever lost. Where the
-// caller's expectation itself is stale — an AdvanceSession from a cursor
-// another poll already moved, a poll from a cursor behind the acknowledged
-// one — the store reports ErrConflict instead of applying it. Stop and
-// cancel are idempotent; a cancel racing a finish either lands first (and
-// is recorded) or is refused because the job already finished.
+// caller's expectation itself is stale — an AdvanceStreamSession from a
+// cursor another poll already moved, a poll from a cursor behind the
+// acknowledged one — the store reports ErrConflict instead of applying it.
+// Stop and cancel are idempotent; a cancel racing a finish either lands
+// first (and is recorded) or is refused because the job already finished.
 //
 // # Item buffer
 //
-// A runner appends items (AppendSessionItems) to a session's buffer of at
-// most max_items items and max_bytes bytes; when it is full the store takes
-// what fits and returns a *BufferFullError (ErrBufferFull). A poll
+// A runner appends items (AppendStreamSessionItems) to a session's buffer
+// of at most max_items items and max_bytes bytes; when it is full the store
+// takes what fits and returns a *BufferFullError (ErrBufferFull). A poll
 // acknowledges (deletes) the items up to the cursor it passes and returns
 // the next ones; repeating a poll with the same cursor returns the same
 // items. One item must fit in one etcd request (EtcdConfig.MaxRequestBytes,
@@ -190,7 +190,7 @@
 // entities are swept like a dead replica's and its runner operations fail
 // with ErrNotOwner; the next operation that needs an owner registers a new
 // one. WatchSignals — one watch per replica — carries stop and cancel
-// requests from any replica to the runners; WatchSession and WatchJob
+// requests from any replica to the runners; WatchStreamSession and WatchJob
 // follow one entity (e.g. a client waiting for a job to finish). Watches
 // resume after compaction, lost leaders and etcd restarts.
 //

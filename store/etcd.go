@@ -43,14 +43,14 @@ const requestOverhead = 16 * 1024
 
 // Key namespaces below the prefix. See the package documentation.
 const (
-	mcpSessionsDir = "mcp-sessions/"
-	sessionsDir    = "stream-sessions/"
-	itemsDir       = "stream-items/"
-	jobsDir        = "jobs/"
-	runningDir     = "running/"
-	ownersDir      = "owners/"
-	sweepLeaderKey = "sweep-leader"
-	pingKey        = "ping"
+	mcpSessionsDir    = "mcp-sessions/"
+	streamSessionsDir = "stream-sessions/"
+	itemsDir          = "stream-items/"
+	jobsDir           = "jobs/"
+	runningDir        = "running/"
+	ownersDir         = "owners/"
+	sweepLeaderKey    = "sweep-leader"
+	pingKey           = "ping"
 )
 
 // EtcdConfig configures NewEtcd.

@@ -9,9 +9,9 @@ import (
 // crypto/rand.Text(): at least 128 random bits in RFC 4648 base32, so IDs
 // cannot be guessed or enumerated.
 const (
-	SessionIDPrefix = "ss_"
-	JobIDPrefix     = "job_"
-	ownerIDPrefix   = "own_"
+	StreamSessionIDPrefix = "ss_"
+	JobIDPrefix           = "job_"
+	ownerIDPrefix         = "own_"
 )
 
 // newID returns a fresh, unguessable ID with the given prefix.

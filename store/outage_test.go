@@ -27,7 +27,7 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 
-	s := newSession(t, st, func(ns *store.NewSession) { ns.Owned = true })
+	s := newSession(t, st, func(ns *store.NewStreamSession) { ns.Owned = true })
 	j := newJob(t, st, func(nj *store.NewJob) { nj.Owned = true })
 	owner := st.OwnerID()
 	jw, err := st.WatchJob(ctx, ws1a1, j.ID)
@@ -60,11 +60,11 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 				var err error
 				switch (w + i) % 4 {
 				case 0:
-					_, err = st.GetSession(octx, ws1a1, s.ID)
+					_, err = st.GetStreamSession(octx, ws1a1, s.ID)
 				case 1:
-					_, err = st.PollSession(octx, ws1a1, s.ID, store.PollRequest{})
+					_, err = st.PollStreamSession(octx, ws1a1, s.ID, store.PollRequest{})
 				case 2:
-					_, err = st.AppendSessionItems(octx, s.ID, store.Append{Items: items("t")})
+					_, err = st.AppendStreamSessionItems(octx, s.ID, store.Append{Items: items("t")})
 					if errors.Is(err, store.ErrBufferFull) {
 						err = nil
 					}
@@ -157,7 +157,7 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	if st.OwnerID() != owner {
 		t.Errorf("owner registration changed across a short outage: %s -> %s", owner, st.OwnerID())
 	}
-	if _, err := st.AppendSessionItems(ctx, s.ID, store.Append{Items: items("after")}); err != nil && !errors.Is(err, store.ErrBufferFull) {
+	if _, err := st.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("after")}); err != nil && !errors.Is(err, store.ErrBufferFull) {
 		t.Fatalf("runner write after the outage: %v", err)
 	}
 }
@@ -177,9 +177,9 @@ func TestUnavailableFailsFast(t *testing.T) {
 	srv.Stop()
 
 	for name, op := range map[string]func(context.Context) error{
-		"get session": func(ctx context.Context) error { _, err := st.GetSession(ctx, ws1a1, s.ID); return err },
+		"get session": func(ctx context.Context) error { _, err := st.GetStreamSession(ctx, ws1a1, s.ID); return err },
 		"create session": func(ctx context.Context) error {
-			_, err := st.CreateSession(ctx, store.NewSession{Scope: ws1a1, OperationID: "x", IdleTimeout: time.Minute, MaxLifetime: time.Hour})
+			_, err := st.CreateStreamSession(ctx, store.NewStreamSession{Scope: ws1a1, OperationID: "x", IdleTimeout: time.Minute, MaxLifetime: time.Hour})
 			return err
 		},
 		"create job": func(ctx context.Context) error {
@@ -210,7 +210,7 @@ func TestUnavailableFailsFast(t *testing.T) {
 	// The caller's own cancellation is not reported as unavailability.
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := st.GetSession(cctx, ws1a1, s.ID); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnavailable) {
+	if _, err := st.GetStreamSession(cctx, ws1a1, s.ID); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("canceled caller: %v", err)
 	}
 }

@@ -48,9 +48,9 @@ func (e *QuotaError) Error() string {
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
 const (
-	activeDir      = "active/"
-	activeSessions = "sessions"
-	activeJobs     = "jobs"
+	activeDir            = "active/"
+	activeStreamSessions = "sessions"
+	activeJobs           = "jobs"
 )
 
 func activeScopePrefix(kind, workspace string) string {
@@ -119,7 +119,7 @@ func (e *Etcd) checkQuota(ctx context.Context, kind, label string, scope Scope, 
 // CountOpen returns how many sessions (jobs false) or jobs (jobs true) of
 // the scope's workspace — and of its agent, when agent is set — are open.
 func (e *Etcd) CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (int, error) {
-	kind := activeSessions
+	kind := activeStreamSessions
 	if jobs {
 		kind = activeJobs
 	}

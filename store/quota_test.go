@@ -16,7 +16,7 @@ func TestQuotas(t *testing.T) {
 	ctx := ctxT(t)
 	q := store.Quota{PerWorkspace: 3, PerAgent: 2}
 	open := func(scope store.Scope) (*store.StreamSession, error) {
-		return st.CreateSession(ctx, store.NewSession{Scope: scope, OperationID: "op", IdleTimeout: time.Minute,
+		return st.CreateStreamSession(ctx, store.NewStreamSession{Scope: scope, OperationID: "op", IdleTimeout: time.Minute,
 			MaxLifetime: time.Hour, Owned: true, Quota: q})
 	}
 	a, err := open(ws1a1)
@@ -42,7 +42,7 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A finished session frees its slot.
-	if _, err := st.FinishSession(ctx, a.ID, store.SessionEnd{Status: store.SessionCompleted}); err != nil {
+	if _, err := st.FinishStreamSession(ctx, a.ID, store.StreamSessionEnd{Status: store.StreamSessionCompleted}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.CountOpen(ctx, ws1a1, false, true); err != nil || n != 1 {

@@ -21,20 +21,20 @@ func TestRaceTwoPollersAdvance(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	ctx := ctxT(t)
-	s := newSession(t, st, func(ns *store.NewSession) { ns.Cursor = "0" })
+	s := newSession(t, st, func(ns *store.NewStreamSession) { ns.Cursor = "0" })
 
 	var wins, conflicts atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 25 {
-				cur, err := st.GetSession(ctx, ws1a1, s.ID)
+				cur, err := st.GetStreamSession(ctx, ws1a1, s.ID)
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				n, _ := strconv.Atoi(cur.Cursor)
-				_, err = st.AdvanceSession(ctx, ws1a1, s.ID, store.Advance{
+				_, err = st.AdvanceStreamSession(ctx, ws1a1, s.ID, store.Advance{
 					From: cur.Cursor, To: strconv.Itoa(n + 1), State: json.RawMessage(strconv.Itoa(n + 1)),
 				})
 				switch {
@@ -50,7 +50,7 @@ func TestRaceTwoPollersAdvance(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	final, err := st.GetSession(ctx, ws1a1, s.ID)
+	final, err := st.GetStreamSession(ctx, ws1a1, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 	other := storetest.Open(t, emb, store.EtcdConfig{}) // the second poller is another replica
 	ctx := ctxT(t)
 	const total = 300
-	s := newSession(t, st, func(ns *store.NewSession) { ns.Owned, ns.MaxItems = true, 50 })
+	s := newSession(t, st, func(ns *store.NewStreamSession) { ns.Owned, ns.MaxItems = true, 50 })
 
 	var wg sync.WaitGroup
 	wg.Go(func() { // runner
@@ -78,7 +78,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 			for i := next; i < min(next+7, total); i++ {
 				batch = append(batch, fmt.Appendf(nil, "item-%d", i+1))
 			}
-			n, err := st.AppendSessionItems(ctx, s.ID, store.Append{Items: batch})
+			n, err := st.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: batch})
 			next += n
 			if errors.Is(err, store.ErrBufferFull) {
 				time.Sleep(5 * time.Millisecond) // backpressure: wait for a poll
@@ -97,7 +97,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 		wg.Go(func() {
 			cursor, last := "", uint64(0)
 			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-				r, err := p.PollSession(ctx, ws1a1, s.ID, store.PollRequest{Cursor: cursor, MaxItems: 10})
+				r, err := p.PollStreamSession(ctx, ws1a1, s.ID, store.PollRequest{Cursor: cursor, MaxItems: 10})
 				if errors.Is(err, store.ErrConflict) {
 					staleCursors.Add(1) // the other poller acknowledged past our cursor
 					cursor, last = "", 0
@@ -120,7 +120,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 					mu.Unlock()
 				}
 				cursor = r.Cursor
-				if r.Session.AckedSeq == total {
+				if r.StreamSession.AckedSeq == total {
 					return
 				}
 			}
@@ -133,7 +133,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 			t.Fatalf("item %d was never delivered", i)
 		}
 	}
-	final, err := st.GetSession(ctx, ws1a1, s.ID)
+	final, err := st.GetStreamSession(ctx, ws1a1, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +152,8 @@ func TestRacePollVsStop(t *testing.T) {
 	ctx := ctxT(t)
 
 	for round := range 5 {
-		s := newSession(t, st, func(ns *store.NewSession) { ns.Owned = round%2 == 0 })
-		if _, err := st.AppendSessionItems(ctx, s.ID, store.Append{Items: items("a", "b", "c")}); err != nil {
+		s := newSession(t, st, func(ns *store.NewStreamSession) { ns.Owned = round%2 == 0 })
+		if _, err := st.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("a", "b", "c")}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -163,7 +163,7 @@ func TestRacePollVsStop(t *testing.T) {
 				<-start
 				cursor := ""
 				for range 10 {
-					r, err := other.PollSession(ctx, ws1a1, s.ID, store.PollRequest{Cursor: cursor, MaxItems: 1})
+					r, err := other.PollStreamSession(ctx, ws1a1, s.ID, store.PollRequest{Cursor: cursor, MaxItems: 1})
 					if errors.Is(err, store.ErrConflict) {
 						cursor = ""
 						continue
@@ -178,24 +178,24 @@ func TestRacePollVsStop(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			c, err := st.CloseSession(ctx, ws1a1, s.ID, "race")
+			c, err := st.CloseStreamSession(ctx, ws1a1, s.ID, "race")
 			if err != nil {
 				t.Errorf("close: %v", err)
 				return
 			}
-			if c.Status == store.SessionStopping {
-				if _, err := st.FinishSession(ctx, s.ID, store.SessionEnd{Status: store.SessionStopped}); err != nil {
+			if c.Status == store.StreamSessionStopping {
+				if _, err := st.FinishStreamSession(ctx, s.ID, store.StreamSessionEnd{Status: store.StreamSessionStopped}); err != nil {
 					t.Errorf("finish: %v", err)
 				}
 			}
 		})
 		close(start)
 		wg.Wait()
-		final, err := st.GetSession(ctx, ws1a1, s.ID)
+		final, err := st.GetStreamSession(ctx, ws1a1, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if final.Status != store.SessionStopped || final.StopReason != "race" ||
+		if final.Status != store.StreamSessionStopped || final.StopReason != "race" ||
 			final.BufferedItems != int(final.LastSeq-final.AckedSeq) || final.Cursor != strconv.FormatUint(final.AckedSeq, 10) {
 			t.Fatalf("round %d: final %+v", round, final)
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 // nextSession waits for a session event matching ok.
-func nextSession(t *testing.T, ch <-chan store.SessionEvent, ok func(store.SessionEvent) bool) store.SessionEvent {
+func nextSession(t *testing.T, ch <-chan store.StreamSessionEvent, ok func(store.StreamSessionEvent) bool) store.StreamSessionEvent {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -84,36 +84,36 @@ func TestTwoReplicas(t *testing.T) {
 	}
 
 	// A stream session run by A, polled and stopped on B.
-	s := newSession(t, a, func(ns *store.NewSession) { ns.Owned = true })
-	watch, err := a.WatchSession(ctx, ws1a1, s.ID)
+	s := newSession(t, a, func(ns *store.NewStreamSession) { ns.Owned = true })
+	watch, err := a.WatchStreamSession(ctx, ws1a1, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nextSession(t, watch, func(ev store.SessionEvent) bool { return ev.Session.Status == store.SessionActive })
-	if _, err := a.AppendSessionItems(ctx, s.ID, store.Append{Items: items("x1", "x2")}); err != nil {
+	nextSession(t, watch, func(ev store.StreamSessionEvent) bool { return ev.StreamSession.Status == store.StreamSessionActive })
+	if _, err := a.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("x1", "x2")}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.PollSession(ctx, ws1a1, s.ID, store.PollRequest{})
+	r, err := b.PollStreamSession(ctx, ws1a1, s.ID, store.PollRequest{})
 	if err != nil || len(r.Items) != 2 || string(r.Items[1].Data) != "x2" {
 		t.Fatalf("poll on B: %+v, %v", r, err)
 	}
 	// B is not the owner: it cannot feed or finish A's session.
-	_, err = b.AppendSessionItems(ctx, s.ID, store.Append{Items: items("forged")})
+	_, err = b.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("forged")})
 	wantErr(t, "append from B", err, store.ErrNotOwner)
-	_, err = b.FinishSession(ctx, s.ID, store.SessionEnd{Status: store.SessionCompleted})
+	_, err = b.FinishStreamSession(ctx, s.ID, store.StreamSessionEnd{Status: store.StreamSessionCompleted})
 	wantErr(t, "finish from B", err, store.ErrNotOwner)
 
-	if _, err := b.CloseSession(ctx, ws1a1, s.ID, "from B"); err != nil {
+	if _, err := b.CloseStreamSession(ctx, ws1a1, s.ID, "from B"); err != nil {
 		t.Fatal(err)
 	}
-	ev := nextSession(t, watch, func(ev store.SessionEvent) bool { return ev.Session.Status == store.SessionStopping })
-	if ev.Session.StopReason != "from B" {
-		t.Fatalf("stop reached A as %+v", ev.Session)
+	ev := nextSession(t, watch, func(ev store.StreamSessionEvent) bool { return ev.StreamSession.Status == store.StreamSessionStopping })
+	if ev.StreamSession.StopReason != "from B" {
+		t.Fatalf("stop reached A as %+v", ev.StreamSession)
 	}
-	if _, err := a.FinishSession(ctx, s.ID, store.SessionEnd{Status: store.SessionStopped}); err != nil {
+	if _, err := a.FinishStreamSession(ctx, s.ID, store.StreamSessionEnd{Status: store.StreamSessionStopped}); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := b.GetSession(ctx, ws1a1, s.ID); err != nil || g.Status != store.SessionStopped {
+	if g, err := b.GetStreamSession(ctx, ws1a1, s.ID); err != nil || g.Status != store.StreamSessionStopped {
 		t.Fatalf("B sees %+v, %v", g, err)
 	}
 
@@ -147,14 +147,14 @@ func TestTwoReplicas(t *testing.T) {
 
 	// A watch ends with Gone when its entity is deleted.
 	gone := newSession(t, a, nil)
-	gw, err := b.WatchSession(ctx, ws1a1, gone.ID)
+	gw, err := b.WatchStreamSession(ctx, ws1a1, gone.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.EtcdClient(a).Delete(ctx, "/crank/v1/stream-sessions/"+gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	nextSession(t, gw, func(ev store.SessionEvent) bool { return ev.Gone })
+	nextSession(t, gw, func(ev store.StreamSessionEvent) bool { return ev.Gone })
 	if _, open := <-gw; open {
 		t.Fatal("watch open after Gone")
 	}
@@ -183,9 +183,9 @@ func TestOwnerLostMarksFailed(t *testing.T) {
 	b := storetest.Open(t, emb, store.EtcdConfig{}) // the survivor: default owner TTL
 	ctx := ctxT(t)
 
-	running := newSession(t, a, func(ns *store.NewSession) { ns.Owned = true; ns.IdleTimeout = time.Hour })
-	stopping := newSession(t, a, func(ns *store.NewSession) { ns.Owned = true; ns.IdleTimeout = time.Hour })
-	if _, err := b.CloseSession(ctx, ws1a1, stopping.ID, "bye"); err != nil {
+	running := newSession(t, a, func(ns *store.NewStreamSession) { ns.Owned = true; ns.IdleTimeout = time.Hour })
+	stopping := newSession(t, a, func(ns *store.NewStreamSession) { ns.Owned = true; ns.IdleTimeout = time.Hour })
+	if _, err := b.CloseStreamSession(ctx, ws1a1, stopping.ID, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	job := newJob(t, a, func(nj *store.NewJob) { nj.Owned = true; nj.MaxRuntime = time.Hour })
@@ -221,12 +221,12 @@ func TestOwnerLostMarksFailed(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r, err1 := b.GetSession(ctx, ws1a1, running.ID)
-		s, err2 := b.GetSession(ctx, ws1a1, stopping.ID)
+		r, err1 := b.GetStreamSession(ctx, ws1a1, running.ID)
+		s, err2 := b.GetStreamSession(ctx, ws1a1, stopping.ID)
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
-		if r.Status == store.SessionFailed && s.Status == store.SessionStopped {
+		if r.Status == store.StreamSessionFailed && s.Status == store.StreamSessionStopped {
 			if !strings.Contains(string(r.Error), "owner_lost") {
 				t.Errorf("session error_json %s", r.Error)
 			}
@@ -256,7 +256,10 @@ func TestOwnerLostAdopt(t *testing.T) {
 	b := storetest.Open(t, emb, store.EtcdConfig{})
 	ctx := ctxT(t)
 
-	resumable := newSession(t, a, func(ns *store.NewSession) { ns.Owned = true; ns.State = json.RawMessage(`{"last_event_id":"41"}`) })
+	resumable := newSession(t, a, func(ns *store.NewStreamSession) {
+		ns.Owned = true
+		ns.State = json.RawMessage(`{"last_event_id":"41"}`)
+	})
 	notResumable := newJob(t, a, func(nj *store.NewJob) { nj.Owned = true })
 	resumableJob := newJob(t, a, func(nj *store.NewJob) { nj.Owned = true })
 	// A graceful Close revokes the owner lease: orphans are visible at once.
@@ -266,7 +269,7 @@ func TestOwnerLostAdopt(t *testing.T) {
 	var offered []store.Orphan
 	adopt := func(_ context.Context, o store.Orphan) bool {
 		offered = append(offered, o)
-		return o.Session != nil || o.Job.ID == resumableJob.ID
+		return o.StreamSession != nil || o.Job.ID == resumableJob.ID
 	}
 	var rep store.SweepReport
 	var err error
@@ -281,12 +284,12 @@ func TestOwnerLostAdopt(t *testing.T) {
 	if err != nil || rep.Adopted != 2 || rep.Failed != 1 || len(offered) != 3 {
 		t.Fatalf("sweep: %+v, %v, offered %d", rep, err, len(offered))
 	}
-	s, err := b.GetSession(ctx, ws1a1, resumable.ID)
-	if err != nil || s.Owner != b.OwnerID() || s.Status != store.SessionActive || string(s.State) != `{"last_event_id":"41"}` {
+	s, err := b.GetStreamSession(ctx, ws1a1, resumable.ID)
+	if err != nil || s.Owner != b.OwnerID() || s.Status != store.StreamSessionActive || string(s.State) != `{"last_event_id":"41"}` {
 		t.Fatalf("adopted session: %+v, %v", s, err)
 	}
 	// The new owner runs it.
-	if _, err := b.AppendSessionItems(ctx, s.ID, store.Append{Items: items("resumed")}); err != nil {
+	if _, err := b.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("resumed")}); err != nil {
 		t.Fatal(err)
 	}
 	if j, err := b.GetJob(ctx, ws1a1, notResumable.ID); err != nil || j.Status != store.JobFailed {
@@ -344,11 +347,11 @@ func TestReplicaKilled(t *testing.T) {
 	nextJob(t, jw, func(ev store.JobEvent) bool { return ev.Job != nil && ev.Job.Status == store.JobFailed })
 	t.Logf("killed replica's job marked failed %s after SIGKILL (owner TTL 2s)", time.Since(killed))
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		s, err := st.GetSession(ctx, ws1a1, ids.Session)
+		s, err := st.GetStreamSession(ctx, ws1a1, ids.Session)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Status == store.SessionFailed {
+		if s.Status == store.StreamSessionFailed {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -371,7 +374,7 @@ func TestReplicaHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	j, err1 := st.CreateJob(ctx, store.NewJob{Scope: ws1a1, OperationID: "export", MaxRuntime: time.Hour, Owned: true})
-	s, err2 := st.CreateSession(ctx, store.NewSession{Scope: ws1a1, OperationID: "follow", IdleTimeout: time.Hour, MaxLifetime: time.Hour, Owned: true})
+	s, err2 := st.CreateStreamSession(ctx, store.NewStreamSession{Scope: ws1a1, OperationID: "follow", IdleTimeout: time.Hour, MaxLifetime: time.Hour, Owned: true})
 	if err := errors.Join(err1, err2); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -19,10 +19,10 @@ func TestWatchSignals(t *testing.T) {
 	ctx := ctxT(t)
 
 	newOwned := func() *store.StreamSession {
-		return newSession(t, runner, func(ns *store.NewSession) { ns.Owned = true })
+		return newSession(t, runner, func(ns *store.NewStreamSession) { ns.Owned = true })
 	}
 	pending := newOwned()
-	if _, err := client.CloseSession(ctx, ws1a1, pending.ID, "before the watch"); err != nil {
+	if _, err := client.CloseStreamSession(ctx, ws1a1, pending.ID, "before the watch"); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -46,7 +46,7 @@ func TestWatchSignals(t *testing.T) {
 	}
 
 	later := newOwned()
-	if _, err := client.CloseSession(ctx, ws1a1, later.ID, "stop"); err != nil {
+	if _, err := client.CloseStreamSession(ctx, ws1a1, later.ID, "stop"); err != nil {
 		t.Fatal(err)
 	}
 	if s := next(); s != (store.Signal{ID: later.ID}) {
@@ -64,13 +64,13 @@ func TestWatchSignals(t *testing.T) {
 	}
 	// An unowned session stops at once: there is no runner to signal.
 	free := newSession(t, runner, nil)
-	if _, err := client.CloseSession(ctx, ws1a1, free.ID, "stop"); err != nil {
+	if _, err := client.CloseStreamSession(ctx, ws1a1, free.ID, "stop"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Finishing removes the requests: a new watch lists none of them.
 	for _, id := range []string{pending.ID, later.ID} {
-		if _, err := runner.FinishSession(ctx, id, store.SessionEnd{Status: store.SessionStopped}); err != nil {
+		if _, err := runner.FinishStreamSession(ctx, id, store.StreamSessionEnd{Status: store.StreamSessionStopped}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,27 +5,28 @@ import (
 	"testing"
 )
 
-// The status machines exactly as documented on SessionStatus and JobStatus:
-// every pair is checked, so a change to either table is a deliberate one.
-func TestSessionStatusMachine(t *testing.T) {
-	all := []SessionStatus{SessionActive, SessionStopping, SessionStopped, SessionCompleted, SessionFailed}
-	allowed := map[[2]SessionStatus]bool{
-		{SessionActive, SessionStopping}:    true,
-		{SessionActive, SessionStopped}:     true,
-		{SessionActive, SessionCompleted}:   true,
-		{SessionActive, SessionFailed}:      true,
-		{SessionStopping, SessionStopped}:   true,
-		{SessionStopping, SessionCompleted}: true,
-		{SessionStopping, SessionFailed}:    true,
+// The status machines exactly as documented on StreamSessionStatus and
+// JobStatus: every pair is checked, so a change to either table is a
+// deliberate one.
+func TestStreamSessionStatusMachine(t *testing.T) {
+	all := []StreamSessionStatus{StreamSessionActive, StreamSessionStopping, StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed}
+	allowed := map[[2]StreamSessionStatus]bool{
+		{StreamSessionActive, StreamSessionStopping}:    true,
+		{StreamSessionActive, StreamSessionStopped}:     true,
+		{StreamSessionActive, StreamSessionCompleted}:   true,
+		{StreamSessionActive, StreamSessionFailed}:      true,
+		{StreamSessionStopping, StreamSessionStopped}:   true,
+		{StreamSessionStopping, StreamSessionCompleted}: true,
+		{StreamSessionStopping, StreamSessionFailed}:    true,
 	}
 	for _, from := range all {
 		for _, to := range all {
-			if got, want := from.CanBecome(to), allowed[[2]SessionStatus{from, to}]; got != want {
+			if got, want := from.CanBecome(to), allowed[[2]StreamSessionStatus{from, to}]; got != want {
 				t.Errorf("%s → %s: allowed %v, want %v", from, to, got, want)
 			}
 		}
-		if from.Terminal() != (len(sessionTransitions[from]) == 0) {
-			t.Errorf("%s: Terminal() = %v but has %d transitions", from, from.Terminal(), len(sessionTransitions[from]))
+		if from.Terminal() != (len(streamSessionTransitions[from]) == 0) {
+			t.Errorf("%s: Terminal() = %v but has %d transitions", from, from.Terminal(), len(streamSessionTransitions[from]))
 		}
 	}
 }
@@ -59,12 +60,12 @@ func TestJobStatusMachine(t *testing.T) {
 func TestIDs(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		id := newID(SessionIDPrefix)
-		if !wellFormedID(id, SessionIDPrefix) || wellFormedID(id, JobIDPrefix) {
+		id := newID(StreamSessionIDPrefix)
+		if !wellFormedID(id, StreamSessionIDPrefix) || wellFormedID(id, JobIDPrefix) {
 			t.Fatalf("%q: well-formed check wrong", id)
 		}
 		// crypto/rand.Text: 26 base32 characters, 130 bits.
-		if n := len(strings.TrimPrefix(id, SessionIDPrefix)); n < 26 {
+		if n := len(strings.TrimPrefix(id, StreamSessionIDPrefix)); n < 26 {
 			t.Fatalf("%q: %d random characters, want >= 26 (128 bits)", id, n)
 		}
 		if seen[id] {
@@ -77,14 +78,14 @@ func TestIDs(t *testing.T) {
 		"ss_AAAAAAAAAAAAAAAAAAAAAAAAA/", "ss_AAAAAAAAAAAAAAAAAAAAAAAAA1", "ss_" + strings.Repeat("A", 65),
 		"ss_../../mcp-sessions/x",
 	} {
-		if wellFormedID(bad, SessionIDPrefix) {
+		if wellFormedID(bad, StreamSessionIDPrefix) {
 			t.Errorf("%q accepted as a session ID", bad)
 		}
 	}
 }
 
-func TestSessionExpiry(t *testing.T) {
-	r := &sessionRecord{IdleMS: 10_000, LifetimeMS: 25_000, RetentionMS: 60_000, Status: SessionActive}
+func TestStreamSessionExpiry(t *testing.T) {
+	r := &streamSessionRecord{IdleMS: 10_000, LifetimeMS: 25_000, RetentionMS: 60_000, Status: StreamSessionActive}
 	r.CreatedAt = r.CreatedAt.AddDate(2026, 0, 0)
 	c := r.CreatedAt
 	if got := r.expiry(); !got.Equal(c.Add(10e9)) {
@@ -98,7 +99,7 @@ func TestSessionExpiry(t *testing.T) {
 	if got := r.expiry(); !got.Equal(c.Add(25e9)) {
 		t.Errorf("capped by lifetime: %v", got.Sub(c))
 	}
-	r.Status, r.ClosedAt = SessionStopped, c.Add(21e9)
+	r.Status, r.ClosedAt = StreamSessionStopped, c.Add(21e9)
 	if got := r.expiry(); !got.Equal(c.Add(81e9)) {
 		t.Errorf("closed: %v", got.Sub(c))
 	}

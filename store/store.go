@@ -59,16 +59,16 @@ type Store interface {
 
 	// Stream sessions (create/get/advance/close, spec 11.2). See
 	// StreamSession for the two ways to use one.
-	CreateSession(ctx context.Context, ns NewSession) (*StreamSession, error)
-	GetSession(ctx context.Context, scope Scope, id string) (*StreamSession, error)
-	AdvanceSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error)
-	PollSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error)
-	CloseSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error)
+	CreateStreamSession(ctx context.Context, ns NewStreamSession) (*StreamSession, error)
+	GetStreamSession(ctx context.Context, scope Scope, id string) (*StreamSession, error)
+	AdvanceStreamSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error)
+	PollStreamSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error)
+	CloseStreamSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error)
 	// Runner side: only the owning replica (or any, for an unowned
 	// session).
-	AppendSessionItems(ctx context.Context, id string, a Append) (int, error)
-	FinishSession(ctx context.Context, id string, end SessionEnd) (*StreamSession, error)
-	WatchSession(ctx context.Context, scope Scope, id string) (<-chan SessionEvent, error)
+	AppendStreamSessionItems(ctx context.Context, id string, a Append) (int, error)
+	FinishStreamSession(ctx context.Context, id string, end StreamSessionEnd) (*StreamSession, error)
+	WatchStreamSession(ctx context.Context, scope Scope, id string) (<-chan StreamSessionEvent, error)
 
 	// Async jobs (create/get/update-status/cancel, spec 11.2).
 	CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error)

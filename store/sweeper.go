@@ -16,8 +16,8 @@ import (
 
 // Kinds of running entities (running/<kind>/<id>).
 const (
-	sessionsRunning = "sessions"
-	jobsRunning     = "jobs"
+	streamSessionsRunning = "sessions"
+	jobsRunning           = "jobs"
 )
 
 func runningKey(kind, id string) string { return runningDir + kind + "/" + id }
@@ -37,9 +37,9 @@ const (
 // Orphan is a running session or job whose owner replica is gone, offered
 // to SweeperConfig.Adopt after this replica took it over.
 type Orphan struct {
-	DeadOwner string
-	Session   *StreamSession // set for a stream session
-	Job       *AsyncJobHandle
+	DeadOwner     string
+	StreamSession *StreamSession // set for a stream session
+	Job           *AsyncJobHandle
 }
 
 // AdoptFunc decides whether this replica resumes an orphan: it is called
@@ -56,10 +56,10 @@ type SweepReport struct {
 
 // CleanupReport counts what one cleanup did.
 type CleanupReport struct {
-	Sessions   int // expired stream sessions deleted (with their items)
-	Jobs       int // expired jobs deleted
-	ItemSets   int // item sets of sessions that no longer exist
-	StaleIndex int // running-index and open-entity entries of entities that no longer exist
+	StreamSessions int // expired stream sessions deleted (with their items)
+	Jobs           int // expired jobs deleted
+	ItemSets       int // item sets of sessions that no longer exist
+	StaleIndex     int // running-index and open-entity entries of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -135,8 +135,8 @@ func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, 
 		var res sweepResult
 		var err error
 		switch kind {
-		case sessionsRunning:
-			res, err = e.sweepSession(ctx, id, owner, adopt)
+		case streamSessionsRunning:
+			res, err = e.sweepStreamSession(ctx, id, owner, adopt)
 		case jobsRunning:
 			res, err = e.sweepJob(ctx, id, owner, adopt)
 		default:
@@ -170,7 +170,7 @@ const (
 	sweptAdopted
 )
 
-func (e *Etcd) sweepSession(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
+func (e *Etcd) sweepStreamSession(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
 	var self *ownerState
 	if adopt != nil {
 		o, err := e.owner(ctx)
@@ -179,30 +179,30 @@ func (e *Etcd) sweepSession(ctx context.Context, id, dead string, adopt AdoptFun
 		}
 		self = o
 	}
-	var out *sessionRecord
+	var out *streamSessionRecord
 	adopted := false
-	rev, err := e.cas(ctx, "sweep orphaned stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	rev, err := e.cas(ctx, "sweep orphaned stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		adopted = false
 		now := e.now().UTC()
-		r, err := liveSession(kv, nil, now)
+		r, err := liveStreamSession(kv, nil, now)
 		if err != nil || r.Owner != dead || r.Status.Terminal() {
 			return errNotOrphan
 		}
 		out = r
-		if self != nil && r.Status == SessionActive {
+		if self != nil && r.Status == StreamSessionActive {
 			r.Owner = self.id
 			adopted = true
-			if err := e.putSession(p, r, now, false); err != nil {
+			if err := e.putStreamSession(p, r, now, false); err != nil {
 				return err
 			}
-			return p.put(runningKey(sessionsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
+			return p.put(runningKey(streamSessionsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
 		}
-		end := SessionEnd{Status: SessionFailed, Error: ownerLostError(dead)}
-		if r.Status == SessionStopping {
-			end.Status = SessionStopped // the stop happened: nothing reads the upstream any more
+		end := StreamSessionEnd{Status: StreamSessionFailed, Error: ownerLostError(dead)}
+		if r.Status == StreamSessionStopping {
+			end.Status = StreamSessionStopped // the stop happened: nothing reads the upstream any more
 		}
-		finishSession(p, r, end, now)
-		return e.putSession(p, r, now, true)
+		finishStreamSession(p, r, end, now)
+		return e.putStreamSession(p, r, now, true)
 	})
 	if err != nil {
 		return sweptNone, err
@@ -210,10 +210,10 @@ func (e *Etcd) sweepSession(ctx context.Context, id, dead string, adopt AdoptFun
 	if !adopted {
 		return sweptFailed, nil
 	}
-	if adopt(ctx, Orphan{DeadOwner: dead, Session: out.public(rev)}) {
+	if adopt(ctx, Orphan{DeadOwner: dead, StreamSession: out.public(rev)}) {
 		return sweptAdopted, nil
 	}
-	_, err = e.FinishSession(ctx, id, SessionEnd{Status: SessionFailed, Error: ownerLostError(dead)})
+	_, err = e.FinishStreamSession(ctx, id, StreamSessionEnd{Status: StreamSessionFailed, Error: ownerLostError(dead)})
 	if err != nil {
 		return sweptNone, err
 	}
@@ -295,14 +295,14 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	var rep CleanupReport
 	now := e.now()
 	var errs []error
-	err := e.scan(ctx, sessionsDir, false, func(kv *mvccpb.KeyValue) error {
-		r, err := decodeSession(kv)
+	err := e.scan(ctx, streamSessionsDir, false, func(kv *mvccpb.KeyValue) error {
+		r, err := decodeStreamSession(kv)
 		if err != nil || now.Before(r.ExpiresAt) {
 			return nil
 		}
-		ok, err := e.deleteSession(ctx, r, kv.ModRevision)
+		ok, err := e.deleteStreamSession(ctx, r, kv.ModRevision)
 		if ok {
-			rep.Sessions++
+			rep.StreamSessions++
 		}
 		return err
 	})
@@ -335,8 +335,8 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 // alike ("sessions", "jobs").
 func entityKey(kind, id string) string {
 	switch kind {
-	case sessionsRunning:
-		return sessionKey(id)
+	case streamSessionsRunning:
+		return streamSessionKey(id)
 	case jobsRunning:
 		return jobKey(id)
 	}
@@ -385,7 +385,7 @@ func (e *Etcd) cleanupItemSets(ctx context.Context, rep *CleanupReport) error {
 			return err
 		}
 		id, _, _ := strings.Cut(strings.TrimPrefix(key, itemsDir), "/")
-		exists, err := e.exists(ctx, sessionKey(id))
+		exists, err := e.exists(ctx, streamSessionKey(id))
 		if err != nil {
 			return err
 		}
@@ -503,7 +503,7 @@ func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
 			lg.Debug("expiry cleanup incomplete", zap.Error(err))
 		}
 		if rep != (CleanupReport{}) {
-			lg.Debug("expired state cleaned up", zap.Int("sessions", rep.Sessions), zap.Int("jobs", rep.Jobs),
+			lg.Debug("expired state cleaned up", zap.Int("sessions", rep.StreamSessions), zap.Int("jobs", rep.Jobs),
 				zap.Int("item_sets", rep.ItemSets), zap.Int("stale_index", rep.StaleIndex))
 		}
 	}

@@ -138,11 +138,11 @@ func TestExternalEtcdTLS(t *testing.T) {
 		t.Fatalf("connect with TLS: %v", err)
 	}
 	defer st.Close()
-	s, err := st.CreateSession(ctx, NewSession{Scope: Scope{WorkspaceID: "w"}, OperationID: "op", IdleTimeout: time.Minute, MaxLifetime: time.Hour})
+	s, err := st.CreateStreamSession(ctx, NewStreamSession{Scope: Scope{WorkspaceID: "w"}, OperationID: "op", IdleTimeout: time.Minute, MaxLifetime: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.GetSession(ctx, Scope{WorkspaceID: "w"}, s.ID); err != nil {
+	if _, err := st.GetStreamSession(ctx, Scope{WorkspaceID: "w"}, s.ID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,10 +8,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// SessionEvent is a change of a watched stream session.
-type SessionEvent struct {
+// StreamSessionEvent is a change of a watched stream session.
+type StreamSessionEvent struct {
 	// Session is the session as of this event; nil when Gone.
-	Session *StreamSession
+	StreamSession *StreamSession
 	// Gone: the session was deleted or expired. The channel closes after
 	// this event.
 	Gone bool
@@ -33,37 +33,37 @@ const (
 	watchBackoffMax = 2 * time.Second
 )
 
-// WatchSession reports the session's changes made through any Store (any
+// WatchStreamSession reports the session's changes made through any Store (any
 // replica): first its current state, then every change, until it is gone or
 // ctx ends. This is how a stop requested on one replica reaches the runner
 // on another. Events are coalesced: a slow reader skips intermediate states
 // and always gets the latest. The watch survives etcd restarts, leader
 // changes and compaction (it re-reads the session and resumes). Logical
 // expiry is not an event: check StreamSession.Expired.
-func (e *Etcd) WatchSession(ctx context.Context, scope Scope, id string) (<-chan SessionEvent, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) WatchStreamSession(ctx context.Context, scope Scope, id string) (<-chan StreamSessionEvent, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
 	op := "watch stream session " + id
-	kv, rev, err := e.getRev(ctx, op, sessionKey(id))
+	kv, rev, err := e.getRev(ctx, op, streamSessionKey(id))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := liveSession(kv, &scope, e.now()); err != nil {
+	if _, err := liveStreamSession(kv, &scope, e.now()); err != nil {
 		return nil, err
 	}
-	conv := func(kv *mvccpb.KeyValue) (SessionEvent, bool) {
-		r, err := decodeSession(kv)
+	conv := func(kv *mvccpb.KeyValue) (StreamSessionEvent, bool) {
+		r, err := decodeStreamSession(kv)
 		if err != nil {
-			return SessionEvent{}, false
+			return StreamSessionEvent{}, false
 		}
-		return SessionEvent{Session: r.public(kv.ModRevision)}, true
+		return StreamSessionEvent{StreamSession: r.public(kv.ModRevision)}, true
 	}
-	return watchKey(e, ctx, op, sessionKey(id), kv, rev, conv, SessionEvent{Gone: true}), nil
+	return watchKey(e, ctx, op, streamSessionKey(id), kv, rev, conv, StreamSessionEvent{Gone: true}), nil
 }
 
 // WatchJob reports the job's changes made through any Store, like
-// WatchSession: a cancel requested on one replica reaches the runner on
+// WatchStreamSession: a cancel requested on one replica reaches the runner on
 // another.
 func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error) {
 	if !wellFormedID(id, JobIDPrefix) {

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// SessionStatus is the status of a stream session.
+// StreamSessionStatus is the status of a stream session.
 //
 //	active ──▶ stopping ──▶ stopped | completed | failed
 //	   └──────────────────▶ stopped | completed | failed
@@ -23,45 +23,45 @@ import (
 // request, completed when the upstream ended, failed on an upstream error
 // or when the owning replica was lost. Items still buffered in a terminal
 // session can be polled until it expires (its retention).
-type SessionStatus string
+type StreamSessionStatus string
 
 // Stream session statuses.
 const (
-	SessionActive    SessionStatus = "active"
-	SessionStopping  SessionStatus = "stopping"
-	SessionStopped   SessionStatus = "stopped"
-	SessionCompleted SessionStatus = "completed"
-	SessionFailed    SessionStatus = "failed"
+	StreamSessionActive    StreamSessionStatus = "active"
+	StreamSessionStopping  StreamSessionStatus = "stopping"
+	StreamSessionStopped   StreamSessionStatus = "stopped"
+	StreamSessionCompleted StreamSessionStatus = "completed"
+	StreamSessionFailed    StreamSessionStatus = "failed"
 )
 
-var sessionTransitions = map[SessionStatus][]SessionStatus{
-	SessionActive:   {SessionStopping, SessionStopped, SessionCompleted, SessionFailed},
-	SessionStopping: {SessionStopped, SessionCompleted, SessionFailed},
+var streamSessionTransitions = map[StreamSessionStatus][]StreamSessionStatus{
+	StreamSessionActive:   {StreamSessionStopping, StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed},
+	StreamSessionStopping: {StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed},
 }
 
 // Terminal reports whether s is a final status.
-func (s SessionStatus) Terminal() bool {
-	return s == SessionStopped || s == SessionCompleted || s == SessionFailed
+func (s StreamSessionStatus) Terminal() bool {
+	return s == StreamSessionStopped || s == StreamSessionCompleted || s == StreamSessionFailed
 }
 
 // CanBecome reports whether the status machine allows s → t.
-func (s SessionStatus) CanBecome(t SessionStatus) bool {
-	return slices.Contains(sessionTransitions[s], t)
+func (s StreamSessionStatus) CanBecome(t StreamSessionStatus) bool {
+	return slices.Contains(streamSessionTransitions[s], t)
 }
 
 // Stream session defaults and bounds.
 const (
-	// DefaultSessionRetention is how long a closed session stays readable
-	// (status and remaining items) when NewSession.Retention is zero.
-	DefaultSessionRetention = time.Minute
-	// DefaultSessionMaxItems and DefaultSessionMaxBytes bound the item
-	// buffer when NewSession leaves them zero.
-	DefaultSessionMaxItems = 1000
-	DefaultSessionMaxBytes = 1 << 20
-	// MaxSessionItems and MaxSessionBytes are the largest buffers the store
-	// accepts for one session.
-	MaxSessionItems = 100_000
-	MaxSessionBytes = 64 << 20
+	// DefaultStreamSessionRetention is how long a closed session stays readable
+	// (status and remaining items) when NewStreamSession.Retention is zero.
+	DefaultStreamSessionRetention = time.Minute
+	// DefaultStreamSessionMaxItems and DefaultStreamSessionMaxBytes bound the item
+	// buffer when NewStreamSession leaves them zero.
+	DefaultStreamSessionMaxItems = 1000
+	DefaultStreamSessionMaxBytes = 1 << 20
+	// MaxStreamSessionItems and MaxStreamSessionBytes are the largest buffers
+	// the store accepts for one session.
+	MaxStreamSessionItems = 100_000
+	MaxStreamSessionBytes = 64 << 20
 	// maxItemsPerTxn keeps an append within etcd's default limit of 128
 	// operations per transaction (the session record is one more).
 	maxItemsPerTxn = 100
@@ -83,11 +83,11 @@ type Scope struct {
 // step by step through start/poll/stop tools.
 //
 // A session is used in one of two ways. Request/response upstreams keep no
-// reader: every poll reads the upstream from Cursor and AdvanceSession
-// moves Cursor (and State) forward. Streaming upstreams have a runner on
-// the replica that owns the session: it appends items to the session's
-// bounded buffer (AppendSessionItems) and PollSession hands them out; Cursor
-// is then the sequence number of the last acknowledged item.
+// reader: every poll reads the upstream from Cursor and AdvanceStreamSession
+// moves Cursor (and State) forward. Streaming upstreams have a runner on the
+// replica that owns the session: it appends items to the session's bounded
+// buffer (AppendStreamSessionItems) and PollStreamSession hands them out;
+// Cursor is then the sequence number of the last acknowledged item.
 type StreamSession struct {
 	ID          string
 	WorkspaceID string
@@ -97,7 +97,7 @@ type StreamSession struct {
 	OperationID string
 	Protocol    string // upstream protocol, e.g. "rest", "grpc"
 	Mode        string // execution mode, e.g. "session"
-	Status      SessionStatus
+	Status      StreamSessionStatus
 	Cursor      string
 	State       json.RawMessage // state_json: the runtime's resume state
 	Error       json.RawMessage // error_json of a failed session
@@ -138,8 +138,8 @@ type StreamSession struct {
 // Expired reports whether the session has expired at now.
 func (s *StreamSession) Expired(now time.Time) bool { return !now.Before(s.ExpiresAt) }
 
-// NewSession describes a session to create.
-type NewSession struct {
+// NewStreamSession describes a session to create.
+type NewStreamSession struct {
 	Scope       Scope
 	AgentScoped bool
 	OperationID string
@@ -154,7 +154,7 @@ type NewSession struct {
 	// or not. Required.
 	MaxLifetime time.Duration
 	// Retention: a closed session stays readable this long;
-	// DefaultSessionRetention when zero.
+	// DefaultStreamSessionRetention when zero.
 	Retention time.Duration
 	// MaxItems and MaxBytes bound the item buffer; defaults when zero.
 	MaxItems int
@@ -201,8 +201,8 @@ type Item struct {
 
 // PollResult is what a poll returns.
 type PollResult struct {
-	Session *StreamSession // the session after the poll
-	Items   []Item
+	StreamSession *StreamSession // the session after the poll
+	Items         []Item
 	// Cursor acknowledges Items when passed to the next poll.
 	Cursor string
 	// HasMore: more items are buffered than this poll returned.
@@ -217,58 +217,58 @@ type Append struct {
 	State json.RawMessage
 }
 
-// SessionEnd finishes a session.
-type SessionEnd struct {
-	Status SessionStatus // stopped, completed or failed
+// StreamSessionEnd finishes a session.
+type StreamSessionEnd struct {
+	Status StreamSessionStatus // stopped, completed or failed
 	Error  json.RawMessage
 	State  json.RawMessage // replaces state_json when non-nil
 }
 
-// sessionRecord is the stored JSON form of a StreamSession.
-type sessionRecord struct {
-	ID              string          `json:"id"`
-	WorkspaceID     string          `json:"workspace_id"`
-	AgentID         string          `json:"agent_id,omitempty"`
-	AgentScoped     bool            `json:"agent_scoped,omitempty"`
-	OperationID     string          `json:"operation_id"`
-	Protocol        string          `json:"protocol,omitempty"`
-	Mode            string          `json:"mode,omitempty"`
-	Status          SessionStatus   `json:"status"`
-	Cursor          string          `json:"cursor,omitempty"`
-	State           json.RawMessage `json:"state_json,omitempty"`
-	Error           json.RawMessage `json:"error_json,omitempty"`
-	ExpiresAt       time.Time       `json:"expires_at"`
-	LastPollAt      time.Time       `json:"last_poll_at,omitzero"`
-	CreatedAt       time.Time       `json:"created_at"`
-	ClosedAt        time.Time       `json:"closed_at,omitzero"`
-	IdleMS          int64           `json:"idle_timeout_ms"`
-	LifetimeMS      int64           `json:"max_lifetime_ms"`
-	RetentionMS     int64           `json:"retention_ms"`
-	Owner           string          `json:"owner,omitempty"`
-	StopReason      string          `json:"stop_reason,omitempty"`
-	StopRequestedAt time.Time       `json:"stop_requested_at,omitzero"`
-	MaxItems        int             `json:"max_items"`
-	MaxBytes        int64           `json:"max_bytes"`
-	LastSeq         uint64          `json:"last_seq,omitempty"`
-	AckedSeq        uint64          `json:"acked_seq,omitempty"`
-	BufferedItems   int             `json:"buffered_items,omitempty"`
-	BufferedBytes   int64           `json:"buffered_bytes,omitempty"`
+// streamSessionRecord is the stored JSON form of a StreamSession.
+type streamSessionRecord struct {
+	ID              string              `json:"id"`
+	WorkspaceID     string              `json:"workspace_id"`
+	AgentID         string              `json:"agent_id,omitempty"`
+	AgentScoped     bool                `json:"agent_scoped,omitempty"`
+	OperationID     string              `json:"operation_id"`
+	Protocol        string              `json:"protocol,omitempty"`
+	Mode            string              `json:"mode,omitempty"`
+	Status          StreamSessionStatus `json:"status"`
+	Cursor          string              `json:"cursor,omitempty"`
+	State           json.RawMessage     `json:"state_json,omitempty"`
+	Error           json.RawMessage     `json:"error_json,omitempty"`
+	ExpiresAt       time.Time           `json:"expires_at"`
+	LastPollAt      time.Time           `json:"last_poll_at,omitzero"`
+	CreatedAt       time.Time           `json:"created_at"`
+	ClosedAt        time.Time           `json:"closed_at,omitzero"`
+	IdleMS          int64               `json:"idle_timeout_ms"`
+	LifetimeMS      int64               `json:"max_lifetime_ms"`
+	RetentionMS     int64               `json:"retention_ms"`
+	Owner           string              `json:"owner,omitempty"`
+	StopReason      string              `json:"stop_reason,omitempty"`
+	StopRequestedAt time.Time           `json:"stop_requested_at,omitzero"`
+	MaxItems        int                 `json:"max_items"`
+	MaxBytes        int64               `json:"max_bytes"`
+	LastSeq         uint64              `json:"last_seq,omitempty"`
+	AckedSeq        uint64              `json:"acked_seq,omitempty"`
+	BufferedItems   int                 `json:"buffered_items,omitempty"`
+	BufferedBytes   int64               `json:"buffered_bytes,omitempty"`
 }
 
-const sessionKind = "stream session"
+const streamSessionKind = "stream session"
 
-func sessionKey(id string) string        { return sessionsDir + id }
+func streamSessionKey(id string) string  { return streamSessionsDir + id }
 func itemsPrefix(id string) string       { return itemsDir + id + "/" }
 func itemKey(id string, n uint64) string { return fmt.Sprintf("%s%020d", itemsPrefix(id), n) }
 
-func (r *sessionRecord) idle() time.Duration      { return msDur(r.IdleMS) }
-func (r *sessionRecord) lifetime() time.Duration  { return msDur(r.LifetimeMS) }
-func (r *sessionRecord) retention() time.Duration { return msDur(r.RetentionMS) }
+func (r *streamSessionRecord) idle() time.Duration      { return msDur(r.IdleMS) }
+func (r *streamSessionRecord) lifetime() time.Duration  { return msDur(r.LifetimeMS) }
+func (r *streamSessionRecord) retention() time.Duration { return msDur(r.RetentionMS) }
 
 // expiry computes when the session expires: for an open session the idle
 // timeout after the last poll (or creation), capped by the max lifetime;
 // for a closed one its retention after closing.
-func (r *sessionRecord) expiry() time.Time {
+func (r *streamSessionRecord) expiry() time.Time {
 	if r.Status.Terminal() {
 		return r.ClosedAt.Add(r.retention())
 	}
@@ -287,15 +287,15 @@ func (r *sessionRecord) expiry() time.Time {
 // hardDeadline is the latest the session can possibly exist: closed at the
 // end of its lifetime, then retained. Items and the running index live on
 // leases that last until then, so they never vanish before the session.
-func (r *sessionRecord) hardDeadline() time.Time {
+func (r *streamSessionRecord) hardDeadline() time.Time {
 	return r.CreatedAt.Add(r.lifetime() + r.retention())
 }
 
-func (r *sessionRecord) visibleTo(s Scope) bool {
+func (r *streamSessionRecord) visibleTo(s Scope) bool {
 	return r.WorkspaceID == s.WorkspaceID && (!r.AgentScoped || r.AgentID == s.AgentID)
 }
 
-func (r *sessionRecord) public(rev int64) *StreamSession {
+func (r *streamSessionRecord) public(rev int64) *StreamSession {
 	return &StreamSession{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
 		OperationID: r.OperationID, Protocol: r.Protocol, Mode: r.Mode, Status: r.Status,
@@ -309,21 +309,21 @@ func (r *sessionRecord) public(rev int64) *StreamSession {
 	}
 }
 
-func decodeSession(kv *mvccpb.KeyValue) (*sessionRecord, error) {
-	var r sessionRecord
+func decodeStreamSession(kv *mvccpb.KeyValue) (*streamSessionRecord, error) {
+	var r streamSessionRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
 		return nil, fmt.Errorf("store: decode stream session %s: %w", kv.Key, err)
 	}
 	return &r, nil
 }
 
-// liveSession decodes kv as a session visible to scope (nil: any scope)
+// liveStreamSession decodes kv as a session visible to scope (nil: any scope)
 // that has not expired at now; anything else is ErrNotFound.
-func liveSession(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*sessionRecord, error) {
+func liveStreamSession(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*streamSessionRecord, error) {
 	if kv == nil {
 		return nil, ErrNotFound
 	}
-	r, err := decodeSession(kv)
+	r, err := decodeStreamSession(kv)
 	if err != nil {
 		return nil, err
 	}
@@ -336,9 +336,9 @@ func liveSession(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*sessionReco
 	return r, nil
 }
 
-// putSession adds the record's put to p: on a bucket lease until its expiry
-// when refresh is set, otherwise on the lease it has.
-func (e *Etcd) putSession(p *plan, r *sessionRecord, now time.Time, refresh bool) error {
+// putStreamSession adds the record's put to p: on a bucket lease until its
+// expiry when refresh is set, otherwise on the lease it has.
+func (e *Etcd) putStreamSession(p *plan, r *streamSessionRecord, now time.Time, refresh bool) error {
 	val, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("store: encode stream session %s: %w", r.ID, err)
@@ -347,8 +347,8 @@ func (e *Etcd) putSession(p *plan, r *sessionRecord, now time.Time, refresh bool
 		return fmt.Errorf("store: stream session %s: %w: record is %d bytes (state_json %d, error_json %d), over the %d-byte limit",
 			r.ID, ErrTooLarge, len(val), len(r.State), len(r.Error), e.maxValue)
 	}
-	return p.putEntity(sessionKey(r.ID), val, r.ExpiresAt, now, refresh,
-		activeKey(activeSessions, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
+	return p.putEntity(streamSessionKey(r.ID), val, r.ExpiresAt, now, refresh,
+		activeKey(activeStreamSessions, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
 }
 
 func validJSONField(field string, v json.RawMessage) error {
@@ -372,13 +372,13 @@ func msDur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond
 
 func durMS(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-// CreateSession creates a stream session in status active and returns it
+// CreateStreamSession creates a stream session in status active and returns it
 // with its new ID. With ns.Owned, this Store's replica becomes its owner.
-func (e *Etcd) CreateSession(ctx context.Context, ns NewSession) (*StreamSession, error) {
-	if err := validateNewSession(&ns); err != nil {
+func (e *Etcd) CreateStreamSession(ctx context.Context, ns NewStreamSession) (*StreamSession, error) {
+	if err := validateNewStreamSession(&ns); err != nil {
 		return nil, err
 	}
-	if err := e.checkQuota(ctx, activeSessions, sessionKind, ns.Scope, ns.Quota); err != nil {
+	if err := e.checkQuota(ctx, activeStreamSessions, streamSessionKind, ns.Scope, ns.Quota); err != nil {
 		return nil, err
 	}
 	var owner string
@@ -391,26 +391,26 @@ func (e *Etcd) CreateSession(ctx context.Context, ns NewSession) (*StreamSession
 	}
 	for {
 		now := e.now().UTC()
-		r := &sessionRecord{
-			ID: newID(SessionIDPrefix), WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID,
+		r := &streamSessionRecord{
+			ID: newID(StreamSessionIDPrefix), WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID,
 			AgentScoped: ns.AgentScoped, OperationID: ns.OperationID, Protocol: ns.Protocol, Mode: ns.Mode,
-			Status: SessionActive, Cursor: ns.Cursor, State: ns.State, CreatedAt: now,
+			Status: StreamSessionActive, Cursor: ns.Cursor, State: ns.State, CreatedAt: now,
 			IdleMS: durMS(ns.IdleTimeout), LifetimeMS: durMS(ns.MaxLifetime), RetentionMS: durMS(ns.Retention),
 			Owner: owner, MaxItems: ns.MaxItems, MaxBytes: ns.MaxBytes,
 		}
 		r.ExpiresAt = r.expiry()
 		op := "create stream session " + r.ID
 		collision := false
-		rev, err := e.cas(ctx, op, sessionKey(r.ID), func(kv *mvccpb.KeyValue, p *plan) error {
+		rev, err := e.cas(ctx, op, streamSessionKey(r.ID), func(kv *mvccpb.KeyValue, p *plan) error {
 			if kv != nil {
 				collision = true
 				return nil
 			}
-			if err := e.putSession(p, r, now, true); err != nil {
+			if err := e.putStreamSession(p, r, now, true); err != nil {
 				return err
 			}
 			if owner != "" {
-				return p.put(runningKey(sessionsRunning, r.ID), []byte(owner), r.hardDeadline().Sub(now))
+				return p.put(runningKey(streamSessionsRunning, r.ID), []byte(owner), r.hardDeadline().Sub(now))
 			}
 			return nil
 		})
@@ -424,7 +424,7 @@ func (e *Etcd) CreateSession(ctx context.Context, ns NewSession) (*StreamSession
 	}
 }
 
-func validateNewSession(ns *NewSession) error {
+func validateNewStreamSession(ns *NewStreamSession) error {
 	for _, f := range []struct {
 		name, v  string
 		required bool
@@ -450,46 +450,46 @@ func validateNewSession(ns *NewSession) error {
 		return fmt.Errorf("store: %w: retention must not be negative, got %s", ErrInvalid, ns.Retention)
 	}
 	if ns.Retention == 0 {
-		ns.Retention = DefaultSessionRetention
+		ns.Retention = DefaultStreamSessionRetention
 	}
 	if ns.MaxItems == 0 {
-		ns.MaxItems = DefaultSessionMaxItems
+		ns.MaxItems = DefaultStreamSessionMaxItems
 	}
 	if ns.MaxBytes == 0 {
-		ns.MaxBytes = DefaultSessionMaxBytes
+		ns.MaxBytes = DefaultStreamSessionMaxBytes
 	}
-	if ns.MaxItems < 0 || ns.MaxItems > MaxSessionItems {
-		return fmt.Errorf("store: %w: max_items %d is out of range (1-%d)", ErrInvalid, ns.MaxItems, MaxSessionItems)
+	if ns.MaxItems < 0 || ns.MaxItems > MaxStreamSessionItems {
+		return fmt.Errorf("store: %w: max_items %d is out of range (1-%d)", ErrInvalid, ns.MaxItems, MaxStreamSessionItems)
 	}
-	if ns.MaxBytes < 0 || ns.MaxBytes > MaxSessionBytes {
-		return fmt.Errorf("store: %w: max_bytes %d is out of range (1-%d)", ErrInvalid, ns.MaxBytes, MaxSessionBytes)
+	if ns.MaxBytes < 0 || ns.MaxBytes > MaxStreamSessionBytes {
+		return fmt.Errorf("store: %w: max_bytes %d is out of range (1-%d)", ErrInvalid, ns.MaxBytes, MaxStreamSessionBytes)
 	}
 	return validJSONField("state_json", ns.State)
 }
 
-// GetSession returns the session, or ErrNotFound when it does not exist, has
-// expired or is outside scope.
-func (e *Etcd) GetSession(ctx context.Context, scope Scope, id string) (*StreamSession, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+// GetStreamSession returns the session, or ErrNotFound when it does not
+// exist, has expired or is outside scope.
+func (e *Etcd) GetStreamSession(ctx context.Context, scope Scope, id string) (*StreamSession, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
-	kv, err := e.get(ctx, "get stream session "+id, sessionKey(id))
+	kv, err := e.get(ctx, "get stream session "+id, streamSessionKey(id))
 	if err != nil {
 		return nil, err
 	}
-	r, err := liveSession(kv, &scope, e.now())
+	r, err := liveStreamSession(kv, &scope, e.now())
 	if err != nil {
 		return nil, err
 	}
 	return r.public(kv.ModRevision), nil
 }
 
-// AdvanceSession moves a request/response session's cursor (and state)
+// AdvanceStreamSession moves a request/response session's cursor (and state)
 // after a poll and refreshes its idle timeout. The session must be active
 // and its cursor must still be a.From: of two concurrent polls from the
 // same cursor, one advances and the other gets ErrConflict.
-func (e *Etcd) AdvanceSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) AdvanceStreamSession(ctx context.Context, scope Scope, id string, a Advance) (*StreamSession, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
 	if err := validLabel("cursor", a.To, false); err != nil {
@@ -498,15 +498,15 @@ func (e *Etcd) AdvanceSession(ctx context.Context, scope Scope, id string, a Adv
 	if err := validJSONField("state_json", a.State); err != nil {
 		return nil, err
 	}
-	var out *sessionRecord
-	rev, err := e.cas(ctx, "advance stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	var out *streamSessionRecord
+	rev, err := e.cas(ctx, "advance stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
-		r, err := liveSession(kv, &scope, now)
+		r, err := liveStreamSession(kv, &scope, now)
 		if err != nil {
 			return err
 		}
-		if r.Status != SessionActive {
-			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "advance"}
+		if r.Status != StreamSessionActive {
+			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "advance"}
 		}
 		if r.Cursor != a.From {
 			return fmt.Errorf("store: stream session %s: %w: its cursor is %q, not %q (another poll advanced it)", id, ErrConflict, r.Cursor, a.From)
@@ -517,14 +517,14 @@ func (e *Etcd) AdvanceSession(ctx context.Context, scope Scope, id string, a Adv
 		}
 		r.LastPollAt = now
 		if a.Done {
-			r.Status, r.ClosedAt = SessionCompleted, now
+			r.Status, r.ClosedAt = StreamSessionCompleted, now
 			if r.Owner != "" {
-				p.del(runningKey(sessionsRunning, id))
+				p.del(runningKey(streamSessionsRunning, id))
 			}
 		}
 		r.ExpiresAt = r.expiry()
 		out = r
-		return e.putSession(p, r, now, true)
+		return e.putStreamSession(p, r, now, true)
 	})
 	if err != nil {
 		return nil, err
@@ -532,13 +532,13 @@ func (e *Etcd) AdvanceSession(ctx context.Context, scope Scope, id string, a Adv
 	return out.public(rev), nil
 }
 
-// PollSession acknowledges the items up to req.Cursor, returns the items
+// PollStreamSession acknowledges the items up to req.Cursor, returns the items
 // after it and refreshes the idle timeout of an open session. Terminal
 // sessions can be polled (drained) until they expire. A cursor behind the
 // acknowledged one fails with ErrConflict (another poll consumed those
 // items); one beyond the last item fails with ErrInvalid.
-func (e *Etcd) PollSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, req PollRequest) (*PollResult, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
 	if req.MaxItems < 0 || req.MaxBytes < 0 {
@@ -546,10 +546,10 @@ func (e *Etcd) PollSession(ctx context.Context, scope Scope, id string, req Poll
 	}
 	op := "poll stream session " + id
 	var res *PollResult
-	var out *sessionRecord
-	rev, err := e.cas(ctx, op, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	var out *streamSessionRecord
+	rev, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
-		r, err := liveSession(kv, &scope, now)
+		r, err := liveStreamSession(kv, &scope, now)
 		if err != nil {
 			return err
 		}
@@ -622,54 +622,54 @@ func (e *Etcd) PollSession(ctx context.Context, scope Scope, id string, req Poll
 			r.ExpiresAt = r.expiry()
 		}
 		out = r
-		return e.putSession(p, r, now, open)
+		return e.putStreamSession(p, r, now, open)
 	})
 	if err != nil {
 		return nil, err
 	}
-	res.Session = out.public(rev)
+	res.StreamSession = out.public(rev)
 	return res, nil
 }
 
-// CloseSession stops a session on request. An active session owned by a
-// runner becomes stopping (the runner sees it through WatchSession, winds
+// CloseStreamSession stops a session on request. An active session owned by a
+// runner becomes stopping (the runner sees it through WatchStreamSession, winds
 // the upstream down and finishes it); one without a runner becomes stopped
 // at once. Closing a stopping or stopped session again returns it unchanged;
 // a completed or failed one fails with ErrIllegalTransition.
-func (e *Etcd) CloseSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) CloseStreamSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
 	if err := validLabel("reason", reason, false); err != nil {
 		return nil, err
 	}
-	var out *sessionRecord
+	var out *streamSessionRecord
 	var outRev int64
-	rev, err := e.cas(ctx, "stop stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	rev, err := e.cas(ctx, "stop stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
-		r, err := liveSession(kv, &scope, now)
+		r, err := liveStreamSession(kv, &scope, now)
 		if err != nil {
 			return err
 		}
 		out, outRev = r, kv.ModRevision
 		switch r.Status {
-		case SessionStopping, SessionStopped:
+		case StreamSessionStopping, StreamSessionStopped:
 			return nil // idempotent
-		case SessionActive:
+		case StreamSessionActive:
 		default:
-			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "stop"}
+			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "stop"}
 		}
 		r.StopReason, r.StopRequestedAt = reason, now
 		if r.Owner != "" {
-			r.Status = SessionStopping
-			if err := p.put(signalKey(activeSessions, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
+			r.Status = StreamSessionStopping
+			if err := p.put(signalKey(activeStreamSessions, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
 				return err
 			}
-			return e.putSession(p, r, now, false)
+			return e.putStreamSession(p, r, now, false)
 		}
-		r.Status, r.ClosedAt = SessionStopped, now
+		r.Status, r.ClosedAt = StreamSessionStopped, now
 		r.ExpiresAt = r.expiry()
-		return e.putSession(p, r, now, true)
+		return e.putStreamSession(p, r, now, true)
 	})
 	if err != nil {
 		return nil, err
@@ -680,15 +680,15 @@ func (e *Etcd) CloseSession(ctx context.Context, scope Scope, id, reason string)
 	return out.public(outRev), nil
 }
 
-// AppendSessionItems adds a runner's items to the session's buffer and
+// AppendStreamSessionItems adds a runner's items to the session's buffer and
 // returns how many it took. The session must be active or stopping, and
 // owned by this replica (or by none). When the buffer cannot take every
 // item it takes what fits, in order, and fails with a *BufferFullError
 // (ErrBufferFull); an item larger than one etcd request fails with
 // ErrTooLarge. Items go to etcd in transactions of at most 100 items and
 // about one request's worth of bytes.
-func (e *Etcd) AppendSessionItems(ctx context.Context, id string, a Append) (int, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) AppendStreamSessionItems(ctx context.Context, id string, a Append) (int, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return 0, ErrNotFound
 	}
 	if err := validJSONField("state_json", a.State); err != nil {
@@ -703,18 +703,18 @@ func (e *Etcd) AppendSessionItems(ctx context.Context, id string, a Append) (int
 	done := 0
 	for first := true; first || done < len(a.Items); first = false {
 		var took int
-		_, err := e.cas(ctx, op, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		_, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 			took = 0
 			now := e.now().UTC()
-			r, err := liveSession(kv, nil, now)
+			r, err := liveStreamSession(kv, nil, now)
 			if err != nil {
 				return err
 			}
-			if err := e.checkOwner(sessionKind, id, r.Owner); err != nil {
+			if err := e.checkOwner(streamSessionKind, id, r.Owner); err != nil {
 				return err
 			}
-			if r.Status != SessionActive && r.Status != SessionStopping {
-				return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "append items"}
+			if r.Status != StreamSessionActive && r.Status != StreamSessionStopping {
+				return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "append items"}
 			}
 			itemTTL := r.hardDeadline().Sub(now)
 			budget := e.maxValue - len(kv.Value) - len(a.State) - 1024
@@ -744,7 +744,7 @@ func (e *Etcd) AppendSessionItems(ctx context.Context, id string, a Append) (int
 			if took == 0 && a.State == nil {
 				return nil // nothing to append
 			}
-			return e.putSession(p, r, now, false)
+			return e.putStreamSession(p, r, now, false)
 		})
 		done += took
 		if err != nil {
@@ -757,13 +757,13 @@ func (e *Etcd) AppendSessionItems(ctx context.Context, id string, a Append) (int
 	return done, nil
 }
 
-// FinishSession ends a session with a terminal status: the runner (owner)
+// FinishStreamSession ends a session with a terminal status: the runner (owner)
 // reports the upstream's end (completed), its failure (failed) or the end of
 // a requested stop (stopped). Transitions the status machine does not allow
 // fail with ErrIllegalTransition. The session then stays readable for its
 // retention.
-func (e *Etcd) FinishSession(ctx context.Context, id string, end SessionEnd) (*StreamSession, error) {
-	if !wellFormedID(id, SessionIDPrefix) {
+func (e *Etcd) FinishStreamSession(ctx context.Context, id string, end StreamSessionEnd) (*StreamSession, error) {
+	if !wellFormedID(id, StreamSessionIDPrefix) {
 		return nil, ErrNotFound
 	}
 	if !end.Status.Terminal() {
@@ -775,22 +775,22 @@ func (e *Etcd) FinishSession(ctx context.Context, id string, end SessionEnd) (*S
 	if err := validJSONField("state_json", end.State); err != nil {
 		return nil, err
 	}
-	var out *sessionRecord
-	rev, err := e.cas(ctx, "finish stream session "+id, sessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	var out *streamSessionRecord
+	rev, err := e.cas(ctx, "finish stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
-		r, err := liveSession(kv, nil, now)
+		r, err := liveStreamSession(kv, nil, now)
 		if err != nil {
 			return err
 		}
-		if err := e.checkOwner(sessionKind, id, r.Owner); err != nil {
+		if err := e.checkOwner(streamSessionKind, id, r.Owner); err != nil {
 			return err
 		}
 		if !r.Status.CanBecome(end.Status) {
-			return &TransitionError{Kind: sessionKind, ID: id, From: string(r.Status), To: "become " + string(end.Status)}
+			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "become " + string(end.Status)}
 		}
-		finishSession(p, r, end, now)
+		finishStreamSession(p, r, end, now)
 		out = r
-		return e.putSession(p, r, now, true)
+		return e.putStreamSession(p, r, now, true)
 	})
 	if err != nil {
 		return nil, err
@@ -798,7 +798,7 @@ func (e *Etcd) FinishSession(ctx context.Context, id string, end SessionEnd) (*S
 	return out.public(rev), nil
 }
 
-func finishSession(p *plan, r *sessionRecord, end SessionEnd, now time.Time) {
+func finishStreamSession(p *plan, r *streamSessionRecord, end StreamSessionEnd, now time.Time) {
 	r.Status, r.ClosedAt = end.Status, now
 	if end.Error != nil {
 		r.Error = end.Error
@@ -808,25 +808,25 @@ func finishSession(p *plan, r *sessionRecord, end SessionEnd, now time.Time) {
 	}
 	r.ExpiresAt = r.expiry()
 	if r.Owner != "" {
-		p.del(runningKey(sessionsRunning, r.ID))
-		p.del(signalKey(activeSessions, r.ID))
+		p.del(runningKey(streamSessionsRunning, r.ID))
+		p.del(signalKey(activeStreamSessions, r.ID))
 	}
 }
 
-// deleteSession removes a session with its items and index entry when it is
-// still at revision rev.
-func (e *Etcd) deleteSession(ctx context.Context, r *sessionRecord, rev int64) (bool, error) {
+// deleteStreamSession removes a session with its items and index entry when
+// it is still at revision rev.
+func (e *Etcd) deleteStreamSession(ctx context.Context, r *streamSessionRecord, rev int64) (bool, error) {
 	id := r.ID
 	var ok bool
 	err := e.do(ctx, "delete stream session "+id, func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(sessionKey(id)), "=", rev)).
+			If(clientv3.Compare(clientv3.ModRevision(streamSessionKey(id)), "=", rev)).
 			Then(
-				clientv3.OpDelete(sessionKey(id)),
+				clientv3.OpDelete(streamSessionKey(id)),
 				clientv3.OpDelete(itemsPrefix(id), clientv3.WithPrefix()),
-				clientv3.OpDelete(runningKey(sessionsRunning, id)),
-				clientv3.OpDelete(activeKey(activeSessions, r.WorkspaceID, r.AgentID, id)),
-				clientv3.OpDelete(signalKey(activeSessions, id)),
+				clientv3.OpDelete(runningKey(streamSessionsRunning, id)),
+				clientv3.OpDelete(activeKey(activeStreamSessions, r.WorkspaceID, r.AgentID, id)),
+				clientv3.OpDelete(signalKey(activeStreamSessions, id)),
 			).Commit()
 		if err != nil {
 			return err

@@ -24,25 +24,25 @@ func (req CallRequest) scope() store.Scope {
 	return store.Scope{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID}
 }
 
-// Causes that end a session's reader.
+// Causes that end a stream session's reader.
 var (
-	errStopRequested  = errors.New("stop requested")
-	errSessionExpired = errors.New("session expired")
-	errLifetime       = errors.New("max_session_lifetime reached")
-	errStoreFailed    = errors.New("the state store failed")
+	errStopRequested        = errors.New("stop requested")
+	errStreamSessionExpired = errors.New("session expired")
+	errLifetime             = errors.New("max_session_lifetime reached")
+	errStoreFailed          = errors.New("the state store failed")
 )
 
-// Session reader tuning: items are handed to the store in batches; the
+// Stream session reader tuning: items are handed to the store in batches; the
 // items pending between the upstream reader and the store writes are what
 // a slow poller lets accumulate before the upstream read blocks
 // (backpressure). 64 still fill most of a batch while a store write is
 // under way.
 const (
-	sessionQueue      = 64
-	sessionBatchItems = 100
-	sessionBatchBytes = 256 << 10
-	bufferFullRetry   = 250 * time.Millisecond
-	storeCallTimeout  = 10 * time.Second
+	streamSessionQueue      = 64
+	streamSessionBatchItems = 100
+	streamSessionBatchBytes = 256 << 10
+	bufferFullRetry         = 250 * time.Millisecond
+	storeCallTimeout        = 10 * time.Second
 )
 
 // bindFamilies checks what families need: the store, and the status and
@@ -82,7 +82,7 @@ func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, arg
 	switch op.Role {
 	case RoleStart:
 		if op.Mode == ModeSession {
-			res, id = h.startSession(ctx, op.base, req, args)
+			res, id = h.startStreamSession(ctx, op.base, req, args)
 		} else {
 			res, id = h.startJob(ctx, op.base, req, args)
 		}
@@ -92,9 +92,9 @@ func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, arg
 		id = a.SessionID + a.JobID
 		switch op.Role {
 		case RolePoll:
-			res = h.pollSession(ctx, op.base, req, a)
+			res = h.pollStreamSession(ctx, op.base, req, a)
 		case RoleStop:
-			res = h.stopSession(ctx, op.base, req, a.SessionID)
+			res = h.stopStreamSession(ctx, op.base, req, a.SessionID)
 		case RoleStatus:
 			res = h.jobStatus(ctx, op.base, req, a.JobID)
 		case RoleResult:
@@ -147,16 +147,16 @@ func trimStorePrefix(s string) string {
 	return s
 }
 
-// startSession creates a session owned by this replica and starts its
+// startStreamSession creates a session owned by this replica and starts its
 // reader in the background; the call returns at once.
-func (h *Host) startSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
+func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
 	l := op.Execution.Limits
-	ss, err := h.store.CreateSession(ctx, store.NewSession{
+	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
 		Mode:        string(ModeSession),
 		IdleTimeout: ms(l.IdleTimeoutMS), MaxLifetime: ms(l.MaxSessionLifetimeMS),
 		MaxItems: l.MaxItems, MaxBytes: l.MaxBytes, Owned: true,
-		Quota: store.Quota{PerWorkspace: h.quotas.SessionsPerWorkspace, PerAgent: h.quotas.SessionsPerAgent},
+		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
 	})
 	if err != nil {
 		return h.storeError("session", "", err), ""
@@ -167,12 +167,12 @@ func (h *Host) startSession(ctx context.Context, op *boundOp, req CallRequest, a
 	release, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
 	if err != nil {
 		cancel(nil)
-		h.finishSession(ss.ID, store.SessionFailed, failureJSON("store_unavailable", err.Error()), sessionState{})
+		h.finishStreamSession(ss.ID, store.StreamSessionFailed, failureJSON("store_unavailable", err.Error()), streamSessionState{})
 		return h.storeError("session", ss.ID, err), ss.ID
 	}
 	rreq := req
 	rreq.Progress = nil
-	go h.runSession(rctx, cancel, release, ss, op, rreq, args)
+	go h.runStreamSession(rctx, cancel, release, ss, op, rreq, args)
 	return structured(map[string]any{
 		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,
 		"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
@@ -180,19 +180,19 @@ func (h *Host) startSession(ctx context.Context, op *boundOp, req CallRequest, a
 	}), ss.ID
 }
 
-// sessionState is a session's state_json: how its reader is doing.
-type sessionState struct {
+// streamSessionState is a session's state_json: how its reader is doing.
+type streamSessionState struct {
 	Gaps       int      `json:"gaps,omitempty"`
 	GapReasons []string `json:"gap_reasons,omitempty"`
 	Received   int      `json:"received,omitempty"`
 	EndReason  string   `json:"end_reason,omitempty"`
 }
 
-// runSession reads the upstream into the session's buffer until the
+// runStreamSession reads the upstream into the session's buffer until the
 // upstream ends, a stop is requested (on any replica), the session idles
 // out or reaches its lifetime. It is not tied to the MCP request that
 // started it: a client disconnect does not stop it.
-func (h *Host) runSession(ctx context.Context, cancel context.CancelCauseFunc, release func(),
+func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseFunc, release func(),
 	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
@@ -216,13 +216,13 @@ func (h *Host) runSession(ctx context.Context, cancel context.CancelCauseFunc, r
 		if ctx.Err() != nil {
 			return
 		}
-		cur, err := h.store.GetSession(ctx, req.scope(), ss.ID)
+		cur, err := h.store.GetStreamSession(ctx, req.scope(), ss.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound) || err == nil && cur.Expired(time.Now()):
-			cancel(errSessionExpired)
+			cancel(errStreamSessionExpired)
 		case err != nil:
 			arm(time.Second)
-		case cur.Status != store.SessionActive:
+		case cur.Status != store.StreamSessionActive:
 			cancel(errStopRequested)
 		default:
 			arm(time.Until(cur.ExpiresAt))
@@ -242,7 +242,7 @@ func (h *Host) runSession(ctx context.Context, cancel context.CancelCauseFunc, r
 	rdef.Execution = &ex
 	rop := *op
 	rop.Operation = &rdef
-	w := &sessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
+	w := &streamSessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
 	col := newCollector(&ex, "", 0, nil)
 	col.sink = func(raw []byte) bool { return w.add(h.redact.Bytes(raw)) }
 	col.onGap = func() { w.gaps.Add(1) }
@@ -250,24 +250,24 @@ func (h *Host) runSession(ctx context.Context, cancel context.CancelCauseFunc, r
 	end, failure := h.readUpstream(ctx, &rop, req, args, lifeEnd, col)
 	w.wait()
 
-	state := sessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
-	status := store.SessionCompleted
+	state := streamSessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
+	status := store.StreamSessionCompleted
 	var errJSON json.RawMessage
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errSessionExpired):
+	case errors.Is(cause, errStreamSessionExpired):
 		return // gone already: nothing to finish
 	case errors.Is(cause, errStopRequested):
-		status, end = store.SessionStopped, "stopped"
+		status, end = store.StreamSessionStopped, "stopped"
 	case errors.Is(cause, errStoreFailed):
-		status, end = store.SessionFailed, "store_failed"
+		status, end = store.StreamSessionFailed, "store_failed"
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")
 	case errors.Is(cause, errLifetime):
-		status, end = store.SessionStopped, "max_session_lifetime"
+		status, end = store.StreamSessionStopped, "max_session_lifetime"
 	case failure != "":
-		status, errJSON = store.SessionFailed, failureJSON("upstream_error", failure)
+		status, errJSON = store.StreamSessionFailed, failureJSON("upstream_error", failure)
 	}
 	state.EndReason = end
-	h.finishSession(ss.ID, status, errJSON, state)
+	h.finishStreamSession(ss.ID, status, errJSON, state)
 	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
 }
 
@@ -285,12 +285,12 @@ func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, a
 	return h.streamWindow(ctx, ctx, op, rpc, ireq, col)
 }
 
-// sessionWriter hands a session's items to the store in batches. A
+// streamSessionWriter hands a session's items to the store in batches. A
 // goroutine writes only while items are pending, so a quiet session costs
 // no goroutine for it. A full buffer waits for a poll to make room;
-// meanwhile items pile up to sessionQueue and the reader blocks, which
+// meanwhile items pile up to streamSessionQueue and the reader blocks, which
 // slows the upstream read instead of growing memory.
-type sessionWriter struct {
+type streamSessionWriter struct {
 	h      *Host
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -305,12 +305,12 @@ type sessionWriter struct {
 	reported int64 // gaps the store knows of
 }
 
-// add queues one item, waiting while sessionQueue items are pending; it
+// add queues one item, waiting while streamSessionQueue items are pending; it
 // returns false once the session is ending.
-func (w *sessionWriter) add(item []byte) bool {
+func (w *streamSessionWriter) add(item []byte) bool {
 	for {
 		w.mu.Lock()
-		if len(w.pending) < sessionQueue {
+		if len(w.pending) < streamSessionQueue {
 			w.pending = append(w.pending, item)
 			if !w.writing {
 				w.writing = true
@@ -329,7 +329,7 @@ func (w *sessionWriter) add(item []byte) bool {
 }
 
 // write stores pending items until none are left, then ends.
-func (w *sessionWriter) write() {
+func (w *streamSessionWriter) write() {
 	defer func() {
 		select {
 		case w.idle <- struct{}{}:
@@ -344,7 +344,7 @@ func (w *sessionWriter) write() {
 			return
 		}
 		n, size := 0, 0
-		for n < len(w.pending) && n < sessionBatchItems && size < sessionBatchBytes {
+		for n < len(w.pending) && n < streamSessionBatchItems && size < streamSessionBatchBytes {
 			size += len(w.pending[n])
 			n++
 		}
@@ -354,10 +354,10 @@ func (w *sessionWriter) write() {
 		var st json.RawMessage
 		if g := w.gaps.Load(); g != w.reported {
 			w.reported = g
-			st, _ = json.Marshal(sessionState{Gaps: int(g)})
+			st, _ = json.Marshal(streamSessionState{Gaps: int(g)})
 		}
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(w.ctx), storeCallTimeout)
-		took, err := w.h.store.AppendSessionItems(wctx, w.id, store.Append{Items: batch, State: st})
+		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st})
 		wcancel()
 		if took > 0 {
 			w.mu.Lock()
@@ -385,7 +385,7 @@ func (w *sessionWriter) write() {
 }
 
 // wait returns once the pending items are stored, or the session ends.
-func (w *sessionWriter) wait() {
+func (w *streamSessionWriter) wait() {
 	for {
 		w.mu.Lock()
 		writing := w.writing
@@ -401,13 +401,13 @@ func (w *sessionWriter) wait() {
 	}
 }
 
-// finishSession records a session's end; a session that is gone or
+// finishStreamSession records a session's end; a session that is gone or
 // already final is left alone.
-func (h *Host) finishSession(id string, status store.SessionStatus, errJSON json.RawMessage, st sessionState) {
+func (h *Host) finishStreamSession(id string, status store.StreamSessionStatus, errJSON json.RawMessage, st streamSessionState) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 	defer cancel()
 	state, _ := json.Marshal(st)
-	_, err := h.store.FinishSession(ctx, id, store.SessionEnd{Status: status, Error: errJSON, State: state})
+	_, err := h.store.FinishStreamSession(ctx, id, store.StreamSessionEnd{Status: status, Error: errJSON, State: state})
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
 		h.log.Warn("session end not recorded", zap.String("session", id), zap.Error(err))
 	}
@@ -418,13 +418,13 @@ func failureJSON(code, msg string) json.RawMessage {
 	return b
 }
 
-// pollSession returns the items after the cursor.
-func (h *Host) pollSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
-	res, err := h.store.PollSession(ctx, req.scope(), a.SessionID, store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems})
+// pollStreamSession returns the items after the cursor.
+func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
+	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID, store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems})
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
 	}
-	if res.Session.OperationID != op.Name {
+	if res.StreamSession.OperationID != op.Name {
 		return h.storeError("session", a.SessionID, store.ErrNotFound)
 	}
 	items := make([]json.RawMessage, len(res.Items))
@@ -432,11 +432,11 @@ func (h *Host) pollSession(ctx context.Context, op *boundOp, req CallRequest, a 
 		items[i] = it.Data
 	}
 	out := map[string]any{
-		"session_id": a.SessionID, "status": res.Session.Status, "items": items,
-		"cursor": res.Cursor, "has_more": res.HasMore, "expires_at": res.Session.ExpiresAt,
+		"session_id": a.SessionID, "status": res.StreamSession.Status, "items": items,
+		"cursor": res.Cursor, "has_more": res.HasMore, "expires_at": res.StreamSession.ExpiresAt,
 	}
-	var st sessionState
-	if json.Unmarshal(res.Session.State, &st) == nil {
+	var st streamSessionState
+	if json.Unmarshal(res.StreamSession.State, &st) == nil {
 		if st.Gaps > 0 {
 			out["gaps"] = st.Gaps
 		}
@@ -444,23 +444,23 @@ func (h *Host) pollSession(ctx context.Context, op *boundOp, req CallRequest, a 
 			out["end_reason"] = st.EndReason
 		}
 	}
-	if len(res.Session.Error) > 0 {
-		out["error"] = res.Session.Error
+	if len(res.StreamSession.Error) > 0 {
+		out["error"] = res.StreamSession.Error
 	}
 	return structured(out)
 }
 
-// stopSession asks the session's reader, on whichever replica runs it, to
+// stopStreamSession asks the session's reader, on whichever replica runs it, to
 // stop.
-func (h *Host) stopSession(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
-	cur, err := h.store.GetSession(ctx, req.scope(), id)
+func (h *Host) stopStreamSession(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
+	cur, err := h.store.GetStreamSession(ctx, req.scope(), id)
 	if err == nil && cur.OperationID != op.Name {
 		err = store.ErrNotFound
 	}
 	if err != nil {
 		return h.storeError("session", id, err)
 	}
-	ss, err := h.store.CloseSession(ctx, req.scope(), id, "stopped by the client")
+	ss, err := h.store.CloseStreamSession(ctx, req.scope(), id, "stopped by the client")
 	if errors.Is(err, store.ErrIllegalTransition) {
 		// Already completed or failed: stopping is moot, not an error.
 		return structured(map[string]any{"session_id": id, "status": cur.Status, "buffered_items": cur.BufferedItems})
