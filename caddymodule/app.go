@@ -25,7 +25,7 @@ type App struct {
 	// EmbeddedEtcd configures the embedded etcd (used when Etcd is absent).
 	EmbeddedEtcd *EmbeddedEtcdConfig `json:"embedded_etcd,omitempty"`
 
-	store   store.Store
+	store   *pooledStore
 	poolKey string
 	logger  *zap.Logger
 }
@@ -85,7 +85,7 @@ var (
 )
 
 type pooledStore struct {
-	store.Store
+	*store.Etcd
 	embeddedKey string
 
 	stopSweeper context.CancelFunc
@@ -96,9 +96,9 @@ type pooledStore struct {
 // as any config uses it (not once per reload). The sweeper marks sessions
 // and jobs of dead replicas failed and deletes expired entries; it logs
 // through Caddy's default logger, which outlives any one config.
-func newPooledStore(s store.Store, embeddedKey string) *pooledStore {
+func newPooledStore(s *store.Etcd, embeddedKey string) *pooledStore {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pooledStore{Store: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
+	p := &pooledStore{Etcd: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
 	lg := caddy.Log().Named("crank.sweeper")
 	go func() {
 		defer close(p.sweeperDone)
@@ -112,7 +112,7 @@ func newPooledStore(s store.Store, embeddedKey string) *pooledStore {
 func (p *pooledStore) Destruct() error {
 	p.stopSweeper()
 	<-p.sweeperDone
-	err := p.Store.Close()
+	err := p.Etcd.Close()
 	if p.embeddedKey != "" {
 		_, _ = embeddedPool.Delete(p.embeddedKey)
 	}
@@ -209,7 +209,7 @@ func (a *App) openStore() (*pooledStore, error) {
 }
 
 // Store returns the app's state store.
-func (a *App) Store() store.Store { return a.store }
+func (a *App) Store() *store.Etcd { return a.store.Etcd }
 
 // Start implements caddy.App.
 func (a *App) Start() error { return nil }

@@ -20,6 +20,12 @@ import (
 // so that memory stays bounded when etcd is slow or down.
 const maxPendingEvents = 1024
 
+// eventLogStore keeps the SSE event logs of MCP response streams.
+type eventLogStore interface {
+	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
+	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+}
+
 // eventStore is go-sdk's mcp.EventStore over the state store, so that a
 // client whose SSE stream dropped resumes it with Last-Event-ID, on any
 // replica that holds the session.
@@ -38,7 +44,7 @@ const maxPendingEvents = 1024
 // after a failed write the store drops the events before the gap rather
 // than replay the wrong ones.
 type eventStore struct {
-	store  func() store.Store
+	store  func() eventLogStore
 	limits store.EventLimits
 	logger *zap.Logger
 	// standaloneOnly: POST answers are JSON (json_response), which carry
@@ -76,13 +82,13 @@ type pendingEvent struct {
 	data []byte
 }
 
-func newEventStore(st func() store.Store, lim store.EventLimits) *eventStore {
+func newEventStore(st func() eventLogStore, lim store.EventLimits) *eventStore {
 	es := &eventStore{store: st, limits: lim, sessions: make(map[string]*sessionLogs)}
 	es.changed = sync.NewCond(&es.mu)
 	return es
 }
 
-func (es *eventStore) backend() (store.Store, error) {
+func (es *eventStore) backend() (eventLogStore, error) {
 	if st := es.store(); st != nil {
 		return st, nil
 	}

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/crankmcp/crank/host"
-	"github.com/crankmcp/crank/store"
 )
 
 func init() {
@@ -216,6 +215,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	return nil
 }
 
+// endpointStore is what an endpoint keeps in the shared store: the records
+// of its MCP sessions and the event logs of their response streams.
+type endpointStore interface {
+	mcpSessionStore
+	eventLogStore
+}
+
 // endpoint is one MCP server with its transport. It outlives handler
 // instances across reloads; the handlers attach their hosts to it and the
 // most recently attached live host serves the calls.
@@ -228,7 +234,7 @@ type endpoint struct {
 	hosts  []*host.Host
 	tools  []string
 	active atomic.Pointer[host.Host]
-	store  atomic.Pointer[store.Store]
+	store  atomic.Pointer[endpointStore]
 
 	workspace, agentHeader string
 	sessionTTL             time.Duration
@@ -265,7 +271,7 @@ func newEndpoint(h *Handler) *endpoint {
 	return ep
 }
 
-func (ep *endpoint) attach(h *host.Host, st store.Store) {
+func (ep *endpoint) attach(h *host.Host, st endpointStore) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	ep.hosts = append(ep.hosts, h)

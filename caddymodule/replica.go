@@ -35,6 +35,15 @@ import (
 // replica holds costs no etcd round trip; its record's expiry is pushed out
 // in the background, at most once per session timeout / 10.
 
+// mcpSessionStore keeps the records of MCP sessions, so that any replica
+// can serve a session another one opened.
+type mcpSessionStore interface {
+	PutMCPSession(ctx context.Context, s store.MCPSession) error
+	GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error)
+	TouchMCPSession(ctx context.Context, id string) error
+	DeleteMCPSession(ctx context.Context, id string) error
+}
+
 // sessionIDHeader is the Streamable HTTP session header.
 const sessionIDHeader = "Mcp-Session-Id"
 

@@ -30,28 +30,28 @@ import (
 // countingStore is a real store that counts the MCP session calls made
 // through it.
 type countingStore struct {
-	store.Store
+	endpointStore
 	calls atomic.Int64
 }
 
 func (c *countingStore) PutMCPSession(ctx context.Context, s store.MCPSession) error {
 	c.calls.Add(1)
-	return c.Store.PutMCPSession(ctx, s)
+	return c.endpointStore.PutMCPSession(ctx, s)
 }
 
 func (c *countingStore) GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error) {
 	c.calls.Add(1)
-	return c.Store.GetMCPSession(ctx, id)
+	return c.endpointStore.GetMCPSession(ctx, id)
 }
 
 func (c *countingStore) TouchMCPSession(ctx context.Context, id string) error {
 	c.calls.Add(1)
-	return c.Store.TouchMCPSession(ctx, id)
+	return c.endpointStore.TouchMCPSession(ctx, id)
 }
 
 func (c *countingStore) DeleteMCPSession(ctx context.Context, id string) error {
 	c.calls.Add(1)
-	return c.Store.DeleteMCPSession(ctx, id)
+	return c.endpointStore.DeleteMCPSession(ctx, id)
 }
 
 // replica is one MCP endpoint with its own adapter process, as a Crank
@@ -64,7 +64,7 @@ type replica struct {
 
 // newReplica serves a REST operation against the API at upURL, keeping
 // MCP sessions in st.
-func newReplica(t testing.TB, st store.Store, upURL string, workspace string) *replica {
+func newReplica(t testing.TB, st endpointStore, upURL string, workspace string) *replica {
 	t.Helper()
 	dir := t.TempDir()
 	ops := filepath.Join(dir, "ops.yaml")
@@ -87,7 +87,7 @@ func newReplica(t testing.TB, st store.Store, upURL string, workspace string) *r
 		// Long enough that no background touch happens during a test.
 		SessionTimeout: caddy.Duration(time.Hour), logger: zap.NewNop(),
 	})
-	r := &replica{ep: ep, st: &countingStore{Store: st}}
+	r := &replica{ep: ep, st: &countingStore{endpointStore: st}}
 	ep.attach(hst, r.st)
 	srv := httptest.NewServer(http.HandlerFunc(ep.serveMCP))
 	t.Cleanup(func() { srv.Close(); _ = ep.Destruct() })
@@ -396,7 +396,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 func TestReplicaDuringEtcdOutage(t *testing.T) {
 	t.Parallel()
 	srv := storetest.NewServer(t)
-	open := func() store.Store {
+	open := func() *store.Etcd {
 		st, err := store.NewEtcd(context.Background(), store.EtcdConfig{Endpoints: srv.Endpoints(), OpTimeout: 2 * time.Second, DialTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)

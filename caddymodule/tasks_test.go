@@ -49,7 +49,7 @@ operations:
 // newTaskReplica is a gateway replica serving tasksOps through the
 // handler's ServeHTTP, with its jobs and sessions in st. It returns its URL
 // and its audit records.
-func newTaskReplica(t testing.TB, st store.Store, upURL string, options ...func(*Handler)) (string, *observer.ObservedLogs) {
+func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(*Handler)) (string, *observer.ObservedLogs) {
 	t.Helper()
 	ops := filepath.Join(t.TempDir(), "ops.yaml")
 	if err := os.WriteFile(ops, []byte(fmt.Sprintf(tasksOps, upURL)), 0o644); err != nil {

@@ -148,7 +148,7 @@ func (ep *endpoint) streamableOptions(h *Handler, opts *mcp.StreamableHTTPOption
 	if h.SessionTimeout > 0 {
 		ttl = min(ttl, time.Duration(h.SessionTimeout))
 	}
-	es := newEventStore(func() store.Store {
+	es := newEventStore(func() eventLogStore {
 		if p := ep.store.Load(); p != nil {
 			return *p
 		}

@@ -129,8 +129,8 @@
 // # Session and async_job modes: tool families
 //
 // A session or async_job operation is published as a family of tools
-// (see [Family]) whose state lives in the [store.Store] of Options.Store,
-// so any replica serves any of them:
+// (see [Family]) whose state lives in the shared store of Options.Store
+// ([Store]), so any replica serves any of them:
 //
 //	operations:
 //	  - name: follow_logs                   # follow_logs_start / _poll / _stop

@@ -21,12 +21,24 @@ import (
 	"github.com/crankmcp/crank/store"
 )
 
+// Store is what a Host keeps in the shared store: the stream sessions and
+// jobs of its session and async_job operations (their quotas are checked
+// as they are created) and the stop and cancel requests their runners
+// follow.
+type Store interface {
+	StreamSessionStore
+	JobStore
+	SignalStore
+}
+
+var _ Store = (*store.Etcd)(nil)
+
 // Options configure a Host.
 type Options struct {
 	Catalog *Catalog
-	// Store holds the sessions and jobs of session and async_job
+	// Store holds the stream sessions and jobs of session and async_job
 	// operations; a catalog with such operations needs one.
-	Store store.Store
+	Store Store
 	// Quotas bound the open sessions and jobs per workspace and agent.
 	Quotas Quotas
 	// Audit receives the audit records of session and job tools (start,
@@ -48,7 +60,7 @@ type Host struct {
 
 	// Session and async_job families.
 	families map[string]*boundOp // by operation name
-	store    store.Store
+	store    Store
 	quotas   Quotas
 	audit    *zap.Logger
 }

@@ -13,6 +13,18 @@ import (
 	"github.com/crankmcp/crank/store"
 )
 
+// JobStore keeps the jobs of async_job operations: what their tools, their
+// runners and MCP tasks read and write.
+type JobStore interface {
+	CreateJob(ctx context.Context, nj store.NewJob) (*store.AsyncJobHandle, error)
+	GetJob(ctx context.Context, scope store.Scope, id string) (*store.AsyncJobHandle, error)
+	CancelJob(ctx context.Context, scope store.Scope, id, reason string) (*store.AsyncJobHandle, error)
+	WatchJob(ctx context.Context, scope store.Scope, id string) (<-chan store.JobEvent, error)
+	ListJobs(ctx context.Context, scope store.Scope, limit int) ([]*store.AsyncJobHandle, error)
+	// The runner's side, on the replica that owns the job.
+	UpdateJob(ctx context.Context, id string, u store.JobUpdate) (*store.AsyncJobHandle, error)
+}
+
 var errCancelRequested = errors.New("cancel requested")
 
 // Job runner tuning.

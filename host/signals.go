@@ -7,21 +7,27 @@ import (
 	"github.com/crankmcp/crank/store"
 )
 
+// SignalStore carries the stop and cancel requests made on any replica to
+// the runners of this one.
+type SignalStore interface {
+	WatchSignals(ctx context.Context) (<-chan store.Signal, error)
+}
+
 // signalHub hands a store's stop and cancel requests to the session and
 // job runners of this process: one store watch (store.WatchSignals) for
 // all of them, however many run, instead of one watch each. A Host is
 // replaced on every config reload while its runners go on, so hubs belong
 // to the store, not to a Host.
 type signalHub struct {
-	st      store.Store
+	st      SignalStore
 	mu      sync.Mutex
 	running bool
 	waiters map[store.Signal]func()
 }
 
-var hubs sync.Map // store.Store → *signalHub
+var hubs sync.Map // SignalStore → *signalHub
 
-func hubFor(st store.Store) *signalHub {
+func hubFor(st SignalStore) *signalHub {
 	v, _ := hubs.LoadOrStore(st, &signalHub{st: st, waiters: map[store.Signal]func(){}})
 	return v.(*signalHub)
 }

@@ -24,6 +24,18 @@ func (req CallRequest) scope() store.Scope {
 	return store.Scope{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID}
 }
 
+// StreamSessionStore keeps the stream sessions of session operations: what
+// their start, poll and stop tools and their runners read and write.
+type StreamSessionStore interface {
+	CreateStreamSession(ctx context.Context, ns store.NewStreamSession) (*store.StreamSession, error)
+	GetStreamSession(ctx context.Context, scope store.Scope, id string) (*store.StreamSession, error)
+	PollStreamSession(ctx context.Context, scope store.Scope, id string, req store.PollRequest) (*store.PollResult, error)
+	CloseStreamSession(ctx context.Context, scope store.Scope, id, reason string) (*store.StreamSession, error)
+	// The runner's side, on the replica that owns the session.
+	AppendStreamSessionItems(ctx context.Context, id string, a store.Append) (int, error)
+	FinishStreamSession(ctx context.Context, id string, end store.StreamSessionEnd) (*store.StreamSession, error)
+}
+
 // Causes that end a stream session's reader.
 var (
 	errStopRequested        = errors.New("stop requested")

@@ -190,7 +190,7 @@ func BenchmarkStore(b *testing.B) {
 		flip := false
 		b.RunParallel(func(pb *testing.PB) {
 			n.Lock()
-			mine := store.Store(st)
+			mine := st
 			if flip {
 				mine = other
 			}

@@ -1,10 +1,13 @@
-// Package store holds Crank's shared state — MCP sessions, stream sessions
-// and async jobs (the tool catalog later) — behind the Store interface, so
+// Package store holds Crank's shared state — MCP sessions, SSE event logs,
+// stream sessions and async jobs (the tool catalog later) — in etcd, so
 // that any replica can serve any of them and a replica can die without
-// losing them. Etcd is the only implementation; nothing above this package
-// speaks etcd. StartEmbedded runs a single-member etcd in-process, and the
-// storetest package starts one per test (and restartable ones, and extra
-// replicas on the same server).
+// losing them. Etcd (NewEtcd) is the store; nothing above this package
+// speaks etcd. The packages that use it declare the few methods they need
+// as small interfaces of their own (host: stream sessions, jobs, signals;
+// caddymodule: MCP sessions and event logs), so a test can put a fake or a
+// wrapper in front of any one of them. StartEmbedded runs a single-member
+// etcd in-process, and the storetest package starts one per test (and
+// restartable ones, and extra replicas on the same server).
 //
 // # Key layout
 //

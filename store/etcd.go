@@ -88,7 +88,15 @@ type EtcdConfig struct {
 	Logger *zap.Logger
 }
 
-// Etcd is the etcd implementation of Store.
+// Etcd holds Crank's shared state in etcd: MCP sessions, SSE event logs,
+// stream sessions and async jobs, so that any replica can serve any of them.
+// It is safe for concurrent use. Its users declare the few methods they
+// need as interfaces of their own.
+//
+// Errors: ErrNotFound, ErrUnavailable (etcd unreachable: retryable, returned
+// within the operation timeout), ErrConflict (a lost race or a moved
+// cursor), ErrIllegalTransition, ErrBufferFull, ErrTooLarge, ErrNotOwner and
+// ErrInvalid (a bad argument, named in the message); test with errors.Is.
 type Etcd struct {
 	cli         *clientv3.Client
 	ownsClient  bool
@@ -117,8 +125,6 @@ type Etcd struct {
 	closeOnce sync.Once
 	closeErr  error
 }
-
-var _ Store = (*Etcd)(nil)
 
 // NewEtcd connects to etcd and checks, within cfg.DialTimeout, that the
 // cluster answers a consistent read. ctx bounds only that check; the
@@ -332,7 +338,10 @@ func mcpSessionKey(id string) string { return mcpSessionsDir + url.PathEscape(id
 
 func validID(id string) bool { return id != "" && len(id) <= maxIDLen }
 
-// PutMCPSession implements Store.
+// PutMCPSession records (or overwrites) the state of an MCP session,
+// recorded when a client initializes, so that another replica can accept
+// its Mcp-Session-Id. The entry expires after s.TTL unless it is touched or
+// put again.
 func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	if !validID(s.ID) {
 		return fmt.Errorf("store: invalid MCP session ID %q (must be 1-%d bytes)", truncate(s.ID), maxIDLen)
@@ -379,7 +388,8 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	})
 }
 
-// GetMCPSession implements Store.
+// GetMCPSession returns the session with the given ID, or ErrNotFound when
+// it is absent or has expired.
 func (e *Etcd) GetMCPSession(ctx context.Context, id string) (*MCPSession, error) {
 	if !validID(id) {
 		return nil, ErrNotFound
@@ -423,7 +433,9 @@ func decodeMCPSession(id string, val []byte) (*mcpSessionRecord, error) {
 	return &rec, nil
 }
 
-// TouchMCPSession implements Store. It costs one read, plus one
+// TouchMCPSession pushes the session's expiry to at least its TTL from now,
+// or returns ErrNotFound when the session is absent or has expired. It
+// costs one read, plus one
 // compare-and-swap write when the entry is not already on the current bucket
 // lease of its TTL (at most about once per lease window, TTL/10).
 func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
@@ -475,7 +487,8 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// DeleteMCPSession implements Store.
+// DeleteMCPSession removes the session. Deleting an absent session is not
+// an error.
 func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 	if !validID(id) {
 		return nil

@@ -176,7 +176,7 @@ func TestKeyLayoutAndPrefix(t *testing.T) {
 
 // waitNotFound polls until the session is gone and returns how long after
 // start it was first seen gone.
-func waitNotFound(t *testing.T, st store.Store, id string, start time.Time, deadline time.Duration) time.Duration {
+func waitNotFound(t *testing.T, st *store.Etcd, id string, start time.Time, deadline time.Duration) time.Duration {
 	t.Helper()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -157,7 +157,14 @@ func validEventIDs(session, stream string) error {
 // operations per transaction (the record and a trim are two more).
 const maxEventsPerTxn = 100
 
-// AppendEvents implements Store.
+// AppendEvents stores data as the events first, first+1, ... of an MCP
+// response stream's log (first < 0: from the next one) and returns the
+// first one's index. Events of a stream are numbered from 0 by the caller;
+// see EventLimits for the retention. An index beyond the next one (an
+// earlier append failed) drops the events before it, since a replay across
+// the gap would lose one. Index 0 starts the stream afresh (it was opened
+// again, e.g. on another replica); any other index already stored is
+// ErrConflict.
 func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
 	if err := validEventIDs(session, stream); err != nil {
 		return 0, err
@@ -357,7 +364,9 @@ func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamR
 	return nil
 }
 
-// EventsAfter implements Store.
+// EventsAfter returns the stream's events after index (-1: all), or
+// ErrEventsPurged when one of them is no longer stored: never a partial
+// replay.
 func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error) {
 	if err := validEventIDs(session, stream); err != nil {
 		return nil, err
@@ -419,7 +428,7 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	return out, nil
 }
 
-// DeleteEventStreams implements Store.
+// DeleteEventStreams removes every event log of the MCP session.
 func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
 	if !validID(session) {
 		return nil

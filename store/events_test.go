@@ -12,7 +12,7 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-func appendEvents(t *testing.T, st store.Store, session, stream string, lim store.EventLimits, data ...string) {
+func appendEvents(t *testing.T, st *store.Etcd, session, stream string, lim store.EventLimits, data ...string) {
 	t.Helper()
 	for _, d := range data {
 		if _, err := st.AppendEvents(ctxT(t), session, stream, -1, [][]byte{[]byte(d)}, lim); err != nil {
@@ -21,7 +21,7 @@ func appendEvents(t *testing.T, st store.Store, session, stream string, lim stor
 	}
 }
 
-func replay(t *testing.T, st store.Store, session, stream string, index int64) []string {
+func replay(t *testing.T, st *store.Etcd, session, stream string, index int64) []string {
 	t.Helper()
 	evs, err := st.EventsAfter(ctxT(t), session, stream, index)
 	if err != nil {

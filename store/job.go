@@ -100,7 +100,7 @@ type NewJob struct {
 	// Retention: how long a finished job stays readable;
 	// DefaultJobRetention when zero.
 	Retention time.Duration
-	// Owned: the job starts running at once on this Store's replica, which
+	// Owned: the job starts running at once on this Etcd's replica, which
 	// becomes its owner. Otherwise it is queued until ClaimJob.
 	Owned bool
 	// Quota, when set, refuses the job (a *QuotaError) when its workspace

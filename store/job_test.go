@@ -14,7 +14,7 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-func newJob(t *testing.T, st store.Store, mut func(*store.NewJob)) *store.AsyncJobHandle {
+func newJob(t *testing.T, st *store.Etcd, mut func(*store.NewJob)) *store.AsyncJobHandle {
 	t.Helper()
 	nj := store.NewJob{Scope: ws1a1, OperationID: "reindex", MaxRuntime: time.Minute}
 	if mut != nil {
@@ -101,7 +101,7 @@ func TestJobLifecycle(t *testing.T) {
 }
 
 // jobIn returns a job brought into status from.
-func jobIn(t *testing.T, st store.Store, from store.JobStatus) *store.AsyncJobHandle {
+func jobIn(t *testing.T, st *store.Etcd, from store.JobStatus) *store.AsyncJobHandle {
 	t.Helper()
 	ctx := ctxT(t)
 	j := newJob(t, st, func(nj *store.NewJob) { nj.Owned = from != store.JobQueued })

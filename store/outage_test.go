@@ -14,7 +14,7 @@ import (
 
 // etcd stops while traffic runs: every operation fails fast with a
 // retryable ErrUnavailable (none hangs, none fails otherwise), and once
-// etcd is back the same Store serves again on its own — reads, writes,
+// etcd is back the same Etcd serves again on its own — reads, writes,
 // watches and the owner registration.
 func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	t.Parallel()
@@ -108,7 +108,7 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	restarted := time.Now()
 	t.Logf("etcd restarted in %s", restarted.Sub(t0))
 
-	// Recovery is automatic: the same Store serves again.
+	// Recovery is automatic: the same Etcd serves again.
 	var recovered time.Duration
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		octx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -162,7 +162,7 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	}
 }
 
-// Operations on a Store whose etcd is gone fail with ErrUnavailable within
+// Operations on an Etcd whose etcd is gone fail with ErrUnavailable within
 // the operation timeout, and MCP session calls do too.
 func TestUnavailableFailsFast(t *testing.T) {
 	t.Parallel()

@@ -35,7 +35,7 @@ type ownerRecord struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// ownerState is this Store's registration as an owner.
+// ownerState is this Etcd's registration as an owner.
 type ownerState struct {
 	id    string
 	lease clientv3.LeaseID
@@ -56,7 +56,7 @@ func (o *ownerState) alive() bool {
 
 func ownerKey(id string) string { return ownersDir + id }
 
-// OwnerID returns the ID under which this Store currently owns running
+// OwnerID returns the ID under which this Etcd currently owns running
 // entities, or "" when it owns none (never registered, or its owner lease
 // was lost; the next operation that needs an owner registers a new one).
 func (e *Etcd) OwnerID() string {
@@ -78,7 +78,7 @@ func (e *Etcd) currentOwner() *ownerState {
 	return nil
 }
 
-// owner returns this Store's owner registration, registering (again) when
+// owner returns this Etcd's owner registration, registering (again) when
 // there is none: grant a lease of the owner TTL, put owners/<id> on it and
 // keep it alive until Close.
 func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
@@ -147,7 +147,7 @@ func (e *Etcd) releaseOwner() {
 	_, _ = e.cli.Revoke(ctx, o.lease)
 }
 
-// checkOwner returns nil when the record's owner is this Store's live owner
+// checkOwner returns nil when the record's owner is this Etcd's live owner
 // registration, or when the record has no owner; ErrNotOwner otherwise.
 func (e *Etcd) checkOwner(kind, id, recOwner string) error {
 	if recOwner == "" {

@@ -93,7 +93,7 @@ func TestRaceTwoPollersBuffer(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[uint64]int{}
 	var staleCursors atomic.Int64
-	for _, p := range []store.Store{st, other} {
+	for _, p := range []*store.Etcd{st, other} {
 		wg.Go(func() {
 			cursor, last := "", uint64(0)
 			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {

@@ -161,7 +161,7 @@ func TestTwoReplicas(t *testing.T) {
 }
 
 // sweeper runs RunSweeper on st until the test ends.
-func sweeper(t *testing.T, st store.Store, cfg store.SweeperConfig) {
+func sweeper(t *testing.T, st *store.Etcd, cfg store.SweeperConfig) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -403,7 +403,7 @@ func TestSweeperCleanupLeader(t *testing.T) {
 	// on etcd's clock, run for another hour).
 	store.SetClock(a, later)
 	store.SetClock(b, later)
-	for _, st := range []store.Store{a, b} {
+	for _, st := range []*store.Etcd{a, b} {
 		sweeper(t, st, store.SweeperConfig{Interval: time.Hour, CleanupInterval: 100 * time.Millisecond})
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {

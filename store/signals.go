@@ -26,8 +26,8 @@ type Signal struct {
 }
 
 // WatchSignals reports the stop requests of running stream sessions and
-// the cancel requests of running jobs made through any Store: first those
-// pending, then each new one, until ctx or the Store ends. It is one watch
+// the cancel requests of running jobs made through any Etcd: first those
+// pending, then each new one, until ctx or the Etcd closes. It is one watch
 // for a whole replica: its runners take the signals of the entities they
 // run, so a replica running ten thousand sessions holds one watch, not ten
 // thousand. A request stays pending until the entity finishes, so a signal

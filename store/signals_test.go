@@ -9,7 +9,7 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-// Stop and cancel requests made through one Store reach another Store's
+// Stop and cancel requests made through one Etcd reach another Etcd's
 // single signal watch: pending ones first, then new ones; a finished
 // entity's request is gone.
 func TestWatchSignals(t *testing.T) {

@@ -159,7 +159,7 @@ type NewStreamSession struct {
 	// MaxItems and MaxBytes bound the item buffer; defaults when zero.
 	MaxItems int
 	MaxBytes int64
-	// Owned: this Store's replica runs the session's upstream reader and
+	// Owned: this Etcd's replica runs the session's upstream reader and
 	// becomes its owner (registering as an owner if needed).
 	Owned bool
 	// Quota, when set, refuses the session (a *QuotaError) when its
@@ -373,7 +373,7 @@ func msDur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond
 func durMS(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // CreateStreamSession creates a stream session in status active and returns it
-// with its new ID. With ns.Owned, this Store's replica becomes its owner.
+// with its new ID. With ns.Owned, this Etcd's replica becomes its owner.
 func (e *Etcd) CreateStreamSession(ctx context.Context, ns NewStreamSession) (*StreamSession, error) {
 	if err := validateNewStreamSession(&ns); err != nil {
 		return nil, err

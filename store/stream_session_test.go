@@ -23,7 +23,7 @@ var (
 	ws2a1 = store.Scope{WorkspaceID: "ws-2", AgentID: "agent-1"}
 )
 
-func newSession(t *testing.T, st store.Store, mut func(*store.NewStreamSession)) *store.StreamSession {
+func newSession(t *testing.T, st *store.Etcd, mut func(*store.NewStreamSession)) *store.StreamSession {
 	t.Helper()
 	ns := store.NewStreamSession{
 		Scope: ws1a1, OperationID: "logs.follow", Protocol: "rest", Mode: "session",
@@ -140,7 +140,7 @@ func TestStreamSessionCreateValidation(t *testing.T) {
 }
 
 // sessionIn returns a session brought into status from.
-func sessionIn(t *testing.T, st store.Store, from store.StreamSessionStatus) *store.StreamSession {
+func sessionIn(t *testing.T, st *store.Etcd, from store.StreamSessionStatus) *store.StreamSession {
 	t.Helper()
 	ctx := ctxT(t)
 	owned := from == store.StreamSessionStopping

@@ -457,7 +457,7 @@ func (e *Etcd) scan(ctx context.Context, dir string, keysOnly bool, f func(*mvcc
 // orphans at once (SweepOrphans), sweeps every Interval in case a watch
 // event was missed, and — on the one replica holding the sweep-leader key —
 // runs CleanupExpired every CleanupInterval. Run it on every replica; it
-// returns when ctx ends or the Store is closed.
+// returns when ctx ends or the Etcd closes.
 //
 // A dead replica's running entities are marked failed about OwnerTTL after
 // its last keep-alive (plus etcd's ~0.5s expiry scan and one sweep), or at

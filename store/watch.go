@@ -33,7 +33,7 @@ const (
 	watchBackoffMax = 2 * time.Second
 )
 
-// WatchStreamSession reports the session's changes made through any Store (any
+// WatchStreamSession reports the session's changes made through any Etcd (any
 // replica): first its current state, then every change, until it is gone or
 // ctx ends. This is how a stop requested on one replica reaches the runner
 // on another. Events are coalesced: a slow reader skips intermediate states
@@ -62,7 +62,7 @@ func (e *Etcd) WatchStreamSession(ctx context.Context, scope Scope, id string) (
 	return watchKey(e, ctx, op, streamSessionKey(id), kv, rev, conv, StreamSessionEvent{Gone: true}), nil
 }
 
-// WatchJob reports the job's changes made through any Store, like
+// WatchJob reports the job's changes made through any Etcd, like
 // WatchStreamSession: a cancel requested on one replica reaches the runner on
 // another.
 func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error) {
@@ -107,7 +107,7 @@ func (e *Etcd) getRev(ctx context.Context, op, key string) (*mvccpb.KeyValue, in
 
 // watchKey emits conv(first), then conv of every later version of key, then
 // gone when the key is deleted (or undecodable), closing the channel after
-// gone or when ctx or the Store ends.
+// gone or when ctx or the Etcd closes.
 func watchKey[T any](e *Etcd, ctx context.Context, op, key string, first *mvccpb.KeyValue, rev int64,
 	conv func(*mvccpb.KeyValue) (T, bool), gone T,
 ) <-chan T {
