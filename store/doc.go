@@ -53,8 +53,11 @@
 //	                                    lease until the entity's hard deadline
 //	<prefix>owners/<owner-id>           a replica's owner registration, on its
 //	                                    own kept-alive lease
-//	<prefix>sweep-leader                owner ID of the replica that runs
-//	                                    expiry cleanups, on its owner lease
+//	<prefix>sweep-leader/<lease>        the sweep-leader lock (an etcd
+//	                                    concurrency.Mutex) of the replica
+//	                                    that runs expiry cleanups: a key
+//	                                    named by its owner lease ID in hex,
+//	                                    on that lease
 //	<prefix>ping                        never written; read by Ping
 //	<prefix>streams/<session>/<stream>  an MCP response stream's (SSE) log
 //	                                    position: first retained and next
@@ -178,24 +181,37 @@
 // # Owners and the sweeper
 //
 // A replica that runs sessions or jobs registers once as an owner: a key
-// owners/<owner-id> on a lease of EtcdConfig.OwnerTTL (default 10s) that it
-// keeps alive — one lease per replica, not per entity. Running entities name
-// their owner and have a running/<kind>/<id> index entry. RunSweeper, run on
-// every replica, watches owners/ and, when an owner key disappears (its
-// process died and the lease expired, or it closed), marks that owner's
-// running entities failed with error_json {"code":"owner_lost",…}
-// (stopping sessions become stopped), or offers them to an Adopt hook that
-// may resume them on this replica. A dead replica's entities are thus marked
-// about OwnerTTL after its last keep-alive; a periodic sweep (Interval,
-// default 10s) catches a missed watch event. Close revokes the owner lease,
-// so orphans of a replica that shut down are swept at once. If a replica's
-// own owner lease is lost (etcd unreachable for longer than OwnerTTL), its
-// entities are swept like a dead replica's and its runner operations fail
-// with ErrNotOwner; the next operation that needs an owner registers a new
-// one. WatchSignals — one watch per replica — carries stop and cancel
-// requests from any replica to the runners; WatchStreamSession and WatchJob
-// follow one entity (e.g. a client waiting for a job to finish). Watches
-// resume after compaction, lost leaders and etcd restarts.
+// owners/<owner-id> on a lease of EtcdConfig.OwnerTTL (default 10s) that an
+// etcd concurrency.Session keeps alive — one lease per replica, not per
+// entity. Running entities name their owner and have a running/<kind>/<id>
+// index entry. RunSweeper, run on every replica, watches owners/ and, when an
+// owner key disappears (its process died and the lease expired, or it
+// closed), marks that owner's running entities failed with error_json
+// {"code":"owner_lost",…} (stopping sessions become stopped), or offers them
+// to an Adopt hook that may resume them on this replica. A dead replica's
+// entities are thus marked about OwnerTTL after its last keep-alive; a
+// periodic sweep (Interval, default 10s) catches a missed watch event. Close
+// revokes the owner lease, so orphans of a replica that shut down are swept
+// at once. If a replica's own owner lease is lost (etcd unreachable for
+// longer than OwnerTTL), its session ends, its entities are swept like a dead
+// replica's and its runner operations fail with ErrNotOwner; the next
+// operation that needs an owner registers a new one.
+//
+// Expiry cleanups (CleanupExpired) run on one replica at a time, the sweep
+// leader: at every CleanupInterval each sweeper tries the sweep-leader lock
+// (concurrency.Mutex.TryLock on the owner session), which the holder keeps
+// and the others find taken (they remove their key at once). The lock's key
+// lives on the holder's owner lease, so leadership passes on when that
+// replica closes or dies. Versions before this one elected the leader with a
+// single key, <prefix>sweep-leader, which the lock's keys do not see: in a
+// fleet mid-upgrade an old and a new replica may both lead and clean up at
+// once, which is safe — every cleanup delete is a compare-and-swap on the
+// entity's mod revision — and the old key ends with its replica's lease.
+//
+// WatchSignals — one watch per replica — carries stop and cancel requests
+// from any replica to the runners; WatchStreamSession and WatchJob follow
+// one entity (e.g. a client waiting for a job to finish). Watches resume
+// after compaction, lost leaders and etcd restarts.
 //
 // # etcd unavailable
 //

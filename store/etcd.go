@@ -49,8 +49,10 @@ const (
 	jobsDir           = "jobs/"
 	runningDir        = "running/"
 	ownersDir         = "owners/"
-	sweepLeaderKey    = "sweep-leader"
-	pingKey           = "ping"
+	// sweepLeaderLock is the prefix of the sweep-leader lock's keys
+	// (concurrency.Mutex adds "/" and the holder's lease ID in hex).
+	sweepLeaderLock = "sweep-leader"
+	pingKey         = "ping"
 )
 
 // EtcdConfig configures NewEtcd.

@@ -13,6 +13,15 @@ func EtcdClient(e *Etcd) *clientv3.Client { return e.cli }
 // timestamps). Leases still expire on etcd's clock.
 func SetClock(e *Etcd, now func() time.Time) { e.now = now }
 
+// OwnerLease returns the lease of e's owner registration (0 when it has
+// none).
+func OwnerLease(e *Etcd) clientv3.LeaseID {
+	if o := e.currentOwner(); o != nil {
+		return o.session.Lease()
+	}
+	return 0
+}
+
 // Crash stops e as a killed process would: its owner keep-alive stops
 // without revoking the lease, and its client is closed.
 func Crash(e *Etcd) {

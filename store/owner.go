@@ -6,18 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Owner leases. A replica that runs stream sessions or jobs (a runner
 // reading an upstream) registers itself once as an owner: a key
-// owners/<owner-id> on a lease of its own that it keeps alive. Every running
-// entity names its owner and has an index key running/<kind>/<id>. When the
-// replica dies its lease expires, the owner key disappears, and the sweeper
-// of any replica marks the entity failed (or lets the runtime adopt it).
-// One lease per replica, not per entity.
+// owners/<owner-id> on a lease that a concurrency.Session keeps alive. Every
+// running entity names its owner and has an index key running/<kind>/<id>.
+// When the replica dies its lease expires, the owner key disappears, and the
+// sweeper of any replica marks the entity failed (or lets the runtime adopt
+// it). One lease per replica, not per entity; the sweep-leader lock lives on
+// the same lease.
 
 // DefaultOwnerTTL is the owner lease TTL when EtcdConfig.OwnerTTL is zero.
 // A dead replica's running entities are marked failed about this long after
@@ -33,21 +36,30 @@ type ownerRecord struct {
 	Name      string    `json:"name,omitempty"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+	// Lease is the owner lease's ID in hex, as it appears in the key of
+	// the sweep-leader lock while this replica holds it.
+	Lease string `json:"lease,omitempty"`
 }
 
-// ownerState is this Etcd's registration as an owner.
+// ownerState is this Etcd's registration as an owner: the session that
+// keeps its lease alive, and the sweep-leader lock on that lease.
 type ownerState struct {
-	id    string
-	lease clientv3.LeaseID
-	done  chan struct{} // closed when the keep-alive stops (lease lost or Close)
+	id      string
+	session *concurrency.Session
+
+	leaderMu sync.Mutex         // guards leader, which is not safe for concurrent use
+	leader   *concurrency.Mutex // sweep-leader/<lease>, see sweepLeader
 }
 
+// alive reports whether the owner lease is still kept alive: its session
+// ends when etcd lets the lease expire (unreachable for longer than the
+// owner TTL), on Close, or when the process stops.
 func (o *ownerState) alive() bool {
 	if o == nil {
 		return false
 	}
 	select {
-	case <-o.done:
+	case <-o.session.Done():
 		return false
 	default:
 		return true
@@ -80,7 +92,7 @@ func (e *Etcd) currentOwner() *ownerState {
 
 // owner returns this Etcd's owner registration, registering (again) when
 // there is none: grant a lease of the owner TTL, put owners/<id> on it and
-// keep it alive until Close.
+// keep it alive with a concurrency.Session until Close.
 func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
 	e.ownerMu.Lock()
 	defer e.ownerMu.Unlock()
@@ -93,58 +105,60 @@ func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
 	const op = "register owner"
 	id := newID(ownerIDPrefix)
 	var lease clientv3.LeaseID
+	// The grant runs under the operation timeout, so an unreachable etcd
+	// fails it fast; the session then only keeps the lease alive.
 	err := e.do(ctx, op, func(ctx context.Context) error {
 		resp, err := e.cli.Grant(ctx, int64(e.ownerTTL/time.Second))
 		if err != nil {
 			return err
 		}
 		lease = resp.ID
-		val, _ := json.Marshal(ownerRecord{ID: id, Name: e.replicaName, PID: os.Getpid(), StartedAt: time.Now().UTC()})
+		val, _ := json.Marshal(ownerRecord{ID: id, Lease: fmt.Sprintf("%x", lease), Name: e.replicaName,
+			PID: os.Getpid(), StartedAt: time.Now().UTC()})
 		_, err = e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(ownerKey(id)), "=", 0)).
 			Then(clientv3.OpPut(ownerKey(id), string(val), clientv3.WithLease(lease))).
 			Commit()
 		return err
 	})
-	if err != nil {
-		if lease != 0 {
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = e.cli.Revoke(rctx, lease)
-			cancel()
+	if err == nil {
+		var sess *concurrency.Session
+		sess, err = concurrency.NewSession(e.cli, concurrency.WithLease(lease),
+			concurrency.WithTTL(int(e.ownerTTL/time.Second)), concurrency.WithContext(e.bgCtx))
+		if err == nil {
+			e.own = &ownerState{id: id, session: sess, leader: concurrency.NewMutex(sess, e.prefix+sweepLeaderLock)}
+			return e.own, nil
 		}
-		return nil, err
+		err = fmt.Errorf("store: %s: keep lease alive: %w", op, err)
 	}
-	kctx, cancel := context.WithCancel(e.bgCtx)
-	ch, err := e.cli.KeepAlive(kctx, lease)
-	if err != nil {
+	if lease != 0 {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = e.cli.Revoke(rctx, lease)
 		cancel()
-		return nil, fmt.Errorf("store: %s: keep lease alive: %w", op, err)
 	}
-	o := &ownerState{id: id, lease: lease, done: make(chan struct{})}
-	go func() {
-		defer cancel()
-		defer close(o.done)
-		for range ch { // the channel closes when the lease is lost or on Close
-		}
-	}()
-	e.own = o
-	return o, nil
+	return nil, err
 }
 
-// releaseOwner revokes the owner lease (on Close): other replicas then see
-// this replica's remaining running entities as orphaned at once instead of
-// after the owner TTL.
+// releaseOwner ends the owner session and revokes its lease (on Close):
+// other replicas then see this replica's remaining running entities as
+// orphaned at once instead of after the owner TTL, and the sweep-leader
+// lock passes on.
 func (e *Etcd) releaseOwner() {
 	e.ownerMu.Lock()
 	o := e.own
 	e.own = nil
 	e.ownerMu.Unlock()
-	if o == nil || !o.alive() {
+	if o == nil {
+		return
+	}
+	alive := o.alive()
+	o.session.Orphan() // stops the keep-alives; Session.Close would wait up to the TTL to revoke
+	if !alive {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, _ = e.cli.Revoke(ctx, o.lease)
+	_, _ = e.cli.Revoke(ctx, o.session.Lease())
 }
 
 // checkOwner returns nil when the record's owner is this Etcd's live owner

@@ -425,11 +425,7 @@ func TestSweeperCleanupLeader(t *testing.T) {
 			t.Fatalf("%d expired entity keys left: %v, %v", entities, ids, j.ID)
 		}
 	}
-	r, err := cli.Get(ctx, "/crank/v1/sweep-leader")
-	if err != nil || len(r.Kvs) != 1 {
-		t.Fatalf("sweep leader: %v, %v", r, err)
-	}
-	if l := string(r.Kvs[0].Value); l != a.OwnerID() && l != b.OwnerID() {
-		t.Fatalf("leader %q is neither replica (%s, %s)", l, a.OwnerID(), b.OwnerID())
+	if l := sweepLeaderLease(t, cli); l != store.OwnerLease(a) && l != store.OwnerLease(b) {
+		t.Fatalf("leader lease %x is neither replica's owner lease (%x, %x)", l, store.OwnerLease(a), store.OwnerLease(b))
 	}
 }

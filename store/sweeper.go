@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 )
 
@@ -566,29 +567,25 @@ func (e *Etcd) watchOwners(ctx context.Context, deleted chan<- struct{}) {
 }
 
 // sweepLeader reports whether this replica holds (or just took) the
-// sweep-leader key, which lives on its owner lease.
+// sweep-leader lock: a concurrency.Mutex under sweep-leader/ whose key lives
+// on this replica's owner lease, so that it passes to another replica when
+// this one closes or its lease expires. The replicas that do not hold it
+// take their key back at once (TryLock), so there is no queue to wait in.
 func (e *Etcd) sweepLeader(ctx context.Context) bool {
 	o, err := e.owner(ctx)
 	if err != nil {
 		return false
 	}
+	o.leaderMu.Lock()
+	defer o.leaderMu.Unlock()
 	var leader bool
 	err = e.do(ctx, "elect sweep leader", func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(sweepLeaderKey), "=", 0)).
-			Then(clientv3.OpPut(sweepLeaderKey, o.id, clientv3.WithLease(o.lease))).
-			Else(clientv3.OpGet(sweepLeaderKey)).
-			Commit()
-		if err != nil {
-			return err
-		}
-		if resp.Succeeded {
-			leader = true
+		err := o.leader.TryLock(ctx)
+		if errors.Is(err, concurrency.ErrLocked) {
 			return nil
 		}
-		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		leader = len(kvs) > 0 && string(kvs[0].Value) == o.id
-		return nil
+		leader = err == nil
+		return err
 	})
 	return err == nil && leader
 }
