@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -606,19 +605,6 @@ func (ep *endpoint) taskResult(ctx context.Context, _ *mcp.ServerSession, p *tas
 	})
 }
 
-// taskCursor is the position after which the next tasks/list page starts.
-type taskCursor struct {
-	CreatedAt int64  `json:"c"`
-	ID        string `json:"i"`
-}
-
-// before reports whether t comes after the cursor in the list's order
-// (newest first, then by id).
-func (c taskCursor) before(t *host.Task) bool {
-	n := t.CreatedAt.UnixNano()
-	return n < c.CreatedAt || n == c.CreatedAt && t.ID < c.ID
-}
-
 // listTasks serves tasks/list: the caller's tasks (all its jobs, whether
 // started as tasks or with a start tool), newest first, taskListPage at a
 // time.
@@ -629,48 +615,20 @@ func (ep *endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *list
 	})
 }
 
-// listPage is the page of the caller's tasks after cursor.
+// listPage is the page of the caller's tasks after cursor. The store pages
+// and makes the cursor (the creation time and id of the page's last task);
+// one it did not hand out is refused.
 func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string) (*listTasksResult, error) {
-	var after *taskCursor
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		after = new(taskCursor)
-		if err != nil || json.Unmarshal(raw, after) != nil || after.ID == "" {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor: not a cursor this server handed out (pass nextCursor unchanged)"}
-		}
+	tasks, next, err := h.ListTasks(ctx, scope, cursor, taskListPage)
+	if errors.Is(err, store.ErrInvalid) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor: not a cursor this server handed out (pass nextCursor unchanged)"}
 	}
-	tasks, err := h.ListTasks(ctx, scope)
 	if err != nil {
 		return nil, taskError(err, "")
 	}
-	slices.SortFunc(tasks, func(a, b *host.Task) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		switch {
-		case a.ID > b.ID:
-			return -1
-		case a.ID < b.ID:
-			return 1
-		}
-		return 0
-	})
-	if after != nil {
-		i := slices.IndexFunc(tasks, after.before)
-		if i < 0 {
-			i = len(tasks)
-		}
-		tasks = tasks[i:]
-	}
-	out := &listTasksResult{Tasks: []wireTask{}}
+	out := &listTasksResult{Tasks: make([]wireTask, len(tasks)), NextCursor: next}
 	for i, t := range tasks {
-		if i == taskListPage {
-			last := tasks[i-1]
-			c, _ := json.Marshal(taskCursor{CreatedAt: last.CreatedAt.UnixNano(), ID: last.ID})
-			out.NextCursor = base64.RawURLEncoding.EncodeToString(c)
-			break
-		}
-		out.Tasks = append(out.Tasks, wireTaskOf(t))
+		out.Tasks[i] = wireTaskOf(t)
 	}
 	return out, nil
 }

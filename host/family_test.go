@@ -474,9 +474,9 @@ func TestTasks(t *testing.T) {
 	if err != nil || done.Status != "succeeded" || !strings.Contains(string(out.Structured), `"rows":42`) {
 		t.Fatalf("WaitTask: %v %+v %+v", err, done, out)
 	}
-	list, err := f.h.ListTasks(context.Background(), scope)
-	if err != nil || len(list) != 1 || list[0].ID != task.ID {
-		t.Errorf("ListTasks: %v %v", err, list)
+	list, next, err := f.h.ListTasks(context.Background(), scope, "", 10)
+	if err != nil || len(list) != 1 || list[0].ID != task.ID || next != "" {
+		t.Errorf("ListTasks: %v %v %q", err, list, next)
 	}
 	if _, err := f.h.GetTask(context.Background(), host.Scope{WorkspaceID: "ws", AgentID: "a2"}, task.ID); err == nil {
 		t.Error("another agent sees the task")

@@ -20,7 +20,7 @@ type JobStore interface {
 	GetJob(ctx context.Context, scope store.Scope, id string) (*store.AsyncJobHandle, error)
 	CancelJob(ctx context.Context, scope store.Scope, id, reason string) (*store.AsyncJobHandle, error)
 	WatchJob(ctx context.Context, scope store.Scope, id string) (<-chan store.JobEvent, error)
-	ListJobs(ctx context.Context, scope store.Scope, limit int) ([]*store.AsyncJobHandle, error)
+	ListJobs(ctx context.Context, scope store.Scope, after string, limit int) (jobs []*store.AsyncJobHandle, next string, err error)
 	// The runner's side, on the replica that owns the job.
 	UpdateJob(ctx context.Context, id string, u store.JobUpdate) (*store.AsyncJobHandle, error)
 }

@@ -147,17 +147,20 @@ func (h *Host) CancelTask(ctx context.Context, scope Scope, id string) (*Task, e
 	return h.task(job), nil
 }
 
-// ListTasks lists the tasks visible to scope, newest first.
-func (h *Host) ListTasks(ctx context.Context, scope Scope) ([]*Task, error) {
-	jobs, err := h.store.ListJobs(ctx, store.Scope(scope), 0)
+// ListTasks returns a page of the tasks visible to scope, newest first: at
+// most limit of them, after the opaque position after ("" for the first
+// page). next is the position of the following page, "" when none follows.
+// A position ListTasks did not hand out fails with store.ErrInvalid.
+func (h *Host) ListTasks(ctx context.Context, scope Scope, after string, limit int) (tasks []*Task, next string, err error) {
+	jobs, next, err := h.store.ListJobs(ctx, store.Scope(scope), after, limit)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]*Task, len(jobs))
+	tasks = make([]*Task, len(jobs))
 	for i, j := range jobs {
-		out[i] = h.task(j)
+		tasks[i] = h.task(j)
 	}
-	return out, nil
+	return tasks, next, nil
 }
 
 // taskRoles are the family roles of the task methods, for the audit.

@@ -35,6 +35,15 @@
 //	                                    + retention)
 //	<prefix>jobs/<id>                   async job record (spec 9.4) on a
 //	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>job-list/<ws>/workspace/<t>/<id>
+//	<prefix>job-list/<ws>/agent/<agent>/<t>/<id>
+//	                                    one empty key per job, visible to
+//	                                    its workspace or to one agent of it,
+//	                                    in ListJobs' order: <t> is the
+//	                                    19-digit math.MaxInt64 minus the
+//	                                    creation time in Unix nanoseconds,
+//	                                    so keys sort newest first; on the
+//	                                    record's lease, deleted with it
 //	<prefix>active/sessions/<ws>/<agent>/<id>
 //	<prefix>active/jobs/<ws>/<agent>/<id>
 //	                                    one empty key per open (not final)
@@ -110,6 +119,19 @@
 // items. One item must fit in one etcd request (EtcdConfig.MaxRequestBytes,
 // etcd's --max-request-bytes, default 1.5 MiB, minus 20 KiB); appends are
 // split into transactions of at most 100 items and one request's bytes.
+//
+// # Listing jobs
+//
+// ListJobs pages through the jobs a caller sees, newest first, after an
+// opaque position (the creation time and ID of the previous page's last
+// job): it merges two ranges of the job-list index — the workspace's shared
+// jobs and the caller's agent-scoped ones — reading only as many keys as the
+// page needs, then the records they name, skipping entries whose job is
+// gone or expired. A position stays valid when its job is gone. Jobs written
+// only by replicas of a version without the index (created before an
+// upgrade, or by a replica not yet upgraded) are not listed until an
+// upgraded replica rewrites them (when it finishes them, for example); they
+// are still served by ID.
 //
 // # SSE event logs
 //

@@ -203,8 +203,14 @@ func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool) error 
 		return fmt.Errorf("store: job %s: %w: record is %d bytes (progress_json %d, result_json %d, error_json %d), over the %d-byte limit",
 			r.ID, ErrTooLarge, len(val), len(r.Progress), len(r.Result), len(r.Error), e.maxValue)
 	}
-	return p.putEntity(jobKey(r.ID), val, r.ExpiresAt, now, refresh,
-		activeKey(activeJobs, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
+	if err := p.putEntity(jobKey(r.ID), val, r.ExpiresAt, now, refresh,
+		activeKey(activeJobs, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal()); err != nil {
+		return err
+	}
+	if !refresh {
+		return nil // the list entry stays on the lease it shares with the record
+	}
+	return p.put(jobListKey(r), nil, r.ExpiresAt.Sub(now))
 }
 
 // CreateJob creates a job — running and owned by this replica with
@@ -454,7 +460,8 @@ func (e *Etcd) deleteJob(ctx context.Context, r *jobRecord, rev int64) (bool, er
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(jobKey(id)), "=", rev)).
 			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
-				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id))).
+				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id)),
+				clientv3.OpDelete(jobListKey(r))).
 			Commit()
 		if err != nil {
 			return err

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -143,33 +141,4 @@ func (e *Etcd) countPrefix(ctx context.Context, op, prefix string) (int64, error
 		return nil
 	})
 	return n, err
-}
-
-// maxListedJobs bounds ListJobs.
-const maxListedJobs = 1000
-
-// ListJobs returns the jobs visible to scope that have not expired, newest
-// first, at most limit of them (1000 when limit is zero or larger).
-func (e *Etcd) ListJobs(ctx context.Context, scope Scope, limit int) ([]*AsyncJobHandle, error) {
-	if limit <= 0 || limit > maxListedJobs {
-		limit = maxListedJobs
-	}
-	now := e.now()
-	var out []*AsyncJobHandle
-	err := e.scan(ctx, jobsDir, false, func(kv *mvccpb.KeyValue) error {
-		r, err := liveJob(kv, &scope, now)
-		if err != nil {
-			return nil // absent, expired or not in scope
-		}
-		out = append(out, r.public(kv.ModRevision))
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b *AsyncJobHandle) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }

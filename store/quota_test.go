@@ -69,11 +69,11 @@ func TestQuotas(t *testing.T) {
 		t.Fatalf("after a cancel: %v", err)
 	}
 	// ListJobs: newest first, only the caller's.
-	jobs, err := st.ListJobs(ctx, ws1a1, 0)
-	if err != nil || len(jobs) != 2 || jobs[0].ID != j2.ID || jobs[1].ID != j.ID {
-		t.Fatalf("ListJobs: %v, %v", jobs, err)
+	jobs, next, err := st.ListJobs(ctx, ws1a1, "", 0)
+	if err != nil || len(jobs) != 2 || jobs[0].ID != j2.ID || jobs[1].ID != j.ID || next != "" {
+		t.Fatalf("ListJobs: %v, %q, %v", jobs, next, err)
 	}
-	if jobs, err := st.ListJobs(ctx, ws1a2, 0); err != nil || len(jobs) != 0 {
+	if jobs, _, err := st.ListJobs(ctx, ws1a2, "", 0); err != nil || len(jobs) != 0 {
 		t.Fatalf("ListJobs of another agent: %v, %v", jobs, err)
 	}
 }

@@ -657,9 +657,9 @@ func TestCleanupExpired(t *testing.T) {
 
 	// Nothing has expired yet.
 	rep, err := st.CleanupExpired(ctx)
-	// Stale index entries: the job's running entry, and the open-entity
-	// entries (quota index) of the job and the session.
-	if err != nil || rep.StreamSessions != 0 || rep.Jobs != 0 || rep.ItemSets != 1 || rep.StaleIndex != 3 {
+	// Stale index entries: the job's running entry, its list entry, and
+	// the open-entity entries (quota index) of the job and the session.
+	if err != nil || rep.StreamSessions != 0 || rep.Jobs != 0 || rep.ItemSets != 1 || rep.StaleIndex != 4 {
 		t.Fatalf("cleanup now: %+v, %v", rep, err)
 	}
 	// Two hours later every short-lived session and the job have expired

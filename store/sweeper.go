@@ -60,7 +60,7 @@ type CleanupReport struct {
 	StreamSessions int // expired stream sessions deleted (with their items)
 	Jobs           int // expired jobs deleted
 	ItemSets       int // item sets of sessions that no longer exist
-	StaleIndex     int // running-index and open-entity entries of entities that no longer exist
+	StaleIndex     int // running-index, open-entity and job list entries of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -328,6 +328,10 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
 	errs = append(errs, e.cleanupIndex(ctx, runningDir, &rep, entityKey))
+	// The job list index (job-list/<workspace>/…/<id>).
+	errs = append(errs, e.cleanupIndex(ctx, jobListDir, &rep, func(_, rest string) string {
+		return jobKey(rest[strings.LastIndexByte(rest, '/')+1:])
+	}))
 	return rep, errors.Join(errs...)
 }
 
