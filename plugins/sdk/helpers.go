@@ -59,9 +59,6 @@ func ValidHeaderValue(s string) bool {
 	return true
 }
 
-// DefaultMaxCachedConfigs bounds a ConfigCache without Max.
-const DefaultMaxCachedConfigs = 512
-
 // ConfigCache memoises parsed operation configs keyed by their raw bytes,
 // so the call path does not parse a config again. Reads take no lock (an
 // immutable map behind an atomic pointer); a miss parses and publishes a
