@@ -3,7 +3,6 @@ package graphql
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,13 +28,50 @@ const (
 	maxMaxDepth       = 5
 )
 
-// knownFields lists the config fields, in documentation order.
-var knownFields = []string{
-	"endpoint", "schema", "document", "query", "operations", "tool_prefix", "generate",
-	"headers", "timeout", "max_response_bytes", "include_extensions", "tool",
+// configFields is an operation's graphql config as written: an
+// operations-file entry, or the per-tool config ExpandOperation derives
+// from one (tool). Decoding, unknown fields and the published schema come
+// from it (sdk.Config); prepare checks the values.
+type configFields struct {
+	Endpoint          string          `json:"endpoint" jsonschema:"Absolute http or https URL of the GraphQL endpoint (requests are POSTs of JSON)."`
+	Schema            *string         `json:"schema,omitempty" jsonschema:"Path of an SDL file (relative to the operations file). Default: introspect the endpoint at load."`
+	Document          *string         `json:"document,omitempty" jsonschema:"Path of a .graphql file of named queries and mutations, one tool each (relative to the operations file)."`
+	Query             *string         `json:"query,omitempty" jsonschema:"An inline GraphQL document, instead of document."`
+	Operations        []string        `json:"operations,omitempty" jsonschema:"Serve only these operations of the document."`
+	ToolPrefix        string          `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
+	Generate          *generateFields `json:"generate,omitempty" jsonschema:"Generate a query tool per top-level Query field."`
+	Headers           json.RawMessage `json:"headers,omitempty" jsonschema:"Static request headers (e.g. Authorization); values may come from placeholders."`
+	Timeout           sdk.Duration    `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes  int64           `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
+	IncludeExtensions bool            `json:"include_extensions,omitempty" jsonschema:"Keep the answer's extensions in results."`
+	Tool              json.RawMessage `json:"tool,omitempty" jsonschema:"Derived by the adapter when it expands an entry; never written by hand."`
 }
 
-var generateFields = []string{"query_fields", "max_depth"}
+// generateFields is the generate block as written.
+type generateFields struct {
+	QueryFields json.RawMessage `json:"query_fields" jsonschema:"true for every Query field, or a list of field names."`
+	MaxDepth    *int            `json:"max_depth,omitempty" jsonschema:"How deep results are selected."`
+}
+
+// configKeywords state what the Go types of configFields cannot.
+var configKeywords = map[string]string{
+	"endpoint":              `{"format": "uri"}`,
+	"operations":            `{"minItems": 1}`,
+	"tool_prefix":           `{"maxLength": 64}`,
+	"generate.query_fields": `{"oneOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}`,
+	"generate.max_depth":    `{"minimum": 1, "maximum": 5, "default": 2}`,
+	"headers":               `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
+	"timeout":               `{"default": "30s"}`,
+	"max_response_bytes":    `{"minimum": 0, "default": 8388608}`,
+	"include_extensions":    `{"default": false}`,
+	"tool":                  `{"type": "object"}`,
+}
+
+// newConfigs returns the config declaration of one adapter, with its cache
+// of prepared configs.
+func newConfigs() *sdk.Config[configFields, *prepared] {
+	return &sdk.Config[configFields, *prepared]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+}
 
 // config is a parsed, validated adapter config: an operations-file entry
 // (schema, document, generate...) or the per-tool config ExpandOperation
@@ -88,120 +124,68 @@ func (c *config) callTimeout(host time.Duration) time.Duration {
 	return defaultTimeout
 }
 
-// parseResult is the outcome of parsing one raw config.
-type parseResult struct {
-	cfg   *config // nil when diags holds an error
-	diags []sdk.Diagnostic
-	err   error // summary of the error diagnostics, for Invoke
-
+// prepared is a config ready for calls.
+type prepared struct {
+	cfg *config
 	// expanded caches the tools of an entry config invoked directly
 	// (without the host's expansion), once derived successfully.
 	expanded atomic.Pointer[[]*derivedTool]
 }
 
-func parseConfig(raw []byte) *parseResult {
-	var d diags
-	c := parseInto(raw, &d)
-	res := &parseResult{diags: d.List()}
-	if d.Failed() {
-		res.err = errors.New(d.Summary("invalid graphql operation config"))
-		return res
-	}
-	res.cfg = c
-	return res
-}
-
 // diags collects a config's diagnostics.
 type diags = sdk.Diagnostics
 
-func parseInto(raw []byte, d *diags) *config {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.Errorf("", "the graphql adapter config must be a JSON object")
-		return nil
-	}
-	d.UnknownFields(fields, knownFields, "")
-
+// prepare checks a decoded config. It never echoes config values (they
+// may be secrets) in diagnostics.
+func prepare(op *sdk.Operation, f *configFields, d *diags) *prepared {
 	c := &config{}
 
 	// endpoint
-	var endpoint string
-	if v, ok := fields["endpoint"]; !ok || isNull(v) {
+	if f.Endpoint == "" {
 		d.Errorf("endpoint", "required: the absolute http or https URL of the GraphQL endpoint")
-	} else if json.Unmarshal(v, &endpoint) != nil {
-		d.Errorf("endpoint", "must be a string: the absolute http or https URL of the GraphQL endpoint")
 	} else {
-		parseEndpoint(strings.TrimSpace(endpoint), c, d)
+		parseEndpoint(strings.TrimSpace(f.Endpoint), c, d)
 	}
 
-	// headers
-	if v, ok := fields["headers"]; ok && !isNull(v) {
-		parseHeaders(v, c, d)
+	if f.Headers != nil {
+		parseHeaders(f.Headers, c, d)
 	}
-
-	// timeout
-	if v, ok := fields["timeout"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
-		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
-		} else if t <= 0 {
-			d.Errorf("timeout", "must be positive")
-		} else {
-			c.timeout = t
-		}
-	}
+	c.timeout = time.Duration(f.Timeout)
 
 	// max_response_bytes
 	c.maxBytes = defaultMaxResponseBytes
-	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
-		var n int64
-		if json.Unmarshal(v, &n) != nil {
-			d.Errorf("max_response_bytes", "must be an integer number of bytes")
-		} else if n < 0 {
-			d.Errorf("max_response_bytes", "must not be negative")
-		} else if n > 0 {
-			c.maxBytes = n
-		}
+	if f.MaxResponseBytes < 0 {
+		d.Errorf("max_response_bytes", "must not be negative")
+	} else if f.MaxResponseBytes > 0 {
+		c.maxBytes = f.MaxResponseBytes
 	}
-
-	// include_extensions
-	if v, ok := fields["include_extensions"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &c.includeExtensions) != nil {
-			d.Errorf("include_extensions", "must be true or false")
-		}
-	}
+	c.includeExtensions = f.IncludeExtensions
 
 	// tool: a per-tool config written by ExpandOperation.
-	if v, ok := fields["tool"]; ok && !isNull(v) {
-		for _, f := range []string{"schema", "document", "query", "operations", "tool_prefix", "generate"} {
-			if _, ok := fields[f]; ok {
-				d.Errorf(f, "not allowed beside tool (a tool config is derived by the adapter from an entry)")
+	if f.Tool != nil {
+		var present map[string]json.RawMessage
+		_ = json.Unmarshal(op.Config, &present) // an object: decoded already
+		for _, k := range []string{"schema", "document", "query", "operations", "tool_prefix", "generate"} {
+			if _, ok := present[k]; ok {
+				d.Errorf(k, "not allowed beside tool (a tool config is derived by the adapter from an entry)")
 			}
 		}
-		t, err := compileTool(v)
+		t, err := compileTool(f.Tool)
 		if err != nil {
 			d.Errorf("tool", "%v", err)
 		} else {
 			c.tool = t
 		}
-		return c
+		return done(c, d)
 	}
 
-	c.schemaFile = stringField(fields, "schema", "must be a string: the path of an SDL file (.graphql/.graphqls); leave it out to introspect the endpoint", d)
-	c.documentFile = stringField(fields, "document", "must be a string: the path of a .graphql file with named queries and mutations", d)
-	if v, ok := fields["query"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &c.query) != nil {
-			d.Errorf("query", "must be a string: a GraphQL document with one or more queries or mutations")
-		} else if strings.TrimSpace(c.query) == "" {
+	c.schemaFile = nonEmpty(f.Schema, "schema", d)
+	c.documentFile = nonEmpty(f.Document, "document", d)
+	if f.Query != nil {
+		if strings.TrimSpace(*f.Query) == "" {
 			d.Errorf("query", "must not be empty")
 		} else {
-			c.hasQuery = true
+			c.query, c.hasQuery = *f.Query, true
 		}
 	}
 	if c.documentFile != "" && c.hasQuery {
@@ -209,27 +193,22 @@ func parseInto(raw []byte, d *diags) *config {
 	}
 
 	// operations
-	if v, ok := fields["operations"]; ok && !isNull(v) {
-		var list []string
-		if json.Unmarshal(v, &list) != nil {
-			d.Errorf("operations", "must be a list of operation names from the document")
-		} else {
-			seen := map[string]bool{}
-			for i, name := range list {
-				name = strings.TrimSpace(name)
-				switch {
-				case !validGraphQLName(name):
-					d.Errorf(fmt.Sprintf("operations[%d]", i), "%q is not a GraphQL operation name", name)
-				case seen[name]:
-					d.Errorf(fmt.Sprintf("operations[%d]", i), "operation %q is listed twice", name)
-				default:
-					seen[name] = true
-					c.operations = append(c.operations, name)
-				}
+	if f.Operations != nil {
+		seen := map[string]bool{}
+		for i, name := range f.Operations {
+			name = strings.TrimSpace(name)
+			switch {
+			case !validGraphQLName(name):
+				d.Errorf(fmt.Sprintf("operations[%d]", i), "%q is not a GraphQL operation name", name)
+			case seen[name]:
+				d.Errorf(fmt.Sprintf("operations[%d]", i), "operation %q is listed twice", name)
+			default:
+				seen[name] = true
+				c.operations = append(c.operations, name)
 			}
-			if len(list) == 0 {
-				d.Errorf("operations", "must not be empty: leave it out to serve every operation of the document")
-			}
+		}
+		if len(f.Operations) == 0 {
+			d.Errorf("operations", "must not be empty: leave it out to serve every operation of the document")
 		}
 		if c.documentFile == "" && !c.hasQuery {
 			d.Errorf("operations", "needs a document or query to pick the operations from")
@@ -237,50 +216,46 @@ func parseInto(raw []byte, d *diags) *config {
 	}
 
 	// tool_prefix
-	if v, ok := fields["tool_prefix"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &c.prefix) != nil || !validToolChars(c.prefix) || len(c.prefix) > 64 {
-			d.Errorf("tool_prefix", "must be a string of at most 64 characters of A-Z a-z 0-9 _ . -")
-			c.prefix = ""
-		}
+	if !validToolChars(f.ToolPrefix) || len(f.ToolPrefix) > 64 {
+		d.Errorf("tool_prefix", "must be a string of at most 64 characters of A-Z a-z 0-9 _ . -")
+	} else {
+		c.prefix = f.ToolPrefix
 	}
 
-	// generate
-	if v, ok := fields["generate"]; ok && !isNull(v) {
-		c.generate = parseGenerate(v, d)
+	if f.Generate != nil {
+		c.generate = parseGenerate(f.Generate, d)
 	}
 
 	if c.documentFile == "" && !c.hasQuery && c.generate == nil {
 		d.Errorf("document", "required: a .graphql file of named operations (document), an inline document (query), or generate: {query_fields: true}")
 	}
-	return c
+	return done(c, d)
 }
 
-func stringField(fields map[string]json.RawMessage, name, msg string, d *diags) string {
-	v, ok := fields[name]
-	if !ok || isNull(v) {
+// done is the prepared form of c, nil when d holds an error.
+func done(c *config, d *diags) *prepared {
+	if d.Failed() {
+		return nil
+	}
+	return &prepared{cfg: c}
+}
+
+// nonEmpty returns a path field's value, "" when it is absent.
+func nonEmpty(v *string, name string, d *diags) string {
+	if v == nil {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		d.Errorf(name, "%s", msg)
-		return ""
-	}
-	if s = strings.TrimSpace(s); s == "" {
+	s := strings.TrimSpace(*v)
+	if s == "" {
 		d.Errorf(name, "must not be empty")
 	}
 	return s
 }
 
-func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(v, &fields) != nil {
-		d.Errorf("generate", "must be an object such as {query_fields: true, max_depth: 2}")
-		return nil
-	}
-	d.UnknownFields(fields, generateFields, "generate.")
+func parseGenerate(f *generateFields, d *diags) *generateConfig {
 	g := &generateConfig{maxDepth: defaultMaxDepth}
-	qf, ok := fields["query_fields"]
-	if !ok || isNull(qf) {
+	qf := f.QueryFields
+	if qf == nil {
 		d.Errorf("generate.query_fields", "required: true for every top-level Query field, or a list of field names")
 		return nil
 	}
@@ -311,12 +286,11 @@ func parseGenerate(v json.RawMessage, d *diags) *generateConfig {
 	default:
 		d.Errorf("generate.query_fields", "must be true or a list of Query field names")
 	}
-	if md, ok := fields["max_depth"]; ok && !isNull(md) {
-		var n int
-		if json.Unmarshal(md, &n) != nil || n < 1 || n > maxMaxDepth {
+	if n := f.MaxDepth; n != nil {
+		if *n < 1 || *n > maxMaxDepth {
 			d.Errorf("generate.max_depth", "must be an integer from 1 to %d", maxMaxDepth)
 		} else {
-			g.maxDepth = n
+			g.maxDepth = *n
 		}
 	}
 	return g

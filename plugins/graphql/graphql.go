@@ -23,7 +23,7 @@ const version = "0.1.0"
 // adapter is the GraphQL adapter. It is safe for concurrent use.
 type adapter struct {
 	client  *http.Client
-	configs sdk.ConfigCache[*parseResult]
+	configs *sdk.Config[configFields, *prepared]
 }
 
 // Interface guards.
@@ -37,19 +37,21 @@ var (
 // sdk.OperationValidator and sdk.OperationExpander. Each adapter has its
 // own HTTP connection pool and config cache.
 func New() sdk.Adapter {
-	a := &adapter{client: newClient()}
-	a.configs.Parse = parseConfig
-	return a
+	return &adapter{client: newClient(), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	if err != nil {
+		return nil, err
+	}
 	return &sdk.Description{
 		Name:         Name,
 		Version:      version,
 		Protocols:    []string{"graphql"},
 		Modes:        []sdk.Mode{sdk.ModeUnary},
-		ConfigSchema: json.RawMessage(configSchema),
+		ConfigSchema: schema,
 	}, nil
 }
 
@@ -57,9 +59,9 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // neither the schema nor the document. Diagnostics never quote config
 // values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	p := a.configs.Get(op.Config)
-	diags := append([]sdk.Diagnostic(nil), p.diags...)
-	if p.cfg != nil && !p.cfg.isEntry() {
+	p := a.configs.Get(op)
+	diags := p.Diagnostics()
+	if p.Err() == nil && !p.Value.cfg.isEntry() {
 		diags = append(diags, sdk.Errorf("tool", "is derived by the adapter from an entry: write document, query or generate instead"))
 	}
 	return diags
@@ -76,14 +78,14 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 			tools, diags = nil, []sdk.Diagnostic{sdk.Errorf("", "internal error of the graphql adapter (panic), see the adapter log")}
 		}
 	}()
-	p := a.configs.Get(op.Config)
-	if p.cfg == nil {
-		return nil, p.diags
+	p := a.configs.Get(op)
+	if p.Err() != nil {
+		return nil, p.Diagnostics()
 	}
-	if !p.cfg.isEntry() {
+	if !p.Value.cfg.isEntry() {
 		return nil, []sdk.Diagnostic{sdk.Errorf("tool", "is derived by the adapter from an entry: write document, query or generate instead")}
 	}
-	derived, diags := a.derive(ctx, p.cfg, op)
+	derived, diags := a.derive(ctx, p.Value.cfg, op)
 	if derived == nil {
 		return nil, diags
 	}
@@ -162,15 +164,15 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			res, err = nil, errors.New("graphql adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.Get(req.Operation.Config)
-	if p.cfg == nil {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	p := a.configs.Get(&req.Operation)
+	if p.Err() != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
 	}
-	c := p.cfg
+	c := p.Value.cfg
 	t := c.tool
 	if t == nil {
 		var ue *sdk.UpstreamError
-		if t, ue = a.entryTool(ctx, p, req); ue != nil {
+		if t, ue = a.entryTool(ctx, p.Value, req); ue != nil {
 			return nil, ue
 		}
 	}
@@ -198,7 +200,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 // entryTool serves an entry config invoked as is (a host that does not
 // expand entries): the entry is expanded on first use and the tool named
 // like the operation is called.
-func (a *adapter) entryTool(ctx context.Context, p *parseResult, req *sdk.Request) (*tool, *sdk.UpstreamError) {
+func (a *adapter) entryTool(ctx context.Context, p *prepared, req *sdk.Request) (*tool, *sdk.UpstreamError) {
 	c := p.cfg
 	tools := p.expanded.Load()
 	if tools == nil {

@@ -1,7 +1,6 @@
 package grpcadapter
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -31,14 +30,51 @@ const (
 	maxToolPrefix = 64
 )
 
-// knownFields lists the config fields, in documentation order.
-var knownFields = []string{
-	"target", "plaintext", "tls", "method", "service", "methods", "tool_prefix",
-	"descriptor_set", "proto_files", "proto_source", "import_paths", "metadata", "timeout",
-	"max_response_bytes", "field_names", "emit_defaults", "cursor_field",
+// configFields is an operation's grpc config as written. Decoding, unknown
+// fields and the published schema come from it (sdk.Config); prepare
+// checks the values.
+type configFields struct {
+	Target           string          `json:"target" jsonschema:"Server address: host:port, dns:///host:port, passthrough:///host:port or unix:///path."`
+	Plaintext        *bool           `json:"plaintext,omitempty" jsonschema:"Speak plaintext HTTP/2. Default: true for loopback and unix targets without tls, false otherwise."`
+	TLS              *tlsFields      `json:"tls,omitempty" jsonschema:"TLS settings; without ca_file the system roots verify the server."`
+	Method           string          `json:"method,omitempty" jsonschema:"The method of a one-tool entry: package.Service/Method."`
+	Service          string          `json:"service,omitempty" jsonschema:"A service whose methods all become tools: package.Service."`
+	Methods          []string        `json:"methods,omitempty" jsonschema:"With service: only these methods (short names)."`
+	ToolPrefix       *string         `json:"tool_prefix,omitempty" jsonschema:"With service: prefix of the derived tool names; default: the entry's name and an underscore."`
+	DescriptorSet    string          `json:"descriptor_set,omitempty" jsonschema:"A binary FileDescriptorSet with the service's files and their imports; default: server reflection."`
+	ProtoFiles       []string        `json:"proto_files,omitempty" jsonschema:".proto files compiled at load, named relative to import_paths."`
+	ProtoSource      string          `json:"proto_source,omitempty" jsonschema:"The text of a .proto file compiled at load, instead of proto_files."`
+	ImportPaths      []string        `json:"import_paths,omitempty" jsonschema:"Directories searched for proto_files (or proto_source's imports); default: the operations file's directory."`
+	Metadata         json.RawMessage `json:"metadata,omitempty" jsonschema:"Request metadata sent with every call; -bin keys take base64 values."`
+	Timeout          sdk.Duration    `json:"timeout,omitempty" jsonschema:"Per-call deadline as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64           `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted response message; 0 means the default."`
+	FieldNames       string          `json:"field_names,omitempty" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
+	EmitDefaults     *bool           `json:"emit_defaults,omitempty" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
+	CursorField      *string         `json:"cursor_field,omitempty" jsonschema:"The request field that receives a window's cursor when a window resumes."`
 }
 
-var knownTLSFields = []string{"ca_file", "cert_file", "key_file", "server_name"}
+// tlsFields is the tls block as written.
+type tlsFields struct {
+	CAFile     string `json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the server."`
+	CertFile   string `json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
+	KeyFile    string `json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
+	ServerName string `json:"server_name,omitempty" jsonschema:"Name to verify the server certificate against; default: the target's host."`
+}
+
+// configKeywords state what the Go types of configFields cannot.
+var configKeywords = map[string]string{
+	"metadata":           `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
+	"timeout":            `{"default": "30s"}`,
+	"max_response_bytes": `{"minimum": 0, "default": 8388608}`,
+	"field_names":        `{"enum": ["proto", "json"], "default": "proto"}`,
+	"emit_defaults":      `{"default": true}`,
+}
+
+// newConfigs returns the config declaration of one adapter, with its cache
+// of prepared configs.
+func newConfigs() *sdk.Config[configFields, *opState] {
+	return &sdk.Config[configFields, *opState]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+}
 
 // config is a parsed, validated operation config. It is immutable.
 type config struct {
@@ -116,61 +152,27 @@ func (c *config) schemaKey() string {
 // diags collects a config's diagnostics.
 type diags = sdk.Diagnostics
 
-// configError is the message of a call made with a config that does not
-// load.
-const configError = "invalid grpc operation config"
-
-// parseConfig parses and validates a raw operation config; relative paths
-// resolve against op's BaseDir. It reads the TLS files. Diagnostics never
-// quote config values other than names (they may be secrets).
-func parseConfig(op *sdk.Operation) (*config, []sdk.Diagnostic) {
-	var d diags
-	c := parseInto(op, &d)
-	if d.Failed() {
-		return nil, d.List()
-	}
-	return c, d.List()
-}
-
-func parseInto(op *sdk.Operation, d *diags) *config {
-	raw := bytes.TrimSpace(op.Config)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.Errorf("", "the grpc adapter config must be a JSON object")
-		return nil
-	}
-	d.UnknownFields(fields, knownFields, "")
+// prepare checks a decoded config; relative paths resolve against op's
+// BaseDir. It reads the TLS files. Diagnostics never quote config values
+// other than names (they may be secrets).
+func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
 	c := &config{maxBytes: defaultMaxResponseBytes, emitDefs: true}
 
 	// target
-	if v, ok := fields["target"]; !ok || isNull(v) {
+	if f.Target == "" {
 		d.Errorf("target", "required: the server address, e.g. 127.0.0.1:50051 or dns:///api.internal:443")
-	} else if json.Unmarshal(v, &c.target) != nil {
-		d.Errorf("target", "must be a string: the server address, e.g. 127.0.0.1:50051")
 	} else {
-		c.target = strings.TrimSpace(c.target)
+		c.target = strings.TrimSpace(f.Target)
 		c.local = parseTarget(c.target, d)
 	}
 
 	// plaintext and tls
-	var plaintext *bool
-	if v, ok := fields["plaintext"]; ok && !isNull(v) {
-		var b bool
-		if json.Unmarshal(v, &b) != nil {
-			d.Errorf("plaintext", "must be true or false")
-		} else {
-			plaintext = &b
-		}
-	}
+	plaintext := f.Plaintext
 	var tlsCfg *tls.Config
 	tlsKey := ""
-	tlsSet := false
-	if v, ok := fields["tls"]; ok && !isNull(v) {
-		tlsSet = true
-		tlsCfg, tlsKey = parseTLS(v, op, d)
+	tlsSet := f.TLS != nil
+	if tlsSet {
+		tlsCfg, tlsKey = parseTLS(f.TLS, op, d)
 	}
 	switch {
 	case plaintext != nil && *plaintext && tlsSet:
@@ -196,20 +198,16 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	c.connKey = c.target + "\x00" + mode
 
 	// method / service
-	var method, service string
-	if v, ok := fields["method"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &method) != nil {
-			d.Errorf("method", "must be a string: package.Service/Method")
-		} else if svc, m, ok := splitMethod(strings.TrimSpace(method)); !ok {
+	method, service := f.Method, f.Service
+	if method != "" {
+		if svc, m, ok := splitMethod(strings.TrimSpace(method)); !ok {
 			d.Errorf("method", "must be a fully qualified method: package.Service/Method")
 		} else {
 			c.service, c.method = svc, m
 		}
 	}
-	if v, ok := fields["service"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &service) != nil {
-			d.Errorf("service", "must be a string: the fully qualified service name, e.g. package.Service")
-		} else if service = strings.TrimPrefix(strings.TrimSpace(service), "."); !validFullName(service) {
+	if service != "" {
+		if service = strings.TrimPrefix(strings.TrimSpace(service), "."); !validFullName(service) {
 			d.Errorf("service", "must be a fully qualified service name such as package.Service")
 		} else if method != "" {
 			d.Errorf("service", "give either method (one tool) or service (one tool per method), not both")
@@ -220,16 +218,12 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 	if method == "" && service == "" {
 		d.Errorf("method", "required: the method to call (package.Service/Method), or service to import every method of a service")
 	}
-	if v, ok := fields["methods"]; ok && !isNull(v) {
-		var list []string
-		switch {
-		case service == "":
+	if f.Methods != nil {
+		if service == "" {
 			d.Errorf("methods", "only applies with service")
-		case json.Unmarshal(v, &list) != nil:
-			d.Errorf("methods", "must be a list of method names of the service")
-		default:
+		} else {
 			seen := map[string]bool{}
-			for i, m := range list {
+			for i, m := range f.Methods {
 				m = strings.TrimSpace(m)
 				switch {
 				case !validIdent(m):
@@ -243,53 +237,43 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 			}
 		}
 	}
-	if v, ok := fields["tool_prefix"]; ok && !isNull(v) {
-		var p string
+	if p := f.ToolPrefix; p != nil {
 		switch {
 		case service == "":
 			d.Errorf("tool_prefix", "only applies with service")
-		case json.Unmarshal(v, &p) != nil:
-			d.Errorf("tool_prefix", "must be a string")
-		case len(p) > maxToolPrefix:
+		case len(*p) > maxToolPrefix:
 			d.Errorf("tool_prefix", "must be at most %d characters", maxToolPrefix)
-		case !validToolChars(p):
+		case !validToolChars(*p):
 			d.Errorf("tool_prefix", "may only contain A-Z a-z 0-9 _ . -")
 		default:
-			c.prefix, c.hasPrefix = p, true
+			c.prefix, c.hasPrefix = *p, true
 		}
 	}
 
 	// descriptor sources
-	if v, ok := fields["descriptor_set"]; ok && !isNull(v) {
-		var p string
-		if json.Unmarshal(v, &p) != nil || strings.TrimSpace(p) == "" {
-			d.Errorf("descriptor_set", "must be the path of a FileDescriptorSet file")
-		} else {
-			c.descriptorSet = op.ResolvePath(strings.TrimSpace(p))
-			checkReadable(c.descriptorSet, "descriptor_set", d)
-		}
+	if p := strings.TrimSpace(f.DescriptorSet); p != "" {
+		c.descriptorSet = op.ResolvePath(p)
+		checkReadable(c.descriptorSet, "descriptor_set", d)
 	}
-	if v, ok := fields["proto_files"]; ok && !isNull(v) {
-		var list []string
-		if json.Unmarshal(v, &list) != nil || len(list) == 0 {
+	if f.ProtoFiles != nil {
+		if len(f.ProtoFiles) == 0 {
 			d.Errorf("proto_files", "must be a non-empty list of .proto file names")
 		} else if c.descriptorSet != "" {
 			d.Errorf("proto_files", "give either descriptor_set or proto_files, not both")
 		} else {
-			for i, f := range list {
-				f = strings.TrimSpace(f)
-				if f == "" || !strings.HasSuffix(f, ".proto") {
+			for i, pf := range f.ProtoFiles {
+				pf = strings.TrimSpace(pf)
+				if pf == "" || !strings.HasSuffix(pf, ".proto") {
 					d.Errorf(fmt.Sprintf("proto_files[%d]", i), "must be a .proto file name")
 					continue
 				}
-				c.protoFiles = append(c.protoFiles, f)
+				c.protoFiles = append(c.protoFiles, pf)
 			}
 		}
 	}
-	if v, ok := fields["proto_source"]; ok && !isNull(v) {
-		var src string
+	if src := f.ProtoSource; src != "" {
 		switch {
-		case json.Unmarshal(v, &src) != nil || strings.TrimSpace(src) == "":
+		case strings.TrimSpace(src) == "":
 			d.Errorf("proto_source", "must be the text of a .proto file")
 		case c.descriptorSet != "" || len(c.protoFiles) > 0:
 			d.Errorf("proto_source", "give one of descriptor_set, proto_files and proto_source")
@@ -297,14 +281,11 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 			c.protoSource = src
 		}
 	}
-	if v, ok := fields["import_paths"]; ok && !isNull(v) {
-		var list []string
-		if json.Unmarshal(v, &list) != nil {
-			d.Errorf("import_paths", "must be a list of directories")
-		} else if _, hasProtos := fields["proto_files"]; !hasProtos && c.protoSource == "" {
+	if f.ImportPaths != nil {
+		if f.ProtoFiles == nil && c.protoSource == "" {
 			d.Errorf("import_paths", "only applies with proto_files or proto_source")
 		} else {
-			for i, p := range list {
+			for i, p := range f.ImportPaths {
 				p = strings.TrimSpace(p)
 				if p == "" {
 					d.Errorf(fmt.Sprintf("import_paths[%d]", i), "must not be empty")
@@ -324,73 +305,44 @@ func parseInto(op *sdk.Operation, d *diags) *config {
 		c.importPaths = []string{op.ResolvePath(".")}
 	}
 
-	// metadata
-	if v, ok := fields["metadata"]; ok && !isNull(v) {
-		c.metadata = parseMetadata(v, d)
+	if f.Metadata != nil {
+		c.metadata = parseMetadata(f.Metadata, d)
 	}
-
-	// timeout
-	if v, ok := fields["timeout"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
-		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
-		} else if t <= 0 {
-			d.Errorf("timeout", "must be positive")
-		} else {
-			c.timeout = t
-		}
-	}
+	c.timeout = time.Duration(f.Timeout)
 
 	// max_response_bytes
-	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
-		var n int64
-		if json.Unmarshal(v, &n) != nil {
-			d.Errorf("max_response_bytes", "must be an integer number of bytes")
-		} else if n < 0 {
-			d.Errorf("max_response_bytes", "must not be negative")
-		} else if n > 1<<30 {
-			d.Errorf("max_response_bytes", "must be at most 1 GiB")
-		} else if n > 0 {
-			c.maxBytes = int(n)
-		}
+	if n := f.MaxResponseBytes; n < 0 {
+		d.Errorf("max_response_bytes", "must not be negative")
+	} else if n > 1<<30 {
+		d.Errorf("max_response_bytes", "must be at most 1 GiB")
+	} else if n > 0 {
+		c.maxBytes = int(n)
 	}
 
 	// field_names
-	if v, ok := fields["field_names"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			d.Errorf("field_names", `must be "proto" or "json"`)
-		} else {
-			switch strings.TrimSpace(s) {
-			case "proto":
-			case "json":
-				c.jsonNames = true
-			default:
-				d.Errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
-			}
-		}
+	switch strings.TrimSpace(f.FieldNames) {
+	case "", "proto":
+	case "json":
+		c.jsonNames = true
+	default:
+		d.Errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
 	}
 
-	// emit_defaults
-	if v, ok := fields["emit_defaults"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &c.emitDefs) != nil {
-			d.Errorf("emit_defaults", "must be true or false")
-		}
+	if f.EmitDefaults != nil {
+		c.emitDefs = *f.EmitDefaults
 	}
 
 	// cursor_field
-	if v, ok := fields["cursor_field"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &c.cursorField) != nil || !validIdent(strings.TrimSpace(c.cursorField)) {
+	if f.CursorField != nil {
+		if c.cursorField = strings.TrimSpace(*f.CursorField); !validIdent(c.cursorField) {
 			d.Errorf("cursor_field", "must be the name of a field of the request message")
 		}
-		c.cursorField = strings.TrimSpace(c.cursorField)
 	}
-	return c
+	if d.Failed() {
+		return nil
+	}
+	return &opState{cfg: c}
 }
-
-func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 
 // parseTarget checks a gRPC target and reports whether it is local
 // (loopback or a unix socket).
@@ -437,26 +389,8 @@ func parseTarget(t string, d *diags) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) (*tls.Config, string) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(v, &fields) != nil {
-		d.Errorf("tls", "must be an object {ca_file, cert_file, key_file, server_name}")
-		return nil, ""
-	}
-	d.UnknownFields(fields, knownTLSFields, "tls.")
-	str := func(name string) string {
-		v, ok := fields[name]
-		if !ok || isNull(v) {
-			return ""
-		}
-		var s string
-		if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
-			d.Errorf("tls."+name, "must be a non-empty string")
-			return ""
-		}
-		return strings.TrimSpace(s)
-	}
-	caFile, certFile, keyFile, serverName := str("ca_file"), str("cert_file"), str("key_file"), str("server_name")
+func parseTLS(f *tlsFields, op *sdk.Operation, d *diags) (*tls.Config, string) {
+	caFile, certFile, keyFile, serverName := strings.TrimSpace(f.CAFile), strings.TrimSpace(f.CertFile), strings.TrimSpace(f.KeyFile), strings.TrimSpace(f.ServerName)
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 	h := sha256.New()
 	fmt.Fprintf(h, "sni=%s\x00", serverName)

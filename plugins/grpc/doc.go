@@ -213,8 +213,8 @@
 //
 // # Performance
 //
-// Parsed configs and resolved methods are cached by their raw bytes
-// (bounded, lock-free reads); connections are shared per target and
-// transport settings. A unary call costs one protojson conversion each way
-// over a plain grpc-go call: see BenchmarkUnary.
+// Parsed configs and resolved methods are cached by their directory and
+// raw bytes (bounded, lock-free reads); connections are shared per target
+// and transport settings. A unary call costs one protojson conversion each
+// way over a plain grpc-go call: see BenchmarkUnary.
 package grpcadapter

@@ -37,7 +37,7 @@ const version = "0.1.0"
 type adapter struct {
 	conns   connPool
 	schemas schemaCache
-	ops     opCache
+	configs *sdk.Config[configFields, *opState]
 }
 
 var (
@@ -50,24 +50,27 @@ var (
 // New returns the gRPC adapter. The value also implements
 // sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer. Each
 // adapter has its own connections and descriptor caches.
-func New() sdk.Adapter { return &adapter{} }
+func New() sdk.Adapter { return &adapter{configs: newConfigs()} }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	if err != nil {
+		return nil, err
+	}
 	return &sdk.Description{
 		Name:         Name,
 		Version:      version,
 		Protocols:    []string{"grpc"},
 		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
-		ConfigSchema: json.RawMessage(configSchema),
+		ConfigSchema: schema,
 	}, nil
 }
 
 // ValidateOperation implements sdk.OperationValidator: the config's own
 // checks, without contacting the server. Diagnostics never quote values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	c, diags := parseConfig(op)
-	a.ops.put(op, &opState{cfg: c, diags: diags})
+	diags := a.configs.Fresh(op).Diagnostics()
 	if d := checkMode(op.Mode); d != nil {
 		diags = append(diags, *d)
 	}
@@ -91,10 +94,12 @@ func modeName(m sdk.Mode) string {
 // descriptors (fresh, so a reload sees a changed service) and derives the
 // tool of a method entry, or one tool per method of a service entry.
 func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
-	c, diags := parseConfig(op)
-	if c == nil {
+	p := a.configs.Fresh(op)
+	diags := p.Diagnostics()
+	if p.Err() != nil {
 		return nil, diags
 	}
+	c := p.Value.cfg
 	if d := checkMode(op.Mode); d != nil {
 		return nil, append(diags, *d)
 	}
@@ -124,9 +129,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 			return nil, append(diags, *d)
 		}
 		m := newMethodInfo(c, set, md)
-		st := &opState{cfg: c}
-		st.method.Store(m)
-		a.ops.put(op, st)
+		p.Value.method.Store(m)
 		tool, err := m.tool("")
 		if err != nil {
 			return nil, append(diags, sdk.Errorf("method", "%v", err))
@@ -151,7 +154,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 		prefix = c.prefix
 	}
 	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(op.Config, &fields) // parseConfig accepted it
+	_ = json.Unmarshal(op.Config, &fields) // an object: prepared above
 	delete(fields, "service")
 	delete(fields, "methods")
 	delete(fields, "tool_prefix")
@@ -178,7 +181,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 		m := newMethodInfo(&mc, set, md)
 		st := &opState{cfg: &mc}
 		st.method.Store(m)
-		a.ops.put(&sdk.Operation{Config: cfgJSON, BaseDir: op.BaseDir}, st)
+		a.configs.Put(&sdk.Operation{Config: cfgJSON, BaseDir: op.BaseDir}, st)
 		tool, err := m.tool(name)
 		if err != nil {
 			diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "service", Message: fmt.Sprintf("skipped %s: %v", md.Name(), err)})
@@ -395,62 +398,12 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	return t, nil
 }
 
-// opState is an operation config as parsed, with its method once
+// opState is an operation config as prepared, with its method once
 // resolved.
 type opState struct {
-	baseDir string
-	cfg     *config // nil when the config is invalid
-	diags   []sdk.Diagnostic
-	method  atomic.Pointer[methodInfo]
-	mu      sync.Mutex // serialises resolving the method
-}
-
-// opCache memoises operation states keyed by their raw config bytes (and
-// base directory). Reads are lock-free (an immutable map behind an atomic
-// pointer); ValidateOperation and ExpandOperation replace entries, so a
-// reload re-reads TLS files and descriptors. It is bounded: when full it
-// starts over.
-type opCache struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[string][]*opState]
-}
-
-const maxCachedOps = 512
-
-func (c *opCache) get(op *sdk.Operation) *opState {
-	if m := c.m.Load(); m != nil {
-		for _, st := range (*m)[string(op.Config)] {
-			if st.baseDir == op.BaseDir {
-				return st
-			}
-		}
-	}
-	return nil
-}
-
-func (c *opCache) put(op *sdk.Operation, st *opState) {
-	st.baseDir = op.BaseDir
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var old map[string][]*opState
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	key := string(op.Config)
-	n := make(map[string][]*opState, len(old)+1)
-	if len(old) < maxCachedOps || old[key] != nil {
-		for k, v := range old {
-			n[k] = v
-		}
-	}
-	var list []*opState
-	for _, x := range n[key] {
-		if x.baseDir != op.BaseDir {
-			list = append(list, x)
-		}
-	}
-	n[key] = append(list, st)
-	c.m.Store(&n)
+	cfg    *config
+	method atomic.Pointer[methodInfo]
+	mu     sync.Mutex // serialises resolving the method
 }
 
 // loadSet loads the descriptors of c's source, through the schema cache.
@@ -476,17 +429,11 @@ func (a *adapter) loadSet(ctx context.Context, c *config, hostTimeout time.Durat
 // and loading descriptors on first use.
 func (a *adapter) prepare(ctx context.Context, req *sdk.Request) (*config, *methodInfo, *sdk.UpstreamError) {
 	op := &req.Operation
-	st := a.ops.get(op)
-	if st == nil {
-		c, diags := parseConfig(op)
-		st = &opState{cfg: c, diags: diags}
-		a.ops.put(op, st)
+	p := a.configs.Get(op)
+	if p.Err() != nil {
+		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Message: p.Err().Error()}
 	}
-	if st.cfg == nil {
-		var d diags
-		d.Add(st.diags...)
-		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Message: d.Summary(configError)}
-	}
+	st := p.Value
 	c := st.cfg
 	if c.method == "" {
 		return nil, nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(),

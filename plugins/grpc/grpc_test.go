@@ -667,7 +667,7 @@ func TestConfigDiagnostics(t *testing.T) {
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "import_paths": ["x"]}`, "import_paths", "only applies with proto_files or proto_source"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "proto_files": ["a.proto"], "proto_source": "syntax = \"proto3\";"}`, "proto_source", "one of descriptor_set, proto_files and proto_source"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "proto_source": " "}`, "proto_source", "text of a .proto file"},
-		{`{"target": "127.0.0.1:1", "method": "a.B/C", "cursor_field": 5}`, "cursor_field", "name of a field"},
+		{`{"target": "127.0.0.1:1", "method": "a.B/C", "cursor_field": 5}`, "cursor_field", "must be a string"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "metadata": {"Bad Key": "x"}}`, "metadata.Bad Key", "not a valid metadata key"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "metadata": {"grpc-timeout": "1"}}`, "metadata.grpc-timeout", "cannot be configured"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "metadata": {"authorization": "Bearer ` + secret + `\n"}}`, "metadata.authorization", "printable ASCII"},

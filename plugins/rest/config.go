@@ -3,7 +3,6 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,11 +28,89 @@ const (
 	bodyArguments = "arguments"
 )
 
-// knownFields lists the config fields, in documentation order.
-var knownFields = []string{
-	"method", "url", "query", "headers", "header_args", "body", "timeout", "max_response_bytes",
-	"body_fields", "cursor_param", "stream",
-	"param_styles", // OpenAPI import (openapi_params.go)
+// config is an operation's rest config as written: a plain REST entry, or
+// an OpenAPI import entry (openapi, alone; openapi.go). Decoding, unknown
+// fields and the published schema come from it (sdk.Config); prepare
+// checks the values.
+type config struct {
+	Method           string                     `json:"method,omitempty" jsonschema:"HTTP method (case-insensitive)."`
+	URL              string                     `json:"url,omitempty" jsonschema:"Absolute http or https URL; {name} path segments are filled from the tool argument of that name."`
+	Query            json.RawMessage            `json:"query,omitempty" jsonschema:"Tool arguments sent as query parameters: a list of argument names, or an object {query_name: argument_name}."`
+	Headers          json.RawMessage            `json:"headers,omitempty" jsonschema:"Static request headers."`
+	HeaderArgs       map[string]string          `json:"header_args,omitempty" jsonschema:"Request headers filled from tool arguments: {Header-Name: argument_name}."`
+	Body             *string                    `json:"body,omitempty" jsonschema:"auto (POST/PUT/PATCH send the remaining arguments), none, arguments (always send the remaining arguments), or an argument name (send that argument's value)."`
+	Timeout          sdk.Duration               `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64                      `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
+	BodyFields       map[string]json.RawMessage `json:"body_fields,omitempty" jsonschema:"JSON fields set in every request body object, over the arguments (e.g. {\"stream\": true, \"model\": \"llama3\"})."`
+	CursorParam      *string                    `json:"cursor_param,omitempty" jsonschema:"Query parameter that carries a window's cursor (mode window): the previous poll's cursor_path value, or the last SSE event id."`
+	Stream           *streamFields              `json:"stream,omitempty" jsonschema:"How a server_stream window reads the answer (text/event-stream, or one JSON document)."`
+	ParamStyles      map[string]paramStyleField `json:"param_styles,omitempty" jsonschema:"OpenAPI style/explode serialization of arguments filling path, query or header_args parameters: {argument: {style, explode, allow_reserved}}."`
+	OpenAPI          *openAPIFields             `json:"openapi,omitempty" jsonschema:"Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field."`
+}
+
+// headersSchema is the schema of a headers object.
+const headersSchema = `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`
+
+// configKeywords state what the Go types of config cannot.
+var configKeywords = map[string]string{
+	"": `{"oneOf": [
+		{"required": ["method", "url"], "not": {"required": ["openapi"]}},
+		{"required": ["openapi"], "maxProperties": 1}]}`,
+	"method": `{"enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
+		"get", "head", "post", "put", "patch", "delete", "options"]}`,
+	"url": `{"format": "uri-template"}`,
+	"query": `{"oneOf": [
+		{"type": "array", "items": {"type": "string"}},
+		{"type": "object", "additionalProperties": {"type": "string"}}]}`,
+	"headers":                                headersSchema,
+	"body":                                   `{"default": "auto"}`,
+	"timeout":                                `{"default": "30s"}`,
+	"max_response_bytes":                     `{"minimum": 0, "default": 8388608}`,
+	"stream.max_event_bytes":                 `{"minimum": 1024, "maximum": 33554432, "default": 1048576}`,
+	"stream.end_data":                        `{"default": "[DONE]"}`,
+	"stream.max_reconnects":                  `{"minimum": 0, "maximum": 100, "default": 5}`,
+	"param_styles.*.style":                   `{"enum": ["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"]}`,
+	"openapi.base_url":                       `{"format": "uri"}`,
+	"openapi.allow_external_refs":            `{"default": false}`,
+	"openapi.tool_prefix":                    `{"maxLength": 64}`,
+	"openapi.overrides.*.name":               `{"pattern": "^[A-Za-z0-9_.-]{1,128}$"}`,
+	"openapi.overrides.*.mode":               `{"enum": ["unary", "window"]}`,
+	"openapi.overrides.*.transport_behavior": `{"enum": ["server_stream", "request_response"]}`,
+	"openapi.overrides.*.limits":             `{"type": "object"}`,
+	"openapi.overrides.*.aggregation":        `{"type": "object"}`,
+	"openapi.overrides.*.safety":             `{"type": "object"}`,
+	"openapi.credentials.*": `{"oneOf": [
+		{"type": "string"},
+		{"type": "object", "additionalProperties": false, "properties": {"username": {"type": "string"}, "password": {"type": "string"}}}]}`,
+	"openapi.headers":            headersSchema,
+	"openapi.max_response_bytes": `{"minimum": 0}`,
+	"openapi.output_schemas":     `{"default": true}`,
+}
+
+// newConfigs returns the config declaration of one adapter, with its cache
+// of prepared configs.
+func newConfigs() *sdk.Config[config, *prepared] {
+	return &sdk.Config[config, *prepared]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+}
+
+// prepared is a config ready for calls: a plain entry's operation, or an
+// import entry's settings.
+type prepared struct {
+	op      *operation     // nil for an import entry and a config with errors
+	openapi *openAPIConfig // nil for a plain entry
+}
+
+// prepare checks a decoded config. It never echoes config values (they
+// may be secrets) in diagnostics.
+func prepare(sop *sdk.Operation, c *config, d *diags) *prepared {
+	if c.OpenAPI != nil { // an OpenAPI import entry (openapi.go)
+		return &prepared{openapi: prepareOpenAPI(sop.Config, c.OpenAPI, d)}
+	}
+	op := prepareOperation(c, d)
+	if d.Failed() {
+		return nil
+	}
+	return &prepared{op: op}
 }
 
 var methods = map[string]string{
@@ -115,56 +192,30 @@ func (op *operation) callTimeout(host time.Duration) time.Duration {
 	return defaultTimeout
 }
 
-// parseResult is the outcome of parsing one raw config.
-type parseResult struct {
-	op    *operation // nil when diags holds an error
-	diags []sdk.Diagnostic
-	err   error // summary of the error diagnostics, for Invoke
-}
-
-// parseConfig parses and validates a raw operation config. It never echoes
-// config values (they may be secrets) in diagnostics.
-func parseConfig(raw []byte) *parseResult {
-	if p := parseOpenAPIEntry(raw); p != nil { // an OpenAPI import entry (openapi.go)
-		return p
+// operation returns the operation a call's config prepares to, or the
+// error of a config that cannot be called.
+func (a *adapter) operation(op *sdk.Operation) (*operation, *sdk.UpstreamError) {
+	p := a.configs.Get(op)
+	switch {
+	case p.Err() != nil:
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
+	case p.Value.op == nil:
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: errOpenAPIEntry.Error()}
 	}
-	var d diags
-	op := parseInto(raw, &d)
-	res := &parseResult{diags: d.List()}
-	if d.Failed() {
-		res.err = errors.New(d.Summary("invalid rest operation config"))
-		return res
-	}
-	res.op = op
-	return res
+	return p.Value.op, nil
 }
 
 // diags collects a config's diagnostics.
 type diags = sdk.Diagnostics
 
-func parseInto(raw []byte, d *diags) *operation {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var fields map[string]json.RawMessage
-	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
-		d.Errorf("", "the rest adapter config must be a JSON object")
-		return nil
-	}
-	// Unknown fields are reported by name (all of them, not just the
-	// first as DisallowUnknownFields would); keys match case-sensitively.
-	d.UnknownFields(fields, knownFields, "")
-
+// prepareOperation checks a plain entry's config and builds its operation.
+func prepareOperation(c *config, d *diags) *operation {
 	op := &operation{consumed: map[string]bool{}}
 
 	// method
-	var method string
-	if v, ok := fields["method"]; !ok || isNull(v) {
+	if c.Method == "" {
 		d.Errorf("method", "required: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
-	} else if json.Unmarshal(v, &method) != nil {
-		d.Errorf("method", "must be a string: one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
-	} else if m, ok := methods[strings.ToUpper(strings.TrimSpace(method))]; !ok {
+	} else if m, ok := methods[strings.ToUpper(strings.TrimSpace(c.Method))]; !ok {
 		d.Errorf("method", "unknown method: use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 	} else {
 		op.method = m
@@ -175,89 +226,57 @@ func parseInto(raw []byte, d *diags) *operation {
 	}
 
 	// url
-	var rawURL string
-	if v, ok := fields["url"]; !ok || isNull(v) {
+	if c.URL == "" {
 		d.Errorf("url", "required: an absolute http or https URL")
-	} else if json.Unmarshal(v, &rawURL) != nil {
-		d.Errorf("url", "must be a string: an absolute http or https URL")
 	} else {
-		parseURL(strings.TrimSpace(rawURL), op, d)
+		parseURL(strings.TrimSpace(c.URL), op, d)
 	}
 
-	// query
-	if v, ok := fields["query"]; ok && !isNull(v) {
-		parseQuery(v, op, d)
+	if c.Query != nil {
+		parseQuery(c.Query, op, d)
 	}
-
-	// headers
-	if v, ok := fields["headers"]; ok && !isNull(v) {
-		parseHeaders(v, op, d)
+	if c.Headers != nil {
+		parseHeaders(c.Headers, op, d)
 	}
-
-	// header_args
-	if v, ok := fields["header_args"]; ok && !isNull(v) {
-		parseHeaderArgs(v, op, d)
+	if c.HeaderArgs != nil {
+		parseHeaderArgs(c.HeaderArgs, op, d)
 	}
 
 	// body
 	op.body = bodyAuto
-	if v, ok := fields["body"]; ok && !isNull(v) {
-		var b string
-		if json.Unmarshal(v, &b) != nil {
-			d.Errorf("body", `must be a string: "auto", "none", "arguments" or an argument name`)
-		} else {
-			switch b = strings.TrimSpace(b); b {
-			case "":
-				d.Errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
-			case bodyAuto, bodyNone, bodyArguments:
-				op.body = b
-			default:
-				if !validArgName(b) {
-					d.Errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
-				}
-				op.body, op.bodyArg = "", b
+	if c.Body != nil {
+		switch b := strings.TrimSpace(*c.Body); b {
+		case "":
+			d.Errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
+		case bodyAuto, bodyNone, bodyArguments:
+			op.body = b
+		default:
+			if !validArgName(b) {
+				d.Errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
 			}
-			if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
-				d.Warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
-			}
+			op.body, op.bodyArg = "", b
+		}
+		if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
+			d.Warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
 		}
 	}
 
-	// timeout
-	if v, ok := fields["timeout"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			d.Errorf("timeout", `must be a Go duration string such as "10s" or "1500ms"`)
-		} else if t, err := time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			d.Errorf("timeout", `not a valid duration: use a Go duration such as "10s" or "1500ms"`)
-		} else if t <= 0 {
-			d.Errorf("timeout", "must be positive")
-		} else {
-			op.timeout = t
-		}
-	}
+	op.timeout = time.Duration(c.Timeout)
 
 	// max_response_bytes
 	op.maxBytes = defaultMaxResponseBytes
-	if v, ok := fields["max_response_bytes"]; ok && !isNull(v) {
-		var n int64
-		if json.Unmarshal(v, &n) != nil {
-			d.Errorf("max_response_bytes", "must be an integer number of bytes")
-		} else if n < 0 {
-			d.Errorf("max_response_bytes", "must not be negative")
-		} else if n > 0 {
-			op.maxBytes = n
-		}
+	if c.MaxResponseBytes < 0 {
+		d.Errorf("max_response_bytes", "must not be negative")
+	} else if c.MaxResponseBytes > 0 {
+		op.maxBytes = c.MaxResponseBytes
 	}
 
-	parseStreamFields(fields, op, d)
-	parseParamStyles(fields, op, d) // openapi_params.go
+	parseStreamFields(c, op, d)
+	parseParamStyles(c.ParamStyles, op, d) // openapi_params.go
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	return op
 }
-
-func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 
 // parseURL splits the url template into the authority prefix, the path
 // template and the static query.
@@ -436,12 +455,7 @@ func parseHeaders(v json.RawMessage, op *operation, d *diags) {
 	d.Add(list...)
 }
 
-func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
-	var obj map[string]string
-	if json.Unmarshal(v, &obj) != nil {
-		d.Errorf("header_args", "must be an object {Header-Name: argument_name}")
-		return
-	}
+func parseHeaderArgs(obj map[string]string, op *operation, d *diags) {
 	seen := map[string]bool{}
 	for _, name := range sortedKeys(obj) {
 		field := "header_args." + name

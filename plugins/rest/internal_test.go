@@ -11,9 +11,10 @@ import (
 
 func TestConfigCacheBounded(t *testing.T) {
 	t.Parallel()
-	c := &sdk.ConfigCache[*parseResult]{Parse: parseConfig, Max: 3}
-	cfg := func(i int) []byte {
-		return fmt.Appendf(nil, `{"method":"GET","url":"http://h/%d"}`, i)
+	c := newConfigs()
+	c.Max = 3
+	cfg := func(i int) *sdk.Operation {
+		return &sdk.Operation{Config: fmt.Appendf(nil, `{"method":"GET","url":"http://h/%d"}`, i)}
 	}
 	first := c.Get(cfg(0))
 	if c.Get(cfg(0)) != first {
@@ -30,8 +31,8 @@ func TestConfigCacheBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p := c.Get(cfg(i % 5)); p.op == nil {
-				t.Errorf("config %d did not parse: %v", i%5, p.err)
+			if p := c.Get(cfg(i % 5)); p.Err() != nil || p.Value.op == nil {
+				t.Errorf("config %d did not parse: %v", i%5, p.Err())
 			}
 		}()
 	}

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,18 +21,57 @@ import (
 // import"); a plain REST entry is its own tool.
 var _ sdk.OperationExpander = (*adapter)(nil)
 
-var openAPIFields = []string{
-	"document", "base_url", "allow_external_refs", "tool_prefix", "include", "exclude",
-	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas",
+// openAPIFields is an import entry's openapi block as written.
+type openAPIFields struct {
+	Document          string                     `json:"document" jsonschema:"The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL."`
+	BaseURL           *string                    `json:"base_url,omitempty" jsonschema:"Base URL of the calls; default: the document's first server."`
+	AllowExternalRefs bool                       `json:"allow_external_refs,omitempty" jsonschema:"Follow $refs to other files or URLs."`
+	ToolPrefix        string                     `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
+	Include           filterFields               `json:"include,omitzero" jsonschema:"Keep operations matching every list given."`
+	Exclude           filterFields               `json:"exclude,omitzero" jsonschema:"Drop operations matching any list given."`
+	Overrides         map[string]overrideFields  `json:"overrides,omitempty" jsonschema:"Per operation (operationId or \"METHOD /path\"): name, title, description, mode, a window's transport_behavior, limits, aggregation and safety (as an operations entry writes them), annotations."`
+	Credentials       map[string]json.RawMessage `json:"credentials,omitempty" jsonschema:"Per security scheme: an API key or token, or {username, password} for http basic."`
+	Headers           json.RawMessage            `json:"headers,omitempty" jsonschema:"Static headers of every tool."`
+	Timeout           *string                    `json:"timeout,omitempty" jsonschema:"Per-call timeout of every tool, a Go duration."`
+	MaxResponseBytes  int64                      `json:"max_response_bytes,omitempty" jsonschema:"Largest answer of every tool."`
+	OutputSchemas     *bool                      `json:"output_schemas,omitempty" jsonschema:"Derive output schemas from the 2xx JSON answers; default true."`
+}
+
+// filterFields is include or exclude as written.
+type filterFields struct {
+	Tags         []string `json:"tags,omitempty" jsonschema:"Operation tags."`
+	OperationIDs []string `json:"operation_ids,omitempty" jsonschema:"operationId globs (* ? [a-z])."`
+	Methods      []string `json:"methods,omitempty" jsonschema:"HTTP methods."`
+	Paths        []string `json:"paths,omitempty" jsonschema:"Path prefixes, matched by whole segments."`
+}
+
+// overrideFields is one operation's override as written. The window
+// fields are checked by the host, as an operations entry's; here only
+// their shape.
+type overrideFields struct {
+	Name              string            `json:"name,omitempty" jsonschema:"The tool's name."`
+	Title             string            `json:"title,omitempty" jsonschema:"The tool's title."`
+	Description       string            `json:"description,omitempty" jsonschema:"The tool's description."`
+	Mode              string            `json:"mode,omitempty" jsonschema:"The tool's mode: unary or window."`
+	TransportBehavior json.RawMessage   `json:"transport_behavior,omitempty" jsonschema:"The window's transport_behavior, as an entry's."`
+	Limits            json.RawMessage   `json:"limits,omitempty" jsonschema:"The window's limits, checked by the host as an entry's."`
+	Aggregation       json.RawMessage   `json:"aggregation,omitempty" jsonschema:"The window's aggregation, checked by the host as an entry's."`
+	Safety            json.RawMessage   `json:"safety,omitempty" jsonschema:"The window's safety, checked by the host as an entry's."`
+	Annotations       *annotationFields `json:"annotations,omitempty" jsonschema:"The tool's annotations."`
+}
+
+// annotationFields are an override's annotations as written.
+type annotationFields struct {
+	ReadOnly    *bool `json:"read_only,omitempty" jsonschema:"The tool does not change its environment."`
+	Destructive *bool `json:"destructive,omitempty" jsonschema:"The tool may destroy data."`
+	Idempotent  *bool `json:"idempotent,omitempty" jsonschema:"Repeating a call has no further effect."`
+	OpenWorld   *bool `json:"open_world,omitempty" jsonschema:"The tool reaches an open world of entities."`
 }
 
 var (
-	filterFields   = []string{"tags", "operation_ids", "methods", "paths"}
-	overrideFields = []string{"name", "title", "description", "mode", "transport_behavior", "limits", "aggregation", "safety", "annotations"}
 	// windowFields are the override fields that configure a window tool;
 	// the host checks them as it checks an operations entry's.
 	windowFields = []string{"transport_behavior", "limits", "aggregation", "safety"}
-	annotFields  = []string{"read_only", "destructive", "idempotent", "open_world"}
 	toolNameRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 )
 
@@ -121,133 +159,92 @@ func (c *openAPIConfig) fetchTimeout(op time.Duration) time.Duration {
 	return defaultFetchTimeout
 }
 
-// parseOpenAPIEntry returns the parse result of an import entry's config,
-// nil when raw is not one (it has no "openapi" field). The entry passes
-// ValidateOperation when its config is well-formed; calling it fails with
-// errOpenAPIEntry.
-func parseOpenAPIEntry(raw []byte) *parseResult {
-	if !bytes.Contains(raw, []byte(`"openapi"`)) {
-		return nil
-	}
-	var d diags
-	if parseOpenAPIConfig(raw, &d) == nil && !d.Failed() {
-		return nil
-	}
-	res := &parseResult{diags: d.List(), err: errOpenAPIEntry}
-	if d.Failed() {
-		res.err = errors.New(d.Summary("invalid rest operation config"))
-	}
-	return res
-}
-
-// parseOpenAPIConfig parses an import entry's config; it returns nil
-// without diagnostics when raw has no "openapi" field. It never quotes
-// config values in diagnostics.
-func parseOpenAPIConfig(raw []byte, d *diags) *openAPIConfig {
+// prepareOpenAPI checks an import entry's config (raw, decoded as o)
+// without reading the document. The entry passes ValidateOperation when
+// its config is well-formed; calling it fails with errOpenAPIEntry. It
+// never quotes config values in diagnostics.
+func prepareOpenAPI(raw json.RawMessage, o *openAPIFields, d *diags) *openAPIConfig {
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(bytes.TrimSpace(raw), &fields) != nil {
-		return nil
-	}
-	v, ok := fields["openapi"]
-	if !ok {
-		return nil
-	}
+	_ = json.Unmarshal(raw, &fields) // an object: decoded already
 	for _, k := range sortedKeys(fields) {
 		if k != "openapi" {
-			d.Errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFields, ", "))
+			d.Errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFieldNames, ", "))
 		}
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(v, &obj) != nil || obj == nil {
-		d.Errorf("openapi", "must be an object {document, base_url, include, exclude, overrides, credentials, ...}")
-		return &openAPIConfig{}
-	}
-	d.UnknownFields(obj, openAPIFields, "openapi.")
 	c := &openAPIConfig{outputSchemas: true}
 
 	// document
-	if dv, ok := obj["document"]; !ok || isNull(dv) {
+	if c.document = strings.TrimSpace(o.Document); c.document == "" {
 		d.Errorf("openapi.document", "required: the OpenAPI document's file (relative to the operations file) or http(s) URL")
-	} else if json.Unmarshal(dv, &c.document) != nil || strings.TrimSpace(c.document) == "" {
-		d.Errorf("openapi.document", "must be a file path or an http(s) URL")
-	} else {
-		c.document = strings.TrimSpace(c.document)
-		if i := strings.Index(c.document, "://"); i > 0 {
-			u, err := url.Parse(c.document)
-			switch {
-			case err != nil:
-				d.Errorf("openapi.document", "not a valid URL")
-			case u.Scheme == "http" || u.Scheme == "https":
-				if u.Host == "" {
-					d.Errorf("openapi.document", "the URL has no host")
-				}
-				c.documentURL = u
-			case u.Scheme == "file":
-				c.document = u.Path
-			default:
-				d.Errorf("openapi.document", "URL scheme must be http or https (or a file path)")
+	} else if i := strings.Index(c.document, "://"); i > 0 {
+		u, err := url.Parse(c.document)
+		switch {
+		case err != nil:
+			d.Errorf("openapi.document", "not a valid URL")
+		case u.Scheme == "http" || u.Scheme == "https":
+			if u.Host == "" {
+				d.Errorf("openapi.document", "the URL has no host")
 			}
+			c.documentURL = u
+		case u.Scheme == "file":
+			c.document = u.Path
+		default:
+			d.Errorf("openapi.document", "URL scheme must be http or https (or a file path)")
 		}
 	}
 
 	// base_url
-	if bv, ok := obj["base_url"]; ok && !isNull(bv) {
-		if json.Unmarshal(bv, &c.baseURL) != nil {
-			d.Errorf("openapi.base_url", "must be an absolute http or https URL")
-		} else if msg := checkBaseURL(strings.TrimSpace(c.baseURL)); msg != "" {
+	if o.BaseURL != nil {
+		if msg := checkBaseURL(strings.TrimSpace(*o.BaseURL)); msg != "" {
 			d.Errorf("openapi.base_url", "%s", msg)
 		} else {
-			c.baseURL = strings.TrimRight(strings.TrimSpace(c.baseURL), "/")
+			c.baseURL = strings.TrimRight(strings.TrimSpace(*o.BaseURL), "/")
 		}
 	}
 
-	parseBool(obj, "allow_external_refs", &c.allowExternalRefs, d)
-	parseBool(obj, "output_schemas", &c.outputSchemas, d)
+	c.allowExternalRefs = o.AllowExternalRefs
+	if o.OutputSchemas != nil {
+		c.outputSchemas = *o.OutputSchemas
+	}
 
 	// tool_prefix
-	if pv, ok := obj["tool_prefix"]; ok && !isNull(pv) {
-		if json.Unmarshal(pv, &c.toolPrefix) != nil || len(c.toolPrefix) > 64 ||
-			c.toolPrefix != "" && !toolNameRE.MatchString(c.toolPrefix) {
-			d.Errorf("openapi.tool_prefix", "must be at most 64 characters of A-Z a-z 0-9 _ . -")
-		}
+	if c.toolPrefix = o.ToolPrefix; len(c.toolPrefix) > 64 || c.toolPrefix != "" && !toolNameRE.MatchString(c.toolPrefix) {
+		d.Errorf("openapi.tool_prefix", "must be at most 64 characters of A-Z a-z 0-9 _ . -")
 	}
 
-	c.include = parseFilter(obj, "include", d)
-	c.exclude = parseFilter(obj, "exclude", d)
-	c.overrides = parseOverrides(obj, d)
-	c.credentials = parseCredentials(obj, d)
+	c.include = prepareFilter(&o.Include, "openapi.include", d)
+	c.exclude = prepareFilter(&o.Exclude, "openapi.exclude", d)
+	c.overrides = prepareOverrides(o.Overrides, d)
+	c.credentials = prepareCredentials(o.Credentials, d)
 
 	// headers: static headers of every tool, checked as rest's headers.
-	if hv, ok := obj["headers"]; ok && !isNull(hv) {
-		if json.Unmarshal(hv, &c.headers) != nil {
-			d.Errorf("openapi.headers", "must be an object {Header-Name: value}")
-		} else {
-			var hd diags
-			parseHeaders(hv, &operation{}, &hd)
-			for _, x := range hd.List() {
-				x.Field = "openapi." + x.Field
-				d.Add(x)
-			}
+	if o.Headers != nil {
+		var hd diags
+		parseHeaders(o.Headers, &operation{}, &hd)
+		for _, x := range hd.List() {
+			x.Field = "openapi." + x.Field
+			d.Add(x)
 		}
+		_ = json.Unmarshal(o.Headers, &c.headers)
 	}
 
 	// timeout, max_response_bytes: copied to every tool.
-	if tv, ok := obj["timeout"]; ok && !isNull(tv) {
-		var t time.Duration
-		var err error
-		if json.Unmarshal(tv, &c.timeout) == nil {
-			t, err = time.ParseDuration(strings.TrimSpace(c.timeout))
-		}
-		if c.timeout == "" || err != nil || t <= 0 {
+	if o.Timeout != nil {
+		c.timeout = *o.Timeout
+		if t, err := time.ParseDuration(strings.TrimSpace(c.timeout)); err != nil || t <= 0 {
 			d.Errorf("openapi.timeout", `must be a positive Go duration such as "10s"`)
 		}
 	}
-	if mv, ok := obj["max_response_bytes"]; ok && !isNull(mv) {
-		if json.Unmarshal(mv, &c.maxResponseBytes) != nil || c.maxResponseBytes < 0 {
-			d.Errorf("openapi.max_response_bytes", "must be a non-negative integer number of bytes")
-		}
+	if c.maxResponseBytes = o.MaxResponseBytes; c.maxResponseBytes < 0 {
+		d.Errorf("openapi.max_response_bytes", "must be a non-negative integer number of bytes")
 	}
 	return c
+}
+
+// openAPIFieldNames lists the fields of the openapi block, for messages.
+var openAPIFieldNames = []string{
+	"document", "base_url", "allow_external_refs", "tool_prefix", "include", "exclude",
+	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas",
 }
 
 // checkBaseURL returns why s is not a usable base URL, "" when it is.
@@ -270,164 +267,77 @@ func checkBaseURL(s string) string {
 	return ""
 }
 
-func parseBool(obj map[string]json.RawMessage, k string, dst *bool, d *diags) {
-	if v, ok := obj[k]; ok && !isNull(v) {
-		if json.Unmarshal(v, dst) != nil {
-			d.Errorf("openapi."+k, "must be true or false")
-		}
-	}
-}
-
-func parseFilter(obj map[string]json.RawMessage, name string, d *diags) opFilter {
-	var f opFilter
-	v, ok := obj[name]
-	if !ok || isNull(v) {
-		return f
-	}
-	field := "openapi." + name
-	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.Errorf(field, "must be an object {tags, operation_ids, methods, paths}")
-		return f
-	}
-	for _, k := range sortedKeys(m) {
-		if !contains(filterFields, k) {
-			d.Errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(filterFields, ", "))
+func prepareFilter(in *filterFields, field string, d *diags) opFilter {
+	f := opFilter{tags: in.Tags}
+	for i, s := range in.OperationIDs {
+		if _, err := path.Match(s, ""); err != nil || s == "" {
+			d.Errorf(fmt.Sprintf("%s.operation_ids[%d]", field, i), "not a valid glob pattern (* ? [a-z], \\ escapes)")
 			continue
 		}
-		var list []string
-		if json.Unmarshal(m[k], &list) != nil {
-			d.Errorf(field+"."+k, "must be a list of strings")
+		f.operationIDs = append(f.operationIDs, s)
+	}
+	for i, s := range in.Methods {
+		m := strings.ToUpper(strings.TrimSpace(s))
+		if !contains(httpMethods, strings.ToLower(m)) {
+			d.Errorf(fmt.Sprintf("%s.methods[%d]", field, i), "unknown HTTP method (GET, PUT, POST, DELETE, OPTIONS, HEAD, PATCH, TRACE, QUERY)")
 			continue
 		}
-		for i, s := range list {
-			f2 := fmt.Sprintf("%s.%s[%d]", field, k, i)
-			switch k {
-			case "tags":
-				f.tags = append(f.tags, s)
-			case "operation_ids":
-				if _, err := path.Match(s, ""); err != nil || s == "" {
-					d.Errorf(f2, "not a valid glob pattern (* ? [a-z], \\ escapes)")
-					continue
-				}
-				f.operationIDs = append(f.operationIDs, s)
-			case "methods":
-				m := strings.ToUpper(strings.TrimSpace(s))
-				if !contains(httpMethods, strings.ToLower(m)) {
-					d.Errorf(f2, "unknown HTTP method (GET, PUT, POST, DELETE, OPTIONS, HEAD, PATCH, TRACE, QUERY)")
-					continue
-				}
-				f.methods = append(f.methods, m)
-			case "paths":
-				if !strings.HasPrefix(s, "/") {
-					d.Errorf(f2, "a path prefix starts with / (e.g. /pets)")
-					continue
-				}
-				f.paths = append(f.paths, s)
-			}
+		f.methods = append(f.methods, m)
+	}
+	for i, s := range in.Paths {
+		if !strings.HasPrefix(s, "/") {
+			d.Errorf(fmt.Sprintf("%s.paths[%d]", field, i), "a path prefix starts with / (e.g. /pets)")
+			continue
 		}
+		f.paths = append(f.paths, s)
 	}
 	return f
 }
 
-func parseOverrides(obj map[string]json.RawMessage, d *diags) map[string]*opOverride {
-	v, ok := obj["overrides"]
-	if !ok || isNull(v) {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.Errorf("openapi.overrides", `must be an object {operationId or "METHOD /path": {name, title, description, mode, limits, aggregation, safety, annotations}}`)
+func prepareOverrides(m map[string]overrideFields, d *diags) map[string]*opOverride {
+	if m == nil {
 		return nil
 	}
 	out := map[string]*opOverride{}
 	names := map[string]string{}
 	for _, key := range sortedKeys(m) {
 		field := "openapi.overrides." + key
-		var o map[string]json.RawMessage
-		if json.Unmarshal(m[key], &o) != nil || o == nil {
-			d.Errorf(field, "must be an object {name, title, description, mode, limits, aggregation, safety, annotations}")
-			continue
+		o := m[key]
+		ov := &opOverride{key: key, name: o.Name, title: o.Title, description: o.Description, mode: o.Mode}
+		if ov.name != "" {
+			if !toolNameRE.MatchString(ov.name) {
+				d.Errorf(field+".name", "must be 1-128 characters of A-Z a-z 0-9 _ . -")
+			} else if other, dup := names[ov.name]; dup {
+				d.Errorf(field+".name", "tool name %q is also given to %s", ov.name, other)
+			} else {
+				names[ov.name] = key
+			}
 		}
-		ov := &opOverride{key: key}
-		for _, k := range sortedKeys(o) {
-			fv := o[k]
-			f := field + "." + k
-			if isNull(fv) {
-				continue
-			}
-			switch k {
-			case "name":
-				if json.Unmarshal(fv, &ov.name) != nil || !toolNameRE.MatchString(ov.name) {
-					d.Errorf(f, "must be 1-128 characters of A-Z a-z 0-9 _ . -")
-				} else if other, dup := names[ov.name]; dup {
-					d.Errorf(f, "tool name %q is also given to %s", ov.name, other)
-				} else {
-					names[ov.name] = key
-				}
-			case "title", "description":
-				var s string
-				if json.Unmarshal(fv, &s) != nil {
-					d.Errorf(f, "must be a string")
-				} else if k == "title" {
-					ov.title = s
-				} else {
-					ov.description = s
-				}
-			case "mode":
-				if json.Unmarshal(fv, &ov.mode) != nil || ov.mode != "unary" && ov.mode != "window" {
-					d.Errorf(f, `must be "unary" or "window"`)
-				}
-			case "transport_behavior", "limits", "aggregation", "safety":
-				// The host checks these field by field, as it checks an
-				// operations entry's; here only their shape.
-				var str string
-				var obj map[string]json.RawMessage
-				switch {
-				case k == "transport_behavior" && json.Unmarshal(fv, &str) != nil:
-					d.Errorf(f, `must be "server_stream" or "request_response"`)
-				case k != "transport_behavior" && (json.Unmarshal(fv, &obj) != nil || obj == nil):
-					d.Errorf(f, "must be an object, as an operations entry writes it")
-				default:
-					if ov.window == nil {
-						ov.window = map[string]json.RawMessage{}
-					}
-					ov.window[k] = fv
-				}
-			case "annotations":
-				var a map[string]json.RawMessage
-				if json.Unmarshal(fv, &a) != nil || a == nil {
-					d.Errorf(f, "must be an object {read_only, destructive, idempotent, open_world}")
-					continue
-				}
-				ov.hasAnnotations = true
-				for _, ak := range sortedKeys(a) {
-					var b bool
-					if !contains(annotFields, ak) {
-						d.Errorf(f+"."+ak, "unknown field (known fields: %s)", strings.Join(annotFields, ", "))
-						continue
-					}
-					if isNull(a[ak]) {
-						continue
-					}
-					if json.Unmarshal(a[ak], &b) != nil {
-						d.Errorf(f+"."+ak, "must be true or false")
-						continue
-					}
-					switch ak {
-					case "read_only":
-						ov.annotations.ReadOnly = sdk.Bool(b)
-					case "destructive":
-						ov.annotations.Destructive = sdk.Bool(b)
-					case "idempotent":
-						ov.annotations.Idempotent = sdk.Bool(b)
-					case "open_world":
-						ov.annotations.OpenWorld = sdk.Bool(b)
-					}
-				}
+		if ov.mode != "" && ov.mode != "unary" && ov.mode != "window" {
+			d.Errorf(field+".mode", `must be "unary" or "window"`)
+		}
+		// The host checks the window fields field by field, as it checks
+		// an operations entry's; here only their shape.
+		for i, v := range []json.RawMessage{o.TransportBehavior, o.Limits, o.Aggregation, o.Safety} {
+			k := windowFields[i]
+			var str string
+			var obj map[string]json.RawMessage
+			switch {
+			case v == nil:
+			case k == "transport_behavior" && json.Unmarshal(v, &str) != nil:
+				d.Errorf(field+"."+k, `must be "server_stream" or "request_response"`)
+			case k != "transport_behavior" && (json.Unmarshal(v, &obj) != nil || obj == nil):
+				d.Errorf(field+"."+k, "must be an object, as an operations entry writes it")
 			default:
-				d.Errorf(f, "unknown field (known fields: %s)", strings.Join(overrideFields, ", "))
+				if ov.window == nil {
+					ov.window = map[string]json.RawMessage{}
+				}
+				ov.window[k] = v
 			}
+		}
+		if a := o.Annotations; a != nil {
+			ov.hasAnnotations = true
+			ov.annotations = sdk.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
 		if ov.mode == "unary" && len(ov.window) > 0 {
 			d.Errorf(ov.windowField(), "configures a window, and this override sets mode unary")
@@ -445,14 +355,8 @@ func overrideKey(k string) string {
 	return k
 }
 
-func parseCredentials(obj map[string]json.RawMessage, d *diags) map[string]*credential {
-	v, ok := obj["credentials"]
-	if !ok || isNull(v) {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(v, &m) != nil || m == nil {
-		d.Errorf("openapi.credentials", `must be an object {security scheme name: "key or token" | {username, password}}`)
+func prepareCredentials(m map[string]json.RawMessage, d *diags) map[string]*credential {
+	if m == nil {
 		return nil
 	}
 	out := map[string]*credential{}
@@ -577,15 +481,17 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 			tools, out = nil, []sdk.Diagnostic{sdk.Errorf("openapi", "internal error while importing the document (panic), see the adapter log")}
 		}
 	}()
-	var d diags
-	cfg := parseOpenAPIConfig(op.Config, &d)
-	if cfg == nil {
+	// Fresh: the import marks the overrides it uses, in its own settings.
+	p := a.configs.Fresh(op)
+	if p.Value == nil || p.Value.openapi == nil {
 		return []sdk.Tool{{}}, nil // a plain REST operation: the entry itself
 	}
-	if d.Failed() {
-		return nil, d.List()
+	if p.Err() != nil {
+		return nil, p.Diagnostics()
 	}
-	imp := &importer{a: a, cfg: cfg, op: op, d: &d}
+	var d diags
+	d.Add(p.Diagnostics()...)
+	imp := &importer{a: a, cfg: p.Value.openapi, op: op, d: &d}
 	tools = imp.run(ctx)
 	if d.Failed() {
 		return nil, d.List()

@@ -38,7 +38,12 @@ var stylesByLocation = map[string][]string{
 	locHeader: {styleSimple, styleJSON},
 }
 
-var paramStyleFields = []string{"style", "explode", "allow_reserved"}
+// paramStyleField is one argument's param_styles entry as written.
+type paramStyleField struct {
+	Style         string `json:"style" jsonschema:"The OpenAPI style: path simple, label, matrix; query form, spaceDelimited, pipeDelimited, deepObject; header simple; json anywhere."`
+	Explode       *bool  `json:"explode,omitempty" jsonschema:"OpenAPI explode; default true for form and deepObject, false otherwise."`
+	AllowReserved bool   `json:"allow_reserved,omitempty" jsonschema:"Query only: leave reserved characters unescaped."`
+}
 
 // paramStyle is how one argument is serialized into the path, query or
 // header it fills (config field param_styles), following the OpenAPI
@@ -55,28 +60,10 @@ type paramStyle struct {
 // parseParamStyles reads param_styles: {argument: {style, explode,
 // allow_reserved}}. It runs after url, query and header_args, which say
 // where each argument goes.
-func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags) {
-	v, ok := fields["param_styles"]
-	if !ok || isNull(v) {
-		return
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(v, &obj) != nil {
-		d.Errorf("param_styles", "must be an object {argument: {style, explode, allow_reserved}}")
-		return
-	}
-	for _, arg := range sortedKeys(obj) {
+func parseParamStyles(styles map[string]paramStyleField, op *operation, d *diags) {
+	for _, arg := range sortedKeys(styles) {
 		field := "param_styles." + arg
-		var spec map[string]json.RawMessage
-		if json.Unmarshal(obj[arg], &spec) != nil || spec == nil {
-			d.Errorf(field, "must be an object {style, explode, allow_reserved}")
-			continue
-		}
-		for _, k := range sortedKeys(spec) {
-			if !contains(paramStyleFields, k) {
-				d.Errorf(field+"."+k, "unknown field (known fields: %s)", strings.Join(paramStyleFields, ", "))
-			}
-		}
+		spec := styles[arg]
 		var locs []string
 		for _, p := range op.path {
 			if p.param == arg && !contains(locs, locPath) {
@@ -111,25 +98,19 @@ func parseParamStyles(fields map[string]json.RawMessage, op *operation, d *diags
 			st.rloc = runtime.ParamLocationHeader
 		}
 		allowed := stylesByLocation[st.loc]
-		if sv, ok := spec["style"]; !ok || isNull(sv) || json.Unmarshal(sv, &st.style) != nil || !contains(allowed, st.style) {
+		if st.style = spec.Style; !contains(allowed, st.style) {
 			d.Errorf(field+".style", "required for a %s parameter: one of %s", st.loc, strings.Join(allowed, ", "))
 			continue
 		}
 		st.explode = st.style == styleForm || st.style == styleDeepObject
-		if ev, ok := spec["explode"]; ok && !isNull(ev) {
-			if json.Unmarshal(ev, &st.explode) != nil {
-				d.Errorf(field+".explode", "must be true or false")
-			}
+		if spec.Explode != nil {
+			st.explode = *spec.Explode
 		}
 		if st.style == styleDeepObject && !st.explode {
 			d.Errorf(field+".explode", "style deepObject is always exploded")
 		}
-		if rv, ok := spec["allow_reserved"]; ok && !isNull(rv) {
-			if json.Unmarshal(rv, &st.allowReserved) != nil {
-				d.Errorf(field+".allow_reserved", "must be true or false")
-			} else if st.allowReserved && st.loc != locQuery {
-				d.Errorf(field+".allow_reserved", "only applies to query parameters")
-			}
+		if st.allowReserved = spec.AllowReserved; st.allowReserved && st.loc != locQuery {
+			d.Errorf(field+".allow_reserved", "only applies to query parameters")
 		}
 		if op.styles == nil {
 			op.styles = map[string]*paramStyle{}

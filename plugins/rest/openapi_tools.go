@@ -340,9 +340,9 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if err != nil {
 		return nil, im.skipf(c.ptr, "cannot encode its rest config: %v", err)
 	}
-	if p := parseConfig(cfgJSON); p.op == nil {
+	if p := im.a.configs.Get(&sdk.Operation{Config: cfgJSON, BaseDir: im.op.BaseDir}); p.Err() != nil {
 		var d diags
-		d.Add(p.diags...)
+		d.Add(p.Diagnostics()...)
 		return nil, im.skipf(c.ptr, "%s", d.Summary("it makes no valid rest config"))
 	}
 

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,7 +21,7 @@ const version = "0.1.0"
 // sdk.OperationValidator and is safe for concurrent use.
 type adapter struct {
 	client  *http.Client
-	configs sdk.ConfigCache[*parseResult]
+	configs *sdk.Config[config, *prepared]
 }
 
 var (
@@ -35,19 +34,21 @@ var (
 // sdk.OperationValidator. Each adapter has its own HTTP connection pool and
 // config cache.
 func New() sdk.Adapter {
-	a := &adapter{client: newClient()}
-	a.configs.Parse = parseConfig
-	return a
+	return &adapter{client: newClient(), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	if err != nil {
+		return nil, err
+	}
 	return &sdk.Description{
 		Name:         Name,
 		Version:      version,
 		Protocols:    []string{"http", "https", "sse"},
 		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
-		ConfigSchema: json.RawMessage(configSchema),
+		ConfigSchema: schema,
 	}, nil
 }
 
@@ -55,11 +56,7 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // good config, otherwise diagnostics naming the field. Diagnostics never
 // quote config values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	p := a.configs.Get(op.Config)
-	if len(p.diags) == 0 {
-		return nil
-	}
-	return append([]sdk.Diagnostic(nil), p.diags...)
+	return a.configs.Get(op).Diagnostics()
 }
 
 // Invoke implements sdk.Adapter: one HTTP request and its answer.
@@ -71,11 +68,10 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			res, err = nil, errors.New("rest adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.Get(req.Operation.Config)
-	if p.op == nil {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	op, ue := a.operation(&req.Operation)
+	if ue != nil {
+		return nil, ue
 	}
-	op := p.op
 	args, ue := op.decodeArgs(req.Arguments)
 	if ue != nil {
 		return nil, ue

@@ -41,11 +41,10 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			err = errors.New("rest adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.Get(req.Operation.Config)
-	if p.op == nil {
-		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	op, ue := a.operation(&req.Operation)
+	if ue != nil {
+		return ue
 	}
-	op := p.op
 	args, ue := op.decodeArgs(req.Arguments)
 	if ue != nil {
 		return ue

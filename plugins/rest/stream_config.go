@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -33,23 +32,29 @@ type streamConfig struct {
 	maxReconnects int
 }
 
-var streamFields = []string{"reconnect", "max_event_bytes", "events", "end_data", "max_reconnects"}
+// streamFields is the stream block as written.
+type streamFields struct {
+	Reconnect     *bool    `json:"reconnect,omitempty" jsonschema:"Reopen a dropped stream with Last-Event-ID; default true for GET, false otherwise."`
+	MaxEventBytes *int     `json:"max_event_bytes,omitempty" jsonschema:"Largest SSE event read; larger ones are skipped and reported as a gap."`
+	Events        []string `json:"events,omitempty" jsonschema:"SSE event types to keep (message = events without a type); default all."`
+	EndData       *string  `json:"end_data,omitempty" jsonschema:"An event whose data is exactly this ends the stream; \"\" disables."`
+	MaxReconnects *int     `json:"max_reconnects,omitempty" jsonschema:"Consecutive failed reopenings before the stream fails."`
+}
 
 // parseStreamFields reads the fields used by windows: cursor_param,
 // body_fields and the stream block.
-func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diags) {
+func parseStreamFields(c *config, op *operation, d *diags) {
 	op.stream = streamConfig{
 		reconnect:     op.method == http.MethodGet,
 		maxEventBytes: defaultMaxEventBytes,
 		endData:       defaultEndData,
 		maxReconnects: defaultMaxReconnects,
 	}
-	if v, ok := fields["cursor_param"]; ok && !isNull(v) {
-		var s string
-		if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
+	if c.CursorParam != nil {
+		if strings.TrimSpace(*c.CursorParam) == "" {
 			d.Errorf("cursor_param", "must be a non-empty query parameter name")
 		} else {
-			op.cursorParam = strings.TrimSpace(s)
+			op.cursorParam = strings.TrimSpace(*c.CursorParam)
 			for _, q := range op.query {
 				if q.name == op.cursorParam {
 					d.Errorf("cursor_param", "query parameter %q is already filled from an argument by query", op.cursorParam)
@@ -57,69 +62,43 @@ func parseStreamFields(fields map[string]json.RawMessage, op *operation, d *diag
 			}
 		}
 	}
-	if v, ok := fields["body_fields"]; ok && !isNull(v) {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(v, &obj) != nil {
-			d.Errorf("body_fields", "must be an object {field: JSON value}")
-		} else {
-			keys := make([]string, 0, len(obj))
-			for k := range obj {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				op.bodyFields = append(op.bodyFields, bodyField{name: k, value: bytes.TrimSpace(obj[k])})
-			}
-			if op.method != "" && !op.sendsBody() {
-				d.Errorf("body_fields", "this operation sends no body (method %s, body %q)", op.method, op.bodyMode())
-			}
+	if c.BodyFields != nil {
+		for _, k := range sortedKeys(c.BodyFields) {
+			op.bodyFields = append(op.bodyFields, bodyField{name: k, value: bytes.TrimSpace(c.BodyFields[k])})
+		}
+		if op.method != "" && !op.sendsBody() {
+			d.Errorf("body_fields", "this operation sends no body (method %s, body %q)", op.method, op.bodyMode())
 		}
 	}
-	v, ok := fields["stream"]
-	if !ok || isNull(v) {
+	sf := c.Stream
+	if sf == nil {
 		return
 	}
-	var sf map[string]json.RawMessage
-	if json.Unmarshal(v, &sf) != nil {
-		d.Errorf("stream", "must be an object")
-		return
-	}
-	d.UnknownFields(sf, streamFields, "stream.")
 	sc := &op.stream
-	if v, ok := sf["reconnect"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &sc.reconnect) != nil {
-			d.Errorf("stream.reconnect", "must be true or false")
-		}
+	if sf.Reconnect != nil {
+		sc.reconnect = *sf.Reconnect
 	}
-	if v, ok := sf["max_event_bytes"]; ok && !isNull(v) {
-		var n int
-		if json.Unmarshal(v, &n) != nil || n < minMaxEventBytes || n > maxMaxEventBytes {
+	if n := sf.MaxEventBytes; n != nil {
+		if *n < minMaxEventBytes || *n > maxMaxEventBytes {
 			d.Errorf("stream.max_event_bytes", "must be an integer between %d and %d", minMaxEventBytes, maxMaxEventBytes)
 		} else {
-			sc.maxEventBytes = n
+			sc.maxEventBytes = *n
 		}
 	}
-	if v, ok := sf["events"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &sc.events) != nil {
-			d.Errorf("stream.events", "must be a list of SSE event types")
-		}
-		for i, e := range sc.events {
-			if e == "" || strings.ContainsAny(e, "\r\n") {
-				d.Errorf(fmt.Sprintf("stream.events[%d]", i), "must be a non-empty event type on one line")
-			}
+	sc.events = sf.Events
+	for i, e := range sc.events {
+		if e == "" || strings.ContainsAny(e, "\r\n") {
+			d.Errorf(fmt.Sprintf("stream.events[%d]", i), "must be a non-empty event type on one line")
 		}
 	}
-	if v, ok := sf["end_data"]; ok && !isNull(v) {
-		if json.Unmarshal(v, &sc.endData) != nil {
-			d.Errorf("stream.end_data", `must be a string ("" never ends the stream on data)`)
-		}
+	if sf.EndData != nil {
+		sc.endData = *sf.EndData
 	}
-	if v, ok := sf["max_reconnects"]; ok && !isNull(v) {
-		var n int
-		if json.Unmarshal(v, &n) != nil || n < 0 || n > maxMaxReconnects {
+	if n := sf.MaxReconnects; n != nil {
+		if *n < 0 || *n > maxMaxReconnects {
 			d.Errorf("stream.max_reconnects", "must be an integer between 0 and %d", maxMaxReconnects)
 		} else {
-			sc.maxReconnects = n
+			sc.maxReconnects = *n
 		}
 	}
 }

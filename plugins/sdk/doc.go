@@ -29,9 +29,11 @@
 // them into tool results with isError set. Any other error is treated as a
 // bug in the adapter.
 //
-// Helpers every adapter needs for its configs live here too: [Suggest]
-// (did-you-mean hints for unknown fields), [ValidHeaderValue] and
-// [ConfigCache] (parse a config once, not on every call).
+// An adapter declares its operation config once, as a Go struct: [Config]
+// decodes it (every unknown field reported with a did-you-mean hint),
+// derives its JSON Schema and caches its prepared form, so a call does not
+// parse the config again. [Suggest] and [ValidHeaderValue] help with the
+// rest.
 //
 // Package sdktest runs an adapter in-process over real gRPC for its own unit
 // tests.

@@ -4,6 +4,7 @@ go 1.24
 
 require (
 	github.com/crankmcp/crank/proto v0.0.0-00010101000000-000000000000
+	github.com/google/jsonschema-go v0.4.3
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
 	google.golang.org/grpc v1.64.0

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // Helpers that every adapter needs for its config handling.
@@ -57,67 +55,6 @@ func ValidHeaderValue(s string) bool {
 		}
 	}
 	return true
-}
-
-// DefaultMaxCachedConfigs bounds a ConfigCache without Max.
-const DefaultMaxCachedConfigs = 512
-
-// ConfigCache memoises parsed operation configs keyed by their raw bytes,
-// so the call path does not parse a config again. Reads take no lock (an
-// immutable map behind an atomic pointer); a miss parses and publishes a
-// copy. It is bounded: when full it starts over. Safe for concurrent use.
-type ConfigCache[T any] struct {
-	// Parse turns a raw config into T; called about once per distinct
-	// config.
-	Parse func(raw []byte) T
-	// Max bounds the number of configs held; DefaultMaxCachedConfigs when 0.
-	Max int
-
-	mu sync.Mutex
-	m  atomic.Pointer[map[string]T]
-}
-
-// Get returns the parsed form of raw.
-func (c *ConfigCache[T]) Get(raw []byte) T {
-	if m := c.m.Load(); m != nil {
-		if p, ok := (*m)[string(raw)]; ok {
-			return p
-		}
-	}
-	p := c.Parse(raw)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var old map[string]T
-	if m := c.m.Load(); m != nil {
-		old = *m
-	}
-	if q, ok := old[string(raw)]; ok {
-		return q
-	}
-	limit := c.Max
-	if limit <= 0 {
-		limit = DefaultMaxCachedConfigs
-	}
-	var n map[string]T
-	if len(old) >= limit {
-		n = make(map[string]T, 1)
-	} else {
-		n = make(map[string]T, len(old)+1)
-		for k, v := range old {
-			n[k] = v
-		}
-	}
-	n[string(raw)] = p
-	c.m.Store(&n)
-	return p
-}
-
-// Len is the number of configs held.
-func (c *ConfigCache[T]) Len() int {
-	if m := c.m.Load(); m != nil {
-		return len(*m)
-	}
-	return 0
 }
 
 // ValidHeaderName reports whether s is an HTTP header name (an RFC 9110

@@ -147,13 +147,4 @@ func TestHelpers(t *testing.T) {
 	if sdk.ValidHeaderValue("a\r\nX-Evil: 1") || !sdk.ValidHeaderValue("Bearer x\ty") {
 		t.Error("ValidHeaderValue")
 	}
-	parses := 0
-	c := &sdk.ConfigCache[string]{Parse: func(raw []byte) string { parses++; return string(raw) }, Max: 2}
-	c.Get([]byte("a"))
-	c.Get([]byte("a"))
-	c.Get([]byte("b"))
-	c.Get([]byte("c"))
-	if parses != 3 || c.Len() > 2 {
-		t.Errorf("parses = %d, len = %d", parses, c.Len())
-	}
 }

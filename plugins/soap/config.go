@@ -1,39 +1,38 @@
 package soap
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
-// config is an operation's adapter config.
+// config is an operation's soap config. Decoding, unknown fields and the
+// published schema come from it (sdk.Config); prepare checks the values
+// and loads the WSDL.
 type config struct {
-	WSDL             string            `json:"wsdl"`
-	Service          string            `json:"service"`
-	Port             string            `json:"port"`
-	Endpoint         string            `json:"endpoint"`
-	Operation        string            `json:"operation"`
-	Operations       []string          `json:"operations"`
-	ToolPrefix       string            `json:"tool_prefix"`
-	Headers          map[string]string `json:"headers"`
-	Security         *security         `json:"security"`
-	Timeout          string            `json:"timeout"`
-	MaxResponseBytes int64             `json:"max_response_bytes"`
+	WSDL             string            `json:"wsdl" jsonschema:"WSDL 1.1 file, relative to the operations file."`
+	Service          string            `json:"service,omitempty" jsonschema:"The wsdl:service; default: any."`
+	Port             string            `json:"port,omitempty" jsonschema:"The wsdl:port; default: the first SOAP 1.1 or 1.2 port."`
+	Endpoint         string            `json:"endpoint,omitempty" jsonschema:"Overrides the port's soap:address."`
+	Operation        string            `json:"operation,omitempty" jsonschema:"The entry is this one operation's tool."`
+	Operations       []string          `json:"operations,omitempty" jsonschema:"Import only these operations of the port."`
+	ToolPrefix       string            `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
+	Headers          map[string]string `json:"headers,omitempty" jsonschema:"Extra HTTP headers (not Content-Length, Connection, SOAPAction...)."`
+	Security         *security         `json:"security,omitempty" jsonschema:"WS-Security UsernameToken (PasswordText) sent with every call."`
+	Timeout          string            `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64             `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
 
 	timeout time.Duration
 }
 
 type security struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
+	Username string `json:"username" jsonschema:"The UsernameToken's username."`
+	Password string `json:"password,omitempty" jsonschema:"The UsernameToken's password, sent as PasswordText."`
 }
 
 const (
@@ -41,65 +40,63 @@ const (
 	defaultMaxBytes = 8 << 20
 )
 
-// parseConfig decodes and checks a config; diagnostics name the field and
-// never quote values.
-func parseConfig(raw json.RawMessage) (*config, []sdk.Diagnostic) {
-	var c config
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		field := ""
-		msg := "config is not a valid object"
-		if s := err.Error(); strings.Contains(s, "unknown field") {
-			field = strings.Trim(s[strings.Index(s, "unknown field")+len("unknown field "):], `"`)
-			msg = "unknown field"
-		} else if te, ok := err.(*json.UnmarshalTypeError); ok {
-			field, msg = te.Field, "has the wrong type (want "+te.Type.String()+")"
-		}
-		return nil, []sdk.Diagnostic{sdk.Errorf(field, "%s", msg)}
-	}
-	var d []sdk.Diagnostic
+// configKeywords state what the Go types of config cannot.
+var configKeywords = map[string]string{
+	"timeout":            `{"default": "30s"}`,
+	"max_response_bytes": `{"minimum": 0, "default": 8388608}`,
+}
+
+// newConfigs returns the config declaration of one adapter, with its cache
+// of loaded configs.
+func newConfigs() *sdk.Config[config, *loaded] {
+	return &sdk.Config[config, *loaded]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+}
+
+// checkConfig checks a decoded config's values; diagnostics name the
+// field and never quote values.
+func checkConfig(c *config, d *sdk.Diagnostics) {
 	if c.WSDL == "" {
-		d = append(d, sdk.Errorf("wsdl", "is required"))
+		d.Errorf("wsdl", "is required")
 	} else if u, err := url.Parse(c.WSDL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		d = append(d, sdk.Errorf("wsdl", "must be a local file (fetching WSDLs over HTTP is not supported)"))
+		d.Errorf("wsdl", "must be a local file (fetching WSDLs over HTTP is not supported)")
 	}
 	if c.Endpoint != "" {
 		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d = append(d, sdk.Errorf("endpoint", "must be an absolute http or https URL"))
+			d.Errorf("endpoint", "must be an absolute http or https URL")
 		}
 	}
-	for k, v := range c.Headers {
+	keys := make([]string, 0, len(c.Headers))
+	for k := range c.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		lk := strings.ToLower(k)
-		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
-			d = append(d, sdk.Errorf("headers."+k, "is not a valid header"))
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(c.Headers[k], "\r\n") {
+			d.Errorf("headers."+k, "is not a valid header")
 		} else if lk == "content-length" || lk == "transfer-encoding" || lk == "connection" || lk == "soapaction" {
-			d = append(d, sdk.Errorf("headers."+k, "is set by the adapter"))
+			d.Errorf("headers."+k, "is set by the adapter")
 		}
 	}
 	if c.Security != nil && c.Security.Username == "" {
-		d = append(d, sdk.Errorf("security.username", "is required"))
+		d.Errorf("security.username", "is required")
 	}
 	c.timeout = defaultTimeout
 	if c.Timeout != "" {
 		t, err := time.ParseDuration(c.Timeout)
 		if err != nil || t <= 0 {
-			d = append(d, sdk.Errorf("timeout", "must be a positive Go duration such as 10s"))
+			d.Errorf("timeout", "must be a positive Go duration such as 10s")
 		}
 		c.timeout = t
 	}
 	if c.MaxResponseBytes < 0 {
-		d = append(d, sdk.Errorf("max_response_bytes", "must not be negative"))
+		d.Errorf("max_response_bytes", "must not be negative")
 	} else if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = defaultMaxBytes
 	}
 	if c.Operation != "" && len(c.Operations) > 0 {
-		d = append(d, sdk.Errorf("operations", "cannot be combined with operation"))
+		d.Errorf("operations", "cannot be combined with operation")
 	}
-	if len(d) > 0 {
-		return nil, d
-	}
-	return &c, nil
 }
 
 // loaded is a config with its WSDL read and its operations resolved.
@@ -111,19 +108,37 @@ type loaded struct {
 	byName  map[string]*operation
 	skipped []error
 	port    string
-	diags   []sdk.Diagnostic
 }
 
-func load(raw json.RawMessage, baseDir string) *loaded {
-	cfg, d := parseConfig(raw)
-	if d != nil {
-		return &loaded{diags: d}
+// stale reports whether one of l's files changed since it was loaded:
+// checked always when fresh is set (at load), else at most once a second.
+func (l *loaded) stale(fresh bool) bool {
+	now := time.Now().UnixNano()
+	last := l.checked.Load()
+	if !fresh && now-last < int64(time.Second) || !l.checked.CompareAndSwap(last, now) {
+		return false
 	}
-	op := sdk.Operation{BaseDir: baseDir}
+	return changed(l.stamps)
+}
+
+// prepare checks a decoded config and loads its WSDL; the WSDL's problems
+// are diagnostics on the field at fault.
+func prepare(op *sdk.Operation, cfg *config, d *sdk.Diagnostics) *loaded {
+	checkConfig(cfg, d)
+	if d.Failed() {
+		return nil
+	}
+	l := load(op, cfg, d)
+	l.checked.Store(time.Now().UnixNano())
+	return l
+}
+
+func load(op *sdk.Operation, cfg *config, d *sdk.Diagnostics) *loaded {
 	path := op.ResolvePath(cfg.WSDL)
 	set, err := loadWSDL(path)
 	if err != nil {
-		return &loaded{diags: []sdk.Diagnostic{sdk.Errorf("wsdl", "%v", err)}, stamps: []fileStamp{stampOf(path)}}
+		d.Errorf("wsdl", "%v", err)
+		return &loaded{stamps: []fileStamp{stampOf(path)}}
 	}
 	pi, err := set.choosePort(cfg.Service, cfg.Port)
 	if err != nil {
@@ -133,11 +148,13 @@ func load(raw json.RawMessage, baseDir string) *loaded {
 		} else if cfg.Service != "" {
 			field = "service"
 		}
-		return &loaded{diags: []sdk.Diagnostic{sdk.Errorf(field, "%v", err)}}
+		d.Errorf(field, "%v", err)
+		return &loaded{stamps: set.stamps}
 	}
 	ops, skipped, err := set.operations(pi)
 	if err != nil {
-		return &loaded{diags: []sdk.Diagnostic{sdk.Errorf("wsdl", "port %s: %v", pi.name, err)}}
+		d.Errorf("wsdl", "port %s: %v", pi.name, err)
+		return &loaded{stamps: set.stamps}
 	}
 	l := &loaded{cfg: cfg, byName: map[string]*operation{}, skipped: skipped, port: pi.name, stamps: set.stamps}
 	want := map[string]bool{}
@@ -194,45 +211,14 @@ func load(raw json.RawMessage, baseDir string) *loaded {
 				reason = "cannot be used: " + e.Error()
 			}
 		}
-		l.diags = append(l.diags, sdk.Errorf(field, "%s %s", n, reason))
+		d.Errorf(field, "%s %s", n, reason)
 	}
-	if len(l.ops) == 0 && len(l.diags) == 0 {
+	if len(l.ops) == 0 && !d.Failed() {
 		msg := "port " + pi.name + " has no usable operation"
 		for _, e := range l.skipped {
 			msg += "; " + e.Error()
 		}
-		l.diags = append(l.diags, sdk.Errorf("wsdl", "%s", msg))
+		d.Errorf("wsdl", "%s", msg)
 	}
-	return l
-}
-
-// cache holds loaded configs by raw config and base directory.
-type cache struct {
-	mu sync.Mutex
-	m  map[string]*loaded
-}
-
-// get returns the loaded config, reloading it when one of its files
-// changed: always when fresh is set (at load), else at most once a second.
-func (c *cache) get(raw json.RawMessage, baseDir string, fresh bool) *loaded {
-	key := baseDir + "\x00" + string(raw)
-	c.mu.Lock()
-	l := c.m[key]
-	c.mu.Unlock()
-	if l != nil {
-		now := time.Now().UnixNano()
-		last := l.checked.Load()
-		if !fresh && now-last < int64(time.Second) || !l.checked.CompareAndSwap(last, now) || !changed(l.stamps) {
-			return l
-		}
-	}
-	l = load(raw, baseDir)
-	l.checked.Store(time.Now().UnixNano())
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= 256 {
-		c.m = map[string]*loaded{}
-	}
-	c.m[key] = l
-	c.mu.Unlock()
 	return l
 }

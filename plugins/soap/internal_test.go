@@ -43,22 +43,24 @@ func TestRecursiveTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A changed file is read again at the next load.
-	var c cache
-	if l := c.get(json.RawMessage(`{"wsdl":"r.wsdl"}`), dir, true); len(l.ops) != 1 || l.ops[0].Action != "w" {
-		t.Fatalf("first load: %v", l.diags)
+	a := New().(*adapter)
+	op := &sdk.Operation{Config: json.RawMessage(`{"wsdl":"r.wsdl"}`), BaseDir: dir}
+	if p := a.load(op, true); p.Err() != nil || len(p.Value.ops) != 1 || p.Value.ops[0].Action != "w" {
+		t.Fatalf("first load: %v", p.Diagnostics())
 	}
 	if err := os.WriteFile(filepath.Join(dir, "r.wsdl"), []byte(strings.Replace(wsdl, `soapAction="w"`, `soapAction="w2"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if l := c.get(json.RawMessage(`{"wsdl":"r.wsdl"}`), dir, true); len(l.ops) != 1 || l.ops[0].Action != "w2" {
-		t.Fatalf("reload: %v %+v", l.diags, l.ops)
+	if p := a.load(op, true); p.Err() != nil || len(p.Value.ops) != 1 || p.Value.ops[0].Action != "w2" {
+		t.Fatalf("reload: %v", p.Diagnostics())
 	}
-	done := make(chan *loaded, 1)
-	go func() { done <- load(json.RawMessage(`{"wsdl":"r.wsdl"}`), dir) }()
+	done := make(chan *sdk.Prepared[*loaded], 1)
+	go func() { done <- newConfigs().Get(op) }()
 	select {
-	case l := <-done:
-		if len(l.diags) > 0 || len(l.ops) != 1 || !l.ops[0].OutOptional {
-			t.Fatalf("load: %v", l.diags)
+	case p := <-done:
+		l := p.Value
+		if p.Err() != nil || len(l.ops) != 1 || !l.ops[0].OutOptional {
+			t.Fatalf("load: %v", p.Diagnostics())
 		}
 		s, err := json.Marshal(typeSchema(l.ops[0].In.Type))
 		if err != nil || len(s) > 8<<20 {

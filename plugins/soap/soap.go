@@ -23,8 +23,8 @@ const Name = "soap"
 const version = "0.1.0"
 
 type adapter struct {
-	client *http.Client
-	cache  cache
+	client  *http.Client
+	configs *sdk.Config[config, *loaded]
 }
 
 var (
@@ -38,34 +38,51 @@ func New() sdk.Adapter {
 	return &adapter{client: &http.Client{
 		Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	}, configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	if err != nil {
+		return nil, err
+	}
 	return &sdk.Description{
 		Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"},
-		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: json.RawMessage(configSchema),
+		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: schema,
 	}, nil
+}
+
+// load returns op's config with its WSDL loaded, loading it again when
+// one of its files changed (see loaded.stale).
+func (a *adapter) load(op *sdk.Operation, fresh bool) *sdk.Prepared[*loaded] {
+	p := a.configs.Get(op)
+	if l := p.Value; l != nil && l.stale(fresh) {
+		p = a.configs.Fresh(op)
+	}
+	return p
 }
 
 // ValidateOperation implements sdk.OperationValidator: the config and its
 // WSDL are loaded and checked.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	return a.cache.get(op.Config, op.BaseDir, true).diags
+	return a.load(op, true).Diagnostics()
 }
 
 // ExpandOperation implements sdk.OperationExpander: one tool per operation
 // of the chosen port, or the entry itself when the config names one
 // operation.
 func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
-	l := a.cache.get(op.Config, op.BaseDir, true)
+	p := a.load(op, true)
+	l := p.Value
 	var diags []sdk.Diagnostic
-	for _, e := range l.skipped {
-		diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "wsdl", Message: "skipped " + e.Error()})
+	if l != nil {
+		for _, e := range l.skipped {
+			diags = append(diags, sdk.Diagnostic{Severity: sdk.SeverityWarning, Field: "wsdl", Message: "skipped " + e.Error()})
+		}
 	}
-	if len(l.diags) > 0 {
-		return nil, append(diags, l.diags...)
+	if p.Err() != nil {
+		return nil, append(diags, p.Diagnostics()...)
 	}
 	var base map[string]json.RawMessage
 	if err := json.Unmarshal(op.Config, &base); err != nil {
@@ -115,10 +132,11 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			res, err = nil, errors.New("soap adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	l := a.cache.get(req.Operation.Config, req.Operation.BaseDir, false)
-	if len(l.diags) > 0 {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: "invalid soap config: " + l.diags[0].Field + ": " + l.diags[0].Message}
+	p := a.load(&req.Operation, false)
+	if p.Err() != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
 	}
+	l := p.Value
 	if l.cfg.Operation == "" {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: "invalid soap config: operation: is required to call (the entry expands to one tool per operation)"}
 	}
@@ -214,23 +232,3 @@ func redactURL(s string) string {
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
 }
-
-const configSchema = `{
-  "type": "object",
-  "required": ["wsdl"],
-  "additionalProperties": false,
-  "properties": {
-    "wsdl": {"type": "string", "description": "WSDL 1.1 file, relative to the operations file"},
-    "service": {"type": "string"},
-    "port": {"type": "string"},
-    "endpoint": {"type": "string", "description": "overrides the port's soap:address"},
-    "operation": {"type": "string"},
-    "operations": {"type": "array", "items": {"type": "string"}},
-    "tool_prefix": {"type": "string"},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-    "security": {"type": "object", "required": ["username"], "additionalProperties": false,
-      "properties": {"username": {"type": "string"}, "password": {"type": "string"}}},
-    "timeout": {"type": "string"},
-    "max_response_bytes": {"type": "integer", "minimum": 0}
-  }
-}`

@@ -48,13 +48,7 @@ const (
 )
 
 var (
-	knownFields = []string{"url", "subprotocols", "headers", "tls", "compression", "max_message_bytes",
-		"subscribe", "unsubscribe", "ack", "filter", "id_path", "binary", "heartbeat", "reconnect", "close_timeout_ms"}
-	knownTLSFields       = []string{"ca_file", "cert_file", "key_file", "server_name"}
-	knownAckFields       = []string{"path", "equals", "timeout_ms"}
-	knownHeartbeatFields = []string{"ping_interval_ms", "pong_timeout_ms", "message"}
-	knownReconnectFields = []string{"max_attempts", "initial_delay_ms", "max_delay_ms"}
-	compressionModes     = map[string]ws.CompressionMode{
+	compressionModes = map[string]ws.CompressionMode{
 		"disabled":            ws.CompressionDisabled,
 		"no_context_takeover": ws.CompressionNoContextTakeover,
 		"context_takeover":    ws.CompressionContextTakeover,
@@ -64,6 +58,92 @@ var (
 	managedHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions",
 		"Sec-Websocket-Protocol", "Sec-Websocket-Accept"}
 )
+
+// configFields is an operation's websocket config as written. Decoding,
+// unknown fields and the published schema come from it (sdk.Config);
+// prepare checks the values.
+type configFields struct {
+	URL             string           `json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
+	Subprotocols    []string         `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
+	Headers         json.RawMessage  `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
+	TLS             *tlsFields       `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
+	Compression     string           `json:"compression,omitempty" jsonschema:"permessage-deflate offered to the upstream; it decides."`
+	MaxMessageBytes *int             `json:"max_message_bytes,omitempty" jsonschema:"Largest message read; a larger one is skipped and reported as a gap."`
+	Subscribe       json.RawMessage  `json:"subscribe,omitempty" jsonschema:"Sent after every connect: one message, or a list of messages sent in order."`
+	Unsubscribe     json.RawMessage  `json:"unsubscribe,omitempty" jsonschema:"Sent before a normal close: one message, or a list of messages sent in order."`
+	Ack             *ackFields       `json:"ack,omitempty" jsonschema:"The upstream's acknowledgement of the subscription."`
+	Filter          string           `json:"filter,omitempty" jsonschema:"RFC 9535 filter expression on the message as @; messages it rejects are not items."`
+	IDPath          string           `json:"id_path,omitempty" jsonschema:"JSONPath of an item's id, also the stream's cursor ({{cursor}})."`
+	Binary          string           `json:"binary,omitempty" jsonschema:"What a binary message becomes: refused (the stream fails), base64, text, or skipped."`
+	Heartbeat       *heartbeatFields `json:"heartbeat,omitempty" jsonschema:"How a dead connection is detected: protocol pings, or an application message."`
+	Reconnect       *reconnectFields `json:"reconnect,omitempty" jsonschema:"How a dropped connection is reopened."`
+	CloseTimeoutMS  *int             `json:"close_timeout_ms,omitempty" jsonschema:"How long a normal close waits for the upstream's answer."`
+}
+
+// tlsFields is the tls block as written.
+type tlsFields struct {
+	CAFile     string `json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the upstream."`
+	CertFile   string `json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
+	KeyFile    string `json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
+	ServerName string `json:"server_name,omitempty" jsonschema:"Name to verify the upstream's certificate against; default: the url's host."`
+}
+
+// ackFields is the ack block as written.
+type ackFields struct {
+	Path      string          `json:"path" jsonschema:"JSONPath of the acknowledgement's value."`
+	Equals    json.RawMessage `json:"equals,omitempty" jsonschema:"The value the acknowledgement holds (a message template); default: any value."`
+	TimeoutMS *int            `json:"timeout_ms,omitempty" jsonschema:"How long the first connection waits for the acknowledgement."`
+}
+
+// heartbeatFields is the heartbeat block as written.
+type heartbeatFields struct {
+	PingIntervalMS *int            `json:"ping_interval_ms,omitempty" jsonschema:"How often a ping (or message) is sent; 0 turns heartbeats off."`
+	PongTimeoutMS  *int            `json:"pong_timeout_ms,omitempty" jsonschema:"How long the answer may take."`
+	Message        json.RawMessage `json:"message,omitempty" jsonschema:"An application message sent instead of protocol pings; any message answers it."`
+}
+
+// reconnectFields is the reconnect block as written.
+type reconnectFields struct {
+	MaxAttempts    *int `json:"max_attempts,omitempty" jsonschema:"Consecutive failed reopenings before the stream fails."`
+	InitialDelayMS *int `json:"initial_delay_ms,omitempty" jsonschema:"The first backoff delay, doubling up to max_delay_ms."`
+	MaxDelayMS     *int `json:"max_delay_ms,omitempty" jsonschema:"The longest backoff delay."`
+}
+
+// Schemas of the fields whose Go type cannot say it all.
+const (
+	messageSchema  = `{"description": "A JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}."}`
+	messagesSchema = `{"anyOf": [{"description": "One message: a JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}."}, {"type": "array"}]}`
+)
+
+// ms is the schema of a duration in milliseconds with its default.
+func ms(def int) string {
+	return fmt.Sprintf(`{"minimum": 0, "maximum": %d, "default": %d}`, maxMS, def)
+}
+
+// configKeywords state what the Go types of configFields cannot.
+var configKeywords = map[string]string{
+	"headers":                    `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
+	"compression":                `{"enum": ["disabled", "no_context_takeover", "context_takeover"], "default": "disabled"}`,
+	"max_message_bytes":          fmt.Sprintf(`{"minimum": %d, "maximum": %d, "default": %d}`, minMaxMessageBytes, maxMaxMessageBytes, defaultMaxMessageBytes),
+	"subscribe":                  messagesSchema,
+	"unsubscribe":                messagesSchema,
+	"ack.equals":                 messageSchema,
+	"ack.timeout_ms":             ms(int(defaultAckTimeout / time.Millisecond)),
+	"binary":                     `{"enum": ["refuse", "base64", "text", "skip"], "default": "refuse"}`,
+	"heartbeat.ping_interval_ms": ms(int(defaultPingInterval / time.Millisecond)),
+	"heartbeat.pong_timeout_ms":  ms(int(defaultPongTimeout / time.Millisecond)),
+	"heartbeat.message":          messageSchema,
+	"reconnect.max_attempts":     fmt.Sprintf(`{"minimum": 0, "maximum": %d, "default": %d}`, maxMaxAttempts, defaultMaxAttempts),
+	"reconnect.initial_delay_ms": ms(int(defaultInitialDelay / time.Millisecond)),
+	"reconnect.max_delay_ms":     ms(int(defaultMaxDelay / time.Millisecond)),
+	"close_timeout_ms":           ms(int(defaultCloseTimeout / time.Millisecond)),
+}
+
+// newConfigs returns the config declaration of one adapter, with its cache
+// of prepared configs.
+func newConfigs() *sdk.Config[configFields, *config] {
+	return &sdk.Config[configFields, *config]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+}
 
 // config is a parsed, validated operation config. It is immutable and
 // shared by all calls of the operation.
@@ -104,105 +184,135 @@ type ackMatcher struct {
 	timeout time.Duration
 }
 
-// parseResult is the outcome of parsing one raw config.
-type parseResult struct {
-	cfg   *config // nil when diags holds an error
-	diags []sdk.Diagnostic
-	err   error // summary of the error diagnostics, for calls
-}
-
 // diags collects diagnostics.
 type diags = sdk.Diagnostics
 
-// fields is one config object being read: each getter reports a bad
-// value as a diagnostic naming the field and returns the default.
-type fields struct {
-	prefix string
-	m      map[string]json.RawMessage
-	d      *diags
-}
-
-// readFields decodes raw as an object, reporting unknown fields (with a
-// suggestion) under prefix.
-func readFields(raw json.RawMessage, prefix, shape string, known []string, d *diags) (*fields, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		name := strings.TrimSuffix(prefix, ".")
-		if name == "" {
-			name = "config"
+// prepare checks a decoded config; relative TLS file paths resolve against
+// op's BaseDir. It never echoes config values (they may be secrets) in
+// diagnostics.
+func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
+	c := &config{}
+	uses := varUses{}
+	if f.URL == "" {
+		d.Errorf("url", "is required: the ws:// or wss:// URL of the upstream")
+	} else {
+		t, name, err := parseURLTemplate(strings.TrimSpace(f.URL))
+		if err != nil {
+			d.Errorf("url", "%v", err)
+		} else {
+			c.url, c.upstream = t, name
+			t.uses(uses)
 		}
-		d.Errorf(strings.TrimSuffix(prefix, "."), "%s must be an object %s", name, shape)
-		return nil, false
 	}
-	d.UnknownFields(m, known, prefix)
-	return &fields{prefix: prefix, m: m, d: d}, true
+	c.subprotocols = f.Subprotocols
+	for i, p := range c.subprotocols {
+		if !sdk.ValidHeaderName(p) {
+			d.Errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
+		}
+	}
+	if f.Headers != nil {
+		h, host, hd := sdk.StaticHeaders(f.Headers, managedHeaders...)
+		d.Add(hd...)
+		c.headers, c.host = h, host
+	}
+	var tlsCfg *tls.Config
+	if f.TLS != nil {
+		tlsCfg = parseTLS(f.TLS, op, d)
+		if c.url != nil && strings.HasPrefix(c.url.prefix, "ws://") {
+			d.Errorf("tls", "is only used with a wss:// url")
+		}
+	}
+	c.client = newClient(tlsCfg)
+	c.compression = compressionModes[enum(d, "compression", f.Compression, "disabled", []string{"disabled", "no_context_takeover", "context_takeover"})]
+	c.maxMessage = integer(d, "max_message_bytes", f.MaxMessageBytes, defaultMaxMessageBytes, minMaxMessageBytes, maxMaxMessageBytes)
+	c.subscribe = messages(d, "subscribe", f.Subscribe)
+	c.unsubscribe = messages(d, "unsubscribe", f.Unsubscribe)
+	for _, m := range append(append([]*msgTemplate(nil), c.subscribe...), c.unsubscribe...) {
+		uses.addMsg(m)
+	}
+	if f.Ack != nil {
+		c.ack = parseAck(f.Ack, d, uses)
+		if len(c.subscribe) == 0 {
+			d.Errorf("ack", "needs subscribe: the acknowledgement answers the subscribe message")
+		}
+	}
+	if s := strings.TrimSpace(f.Filter); s != "" {
+		c.filter = parseFilter(s, d)
+	}
+	c.idPath = jsonPath(d, "id_path", f.IDPath)
+	c.binary = enum(d, "binary", f.Binary, binaryRefuse, binaryModes)
+	c.pingInterval, c.pongTimeout = defaultPingInterval, defaultPongTimeout
+	if hf := f.Heartbeat; hf != nil {
+		c.pingInterval = millis(d, "heartbeat.ping_interval_ms", hf.PingIntervalMS, defaultPingInterval, 0)
+		c.pongTimeout = millis(d, "heartbeat.pong_timeout_ms", hf.PongTimeoutMS, defaultPongTimeout, 1)
+		if ms := messages(d, "heartbeat.message", hf.Message); len(ms) > 1 {
+			d.Errorf("heartbeat.message", "must be one message")
+		} else if len(ms) == 1 {
+			c.heartbeat = ms[0]
+			uses.addMsg(c.heartbeat)
+			if c.pingInterval == 0 {
+				d.Errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
+			}
+		}
+	}
+	c.maxAttempts, c.initialDelay, c.maxDelay = defaultMaxAttempts, defaultInitialDelay, defaultMaxDelay
+	if rf := f.Reconnect; rf != nil {
+		c.maxAttempts = integer(d, "reconnect.max_attempts", rf.MaxAttempts, defaultMaxAttempts, 0, maxMaxAttempts)
+		c.initialDelay = millis(d, "reconnect.initial_delay_ms", rf.InitialDelayMS, defaultInitialDelay, 1)
+		c.maxDelay = millis(d, "reconnect.max_delay_ms", rf.MaxDelayMS, defaultMaxDelay, 1)
+		if c.maxDelay < c.initialDelay {
+			d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
+		}
+	}
+	c.closeTimeout = millis(d, "close_timeout_ms", f.CloseTimeoutMS, defaultCloseTimeout, 1)
+	c.inputSchema = uses.inputSchema()
+	if d.Failed() {
+		return nil
+	}
+	return c
 }
 
-// get returns a field's raw value; ok is false when it is absent or null.
-func (f *fields) get(name string) (json.RawMessage, bool) {
-	v, ok := f.m[name]
-	if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		return nil, false
-	}
-	return v, true
-}
-
-func (f *fields) str(name string) string {
-	v, ok := f.get(name)
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(v, &s) != nil || strings.TrimSpace(s) == "" {
-		f.d.Errorf(f.prefix+name, "must be a non-empty string")
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
-func (f *fields) integer(name string, def, lo, hi int) int {
-	v, ok := f.get(name)
-	if !ok {
+// integer checks an integer field; absent, it is def.
+func integer(d *diags, field string, v *int, def, lo, hi int) int {
+	if v == nil {
 		return def
 	}
-	var n int
-	if json.Unmarshal(v, &n) != nil || n < lo || n > hi {
-		f.d.Errorf(f.prefix+name, "must be an integer from %d to %d", lo, hi)
+	if *v < lo || *v > hi {
+		d.Errorf(field, "must be an integer from %d to %d", lo, hi)
 		return def
 	}
-	return n
+	return *v
 }
 
-// ms reads a duration in milliseconds; lo 0 means 0 turns it off.
-func (f *fields) ms(name string, def time.Duration, lo int) time.Duration {
-	return time.Duration(f.integer(name, int(def/time.Millisecond), lo, maxMS)) * time.Millisecond
+// millis checks a duration in milliseconds; lo 0 means 0 turns it off.
+func millis(d *diags, field string, v *int, def time.Duration, lo int) time.Duration {
+	return time.Duration(integer(d, field, v, int(def/time.Millisecond), lo, maxMS)) * time.Millisecond
 }
 
-func (f *fields) enum(name, def string, allowed []string) string {
-	v, ok := f.get(name)
-	if !ok {
+// enum checks a field with a fixed set of values; absent, it is def.
+func enum(d *diags, field, v, def string, allowed []string) string {
+	if v == "" {
 		return def
 	}
-	var s string
-	if json.Unmarshal(v, &s) != nil || !slices.Contains(allowed, s) {
-		f.d.Errorf(f.prefix+name, "must be one of %s", strings.Join(allowed, ", "))
+	if !slices.Contains(allowed, v) {
+		d.Errorf(field, "must be one of %s", strings.Join(allowed, ", "))
 		return def
 	}
-	return s
+	return v
 }
 
-func (f *fields) path(name string) *jsonpath.Path {
-	s := f.str(name)
-	if s == "" {
+// jsonPath compiles a JSONPath field, nil when it is absent.
+func jsonPath(d *diags, field, s string) *jsonpath.Path {
+	if s = strings.TrimSpace(s); s == "" {
 		return nil
 	}
 	if !strings.HasPrefix(s, "$") {
-		f.d.Errorf(f.prefix+name, "must be an RFC 9535 JSONPath starting with $, e.g. $.type")
+		d.Errorf(field, "must be an RFC 9535 JSONPath starting with $, e.g. $.type")
 		return nil
 	}
 	p, err := parsePath(s)
 	if err != nil {
-		f.d.Errorf(f.prefix+name, "not a valid RFC 9535 JSONPath: %v", err)
+		d.Errorf(field, "not a valid RFC 9535 JSONPath: %v", err)
 	}
 	return p
 }
@@ -223,31 +333,30 @@ func parsePath(s string) (p *jsonpath.Path, err error) {
 
 // messages reads a list of message templates (a single non-list value is
 // one message).
-func (f *fields) messages(name string) []*msgTemplate {
-	v, ok := f.get(name)
-	if !ok {
+func messages(d *diags, name string, v json.RawMessage) []*msgTemplate {
+	if v == nil {
 		return nil
 	}
 	var list []json.RawMessage
 	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '[' {
 		list = []json.RawMessage{v}
 	} else if json.Unmarshal(v, &list) != nil {
-		f.d.Errorf(f.prefix+name, "must be a message or a list of messages")
+		d.Errorf(name, "must be a message or a list of messages")
 		return nil
 	}
 	if len(list) > maxTemplates {
-		f.d.Errorf(f.prefix+name, "at most %d messages", maxTemplates)
+		d.Errorf(name, "at most %d messages", maxTemplates)
 		return nil
 	}
 	var out []*msgTemplate
 	for i, raw := range list {
-		field := f.prefix + name
+		field := name
 		if len(list) > 1 || bytes.TrimSpace(v)[0] == '[' {
 			field = fmt.Sprintf("%s[%d]", field, i)
 		}
 		m, err := parseMsgTemplate(raw)
 		if err != nil {
-			f.d.Errorf(field, "%v", err)
+			d.Errorf(field, "%v", err)
 			continue
 		}
 		out = append(out, m)
@@ -255,130 +364,14 @@ func (f *fields) messages(name string) []*msgTemplate {
 	return out
 }
 
-// cacheKey is the ConfigCache key of an operation: its base directory
-// (relative TLS file paths resolve against it) and its raw config.
-func cacheKey(op *sdk.Operation) []byte {
-	return append([]byte(op.BaseDir+"\x00"), op.Config...)
-}
-
-// parseConfig parses and validates a cache key's config. It never echoes
-// config values (they may be secrets) in diagnostics.
-func parseConfig(key []byte) *parseResult {
-	baseDir, raw, _ := bytes.Cut(key, []byte{0})
-	d := &diags{}
-	c := parseInto(raw, &sdk.Operation{BaseDir: string(baseDir)}, d)
-	res := &parseResult{diags: d.List()}
-	if !d.Failed() {
-		res.cfg = c
-		return res
-	}
-	res.err = errors.New(d.Summary("invalid websocket config"))
-	return res
-}
-
-func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
-	f, ok := readFields(raw, "", "{url, subscribe, ...}", knownFields, d)
-	if !ok {
-		return nil
-	}
-	c := &config{}
-	uses := varUses{}
-	if _, ok := f.get("url"); !ok {
-		d.Errorf("url", "is required: the ws:// or wss:// URL of the upstream")
-	} else if s := f.str("url"); s != "" {
-		t, name, err := parseURLTemplate(s)
-		if err != nil {
-			d.Errorf("url", "%v", err)
-		} else {
-			c.url, c.upstream = t, name
-			t.uses(uses)
-		}
-	}
-	if v, ok := f.get("subprotocols"); ok {
-		if json.Unmarshal(v, &c.subprotocols) != nil {
-			d.Errorf("subprotocols", "must be a list of subprotocol names")
-		}
-		for i, p := range c.subprotocols {
-			if !sdk.ValidHeaderName(p) {
-				d.Errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
-			}
-		}
-	}
-	if v, ok := f.get("headers"); ok {
-		h, host, hd := sdk.StaticHeaders(v, managedHeaders...)
-		d.Add(hd...)
-		c.headers, c.host = h, host
-	}
-	var tlsCfg *tls.Config
-	if v, ok := f.get("tls"); ok {
-		tlsCfg = parseTLS(v, op, d)
-		if c.url != nil && strings.HasPrefix(c.url.prefix, "ws://") {
-			d.Errorf("tls", "is only used with a wss:// url")
-		}
-	}
-	c.client = newClient(tlsCfg)
-	c.compression = compressionModes[f.enum("compression", "disabled", []string{"disabled", "no_context_takeover", "context_takeover"})]
-	c.maxMessage = f.integer("max_message_bytes", defaultMaxMessageBytes, minMaxMessageBytes, maxMaxMessageBytes)
-	c.subscribe = f.messages("subscribe")
-	c.unsubscribe = f.messages("unsubscribe")
-	for _, m := range append(append([]*msgTemplate(nil), c.subscribe...), c.unsubscribe...) {
-		uses.addMsg(m)
-	}
-	if v, ok := f.get("ack"); ok {
-		c.ack = parseAck(v, d, uses)
-		if len(c.subscribe) == 0 {
-			d.Errorf("ack", "needs subscribe: the acknowledgement answers the subscribe message")
-		}
-	}
-	if s := f.str("filter"); s != "" {
-		c.filter = parseFilter(s, d)
-	}
-	c.idPath = f.path("id_path")
-	c.binary = f.enum("binary", binaryRefuse, binaryModes)
-	c.pingInterval, c.pongTimeout = defaultPingInterval, defaultPongTimeout
-	if v, ok := f.get("heartbeat"); ok {
-		if hf, ok := readFields(v, "heartbeat.", "{ping_interval_ms, pong_timeout_ms, message}", knownHeartbeatFields, d); ok {
-			c.pingInterval = hf.ms("ping_interval_ms", defaultPingInterval, 0)
-			c.pongTimeout = hf.ms("pong_timeout_ms", defaultPongTimeout, 1)
-			if ms := hf.messages("message"); len(ms) > 1 {
-				d.Errorf("heartbeat.message", "must be one message")
-			} else if len(ms) == 1 {
-				c.heartbeat = ms[0]
-				uses.addMsg(c.heartbeat)
-				if c.pingInterval == 0 {
-					d.Errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
-				}
-			}
-		}
-	}
-	c.maxAttempts, c.initialDelay, c.maxDelay = defaultMaxAttempts, defaultInitialDelay, defaultMaxDelay
-	if v, ok := f.get("reconnect"); ok {
-		if rf, ok := readFields(v, "reconnect.", "{max_attempts, initial_delay_ms, max_delay_ms}", knownReconnectFields, d); ok {
-			c.maxAttempts = rf.integer("max_attempts", defaultMaxAttempts, 0, maxMaxAttempts)
-			c.initialDelay = rf.ms("initial_delay_ms", defaultInitialDelay, 1)
-			c.maxDelay = rf.ms("max_delay_ms", defaultMaxDelay, 1)
-			if c.maxDelay < c.initialDelay {
-				d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
-			}
-		}
-	}
-	c.closeTimeout = f.ms("close_timeout_ms", defaultCloseTimeout, 1)
-	c.inputSchema = uses.inputSchema()
-	return c
-}
-
-func parseAck(v json.RawMessage, d *diags, uses varUses) *ackMatcher {
-	af, ok := readFields(v, "ack.", "{path, equals, timeout_ms}", knownAckFields, d)
-	if !ok {
-		return nil
-	}
-	a := &ackMatcher{timeout: af.ms("timeout_ms", defaultAckTimeout, 1)}
-	if _, ok := af.get("path"); !ok {
+func parseAck(af *ackFields, d *diags, uses varUses) *ackMatcher {
+	a := &ackMatcher{timeout: millis(d, "ack.timeout_ms", af.TimeoutMS, defaultAckTimeout, 1)}
+	if strings.TrimSpace(af.Path) == "" {
 		d.Errorf("ack.path", "is required: the JSONPath of the acknowledgement's value, e.g. $.type")
 	}
-	a.path = af.path("path")
-	if ev, ok := af.get("equals"); ok {
-		m, err := parseMsgTemplate(ev)
+	a.path = jsonPath(d, "ack.path", af.Path)
+	if af.Equals != nil {
+		m, err := parseMsgTemplate(af.Equals)
 		if err != nil {
 			d.Errorf("ack.equals", "%v", err)
 		}
@@ -405,13 +398,9 @@ func parseFilter(s string, d *diags) *jsonpath.Path {
 
 // parseTLS reads the tls block; relative file paths resolve against the
 // operations file's directory.
-func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) *tls.Config {
-	tf, ok := readFields(v, "tls.", "{ca_file, cert_file, key_file, server_name}", knownTLSFields, d)
-	if !ok {
-		return nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tf.str("server_name")}
-	if ca := tf.str("ca_file"); ca != "" {
+func parseTLS(tf *tlsFields, op *sdk.Operation, d *diags) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: strings.TrimSpace(tf.ServerName)}
+	if ca := strings.TrimSpace(tf.CAFile); ca != "" {
 		pem, err := readSmallFile(op.ResolvePath(ca))
 		if err != nil {
 			d.Errorf("tls.ca_file", "cannot read %s: %v", ca, err)
@@ -423,7 +412,7 @@ func parseTLS(v json.RawMessage, op *sdk.Operation, d *diags) *tls.Config {
 			cfg.RootCAs = pool
 		}
 	}
-	certFile, keyFile := tf.str("cert_file"), tf.str("key_file")
+	certFile, keyFile := strings.TrimSpace(tf.CertFile), strings.TrimSpace(tf.KeyFile)
 	if (certFile == "") != (keyFile == "") {
 		d.Errorf("tls.cert_file", "cert_file and key_file go together (a client certificate and its private key)")
 		return cfg

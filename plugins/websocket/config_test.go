@@ -15,7 +15,7 @@ func TestValidateOperation(t *testing.T) {
 		name, config, want string
 	}{
 		{"good", `{"url":"wss://feed.example/{{ch}}","subscribe":{"op":"sub","ch":"{{ch}}"},"ack":{"path":"$.ok"}}`, ""},
-		{"not an object", `[]`, "config must be an object"},
+		{"not an object", `[]`, "config must be a JSON object"},
 		{"missing url", `{}`, "url: is required"},
 		{"typo", `{"url":"ws://h/x","subscibe":{}}`, `subscibe: unknown field (did you mean "subscribe"?)`},
 		{"http scheme", `{"url":"https://h/x"}`, "url: must use the ws:// or wss:// scheme, not https:// (write wss://...)"},

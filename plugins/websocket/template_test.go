@@ -3,6 +3,8 @@ package websocket
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 func TestMessageTemplates(t *testing.T) {
@@ -91,12 +93,12 @@ func FuzzMatchers(f *testing.F) {
 	for _, s := range []string{`{"type":"alert","seq":1}`, `[1,2]`, `"text"`, `{"seq":{"a":[1]}}`, `null`, `1e400`, `{"type":["alert"]}`} {
 		f.Add(s)
 	}
-	p := parseConfig(append([]byte("\x00"), `{"url":"ws://h/x","subscribe":"s","ack":{"path":"$.type","equals":"{{t}}"},
-		"filter":"@.type == 'alert' && (@.seq > 0 || length(@.type) > 2)","id_path":"$.seq"}`...))
-	if p.cfg == nil {
-		f.Fatal(p.err)
+	p := newConfigs().Get(&sdk.Operation{Config: []byte(`{"url":"ws://h/x","subscribe":"s","ack":{"path":"$.type","equals":"{{t}}"},
+		"filter":"@.type == 'alert' && (@.seq > 0 || length(@.type) > 2)","id_path":"$.seq"}`)})
+	if p.Err() != nil {
+		f.Fatal(p.Err())
 	}
-	c := p.cfg
+	c := p.Value
 	want := c.ack.equals.value(&vars{args: map[string]json.RawMessage{"t": json.RawMessage(`"alert"`)}})
 	f.Fuzz(func(t *testing.T, msg string) {
 		doc, err := decodeJSON([]byte(msg))

@@ -2,7 +2,6 @@ package websocket
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +18,7 @@ const version = "0.1.0"
 
 // adapter is the WebSocket adapter, safe for concurrent use.
 type adapter struct {
-	configs sdk.ConfigCache[*parseResult]
+	configs *sdk.Config[configFields, *config]
 }
 
 var (
@@ -32,20 +31,22 @@ var (
 // New returns the WebSocket adapter. The value also implements
 // sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer.
 func New() sdk.Adapter {
-	a := &adapter{}
-	a.configs.Parse = parseConfig
-	return a
+	return &adapter{configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter. The adapter is a stream source only:
 // windows, sessions and async jobs read its Stream.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	if err != nil {
+		return nil, err
+	}
 	return &sdk.Description{
 		Name:         Name,
 		Version:      version,
 		Protocols:    []string{"ws", "wss"},
 		Modes:        []sdk.Mode{sdk.ModeWindow, sdk.ModeSession, sdk.ModeAsyncJob},
-		ConfigSchema: json.RawMessage(configSchema),
+		ConfigSchema: schema,
 	}, nil
 }
 
@@ -53,33 +54,29 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // config, otherwise diagnostics naming the field. Diagnostics never quote
 // config values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	p := a.configs.Get(cacheKey(op))
-	if len(p.diags) == 0 {
-		return nil
-	}
-	return append([]sdk.Diagnostic(nil), p.diags...)
+	return a.configs.Get(op).Diagnostics()
 }
 
 // ExpandOperation implements sdk.OperationExpander: the entry is one
 // tool whose input schema is derived from the {{variables}} of the url
 // and the messages. An input_schema written in the operations file wins.
 func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
-	p := a.configs.Get(cacheKey(op))
-	if p.cfg == nil {
-		return nil, p.diags
+	p := a.configs.Get(op)
+	if p.Err() != nil {
+		return nil, p.Diagnostics()
 	}
-	return []sdk.Tool{{InputSchema: p.cfg.inputSchema}}, nil
+	return []sdk.Tool{{InputSchema: p.Value.inputSchema}}, nil
 }
 
 // Invoke implements sdk.Adapter. A WebSocket feed has no request-response
 // call: its operations are streams (mode window, session or async_job, read
 // through Stream); the host only invokes a request_response operation.
 func (a *adapter) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error) {
-	p := a.configs.Get(cacheKey(&req.Operation))
-	if p.cfg == nil {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	p := a.configs.Get(&req.Operation)
+	if p.Err() != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
 	}
-	return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.cfg.upstream,
+	return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.Value.upstream,
 		Message: "a WebSocket operation is a stream: give it mode window, session or async_job with transport_behavior server_stream (not request_response)"}
 }
 
@@ -96,19 +93,20 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			err = errors.New("websocket adapter: internal error (panic), see the adapter log")
 		}
 	}()
-	p := a.configs.Get(cacheKey(&req.Operation))
-	if p.cfg == nil {
-		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.err.Error()}
+	p := a.configs.Get(&req.Operation)
+	if p.Err() != nil {
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
 	}
+	cfg := p.Value
 	args, err := decodeArgs(req.Arguments)
 	if err != nil {
-		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.cfg.upstream, Message: err.Error()}
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: cfg.upstream, Message: err.Error()}
 	}
 	timeout := req.Operation.Timeout
 	if timeout <= 0 {
 		timeout = defaultConnectTimeout
 	}
-	s := &stream{cfg: p.cfg, vars: vars{args: args, cursor: req.Cursor}, send: send, timeout: timeout}
+	s := &stream{cfg: cfg, vars: vars{args: args, cursor: req.Cursor}, send: send, timeout: timeout}
 	err = s.run(ctx)
 	if ctx.Err() != nil {
 		return nil // the host ended the stream

@@ -1,0 +1,645 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// DefaultMaxCachedConfigs bounds a Config's cache when Max is 0.
+const DefaultMaxCachedConfigs = 512
+
+// Config is an adapter's operation config, declared once as the Go struct
+// C; P is the prepared form its calls use. From C come the decoding of a
+// raw config, the diagnostics of unknown fields and of values of the wrong
+// JSON type, and the JSON Schema that Describe publishes (Schema). Prepare,
+// the adapter's code, checks the values and builds P. Prepared forms are
+// cached by the operation's BaseDir and raw config.
+//
+// C's fields are named by their json tags (the Go field name without one;
+// "-" leaves a field out; embedded structs lend their fields) and matched
+// case-sensitively. A `jsonschema` tag is the field's description in the
+// schema. A field without omitempty (or omitzero) is required in the
+// schema; Prepare reports it missing, in its own words. Decoding follows
+// the field's Go type:
+//
+//   - string, bool, integers (range-checked) and floats take the JSON
+//     scalar of that type;
+//   - structs take an object whose members are the struct's fields; maps
+//     with string keys take an object; slices take a list;
+//   - pointers and slices stay nil when the field is absent or null (a
+//     null is always the same as an absent field, and the schema does not
+//     mention it), so Prepare can tell an absent field from an empty one;
+//   - json.RawMessage takes any JSON value, for a field that accepts
+//     several shapes: Prepare reads it, and Keywords states its schema;
+//     any (an empty interface) takes any value as encoding/json decodes it;
+//   - a type that implements json.Unmarshaler decodes itself; its error's
+//     text is the diagnostic's message, so it must not quote the value
+//     (see Duration).
+//
+// Every unknown field, at any depth, is an error at its dotted path (such
+// as "stream.reconect" or "overrides.list.nmae") with the nearest known
+// name as a suggestion, or else the list of known names. A value of the
+// wrong type is an error at its path naming the expected type ("must be a
+// string", "must be a list of strings"); the field keeps its zero value,
+// and Prepare's own diagnostics on it (or below it) are dropped, so a
+// field is reported once. Diagnostics never quote config values.
+//
+// The zero value is ready to use once Prepare is set; a Config must not
+// be copied after first use. Its methods are safe for concurrent use.
+type Config[C, P any] struct {
+	// Name is the adapter's name, used in the schema's title ("<name>
+	// operation config") and in messages such as "the <name> adapter config
+	// must be a JSON object".
+	Name string
+	// Prepare checks the decoded config c and returns its prepared form,
+	// reporting problems through d. It runs about once per distinct
+	// (BaseDir, Config); op carries only those two (resolve relative
+	// paths with op.ResolvePath). It runs even when decoding reported
+	// errors (with the faulty fields left zero), so every problem is
+	// reported at once; what it returns is kept as is, so it should
+	// return the zero P when d.Failed(). It never runs for a config that
+	// is not a JSON object.
+	Prepare func(op *Operation, c *C, d *Diagnostics) P
+	// Keywords are JSON Schema keywords stated by hand, merged over the
+	// schema derived from C, keyed by the dotted path of the field ("" is
+	// the config itself, "*" a map's values or a list's items, as in
+	// "credentials.*"): for fields that accept several shapes
+	// (json.RawMessage, whose derived schema accepts anything), and for
+	// what Go types cannot say (enum, minimum, default, format, oneOf).
+	// A stated "type" replaces the derived one.
+	Keywords map[string]string
+	// Max bounds the number of prepared configs held; DefaultMaxCachedConfigs
+	// when 0. A full cache starts over.
+	Max int
+
+	mu    sync.Mutex
+	cache atomic.Pointer[preparedSet[P]]
+
+	schemaOnce sync.Once
+	schema     json.RawMessage
+	schemaErr  error
+}
+
+// Prepared is a config's prepared form with the diagnostics found on the
+// way. It is shared by every call of the config: treat it as read-only.
+type Prepared[P any] struct {
+	// Value is what Prepare returned (the zero P when the config is not a
+	// JSON object).
+	Value   P
+	baseDir string
+	diags   []Diagnostic
+	err     error
+}
+
+// Diagnostics returns a copy of the diagnostics, nil when there are none:
+// what ValidateOperation returns.
+func (p *Prepared[P]) Diagnostics() []Diagnostic {
+	if len(p.diags) == 0 {
+		return nil
+	}
+	return slices.Clone(p.diags)
+}
+
+// Err is nil when the config loads; otherwise an error whose message
+// joins the error diagnostics after "invalid <name> operation config: ",
+// for a call made with a config that does not load.
+func (p *Prepared[P]) Err() error { return p.err }
+
+// preparedSet is an immutable snapshot of the cache: prepared configs by
+// raw config, one per base directory.
+type preparedSet[P any] struct {
+	byConfig map[string][]*Prepared[P]
+	n        int
+}
+
+// Get returns the prepared form of op's config: the cached one, or else
+// decoded and prepared now. Reads take no lock.
+func (c *Config[C, P]) Get(op *Operation) *Prepared[P] {
+	if s := c.cache.Load(); s != nil {
+		for _, p := range s.byConfig[string(op.Config)] {
+			if p.baseDir == op.BaseDir {
+				return p
+			}
+		}
+	}
+	return c.store(op, c.prepare(op), false)
+}
+
+// Fresh decodes and prepares op's config now, replacing the cached form:
+// for load time (ValidateOperation, ExpandOperation), so that a reload
+// reads again the files a config names.
+func (c *Config[C, P]) Fresh(op *Operation) *Prepared[P] {
+	return c.store(op, c.prepare(op), true)
+}
+
+// Put caches v, without diagnostics, as the prepared form of op's config:
+// for configs the adapter derives itself, such as the config of a tool
+// that ExpandOperation returns, already prepared.
+func (c *Config[C, P]) Put(op *Operation, v P) {
+	c.store(op, &Prepared[P]{Value: v, baseDir: op.BaseDir}, true)
+}
+
+// Len is the number of prepared configs held.
+func (c *Config[C, P]) Len() int {
+	if s := c.cache.Load(); s != nil {
+		return s.n
+	}
+	return 0
+}
+
+// store publishes p for op's config and returns the form now cached: p,
+// or with replace false one that another caller published first.
+func (c *Config[C, P]) store(op *Operation, p *Prepared[P], replace bool) *Prepared[P] {
+	key := string(op.Config)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cache.Load()
+	if old == nil {
+		old = &preparedSet[P]{}
+	}
+	list := old.byConfig[key]
+	i := slices.IndexFunc(list, func(q *Prepared[P]) bool { return q.baseDir == op.BaseDir })
+	if i >= 0 && !replace {
+		return list[i]
+	}
+	limit := c.Max
+	if limit <= 0 {
+		limit = DefaultMaxCachedConfigs
+	}
+	n := &preparedSet[P]{byConfig: make(map[string][]*Prepared[P], len(old.byConfig)+1)}
+	if i < 0 && old.n >= limit {
+		list = nil // full: start over
+	} else {
+		for k, v := range old.byConfig {
+			n.byConfig[k] = v
+		}
+		n.n = old.n
+	}
+	list = slices.Clone(list)
+	if i >= 0 {
+		list[i] = p
+	} else {
+		list = append(list, p)
+		n.n++
+	}
+	n.byConfig[key] = list
+	c.cache.Store(n)
+	return p
+}
+
+// prepare decodes op's config into a C and runs Prepare on it.
+func (c *Config[C, P]) prepare(op *Operation) *Prepared[P] {
+	p := &Prepared[P]{baseDir: op.BaseDir}
+	var d Diagnostics
+	var cfg C
+	dec := decoder{d: &d}
+	if dec.root(op.Config, reflect.ValueOf(&cfg).Elem(), c.Name) && c.Prepare != nil {
+		before := len(d.List())
+		p.Value = c.Prepare(&Operation{Config: op.Config, BaseDir: op.BaseDir}, &cfg, &d)
+		if len(dec.bad) > 0 {
+			all := d.List()
+			d = Diagnostics{}
+			d.Add(all[:before]...)
+			for _, x := range all[before:] {
+				if !dec.covers(x.Field) {
+					d.Add(x)
+				}
+			}
+		}
+	}
+	p.diags = d.List()
+	if d.Failed() {
+		p.err = errors.New(d.Summary(c.title("invalid ", "operation config")))
+	}
+	return p
+}
+
+func (c *Config[C, P]) title(before, after string) string {
+	if c.Name == "" {
+		return before + after
+	}
+	return before + c.Name + " " + after
+}
+
+// Duration is a config field holding a positive Go duration written as a
+// string, such as "10s" or "1500ms" (time.ParseDuration). Its schema is a
+// string.
+type Duration time.Duration
+
+// UnmarshalJSON implements json.Unmarshaler; its errors never quote the
+// value.
+func (t *Duration) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(b, &s) != nil {
+		return errors.New(`must be a Go duration string such as "10s" or "1500ms"`)
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return errors.New(`not a valid duration: use a Go duration such as "10s" or "1500ms"`)
+	case v <= 0:
+		return errors.New("must be positive")
+	}
+	*t = Duration(v)
+	return nil
+}
+
+var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+)
+
+// decoder decodes a raw config into a value of the config struct, adding
+// a diagnostic for every unknown field and every value of the wrong type.
+type decoder struct {
+	d *Diagnostics
+	// bad holds the paths of the values of the wrong type.
+	bad []string
+}
+
+// root decodes the config object raw (null or empty: {}) into v. It
+// reports false when raw is not an object.
+func (dc *decoder) root(raw json.RawMessage, v reflect.Value, name string) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	var m map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		if name != "" {
+			name += " adapter "
+		}
+		dc.d.Errorf("", "the %sconfig must be a JSON object", name)
+		return false
+	}
+	dc.members("", m, v)
+	return true
+}
+
+// covers reports whether field is a value of the wrong type or lies in
+// one.
+func (dc *decoder) covers(field string) bool {
+	for _, b := range dc.bad {
+		if field == b || strings.HasPrefix(field, b) && (b == "" || field[len(b)] == '.' || field[len(b)] == '[') {
+			return true
+		}
+	}
+	return false
+}
+
+func (dc *decoder) wrongType(path, msg string) {
+	dc.bad = append(dc.bad, path)
+	dc.d.Errorf(path, "%s", msg)
+}
+
+// value decodes raw into v; absent and null leave v as it is.
+func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return
+	}
+	t := v.Type()
+	if t == rawMessageType {
+		v.SetBytes(raw)
+		return
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		if err := v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+			dc.wrongType(path, err.Error())
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		e, bad := reflect.New(t.Elem()), len(dc.bad)
+		dc.value(path, raw, e.Elem())
+		if len(dc.bad) == bad || dc.bad[len(dc.bad)-1] != path {
+			v.Set(e) // absent when of the wrong type itself
+		}
+	case reflect.Interface:
+		var x any
+		if t.NumMethod() > 0 || json.Unmarshal(raw, &x) != nil {
+			dc.wrongType(path, "cannot be read")
+			return
+		}
+		v.Set(reflect.ValueOf(x))
+	case reflect.Struct:
+		var m map[string]json.RawMessage
+		if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+			dc.wrongType(path, "must be an object "+shape(t))
+			return
+		}
+		dc.members(path, m, v)
+	case reflect.Map:
+		var m map[string]json.RawMessage
+		if t.Key().Kind() != reflect.String || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+			dc.wrongType(path, "must be an object")
+			return
+		}
+		out := reflect.MakeMapWithSize(t, len(m))
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			e := reflect.New(t.Elem()).Elem()
+			dc.value(join(path, k), m[k], e)
+			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)
+		}
+		v.Set(out)
+	case reflect.Slice:
+		var list []json.RawMessage
+		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
+			dc.wrongType(path, "must be a list"+listOf(t.Elem()))
+			return
+		}
+		out := reflect.MakeSlice(t, len(list), len(list))
+		for i, r := range list {
+			dc.value(fmt.Sprintf("%s[%d]", path, i), r, out.Index(i))
+		}
+		v.Set(out)
+	case reflect.String:
+		var s string
+		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			dc.wrongType(path, "must be a string")
+			return
+		}
+		v.SetString(s)
+	case reflect.Bool:
+		switch string(raw) {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			dc.wrongType(path, "must be true or false")
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			dc.wrongType(path, "must be an integer")
+		case err != nil || v.OverflowInt(n):
+			bits := t.Bits()
+			dc.wrongType(path, fmt.Sprintf("must be an integer from %d to %d", -1<<(bits-1), 1<<(bits-1)-1))
+		default:
+			v.SetInt(n)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(string(raw), 10, 64)
+		if err != nil || v.OverflowUint(n) {
+			dc.wrongType(path, fmt.Sprintf("must be an integer from 0 to %d", uint64(1)<<t.Bits()-1))
+			return
+		}
+		v.SetUint(n)
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(string(raw), t.Bits())
+		if err != nil || !isNumber(raw) {
+			dc.wrongType(path, "must be a number")
+			return
+		}
+		v.SetFloat(f)
+	default:
+		dc.wrongType(path, "cannot be read")
+	}
+}
+
+// isNumber reports whether raw is a JSON number.
+func isNumber(raw []byte) bool {
+	var n json.Number
+	return (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && json.Unmarshal(raw, &n) == nil
+}
+
+// members decodes the members of an object into the struct v.
+func (dc *decoder) members(path string, m map[string]json.RawMessage, v reflect.Value) {
+	fields := structFields(v.Type())
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	prefix := path
+	if prefix != "" {
+		prefix += "."
+	}
+	dc.d.UnknownFields(m, names, prefix)
+	for _, f := range fields {
+		if raw, ok := m[f.name]; ok {
+			dc.value(join(path, f.name), raw, fieldAlloc(v, f.index))
+		}
+	}
+}
+
+// configField is a struct field as a config member.
+type configField struct {
+	name  string
+	index []int
+}
+
+var structFieldCache sync.Map // reflect.Type → []configField
+
+// structFields lists t's config members in field order: exported fields by
+// their json names, and the members of embedded structs.
+func structFields(t reflect.Type) []configField {
+	if f, ok := structFieldCache.Load(t); ok {
+		return f.([]configField)
+	}
+	var out []configField
+	var walk func(t reflect.Type, index []int)
+	walk = func(t reflect.Type, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			idx := append(slices.Clone(index), i)
+			if f.Anonymous {
+				et := f.Type
+				if et.Kind() == reflect.Pointer {
+					et = et.Elem()
+				}
+				if et.Kind() == reflect.Struct {
+					walk(et, idx)
+					continue
+				}
+			}
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Name
+			if tag, ok := f.Tag.Lookup("json"); ok {
+				n, _, found := strings.Cut(tag, ",")
+				if n == "-" && !found {
+					continue
+				}
+				if n != "" {
+					name = n
+				}
+			}
+			out = append(out, configField{name: name, index: idx})
+		}
+	}
+	walk(t, nil)
+	structFieldCache.Store(t, out)
+	return out
+}
+
+// fieldAlloc is v.FieldByIndex, allocating embedded struct pointers.
+func fieldAlloc(v reflect.Value, index []int) reflect.Value {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// shape renders a struct's members for a message: {a, b, c}, the first
+// six.
+func shape(t reflect.Type) string {
+	fields := structFields(t)
+	names := make([]string, 0, 7)
+	for i, f := range fields {
+		if i == 6 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, f.name)
+	}
+	return "{" + strings.Join(names, ", ") + "}"
+}
+
+// listOf names the items of a list for a message, "" when they may be
+// anything.
+func listOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return " of strings"
+	case reflect.Bool:
+		return " of booleans"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return " of integers"
+	case reflect.Float32, reflect.Float64:
+		return " of numbers"
+	case reflect.Struct, reflect.Map:
+		return " of objects"
+	case reflect.Slice:
+		return " of lists"
+	}
+	return ""
+}
+
+// Schema returns the JSON Schema (2020-12) of the config, derived from C
+// with github.com/google/jsonschema-go and Keywords merged in: what
+// Describe reports as ConfigSchema. It is computed once; an error means C
+// or Keywords is wrong (a type JSON cannot hold, a path that names no
+// field, keywords that are not a JSON object).
+func (c *Config[C, P]) Schema() (json.RawMessage, error) {
+	c.schemaOnce.Do(func() { c.schema, c.schemaErr = c.buildSchema() })
+	return c.schema, c.schemaErr
+}
+
+func (c *Config[C, P]) buildSchema() (json.RawMessage, error) {
+	s, err := jsonschema.For[C](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		rawMessageType:              {},
+		reflect.TypeFor[Duration](): {Type: "string"},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
+	}
+	dropNull(s)
+	s.Schema = "https://json-schema.org/draft/2020-12/schema"
+	s.Title = c.title("", "operation config")
+	paths := make([]string, 0, len(c.Keywords))
+	for p := range c.Keywords {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		if err := mergeKeywords(s, p, c.Keywords[p]); err != nil {
+			return nil, fmt.Errorf("sdk: the config schema keywords of %q: %w", p, err)
+		}
+	}
+	return json.Marshal(s)
+}
+
+// dropNull takes "null" out of the types jsonschema-go derives for
+// pointers and slices: a null is an absent field, and the schema says
+// which fields may be absent.
+func dropNull(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if i := slices.Index(s.Types, "null"); i >= 0 && len(s.Types) == 2 {
+		s.Type, s.Types = s.Types[1-i], nil
+	}
+	for _, p := range s.Properties {
+		dropNull(p)
+	}
+	dropNull(s.AdditionalProperties)
+	dropNull(s.Items)
+}
+
+// mergeKeywords merges the keywords kw over the subschema of s at path.
+func mergeKeywords(s *jsonschema.Schema, path, kw string) error {
+	if path != "" {
+		for _, seg := range strings.Split(path, ".") {
+			var next *jsonschema.Schema
+			switch {
+			case seg != "*":
+				next = s.Properties[seg]
+			case s.Items != nil:
+				next = s.Items
+			case s.Properties == nil:
+				next = s.AdditionalProperties
+			}
+			if next == nil {
+				return fmt.Errorf("no field %q", seg)
+			}
+			s = next
+		}
+	}
+	var h jsonschema.Schema
+	if err := json.Unmarshal([]byte(kw), &h); err != nil {
+		return err
+	}
+	if h.Type != "" || h.Types != nil {
+		s.Type, s.Types = "", nil
+	}
+	dst, src := reflect.ValueOf(s).Elem(), reflect.ValueOf(&h).Elem()
+	for i := range src.NumField() {
+		if f := src.Field(i); !f.IsZero() {
+			dst.Field(i).Set(f)
+		}
+	}
+	return nil
+}
