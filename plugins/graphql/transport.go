@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // userAgent is sent unless the config sets User-Agent.
@@ -72,10 +73,10 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{userAgent}
 	}
-	if rc != nil && rc.TraceParent != "" && sdk.ValidHeaderValue(rc.TraceParent) {
+	if rc != nil && rc.TraceParent != "" && httpadapter.ValidHeaderValue(rc.TraceParent) {
 		if _, ok := h["Traceparent"]; !ok {
 			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && sdk.ValidHeaderValue(rc.TraceState) {
+			if rc.TraceState != "" && httpadapter.ValidHeaderValue(rc.TraceState) {
 				h["Tracestate"] = []string{rc.TraceState}
 			}
 		}
@@ -86,11 +87,11 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if err != nil {
 		return gqlResponse{}, 0, c.failure(ctx, callCtx, t, timeout, err, false)
 	}
-	defer sdk.DrainAndClose(resp.Body)
+	defer httpadapter.DrainAndClose(resp.Body)
 	if resp.ContentLength > limit {
 		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
 	}
-	data, over, err := sdk.ReadBounded(resp.Body, limit, resp.ContentLength)
+	data, over, err := httpadapter.ReadBounded(resp.Body, limit, resp.ContentLength)
 	if over {
 		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
 	}
@@ -209,7 +210,7 @@ func errorDetail(rawErrors json.RawMessage, status int) json.RawMessage {
 // failure classifies an error of sending the request or reading the answer.
 // parent is the host's context, call the context bounded by timeout.
 func (c *config) failure(parent, call context.Context, t *tool, timeout time.Duration, err error, reading bool) *sdk.UpstreamError {
-	hc := sdk.HTTPCall{Upstream: c.upstreamLabel(t), Host: c.hostport, AddressField: "endpoint",
+	hc := httpadapter.Call{Upstream: c.upstreamLabel(t), Host: c.hostport, AddressField: "endpoint",
 		// A query may be retried; a mutation may have been applied.
 		Idempotent: t == nil || !t.mutation, Timeout: timeout}
 	return hc.Failure(parent, errors.Is(context.Cause(call), errCallTimeout), err, reading)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Defaults and bounds of an operation.
@@ -432,7 +433,7 @@ func parseQuery(v json.RawMessage, op *operation, d *diags) {
 
 func parseHeaders(v json.RawMessage, op *operation, d *diags) {
 	var list []sdk.Diagnostic
-	op.headers, op.host, list = sdk.StaticHeaders(v)
+	op.headers, op.host, list = httpadapter.StaticHeaders(v)
 	d.Add(list...)
 }
 
@@ -446,12 +447,12 @@ func parseHeaderArgs(v json.RawMessage, op *operation, d *diags) {
 	for _, name := range sortedKeys(obj) {
 		field := "header_args." + name
 		arg := strings.TrimSpace(obj[name])
-		if !sdk.ValidHeaderName(name) {
+		if !httpadapter.ValidHeaderName(name) {
 			d.Errorf(field, "not a valid HTTP header name")
 			continue
 		}
 		canon := http.CanonicalHeaderKey(name)
-		if sdk.HopByHopHeader(canon) || canon == "Host" {
+		if httpadapter.HopByHopHeader(canon) || canon == "Host" {
 			d.Errorf(field, "%s is set by the adapter and cannot be configured", canon)
 			continue
 		}

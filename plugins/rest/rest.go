@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Name is the adapter's name as used in operation files.
@@ -94,7 +95,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, false)
 	}
-	defer sdk.DrainAndClose(resp.Body)
+	defer httpadapter.DrainAndClose(resp.Body)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, op.statusError(resp)
@@ -106,7 +107,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if resp.ContentLength > op.maxBytes {
 		return nil, op.tooLarge()
 	}
-	body, over, err := sdk.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
+	body, over, err := httpadapter.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 	if over {
 		return nil, op.tooLarge()
 	}

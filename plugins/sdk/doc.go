@@ -30,9 +30,9 @@
 // bug in the adapter.
 //
 // Helpers every adapter needs for its configs live here too: [Suggest]
-// (did-you-mean hints for unknown fields), [ValidHeaderValue] and
-// [ConfigCache] (parse a config once, not on every call).
+// (did-you-mean hints for unknown fields) and [ConfigCache] (parse a config
+// once, not on every call).
 //
-// Package sdktest runs an adapter in-process over real gRPC for its own unit
-// tests.
+// Package httpadapter holds what adapters of HTTP upstreams share. Package
+// sdktest runs an adapter in-process over real gRPC for its own unit tests.
 package sdk

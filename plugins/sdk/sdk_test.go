@@ -144,9 +144,6 @@ func TestHelpers(t *testing.T) {
 			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if sdk.ValidHeaderValue("a\r\nX-Evil: 1") || !sdk.ValidHeaderValue("Bearer x\ty") {
-		t.Error("ValidHeaderValue")
-	}
 	parses := 0
 	c := &sdk.ConfigCache[string]{Parse: func(raw []byte) string { parses++; return string(raw) }, Max: 2}
 	c.Get([]byte("a"))

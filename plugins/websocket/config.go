@@ -18,6 +18,7 @@ import (
 	"github.com/theory/jsonpath"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Defaults and bounds of the config.
@@ -299,13 +300,13 @@ func parseInto(raw []byte, op *sdk.Operation, d *diags) *config {
 			d.Errorf("subprotocols", "must be a list of subprotocol names")
 		}
 		for i, p := range c.subprotocols {
-			if !sdk.ValidHeaderName(p) {
+			if !httpadapter.ValidHeaderName(p) {
 				d.Errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
 			}
 		}
 	}
 	if v, ok := f.get("headers"); ok {
-		h, host, hd := sdk.StaticHeaders(v, managedHeaders...)
+		h, host, hd := httpadapter.StaticHeaders(v, managedHeaders...)
 		d.Add(hd...)
 		c.headers, c.host = h, host
 	}
