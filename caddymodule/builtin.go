@@ -69,8 +69,10 @@ a notice. Built-in adapters: ` + strings.Join(BuiltinAdapters(), ", ") + `.`,
 			if !ok {
 				return caddy.ExitCodeFailedStartup, fmt.Errorf("unknown built-in adapter %q (built-in: %s)", name, strings.Join(BuiltinAdapters(), ", "))
 			}
-			sdk.Serve(newAdapter())
-			return 0, nil
+			if err := sdk.Serve(newAdapter()); err != nil {
+				return caddy.ExitCodeFailedStartup, err
+			}
+			return caddy.ExitCodeSuccess, nil
 		},
 		Flags: flag.NewFlagSet(AdapterCommand, flag.ContinueOnError),
 	})

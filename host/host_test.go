@@ -22,13 +22,19 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("CRANK_HOST_TEST_ADAPTER") {
 	case "1":
-		sdk.Serve(testAdapter{})
-		os.Exit(0)
+		serve(testAdapter{})
 	case "rest": // the real REST adapter, for window tests
-		sdk.Serve(rest.New())
-		os.Exit(0)
+		serve(rest.New())
 	}
 	os.Exit(m.Run())
+}
+
+func serve(a sdk.Adapter) {
+	if err := sdk.Serve(a); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 type testAdapter struct{}
