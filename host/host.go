@@ -328,8 +328,8 @@ type Result struct {
 	Text    string
 	IsError bool
 
-	// permanent: the upstream refused the request itself (a client
-	// error); repeating it cannot succeed.
+	// permanent: the upstream refused the request itself (the adapter
+	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
 }
 
@@ -417,34 +417,8 @@ func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) st
 
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
-	r.permanent = permanentError(ue)
+	r.permanent = ue.Rejected || ue.Kind == sdk.KindInvalidArgument
 	return r
-}
-
-// permanentError reports whether an upstream error is the upstream
-// refusing the request itself — bad arguments, an HTTP 4xx other than 408
-// and 429, a SOAP Client/Sender fault, a gRPC status of that kind — so that
-// repeating it cannot succeed.
-func permanentError(ue *sdk.UpstreamError) bool {
-	if ue.Retryable {
-		return false
-	}
-	switch ue.Kind {
-	case sdk.KindInvalidArgument:
-		return true
-	case sdk.KindUpstreamStatus:
-	default:
-		return false
-	}
-	st := ue.Status
-	switch st {
-	case "408", "429":
-		return false
-	case "Client", "Sender", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-		"UNAUTHENTICATED", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED":
-		return true
-	}
-	return len(st) == 3 && st[0] == '4'
 }
 
 // describeUpstreamError explains an upstream failure in one message.

@@ -479,8 +479,8 @@ func TestMutation(t *testing.T) {
 	ue := invokeErr(t, h, tools["AddBook"], map[string]any{"input": map[string]any{"title": "X", "genre": "FICTION", "authorId": "nobody"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
 	wantContains(t, "message", ue.Message, "the GraphQL server answered with 1 error: no author with id nobody (at addBook)")
-	if ue.Retryable {
-		t.Error("a failed mutation is marked retryable")
+	if ue.Retryable || ue.Rejected {
+		t.Errorf("a failed mutation is marked retryable or rejected: %+v", ue)
 	}
 }
 
@@ -502,8 +502,8 @@ func TestGraphQLErrors(t *testing.T) {
 	// Only errors: an upstream error with the messages and paths.
 	ue := invokeErr(t, h, tools["Broken"], nil)
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.Status != "GRAPHQL_ERROR" {
-		t.Errorf("status = %q", ue.Status)
+	if ue.Status != "GRAPHQL_ERROR" || ue.Rejected {
+		t.Errorf("status = %q, rejected %v (a field error is not the request refused)", ue.Status, ue.Rejected)
 	}
 	wantContains(t, "message", ue.Message, "the GraphQL server answered with 1 error: this field is broken on purpose (at broken)")
 	wantContains(t, "detail", string(ue.Detail), `"errors":[{"message":"this field is broken on purpose","path":["broken"]}]`, `"http_status":200`)
@@ -516,8 +516,8 @@ func TestGraphQLErrors(t *testing.T) {
 	secure := expand(t, h, entry(t, u, map[string]any{"endpoint": u.Server.URL + "/secure/graphql", "schema": abs(t, "testdata/library.graphqls")}))
 	ue = invokeErr(t, h, secure["GetBook"], map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.Status != "UNAUTHENTICATED" {
-		t.Errorf("status = %q", ue.Status)
+	if ue.Status != "UNAUTHENTICATED" || !ue.Rejected {
+		t.Errorf("status = %q, rejected %v", ue.Status, ue.Rejected)
 	}
 	wantContains(t, "message", ue.Message, "not authenticated [UNAUTHENTICATED]")
 	wantContains(t, "detail", string(ue.Detail), `"http_status":401`)
@@ -557,7 +557,7 @@ func TestHTTPFailures(t *testing.T) {
 	wantContains(t, "detail", string(ue.Detail), `"status_code":503`, `"retry_after":"7"`)
 
 	ue = invokeErr(t, h, with("GetBook", u.Server.URL+"/status/404", nil), map[string]any{"id": "1"})
-	if ue.Status != "404" || ue.Retryable {
+	if ue.Status != "404" || ue.Retryable || !ue.Rejected {
 		t.Errorf("404: %+v", ue)
 	}
 

@@ -128,6 +128,10 @@ func (c *config) result(t *tool, gr gqlResponse, status int) (*sdk.Result, *sdk.
 			Upstream: c.upstreamLabel(t),
 			Status:   "GRAPHQL_ERROR",
 			Message:  fmt.Sprintf("the GraphQL server answered with %s: %s", plural(len(gr.errors), "error"), summarizeErrors(gr.errors)),
+			// A request error (no data at all: the document or variables
+			// were refused before execution) or a 4xx refuses the request
+			// as such; a field error may not recur.
+			Rejected: gr.requestError || httpadapter.RejectedStatus(status),
 		}
 		if code, ok := gr.errors[0].Extensions["code"].(string); ok && code != "" && validStatus(code) {
 			ue.Status = code
@@ -245,6 +249,7 @@ func (c *config) statusError(t *tool, resp *http.Response, body []byte) *sdk.Ups
 		Body:      excerptText(body, over, errorExcerptBytes),
 		Detail:    d,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
+		Rejected:  httpadapter.RejectedStatus(code),
 	}
 }
 

@@ -438,6 +438,17 @@ func TestStatusMapping(t *testing.T) {
 			if ue.Retryable != wantRetry {
 				t.Errorf("retryable = %v", ue.Retryable)
 			}
+			switch code {
+			case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied, codes.Unauthenticated,
+				codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+				if !ue.Rejected {
+					t.Error("not rejected")
+				}
+			default:
+				if ue.Rejected {
+					t.Error("rejected")
+				}
+			}
 			wantContains(t, "upstream", ue.Upstream, "gRPC crank.test.v1.Test/Fail at "+ts.addr)
 			var detail struct {
 				Code       string `json:"code"`

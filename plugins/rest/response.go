@@ -81,6 +81,7 @@ func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
 		Status:    status,
 		Message:   msg,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
+		Rejected:  httpadapter.RejectedStatus(code),
 	}
 	excerpt, over, _ := httpadapter.ReadBounded(resp.Body, errorExcerptBytes, -1)
 	ue.Body = excerptText(excerpt, over, errorExcerptBytes)

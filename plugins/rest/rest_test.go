@@ -457,7 +457,7 @@ func TestStatusErrors(t *testing.T) {
 	if want := "GET " + srv.URL + "/users/{id}"; ue.Upstream != want {
 		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
-	if ue.Status != "404" || ue.Message != "upstream answered 404 Not Found" || ue.Retryable {
+	if ue.Status != "404" || ue.Message != "upstream answered 404 Not Found" || ue.Retryable || !ue.Rejected {
 		t.Errorf("error = %+v", ue)
 	}
 	if ue.Body != `{"error":"no such user"}` {
@@ -475,8 +475,8 @@ func TestStatusErrors(t *testing.T) {
 	if excerpt, _, _ := strings.Cut(body, "\n[truncated"); len(excerpt) > 2048 || len(excerpt) < 2040 || !strings.HasPrefix(excerpt, "xé") {
 		t.Errorf("excerpt has %d bytes: %.40q", len(excerpt), excerpt)
 	}
-	if ue.Retryable {
-		t.Error("500 must not be retryable")
+	if ue.Retryable || ue.Rejected {
+		t.Error("500 must be neither retryable nor rejected")
 	}
 
 	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "busy"}})
@@ -484,11 +484,11 @@ func TestStatusErrors(t *testing.T) {
 		t.Errorf("503: %+v", ue)
 	}
 	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "limited"}})
-	if ue.Status != "429" || !ue.Retryable {
+	if ue.Status != "429" || !ue.Retryable || ue.Rejected {
 		t.Errorf("429: %+v", ue)
 	}
 	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "bad"}})
-	if ue.Status != "400" || ue.Retryable {
+	if ue.Status != "400" || ue.Retryable || !ue.Rejected {
 		t.Errorf("400: %+v", ue)
 	}
 }

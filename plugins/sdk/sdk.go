@@ -337,6 +337,15 @@ type UpstreamError struct {
 	Detail json.RawMessage
 	// Retryable: repeating the same call may succeed.
 	Retryable bool
+	// Rejected: the upstream refused this request as such (an HTTP 4xx
+	// other than 408 and 429, a SOAP Client or Sender fault, a gRPC
+	// INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+	// UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE or UNIMPLEMENTED,
+	// a GraphQL request error), so that repeating it cannot succeed. The
+	// host then stops at once where it would otherwise try again, such as
+	// polling the status of an upstream job. KindInvalidArgument implies
+	// it.
+	Rejected bool
 }
 
 // Error returns "upstream: status: message", leaving out what is empty.

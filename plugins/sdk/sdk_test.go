@@ -29,6 +29,8 @@ func (unaryOnly) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error
 		panic("boom")
 	case "upstream":
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "418", Message: "teapot", Retryable: true}
+	case "refused":
+		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "404", Message: "no such thing", Rejected: true}
 	case "bug":
 		return nil, errors.New("nil map")
 	}
@@ -89,6 +91,10 @@ func TestInvokeOutcomes(t *testing.T) {
 	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"upstream"}`})
 	if err != nil || ue.Status != "418" || !ue.Retryable || ue.Kind != sdk.KindUpstreamStatus {
 		t.Fatalf("upstream error: %v %v", ue, err)
+	}
+	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"refused"}`})
+	if err != nil || !ue.Rejected || ue.Retryable || ue.Status != "404" {
+		t.Fatalf("refused: %v %v", ue, err)
 	}
 	_, _, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"bug"}`})
 	if client.CodeOf(err) != client.Internal || !strings.Contains(err.Error(), "nil map") {

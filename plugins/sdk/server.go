@@ -176,6 +176,7 @@ func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {
 		BodyExcerpt: ue.Body,
 		DetailJson:  ue.Detail,
 		Retryable:   ue.Retryable,
+		Rejected:    ue.Rejected,
 	}, true
 }
 

@@ -387,6 +387,9 @@ func TestFaultsAndHTTPFailures(t *testing.T) {
 			t.Errorf("%s %v: %v", tc.op, tc.args, ue)
 			continue
 		}
+		if rejected := tc.status == "Client" || tc.status == "Sender"; ue.Rejected != rejected {
+			t.Errorf("%s %v: rejected = %v, want %v", tc.op, tc.args, ue.Rejected, rejected)
+		}
 		switch tc.detail {
 		case `"retry"`:
 			if !ue.Retryable || !strings.Contains(ue.Message, "order store unavailable") {

@@ -314,6 +314,9 @@ func TestHandshakeRefused(t *testing.T) {
 	if up := ue.Upstream; strings.Contains(up, "s3cret") || strings.Contains(up, "pw") || !strings.HasSuffix(up, "/feed") {
 		t.Errorf("upstream name %q", up)
 	}
+	if !ue.Rejected || ue.Status != "403" {
+		t.Errorf("a refused handshake: %+v", ue)
+	}
 }
 
 func TestConnectRefused(t *testing.T) {

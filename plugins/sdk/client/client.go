@@ -354,5 +354,6 @@ func upstreamErrorFromProto(ue *adapterv1.UpstreamError) *sdk.UpstreamError {
 		Body:      ue.GetBodyExcerpt(),
 		Detail:    ue.GetDetailJson(),
 		Retryable: ue.GetRetryable(),
+		Rejected:  ue.GetRejected(),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -124,6 +125,13 @@ func (c Call) describeTransport(err error, reading bool) (string, retryClass) {
 		return "reading the answer from " + host + " failed: " + err.Error(), retryIdempotent
 	}
 	return "request to " + host + " failed: " + err.Error(), retryNever
+}
+
+// RejectedStatus reports whether an HTTP status code refuses the request
+// as such (UpstreamError.Rejected): a 4xx other than 408 Request Timeout
+// and 429 Too Many Requests.
+func RejectedStatus(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 // ReadBounded reads r up to limit bytes. over reports a longer body; hint

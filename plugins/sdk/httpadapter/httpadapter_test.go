@@ -76,3 +76,11 @@ func TestValidHeaderValue(t *testing.T) {
 		t.Error("ValidHeaderValue")
 	}
 }
+
+func TestRejectedStatus(t *testing.T) {
+	for code, want := range map[int]bool{400: true, 401: true, 404: true, 408: false, 409: true, 429: false, 499: true, 500: false, 503: false, 302: false} {
+		if got := RejectedStatus(code); got != want {
+			t.Errorf("RejectedStatus(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
