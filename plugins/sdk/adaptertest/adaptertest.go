@@ -7,6 +7,9 @@
 //	h := adaptertest.New(t, myAdapter{})
 //	res, ue, err := h.Invoke(ctx, adaptertest.Call{Config: cfg, Args: `{"id": 7}`})
 //
+// Serve does the serving alone, for a test that attaches to the adapter
+// as a host does.
+//
 // Build compiles the adapter's main package into an executable once per
 // test process, and Executable.Start launches it the way the host does
 // (go-plugin, AutoMTLS, a bare environment), for a test that the shipped
@@ -46,6 +49,24 @@ type Harness struct {
 // server and the connection stop when the test ends.
 func New(t testing.TB, a sdk.Adapter) *Harness {
 	t.Helper()
+	rc := Serve(t, a)
+	conn, err := grpc.NewClient("passthrough:///adaptertest", append(wire.DialOptions(),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, rc.Network, rc.Address)
+		}),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatalf("adaptertest: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &Harness{Client: client.New(conn)}
+}
+
+// Serve serves a in this process (sdk.Serve with sdk.WithDebug) until the
+// test ends and returns where it listens, for a test that connects to it
+// itself, as a host attaching to it does (client.Start with Reattach).
+func Serve(t testing.TB, a sdk.Adapter) sdk.ReattachConfig {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan sdk.ReattachConfig, 1)
 	served := make(chan error, 1)
@@ -57,25 +78,16 @@ func New(t testing.TB, a sdk.Adapter) *Harness {
 		cancel()
 		<-served
 	})
-	var rc sdk.ReattachConfig
 	select {
-	case rc = <-reattach:
+	case rc := <-reattach:
+		return rc
 	case err := <-served:
 		served <- err // for the cleanup
 		t.Fatalf("adaptertest: the adapter stopped before it listened: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("adaptertest: the adapter did not listen within 10s")
 	}
-	conn, err := grpc.NewClient("passthrough:///adaptertest", append(wire.DialOptions(),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, rc.Network, rc.Address)
-		}),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatalf("adaptertest: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &Harness{Client: client.New(conn)}
+	return sdk.ReattachConfig{}
 }
 
 // Call describes one call of an operation.
