@@ -52,10 +52,10 @@ func serveAdapters(w http.ResponseWriter, r *http.Request) error {
 		st := AdapterStatus{Name: spec.Name, Command: spec.Command, Args: spec.Args, PID: s.PID(), Starts: s.Starts()}
 		st.Running = st.PID != 0
 		if d := s.Description(); d != nil {
-			st.Version = d.GetVersion()
-			st.Protocol = d.GetProtocols()
-			for _, m := range d.GetModes() {
-				st.Modes = append(st.Modes, strings.ToLower(strings.TrimPrefix(m.String(), "EXECUTION_MODE_")))
+			st.Version = d.Version
+			st.Protocol = d.Protocols
+			for _, m := range d.Modes {
+				st.Modes = append(st.Modes, m.String())
 			}
 		}
 		out = append(out, st)

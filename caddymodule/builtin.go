@@ -56,22 +56,35 @@ func builtinSpec(name string) (host.AdapterSpec, bool) {
 }
 
 func init() {
+	flags := flag.NewFlagSet(AdapterCommand, flag.ContinueOnError)
+	flags.Bool("debug", false, "serve in the foreground for a debugger and print the "+sdk.ReattachEnv+" line that makes a gateway attach to it")
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  AdapterCommand,
-		Usage: "<name>",
+		Usage: "[--debug] <name>",
 		Short: "Runs a built-in Crank adapter (started by the gateway, not by hand)",
 		Long: `Runs one of the adapters compiled into this executable as a go-plugin
 process. The Crank gateway starts it itself; running it by hand only prints
-a notice. Built-in adapters: ` + strings.Join(BuiltinAdapters(), ", ") + `.`,
+a notice. Built-in adapters: ` + strings.Join(BuiltinAdapters(), ", ") + `.
+
+With --debug the adapter serves in the foreground (under a debugger, say)
+until interrupted, and prints a line ` + sdk.ReattachEnv + `='{...}'.
+A gateway started with that variable in its environment attaches to this
+process instead of launching the adapter, and leaves it running.`,
 		Func: func(fl caddycmd.Flags) (int, error) {
 			name := fl.Arg(0)
 			newAdapter, ok := builtins[name]
 			if !ok {
 				return caddy.ExitCodeFailedStartup, fmt.Errorf("unknown built-in adapter %q (built-in: %s)", name, strings.Join(BuiltinAdapters(), ", "))
 			}
-			sdk.Serve(newAdapter())
-			return 0, nil
+			var opts []sdk.ServeOption
+			if fl.Bool("debug") {
+				opts = append(opts, sdk.WithManagedDebug())
+			}
+			if err := sdk.Serve(newAdapter(), opts...); err != nil {
+				return caddy.ExitCodeFailedStartup, err
+			}
+			return caddy.ExitCodeSuccess, nil
 		},
-		Flags: flag.NewFlagSet(AdapterCommand, flag.ContinueOnError),
+		Flags: flags,
 	})
 }

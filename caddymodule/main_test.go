@@ -19,7 +19,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "unknown built-in adapter %q\n", os.Args[2])
 			os.Exit(2)
 		}
-		sdk.Serve(newAdapter())
+		if err := sdk.Serve(newAdapter()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

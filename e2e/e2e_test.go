@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -237,6 +239,59 @@ func TestAdapterCrash(t *testing.T) {
 	waitFor(t, "the adapter to be seen dead", func() bool { return !g.adapter("rest").Running })
 	if res := call("get_user", map[string]any{"id": 3}); res.IsError {
 		t.Fatalf("call after in-flight kill: %s", textOf(res))
+	}
+}
+
+// An adapter run by hand with --debug (as under a debugger) is attached to
+// by a gateway started with the line it prints, and outlives the gateway.
+func TestDebugAdapterAttached(t *testing.T) {
+	t.Parallel()
+	adapter := exec.Command(crankBin, "crank-adapter", "--debug", "rest")
+	stdout, err := adapter.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adapter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- adapter.Wait() }()
+	t.Cleanup(func() { _ = adapter.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, sdk.ReattachEnv+"='") {
+		t.Fatalf("the adapter printed %q (%v)", line, err)
+	}
+	env := sdk.ReattachEnv + "=" + strings.Trim(strings.TrimSpace(strings.TrimPrefix(line, sdk.ReattachEnv+"=")), "'")
+
+	up := newUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "10s", ""), Env: []string{env}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 7}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "User 7") {
+		t.Fatalf("call: %v %v", err, res)
+	}
+	if a := g.adapter("rest"); a.PID != adapter.Process.Pid || a.Starts != 1 {
+		t.Errorf("the gateway runs %+v, want the debug process %d", a, adapter.Process.Pid)
+	}
+	_ = cs.Close()
+	g.stop()
+	select {
+	case err := <-exited:
+		t.Fatalf("the debug adapter stopped with the gateway: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := adapter.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the debug adapter's exit on an interrupt: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the debug adapter did not stop on an interrupt")
 	}
 }
 

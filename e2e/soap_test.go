@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crankmcp/crank/demo"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/soap"
 )
 
@@ -144,17 +144,17 @@ func TestSOAPDemoOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := filepath.Abs("../demo")
-	h := sdktest.New(t, soap.New())
+	h := adaptertest.New(t, soap.New())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var names []string
 	for _, e := range file.Operations {
-		resp, err := h.Expand(ctx, sdktest.Call{Operation: e.Name, Config: e.Config, BaseDir: dir})
-		if err != nil || e.Adapter != "soap" || len(resp.GetDiagnostics()) > 0 {
-			t.Fatalf("%s: %v %v", e.Name, err, resp.GetDiagnostics())
+		tools, diags, err := h.Expand(ctx, adaptertest.Call{Operation: e.Name, Config: e.Config, BaseDir: dir})
+		if err != nil || e.Adapter != "soap" || len(diags) > 0 {
+			t.Fatalf("%s: %v %v", e.Name, err, diags)
 		}
-		for _, tl := range resp.GetTools() {
-			n := tl.GetName()
+		for _, tl := range tools {
+			n := tl.Name
 			if n == "" {
 				n = e.Name
 			}

@@ -287,7 +287,7 @@ func familyTools(x *boundOp) ([]*boundOp, error) {
 			}
 			op.InputSchema, op.input = raw, resolved
 		}
-		out = append(out, &boundOp{Operation: &op, sup: x.sup, proto: x.proto, base: x})
+		out = append(out, &boundOp{Operation: &op, sup: x.sup, call: x.call, base: x})
 	}
 	return out, nil
 }

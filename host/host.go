@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -67,8 +65,9 @@ type Host struct {
 
 type boundOp struct {
 	*Operation
-	sup   *Supervisor
-	proto *adapterv1.Operation
+	sup *Supervisor
+	// call is the operation as its adapter sees it.
+	call sdk.Operation
 	// base is the session or async_job operation a family tool belongs
 	// to (nil for other tools).
 	base *boundOp
@@ -107,42 +106,42 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			continue
 		}
 		b := bind(op, sup)
-		if !hasMode(desc, b.proto.Mode) {
+		if !desc.Serves(b.call.Mode) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
-		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !hasCapability(desc, "stream") {
+		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !desc.Capabilities.Stream {
 			fail(op.Name, "transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
 			continue
 		}
-		rpc, err := sup.Client(ctx)
+		c, err := sup.Client(ctx)
 		if err != nil {
 			fail(op.Name, "adapter", err.Error())
 			continue
 		}
-		if hasCapability(desc, "validate") {
-			resp, err := rpc.ValidateOperation(ctx, &adapterv1.ValidateOperationRequest{Operation: b.proto})
-			if err != nil && status.Code(err) != codes.Unimplemented {
+		if desc.Capabilities.Validate {
+			diags, err := c.Validate(ctx, &b.call)
+			if err != nil && client.CodeOf(err) != client.Unimplemented {
 				fail(op.Name, "config", "adapter could not validate it: "+err.Error())
 				continue
 			}
-			if h.report(op.Name, resp.GetDiagnostics(), fail) {
+			if h.report(op.Name, diags, fail) {
 				continue
 			}
 		}
 		bound := []*boundOp{b}
-		if hasCapability(desc, "expand") {
-			resp, err := rpc.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: b.proto, HostCapabilities: hostCapabilities})
+		if desc.Capabilities.Expand {
+			tools, diags, err := c.Expand(ctx, &b.call)
 			switch {
-			case status.Code(err) == codes.Unimplemented:
+			case client.CodeOf(err) == client.Unimplemented:
 			case err != nil:
 				fail(op.Name, "config", "adapter could not expand it: "+err.Error())
 				continue
 			default:
-				if h.report(op.Name, resp.GetDiagnostics(), fail) {
+				if h.report(op.Name, diags, fail) {
 					continue
 				}
-				if bound, err = expand(op, sup, resp.GetTools()); err != nil {
+				if bound, err = expand(op, sup, tools); err != nil {
 					fail(op.Name, "config", err.Error())
 					continue
 				}
@@ -197,20 +196,20 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 
 // report logs warning diagnostics, fails on errors and says whether there
 // were any errors.
-func (h *Host) report(op string, diags []*adapterv1.Diagnostic, fail func(op, field, reason string)) bool {
+func (h *Host) report(op string, diags []sdk.Diagnostic, fail func(op, field, reason string)) bool {
 	bad := false
 	for _, d := range diags {
 		field := "config"
-		if d.GetField() != "" {
-			field += "." + d.GetField()
+		if d.Field != "" {
+			field += "." + d.Field
 		}
-		if d.GetSeverity() == adapterv1.Diagnostic_SEVERITY_WARNING {
+		if d.Severity == sdk.SeverityWarning {
 			h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op),
-				zap.String("field", field), zap.String("warning", h.redact.String(d.GetMessage())))
+				zap.String("field", field), zap.String("warning", h.redact.String(d.Message)))
 			continue
 		}
 		bad = true
-		fail(op, field, d.GetMessage())
+		fail(op, field, d.Message)
 	}
 	return bad
 }
@@ -222,28 +221,29 @@ func bind(op *Operation, sup *Supervisor) *boundOp {
 		// stream until the upstream answers); the window bounds the rest.
 		timeout = op.Execution.UpstreamTimeout()
 	}
-	return &boundOp{Operation: op, sup: sup, proto: &adapterv1.Operation{
-		Name: op.Name, ConfigJson: op.Config, TimeoutMs: timeout.Milliseconds(), Mode: adapterMode(op),
-		BaseDir: op.Dir,
+	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
+		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,
+		ToolExecution: true, // the host reads a derived tool's mode, execution and item schema
 	}}
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boundOp, error) {
+func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool) ([]*boundOp, error) {
 	if len(tools) == 0 {
 		return nil, errors.New("the adapter found no tools to serve in it")
 	}
-	self := len(tools) == 1 && (tools[0].GetName() == "" || tools[0].GetName() == entry.Name)
+	self := len(tools) == 1 && (tools[0].Name == "" || tools[0].Name == entry.Name)
 	var out []*boundOp
-	for _, t := range tools {
+	for i := range tools {
+		t := &tools[i]
 		op := *entry
 		if !self {
-			if !toolNameRE.MatchString(t.GetName()) {
-				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.GetName())
+			if !toolNameRE.MatchString(t.Name) {
+				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.Name)
 			}
-			op = Operation{Name: t.GetName(), Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
+			op = Operation{Name: t.Name, Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
 				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family}
 		}
 		label := op.Name
@@ -251,29 +251,29 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 			return nil, err
 		}
 		if op.Title == "" {
-			op.Title = t.GetTitle()
+			op.Title = t.Title
 		}
 		if op.Description == "" {
-			op.Description = t.GetDescription()
+			op.Description = t.Description
 		}
-		if len(t.GetConfigJson()) > 0 {
-			op.Config = t.GetConfigJson()
+		if len(t.Config) > 0 {
+			op.Config = t.Config
 		}
-		if !op.inputDeclared && len(t.GetInputSchemaJson()) > 0 {
-			in, resolved, err := compileInputSchema(t.GetInputSchemaJson())
+		if !op.inputDeclared && len(t.InputSchema) > 0 {
+			in, resolved, err := compileInputSchema(t.InputSchema)
 			if err != nil {
 				return nil, fmt.Errorf("tool %q: derived input schema: %v", label, err)
 			}
 			op.InputSchema, op.input = in, resolved
 		}
-		if len(op.OutputSchema) == 0 && len(t.GetOutputSchemaJson()) > 0 && op.Execution == nil {
-			if err := checkOutputSchema(t.GetOutputSchemaJson()); err != nil {
+		if len(op.OutputSchema) == 0 && len(t.OutputSchema) > 0 && op.Execution == nil {
+			if err := checkOutputSchema(t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
-			op.OutputSchema = t.GetOutputSchemaJson()
+			op.OutputSchema = t.OutputSchema
 		}
-		if op.Annotations == nil && t.GetAnnotations() != nil {
-			a := t.GetAnnotations()
+		if op.Annotations == nil {
+			a := t.Annotations
 			op.Annotations = &Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
 		out = append(out, bind(&op, sup))
@@ -284,41 +284,24 @@ func expand(entry *Operation, sup *Supervisor, tools []*adapterv1.Tool) ([]*boun
 // adapterMode is the mode an adapter serves an operation in. Sessions and
 // async jobs are the host's own: it builds them on the adapter's unary
 // calls and windows (streams and polls), so adapters see only those two.
-func adapterMode(op *Operation) adapterv1.ExecutionMode {
+func adapterMode(op *Operation) sdk.Mode {
 	if op.Execution != nil {
-		return adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
+		return sdk.ModeWindow
 	}
-	return adapterv1.ExecutionMode_EXECUTION_MODE_UNARY
+	return sdk.ModeUnary
 }
 
-func protoMode(m Mode) adapterv1.ExecutionMode {
+// sdkMode is a mode as adapters list it.
+func sdkMode(m Mode) sdk.Mode {
 	switch m {
 	case ModeWindow:
-		return adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
+		return sdk.ModeWindow
 	case ModeSession:
-		return adapterv1.ExecutionMode_EXECUTION_MODE_SESSION
+		return sdk.ModeSession
 	case ModeAsyncJob:
-		return adapterv1.ExecutionMode_EXECUTION_MODE_ASYNC_JOB
+		return sdk.ModeAsyncJob
 	}
-	return adapterv1.ExecutionMode_EXECUTION_MODE_UNARY
-}
-
-func hasMode(d *adapterv1.DescribeResponse, m adapterv1.ExecutionMode) bool {
-	for _, x := range d.GetModes() {
-		if x == m {
-			return true
-		}
-	}
-	return false
-}
-
-func hasCapability(d *adapterv1.DescribeResponse, c string) bool {
-	for _, x := range d.GetCapabilities() {
-		if x == c {
-			return true
-		}
-	}
-	return false
+	return sdk.ModeUnary
 }
 
 // Catalog returns the host's catalog, the operations file as written.
@@ -357,8 +340,8 @@ type Result struct {
 	Text    string
 	IsError bool
 
-	// permanent: the upstream refused the request itself (a client
-	// error); repeating it cannot succeed.
+	// permanent: the upstream refused the request itself (the adapter
+	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
 }
 
@@ -395,124 +378,104 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 
-	rpc, err := op.sup.Client(ctx)
+	c, err := op.sup.Client(ctx)
 	if err != nil {
 		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
 	}
-	resp, err := rpc.Invoke(ctx, invokeRequest(op, req, args, deadline))
-	if err != nil {
-		return errorResult(h.redact.String(h.describeRPCError(ctx, op, err)))
-	}
-	if ue := resp.GetError(); ue != nil {
-		return h.upstreamErrorResult(op, ue)
-	}
-	return h.successResult(resp.GetResult())
-}
-
-// invokeRequest is the adapter request of a call: the operation, its
-// arguments and the request context the adapter sees.
-func invokeRequest(op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time) *adapterv1.InvokeRequest {
-	return &adapterv1.InvokeRequest{
-		Context: &adapterv1.RequestContext{
-			RequestId: req.RequestID, WorkspaceId: req.WorkspaceID, AgentId: req.AgentID,
-			Traceparent: req.TraceParent, Tracestate: req.TraceState, Deadline: timestamppb.New(deadline),
-		},
-		Operation:     op.proto,
-		ArgumentsJson: args,
-	}
-}
-
-func (h *Host) describeRPCError(ctx context.Context, op *boundOp, err error) string {
-	st := status.Convert(err)
+	res, err := c.Invoke(ctx, adapterRequest(op, req, args, deadline))
+	var ue *sdk.UpstreamError
 	switch {
-	case ctx.Err() == context.DeadlineExceeded || st.Code() == codes.DeadlineExceeded:
-		return fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
-	case ctx.Err() == context.Canceled || st.Code() == codes.Canceled && op.sup.Exited() == false:
-		return fmt.Sprintf("tool %q was cancelled", op.Name)
-	case st.Code() == codes.Unavailable || op.sup.Exited():
-		h.log.Warn("adapter connection lost during a call", zap.String("adapter", op.Adapter),
-			zap.String("tool", op.Name), zap.String("error", h.redact.String(st.Message())))
-		return fmt.Sprintf("adapter %q stopped during the call of tool %q (%s); it is restarted on the next call",
-			op.Adapter, op.Name, st.Message())
+	case errors.As(err, &ue):
+		return h.upstreamErrorResult(op, ue)
+	case err != nil:
+		return errorResult(h.redact.String(h.describeCallError(ctx, op, err)))
 	}
-	return fmt.Sprintf("adapter %q failed on tool %q: %s: %s", op.Adapter, op.Name, st.Code(), st.Message())
+	return h.successResult(res)
 }
 
-func (h *Host) upstreamErrorResult(_ *boundOp, ue *adapterv1.UpstreamError) *Result {
+// adapterRequest is the adapter request of a call: the operation, its
+// arguments and the request context the adapter sees.
+func adapterRequest(op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time) *sdk.Request {
+	return &sdk.Request{
+		Context: sdk.RequestContext{
+			RequestID: req.RequestID, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID,
+			TraceParent: req.TraceParent, TraceState: req.TraceState, Deadline: deadline,
+		},
+		Operation: op.call,
+		Arguments: args,
+	}
+}
+
+// describeCallError explains a failed adapter call (an *client.Error).
+func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) string {
+	code, msg := client.CodeOf(err), err.Error()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		msg = ce.Message
+	}
+	switch {
+	case ctx.Err() == context.DeadlineExceeded || code == client.DeadlineExceeded:
+		return fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
+	case ctx.Err() == context.Canceled || code == client.Cancelled && !op.sup.Exited():
+		return fmt.Sprintf("tool %q was cancelled", op.Name)
+	case code == client.Unavailable || op.sup.Exited():
+		h.log.Warn("adapter connection lost during a call", zap.String("adapter", op.Adapter),
+			zap.String("tool", op.Name), zap.String("error", h.redact.String(msg)))
+		return fmt.Sprintf("adapter %q stopped during the call of tool %q (%s); it is restarted on the next call",
+			op.Adapter, op.Name, msg)
+	}
+	return fmt.Sprintf("adapter %q failed on tool %q: %v", op.Adapter, op.Name, err)
+}
+
+func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
-	r.permanent = permanentError(ue)
+	r.permanent = ue.Rejected || ue.Kind == sdk.KindInvalidArgument
 	return r
 }
 
-// permanentError reports whether an upstream error is the upstream
-// refusing the request itself — bad arguments, an HTTP 4xx other than 408
-// and 429, a SOAP Client/Sender fault, a gRPC status of that kind — so that
-// repeating it cannot succeed.
-func permanentError(ue *adapterv1.UpstreamError) bool {
-	if ue.GetRetryable() {
-		return false
-	}
-	switch ue.GetKind() {
-	case adapterv1.UpstreamError_KIND_INVALID_ARGUMENT:
-		return true
-	case adapterv1.UpstreamError_KIND_UPSTREAM_STATUS:
-	default:
-		return false
-	}
-	st := ue.GetStatus()
-	switch st {
-	case "408", "429":
-		return false
-	case "Client", "Sender", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-		"UNAUTHENTICATED", "FAILED_PRECONDITION", "OUT_OF_RANGE", "UNIMPLEMENTED":
-		return true
-	}
-	return len(st) == 3 && st[0] == '4'
-}
-
 // describeUpstreamError explains an upstream failure in one message.
-func describeUpstreamError(ue *adapterv1.UpstreamError) string {
+func describeUpstreamError(ue *sdk.UpstreamError) string {
 	var b strings.Builder
-	switch ue.GetKind() {
-	case adapterv1.UpstreamError_KIND_UPSTREAM_STATUS:
+	switch ue.Kind {
+	case sdk.KindUpstreamStatus:
 		b.WriteString("upstream answered with an error")
-	case adapterv1.UpstreamError_KIND_TRANSPORT:
+	case sdk.KindTransport:
 		b.WriteString("upstream could not be reached")
-	case adapterv1.UpstreamError_KIND_TIMEOUT:
+	case sdk.KindTimeout:
 		b.WriteString("upstream timed out")
-	case adapterv1.UpstreamError_KIND_CANCELLED:
+	case sdk.KindCancelled:
 		b.WriteString("call was cancelled")
-	case adapterv1.UpstreamError_KIND_INVALID_ARGUMENT:
+	case sdk.KindInvalidArgument:
 		b.WriteString("arguments could not be turned into an upstream request")
-	case adapterv1.UpstreamError_KIND_BAD_RESPONSE:
+	case sdk.KindBadResponse:
 		b.WriteString("upstream answer could not be read")
 	default:
 		b.WriteString("upstream call failed")
 	}
-	if ue.GetUpstream() != "" {
-		fmt.Fprintf(&b, " (%s)", ue.GetUpstream())
+	if ue.Upstream != "" {
+		fmt.Fprintf(&b, " (%s)", ue.Upstream)
 	}
-	if ue.GetStatus() != "" && !strings.Contains(ue.GetMessage(), ue.GetStatus()) {
-		fmt.Fprintf(&b, ": status %s", ue.GetStatus())
+	if ue.Status != "" && !strings.Contains(ue.Message, ue.Status) {
+		fmt.Fprintf(&b, ": status %s", ue.Status)
 	}
-	if ue.GetMessage() != "" {
-		fmt.Fprintf(&b, ": %s", ue.GetMessage())
+	if ue.Message != "" {
+		fmt.Fprintf(&b, ": %s", ue.Message)
 	}
-	if ue.GetRetryable() {
+	if ue.Retryable {
 		b.WriteString(" (retrying may succeed)")
 	}
-	if body := strings.TrimSpace(ue.GetBodyExcerpt()); body != "" {
+	if body := strings.TrimSpace(ue.Body); body != "" {
 		fmt.Fprintf(&b, "\nupstream body: %s", body)
 	}
-	if len(ue.GetDetailJson()) > 0 {
-		fmt.Fprintf(&b, "\ndetail: %s", ue.GetDetailJson())
+	if len(ue.Detail) > 0 {
+		fmt.Fprintf(&b, "\ndetail: %s", ue.Detail)
 	}
 	return b.String()
 }
 
-func (h *Host) successResult(r *adapterv1.Result) *Result {
-	out := &Result{Text: r.GetText()}
-	raw := bytes.TrimSpace(r.GetStructuredJson())
+func (h *Host) successResult(r *sdk.Result) *Result {
+	out := &Result{Text: r.Text}
+	raw := bytes.TrimSpace(r.Structured)
 	if len(raw) > 0 {
 		if raw[0] != '{' {
 			// structuredContent is an object: wrap other JSON values.

@@ -15,6 +15,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // The test binary doubles as an adapter executable: started with
@@ -22,13 +23,19 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("CRANK_HOST_TEST_ADAPTER") {
 	case "1":
-		sdk.Serve(testAdapter{})
-		os.Exit(0)
+		serve(testAdapter{})
 	case "rest": // the real REST adapter, for window tests
-		sdk.Serve(rest.New())
-		os.Exit(0)
+		serve(rest.New())
 	}
 	os.Exit(m.Run())
+}
+
+func serve(a sdk.Adapter) {
+	if err := sdk.Serve(a); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 type testAdapter struct{}
@@ -316,6 +323,27 @@ func TestAdapterCrashAndRestart(t *testing.T) {
 	waitFor(t, f.sup.Exited)
 	if res := call(t, f.h, "echo", `{"id":3}`); res.IsError {
 		t.Fatalf("call after crash: %s", res.Text)
+	}
+}
+
+// An adapter named in CRANK_REATTACH_ADAPTERS is attached to instead of
+// launched: here one served in this process, under a command that does
+// not exist.
+func TestAttachToDebugAdapter(t *testing.T) {
+	env, _ := json.Marshal(map[string]sdk.ReattachConfig{"test": adaptertest.Serve(t, testAdapter{})})
+	t.Setenv(sdk.ReattachEnv, string(env))
+	f, err := newFixture(t, strings.Replace(catalogYAML, "command: %s", "command: /nonexistent%s", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, f.h, "echo", `{"id":1}`); res.IsError || string(res.Structured) != `{"id":1}` {
+		t.Fatalf("call: %+v", res)
+	}
+	if pid := f.sup.PID(); pid != os.Getpid() {
+		t.Errorf("pid = %d, want this process's %d", pid, os.Getpid())
+	}
+	if d := f.sup.Description(); d == nil || d.Name != "test" || !d.Capabilities.Validate || !d.Capabilities.Expand {
+		t.Errorf("description = %+v", d)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -202,7 +202,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 			return errorResult(h.redact.String("the upstream job failed: " + scalarText(v))), doc
 		}
 		if v, ok := selectFirst(j.result, sdoc); ok {
-			return h.successResult(&adapterv1.Result{StructuredJson: encodeJSON(v)}), doc
+			return h.successResult(&sdk.Result{Structured: encodeJSON(v)}), doc
 		}
 		return r, doc
 	}

@@ -10,13 +10,7 @@ import (
 	"github.com/theory/jsonpath/spec"
 
 	"github.com/crankmcp/crank/plugins/sdk"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
-
-// hostCapabilities are what the host reads in an ExpandOperation answer
-// beyond the protocol's first release (ExpandOperationRequest.
-// host_capabilities).
-var hostCapabilities = []string{sdk.HostToolExecution}
 
 // executionFields are the fields of a tool's execution_json: the
 // execution part of an operations-file entry, without mode and preset
@@ -28,15 +22,15 @@ var executionFields = []string{"transport_behavior", "limits", "aggregation", "s
 // item_schema_json), checked as an entry's are. The entry itself (self)
 // keeps a window config its operator wrote; a derived tool's own config
 // replaces its entry's. Problems name the tool and the field.
-func toolExecution(entry, op *Operation, t *adapterv1.Tool, self bool, sup *Supervisor) error {
-	mode := t.GetMode()
-	raw := bytes.TrimSpace(t.GetExecutionJson())
-	item := bytes.TrimSpace(t.GetItemSchemaJson())
+func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor) error {
+	mode := t.Mode
+	raw := bytes.TrimSpace(t.Execution)
+	item := bytes.TrimSpace(t.ItemSchema)
 	if self && entry.Execution != nil || entry.Family != nil {
 		// The operator's config wins: a window entry's own, and always a
 		// session's or async_job's (its tools read the upstream the way
 		// the entry says; a derived item schema still describes items).
-		mode, raw = adapterv1.ExecutionMode_EXECUTION_MODE_UNSPECIFIED, nil
+		mode, raw = 0, nil
 	}
 	var problems []string
 	fail := func(field, format string, args ...any) {
@@ -44,16 +38,16 @@ func toolExecution(entry, op *Operation, t *adapterv1.Tool, self bool, sup *Supe
 	}
 	m := entry.Mode
 	switch mode {
-	case adapterv1.ExecutionMode_EXECUTION_MODE_UNSPECIFIED:
-	case adapterv1.ExecutionMode_EXECUTION_MODE_UNARY:
+	case 0: // the entry's
+	case sdk.ModeUnary:
 		m = ModeUnary
-	case adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW:
+	case sdk.ModeWindow:
 		m = ModeWindow
 	default:
-		fail("mode", "the adapter gave it mode %s; a derived tool is unary or window", strings.ToLower(strings.TrimPrefix(mode.String(), "EXECUTION_MODE_")))
+		fail("mode", "the adapter gave it mode %s; a derived tool is unary or window", mode)
 	}
 	if len(problems) == 0 && (m != entry.Mode || len(raw) > 0) {
-		if m != entry.Mode && !hasMode(sup.Description(), protoMode(m)) {
+		if m != entry.Mode && !sup.Description().Serves(sdkMode(m)) {
 			fail("mode", "adapter %q does not serve mode %q", entry.Adapter, m)
 		}
 		d := execDecl{label: op.Name, mode: m}
@@ -66,7 +60,7 @@ func toolExecution(entry, op *Operation, t *adapterv1.Tool, self bool, sup *Supe
 		if len(problems) == 0 {
 			ex = parseExecution(d, fail)
 		}
-		if ex != nil && ex.TransportBehavior == ServerStream && !hasCapability(sup.Description(), "stream") {
+		if ex != nil && ex.TransportBehavior == ServerStream && !sup.Description().Capabilities.Stream {
 			fail("transport_behavior", "adapter %q cannot stream: use request_response to poll it", entry.Adapter)
 		}
 		op.Mode, op.Execution = m, ex

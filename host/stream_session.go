@@ -286,15 +286,15 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
 func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
-	rpc, err := op.sup.Client(ctx)
+	c, err := op.sup.Client(ctx)
 	if err != nil {
 		return endUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
 	}
-	ireq := invokeRequest(op, req, args, deadline)
+	areq := adapterRequest(op, req, args, deadline)
 	if op.Execution.TransportBehavior == RequestResponse {
-		return h.pollWindow(ctx, ctx, op, rpc, ireq, col)
+		return h.pollWindow(ctx, ctx, op, c, areq, col)
 	}
-	return h.streamWindow(ctx, ctx, op, rpc, ireq, col)
+	return h.streamWindow(ctx, ctx, op, c, areq, col)
 }
 
 // streamSessionWriter hands a session's items to the store in batches. A

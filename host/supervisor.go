@@ -12,13 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapio"
-	"google.golang.org/grpc/connectivity"
 
-	"github.com/crankmcp/crank/plugins/sdk"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // AdapterSpec identifies an adapter executable. Two specs with the same Key
@@ -63,10 +60,8 @@ type Supervisor struct {
 	log  *zap.Logger
 
 	mu        sync.Mutex
-	client    *plugin.Client
-	grpc      *plugin.GRPCClient
-	rpc       adapterv1.AdapterClient
-	desc      *adapterv1.DescribeResponse
+	proc      *client.Process
+	desc      *client.Info
 	starts    int
 	failures  int // consecutive failed starts
 	nextStart time.Time
@@ -110,7 +105,7 @@ func (s *Supervisor) Spec() AdapterSpec { return s.spec }
 
 // Start starts the process if it is not running and returns its
 // description.
-func (s *Supervisor) Start(ctx context.Context) (*adapterv1.DescribeResponse, error) {
+func (s *Supervisor) Start(ctx context.Context) (*client.Info, error) {
 	if _, err := s.Client(ctx); err != nil {
 		return nil, err
 	}
@@ -120,7 +115,7 @@ func (s *Supervisor) Start(ctx context.Context) (*adapterv1.DescribeResponse, er
 }
 
 // Description returns what the running adapter said of itself, or nil.
-func (s *Supervisor) Description() *adapterv1.DescribeResponse {
+func (s *Supervisor) Description() *client.Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.desc
@@ -137,13 +132,10 @@ func (s *Supervisor) Starts() int {
 func (s *Supervisor) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.client == nil || s.client.Exited() {
+	if s.proc == nil {
 		return 0
 	}
-	if rc := s.client.ReattachConfig(); rc != nil {
-		return rc.Pid
-	}
-	return 0
+	return s.proc.PID()
 }
 
 // Exited reports whether the adapter process is known to have exited
@@ -151,7 +143,7 @@ func (s *Supervisor) PID() int {
 func (s *Supervisor) Exited() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.client == nil || s.client.Exited()
+	return s.proc == nil || s.proc.Exited()
 }
 
 // ErrClosed is returned by a closed supervisor.
@@ -160,19 +152,19 @@ var ErrClosed = errors.New("adapter supervisor closed")
 // Client returns a client of a live adapter process, starting or
 // restarting it when needed. After failed starts it waits out a backoff
 // and, meanwhile, fails fast with the last start error.
-func (s *Supervisor) Client(ctx context.Context) (adapterv1.AdapterClient, error) {
+func (s *Supervisor) Client(ctx context.Context) (*client.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	if s.rpc != nil && s.alive() {
-		return s.rpc, nil
+	if s.proc != nil && s.proc.Alive() {
+		return s.proc.Client, nil
 	}
-	if s.client != nil {
+	if s.proc != nil {
 		s.log.Warn("adapter process is gone; restarting", zap.Int("starts", s.starts))
-		s.client.Kill()
-		s.client, s.grpc, s.rpc = nil, nil, nil
+		s.proc.Kill()
+		s.proc = nil
 	}
 	if wait := time.Until(s.nextStart); wait > 0 {
 		return nil, fmt.Errorf("adapter %q failed to start %d time(s); next attempt in %s: %w",
@@ -186,67 +178,49 @@ func (s *Supervisor) Client(ctx context.Context) (adapterv1.AdapterClient, error
 		return nil, err
 	}
 	s.failures, s.lastErr, s.nextStart = 0, nil, time.Time{}
-	return s.rpc, nil
+	return s.proc.Client, nil
 }
 
-// alive is a cheap check that the process runs and its connection is not
-// broken. Called with mu held.
-func (s *Supervisor) alive() bool {
-	if s.client.Exited() {
-		return false
-	}
-	st := s.grpc.Conn.GetState()
-	return st != connectivity.Shutdown && st != connectivity.TransientFailure
-}
-
+// startLocked launches the adapter, or attaches to it when the
+// environment variable sdk.ReattachEnv names it, and describes it.
 func (s *Supervisor) startLocked(ctx context.Context) error {
-	cmd := exec.Command(s.spec.Command, s.spec.Args...)
-	cmd.Env = append(adapterBaseEnv(), s.spec.Env...)
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name:   "adapter." + s.spec.Name,
-		Output: &zapio.Writer{Log: s.log, Level: zap.InfoLevel},
-		Level:  hclog.Info,
-	})
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.PluginSets(nil),
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		Managed:          true,
-		StartTimeout:     s.opts.StartTimeout,
-		Logger:           logger,
-		SkipHostEnv:      true,
-		GRPCDialOptions:  sdk.DialOptions(),
-	})
-	cp, err := client.Client()
-	if err != nil {
-		client.Kill()
-		return fmt.Errorf("adapter %q: cannot start %s: %w", s.spec.Name, s.spec.Command, err)
+	cfg := client.Config{
+		StartTimeout: s.opts.StartTimeout,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name:   "adapter." + s.spec.Name,
+			Output: &zapio.Writer{Log: s.log, Level: zap.InfoLevel},
+			Level:  hclog.Info,
+		}),
 	}
-	raw, err := cp.Dispense(sdk.PluginName)
+	rc, err := client.ReattachFromEnv(s.spec.Name)
 	if err != nil {
-		client.Kill()
 		return fmt.Errorf("adapter %q: %w", s.spec.Name, err)
 	}
-	rpc, ok := raw.(adapterv1.AdapterClient)
-	if !ok {
-		client.Kill()
-		return fmt.Errorf("adapter %q: unexpected plugin type %T", s.spec.Name, raw)
+	what := s.spec.Command
+	if rc != nil {
+		cfg.Reattach = rc
+		what = fmt.Sprintf("the process to attach to (pid %d, %s %s)", rc.PID, rc.Network, rc.Address)
+	} else {
+		cfg.Cmd = exec.Command(s.spec.Command, s.spec.Args...)
+		cfg.Cmd.Env = append(adapterBaseEnv(), s.spec.Env...)
+	}
+	proc, err := client.Start(cfg)
+	if err != nil {
+		return fmt.Errorf("adapter %q: cannot start %s: %w", s.spec.Name, what, err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
-	desc, err := rpc.Describe(dctx, &adapterv1.DescribeRequest{HostVersion: s.opts.HostVersion})
+	desc, err := proc.Describe(dctx, s.opts.HostVersion)
 	if err != nil {
-		client.Kill()
+		proc.Kill()
 		return fmt.Errorf("adapter %q: describe: %w", s.spec.Name, err)
 	}
-	s.client, s.grpc, s.rpc, s.desc = client, cp.(*plugin.GRPCClient), rpc, desc
+	s.proc, s.desc = proc, desc
 	s.starts++
 	s.log.Info("adapter started",
-		zap.String("name", desc.GetName()), zap.String("version", desc.GetVersion()),
-		zap.Int("protocol", client.NegotiatedVersion()), zap.Int("pid", client.ReattachConfig().Pid),
-		zap.Int("starts", s.starts))
+		zap.String("name", desc.Name), zap.String("version", desc.Version),
+		zap.Int("protocol", desc.ProtocolVersion), zap.Int("pid", proc.PID()),
+		zap.Bool("attached", rc != nil), zap.Int("starts", s.starts))
 	return nil
 }
 
@@ -261,18 +235,14 @@ func (s *Supervisor) healthLoop() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		c := s.client
+		p := s.proc
 		s.mu.Unlock()
-		if c == nil || c.Exited() {
+		if p == nil || p.Exited() {
 			continue
 		}
-		cp, err := c.Client()
-		if err == nil {
-			err = cp.Ping()
-		}
-		if err != nil {
+		if err := p.Ping(); err != nil {
 			s.log.Warn("adapter failed its health ping; stopping it so the next call restarts it", zap.Error(err))
-			c.Kill()
+			p.Kill()
 		}
 	}
 }
@@ -285,15 +255,15 @@ func (s *Supervisor) Close() error {
 		return nil
 	}
 	s.closed = true
-	c := s.client
-	s.client, s.grpc, s.rpc = nil, nil, nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
 	if s.opts.HealthInterval > 0 {
 		close(s.stop)
 	}
 	<-s.done
-	if c != nil {
-		c.Kill()
+	if p != nil {
+		p.Kill()
 	}
 	return nil
 }

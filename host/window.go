@@ -12,7 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // Why a window ended (the result's end_reason).
@@ -112,17 +113,17 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	}
 	col := newCollector(ex, upstreamCursor, skip, progress)
 
-	rpc, err := op.sup.Client(ctx)
+	c, err := op.sup.Client(ctx)
 	if err != nil {
 		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
 	}
-	ireq := invokeRequest(op, req, args, deadline)
-	ireq.Cursor = upstreamCursor
+	areq := adapterRequest(op, req, args, deadline)
+	areq.Cursor = upstreamCursor
 	var end, failure string
 	if ex.TransportBehavior == RequestResponse {
-		end, failure = h.pollWindow(ctx, wctx, op, rpc, ireq, col)
+		end, failure = h.pollWindow(ctx, wctx, op, c, areq, col)
 	} else {
-		end, failure = h.streamWindow(ctx, wctx, op, rpc, ireq, col)
+		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
 	return h.windowResult(op, col, end, failure, time.Since(start))
 }
@@ -156,8 +157,8 @@ func takeCursor(args json.RawMessage) (string, json.RawMessage, error) {
 
 // streamWindow reads the adapter's Stream until a limit, the upstream or
 // the caller ends it.
-func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv1.AdapterClient,
-	ireq *adapterv1.InvokeRequest, col *collector) (string, string) {
+func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
+	areq *sdk.Request, col *collector) (string, string) {
 	sctx, cancel := context.WithCancelCause(wctx)
 	defer cancel(nil)
 	idle := ms(op.Execution.Limits.IdleTimeoutMS)
@@ -166,65 +167,67 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv
 		idleTimer = time.AfterFunc(idle, func() { cancel(errIdle) })
 		defer idleTimer.Stop()
 	}
-	st, err := rpc.Stream(sctx, ireq)
+	st, err := c.Stream(sctx, areq)
 	if err != nil {
 		return h.interrupted(ctx, sctx, op, err)
 	}
 	for {
 		ev, err := st.Recv()
-		if errors.Is(err, io.EOF) {
+		var ue *sdk.UpstreamError
+		switch {
+		case errors.Is(err, io.EOF):
 			return endUpstreamEnd, ""
-		}
-		if err != nil {
+		case errors.As(err, &ue):
+			return h.upstreamFailed(ctx, sctx, op, ue)
+		case err != nil:
 			return h.interrupted(ctx, sctx, op, err)
 		}
 		if idleTimer != nil {
 			idleTimer.Reset(idle)
 		}
-		switch e := ev.GetEvent().(type) {
-		case *adapterv1.StreamEvent_Item:
-			cur := e.Item.GetCursor()
+		switch ev.Kind {
+		case client.EventItem:
+			cur := ev.Item.Cursor
 			if cur == "" {
-				cur = e.Item.GetId()
+				cur = ev.Item.ID
 			}
-			if col.add(e.Item.GetDataJson(), cur) {
+			if col.add(ev.Item.Data, cur) {
 				// Early cut-off: cancelling the call makes the adapter
 				// stop reading and close the upstream.
 				cancel(errLimit)
 				return col.end, ""
 			}
-		case *adapterv1.StreamEvent_Gap:
-			col.gap(h.redact.String(e.Gap.GetReason()))
-		case *adapterv1.StreamEvent_End:
-			col.advance(e.End.GetCursor())
+		case client.EventGap:
+			col.gap(h.redact.String(ev.Reason))
+		case client.EventEnd:
+			col.advance(ev.Cursor)
 			return endUpstreamEnd, ""
-		case *adapterv1.StreamEvent_Error:
-			return h.upstreamFailed(ctx, sctx, op, e.Error)
 		}
 	}
 }
 
 // pollWindow polls the adapter's Invoke every poll_interval_ms, following
 // the cursor, until a limit, done_path or the caller ends it.
-func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv1.AdapterClient,
-	ireq *adapterv1.InvokeRequest, col *collector) (string, string) {
+func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
+	areq *sdk.Request, col *collector) (string, string) {
 	ex := op.Execution
 	interval := ms(ex.Limits.PollIntervalMS)
 	idle := ms(ex.Limits.IdleTimeoutMS)
 	failures := 0
 	lastItem := time.Now()
 	for {
-		ireq.Cursor = col.cursor
+		areq.Cursor = col.cursor
 		pctx, pcancel := context.WithTimeoutCause(wctx, ex.UpstreamTimeout()+time.Second, errUpstreamTimeout)
-		resp, err := rpc.Invoke(pctx, ireq)
+		r, err := c.Invoke(pctx, areq)
 		col.stats.Polls++
-		if err != nil {
+		var ue *sdk.UpstreamError
+		if err != nil && !errors.As(err, &ue) {
 			end, failure := h.interrupted(ctx, pctx, op, err)
 			pcancel()
 			return end, failure
 		}
-		if ue := resp.GetError(); ue != nil {
-			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != endUpstreamError || !ue.GetRetryable() || failures >= maxPollRetries {
+		if ue != nil {
+			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != endUpstreamError || !ue.Retryable || failures >= maxPollRetries {
 				pcancel()
 				return end, failure
 			}
@@ -238,10 +241,9 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, rpc adapterv1.
 		}
 		pcancel()
 		failures = 0
-		r := resp.GetResult()
-		doc := r.GetStructuredJson()
+		doc := r.Structured
 		if len(doc) == 0 {
-			doc, _ = json.Marshal(r.GetText())
+			doc, _ = json.Marshal(r.Text)
 		}
 		received := col.stats.Received
 		if col.add(doc, "") {
@@ -273,7 +275,7 @@ func waitWindow(ctx, wctx context.Context, d time.Duration) string {
 	}
 }
 
-// interrupted explains why an upstream call ended with an RPC error: a
+// interrupted explains why an upstream call ended with a call error: a
 // window limit (the host's own cancellation) or a failure.
 func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error) (string, string) {
 	if end := hostCut(callCtx); end != "" {
@@ -285,7 +287,7 @@ func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error)
 		}
 		return endCancelled, ""
 	}
-	return endUpstreamError, h.redact.String(h.describeRPCError(ctx, op, err))
+	return endUpstreamError, h.redact.String(h.describeCallError(ctx, op, err))
 }
 
 // hostCut returns the end reason when the host itself cut the upstream
@@ -304,35 +306,30 @@ func hostCut(callCtx context.Context) string {
 
 // upstreamFailed classifies an upstream error of a window: a timeout is a
 // limit (the window ends with its flags), anything else fails the call.
-func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *adapterv1.UpstreamError) (string, string) {
+func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk.UpstreamError) (string, string) {
 	if end := hostCut(callCtx); end != "" {
 		return end, ""
 	}
-	switch ue.GetKind() {
-	case adapterv1.UpstreamError_KIND_TIMEOUT:
+	switch ue.Kind {
+	case sdk.KindTimeout:
 		return endUpstreamTimeout, ""
-	case adapterv1.UpstreamError_KIND_CANCELLED:
+	case sdk.KindCancelled:
 		if ctx.Err() != nil {
 			return endCancelled, ""
 		}
 	}
 	// A JSON body excerpt goes through redacted_paths too.
-	if body := ue.GetBodyExcerpt(); body != "" && len(op.Execution.paths.redact) > 0 {
+	if body := ue.Body; body != "" && len(op.Execution.paths.redact) > 0 {
+		redacted := *ue
 		if v, err := decodeJSON([]byte(body)); err == nil {
 			v, _ = redactPaths(op.Execution.paths.redact, v)
-			ue = cloneUpstreamError(ue)
-			ue.BodyExcerpt = string(encodeJSON(v))
+			redacted.Body = string(encodeJSON(v))
 		} else {
-			ue = cloneUpstreamError(ue)
-			ue.BodyExcerpt = "(not shown: the excerpt is not JSON and the operation redacts paths)"
+			redacted.Body = "(not shown: the excerpt is not JSON and the operation redacts paths)"
 		}
+		ue = &redacted
 	}
 	return endUpstreamError, describeUpstreamError(ue)
-}
-
-func cloneUpstreamError(ue *adapterv1.UpstreamError) *adapterv1.UpstreamError {
-	return &adapterv1.UpstreamError{Kind: ue.GetKind(), Upstream: ue.GetUpstream(), Status: ue.GetStatus(),
-		Message: ue.GetMessage(), BodyExcerpt: ue.GetBodyExcerpt(), DetailJson: ue.GetDetailJson(), Retryable: ue.GetRetryable()}
 }
 
 // encodeResult renders a window result in a buffer sized for it up front

@@ -13,7 +13,7 @@ import (
 
 	"github.com/crankmcp/crank/plugins/graphql"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // BenchmarkQueryCall measures the added latency of a GraphQL query tool
@@ -23,7 +23,7 @@ import (
 //	direct   net/http POST of the query JSON (the floor)
 //	adapter  the adapter's Invoke in-process: argument coercion, request,
 //	         answer classification
-//	invoke   through sdktest, i.e. the adapter behind real gRPC (what the
+//	invoke   through adaptertest: the adapter behind real gRPC (what the
 //	         host pays, less process boundaries)
 //
 // It prints p50 latencies and their ratios to the direct POST.
@@ -68,15 +68,15 @@ func BenchmarkQueryCall(b *testing.B) {
 		}
 		return err
 	}
-	h := sdktest.New(b, graphql.New())
-	call := sdktest.Call{Operation: "get_book", Config: json.RawMessage(toolCfg), Args: args}
+	h := adaptertest.New(b, graphql.New())
+	call := adaptertest.Call{Operation: "get_book", Config: json.RawMessage(toolCfg), Args: args}
 	invoke := func() error {
 		res, ue, err := h.Invoke(ctx, call)
 		if err == nil && ue != nil {
 			err = fmt.Errorf("upstream error %v", ue)
 		}
-		if err == nil && string(res.GetStructuredJson()) != answer {
-			err = fmt.Errorf("result %s", res.GetStructuredJson())
+		if err == nil && string(res.Structured) != answer {
+			err = fmt.Errorf("result %s", res.Structured)
 		}
 		return err
 	}

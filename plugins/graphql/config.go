@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Defaults and bounds.
@@ -333,7 +334,7 @@ func parseEndpoint(raw string, c *config, d *diags) {
 func parseHeaders(v json.RawMessage, c *config, d *diags) {
 	var list []sdk.Diagnostic
 	// Content-Type is the adapter's: GraphQL over HTTP posts JSON.
-	c.headers, c.host, list = sdk.StaticHeaders(v, "Content-Type")
+	c.headers, c.host, list = httpadapter.StaticHeaders(v, "Content-Type")
 	d.Add(list...)
 }
 

@@ -136,12 +136,15 @@
 //     extensions.code (e.g. UNAUTHENTICATED) or GRAPHQL_ERROR, Message
 //     "the GraphQL server answered with N errors: message (at path)
 //     [CODE]; ..." (at most 10, each bounded), Detail {"errors": [...],
-//     "http_status": N}. Not retryable.
+//     "http_status": N}. Not retryable; Rejected for a request error (no
+//     data entry: the document or variables refused) or an HTTP 4xx but
+//     408 and 429.
 //   - HTTP failures (a non-2xx answer that is not a GraphQL response):
 //     KindUpstreamStatus, Status the HTTP code ("503"), Message "the GraphQL
 //     endpoint answered HTTP 503 Service Unavailable", Body the first 2 KiB
 //     of the answer, Detail {"status_code","content_type","retry_after"}.
-//     Retryable for 429, 502, 503 and 504.
+//     Retryable for 429, 502, 503 and 504; Rejected for the other 4xx but
+//     408.
 //   - KindBadResponse: a 2xx answer that is not a GraphQL response (not a
 //     JSON object with data or errors; the message names its Content-Type),
 //     or one larger than max_response_bytes.

@@ -19,12 +19,11 @@ import (
 
 	gql "github.com/graph-gophers/graphql-go"
 	"github.com/graph-gophers/graphql-go/relay"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/crankmcp/crank/plugins/graphql"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -57,49 +56,49 @@ func entry(t testing.TB, u *upstream, extra map[string]any) map[string]any {
 }
 
 // expand expands an entry and requires no error diagnostics.
-func expand(t *testing.T, h *sdktest.Harness, cfg any) map[string]*adapterv1.Tool {
+func expand(t *testing.T, h *adaptertest.Harness, cfg any) map[string]sdk.Tool {
 	t.Helper()
-	resp, err := h.Expand(ctxT(t), sdktest.Call{Operation: "library", Config: cfg})
+	list, diags, err := h.Expand(ctxT(t), adaptertest.Call{Operation: "library", Config: cfg})
 	if err != nil {
 		t.Fatalf("expand: %v", err)
 	}
-	for _, d := range resp.GetDiagnostics() {
-		if d.GetSeverity() == sdk.SeverityError {
-			t.Fatalf("expand: %s: %s", d.GetField(), d.GetMessage())
+	for _, d := range diags {
+		if d.Severity == sdk.SeverityError {
+			t.Fatalf("expand: %s: %s", d.Field, d.Message)
 		}
 	}
-	tools := map[string]*adapterv1.Tool{}
-	for _, tool := range resp.GetTools() {
-		tools[tool.GetName()] = tool
+	tools := map[string]sdk.Tool{}
+	for _, tool := range list {
+		tools[tool.Name] = tool
 	}
 	return tools
 }
 
 // expandErr expands an entry and requires an error diagnostic on field
 // whose message contains every want.
-func expandErr(t *testing.T, h *sdktest.Harness, cfg any, field string, want ...string) {
+func expandErr(t *testing.T, h *adaptertest.Harness, cfg any, field string, want ...string) {
 	t.Helper()
-	resp, err := h.Expand(ctxT(t), sdktest.Call{Operation: "library", Config: cfg})
+	tools, diags, err := h.Expand(ctxT(t), adaptertest.Call{Operation: "library", Config: cfg})
 	if err != nil {
 		t.Fatalf("expand: %v", err)
 	}
-	for _, d := range resp.GetDiagnostics() {
-		if d.GetSeverity() == sdk.SeverityError && d.GetField() == field {
+	for _, d := range diags {
+		if d.Severity == sdk.SeverityError && d.Field == field {
 			for _, w := range want {
-				if !strings.Contains(d.GetMessage(), w) {
-					t.Errorf("diagnostic %s: %q, want it to contain %q", field, d.GetMessage(), w)
+				if !strings.Contains(d.Message, w) {
+					t.Errorf("diagnostic %s: %q, want it to contain %q", field, d.Message, w)
 				}
 			}
-			if len(resp.GetTools()) > 0 {
-				t.Errorf("tools derived despite an error: %d", len(resp.GetTools()))
+			if len(tools) > 0 {
+				t.Errorf("tools derived despite an error: %d", len(tools))
 			}
 			return
 		}
 	}
-	t.Fatalf("no error diagnostic on %q; got %v", field, resp.GetDiagnostics())
+	t.Fatalf("no error diagnostic on %q; got %v", field, diags)
 }
 
-func names(tools map[string]*adapterv1.Tool) string {
+func names(tools map[string]sdk.Tool) string {
 	var n []string
 	for k := range tools {
 		n = append(n, k)
@@ -108,29 +107,38 @@ func names(tools map[string]*adapterv1.Tool) string {
 	return strings.Join(n, ",")
 }
 
-func invokeOK(t *testing.T, h *sdktest.Harness, tool *adapterv1.Tool, args any) *adapterv1.Result {
+func invokeOK(t *testing.T, h *adaptertest.Harness, tool sdk.Tool, args any) *sdk.Result {
 	t.Helper()
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Operation: tool.GetName(), Config: json.RawMessage(tool.GetConfigJson()), Args: args})
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: tool.Name, Config: json.RawMessage(tool.Config), Args: args})
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue != nil {
-		t.Fatalf("invoke: upstream error: %s", prototext.Format(ue))
+		t.Fatalf("invoke: upstream error: %+v", ue)
 	}
 	return res
 }
 
-func invokeErr(t *testing.T, h *sdktest.Harness, tool *adapterv1.Tool, args any) *adapterv1.UpstreamError {
+func invokeErr(t *testing.T, h *adaptertest.Harness, tool sdk.Tool, args any) *sdk.UpstreamError {
 	t.Helper()
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Operation: tool.GetName(), Config: json.RawMessage(tool.GetConfigJson()), Args: args})
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: tool.Name, Config: json.RawMessage(tool.Config), Args: args})
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue == nil {
-		t.Fatalf("invoke: want an upstream error, got %s", prototext.Format(res))
+		t.Fatalf("invoke: want an upstream error, got %+v", res)
 	}
 	return ue
 }
+
+// dump renders v as JSON, for checking that no secret leaks into it.
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isTrue reads an annotation: nil is not said.
+func isTrue(b *bool) bool { return b != nil && *b }
 
 func wantContains(t *testing.T, what, s string, subs ...string) {
 	t.Helper()
@@ -141,10 +149,10 @@ func wantContains(t *testing.T, what, s string, subs ...string) {
 	}
 }
 
-func wantKind(t *testing.T, ue *adapterv1.UpstreamError, kind sdk.ErrorKind) {
+func wantKind(t *testing.T, ue *sdk.UpstreamError, kind sdk.ErrorKind) {
 	t.Helper()
-	if ue.GetKind() != kind {
-		t.Fatalf("kind = %v, want %v (%s)", ue.GetKind(), kind, prototext.Format(ue))
+	if ue.Kind != kind {
+		t.Fatalf("kind = %v, want %v (%+v)", ue.Kind, kind, ue)
 	}
 }
 
@@ -175,22 +183,22 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	h := sdktest.New(t, graphql.New())
-	d, err := h.Client.Describe(ctxT(t), &adapterv1.DescribeRequest{})
+	h := adaptertest.New(t, graphql.New())
+	d, err := h.Describe(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.GetName() != "graphql" || graphql.Name != "graphql" {
-		t.Errorf("name = %q", d.GetName())
+	if d.Name != "graphql" || graphql.Name != "graphql" {
+		t.Errorf("name = %q", d.Name)
 	}
-	if len(d.GetModes()) != 1 || d.GetModes()[0] != sdk.ModeUnary {
-		t.Errorf("modes = %v, want unary only", d.GetModes())
+	if len(d.Modes) != 1 || d.Modes[0] != sdk.ModeUnary {
+		t.Errorf("modes = %v, want unary only", d.Modes)
 	}
-	if got := strings.Join(d.GetCapabilities(), ","); got != "validate,expand" {
-		t.Errorf("capabilities = %v, want [validate expand]", got)
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true}) {
+		t.Errorf("capabilities = %+v, want validate and expand", d.Capabilities)
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(d.GetConfigSchemaJson(), &schema); err != nil {
+	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {
 		t.Errorf("config schema is not JSON: %v", err)
 	}
 }
@@ -201,7 +209,7 @@ func TestDescribe(t *testing.T) {
 func TestExpandIntrospection(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, nil))
 	if got := names(tools); got != "AddBook,BookReviews,Broken,DeleteBook,Echo,GetBook,ListBooks,Search" {
 		t.Fatalf("tools = %s", got)
@@ -210,12 +218,12 @@ func TestExpandIntrospection(t *testing.T) {
 		t.Errorf("the endpoint was not introspected: %q", u.lastBody())
 	}
 	for name, tool := range tools {
-		golden(t, name+".input.json", tool.GetInputSchemaJson())
-		golden(t, name+".output.json", tool.GetOutputSchemaJson())
-		a := tool.GetAnnotations()
+		golden(t, name+".input.json", tool.InputSchema)
+		golden(t, name+".output.json", tool.OutputSchema)
+		a := tool.Annotations
 		mutation := name == "AddBook" || name == "DeleteBook"
-		if a.GetReadOnly() == mutation || a.GetDestructive() != mutation || a.GetIdempotent() == mutation {
-			t.Errorf("%s: annotations %s (mutation=%v)", name, prototext.Format(a), mutation)
+		if isTrue(a.ReadOnly) == mutation || isTrue(a.Destructive) != mutation || isTrue(a.Idempotent) == mutation {
+			t.Errorf("%s: annotations %+v (mutation=%v)", name, a, mutation)
 		}
 	}
 	for name, want := range map[string]string{
@@ -225,7 +233,7 @@ func TestExpandIntrospection(t *testing.T) {
 		"Broken":    "GraphQL query Broken. Query.broken: A field that always fails.",
 		"AddBook":   "Add a book to the library.",
 	} {
-		if got := tools[name].GetDescription(); got != want {
+		if got := tools[name].Description; got != want {
 			t.Errorf("%s description = %q, want %q", name, got, want)
 		}
 	}
@@ -237,13 +245,13 @@ func TestExpandIntrospection(t *testing.T) {
 			Operation, Kind, Document string
 		} `json:"tool"`
 	}
-	if err := json.Unmarshal(tools["GetBook"].GetConfigJson(), &cfg); err != nil {
+	if err := json.Unmarshal(tools["GetBook"].Config, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Endpoint != u.URL || cfg.Tool.Operation != "GetBook" || cfg.Tool.Kind != "query" ||
 		!strings.Contains(cfg.Tool.Document, "fragment BookFields on Book") || strings.Contains(cfg.Tool.Document, "ListBooks") ||
 		strings.Contains(cfg.Tool.Document, "#") {
-		t.Errorf("GetBook config: %s", tools["GetBook"].GetConfigJson())
+		t.Errorf("GetBook config: %s", tools["GetBook"].Config)
 	}
 }
 
@@ -252,7 +260,7 @@ func TestExpandIntrospection(t *testing.T) {
 func TestExpandSDL(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	fromSDL := expand(t, h, entry(t, u, map[string]any{"schema": abs(t, "testdata/library.graphqls"), "endpoint": u.Server.URL + "/closed/graphql"}))
 	fromIntrospection := expand(t, h, entry(t, u, nil))
 	if names(fromSDL) != names(fromIntrospection) {
@@ -260,9 +268,9 @@ func TestExpandSDL(t *testing.T) {
 	}
 	for name, a := range fromSDL {
 		b := fromIntrospection[name]
-		if !bytes.Equal(a.GetInputSchemaJson(), b.GetInputSchemaJson()) || !bytes.Equal(a.GetOutputSchemaJson(), b.GetOutputSchemaJson()) ||
-			a.GetDescription() != b.GetDescription() {
-			t.Errorf("%s differs:\nSDL:           %s\nintrospection: %s", name, a.GetInputSchemaJson(), b.GetInputSchemaJson())
+		if !bytes.Equal(a.InputSchema, b.InputSchema) || !bytes.Equal(a.OutputSchema, b.OutputSchema) ||
+			a.Description != b.Description {
+			t.Errorf("%s differs:\nSDL:           %s\nintrospection: %s", name, a.InputSchema, b.InputSchema)
 		}
 	}
 
@@ -278,22 +286,22 @@ func TestExpandSDL(t *testing.T) {
 func TestExpandSingleOperationIsTheEntry(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, map[string]any{"endpoint": u.URL, "query": "# Count the books.\nquery { books { id } }"})
 	tool, ok := tools[""]
 	if len(tools) != 1 || !ok {
 		t.Fatalf("tools = %s, want the entry itself (no name)", names(tools))
 	}
-	if tool.GetDescription() != "Count the books." {
-		t.Errorf("description = %q", tool.GetDescription())
+	if tool.Description != "Count the books." {
+		t.Errorf("description = %q", tool.Description)
 	}
 	res := invokeOK(t, h, tool, nil)
-	if got := string(res.GetStructuredJson()); got != `{"data":{"books":[{"id":"1"},{"id":"2"},{"id":"3"}]}}` {
+	if got := string(res.Structured); got != `{"data":{"books":[{"id":"1"},{"id":"2"},{"id":"3"}]}}` {
 		t.Errorf("result = %s", got)
 	}
 
 	tools = expand(t, h, map[string]any{"endpoint": u.URL, "query": "{ books { id } book(id: 1) { id } }"})
-	if d := tools[""].GetDescription(); d != "GraphQL query. Query.books: List books, optionally filtered. Query.book: Fetch one book by id." {
+	if d := tools[""].Description; d != "GraphQL query. Query.books: List books, optionally filtered. Query.book: Fetch one book by id." {
 		t.Errorf("derived description = %q", d)
 	}
 
@@ -311,16 +319,16 @@ func TestExpandSingleOperationIsTheEntry(t *testing.T) {
 func TestQuery(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, map[string]any{"headers": map[string]any{"X-Api-Key": "k-123", "User-Agent": "lib-client"}}))
 
 	res := invokeOK(t, h, tools["GetBook"], map[string]any{"id": "1"})
 	want := `{"data":{"book":{"id":"1","title":"Dune","genre":"FICTION","published":"1965-08-01","pages":412,"rating":4.5,"author":{"id":"a1","name":"Frank Herbert"}}}}`
-	if got := string(res.GetStructuredJson()); got != want {
+	if got := string(res.Structured); got != want {
 		t.Errorf("GetBook = %s\nwant      %s", got, want)
 	}
-	if res.GetText() != "" {
-		t.Errorf("text = %q, want empty (the host renders the JSON)", res.GetText())
+	if res.Text != "" {
+		t.Errorf("text = %q, want empty (the host renders the JSON)", res.Text)
 	}
 	var sent struct {
 		Query         string         `json:"query"`
@@ -351,20 +359,20 @@ func TestQuery(t *testing.T) {
 		t.Errorf("body = %s", u.lastBody())
 	}
 	res = invokeOK(t, h, tools["ListBooks"], map[string]any{"filter": map[string]any{"and": []any{map[string]any{"minPages": 300}}}})
-	if got := string(res.GetStructuredJson()); !strings.Contains(got, `"title":"Dune"`) || strings.Contains(got, "Histor") {
+	if got := string(res.Structured); !strings.Contains(got, `"title":"Dune"`) || strings.Contains(got, "Histor") {
 		t.Errorf("ListBooks = %s", got)
 	}
 	res = invokeOK(t, h, tools["ListBooks"], map[string]any{"first": 1, "filter": nil})
-	if got := string(res.GetStructuredJson()); strings.Count(got, `"id"`) != 1 {
+	if got := string(res.Structured); strings.Count(got, `"id"`) != 1 {
 		t.Errorf("ListBooks first=1 = %s", got)
 	}
 	res = invokeOK(t, h, tools["Search"], map[string]any{"text": "her"})
-	if got := string(res.GetStructuredJson()); got != `{"data":{"search":[{"__typename":"Author","id":"a1","name":"Frank Herbert"},{"__typename":"Author","id":"a3","name":"Herodotus"}]}}` {
+	if got := string(res.Structured); got != `{"data":{"search":[{"__typename":"Author","id":"a1","name":"Frank Herbert"},{"__typename":"Author","id":"a3","name":"Herodotus"}]}}` {
 		t.Errorf("Search = %s", got)
 	}
 	// A book that does not exist is data, not an error.
 	res = invokeOK(t, h, tools["GetBook"], map[string]any{"id": "404"})
-	if got := string(res.GetStructuredJson()); got != `{"data":{"book":null}}` {
+	if got := string(res.Structured); got != `{"data":{"book":null}}` {
 		t.Errorf("GetBook 404 = %s", got)
 	}
 }
@@ -375,7 +383,7 @@ func TestQuery(t *testing.T) {
 func TestVariableCoercion(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	echo := expand(t, h, entry(t, u, nil))["Echo"]
 	for _, c := range []struct {
 		args any
@@ -391,7 +399,7 @@ func TestVariableCoercion(t *testing.T) {
 	} {
 		res := invokeOK(t, h, echo, c.args)
 		var got struct{ Data struct{ Echo string } }
-		json.Unmarshal(res.GetStructuredJson(), &got)
+		json.Unmarshal(res.Structured, &got)
 		if got.Data.Echo != c.want {
 			t.Errorf("%v: echo = %q, want %q", c.args, got.Data.Echo, c.want)
 		}
@@ -403,7 +411,7 @@ func TestVariableCoercion(t *testing.T) {
 func TestVariableErrors(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, nil))
 	for _, c := range []struct {
 		tool string
@@ -434,9 +442,9 @@ func TestVariableErrors(t *testing.T) {
 		before := u.requests()
 		ue := invokeErr(t, h, tools[c.tool], c.args)
 		wantKind(t, ue, sdk.KindInvalidArgument)
-		wantContains(t, fmt.Sprintf("%s %v", c.tool, c.args), ue.GetMessage(), c.want)
-		if ue.GetUpstream() != "query "+c.tool+" at "+u.URL && ue.GetUpstream() != "mutation "+c.tool+" at "+u.URL {
-			t.Errorf("upstream = %q", ue.GetUpstream())
+		wantContains(t, fmt.Sprintf("%s %v", c.tool, c.args), ue.Message, c.want)
+		if ue.Upstream != "query "+c.tool+" at "+u.URL && ue.Upstream != "mutation "+c.tool+" at "+u.URL {
+			t.Errorf("upstream = %q", ue.Upstream)
 		}
 		if u.requests() != before {
 			t.Errorf("%s %v: a request was sent despite bad arguments", c.tool, c.args)
@@ -447,60 +455,60 @@ func TestVariableErrors(t *testing.T) {
 func TestMutation(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, nil))
 	res := invokeOK(t, h, tools["AddBook"], map[string]any{"input": map[string]any{
 		"title": "Cosmos", "genre": "SCIENCE", "authorId": "a2", "pages": 365, "published": "1980-10-01", "tags": "space",
 	}})
 	want := `{"data":{"addBook":{"id":"4","title":"Cosmos","genre":"SCIENCE","published":"1980-10-01","pages":365,"rating":null}}}`
-	if got := string(res.GetStructuredJson()); got != want {
+	if got := string(res.Structured); got != want {
 		t.Errorf("AddBook = %s\nwant      %s", got, want)
 	}
 	if !strings.Contains(u.lastBody(), `"tags":["space"]`) {
 		t.Errorf("a single tag is not sent as a list: %s", u.lastBody())
 	}
 	res = invokeOK(t, h, tools["GetBook"], map[string]any{"id": "4"})
-	if !strings.Contains(string(res.GetStructuredJson()), `"name":"Stephen Hawking"`) {
-		t.Errorf("the added book: %s", res.GetStructuredJson())
+	if !strings.Contains(string(res.Structured), `"name":"Stephen Hawking"`) {
+		t.Errorf("the added book: %s", res.Structured)
 	}
 	res = invokeOK(t, h, tools["DeleteBook"], map[string]any{"id": 4})
-	if got := string(res.GetStructuredJson()); got != `{"data":{"deleteBook":true}}` {
+	if got := string(res.Structured); got != `{"data":{"deleteBook":true}}` {
 		t.Errorf("DeleteBook = %s", got)
 	}
 	// A resolver error on a non-null root field: no data, only errors.
 	ue := invokeErr(t, h, tools["AddBook"], map[string]any{"input": map[string]any{"title": "X", "genre": "FICTION", "authorId": "nobody"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	wantContains(t, "message", ue.GetMessage(), "the GraphQL server answered with 1 error: no author with id nobody (at addBook)")
-	if ue.GetRetryable() {
-		t.Error("a failed mutation is marked retryable")
+	wantContains(t, "message", ue.Message, "the GraphQL server answered with 1 error: no author with id nobody (at addBook)")
+	if ue.Retryable || ue.Rejected {
+		t.Errorf("a failed mutation is marked retryable or rejected: %+v", ue)
 	}
 }
 
 func TestGraphQLErrors(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, nil))
 
 	// Partial: data and errors together; the result carries both, marked.
 	res := invokeOK(t, h, tools["BookReviews"], map[string]any{"id": "3"})
 	want := `{"data":{"book":{"id":"3","title":"The Histories","reviews":null}},"errors":[{"message":"the reviews service is unavailable","path":["book","reviews"]}],"partial":true}`
-	if got := string(res.GetStructuredJson()); got != want {
+	if got := string(res.Structured); got != want {
 		t.Errorf("partial = %s\nwant      %s", got, want)
 	}
-	wantContains(t, "text", res.GetText(),
+	wantContains(t, "text", res.Text,
 		"PARTIAL RESULT: the GraphQL server returned data together with 1 error: the reviews service is unavailable (at book.reviews)\n", want)
 
 	// Only errors: an upstream error with the messages and paths.
 	ue := invokeErr(t, h, tools["Broken"], nil)
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.GetStatus() != "GRAPHQL_ERROR" {
-		t.Errorf("status = %q", ue.GetStatus())
+	if ue.Status != "GRAPHQL_ERROR" || ue.Rejected {
+		t.Errorf("status = %q, rejected %v (a field error is not the request refused)", ue.Status, ue.Rejected)
 	}
-	wantContains(t, "message", ue.GetMessage(), "the GraphQL server answered with 1 error: this field is broken on purpose (at broken)")
-	wantContains(t, "detail", string(ue.GetDetailJson()), `"errors":[{"message":"this field is broken on purpose","path":["broken"]}]`, `"http_status":200`)
-	if ue.GetUpstream() != "query Broken at "+u.URL {
-		t.Errorf("upstream = %q", ue.GetUpstream())
+	wantContains(t, "message", ue.Message, "the GraphQL server answered with 1 error: this field is broken on purpose (at broken)")
+	wantContains(t, "detail", string(ue.Detail), `"errors":[{"message":"this field is broken on purpose","path":["broken"]}]`, `"http_status":200`)
+	if ue.Upstream != "query Broken at "+u.URL {
+		t.Errorf("upstream = %q", ue.Upstream)
 	}
 
 	// GraphQL-over-HTTP: a 401 with a GraphQL error body is a GraphQL
@@ -508,18 +516,18 @@ func TestGraphQLErrors(t *testing.T) {
 	secure := expand(t, h, entry(t, u, map[string]any{"endpoint": u.Server.URL + "/secure/graphql", "schema": abs(t, "testdata/library.graphqls")}))
 	ue = invokeErr(t, h, secure["GetBook"], map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.GetStatus() != "UNAUTHENTICATED" {
-		t.Errorf("status = %q", ue.GetStatus())
+	if ue.Status != "UNAUTHENTICATED" || !ue.Rejected {
+		t.Errorf("status = %q, rejected %v", ue.Status, ue.Rejected)
 	}
-	wantContains(t, "message", ue.GetMessage(), "not authenticated [UNAUTHENTICATED]")
-	wantContains(t, "detail", string(ue.GetDetailJson()), `"http_status":401`)
+	wantContains(t, "message", ue.Message, "not authenticated [UNAUTHENTICATED]")
+	wantContains(t, "detail", string(ue.Detail), `"http_status":401`)
 	// With the token from config the same call works, and the token
 	// appears in no error.
 	secure = expand(t, h, entry(t, u, map[string]any{"endpoint": u.Server.URL + "/secure/graphql", "headers": map[string]any{"Authorization": "Bearer s3cret-token"}}))
 	invokeOK(t, h, secure["GetBook"], map[string]any{"id": "1"})
 	ue = invokeErr(t, h, secure["Broken"], nil)
-	if strings.Contains(prototext.Format(ue), "s3cret") {
-		t.Errorf("the secret appears in an error: %s", prototext.Format(ue))
+	if strings.Contains(dump(ue), "s3cret") {
+		t.Errorf("the secret appears in an error: %+v", ue)
 	}
 }
 
@@ -527,40 +535,40 @@ func TestGraphQLErrors(t *testing.T) {
 func TestHTTPFailures(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, nil))
-	with := func(name, endpoint string, extra map[string]any) *adapterv1.Tool {
+	with := func(name, endpoint string, extra map[string]any) sdk.Tool {
 		var cfg map[string]any
-		json.Unmarshal(tools[name].GetConfigJson(), &cfg)
+		json.Unmarshal(tools[name].Config, &cfg)
 		cfg["endpoint"] = endpoint
 		for k, v := range extra {
 			cfg[k] = v
 		}
 		b, _ := json.Marshal(cfg)
-		return &adapterv1.Tool{Name: name, ConfigJson: b}
+		return sdk.Tool{Name: name, Config: b}
 	}
 
 	ue := invokeErr(t, h, with("GetBook", u.Server.URL+"/status/503", nil), map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.GetStatus() != "503" || !ue.GetRetryable() || ue.GetBodyExcerpt() != "upstream trouble" {
-		t.Errorf("503: %s", prototext.Format(ue))
+	if ue.Status != "503" || !ue.Retryable || ue.Body != "upstream trouble" {
+		t.Errorf("503: %+v", ue)
 	}
-	wantContains(t, "message", ue.GetMessage(), "the GraphQL endpoint answered HTTP 503 Service Unavailable")
-	wantContains(t, "detail", string(ue.GetDetailJson()), `"status_code":503`, `"retry_after":"7"`)
+	wantContains(t, "message", ue.Message, "the GraphQL endpoint answered HTTP 503 Service Unavailable")
+	wantContains(t, "detail", string(ue.Detail), `"status_code":503`, `"retry_after":"7"`)
 
 	ue = invokeErr(t, h, with("GetBook", u.Server.URL+"/status/404", nil), map[string]any{"id": "1"})
-	if ue.GetStatus() != "404" || ue.GetRetryable() {
-		t.Errorf("404: %s", prototext.Format(ue))
+	if ue.Status != "404" || ue.Retryable || !ue.Rejected {
+		t.Errorf("404: %+v", ue)
 	}
 
 	ue = invokeErr(t, h, with("GetBook", u.Server.URL+"/html", nil), map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindBadResponse)
-	wantContains(t, "message", ue.GetMessage(), "not a GraphQL response", "text/html")
-	wantContains(t, "body", ue.GetBodyExcerpt(), "login page")
+	wantContains(t, "message", ue.Message, "not a GraphQL response", "text/html")
+	wantContains(t, "body", ue.Body, "login page")
 
 	ue = invokeErr(t, h, with("GetBook", u.Server.URL+"/huge", map[string]any{"max_response_bytes": 4096}), map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindBadResponse)
-	wantContains(t, "message", ue.GetMessage(), "larger than max_response_bytes (4096 bytes)")
+	wantContains(t, "message", ue.Message, "larger than max_response_bytes (4096 bytes)")
 
 	// Server down: nothing listens on the port.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -571,15 +579,15 @@ func TestHTTPFailures(t *testing.T) {
 	l.Close()
 	ue = invokeErr(t, h, with("GetBook", down, nil), map[string]any{"id": "1"})
 	wantKind(t, ue, sdk.KindTransport)
-	wantContains(t, "message", ue.GetMessage(), "cannot connect to "+l.Addr().String()+": connection refused")
-	if !ue.GetRetryable() || strings.Contains(prototext.Format(ue), "secret-in-query") {
-		t.Errorf("down: %s", prototext.Format(ue))
+	wantContains(t, "message", ue.Message, "cannot connect to "+l.Addr().String()+": connection refused")
+	if !ue.Retryable || strings.Contains(dump(ue), "secret-in-query") {
+		t.Errorf("down: %+v", ue)
 	}
 	// A mutation that may not have reached the server is still retryable
 	// when the connection was refused: nothing was sent.
 	ue = invokeErr(t, h, with("DeleteBook", down, nil), map[string]any{"id": "1"})
-	if !ue.GetRetryable() {
-		t.Errorf("refused mutation not retryable: %s", prototext.Format(ue))
+	if !ue.Retryable {
+		t.Errorf("refused mutation not retryable: %+v", ue)
 	}
 
 	// The call's timeout.
@@ -587,7 +595,7 @@ func TestHTTPFailures(t *testing.T) {
 	start := time.Now()
 	ue = invokeErr(t, h, slow, map[string]any{"ms": 5000})
 	wantKind(t, ue, sdk.KindTimeout)
-	wantContains(t, "message", ue.GetMessage(), "did not answer within 100ms")
+	wantContains(t, "message", ue.Message, "did not answer within 100ms")
 	if time.Since(start) > 4*time.Second {
 		t.Errorf("the timeout took %v", time.Since(start))
 	}
@@ -596,7 +604,7 @@ func TestHTTPFailures(t *testing.T) {
 func TestSubscriptionRefused(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	expandErr(t, h, map[string]any{"endpoint": u.URL, "query": "query A { broken }\nsubscription OnBook { bookAdded { id } }"},
 		"query", "subscription OnBook is not supported: GraphQL subscriptions are deferred")
 }
@@ -605,7 +613,7 @@ func TestSubscriptionRefused(t *testing.T) {
 // never quoting a value.
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	for _, c := range []struct {
 		cfg   map[string]any
 		field string
@@ -631,18 +639,18 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "endpoitn": "x"}, "endpoitn", `did you mean "endpoint"`},
 		{map[string]any{"endpoint": "http://x/g", "tool": map[string]any{"kind": "query", "document": "{a}"}}, "tool", "derived by the adapter"},
 	} {
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: c.cfg})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: c.cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
 		for _, d := range diags {
-			if d.GetField() == c.field && d.GetSeverity() == sdk.SeverityError {
+			if d.Field == c.field && d.Severity == sdk.SeverityError {
 				found = true
-				wantContains(t, c.field, d.GetMessage(), c.want)
+				wantContains(t, c.field, d.Message, c.want)
 			}
-			if strings.Contains(d.GetMessage(), "a\nb") {
-				t.Errorf("a header value is quoted: %q", d.GetMessage())
+			if strings.Contains(d.Message, "a\nb") {
+				t.Errorf("a header value is quoted: %q", d.Message)
 			}
 		}
 		if !found {
@@ -650,7 +658,7 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	// A good config has no diagnostics.
-	diags, err := h.Validate(ctxT(t), sdktest.Call{Config: map[string]any{"endpoint": "https://api.example.com/graphql", "query": "{a}", "headers": map[string]any{"Authorization": "Bearer x"}}})
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"endpoint": "https://api.example.com/graphql", "query": "{a}", "headers": map[string]any{"Authorization": "Bearer x"}}})
 	if err != nil || len(diags) != 0 {
 		t.Errorf("good config: %v %v", diags, err)
 	}
@@ -661,7 +669,7 @@ func TestConfigErrors(t *testing.T) {
 func TestDocumentErrors(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	sdl := abs(t, "testdata/library.graphqls")
 	base := func(extra map[string]any) map[string]any {
 		cfg := map[string]any{"endpoint": u.URL, "schema": sdl}
@@ -702,34 +710,34 @@ func TestDocumentErrors(t *testing.T) {
 func TestGenerate(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, map[string]any{"endpoint": u.URL, "generate": map[string]any{"query_fields": true}, "tool_prefix": "q_"})
 	if got := names(tools); got != "q_author,q_book,q_books,q_broken,q_echo,q_node,q_search,q_slow" {
 		t.Fatalf("tools = %s", got)
 	}
 	for _, name := range []string{"q_book", "q_books", "q_search", "q_node"} {
-		golden(t, "generated."+name+".input.json", tools[name].GetInputSchemaJson())
+		golden(t, "generated."+name+".input.json", tools[name].InputSchema)
 		var cfg struct{ Tool struct{ Document string } }
-		json.Unmarshal(tools[name].GetConfigJson(), &cfg)
+		json.Unmarshal(tools[name].Config, &cfg)
 		golden(t, "generated."+name+".document.json", must(json.Marshal(cfg.Tool.Document)))
 	}
-	if d := tools["q_book"].GetDescription(); d != "Fetch one book by id.\n(Generated GraphQL query of Query.book, selecting its result 2 level(s) deep.)" {
+	if d := tools["q_book"].Description; d != "Fetch one book by id.\n(Generated GraphQL query of Query.book, selecting its result 2 level(s) deep.)" {
 		t.Errorf("description = %q", d)
 	}
 	res := invokeOK(t, h, tools["q_book"], map[string]any{"id": "2"})
 	want := `{"data":{"book":{"id":"2","title":"A Brief History of Time","genre":"SCIENCE","published":"1988-04-01","pages":256,"rating":null,"author":{"id":"a2","name":"Stephen Hawking"},"reviews":["Great read.","Loved it."]}}}`
-	if got := string(res.GetStructuredJson()); got != want {
+	if got := string(res.Structured); got != want {
 		t.Errorf("q_book = %s\nwant     %s", got, want)
 	}
 	res = invokeOK(t, h, tools["q_books"], map[string]any{"first": 1})
-	if got := string(res.GetStructuredJson()); !strings.HasPrefix(got, `{"data":{"books":[{"id":"1",`) || strings.Contains(got, `"id":"2"`) {
+	if got := string(res.Structured); !strings.HasPrefix(got, `{"data":{"books":[{"id":"1",`) || strings.Contains(got, `"id":"2"`) {
 		t.Errorf("q_books = %s", got)
 	}
 
 	// A list of fields and a depth of 1: only the scalars of the result.
 	tools = expand(t, h, map[string]any{"endpoint": u.URL, "generate": map[string]any{"query_fields": []string{"author"}, "max_depth": 1}})
 	var cfg struct{ Tool struct{ Document string } }
-	json.Unmarshal(tools["author"].GetConfigJson(), &cfg)
+	json.Unmarshal(tools["author"].Config, &cfg)
 	if want := "query author ($id: ID!) {\n author(id: $id) {\n  id\n  name\n }\n}"; cfg.Tool.Document != want {
 		t.Errorf("document = %q\nwant       %q", cfg.Tool.Document, want)
 	}
@@ -752,18 +760,18 @@ func must(b []byte, err error) []byte {
 func TestEntryInvokedDirectly(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	cfg := entry(t, u, map[string]any{"schema": abs(t, "testdata/library.graphqls")})
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Operation: "GetBook", Config: cfg, Args: map[string]any{"id": "1"}})
-	if err != nil || ue != nil || !strings.Contains(string(res.GetStructuredJson()), `"title":"Dune"`) {
-		t.Fatalf("invoke: %v %v %s", err, ue, res.GetStructuredJson())
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: "GetBook", Config: cfg, Args: map[string]any{"id": "1"}})
+	if err != nil || ue != nil || !strings.Contains(string(res.Structured), `"title":"Dune"`) {
+		t.Fatalf("invoke: %v %v %s", err, ue, res.Structured)
 	}
-	_, ue, err = h.Invoke(ctxT(t), sdktest.Call{Operation: "Nope", Config: cfg})
-	if err != nil || ue == nil || !strings.Contains(ue.GetMessage(), `several tools (GetBook, ListBooks, Search`) {
+	_, ue, err = h.Invoke(ctxT(t), adaptertest.Call{Operation: "Nope", Config: cfg})
+	if err != nil || ue == nil || !strings.Contains(ue.Message, `several tools (GetBook, ListBooks, Search`) {
 		t.Fatalf("unknown tool: %v %v", err, ue)
 	}
-	_, ue, err = h.Invoke(ctxT(t), sdktest.Call{Config: map[string]any{"endpoint": u.URL, "query": "{ nope }", "schema": abs(t, "testdata/library.graphqls")}})
-	if err != nil || ue == nil || !strings.Contains(ue.GetMessage(), `cannot be expanded into tools: query: does not match the schema`) {
+	_, ue, err = h.Invoke(ctxT(t), adaptertest.Call{Config: map[string]any{"endpoint": u.URL, "query": "{ nope }", "schema": abs(t, "testdata/library.graphqls")}})
+	if err != nil || ue == nil || !strings.Contains(ue.Message, `cannot be expanded into tools: query: does not match the schema`) {
 		t.Fatalf("bad document: %v %v", err, ue)
 	}
 }
@@ -773,11 +781,11 @@ func TestTraceContext(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
 	a := graphql.New()
-	tools := expand(t, sdktest.New(t, a), entry(t, u, nil))
+	tools := expand(t, adaptertest.New(t, a), entry(t, u, nil))
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	_, err := a.Invoke(ctxT(t), &sdk.Request{
 		Context:   sdk.RequestContext{TraceParent: tp, TraceState: "k=v"},
-		Operation: sdk.Operation{Name: "GetBook", Config: tools["GetBook"].GetConfigJson()},
+		Operation: sdk.Operation{Name: "GetBook", Config: tools["GetBook"].Config},
 		Arguments: json.RawMessage(`{"id":"1"}`),
 	})
 	if err != nil {
@@ -806,12 +814,12 @@ func TestIntrospectionRefreshes(t *testing.T) {
 	current.Store(v1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().ServeHTTP(w, r) }))
 	defer srv.Close()
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	cfg := map[string]any{"endpoint": srv.URL, "query": "query Bye { bye }"}
 	expandErr(t, h, cfg, "query", `Cannot query field "bye" on type "Query"`)
 	current.Store(v2)
 	tool := expand(t, h, cfg)[""]
-	if res := invokeOK(t, h, tool, nil); string(res.GetStructuredJson()) != `{"data":{"bye":"bye"}}` {
-		t.Errorf("bye = %s", res.GetStructuredJson())
+	if res := invokeOK(t, h, tool, nil); string(res.Structured) != `{"data":{"bye":"bye"}}` {
+		t.Errorf("bye = %s", res.Structured)
 	}
 }

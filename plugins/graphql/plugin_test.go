@@ -2,69 +2,32 @@ package graphql_test
 
 import (
 	"encoding/json"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 
 	"github.com/crankmcp/crank/plugins/graphql"
-	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // TestExecutable builds cmd/crank-adapter-graphql and drives it the way
 // the host does: launched by go-plugin, over gRPC.
 func TestExecutable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a binary")
-	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool to build the adapter")
-	}
-	bin := filepath.Join(t.TempDir(), "crank-adapter-graphql")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "./cmd/crank-adapter-graphql").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	h := adaptertest.Build(t, "./cmd/crank-adapter-graphql").Start(t)
 	u := newUpstream(t)
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.PluginSets(nil),
-		Cmd:              exec.Command(bin),
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard}),
-	})
-	t.Cleanup(client.Kill)
-	rpc, err := client.Client()
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	raw, err := rpc.Dispense(sdk.PluginName)
-	if err != nil {
-		t.Fatalf("dispense: %v", err)
-	}
-	c := raw.(adapterv1.AdapterClient)
-	d, err := c.Describe(ctxT(t), &adapterv1.DescribeRequest{HostVersion: "test"})
-	if err != nil || d.GetName() != "graphql" {
+	d, err := h.Describe(ctxT(t))
+	if err != nil || d.Name != "graphql" {
 		t.Fatalf("describe: %v %v", d, err)
 	}
-	cfg, _ := json.Marshal(map[string]any{"endpoint": u.URL, "query": "query B($id: ID!) { book(id: $id) { title } }"})
-	x, err := c.ExpandOperation(ctxT(t), &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{Name: "b", ConfigJson: cfg}})
-	if err != nil || len(x.GetTools()) != 1 {
-		t.Fatalf("expand: %v %v", x, err)
+	cfg := map[string]any{"endpoint": u.URL, "query": "query B($id: ID!) { book(id: $id) { title } }"}
+	tools, _, err := h.Expand(ctxT(t), adaptertest.Call{Operation: "b", Config: cfg})
+	if err != nil || len(tools) != 1 {
+		t.Fatalf("expand: %v %v", tools, err)
 	}
-	resp, err := c.Invoke(ctxT(t), &adapterv1.InvokeRequest{
-		Operation:     &adapterv1.Operation{Name: "b", ConfigJson: x.GetTools()[0].GetConfigJson()},
-		ArgumentsJson: []byte(`{"id":"1"}`),
-	})
-	if err != nil || string(resp.GetResult().GetStructuredJson()) != `{"data":{"book":{"title":"Dune"}}}` {
-		t.Fatalf("invoke: %v %v", resp, err)
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: "b", Config: tools[0].Config, Args: `{"id":"1"}`})
+	if err != nil || ue != nil || string(res.Structured) != `{"data":{"book":{"title":"Dune"}}}` {
+		t.Fatalf("invoke: %v %v %v", res, ue, err)
 	}
 }
 
@@ -74,11 +37,11 @@ func TestExecutable(t *testing.T) {
 func TestSchemasResolve(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	h := sdktest.New(t, graphql.New())
+	h := adaptertest.New(t, graphql.New())
 	tools := expand(t, h, entry(t, u, map[string]any{"generate": map[string]any{"query_fields": true}, "tool_prefix": "t_"}))
 	resolved := map[string]*jsonschema.Resolved{}
 	for name, tool := range tools {
-		for kind, raw := range map[string][]byte{"input": tool.GetInputSchemaJson(), "output": tool.GetOutputSchemaJson()} {
+		for kind, raw := range map[string][]byte{"input": tool.InputSchema, "output": tool.OutputSchema} {
 			var s jsonschema.Schema
 			if err := json.Unmarshal(raw, &s); err != nil {
 				t.Fatalf("%s %s: %v", name, kind, err)

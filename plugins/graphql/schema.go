@@ -417,7 +417,7 @@ func parseResponse(body []byte) (gqlResponse, bool) {
 	if r.Data == nil && r.Errors == nil {
 		return gqlResponse{}, false
 	}
-	gr := gqlResponse{data: r.Data, extensions: r.Extensions}
+	gr := gqlResponse{data: r.Data, extensions: r.Extensions, requestError: r.Data == nil}
 	if isNull(gr.data) {
 		gr.data = nil
 	}
@@ -436,6 +436,9 @@ type gqlResponse struct {
 	errors     []gqlError
 	rawErrors  json.RawMessage
 	extensions json.RawMessage
+	// requestError: no data entry at all, a request error (the document
+	// or the variables refused before execution).
+	requestError bool
 }
 
 type gqlError struct {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // userAgent is sent unless the config sets User-Agent.
@@ -72,10 +73,10 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{userAgent}
 	}
-	if rc != nil && rc.TraceParent != "" && sdk.ValidHeaderValue(rc.TraceParent) {
+	if rc != nil && rc.TraceParent != "" && httpadapter.ValidHeaderValue(rc.TraceParent) {
 		if _, ok := h["Traceparent"]; !ok {
 			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && sdk.ValidHeaderValue(rc.TraceState) {
+			if rc.TraceState != "" && httpadapter.ValidHeaderValue(rc.TraceState) {
 				h["Tracestate"] = []string{rc.TraceState}
 			}
 		}
@@ -86,11 +87,11 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if err != nil {
 		return gqlResponse{}, 0, c.failure(ctx, callCtx, t, timeout, err, false)
 	}
-	defer sdk.DrainAndClose(resp.Body)
+	defer httpadapter.DrainAndClose(resp.Body)
 	if resp.ContentLength > limit {
 		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
 	}
-	data, over, err := sdk.ReadBounded(resp.Body, limit, resp.ContentLength)
+	data, over, err := httpadapter.ReadBounded(resp.Body, limit, resp.ContentLength)
 	if over {
 		return gqlResponse{}, resp.StatusCode, c.tooLarge(t, limit)
 	}
@@ -127,6 +128,10 @@ func (c *config) result(t *tool, gr gqlResponse, status int) (*sdk.Result, *sdk.
 			Upstream: c.upstreamLabel(t),
 			Status:   "GRAPHQL_ERROR",
 			Message:  fmt.Sprintf("the GraphQL server answered with %s: %s", plural(len(gr.errors), "error"), summarizeErrors(gr.errors)),
+			// A request error (no data at all: the document or variables
+			// were refused before execution) or a 4xx refuses the request
+			// as such; a field error may not recur.
+			Rejected: gr.requestError || httpadapter.RejectedStatus(status),
 		}
 		if code, ok := gr.errors[0].Extensions["code"].(string); ok && code != "" && validStatus(code) {
 			ue.Status = code
@@ -209,7 +214,7 @@ func errorDetail(rawErrors json.RawMessage, status int) json.RawMessage {
 // failure classifies an error of sending the request or reading the answer.
 // parent is the host's context, call the context bounded by timeout.
 func (c *config) failure(parent, call context.Context, t *tool, timeout time.Duration, err error, reading bool) *sdk.UpstreamError {
-	hc := sdk.HTTPCall{Upstream: c.upstreamLabel(t), Host: c.hostport, AddressField: "endpoint",
+	hc := httpadapter.Call{Upstream: c.upstreamLabel(t), Host: c.hostport, AddressField: "endpoint",
 		// A query may be retried; a mutation may have been applied.
 		Idempotent: t == nil || !t.mutation, Timeout: timeout}
 	return hc.Failure(parent, errors.Is(context.Cause(call), errCallTimeout), err, reading)
@@ -244,6 +249,7 @@ func (c *config) statusError(t *tool, resp *http.Response, body []byte) *sdk.Ups
 		Body:      excerptText(body, over, errorExcerptBytes),
 		Detail:    d,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
+		Rejected:  httpadapter.RejectedStatus(code),
 	}
 }
 

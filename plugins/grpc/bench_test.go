@@ -16,7 +16,7 @@ import (
 	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // BenchmarkUnary measures one unary call of the same loopback server
@@ -25,8 +25,9 @@ import (
 //	direct    a grpc-go client call with a prebuilt request (the floor)
 //	adapter   the adapter's Invoke in-process: JSON → message, call,
 //	          message → JSON (the adapter's own cost)
-//	sdktest   through the adapter protocol over in-memory gRPC, as the
-//	          host calls it (adapter + plugin protocol cost)
+//	harness   through the adapter protocol over gRPC on a local socket
+//	          (adaptertest), as the host calls it (adapter + plugin
+//	          protocol cost)
 func BenchmarkUnary(b *testing.B) {
 	ts := startTestServer(b, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	ctx := context.Background()
@@ -55,12 +56,12 @@ func BenchmarkUnary(b *testing.B) {
 		return err
 	}
 
-	h := sdktest.New(b, grpcadapter.New())
-	call := sdktest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(args)}
+	h := adaptertest.New(b, grpcadapter.New())
+	call := adaptertest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(args)}
 	viaSDK := func() error {
 		_, ue, err := h.Invoke(ctx, call)
 		if ue != nil {
-			return fmt.Errorf("%s", ue.GetMessage())
+			return fmt.Errorf("%s", ue.Message)
 		}
 		return err
 	}
@@ -69,7 +70,7 @@ func BenchmarkUnary(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		call func() error
-	}{{"direct", direct}, {"adapter", adapter}, {"sdktest", viaSDK}} {
+	}{{"direct", direct}, {"adapter", adapter}, {"harness", viaSDK}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range 100 { // warm up connections and caches
 				if err := c.call(); err != nil {
@@ -91,23 +92,23 @@ func BenchmarkUnary(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 		})
 	}
-	if p50["direct"] > 0 && p50["adapter"] > 0 && p50["sdktest"] > 0 {
+	if p50["direct"] > 0 && p50["adapter"] > 0 && p50["harness"] > 0 {
 		fmt.Printf("\nunary gRPC call, same run (p50 latency, sequential):\n"+
 			"  direct grpc-go call      %9v\n"+
 			"  adapter in-process       %9v  (%.2fx direct, +%v)\n"+
-			"  through sdktest (host)   %9v  (%.2fx direct, +%v)\n",
+			"  through the harness      %9v  (%.2fx direct, +%v)\n",
 			p50["direct"],
 			p50["adapter"], float64(p50["adapter"])/float64(p50["direct"]), p50["adapter"]-p50["direct"],
-			p50["sdktest"], float64(p50["sdktest"])/float64(p50["direct"]), p50["sdktest"]-p50["direct"])
+			p50["harness"], float64(p50["harness"])/float64(p50["direct"]), p50["harness"]-p50["direct"])
 	}
 }
 
 // BenchmarkInvokeParallel shows the adapter under concurrent load.
 func BenchmarkInvokeParallel(b *testing.B) {
 	ts := startTestServer(b, grpctest.Options{Reflection: grpctest.ReflectionBoth})
-	h := sdktest.New(b, grpcadapter.New())
+	h := adaptertest.New(b, grpcadapter.New())
 	cfg, _ := json.Marshal(ts.cfg("Echo"))
-	call := sdktest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(`{"text":"hello","id":"42"}`)}
+	call := adaptertest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(`{"text":"hello","id":"42"}`)}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()

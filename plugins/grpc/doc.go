@@ -194,7 +194,10 @@
 // to 16 KiB.
 //
 //   - KindUpstreamStatus: the server answered a status; Message is
-//     "CODE: message". Retryable for RESOURCE_EXHAUSTED and ABORTED.
+//     "CODE: message". Retryable for RESOURCE_EXHAUSTED and ABORTED;
+//     Rejected for INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+//     PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
+//     OUT_OF_RANGE and UNIMPLEMENTED.
 //   - KindTimeout: DEADLINE_EXCEEDED, told apart: the call's timeout ("the
 //     upstream did not answer within 10s"; a stream's "did not start
 //     answering"), the host's deadline, or the server reporting a deadline

@@ -134,8 +134,20 @@ func callError(parent, call context.Context, c *config, m *methodInfo, timeout t
 		ue.Message = ue.Status + ": " + orNoMessage(msg)
 		ue.Retryable = st.Code() == codes.Aborted
 	}
+	ue.Rejected = rejected(st.Code())
 	ue.Detail = statusDetail(st, m)
 	return ue
+}
+
+// rejected reports whether a status refuses the call as such, so that
+// repeating it cannot succeed (sdk.UpstreamError.Rejected).
+func rejected(c codes.Code) bool {
+	switch c {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied, codes.Unauthenticated,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+		return true
+	}
+	return false
 }
 
 // deadlineSlack is how close to a deadline a DEADLINE_EXCEEDED status

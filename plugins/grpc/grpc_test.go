@@ -13,36 +13,34 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	d, err := h.Client.Describe(ctxT(t), &adapterv1.DescribeRequest{})
+	d, err := h.Describe(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.GetName() != "grpc" || grpcadapter.Name != "grpc" {
-		t.Errorf("name = %q", d.GetName())
+	if d.Name != "grpc" || grpcadapter.Name != "grpc" {
+		t.Errorf("name = %q", d.Name)
 	}
-	if !slices.Equal(d.GetModes(), []adapterv1.ExecutionMode{sdk.ModeUnary, sdk.ModeWindow}) {
-		t.Errorf("modes = %v, want unary and window", d.GetModes())
+	if !slices.Equal(d.Modes, []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}) {
+		t.Errorf("modes = %v, want unary and window", d.Modes)
 	}
-	if got := strings.Join(d.GetCapabilities(), ","); got != "validate,expand,stream" {
-		t.Errorf("capabilities = %s", got)
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true}) {
+		t.Errorf("capabilities = %+v", d.Capabilities)
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(d.GetConfigSchemaJson(), &schema); err != nil {
+	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {
 		t.Errorf("config schema is not JSON: %v", err)
 	}
 }
@@ -56,35 +54,32 @@ func TestUnaryReflection(t *testing.T) {
 	h := newHarness(t)
 	cfg := ts.cfg("Echo", "metadata", map[string]any{"X-Api-Key": "k-123", "x-tenant": "acme", "trace-bin": "AAEC"})
 
-	tools := expandTools(t, h, sdktest.Call{Config: cfg})
-	if len(tools) != 1 || tools[0].GetName() != "" {
+	tools := expandTools(t, h, adaptertest.Call{Config: cfg})
+	if len(tools) != 1 || tools[0].Name != "" {
 		t.Fatalf("tools = %v, want the entry itself", tools)
 	}
 	tool := tools[0]
-	wantContains(t, "input schema", string(tool.GetInputSchemaJson()), `"text":{"description":"The text to echo.","type":"string"}`, `"additionalProperties":false`)
-	wantContains(t, "output schema", string(tool.GetOutputSchemaJson()), `"metadata":{`)
-	if tool.GetTitle() != "Test.Echo" || tool.GetDescription() == "" {
-		t.Errorf("title %q description %q", tool.GetTitle(), tool.GetDescription())
+	wantContains(t, "input schema", string(tool.InputSchema), `"text":{"description":"The text to echo.","type":"string"}`, `"additionalProperties":false`)
+	wantContains(t, "output schema", string(tool.OutputSchema), `"metadata":{`)
+	if tool.Title != "Test.Echo" || tool.Description == "" {
+		t.Errorf("title %q description %q", tool.Title, tool.Description)
 	}
-	if a := tool.GetAnnotations(); !a.GetReadOnly() || !a.GetIdempotent() {
+	if a := tool.Annotations; !isTrue(a.ReadOnly) || !isTrue(a.Idempotent) {
 		t.Errorf("annotations = %v, want read-only and idempotent (NO_SIDE_EFFECTS)", a)
 	}
 
-	req := &adapterv1.InvokeRequest{
-		Context:       &adapterv1.RequestContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
-		Operation:     &adapterv1.Operation{ConfigJson: mustJSON(t, cfg)},
-		ArgumentsJson: []byte(`{"text":"hello","id":"9007199254740993"}`),
-	}
-	resp, err := h.Client.Invoke(ctxT(t), req)
-	if err != nil || resp.GetError() != nil {
-		t.Fatalf("invoke: %v %s", err, prototext.Format(resp))
+	traceparent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"text":"hello","id":"9007199254740993"}`,
+		Context: sdk.RequestContext{TraceParent: traceparent}})
+	if err != nil || ue != nil {
+		t.Fatalf("invoke: %v %+v", err, ue)
 	}
 	var out struct {
 		Text     string            `json:"text"`
 		ID       string            `json:"id"`
 		Metadata map[string]string `json:"metadata"`
 	}
-	if err := json.Unmarshal(resp.GetResult().GetStructuredJson(), &out); err != nil {
+	if err := json.Unmarshal(res.Structured, &out); err != nil {
 		t.Fatal(err)
 	}
 	if out.Text != "hello" || out.ID != "9007199254740993" {
@@ -93,20 +88,20 @@ func TestUnaryReflection(t *testing.T) {
 	if out.Metadata["x-api-key"] != "k-123" || out.Metadata["x-tenant"] != "acme" {
 		t.Errorf("metadata = %v", out.Metadata)
 	}
-	if out.Metadata["traceparent"] != req.Context.Traceparent {
+	if out.Metadata["traceparent"] != traceparent {
 		t.Errorf("traceparent not forwarded: %v", out.Metadata)
 	}
-	if resp.GetResult().GetContentType() != "application/json" {
-		t.Errorf("content type %q", resp.GetResult().GetContentType())
+	if res.ContentType != "application/json" {
+		t.Errorf("content type %q", res.ContentType)
 	}
 
 	// A number for an int64 is accepted too; defaults are emitted.
-	got := invokeOK(t, h, sdktest.Call{Config: ts.cfg("Echo"), Args: `{"id": 7}`})
+	got := invokeOK(t, h, adaptertest.Call{Config: ts.cfg("Echo"), Args: `{"id": 7}`})
 	if got["id"] != "7" || got["text"] != "" {
 		t.Errorf("answer = %v, want id \"7\" and the empty text", got)
 	}
 	// emit_defaults: false leaves them out; field_names: json renames.
-	got = invokeOK(t, h, sdktest.Call{Config: ts.cfg("Echo", "emit_defaults", false), Args: `{"id": 7}`})
+	got = invokeOK(t, h, adaptertest.Call{Config: ts.cfg("Echo", "emit_defaults", false), Args: `{"id": 7}`})
 	if _, ok := got["text"]; ok {
 		t.Errorf("answer = %v, want no default text", got)
 	}
@@ -132,11 +127,11 @@ func TestReflectionVersions(t *testing.T) {
 			t.Parallel()
 			ts := startTestServer(t, grpctest.Options{Reflection: tc.r})
 			h := newHarness(t)
-			tools := expandTools(t, h, sdktest.Call{Config: ts.cfg("Echo")})
+			tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Echo")})
 			if len(tools) != 1 {
 				t.Fatalf("tools = %v", tools)
 			}
-			if got := invokeOK(t, h, sdktest.Call{Config: ts.cfg("Echo"), Args: `{"text":"x"}`}); got["text"] != "x" {
+			if got := invokeOK(t, h, adaptertest.Call{Config: ts.cfg("Echo"), Args: `{"text":"x"}`}); got["text"] != "x" {
 				t.Errorf("answer = %v", got)
 			}
 		})
@@ -145,22 +140,22 @@ func TestReflectionVersions(t *testing.T) {
 		t.Parallel()
 		ts := startTestServer(t, grpctest.Options{})
 		h := newHarness(t)
-		resp := expand(t, h, sdktest.Call{Config: ts.cfg("Echo")})
-		wantDiag(t, resp.GetDiagnostics(), "target", "does not offer server reflection", "descriptor_set or proto_files")
+		resp := expand(t, h, adaptertest.Call{Config: ts.cfg("Echo")})
+		wantDiag(t, resp.diags, "target", "does not offer server reflection", "descriptor_set or proto_files")
 		// A call finds the same problem and says so.
-		ue := invokeErr(t, h, sdktest.Call{Config: ts.cfg("Echo", "timeout", "5s"), Args: `{}`})
-		wantContains(t, "message", ue.GetMessage(), "does not offer server reflection")
+		ue := invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Echo", "timeout", "5s"), Args: `{}`})
+		wantContains(t, "message", ue.Message, "does not offer server reflection")
 	})
 	t.Run("unknown service", func(t *testing.T) {
 		t.Parallel()
 		ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 		h := newHarness(t)
 		cfg := map[string]any{"target": ts.addr, "method": "crank.test.v1.Nope/Echo"}
-		resp := expand(t, h, sdktest.Call{Config: cfg})
-		wantDiag(t, resp.GetDiagnostics(), "service", "does not know service crank.test.v1.Nope", testService)
+		resp := expand(t, h, adaptertest.Call{Config: cfg})
+		wantDiag(t, resp.diags, "service", "does not know service crank.test.v1.Nope", testService)
 		cfg["method"] = testService + "/Nope"
-		resp = expand(t, h, sdktest.Call{Config: cfg})
-		wantDiag(t, resp.GetDiagnostics(), "method", "has no method Nope", "Echo, Fail")
+		resp = expand(t, h, adaptertest.Call{Config: cfg})
+		wantDiag(t, resp.diags, "method", "has no method Nope", "Echo, Fail")
 	})
 }
 
@@ -188,15 +183,15 @@ func TestDescriptorSet(t *testing.T) {
 	set := writeDescriptorSet(t, dir)
 	h := newHarness(t)
 	cfg := ts.cfg("Echo", "descriptor_set", set)
-	if tools := expandTools(t, h, sdktest.Call{Config: cfg}); len(tools) != 1 {
+	if tools := expandTools(t, h, adaptertest.Call{Config: cfg}); len(tools) != 1 {
 		t.Fatalf("tools = %v", tools)
 	}
-	if got := invokeOK(t, h, sdktest.Call{Config: cfg, Args: `{"text":"from a set"}`}); got["text"] != "from a set" {
+	if got := invokeOK(t, h, adaptertest.Call{Config: cfg, Args: `{"text":"from a set"}`}); got["text"] != "from a set" {
 		t.Errorf("answer = %v", got)
 	}
 
 	// A relative path resolves against the operations file's directory.
-	rel := sdktest.Call{Config: ts.cfg("Echo", "descriptor_set", "test.binpb"), BaseDir: dir, Args: `{"text":"rel"}`}
+	rel := adaptertest.Call{Config: ts.cfg("Echo", "descriptor_set", "test.binpb"), BaseDir: dir, Args: `{"text":"rel"}`}
 	if tools := expandTools(t, h, rel); len(tools) != 1 {
 		t.Fatalf("tools = %v", tools)
 	}
@@ -227,8 +222,8 @@ func TestDescriptorSet(t *testing.T) {
 		if err := os.WriteFile(bad, []byte(tc.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		resp := expand(t, h, sdktest.Call{Config: ts.cfg("Echo", "descriptor_set", bad)})
-		wantDiag(t, resp.GetDiagnostics(), "descriptor_set", tc.want)
+		resp := expand(t, h, adaptertest.Call{Config: ts.cfg("Echo", "descriptor_set", bad)})
+		wantDiag(t, resp.diags, "descriptor_set", tc.want)
 	}
 	// A set without its imports.
 	full := grpctest.DescriptorSet(testFiles(t))
@@ -237,8 +232,8 @@ func TestDescriptorSet(t *testing.T) {
 	if err := os.WriteFile(bad, mustMarshal(t, full), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	resp := expand(t, h, sdktest.Call{Config: ts.cfg("Echo", "descriptor_set", bad)})
-	wantDiag(t, resp.GetDiagnostics(), "descriptor_set", "imports zoo.proto", "--include_imports")
+	resp := expand(t, h, adaptertest.Call{Config: ts.cfg("Echo", "descriptor_set", bad)})
+	wantDiag(t, resp.diags, "descriptor_set", "imports zoo.proto", "--include_imports")
 }
 
 func mustMarshal(t testing.TB, m proto.Message) []byte {
@@ -258,13 +253,13 @@ func TestProtoFiles(t *testing.T) {
 	h := newHarness(t)
 	dir := testdataDir(t)
 	cfg := ts.cfg("Echo", "proto_files", []string{"test.proto"}, "import_paths", []string{dir})
-	tools := expandTools(t, h, sdktest.Call{Config: cfg})
+	tools := expandTools(t, h, adaptertest.Call{Config: cfg})
 	if len(tools) != 1 {
 		t.Fatalf("tools = %v", tools)
 	}
-	wantContains(t, "description", tools[0].GetDescription(), "Echo answers with the request's text")
-	wantContains(t, "input schema", string(tools[0].GetInputSchemaJson()), `"description":"The text to echo."`)
-	if got := invokeOK(t, h, sdktest.Call{Config: cfg, Args: `{"text":"compiled"}`}); got["text"] != "compiled" {
+	wantContains(t, "description", tools[0].Description, "Echo answers with the request's text")
+	wantContains(t, "input schema", string(tools[0].InputSchema), `"description":"The text to echo."`)
+	if got := invokeOK(t, h, adaptertest.Call{Config: cfg, Args: `{"text":"compiled"}`}); got["text"] != "compiled" {
 		t.Errorf("answer = %v", got)
 	}
 
@@ -278,23 +273,23 @@ func TestProtoFiles(t *testing.T) {
 	// An inline source, its imports found on import_paths.
 	src := sources(t)["test.proto"]
 	icfg := ts.cfg("Echo", "proto_source", src, "import_paths", []string{dir})
-	if tools := expandTools(t, h, sdktest.Call{Config: icfg}); len(tools) != 1 || !strings.Contains(tools[0].GetDescription(), "Echo answers") {
+	if tools := expandTools(t, h, adaptertest.Call{Config: icfg}); len(tools) != 1 || !strings.Contains(tools[0].Description, "Echo answers") {
 		t.Fatalf("tools = %v", tools)
 	}
-	if got := invokeOK(t, h, sdktest.Call{Config: icfg, Args: `{"text":"inline"}`}); got["text"] != "inline" {
+	if got := invokeOK(t, h, adaptertest.Call{Config: icfg, Args: `{"text":"inline"}`}); got["text"] != "inline" {
 		t.Errorf("answer = %v", got)
 	}
-	resp := expand(t, h, sdktest.Call{Config: ts.cfg("Echo", "proto_source", "syntax = \"proto3\";\nmessage A { B b = 1; }\n")})
-	wantDiag(t, resp.GetDiagnostics(), "proto_source", "cannot compile", "proto_source.proto:2")
+	resp := expand(t, h, adaptertest.Call{Config: ts.cfg("Echo", "proto_source", "syntax = \"proto3\";\nmessage A { B b = 1; }\n")})
+	wantDiag(t, resp.diags, "proto_source", "cannot compile", "proto_source.proto:2")
 
 	broken := t.TempDir()
 	if err := os.WriteFile(filepath.Join(broken, "broken.proto"), []byte("syntax = \"proto3\";\npackage x;\nmessage A { Missing m = 1; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	resp = expand(t, h, sdktest.Call{Config: ts.cfg("Echo", "proto_files", []string{"broken.proto"}, "import_paths", []string{broken})})
-	wantDiag(t, resp.GetDiagnostics(), "proto_files", "cannot compile", "broken.proto:3", "Missing")
-	resp = expand(t, h, sdktest.Call{Config: ts.cfg("Echo", "proto_files", []string{"absent.proto"}, "import_paths", []string{broken})})
-	wantDiag(t, resp.GetDiagnostics(), "proto_files", "absent.proto")
+	resp = expand(t, h, adaptertest.Call{Config: ts.cfg("Echo", "proto_files", []string{"broken.proto"}, "import_paths", []string{broken})})
+	wantDiag(t, resp.diags, "proto_files", "cannot compile", "broken.proto:3", "Missing")
+	resp = expand(t, h, adaptertest.Call{Config: ts.cfg("Echo", "proto_files", []string{"absent.proto"}, "import_paths", []string{broken})})
+	wantDiag(t, resp.diags, "proto_files", "absent.proto")
 }
 
 // TestServiceImport: one entry, one tool per method, with MCP-safe names.
@@ -303,40 +298,40 @@ func TestServiceImport(t *testing.T) {
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
 	cfg := map[string]any{"target": ts.addr, "service": testService, "metadata": map[string]string{"x-key": "v"}}
-	resp := expand(t, h, sdktest.Call{Operation: "test", Config: cfg})
+	resp := expand(t, h, adaptertest.Call{Operation: "test", Config: cfg})
 	var names []string
-	byName := map[string]*adapterv1.Tool{}
-	for _, tool := range resp.GetTools() {
-		names = append(names, tool.GetName())
-		byName[tool.GetName()] = tool
+	byName := map[string]sdk.Tool{}
+	for _, tool := range resp.tools {
+		names = append(names, tool.Name)
+		byName[tool.Name] = tool
 	}
 	want := []string{"test_echo", "test_fail", "test_sleep", "test_big", "test_zoo", "test_now", "test_upper", "test_legacy", "test_old_echo"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 	var warnings []string
-	for _, d := range resp.GetDiagnostics() {
-		if d.GetSeverity() != sdk.SeverityWarning {
+	for _, d := range resp.diags {
+		if d.Severity != sdk.SeverityWarning {
 			t.Errorf("diagnostic %v", d)
 		}
-		warnings = append(warnings, d.GetMessage())
+		warnings = append(warnings, d.Message)
 	}
 	all := strings.Join(warnings, "\n")
 	wantContains(t, "warnings", all, "Count is a server-streaming method: serve it with mode: window",
 
 		"Upload is a client-streaming method", "Chat is a bidirectional-streaming method")
-	wantContains(t, "deprecated description", byName["test_old_echo"].GetDescription(), "Deprecated.")
+	wantContains(t, "deprecated description", byName["test_old_echo"].Description, "Deprecated.")
 
 	// The derived config names the method and keeps the rest.
 	echo := byName["test_echo"]
 	var derived map[string]any
-	if err := json.Unmarshal(echo.GetConfigJson(), &derived); err != nil {
+	if err := json.Unmarshal(echo.Config, &derived); err != nil {
 		t.Fatal(err)
 	}
 	if derived["method"] != testService+"/Echo" || derived["service"] != nil || derived["metadata"] == nil {
 		t.Errorf("derived config = %v", derived)
 	}
-	got := invokeOK(t, h, sdktest.Call{Config: echo.GetConfigJson(), Args: `{"text":"via import"}`})
+	got := invokeOK(t, h, adaptertest.Call{Config: echo.Config, Args: `{"text":"via import"}`})
 	if got["text"] != "via import" {
 		t.Errorf("answer = %v", got)
 	}
@@ -344,34 +339,30 @@ func TestServiceImport(t *testing.T) {
 	// methods filters; tool_prefix renames.
 	cfg["methods"] = []string{"Echo", "Upper"}
 	cfg["tool_prefix"] = "t."
-	tools := expandTools(t, h, sdktest.Call{Operation: "test", Config: cfg})
-	if len(tools) != 2 || tools[0].GetName() != "t.echo" || tools[1].GetName() != "t.upper" {
+	tools := expandTools(t, h, adaptertest.Call{Operation: "test", Config: cfg})
+	if len(tools) != 2 || tools[0].Name != "t.echo" || tools[1].Name != "t.upper" {
 		t.Errorf("tools = %v", tools)
 	}
 	cfg["methods"] = []string{"Echo", "Nope"}
-	wantDiag(t, expand(t, h, sdktest.Call{Operation: "test", Config: cfg}).GetDiagnostics(), "methods[1]", "has no method Nope")
+	wantDiag(t, expand(t, h, adaptertest.Call{Operation: "test", Config: cfg}).diags, "methods[1]", "has no method Nope")
 
 	// In window mode only the server-streaming methods are tools.
 	delete(cfg, "methods")
-	req := &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{Name: "w", ConfigJson: mustJSON(t, cfg), Mode: sdk.ModeWindow}}
-	wresp, err := h.Client.ExpandOperation(ctxT(t), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wresp := expand(t, h, adaptertest.Call{Operation: "w", Config: cfg, Mode: sdk.ModeWindow})
 	names = nil
-	for _, tool := range wresp.GetTools() {
-		names = append(names, tool.GetName())
-		if len(tool.GetOutputSchemaJson()) != 0 {
-			t.Errorf("%s: a stream tool has no output schema of its own", tool.GetName())
+	for _, tool := range wresp.tools {
+		names = append(names, tool.Name)
+		if len(tool.OutputSchema) != 0 {
+			t.Errorf("%s: a stream tool has no output schema of its own", tool.Name)
 		}
-		wantContains(t, "description", tool.GetDescription(), "Server-streaming: each crank.test.v1.Tick message")
+		wantContains(t, "description", tool.Description, "Server-streaming: each crank.test.v1.Tick message")
 	}
 	if !slices.Equal(names, []string{"t.count", "t.forever"}) {
 		t.Errorf("window tools = %v", names)
 	}
 	warnings = nil
-	for _, d := range wresp.GetDiagnostics() {
-		warnings = append(warnings, d.GetMessage())
+	for _, d := range wresp.diags {
+		warnings = append(warnings, d.Message)
 	}
 	wantContains(t, "window warnings", strings.Join(warnings, "\n"),
 		"Echo is a unary method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)")
@@ -385,42 +376,35 @@ func TestModesAndStreamingKinds(t *testing.T) {
 	h := newHarness(t)
 	for _, tc := range []struct {
 		method string
-		mode   adapterv1.ExecutionMode
+		mode   sdk.Mode
 		want   string
 	}{
 		{"Upload", sdk.ModeUnary, "Upload is a client-streaming method; the grpc adapter serves unary and server-streaming methods only"},
 		{"Chat", sdk.ModeWindow, "Chat is a bidirectional-streaming method"},
 		{"Count", sdk.ModeUnary, "Count is a server-streaming method: serve it with mode: window"},
 	} {
-		req := &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg(tc.method)), Mode: tc.mode}}
-		resp, err := h.Client.ExpandOperation(ctxT(t), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantDiag(t, resp.GetDiagnostics(), "method", tc.want)
+		wantDiag(t, expand(t, h, adaptertest.Call{Config: ts.cfg(tc.method), Mode: tc.mode}).diags, "method", tc.want)
 	}
-	req := &adapterv1.ValidateOperationRequest{Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Echo")), Mode: sdk.ModeSession}}
-	resp, err := h.Client.ValidateOperation(ctxT(t), req)
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: ts.cfg("Echo"), Mode: sdk.ModeSession})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDiag(t, resp.GetDiagnostics(), "", "serves modes unary and window, not session")
+	wantDiag(t, diags, "", "serves modes unary and window, not session")
 
 	// A unary method in a window is polled (transport_behavior:
 	// request_response): a method entry may ask for it.
-	req2 := &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Echo")), Mode: sdk.ModeWindow}}
-	if resp, err := h.Client.ExpandOperation(ctxT(t), req2); err != nil || len(resp.GetTools()) != 1 {
-		t.Errorf("a unary method in window mode: %v %v", resp, err)
+	if tools, _, err := h.Expand(ctxT(t), adaptertest.Call{Config: ts.cfg("Echo"), Mode: sdk.ModeWindow}); err != nil || len(tools) != 1 {
+		t.Errorf("a unary method in window mode: %v %v", tools, err)
 	}
 
 	// Invoke (a call, or a window's poll) refuses a streaming method.
-	ue := invokeErr(t, h, sdktest.Call{Config: ts.cfg("Count")})
-	if ue.GetKind() != sdk.KindInvalidArgument {
-		t.Errorf("kind = %v", ue.GetKind())
+	ue := invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Count")})
+	if ue.Kind != sdk.KindInvalidArgument {
+		t.Errorf("kind = %v", ue.Kind)
 	}
-	wantContains(t, "message", ue.GetMessage(), "is read as a stream (mode: window with transport_behavior: server_stream)")
-	ue = invokeErr(t, h, sdktest.Call{Config: ts.cfg("Upload")})
-	wantContains(t, "message", ue.GetMessage(), "Upload is a client-streaming method")
+	wantContains(t, "message", ue.Message, "is read as a stream (mode: window with transport_behavior: server_stream)")
+	ue = invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Upload")})
+	wantContains(t, "message", ue.Message, "Upload is a client-streaming method")
 }
 
 // TestStatusMapping: every gRPC status code becomes a clear tool error.
@@ -435,9 +419,9 @@ func TestStatusMapping(t *testing.T) {
 			name = "CANCELLED"
 		}
 		t.Run(name, func(t *testing.T) {
-			ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"code": name, "message": "told to fail"}})
-			if ue.GetStatus() != name {
-				t.Errorf("status = %q, want %q", ue.GetStatus(), name)
+			ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"code": name, "message": "told to fail"}})
+			if ue.Status != name {
+				t.Errorf("status = %q, want %q", ue.Status, name)
 			}
 			wantKind := sdk.KindUpstreamStatus
 			switch code {
@@ -446,22 +430,33 @@ func TestStatusMapping(t *testing.T) {
 			case codes.Unavailable:
 				wantKind = sdk.KindTransport
 			}
-			if ue.GetKind() != wantKind {
-				t.Errorf("kind = %v, want %v", ue.GetKind(), wantKind)
+			if ue.Kind != wantKind {
+				t.Errorf("kind = %v, want %v", ue.Kind, wantKind)
 			}
-			wantContains(t, "message", ue.GetMessage(), name, "told to fail")
+			wantContains(t, "message", ue.Message, name, "told to fail")
 			wantRetry := code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.ResourceExhausted || code == codes.Aborted
-			if ue.GetRetryable() != wantRetry {
-				t.Errorf("retryable = %v", ue.GetRetryable())
+			if ue.Retryable != wantRetry {
+				t.Errorf("retryable = %v", ue.Retryable)
 			}
-			wantContains(t, "upstream", ue.GetUpstream(), "gRPC crank.test.v1.Test/Fail at "+ts.addr)
+			switch code {
+			case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied, codes.Unauthenticated,
+				codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+				if !ue.Rejected {
+					t.Error("not rejected")
+				}
+			default:
+				if ue.Rejected {
+					t.Error("rejected")
+				}
+			}
+			wantContains(t, "upstream", ue.Upstream, "gRPC crank.test.v1.Test/Fail at "+ts.addr)
 			var detail struct {
 				Code       string `json:"code"`
 				CodeNumber int    `json:"code_number"`
 				Message    string `json:"message"`
 			}
-			if err := json.Unmarshal(ue.GetDetailJson(), &detail); err != nil {
-				t.Fatalf("detail %q: %v", ue.GetDetailJson(), err)
+			if err := json.Unmarshal(ue.Detail, &detail); err != nil {
+				t.Fatalf("detail %q: %v", ue.Detail, err)
 			}
 			if detail.Code != name || detail.CodeNumber != int(code) || detail.Message != "told to fail" {
 				t.Errorf("detail = %+v", detail)
@@ -469,12 +464,12 @@ func TestStatusMapping(t *testing.T) {
 		})
 	}
 	t.Run("details", func(t *testing.T) {
-		ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"code": "NOT_FOUND", "message": "no user 42", "with_details": true}})
-		wantContains(t, "detail", string(ue.GetDetailJson()),
+		ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"code": "NOT_FOUND", "message": "no user 42", "with_details": true}})
+		wantContains(t, "detail", string(ue.Detail),
 			`"@type":"type.googleapis.com/google.rpc.ErrorInfo"`, `"reason":"USER_MISSING"`,
 			`"@type":"type.googleapis.com/google.rpc.BadRequest"`, `"field_violations":[{"field":"id","description":"no such id"}]`)
-		if ue.GetMessage() != "NOT_FOUND: no user 42" {
-			t.Errorf("message = %q", ue.GetMessage())
+		if ue.Message != "NOT_FOUND: no user 42" {
+			t.Errorf("message = %q", ue.Message)
 		}
 	})
 }
@@ -485,14 +480,14 @@ func TestDeadline(t *testing.T) {
 	t.Parallel()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
-	expandTools(t, h, sdktest.Call{Config: ts.cfg("Sleep")}) // descriptors loaded before the clock starts
+	expandTools(t, h, adaptertest.Call{Config: ts.cfg("Sleep")}) // descriptors loaded before the clock starts
 
 	start := time.Now()
-	ue := invokeErr(t, h, sdktest.Call{Config: ts.cfg("Sleep"), Args: `{"ms": 10000}`, Timeout: 300 * time.Millisecond})
-	if ue.GetKind() != sdk.KindTimeout || ue.GetStatus() != "DEADLINE_EXCEEDED" || !ue.GetRetryable() {
-		t.Errorf("error = %s", prototext.Format(ue))
+	ue := invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Sleep"), Args: `{"ms": 10000}`, Timeout: 300 * time.Millisecond})
+	if ue.Kind != sdk.KindTimeout || ue.Status != "DEADLINE_EXCEEDED" || !ue.Retryable {
+		t.Errorf("error = %+v", ue)
 	}
-	wantContains(t, "message", ue.GetMessage(), "did not answer within 300ms")
+	wantContains(t, "message", ue.Message, "did not answer within 300ms")
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("the call took %v", time.Since(start))
 	}
@@ -504,8 +499,8 @@ func TestDeadline(t *testing.T) {
 	ts.waitEnded(t, "Sleep")
 
 	// The config's timeout applies when the host sets none.
-	ue = invokeErr(t, h, sdktest.Call{Config: ts.cfg("Sleep", "timeout", "200ms"), Args: `{"ms": 10000}`})
-	wantContains(t, "message", ue.GetMessage(), "within 200ms")
+	ue = invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Sleep", "timeout", "200ms"), Args: `{"ms": 10000}`})
+	wantContains(t, "message", ue.Message, "within 200ms")
 	if d := <-ts.deadlines; d <= 0 || d > 200*time.Millisecond {
 		t.Errorf("the server's deadline was %v away, want ≤200ms", d)
 	}
@@ -524,16 +519,16 @@ func TestUnavailable(t *testing.T) {
 	set := writeDescriptorSet(t, dir)
 	h := newHarness(t)
 	cfg := map[string]any{"target": addr, "method": testService + "/Echo", "descriptor_set": set}
-	ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: `{}`})
-	if ue.GetKind() != sdk.KindTransport || ue.GetStatus() != "UNAVAILABLE" || !ue.GetRetryable() {
-		t.Errorf("error = %s", prototext.Format(ue))
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{}`})
+	if ue.Kind != sdk.KindTransport || ue.Status != "UNAVAILABLE" || !ue.Retryable {
+		t.Errorf("error = %+v", ue)
 	}
-	wantContains(t, "message", ue.GetMessage(), "UNAVAILABLE: cannot connect to "+addr+": connection refused")
+	wantContains(t, "message", ue.Message, "UNAVAILABLE: cannot connect to "+addr+": connection refused")
 
 	// Reflection against a server that is down fails the load, naming the
 	// target.
 	delete(cfg, "descriptor_set")
-	wantDiag(t, expand(t, h, sdktest.Call{Config: cfg}).GetDiagnostics(), "target", "cannot reach "+addr, "connection refused")
+	wantDiag(t, expand(t, h, adaptertest.Call{Config: cfg}).diags, "target", "cannot reach "+addr, "connection refused")
 }
 
 // TestCancel: cancelling the host's call cancels the upstream call.
@@ -541,17 +536,17 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
-	expandTools(t, h, sdktest.Call{Config: ts.cfg("Sleep")})
+	expandTools(t, h, adaptertest.Call{Config: ts.cfg("Sleep")})
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := h.Invoke(ctx, sdktest.Call{Config: ts.cfg("Sleep"), Args: `{"ms": 10000}`})
+		_, _, err := h.Invoke(ctx, adaptertest.Call{Config: ts.cfg("Sleep"), Args: `{"ms": 10000}`})
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	wantContains(t, "server end", ts.waitEnded(t, "Sleep"), "context canceled")
-	if err := <-done; status.Code(err) != codes.Canceled {
+	if err := <-done; client.CodeOf(err) != client.Cancelled {
 		t.Errorf("host side: %v", err)
 	}
 
@@ -587,11 +582,11 @@ func TestConversionErrors(t *testing.T) {
 		{`{"nope": 1}`, "argument nope: unknown field of crank.test.zoo.Zoo"},
 		{`[1]`, "arguments: must be a JSON object"},
 	} {
-		ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: tc.args})
-		if ue.GetKind() != sdk.KindInvalidArgument {
-			t.Errorf("%s: kind %v", tc.args, ue.GetKind())
+		ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: tc.args})
+		if ue.Kind != sdk.KindInvalidArgument {
+			t.Errorf("%s: kind %v", tc.args, ue.Kind)
 		}
-		wantContains(t, tc.args, ue.GetMessage(), tc.want)
+		wantContains(t, tc.args, ue.Message, tc.want)
 	}
 }
 
@@ -601,22 +596,22 @@ func TestWrappedTypes(t *testing.T) {
 	t.Parallel()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
-	tools := expandTools(t, h, sdktest.Call{Config: ts.cfg("Upper")})
-	if got := string(tools[0].GetInputSchemaJson()); got != `{"additionalProperties":false,"properties":{"value":{"type":"string"}},"required":["value"],"type":"object"}` {
+	tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Upper")})
+	if got := string(tools[0].InputSchema); got != `{"additionalProperties":false,"properties":{"value":{"type":"string"}},"required":["value"],"type":"object"}` {
 		t.Errorf("input schema = %s", got)
 	}
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Config: ts.cfg("Upper"), Args: `{"value":"shout"}`})
-	if err != nil || ue != nil || string(res.GetStructuredJson()) != `"SHOUT"` {
-		t.Fatalf("invoke: %v %v %s", err, ue, res.GetStructuredJson())
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: ts.cfg("Upper"), Args: `{"value":"shout"}`})
+	if err != nil || ue != nil || string(res.Structured) != `"SHOUT"` {
+		t.Fatalf("invoke: %v %v %s", err, ue, res.Structured)
 	}
-	tools = expandTools(t, h, sdktest.Call{Config: ts.cfg("Now")})
-	wantContains(t, "output schema", string(tools[0].GetOutputSchemaJson()), `"result":{"description":"An RFC 3339 timestamp`, `"required":["result"]`)
-	res, _, _ = h.Invoke(ctxT(t), sdktest.Call{Config: ts.cfg("Now")})
-	if string(res.GetStructuredJson()) != `"2024-05-01T12:00:00Z"` {
-		t.Errorf("now = %s", res.GetStructuredJson())
+	tools = expandTools(t, h, adaptertest.Call{Config: ts.cfg("Now")})
+	wantContains(t, "output schema", string(tools[0].OutputSchema), `"result":{"description":"An RFC 3339 timestamp`, `"required":["result"]`)
+	res, _, _ = h.Invoke(ctxT(t), adaptertest.Call{Config: ts.cfg("Now")})
+	if string(res.Structured) != `"2024-05-01T12:00:00Z"` {
+		t.Errorf("now = %s", res.Structured)
 	}
-	ue = invokeErr(t, h, sdktest.Call{Config: ts.cfg("Upper"), Args: `{}`})
-	wantContains(t, "message", ue.GetMessage(), "argument value: required")
+	ue = invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Upper"), Args: `{}`})
+	wantContains(t, "message", ue.Message, "argument value: required")
 }
 
 func TestMaxResponseBytes(t *testing.T) {
@@ -624,14 +619,14 @@ func TestMaxResponseBytes(t *testing.T) {
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
 	cfg := ts.cfg("Big", "max_response_bytes", 1000)
-	if got := invokeOK(t, h, sdktest.Call{Config: cfg, Args: `{"bytes": 900}`}); len(got["text"].(string)) != 900 {
+	if got := invokeOK(t, h, adaptertest.Call{Config: cfg, Args: `{"bytes": 900}`}); len(got["text"].(string)) != 900 {
 		t.Errorf("short answer cut")
 	}
-	ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: `{"bytes": 5000}`})
-	if ue.GetKind() != sdk.KindBadResponse {
-		t.Errorf("kind = %v", ue.GetKind())
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{"bytes": 5000}`})
+	if ue.Kind != sdk.KindBadResponse {
+		t.Errorf("kind = %v", ue.Kind)
 	}
-	wantContains(t, "message", ue.GetMessage(), "larger than max_response_bytes (1000 bytes)")
+	wantContains(t, "message", ue.Message, "larger than max_response_bytes (1000 bytes)")
 }
 
 // TestConfigDiagnostics: every config error names its field and never
@@ -679,27 +674,27 @@ func TestConfigDiagnostics(t *testing.T) {
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "emit_defaults": "yes"}`, "emit_defaults", "true or false"},
 		{`[1]`, "", "must be a JSON object"},
 	} {
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: tc.cfg})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: tc.cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d := wantDiag(t, diags, tc.field, tc.want)
 		for _, x := range diags {
-			if strings.Contains(x.GetMessage(), secret) {
-				t.Errorf("%s: diagnostic quotes a secret: %q", tc.cfg, x.GetMessage())
+			if strings.Contains(x.Message, secret) {
+				t.Errorf("%s: diagnostic quotes a secret: %q", tc.cfg, x.Message)
 			}
 		}
 		_ = d
 		// Invoke refuses the same config with the same words.
-		ue := invokeErr(t, h, sdktest.Call{Config: tc.cfg})
-		if ue.GetKind() != sdk.KindInvalidArgument || strings.Contains(ue.GetMessage(), secret) {
-			t.Errorf("%s: invoke error %s", tc.cfg, prototext.Format(ue))
+		ue := invokeErr(t, h, adaptertest.Call{Config: tc.cfg})
+		if ue.Kind != sdk.KindInvalidArgument || strings.Contains(ue.Message, secret) {
+			t.Errorf("%s: invoke error %+v", tc.cfg, ue)
 		}
 	}
 
 	// A plaintext non-loopback target is a warning.
-	diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: `{"target": "api.example.com:443", "method": "a.B/C", "plaintext": true}`})
-	if len(diags) != 1 || diags[0].GetSeverity() != sdk.SeverityWarning || diags[0].GetField() != "plaintext" {
+	diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: `{"target": "api.example.com:443", "method": "a.B/C", "plaintext": true}`})
+	if len(diags) != 1 || diags[0].Severity != sdk.SeverityWarning || diags[0].Field != "plaintext" {
 		t.Errorf("diagnostics = %v", diags)
 	}
 	// Good configs.
@@ -708,7 +703,7 @@ func TestConfigDiagnostics(t *testing.T) {
 		`{"target": "unix:///run/api.sock", "method": "a.B.C"}`,
 		`{"target": "[::1]:50051", "service": "a.B", "methods": ["C"], "tool_prefix": ""}`,
 	} {
-		if diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: good}); len(diags) != 0 {
+		if diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: good}); len(diags) != 0 {
 			t.Errorf("%s: %v", good, diags)
 		}
 	}
@@ -725,14 +720,14 @@ func TestSecretsStayOut(t *testing.T) {
 	set := writeDescriptorSet(t, t.TempDir())
 	cfg := map[string]any{"target": addr, "method": testService + "/Echo", "descriptor_set": set,
 		"metadata": map[string]string{"authorization": secret}}
-	ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: `{}`})
-	if s := prototext.Format(ue); strings.Contains(s, "tok-9f8e7d6c5b4a") {
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{}`})
+	if s := dump(ue); strings.Contains(s, "tok-9f8e7d6c5b4a") {
 		t.Errorf("error quotes the secret: %s", s)
 	}
 	delete(cfg, "descriptor_set")
-	for _, d := range expand(t, h, sdktest.Call{Config: cfg}).GetDiagnostics() {
-		if strings.Contains(d.GetMessage(), "tok-9f8e7d6c5b4a") {
-			t.Errorf("diagnostic quotes the secret: %s", d.GetMessage())
+	for _, d := range expand(t, h, adaptertest.Call{Config: cfg}).diags {
+		if strings.Contains(d.Message, "tok-9f8e7d6c5b4a") {
+			t.Errorf("diagnostic quotes the secret: %s", d.Message)
 		}
 	}
 }

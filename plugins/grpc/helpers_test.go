@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -25,8 +24,7 @@ import (
 	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 const testService = "crank.test.v1.Test"
@@ -286,9 +284,9 @@ func (ts *testServer) waitEnded(t testing.TB, prefix string) string {
 	}
 }
 
-func newHarness(t testing.TB) *sdktest.Harness {
+func newHarness(t testing.TB) *adaptertest.Harness {
 	t.Helper()
-	return sdktest.New(t, grpcadapter.New())
+	return adaptertest.New(t, grpcadapter.New())
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -306,71 +304,86 @@ func (ts *testServer) cfg(method string, extra ...any) map[string]any {
 	return c
 }
 
-func invokeOK(t *testing.T, h *sdktest.Harness, c sdktest.Call) map[string]any {
+func invokeOK(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) map[string]any {
 	t.Helper()
 	res, ue, err := h.Invoke(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue != nil {
-		t.Fatalf("invoke: upstream error: %s", prototext.Format(ue))
+		t.Fatalf("invoke: upstream error: %+v", ue)
 	}
 	var out map[string]any
-	if err := json.Unmarshal(res.GetStructuredJson(), &out); err != nil {
-		t.Fatalf("result %q: %v", res.GetStructuredJson(), err)
+	if err := json.Unmarshal(res.Structured, &out); err != nil {
+		t.Fatalf("result %q: %v", res.Structured, err)
 	}
 	return out
 }
 
-func invokeErr(t *testing.T, h *sdktest.Harness, c sdktest.Call) *adapterv1.UpstreamError {
+func invokeErr(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) *sdk.UpstreamError {
 	t.Helper()
 	res, ue, err := h.Invoke(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue == nil {
-		t.Fatalf("invoke: want an upstream error, got %s", prototext.Format(res))
+		t.Fatalf("invoke: want an upstream error, got %+v", res)
 	}
 	return ue
 }
 
-func expand(t *testing.T, h *sdktest.Harness, c sdktest.Call) *adapterv1.ExpandOperationResponse {
+// expansion is what an entry expands to.
+type expansion struct {
+	tools []sdk.Tool
+	diags []sdk.Diagnostic
+}
+
+func expand(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) expansion {
 	t.Helper()
-	resp, err := h.Expand(ctxT(t), c)
+	tools, diags, err := h.Expand(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("expand: %v", err)
 	}
-	return resp
+	return expansion{tools, diags}
 }
 
 // expandTools expands and requires no error diagnostics.
-func expandTools(t *testing.T, h *sdktest.Harness, c sdktest.Call) []*adapterv1.Tool {
+func expandTools(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) []sdk.Tool {
 	t.Helper()
 	resp := expand(t, h, c)
-	for _, d := range resp.GetDiagnostics() {
-		if d.GetSeverity() == sdk.SeverityError {
-			t.Fatalf("expand: %s: %s", d.GetField(), d.GetMessage())
+	for _, d := range resp.diags {
+		if d.Severity == sdk.SeverityError {
+			t.Fatalf("expand: %s: %s", d.Field, d.Message)
 		}
 	}
-	return resp.GetTools()
+	return resp.tools
 }
 
 // wantDiag requires an error diagnostic on field whose message holds subs.
-func wantDiag(t *testing.T, diags []*adapterv1.Diagnostic, field string, subs ...string) *adapterv1.Diagnostic {
+func wantDiag(t *testing.T, diags []sdk.Diagnostic, field string, subs ...string) sdk.Diagnostic {
 	t.Helper()
 	for _, d := range diags {
-		if d.GetField() == field && d.GetSeverity() == sdk.SeverityError {
+		if d.Field == field && d.Severity == sdk.SeverityError {
 			for _, s := range subs {
-				if !strings.Contains(d.GetMessage(), s) {
-					t.Errorf("diagnostic %s = %q, want it to contain %q", field, d.GetMessage(), s)
+				if !strings.Contains(d.Message, s) {
+					t.Errorf("diagnostic %s = %q, want it to contain %q", field, d.Message, s)
 				}
 			}
 			return d
 		}
 	}
 	t.Fatalf("no error diagnostic on %q in %v", field, diags)
-	return nil
+	return sdk.Diagnostic{}
 }
+
+// dump renders v as JSON, for checking that no secret leaks into it.
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isTrue reads an annotation: nil is not said.
+func isTrue(b *bool) bool { return b != nil && *b }
 
 func wantContains(t *testing.T, what, s string, subs ...string) {
 	t.Helper()

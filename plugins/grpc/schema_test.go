@@ -12,15 +12,15 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // schemasOf expands a method entry compiled from the test protos (so
 // comments become descriptions) and returns its tool.
-func schemasOf(t *testing.T, method string, extra ...any) *adapterv1.Tool {
+func schemasOf(t *testing.T, method string, extra ...any) sdk.Tool {
 	t.Helper()
 	h := newHarness(t)
 	cfg := map[string]any{"target": "127.0.0.1:1", "method": testService + "/" + method,
@@ -28,7 +28,7 @@ func schemasOf(t *testing.T, method string, extra ...any) *adapterv1.Tool {
 	for i := 0; i+1 < len(extra); i += 2 {
 		cfg[extra[i].(string)] = extra[i+1]
 	}
-	tools := expandTools(t, h, sdktest.Call{Config: cfg})
+	tools := expandTools(t, h, adaptertest.Call{Config: cfg})
 	if len(tools) != 1 {
 		t.Fatalf("tools = %v", tools)
 	}
@@ -64,15 +64,15 @@ func golden(t *testing.T, name string, got []byte) {
 func TestSchemaGolden(t *testing.T) {
 	t.Parallel()
 	zoo := schemasOf(t, "Zoo")
-	golden(t, "zoo.input.json", zoo.GetInputSchemaJson())
-	golden(t, "zoo.output.json", zoo.GetOutputSchemaJson())
-	golden(t, "zoo.input.json_names.json", schemasOf(t, "Zoo", "field_names", "json").GetInputSchemaJson())
+	golden(t, "zoo.input.json", zoo.InputSchema)
+	golden(t, "zoo.output.json", zoo.OutputSchema)
+	golden(t, "zoo.input.json_names.json", schemasOf(t, "Zoo", "field_names", "json").InputSchema)
 	legacy := schemasOf(t, "Legacy")
-	golden(t, "legacy.input.json", legacy.GetInputSchemaJson())
-	golden(t, "legacy.output.json", legacy.GetOutputSchemaJson())
+	golden(t, "legacy.input.json", legacy.InputSchema)
+	golden(t, "legacy.output.json", legacy.OutputSchema)
 	echo := schemasOf(t, "Echo")
-	golden(t, "echo.input.json", echo.GetInputSchemaJson())
-	golden(t, "echo.output.json", echo.GetOutputSchemaJson())
+	golden(t, "echo.input.json", echo.InputSchema)
+	golden(t, "echo.output.json", echo.OutputSchema)
 }
 
 func resolve(t *testing.T, raw []byte) *jsonschema.Resolved {
@@ -130,17 +130,17 @@ func TestSchemaMatchesProtojson(t *testing.T) {
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
 	cfg := ts.cfg("Zoo")
-	tools := expandTools(t, h, sdktest.Call{Config: cfg})
-	in, out := resolve(t, tools[0].GetInputSchemaJson()), resolve(t, tools[0].GetOutputSchemaJson())
+	tools := expandTools(t, h, adaptertest.Call{Config: cfg})
+	in, out := resolve(t, tools[0].InputSchema), resolve(t, tools[0].OutputSchema)
 
 	if err := validate(in, zooArgs); err != nil {
 		t.Fatalf("the input schema refuses the zoo: %v", err)
 	}
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Config: cfg, Args: zooArgs})
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: zooArgs})
 	if err != nil || ue != nil {
 		t.Fatalf("invoke: %v %v", err, ue)
 	}
-	answer := string(res.GetStructuredJson())
+	answer := string(res.Structured)
 	if err := validate(out, answer); err != nil {
 		t.Fatalf("the output schema refuses the answer %s: %v", answer, err)
 	}
@@ -152,21 +152,21 @@ func TestSchemaMatchesProtojson(t *testing.T) {
 		}
 	}
 	// The empty zoo's answer (defaults emitted) matches too.
-	res, _, _ = h.Invoke(ctxT(t), sdktest.Call{Config: cfg, Args: `{}`})
-	if err := validate(out, string(res.GetStructuredJson())); err != nil {
-		t.Errorf("the output schema refuses the empty answer %s: %v", res.GetStructuredJson(), err)
+	res, _, _ = h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{}`})
+	if err := validate(out, string(res.Structured)); err != nil {
+		t.Errorf("the output schema refuses the empty answer %s: %v", res.Structured, err)
 	}
 	// The JSON-names flavour accepts lowerCamelCase and answers with it.
 	jcfg := ts.cfg("Zoo", "field_names", "json")
-	jtools := expandTools(t, h, sdktest.Call{Config: jcfg})
-	jin, jout := resolve(t, jtools[0].GetInputSchemaJson()), resolve(t, jtools[0].GetOutputSchemaJson())
+	jtools := expandTools(t, h, adaptertest.Call{Config: jcfg})
+	jin, jout := resolve(t, jtools[0].InputSchema), resolve(t, jtools[0].OutputSchema)
 	jargs := `{"fInt64": "5", "animalsById": {"1": {"name": "x"}}, "wBool": true}`
 	if err := validate(jin, jargs); err != nil {
 		t.Fatal(err)
 	}
-	res, _, _ = h.Invoke(ctxT(t), sdktest.Call{Config: jcfg, Args: jargs})
-	if err := validate(jout, string(res.GetStructuredJson())); err != nil || !strings.Contains(string(res.GetStructuredJson()), `"animalsById":{"1":{"name":"x"`) {
-		t.Errorf("json-names answer %s: %v", res.GetStructuredJson(), err)
+	res, _, _ = h.Invoke(ctxT(t), adaptertest.Call{Config: jcfg, Args: jargs})
+	if err := validate(jout, string(res.Structured)); err != nil || !strings.Contains(string(res.Structured), `"animalsById":{"1":{"name":"x"`) {
+		t.Errorf("json-names answer %s: %v", res.Structured, err)
 	}
 
 	// What the schema refuses, by the host's validation.
@@ -191,13 +191,13 @@ func TestSchemaMatchesProtojson(t *testing.T) {
 		}
 	}
 	// Legacy: proto2 required.
-	ltools := expandTools(t, h, sdktest.Call{Config: ts.cfg("Legacy")})
-	lin := resolve(t, ltools[0].GetInputSchemaJson())
+	ltools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Legacy")})
+	lin := resolve(t, ltools[0].InputSchema)
 	if validate(lin, `{"n": 1}`) == nil {
 		t.Error("a missing required field is accepted")
 	}
-	res, ue, _ = h.Invoke(ctxT(t), sdktest.Call{Config: ts.cfg("Legacy"), Args: `{"id": "a", "extra": {"note": "n"}}`})
-	if ue != nil || !strings.Contains(string(res.GetStructuredJson()), `"id":"a"`) {
-		t.Errorf("legacy: %v %s", ue, res.GetStructuredJson())
+	res, ue, _ = h.Invoke(ctxT(t), adaptertest.Call{Config: ts.cfg("Legacy"), Args: `{"id": "a", "extra": {"note": "n"}}`})
+	if ue != nil || !strings.Contains(string(res.Structured), `"id":"a"`) {
+		t.Errorf("legacy: %v %s", ue, res.Structured)
 	}
 }

@@ -7,19 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
-
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // The host's window engine reads an adapter's Stream and cuts it at its
 // limits (items, duration) by cancelling the call, or sees it end. These
-// tests play that part through sdktest: max events is max_items, the
+// tests play that part through adaptertest: max events is max_items, the
 // context's deadline the window's duration.
 
 type tick struct {
@@ -27,19 +23,19 @@ type tick struct {
 	At string `json:"at"`
 }
 
-func items(t *testing.T, events []*adapterv1.StreamEvent) []tick {
+func items(t *testing.T, events []client.Event) []tick {
 	t.Helper()
 	var out []tick
 	for i, ev := range events {
-		it := ev.GetItem()
-		if it == nil {
+		if ev.Kind != client.EventItem {
 			continue
 		}
+		it := ev.Item
 		var tk tick
-		if err := json.Unmarshal(it.GetDataJson(), &tk); err != nil {
-			t.Fatalf("item %d: %q: %v", i, it.GetDataJson(), err)
+		if err := json.Unmarshal(it.Data, &tk); err != nil {
+			t.Fatalf("item %d: %q: %v", i, it.Data, err)
 		}
-		if it.GetId() != "" || it.GetCursor() != "" {
+		if it.ID != "" || it.Cursor != "" {
 			t.Errorf("item %d has an id or cursor: gRPC messages have none", i)
 		}
 		out = append(out, tk)
@@ -47,14 +43,12 @@ func items(t *testing.T, events []*adapterv1.StreamEvent) []tick {
 	return out
 }
 
-func streamServer(t *testing.T) (*testServer, *sdktest.Harness) {
+func streamServer(t *testing.T) (*testServer, *adaptertest.Harness) {
 	t.Helper()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
-	req := &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Count")), Mode: sdk.ModeWindow}}
-	resp, err := h.Client.ExpandOperation(ctxT(t), req)
-	if err != nil || len(resp.GetTools()) != 1 {
-		t.Fatalf("expand: %v %v", resp, err)
+	if tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Count"), Mode: sdk.ModeWindow}); len(tools) != 1 {
+		t.Fatalf("expand: %v", tools)
 	}
 	return ts, h
 }
@@ -65,31 +59,30 @@ func TestStreamItemSchema(t *testing.T) {
 	t.Parallel()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	h := newHarness(t)
-	resp, err := h.Client.ExpandOperation(ctxT(t), &adapterv1.ExpandOperationRequest{
-		Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Count")), Mode: sdk.ModeWindow}})
-	if err != nil || len(resp.GetTools()) != 1 {
-		t.Fatalf("expand: %v %v", resp, err)
+	tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Count"), Mode: sdk.ModeWindow})
+	if len(tools) != 1 {
+		t.Fatalf("expand: %v", tools)
 	}
-	tool := resp.GetTools()[0]
-	if len(tool.GetOutputSchemaJson()) != 0 {
-		t.Errorf("a stream tool has an output schema: %s", tool.GetOutputSchemaJson())
+	tool := tools[0]
+	if len(tool.OutputSchema) != 0 {
+		t.Errorf("a stream tool has an output schema: %s", tool.OutputSchema)
 	}
-	item := resolve(t, tool.GetItemSchemaJson())
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": 2}`}, 0)
-	if err != nil {
-		t.Fatal(err)
+	item := resolve(t, tool.ItemSchema)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": 2}`}, 0)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
 	n := 0
 	for _, ev := range events {
-		if it := ev.GetItem(); it != nil {
+		if it := ev.Item; ev.Kind == client.EventItem {
 			n++
-			if err := validate(item, string(it.GetDataJson())); err != nil {
-				t.Errorf("item %s does not match the item schema %s: %v", it.GetDataJson(), tool.GetItemSchemaJson(), err)
+			if err := validate(item, string(it.Data)); err != nil {
+				t.Errorf("item %s does not match the item schema %s: %v", it.Data, tool.ItemSchema, err)
 			}
 		}
 	}
 	if n != 2 || validate(item, `{"n": "x"}`) == nil {
-		t.Errorf("%d items; item schema %s", n, tool.GetItemSchemaJson())
+		t.Errorf("%d items; item schema %s", n, tool.ItemSchema)
 	}
 }
 
@@ -98,15 +91,15 @@ func TestStreamItemSchema(t *testing.T) {
 func TestStreamServerEnds(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": 3}`}, 0)
-	if err != nil {
-		t.Fatal(err)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": 3}`}, 0)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
 	got := items(t, events)
 	if len(got) != 3 || got[0].N != 1 || got[2].N != 3 || got[0].At != "2024-05-01T12:00:01Z" {
 		t.Errorf("items = %+v", got)
 	}
-	if len(events) != 4 || events[3].GetEnd() == nil {
+	if len(events) != 4 || events[3].Kind != client.EventEnd {
 		t.Errorf("events = %v, want 3 items and End", events)
 	}
 }
@@ -116,18 +109,17 @@ func TestStreamServerEnds(t *testing.T) {
 func TestStreamStatusEnds(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": 2, "end_code": "ABORTED"}`}, 0)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": 2, "end_code": "ABORTED"}`}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(items(t, events)) != 2 || len(events) != 3 {
+	if len(items(t, events)) != 2 || len(events) != 2 {
 		t.Fatalf("events = %v", events)
 	}
-	ue := events[2].GetError()
-	if ue == nil || ue.GetStatus() != "ABORTED" || ue.GetKind() != sdk.KindUpstreamStatus || !ue.GetRetryable() {
-		t.Fatalf("last event = %s", prototext.Format(events[2]))
+	if ue == nil || ue.Status != "ABORTED" || ue.Kind != sdk.KindUpstreamStatus || !ue.Retryable {
+		t.Fatalf("upstream error = %+v", ue)
 	}
-	wantContains(t, "message", ue.GetMessage(), "ABORTED: the stream ends with ABORTED")
+	wantContains(t, "message", ue.Message, "ABORTED: the stream ends with ABORTED")
 }
 
 // TestStreamMaxItems: the window takes max_items and cancels; the
@@ -135,9 +127,9 @@ func TestStreamStatusEnds(t *testing.T) {
 func TestStreamMaxItems(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": 1000, "interval_ms": 5}`}, 3)
-	if err != nil {
-		t.Fatal(err)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": 1000, "interval_ms": 5}`}, 3)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
 	if got := items(t, events); len(got) != 3 || got[2].N != 3 {
 		t.Errorf("items = %+v", got)
@@ -153,11 +145,11 @@ func TestStreamDuration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	events, err := h.Stream(ctx, sdktest.Call{Config: ts.cfg("Forever"), Args: `{"interval_ms": 20}`}, 0)
+	events, ue, err := h.Stream(ctx, adaptertest.Call{Config: ts.cfg("Forever"), Args: `{"interval_ms": 20}`}, 0)
 	// The window's deadline travels to the server too; whichever side's
 	// timer fires first, the stream ends with the window's own deadline.
-	if code := status.Code(err); code != codes.DeadlineExceeded {
-		t.Errorf("stream ended with %v (events %v), want the window's deadline", err, events[len(events)-1])
+	if client.CodeOf(err) != client.DeadlineExceeded {
+		t.Errorf("stream ended with %v %v, want the window's deadline", ue, err)
 	}
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Errorf("the window took %v", elapsed)
@@ -174,16 +166,16 @@ func TestStreamCancelMidStream(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
 	ctx, cancel := context.WithCancel(ctxT(t))
-	st, err := h.Client.Stream(ctx, &adapterv1.InvokeRequest{
-		Operation:     &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Forever"))},
-		ArgumentsJson: []byte(`{"interval_ms": 5}`),
+	st, err := h.Client.Stream(ctx, &sdk.Request{
+		Operation: sdk.Operation{Config: mustJSON(t, ts.cfg("Forever"))},
+		Arguments: []byte(`{"interval_ms": 5}`),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
 		ev, err := st.Recv()
-		if err != nil || ev.GetItem() == nil {
+		if err != nil || ev.Kind != client.EventItem {
 			t.Fatalf("event %d: %v %v", i, ev, err)
 		}
 	}
@@ -191,7 +183,7 @@ func TestStreamCancelMidStream(t *testing.T) {
 	wantContains(t, "server end", ts.waitEnded(t, "Forever"), "context canceled")
 	for {
 		if _, err := st.Recv(); err != nil {
-			if status.Code(err) != codes.Canceled {
+			if client.CodeOf(err) != client.Cancelled {
 				t.Errorf("after cancel: %v", err)
 			}
 			break
@@ -205,25 +197,24 @@ func TestStreamRefusals(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
 	for _, tc := range []struct {
-		call sdktest.Call
-		kind adapterv1.UpstreamError_Kind
+		call adaptertest.Call
+		kind sdk.ErrorKind
 		want string
 	}{
-		{sdktest.Call{Config: ts.cfg("Echo")}, sdk.KindInvalidArgument, "Echo is a unary method: it cannot be read as a stream; poll it in a window with transport_behavior: request_response"},
-		{sdktest.Call{Config: ts.cfg("Count"), Args: `{"count": "many"}`}, sdk.KindInvalidArgument, "argument count: invalid value for int32"},
+		{adaptertest.Call{Config: ts.cfg("Echo")}, sdk.KindInvalidArgument, "Echo is a unary method: it cannot be read as a stream; poll it in a window with transport_behavior: request_response"},
+		{adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": "many"}`}, sdk.KindInvalidArgument, "argument count: invalid value for int32"},
 	} {
-		events, err := h.Stream(ctxT(t), tc.call, 0)
+		events, ue, err := h.Stream(ctxT(t), tc.call, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(events) != 1 || events[0].GetError() == nil {
-			t.Fatalf("events = %v", events)
+		if len(events) != 0 || ue == nil {
+			t.Fatalf("events = %v, upstream error %v", events, ue)
 		}
-		ue := events[0].GetError()
-		if ue.GetKind() != tc.kind {
-			t.Errorf("kind = %v", ue.GetKind())
+		if ue.Kind != tc.kind {
+			t.Errorf("kind = %v", ue.Kind)
 		}
-		wantContains(t, "message", ue.GetMessage(), tc.want)
+		wantContains(t, "message", ue.Message, tc.want)
 	}
 }
 
@@ -269,22 +260,22 @@ func (s *countingSender) Gap(string) error { return nil }
 func TestStreamFirstAnswerTimeout(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Timeout: 200 * time.Millisecond,
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Timeout: 200 * time.Millisecond,
 		Args: `{"count": 3, "first_delay_ms": 10000}`}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].GetError().GetKind() != sdk.KindTimeout {
-		t.Fatalf("events = %v", events)
+	if len(events) != 0 || ue == nil || ue.Kind != sdk.KindTimeout {
+		t.Fatalf("events = %v, upstream error %v", events, ue)
 	}
-	wantContains(t, "message", events[0].GetError().GetMessage(), "did not start answering the stream within 200ms")
+	wantContains(t, "message", ue.Message, "did not start answering the stream within 200ms")
 	ts.waitEnded(t, "Count")
 
 	// Once the server answers, slow messages are the host's business.
-	events, err = h.Stream(ctxT(t), sdktest.Call{Config: ts.cfg("Count"), Timeout: 200 * time.Millisecond,
+	events, ue, err = h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Count"), Timeout: 200 * time.Millisecond,
 		Args: `{"count": 3, "interval_ms": 300}`}, 0)
-	if err != nil || len(items(t, events)) != 3 || events[3].GetEnd() == nil {
-		t.Fatalf("events = %v, %v", events, err)
+	if err != nil || ue != nil || len(items(t, events)) != 3 || events[3].Kind != client.EventEnd {
+		t.Fatalf("events = %v, %v %v", events, ue, err)
 	}
 }
 
@@ -294,15 +285,15 @@ func TestStreamCursorField(t *testing.T) {
 	t.Parallel()
 	ts, h := streamServer(t)
 	cfg := ts.cfg("Count", "cursor_field", "after")
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: cfg, Args: `{"count": 2}`, Cursor: "5"}, 0)
-	if err != nil {
-		t.Fatal(err)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"count": 2}`, Cursor: "5"}, 0)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
 	if got := items(t, events); len(got) != 2 || got[0].N != 6 || got[1].N != 7 {
 		t.Errorf("items = %+v, want ticks 6 and 7", got)
 	}
 	// Without a cursor the arguments stand as they are.
-	events, _ = h.Stream(ctxT(t), sdktest.Call{Config: cfg, Args: `{"count": 1, "after": "1"}`}, 0)
+	events, _, _ = h.Stream(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"count": 1, "after": "1"}`}, 0)
 	if got := items(t, events); len(got) != 1 || got[0].N != 2 {
 		t.Errorf("items = %+v", got)
 	}
@@ -312,11 +303,6 @@ func TestStreamCursorField(t *testing.T) {
 		"labels": "labels is a list or map",
 		"1bad":   "must be the name of a field",
 	} {
-		req := &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{ConfigJson: mustJSON(t, ts.cfg("Count", "cursor_field", field)), Mode: sdk.ModeWindow}}
-		resp, err := h.Client.ExpandOperation(ctxT(t), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantDiag(t, resp.GetDiagnostics(), "cursor_field", want)
+		wantDiag(t, expand(t, h, adaptertest.Call{Config: ts.cfg("Count", "cursor_field", field), Mode: sdk.ModeWindow}).diags, "cursor_field", want)
 	}
 }

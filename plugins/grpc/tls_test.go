@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/prototext"
-
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // pki is a throw-away CA with a server and a client certificate, written
@@ -101,21 +99,21 @@ func TestTLS(t *testing.T) {
 
 	ok := func(name string, cfg map[string]any) {
 		t.Run(name, func(t *testing.T) {
-			if tools := expandTools(t, h, sdktest.Call{Config: cfg}); len(tools) != 1 {
+			if tools := expandTools(t, h, adaptertest.Call{Config: cfg}); len(tools) != 1 {
 				t.Fatalf("tools = %v", tools)
 			}
-			if got := invokeOK(t, h, sdktest.Call{Config: cfg, Args: `{"text":"over tls"}`}); got["text"] != "over tls" {
+			if got := invokeOK(t, h, adaptertest.Call{Config: cfg, Args: `{"text":"over tls"}`}); got["text"] != "over tls" {
 				t.Errorf("answer = %v", got)
 			}
 		})
 	}
 	fails := func(name string, cfg map[string]any, want ...string) {
 		t.Run(name, func(t *testing.T) {
-			ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: `{}`})
-			if ue.GetKind() != sdk.KindTransport && ue.GetKind() != sdk.KindUpstreamStatus {
-				t.Errorf("error = %s", prototext.Format(ue))
+			ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{}`})
+			if ue.Kind != sdk.KindTransport && ue.Kind != sdk.KindUpstreamStatus {
+				t.Errorf("error = %+v", ue)
 			}
-			wantContains(t, "message", ue.GetMessage(), want...)
+			wantContains(t, "message", ue.Message, want...)
 		})
 	}
 	set := writeDescriptorSet(t, t.TempDir())
@@ -135,11 +133,11 @@ func TestTLS(t *testing.T) {
 		// With TLS 1.3 the server refuses the missing certificate after
 		// the client's handshake is done: the client sees the alert or a
 		// reset, whichever comes first.
-		ue := invokeErr(t, h, sdktest.Call{Config: mtlsSrv.cfg("Echo", "tls", map[string]any{"ca_file": p.caFile}, "descriptor_set", set), Args: `{}`})
-		msg := ue.GetMessage()
-		if ue.GetKind() != sdk.KindTransport || !strings.Contains(msg, "UNAVAILABLE") || !strings.Contains(msg, mtlsSrv.addr) ||
+		ue := invokeErr(t, h, adaptertest.Call{Config: mtlsSrv.cfg("Echo", "tls", map[string]any{"ca_file": p.caFile}, "descriptor_set", set), Args: `{}`})
+		msg := ue.Message
+		if ue.Kind != sdk.KindTransport || !strings.Contains(msg, "UNAVAILABLE") || !strings.Contains(msg, mtlsSrv.addr) ||
 			!strings.Contains(msg, "certificate required") && !strings.Contains(msg, "closed by the server") {
-			t.Errorf("error = %s", prototext.Format(ue))
+			t.Errorf("error = %+v", ue)
 		}
 	})
 	fails("plaintext to a TLS server", tlsSrv.cfg("Echo", "plaintext", true, "descriptor_set", set),
@@ -148,12 +146,12 @@ func TestTLS(t *testing.T) {
 		"the server does not speak TLS (set plaintext: true)")
 
 	t.Run("bad key material", func(t *testing.T) {
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: tlsSrv.cfg("Echo", "tls", map[string]any{"cert_file": p.certFile, "key_file": p.caFile})})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: tlsSrv.cfg("Echo", "tls", map[string]any{"cert_file": p.certFile, "key_file": p.caFile})})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantDiag(t, diags, "tls.cert_file", "not a usable client certificate and key")
-		diags, _ = h.Validate(ctxT(t), sdktest.Call{Config: tlsSrv.cfg("Echo", "tls", map[string]any{"ca_file": p.keyFile})})
+		diags, _ = h.Validate(ctxT(t), adaptertest.Call{Config: tlsSrv.cfg("Echo", "tls", map[string]any{"ca_file": p.keyFile})})
 		wantDiag(t, diags, "tls.ca_file", "holds no PEM certificate")
 	})
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // The benchmarks call the same loopback server three ways so the adapter's
@@ -18,7 +18,7 @@ import (
 //
 //	BenchmarkDirect         plain net/http client (the floor)
 //	BenchmarkAdapterDirect  the adapter's Invoke in-process (adapter cost)
-//	BenchmarkInvoke         through sdktest, i.e. gRPC over a unix socket
+//	BenchmarkInvoke         through adaptertest: gRPC on a unix socket
 //	                        (adapter + plugin protocol cost)
 
 const benchAnswer = `{"id":42,"name":"Ann","email":"ann@example.com","roles":["admin","dev"],"active":true}`
@@ -45,9 +45,9 @@ var benchArgs = map[string]any{"id": 42, "verbose": true}
 
 func BenchmarkInvoke(b *testing.B) {
 	srv := benchServer(b)
-	h := sdktest.New(b, rest.New())
-	call := sdktest.Call{Config: benchConfig(srv), Args: benchArgs}
-	// Pre-marshal so the benchmark measures the call, not sdktest's JSON.
+	h := adaptertest.New(b, rest.New())
+	call := adaptertest.Call{Config: benchConfig(srv), Args: benchArgs}
+	// Pre-marshal so the benchmark measures the call, not the harness's JSON.
 	cfg, _ := json.Marshal(call.Config)
 	args, _ := json.Marshal(call.Args)
 	call.Config, call.Args = json.RawMessage(cfg), json.RawMessage(args)
@@ -55,7 +55,7 @@ func BenchmarkInvoke(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res, ue, err := h.Invoke(ctx, call)
-		if err != nil || ue != nil || len(res.GetStructuredJson()) != len(benchAnswer) {
+		if err != nil || ue != nil || len(res.Structured) != len(benchAnswer) {
 			b.Fatalf("invoke: %v %v", err, ue)
 		}
 	}
@@ -103,10 +103,10 @@ func BenchmarkDirect(b *testing.B) {
 // BenchmarkInvokeParallel shows the adapter under concurrent load.
 func BenchmarkInvokeParallel(b *testing.B) {
 	srv := benchServer(b)
-	h := sdktest.New(b, rest.New())
+	h := adaptertest.New(b, rest.New())
 	cfg, _ := json.Marshal(benchConfig(srv))
 	args, _ := json.Marshal(benchArgs)
-	call := sdktest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(args)}
+	call := adaptertest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(args)}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()

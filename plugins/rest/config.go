@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Defaults and bounds of an operation.
@@ -451,7 +452,7 @@ func parseQuery(v json.RawMessage, op *operation, d *diags) {
 
 func parseHeaders(v json.RawMessage, op *operation, d *diags) {
 	var list []sdk.Diagnostic
-	op.headers, op.host, list = sdk.StaticHeaders(v)
+	op.headers, op.host, list = httpadapter.StaticHeaders(v)
 	d.Add(list...)
 }
 
@@ -460,12 +461,12 @@ func parseHeaderArgs(obj map[string]string, op *operation, d *diags) {
 	for _, name := range sortedKeys(obj) {
 		field := "header_args." + name
 		arg := strings.TrimSpace(obj[name])
-		if !sdk.ValidHeaderName(name) {
+		if !httpadapter.ValidHeaderName(name) {
 			d.Errorf(field, "not a valid HTTP header name")
 			continue
 		}
 		canon := http.CanonicalHeaderKey(name)
-		if sdk.HopByHopHeader(canon) || canon == "Host" {
+		if httpadapter.HopByHopHeader(canon) || canon == "Host" {
 			d.Errorf(field, "%s is set by the adapter and cannot be configured", canon)
 			continue
 		}

@@ -131,7 +131,7 @@
 //     Message "upstream answered 404 Not Found", Body the first 2 KiB of the
 //     answer (with a note when truncated), Detail
 //     {"status_code","content_type","retry_after"}. Retryable for 429, 502,
-//     503 and 504.
+//     503 and 504; Rejected for the other 4xx but 408.
 //   - KindTransport: the upstream could not be reached or the connection
 //     broke; the message names the host and the reason (connection refused,
 //     DNS lookup failed, TLS handshake failed, connection reset...). Retryable

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // The REST adapter expands an entry whose config is {"openapi": {...}} into
@@ -364,7 +365,7 @@ func prepareCredentials(m map[string]json.RawMessage, d *diags) map[string]*cred
 		f := "openapi.credentials." + name
 		var s string
 		if json.Unmarshal(m[name], &s) == nil {
-			if !sdk.ValidHeaderValue(s) {
+			if !httpadapter.ValidHeaderValue(s) {
 				d.Errorf(f, "contains a control character such as a line break")
 				continue
 			}

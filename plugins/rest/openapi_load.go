@@ -24,6 +24,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Bounds of an OpenAPI document.
@@ -140,7 +141,7 @@ func fetchURL(ctx context.Context, client *http.Client, u *url.URL) ([]byte, err
 		}
 		return nil, fmt.Errorf("cannot fetch %s: %s", safeURL(u), reason)
 	}
-	defer sdk.DrainAndClose(resp.Body)
+	defer httpadapter.DrainAndClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("cannot fetch %s: it answered %s", safeURL(u), resp.Status)
 	}

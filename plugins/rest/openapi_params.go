@@ -10,6 +10,7 @@ import (
 	"github.com/oapi-codegen/runtime"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Parameter styles of OpenAPI 3 (plus "json" for parameters declared with
@@ -171,7 +172,7 @@ func (op *operation) styledHeader(h headerArg, v json.RawMessage) (s string, sty
 	if err != nil {
 		return "", true, op.invalidArg("argument %q (header %s): %v", h.arg, h.name, err)
 	}
-	if !sdk.ValidHeaderValue(s) {
+	if !httpadapter.ValidHeaderValue(s) {
 		return "", true, op.invalidArg("argument %q (header %s) contains a control character such as a line break", h.arg, h.name)
 	}
 	return s, true, nil

@@ -15,13 +15,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 var updateOpenAPI = flag.Bool("update-openapi", false, "rewrite the golden files in testdata/openapi/golden")
@@ -217,16 +217,16 @@ func petEntry(baseURL string, extra map[string]any) map[string]any {
 
 // imported is the outcome of expanding an entry.
 type imported struct {
-	tools map[string]*adapterv1.Tool
+	tools map[string]*sdk.Tool
 	order []string
-	diags []*adapterv1.Diagnostic
+	diags []sdk.Diagnostic
 }
 
 func (im *imported) warnings() string {
 	var b strings.Builder
 	for _, d := range im.diags {
-		if d.GetSeverity() == sdk.SeverityWarning {
-			fmt.Fprintf(&b, "%s: %s\n", d.GetField(), d.GetMessage())
+		if d.Severity == sdk.SeverityWarning {
+			fmt.Fprintf(&b, "%s: %s\n", d.Field, d.Message)
 		}
 	}
 	return b.String()
@@ -235,47 +235,43 @@ func (im *imported) warnings() string {
 func (im *imported) errors() string {
 	var b strings.Builder
 	for _, d := range im.diags {
-		if d.GetSeverity() == sdk.SeverityError {
-			fmt.Fprintf(&b, "%s: %s\n", d.GetField(), d.GetMessage())
+		if d.Severity == sdk.SeverityError {
+			fmt.Fprintf(&b, "%s: %s\n", d.Field, d.Message)
 		}
 	}
 	return b.String()
 }
 
-func expandEntry(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode) *imported {
+func expandEntry(t *testing.T, h *adaptertest.Harness, cfg any, mode sdk.Mode) *imported {
 	t.Helper()
-	return expandFor(t, h, cfg, mode, sdk.HostToolExecution)
+	return expandFor(t, h, cfg, mode, false)
 }
 
 // expandOldHost expands an entry as a host that predates tools' own
 // modes asks (no host capabilities).
-func expandOldHost(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode) *imported {
+func expandOldHost(t *testing.T, h *adaptertest.Harness, cfg any, mode sdk.Mode) *imported {
 	t.Helper()
-	return expandFor(t, h, cfg, mode)
+	return expandFor(t, h, cfg, mode, true)
 }
 
-func expandFor(t *testing.T, h *sdktest.Harness, cfg any, mode sdk.Mode, hostCaps ...string) *imported {
+func expandFor(t *testing.T, h *adaptertest.Harness, cfg any, mode sdk.Mode, oldHost bool) *imported {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir, _ := os.Getwd()
-	resp, err := h.Client.ExpandOperation(ctxT(t), &adapterv1.ExpandOperationRequest{Operation: &adapterv1.Operation{
-		Name: "import", ConfigJson: raw, Mode: mode, BaseDir: dir, TimeoutMs: 10000}, HostCapabilities: hostCaps})
+	tools, diags, err := h.Expand(ctxT(t), adaptertest.Call{Operation: "import", Config: cfg, Mode: mode, BaseDir: dir,
+		Timeout: 10 * time.Second, OldHost: oldHost})
 	if err != nil {
 		t.Fatalf("expand: %v", err)
 	}
-	im := &imported{tools: map[string]*adapterv1.Tool{}, diags: resp.GetDiagnostics()}
-	for _, tool := range resp.GetTools() {
-		im.tools[tool.GetName()] = tool
-		im.order = append(im.order, tool.GetName())
+	im := &imported{tools: map[string]*sdk.Tool{}, diags: diags}
+	for i := range tools {
+		im.tools[tools[i].Name] = &tools[i]
+		im.order = append(im.order, tools[i].Name)
 	}
 	return im
 }
 
 // expandOK expands an entry and requires no error diagnostic.
-func expandOK(t *testing.T, h *sdktest.Harness, cfg any) *imported {
+func expandOK(t *testing.T, h *adaptertest.Harness, cfg any) *imported {
 	t.Helper()
 	im := expandEntry(t, h, cfg, sdk.ModeUnary)
 	if e := im.errors(); e != "" {
@@ -290,42 +286,51 @@ func (im *imported) names() string {
 	return strings.Join(n, ",")
 }
 
-func callTool(t *testing.T, h *sdktest.Harness, tool *adapterv1.Tool, args any) (*adapterv1.Result, *adapterv1.UpstreamError) {
+func callTool(t *testing.T, h *adaptertest.Harness, tool *sdk.Tool, args any) (*sdk.Result, *sdk.UpstreamError) {
 	t.Helper()
 	if tool == nil {
 		t.Fatal("no such tool")
 	}
-	res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Operation: tool.GetName(), Config: json.RawMessage(tool.GetConfigJson()), Args: args})
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: tool.Name, Config: json.RawMessage(tool.Config), Args: args})
 	if err != nil {
-		t.Fatalf("invoke %s: %v", tool.GetName(), err)
+		t.Fatalf("invoke %s: %v", tool.Name, err)
 	}
 	return res, ue
 }
 
-func callOK(t *testing.T, h *sdktest.Harness, tool *adapterv1.Tool, args any) map[string]any {
+func callOK(t *testing.T, h *adaptertest.Harness, tool *sdk.Tool, args any) map[string]any {
 	t.Helper()
 	res, ue := callTool(t, h, tool, args)
 	if ue != nil {
-		t.Fatalf("invoke %s: upstream error: %s", tool.GetName(), prototext.Format(ue))
+		t.Fatalf("invoke %s: upstream error: %+v", tool.Name, ue)
 	}
 	var out map[string]any
-	if len(res.GetStructuredJson()) > 0 && res.GetStructuredJson()[0] == '{' {
-		if err := json.Unmarshal(res.GetStructuredJson(), &out); err != nil {
+	if len(res.Structured) > 0 && res.Structured[0] == '{' {
+		if err := json.Unmarshal(res.Structured, &out); err != nil {
 			t.Fatal(err)
 		}
-	} else if len(res.GetStructuredJson()) > 0 {
+	} else if len(res.Structured) > 0 {
 		var v any
-		_ = json.Unmarshal(res.GetStructuredJson(), &v)
+		_ = json.Unmarshal(res.Structured, &v)
 		out = map[string]any{"result": v}
 	}
 	// The answer must match the tool's output schema, as a client checks.
-	if s := tool.GetOutputSchemaJson(); len(s) > 0 && out != nil {
+	if s := tool.OutputSchema; len(s) > 0 && out != nil {
 		if err := resolveSchema(t, s).Validate(out); err != nil {
-			t.Errorf("%s: the answer does not match the output schema: %v\nanswer: %v", tool.GetName(), err, out)
+			t.Errorf("%s: the answer does not match the output schema: %v\nanswer: %v", tool.Name, err, out)
 		}
 	}
 	return out
 }
+
+// dump renders v as JSON, for checking that no secret leaks into it.
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isTrue reads an annotation: nil is not said.
+func isTrue(b *bool) bool { return b != nil && *b }
 
 func resolveSchema(t *testing.T, raw []byte) *jsonschema.Resolved {
 	t.Helper()
@@ -385,16 +390,16 @@ func TestOpenAPIGolden(t *testing.T) {
 	var list []listed
 	for _, name := range im.order {
 		tool := im.tools[name]
-		ann, _ := json.Marshal(map[string]any{"read_only": tool.GetAnnotations().ReadOnly, "destructive": tool.GetAnnotations().Destructive,
-			"idempotent": tool.GetAnnotations().Idempotent})
-		list = append(list, listed{name, tool.GetTitle(), tool.GetDescription(), ann, tool.GetConfigJson()})
-		goldenOpenAPI(t, "petstore."+name+".input.json", tool.GetInputSchemaJson())
-		goldenOpenAPI(t, "petstore."+name+".output.json", tool.GetOutputSchemaJson())
-		resolveSchema(t, tool.GetInputSchemaJson())
-		if len(tool.GetOutputSchemaJson()) > 0 {
-			resolveSchema(t, tool.GetOutputSchemaJson())
+		ann, _ := json.Marshal(map[string]any{"read_only": tool.Annotations.ReadOnly, "destructive": tool.Annotations.Destructive,
+			"idempotent": tool.Annotations.Idempotent})
+		list = append(list, listed{name, tool.Title, tool.Description, ann, tool.Config})
+		goldenOpenAPI(t, "petstore."+name+".input.json", tool.InputSchema)
+		goldenOpenAPI(t, "petstore."+name+".output.json", tool.OutputSchema)
+		resolveSchema(t, tool.InputSchema)
+		if len(tool.OutputSchema) > 0 {
+			resolveSchema(t, tool.OutputSchema)
 		}
-		if !strings.Contains(string(tool.GetInputSchemaJson()), `"type":"object"`) {
+		if !strings.Contains(string(tool.InputSchema), `"type":"object"`) {
 			t.Errorf("%s: input schema is not an object schema", name)
 		}
 	}
@@ -415,7 +420,7 @@ func TestOpenAPISchemaQuirks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	im := expandOK(t, h, petEntry("", nil))
-	in := resolveSchema(t, im.tools["createPet"].GetInputSchemaJson())
+	in := resolveSchema(t, im.tools["createPet"].InputSchema)
 	for _, c := range []struct {
 		args map[string]any
 		ok   bool
@@ -437,12 +442,12 @@ func TestOpenAPISchemaQuirks(t *testing.T) {
 		}
 	}
 	var schema map[string]any
-	_ = json.Unmarshal(im.tools["createPet"].GetInputSchemaJson(), &schema)
+	_ = json.Unmarshal(im.tools["createPet"].InputSchema, &schema)
 	props := schema["properties"].(map[string]any)
 	if _, has := props["id"]; has {
 		t.Error("readOnly id is an input argument")
 	}
-	_ = json.Unmarshal(im.tools["showPetById"].GetOutputSchemaJson(), &schema)
+	_ = json.Unmarshal(im.tools["showPetById"].OutputSchema, &schema)
 	props = schema["properties"].(map[string]any)
 	if _, has := props["secret"]; has {
 		t.Error("writeOnly secret is in the output schema")
@@ -485,8 +490,8 @@ func TestOpenAPICalls(t *testing.T) {
 	if out["name"] != "Kitty" {
 		t.Errorf("showPetById = %v", out)
 	}
-	if _, ue := callTool(t, h, im.tools["showPetById"], map[string]any{"petId": 99}); ue == nil || ue.GetStatus() != "404" ||
-		!strings.Contains(ue.GetBodyExcerpt(), "no pet 99") || !strings.Contains(ue.GetUpstream(), "/v1/pets/{petId}") {
+	if _, ue := callTool(t, h, im.tools["showPetById"], map[string]any{"petId": 99}); ue == nil || ue.Status != "404" ||
+		!strings.Contains(ue.Body, "no pet 99") || !strings.Contains(ue.Upstream, "/v1/pets/{petId}") {
 		t.Errorf("showPetById 99: %v", ue)
 	}
 
@@ -514,11 +519,11 @@ func TestOpenAPICalls(t *testing.T) {
 
 	// A cyclic schema in both directions.
 	tree := map[string]any{"name": "root", "children": []any{map[string]any{"name": "a", "children": []any{map[string]any{"name": "a1"}}}}}
-	if err := resolveSchema(t, im.tools["plantTree"].GetInputSchemaJson()).Validate(tree); err != nil {
+	if err := resolveSchema(t, im.tools["plantTree"].InputSchema).Validate(tree); err != nil {
 		t.Errorf("plantTree input rejects a tree: %v", err)
 	}
 	bad := map[string]any{"name": "root", "children": []any{map[string]any{"children": []any{}}}}
-	if err := resolveSchema(t, im.tools["plantTree"].GetInputSchemaJson()).Validate(bad); err == nil {
+	if err := resolveSchema(t, im.tools["plantTree"].InputSchema).Validate(bad); err == nil {
 		t.Error("plantTree input accepts a child without a name")
 	}
 	out = callOK(t, h, im.tools["plantTree"], tree)
@@ -566,11 +571,11 @@ func TestOpenAPIStyles(t *testing.T) {
 	// Values a style cannot carry are refused, naming the argument.
 	_, ue := callTool(t, h, tool, map[string]any{"ids": []any{1}, "label": []string{"a"}, "matrix": map[string]any{"x": "1"},
 		"point": map[string]any{"x": map[string]any{"deep": 1}}})
-	if ue == nil || ue.GetKind() != sdk.KindInvalidArgument || !strings.Contains(ue.GetMessage(), `argument "point"`) {
+	if ue == nil || ue.Kind != sdk.KindInvalidArgument || !strings.Contains(ue.Message, `argument "point"`) {
 		t.Errorf("nested object in a form parameter: %v", ue)
 	}
 	_, ue = callTool(t, h, tool, map[string]any{"ids": []any{}, "label": []string{"a"}, "matrix": map[string]any{"x": "1"}})
-	if ue == nil || !strings.Contains(ue.GetMessage(), `"ids"`) {
+	if ue == nil || !strings.Contains(ue.Message, `"ids"`) {
 		t.Errorf("empty path parameter: %v", ue)
 	}
 	// A key cannot inject a query separator.
@@ -606,13 +611,13 @@ func TestParamStylesConfig(t *testing.T) {
 		for k, v := range base {
 			cfg[k] = v
 		}
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: cfg})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
 		for _, d := range diags {
-			found = found || d.GetField() == c.field && strings.Contains(d.GetMessage(), c.want)
+			found = found || d.Field == c.field && strings.Contains(d.Message, c.want)
 		}
 		if !found {
 			t.Errorf("param_styles %v: no diagnostic %s ~ %q in %v", c.styles, c.field, c.want, diags)
@@ -622,7 +627,7 @@ func TestParamStylesConfig(t *testing.T) {
 	for k, v := range base {
 		cfg[k] = v
 	}
-	if diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: cfg}); len(diags) != 0 {
+	if diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: cfg}); len(diags) != 0 {
 		t.Errorf("valid param_styles: %v", diags)
 	}
 }
@@ -668,14 +673,14 @@ func TestOpenAPIFilters(t *testing.T) {
 		})
 	}
 	// Filters are checked when the entry is validated.
-	diags, err := h.Validate(ctxT(t), sdktest.Call{Config: petEntry("", map[string]any{
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
 		"include": map[string]any{"operation_ids": []string{"[x"}, "methods": []string{"FETCH"}, "paths": []string{"pets"}, "colour": []string{}}})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fields []string
 	for _, d := range diags {
-		fields = append(fields, d.GetField())
+		fields = append(fields, d.Field)
 	}
 	sort.Strings(fields)
 	if got := strings.Join(fields, ","); got != "openapi.include.colour,openapi.include.methods[0],openapi.include.operation_ids[0],openapi.include.paths[0]" {
@@ -705,21 +710,21 @@ func TestOpenAPIOverrides(t *testing.T) {
 	}
 	// listPets is a window tool polling its JSON answer, with the
 	// override's window config as written (the host checks it).
-	if l := im.tools["pets_listPets"]; l.GetMode() != sdk.ModeWindow ||
-		string(l.GetExecutionJson()) != `{"aggregation":{"aggregation_mode":"raw_items","items_path":"$[*]"},"limits":{"max_items":5},"transport_behavior":"request_response"}` ||
-		len(l.GetOutputSchemaJson()) != 0 || strings.Contains(string(l.GetInputSchemaJson()), `"cursor"`) {
-		t.Errorf("listPets: mode %v, execution %s, output schema %s", l.GetMode(), l.GetExecutionJson(), l.GetOutputSchemaJson())
+	if l := im.tools["pets_listPets"]; l.Mode != sdk.ModeWindow ||
+		string(l.Execution) != `{"aggregation":{"aggregation_mode":"raw_items","items_path":"$[*]"},"limits":{"max_items":5},"transport_behavior":"request_response"}` ||
+		len(l.OutputSchema) != 0 || strings.Contains(string(l.InputSchema), `"cursor"`) {
+		t.Errorf("listPets: mode %v, execution %s, output schema %s", l.Mode, l.Execution, l.OutputSchema)
 	}
-	if g := im.tools["get_pet"]; g.GetMode() != 0 || len(g.GetExecutionJson()) != 0 {
-		t.Errorf("get_pet: mode %v, execution %s", g.GetMode(), g.GetExecutionJson())
+	if g := im.tools["get_pet"]; g.Mode != 0 || len(g.Execution) != 0 {
+		t.Errorf("get_pet: mode %v, execution %s", g.Mode, g.Execution)
 	}
-	if p := im.tools["get_pet"]; p.GetTitle() != "Get a pet" || p.GetDescription() != "One pet by id." {
-		t.Errorf("get_pet = %q %q", p.GetTitle(), p.GetDescription())
+	if p := im.tools["get_pet"]; p.Title != "Get a pet" || p.Description != "One pet by id." {
+		t.Errorf("get_pet = %q %q", p.Title, p.Description)
 	}
-	if a := im.tools["pets_get_admin_stats"].GetAnnotations(); a.GetOpenWorld() || !a.GetReadOnly() || !a.GetIdempotent() {
+	if a := im.tools["pets_get_admin_stats"].Annotations; isTrue(a.OpenWorld) || !isTrue(a.ReadOnly) || !isTrue(a.Idempotent) {
 		t.Errorf("admin stats annotations = %v", a)
 	}
-	if a := im.tools["pets_deletePet"].GetAnnotations(); a.GetDestructive() || !a.GetIdempotent() || a.GetReadOnly() {
+	if a := im.tools["pets_deletePet"].Annotations; isTrue(a.Destructive) || !isTrue(a.Idempotent) || isTrue(a.ReadOnly) {
 		t.Errorf("deletePet annotations = %v", a)
 	}
 	w := im.warnings()
@@ -749,7 +754,7 @@ func TestOpenAPIOverrides(t *testing.T) {
 	}
 
 	// Shapes are checked here, window fields by the host.
-	diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: petEntry("", map[string]any{
+	diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
 		"overrides": map[string]any{
 			"listPets":    map[string]any{"limits": 5, "aggregation": []int{1}, "transport_behavior": 1, "mode": "stream", "name": "bad name"},
 			"showPetById": map[string]any{"mode": "unary", "safety": map[string]any{"drop_duplicates": true}},
@@ -757,7 +762,7 @@ func TestOpenAPIOverrides(t *testing.T) {
 		}})})
 	got := map[string]string{}
 	for _, d := range diags {
-		got[d.GetField()] = d.GetMessage()
+		got[d.Field] = d.Message
 	}
 	if len(got) != 6 || !strings.Contains(got["openapi.overrides.listPets.limits"], "must be an object") ||
 		!strings.Contains(got["openapi.overrides.listPets.aggregation"], "must be an object") ||
@@ -769,9 +774,9 @@ func TestOpenAPIOverrides(t *testing.T) {
 	}
 
 	// Two operations given the same name.
-	diags, _ = h.Validate(ctxT(t), sdktest.Call{Config: petEntry("", map[string]any{
+	diags, _ = h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
 		"overrides": map[string]any{"listPets": map[string]any{"name": "same"}, "createPet": map[string]any{"name": "same"}}})})
-	if len(diags) != 1 || !strings.Contains(diags[0].GetMessage(), `"same" is also given to`) {
+	if len(diags) != 1 || !strings.Contains(diags[0].Message, `"same" is also given to`) {
 		t.Errorf("duplicate override names: %v", diags)
 	}
 }
@@ -809,24 +814,24 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 	if tool == nil {
 		t.Fatalf("tools = %s", im.names())
 	}
-	goldenOpenAPI(t, "events.watchEvents.input.json", tool.GetInputSchemaJson())
-	goldenOpenAPI(t, "events.watchEvents.item.json", tool.GetItemSchemaJson())
-	if tool.GetMode() != 0 || len(tool.GetOutputSchemaJson()) != 0 {
-		t.Errorf("the entry's own window: mode %v, output schema %s", tool.GetMode(), tool.GetOutputSchemaJson())
+	goldenOpenAPI(t, "events.watchEvents.input.json", tool.InputSchema)
+	goldenOpenAPI(t, "events.watchEvents.item.json", tool.ItemSchema)
+	if tool.Mode != 0 || len(tool.OutputSchema) != 0 {
+		t.Errorf("the entry's own window: mode %v, output schema %s", tool.Mode, tool.OutputSchema)
 	}
 	var cfg map[string]any
-	_ = json.Unmarshal(tool.GetConfigJson(), &cfg)
+	_ = json.Unmarshal(tool.Config, &cfg)
 	if cfg["url"] != srv.URL+"/api/events" {
 		t.Errorf("url = %v", cfg["url"])
 	}
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: json.RawMessage(tool.GetConfigJson()), Args: map[string]any{"kind": "born"}}, 0)
-	if err != nil {
-		t.Fatal(err)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: json.RawMessage(tool.Config), Args: map[string]any{"kind": "born"}}, 0)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
 	var items []string
 	for _, ev := range events {
-		if it := ev.GetItem(); it != nil {
-			items = append(items, string(it.GetDataJson()))
+		if ev.Kind == client.EventItem {
+			items = append(items, string(ev.Item.Data))
 		}
 	}
 	if len(items) != 3 || items[0] != `{"pet":"p1","kind":"born"}` {
@@ -835,7 +840,7 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 	// The items match the item schema passed on.
 	var v any
 	_ = json.Unmarshal([]byte(items[0]), &v)
-	if err := resolveSchema(t, tool.GetItemSchemaJson()).Validate(v); err != nil {
+	if err := resolveSchema(t, tool.ItemSchema).Validate(v); err != nil {
 		t.Errorf("item does not match the item schema: %v", err)
 	}
 
@@ -846,18 +851,18 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 		return map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml", "overrides": overrides}}
 	}
 	im = expandEntry(t, h, doc(nil), sdk.ModeUnary)
-	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["watchEvents"].GetMode() != sdk.ModeWindow ||
-		len(im.tools["watchEvents"].GetExecutionJson()) != 0 || im.tools["getPet"].GetMode() != 0 {
+	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["watchEvents"].Mode != sdk.ModeWindow ||
+		len(im.tools["watchEvents"].Execution) != 0 || im.tools["getPet"].Mode != 0 {
 		t.Errorf("unary entry: %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
-	if !bytes.Equal(im.tools["watchEvents"].GetItemSchemaJson(), tool.GetItemSchemaJson()) {
-		t.Errorf("item schema %s", im.tools["watchEvents"].GetItemSchemaJson())
+	if !bytes.Equal(im.tools["watchEvents"].ItemSchema, tool.ItemSchema) {
+		t.Errorf("item schema %s", im.tools["watchEvents"].ItemSchema)
 	}
 	im = expandEntry(t, h, doc(map[string]any{"watchEvents": map[string]any{"limits": map[string]any{"window_duration_ms": 2000},
 		"aggregation": map[string]any{"aggregation_mode": "summary_only", "group_by": "$.kind"}}}), sdk.ModeUnary)
-	if w := im.tools["watchEvents"]; w.GetMode() != sdk.ModeWindow ||
-		string(w.GetExecutionJson()) != `{"aggregation":{"aggregation_mode":"summary_only","group_by":"$.kind"},"limits":{"window_duration_ms":2000}}` {
-		t.Errorf("watchEvents override: %v %s\n%s", w.GetMode(), w.GetExecutionJson(), im.errors())
+	if w := im.tools["watchEvents"]; w.Mode != sdk.ModeWindow ||
+		string(w.Execution) != `{"aggregation":{"aggregation_mode":"summary_only","group_by":"$.kind"},"limits":{"window_duration_ms":2000}}` {
+		t.Errorf("watchEvents override: %v %s\n%s", w.Mode, w.Execution, im.errors())
 	}
 	// A host that predates tools' own modes: the stream is skipped, with
 	// what to do.
@@ -869,12 +874,12 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 	// operation is polled or read as one item), except those overridden to
 	// unary: unary tools of their own, or skipped by an older host.
 	im = expandEntry(t, h, doc(nil), sdk.ModeWindow)
-	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["getPet"].GetMode() != 0 {
+	if im.names() != "getPet,watchEvents" || im.warnings() != "" || im.tools["getPet"].Mode != 0 {
 		t.Errorf("window entry: %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
 	im = expandEntry(t, h, doc(map[string]any{"getPet": map[string]any{"mode": "unary"}}), sdk.ModeWindow)
-	if g := im.tools["getPet"]; im.names() != "getPet,watchEvents" || g.GetMode() != sdk.ModeUnary || len(g.GetOutputSchemaJson()) == 0 ||
-		im.tools["watchEvents"].GetMode() != 0 {
+	if g := im.tools["getPet"]; im.names() != "getPet,watchEvents" || g.Mode != sdk.ModeUnary || len(g.OutputSchema) == 0 ||
+		im.tools["watchEvents"].Mode != 0 {
 		t.Errorf("window entry, unary override: %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
 	im = expandOldHost(t, h, doc(map[string]any{"getPet": map[string]any{"mode": "unary"}}), sdk.ModeWindow)
@@ -928,12 +933,12 @@ components:
 	if im.names() != "raw,ticks" || im.errors() != "" {
 		t.Fatalf("tools %s\n%s%s", im.names(), im.errors(), im.warnings())
 	}
-	if len(im.tools["raw"].GetItemSchemaJson()) != 0 || im.tools["raw"].GetMode() != sdk.ModeWindow {
-		t.Errorf("raw: %v %s", im.tools["raw"].GetMode(), im.tools["raw"].GetItemSchemaJson())
+	if len(im.tools["raw"].ItemSchema) != 0 || im.tools["raw"].Mode != sdk.ModeWindow {
+		t.Errorf("raw: %v %s", im.tools["raw"].Mode, im.tools["raw"].ItemSchema)
 	}
 	// A recursive item: its $defs at its own root.
-	goldenOpenAPI(t, "ticks.ticks.item.json", im.tools["ticks"].GetItemSchemaJson())
-	if err := resolveSchema(t, im.tools["ticks"].GetItemSchemaJson()).Validate(map[string]any{"n": 1, "next": map[string]any{"n": 2}}); err != nil {
+	goldenOpenAPI(t, "ticks.ticks.item.json", im.tools["ticks"].ItemSchema)
+	if err := resolveSchema(t, im.tools["ticks"].ItemSchema).Validate(map[string]any{"n": 1, "next": map[string]any{"n": 2}}); err != nil {
 		t.Error(err)
 	}
 }
@@ -966,8 +971,8 @@ func TestOpenAPISkippedOperations(t *testing.T) {
 	// Basic credentials for the alternative scheme.
 	im = expandOK(t, h, petEntry("", map[string]any{"credentials": map[string]any{"api_key": petKey,
 		"basicAuth": map[string]any{"username": "admin", "password": "pw-secret-1"}}}))
-	if !strings.Contains(string(im.tools["get_admin_stats"].GetConfigJson()), `"Authorization":"Basic YWRtaW46cHctc2VjcmV0LTE="`) {
-		t.Errorf("basic auth config = %s", im.tools["get_admin_stats"].GetConfigJson())
+	if !strings.Contains(string(im.tools["get_admin_stats"].Config), `"Authorization":"Basic YWRtaW46cHctc2VjcmV0LTE="`) {
+		t.Errorf("basic auth config = %s", im.tools["get_admin_stats"].Config)
 	}
 }
 
@@ -1005,7 +1010,7 @@ func TestOpenAPIBrokenDocuments(t *testing.T) {
 			im := expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": c.doc}}, sdk.ModeUnary)
 			found := false
 			for _, d := range im.diags {
-				found = found || d.GetSeverity() == sdk.SeverityError && d.GetField() == c.field && strings.Contains(d.GetMessage(), c.want)
+				found = found || d.Severity == sdk.SeverityError && d.Field == c.field && strings.Contains(d.Message, c.want)
 			}
 			if !found {
 				t.Errorf("no error on %s containing %q:\n%s%s", c.field, c.want, im.errors(), im.warnings())
@@ -1041,7 +1046,7 @@ func TestOpenAPIExternalRefs(t *testing.T) {
 	if im.names() != "local,remote" {
 		t.Fatalf("tools %s\n%s", im.names(), im.warnings())
 	}
-	if s := string(im.tools["remote"].GetOutputSchemaJson()); s != `{"properties":{"name":{"type":"string"}},"type":"object"}` {
+	if s := string(im.tools["remote"].OutputSchema); s != `{"properties":{"name":{"type":"string"}},"type":"object"}` {
 		t.Errorf("remote output schema = %s", s)
 	}
 }
@@ -1053,17 +1058,17 @@ func TestOpenAPIVersions(t *testing.T) {
 	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/petstore-v2.yaml",
 		"credentials": map[string]any{"api_key": petKey}}})
 	for _, name := range im.order {
-		goldenOpenAPI(t, "v2."+name+".input.json", im.tools[name].GetInputSchemaJson())
-		goldenOpenAPI(t, "v2."+name+".config.json", im.tools[name].GetConfigJson())
+		goldenOpenAPI(t, "v2."+name+".input.json", im.tools[name].InputSchema)
+		goldenOpenAPI(t, "v2."+name+".config.json", im.tools[name].Config)
 	}
 	if im.names() != "addPet,getPetById" {
 		t.Errorf("2.0 tools = %s", im.names())
 	}
 	im = expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/petstore-31.yaml"}})
 	for _, name := range im.order {
-		goldenOpenAPI(t, "v31."+name+".input.json", im.tools[name].GetInputSchemaJson())
-		goldenOpenAPI(t, "v31."+name+".output.json", im.tools[name].GetOutputSchemaJson())
-		goldenOpenAPI(t, "v31."+name+".config.json", im.tools[name].GetConfigJson())
+		goldenOpenAPI(t, "v31."+name+".input.json", im.tools[name].InputSchema)
+		goldenOpenAPI(t, "v31."+name+".output.json", im.tools[name].OutputSchema)
+		goldenOpenAPI(t, "v31."+name+".config.json", im.tools[name].Config)
 	}
 	if !strings.Contains(im.warnings(), `pattern "^(?!x)" is left out`) {
 		t.Errorf("3.1 warnings:\n%s", im.warnings())
@@ -1075,17 +1080,17 @@ func TestOpenAPIVersions(t *testing.T) {
 func TestOpenAPIEntryValidation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	diags, err := h.Validate(ctxT(t), sdktest.Call{Config: petEntry("http://h/v1", nil)})
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
 	if err != nil || len(diags) != 0 {
 		t.Fatalf("valid entry: %v %v", diags, err)
 	}
-	diags, _ = h.Validate(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "openapi": map[string]any{
+	diags, _ = h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "openapi": map[string]any{
 		"documnet": "x", "base_url": "ftp://h", "timeout": "soon", "headers": map[string]any{"Content-Length": "1"},
 		"credentials": map[string]any{"k": 5, "b": map[string]any{"username": "a:b", "pin": "1"}}, "tool_prefix": "a b",
 		"output_schemas": "yes", "max_response_bytes": -1}}})
 	got := map[string]string{}
 	for _, d := range diags {
-		got[d.GetField()] = d.GetMessage()
+		got[d.Field] = d.Message
 	}
 	for field, want := range map[string]string{
 		"method":                         "inside openapi",
@@ -1105,14 +1110,14 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 			t.Errorf("%s: %q, want it to contain %q", field, got[field], want)
 		}
 	}
-	_, ue, err := h.Invoke(ctxT(t), sdktest.Call{Config: petEntry("http://h/v1", nil)})
-	if err != nil || ue == nil || ue.GetKind() != sdk.KindInvalidArgument || !strings.Contains(ue.GetMessage(), "expands it at load") {
+	_, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
+	if err != nil || ue == nil || ue.Kind != sdk.KindInvalidArgument || !strings.Contains(ue.Message, "expands it at load") {
 		t.Errorf("invoking the entry: %v %v", ue, err)
 	}
 	// A plain rest entry expands to itself.
-	resp, err := h.Expand(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x"}})
-	if err != nil || len(resp.GetTools()) != 1 || resp.GetTools()[0].GetName() != "" || len(resp.GetTools()[0].GetConfigJson()) != 0 {
-		t.Errorf("plain entry expands to %v %v", resp, err)
+	tools, _, err := h.Expand(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x"}})
+	if err != nil || len(tools) != 1 || tools[0].Name != "" || len(tools[0].Config) != 0 {
+		t.Errorf("plain entry expands to %v %v", tools, err)
 	}
 }
 
@@ -1141,23 +1146,23 @@ func TestOpenAPICredentialsStayOut(t *testing.T) {
 	im := expandEntry(t, h, petEntry("", map[string]any{"credentials": map[string]any{"api_key": petKey, "bearerAuth": petToken,
 		"unknownScheme": "unknown-secret-9"}}), sdk.ModeUnary)
 	for _, tool := range im.tools {
-		for _, s := range []string{string(tool.GetInputSchemaJson()), string(tool.GetOutputSchemaJson()), tool.GetDescription(), tool.GetTitle()} {
+		for _, s := range []string{string(tool.InputSchema), string(tool.OutputSchema), tool.Description, tool.Title} {
 			for _, secret := range []string{petKey, petToken, "unknown-secret-9"} {
 				if strings.Contains(s, secret) {
-					t.Errorf("%s shows a credential: %s", tool.GetName(), s)
+					t.Errorf("%s shows a credential: %s", tool.Name, s)
 				}
 			}
 		}
 		var schema map[string]any
-		_ = json.Unmarshal(tool.GetInputSchemaJson(), &schema)
+		_ = json.Unmarshal(tool.InputSchema, &schema)
 		if _, ok := schema["properties"].(map[string]any)["X-API-Key"]; ok {
-			t.Errorf("%s: the API key header is an argument", tool.GetName())
+			t.Errorf("%s: the API key header is an argument", tool.Name)
 		}
 	}
 	for _, d := range im.diags {
 		for _, secret := range []string{petKey, petToken, "unknown-secret-9"} {
-			if strings.Contains(d.GetMessage(), secret) {
-				t.Errorf("diagnostic shows a credential: %s", d.GetMessage())
+			if strings.Contains(d.Message, secret) {
+				t.Errorf("diagnostic shows a credential: %s", d.Message)
 			}
 		}
 	}
@@ -1171,11 +1176,11 @@ func TestOpenAPICredentialsStayOut(t *testing.T) {
 func TestOpenAPIConfigSchema(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	d, err := h.Client.Describe(ctxT(t), &adapterv1.DescribeRequest{})
+	d, err := h.Describe(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := resolveSchema(t, d.GetConfigSchemaJson())
+	schema := resolveSchema(t, d.ConfigSchema)
 	for _, c := range []struct {
 		cfg string
 		ok  bool
@@ -1214,27 +1219,27 @@ func TestOpenAPIReusableParts(t *testing.T) {
 		}
 	}
 	var cfg map[string]any
-	_ = json.Unmarshal(im.tools["getA"].GetConfigJson(), &cfg)
+	_ = json.Unmarshal(im.tools["getA"].Config, &cfg)
 	if cfg["url"] != "http://other.invalid/a/{id}" {
 		t.Errorf("getA url = %v (the operation's server)", cfg["url"])
 	}
-	_ = json.Unmarshal(im.tools["getA_2"].GetConfigJson(), &cfg)
+	_ = json.Unmarshal(im.tools["getA_2"].Config, &cfg)
 	if cfg["url"] != "http://other.invalid/b/{id}" {
 		t.Errorf("getA_2 url = %v", cfg["url"])
 	}
-	_ = json.Unmarshal(im.tools["postA"].GetConfigJson(), &cfg)
+	_ = json.Unmarshal(im.tools["postA"].Config, &cfg)
 	if cfg["url"] != "http://misc.invalid/api/a/{id}" || cfg["body"] != "body" {
 		t.Errorf("postA config = %v", cfg)
 	}
-	if d := im.tools["getA"].GetDescription(); d != "Deprecated. GET /a/{id}" {
+	if d := im.tools["getA"].Description; d != "Deprecated. GET /a/{id}" {
 		t.Errorf("getA description = %q", d)
 	}
-	out := im.tools["getA"].GetOutputSchemaJson()
+	out := im.tools["getA"].OutputSchema
 	resolveSchema(t, out)
 	if !strings.Contains(string(out), `"$ref":"#/$defs/Cat"`) {
 		t.Errorf("getA output schema (2XX, a cycle through allOf) = %s", out)
 	}
-	if a := im.tools["head_a_id"].GetAnnotations(); !a.GetReadOnly() || len(im.tools["head_a_id"].GetOutputSchemaJson()) != 0 {
-		t.Errorf("HEAD tool: %v %s", a, im.tools["head_a_id"].GetOutputSchemaJson())
+	if a := im.tools["head_a_id"].Annotations; !isTrue(a.ReadOnly) || len(im.tools["head_a_id"].OutputSchema) != 0 {
+		t.Errorf("HEAD tool: %v %s", a, im.tools["head_a_id"].OutputSchema)
 	}
 }

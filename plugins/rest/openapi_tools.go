@@ -15,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // maxDescription bounds a tool description taken from the document.
@@ -778,7 +779,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 				continue // OpenAPI: such header parameters are ignored
 			case credHeaders[canon]:
 				continue // the credential sets it
-			case sdk.HopByHopHeader(canon) || canon == "Host" || !sdk.ValidHeaderName(p.Name):
+			case httpadapter.HopByHopHeader(canon) || canon == "Host" || !httpadapter.ValidHeaderName(p.Name):
 				if p.Required {
 					return im.skipf(pp.ptr, "header parameter %q cannot be sent by the rest adapter", p.Name)
 				}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // userAgent is sent unless the config sets User-Agent.
@@ -109,10 +110,10 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 			h["Content-Type"] = []string{"application/json"}
 		}
 	}
-	if rc != nil && rc.TraceParent != "" && sdk.ValidHeaderValue(rc.TraceParent) {
+	if rc != nil && rc.TraceParent != "" && httpadapter.ValidHeaderValue(rc.TraceParent) {
 		if _, ok := h["Traceparent"]; !ok {
 			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && sdk.ValidHeaderValue(rc.TraceState) {
+			if rc.TraceState != "" && httpadapter.ValidHeaderValue(rc.TraceState) {
 				h["Tracestate"] = []string{rc.TraceState}
 			}
 		}
@@ -134,7 +135,7 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 			return nil, op.invalidArg("argument %q (header %s) must be a string, number, boolean or a list of them", ha.arg, ha.name)
 		}
 		for _, s := range vals {
-			if !sdk.ValidHeaderValue(s) {
+			if !httpadapter.ValidHeaderValue(s) {
 				return nil, op.invalidArg("argument %q (header %s) contains a control character such as a line break", ha.arg, ha.name)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // errCallTimeout is the cancellation cause of a call whose own timeout
@@ -59,7 +60,7 @@ func sameOriginRedirects(req *http.Request, via []*http.Request) error {
 // failure classifies an error of sending the request or reading the answer.
 // parent is the host's context, call the context bounded by timeout.
 func (op *operation) failure(parent, call context.Context, timeout time.Duration, host string, err error, reading bool) *sdk.UpstreamError {
-	c := sdk.HTTPCall{Upstream: op.upstream, Host: host, AddressField: "url", Idempotent: op.idempotent, Timeout: timeout}
+	c := httpadapter.Call{Upstream: op.upstream, Host: host, AddressField: "url", Idempotent: op.idempotent, Timeout: timeout}
 	return c.Failure(parent, errors.Is(context.Cause(call), errCallTimeout), err, reading)
 }
 
@@ -80,8 +81,9 @@ func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
 		Status:    status,
 		Message:   msg,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
+		Rejected:  httpadapter.RejectedStatus(code),
 	}
-	excerpt, over, _ := sdk.ReadBounded(resp.Body, errorExcerptBytes, -1)
+	excerpt, over, _ := httpadapter.ReadBounded(resp.Body, errorExcerptBytes, -1)
 	ue.Body = excerptText(excerpt, over, errorExcerptBytes)
 	ue.Detail = statusDetail(code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"))
 	return ue

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Name is the adapter's name as used in operation files.
@@ -90,7 +91,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, false)
 	}
-	defer sdk.DrainAndClose(resp.Body)
+	defer httpadapter.DrainAndClose(resp.Body)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, op.statusError(resp)
@@ -102,7 +103,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if resp.ContentLength > op.maxBytes {
 		return nil, op.tooLarge()
 	}
-	body, over, err := sdk.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
+	body, over, err := httpadapter.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 	if over {
 		return nil, op.tooLarge()
 	}

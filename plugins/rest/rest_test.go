@@ -13,14 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
-
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // echoed is what the echo server answers: the request as it arrived.
@@ -50,9 +46,9 @@ func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func newHarness(t testing.TB) *sdktest.Harness {
+func newHarness(t testing.TB) *adaptertest.Harness {
 	t.Helper()
-	return sdktest.New(t, rest.New())
+	return adaptertest.New(t, rest.New())
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -62,46 +58,46 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // invokeOK calls and requires a result.
-func invokeOK(t *testing.T, h *sdktest.Harness, c sdktest.Call) *adapterv1.Result {
+func invokeOK(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) *sdk.Result {
 	t.Helper()
 	res, ue, err := h.Invoke(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue != nil {
-		t.Fatalf("invoke: upstream error: %s", prototext.Format(ue))
+		t.Fatalf("invoke: upstream error: %+v", ue)
 	}
 	return res
 }
 
 // invokeErr calls and requires an upstream error.
-func invokeErr(t *testing.T, h *sdktest.Harness, c sdktest.Call) *adapterv1.UpstreamError {
+func invokeErr(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) *sdk.UpstreamError {
 	t.Helper()
 	res, ue, err := h.Invoke(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
 	}
 	if ue == nil {
-		t.Fatalf("invoke: want an upstream error, got result %s", prototext.Format(res))
+		t.Fatalf("invoke: want an upstream error, got result %+v", res)
 	}
 	return ue
 }
 
 // invokeEcho calls an echo server and decodes what it saw.
-func invokeEcho(t *testing.T, h *sdktest.Harness, c sdktest.Call) echoed {
+func invokeEcho(t *testing.T, h *adaptertest.Harness, c adaptertest.Call) echoed {
 	t.Helper()
 	res := invokeOK(t, h, c)
 	var e echoed
-	if err := json.Unmarshal(res.GetStructuredJson(), &e); err != nil {
-		t.Fatalf("decode echo %q: %v", res.GetStructuredJson(), err)
+	if err := json.Unmarshal(res.Structured, &e); err != nil {
+		t.Fatalf("decode echo %q: %v", res.Structured, err)
 	}
 	return e
 }
 
-func wantKind(t *testing.T, ue *adapterv1.UpstreamError, kind sdk.ErrorKind) {
+func wantKind(t *testing.T, ue *sdk.UpstreamError, kind sdk.ErrorKind) {
 	t.Helper()
-	if ue.GetKind() != kind {
-		t.Fatalf("kind = %v, want %v (%s)", ue.GetKind(), kind, prototext.Format(ue))
+	if ue.Kind != kind {
+		t.Fatalf("kind = %v, want %v (%+v)", ue.Kind, kind, ue)
 	}
 }
 
@@ -117,21 +113,21 @@ func wantContains(t *testing.T, what, s string, subs ...string) {
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	d, err := h.Client.Describe(ctxT(t), &adapterv1.DescribeRequest{})
+	d, err := h.Describe(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.GetName() != rest.Name || rest.Name != "rest" {
-		t.Errorf("name = %q", d.GetName())
+	if d.Name != rest.Name || rest.Name != "rest" {
+		t.Errorf("name = %q", d.Name)
 	}
-	if len(d.GetModes()) != 2 || d.GetModes()[0] != sdk.ModeUnary || d.GetModes()[1] != sdk.ModeWindow {
-		t.Errorf("modes = %v, want unary and window", d.GetModes())
+	if len(d.Modes) != 2 || d.Modes[0] != sdk.ModeUnary || d.Modes[1] != sdk.ModeWindow {
+		t.Errorf("modes = %v, want unary and window", d.Modes)
 	}
-	if strings.Join(d.GetCapabilities(), ",") != "validate,expand,stream" {
-		t.Errorf("capabilities = %v, want [validate expand stream]", d.GetCapabilities())
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true}) {
+		t.Errorf("capabilities = %+v, want validate, expand and stream", d.Capabilities)
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(d.GetConfigSchemaJson(), &schema); err != nil {
+	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {
 		t.Errorf("config schema is not JSON: %v", err)
 	}
 	if _, ok := rest.New().(sdk.OperationValidator); !ok {
@@ -145,7 +141,7 @@ func TestPathParams(t *testing.T) {
 	h := newHarness(t)
 	cfg := map[string]any{"method": "get", "url": srv.URL + "/users/{id}/files/{name}.json"}
 
-	e := invokeEcho(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "a b/c", "name": "x?y#z%"}})
+	e := invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "a b/c", "name": "x?y#z%"}})
 	if want := "/users/a%20b%2Fc/files/x%3Fy%23z%25.json"; e.URI != want {
 		t.Errorf("uri = %q, want %q", e.URI, want)
 	}
@@ -153,7 +149,7 @@ func TestPathParams(t *testing.T) {
 		t.Errorf("method = %q", e.Method)
 	}
 
-	e = invokeEcho(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": 42, "name": true, "extra": 1}})
+	e = invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": 42, "name": true, "extra": 1}})
 	if want := "/users/42/files/true.json"; e.URI != want {
 		t.Errorf("uri = %q, want %q", e.URI, want)
 	}
@@ -175,9 +171,9 @@ func TestPathParams(t *testing.T) {
 		{"not an object", []int{1}, "JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: tc.args})
+			ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: tc.args})
 			wantKind(t, ue, sdk.KindInvalidArgument)
-			wantContains(t, "message", ue.GetMessage(), tc.want)
+			wantContains(t, "message", ue.Message, tc.want)
 		})
 	}
 }
@@ -186,7 +182,7 @@ func TestLiteralPathIsEscaped(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, echoHandler)
 	h := newHarness(t)
-	e := invokeEcho(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/a b/%2F/{id}"}, Args: map[string]any{"id": "ü"}})
+	e := invokeEcho(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/a b/%2F/{id}"}, Args: map[string]any{"id": "ü"}})
 	if want := "/a%20b/%2F/%C3%BC"; e.URI != want {
 		t.Errorf("uri = %q, want %q", e.URI, want)
 	}
@@ -198,7 +194,7 @@ func TestQuery(t *testing.T) {
 	h := newHarness(t)
 
 	t.Run("list", func(t *testing.T) {
-		e := invokeEcho(t, h, sdktest.Call{
+		e := invokeEcho(t, h, adaptertest.Call{
 			Config: map[string]any{"method": "GET", "url": srv.URL + "/search?v=1", "query": []string{"verbose", "limit", "tags", "q", "absent", "none", "ratio"}},
 			Args: map[string]any{
 				"verbose": true, "limit": 10, "tags": []any{"a", "b c", nil, 3}, "q": `x&y="z"`,
@@ -211,7 +207,7 @@ func TestQuery(t *testing.T) {
 		}
 	})
 	t.Run("object", func(t *testing.T) {
-		e := invokeEcho(t, h, sdktest.Call{
+		e := invokeEcho(t, h, adaptertest.Call{
 			Config: map[string]any{"method": "GET", "url": srv.URL + "/search", "query": map[string]string{"q": "search", "page[size]": "limit", "f": "filter"}},
 			Args:   map[string]any{"search": "café", "limit": 5, "filter": map[string]any{"a": 1}},
 		})
@@ -232,7 +228,7 @@ func TestHeaders(t *testing.T) {
 		"headers":     map[string]any{"X-Api-Key": "k1", "x-lower": "low", "X-Number": 7, "X-Tag": "default-tag"},
 		"header_args": map[string]string{"X-Request-Tag": "tag", "X-Multi": "multi", "X-Tag": "tag2"},
 	}
-	e := invokeEcho(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"tag": "t-1", "multi": []string{"a", "b"}, "rest": 1}})
+	e := invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"tag": "t-1", "multi": []string{"a", "b"}, "rest": 1}})
 	check := func(name string, want ...string) {
 		t.Helper()
 		if got := e.Header[name]; strings.Join(got, "|") != strings.Join(want, "|") {
@@ -254,19 +250,19 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("body = %v, want the arguments not used by header_args", e.Body)
 	}
 
-	e = invokeEcho(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"tag2": "override"}})
+	e = invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"tag2": "override"}})
 	check("X-Tag", "override")
 
-	ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"tag": "a\r\nX-Evil: 1"}})
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"tag": "a\r\nX-Evil: 1"}})
 	wantKind(t, ue, sdk.KindInvalidArgument)
-	wantContains(t, "message", ue.GetMessage(), `"tag"`, "X-Request-Tag")
+	wantContains(t, "message", ue.Message, `"tag"`, "X-Request-Tag")
 }
 
 func TestHostAndOverrides(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, echoHandler)
 	h := newHarness(t)
-	e := invokeEcho(t, h, sdktest.Call{Config: map[string]any{
+	e := invokeEcho(t, h, adaptertest.Call{Config: map[string]any{
 		"method":  "PATCH",
 		"url":     srv.URL + "/x",
 		"headers": map[string]string{"Host": "virtual.example", "Accept": "application/vnd.x+json", "Content-Type": "application/merge-patch+json"},
@@ -336,7 +332,7 @@ func TestBodyModes(t *testing.T) {
 			if tc.body != nil {
 				cfg["body"] = tc.body
 			}
-			e := invokeEcho(t, h, sdktest.Call{Config: cfg, Args: tc.args})
+			e := invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: tc.args})
 			got := ""
 			if e.Body != nil {
 				got = *e.Body
@@ -352,7 +348,7 @@ func TestBodyModes(t *testing.T) {
 
 	// Nothing consumed: the arguments are forwarded verbatim.
 	raw := `{"z":1,"a":{"nested":[true,null]}}`
-	e := invokeEcho(t, h, sdktest.Call{Config: map[string]any{"method": "POST", "url": srv.URL + "/raw"}, Args: json.RawMessage(raw)})
+	e := invokeEcho(t, h, adaptertest.Call{Config: map[string]any{"method": "POST", "url": srv.URL + "/raw"}, Args: json.RawMessage(raw)})
 	if e.Body == nil || *e.Body != raw {
 		t.Errorf("body = %v, want %s", e.Body, raw)
 	}
@@ -394,8 +390,8 @@ func TestResults(t *testing.T) {
 		}
 	})
 	h := newHarness(t)
-	call := func(path string) sdktest.Call {
-		return sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path}}
+	call := func(path string) adaptertest.Call {
+		return adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path}}
 	}
 	for _, tc := range []struct {
 		path, structured, text, contentType string
@@ -412,23 +408,23 @@ func TestResults(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			res := invokeOK(t, h, call(tc.path))
-			if string(res.GetStructuredJson()) != tc.structured || res.GetText() != tc.text || res.GetContentType() != tc.contentType {
+			if string(res.Structured) != tc.structured || res.Text != tc.text || res.ContentType != tc.contentType {
 				t.Errorf("result = structured %q text %q type %q, want %q %q %q",
-					res.GetStructuredJson(), res.GetText(), res.GetContentType(), tc.structured, tc.text, tc.contentType)
+					res.Structured, res.Text, res.ContentType, tc.structured, tc.text, tc.contentType)
 			}
 		})
 	}
 	t.Run("head", func(t *testing.T) {
-		res := invokeOK(t, h, sdktest.Call{Config: map[string]any{"method": "HEAD", "url": srv.URL + "/object"}})
-		if string(res.GetStructuredJson()) != `{}` {
-			t.Errorf("structured = %q", res.GetStructuredJson())
+		res := invokeOK(t, h, adaptertest.Call{Config: map[string]any{"method": "HEAD", "url": srv.URL + "/object"}})
+		if string(res.Structured) != `{}` {
+			t.Errorf("structured = %q", res.Structured)
 		}
 	})
 	t.Run("broken json", func(t *testing.T) {
 		ue := invokeErr(t, h, call("/broken"))
 		wantKind(t, ue, sdk.KindBadResponse)
-		wantContains(t, "message", ue.GetMessage(), "not valid JSON")
-		wantContains(t, "body", ue.GetBodyExcerpt(), `{"id":1,`)
+		wantContains(t, "message", ue.Message, "not valid JSON")
+		wantContains(t, "body", ue.Body, `{"id":1,`)
 	})
 }
 
@@ -456,44 +452,44 @@ func TestStatusErrors(t *testing.T) {
 	h := newHarness(t)
 	cfg := map[string]any{"method": "GET", "url": srv.URL + "/users/{id}?api_version=2", "query": []string{"q"}}
 
-	ue := invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "404", "q": "x"}})
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "404", "q": "x"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if want := "GET " + srv.URL + "/users/{id}"; ue.GetUpstream() != want {
-		t.Errorf("upstream = %q, want %q", ue.GetUpstream(), want)
+	if want := "GET " + srv.URL + "/users/{id}"; ue.Upstream != want {
+		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
-	if ue.GetStatus() != "404" || ue.GetMessage() != "upstream answered 404 Not Found" || ue.GetRetryable() {
-		t.Errorf("error = %s", prototext.Format(ue))
+	if ue.Status != "404" || ue.Message != "upstream answered 404 Not Found" || ue.Retryable || !ue.Rejected {
+		t.Errorf("error = %+v", ue)
 	}
-	if ue.GetBodyExcerpt() != `{"error":"no such user"}` {
-		t.Errorf("body = %q", ue.GetBodyExcerpt())
+	if ue.Body != `{"error":"no such user"}` {
+		t.Errorf("body = %q", ue.Body)
 	}
 	var detail map[string]any
-	if err := json.Unmarshal(ue.GetDetailJson(), &detail); err != nil || detail["status_code"] != float64(404) || detail["content_type"] != "application/json" {
-		t.Errorf("detail = %s (%v)", ue.GetDetailJson(), err)
+	if err := json.Unmarshal(ue.Detail, &detail); err != nil || detail["status_code"] != float64(404) || detail["content_type"] != "application/json" {
+		t.Errorf("detail = %s (%v)", ue.Detail, err)
 	}
 
-	ue = invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "long"}})
+	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "long"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	body := ue.GetBodyExcerpt()
+	body := ue.Body
 	wantContains(t, "body", body, "truncated", "2048")
 	if excerpt, _, _ := strings.Cut(body, "\n[truncated"); len(excerpt) > 2048 || len(excerpt) < 2040 || !strings.HasPrefix(excerpt, "xé") {
 		t.Errorf("excerpt has %d bytes: %.40q", len(excerpt), excerpt)
 	}
-	if ue.GetRetryable() {
-		t.Error("500 must not be retryable")
+	if ue.Retryable || ue.Rejected {
+		t.Error("500 must be neither retryable nor rejected")
 	}
 
-	ue = invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "busy"}})
-	if ue.GetStatus() != "503" || !ue.GetRetryable() || !strings.Contains(string(ue.GetDetailJson()), `"retry_after":"7"`) {
-		t.Errorf("503: %s", prototext.Format(ue))
+	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "busy"}})
+	if ue.Status != "503" || !ue.Retryable || !strings.Contains(string(ue.Detail), `"retry_after":"7"`) {
+		t.Errorf("503: %+v", ue)
 	}
-	ue = invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "limited"}})
-	if ue.GetStatus() != "429" || !ue.GetRetryable() {
-		t.Errorf("429: %s", prototext.Format(ue))
+	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "limited"}})
+	if ue.Status != "429" || !ue.Retryable || ue.Rejected {
+		t.Errorf("429: %+v", ue)
 	}
-	ue = invokeErr(t, h, sdktest.Call{Config: cfg, Args: map[string]any{"id": "bad"}})
-	if ue.GetStatus() != "400" || ue.GetRetryable() {
-		t.Errorf("400: %s", prototext.Format(ue))
+	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "bad"}})
+	if ue.Status != "400" || ue.Retryable || !ue.Rejected {
+		t.Errorf("400: %+v", ue)
 	}
 }
 
@@ -513,13 +509,13 @@ func TestConnectionRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	addr := closedPort(t)
-	ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "POST", "url": "http://" + addr + "/orders/{id}"}, Args: map[string]any{"id": 1}})
+	ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "POST", "url": "http://" + addr + "/orders/{id}"}, Args: map[string]any{"id": 1}})
 	wantKind(t, ue, sdk.KindTransport)
-	if want := "POST http://" + addr + "/orders/{id}"; ue.GetUpstream() != want {
-		t.Errorf("upstream = %q, want %q", ue.GetUpstream(), want)
+	if want := "POST http://" + addr + "/orders/{id}"; ue.Upstream != want {
+		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
-	wantContains(t, "message", ue.GetMessage(), addr, "connection refused")
-	if !ue.GetRetryable() {
+	wantContains(t, "message", ue.Message, addr, "connection refused")
+	if !ue.Retryable {
 		t.Error("a refused connection never reached the upstream: retryable")
 	}
 }
@@ -527,18 +523,18 @@ func TestConnectionRefused(t *testing.T) {
 func TestDNSFailure(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": "http://no-such-host.invalid/x"}})
+	ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://no-such-host.invalid/x"}})
 	wantKind(t, ue, sdk.KindTransport)
-	wantContains(t, "message", ue.GetMessage(), "no-such-host.invalid")
+	wantContains(t, "message", ue.Message, "no-such-host.invalid")
 }
 
 func TestTLSToPlainServer(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, echoHandler)
 	h := newHarness(t)
-	ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": strings.Replace(srv.URL, "http://", "https://", 1) + "/x"}})
+	ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": strings.Replace(srv.URL, "http://", "https://", 1) + "/x"}})
 	wantKind(t, ue, sdk.KindTransport)
-	wantContains(t, "message", ue.GetMessage(), "TLS")
+	wantContains(t, "message", ue.Message, "TLS")
 }
 
 // slowServer answers only when the client goes away (or after a minute),
@@ -565,19 +561,19 @@ func TestTimeout(t *testing.T) {
 
 	t.Run("host timeout", func(t *testing.T) {
 		start := time.Now()
-		ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow", "timeout": "1m"}, Timeout: 150 * time.Millisecond})
+		ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow", "timeout": "1m"}, Timeout: 150 * time.Millisecond})
 		wantKind(t, ue, sdk.KindTimeout)
-		wantContains(t, "message", ue.GetMessage(), "150ms")
+		wantContains(t, "message", ue.Message, "150ms")
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("timeout took %v", d)
 		}
 	})
 	t.Run("config timeout", func(t *testing.T) {
-		ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow", "timeout": "120ms"}})
+		ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow", "timeout": "120ms"}})
 		wantKind(t, ue, sdk.KindTimeout)
-		wantContains(t, "message", ue.GetMessage(), "120ms")
-		if ue.GetUpstream() != "GET "+srv.URL+"/slow" {
-			t.Errorf("upstream = %q", ue.GetUpstream())
+		wantContains(t, "message", ue.Message, "120ms")
+		if ue.Upstream != "GET "+srv.URL+"/slow" {
+			t.Errorf("upstream = %q", ue.Upstream)
 		}
 	})
 	t.Run("slow body", func(t *testing.T) {
@@ -587,9 +583,9 @@ func TestTimeout(t *testing.T) {
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 		})
-		ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": bodySrv.URL}, Timeout: 150 * time.Millisecond})
+		ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": bodySrv.URL}, Timeout: 150 * time.Millisecond})
 		wantKind(t, ue, sdk.KindTimeout)
-		wantContains(t, "message", ue.GetMessage(), "150ms")
+		wantContains(t, "message", ue.Message, "150ms")
 	})
 }
 
@@ -601,9 +597,9 @@ func TestCancel(t *testing.T) {
 		h := newHarness(t)
 		ctx, cancel := context.WithCancel(ctxT(t))
 		time.AfterFunc(100*time.Millisecond, cancel)
-		_, _, err := h.Invoke(ctx, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow"}})
-		if status.Code(err) != codes.Canceled {
-			t.Fatalf("err = %v, want Canceled", err)
+		_, _, err := h.Invoke(ctx, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow"}})
+		if client.CodeOf(err) != client.Cancelled {
+			t.Fatalf("err = %v, want Cancelled", err)
 		}
 		// The adapter must have stopped the upstream request.
 		select {
@@ -651,19 +647,19 @@ func TestOversizedResponse(t *testing.T) {
 	})
 	h := newHarness(t)
 	for _, path := range []string{"/sized", "/chunked"} {
-		ue := invokeErr(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path, "max_response_bytes": 1000}})
+		ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path, "max_response_bytes": 1000}})
 		wantKind(t, ue, sdk.KindBadResponse)
-		wantContains(t, "message", ue.GetMessage(), "max_response_bytes", "1000")
+		wantContains(t, "message", ue.Message, "max_response_bytes", "1000")
 	}
 	// HEAD has no body, whatever Content-Length says.
-	res := invokeOK(t, h, sdktest.Call{Config: map[string]any{"method": "HEAD", "url": srv.URL + "/sized", "max_response_bytes": 1000}})
-	if string(res.GetStructuredJson()) != "{}" {
-		t.Errorf("HEAD: %q", res.GetStructuredJson())
+	res := invokeOK(t, h, adaptertest.Call{Config: map[string]any{"method": "HEAD", "url": srv.URL + "/sized", "max_response_bytes": 1000}})
+	if string(res.Structured) != "{}" {
+		t.Errorf("HEAD: %q", res.Structured)
 	}
 	// Exactly at the limit is fine.
-	res = invokeOK(t, h, sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/sized", "max_response_bytes": 2004}})
-	if len(res.GetStructuredJson()) != 2004 {
-		t.Errorf("got %d bytes", len(res.GetStructuredJson()))
+	res = invokeOK(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/sized", "max_response_bytes": 2004}})
+	if len(res.Structured) != 2004 {
+		t.Errorf("got %d bytes", len(res.Structured))
 	}
 }
 
@@ -682,8 +678,8 @@ func TestRedirects(t *testing.T) {
 		}
 	})
 	h := newHarness(t)
-	cfg := func(path string) sdktest.Call {
-		return sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path, "headers": map[string]string{"X-Api-Key": "secret"}}}
+	cfg := func(path string) adaptertest.Call {
+		return adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path, "headers": map[string]string{"X-Api-Key": "secret"}}}
 	}
 	e := invokeEcho(t, h, cfg("/same"))
 	if e.URI != "/final" || len(e.Header["X-Api-Key"]) != 1 {
@@ -691,8 +687,8 @@ func TestRedirects(t *testing.T) {
 	}
 	ue := invokeErr(t, h, cfg("/elsewhere"))
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if ue.GetStatus() != "302" {
-		t.Errorf("status = %q", ue.GetStatus())
+	if ue.Status != "302" {
+		t.Errorf("status = %q", ue.Status)
 	}
 }
 
@@ -705,7 +701,7 @@ func TestValidate(t *testing.T) {
 		"header_args": map[string]string{"X-Tag": "tag"}, "body": "payload", "timeout": "2s",
 		"max_response_bytes": 1024,
 	}
-	diags, err := h.Validate(ctxT(t), sdktest.Call{Config: good})
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: good})
 	if err != nil || diags != nil {
 		t.Fatalf("good config: diags %v, err %v", diags, err)
 	}
@@ -766,13 +762,13 @@ func TestValidate(t *testing.T) {
 		{"case matters", with("Timeout", "1s"), "Timeout", `"timeout"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			diags, err := h.Validate(ctxT(t), sdktest.Call{Config: tc.config})
+			diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: tc.config})
 			if err != nil {
 				t.Fatal(err)
 			}
 			found := false
 			for _, d := range diags {
-				if d.GetField() == tc.field && d.GetSeverity() == sdk.SeverityError && strings.Contains(d.GetMessage(), tc.msg) {
+				if d.Field == tc.field && d.Severity == sdk.SeverityError && strings.Contains(d.Message, tc.msg) {
 					found = true
 				}
 			}
@@ -780,17 +776,17 @@ func TestValidate(t *testing.T) {
 				t.Errorf("want an error diagnostic on %q containing %q, got %v", tc.field, tc.msg, diags)
 			}
 			// Invoke refuses the same config.
-			ue := invokeErr(t, h, sdktest.Call{Config: tc.config})
+			ue := invokeErr(t, h, adaptertest.Call{Config: tc.config})
 			wantKind(t, ue, sdk.KindInvalidArgument)
-			wantContains(t, "message", ue.GetMessage(), tc.msg)
+			wantContains(t, "message", ue.Message, tc.msg)
 		})
 	}
 
 	t.Run("several problems at once", func(t *testing.T) {
-		diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: map[string]any{"url": "x", "timeout": "soon", "a": 1, "b": 2}})
+		diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"url": "x", "timeout": "soon", "a": 1, "b": 2}})
 		fields := map[string]bool{}
 		for _, d := range diags {
-			fields[d.GetField()] = true
+			fields[d.Field] = true
 		}
 		for _, f := range []string{"method", "url", "timeout", "a", "b"} {
 			if !fields[f] {
@@ -799,12 +795,12 @@ func TestValidate(t *testing.T) {
 		}
 	})
 	t.Run("warnings only", func(t *testing.T) {
-		diags, _ := h.Validate(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x#frag", "body": "arguments"}})
+		diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x#frag", "body": "arguments"}})
 		if len(diags) != 2 {
 			t.Fatalf("diags = %v", diags)
 		}
 		for _, d := range diags {
-			if d.GetSeverity() != sdk.SeverityWarning {
+			if d.Severity != sdk.SeverityWarning {
 				t.Errorf("want a warning: %v", d)
 			}
 		}
@@ -840,33 +836,33 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		return c
 	}
-	check := func(name string, ue *adapterv1.UpstreamError) {
+	check := func(name string, ue *sdk.UpstreamError) {
 		t.Helper()
 		if ue == nil {
 			t.Errorf("%s: no error", name)
 			return
 		}
-		if s := prototext.Format(ue); strings.Contains(s, secret) || strings.Contains(s, "user:") {
+		if s := dump(ue); strings.Contains(s, secret) || strings.Contains(s, "user:") {
 			t.Errorf("%s: secret leaked: %s", name, s)
 		}
 	}
 	args := map[string]any{"id": 1, "q": "x"}
-	check("404", invokeErr(t, h, sdktest.Call{Config: cfg(notFound.URL, nil), Args: args}))
-	check("refused", invokeErr(t, h, sdktest.Call{Config: cfg("http://"+closedPort(t), nil), Args: args}))
-	check("timeout", invokeErr(t, h, sdktest.Call{Config: cfg(slow.URL, map[string]any{"timeout": "100ms"}), Args: args}))
-	check("missing path arg", invokeErr(t, h, sdktest.Call{Config: cfg(notFound.URL, nil), Args: map[string]any{}}))
-	check("invalid config", invokeErr(t, h, sdktest.Call{Config: cfg(notFound.URL, map[string]any{"method": "NOPE", "extra": secret}), Args: args}))
-	check("invalid url", invokeErr(t, h, sdktest.Call{Config: cfg("http://bad host:"+secret, nil), Args: args}))
-	check("injected header", invokeErr(t, h, sdktest.Call{Config: cfg(notFound.URL, map[string]any{"headers": map[string]string{"X-Api-Key": secret + "\n"}}), Args: args}))
+	check("404", invokeErr(t, h, adaptertest.Call{Config: cfg(notFound.URL, nil), Args: args}))
+	check("refused", invokeErr(t, h, adaptertest.Call{Config: cfg("http://"+closedPort(t), nil), Args: args}))
+	check("timeout", invokeErr(t, h, adaptertest.Call{Config: cfg(slow.URL, map[string]any{"timeout": "100ms"}), Args: args}))
+	check("missing path arg", invokeErr(t, h, adaptertest.Call{Config: cfg(notFound.URL, nil), Args: map[string]any{}}))
+	check("invalid config", invokeErr(t, h, adaptertest.Call{Config: cfg(notFound.URL, map[string]any{"method": "NOPE", "extra": secret}), Args: args}))
+	check("invalid url", invokeErr(t, h, adaptertest.Call{Config: cfg("http://bad host:"+secret, nil), Args: args}))
+	check("injected header", invokeErr(t, h, adaptertest.Call{Config: cfg(notFound.URL, map[string]any{"headers": map[string]string{"X-Api-Key": secret + "\n"}}), Args: args}))
 
-	diags, err := h.Validate(ctxT(t), sdktest.Call{Config: cfg("http://bad host:"+secret, map[string]any{
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg("http://bad host:"+secret, map[string]any{
 		"headers": map[string]string{"X-Api-Key": secret + "\r\n", "Bad Name": secret},
 	})})
 	if err != nil || len(diags) == 0 {
 		t.Fatalf("diags %v err %v", diags, err)
 	}
 	for _, d := range diags {
-		if strings.Contains(prototext.Format(d), secret) {
+		if strings.Contains(dump(d), secret) {
 			t.Errorf("diagnostic leaks the secret: %v", d)
 		}
 	}
@@ -885,13 +881,13 @@ func TestConcurrentConfigs(t *testing.T) {
 			defer wg.Done()
 			for j := range 10 {
 				cfg := map[string]any{"method": "GET", "url": fmt.Sprintf("%s/c%d/{id}", srv.URL, (i+j)%7)}
-				res, ue, err := h.Invoke(ctxT(t), sdktest.Call{Config: cfg, Args: map[string]any{"id": j}})
+				res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: map[string]any{"id": j}})
 				if err != nil || ue != nil {
 					t.Errorf("invoke: %v %v", err, ue)
 					return
 				}
 				var e echoed
-				_ = json.Unmarshal(res.GetStructuredJson(), &e)
+				_ = json.Unmarshal(res.Structured, &e)
 				if want := fmt.Sprintf("/c%d/%d", (i+j)%7, j); e.URI != want {
 					t.Errorf("uri = %q, want %q", e.URI, want)
 				}

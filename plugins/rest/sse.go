@@ -17,6 +17,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Reconnect backoff of a dropped stream.
@@ -168,7 +169,7 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 		}
 		return n, err
 	case isJSONType(mt) || mt == "":
-		body, over, err := sdk.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
+		body, over, err := httpadapter.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 		if over {
 			return 0, op.tooLarge()
 		}

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // sseWrite writes one event and flushes it.
@@ -29,23 +30,13 @@ func sseHeader(w http.ResponseWriter) {
 
 // summarize renders stream events compactly: item data (#cursor), gap, end
 // or error kind.
-func summarize(events []*adapterv1.StreamEvent) []string {
+func summarize(events []client.Event, ue *sdk.UpstreamError) []string {
 	var out []string
 	for _, ev := range events {
-		switch e := ev.GetEvent().(type) {
-		case *adapterv1.StreamEvent_Item:
-			s := string(e.Item.GetDataJson())
-			if e.Item.GetCursor() != "" {
-				s += "#" + e.Item.GetCursor()
-			}
-			out = append(out, s)
-		case *adapterv1.StreamEvent_Gap:
-			out = append(out, "gap: "+e.Gap.GetReason())
-		case *adapterv1.StreamEvent_End:
-			out = append(out, "end")
-		case *adapterv1.StreamEvent_Error:
-			out = append(out, "error "+e.Error.GetKind().String()+": "+e.Error.GetMessage())
-		}
+		out = append(out, ev.String())
+	}
+	if ue != nil {
+		out = append(out, "error "+ue.Kind.String()+": "+ue.Message)
 	}
 	return out
 }
@@ -69,14 +60,14 @@ func TestStreamSSE(t *testing.T) {
 		sseWrite(w, "data: {\"after\":\"done\"}\n\n")
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{
 		Config: map[string]any{"method": "GET", "url": srv.URL + "/events", "query": []string{"q"}},
 		Args:   map[string]any{"q": "x"},
 	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
+	got := strings.Join(summarize(events, ue), " | ")
 	want := `{"n":1}#1 | "plain text"#2 | {"n":` + "\n" + `3}#2 | [1,2]#4 | {"q":"x"}#4 | end`
 	if got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
@@ -94,13 +85,13 @@ func TestStreamEventFilterAndEndData(t *testing.T) {
 		sseWrite(w, "event: log\ndata: 4\n\n")
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{
 		"method": "GET", "url": srv.URL, "stream": map[string]any{"events": []string{"log", "message"}, "end_data": "STOP"},
 	}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); got != "1 | 2 | end" {
+	if got := strings.Join(summarize(events, ue), " | "); got != "1 | 2 | end" {
 		t.Fatalf("events: %s", got)
 	}
 }
@@ -132,11 +123,11 @@ func TestStreamReconnectsWithLastEventID(t *testing.T) {
 		sseWrite(w, "id: 99\ndata: torn")
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL}, Cursor: ""}, 0)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL}, Cursor: ""}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); got != "1#1 | 2#2 | 3#3 | 4#4 | 5#5 | 6#6 | end" {
+	if got := strings.Join(summarize(events, ue), " | "); got != "1#1 | 2#2 | 3#3 | 4#4 | 5#5 | 6#6 | end" {
 		t.Fatalf("events: %s", got)
 	}
 	mu.Lock()
@@ -154,14 +145,14 @@ func TestStreamResumesFromCursor(t *testing.T) {
 		sseWrite(w, "data: %q\n\n", r.Header.Get("Last-Event-ID")+" "+r.URL.RawQuery)
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{
 		Config: map[string]any{"method": "GET", "url": srv.URL, "cursor_param": "after", "stream": map[string]any{"reconnect": false}},
 		Cursor: "ev 41",
 	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); got != `"ev 41 after=ev+41"#ev 41 | end` {
+	if got := strings.Join(summarize(events, ue), " | "); got != `"ev 41 after=ev+41"#ev 41 | end` {
 		t.Fatalf("events: %s", got)
 	}
 }
@@ -182,7 +173,7 @@ func TestStreamSkipsOversizeEvents(t *testing.T) {
 		sseWrite(w, "\ndata: 4\n\n") // the blank line ending it comes in another write
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{
 		"method": "GET", "url": srv.URL, "stream": map[string]any{"max_event_bytes": 1024, "reconnect": false},
 	}}, 0)
 	if err != nil {
@@ -190,7 +181,7 @@ func TestStreamSkipsOversizeEvents(t *testing.T) {
 	}
 	gap := "gap: an SSE event larger than max_event_bytes (1024) was skipped"
 	want := strings.Join([]string{"1#1", gap, "2#2", gap, "3#2", gap, "4#2", "end"}, " | ")
-	if got := strings.Join(summarize(events), " | "); got != want {
+	if got := strings.Join(summarize(events, ue), " | "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 }
@@ -216,28 +207,28 @@ func TestStreamFailures(t *testing.T) {
 		timeout time.Duration
 		want    string
 	}{
-		{"/missing", 0, "error KIND_UPSTREAM_STATUS: upstream answered 404 Not Found"},
-		{"/html", 0, `error KIND_BAD_RESPONSE: expected a text/event-stream (or JSON) answer, got "text/html"`},
+		{"/missing", 0, "error upstream_status: upstream answered 404 Not Found"},
+		{"/html", 0, `error bad_response: expected a text/event-stream (or JSON) answer, got "text/html"`},
 		{"/json", 0, `{"items":[1,2]} | end`},
 		{"/nocontent", 0, "end"},
-		{"/stall", 200 * time.Millisecond, "error KIND_TIMEOUT: timeout: the upstream did not answer within 200ms"},
+		{"/stall", 200 * time.Millisecond, "error timeout: timeout: the upstream did not answer within 200ms"},
 	} {
-		events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + c.path}, Timeout: c.timeout}, 0)
+		events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + c.path}, Timeout: c.timeout}, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", c.path, err)
 		}
-		if got := strings.Join(summarize(events), " | "); got != c.want {
+		if got := strings.Join(summarize(events, ue), " | "); got != c.want {
 			t.Errorf("%s: got %s, want %s", c.path, got, c.want)
 		}
 	}
 	// Nothing listening: the first connection fails fast.
 	down := newServer(t, echoHandler)
 	down.Close()
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": down.URL}}, 0)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": down.URL}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); !strings.Contains(got, "error KIND_TRANSPORT: cannot connect to") {
+	if got := strings.Join(summarize(events, ue), " | "); !strings.Contains(got, "error transport: cannot connect to") {
 		t.Fatalf("down: %s", got)
 	}
 }
@@ -262,9 +253,9 @@ func TestStreamCancelClosesUpstream(t *testing.T) {
 		}
 	})
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: map[string]any{"method": "GET", "url": srv.URL}}, 5)
-	if err != nil || len(events) != 5 {
-		t.Fatalf("events %d: %v", len(events), err)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL}}, 5)
+	if err != nil || ue != nil || len(events) != 5 {
+		t.Fatalf("events %d: %v %v", len(events), ue, err)
 	}
 	select {
 	case <-closed:
@@ -279,7 +270,7 @@ func TestBodyFields(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, echoHandler)
 	h := newHarness(t)
-	e := invokeEcho(t, h, sdktest.Call{
+	e := invokeEcho(t, h, adaptertest.Call{
 		Config: map[string]any{"method": "POST", "url": srv.URL + "/v1/chat/completions",
 			"body_fields": map[string]any{"model": "tiny", "stream": true}},
 		Args: map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "stream": false},
@@ -312,13 +303,13 @@ func TestStreamConfigErrors(t *testing.T) {
 		for k, v := range c.cfg {
 			cfg[k] = v
 		}
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: cfg})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var msgs []string
 		for _, d := range diags {
-			msgs = append(msgs, d.GetField()+": "+d.GetMessage())
+			msgs = append(msgs, d.Field+": "+d.Message)
 		}
 		if !strings.Contains(strings.Join(msgs, "\n"), c.want) {
 			t.Errorf("%v: want %q in %q", c.cfg, c.want, msgs)

@@ -1,10 +1,10 @@
-// Package sdk is what a Crank adapter plugin imports.
+// Package sdk is what a Crank adapter imports.
 //
 // An adapter turns one family of upstream APIs into operations the Crank
 // host can call. It runs as its own process, launched by the host through
-// hashicorp/go-plugin, and speaks the versioned gRPC protocol in
-// github.com/crankmcp/crank/proto/crank/adapter/v1. This package hides that
-// protocol behind plain Go types:
+// hashicorp/go-plugin, and speaks the versioned gRPC protocol
+// crank.adapter.v1. This package hides that protocol behind its own Go
+// types: an adapter never handles generated code.
 //
 //	type myAdapter struct{}
 //
@@ -17,24 +17,44 @@
 //		return &sdk.Result{Structured: json.RawMessage(`{"ok":true}`)}, nil
 //	}
 //
-//	func main() { sdk.Serve(myAdapter{}) }
+//	func main() {
+//		if err := sdk.Serve(myAdapter{}); err != nil {
+//			log.Fatal(err)
+//		}
+//	}
 //
 // Optional behaviour is discovered through interfaces: an adapter that
 // implements [OperationValidator] checks operation configs at load time; one
 // that implements [OperationExpander] derives tools and their schemas from an
 // operations-file entry (an OpenAPI document, a gRPC service, a GraphQL
-// document); one that implements [Streamer] serves upstream streams.
+// document); one that implements [Streamer] serves upstream streams. The
+// host learns these capabilities from Describe's answer, which the SDK
+// fills in.
 //
 // Failures of the upstream are returned as *[UpstreamError]; the host turns
-// them into tool results with isError set. Any other error is treated as a
-// bug in the adapter.
+// them into tool results with isError set. Its Kind says what failed,
+// Retryable whether repeating the call may succeed. Any other error (and a
+// panic) fails the one call as a bug in the adapter.
+//
+// [Serve] runs the adapter as the host's child process. [WithManagedDebug]
+// runs it in the foreground instead, under a debugger, and prints the
+// [ReattachEnv] line that makes a gateway attach to it rather than launch
+// it; [WithDebug] serves it inside a test.
 //
 // An adapter declares its operation config once, as a Go struct: [Config]
 // decodes it (every unknown field reported with a did-you-mean hint),
-// derives its JSON Schema and caches its prepared form, so a call does not
-// parse the config again. [Suggest] and [ValidHeaderValue] help with the
-// rest.
+// derives the JSON Schema that Describe publishes and caches its prepared
+// form, so a call does not parse the config again. [Diagnostics] collects
+// problems by field, [Suggest] gives did-you-mean hints and
+// [Operation.ResolvePath] resolves paths against the operations file.
 //
-// Package sdktest runs an adapter in-process over real gRPC for its own unit
-// tests.
+// The other packages of this module, by audience:
+//
+//   - sdk/adaptertest, for an adapter's tests: runs it in-process or as
+//     its built executable, the way the host does, with results in this
+//     package's types.
+//   - sdk/httpadapter, for adapters of HTTP upstreams: failure
+//     classification, bounded reads, configured headers.
+//   - sdk/client, for hosts: launches adapters (or attaches to one served
+//     in debug mode) and calls them in this package's types.
 package sdk

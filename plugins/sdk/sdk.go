@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
 
 // Adapter is the interface every adapter implements.
@@ -65,10 +63,6 @@ type Tool struct {
 	ItemSchema json.RawMessage
 }
 
-// HostToolExecution is the host capability, sent with ExpandOperation,
-// of reading Tool.Mode, Tool.Execution and Tool.ItemSchema.
-const HostToolExecution = "tool_execution"
-
 // Annotations are MCP tool hints; nil means "not said".
 type Annotations struct {
 	ReadOnly, Destructive, Idempotent, OpenWorld *bool
@@ -92,16 +86,29 @@ type StreamSender interface {
 	Gap(reason string) error
 }
 
-// Mode is an execution mode an adapter's operations can serve.
-type Mode = adapterv1.ExecutionMode
+// Mode is an execution mode an adapter's operations can serve. The host
+// builds sessions and async jobs on unary calls and windows, so an adapter
+// is only ever called in ModeUnary or ModeWindow.
+type Mode int
 
 // Execution modes.
 const (
-	ModeUnary    = adapterv1.ExecutionMode_EXECUTION_MODE_UNARY
-	ModeWindow   = adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
-	ModeSession  = adapterv1.ExecutionMode_EXECUTION_MODE_SESSION
-	ModeAsyncJob = adapterv1.ExecutionMode_EXECUTION_MODE_ASYNC_JOB
+	// ModeUnary is one request-response call (Adapter.Invoke).
+	ModeUnary Mode = 1
+	// ModeWindow reads a bounded window of an upstream stream
+	// (Streamer.Stream), or of polls of Invoke.
+	ModeWindow Mode = 2
+	// ModeSession is a stream the host reads in the background between
+	// the client's polls.
+	ModeSession Mode = 3
+	// ModeAsyncJob is a call the host runs in the background as a job.
+	ModeAsyncJob Mode = 4
 )
+
+var modeNames = []string{ModeUnary: "unary", ModeWindow: "window", ModeSession: "session", ModeAsyncJob: "async_job"}
+
+// String returns the mode as an operations file spells it, e.g. "unary".
+func (m Mode) String() string { return enumName(modeNames, int(m), "Mode") }
 
 // Description is what Describe returns.
 type Description struct {
@@ -126,7 +133,7 @@ type Operation struct {
 	BaseDir string
 	// ToolExecution, in ExpandOperation, reports that the host reads a
 	// Tool's Mode, Execution and ItemSchema; an older host serves every
-	// tool in its entry's mode and window config.
+	// tool in its entry's mode and window config. The SDK sets it.
 	ToolExecution bool
 }
 
@@ -140,11 +147,17 @@ func (op *Operation) ResolvePath(path string) string {
 
 // RequestContext describes the caller of a request.
 type RequestContext struct {
+	// RequestID is the host's id of this call, for correlating logs.
 	RequestID   string
 	WorkspaceID string
 	AgentID     string
+	// TraceParent and TraceState are the call's W3C trace context.
 	TraceParent string
 	TraceState  string
+	// Deadline is when the host stops waiting for the call; zero when it
+	// set none. The call's context carries it too (ctx.Deadline), and
+	// that is what to bound upstream calls with.
+	Deadline time.Time
 }
 
 // Request is one call of an operation.
@@ -175,16 +188,30 @@ type Item struct {
 }
 
 // Severity of a Diagnostic.
-type Severity = adapterv1.Diagnostic_Severity
+type Severity int
 
 // Diagnostic severities.
 const (
-	SeverityError   = adapterv1.Diagnostic_SEVERITY_ERROR
-	SeverityWarning = adapterv1.Diagnostic_SEVERITY_WARNING
+	// SeverityError fails the load of the operation. The zero Severity is
+	// an error too.
+	SeverityError Severity = 1
+	// SeverityWarning is logged; the operation still loads.
+	SeverityWarning Severity = 2
 )
+
+var severityNames = []string{SeverityError: "error", SeverityWarning: "warning"}
+
+// String returns "error" or "warning".
+func (s Severity) String() string {
+	if s == 0 {
+		return "error"
+	}
+	return enumName(severityNames, int(s), "Severity")
+}
 
 // Diagnostic is one problem found in an operation's config.
 type Diagnostic struct {
+	// Severity is SeverityError when zero.
 	Severity Severity
 	// Field is the dotted path inside the adapter config, e.g. "url".
 	Field   string
@@ -267,17 +294,33 @@ func (d *Diagnostics) Summary(prefix string) string {
 }
 
 // ErrorKind classifies an UpstreamError.
-type ErrorKind = adapterv1.UpstreamError_Kind
+type ErrorKind int
 
 // Error kinds.
 const (
-	KindUpstreamStatus  = adapterv1.UpstreamError_KIND_UPSTREAM_STATUS
-	KindTransport       = adapterv1.UpstreamError_KIND_TRANSPORT
-	KindTimeout         = adapterv1.UpstreamError_KIND_TIMEOUT
-	KindCancelled       = adapterv1.UpstreamError_KIND_CANCELLED
-	KindInvalidArgument = adapterv1.UpstreamError_KIND_INVALID_ARGUMENT
-	KindBadResponse     = adapterv1.UpstreamError_KIND_BAD_RESPONSE
+	// KindUpstreamStatus: the upstream answered with an error status (an
+	// HTTP non-2xx, a gRPC status, a SOAP fault, GraphQL errors).
+	KindUpstreamStatus ErrorKind = 1
+	// KindTransport: the upstream could not be reached, or the connection
+	// broke.
+	KindTransport ErrorKind = 2
+	// KindTimeout: the operation's timeout or the call's deadline expired.
+	KindTimeout ErrorKind = 3
+	// KindCancelled: the host cancelled the call.
+	KindCancelled ErrorKind = 4
+	// KindInvalidArgument: the arguments (or the config) could not be
+	// turned into an upstream request. The host never repeats such a call.
+	KindInvalidArgument ErrorKind = 5
+	// KindBadResponse: the upstream answered something the adapter cannot
+	// read.
+	KindBadResponse ErrorKind = 6
 )
+
+var kindNames = []string{KindUpstreamStatus: "upstream_status", KindTransport: "transport", KindTimeout: "timeout",
+	KindCancelled: "cancelled", KindInvalidArgument: "invalid_argument", KindBadResponse: "bad_response"}
+
+// String returns the kind in lower case, e.g. "upstream_status".
+func (k ErrorKind) String() string { return enumName(kindNames, int(k), "ErrorKind") }
 
 // UpstreamError is a failure of the upstream or of reaching it.
 type UpstreamError struct {
@@ -289,11 +332,23 @@ type UpstreamError struct {
 	Status  string
 	Message string
 	// Body is a bounded excerpt of the upstream's answer.
-	Body      string
-	Detail    json.RawMessage
+	Body string
+	// Detail is structured detail as JSON (e.g. a gRPC status's details).
+	Detail json.RawMessage
+	// Retryable: repeating the same call may succeed.
 	Retryable bool
+	// Rejected: the upstream refused this request as such (an HTTP 4xx
+	// other than 408 and 429, a SOAP Client or Sender fault, a gRPC
+	// INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+	// UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE or UNIMPLEMENTED,
+	// a GraphQL request error), so that repeating it cannot succeed. The
+	// host then stops at once where it would otherwise try again, such as
+	// polling the status of an upstream job. KindInvalidArgument implies
+	// it.
+	Rejected bool
 }
 
+// Error returns "upstream: status: message", leaving out what is empty.
 func (e *UpstreamError) Error() string {
 	s := e.Message
 	if e.Status != "" {
@@ -303,4 +358,12 @@ func (e *UpstreamError) Error() string {
 		s = e.Upstream + ": " + s
 	}
 	return s
+}
+
+// enumName is names[v], or type(v) for a value without a name.
+func enumName(names []string, v int, typ string) string {
+	if v > 0 && v < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, v)
 }

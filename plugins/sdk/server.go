@@ -10,14 +10,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
 
-// NewServer wraps an Adapter as the gRPC service of the adapter protocol.
-// Serve uses it; it is exported for adapters that host the service
-// themselves and for tests.
-func NewServer(a Adapter) adapterv1.AdapterServer { return &server{impl: a} }
-
+// server is the gRPC service of the adapter protocol around an Adapter. It
+// converts requests from the generated types and answers to them; the
+// host's client (package client) does the reverse.
 type server struct {
 	adapterv1.UnimplementedAdapterServer
 	impl Adapter
@@ -39,20 +38,24 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	}
 	caps := []string{}
 	if _, ok := s.impl.(OperationValidator); ok {
-		caps = append(caps, "validate")
+		caps = append(caps, wire.CapabilityValidate)
 	}
 	if _, ok := s.impl.(OperationExpander); ok {
-		caps = append(caps, "expand")
+		caps = append(caps, wire.CapabilityExpand)
 	}
 	if _, ok := s.impl.(Streamer); ok {
-		caps = append(caps, "stream")
+		caps = append(caps, wire.CapabilityStream)
+	}
+	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
+	for i, m := range d.Modes {
+		modes[i] = adapterv1.ExecutionMode(m)
 	}
 	return &adapterv1.DescribeResponse{
 		Name:             d.Name,
 		Version:          d.Version,
 		Protocols:        d.Protocols,
 		Capabilities:     caps,
-		Modes:            d.Modes,
+		Modes:            modes,
 		ConfigSchemaJson: d.ConfigSchema,
 	}, nil
 }
@@ -74,7 +77,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		return nil, status.Error(codes.Unimplemented, "adapter does not expand operations")
 	}
 	op := operationFromProto(req.GetOperation())
-	op.ToolExecution = slices.Contains(req.GetHostCapabilities(), HostToolExecution)
+	op.ToolExecution = slices.Contains(req.GetHostCapabilities(), wire.HostToolExecution)
 	tools, diags := x.ExpandOperation(ctx, &op)
 	resp := &adapterv1.ExpandOperationResponse{Diagnostics: diagnosticsToProto(diags)}
 	for _, t := range tools {
@@ -82,7 +85,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		resp.Tools = append(resp.Tools, &adapterv1.Tool{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
-			Mode: t.Mode, ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
+			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},
@@ -95,10 +98,10 @@ func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
 	var out []*adapterv1.Diagnostic
 	for _, d := range diags {
 		sev := d.Severity
-		if sev == adapterv1.Diagnostic_SEVERITY_UNSPECIFIED {
+		if sev == 0 {
 			sev = SeverityError
 		}
-		out = append(out, &adapterv1.Diagnostic{Severity: sev, Field: d.Field, Message: d.Message})
+		out = append(out, &adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_Severity(sev), Field: d.Field, Message: d.Message})
 	}
 	return out
 }
@@ -107,7 +110,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 	defer recoverPanic("invoke", &err)
 	res, err := s.impl.Invoke(ctx, requestFromProto(req))
 	if err != nil {
-		if ue, ok := asUpstreamError(err); ok {
+		if ue, ok := upstreamErrorToProto(err); ok {
 			return &adapterv1.InvokeResponse{Outcome: &adapterv1.InvokeResponse_Error{Error: ue}}, nil
 		}
 		return nil, status.Errorf(codes.Internal, "invoke: %v", err)
@@ -130,7 +133,7 @@ func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_S
 	}
 	snd := &sender{stream: stream}
 	err = st.Stream(stream.Context(), requestFromProto(req), snd)
-	if ue, ok := asUpstreamError(err); ok {
+	if ue, ok := upstreamErrorToProto(err); ok {
 		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}})
 	}
 	if err != nil && stream.Context().Err() == nil {
@@ -160,19 +163,20 @@ func (s *sender) Gap(reason string) error {
 	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}})
 }
 
-func asUpstreamError(err error) (*adapterv1.UpstreamError, bool) {
+func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {
 	var ue *UpstreamError
 	if !errors.As(err, &ue) {
 		return nil, false
 	}
 	return &adapterv1.UpstreamError{
-		Kind:        ue.Kind,
+		Kind:        adapterv1.UpstreamError_Kind(ue.Kind),
 		Upstream:    ue.Upstream,
 		Status:      ue.Status,
 		Message:     ue.Message,
 		BodyExcerpt: ue.Body,
 		DetailJson:  ue.Detail,
 		Retryable:   ue.Retryable,
+		Rejected:    ue.Rejected,
 	}, true
 }
 
@@ -181,14 +185,14 @@ func operationFromProto(op *adapterv1.Operation) Operation {
 		Name:    op.GetName(),
 		Config:  json.RawMessage(op.GetConfigJson()),
 		Timeout: time.Duration(op.GetTimeoutMs()) * time.Millisecond,
-		Mode:    op.GetMode(),
+		Mode:    Mode(op.GetMode()),
 		BaseDir: op.GetBaseDir(),
 	}
 }
 
 func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 	c := req.GetContext()
-	return &Request{
+	r := &Request{
 		Context: RequestContext{
 			RequestID:   c.GetRequestId(),
 			WorkspaceID: c.GetWorkspaceId(),
@@ -200,4 +204,8 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
 		Cursor:    req.GetCursor(),
 	}
+	if c.GetDeadline() != nil {
+		r.Context.Deadline = c.GetDeadline().AsTime()
+	}
+	return r
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/soap"
 )
 
@@ -17,7 +17,7 @@ import (
 //
 //	BenchmarkSOAPDirect  a plain net/http POST of a prebuilt envelope and
 //	                     reading the answer (the floor)
-//	BenchmarkSOAPInvoke  the adapter through sdktest: envelope building,
+//	BenchmarkSOAPInvoke  the adapter through adaptertest: envelope building,
 //	                     the call, normalisation and the plugin protocol
 
 const benchEnvelope = `<?xml version="1.0" encoding="UTF-8"?><soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/" xmlns:ns1="urn:crank:orders"><soap:Body><ns1:LookupOrder><ns1:orderId>12</ns1:orderId></ns1:LookupOrder></soap:Body></soap:Envelope>`
@@ -44,14 +44,14 @@ func BenchmarkSOAPDirect(b *testing.B) {
 
 func BenchmarkSOAPInvoke(b *testing.B) {
 	srv := newSOAPServer(b)
-	h := sdktest.New(b, soap.New())
+	h := adaptertest.New(b, soap.New())
 	cfg, _ := json.Marshal(map[string]any{"wsdl": "service.wsdl", "port": "Soap11", "endpoint": srv.URL + "/soap", "operation": "LookupOrder"})
-	call := sdktest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(`{"orderId":12}`), BaseDir: "testdata"}
+	call := adaptertest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(`{"orderId":12}`), BaseDir: "testdata"}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		res, ue, err := h.Invoke(ctx, call)
-		if err != nil || ue != nil || !strings.Contains(string(res.GetStructuredJson()), "SHIPPED") {
+		if err != nil || ue != nil || !strings.Contains(string(res.Structured), "SHIPPED") {
 			b.Fatalf("invoke: %v %v", err, ue)
 		}
 	}

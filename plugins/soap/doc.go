@@ -116,10 +116,12 @@
 //     <reason>", Detail {"fault": {"code", "subcodes", "reason", "actor",
 //     "detail"}, "soap_version": "1.1"|"1.2", "status_code": 500}. Dotted
 //     1.1 codes (Client.Authentication) are split into code and subcodes.
-//     Server and Receiver faults are retryable.
+//     Server and Receiver faults are retryable; Client and Sender faults
+//     are Rejected.
 //   - a non-2xx answer that is not a fault: KindUpstreamStatus, Status the
 //     HTTP code, Body an excerpt, Detail {"status_code","content_type"};
-//     retryable for 429, 502, 503, 504.
+//     retryable for 429, 502, 503, 504; Rejected for the other 4xx but
+//     408.
 //   - a 2xx answer that is not a SOAP envelope (not XML, other XML,
 //     empty): KindBadResponse naming what it is; an answer larger than
 //     max_response_bytes: KindBadResponse naming the limit.

@@ -11,6 +11,7 @@ import (
 	"github.com/beevik/etree"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 const maxExcerpt = 2048
@@ -148,8 +149,10 @@ func fault(up string, f *etree.Element, envNS string, httpStatus int) *sdk.Upstr
 	return &sdk.UpstreamError{
 		Kind: sdk.KindUpstreamStatus, Upstream: up, Status: status,
 		Message: "SOAP fault " + status + ": " + reason, Detail: d,
-		// Server / Receiver faults may be passing conditions.
+		// Server / Receiver faults may be passing conditions; Client /
+		// Sender faults refuse the request as such.
 		Retryable: code == "Server" || code == "Receiver",
+		Rejected:  code == "Client" || code == "Sender",
 	}
 }
 
@@ -287,6 +290,7 @@ func result(op *operation, up string, status int, ctype string, body []byte) (*s
 			Message: fmt.Sprintf("upstream answered HTTP %d without a SOAP fault", status),
 			Body:    excerpt(body), Detail: d,
 			Retryable: status == 429 || status == 502 || status == 503 || status == 504,
+			Rejected:  httpadapter.RejectedStatus(status),
 		}
 	}
 	if b == nil {

@@ -18,9 +18,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/soap"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -63,22 +62,22 @@ func testdataDir(t *testing.T) string {
 }
 
 // expand returns the tools of an entry by name.
-func expand(t *testing.T, h *sdktest.Harness, cfg map[string]any) (map[string]*adapterv1.Tool, []*adapterv1.Diagnostic) {
+func expand(t *testing.T, h *adaptertest.Harness, cfg map[string]any) (map[string]sdk.Tool, []sdk.Diagnostic) {
 	t.Helper()
-	resp, err := h.Expand(ctxT(t), sdktest.Call{Config: cfg, BaseDir: testdataDir(t)})
+	list, diags, err := h.Expand(ctxT(t), adaptertest.Call{Config: cfg, BaseDir: testdataDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := map[string]*adapterv1.Tool{}
-	for _, tl := range resp.GetTools() {
-		tools[tl.GetName()] = tl
+	tools := map[string]sdk.Tool{}
+	for _, tl := range list {
+		tools[tl.Name] = tl
 	}
-	return tools, resp.GetDiagnostics()
+	return tools, diags
 }
 
 func TestExpandSchemas(t *testing.T) {
 	t.Parallel()
-	h := sdktest.New(t, soap.New())
+	h := adaptertest.New(t, soap.New())
 	tools, diags := expand(t, h, map[string]any{"wsdl": "service.wsdl", "tool_prefix": "calc_"})
 	var names []string
 	for n := range tools {
@@ -89,19 +88,19 @@ func TestExpandSchemas(t *testing.T) {
 		t.Fatalf("tools = %v", names)
 	}
 	// Broken is skipped and reported with the element at fault; the rest load.
-	if len(diags) != 1 || diags[0].GetSeverity() != adapterv1.Diagnostic_SEVERITY_WARNING ||
-		!strings.Contains(diags[0].GetMessage(), `<wsdl:part name="parameters">: element {urn:crank:calc}Missing is not defined`) ||
-		!strings.Contains(diags[0].GetMessage(), `name="Broken"`) {
+	if len(diags) != 1 || diags[0].Severity != sdk.SeverityWarning ||
+		!strings.Contains(diags[0].Message, `<wsdl:part name="parameters">: element {urn:crank:calc}Missing is not defined`) ||
+		!strings.Contains(diags[0].Message, `name="Broken"`) {
 		t.Errorf("diagnostics = %v", diags)
 	}
-	if d := tools["calc_Add"].GetDescription(); d != "Adds two integers." {
+	if d := tools["calc_Add"].Description; d != "Adds two integers." {
 		t.Errorf("Add description = %q", d)
 	}
 	for _, n := range names {
-		golden(t, n+".json", tools[n].GetInputSchemaJson())
+		golden(t, n+".json", tools[n].InputSchema)
 		// The host resolves input schemas with google/jsonschema-go.
 		var js jsonschema.Schema
-		if err := json.Unmarshal(tools[n].GetInputSchemaJson(), &js); err != nil {
+		if err := json.Unmarshal(tools[n].InputSchema, &js); err != nil {
 			t.Fatal(err)
 		}
 		r, err := js.Resolve(nil)
@@ -116,18 +115,18 @@ func TestExpandSchemas(t *testing.T) {
 			}
 		}
 		var cfg map[string]any
-		if err := json.Unmarshal(tools[n].GetConfigJson(), &cfg); err != nil || cfg["operation"] != strings.TrimPrefix(n, "calc_") || cfg["tool_prefix"] != nil {
-			t.Errorf("%s config = %s", n, tools[n].GetConfigJson())
+		if err := json.Unmarshal(tools[n].Config, &cfg); err != nil || cfg["operation"] != strings.TrimPrefix(n, "calc_") || cfg["tool_prefix"] != nil {
+			t.Errorf("%s config = %s", n, tools[n].Config)
 		}
 	}
 	// rpc/literal: one argument per part.
 	tools, _ = expand(t, h, map[string]any{"wsdl": "service.wsdl", "port": "Rpc"})
-	golden(t, "Multiply.json", tools["Multiply"].GetInputSchemaJson())
+	golden(t, "Multiply.json", tools["Multiply"].InputSchema)
 }
 
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
-	h := sdktest.New(t, soap.New())
+	h := adaptertest.New(t, soap.New())
 	dir := t.TempDir()
 	write := func(name, s string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
@@ -160,13 +159,13 @@ func TestLoadErrors(t *testing.T) {
 		{map[string]any{"wsdl": "encoded.wsdl", "operations": []string{"Nope"}}, "operations", "Nope is not an operation of port Soap11"},
 	}
 	for _, c := range cases {
-		diags, err := h.Validate(ctxT(t), sdktest.Call{Config: c.cfg, BaseDir: dir})
+		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: c.cfg, BaseDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ok := false
 		for _, d := range diags {
-			if d.GetField() == c.field && strings.Contains(d.GetMessage(), c.msg) {
+			if d.Field == c.field && strings.Contains(d.Message, c.msg) {
 				ok = true
 			}
 		}
@@ -185,7 +184,7 @@ func mustRead(t *testing.T, p string) string {
 }
 
 type call struct {
-	h   *sdktest.Harness
+	h   *adaptertest.Harness
 	cfg map[string]any
 	dir string
 }
@@ -195,16 +194,16 @@ func newCall(t *testing.T, srv *soapServer, port string, extra map[string]any) c
 	for k, v := range extra {
 		cfg[k] = v
 	}
-	return call{h: sdktest.New(t, soap.New()), cfg: cfg, dir: testdataDir(t)}
+	return call{h: adaptertest.New(t, soap.New()), cfg: cfg, dir: testdataDir(t)}
 }
 
-func (c call) invoke(t *testing.T, op string, args any) (map[string]any, *adapterv1.UpstreamError) {
+func (c call) invoke(t *testing.T, op string, args any) (map[string]any, *sdk.UpstreamError) {
 	t.Helper()
 	cfg := map[string]any{"operation": op}
 	for k, v := range c.cfg {
 		cfg[k] = v
 	}
-	res, ue, err := c.h.Invoke(ctxT(t), sdktest.Call{Config: cfg, Args: args, BaseDir: c.dir})
+	res, ue, err := c.h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: args, BaseDir: c.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +211,8 @@ func (c call) invoke(t *testing.T, op string, args any) (map[string]any, *adapte
 		return nil, ue
 	}
 	var m map[string]any
-	if err := json.Unmarshal(res.GetStructuredJson(), &m); err != nil {
-		t.Fatalf("result %s: %v", res.GetStructuredJson(), err)
+	if err := json.Unmarshal(res.Structured, &m); err != nil {
+		t.Fatalf("result %s: %v", res.Structured, err)
 	}
 	return m, nil
 }
@@ -352,7 +351,7 @@ func TestArgumentErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, ue := c.invoke(t, tc.op, tc.args)
-		if ue == nil || ue.GetKind() != adapterv1.UpstreamError_KIND_INVALID_ARGUMENT || !strings.Contains(ue.GetMessage(), tc.msg) {
+		if ue == nil || ue.Kind != sdk.KindInvalidArgument || !strings.Contains(ue.Message, tc.msg) {
 			t.Errorf("%s %v: %v, want %q", tc.op, tc.args, ue, tc.msg)
 		}
 	}
@@ -367,42 +366,45 @@ func TestFaultsAndHTTPFailures(t *testing.T) {
 		c      call
 		op     string
 		args   any
-		kind   adapterv1.UpstreamError_Kind
+		kind   sdk.ErrorKind
 		status string
 		detail string
 	}{
-		{c11, "Divide", map[string]any{"a": 1, "b": 0}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "Client",
+		{c11, "Divide", map[string]any{"a": 1, "b": 0}, sdk.KindUpstreamStatus, "Client",
 			`{"fault":{"code":"Client","detail":{"info":{"@code":"E1","_value":"see logs"}},"reason":"division by zero","subcodes":["DivisionByZero"]},"soap_version":"1.1","status_code":500}`},
-		{c12, "Divide", map[string]any{"a": 1, "b": 0}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "Sender",
+		{c12, "Divide", map[string]any{"a": 1, "b": 0}, sdk.KindUpstreamStatus, "Sender",
 			`{"fault":{"code":"Sender","detail":{"info":{"@code":"E1","_value":"see logs"}},"reason":"division by zero","subcodes":["DivisionByZero"]},"soap_version":"1.2","status_code":400}`},
-		{c11, "LookupOrder", map[string]any{"orderId": 404}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "Server", `"retry"`},
-		{c12, "LookupOrder", map[string]any{"orderId": 404}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "Receiver", `"retry"`},
-		{c11, "LookupOrder", map[string]any{"orderId": 500}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "500", `{"content_type":"text/html","status_code":500}`},
-		{c12, "LookupOrder", map[string]any{"orderId": 503}, adapterv1.UpstreamError_KIND_UPSTREAM_STATUS, "503", `{"content_type":"text/plain","status_code":503}`},
-		{c11, "LookupOrder", map[string]any{"orderId": 200}, adapterv1.UpstreamError_KIND_BAD_RESPONSE, "", ""},
-		{c11, "LookupOrder", map[string]any{"orderId": 201}, adapterv1.UpstreamError_KIND_BAD_RESPONSE, "", ""},
+		{c11, "LookupOrder", map[string]any{"orderId": 404}, sdk.KindUpstreamStatus, "Server", `"retry"`},
+		{c12, "LookupOrder", map[string]any{"orderId": 404}, sdk.KindUpstreamStatus, "Receiver", `"retry"`},
+		{c11, "LookupOrder", map[string]any{"orderId": 500}, sdk.KindUpstreamStatus, "500", `{"content_type":"text/html","status_code":500}`},
+		{c12, "LookupOrder", map[string]any{"orderId": 503}, sdk.KindUpstreamStatus, "503", `{"content_type":"text/plain","status_code":503}`},
+		{c11, "LookupOrder", map[string]any{"orderId": 200}, sdk.KindBadResponse, "", ""},
+		{c11, "LookupOrder", map[string]any{"orderId": 201}, sdk.KindBadResponse, "", ""},
 	}
 	for _, tc := range cases {
 		_, ue := tc.c.invoke(t, tc.op, tc.args)
-		if ue == nil || ue.GetKind() != tc.kind || ue.GetStatus() != tc.status {
+		if ue == nil || ue.Kind != tc.kind || ue.Status != tc.status {
 			t.Errorf("%s %v: %v", tc.op, tc.args, ue)
 			continue
 		}
+		if rejected := tc.status == "Client" || tc.status == "Sender"; ue.Rejected != rejected {
+			t.Errorf("%s %v: rejected = %v, want %v", tc.op, tc.args, ue.Rejected, rejected)
+		}
 		switch tc.detail {
 		case `"retry"`:
-			if !ue.GetRetryable() || !strings.Contains(ue.GetMessage(), "order store unavailable") {
+			if !ue.Retryable || !strings.Contains(ue.Message, "order store unavailable") {
 				t.Errorf("server fault: %v", ue)
 			}
 		case "":
 		default:
-			if string(ue.GetDetailJson()) != tc.detail {
-				t.Errorf("%s %v detail = %s\nwant %s", tc.op, tc.args, ue.GetDetailJson(), tc.detail)
+			if string(ue.Detail) != tc.detail {
+				t.Errorf("%s %v detail = %s\nwant %s", tc.op, tc.args, ue.Detail, tc.detail)
 			}
 		}
 	}
 	// Transport failure: nothing listens.
 	dead := newCall(t, srv, "Soap11", map[string]any{"endpoint": "http://127.0.0.1:1/soap"})
-	if _, ue := dead.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.GetKind() != adapterv1.UpstreamError_KIND_TRANSPORT {
+	if _, ue := dead.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.Kind != sdk.KindTransport {
 		t.Errorf("dead endpoint: %v", ue)
 	}
 	// A service slower than the timeout.
@@ -415,12 +417,12 @@ func TestFaultsAndHTTPFailures(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	late := newCall(t, srv, "Soap11", map[string]any{"endpoint": slow.URL, "timeout": "200ms"})
-	if _, ue := late.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.GetKind() != adapterv1.UpstreamError_KIND_TIMEOUT || !strings.Contains(ue.GetMessage(), "within 200ms") {
+	if _, ue := late.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.Kind != sdk.KindTimeout || !strings.Contains(ue.Message, "within 200ms") {
 		t.Errorf("slow endpoint: %v", ue)
 	}
 	// Too large an answer.
 	small := newCall(t, srv, "Soap11", map[string]any{"max_response_bytes": 10})
-	if _, ue := small.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.GetKind() != adapterv1.UpstreamError_KIND_BAD_RESPONSE || !strings.Contains(ue.GetMessage(), "max_response_bytes (10)") {
+	if _, ue := small.invoke(t, "Add", map[string]any{"a": 1, "b": 1}); ue == nil || ue.Kind != sdk.KindBadResponse || !strings.Contains(ue.Message, "max_response_bytes (10)") {
 		t.Errorf("too large: %v", ue)
 	}
 }
@@ -455,11 +457,11 @@ func TestWSSecurityAndHeaders(t *testing.T) {
 	}
 	bad := newCall(t, srv, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "wrong-pw-123"}})
 	_, ue := bad.invoke(t, "Add", map[string]any{"a": 1, "b": 2})
-	if ue == nil || ue.GetStatus() != "Sender" || strings.Contains(ue.String(), "wrong-pw-123") {
+	if ue == nil || ue.Status != "Sender" || strings.Contains(asJSON(ue), "wrong-pw-123") {
 		t.Errorf("bad credentials: %v", ue)
 	}
 	// Config errors never quote the values.
-	diags, _ := bad.h.Validate(ctxT(t), sdktest.Call{Config: map[string]any{"wsdl": "service.wsdl", "headers": map[string]any{"X-Key": "secret-val\n"}}, BaseDir: bad.dir})
+	diags, _ := bad.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl", "headers": map[string]any{"X-Key": "secret-val\n"}}, BaseDir: bad.dir})
 	if len(diags) == 0 || strings.Contains(asJSON(diags), "secret-val") {
 		t.Errorf("header diagnostics: %v", diags)
 	}
@@ -467,10 +469,9 @@ func TestWSSecurityAndHeaders(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	h := sdktest.New(t, soap.New())
-	d, err := h.Client.Describe(ctxT(t), &adapterv1.DescribeRequest{})
-	if err != nil || d.GetName() != soap.Name || !json.Valid(d.GetConfigSchemaJson()) {
+	h := adaptertest.New(t, soap.New())
+	d, err := h.Describe(ctxT(t))
+	if err != nil || d.Name != soap.Name || !json.Valid(d.ConfigSchema) || !d.Serves(sdk.ModeUnary) {
 		t.Fatalf("describe: %v %v", d, err)
 	}
-	_ = sdk.ModeUnary
 }

@@ -13,8 +13,9 @@ import (
 
 	ws "github.com/coder/websocket"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // benchFeed sends ?n= copies of a small JSON message as fast as it can,
@@ -81,13 +82,13 @@ func BenchmarkWindowThroughput(b *testing.B) {
 
 	b.ResetTimer()
 	start = time.Now()
-	events, err := h.Stream(ctx, sdktest.Call{Config: map[string]any{
+	events, ue, err := h.Stream(ctx, adaptertest.Call{Config: map[string]any{
 		"url": fmt.Sprintf("%s/?n=%d", url, n), "filter": "@.type == 'tick'", "id_path": "$.seq",
 	}}, 0)
 	adapter := time.Since(start)
 	b.StopTimer()
-	if err != nil || len(events) != n+1 || events[n].GetEnd() == nil {
-		b.Fatalf("adapter: %d events, %v", len(events), err)
+	if err != nil || ue != nil || len(events) != n+1 || events[n].Kind != client.EventEnd {
+		b.Fatalf("adapter: %d events, %v %v", len(events), ue, err)
 	}
 	b.ReportMetric(float64(n)/direct.Seconds(), "direct_msgs/s")
 	b.ReportMetric(float64(n)/adapter.Seconds(), "adapter_msgs/s")
@@ -113,8 +114,8 @@ func BenchmarkLiveSessionMemory(b *testing.B) {
 		}()
 	}
 	openAdapter := func(ctx context.Context) {
-		st, err := h.Client.Stream(ctx, &adapterv1.InvokeRequest{
-			Operation: &adapterv1.Operation{ConfigJson: []byte(`{"url":"` + url + `","subscribe":{"op":"sub"}}`)},
+		st, err := h.Client.Stream(ctx, &sdk.Request{
+			Operation: sdk.Operation{Config: []byte(`{"url":"` + url + `","subscribe":{"op":"sub"}}`)},
 		})
 		if err != nil {
 			b.Fatal(err)

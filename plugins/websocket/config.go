@@ -18,6 +18,7 @@ import (
 	"github.com/theory/jsonpath"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Defaults and bounds of the config.
@@ -206,12 +207,12 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 	}
 	c.subprotocols = f.Subprotocols
 	for i, p := range c.subprotocols {
-		if !sdk.ValidHeaderName(p) {
+		if !httpadapter.ValidHeaderName(p) {
 			d.Errorf(fmt.Sprintf("subprotocols[%d]", i), "must be a token (letters, digits and !#$%%&'*+-.^_`|~)")
 		}
 	}
 	if f.Headers != nil {
-		h, host, hd := sdk.StaticHeaders(f.Headers, managedHeaders...)
+		h, host, hd := httpadapter.StaticHeaders(f.Headers, managedHeaders...)
 		d.Add(hd...)
 		c.headers, c.host = h, host
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 func TestValidateOperation(t *testing.T) {
@@ -43,13 +43,13 @@ func TestValidateOperation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			diags, err := h.Validate(ctxT(t), sdktest.Call{Config: tc.config})
+			diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: tc.config})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, d := range diags {
-				got = append(got, d.GetField()+": "+d.GetMessage())
+				got = append(got, d.Field+": "+d.Message)
 			}
 			all := strings.Join(got, "\n")
 			if tc.want == "" {
@@ -70,16 +70,16 @@ func TestValidateOperation(t *testing.T) {
 
 func TestExpandDerivesInputSchema(t *testing.T) {
 	t.Parallel()
-	resp, err := newHarness(t).Expand(ctxT(t), sdktest.Call{Config: `{"url":"ws://h/feed/{{region}}?depth={{depth}}",
+	tools, diags, err := newHarness(t).Expand(ctxT(t), adaptertest.Call{Config: `{"url":"ws://h/feed/{{region}}?depth={{depth}}",
 		"subscribe":{"op":"sub","channels":"{{channels}}","from":"{{cursor}}","note":"for {{who}}"}}`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.GetDiagnostics()) > 0 || len(resp.GetTools()) != 1 || resp.GetTools()[0].GetName() != "" {
-		t.Fatalf("expand: %v", resp)
+	if len(diags) > 0 || len(tools) != 1 || tools[0].Name != "" {
+		t.Fatalf("expand: %v %v", tools, diags)
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(resp.GetTools()[0].GetInputSchemaJson(), &schema); err != nil {
+	if err := json.Unmarshal(tools[0].InputSchema, &schema); err != nil {
 		t.Fatal(err)
 	}
 	props := schema["properties"].(map[string]any)
@@ -101,11 +101,11 @@ func TestExpandDerivesInputSchema(t *testing.T) {
 
 func TestInvokeIsRefused(t *testing.T) {
 	t.Parallel()
-	_, ue, err := newHarness(t).Invoke(ctxT(t), sdktest.Call{Config: `{"url":"ws://h/x"}`})
+	_, ue, err := newHarness(t).Invoke(ctxT(t), adaptertest.Call{Config: `{"url":"ws://h/x"}`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ue == nil || !strings.Contains(ue.GetMessage(), "give it mode window, session or async_job") {
+	if ue == nil || !strings.Contains(ue.Message, "give it mode window, session or async_job") {
 		t.Fatalf("invoke: %v", ue)
 	}
 }

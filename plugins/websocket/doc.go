@@ -92,7 +92,8 @@
 //     that messages may have been missed, never silently. After
 //     max_attempts consecutive failed attempts (0: never reconnect) the
 //     stream fails. The first connection is not retried: a wrong URL or a
-//     refused handshake fails at once. A normal close (1000) by the
+//     refused handshake fails at once (a handshake answered with a 4xx but
+//     408 and 429 is Rejected). A normal close (1000) by the
 //     upstream ends the stream (end_reason upstream_end).
 //
 // The connect timeout is the operation's upstream timeout (the host's

@@ -12,9 +12,10 @@ import (
 
 	ws "github.com/coder/websocket"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/plugins/websocket"
-	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
 
 // ctxT bounds a test so that a bug shows as a failure, not a hang.
@@ -24,7 +25,7 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func newHarness(t testing.TB) *sdktest.Harness { return sdktest.New(t, websocket.New()) }
+func newHarness(t testing.TB) *adaptertest.Harness { return adaptertest.New(t, websocket.New()) }
 
 // feed is a loopback WebSocket server. Each connection runs serve with
 // its number (from 1).
@@ -118,23 +119,13 @@ func (p *peer) waitClosed() ws.StatusCode {
 
 // summarize renders stream events compactly: item data (#cursor), gap, end
 // or error kind.
-func summarize(events []*adapterv1.StreamEvent) []string {
+func summarize(events []client.Event, ue *sdk.UpstreamError) []string {
 	var out []string
 	for _, ev := range events {
-		switch e := ev.GetEvent().(type) {
-		case *adapterv1.StreamEvent_Item:
-			s := string(e.Item.GetDataJson())
-			if e.Item.GetCursor() != "" {
-				s += "#" + e.Item.GetCursor()
-			}
-			out = append(out, s)
-		case *adapterv1.StreamEvent_Gap:
-			out = append(out, "gap: "+e.Gap.GetReason())
-		case *adapterv1.StreamEvent_End:
-			out = append(out, "end")
-		case *adapterv1.StreamEvent_Error:
-			out = append(out, "error "+e.Error.GetKind().String()+": "+e.Error.GetMessage())
-		}
+		out = append(out, ev.String())
+	}
+	if ue != nil {
+		out = append(out, "error "+ue.Kind.String()+": "+ue.Message)
 	}
 	return out
 }

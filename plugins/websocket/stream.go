@@ -20,6 +20,7 @@ import (
 	ws "github.com/coder/websocket"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // errHostGone: the host stopped taking events.
@@ -334,6 +335,7 @@ func (s *stream) dialError(ctx, dctx context.Context, resp *http.Response, err e
 		ue := s.fail(sdk.KindUpstreamStatus, retryableStatus(resp.StatusCode),
 			fmt.Sprintf("the WebSocket handshake was answered with HTTP %d %s instead of 101", resp.StatusCode, http.StatusText(resp.StatusCode)))
 		ue.Status = strconv.Itoa(resp.StatusCode)
+		ue.Rejected = httpadapter.RejectedStatus(resp.StatusCode)
 		if resp.Body != nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			if utf8.Valid(b) {

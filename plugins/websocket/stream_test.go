@@ -7,7 +7,7 @@ import (
 
 	ws "github.com/coder/websocket"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // alertConfig subscribes to a channel, waits for the ack and keeps the
@@ -47,11 +47,11 @@ func TestSubscribeAckUnsubscribe(t *testing.T) {
 			}
 		}
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: alertConfig(f.url), Args: map[string]any{"channel": "alerts"}}, 3)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: alertConfig(f.url), Args: map[string]any{"channel": "alerts"}}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
+	got := strings.Join(summarize(events, ue), " | ")
 	if want := `{"seq":1,"type":"alert"}#1 | {"seq":2,"type":"alert"}#2 | {"seq":3,"type":"alert"}#3`; got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
@@ -75,12 +75,12 @@ func TestNeverAcks(t *testing.T) {
 	}, nil)
 	cfg := alertConfig(f.url)
 	cfg["ack"] = map[string]any{"path": "$.type", "equals": "subscribed", "timeout_ms": 100}
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg, Args: map[string]any{"channel": "a"}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: cfg, Args: map[string]any{"channel": "a"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
-	if want := `{"seq":1,"type":"alert"}#1 | error KIND_TIMEOUT: the upstream did not acknowledge the subscription within ack.timeout_ms (100 ms)`; got != want {
+	got := strings.Join(summarize(events, ue), " | ")
+	if want := `{"seq":1,"type":"alert"}#1 | error timeout: the upstream did not acknowledge the subscription within ack.timeout_ms (100 ms)`; got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 	if n := f.conns.Load(); n != 1 {
@@ -105,11 +105,11 @@ func TestDropReconnectResubscribeGap(t *testing.T) {
 		p.send(alert(4))
 		p.hold()
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: alertConfig(f.url), Args: map[string]any{"channel": "c"}}, 5)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: alertConfig(f.url), Args: map[string]any{"channel": "c"}}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(events)
+	got := summarize(events, ue)
 	if len(got) != 5 || !strings.HasPrefix(got[2], "gap: the upstream connection was lost (the connection broke") {
 		t.Fatalf("events: %q", got)
 	}
@@ -139,14 +139,14 @@ func TestReconnectGivesUp(t *testing.T) {
 	}, nil)
 	cfg := alertConfig(f.url)
 	cfg["reconnect"] = map[string]any{"max_attempts": 2, "initial_delay_ms": 1, "max_delay_ms": 1}
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg, Args: map[string]any{"channel": "c"}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: cfg, Args: map[string]any{"channel": "c"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
+	got := strings.Join(summarize(events, ue), " | ")
 	want := `{"seq":1,"type":"alert"}#1 | gap: the upstream connection was lost (the upstream closed the connection with status 1001 (StatusGoingAway): restarting); ` +
 		`reconnecting and subscribing again: messages sent meanwhile may have been missed | ` +
-		`error KIND_TRANSPORT: gave up after 2 reconnect attempts: the upstream closed the connection with status 1013 (StatusTryAgainLater): busy`
+		`error transport: gave up after 2 reconnect attempts: the upstream closed the connection with status 1013 (StatusTryAgainLater): busy`
 	if got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
@@ -162,11 +162,11 @@ func TestNormalCloseEndsStream(t *testing.T) {
 		p.send(map[string]any{"n": 1})
 		p.c.Close(ws.StatusNormalClosure, "")
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{"url": f.url}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"url": f.url}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); got != `"hello" | {"n":1} | end` {
+	if got := strings.Join(summarize(events, ue), " | "); got != `"hello" | {"n":1} | end` {
 		t.Fatalf("events: %s", got)
 	}
 }
@@ -210,11 +210,11 @@ func TestHeartbeatLoss(t *testing.T) {
 				// the test to see it: a subscribe it answers.
 				cfg["subscribe"] = "hi"
 			}
-			events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg}, 3)
+			events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: cfg}, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(events)
+			got := summarize(events, ue)
 			if len(got) != 3 || got[0] != `{"n":1}` || got[2] != `{"n":2}` ||
 				!strings.Contains(got[1], "gap: the upstream connection was lost ("+tc.reason+")") {
 				t.Fatalf("events: %q", got)
@@ -231,11 +231,11 @@ func TestFlood(t *testing.T) {
 		}
 		closed <- fmt.Sprint(p.waitClosed())
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{"url": f.url}}, 2000)
-	if err != nil {
-		t.Fatal(err)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"url": f.url}}, 2000)
+	if err != nil || ue != nil {
+		t.Fatal(ue, err)
 	}
-	if len(events) != 2000 || string(events[1999].GetItem().GetDataJson()) != `{"i":1999}` {
+	if len(events) != 2000 || string(events[1999].Item.Data) != `{"i":1999}` {
 		t.Fatalf("%d events, last %v", len(events), events[len(events)-1])
 	}
 	// The adapter stops reading and closes even while the server floods.
@@ -252,11 +252,11 @@ func TestOversizeMessageSkipped(t *testing.T) {
 		p.send(map[string]any{"n": 2})
 		p.c.Close(ws.StatusNormalClosure, "")
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{"url": f.url, "max_message_bytes": 1024}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"url": f.url, "max_message_bytes": 1024}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
+	got := strings.Join(summarize(events, ue), " | ")
 	if want := `{"n":1} | gap: a message larger than max_message_bytes (1024) was skipped | {"n":2} | end`; got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
@@ -265,7 +265,7 @@ func TestOversizeMessageSkipped(t *testing.T) {
 func TestBinaryMessages(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ mode, want string }{
-		{"", "error KIND_BAD_RESPONSE: the upstream sent a binary message: set binary to base64, text or skip to accept binary messages"},
+		{"", "error bad_response: the upstream sent a binary message: set binary to base64, text or skip to accept binary messages"},
 		{"base64", `"AAH/" | {"t":1} | end`},
 		{"text", `gap: a binary message that is not UTF-8 text was skipped (binary: text) | {"t":1} | end`},
 		{"skip", `end`},
@@ -281,7 +281,7 @@ func TestBinaryMessages(t *testing.T) {
 			if tc.mode != "" {
 				cfg["binary"] = tc.mode
 			}
-			events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg}, 0)
+			events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: cfg}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +289,7 @@ func TestBinaryMessages(t *testing.T) {
 			if tc.mode == "base64" {
 				want = `"AAH/" | "eyJ0IjoxfQ==" | end`
 			}
-			if got := strings.Join(summarize(events), " | "); got != want {
+			if got := strings.Join(summarize(events, ue), " | "); got != want {
 				t.Fatalf("events:\n got %s\nwant %s", got, want)
 			}
 		})
@@ -300,30 +300,33 @@ func TestHandshakeRefused(t *testing.T) {
 	t.Parallel()
 	srv := newFeed(t, func(p *peer) {}, nil)
 	// A plain HTTP path on the same server: no upgrade, a 403.
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{
 		"url":     strings.Replace(srv.url, "ws://", "ws://user:pw@", 1) + "/feed?token=s3cret",
 		"headers": map[string]any{"Origin": "http://evil.example"},
 	}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
-	if !strings.HasPrefix(got, "error KIND_UPSTREAM_STATUS: the WebSocket handshake was answered with HTTP 403 Forbidden instead of 101") {
+	got := strings.Join(summarize(events, ue), " | ")
+	if !strings.HasPrefix(got, "error upstream_status: the WebSocket handshake was answered with HTTP 403 Forbidden instead of 101") {
 		t.Fatalf("events: %s", got)
 	}
-	if up := events[0].GetError().GetUpstream(); strings.Contains(up, "s3cret") || strings.Contains(up, "pw") || !strings.HasSuffix(up, "/feed") {
+	if up := ue.Upstream; strings.Contains(up, "s3cret") || strings.Contains(up, "pw") || !strings.HasSuffix(up, "/feed") {
 		t.Errorf("upstream name %q", up)
+	}
+	if !ue.Rejected || ue.Status != "403" {
+		t.Errorf("a refused handshake: %+v", ue)
 	}
 }
 
 func TestConnectRefused(t *testing.T) {
 	t.Parallel()
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{"url": "ws://127.0.0.1:1/x?key=s3cret"}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{"url": "ws://127.0.0.1:1/x?key=s3cret"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(summarize(events), " | ")
-	if !strings.HasPrefix(got, "error KIND_TRANSPORT: cannot connect") || strings.Contains(got, "s3cret") {
+	got := strings.Join(summarize(events, ue), " | ")
+	if !strings.HasPrefix(got, "error transport: cannot connect") || strings.Contains(got, "s3cret") {
 		t.Fatalf("events: %s", got)
 	}
 }
@@ -337,14 +340,14 @@ func TestDroppedSubscriptionsRunOutOfAttempts(t *testing.T) {
 		p.next()
 		p.c.Close(ws.StatusInternalError, "no")
 	}, nil)
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: map[string]any{
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: map[string]any{
 		"url": f.url, "subscribe": "sub", "reconnect": map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 1},
 	}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(events)
-	if len(got) != 4 || !strings.HasPrefix(got[3], "error KIND_TRANSPORT: gave up after 3 reconnect attempts: the upstream closed the connection with status 1011") {
+	got := summarize(events, ue)
+	if len(got) != 4 || !strings.HasPrefix(got[3], "error transport: gave up after 3 reconnect attempts: the upstream closed the connection with status 1011") {
 		t.Fatalf("events: %q", got)
 	}
 	if n := f.conns.Load(); n != 4 {
@@ -361,11 +364,11 @@ func TestNeverAcksNorCloses(t *testing.T) {
 	cfg := alertConfig(f.url)
 	cfg["ack"] = map[string]any{"path": "$.type", "timeout_ms": 50}
 	cfg["close_timeout_ms"] = 50
-	events, err := newHarness(t).Stream(ctxT(t), sdktest.Call{Config: cfg, Args: map[string]any{"channel": "a"}}, 0)
+	events, ue, err := newHarness(t).Stream(ctxT(t), adaptertest.Call{Config: cfg, Args: map[string]any{"channel": "a"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(summarize(events), " | "); got != "error KIND_TIMEOUT: the upstream did not acknowledge the subscription within ack.timeout_ms (50 ms)" {
+	if got := strings.Join(summarize(events, ue), " | "); got != "error timeout: the upstream did not acknowledge the subscription within ack.timeout_ms (50 ms)" {
 		t.Fatalf("events: %s", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	ws "github.com/coder/websocket"
 
-	"github.com/crankmcp/crank/plugins/sdk/sdktest"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 // TestTLSHeadersCompression connects over wss:// trusting the server's
@@ -49,11 +49,11 @@ func TestTLSHeadersCompression(t *testing.T) {
 		"compression":  "no_context_takeover",
 	}
 	h := newHarness(t)
-	events, err := h.Stream(ctxT(t), sdktest.Call{Config: cfg, BaseDir: dir}, 0)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: cfg, BaseDir: dir}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(events)
+	got := summarize(events, ue)
 	if len(got) != 2 || !strings.Contains(got[0], `"sub":"feed.v1"`) || !strings.Contains(got[0], `"deflate":"permessage-deflate`) || got[1] != "end" {
 		t.Fatalf("events: %.300q", got)
 	}
@@ -62,12 +62,12 @@ func TestTLSHeadersCompression(t *testing.T) {
 	// token nor the query.
 	delete(cfg, "tls")
 	cfg["url"] = url + "?key=s3cret"
-	events, err = h.Stream(ctxT(t), sdktest.Call{Config: cfg}, 0)
+	events, ue, err = h.Stream(ctxT(t), adaptertest.Call{Config: cfg}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = summarize(events)
-	if len(got) != 1 || !strings.HasPrefix(got[0], "error KIND_TRANSPORT: cannot connect: tls: failed to verify certificate") ||
+	got = summarize(events, ue)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "error transport: cannot connect: tls: failed to verify certificate") ||
 		strings.Contains(got[0], "t0ken") || strings.Contains(got[0], "s3cret") {
 		t.Fatalf("events: %q", got)
 	}

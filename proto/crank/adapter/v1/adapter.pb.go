@@ -1229,7 +1229,15 @@ type UpstreamError struct {
 	// Structured detail as JSON (e.g. gRPC status details), optional.
 	DetailJson []byte `protobuf:"bytes,6,opt,name=detail_json,json=detailJson,proto3" json:"detail_json,omitempty"`
 	// Whether repeating the same call may succeed.
-	Retryable     bool `protobuf:"varint,7,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	Retryable bool `protobuf:"varint,7,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	// The upstream refused this request as such, so that repeating it
+	// cannot succeed: an HTTP 4xx other than 408 and 429, a SOAP
+	// Client/Sender fault, a gRPC status such as INVALID_ARGUMENT,
+	// NOT_FOUND or PERMISSION_DENIED, a GraphQL request error. The host
+	// then stops, e.g. polling an upstream job whose status request is
+	// refused. Adapters that predate the field leave it unset, which the
+	// host takes as "may be worth repeating".
+	Rejected      bool `protobuf:"varint,8,opt,name=rejected,proto3" json:"rejected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1309,6 +1317,13 @@ func (x *UpstreamError) GetDetailJson() []byte {
 func (x *UpstreamError) GetRetryable() bool {
 	if x != nil {
 		return x.Retryable
+	}
+	return false
+}
+
+func (x *UpstreamError) GetRejected() bool {
+	if x != nil {
+		return x.Rejected
 	}
 	return false
 }
@@ -1680,7 +1695,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
-	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\x9e\x03\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\xba\x03\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
@@ -1689,7 +1704,8 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fbody_excerpt\x18\x05 \x01(\tR\vbodyExcerpt\x12\x1f\n" +
 	"\vdetail_json\x18\x06 \x01(\fR\n" +
 	"detailJson\x12\x1c\n" +
-	"\tretryable\x18\a \x01(\bR\tretryable\"\xa2\x01\n" +
+	"\tretryable\x18\a \x01(\bR\tretryable\x12\x1a\n" +
+	"\brejected\x18\b \x01(\bR\brejected\"\xa2\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14KIND_UPSTREAM_STATUS\x10\x01\x12\x12\n" +

@@ -1,4 +1,4 @@
-package sdk
+package httpadapter
 
 import (
 	"context"
@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
-// HTTPCall describes one HTTP request an adapter makes, for classifying
-// its failures (HTTPCall.Failure).
-type HTTPCall struct {
+// Call describes one HTTP request an adapter makes, for classifying
+// its failures (Call.Failure).
+type Call struct {
 	// Upstream is UpstreamError.Upstream, e.g. "GET http://billing/x".
 	Upstream string
 	// Host is the host:port messages name (never the whole URL: its query
@@ -37,29 +40,29 @@ type HTTPCall struct {
 // reading the answer: the host's cancellation or deadline (parent), the
 // adapter's own timeout (timedOut: the call's context ended by Timeout),
 // or a transport failure explained without quoting the URL.
-func (c HTTPCall) Failure(parent context.Context, timedOut bool, err error, reading bool) *UpstreamError {
-	ue := &UpstreamError{Upstream: c.Upstream}
+func (c Call) Failure(parent context.Context, timedOut bool, err error, reading bool) *sdk.UpstreamError {
+	ue := &sdk.UpstreamError{Upstream: c.Upstream}
 	when := "before the upstream answered"
 	if reading {
 		when = "while reading the upstream's answer"
 	}
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
-		ue.Kind = KindCancelled
+		ue.Kind = sdk.KindCancelled
 		ue.Message = "the call was cancelled " + when
 	case errors.Is(parent.Err(), context.DeadlineExceeded):
-		ue.Kind = KindTimeout
+		ue.Kind = sdk.KindTimeout
 		ue.Message = "the call's deadline expired " + when
 		ue.Retryable = c.Idempotent
 	case timedOut:
-		ue.Kind = KindTimeout
+		ue.Kind = sdk.KindTimeout
 		ue.Message = "timeout: the upstream did not answer within " + c.Timeout.String()
 		if reading {
 			ue.Message = "timeout: the upstream's answer was not complete within " + c.Timeout.String()
 		}
 		ue.Retryable = c.Idempotent
 	default:
-		ue.Kind = KindTransport
+		ue.Kind = sdk.KindTransport
 		msg, retry := c.describeTransport(err, reading)
 		ue.Message = msg
 		ue.Retryable = retry == retryAlways || retry == retryIdempotent && c.Idempotent
@@ -78,7 +81,7 @@ const (
 
 // describeTransport explains a transport error without quoting the request
 // URL (its query string may carry secrets).
-func (c HTTPCall) describeTransport(err error, reading bool) (string, retryClass) {
+func (c Call) describeTransport(err error, reading bool) (string, retryClass) {
 	host := c.Host
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
@@ -122,6 +125,13 @@ func (c HTTPCall) describeTransport(err error, reading bool) (string, retryClass
 		return "reading the answer from " + host + " failed: " + err.Error(), retryIdempotent
 	}
 	return "request to " + host + " failed: " + err.Error(), retryNever
+}
+
+// RejectedStatus reports whether an HTTP status code refuses the request
+// as such (UpstreamError.Rejected): a 4xx other than 408 Request Timeout
+// and 429 Too Many Requests.
+func RejectedStatus(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 // ReadBounded reads r up to limit bytes. over reports a longer body; hint

@@ -1,4 +1,4 @@
-package sdk
+package httpadapter
 
 import (
 	"errors"
@@ -64,9 +64,23 @@ func TestDescribeTransport(t *testing.T) {
 		{errors.New("something odd"), false, "request to h:1 failed: something odd", retryNever},
 		{errors.New("something odd"), true, "reading the answer from h:1 failed", retryIdempotent},
 	} {
-		msg, retry := HTTPCall{Host: "h:1", AddressField: "url"}.describeTransport(wrap(tc.err), tc.reading)
+		msg, retry := Call{Host: "h:1", AddressField: "url"}.describeTransport(wrap(tc.err), tc.reading)
 		if !strings.Contains(msg, tc.want) || retry != tc.retry || strings.Contains(msg, "SECRET") {
 			t.Errorf("%v: %q retry %v, want %q retry %v", tc.err, msg, retry, tc.want, tc.retry)
+		}
+	}
+}
+
+func TestValidHeaderValue(t *testing.T) {
+	if ValidHeaderValue("a\r\nX-Evil: 1") || !ValidHeaderValue("Bearer x\ty") {
+		t.Error("ValidHeaderValue")
+	}
+}
+
+func TestRejectedStatus(t *testing.T) {
+	for code, want := range map[int]bool{400: true, 401: true, 404: true, 408: false, 409: true, 429: false, 499: true, 500: false, 503: false, 302: false} {
+		if got := RejectedStatus(code); got != want {
+			t.Errorf("RejectedStatus(%d) = %v, want %v", code, got, want)
 		}
 	}
 }

@@ -1,0 +1,237 @@
+// Package adaptertest runs an adapter under test the way the host runs
+// it, over the real protocol, with results in the SDK's types.
+//
+// New serves an adapter in the test process (sdk.Serve in debug mode, gRPC
+// on a local socket), for fast unit tests of everything an adapter does:
+//
+//	h := adaptertest.New(t, myAdapter{})
+//	res, ue, err := h.Invoke(ctx, adaptertest.Call{Config: cfg, Args: `{"id": 7}`})
+//
+// Serve does the serving alone, for a test that attaches to the adapter
+// as a host does.
+//
+// Build compiles the adapter's main package into an executable once per
+// test process, and Executable.Start launches it the way the host does
+// (go-plugin, AutoMTLS, a bare environment), for a test that the shipped
+// binary starts and answers:
+//
+//	h := adaptertest.Build(t, "./cmd/crank-adapter-acme").Start(t)
+package adaptertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/client"
+	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
+)
+
+// Harness is an adapter under test.
+type Harness struct {
+	// Client is the host's client of the adapter.
+	Client *client.Client
+	// Process is the adapter's process when it runs in one of its own
+	// (Executable.Start), nil in-process.
+	Process *client.Process
+}
+
+// New serves a in this process and returns a harness calling it. The
+// server and the connection stop when the test ends.
+func New(t testing.TB, a sdk.Adapter) *Harness {
+	t.Helper()
+	rc := Serve(t, a)
+	conn, err := grpc.NewClient("passthrough:///adaptertest", append(wire.DialOptions(),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, rc.Network, rc.Address)
+		}),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatalf("adaptertest: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &Harness{Client: client.New(conn)}
+}
+
+// Serve serves a in this process (sdk.Serve with sdk.WithDebug) until the
+// test ends and returns where it listens, for a test that connects to it
+// itself, as a host attaching to it does (client.Start with Reattach).
+func Serve(t testing.TB, a sdk.Adapter) sdk.ReattachConfig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan sdk.ReattachConfig, 1)
+	served := make(chan error, 1)
+	// go-plugin's own log says little more than that the server stopped.
+	go func() {
+		served <- sdk.Serve(a, sdk.WithDebug(ctx, reattach, nil), sdk.WithLogger(hclog.NewNullLogger()))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	select {
+	case rc := <-reattach:
+		return rc
+	case err := <-served:
+		served <- err // for the cleanup
+		t.Fatalf("adaptertest: the adapter stopped before it listened: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("adaptertest: the adapter did not listen within 10s")
+	}
+	return sdk.ReattachConfig{}
+}
+
+// Call describes one call of an operation.
+type Call struct {
+	// Operation is the operation's name; "test_operation" when empty.
+	Operation string
+	// Config is the adapter config: JSON as json.RawMessage, []byte or
+	// string, or a Go value marshalled to JSON; nil is {}.
+	Config any
+	// Args are the arguments, given like Config.
+	Args    any
+	Timeout time.Duration
+	// Mode is the operation's mode; ModeUnary when zero.
+	Mode   sdk.Mode
+	Cursor string
+	// BaseDir is the operations file's directory, which relative paths
+	// in Config resolve against.
+	BaseDir string
+	// Context is the request context; its RequestID is "adaptertest"
+	// when empty.
+	Context sdk.RequestContext
+	// OldHost makes Expand ask as a host that predates tools' own Mode,
+	// Execution and ItemSchema does (Operation.ToolExecution false).
+	OldHost bool
+}
+
+func (c Call) operation() (*sdk.Operation, error) {
+	cfg, err := toJSON(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	op := &sdk.Operation{Name: c.Operation, Config: cfg, Timeout: c.Timeout, Mode: c.Mode, BaseDir: c.BaseDir,
+		ToolExecution: !c.OldHost}
+	if op.Name == "" {
+		op.Name = "test_operation"
+	}
+	if op.Mode == 0 {
+		op.Mode = sdk.ModeUnary
+	}
+	return op, nil
+}
+
+func (c Call) request() (*sdk.Request, error) {
+	op, err := c.operation()
+	if err != nil {
+		return nil, err
+	}
+	args, err := toJSON(c.Args)
+	if err != nil {
+		return nil, err
+	}
+	req := &sdk.Request{Context: c.Context, Operation: *op, Arguments: args, Cursor: c.Cursor}
+	if req.Context.RequestID == "" {
+		req.Context.RequestID = "adaptertest"
+	}
+	return req, nil
+}
+
+// Describe returns what the adapter says of itself.
+func (h *Harness) Describe(ctx context.Context) (*client.Info, error) {
+	return h.Client.Describe(ctx, "adaptertest")
+}
+
+// Invoke calls the operation. When err is nil, exactly one of the result
+// and the upstream error is set.
+func (h *Harness) Invoke(ctx context.Context, c Call) (*sdk.Result, *sdk.UpstreamError, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := h.Client.Invoke(ctx, req)
+	return result(res, err)
+}
+
+// Validate returns the adapter's diagnostics of the operation's config.
+func (h *Harness) Validate(ctx context.Context, c Call) ([]sdk.Diagnostic, error) {
+	op, err := c.operation()
+	if err != nil {
+		return nil, err
+	}
+	return h.Client.Validate(ctx, op)
+}
+
+// Expand returns the tools and diagnostics the adapter expands an entry
+// to, asked as the current host asks.
+func (h *Harness) Expand(ctx context.Context, c Call) ([]sdk.Tool, []sdk.Diagnostic, error) {
+	op, err := c.operation()
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.Client.Expand(ctx, op)
+}
+
+// Stream opens a stream and collects its events until it ends, max events
+// arrived (0: no limit) or ctx is done. An upstream failure that ended it
+// is returned apart, as an Invoke returns it.
+func (h *Harness) Stream(ctx context.Context, c Call, max int) ([]client.Event, *sdk.UpstreamError, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := h.Client.Stream(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var events []client.Event
+	for max == 0 || len(events) < max {
+		ev, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_, ue, err := result(nil, err)
+			return events, ue, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil, nil
+}
+
+// result splits an upstream error from other errors.
+func result(res *sdk.Result, err error) (*sdk.Result, *sdk.UpstreamError, error) {
+	var ue *sdk.UpstreamError
+	if errors.As(err, &ue) {
+		return nil, ue, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, nil, nil
+}
+
+func toJSON(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return []byte("{}"), nil
+	case json.RawMessage:
+		return v, nil
+	case []byte:
+		return v, nil
+	case string:
+		return []byte(v), nil
+	}
+	return json.Marshal(v)
+}

@@ -1,0 +1,359 @@
+// Package client is the host's side of the adapter protocol: it launches
+// an adapter process through go-plugin (or attaches to one served in
+// debug mode) and calls it in the SDK's own types, so that a host never
+// handles the generated protocol code or gRPC status codes.
+//
+//	p, err := client.Start(client.Config{Cmd: exec.Command("crank-adapter-acme")})
+//	if err != nil { ... }
+//	defer p.Kill()
+//	info, err := p.Describe(ctx, "my-host/1.0")
+//	res, err := p.Invoke(ctx, &sdk.Request{Operation: op, Arguments: args})
+//
+// An upstream failure comes back as an *sdk.UpstreamError error, a failed
+// call (the adapter crashed, the deadline passed, an adapter bug) as an
+// *Error with a Code.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Client calls one adapter. It is safe for concurrent use.
+type Client struct {
+	rpc     adapterv1.AdapterClient
+	version int
+}
+
+// New returns a client of the adapter service on conn, speaking the
+// current protocol version. Start is the usual way to get one.
+func New(conn grpc.ClientConnInterface) *Client {
+	return &Client{rpc: adapterv1.NewAdapterClient(conn), version: wire.ProtocolVersion}
+}
+
+// Info is what an adapter says of itself.
+type Info struct {
+	sdk.Description
+	// Capabilities are the optional calls the adapter implements.
+	Capabilities Capabilities
+	// ProtocolVersion is the adapter protocol version of the connection.
+	ProtocolVersion int
+}
+
+// Capabilities are the optional calls of the protocol an adapter
+// implements (the SDK derives them from the interfaces it implements).
+type Capabilities struct {
+	Validate bool // Validate: sdk.OperationValidator
+	Expand   bool // Expand: sdk.OperationExpander
+	Stream   bool // Stream: sdk.Streamer
+}
+
+// Serves reports whether the adapter lists mode among its modes.
+func (i *Info) Serves(mode sdk.Mode) bool {
+	for _, m := range i.Modes {
+		if m == mode {
+			return true
+		}
+	}
+	return false
+}
+
+// Describe asks the adapter who it is and what it can do; hostVersion is
+// the host's version, for the adapter's logs.
+func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error) {
+	d, err := c.rpc.Describe(ctx, &adapterv1.DescribeRequest{HostVersion: hostVersion})
+	if err != nil {
+		return nil, callError(err)
+	}
+	info := &Info{ProtocolVersion: c.version, Description: sdk.Description{
+		Name:         d.GetName(),
+		Version:      d.GetVersion(),
+		Protocols:    d.GetProtocols(),
+		ConfigSchema: d.GetConfigSchemaJson(),
+	}}
+	for _, m := range d.GetModes() {
+		info.Modes = append(info.Modes, sdk.Mode(m))
+	}
+	for _, c := range d.GetCapabilities() {
+		switch c {
+		case wire.CapabilityValidate:
+			info.Capabilities.Validate = true
+		case wire.CapabilityExpand:
+			info.Capabilities.Expand = true
+		case wire.CapabilityStream:
+			info.Capabilities.Stream = true
+		}
+	}
+	return info, nil
+}
+
+// Validate returns the adapter's diagnostics of an operation's config. An
+// adapter without the capability answers with an *Error of code
+// Unimplemented.
+func (c *Client) Validate(ctx context.Context, op *sdk.Operation) ([]sdk.Diagnostic, error) {
+	resp, err := c.rpc.ValidateOperation(ctx, &adapterv1.ValidateOperationRequest{Operation: operationToProto(op)})
+	if err != nil {
+		return nil, callError(err)
+	}
+	return diagnosticsFromProto(resp.GetDiagnostics()), nil
+}
+
+// Expand returns the tools an operations-file entry stands for, with the
+// adapter's diagnostics. op.ToolExecution tells the adapter that the host
+// reads each tool's Mode, Execution and ItemSchema (a current host does).
+// An adapter without the capability answers with an *Error of code
+// Unimplemented.
+func (c *Client) Expand(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic, error) {
+	req := &adapterv1.ExpandOperationRequest{Operation: operationToProto(op)}
+	if op.ToolExecution {
+		req.HostCapabilities = []string{wire.HostToolExecution}
+	}
+	resp, err := c.rpc.ExpandOperation(ctx, req)
+	if err != nil {
+		return nil, nil, callError(err)
+	}
+	var tools []sdk.Tool
+	for _, t := range resp.GetTools() {
+		tools = append(tools, toolFromProto(t))
+	}
+	return tools, diagnosticsFromProto(resp.GetDiagnostics()), nil
+}
+
+// Invoke makes one request-response call. An upstream failure is returned
+// as an *sdk.UpstreamError.
+func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+	resp, err := c.rpc.Invoke(ctx, requestToProto(req))
+	if err != nil {
+		return nil, callError(err)
+	}
+	if ue := resp.GetError(); ue != nil {
+		return nil, upstreamErrorFromProto(ue)
+	}
+	r := resp.GetResult()
+	return &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType()}, nil
+}
+
+// Stream opens an upstream stream. Cancelling ctx ends it: the adapter
+// sees its context cancelled and stops reading the upstream.
+func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) {
+	st, err := c.rpc.Stream(ctx, requestToProto(req))
+	if err != nil {
+		return nil, callError(err)
+	}
+	return &Stream{st: st}, nil
+}
+
+// Stream is an open upstream stream.
+type Stream struct {
+	st adapterv1.Adapter_StreamClient
+}
+
+// EventKind says what an Event is.
+type EventKind int
+
+// Stream event kinds.
+const (
+	// EventItem is one item of the stream, in Event.Item.
+	EventItem EventKind = iota + 1
+	// EventGap says items may have been lost (a reconnect, an overflow
+	// upstream), with Event.Reason.
+	EventGap
+	// EventEnd is the upstream ending the stream; Event.Cursor is where
+	// to resume after its last item.
+	EventEnd
+)
+
+// Event is one event of a stream.
+type Event struct {
+	Kind   EventKind
+	Item   sdk.Item
+	Reason string
+	Cursor string
+}
+
+// String renders the event compactly, for logs and tests: an item as its
+// data (with "#cursor" when it has one), a gap as "gap: reason", the end
+// as "end".
+func (e Event) String() string {
+	switch e.Kind {
+	case EventItem:
+		if e.Item.Cursor != "" {
+			return string(e.Item.Data) + "#" + e.Item.Cursor
+		}
+		return string(e.Item.Data)
+	case EventGap:
+		return "gap: " + e.Reason
+	case EventEnd:
+		return "end"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(e.Kind))
+}
+
+// Recv returns the next event. It returns io.EOF once the stream has
+// ended (after an EventEnd, or when the adapter closed it without one),
+// an *sdk.UpstreamError when the upstream failed and an *Error when the
+// call failed; the stream is over after any error.
+func (s *Stream) Recv() (Event, error) {
+	for {
+		ev, err := s.st.Recv()
+		if errors.Is(err, io.EOF) {
+			return Event{}, io.EOF
+		}
+		if err != nil {
+			return Event{}, callError(err)
+		}
+		switch e := ev.GetEvent().(type) {
+		case *adapterv1.StreamEvent_Item:
+			return Event{Kind: EventItem, Item: sdk.Item{
+				Data: e.Item.GetDataJson(), ID: e.Item.GetId(), Cursor: e.Item.GetCursor(),
+			}}, nil
+		case *adapterv1.StreamEvent_Gap:
+			return Event{Kind: EventGap, Reason: e.Gap.GetReason()}, nil
+		case *adapterv1.StreamEvent_End:
+			return Event{Kind: EventEnd, Cursor: e.End.GetCursor(), Reason: e.End.GetReason()}, nil
+		case *adapterv1.StreamEvent_Error:
+			return Event{}, upstreamErrorFromProto(e.Error)
+		}
+		// An event of a newer protocol revision: skip it.
+	}
+}
+
+// Code classifies a failed call.
+type Code int
+
+// Call failure codes.
+const (
+	// Unknown: any other failure; Error.Message says what.
+	Unknown Code = iota
+	// Cancelled: the caller cancelled the call.
+	Cancelled
+	// DeadlineExceeded: the call's deadline passed.
+	DeadlineExceeded
+	// Unavailable: the adapter process or the connection to it is gone.
+	Unavailable
+	// Unimplemented: the adapter does not implement this optional call.
+	Unimplemented
+	// Internal: the adapter failed (a bug, a panic).
+	Internal
+)
+
+var codeNames = [...]string{Unknown: "unknown", Cancelled: "cancelled", DeadlineExceeded: "deadline exceeded",
+	Unavailable: "unavailable", Unimplemented: "unimplemented", Internal: "internal"}
+
+func (c Code) String() string {
+	if c >= 0 && int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// Error is a call that failed rather than an upstream that did (which is
+// an *sdk.UpstreamError).
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
+
+// CodeOf returns the Code of an *Error in err's chain, Unknown for another
+// error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Unknown
+}
+
+// callError turns a gRPC status into an *Error.
+func callError(err error) error {
+	st := status.Convert(err)
+	e := &Error{Message: st.Message()}
+	switch st.Code() {
+	case codes.Canceled:
+		e.Code = Cancelled
+	case codes.DeadlineExceeded:
+		e.Code = DeadlineExceeded
+	case codes.Unavailable:
+		e.Code = Unavailable
+	case codes.Unimplemented:
+		e.Code = Unimplemented
+	case codes.Internal:
+		e.Code = Internal
+	default:
+		e.Message = st.Code().String() + ": " + e.Message
+	}
+	return e
+}
+
+func operationToProto(op *sdk.Operation) *adapterv1.Operation {
+	return &adapterv1.Operation{
+		Name:       op.Name,
+		ConfigJson: op.Config,
+		TimeoutMs:  op.Timeout.Milliseconds(),
+		Mode:       adapterv1.ExecutionMode(op.Mode),
+		BaseDir:    op.BaseDir,
+	}
+}
+
+func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
+	c := req.Context
+	r := &adapterv1.InvokeRequest{
+		Context: &adapterv1.RequestContext{
+			RequestId: c.RequestID, WorkspaceId: c.WorkspaceID, AgentId: c.AgentID,
+			Traceparent: c.TraceParent, Tracestate: c.TraceState,
+		},
+		Operation:     operationToProto(&req.Operation),
+		ArgumentsJson: req.Arguments,
+		Cursor:        req.Cursor,
+	}
+	if !c.Deadline.IsZero() {
+		r.Context.Deadline = timestamppb.New(c.Deadline)
+	}
+	return r
+}
+
+func diagnosticsFromProto(diags []*adapterv1.Diagnostic) []sdk.Diagnostic {
+	var out []sdk.Diagnostic
+	for _, d := range diags {
+		out = append(out, sdk.Diagnostic{Severity: sdk.Severity(d.GetSeverity()), Field: d.GetField(), Message: d.GetMessage()})
+	}
+	return out
+}
+
+func toolFromProto(t *adapterv1.Tool) sdk.Tool {
+	tool := sdk.Tool{
+		Name: t.GetName(), Title: t.GetTitle(), Description: t.GetDescription(),
+		InputSchema: t.GetInputSchemaJson(), OutputSchema: t.GetOutputSchemaJson(), Config: t.GetConfigJson(),
+		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(),
+	}
+	if a := t.GetAnnotations(); a != nil {
+		tool.Annotations = sdk.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
+	}
+	return tool
+}
+
+func upstreamErrorFromProto(ue *adapterv1.UpstreamError) *sdk.UpstreamError {
+	return &sdk.UpstreamError{
+		Kind:      sdk.ErrorKind(ue.GetKind()),
+		Upstream:  ue.GetUpstream(),
+		Status:    ue.GetStatus(),
+		Message:   ue.GetMessage(),
+		Body:      ue.GetBodyExcerpt(),
+		Detail:    ue.GetDetailJson(),
+		Retryable: ue.GetRetryable(),
+		Rejected:  ue.GetRejected(),
+	}
+}

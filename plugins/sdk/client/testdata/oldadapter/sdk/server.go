@@ -1,0 +1,203 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// NewServer wraps an Adapter as the gRPC service of the adapter protocol.
+// Serve uses it; it is exported for adapters that host the service
+// themselves and for tests.
+func NewServer(a Adapter) adapterv1.AdapterServer { return &server{impl: a} }
+
+type server struct {
+	adapterv1.UnimplementedAdapterServer
+	impl Adapter
+}
+
+// recoverPanic turns a panic in adapter code into an INTERNAL error of the
+// call, so one bad request does not take the adapter process down.
+func recoverPanic(method string, err *error) {
+	if r := recover(); r != nil {
+		*err = status.Errorf(codes.Internal, "%s: adapter panicked: %v", method, r)
+	}
+}
+
+func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ *adapterv1.DescribeResponse, err error) {
+	defer recoverPanic("describe", &err)
+	d, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "describe: %v", err)
+	}
+	caps := []string{}
+	if _, ok := s.impl.(OperationValidator); ok {
+		caps = append(caps, "validate")
+	}
+	if _, ok := s.impl.(OperationExpander); ok {
+		caps = append(caps, "expand")
+	}
+	if _, ok := s.impl.(Streamer); ok {
+		caps = append(caps, "stream")
+	}
+	return &adapterv1.DescribeResponse{
+		Name:             d.Name,
+		Version:          d.Version,
+		Protocols:        d.Protocols,
+		Capabilities:     caps,
+		Modes:            d.Modes,
+		ConfigSchemaJson: d.ConfigSchema,
+	}, nil
+}
+
+func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateOperationRequest) (_ *adapterv1.ValidateOperationResponse, err error) {
+	defer recoverPanic("validate", &err)
+	v, ok := s.impl.(OperationValidator)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not validate operations")
+	}
+	op := operationFromProto(req.GetOperation())
+	return &adapterv1.ValidateOperationResponse{Diagnostics: diagnosticsToProto(v.ValidateOperation(ctx, &op))}, nil
+}
+
+func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOperationRequest) (_ *adapterv1.ExpandOperationResponse, err error) {
+	defer recoverPanic("expand", &err)
+	x, ok := s.impl.(OperationExpander)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not expand operations")
+	}
+	op := operationFromProto(req.GetOperation())
+	op.ToolExecution = slices.Contains(req.GetHostCapabilities(), HostToolExecution)
+	tools, diags := x.ExpandOperation(ctx, &op)
+	resp := &adapterv1.ExpandOperationResponse{Diagnostics: diagnosticsToProto(diags)}
+	for _, t := range tools {
+		a := t.Annotations
+		resp.Tools = append(resp.Tools, &adapterv1.Tool{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
+			Mode: t.Mode, ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
+			Annotations: &adapterv1.ToolAnnotations{
+				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
+			},
+		})
+	}
+	return resp, nil
+}
+
+func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
+	var out []*adapterv1.Diagnostic
+	for _, d := range diags {
+		sev := d.Severity
+		if sev == adapterv1.Diagnostic_SEVERITY_UNSPECIFIED {
+			sev = SeverityError
+		}
+		out = append(out, &adapterv1.Diagnostic{Severity: sev, Field: d.Field, Message: d.Message})
+	}
+	return out
+}
+
+func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *adapterv1.InvokeResponse, err error) {
+	defer recoverPanic("invoke", &err)
+	res, err := s.impl.Invoke(ctx, requestFromProto(req))
+	if err != nil {
+		if ue, ok := asUpstreamError(err); ok {
+			return &adapterv1.InvokeResponse{Outcome: &adapterv1.InvokeResponse_Error{Error: ue}}, nil
+		}
+		return nil, status.Errorf(codes.Internal, "invoke: %v", err)
+	}
+	if res == nil {
+		res = &Result{}
+	}
+	return &adapterv1.InvokeResponse{Outcome: &adapterv1.InvokeResponse_Result{Result: &adapterv1.Result{
+		StructuredJson: res.Structured,
+		Text:           res.Text,
+		ContentType:    res.ContentType,
+	}}}, nil
+}
+
+func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) (err error) {
+	defer recoverPanic("stream", &err)
+	st, ok := s.impl.(Streamer)
+	if !ok {
+		return status.Error(codes.Unimplemented, "adapter does not stream")
+	}
+	snd := &sender{stream: stream}
+	err = st.Stream(stream.Context(), requestFromProto(req), snd)
+	if ue, ok := asUpstreamError(err); ok {
+		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}})
+	}
+	if err != nil && stream.Context().Err() == nil {
+		return status.Errorf(codes.Internal, "stream: %v", err)
+	}
+	if stream.Context().Err() != nil {
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_End{End: &adapterv1.End{Cursor: snd.cursor}}})
+}
+
+type sender struct {
+	stream adapterv1.Adapter_StreamServer
+	cursor string
+}
+
+func (s *sender) Item(it Item) error {
+	if it.Cursor != "" {
+		s.cursor = it.Cursor
+	}
+	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
+		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor,
+	}}})
+}
+
+func (s *sender) Gap(reason string) error {
+	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}})
+}
+
+func asUpstreamError(err error) (*adapterv1.UpstreamError, bool) {
+	var ue *UpstreamError
+	if !errors.As(err, &ue) {
+		return nil, false
+	}
+	return &adapterv1.UpstreamError{
+		Kind:        ue.Kind,
+		Upstream:    ue.Upstream,
+		Status:      ue.Status,
+		Message:     ue.Message,
+		BodyExcerpt: ue.Body,
+		DetailJson:  ue.Detail,
+		Retryable:   ue.Retryable,
+	}, true
+}
+
+func operationFromProto(op *adapterv1.Operation) Operation {
+	return Operation{
+		Name:    op.GetName(),
+		Config:  json.RawMessage(op.GetConfigJson()),
+		Timeout: time.Duration(op.GetTimeoutMs()) * time.Millisecond,
+		Mode:    op.GetMode(),
+		BaseDir: op.GetBaseDir(),
+	}
+}
+
+func requestFromProto(req *adapterv1.InvokeRequest) *Request {
+	c := req.GetContext()
+	return &Request{
+		Context: RequestContext{
+			RequestID:   c.GetRequestId(),
+			WorkspaceID: c.GetWorkspaceId(),
+			AgentID:     c.GetAgentId(),
+			TraceParent: c.GetTraceparent(),
+			TraceState:  c.GetTracestate(),
+		},
+		Operation: operationFromProto(req.GetOperation()),
+		Arguments: json.RawMessage(req.GetArgumentsJson()),
+		Cursor:    req.GetCursor(),
+	}
+}

@@ -1,0 +1,92 @@
+// Package wire holds what the adapter server (package sdk) and the host's
+// client (package client) agree on besides the generated protocol: the
+// go-plugin handshake and plugin sets, the message size limit, and the
+// strings that capabilities travel as.
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// ProtocolVersion is the adapter protocol version spoken here
+// (crank.adapter.v1), negotiated through go-plugin's VersionedPlugins.
+const ProtocolVersion = 1
+
+// PluginName is the go-plugin plugin name of the adapter service.
+const PluginName = "adapter"
+
+// Handshake is the go-plugin handshake of host and adapters. The magic
+// cookie only guards against running an adapter binary by hand; it is not
+// a security measure.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "CRANK_ADAPTER_PLUGIN",
+	MagicCookieValue: "5b0e1f53c4d14a8f9a7e2c3d6b8f0a17",
+}
+
+// MaxMessageBytes bounds one protocol message (arguments, a result, a
+// stream event) in both directions. gRPC's default of 4 MiB is too small
+// for results the host accepts.
+const MaxMessageBytes = 64 << 20
+
+// Optional RPCs an adapter implements, as DescribeResponse.capabilities
+// lists them.
+const (
+	CapabilityValidate = "validate"
+	CapabilityExpand   = "expand"
+	CapabilityStream   = "stream"
+)
+
+// HostToolExecution is the host capability, listed in
+// ExpandOperationRequest.host_capabilities, of reading Tool.mode,
+// execution_json and item_schema_json.
+const HostToolExecution = "tool_execution"
+
+// Plugin is the go-plugin glue of the adapter service: the adapter side
+// registers Impl, the host side gets the connection to build its client
+// on.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl adapterv1.AdapterServer
+}
+
+var _ plugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers the adapter service.
+func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if p.Impl == nil {
+		return errors.New("no adapter to serve")
+	}
+	adapterv1.RegisterAdapterServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient returns the *grpc.ClientConn to the adapter.
+func (p *Plugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return c, nil
+}
+
+// PluginSets are the go-plugin plugin sets by protocol version; srv is nil
+// on the host side.
+func PluginSets(srv adapterv1.AdapterServer) map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{
+		ProtocolVersion: {PluginName: &Plugin{Impl: srv}},
+	}
+}
+
+// ServerOptions are the gRPC server options of an adapter process.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
+
+// DialOptions are the gRPC dial options of the host towards adapters.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+}
