@@ -590,12 +590,13 @@ func TestHTTPFailures(t *testing.T) {
 		t.Errorf("refused mutation not retryable: %+v", ue)
 	}
 
-	// The call's timeout.
-	slow := expand(t, h, map[string]any{"endpoint": u.URL, "query": "query Slow($ms: Int!) { slow(ms: $ms) }", "timeout": "100ms"})[""]
+	// The call's timeout (long enough for the expansion's introspection on
+	// a loaded machine, far shorter than the slow answer).
+	slow := expand(t, h, map[string]any{"endpoint": u.URL, "query": "query Slow($ms: Int!) { slow(ms: $ms) }", "timeout": "1s"})[""]
 	start := time.Now()
 	ue = invokeErr(t, h, slow, map[string]any{"ms": 5000})
 	wantKind(t, ue, sdk.KindTimeout)
-	wantContains(t, "message", ue.Message, "did not answer within 100ms")
+	wantContains(t, "message", ue.Message, "did not answer within 1s")
 	if time.Since(start) > 4*time.Second {
 		t.Errorf("the timeout took %v", time.Since(start))
 	}
