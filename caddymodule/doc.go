@@ -13,7 +13,7 @@
 //     and MCP endpoints are kept in UsagePools too, so a reload neither
 //     restarts healthy adapters nor drops MCP sessions. MCP sessions are
 //     recorded in the store, and a replica serves a session it does not
-//     hold from that record (replica.go).
+//     hold from that record (package host/mcpserver).
 //
 // Importing this package also registers the `crank-adapter` subcommand,
 // which runs a built-in adapter (rest, ...) as a child process of the same
