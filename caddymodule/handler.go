@@ -56,12 +56,13 @@ type Handler struct {
 	// store (transport.go).
 	TransportConfig
 
+	ctx      caddy.Context
 	logger   *zap.Logger
-	app      *App
-	hst      *host.Host
+	cat      *host.Catalog
 	ep       *mcpserver.Endpoint
 	epKey    string
-	adapters []string // adapterPool keys this handler holds
+	hst      *host.Host // from the app's Start on
+	adapters []string   // adapterPool keys this handler holds
 }
 
 // CaddyModule returns the Caddy module information.
@@ -85,9 +86,11 @@ type pooledEndpoint struct{ *mcpserver.Endpoint }
 
 func (p pooledEndpoint) Destruct() error { return p.Close() }
 
-// Provision loads the operations, starts their adapters and builds the MCP
-// endpoint.
+// Provision checks the config, loads and checks the operations files and
+// takes the MCP endpoint from its pool. It starts nothing: the crank app's
+// Start runs the operations (see start).
 func (h *Handler) Provision(ctx caddy.Context) error {
+	h.ctx = ctx
 	h.logger = ctx.Logger()
 	if len(h.Operations) == 0 {
 		return errors.New("crank: operations: at least one operations file is required")
@@ -124,57 +127,82 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.app = appVal.(*App)
+	if h.cat, err = h.loadOperations(); err != nil {
+		return err
+	}
+	appVal.(*App).register(h)
+	return nil
+}
 
+// loadOperations reads and checks the operations files, and that every
+// operation names an adapter this handler can run. What only the adapters
+// can check waits for start.
+func (h *Handler) loadOperations() (*host.Catalog, error) {
 	repl := caddy.NewReplacer()
 	var cats []*host.Catalog
-	var loadErrs []error
+	var errs []error
 	for _, path := range h.Operations {
 		cat, err := host.LoadFile(repl.ReplaceKnown(path, ""), host.LoadOptions{
 			Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
 		})
 		if err != nil {
-			loadErrs = append(loadErrs, err)
+			errs = append(errs, err)
 			continue
 		}
 		cats = append(cats, cat)
 	}
-	if len(loadErrs) > 0 {
-		return errors.Join(loadErrs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	cat, err := host.Merge(cats...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Store: h.app.Store(), Quotas: h.Quotas.host(),
-		Audit: h.logger.Named("audit"), Adapter: func(name string) (*host.Supervisor, error) {
-			spec, err := cat.AdapterSpec(name, builtinSpec)
-			if err != nil {
-				return nil, err
-			}
-			val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
-				return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
-					Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
-				})}, nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Contains(h.adapters, spec.Key()) {
-				h.adapters = append(h.adapters, spec.Key())
-			} else {
-				_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
-			}
-			return val.(pooledSupervisor).Supervisor, nil
-		}})
+	for _, op := range cat.Operations {
+		if _, err := cat.AdapterSpec(op.Adapter, builtinSpec); err != nil {
+			errs = append(errs, &host.ConfigError{File: op.File, Operation: op.Name, Field: "adapter", Reason: err.Error()})
+		}
+	}
+	return cat, errors.Join(errs...)
+}
+
+// start runs the handler's operations on the store st: it starts their
+// adapters, which validate and expand the operations, and attaches the
+// resulting host to the MCP endpoint, which then serves.
+func (h *Handler) start(st *store.Etcd) error {
+	hst, err := host.New(h.ctx, host.Options{Catalog: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
+		Audit: h.logger.Named("audit"), Adapter: h.adapter})
 	if err != nil {
 		return err
 	}
 	h.hst = hst
-	h.ep.Attach(hst, h.app.Store())
+	h.ep.Attach(hst, st)
 	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
 		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
 	return nil
+}
+
+// adapter returns the pooled supervisor of the named adapter, holding one
+// reference to it for this handler.
+func (h *Handler) adapter(name string) (*host.Supervisor, error) {
+	spec, err := h.cat.AdapterSpec(name, builtinSpec)
+	if err != nil {
+		return nil, err
+	}
+	val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
+		return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
+			Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
+		})}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(h.adapters, spec.Key()) {
+		h.adapters = append(h.adapters, spec.Key())
+	} else {
+		_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
+	}
+	return val.(pooledSupervisor).Supervisor, nil
 }
 
 // Cleanup releases this config's references to the endpoint and adapters.
@@ -189,7 +217,11 @@ func (h *Handler) Cleanup() error {
 	return nil
 }
 
-// ServeHTTP hands the request to the MCP endpoint.
+// ServeHTTP hands the request to the MCP endpoint. Caddy starts its apps
+// in no fixed order, so a request may arrive before the crank app has
+// started any handler of the endpoint: it waits for that, bounded by the
+// request's context. After a reload, the previous config's host serves
+// until the new one is started.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.ep.ServeHTTP(w, r)
 	return nil

@@ -9,7 +9,7 @@ import (
 )
 
 // TestHandlerProvisionConfigErrors checks config errors Provision reports
-// before it needs the crank app (so no etcd is started).
+// before it asks for the crank app.
 func TestHandlerProvisionConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string

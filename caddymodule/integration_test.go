@@ -154,8 +154,6 @@ func (o originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return o.base.RoundTrip(r)
 }
 
-const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-
 func doMCP(t *testing.T, method, url, origin, body string) (*http.Response, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -201,7 +199,7 @@ func TestGatewayInProcess(t *testing.T) {
 			for _, method := range []string{http.MethodPost, http.MethodGet} {
 				body := ""
 				if method == http.MethodPost {
-					body = initializeBody
+					body = mcptest.InitializeBody
 				}
 				resp, b := doMCP(t, method, g.MCPURL, origin, body)
 				mcptest.CheckOriginRefusal(t, resp.StatusCode, resp.Header, b, origin)
@@ -217,7 +215,7 @@ func TestGatewayInProcess(t *testing.T) {
 			"http://localhost:6274",              // loopback
 			strings.TrimSuffix(g.MCPURL, "/mcp"), // the endpoint's own origin
 		} {
-			resp, b := doMCP(t, http.MethodPost, g.MCPURL, origin, initializeBody)
+			resp, b := doMCP(t, http.MethodPost, g.MCPURL, origin, mcptest.InitializeBody)
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("POST initialize with Origin %q: %s: %s", origin, resp.Status, b)
 			}

@@ -3,11 +3,13 @@
 // [host.Host], with what Crank adds to the SDK. It knows nothing of Caddy:
 // the Caddy module (package caddymodule) builds an endpoint from its
 // config with [New], routes requests to [Endpoint.ServeHTTP] and attaches
-// the host of each config it loads.
+// the host of each config it starts. A request that arrives before the
+// first host is attached waits for it, bounded by its own context; one
+// still waiting when the endpoint is closed gets 503 with Retry-After.
 //
 //	ep, err := mcpserver.New(mcpserver.Options{Workspace: "default", Resumable: true, ...})
+//	http.Handle("/mcp", ep)   // requests wait for the first Attach
 //	ep.Attach(h, st)          // h serves the calls; st (a *store.Etcd) keeps sessions and events
-//	http.Handle("/mcp", ep)
 //	...
 //	ep.Attach(h2, nil)        // h2's tools replace h's; clients get tools/list_changed
 //	ep.Detach(h)

@@ -84,6 +84,9 @@ type Endpoint struct {
 	tools  []string
 	active atomic.Pointer[host.Host]
 	store  atomic.Pointer[Store]
+	// attached is closed by the first Attach; closed by Close.
+	attached, closed chan struct{}
+	closeOnce        sync.Once
 
 	workspace, agentHeader string
 	authenticatedUser      func(*http.Request) string
@@ -98,8 +101,8 @@ type Endpoint struct {
 	transport  transport // transport.go
 }
 
-// New returns an endpoint without a host; attach one before it serves
-// requests. An error means an option is invalid.
+// New returns an endpoint without a host. It serves requests once a host
+// is attached; an error means an option is invalid.
 func New(opts Options) (*Endpoint, error) {
 	origins, err := newOriginPolicy(opts.AllowedOrigins)
 	if err != nil {
@@ -111,6 +114,7 @@ func New(opts Options) (*Endpoint, error) {
 	ep := &Endpoint{
 		logger: opts.Logger, workspace: opts.Workspace, agentHeader: opts.AgentHeader,
 		authenticatedUser: opts.AuthenticatedUser, sessionTTL: opts.SessionTimeout, origins: origins,
+		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
@@ -131,7 +135,9 @@ func New(opts Options) (*Endpoint, error) {
 	return ep, nil
 }
 
-// ServeHTTP serves MCP Streamable HTTP, checking the Origin first.
+// ServeHTTP serves MCP Streamable HTTP. It checks the Origin first; a
+// request that arrives before the first Attach waits for it, for as long
+// as the request's context allows.
 func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
@@ -143,6 +149,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		return
 	}
+	if !ep.awaitHost(w, r) {
+		return
+	}
 	ep.markIdentity(r) // caller.go
 	if ep.checkRequest(w, r) {
 		return
@@ -151,6 +160,26 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
 	ep.serveMCP(w, r)
+}
+
+// awaitHost waits until a host is attached and reports whether one is. A
+// request whose context ends first gets no answer; one still waiting when
+// the endpoint closes gets 503 with Retry-After.
+func (ep *Endpoint) awaitHost(w http.ResponseWriter, r *http.Request) bool {
+	if ep.active.Load() != nil {
+		return true
+	}
+	select {
+	case <-ep.attached:
+		return true
+	case <-ep.closed:
+		w.Header().Set("Retry-After", "1")
+		writeJSONRPCError(w, http.StatusServiceUnavailable, -32000,
+			"the MCP endpoint closed before it started serving; retry shortly", map[string]any{"retryable": true})
+		return false
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // Attach makes h the host that serves the endpoint's calls, publishing its
@@ -164,6 +193,11 @@ func (ep *Endpoint) Attach(h *host.Host, st Store) {
 		ep.store.Store(&st)
 	}
 	ep.syncLocked()
+	select {
+	case <-ep.attached:
+	default:
+		close(ep.attached)
+	}
 }
 
 // Detach removes h; the most recently attached host left serves the calls.
@@ -285,8 +319,10 @@ func (ep *Endpoint) recordSession(ctx context.Context, req *mcp.InitializedReque
 }
 
 // Close ends the endpoint's sessions on this replica (their store records
-// stay, so other replicas may go on serving them).
+// stay, so other replicas may go on serving them) and answers requests
+// still waiting for a host with 503.
 func (ep *Endpoint) Close() error {
+	ep.closeOnce.Do(func() { close(ep.closed) })
 	for ss := range ep.server.Sessions() {
 		_ = ss.Close()
 	}
