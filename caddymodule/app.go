@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -17,7 +18,9 @@ func init() {
 	caddy.RegisterModule(App{})
 }
 
-// App is the `crank` app: the state store every Crank handler shares.
+// App is the `crank` app: the state store every Crank handler shares. Its
+// Provision only checks and settles the config; Start opens the store and
+// starts the handlers of its config (their adapters and hosts).
 type App struct {
 	// Etcd connects to an external etcd cluster. When absent, an embedded
 	// single-node etcd runs inside the Caddy process.
@@ -25,9 +28,10 @@ type App struct {
 	// EmbeddedEtcd configures the embedded etcd (used when Etcd is absent).
 	EmbeddedEtcd *EmbeddedEtcdConfig `json:"embedded_etcd,omitempty"`
 
-	store   *pooledStore
-	poolKey string
-	logger  *zap.Logger
+	store    *pooledStore // from Start on
+	poolKey  string
+	logger   *zap.Logger
+	handlers []*Handler // the config's handlers, which Start starts
 }
 
 // EtcdConfig names an external etcd cluster.
@@ -126,14 +130,12 @@ type pooledEmbedded struct {
 
 func (p pooledEmbedded) Destruct() error { return p.Close() }
 
-// Provision opens (or reuses) the store.
+// Provision settles the store config: defaults, placeholders and the key
+// under which the store is pooled. It opens nothing.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
 	if a.Etcd != nil {
-		if len(a.Etcd.Endpoints) == 0 {
-			return fmt.Errorf("crank: etcd: endpoints: at least one endpoint is required")
-		}
 		a.Etcd.Password = repl.ReplaceKnown(a.Etcd.Password, "")
 	} else {
 		if a.EmbeddedEtcd == nil {
@@ -147,6 +149,32 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	key, _ := json.Marshal(a)
 	a.poolKey = string(key)
+	return nil
+}
+
+// errBothEtcd refuses a config naming both an external and the embedded
+// etcd.
+var errBothEtcd = errors.New("crank: use either etcd (an external cluster) or embedded_etcd, not both")
+
+// Validate checks what the Caddyfile parser checks, for JSON config too.
+func (a *App) Validate() error {
+	if a.Etcd != nil && a.EmbeddedEtcd != nil {
+		return errBothEtcd
+	}
+	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
+		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
+	}
+	return nil
+}
+
+// register adds a handler of this config for Start to start.
+func (a *App) register(h *Handler) { a.handlers = append(a.handlers, h) }
+
+// Start opens (or reuses) the store, then starts the config's handlers.
+// Caddy starts apps in no fixed order: a request that reaches a handler
+// before its start waits for it (see Handler.ServeHTTP). An error fails
+// the config's load or reload.
+func (a *App) Start() error {
 	val, _, err := storePool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return a.openStore()
 	})
@@ -154,6 +182,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.store = val.(*pooledStore)
+	for _, h := range a.handlers {
+		if err := h.start(a.store.Etcd); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -208,18 +241,20 @@ func (a *App) openStore() (*pooledStore, error) {
 	return newPooledStore(s, embKey), nil
 }
 
-// Store returns the app's state store.
-func (a *App) Store() *store.Etcd { return a.store.Etcd }
-
-// Start implements caddy.App.
-func (a *App) Start() error { return nil }
+// Store returns the app's state store (nil before Start).
+func (a *App) Store() *store.Etcd {
+	if a.store == nil {
+		return nil
+	}
+	return a.store.Etcd
+}
 
 // Stop implements caddy.App.
 func (a *App) Stop() error { return nil }
 
 // Cleanup releases this config's reference to the store.
 func (a *App) Cleanup() error {
-	if a.poolKey != "" {
+	if a.store != nil {
 		_, err := storePool.Delete(a.poolKey)
 		return err
 	}
@@ -230,5 +265,6 @@ func (a *App) Cleanup() error {
 var (
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -254,7 +254,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	if a.Etcd != nil && a.EmbeddedEtcd != nil {
-		return d.Err("crank: use either etcd (an external cluster) or embedded_etcd, not both")
+		return d.Err(errBothEtcd.Error())
 	}
 	return nil
 }

@@ -1,19 +1,29 @@
 // Package caddymodule is Crank's face in Caddy: module registration,
-// Caddyfile and JSON config, the MCP Streamable HTTP transport and the
-// built-in adapter subcommand. It translates between Caddy/MCP and the
-// runtime in package host; it decides nothing itself.
+// Caddyfile and JSON config and their validation, the modules' lifecycle,
+// routing into the MCP server and the built-in adapter subcommand. The MCP
+// server is package host/mcpserver and the runtime package host; this
+// package translates Caddy config into them and decides nothing itself.
 //
-// Two modules are registered:
+// Three modules are registered:
 //
-//   - crank (an app): process-wide things, the state store (an embedded
-//     etcd by default, or an external etcd cluster), shared by every
-//     handler and kept across config reloads in a caddy.UsagePool.
-//   - http.handlers.crank: serves MCP Streamable HTTP (through the official
-//     go-sdk) for the operations of one operations file. Adapter processes
-//     and MCP endpoints are kept in UsagePools too, so a reload neither
-//     restarts healthy adapters nor drops MCP sessions. MCP sessions are
-//     recorded in the store, and a replica serves a session it does not
-//     hold from that record (replica.go).
+//   - crank (an app): the state store (an embedded etcd by default, or an
+//     external etcd cluster), shared by every handler and kept across
+//     config reloads in a caddy.UsagePool. Its Start opens the store and
+//     starts the handlers of its config.
+//   - http.handlers.crank: serves MCP Streamable HTTP for the operations of
+//     its operations files through an mcpserver.Endpoint. Provision checks
+//     the config and the operations files and starts nothing; the crank
+//     app's Start starts the adapters (host.New) and attaches the host to
+//     the endpoint. Adapter processes and MCP endpoints are kept in
+//     UsagePools too, so a reload neither restarts healthy adapters nor
+//     drops MCP sessions.
+//   - admin.api.crank: the admin API's /crank/ routes (the adapter
+//     processes this Caddy runs).
+//
+// So `caddy validate` and `caddy adapt` start no etcd, bind no port, run no
+// adapter and call no upstream. Caddy starts apps in no fixed order: a
+// request that reaches a handler before the crank app has started it waits
+// for that, bounded by the request's context.
 //
 // Importing this package also registers the `crank-adapter` subcommand,
 // which runs a built-in adapter (rest, ...) as a child process of the same

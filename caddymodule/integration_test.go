@@ -8,12 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -142,55 +141,6 @@ func stopCaddy(t *testing.T) {
 	}
 }
 
-// upstream is the REST API the rest adapter calls.
-type upstream struct {
-	*httptest.Server
-	mu    sync.Mutex
-	paths []string
-	token string
-}
-
-func newUpstream(t *testing.T) *upstream {
-	u := &upstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.mu.Lock()
-		u.paths = append(u.paths, r.Method+" "+r.URL.Path)
-		u.token = r.Header.Get("X-Token")
-		u.mu.Unlock()
-		id := strings.TrimPrefix(r.URL.Path, "/users/")
-		if id == "404" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, `{"error":"no such user"}`)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = fmt.Fprintf(w, `{"id":%s,"name":"Ada Lovelace"}`, id)
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-const integrationOps = `version: 1
-operations:
-  - name: get_user
-    title: Get a user
-    description: Fetch one user by numeric id.
-    adapter: rest
-    timeout: 5s
-    annotations: {read_only: true}
-    input_schema:
-      type: object
-      properties:
-        id: {type: integer, minimum: 1}
-      required: [id]
-    config:
-      method: GET
-      url: "%s/users/{id}"
-      headers:
-        X-Token: "{env.CRANK_CADDYMODULE_TEST_TOKEN}"
-`
-
 // originTransport sets an Origin header on every request, as a browser
 // would.
 type originTransport struct {
@@ -203,8 +153,6 @@ func (o originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Origin", o.origin)
 	return o.base.RoundTrip(r)
 }
-
-const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
 func doMCP(t *testing.T, method, url, origin, body string) (*http.Response, []byte) {
 	t.Helper()
@@ -242,19 +190,19 @@ func doMCP(t *testing.T, method, url, origin, body string) (*http.Response, []by
 }
 
 func TestGatewayInProcess(t *testing.T) {
-	up := newUpstream(t)
-	t.Setenv("CRANK_CADDYMODULE_TEST_TOKEN", "s3cret-token-value")
-	g := startGateway(t, fmt.Sprintf(integrationOps, up.URL))
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL))
 
 	t.Run("disallowed origin is refused", func(t *testing.T) {
 		for _, origin := range []string{"https://evil.example", "null", "https://app.example.com.evil.example"} {
 			for _, method := range []string{http.MethodPost, http.MethodGet} {
 				body := ""
 				if method == http.MethodPost {
-					body = initializeBody
+					body = mcptest.InitializeBody
 				}
 				resp, b := doMCP(t, method, g.MCPURL, origin, body)
-				checkOriginRefusal(t, resp.StatusCode, resp.Header, b, origin)
+				mcptest.CheckOriginRefusal(t, resp.StatusCode, resp.Header, b, origin)
 			}
 		}
 	})
@@ -267,7 +215,7 @@ func TestGatewayInProcess(t *testing.T) {
 			"http://localhost:6274",              // loopback
 			strings.TrimSuffix(g.MCPURL, "/mcp"), // the endpoint's own origin
 		} {
-			resp, b := doMCP(t, http.MethodPost, g.MCPURL, origin, initializeBody)
+			resp, b := doMCP(t, http.MethodPost, g.MCPURL, origin, mcptest.InitializeBody)
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("POST initialize with Origin %q: %s: %s", origin, resp.Status, b)
 			}
@@ -321,9 +269,7 @@ func TestGatewayInProcess(t *testing.T) {
 		if text == nil || !strings.Contains(text.Text, "Ada Lovelace") {
 			t.Errorf("tools/call: content %+v does not hold the upstream's answer", res.Content[0])
 		}
-		up.mu.Lock()
-		paths, token := slices.Clone(up.paths), up.token
-		up.mu.Unlock()
+		paths, token := up.Requests()
 		if !slices.Contains(paths, "GET /users/7") {
 			t.Errorf("upstream saw %q, want GET /users/7", paths)
 		}
@@ -423,11 +369,11 @@ func TestGatewayInProcess(t *testing.T) {
 			}
 		}
 		if adapterPID > 0 {
-			waitUntil(t, "the adapter process to exit", func() bool {
+			mcptest.WaitUntil(t, "the adapter process to exit", func() bool {
 				return errors.Is(syscall.Kill(adapterPID, 0), syscall.ESRCH)
 			})
 		}
-		waitUntil(t, "the embedded etcd to stop listening", func() bool {
+		mcptest.WaitUntil(t, "the embedded etcd to stop listening", func() bool {
 			c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.etcdURL, "http://"), 200*time.Millisecond)
 			if err == nil {
 				c.Close()
@@ -435,7 +381,7 @@ func TestGatewayInProcess(t *testing.T) {
 			}
 			return true
 		})
-		waitUntil(t, "the MCP listener to close", func() bool {
+		mcptest.WaitUntil(t, "the MCP listener to close", func() bool {
 			c, err := net.DialTimeout("tcp", strings.TrimPrefix(strings.TrimSuffix(g.MCPURL, "/mcp"), "http://"), 200*time.Millisecond)
 			if err == nil {
 				c.Close()
@@ -446,26 +392,14 @@ func TestGatewayInProcess(t *testing.T) {
 	})
 }
 
-// waitUntil polls cond until it holds or 10s pass.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestReloadChangingEmbeddedEtcdPrefix documents a bug: the store pool key
 // is the whole app config, so a reload that changes only embedded_etcd's
 // key prefix (a client-side setting) starts a second embedded etcd on the
 // same ports and data directory while the first still runs, and the reload
 // fails with "address already in use".
 func TestReloadChangingEmbeddedEtcdPrefix(t *testing.T) {
-	up := newUpstream(t)
-	g := startGateway(t, fmt.Sprintf(integrationOps, up.URL))
+	up := mcptest.NewUsers(t)
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL))
 
 	resp, err := http.Get(g.AdminURL + "/config/")
 	if err != nil {

@@ -343,22 +343,39 @@ func TestReloadKeepsAdaptersAndSessions(t *testing.T) {
 	}
 }
 
+// TestBadOperationsFile: a bad operations file fails the load with the
+// file, the operation and the field. `crank validate` reports what the
+// file itself shows; what only its adapter can check fails `crank run`.
 func TestBadOperationsFile(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, ops, want string }{
-		{"schema", `operations: [{name: a, description: d, adapter: rest, input_schema: {type: array}, config: {method: GET, url: "http://127.0.0.1:1/x"}}]`,
+	for _, c := range []struct{ name, command, ops, want string }{
+		{"schema", "validate", `operations: [{name: a, description: d, adapter: rest, input_schema: {type: array}, config: {method: GET, url: "http://127.0.0.1:1/x"}}]`,
 			`ops.yaml: operation "a": input_schema: must have "type": "object"`},
-		{"adapter config", `operations: [{name: a, description: d, adapter: rest, config: {method: FETCH, url: "http://127.0.0.1:1/x"}}]`,
+		{"adapter config", "run", `operations: [{name: a, description: d, adapter: rest, config: {method: FETCH, url: "http://127.0.0.1:1/x"}}]`,
 			`ops.yaml: operation "a": config.method:`},
-		{"unknown adapter", `operations: [{name: a, description: d, adapter: carrier_pigeon, config: {}}]`,
+		{"unknown adapter", "validate", `operations: [{name: a, description: d, adapter: carrier_pigeon, config: {}}]`,
 			`ops.yaml: operation "a": adapter: no adapter named "carrier_pigeon"`},
-		{"syntax", "operations: [", `ops.yaml: not valid YAML or JSON`},
+		{"syntax", "validate", "operations: [", `ops.yaml: not valid YAML or JSON`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "ops.yaml"), c.ops)
-			writeFile(t, filepath.Join(dir, "Caddyfile"), fmt.Sprintf(`{
+			out := loadFailure(t, dir, c.command)
+			// Caddy logs the error as JSON, so quotes come escaped.
+			if !strings.Contains(out, strings.ReplaceAll(c.want, `"`, `\"`)) {
+				t.Fatalf("want %q in:\n%s", c.want, out)
+			}
+		})
+	}
+}
+
+// loadFailure runs `crank <command>` (validate or run) on a Caddyfile
+// serving dir/ops.yaml with an embedded etcd, expects the config to fail,
+// and returns the output.
+func loadFailure(t testing.TB, dir, command string) string {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "Caddyfile"), fmt.Sprintf(`{
 	admin off
 	crank {
 		embedded_etcd {
@@ -372,17 +389,14 @@ http://127.0.0.1:%d {
 	crank /mcp ops.yaml
 }
 `, filepath.Join(dir, "etcd"), freePort(t), freePort(t), freePort(t)))
-			cmd := exec.Command(crankBin, "validate", "--config", "Caddyfile", "--adapter", "caddyfile")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("validate accepted a bad operations file:\n%s", out)
-			}
-			// Caddy logs the error as JSON, so quotes come escaped.
-			if !strings.Contains(string(out), strings.ReplaceAll(c.want, `"`, `\"`)) {
-				t.Fatalf("want %q in:\n%s", c.want, out)
-			}
-		})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, crankBin, command, "--config", "Caddyfile", "--adapter", "caddyfile")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("crank %s accepted the config:\n%s", command, out)
 	}
+	return string(out)
 }

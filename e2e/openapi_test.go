@@ -292,36 +292,17 @@ operations:
 	}
 }
 
-// TestOpenAPIBrokenDocument: a document that cannot be used fails the load
-// with the file, the entry, the field and the JSON pointer of the bad part.
+// TestOpenAPIBrokenDocument: a document that cannot be used fails the
+// start (the adapter reads it) with the file, the entry, the field and the
+// JSON pointer of the bad part.
 func TestOpenAPIBrokenDocument(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "api.yaml"), "openapi: 4.0.0\npaths: {}\n")
 	writeFile(t, filepath.Join(dir, "ops.yaml"), "operations:\n  - {name: api, adapter: rest, config: {openapi: {document: api.yaml}}}\n")
-	writeFile(t, filepath.Join(dir, "Caddyfile"), fmt.Sprintf(`{
-	admin off
-	crank {
-		embedded_etcd {
-			data_dir %s
-			client_url http://127.0.0.1:%d
-			peer_url http://127.0.0.1:%d
-		}
-	}
-}
-http://127.0.0.1:%d {
-	crank /mcp ops.yaml
-}
-`, filepath.Join(dir, "etcd"), freePort(t), freePort(t), freePort(t)))
-	cmd := exec.Command(crankBin, "validate", "--config", "Caddyfile", "--adapter", "caddyfile")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("validate accepted an unusable OpenAPI document:\n%s", out)
-	}
+	out := loadFailure(t, dir, "run")
 	want := `ops.yaml: operation \"api\": config.openapi.document: the OpenAPI document cannot be used: #/openapi: unsupported OpenAPI version`
-	if !strings.Contains(string(out), want) {
+	if !strings.Contains(out, want) {
 		t.Fatalf("want %s in:\n%s", want, out)
 	}
 }

@@ -2,9 +2,9 @@
 // validation, secret redaction, adapter process supervision and the
 // dispatch of tool calls to adapters.
 //
-// It never imports Caddy and knows nothing of HTTP or MCP framing: the Caddy
-// module (package caddymodule) translates MCP requests into [Host.Call] and
-// results back, so host can be used and tested on its own.
+// It never imports Caddy and knows nothing of HTTP or MCP framing: the MCP
+// server (package host/mcpserver) translates MCP requests into [Host.Call]
+// and results back, so host can be used and tested on its own.
 //
 // The path of a call:
 //

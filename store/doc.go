@@ -4,7 +4,7 @@
 // losing them. Etcd (NewEtcd) is the store; nothing above this package
 // speaks etcd. The packages that use it declare the few methods they need
 // as small interfaces of their own (host: stream sessions, jobs, signals;
-// caddymodule: MCP sessions and event logs), so a test can put a fake or a
+// host/mcpserver: MCP sessions and event logs), so a test can put a fake or a
 // wrapper in front of any one of them. StartEmbedded runs a single-member
 // etcd in-process, and the storetest package starts one per test (and
 // restartable ones, and extra replicas on the same server).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -230,4 +231,17 @@ func (c *Client) GetTask(id string) Task {
 	var t Task
 	c.OK("tasks/get", map[string]any{"taskId": id}, &t)
 	return t
+}
+
+// InitializeBody is an initialize request (protocol 2025-06-18) of a
+// client named "raw".
+const InitializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// NewInitialize returns a server-side POST of InitializeBody to target,
+// for calling a handler directly.
+func NewInitialize(target string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(InitializeBody))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	return r
 }

@@ -1,16 +1,13 @@
-package caddymodule
+package mcpserver
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
-	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
+	"github.com/crankmcp/crank/internal/mcptest"
 )
 
 func TestOriginPolicyAllows(t *testing.T) {
@@ -142,58 +139,14 @@ func TestNewOriginPolicyNormalizes(t *testing.T) {
 	}
 }
 
-// TestHandlerProvisionConfigErrors checks config errors Provision reports
-// before it needs the crank app (so no etcd is started).
-func TestHandlerProvisionConfigErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		h    Handler
-		want []string
-	}{
-		{name: "no operations file", h: Handler{}, want: []string{"crank: operations", "required"}},
-		{
-			name: "bad allowed origin",
-			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example", "ok.example"}},
-			want: []string{"crank: allowed_origins", `"ok.example"`, "scheme://host"},
-		},
-		{
-			name: "allowed origin with a path",
-			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example/app"}},
-			want: []string{"crank: allowed_origins", `"https://ok.example/app"`, "no path"},
-		},
-		{
-			name: "null is not an allowed origin",
-			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"null"}},
-			want: []string{"crank: allowed_origins", `"null"`},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-			defer cancel()
-			h := tc.h
-			err := h.Provision(ctx)
-			if err == nil {
-				t.Fatal("Provision succeeded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
-		})
-	}
-}
-
 // TestServeHTTPRefusesOrigin checks the 403 answer to a disallowed Origin
-// without a running endpoint: the refusal must happen before the MCP
-// transport is reached.
+// from an endpoint without a host: the refusal must happen before the MCP
+// transport is reached, and without waiting for a host.
 func TestServeHTTPRefusesOrigin(t *testing.T) {
-	p, err := newOriginPolicy([]string{"https://app.example.com"})
+	ep, err := New(Options{AllowedOrigins: []string{"https://app.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{logger: zap.NewNop(), origins: p} // h.ep is nil: reaching it would panic
 	for _, origin := range []string{
 		"https://evil.example",
 		"null",
@@ -207,10 +160,8 @@ func TestServeHTTPRefusesOrigin(t *testing.T) {
 				r := httptest.NewRequest(method, "http://gateway.example.com/mcp", strings.NewReader(`{}`))
 				r.Header.Set("Origin", origin)
 				w := httptest.NewRecorder()
-				if err := h.ServeHTTP(w, r, nil); err != nil {
-					t.Fatal(err)
-				}
-				checkOriginRefusal(t, w.Code, w.Header(), w.Body.Bytes(), origin)
+				ep.ServeHTTP(w, r)
+				mcptest.CheckOriginRefusal(t, w.Code, w.Header(), w.Body.Bytes(), origin)
 			})
 		}
 	}
@@ -222,57 +173,19 @@ func TestServeHTTPRefusesOrigin(t *testing.T) {
 // accepts them in header values); %q writes them as \xNN, which JSON does
 // not allow, so the client gets an unparsable body.
 func TestServeHTTPRefusalIsJSONForAnyOrigin(t *testing.T) {
-	p, _ := newOriginPolicy(nil)
-	h := &Handler{logger: zap.NewNop(), origins: p}
+	ep, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	origin := "https://ev\xffil.example"
 	r := httptest.NewRequest(http.MethodPost, "http://gateway.example.com/mcp", nil)
 	r.Header.Set("Origin", origin)
 	w := httptest.NewRecorder()
-	if err := h.ServeHTTP(w, r, nil); err != nil {
-		t.Fatal(err)
-	}
+	ep.ServeHTTP(w, r)
 	if w.Code != http.StatusForbidden {
 		t.Fatalf("status %d, want 403", w.Code)
 	}
 	if !json.Valid(w.Body.Bytes()) {
 		t.Fatalf("the 403 body for Origin %q is not JSON: %s", origin, w.Body.String())
-	}
-}
-
-// checkOriginRefusal checks a response is the handler's refusal of origin:
-// 403 with a JSON-RPC error naming the origin.
-func checkOriginRefusal(t *testing.T, code int, hdr http.Header, body []byte, origin string) {
-	t.Helper()
-	if code != http.StatusForbidden {
-		t.Errorf("status %d, want 403; body %s", code, body)
-	}
-	if ct := hdr.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type %q, want application/json", ct)
-	}
-	var msg struct {
-		JSONRPC string           `json:"jsonrpc"`
-		ID      *json.RawMessage `json:"id"`
-		Error   *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil {
-		t.Fatalf("body is not JSON: %v: %s", err, body)
-	}
-	if msg.JSONRPC != "2.0" || msg.Error == nil {
-		t.Fatalf("body is not a JSON-RPC error: %s", body)
-	}
-	if msg.ID != nil && string(*msg.ID) != "null" {
-		t.Errorf("id = %s, want null", *msg.ID)
-	}
-	if msg.Error.Code != -32600 {
-		t.Errorf("error code %d, want -32600", msg.Error.Code)
-	}
-	if utf8.ValidString(origin) && !strings.Contains(msg.Error.Message, origin) {
-		t.Errorf("error message %q does not name the origin %q", msg.Error.Message, origin)
-	}
-	if !strings.Contains(msg.Error.Message, "allowed_origins") {
-		t.Errorf("error message %q does not point at allowed_origins", msg.Error.Message)
 	}
 }

@@ -2,13 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
 )
@@ -86,55 +82,4 @@ func unmarshalQuotas(d *caddyfile.Dispenser) (*Quotas, error) {
 		*dst = n
 	}
 	return q, nil
-}
-
-// authUserHeader carries Caddy's authenticated user (the
-// {http.auth.user.id} of an authentication handler before crank) from
-// ServeHTTP to the tool call. ServeHTTP always removes a client-sent one,
-// so it cannot be forged; it never reaches an upstream.
-const authUserHeader = "X-Crank-Authenticated-User"
-
-// markIdentity replaces any client-sent authUserHeader with Caddy's
-// authenticated user, when there is one.
-func markIdentity(r *http.Request) {
-	r.Header.Del(authUserHeader)
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		if id, _ := repl.GetString("http.auth.user.id"); id != "" {
-			r.Header.Set(authUserHeader, id)
-		}
-	}
-}
-
-// agentOf is the calling agent's identity: the authenticated identity (a
-// verified MCP bearer token's user, or Caddy's authenticated user), else
-// the configured agent header.
-func (ep *endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
-	if ti != nil && ti.UserID != "" {
-		return ti.UserID
-	}
-	if h != nil {
-		if id := h.Get(authUserHeader); id != "" {
-			return id
-		}
-		if ep.agentHeader != "" {
-			return h.Get(ep.agentHeader)
-		}
-	}
-	return ""
-}
-
-// callerAgent is the agent a tool call runs as: agentOf, else the MCP
-// client's name (so that quotas and isolation still tell clients apart).
-func (ep *endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) string {
-	if extra != nil {
-		if id := ep.agentOf(extra.Header, extra.TokenInfo); id != "" {
-			return id
-		}
-	}
-	if ss != nil {
-		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-			return "client:" + p.ClientInfo.Name
-		}
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package mcpserver
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -68,7 +69,7 @@ func (d *dropFirstCall) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestResumeOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
-	up := newUpstream(t)
+	up := mcptest.NewUsers(t)
 	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

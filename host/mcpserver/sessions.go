@@ -1,4 +1,4 @@
-package caddymodule
+package mcpserver
 
 import (
 	"context"
@@ -34,15 +34,6 @@ import (
 // deleted, or first seen by this replica (one get). Serving a session this
 // replica holds costs no etcd round trip; its record's expiry is pushed out
 // in the background, at most once per session timeout / 10.
-
-// mcpSessionStore keeps the records of MCP sessions, so that any replica
-// can serve a session another one opened.
-type mcpSessionStore interface {
-	PutMCPSession(ctx context.Context, s store.MCPSession) error
-	GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error)
-	TouchMCPSession(ctx context.Context, id string) error
-	DeleteMCPSession(ctx context.Context, id string) error
-}
 
 // sessionIDHeader is the Streamable HTTP session header.
 const sessionIDHeader = "Mcp-Session-Id"
@@ -116,7 +107,7 @@ func (rs *replicaSessions) watch(ls *liveSession) {
 }
 
 // record is the session's store record.
-func (ep *endpoint) record(ls *liveSession) store.MCPSession {
+func (ep *Endpoint) record(ls *liveSession) store.MCPSession {
 	ls.mu.Lock()
 	rec := store.MCPSession{
 		ID: ls.id, ProtocolVersion: ls.negotiated, Initialized: ls.initialized, LogLevel: ls.logLevel,
@@ -137,7 +128,7 @@ func (ep *endpoint) record(ls *liveSession) store.MCPSession {
 
 // put writes the session's record; a failure leaves the session local to
 // this replica until a later use records it.
-func (ep *endpoint) put(ctx context.Context, ls *liveSession) {
+func (ep *Endpoint) put(ctx context.Context, ls *liveSession) {
 	stp := ep.store.Load()
 	if stp == nil {
 		return
@@ -160,7 +151,7 @@ const storeCallTimeout = 10 * time.Second
 
 // sessionMiddleware records a session when the SDK has initialized it (with
 // the protocol version it negotiated) and again when its log level changes.
-func (ep *endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (ep *Endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {
@@ -200,7 +191,7 @@ func (ep *endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 
 // sessionInitialized records that the client of ss sent
 // notifications/initialized.
-func (ep *endpoint) sessionInitialized(ctx context.Context, ss *mcp.ServerSession) {
+func (ep *Endpoint) sessionInitialized(ctx context.Context, ss *mcp.ServerSession) {
 	ls := ep.replicas.get(ss.ID())
 	if ls == nil || ls.ss != ss {
 		return
@@ -213,7 +204,7 @@ func (ep *endpoint) sessionInitialized(ctx context.Context, ss *mcp.ServerSessio
 
 // serveMCP hands the request to the SDK's handler and, when that does not
 // know the request's session, to the session's record in the store.
-func (ep *endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
+func (ep *Endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(sessionIDHeader)
 	if id == "" {
 		ep.http.ServeHTTP(w, r)
@@ -265,7 +256,7 @@ func (ep *endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 
 // restore rebuilds session id from its store record, or returns the copy
 // another request restored meanwhile.
-func (ep *endpoint) restore(ctx context.Context, id, agent string) (*liveSession, error) {
+func (ep *Endpoint) restore(ctx context.Context, id, agent string) (*liveSession, error) {
 	stp := ep.store.Load()
 	if stp == nil {
 		return nil, store.ErrNotFound
@@ -329,7 +320,7 @@ func (ep *endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 }
 
 // deleteUnheld ends a session this replica does not hold: its record goes.
-func (ep *endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent string) {
+func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent string) {
 	stp := ep.store.Load()
 	if stp == nil {
 		http.Error(w, "session not found", http.StatusNotFound)
@@ -353,7 +344,7 @@ func (ep *endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, age
 
 // deleteRecord removes a session the client ended. On failure the record
 // expires on its own after the session timeout.
-func (ep *endpoint) deleteRecord(ctx context.Context, id string) {
+func (ep *Endpoint) deleteRecord(ctx context.Context, id string) {
 	stp := ep.store.Load()
 	if stp == nil {
 		return
@@ -369,7 +360,7 @@ func (ep *endpoint) deleteRecord(ctx context.Context, id string) {
 // sessionLookupFailed answers a request whose session could not be served
 // from the store: 404 as for any unknown session, or 503 with a retryable
 // JSON-RPC error when etcd is unavailable.
-func (ep *endpoint) sessionLookupFailed(w http.ResponseWriter, id string, err error) {
+func (ep *Endpoint) sessionLookupFailed(w http.ResponseWriter, id string, err error) {
 	if errors.Is(err, store.ErrNotFound) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
@@ -400,7 +391,7 @@ func writeJSONRPCError(w http.ResponseWriter, status, code int, msg string, data
 // not expire for the other replicas. A record that is gone was deleted by
 // the client through another replica: the session ends here too. A record
 // that could not be written at initialize is written now.
-func (ep *endpoint) touch(ls *liveSession) {
+func (ep *Endpoint) touch(ls *liveSession) {
 	stp := ep.store.Load()
 	if stp == nil {
 		return

@@ -1,4 +1,4 @@
-package caddymodule
+package mcpserver
 
 import (
 	"context"
@@ -6,19 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
@@ -47,35 +43,23 @@ operations:
 `
 
 // newTaskReplica is a gateway replica serving tasksOps through the
-// handler's ServeHTTP, with its jobs and sessions in st. It returns its URL
-// and its audit records.
-func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(*Handler)) (string, *observer.ObservedLogs) {
+// endpoint's ServeHTTP, with its jobs and sessions in st. It returns its
+// URL and its audit records.
+func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(*Options)) (string, *observer.ObservedLogs) {
 	t.Helper()
-	ops := filepath.Join(t.TempDir(), "ops.yaml")
-	if err := os.WriteFile(ops, []byte(fmt.Sprintf(tasksOps, upURL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := host.LoadFile(ops, host.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := builtinSpec("rest")
-	sup := host.NewSupervisor(spec, host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: Version})
-	t.Cleanup(func() { _ = sup.Close() })
 	core, audit := observer.New(zap.InfoLevel)
-	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Audit: zap.New(core),
-		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }})
+	hst := newTestHost(t, fmt.Sprintf(tasksOps, upURL), st, zap.New(core))
+	opts := testOptions("default")
+	for _, o := range options {
+		o(&opts)
+	}
+	ep, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Workspace: "default", AgentHeader: "X-Agent", SessionTimeout: caddy.Duration(time.Hour), logger: zap.NewNop()}
-	for _, o := range options {
-		o(h)
-	}
-	h.ep = newEndpoint(h)
-	h.ep.attach(hst, st)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = h.ServeHTTP(w, r, nil) }))
-	t.Cleanup(func() { srv.Close(); _ = h.ep.Destruct() })
+	ep.Attach(hst, st)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
 	return srv.URL + "/mcp", audit
 }
 
@@ -151,7 +135,7 @@ func TestTasks(t *testing.T) {
 	up.Await(t, "arrived", "1")
 
 	// Read it on B, which restores the MCP session from the store.
-	waitUntil(t, "the session record", func() bool {
+	mcptest.WaitUntil(t, "the session record", func() bool {
 		rec, err := st.GetMCPSession(context.Background(), c.Session)
 		return err == nil && rec.Initialized
 	})
@@ -349,7 +333,7 @@ func TestTasksStatelessJSON(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	url, _ := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless, h.JSONResponse = true, true })
+	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless, o.JSONResponse = true, true })
 	c := newTaskClient(t, url, "agent-1", "")
 	task := c.StartTask("report_start", map[string]any{"n": 3})
 	if c.Session != "" {
@@ -416,7 +400,7 @@ func TestTasksExtension(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	url, _ := newTaskReplica(t, st, up.URL, func(h *Handler) { h.Stateless = true })
+	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless = true })
 	c := newExtClient(t, url)
 	call := func(method, name string) {
 		c.Header.Set("Mcp-Method", method)
@@ -477,14 +461,14 @@ func TestTasksExtension(t *testing.T) {
 	}
 	up.Release("4")
 	var done task
-	waitUntil(t, "the task to complete", func() bool { done = get(created.TaskID); return done.Status == "completed" })
+	mcptest.WaitUntil(t, "the task to complete", func() bool { done = get(created.TaskID); return done.Status == "completed" })
 	if done.Result == nil || done.Result.IsError || done.Result.StructuredContent["rows"] != 3.0 {
 		t.Errorf("completed task = %+v, want the report inlined", done)
 	}
 
 	// A failed job is a completed task with an error result.
 	failed := start(500)
-	waitUntil(t, "the failing task to end", func() bool { done = get(failed.TaskID); return done.Status != "working" })
+	mcptest.WaitUntil(t, "the failing task to end", func() bool { done = get(failed.TaskID); return done.Status != "working" })
 	if done.Status != "completed" || done.Result == nil || !done.Result.IsError {
 		t.Errorf("failed job's task = %+v, want completed with an error result", done)
 	}
@@ -497,7 +481,7 @@ func TestTasksExtension(t *testing.T) {
 		t.Errorf("tasks/cancel = %v", ack)
 	}
 	up.Await(t, "cancelled", "5")
-	waitUntil(t, "the task to be cancelled", func() bool { return get(cancelled.TaskID).Status == "cancelled" })
+	mcptest.WaitUntil(t, "the task to be cancelled", func() bool { return get(cancelled.TaskID).Status == "cancelled" })
 
 	for _, m := range []string{"tasks/result", "tasks/list"} {
 		call(m, created.TaskID)

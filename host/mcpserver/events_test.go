@@ -1,4 +1,4 @@
-package caddymodule
+package mcpserver
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package caddymodule
+package mcpserver
 
 import (
 	"bufio"
@@ -10,19 +10,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -30,67 +26,51 @@ import (
 // countingStore is a real store that counts the MCP session calls made
 // through it.
 type countingStore struct {
-	endpointStore
+	Store
 	calls atomic.Int64
 }
 
 func (c *countingStore) PutMCPSession(ctx context.Context, s store.MCPSession) error {
 	c.calls.Add(1)
-	return c.endpointStore.PutMCPSession(ctx, s)
+	return c.Store.PutMCPSession(ctx, s)
 }
 
 func (c *countingStore) GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error) {
 	c.calls.Add(1)
-	return c.endpointStore.GetMCPSession(ctx, id)
+	return c.Store.GetMCPSession(ctx, id)
 }
 
 func (c *countingStore) TouchMCPSession(ctx context.Context, id string) error {
 	c.calls.Add(1)
-	return c.endpointStore.TouchMCPSession(ctx, id)
+	return c.Store.TouchMCPSession(ctx, id)
 }
 
 func (c *countingStore) DeleteMCPSession(ctx context.Context, id string) error {
 	c.calls.Add(1)
-	return c.endpointStore.DeleteMCPSession(ctx, id)
+	return c.Store.DeleteMCPSession(ctx, id)
 }
 
 // replica is one MCP endpoint with its own adapter process, as a Crank
 // replica has, served on a loopback port.
 type replica struct {
-	ep  *endpoint
+	ep  *Endpoint
 	st  *countingStore
 	URL string
 }
 
 // newReplica serves a REST operation against the API at upURL, keeping
 // MCP sessions in st.
-func newReplica(t testing.TB, st endpointStore, upURL string, workspace string) *replica {
+func newReplica(t testing.TB, st Store, upURL string, workspace string) *replica {
 	t.Helper()
-	dir := t.TempDir()
-	ops := filepath.Join(dir, "ops.yaml")
-	if err := os.WriteFile(ops, []byte(fmt.Sprintf(integrationOps, upURL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := host.LoadFile(ops, host.LoadOptions{})
+	hst := newTestHost(t, fmt.Sprintf(mcptest.UsersOps, upURL), nil, nil)
+	ep, err := New(testOptions(workspace))
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := builtinSpec("rest")
-	sup := host.NewSupervisor(spec, host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: Version})
-	t.Cleanup(func() { _ = sup.Close() })
-	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Adapter: func(string) (*host.Supervisor, error) { return sup, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := newEndpoint(&Handler{
-		Workspace: workspace, AgentHeader: "X-Agent",
-		// Long enough that no background touch happens during a test.
-		SessionTimeout: caddy.Duration(time.Hour), logger: zap.NewNop(),
-	})
-	r := &replica{ep: ep, st: &countingStore{endpointStore: st}}
-	ep.attach(hst, r.st)
+	r := &replica{ep: ep, st: &countingStore{Store: st}}
+	ep.Attach(hst, r.st)
 	srv := httptest.NewServer(http.HandlerFunc(ep.serveMCP))
-	t.Cleanup(func() { srv.Close(); _ = ep.Destruct() })
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
 	r.URL = srv.URL + "/mcp"
 	return r
 }
@@ -152,7 +132,7 @@ func callGetUser(ctx context.Context, cs *mcp.ClientSession) (string, error) {
 func TestReplicaServesSessionOfAnother(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
-	up := newUpstream(t)
+	up := mcptest.NewUsers(t)
 	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -163,7 +143,7 @@ func TestReplicaServesSessionOfAnother(t *testing.T) {
 	if _, err := callGetUser(ctx, cs); err != nil {
 		t.Fatalf("call on A: %v", err)
 	}
-	waitUntil(t, "the initialized flag in the record", func() bool {
+	mcptest.WaitUntil(t, "the initialized flag in the record", func() bool {
 		rec, err := st.GetMCPSession(ctx, cs.ID())
 		return err == nil && rec.Initialized
 	})
@@ -207,14 +187,14 @@ func TestReplicaServesSessionOfAnother(t *testing.T) {
 func TestHeldSessionNeedsNoStore(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
-	up := newUpstream(t)
+	up := mcptest.NewUsers(t)
 	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt := &router{}
 	rt.to(a)
 	cs := connectVia(t, ctx, rt)
-	waitUntil(t, "the initialized record", func() bool { return a.st.calls.Load() == 2 })
+	mcptest.WaitUntil(t, "the initialized record", func() bool { return a.st.calls.Load() == 2 })
 	for range 20 {
 		if _, err := callGetUser(ctx, cs); err != nil {
 			t.Fatal(err)
@@ -318,7 +298,7 @@ const toolsList = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 func TestReplicaSessionScopeAndDelete(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
-	up := newUpstream(t)
+	up := mcptest.NewUsers(t)
 	a, b := newReplica(t, st, up.URL, "default"), newReplica(t, st, up.URL, "default")
 	other := newReplica(t, st, up.URL, "other-workspace")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -329,7 +309,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 	if negotiated == "" || negotiated == "2099-01-01" {
 		t.Fatalf("negotiated %q", negotiated)
 	}
-	waitUntil(t, "the initialized record", func() bool {
+	mcptest.WaitUntil(t, "the initialized record", func() bool {
 		rec, err := st.GetMCPSession(ctx, s.id)
 		return err == nil && rec.Initialized
 	})
@@ -363,7 +343,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 		t.Fatal("A does not hold the session it created")
 	}
 	held.lastTouch.Store(0) // as if the last touch were a session timeout / 10 ago
-	waitUntil(t, "A to end its copy", func() bool {
+	mcptest.WaitUntil(t, "A to end its copy", func() bool {
 		resp, _ := s.post(a.URL, toolsList)
 		return resp.StatusCode == http.StatusNotFound
 	})
@@ -375,7 +355,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 	// DELETE of a session held nowhere but recorded.
 	s2 := &rawSession{t: t}
 	s2.initialize(a.URL, "2025-06-18")
-	waitUntil(t, "the second record", func() bool {
+	mcptest.WaitUntil(t, "the second record", func() bool {
 		rec, err := st.GetMCPSession(ctx, s2.id)
 		return err == nil && rec.Initialized
 	})
@@ -404,14 +384,14 @@ func TestReplicaDuringEtcdOutage(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}
-	up := newUpstream(t)
+	up := mcptest.NewUsers(t)
 	a, b := newReplica(t, open(), up.URL, "default"), newReplica(t, open(), up.URL, "default")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := &router{}
 	rt.to(a)
 	cs := connectVia(t, ctx, rt)
-	waitUntil(t, "the initialized record", func() bool { return a.st.calls.Load() == 2 })
+	mcptest.WaitUntil(t, "the initialized record", func() bool { return a.st.calls.Load() == 2 })
 
 	srv.Stop()
 	for range 5 {

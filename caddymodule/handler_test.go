@@ -1,0 +1,52 @@
+package caddymodule
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// TestHandlerProvisionConfigErrors checks config errors Provision reports
+// before it asks for the crank app.
+func TestHandlerProvisionConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Handler
+		want []string
+	}{
+		{name: "no operations file", h: Handler{}, want: []string{"crank: operations", "required"}},
+		{
+			name: "bad allowed origin",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example", "ok.example"}},
+			want: []string{"crank: allowed_origins", `"ok.example"`, "scheme://host"},
+		},
+		{
+			name: "allowed origin with a path",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"https://ok.example/app"}},
+			want: []string{"crank: allowed_origins", `"https://ok.example/app"`, "no path"},
+		},
+		{
+			name: "null is not an allowed origin",
+			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"null"}},
+			want: []string{"crank: allowed_origins", `"null"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			h := tc.h
+			err := h.Provision(ctx)
+			if err == nil {
+				t.Fatal("Provision succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

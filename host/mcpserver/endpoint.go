@@ -1,0 +1,335 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
+)
+
+// Options configure an Endpoint.
+type Options struct {
+	// Version is the server version reported to MCP clients.
+	Version string
+	// Workspace is the workspace id calls through the endpoint run in.
+	Workspace string
+	// AgentHeader names a request header carrying the calling agent's id
+	// (used when the request has no authenticated user).
+	AgentHeader string
+	// AuthenticatedUser returns the user that an authentication layer in
+	// front of the endpoint verified for a request ("" for none). It is
+	// the caller's identity unless a verified MCP bearer token names one.
+	AuthenticatedUser func(*http.Request) string
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
+	// may call the endpoint. A request with any other Origin header gets
+	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always
+	// allowed; "*" allows every origin.
+	AllowedOrigins []string
+	// SessionTimeout closes MCP sessions idle for this long (0: never).
+	SessionTimeout time.Duration
+	// Stateless serves every request without an MCP session.
+	Stateless bool
+	// JSONResponse answers POSTs with application/json instead of an SSE
+	// stream.
+	JSONResponse bool
+	// KeepaliveInterval: an SSE response silent for this long gets a
+	// keep-alive comment (0: none).
+	KeepaliveInterval time.Duration
+	// Resumable keeps every SSE event of a stateful endpoint in the
+	// store's event logs, bounded by EventLimits, so that a client whose
+	// stream dropped resumes it with Last-Event-ID on any replica.
+	Resumable   bool
+	EventLimits store.EventLimits
+	Logger      *zap.Logger
+}
+
+// Store is what an endpoint keeps in the shared store (*store.Etcd is
+// one).
+type Store interface {
+	// The records of its MCP sessions, so that any replica can serve a
+	// session another one opened (sessions.go).
+	PutMCPSession(ctx context.Context, s store.MCPSession) error
+	GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error)
+	TouchMCPSession(ctx context.Context, id string) error
+	DeleteMCPSession(ctx context.Context, id string) error
+	// The event logs of their SSE streams, for resumption (events.go).
+	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
+	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+}
+
+var _ Store = (*store.Etcd)(nil)
+
+// Endpoint is one MCP server with its transport. It can outlive the hosts
+// that serve its tools: they are attached and detached (across config
+// reloads, say) and the most recently attached live host serves the calls.
+type Endpoint struct {
+	server *mcp.Server
+	http   *mcp.StreamableHTTPHandler
+	logger *zap.Logger
+
+	mu     sync.Mutex
+	hosts  []*host.Host
+	tools  []string
+	active atomic.Pointer[host.Host]
+	store  atomic.Pointer[Store]
+	// attached is closed by the first Attach; closed by Close.
+	attached, closed chan struct{}
+	closeOnce        sync.Once
+
+	workspace, agentHeader string
+	authenticatedUser      func(*http.Request) string
+	sessionTTL             time.Duration
+	origins                originPolicy
+
+	// replicas are the sessions recorded in the store (sessions.go);
+	// eventStore is the SDK handler's EventStore, given to restored
+	// sessions too.
+	replicas   replicaSessions
+	eventStore mcp.EventStore
+	transport  transport // transport.go
+}
+
+// New returns an endpoint without a host. It serves requests once a host
+// is attached; an error means an option is invalid.
+func New(opts Options) (*Endpoint, error) {
+	origins, err := newOriginPolicy(opts.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	ep := &Endpoint{
+		logger: opts.Logger, workspace: opts.Workspace, agentHeader: opts.AgentHeader,
+		authenticatedUser: opts.AuthenticatedUser, sessionTTL: opts.SessionTimeout, origins: origins,
+		attached: make(chan struct{}), closed: make(chan struct{}),
+	}
+	slogger := slogFromZap(opts.Logger)
+	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
+		Logger:             slogger,
+		InitializedHandler: ep.recordSession,
+		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
+	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
+	sdkOpts := mcp.StreamableHTTPOptions{
+		Stateless:      opts.Stateless,
+		JSONResponse:   opts.JSONResponse,
+		SessionTimeout: opts.SessionTimeout,
+		Logger:         slogger,
+	}
+	ep.streamableOptions(opts, &sdkOpts)
+	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sdkOpts)
+	return ep, nil
+}
+
+// ServeHTTP serves MCP Streamable HTTP. It checks the Origin first; a
+// request that arrives before the first Attach waits for it, for as long
+// as the request's context allows.
+func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
+		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+			"code": -32600, "message": "origin " + strings.ToValidUTF8(origin, "\uFFFD") + " is not allowed (allowed_origins)",
+		}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write(body)
+		return
+	}
+	if !ep.awaitHost(w, r) {
+		return
+	}
+	ep.markIdentity(r) // caller.go
+	if ep.checkRequest(w, r) {
+		return
+	}
+	ep.markTasks(r) // taskheader.go: what the SDK cannot take of MCP Tasks
+	w, stopKeepalive := ep.wrap(w)
+	defer stopKeepalive()
+	ep.serveMCP(w, r)
+}
+
+// awaitHost waits until a host is attached and reports whether one is. A
+// request whose context ends first gets no answer; one still waiting when
+// the endpoint closes gets 503 with Retry-After.
+func (ep *Endpoint) awaitHost(w http.ResponseWriter, r *http.Request) bool {
+	if ep.active.Load() != nil {
+		return true
+	}
+	select {
+	case <-ep.attached:
+		return true
+	case <-ep.closed:
+		w.Header().Set("Retry-After", "1")
+		writeJSONRPCError(w, http.StatusServiceUnavailable, -32000,
+			"the MCP endpoint closed before it started serving; retry shortly", map[string]any{"retryable": true})
+		return false
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// Attach makes h the host that serves the endpoint's calls, publishing its
+// tools (clients get notifications/tools/list_changed), and st the store
+// of its MCP sessions and event logs (nil keeps the current one).
+func (ep *Endpoint) Attach(h *host.Host, st Store) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.hosts = append(ep.hosts, h)
+	if st != nil {
+		ep.store.Store(&st)
+	}
+	ep.syncLocked()
+	select {
+	case <-ep.attached:
+	default:
+		close(ep.attached)
+	}
+}
+
+// Detach removes h; the most recently attached host left serves the calls.
+func (ep *Endpoint) Detach(h *host.Host) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.hosts = slices.DeleteFunc(ep.hosts, func(x *host.Host) bool { return x == h })
+	ep.syncLocked()
+}
+
+// syncLocked makes the newest attached host the active one and publishes
+// its tools.
+func (ep *Endpoint) syncLocked() {
+	if len(ep.hosts) == 0 {
+		return
+	}
+	h := ep.hosts[len(ep.hosts)-1]
+	if ep.active.Swap(h) == h {
+		return
+	}
+	var names []string
+	for _, op := range h.Operations() {
+		names = append(names, op.Name)
+		ep.server.AddTool(mcpTool(op), ep.callTool)
+	}
+	var stale []string
+	for _, n := range ep.tools {
+		if !slices.Contains(names, n) {
+			stale = append(stale, n)
+		}
+	}
+	if len(stale) > 0 {
+		ep.server.RemoveTools(stale...)
+	}
+	ep.tools = names
+}
+
+func mcpTool(op *host.Operation) *mcp.Tool {
+	t := &mcp.Tool{
+		Name:        op.Name,
+		Title:       op.Title,
+		Description: op.Description,
+		InputSchema: op.InputSchema,
+	}
+	if len(op.OutputSchema) > 0 {
+		t.OutputSchema = op.OutputSchema
+	}
+	if m := op.ToolMeta(); m != nil {
+		t.Meta = m // a window tool says it streams: mode, limits, progress kind
+	}
+	if a := op.Annotations; a != nil {
+		t.Annotations = &mcp.ToolAnnotations{
+			DestructiveHint: a.Destructive,
+			OpenWorldHint:   a.OpenWorld,
+			ReadOnlyHint:    a.ReadOnly != nil && *a.ReadOnly,
+			IdempotentHint:  a.Idempotent != nil && *a.Idempotent,
+		}
+	}
+	return t
+}
+
+// callTool translates an MCP tools/call into a host call and back.
+func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	h := ep.active.Load()
+	cr := ep.hostCall(req)
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		// A window's chunks become progress notifications (the streaming
+		// wire contract): progress counts 0, 1, 2, ..., total is omitted,
+		// message is the chunk, the token is echoed with its JSON type.
+		// They are sent from the call's goroutine, so none follows the
+		// result.
+		next := 0
+		cr.Progress = func(ctx context.Context, c host.ProgressChunk) {
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: tok, Progress: float64(next), Message: c.Message,
+			})
+			if err != nil {
+				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
+			}
+			next++
+		}
+	}
+	res, err := h.Call(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	return toolResult(res), nil
+}
+
+// hostCall is the host call of a tools/call: the tool and its arguments in
+// the caller's scope, with the caller's trace context.
+func (ep *Endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
+	extra := req.Extra
+	s := ep.callerScope(extra, req.Session)
+	cr := host.CallRequest{Tool: req.Params.Name, Arguments: req.Params.Arguments, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID}
+	if extra != nil && extra.Header != nil {
+		cr.TraceParent = extra.Header.Get("Traceparent")
+		cr.TraceState = extra.Header.Get("Tracestate")
+	}
+	return cr
+}
+
+// toolResult is the CallToolResult of a host result.
+func toolResult(res *host.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	if res.Structured != nil {
+		out.StructuredContent = res.Structured
+	}
+	return out
+}
+
+// recordSession records in the store that the client of a new MCP session
+// sent notifications/initialized (sessions.go keeps the record: negotiated
+// version, client info and capabilities, workspace and agent).
+func (ep *Endpoint) recordSession(ctx context.Context, req *mcp.InitializedRequest) {
+	if req.Session != nil && req.Session.ID() != "" {
+		ep.sessionInitialized(ctx, req.Session)
+	}
+}
+
+// Close ends the endpoint's sessions on this replica (their store records
+// stay, so other replicas may go on serving them) and answers requests
+// still waiting for a host with 503.
+func (ep *Endpoint) Close() error {
+	ep.closeOnce.Do(func() { close(ep.closed) })
+	for ss := range ep.server.Sessions() {
+		_ = ss.Close()
+	}
+	return nil
+}
+
+func slogFromZap(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
+
+// Interface guard.
+var _ http.Handler = (*Endpoint)(nil)

@@ -1,0 +1,66 @@
+package mcpserver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/plugins/rest"
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/store"
+)
+
+// adapterEnv makes this test binary serve the REST adapter instead of
+// running tests: the adapter process of the hosts under test.
+const adapterEnv = "CRANK_MCPSERVER_TEST_ADAPTER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(adapterEnv) == "rest" {
+		sdk.Serve(rest.New())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// newTestHost is a host for the operations file text ops, its adapter
+// process this test binary, its jobs and stream sessions in st (nil for
+// none) and its audit records in audit (nil for none).
+func newTestHost(t testing.TB, ops string, st host.Store, audit *zap.Logger) *host.Host {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ops.yaml")
+	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := host.LoadFile(path, host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{adapterEnv + "=rest"}},
+		host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: "test"})
+	t.Cleanup(func() { _ = sup.Close() })
+	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Audit: audit,
+		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hst
+}
+
+// testOptions are the options of a gateway replica's endpoint in workspace,
+// as the crank handler's defaults make them, with an hour's session
+// timeout: long enough that no background touch happens during a test.
+func testOptions(workspace string) Options {
+	return Options{
+		Version: "test", Workspace: workspace, AgentHeader: "X-Agent", SessionTimeout: time.Hour,
+		KeepaliveInterval: 15 * time.Second, Resumable: true, EventLimits: store.EventLimits{TTL: 5 * time.Minute},
+	}
+}

@@ -1,0 +1,243 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Transport additions: what go-sdk's Streamable HTTP handler leaves out
+// (request checks, SSE keep-alives, the priming event's retry field) and
+// the options that complete it.
+
+// sseRetry is the reconnection delay the priming event of a resumable
+// stream asks for.
+const sseRetry = time.Second
+
+// maxPeekBytes bounds how much of a session-less POST is read to find its
+// JSON-RPC method (the SDK's own body limit).
+const maxPeekBytes = mcp.DefaultMaxRequestBodyBytes
+
+// transport is what the endpoint needs of the transport options at
+// request time.
+type transport struct {
+	stateful  bool
+	keepalive time.Duration
+	retry     string // the priming event's retry field, in ms ("" for none)
+	// sse serves stateless json_response calls that carry a progress
+	// token: go-sdk drops progress on a JSON answer, so they get SSE.
+	sse *mcp.StreamableHTTPHandler
+}
+
+// streamableOptions completes the SDK handler's options for the endpoint:
+// the event store in stateful mode, cancellation tied to the request for
+// the sessionless protocol.
+func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions) {
+	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval}
+	// The sessionless protocol has no notifications/cancelled: the POST is
+	// the request, so its end cancels the call.
+	opts.PropagateRequestCancellation = true
+	if o.Stateless && o.JSONResponse {
+		sse := *opts
+		sse.JSONResponse = false
+		ep.transport.sse = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sse)
+	}
+	if o.Stateless || !o.Resumable {
+		return
+	}
+	es := newEventStore(func() eventLogStore {
+		if p := ep.store.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}, o.EventLimits)
+	es.logger = o.Logger
+	es.standaloneOnly = o.JSONResponse
+	ep.eventStore = es
+	opts.EventStore = es
+	ep.transport.retry = strconv.FormatInt(sseRetry.Milliseconds(), 10)
+}
+
+// checkRequest answers what the SDK would get wrong, and reports whether
+// it did:
+//   - in stateful mode a POST without Mcp-Session-Id must be an initialize
+//     (or a sessionless 2026-07-28 request, which the SDK refuses with
+//     -32022 so that the client falls back); anything else is 400;
+//   - in stateless json_response mode a call with a progress token is
+//     served with SSE, where its progress notifications can go.
+func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return false
+	}
+	needSession := ep.transport.stateful && r.Header.Get("Mcp-Session-Id") == "" &&
+		r.Header.Get("MCP-Protocol-Version") < "2026-07-28"
+	if !needSession && ep.transport.sse == nil {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || len(body) > maxPeekBytes {
+		return false // the SDK reports it
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false // a batch or malformed JSON: the SDK decides
+	}
+	if ep.transport.sse != nil {
+		if msg.Params.Meta["progressToken"] == nil {
+			return false
+		}
+		w, stop := ep.wrap(w)
+		defer stop()
+		ep.transport.sse.ServeHTTP(w, r)
+		return true
+	}
+	if msg.Method == "initialize" || msg.Method == "server/discover" || msg.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
+		return false
+	}
+	what := "a response"
+	if msg.Method != "" {
+		what = strconv.Quote(msg.Method)
+	}
+	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
+		"message": "Bad Request: Mcp-Session-Id header is required for " + what + " (only initialize opens a session)"}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
+	return true
+}
+
+// sseWriter wraps the response of an MCP request. Once the response is an
+// SSE stream it writes a keep-alive comment whenever the stream was silent
+// for the interval, and adds the retry field to the priming event. Writes
+// from the SDK and from the keep-alive timer are serialised; stop must be
+// called before the handler returns.
+type sseWriter struct {
+	http.ResponseWriter
+	interval time.Duration
+	retry    string
+
+	mu      sync.Mutex
+	checked bool // the response's content type was looked at
+	sse     bool
+	primed  bool // the priming event was seen
+	wrote   bool // something was written since the last tick
+	stopped bool
+	timer   *time.Timer
+}
+
+// wrap returns w wrapped for keep-alives and priming, and the function
+// that stops them.
+func (ep *Endpoint) wrap(w http.ResponseWriter) (http.ResponseWriter, func()) {
+	if ep.transport.keepalive <= 0 && ep.transport.retry == "" {
+		return w, func() {}
+	}
+	sw := &sseWriter{ResponseWriter: w, interval: ep.transport.keepalive, retry: ep.transport.retry}
+	return sw, sw.stop
+}
+
+// checkLocked notes whether the response is an SSE stream, as its headers
+// are about to be sent, and starts the keep-alive timer for one.
+func (s *sseWriter) checkLocked() {
+	if s.checked {
+		return
+	}
+	s.checked = true
+	ct := s.Header().Get("Content-Type")
+	s.sse = strings.HasPrefix(ct, "text/event-stream")
+	if s.sse && s.interval > 0 && !s.stopped {
+		s.timer = time.AfterFunc(s.interval, s.tick)
+	}
+}
+
+func (s *sseWriter) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == http.StatusOK {
+		s.checkLocked()
+	} else if code >= 200 {
+		s.checked = true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+var primePrefix = []byte("event: prime\n")
+
+func (s *sseWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkLocked()
+	s.wrote = true
+	if s.sse && !s.primed && s.retry != "" && bytes.HasPrefix(p, primePrefix) {
+		// The SDK's priming event has an id and empty data; the retry field
+		// tells the client how soon to resume after the stream drops.
+		s.primed = true
+		if i := bytes.Index(p, []byte("\ndata:")); i > 0 {
+			q := make([]byte, 0, len(p)+len(s.retry)+8)
+			q = append(q, p[:i+1]...)
+			q = append(q, "retry: "+s.retry+"\n"...)
+			q = append(q, p[i+1:]...)
+			if _, err := s.ResponseWriter.Write(q); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Flush sends what was written; the SDK flushes after every event.
+func (s *sseWriter) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *sseWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var keepaliveComment = []byte(": keep-alive\n\n")
+
+func (s *sseWriter) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	if !s.wrote {
+		if _, err := s.ResponseWriter.Write(keepaliveComment); err != nil {
+			return // the client is gone; the SDK notices on its own
+		}
+		_ = http.NewResponseController(s.ResponseWriter).Flush()
+	}
+	s.wrote = false
+	s.timer.Reset(s.interval)
+}
+
+func (s *sseWriter) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// Interface guards.
+var (
+	_ http.ResponseWriter = (*sseWriter)(nil)
+	_ http.Flusher        = (*sseWriter)(nil)
+)
