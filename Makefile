@@ -7,9 +7,10 @@ GO       ?= go
 BIN      := bin/crank
 TS_DIR   := e2e/ts
 GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
-# The Go modules of this repository: the gateway, the adapter protocol and
-# the adapter SDK (their own modules, so an adapter depends on little).
-MODULES  := . proto plugins/sdk
+# The Go modules of this repository: the gateway, the adapter protocol, the
+# adapter SDK (their own modules, so an adapter depends on little) and the
+# SDK's example adapter, which depends on the SDK alone.
+MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
 .PHONY: all build run test unit lint vet fmt-check deps-check proto proto-check ts-deps bench clean
 

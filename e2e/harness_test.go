@@ -258,7 +258,19 @@ func (g *gateway) reload(opts gatewayOptions) {
 // connect opens a go-sdk client session to the gateway.
 func (g *gateway) connect(ctx context.Context) *mcp.ClientSession {
 	g.t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, nil)
+	return g.connectWith(ctx, nil)
+}
+
+// connectProgress opens a go-sdk client session to the gateway whose
+// progress notifications p records.
+func (g *gateway) connectProgress(ctx context.Context, p *progressLog) *mcp.ClientSession {
+	g.t.Helper()
+	return g.connectWith(ctx, &mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+}
+
+func (g *gateway) connectWith(ctx context.Context, opts *mcp.ClientOptions) *mcp.ClientSession {
+	g.t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, opts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
 	if err != nil {
 		g.t.Fatalf("connect: %v\n%s", err, g.log.String())

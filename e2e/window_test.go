@@ -145,12 +145,7 @@ func TestWindowGoSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var progress progressLog
-	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progress.handler})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := g.connectProgress(ctx, &progress)
 
 	// The window tool is discoverable: its output schema, the cursor
 	// argument and _meta saying how it streams.

@@ -48,6 +48,10 @@
 // problems by field, [Suggest] gives did-you-mean hints and
 // [Operation.ResolvePath] resolves paths against the operations file.
 //
+// The module's README is the author guide, from the interfaces to
+// shipping the binary; examples/filetail is a complete adapter in a module
+// of its own, to start from.
+//
 // The other packages of this module, by audience:
 //
 //   - sdk/adaptertest, for an adapter's tests: runs it in-process or as
