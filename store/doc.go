@@ -25,7 +25,7 @@
 //	                                    capabilities, initialize params, log
 //	                                    level, workspace/agent), on a
 //	                                    TTL-bucket lease of the session TTL
-//	<prefix>stream-sessions/<id>        stream session record (spec 9.3) on a
+//	<prefix>stream-sessions/<id>        stream session record on a
 //	                                    TTL-bucket lease until its ExpiresAt
 //	<prefix>stream-items/<id>/<seq>     a session's buffered items, <seq> a
 //	                                    20-digit zero-padded item number so
@@ -33,7 +33,7 @@
 //	                                    TTL-bucket lease until the session's
 //	                                    hard deadline (created + max lifetime
 //	                                    + retention)
-//	<prefix>jobs/<id>                   async job record (spec 9.4) on a
+//	<prefix>jobs/<id>                   async job record on a
 //	                                    TTL-bucket lease until its ExpiresAt
 //	<prefix>job-list/<ws>/workspace/<t>/<id>
 //	<prefix>job-list/<ws>/agent/<agent>/<t>/<id>

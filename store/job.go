@@ -53,7 +53,7 @@ func (s JobStatus) CanBecome(t JobStatus) bool { return slices.Contains(jobTrans
 // readable when NewJob.Retention is zero.
 const DefaultJobRetention = time.Hour
 
-// AsyncJobHandle is an async job (spec 9.4): a long-running upstream
+// AsyncJobHandle is an async job: a long-running upstream
 // operation started by one tool call and followed by status, result and
 // cancel calls.
 type AsyncJobHandle struct {

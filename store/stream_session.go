@@ -79,7 +79,7 @@ type Scope struct {
 	AgentID     string
 }
 
-// StreamSession is a stream session (spec 9.3): a long-lived upstream read
+// StreamSession is a stream session: a long-lived upstream read
 // step by step through start/poll/stop tools.
 //
 // A session is used in one of two ways. Request/response upstreams keep no

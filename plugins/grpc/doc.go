@@ -110,9 +110,9 @@
 // "method"), a broken descriptor set or .proto file ("descriptor_set",
 // "proto_files", with the file and line), a method that does not fit the
 // entry's mode, a cursor_field the request lacks. Client-streaming and
-// bidirectional methods are refused (deferred by the product plan). Invoke
-// refuses an invalid config with a KindInvalidArgument error carrying the
-// same messages.
+// bidirectional methods are refused: a tool call has no way to feed a
+// stream of requests. Invoke refuses an invalid config with a
+// KindInvalidArgument error carrying the same messages.
 //
 // Modes: in mode unary, unary methods are called. In mode window a
 // server-streaming method is read as a stream (transport_behavior:

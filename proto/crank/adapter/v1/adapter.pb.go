@@ -37,8 +37,11 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ExecutionMode is how the host runs an operation (see the product plan,
-// section 4). Adapters list the modes their operations can serve.
+// ExecutionMode is how the host runs an operation: one call (unary), a
+// bounded window over a stream, a stream session or an async job.
+// Adapters list the modes their operations can serve; the host builds
+// sessions and jobs on unary calls and windows, so an operation reaches an
+// adapter as UNARY or WINDOW.
 type ExecutionMode int32
 
 const (
