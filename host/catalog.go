@@ -248,7 +248,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			continue
 		}
 		if !filepath.IsAbs(ad.Command) && strings.ContainsRune(ad.Command, filepath.Separator) {
-			ad.Command = filepath.Join(filepath.Dir(name), ad.Command)
+			ad.Command = filepath.Join(dir, ad.Command)
 		}
 		cat.Adapters[an] = ad
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -409,5 +410,31 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An adapter command relative to the operations file is found next to the
+// file even when the file itself was named by a relative path: a "./x"
+// must never become a bare "x" that is looked up in PATH.
+func TestRelativeAdapterCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("conf", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ops := "adapters: {acme: {command: ./bin/acme}}\noperations: [{name: a, description: d, adapter: acme, config: {}}]\n"
+	if err := os.WriteFile(filepath.Join("conf", "ops.yaml"), []byte(ops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := host.LoadFile(filepath.Join("conf", "ops.yaml"), host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := cat.AdapterSpec("acme", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "conf", "bin", "acme"); spec.Command != want {
+		t.Errorf("command = %q, want %q", spec.Command, want)
 	}
 }
