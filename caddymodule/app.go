@@ -164,7 +164,36 @@ func (a *App) Validate() error {
 	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
 		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
 	}
+	if a.Etcd != nil {
+		if err := a.etcdConfig().Check(); err != nil {
+			return fmt.Errorf("crank: etcd: %w", err)
+		}
+	} else if a.EmbeddedEtcd != nil {
+		if err := a.embeddedConfig().Check(); err != nil {
+			return fmt.Errorf("crank: embedded_etcd: %w", err)
+		}
+	}
 	return nil
+}
+
+// etcdConfig is the store config of an external cluster.
+func (a *App) etcdConfig() store.EtcdConfig {
+	cfg := store.EtcdConfig{
+		Endpoints: a.Etcd.Endpoints, Prefix: a.Etcd.Prefix, DialTimeout: time.Duration(a.Etcd.DialTimeout),
+		Username: a.Etcd.Username, Password: a.Etcd.Password, Logger: a.logger,
+		OpTimeout: time.Duration(a.Etcd.OpTimeout), OwnerTTL: time.Duration(a.Etcd.OwnerTTL),
+		ReplicaName: a.Etcd.ReplicaName,
+	}
+	if t := a.Etcd.TLS; t != nil {
+		cfg.TLS = &store.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	}
+	return cfg
+}
+
+// embeddedConfig is the config of the embedded etcd server.
+func (a *App) embeddedConfig() store.EmbeddedConfig {
+	e := a.EmbeddedEtcd
+	return store.EmbeddedConfig{DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd")}
 }
 
 // register adds a handler of this config for Start to start.
@@ -194,16 +223,7 @@ func (a *App) openStore() (*pooledStore, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if a.Etcd != nil {
-		cfg := store.EtcdConfig{
-			Endpoints: a.Etcd.Endpoints, Prefix: a.Etcd.Prefix, DialTimeout: time.Duration(a.Etcd.DialTimeout),
-			Username: a.Etcd.Username, Password: a.Etcd.Password, Logger: a.logger,
-			OpTimeout: time.Duration(a.Etcd.OpTimeout), OwnerTTL: time.Duration(a.Etcd.OwnerTTL),
-			ReplicaName: a.Etcd.ReplicaName,
-		}
-		if t := a.Etcd.TLS; t != nil {
-			cfg.TLS = &store.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
-		}
-		s, err := store.NewEtcd(ctx, cfg)
+		s, err := store.NewEtcd(ctx, a.etcdConfig())
 		if err != nil {
 			return nil, fmt.Errorf("crank: etcd: %w", err)
 		}
@@ -215,9 +235,7 @@ func (a *App) openStore() (*pooledStore, error) {
 		return nil, fmt.Errorf("crank: embedded_etcd: data_dir: %w", err)
 	}
 	val, _, err := embeddedPool.LoadOrNew(embKey, func() (caddy.Destructor, error) {
-		emb, err := store.StartEmbedded(store.EmbeddedConfig{
-			DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd"),
-		})
+		emb, err := store.StartEmbedded(a.embeddedConfig())
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,16 @@ func TestValidateJSONConfig(t *testing.T) {
 		{`{"etcd": {"endpoints": ["http://127.0.0.1:1"]}, "embedded_etcd": {"data_dir": "etcd"}}`,
 			[]string{"crank: invalid configuration", "use either etcd", "or embedded_etcd, not both"}},
 		{`{"etcd": {}}`, []string{"crank: invalid configuration", "etcd: endpoints: at least one endpoint is required"}},
+		// What the store would refuse when it opens is refused here
+		// already, without connecting to anything.
+		{`{"etcd": {"endpoints": ["http://127.0.0.1:1"], "owner_ttl": 1000000000}}`,
+			[]string{"crank: etcd:", "owner_ttl must be whole seconds and at least 2s"}},
+		{`{"etcd": {"endpoints": ["http://127.0.0.1:1"], "username": "crank"}}`,
+			[]string{"crank: etcd:", "username and password must be set together"}},
+		{`{"etcd": {"endpoints": ["http://127.0.0.1:1"], "tls": {"ca_file": "ca.pem"}}}`,
+			[]string{"crank: etcd:", "tls is configured but endpoint http://127.0.0.1:1 is plain http"}},
+		{`{"embedded_etcd": {"data_dir": "etcd", "client_url": "https://127.0.0.1:2379"}}`,
+			[]string{"crank: embedded_etcd:", "client URL", "only http:// URLs are supported"}},
 	} {
 		var cfg caddy.Config
 		if err := json.Unmarshal([]byte(`{"admin": {"disabled": true}, "apps": {"crank": `+c.crank+`}}`), &cfg); err != nil {

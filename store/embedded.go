@@ -63,31 +63,15 @@ type Embedded struct {
 // in use, data directory unusable, start timeout). It does not hang beyond
 // StartTimeout.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("store: embedded etcd: DataDir is required")
-	}
-	if cfg.Name == "" {
-		cfg.Name = DefaultEmbeddedName
-	}
-	if cfg.ClientURL == "" {
-		cfg.ClientURL = DefaultEmbeddedClientURL
-	}
-	if cfg.PeerURL == "" {
-		cfg.PeerURL = DefaultEmbeddedPeerURL
+	cfg, curl, purl, err := cfg.settle()
+	if err != nil {
+		return nil, err
 	}
 	timeout := cfg.StartTimeout
 	if timeout <= 0 {
 		timeout = DefaultEmbeddedStartTimeout
 	}
-	what := fmt.Sprintf("embedded etcd (client %s, peer %s, data dir %s)", cfg.ClientURL, cfg.PeerURL, cfg.DataDir)
-	curl, err := parseHTTPURL(cfg.ClientURL)
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: client URL: %w", what, err)
-	}
-	purl, err := parseHTTPURL(cfg.PeerURL)
-	if err != nil {
-		return nil, fmt.Errorf("store: %s: peer URL: %w", what, err)
-	}
+	what := cfg.describe()
 
 	lg := cfg.Logger
 	if lg == nil {
@@ -210,4 +194,39 @@ func (e *Embedded) Endpoints() []string {
 func (e *Embedded) Close() error {
 	e.closeOnce.Do(e.etcd.Close)
 	return nil
+}
+
+// Check reports what StartEmbedded would refuse in cfg (no data directory,
+// client or peer URLs it cannot serve) without starting anything: for
+// validating a configuration before it runs.
+func (cfg EmbeddedConfig) Check() error {
+	_, _, _, err := cfg.settle()
+	return err
+}
+
+// settle fills in cfg's defaults and parses its URLs.
+func (cfg EmbeddedConfig) settle() (_ EmbeddedConfig, client, peer *url.URL, err error) {
+	if cfg.DataDir == "" {
+		return cfg, nil, nil, errors.New("store: embedded etcd: DataDir is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultEmbeddedName
+	}
+	if cfg.ClientURL == "" {
+		cfg.ClientURL = DefaultEmbeddedClientURL
+	}
+	if cfg.PeerURL == "" {
+		cfg.PeerURL = DefaultEmbeddedPeerURL
+	}
+	if client, err = parseHTTPURL(cfg.ClientURL); err != nil {
+		return cfg, nil, nil, fmt.Errorf("store: %s: client URL: %w", cfg.describe(), err)
+	}
+	if peer, err = parseHTTPURL(cfg.PeerURL); err != nil {
+		return cfg, nil, nil, fmt.Errorf("store: %s: peer URL: %w", cfg.describe(), err)
+	}
+	return cfg, client, peer, nil
+}
+
+func (cfg EmbeddedConfig) describe() string {
+	return fmt.Sprintf("embedded etcd (client %s, peer %s, data dir %s)", cfg.ClientURL, cfg.PeerURL, cfg.DataDir)
 }

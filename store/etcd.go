@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,23 +133,13 @@ type Etcd struct {
 // cluster answers a consistent read. ctx bounds only that check; the
 // returned Etcd lives until Close.
 func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
-	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("store: no etcd endpoints configured")
+	tlsCfg, opts, err := cfg.settle()
+	if err != nil {
+		return nil, err
 	}
 	timeout := cfg.DialTimeout
 	if timeout <= 0 {
 		timeout = DefaultDialTimeout
-	}
-	if (cfg.Username == "") != (cfg.Password == "") {
-		return nil, errors.New("store: etcd username and password must be set together")
-	}
-	tlsCfg, err := cfg.TLS.build(cfg.Endpoints)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := cfg.options()
-	if err != nil {
-		return nil, err
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -207,6 +198,31 @@ func NewEtcdFromClient(cli *clientv3.Client, prefix string) *Etcd {
 	opts, _ := EtcdConfig{}.options()
 	opts.pingTimeout = DefaultDialTimeout
 	return newEtcd(cli, prefix, opts)
+}
+
+// Check reports what NewEtcd would refuse in cfg (no endpoints, a user
+// without a password, bad endpoint URLs, unreadable TLS files, an owner_ttl
+// out of bounds) without connecting to anything: for validating a
+// configuration before it runs.
+func (cfg EtcdConfig) Check() error {
+	_, _, err := cfg.settle()
+	return err
+}
+
+// settle checks cfg and returns its TLS configuration and options.
+func (cfg EtcdConfig) settle() (*tls.Config, etcdOptions, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, etcdOptions{}, errors.New("store: no etcd endpoints configured")
+	}
+	if (cfg.Username == "") != (cfg.Password == "") {
+		return nil, etcdOptions{}, errors.New("store: etcd username and password must be set together")
+	}
+	tlsCfg, err := cfg.TLS.build(cfg.Endpoints)
+	if err != nil {
+		return nil, etcdOptions{}, err
+	}
+	opts, err := cfg.options()
+	return tlsCfg, opts, err
 }
 
 // etcdOptions are the validated settings of an Etcd.
