@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +14,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/validator"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // introspectionQuery is the classic introspection query, without the
@@ -52,21 +52,9 @@ fragment TypeRef on __Type {
 
 // readFile reads a document or SDL file, bounded.
 func readFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return "", fmt.Errorf("cannot read %s: %v", path, pe.Err)
-		}
-		return "", fmt.Errorf("cannot read %s: %v", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes+1))
+	b, err := sdk.ReadFile(path, maxDocumentBytes)
 	if err != nil {
 		return "", fmt.Errorf("cannot read %s: %v", path, err)
-	}
-	if len(b) > maxDocumentBytes {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxDocumentBytes)
 	}
 	return string(b), nil
 }

@@ -3,13 +3,11 @@ package grpcadapter
 import (
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sort"
@@ -24,7 +22,7 @@ import (
 const (
 	defaultTimeout          = 30 * time.Second
 	defaultMaxResponseBytes = 8 << 20
-	// maxFileBytes bounds a descriptor set, .proto or PEM file read at load.
+	// maxFileBytes bounds a descriptor set or .proto file read at load.
 	maxFileBytes = 64 << 20
 	// maxToolPrefix bounds tool_prefix so derived names stay readable.
 	maxToolPrefix = 64
@@ -36,7 +34,7 @@ const (
 type configFields struct {
 	Target           string          `json:"target" jsonschema:"Server address: host:port, dns:///host:port, passthrough:///host:port or unix:///path."`
 	Plaintext        *bool           `json:"plaintext,omitempty" jsonschema:"Speak plaintext HTTP/2. Default: true for loopback and unix targets without tls, false otherwise."`
-	TLS              *tlsFields      `json:"tls,omitempty" jsonschema:"TLS settings; without ca_file the system roots verify the server."`
+	TLS              *sdk.ClientTLS  `json:"tls,omitempty" jsonschema:"TLS settings; without ca_file the system roots verify the server."`
 	Method           string          `json:"method,omitempty" jsonschema:"The method of a one-tool entry: package.Service/Method."`
 	Service          string          `json:"service,omitempty" jsonschema:"A service whose methods all become tools: package.Service."`
 	Methods          []string        `json:"methods,omitempty" jsonschema:"With service: only these methods (short names)."`
@@ -51,14 +49,6 @@ type configFields struct {
 	FieldNames       string          `json:"field_names,omitempty" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
 	EmitDefaults     *bool           `json:"emit_defaults,omitempty" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
 	CursorField      *string         `json:"cursor_field,omitempty" jsonschema:"The request field that receives a window's cursor when a window resumes."`
-}
-
-// tlsFields is the tls block as written.
-type tlsFields struct {
-	CAFile     string `json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the server."`
-	CertFile   string `json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile    string `json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
-	ServerName string `json:"server_name,omitempty" jsonschema:"Name to verify the server certificate against; default: the target's host."`
 }
 
 // configKeywords state what the Go types of configFields cannot.
@@ -172,7 +162,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
 	tlsKey := ""
 	tlsSet := f.TLS != nil
 	if tlsSet {
-		tlsCfg, tlsKey = parseTLS(f.TLS, op, d)
+		tlsCfg, tlsKey = f.TLS.Load(op, "tls", d)
 	}
 	switch {
 	case plaintext != nil && *plaintext && tlsSet:
@@ -387,90 +377,6 @@ func parseTarget(t string, d *diags) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func parseTLS(f *tlsFields, op *sdk.Operation, d *diags) (*tls.Config, string) {
-	caFile, certFile, keyFile, serverName := strings.TrimSpace(f.CAFile), strings.TrimSpace(f.CertFile), strings.TrimSpace(f.KeyFile), strings.TrimSpace(f.ServerName)
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	h := sha256.New()
-	fmt.Fprintf(h, "sni=%s\x00", serverName)
-	ok := true
-	if caFile != "" {
-		pem, err := readFile(op.ResolvePath(caFile))
-		switch {
-		case err != nil:
-			d.Errorf("tls.ca_file", "cannot read %s: %v", caFile, err)
-			ok = false
-		default:
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				d.Errorf("tls.ca_file", "%s holds no PEM certificate", caFile)
-				ok = false
-			}
-			cfg.RootCAs = pool
-			h.Write([]byte("ca\x00"))
-			h.Write(pem)
-		}
-	}
-	switch {
-	case certFile != "" && keyFile == "":
-		d.Errorf("tls.key_file", "required with cert_file (the client certificate's private key)")
-		ok = false
-	case certFile == "" && keyFile != "":
-		d.Errorf("tls.cert_file", "required with key_file (the client certificate)")
-		ok = false
-	case certFile != "":
-		certPEM, err1 := readFile(op.ResolvePath(certFile))
-		keyPEM, err2 := readFile(op.ResolvePath(keyFile))
-		if err1 != nil {
-			d.Errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
-		}
-		if err2 != nil {
-			d.Errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
-		}
-		if err1 != nil || err2 != nil {
-			ok = false
-			break
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			// The error text never includes key material.
-			d.Errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
-			ok = false
-			break
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-		h.Write([]byte("cert\x00"))
-		h.Write(certPEM)
-		h.Write(keyPEM)
-	}
-	if !ok {
-		return nil, ""
-	}
-	return cfg, hex.EncodeToString(h.Sum(nil))
-}
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, pe.Err
-		}
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, errors.New("it is a directory")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxFileBytes {
-		return nil, fmt.Errorf("larger than %d MiB", maxFileBytes>>20)
-	}
-	return b, nil
 }
 
 func checkReadable(path, field string, d *diags) {

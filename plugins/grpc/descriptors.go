@@ -33,6 +33,8 @@ import (
 	_ "google.golang.org/protobuf/types/known/timestamppb"
 	_ "google.golang.org/protobuf/types/known/typepb"
 	_ "google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // schemaSet is a loaded set of descriptors: the files a service's types come
@@ -131,7 +133,7 @@ func loadSchema(ctx context.Context, c *config, conn *grpc.ClientConn) (*schemaS
 }
 
 func loadDescriptorSet(path string) (*schemaSet, error) {
-	data, err := readFile(path)
+	data, err := sdk.ReadFile(path, maxFileBytes)
 	if err != nil {
 		return nil, &loadError{field: "descriptor_set", kind: kindInvalid, msg: fmt.Sprintf("cannot read %s: %v", path, err)}
 	}

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -97,21 +95,9 @@ func (a *adapter) readDocument(ctx context.Context, cfg *openAPIConfig, op *sdk.
 }
 
 func readFileBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("cannot read %s: %v", path, pe.Err)
-		}
-		return nil, fmt.Errorf("cannot read %s: %v", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes+1))
+	data, err := sdk.ReadFile(path, maxDocumentBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", path, err)
-	}
-	if len(data) > maxDocumentBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, maxDocumentBytes>>20)
 	}
 	return data, nil
 }

@@ -3,6 +3,10 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 )
 
@@ -58,4 +62,43 @@ func ScalarText(v json.RawMessage) (string, bool) {
 		return s, true
 	}
 	return string(v), true
+}
+
+// ReadFile reads a file a config names (a document, a schema, a
+// certificate), at most max bytes. Its errors say why without repeating
+// the path ("no such file or directory", "it is a directory", "larger
+// than 16 MiB"), so the caller names the file as the operator wrote it:
+// "cannot read %s: %v".
+func ReadFile(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, pe.Err
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, errors.New("it is a directory")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("larger than %s", sizeText(max))
+	}
+	return b, nil
+}
+
+// sizeText renders a byte count in the largest whole binary unit.
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -201,6 +203,24 @@ func TestHelpers(t *testing.T) {
 	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": ""} {
 		if got := sdk.Suggest(in, known); got != want {
 			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "doc.txt")
+	if err := os.WriteFile(file, make([]byte, 2048), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sdk.ReadFile(file, 2048); err != nil || len(b) != 2048 {
+		t.Errorf("ReadFile at the limit: %d bytes, %v", len(b), err)
+	}
+	for path, want := range map[string]string{
+		file:                           "larger than 1 KiB",
+		dir:                            "it is a directory",
+		filepath.Join(dir, "none.txt"): "no such file or directory",
+	} {
+		if _, err := sdk.ReadFile(path, 1024); err == nil || err.Error() != want {
+			t.Errorf("ReadFile(%s): %v, want %q", path, err, want)
 		}
 	}
 }

@@ -3,13 +3,10 @@ package websocket
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +34,6 @@ const (
 	defaultCloseTimeout    = 2 * time.Second
 	maxMS                  = 600000
 	maxTemplates           = 16
-	maxFileBytes           = 1 << 20
 )
 
 // Binary frame handling.
@@ -67,7 +63,7 @@ type configFields struct {
 	URL             string           `json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
 	Subprotocols    []string         `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
 	Headers         json.RawMessage  `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
-	TLS             *tlsFields       `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
+	TLS             *sdk.ClientTLS   `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
 	Compression     string           `json:"compression,omitempty" jsonschema:"permessage-deflate offered to the upstream; it decides."`
 	MaxMessageBytes *int             `json:"max_message_bytes,omitempty" jsonschema:"Largest message read; a larger one is skipped and reported as a gap."`
 	Subscribe       json.RawMessage  `json:"subscribe,omitempty" jsonschema:"Sent after every connect: one message, or a list of messages sent in order."`
@@ -79,14 +75,6 @@ type configFields struct {
 	Heartbeat       *heartbeatFields `json:"heartbeat,omitempty" jsonschema:"How a dead connection is detected: protocol pings, or an application message."`
 	Reconnect       *reconnectFields `json:"reconnect,omitempty" jsonschema:"How a dropped connection is reopened."`
 	CloseTimeoutMS  *int             `json:"close_timeout_ms,omitempty" jsonschema:"How long a normal close waits for the upstream's answer."`
-}
-
-// tlsFields is the tls block as written.
-type tlsFields struct {
-	CAFile     string `json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the upstream."`
-	CertFile   string `json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile    string `json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
-	ServerName string `json:"server_name,omitempty" jsonschema:"Name to verify the upstream's certificate against; default: the url's host."`
 }
 
 // ackFields is the ack block as written.
@@ -218,7 +206,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 	}
 	var tlsCfg *tls.Config
 	if f.TLS != nil {
-		tlsCfg = parseTLS(f.TLS, op, d)
+		tlsCfg, _ = f.TLS.Load(op, "tls", d)
 		if c.url != nil && strings.HasPrefix(c.url.prefix, "ws://") {
 			d.Errorf("tls", "is only used with a wss:// url")
 		}
@@ -395,67 +383,6 @@ func parseFilter(s string, d *diags) *jsonpath.Path {
 		return nil
 	}
 	return p
-}
-
-// parseTLS reads the tls block; relative file paths resolve against the
-// operations file's directory.
-func parseTLS(tf *tlsFields, op *sdk.Operation, d *diags) *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: strings.TrimSpace(tf.ServerName)}
-	if ca := strings.TrimSpace(tf.CAFile); ca != "" {
-		pem, err := readSmallFile(op.ResolvePath(ca))
-		if err != nil {
-			d.Errorf("tls.ca_file", "cannot read %s: %v", ca, err)
-		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				d.Errorf("tls.ca_file", "%s holds no PEM certificate", ca)
-			}
-			cfg.RootCAs = pool
-		}
-	}
-	certFile, keyFile := strings.TrimSpace(tf.CertFile), strings.TrimSpace(tf.KeyFile)
-	if (certFile == "") != (keyFile == "") {
-		d.Errorf("tls.cert_file", "cert_file and key_file go together (a client certificate and its private key)")
-		return cfg
-	}
-	if certFile != "" {
-		certPEM, err1 := readSmallFile(op.ResolvePath(certFile))
-		keyPEM, err2 := readSmallFile(op.ResolvePath(keyFile))
-		switch {
-		case err1 != nil:
-			d.Errorf("tls.cert_file", "cannot read %s: %v", certFile, err1)
-		case err2 != nil:
-			d.Errorf("tls.key_file", "cannot read %s: %v", keyFile, err2)
-		default:
-			pair, err := tls.X509KeyPair(certPEM, keyPEM)
-			if err != nil {
-				// The error text never includes key material.
-				d.Errorf("tls.cert_file", "not a usable client certificate and key: %s", strings.TrimPrefix(err.Error(), "tls: "))
-			}
-			cfg.Certificates = []tls.Certificate{pair}
-		}
-	}
-	return cfg
-}
-
-func readSmallFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, pe.Err
-		}
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxFileBytes {
-		return nil, fmt.Errorf("larger than %d KiB", maxFileBytes>>10)
-	}
-	return b, nil
 }
 
 // newClient is the HTTP client of one config's handshakes: HTTP/1.1 (a
