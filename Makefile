@@ -2,6 +2,7 @@
 #   make run    the demo gateway on http://127.0.0.1:8080/mcp (Ctrl-C stops it)
 #   make test   every test: lint, protocol freshness, unit, race, end-to-end
 #   make bench  latency and throughput of a tool call vs its baselines
+#   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 
 GO       ?= go
 BIN      := bin/crank
@@ -12,7 +13,7 @@ GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit lint vet fmt-check deps-check proto proto-check ts-deps bench clean
+.PHONY: all build run test unit lint vet fmt-check deps-check proto proto-check ts-deps bench fuzz clean
 
 all: build
 
@@ -64,6 +65,21 @@ bench:
 	$(GO) test -run '^$$' -bench . -skip BenchmarkStreamSessionMemory -benchtime 2000x ./e2e/ ./host/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./store/
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x ./host/
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/
+
+# Fuzz targets as <package dir>:<target>; `go test` runs their seed corpora
+# (f.Add and testdata/fuzz) in every run, this explores beyond them.
+FUZZTIME ?= 30s
+FUZZ := \
+	host:FuzzWindowExtraction \
+	plugins/rest:FuzzEventReader \
+	plugins/rest:FuzzOpenAPIImport \
+	plugins/websocket:FuzzTemplates \
+	plugins/websocket:FuzzMatchers \
+	plugins/soap:FuzzNormalize
+
+fuzz:
+	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d/; done
 
 clean:
 	rm -rf bin .crank $(TS_DIR)/node_modules
