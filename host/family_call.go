@@ -82,6 +82,10 @@ func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, arg
 		case RoleCancel:
 			res = h.cancelJob(ctx, op.base, req, a.JobID)
 		}
+		// What the store holds was redacted when it was written; redacted
+		// again as it is read, as a record written by an earlier release
+		// may not have been.
+		res = h.redacted(res)
 	}
 	h.auditCall(op, req, id, res, time.Since(start))
 	return res

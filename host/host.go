@@ -481,13 +481,32 @@ func (h *Host) successResult(r *sdk.Result) *Result {
 			// structuredContent is an object: wrap other JSON values.
 			raw = append(append([]byte(`{"result":`), raw...), '}')
 		}
-		out.Structured = h.redact.Bytes(raw)
+		out.Structured = h.redact.JSON(raw)
 		if out.Text == "" {
-			out.Text = string(out.Structured)
+			out.Text = string(out.Structured) // redacted already
+			return out
 		}
 	}
 	out.Text = h.redact.String(out.Text)
 	return out
+}
+
+// redacted returns r with its structured content and text redacted: r
+// itself when they hold no secret.
+func (h *Host) redacted(r *Result) *Result {
+	structured, changed := h.redact.json(r.Structured)
+	var text string
+	if changed && r.Text == string(r.Structured) {
+		text = string(structured) // a family tool's text is its structured content
+	} else {
+		text = h.redact.String(r.Text)
+	}
+	if !changed && text == r.Text {
+		return r
+	}
+	out := *r
+	out.Structured, out.Text = structured, text
+	return &out
 }
 
 // normalizeArguments makes absent or null arguments an empty object.

@@ -141,7 +141,7 @@ func (h *Host) jobProgress(ctx context.Context, id string) func(context.Context,
 		p, _ := json.Marshal(map[string]any{"items": n})
 		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		defer cancel()
-		if _, err := h.store.UpdateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
+		if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
 			h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
 		}
 	}
@@ -194,7 +194,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		if v, ok := selectFirst(j.done, sdoc); !ok || !truthy(v) {
 			p, _ := json.Marshal(progress)
 			uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-			_, _ = h.store.UpdateJob(uctx, id, store.JobUpdate{Progress: p})
+			_, _ = h.updateJob(uctx, id, store.JobUpdate{Progress: p})
 			cancel()
 			continue
 		}
@@ -213,7 +213,7 @@ func (h *Host) cancelUpstreamJob(op *boundOp, req CallRequest, startDoc any, log
 	j := op.Family.Job
 	args, err := buildArguments(j.CancelArguments, j.cancelArgs, startDoc)
 	if err != nil {
-		log.Warn("upstream job not cancelled", zap.String("field", "job.cancel_arguments"), zap.Error(err))
+		log.Warn("upstream job not cancelled", zap.String("field", "job.cancel_arguments"), zap.String("error", h.redact.String(err.Error())))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
@@ -236,13 +236,23 @@ func resultDoc(r *Result) any {
 	return r.Text
 }
 
+// finishJob records a job's end; a job that is gone or already final is
+// left alone.
 func (h *Host) finishJob(id string, u store.JobUpdate) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 	defer cancel()
-	_, err := h.store.UpdateJob(ctx, id, u)
+	_, err := h.updateJob(ctx, id, u)
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
 		h.log.Warn("job end not recorded", zap.String("job", id), zap.Error(err))
 	}
+}
+
+// updateJob writes a job's progress, result or error, redacted: what the
+// runner stores is read back by any replica's status, result and task
+// calls.
+func (h *Host) updateJob(ctx context.Context, id string, u store.JobUpdate) (*store.AsyncJobHandle, error) {
+	u.Progress, u.Result, u.Error = h.redact.JSON(u.Progress), h.redact.JSON(u.Result), h.redact.JSON(u.Error)
+	return h.store.UpdateJob(ctx, id, u)
 }
 
 // getJob reads a job of op visible to the caller.

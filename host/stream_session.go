@@ -143,7 +143,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	rop.Operation = &rdef
 	w := &streamSessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
 	col := newCollector(&ex, "", 0, nil)
-	col.sink = func(raw []byte) bool { return w.add(h.redact.Bytes(raw)) }
+	col.sink = func(raw []byte) bool { return w.add(h.redact.JSON(raw)) }
 	col.onGap = func() { w.gaps.Add(1) }
 
 	end, failure := h.readUpstream(ctx, &rop, req, args, lifeEnd, col)
@@ -300,13 +300,14 @@ func (w *streamSessionWriter) wait() {
 	}
 }
 
-// finishStreamSession records a session's end; a session that is gone or
-// already final is left alone.
+// finishStreamSession records a session's end, its error and state
+// redacted; a session that is gone or already final is left alone.
 func (h *Host) finishStreamSession(id string, status store.StreamSessionStatus, errJSON json.RawMessage, st streamSessionState) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 	defer cancel()
 	state, _ := json.Marshal(st)
-	_, err := h.store.FinishStreamSession(ctx, id, store.StreamSessionEnd{Status: status, Error: errJSON, State: state})
+	_, err := h.store.FinishStreamSession(ctx, id, store.StreamSessionEnd{Status: status,
+		Error: h.redact.JSON(errJSON), State: h.redact.JSON(state)})
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
 		h.log.Warn("session end not recorded", zap.String("session", id), zap.Error(err))
 	}

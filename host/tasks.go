@@ -74,8 +74,10 @@ func (h *Host) StartTask(ctx context.Context, req CallRequest) (*Task, *Result, 
 	return h.task(job), nil, nil
 }
 
+// task is a job as a task, its progress and error redacted (again: a
+// record written by an earlier release may not have been).
 func (h *Host) task(job *store.AsyncJobHandle) *Task {
-	t := &Task{ID: job.ID, Tool: job.OperationID, Status: job.Status, Progress: job.Progress, Error: job.Error,
+	t := &Task{ID: job.ID, Tool: job.OperationID, Status: job.Status, Progress: h.redact.JSON(job.Progress), Error: h.redact.JSON(job.Error),
 		CreatedAt: job.CreatedAt, UpdatedAt: job.UpdatedAt, TTL: job.MaxRuntime + job.Retention,
 		PollInterval: taskPollInterval}
 	if op, ok := h.families[job.OperationID]; ok {
@@ -109,7 +111,7 @@ func (h *Host) WaitTask(ctx context.Context, scope Scope, id string) (*Task, *Re
 			return nil, nil, store.ErrNotFound
 		}
 		if ev.Job.Status.Terminal() {
-			return h.task(ev.Job), taskResult(ev.Job), nil
+			return h.task(ev.Job), h.redacted(taskResult(ev.Job)), nil
 		}
 	}
 	if err := ctx.Err(); err != nil {

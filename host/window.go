@@ -276,7 +276,8 @@ func waitWindow(ctx, wctx context.Context, d time.Duration) string {
 }
 
 // interrupted explains why an upstream call ended with a call error: a
-// window limit (the host's own cancellation) or a failure.
+// window limit (the host's own cancellation) or a failure, its text
+// redacted.
 func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error) (string, string) {
 	if end := hostCut(callCtx); end != "" {
 		return end, ""
@@ -305,7 +306,9 @@ func hostCut(callCtx context.Context) string {
 }
 
 // upstreamFailed classifies an upstream error of a window: a timeout is a
-// limit (the window ends with its flags), anything else fails the call.
+// limit (the window ends with its flags), anything else fails the call
+// with a redacted failure text (it goes into a window's result, a stream
+// session's stored record and a job's).
 func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk.UpstreamError) (string, string) {
 	if end := hostCut(callCtx); end != "" {
 		return end, ""
@@ -329,7 +332,7 @@ func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk
 		}
 		ue = &redacted
 	}
-	return endUpstreamError, describeUpstreamError(ue)
+	return endUpstreamError, h.redact.String(describeUpstreamError(ue))
 }
 
 // encodeResult renders a window result in a buffer sized for it up front
@@ -376,7 +379,7 @@ func (h *Host) windowResult(op *boundOp, col *collector, end, failure string, to
 		r.Gaps = append(r.Gaps, fmt.Sprintf("... and %d more", col.nGaps-len(col.gaps)))
 	}
 
-	raw := h.redact.Bytes(encodeResult(r, col.stats.Bytes))
+	raw := h.redact.JSON(encodeResult(r, col.stats.Bytes))
 	res := &Result{Structured: raw, Text: string(raw)}
 	if ts, ok := r.Summary.(textSummary); ok && failure == "" {
 		res.Text = h.redact.String(ts.Text)
