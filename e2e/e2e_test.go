@@ -142,7 +142,7 @@ func TestGoSDKClient(t *testing.T) {
 		{"get_user", map[string]any{}, `invalid arguments for tool "get_user": required: missing properties: ["id"]`},
 		{"get_user", map[string]any{"id": 404}, `upstream answered 404 Not Found`},
 		{"down", nil, `upstream could not be reached (GET http://127.0.0.1:`},
-		{"slow", nil, `upstream timed out (GET ` + up.URL + `/slow)`},
+		{"slow", nil, `upstream timed out (GET ` + up.URL + `)`},
 	} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
 		if err != nil {

@@ -80,7 +80,8 @@ func newConfigs() *sdk.Config[configFields, *prepared] {
 type config struct {
 	// endpoint is the URL as configured (userinfo and query included).
 	endpoint string
-	// upstream names the endpoint in errors: scheme, host and path only.
+	// upstream names the endpoint in errors: scheme and host only (a path
+	// or query may carry a capability token).
 	upstream string
 	// hostport is the endpoint's host:port, for transport errors.
 	hostport string
@@ -324,11 +325,7 @@ func parseEndpoint(raw string, c *config, d *diags) {
 	}
 	c.endpoint = u.String()
 	c.hostport = u.Host
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	c.upstream = scheme + "://" + u.Host + path
+	c.upstream = scheme + "://" + u.Host
 }
 
 func parseHeaders(v json.RawMessage, c *config, d *diags) {

@@ -127,8 +127,8 @@
 // # Errors
 //
 // Failures are *sdk.UpstreamError. Upstream names the call as the
-// operation and the endpoint without query string or userinfo, e.g.
-// "query GetUser at https://api.example.com/graphql".
+// operation and the endpoint's scheme and host, never its path, query
+// string or userinfo, e.g. "query GetUser at https://api.example.com".
 //
 //   - GraphQL errors (errors and no data, whatever the HTTP status, as
 //     GraphQL over HTTP answers a request error with 4xx and a GraphQL

@@ -443,7 +443,7 @@ func TestVariableErrors(t *testing.T) {
 		ue := invokeErr(t, h, tools[c.tool], c.args)
 		wantKind(t, ue, sdk.KindInvalidArgument)
 		wantContains(t, fmt.Sprintf("%s %v", c.tool, c.args), ue.Message, c.want)
-		if ue.Upstream != "query "+c.tool+" at "+u.URL && ue.Upstream != "mutation "+c.tool+" at "+u.URL {
+		if ue.Upstream != "query "+c.tool+" at "+u.Server.URL && ue.Upstream != "mutation "+c.tool+" at "+u.Server.URL {
 			t.Errorf("upstream = %q", ue.Upstream)
 		}
 		if u.requests() != before {
@@ -507,7 +507,7 @@ func TestGraphQLErrors(t *testing.T) {
 	}
 	wantContains(t, "message", ue.Message, "the GraphQL server answered with 1 error: this field is broken on purpose (at broken)")
 	wantContains(t, "detail", string(ue.Detail), `"errors":[{"message":"this field is broken on purpose","path":["broken"]}]`, `"http_status":200`)
-	if ue.Upstream != "query Broken at "+u.URL {
+	if ue.Upstream != "query Broken at "+u.Server.URL { // never the endpoint's path
 		t.Errorf("upstream = %q", ue.Upstream)
 	}
 
@@ -698,12 +698,12 @@ func TestDocumentErrors(t *testing.T) {
 	os.WriteFile(bad, []byte("type Query {\n  a: Nope\n}\n"), 0o644)
 	expandErr(t, h, base(map[string]any{"schema": bad, "query": "{ a }"}), "schema", "not a valid GraphQL schema", "bad.graphqls:2", "Nope")
 	expandErr(t, h, map[string]any{"endpoint": u.Server.URL + "/closed/graphql", "query": "{ broken }"}, "schema",
-		"introspection of "+u.Server.URL+"/closed/graphql failed", "a server without introspection needs schema: an SDL file")
+		"introspection of "+u.Server.URL+" failed", "a server without introspection needs schema: an SDL file")
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
 	expandErr(t, h, map[string]any{"endpoint": "http://" + addr + "/graphql", "query": "{ broken }"}, "schema",
-		"introspection of http://"+addr+"/graphql failed", "connection refused")
+		"introspection of http://"+addr+" failed", "connection refused")
 }
 
 // TestGenerate: tools for top-level Query fields, selected to a bounded

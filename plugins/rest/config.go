@@ -124,8 +124,9 @@ var methods = map[string]string{
 // shared by all calls of the operation.
 type operation struct {
 	method string
-	// upstream names the upstream in errors: method, scheme, host and the
-	// path template; never userinfo or the query string.
+	// upstream names the upstream in errors: method, scheme and host;
+	// never the path, the query string or userinfo (a capability URL
+	// carries its secret in them).
 	upstream string
 	// prefix is "scheme://authority" as configured (userinfo included, it
 	// becomes basic auth), path the path template split at parameters.
@@ -354,7 +355,7 @@ func parseURL(raw string, op *operation, d *diags) {
 	op.path = parts
 	op.staticQuery = escapeLiteral(query, true)
 	if op.method != "" {
-		op.upstream = op.method + " " + scheme + "://" + u.Host + pathTmpl
+		op.upstream = op.method + " " + scheme + "://" + u.Host
 	}
 }
 

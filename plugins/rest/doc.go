@@ -124,8 +124,9 @@
 // # Errors
 //
 // Failures are *sdk.UpstreamError. Upstream names the call as the method
-// and the URL template without query string or userinfo, e.g.
-// "GET http://127.0.0.1:8081/users/{id}".
+// and the URL's scheme and host, never its path, query string or userinfo
+// (a capability URL carries its secret in them), e.g.
+// "GET http://127.0.0.1:8081".
 //
 //   - KindUpstreamStatus: a non-2xx answer. Status is the code ("404"),
 //     Message "upstream answered 404 Not Found", Body the first 2 KiB of the

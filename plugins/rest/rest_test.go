@@ -454,7 +454,8 @@ func TestStatusErrors(t *testing.T) {
 
 	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "404", "q": "x"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	if want := "GET " + srv.URL + "/users/{id}"; ue.Upstream != want {
+	// The scheme and host only: a path or query may carry a secret.
+	if want := "GET " + srv.URL; ue.Upstream != want {
 		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
 	if ue.Status != "404" || ue.Message != "upstream answered 404 Not Found" || ue.Retryable || !ue.Rejected {
@@ -511,7 +512,7 @@ func TestConnectionRefused(t *testing.T) {
 	addr := closedPort(t)
 	ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "POST", "url": "http://" + addr + "/orders/{id}"}, Args: map[string]any{"id": 1}})
 	wantKind(t, ue, sdk.KindTransport)
-	if want := "POST http://" + addr + "/orders/{id}"; ue.Upstream != want {
+	if want := "POST http://" + addr; ue.Upstream != want {
 		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
 	wantContains(t, "message", ue.Message, addr, "connection refused")
@@ -572,7 +573,7 @@ func TestTimeout(t *testing.T) {
 		ue := invokeErr(t, h, adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + "/slow", "timeout": "120ms"}})
 		wantKind(t, ue, sdk.KindTimeout)
 		wantContains(t, "message", ue.Message, "120ms")
-		if ue.Upstream != "GET "+srv.URL+"/slow" {
+		if ue.Upstream != "GET "+srv.URL {
 			t.Errorf("upstream = %q", ue.Upstream)
 		}
 	})

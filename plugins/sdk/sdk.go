@@ -325,8 +325,9 @@ func (k ErrorKind) String() string { return enumName(kindNames, int(k), "ErrorKi
 // UpstreamError is a failure of the upstream or of reaching it.
 type UpstreamError struct {
 	Kind ErrorKind
-	// Upstream names the upstream, e.g. "GET http://billing/invoices/{id}".
-	// Never put credentials here.
+	// Upstream names the upstream by its scheme and host, e.g. "GET
+	// http://billing:8080". Never put credentials, a path or a query here:
+	// a capability URL carries its secret in them.
 	Upstream string
 	// Status is the protocol status, e.g. "404" or "UNAVAILABLE".
 	Status  string

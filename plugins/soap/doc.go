@@ -107,7 +107,7 @@
 // # Errors
 //
 // Failures are *sdk.UpstreamError, with Upstream "SOAP <operation>
-// <endpoint without userinfo and query>":
+// <the endpoint's scheme and host>" (never its path, query or userinfo):
 //
 //   - a SOAP fault (1.1 faultcode/faultstring/faultactor/detail or 1.2
 //     Code/Subcode/Reason/Role/Detail), whatever the HTTP status:

@@ -223,12 +223,12 @@ func transportError(ctx, callCtx context.Context, up string, timeout time.Durati
 	return &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: up, Message: msg, Retryable: retry}
 }
 
-// redactURL drops userinfo and the query from a URL for messages.
+// redactURL names a URL's scheme and host for messages: userinfo, path
+// and query may carry credentials.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return "(endpoint)"
 	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
+	return u.Scheme + "://" + u.Host
 }

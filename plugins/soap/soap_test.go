@@ -387,6 +387,10 @@ func TestFaultsAndHTTPFailures(t *testing.T) {
 			t.Errorf("%s %v: %v", tc.op, tc.args, ue)
 			continue
 		}
+		// The endpoint's scheme and host only: a path may carry a secret.
+		if want := "SOAP " + tc.op + " " + srv.URL; ue.Upstream != want {
+			t.Errorf("%s %v: upstream = %q, want %q", tc.op, tc.args, ue.Upstream, want)
+		}
 		if rejected := tc.status == "Client" || tc.status == "Sender"; ue.Rejected != rejected {
 			t.Errorf("%s %v: rejected = %v, want %v", tc.op, tc.args, ue.Rejected, rejected)
 		}

@@ -38,7 +38,7 @@
 //     one path segment; absent or empty is an error naming the argument),
 //     {{name}} in the query is escaped as a query value. The scheme and
 //     host are literal: an argument never chooses where the adapter
-//     connects. Errors name the upstream without its userinfo and query.
+//     connects. Errors name the upstream by its scheme and host alone.
 //   - subprotocols, headers: sent in the handshake. Headers may be
 //     strings, numbers or booleans; Host sets the handshake's Host; the
 //     Sec-WebSocket-* and hop-by-hop headers are refused. Redirects are not

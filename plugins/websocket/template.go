@@ -410,9 +410,9 @@ func parseURLTemplate(s string) (*urlTemplate, string, error) {
 			return nil, "", fmt.Errorf("query: %w", err)
 		}
 	}
-	// The upstream's name in errors: no userinfo and no query (they may
+	// The upstream's name in errors: no userinfo, path or query (they may
 	// hold credentials).
-	name := strings.ToLower(scheme) + "://" + u.Host + pathStr
+	name := strings.ToLower(scheme) + "://" + u.Host
 	return t, name, nil
 }
 

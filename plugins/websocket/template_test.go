@@ -44,7 +44,7 @@ func TestURLTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name != "wss://feed.example:8443/v1/{{region}}/x" {
+	if name != "wss://feed.example:8443" {
 		t.Errorf("upstream name %q", name)
 	}
 	got, err := u.render(&vars{args: map[string]json.RawMessage{"region": json.RawMessage(`"eu west/1"`), "sym": json.RawMessage(`"a&b=c"`)}})

@@ -20,7 +20,8 @@ import (
 // Call describes one HTTP request an adapter makes, for classifying
 // its failures (Call.Failure).
 type Call struct {
-	// Upstream is UpstreamError.Upstream, e.g. "GET http://billing/x".
+	// Upstream is UpstreamError.Upstream, e.g. "GET http://billing" (the
+	// scheme and host: never a path, query or userinfo).
 	Upstream string
 	// Host is the host:port messages name (never the whole URL: its query
 	// may carry secrets).
