@@ -72,7 +72,8 @@
 // boundary, in this order: redacted_paths (applied to the document and to
 // each item, before anything is extracted, counted, sent as progress or
 // logged), max_field_length, drop_duplicates, sampling_rate. Secrets
-// expanded from placeholders are redacted from results and progress too.
+// expanded from placeholders are redacted from results, progress, stored
+// records and logs too, in their encoded forms as well ([Redactor]).
 //
 // A window tool's input schema gains an optional "cursor" argument (the
 // name is reserved) and its output schema is fixed (an operator-written
