@@ -101,7 +101,17 @@
 // wrong JSON type, a value outside an enumeration, an unknown field, a
 // non-array for a repeated element or a control character is a
 // KindInvalidArgument error naming the argument path ("shipTo.city",
-// "status[0]"). The caller's traceparent and tracestate are forwarded.
+// "status[0]"). Open content (xsd:anyType, xsd:any) is written as the
+// JSON form says: members become unqualified child elements, "@name"
+// members attributes, "_value" the text, arrays repeated elements, null
+// xsi:nil. Since its names come from the arguments, only XML names
+// without a prefix (NCNames, not starting with "xml") may become element
+// or attribute names; any other key, such as one holding markup or a
+// prefix, is a KindInvalidArgument error naming it, and so is a value
+// XML cannot carry (an object where text goes, a control character).
+// Carriage returns are written as character references, so the service
+// reads the text as it was sent. The caller's traceparent and tracestate
+// are forwarded.
 // Redirects are not followed.
 //
 // # Errors

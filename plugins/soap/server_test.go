@@ -139,6 +139,16 @@ func (s *soapServer) serve(w http.ResponseWriter, r *http.Request) {
 	case "PlaceOrder":
 		n := len(op.FindElements("./order/line"))
 		resp = fmt.Sprintf(`<o:PlaceOrderResponse xmlns:o="urn:crank:orders"><o:orderId>%d</o:orderId><o:echo>%s</o:echo></o:PlaceOrderResponse>`, 100+n, html.EscapeString(body2string(op)))
+	case "Submit":
+		// Echo the request element and count the Body's elements: an
+		// argument that smuggled markup shows in both.
+		n := 0
+		for _, c := range doc.Root().ChildElements() {
+			if c.Tag == "Body" {
+				n = len(c.ChildElements())
+			}
+		}
+		resp = fmt.Sprintf(`<o:SubmitResponse xmlns:o="urn:crank:open"><o:echo>%s</o:echo><o:operations>%d</o:operations></o:SubmitResponse>`, html.EscapeString(body2string(op)), n)
 	case "FindOrders":
 		var sb strings.Builder
 		for _, st := range op.SelectElements("status") {
