@@ -134,7 +134,10 @@
 //     408.
 //   - a 2xx answer that is not a SOAP envelope (not XML, other XML,
 //     empty): KindBadResponse naming what it is; an answer larger than
-//     max_response_bytes: KindBadResponse naming the limit.
+//     max_response_bytes: KindBadResponse naming the limit. Elements may
+//     nest at most 256 levels deep (the Envelope is level 1): a deeper
+//     answer is not read, a KindBadResponse saying so (a fault that deep
+//     is reported as its HTTP status).
 //   - KindTransport, KindTimeout, KindCancelled as for the other adapters.
 //   - KindInvalidArgument: invalid config or arguments (see Requests).
 //

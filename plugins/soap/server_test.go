@@ -128,6 +128,14 @@ func (s *soapServer) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/xml")
 			io.WriteString(w, "<notsoap/>")
 			return
+		case "256", "100000":
+			// An order whose note nests elements n levels deep: with the
+			// Envelope, Body, response and order, that many plus 4.
+			n, _ := strconv.Atoi(id)
+			w.Header().Set("Content-Type", "text/xml")
+			io.WriteString(w, `<s:Envelope xmlns:s="`+envNS+`"><s:Body><o:LookupOrderResponse xmlns:o="urn:crank:orders"><o:order>`+
+				strings.Repeat("<x>", n)+strings.Repeat("</x>", n)+`</o:order></o:LookupOrderResponse></s:Body></s:Envelope>`)
+			return
 		default:
 			lines := `<o:line><o:sku>ABC-0001</o:sku><o:quantity>2</o:quantity><o:price currency="EUR">9.50</o:price><o:note xsi:nil="true"/></o:line>`
 			if get("includeLines") == "false" {
