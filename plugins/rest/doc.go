@@ -36,8 +36,12 @@
 //     parameter filled from the tool argument of that name (a string,
 //     number or boolean), escaped with url.PathEscape; a parameter may be
 //     part of a segment ("/files/{name}.json"). A missing, null or empty
-//     argument, a list or object, or "." / ".." is an invalid-argument
-//     error naming the argument. Braces are only allowed as parameters and
+//     argument, a list or object, or a value that is or holds a dot
+//     segment ("." or "..", as it is or percent-decoded up to three
+//     times, split at '/' and '\' and read up to a ';': "..", "%2e%2e",
+//     "a/../b", "..;x") is an invalid-argument error naming the argument,
+//     so that an upstream or proxy that decodes or normalises the path
+//     stays in the configured one. Braces are only allowed as parameters and
 //     only in the path (write a literal brace as %7B / %7D). The url may
 //     carry a static query string, kept as is before the query arguments,
 //     and userinfo, sent as basic auth. Parameter and argument names use
@@ -91,7 +95,11 @@
 //     pipeDelimited, deepObject; header simple; and json anywhere (the
 //     compact JSON text, for parameters declared with content). explode
 //     defaults to true for form and deepObject, false otherwise;
-//     allow_reserved (query only) leaves reserved characters unescaped.
+//     allow_reserved (query only) leaves the reserved characters of RFC
+//     3986 unescaped, except '&', '=', '#' and '+', which stay escaped so
+//     that a value cannot add a parameter, start a fragment or turn into
+//     a space. A styled path argument may not serialize to a dot segment
+//     either.
 //     A styled value may be a scalar, a list of scalars (nulls skipped) or
 //     an object of scalars (deepObject: any object); anything else is an
 //     invalid-argument error naming the argument. The OpenAPI import
