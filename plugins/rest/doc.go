@@ -69,7 +69,11 @@
 //     never a body. "arguments": the remaining arguments as an object, for
 //     every method. An argument name: that argument's value (any JSON
 //     value) as the body, no body when it is absent or null (an argument
-//     named auto, none or arguments cannot be used this way).
+//     named auto, none or arguments cannot be used this way). The host
+//     refuses arguments the tool's input schema does not declare before
+//     the adapter sees them, so "auto" and "arguments" forward declared
+//     arguments only, unless the schema opts in to more with
+//     additionalProperties.
 //   - timeout: the per-call timeout as a Go duration ("10s", "1500ms"). The
 //     host's operation timeout wins when set; the default is 30s. The host's
 //     gRPC deadline bounds every call too.
@@ -109,6 +113,14 @@
 // at once by ValidateOperation with the field's name, e.g. "headers.X-Key"
 // or "query[1]". Invoke refuses an invalid config with a KindInvalidArgument
 // error carrying the same diagnostics.
+//
+// Input schema: an entry that writes no input_schema gets one derived from
+// its config (ExpandOperation): its path parameters (required; a string,
+// number or boolean unless styled), query arguments, header_args arguments
+// and body argument, and no other argument (additionalProperties false).
+// The host refuses arguments a tool's schema does not declare, so the
+// fields an auto or arguments body sends are declared in the entry's
+// input_schema (or allowed with additionalProperties: true there).
 //
 // The caller's W3C trace context (traceparent, tracestate) is forwarded
 // unless headers sets it. Redirects are followed (at most 5) only within
@@ -255,7 +267,9 @@
 //     with no parameter, else one argument "body". Path parameters are
 //     required, so are required parameters and, for a required body, its
 //     required properties. Unknown arguments are refused unless the body's
-//     schema allows more properties. Header parameters Accept,
+//     schema allows more properties explicitly (additionalProperties true
+//     or a schema): the host refuses arguments a tool's input schema does
+//     not declare. Header parameters Accept,
 //     Content-Type and Authorization are ignored (as OpenAPI says), and so
 //     are parameters a credential sets.
 //   - an output schema from the 2xx answers when they are all JSON with

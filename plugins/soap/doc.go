@@ -83,6 +83,10 @@
 //   - a nillable element may be null (xsi:nil="true").
 //   - choice members are all optional; the schema's description names
 //     them. Required fields are those with minOccurs > 0 outside a choice.
+//   - an object type refuses members it does not declare
+//     (additionalProperties false), except one with open content
+//     (xsd:any), which takes any further member (additionalProperties
+//     true).
 //
 // Answers are matched by local names, so a service that puts elements in
 // another namespace than its schema says is still read. Elements and

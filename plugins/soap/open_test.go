@@ -60,3 +60,17 @@ func TestOpenContentNames(t *testing.T) {
 		}
 	}
 }
+
+// The input schema of a type with open content allows further members,
+// explicitly: the host refuses arguments a schema does not declare.
+func TestOpenContentSchema(t *testing.T) {
+	t.Parallel()
+	tools, diags := expand(t, newCall(t, newSOAPServer(t), "Open", nil).h, map[string]any{"wsdl": "open.wsdl"})
+	if len(diags) != 0 {
+		t.Fatal(diags)
+	}
+	in := string(tools["Submit"].InputSchema)
+	if !strings.Contains(in, `"additionalProperties":true`) || strings.Contains(in, `"additionalProperties":false`) {
+		t.Errorf("Submit input schema: %s", in)
+	}
+}
