@@ -76,7 +76,9 @@ FUZZ := \
 	plugins/websocket:FuzzTemplates \
 	plugins/websocket:FuzzMatchers \
 	plugins/soap:FuzzNormalize \
-	plugins/soap:FuzzBuildEnvelope
+	plugins/soap:FuzzBuildEnvelope \
+	plugins/graphql:FuzzVariables \
+	plugins/graphql:FuzzResponse
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \
