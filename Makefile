@@ -78,7 +78,8 @@ FUZZ := \
 	plugins/soap:FuzzNormalize \
 	plugins/soap:FuzzBuildEnvelope \
 	plugins/graphql:FuzzVariables \
-	plugins/graphql:FuzzResponse
+	plugins/graphql:FuzzResponse \
+	plugins/grpc:FuzzJSONProto
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

@@ -149,7 +149,8 @@
 //   - well-known types by their JSON form: Timestamp (RFC 3339), Duration
 //     ("1.5s"), FieldMask (comma-separated paths), wrappers (their value),
 //     Struct (object), Value (any), ListValue (array), Any (an object with
-//     "@type"), Empty (an empty object).
+//     "@type", required in input schemas only: an answer may hold an empty
+//     Any, {}), Empty (an empty object).
 //   - a request whose JSON form is not an object (a wrapper, a Timestamp)
 //     is taken from the argument "value".
 //
