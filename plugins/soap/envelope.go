@@ -275,7 +275,7 @@ func (e *envelope) anyMember(el *etree.Element, k string, v any, path string) er
 	switch {
 	case strings.HasPrefix(k, attrPrefix):
 		if !validName(k[len(attrPrefix):]) {
-			return &argError{path: p, msg: "is not a valid XML attribute name (an unprefixed name such as @lang)"}
+			return &argError{path: join(path, clipKey(k)), msg: "is not a valid XML attribute name (an unprefixed name such as @lang)"}
 		}
 		if v == nil {
 			return nil
@@ -297,7 +297,7 @@ func (e *envelope) anyMember(el *etree.Element, k string, v any, path string) er
 		el.SetText(s)
 		return nil
 	case !validName(k):
-		return &argError{path: p, msg: "is not a valid XML element name (an unprefixed name such as item)"}
+		return &argError{path: join(path, clipKey(k)), msg: "is not a valid XML element name (an unprefixed name such as item)"}
 	}
 	if arr, ok := v.([]any); ok {
 		for i, item := range arr {
@@ -308,6 +308,18 @@ func (e *envelope) anyMember(el *etree.Element, k string, v any, path string) er
 		return nil
 	}
 	return e.fillAny(el.CreateElement(k), v, p)
+}
+
+// clipKey shortens a key that is not a name for an error message.
+func clipKey(k string) string {
+	if len(k) <= 64 {
+		return k
+	}
+	n := 64
+	for n > 0 && !utf8.RuneStart(k[n]) {
+		n--
+	}
+	return k[:n] + "…"
 }
 
 // anyText renders an untyped scalar as XML text.

@@ -46,6 +46,7 @@ func TestOpenContentNames(t *testing.T) {
 		{map[string]any{"title": "t", "doc": map[string]any{"@xmlns": "urn:evil", "p": "x"}}, "argument doc.@xmlns: is not a valid XML attribute name"},
 		{map[string]any{"title": "t", "doc": map[string]any{"@xmlns:soap": "urn:evil"}}, "is not a valid XML attribute name"},
 		{map[string]any{"title": "t", "doc": map[string]any{"@": "x"}}, "is not a valid XML attribute name"},
+		{map[string]any{"title": "t", "<" + strings.Repeat("x", 5000): "x"}, "argument <" + strings.Repeat("x", 63) + "…: is not a valid XML element name"},
 		{map[string]any{"title": "t", "doc": map[string]any{"": "x"}}, "is not a valid XML element name"},
 		// Values: scalars only where XML has text, no control characters.
 		{map[string]any{"title": "t", "doc": map[string]any{"@a": map[string]any{"b": 1}}}, "argument doc.@a: must be a string, number or boolean"},
