@@ -76,7 +76,11 @@ FUZZ := \
 	plugins/rest:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \
 	plugins/websocket:FuzzMatchers \
-	plugins/soap:FuzzNormalize
+	plugins/soap:FuzzNormalize \
+	plugins/soap:FuzzBuildEnvelope \
+	plugins/graphql:FuzzVariables \
+	plugins/graphql:FuzzResponse \
+	plugins/grpc:FuzzJSONProto
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

@@ -416,6 +416,7 @@ func compileInputSchema(raw json.RawMessage) (json.RawMessage, *jsonschema.Resol
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
+	raw = closeInputSchema(raw) // arguments.go
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return raw, nil, fmt.Errorf("not a JSON Schema: %v", err)

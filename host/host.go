@@ -534,8 +534,12 @@ func validateArguments(op *Operation, args json.RawMessage) string {
 	if err := json.Unmarshal(args, &v); err != nil {
 		return "arguments are not valid JSON: " + err.Error()
 	}
-	if _, ok := v.(map[string]any); !ok {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return "arguments must be a JSON object"
+	}
+	if msg := undeclaredArguments(op.input.Schema(), m); msg != "" {
+		return msg // arguments.go
 	}
 	err := op.input.Validate(v)
 	if err == nil {

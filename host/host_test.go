@@ -284,7 +284,8 @@ operations:
 	if ops[2].Description != "derived description" || !strings.Contains(string(ops[2].InputSchema), `"required":["q"]`) {
 		t.Errorf("derived: %+v", ops[2])
 	}
-	if ops[3].Description != "mine" || string(ops[3].InputSchema) != `{"type":"object"}` {
+	// (closed to undeclared arguments by the host: arguments.go)
+	if ops[3].Description != "mine" || string(ops[3].InputSchema) != `{"additionalProperties":false,"type":"object"}` {
 		t.Errorf("written: %q %s", ops[3].Description, ops[3].InputSchema)
 	}
 }

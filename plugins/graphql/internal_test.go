@@ -27,7 +27,7 @@ func TestParseTypeRef(t *testing.T) {
 	}
 }
 
-func compile(t *testing.T, spec toolSpec) *tool {
+func compile(t testing.TB, spec toolSpec) *tool {
 	t.Helper()
 	raw, _ := json.Marshal(spec)
 	tl, err := compileTool(raw)

@@ -51,15 +51,15 @@ func (m *methodInfo) newRequest(c *config, args []byte, cursor string) (*dynamic
 		}
 		msg := dynamicpb.NewMessage(m.in)
 		if err := m.unmarshal.Unmarshal(v, msg); err != nil {
-			return nil, fmt.Errorf("argument %s: %s", argWrapKey, cleanProtoError(err))
+			return nil, fmt.Errorf("argument %s: %s", argWrapKey, reasonFor(err, v))
 		}
 		return msg, nil
 	}
 	msg := dynamicpb.NewMessage(m.in)
 	if err := m.unmarshal.Unmarshal(args, msg); err != nil {
-		path, reason := locate(m.in, args, "", m.unmarshal)
+		path, reason := locate(m.in, args, "", m.unmarshal, 0)
 		if reason == "" {
-			reason = cleanProtoError(err)
+			reason = reasonFor(err, args)
 		}
 		if path == "" {
 			return nil, fmt.Errorf("arguments: %s", reason)
@@ -82,10 +82,16 @@ func cleanProtoError(err error) string {
 	return protoErrField.ReplaceAllString(s, "$1:")
 }
 
+// maxLocateDepth is how many messages deep locate descends: each level
+// converts its subtree again, so past it the error names the field at
+// that depth ("… tree.children[0]…: reason").
+const maxLocateDepth = 16
+
 // locate finds the argument that makes protojson fail by converting the
-// fields of raw one at a time, descending into messages, lists and maps.
-// It runs only after a failed conversion.
-func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo protojson.UnmarshalOptions) (string, string) {
+// fields of raw one at a time, descending into messages, lists and maps,
+// at most maxLocateDepth messages deep. It runs only after a failed
+// conversion.
+func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo protojson.UnmarshalOptions, depth int) (string, string) {
 	if isWellKnown(md) {
 		return "", ""
 	}
@@ -119,6 +125,9 @@ func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo proto
 			continue
 		}
 		v := obj[k]
+		if depth+1 >= maxLocateDepth {
+			return fpath + "…", reasonFor(err, v)
+		}
 		switch {
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			var m map[string]json.RawMessage
@@ -129,7 +138,7 @@ func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo proto
 				}
 				sort.Strings(mkeys)
 				for _, mk := range mkeys {
-					if p, r := locate(fd.MapValue().Message(), m[mk], fpath+"["+strconv.Quote(mk)+"]", uo); r != "" {
+					if p, r := locate(fd.MapValue().Message(), m[mk], fpath+"["+strconv.Quote(mk)+"]", uo, depth+1); r != "" {
 						return p, r
 					}
 				}
@@ -138,7 +147,7 @@ func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo proto
 			var list []json.RawMessage
 			if json.Unmarshal(v, &list) == nil {
 				for i, e := range list {
-					if p, r := locate(fd.Message(), e, fmt.Sprintf("%s[%d]", fpath, i), uo); r != "" {
+					if p, r := locate(fd.Message(), e, fmt.Sprintf("%s[%d]", fpath, i), uo, depth+1); r != "" {
 						return p, r
 					}
 				}
@@ -149,18 +158,60 @@ func locate(md protoreflect.MessageDescriptor, raw []byte, path string, uo proto
 				for i, e := range list {
 					elem, _ := json.Marshal(map[string][]json.RawMessage{k: {e}})
 					if err := uo.Unmarshal(elem, dynamicpb.NewMessage(md)); err != nil {
-						return fmt.Sprintf("%s[%d]", fpath, i), cleanProtoError(err)
+						return fmt.Sprintf("%s[%d]", fpath, i), reasonFor(err, e)
 					}
 				}
 			}
 		case !fd.IsMap() && fd.Message() != nil && !bytes.Equal(bytes.TrimSpace(v), []byte("null")):
-			if p, r := locate(fd.Message(), v, fpath, uo); r != "" {
+			if p, r := locate(fd.Message(), v, fpath, uo, depth+1); r != "" {
 				return p, r
 			}
 		}
-		return fpath, cleanProtoError(err)
+		return fpath, reasonFor(err, v)
 	}
 	return "", ""
+}
+
+// reasonFor says why protojson refused raw: its own words, except for an
+// unpaired UTF-16 surrogate escape, valid JSON that is no Unicode text,
+// which protojson calls an unexpected end.
+func reasonFor(err error, raw []byte) string {
+	if hasLoneSurrogate(raw) {
+		return `a string holds an unpaired UTF-16 surrogate escape (\ud800 to \udfff), which is no Unicode character`
+	}
+	return cleanProtoError(err)
+}
+
+// hasLoneSurrogate tells whether JSON text holds a \u escape of a UTF-16
+// surrogate that is not a high one followed by a low one.
+func hasLoneSurrogate(b []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		switch {
+		case !ok:
+			i++ // another escape: skip its character
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := hex4(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // marshalResult renders a response message as compact JSON.

@@ -149,7 +149,8 @@
 //   - well-known types by their JSON form: Timestamp (RFC 3339), Duration
 //     ("1.5s"), FieldMask (comma-separated paths), wrappers (their value),
 //     Struct (object), Value (any), ListValue (array), Any (an object with
-//     "@type"), Empty (an empty object).
+//     "@type", required in input schemas only: an answer may hold an empty
+//     Any, {}), Empty (an empty object).
 //   - a request whose JSON form is not an object (a wrapper, a Timestamp)
 //     is taken from the argument "value".
 //
@@ -167,11 +168,15 @@
 //
 // # Calls and results
 //
-// Arguments are converted with protojson (either field name is accepted;
-// google.protobuf.Any resolves types from the loaded descriptors and the
-// well-known and google.rpc types). A conversion failure is a
-// KindInvalidArgument error naming the argument's path, e.g.
-// `argument items[2].price: invalid value for int64: "12x"`.
+// Arguments are converted with protojson (which accepts either field
+// name, but the host refuses arguments the input schema does not declare:
+// use the names it lists; google.protobuf.Any resolves types from the
+// loaded descriptors and the well-known and google.rpc types). A
+// conversion failure is a KindInvalidArgument error naming the argument's
+// path, e.g. `argument items[2].price: invalid value for int64: "12x"`, at
+// most 16 messages deep (a deeper failure names the field at that depth,
+// followed by "…"); a string with an unpaired UTF-16 surrogate escape
+// (\ud800), which is no Unicode text, is refused as such.
 //
 // A unary answer becomes Structured: the response as compact protojson
 // (Text empty, ContentType application/json).

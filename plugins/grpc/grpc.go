@@ -555,6 +555,7 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 		return streamEnd(ctx, sctx, c, m, timeout, err)
 	}
 	go func() {
+		defer sdk.Recover("grpc adapter: stream headers", nil)
 		// Headers arrive with the first message or before it; Header
 		// returns early when the stream ends.
 		if _, err := cs.Header(); err == nil {

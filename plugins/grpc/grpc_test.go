@@ -580,6 +580,8 @@ func TestConversionErrors(t *testing.T) {
 		{`{"ids": ["1", "x"]}`, `argument ids[1]: invalid value for int64: "x"`},
 		{`{"extra": {"@type": "type.googleapis.com/no.Such"}}`, "argument extra: "},
 		{`{"nope": 1}`, "argument nope: unknown field of crank.test.zoo.Zoo"},
+		{`{"tags": ["a", "\ud800"]}`, `argument tags[1]: a string holds an unpaired UTF-16 surrogate escape`},
+		{`{"f_string": "\udc00\\ud800"}`, `argument f_string: a string holds an unpaired UTF-16 surrogate escape`},
 		{`[1]`, "arguments: must be a JSON object"},
 	} {
 		ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: tc.args})
@@ -741,3 +743,25 @@ func errorsAs(err error, target **sdk.UpstreamError) bool {
 }
 
 var _ = fmt.Sprintf
+
+// Finding the argument that protojson refuses converts one field at a
+// time; past a depth it stops descending, so that a deeply nested
+// argument costs time in proportion to its size, not its square.
+func TestConversionErrorDeepArgument(t *testing.T) {
+	t.Parallel()
+	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
+	h := newHarness(t)
+	// (3000 levels took 10s before the bound, 0.2s after; under the race
+	// detector about 20 times that. The message shows the bound.)
+	const depth = 1000
+	args := `{"tree":` + strings.Repeat(`{"label":"x","children":[`, depth) + `{"label":"\ud800"}` + strings.Repeat(`]}`, depth) + `}`
+	start := time.Now()
+	ue := invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Zoo"), Args: args})
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the conversion error took %s", took)
+	}
+	wantContains(t, "message", ue.Message, "argument tree.children[0].children[0].", "unpaired UTF-16 surrogate")
+	if len(ue.Message) > 1000 {
+		t.Errorf("a message of %d bytes: %.200s…", len(ue.Message), ue.Message)
+	}
+}

@@ -384,7 +384,11 @@ func (g *schemaGen) message(md protoreflect.MessageDescriptor) map[string]any {
 				"type":        "string",
 				"description": "The type URL of the packed message, e.g. type.googleapis.com/package.Message; its fields sit beside @type (or in value, for well-known types).",
 			}},
-			"required": []string{"@type"},
+		}
+		if !g.opts.output {
+			// An answer may hold an empty Any, which protojson renders as {}.
+			s["required"] = []string{"@type"}
+			s["properties"].(map[string]any)["@type"].(map[string]any)["minLength"] = 1
 		}
 		return s
 	case "google.protobuf.Struct":

@@ -182,6 +182,49 @@ func (op *operation) sendsBody() bool {
 	return true
 }
 
+// inputSchema is the input schema of a plain entry that writes none: the
+// arguments its path, query, header_args and body name, and no other (the
+// host refuses arguments a schema does not declare, so the remaining
+// arguments of an auto body must be written in the entry's input_schema).
+func (op *operation) inputSchema() json.RawMessage {
+	props := map[string]any{}
+	var required []string
+	declare := func(arg string, s map[string]any) {
+		if _, ok := props[arg]; !ok {
+			props[arg] = s
+		}
+	}
+	for _, p := range op.path {
+		if p.param == "" {
+			continue
+		}
+		if _, ok := props[p.param]; !ok {
+			required = append(required, p.param)
+		}
+		s := map[string]any{"description": "Fills the path parameter {" + p.param + "}."}
+		if op.styles[p.param] == nil {
+			s["type"] = []string{"string", "number", "boolean"}
+		}
+		declare(p.param, s)
+	}
+	for _, q := range op.query {
+		declare(q.arg, map[string]any{"description": "Sent as the query parameter " + q.name + "."})
+	}
+	for _, h := range op.headerArgs {
+		declare(h.arg, map[string]any{"description": "Sent as the header " + h.name + "."})
+	}
+	if op.bodyArg != "" && op.sendsBody() {
+		declare(op.bodyArg, map[string]any{"description": "The request body."})
+	}
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		sort.Strings(required)
+		s["required"] = required
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
 // callTimeout is the effective per-call timeout: the host's wins, then the
 // config's, then the default.
 func (op *operation) callTimeout(host time.Duration) time.Duration {

@@ -36,8 +36,12 @@
 //     parameter filled from the tool argument of that name (a string,
 //     number or boolean), escaped with url.PathEscape; a parameter may be
 //     part of a segment ("/files/{name}.json"). A missing, null or empty
-//     argument, a list or object, or "." / ".." is an invalid-argument
-//     error naming the argument. Braces are only allowed as parameters and
+//     argument, a list or object, or a value that is or holds a dot
+//     segment ("." or "..", as it is or percent-decoded up to three
+//     times, split at '/' and '\' and read up to a ';': "..", "%2e%2e",
+//     "a/../b", "..;x") is an invalid-argument error naming the argument,
+//     so that an upstream or proxy that decodes or normalises the path
+//     stays in the configured one. Braces are only allowed as parameters and
 //     only in the path (write a literal brace as %7B / %7D). The url may
 //     carry a static query string, kept as is before the query arguments,
 //     and userinfo, sent as basic auth. Parameter and argument names use
@@ -65,7 +69,11 @@
 //     never a body. "arguments": the remaining arguments as an object, for
 //     every method. An argument name: that argument's value (any JSON
 //     value) as the body, no body when it is absent or null (an argument
-//     named auto, none or arguments cannot be used this way).
+//     named auto, none or arguments cannot be used this way). The host
+//     refuses arguments the tool's input schema does not declare before
+//     the adapter sees them, so "auto" and "arguments" forward declared
+//     arguments only, unless the schema opts in to more with
+//     additionalProperties.
 //   - timeout: the per-call timeout as a Go duration ("10s", "1500ms"). The
 //     host's operation timeout wins when set; the default is 30s. The host's
 //     gRPC deadline bounds every call too.
@@ -91,7 +99,11 @@
 //     pipeDelimited, deepObject; header simple; and json anywhere (the
 //     compact JSON text, for parameters declared with content). explode
 //     defaults to true for form and deepObject, false otherwise;
-//     allow_reserved (query only) leaves reserved characters unescaped.
+//     allow_reserved (query only) leaves the reserved characters of RFC
+//     3986 unescaped, except '&', '=', '#' and '+', which stay escaped so
+//     that a value cannot add a parameter, start a fragment or turn into
+//     a space. A styled path argument may not serialize to a dot segment
+//     either.
 //     A styled value may be a scalar, a list of scalars (nulls skipped) or
 //     an object of scalars (deepObject: any object); anything else is an
 //     invalid-argument error naming the argument. The OpenAPI import
@@ -101,6 +113,14 @@
 // at once by ValidateOperation with the field's name, e.g. "headers.X-Key"
 // or "query[1]". Invoke refuses an invalid config with a KindInvalidArgument
 // error carrying the same diagnostics.
+//
+// Input schema: an entry that writes no input_schema gets one derived from
+// its config (ExpandOperation): its path parameters (required; a string,
+// number or boolean unless styled), query arguments, header_args arguments
+// and body argument, and no other argument (additionalProperties false).
+// The host refuses arguments a tool's schema does not declare, so the
+// fields an auto or arguments body sends are declared in the entry's
+// input_schema (or allowed with additionalProperties: true there).
 //
 // The caller's W3C trace context (traceparent, tracestate) is forwarded
 // unless headers sets it. Redirects are followed (at most 5) only within
@@ -248,7 +268,9 @@
 //     with no parameter, else one argument "body". Path parameters are
 //     required, so are required parameters and, for a required body, its
 //     required properties. Unknown arguments are refused unless the body's
-//     schema allows more properties. Header parameters Accept,
+//     schema allows more properties explicitly (additionalProperties true
+//     or a schema): the host refuses arguments a tool's input schema does
+//     not declare. Header parameters Accept,
 //     Content-Type and Authorization are ignored (as OpenAPI says), and so
 //     are parameters a credential sets.
 //   - an output schema from the 2xx answers when they are all JSON with

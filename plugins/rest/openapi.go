@@ -470,7 +470,7 @@ func prefixMatch(prefixes []string, p string) bool {
 }
 
 // ExpandOperation implements sdk.OperationExpander. A plain REST entry is
-// its own tool; an import entry ({"openapi": {...}}) becomes one tool per
+// its own tool (its input schema derived from the config); an import entry ({"openapi": {...}}) becomes one tool per
 // operation of the document, each with its own REST config. Operations that
 // cannot be served are skipped with a warning naming the JSON pointer of
 // the part at fault; a document that cannot be used at all is an error on
@@ -485,7 +485,13 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 	// Fresh: the import marks the overrides it uses, in its own settings.
 	p := a.configs.Fresh(op)
 	if p.Value == nil || p.Value.openapi == nil {
-		return []sdk.Tool{{}}, nil // a plain REST operation: the entry itself
+		// A plain REST operation: the entry itself, with the arguments its
+		// config uses as the input schema unless the entry writes one.
+		var t sdk.Tool
+		if p.Value != nil && p.Value.op != nil {
+			t.InputSchema = p.Value.op.inputSchema()
+		}
+		return []sdk.Tool{t}, nil
 	}
 	if p.Err() != nil {
 		return nil, p.Diagnostics()

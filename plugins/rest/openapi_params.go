@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/oapi-codegen/runtime"
@@ -140,9 +141,11 @@ func (op *operation) styledPath(arg string, v json.RawMessage) (s string, styled
 	if err != nil {
 		return "", true, op.invalidArg("argument %q fills the path parameter {%s}: %v", arg, arg, err)
 	}
-	switch s {
-	case "", ".", "..":
+	if s == "" {
 		return "", true, op.invalidArg("argument %q fills the path parameter {%s} and must not serialize to %q", arg, arg, s)
+	}
+	if hasDotSegment(s) {
+		return "", true, op.dotSegment(arg)
 	}
 	return s, true, nil
 }
@@ -243,9 +246,10 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 			return "", fmt.Errorf("style deepObject serializes an object")
 		}
 	}
+	// Everything is escaped first; allow_reserved then unescapes what it
+	// may (keepReserved).
 	out, err := runtime.StyleParamWithOptions(st.style, st.explode, name, v, runtime.StyleParamOptions{
 		ParamLocation: st.rloc,
-		AllowReserved: st.allowReserved,
 	})
 	if err != nil {
 		return "", fmt.Errorf("cannot be serialized with style %s", st.style)
@@ -254,8 +258,35 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 		// Values and names are escaped: a remaining space or pipe is a
 		// delimiter, which must be escaped in a URL.
 		out = delimiterEscaper.Replace(out)
+		if st.allowReserved {
+			out = keepReserved(out)
+		}
 	}
 	return out, nil
+}
+
+// keepReserved unescapes, in an escaped query, the reserved characters
+// of RFC 3986 that allow_reserved sends as they are, except those that
+// would change the query's structure or a value: '&' and '=' (a new
+// parameter), '#' (a fragment) and '+' (a space to form decoders) stay
+// escaped.
+func keepReserved(q string) string {
+	if !strings.Contains(q, "%") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q))
+	for i := 0; i < len(q); i++ {
+		if q[i] == '%' && i+2 < len(q) {
+			if c, err := strconv.ParseUint(q[i+1:i+3], 16, 8); err == nil && strings.IndexByte(":/?[]@!$'()*,;", byte(c)) >= 0 {
+				b.WriteByte(byte(c))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
 }
 
 // delimiterEscaper escapes the delimiters of spaceDelimited and

@@ -1114,10 +1114,22 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 	if err != nil || ue == nil || ue.Kind != sdk.KindInvalidArgument || !strings.Contains(ue.Message, "expands it at load") {
 		t.Errorf("invoking the entry: %v %v", ue, err)
 	}
-	// A plain rest entry expands to itself.
+	// A plain rest entry expands to itself, its input schema the arguments
+	// its config uses.
 	tools, _, err := h.Expand(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x"}})
-	if err != nil || len(tools) != 1 || tools[0].Name != "" || len(tools[0].Config) != 0 {
+	if err != nil || len(tools) != 1 || tools[0].Name != "" || len(tools[0].Config) != 0 ||
+		string(tools[0].InputSchema) != `{"additionalProperties":false,"properties":{},"type":"object"}` {
 		t.Errorf("plain entry expands to %v %v", tools, err)
+	}
+	tools, _, err = h.Expand(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "PUT", "url": "http://h/x/{id}/{part}",
+		"query": []string{"id", "q"}, "header_args": map[string]string{"X-A": "a"}, "body": "doc",
+		"param_styles": map[string]any{"part": map[string]any{"style": "label"}}}})
+	want := `{"additionalProperties":false,"properties":{"a":{"description":"Sent as the header X-A."},` +
+		`"doc":{"description":"The request body."},"id":{"description":"Fills the path parameter {id}.","type":["string","number","boolean"]},` +
+		`"part":{"description":"Fills the path parameter {part}."},"q":{"description":"Sent as the query parameter q."}},` +
+		`"required":["id","part"],"type":"object"}`
+	if err != nil || len(tools) != 1 || string(tools[0].InputSchema) != want {
+		t.Errorf("plain entry with arguments expands to %v %v\nwant %s", tools, err, want)
 	}
 }
 

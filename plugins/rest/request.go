@@ -172,11 +172,11 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 		if !ok {
 			return "", op.invalidArg("argument %q fills the path parameter {%s} and must be a string, number or boolean", p.param, p.param)
 		}
-		switch s {
-		case "":
+		if s == "" {
 			return "", op.invalidArg("argument %q fills the path parameter {%s} and must not be empty", p.param, p.param)
-		case ".", "..":
-			return "", op.invalidArg("argument %q fills the path parameter {%s} and must not be %q", p.param, p.param, s)
+		}
+		if hasDotSegment(s) {
+			return "", op.dotSegment(p.param)
 		}
 		b.WriteString(url.PathEscape(s))
 	}
@@ -221,6 +221,32 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 		b.WriteString(url.QueryEscape(a.cursor))
 	}
 	return b.String(), nil
+}
+
+// hasDotSegment tells whether a path value is or holds a dot segment
+// ("." or ".."), as it is or percent-decoded up to three times (a proxy
+// or the upstream may decode again), split at '/' and '\\' and read up
+// to a ';' (a path parameter, which some servers strip): an upstream that
+// normalises the path would leave the configured one.
+func hasDotSegment(s string) bool {
+	for range 4 {
+		for seg := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+			seg, _, _ = strings.Cut(seg, ";")
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+		u, err := url.PathUnescape(s)
+		if err != nil || u == s {
+			return false
+		}
+		s = u
+	}
+	return false
+}
+
+func (op *operation) dotSegment(param string) *sdk.UpstreamError {
+	return op.invalidArg(`argument %q fills the path parameter {%s} and must not be or hold a dot segment ("." or "..", also percent-encoded)`, param, param)
 }
 
 // buildBaseBody returns the JSON body before body_fields, nil for none.

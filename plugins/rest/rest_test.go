@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -896,4 +897,69 @@ func TestConcurrentConfigs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A path argument that is or holds a dot segment once decoded ("..",
+// "%2e%2e", "a/../b", also decoded twice, after a backslash or before a
+// matrix parameter) is refused: an upstream or a proxy that decodes or
+// normalises the path would walk out of the configured one.
+func TestPathDotSegments(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, echoHandler)
+	h := newHarness(t)
+	plain := map[string]any{"method": "GET", "url": srv.URL + "/files/{name}"}
+	styled := map[string]any{"method": "GET", "url": srv.URL + "/files/{name}", "param_styles": map[string]any{"name": map[string]any{"style": "label"}}}
+	for _, bad := range []string{".", "..", "%2e", "%2E%2e", "%252e%252e", "a/../b", "../x", "x/..", "..%2fx", `..\x`, `a\.\b`, "..;jsessionid=1", "%2e%2e%3bx"} {
+		ue := invokeErr(t, h, adaptertest.Call{Config: plain, Args: map[string]any{"name": bad}})
+		wantKind(t, ue, sdk.KindInvalidArgument)
+		wantContains(t, fmt.Sprintf("%q", bad), ue.Message, `argument "name"`, "dot segment")
+	}
+	// label style: ".", "./" and "%2e" would be "..", "../" and ".." once
+	// decoded.
+	for _, bad := range []string{".", "./", "%2e"} {
+		ue := invokeErr(t, h, adaptertest.Call{Config: styled, Args: map[string]any{"name": bad}})
+		wantContains(t, "label "+bad, ue.Message, `argument "name"`, "dot segment")
+	}
+	for _, good := range []string{"...", "a..b", "v1.0", ".hidden", "a.", "%2e%2e%2e", "..."} {
+		e := invokeEcho(t, h, adaptertest.Call{Config: plain, Args: map[string]any{"name": good}})
+		if want := "/files/" + url.PathEscape(good); e.URI != want {
+			t.Errorf("%q: uri = %q, want %q", good, e.URI, want)
+		}
+	}
+	e := invokeEcho(t, h, adaptertest.Call{Config: styled, Args: map[string]any{"name": []any{"a", "b"}}})
+	if e.URI != "/files/.a,b" {
+		t.Errorf("label uri = %q", e.URI)
+	}
+}
+
+// allow_reserved leaves reserved characters of a query value unescaped,
+// but never those that would end the value, add a parameter or start a
+// fragment (&, =, #) or read as a space (+).
+func TestAllowReservedQuery(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, echoHandler)
+	h := newHarness(t)
+	cfg := map[string]any{"method": "GET", "url": srv.URL + "/search", "query": []string{"q", "list", "obj"},
+		"param_styles": map[string]any{
+			"q":    map[string]any{"style": "form", "allow_reserved": true},
+			"list": map[string]any{"style": "form", "explode": false, "allow_reserved": true},
+			"obj":  map[string]any{"style": "form", "allow_reserved": true},
+		}}
+	e := invokeEcho(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{
+		"q":    "a/b?c:d@e&admin=true#frag+x",
+		"list": []any{"x&y=z", "w#"},
+		"obj":  map[string]any{"k": "v=1&role=admin", "p": "/x"},
+	}})
+	want := "/search?q=a/b?c:d@e%26admin%3Dtrue%23frag%2Bx&list=x%26y%3Dz,w%23&k=v%3D1%26role%3Dadmin&p=/x"
+	if e.URI != want {
+		t.Errorf("uri = %q\nwant  %q", e.URI, want)
+	}
+	u, err := url.ParseRequestURI(e.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if len(q) != 4 || q.Get("q") != "a/b?c:d@e&admin=true#frag+x" || q.Get("k") != "v=1&role=admin" || q.Has("admin") || q.Has("role") {
+		t.Errorf("the upstream read %v", q)
+	}
 }

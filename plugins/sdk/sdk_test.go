@@ -224,3 +224,36 @@ func TestHelpers(t *testing.T) {
 		}
 	}
 }
+
+// Recover turns a panic in an adapter's own goroutine into an error
+// instead of ending the process.
+func TestRecover(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() (err error) {
+			defer sdk.Recover("test reader", &err)
+			var m map[string]int
+			m["x"] = 1 // a nil map: panics
+			return nil
+		}()
+	}()
+	err := <-done
+	var pe *sdk.PanicError
+	if !errors.As(err, &pe) || pe.Where != "test reader" || err.Error() != "test reader: internal error (panic), see the adapter log" {
+		t.Errorf("recovered: %v", err)
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer sdk.Recover("test helper", nil)
+		panic("boom")
+	}()
+	<-finished
+	func() {
+		var err error
+		defer sdk.Recover("no panic", &err)
+		if err != nil {
+			t.Errorf("no panic: %v", err)
+		}
+	}()
+}

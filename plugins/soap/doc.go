@@ -83,6 +83,10 @@
 //   - a nillable element may be null (xsi:nil="true").
 //   - choice members are all optional; the schema's description names
 //     them. Required fields are those with minOccurs > 0 outside a choice.
+//   - an object type refuses members it does not declare
+//     (additionalProperties false), except one with open content
+//     (xsd:any), which takes any further member (additionalProperties
+//     true).
 //
 // Answers are matched by local names, so a service that puts elements in
 // another namespace than its schema says is still read. Elements and
@@ -101,7 +105,17 @@
 // wrong JSON type, a value outside an enumeration, an unknown field, a
 // non-array for a repeated element or a control character is a
 // KindInvalidArgument error naming the argument path ("shipTo.city",
-// "status[0]"). The caller's traceparent and tracestate are forwarded.
+// "status[0]"). Open content (xsd:anyType, xsd:any) is written as the
+// JSON form says: members become unqualified child elements, "@name"
+// members attributes, "_value" the text, arrays repeated elements, null
+// xsi:nil. Since its names come from the arguments, only XML names
+// without a prefix (NCNames, not starting with "xml") may become element
+// or attribute names; any other key, such as one holding markup or a
+// prefix, is a KindInvalidArgument error naming it, and so is a value
+// XML cannot carry (an object where text goes, a control character).
+// Carriage returns are written as character references, so the service
+// reads the text as it was sent. The caller's traceparent and tracestate
+// are forwarded.
 // Redirects are not followed.
 //
 // # Errors
@@ -124,7 +138,10 @@
 //     408.
 //   - a 2xx answer that is not a SOAP envelope (not XML, other XML,
 //     empty): KindBadResponse naming what it is; an answer larger than
-//     max_response_bytes: KindBadResponse naming the limit.
+//     max_response_bytes: KindBadResponse naming the limit. Elements may
+//     nest at most 256 levels deep (the Envelope is level 1): a deeper
+//     answer is not read, a KindBadResponse saying so (a fault that deep
+//     is reported as its HTTP status).
 //   - KindTransport, KindTimeout, KindCancelled as for the other adapters.
 //   - KindInvalidArgument: invalid config or arguments (see Requests).
 //

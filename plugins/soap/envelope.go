@@ -3,10 +3,12 @@ package soap
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/beevik/etree"
 )
@@ -87,6 +89,10 @@ func buildEnvelope(op *operation, args json.RawMessage, sec *security) ([]byte, 
 		return nil, err
 	}
 	doc.Indent(etree.NoIndent)
+	// Character references for carriage returns (and tabs and line
+	// breaks in attributes), which a parser would otherwise normalise.
+	doc.WriteSettings.CanonicalText = true
+	doc.WriteSettings.CanonicalAttrVal = true
 	return doc.WriteToBytes()
 }
 
@@ -207,7 +213,7 @@ func (e *envelope) fill(el *etree.Element, t *xsdType, v any, path string) error
 			return &argError{path: join(path, unknown[0]), msg: "is not a field of this element"}
 		}
 		for _, k := range unknown {
-			if err := e.fillAny(el.CreateElement(k), m[k], join(path, k)); err != nil {
+			if err := e.anyMember(el, k, m[k], path); err != nil {
 				return err
 			}
 		}
@@ -230,7 +236,8 @@ func orArgs(p string) string {
 }
 
 // fillAny writes an untyped JSON value: objects as unqualified child
-// elements, arrays as repeated elements, scalars as text.
+// elements ("@name" members as attributes, "_value" as text), arrays as
+// repeated elements, scalars as text.
 func (e *envelope) fillAny(el *etree.Element, v any, path string) error {
 	switch x := v.(type) {
 	case map[string]any:
@@ -240,55 +247,153 @@ func (e *envelope) fillAny(el *etree.Element, v any, path string) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if strings.HasPrefix(k, attrPrefix) && len(k) > 1 {
-				if s, ok := x[k].(string); ok {
-					el.CreateAttr(k[1:], s)
-					continue
-				}
-			}
-			if k == valueKey {
-				el.SetText(fmt.Sprint(x[k]))
-				continue
-			}
-			if !validName(k) {
-				return &argError{path: join(path, k), msg: "is not a valid XML element name"}
-			}
-			if arr, ok := x[k].([]any); ok {
-				for i, item := range arr {
-					if err := e.fillAny(el.CreateElement(k), item, fmt.Sprintf("%s[%d]", join(path, k), i)); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := e.fillAny(el.CreateElement(k), x[k], join(path, k)); err != nil {
+			if err := e.anyMember(el, k, x[k], path); err != nil {
 				return err
 			}
 		}
+		return nil
 	case nil:
 		el.CreateAttr(e.prefix(nsXSI)+":nil", "true")
+		return nil
 	case []any:
 		return &argError{path: orArgs(path), msg: "an array must be the value of a named element"}
-	case bool:
-		el.SetText(strconv.FormatBool(x))
-	default:
-		el.SetText(fmt.Sprint(x))
 	}
+	s, err := anyText(v, orArgs(path))
+	if err != nil {
+		return err
+	}
+	el.SetText(s)
 	return nil
 }
 
+// anyMember writes member k of an untyped object (or the open content of
+// a typed one) into el. Names come from the arguments here, so only XML
+// names may become element or attribute names: anything else could add
+// markup to the envelope.
+func (e *envelope) anyMember(el *etree.Element, k string, v any, path string) error {
+	p := join(path, k)
+	switch {
+	case strings.HasPrefix(k, attrPrefix):
+		if !validName(k[len(attrPrefix):]) {
+			return &argError{path: join(path, clipKey(k)), msg: "is not a valid XML attribute name (an unprefixed name such as @lang)"}
+		}
+		if v == nil {
+			return nil
+		}
+		s, err := anyText(v, p)
+		if err != nil {
+			return err
+		}
+		el.CreateAttr(k[len(attrPrefix):], s)
+		return nil
+	case k == valueKey:
+		if v == nil {
+			return nil
+		}
+		s, err := anyText(v, p)
+		if err != nil {
+			return err
+		}
+		el.SetText(s)
+		return nil
+	case !validName(k):
+		return &argError{path: join(path, clipKey(k)), msg: "is not a valid XML element name (an unprefixed name such as item)"}
+	}
+	if arr, ok := v.([]any); ok {
+		for i, item := range arr {
+			if err := e.fillAny(el.CreateElement(k), item, p+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return e.fillAny(el.CreateElement(k), v, p)
+}
+
+// clipKey shortens a key that is not a name for an error message.
+func clipKey(k string) string {
+	if len(k) <= 64 {
+		return k
+	}
+	n := 64
+	for n > 0 && !utf8.RuneStart(k[n]) {
+		n--
+	}
+	return k[:n] + "…"
+}
+
+// anyText renders an untyped scalar as XML text.
+func anyText(v any, path string) (string, error) {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	case bool:
+		s = strconv.FormatBool(x)
+	default:
+		return "", &argError{path: path, msg: "must be a string, number or boolean"}
+	}
+	if hasControl(s) {
+		return "", &argError{path: path, msg: "contains a control character (or U+FFFE, U+FFFF) XML cannot carry"}
+	}
+	return s, nil
+}
+
+// hasControl tells whether s holds a character that XML 1.0 cannot carry
+// at all: a control character other than tab, line feed and carriage
+// return, or U+FFFE, U+FFFF.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF
+	})
+}
+
+// validName tells whether k may be the name of an element or attribute
+// that open content writes: an XML NCName (a name without a prefix: a
+// prefix would refer to the envelope's namespace declarations), not one
+// of the names reserved for XML itself (xml..., xmlns), and one that the
+// stricter name rules of XML 1.0 before its fifth edition accept too, so
+// that every XML parser reads the envelope.
 func validName(k string) bool {
-	if k == "" || strings.HasPrefix(strings.ToLower(k), "xml") {
+	if k == "" || len(k) > 1024 || strings.HasPrefix(strings.ToLower(k), "xml") {
 		return false
 	}
+	ascii := true
 	for i, c := range k {
-		ok := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c > 127 ||
-			(i > 0 && (c == '-' || c == '.' || (c >= '0' && c <= '9')))
-		if !ok {
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		if !ncNameRune(c, i == 0) {
 			return false
 		}
 	}
-	return true
+	if ascii {
+		return true
+	}
+	// encoding/xml holds the older, stricter tables.
+	d := xml.NewDecoder(strings.NewReader("<" + k + "/>"))
+	tok, err := d.RawToken()
+	se, ok := tok.(xml.StartElement)
+	return err == nil && ok && se.Name.Space == "" && se.Name.Local == k
+}
+
+// ncNameRune is the NameStartChar (first) or NameChar production of XML
+// 1.0 (fifth edition) without the colon.
+func ncNameRune(c rune, first bool) bool {
+	switch {
+	case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z',
+		c >= 0xC0 && c <= 0xD6, c >= 0xD8 && c <= 0xF6, c >= 0xF8 && c <= 0x2FF,
+		c >= 0x370 && c <= 0x37D, c >= 0x37F && c <= 0x1FFF, c >= 0x200C && c <= 0x200D,
+		c >= 0x2070 && c <= 0x218F, c >= 0x2C00 && c <= 0x2FEF, c >= 0x3001 && c <= 0xD7FF,
+		c >= 0xF900 && c <= 0xFDCF, c >= 0xFDF0 && c <= 0xFFFD, c >= 0x10000 && c <= 0xEFFFF:
+		return true
+	case first:
+		return false
+	}
+	return c == '-' || c == '.' || c >= '0' && c <= '9' || c == 0xB7 ||
+		c >= 0x300 && c <= 0x36F || c >= 0x203F && c <= 0x2040
 }
 
 // text renders a scalar for a simple type, checking its JSON type.
@@ -331,8 +436,8 @@ func text(t *xsdType, v any, path string) (string, error) {
 			return "", &argError{path: path, msg: "must be one of " + strings.Join(t.Enum, ", ")}
 		}
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' }) {
-		return "", &argError{path: path, msg: "contains a control character XML cannot carry"}
+	if hasControl(s) {
+		return "", &argError{path: path, msg: "contains a control character (or U+FFFE, U+FFFF) XML cannot carry"}
 	}
 	return s, nil
 }

@@ -202,10 +202,9 @@ func typeSchema(t *xsdType) obj {
 			choice = append(choice, f.Name)
 		}
 	}
-	s := obj{"type": "object", "properties": props}
-	if !open {
-		s["additionalProperties"] = false
-	}
+	// Open content (xsd:any) takes any further member, and says so: the
+	// host refuses arguments a tool's schema does not declare.
+	s := obj{"type": "object", "properties": props, "additionalProperties": open}
 	if len(required) > 0 {
 		s["required"] = required
 	}

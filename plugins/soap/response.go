@@ -28,31 +28,35 @@ func excerpt(b []byte) string {
 }
 
 // parseEnvelope returns the Body element of a SOAP envelope, or nil when
-// the bytes are not one.
-func parseEnvelope(body []byte) (*etree.Element, string) {
+// the bytes are not one; perr is why XML could not be read (too deep
+// included).
+func parseEnvelope(body []byte) (b *etree.Element, ns string, perr error) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '<' {
-		return nil, ""
+		return nil, "", nil
 	}
 	doc := etree.NewDocument()
 	doc.ReadSettings.Permissive = false
 	if err := doc.ReadFromBytes(body); err != nil {
-		return nil, ""
+		return nil, "", err
+	}
+	if deeperThan(&doc.Element, maxXMLDepth) {
+		return nil, "", fmt.Errorf("elements nest more than %d levels deep", maxXMLDepth)
 	}
 	root := doc.Root()
 	if root == nil || root.Tag != "Envelope" {
-		return nil, ""
+		return nil, "", nil
 	}
-	ns := root.NamespaceURI()
+	ns = root.NamespaceURI()
 	if ns != envSOAP11 && ns != envSOAP12 {
-		return nil, ""
+		return nil, "", nil
 	}
 	for _, c := range root.ChildElements() {
 		if c.Tag == "Body" && c.NamespaceURI() == ns {
-			return c, ns
+			return c, ns, nil
 		}
 	}
-	return nil, ""
+	return nil, "", nil
 }
 
 func firstChild(el *etree.Element) *etree.Element {
@@ -275,9 +279,37 @@ func normalizeAny(el *etree.Element) any {
 	return out
 }
 
+// maxXMLDepth bounds how deep the elements of an answer nest, the
+// Envelope being level 1: normalisation descends one level at a time, and
+// a deeper answer is refused before it.
+const maxXMLDepth = 256
+
+// deeperThan tells whether elements nest more than max levels below el
+// (a document: its root is level 1).
+func deeperThan(el *etree.Element, max int) bool {
+	type frame struct {
+		el    *etree.Element
+		depth int
+	}
+	stack := []frame{{el, 0}}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if f.depth > max {
+			return true
+		}
+		for _, t := range f.el.Child {
+			if c, ok := t.(*etree.Element); ok {
+				stack = append(stack, frame{c, f.depth + 1})
+			}
+		}
+	}
+	return false
+}
+
 // result turns an answer into a tool result or an error.
 func result(op *operation, up string, status int, ctype string, body []byte) (*sdk.Result, error) {
-	b, envNS := parseEnvelope(body)
+	b, envNS, perr := parseEnvelope(body)
 	if b != nil {
 		if f := firstChild(b); f != nil && f.Tag == "Fault" && f.NamespaceURI() == envNS {
 			return nil, fault(up, f, envNS, status)
@@ -298,7 +330,9 @@ func result(op *operation, up string, status int, ctype string, body []byte) (*s
 			return &sdk.Result{Structured: json.RawMessage(`{}`)}, nil
 		}
 		what := "not XML"
-		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '<' {
+		if perr != nil {
+			what = "not XML that can be read (" + strings.TrimPrefix(perr.Error(), "etree: ") + ")"
+		} else if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '<' {
 			what = "XML but not a SOAP envelope"
 		} else if len(t) == 0 {
 			what = "empty"

@@ -128,6 +128,14 @@ func (s *soapServer) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/xml")
 			io.WriteString(w, "<notsoap/>")
 			return
+		case "256", "100000":
+			// An order whose note nests elements n levels deep: with the
+			// Envelope, Body, response and order, that many plus 4.
+			n, _ := strconv.Atoi(id)
+			w.Header().Set("Content-Type", "text/xml")
+			io.WriteString(w, `<s:Envelope xmlns:s="`+envNS+`"><s:Body><o:LookupOrderResponse xmlns:o="urn:crank:orders"><o:order>`+
+				strings.Repeat("<x>", n)+strings.Repeat("</x>", n)+`</o:order></o:LookupOrderResponse></s:Body></s:Envelope>`)
+			return
 		default:
 			lines := `<o:line><o:sku>ABC-0001</o:sku><o:quantity>2</o:quantity><o:price currency="EUR">9.50</o:price><o:note xsi:nil="true"/></o:line>`
 			if get("includeLines") == "false" {
@@ -139,6 +147,16 @@ func (s *soapServer) serve(w http.ResponseWriter, r *http.Request) {
 	case "PlaceOrder":
 		n := len(op.FindElements("./order/line"))
 		resp = fmt.Sprintf(`<o:PlaceOrderResponse xmlns:o="urn:crank:orders"><o:orderId>%d</o:orderId><o:echo>%s</o:echo></o:PlaceOrderResponse>`, 100+n, html.EscapeString(body2string(op)))
+	case "Submit":
+		// Echo the request element and count the Body's elements: an
+		// argument that smuggled markup shows in both.
+		n := 0
+		for _, c := range doc.Root().ChildElements() {
+			if c.Tag == "Body" {
+				n = len(c.ChildElements())
+			}
+		}
+		resp = fmt.Sprintf(`<o:SubmitResponse xmlns:o="urn:crank:open"><o:echo>%s</o:echo><o:operations>%d</o:operations></o:SubmitResponse>`, html.EscapeString(body2string(op)), n)
 	case "FindOrders":
 		var sb strings.Builder
 		for _, st := range op.SelectElements("status") {

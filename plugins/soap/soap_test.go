@@ -479,3 +479,30 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("describe: %v %v", d, err)
 	}
 }
+
+// Normalisation descends one element level at a time: an answer nesting
+// deeper than 256 levels is refused, not normalised.
+func TestAnswerDepthLimit(t *testing.T) {
+	t.Parallel()
+	srv := newSOAPServer(t)
+	c := newCall(t, srv, "Soap11", nil)
+	for _, depth := range []int{256, 100000} {
+		_, ue := c.invoke(t, "LookupOrder", map[string]any{"orderId": depth})
+		if ue == nil || ue.Kind != sdk.KindBadResponse || !strings.Contains(ue.Message, "the answer is not XML that can be read") ||
+			depth == 256 && !strings.Contains(ue.Message, "elements nest more than 256 levels deep") {
+			t.Errorf("an answer %d+4 levels deep: %v", depth, ue)
+		}
+	}
+	// 252 levels below the order's 4 still make a result.
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		io.WriteString(w, `<s:Envelope xmlns:s="`+"http://schemas.xmlsoap.org/soap/envelope/"+`"><s:Body><o:LookupOrderResponse xmlns:o="urn:crank:orders"><o:order>`+
+			strings.Repeat("<x>", 252)+"deep"+strings.Repeat("</x>", 252)+`</o:order></o:LookupOrderResponse></s:Body></s:Envelope>`)
+	}))
+	t.Cleanup(srv2.Close)
+	ok := newCall(t, srv, "Soap11", map[string]any{"endpoint": srv2.URL})
+	res, ue := ok.invoke(t, "LookupOrder", map[string]any{"orderId": 1})
+	if ue != nil || !strings.Contains(asJSON(res), `"deep"`) {
+		t.Errorf("an answer 256 levels deep: %.200s, %v", asJSON(res), ue)
+	}
+}

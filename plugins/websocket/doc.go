@@ -99,6 +99,10 @@
 // The connect timeout is the operation's upstream timeout (the host's
 // upstream_timeout_ms for windows), 10s when unset.
 //
+// A panic in the reader or heartbeat goroutine (a bug in handling a
+// message) ends that stream with an internal error and is not retried;
+// it does not end the adapter process and its other streams.
+//
 // # Input schema
 //
 // The tool's input schema is derived from the config: every {{variable}}

@@ -154,7 +154,7 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 
 	readCtx, kill := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
-	go func() { readDone <- r.loop(readCtx) }()
+	go func() { readDone <- r.run(readCtx) }()
 	finished := false
 	defer func() {
 		kill()
@@ -169,7 +169,7 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 			// send failed): the subscription still ends cleanly, with a
 			// reader again so that the close handshake stays bounded.
 			r.stopping.Store(true)
-			go func() { readDone <- r.loop(readCtx) }()
+			go func() { readDone <- r.run(readCtx) }()
 			s.stop(conn, kill)
 			return nil
 		}
@@ -209,8 +209,18 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 	hbCtx, hbStop := context.WithCancel(context.Background())
 	defer hbStop()
 	lost := make(chan string, 1)
+	hbPanic := make(chan error, 1)
 	if c.pingInterval > 0 {
-		go s.heartbeat(hbCtx, conn, r, lost)
+		go func() {
+			var err error
+			defer func() {
+				if err != nil {
+					hbPanic <- err
+				}
+			}()
+			defer sdk.Recover("websocket adapter: heartbeat", &err)
+			s.heartbeat(hbCtx, conn, r, lost)
+		}()
 	}
 	select {
 	case <-ctx.Done():
@@ -221,6 +231,8 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 		return true, r.progressed(), wait(err)
 	case reason := <-lost:
 		return true, r.progressed(), s.fail(sdk.KindTimeout, true, "heartbeat lost: "+reason)
+	case err := <-hbPanic:
+		return true, r.progressed(), err
 	}
 }
 
@@ -254,8 +266,9 @@ func (s *stream) close(conn *ws.Conn, code ws.StatusCode, reason string, kill co
 func (s *stream) closeWithin(ctx context.Context, conn *ws.Conn, code ws.StatusCode, reason string, kill context.CancelFunc) {
 	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
+		defer sdk.Recover("websocket adapter: close", nil)
 		_ = conn.Close(code, reason)
-		close(closed)
 	}()
 	select {
 	case <-closed:
@@ -366,11 +379,12 @@ func errText(err error) string {
 // a normal close by the upstream (the stream ends), else an error.
 func (s *stream) readError(err error) error {
 	var ue *sdk.UpstreamError
+	var pe *sdk.PanicError
 	switch {
 	case errors.As(err, &ue):
 		return ue
-	case errors.Is(err, errHostGone):
-		return err
+	case errors.Is(err, errHostGone), errors.As(err, &pe):
+		return err // a panic ends the stream: no reconnect
 	}
 	var ce ws.CloseError
 	if errors.As(err, &ce) {
@@ -409,6 +423,13 @@ type reader struct {
 
 // progressed reports whether the connection got an ack or a message.
 func (r *reader) progressed() bool { return r.ackSeen.Load() || r.got.Load() > 0 }
+
+// run reads the connection (loop); a panic while reading or handling a
+// message ends the stream with an error instead of the adapter process.
+func (r *reader) run(ctx context.Context) (err error) {
+	defer sdk.Recover("websocket adapter: reader", &err)
+	return r.loop(ctx)
+}
 
 func (r *reader) loop(ctx context.Context) error {
 	max := r.s.cfg.maxMessage

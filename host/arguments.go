@@ -1,0 +1,195 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Undeclared arguments. A tool's arguments are the properties its input
+// schema declares: the host refuses any other one before a request is
+// built, for every adapter (the REST adapter's auto body would forward
+// it to the upstream). An input schema that says nothing about further
+// properties at its top level is closed when it is compiled: with
+// "additionalProperties": false, or "unevaluatedProperties": false when
+// its properties come from allOf, anyOf, oneOf, if/then/else,
+// dependentSchemas or $ref, so that what they declare still passes. An
+// operation opts in to more arguments with a top-level
+// additionalProperties (true or a schema) or unevaluatedProperties.
+// Names in required that no properties declare are declared as any
+// value.
+
+// compositionKeywords let a schema declare properties outside its own
+// properties.
+var compositionKeywords = []string{"allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "$ref", "$dynamicRef"}
+
+// closeInputSchema returns the object schema raw closed to undeclared
+// properties, or raw itself when its top level already says what other
+// properties may be.
+func closeInputSchema(raw json.RawMessage) json.RawMessage {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return raw // compiling reports it
+	}
+	if _, ok := m["additionalProperties"]; ok {
+		return raw
+	}
+	if _, ok := m["unevaluatedProperties"]; ok {
+		return raw
+	}
+	if req, ok := m["required"].([]any); ok {
+		props, _ := m["properties"].(map[string]any)
+		for _, r := range req {
+			name, ok := r.(string)
+			if _, has := props[name]; !ok || has {
+				continue
+			}
+			if props == nil {
+				props = map[string]any{}
+				m["properties"] = props
+			}
+			props[name] = map[string]any{}
+		}
+	}
+	key := "additionalProperties"
+	for _, k := range compositionKeywords {
+		if _, ok := m[k]; ok {
+			key = "unevaluatedProperties"
+		}
+	}
+	m[key] = false
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return raw // decoded JSON always encodes
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// undeclaredArguments names the arguments a closed input schema does not
+// declare ("" when there are none, or when the schema takes more): an
+// error message that names them and the declared ones.
+func undeclaredArguments(s *jsonschema.Schema, args map[string]any) string {
+	if s == nil || len(args) == 0 {
+		return ""
+	}
+	d := &declared{root: s, names: map[string]bool{}, seen: map[*jsonschema.Schema]bool{}}
+	switch {
+	case isFalse(s.AdditionalProperties):
+		// additionalProperties sees its siblings only.
+		d.add(s, false, 0)
+	case isFalse(s.UnevaluatedProperties) && s.AdditionalProperties == nil:
+		d.add(s, true, 0)
+	default:
+		return ""
+	}
+	var unknown []string
+	for k := range args {
+		if !d.has(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return ""
+	}
+	sort.Strings(unknown)
+	list := make([]string, 0, min(len(unknown), 5))
+	for i, k := range unknown {
+		if i == 5 {
+			list = append(list, fmt.Sprintf("… (%d more)", len(unknown)-5))
+			break
+		}
+		if len(k) > 64 {
+			k = strings.ToValidUTF8(k[:64], "") + "…"
+		}
+		list = append(list, strconv.Quote(k))
+	}
+	what := "unknown argument "
+	if len(unknown) > 1 {
+		what = "unknown arguments "
+	}
+	takes := "the tool takes no arguments"
+	if names := d.list(); names != "" {
+		takes = "the tool takes " + names
+	}
+	return what + strings.Join(list, ", ") + ": " + takes
+}
+
+// isFalse tells whether a subschema is the schema false, which
+// jsonschema-go reads as {"not": {}}.
+func isFalse(s *jsonschema.Schema) bool {
+	return s != nil && s.Not != nil && reflect.ValueOf(*s.Not).IsZero()
+}
+
+// declared collects the property names and patterns a schema declares.
+type declared struct {
+	root     *jsonschema.Schema
+	names    map[string]bool
+	patterns []*regexp.Regexp
+	seen     map[*jsonschema.Schema]bool
+}
+
+func (d *declared) add(s *jsonschema.Schema, deep bool, depth int) {
+	if s == nil || d.seen[s] || depth > 16 {
+		return
+	}
+	d.seen[s] = true
+	for name := range s.Properties {
+		d.names[name] = true
+	}
+	for p := range s.PatternProperties {
+		if re, err := regexp.Compile(p); err == nil {
+			d.patterns = append(d.patterns, re)
+		}
+	}
+	if !deep {
+		return
+	}
+	subs := append(append(append([]*jsonschema.Schema{s.If, s.Then, s.Else}, s.AllOf...), s.AnyOf...), s.OneOf...)
+	for _, ds := range s.DependentSchemas {
+		subs = append(subs, ds)
+	}
+	if ref, ok := strings.CutPrefix(s.Ref, "#/$defs/"); ok {
+		subs = append(subs, d.root.Defs[ref])
+	} else if ref, ok := strings.CutPrefix(s.Ref, "#/definitions/"); ok {
+		subs = append(subs, d.root.Definitions[ref])
+	}
+	for _, sub := range subs {
+		d.add(sub, true, depth+1)
+	}
+}
+
+func (d *declared) has(name string) bool {
+	if d.names[name] {
+		return true
+	}
+	for _, re := range d.patterns {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// list names the declared properties, at most 20.
+func (d *declared) list() string {
+	names := make([]string, 0, len(d.names))
+	for n := range d.names {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 20 {
+		names = append(names[:20], fmt.Sprintf("… (%d more)", len(names)-20))
+	}
+	return strings.Join(names, ", ")
+}
