@@ -72,6 +72,14 @@ type EmbeddedEtcdConfig struct {
 	// PeerURL defaults to http://127.0.0.1:2380.
 	PeerURL string `json:"peer_url,omitempty"`
 	Prefix  string `json:"prefix,omitempty"`
+	// QuotaBackendBytes is etcd's space quota: the database size at which
+	// it refuses every write (its NOSPACE alarm) until space is recovered
+	// (default 2 GiB). The crank app recovers by itself once expired state
+	// is gone: it compacts, defragments and disarms the alarm.
+	QuotaBackendBytes int64 `json:"quota_backend_bytes,omitempty"`
+	// AutoCompactionRetention is how much key history etcd keeps before
+	// compacting it (default 5m).
+	AutoCompactionRetention caddy.Duration `json:"auto_compaction_retention,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -100,13 +108,19 @@ type pooledStore struct {
 // as any config uses it (not once per reload). The sweeper marks sessions
 // and jobs of dead replicas failed and deletes expired entries; it logs
 // through Caddy's default logger, which outlives any one config.
+//
+// For the embedded etcd, which only this process uses, the sweeper also
+// recovers from a full database (NOSPACE): it deletes expired state, then
+// compacts, defragments and disarms the alarm. An external cluster's space
+// is its operator's to manage.
 func newPooledStore(s *store.Etcd, embeddedKey string) *pooledStore {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pooledStore{Etcd: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
 	lg := caddy.Log().Named("crank.sweeper")
 	go func() {
 		defer close(p.sweeperDone)
-		if err := s.RunSweeper(ctx, store.SweeperConfig{Logger: lg}); err != nil && ctx.Err() == nil {
+		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != ""}
+		if err := s.RunSweeper(ctx, cfg); err != nil && ctx.Err() == nil {
 			lg.Warn("store sweeper stopped", zap.Error(err))
 		}
 	}()
@@ -193,7 +207,8 @@ func (a *App) etcdConfig() store.EtcdConfig {
 // embeddedConfig is the config of the embedded etcd server.
 func (a *App) embeddedConfig() store.EmbeddedConfig {
 	e := a.EmbeddedEtcd
-	return store.EmbeddedConfig{DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd")}
+	return store.EmbeddedConfig{DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd"),
+		QuotaBytes: e.QuotaBackendBytes, CompactionRetention: time.Duration(e.AutoCompactionRetention)}
 }
 
 // register adds a handler of this config for Start to start.
@@ -250,6 +265,11 @@ func (a *App) openStore() (*pooledStore, error) {
 		_, _ = embeddedPool.Delete(embKey)
 		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with client_url %q and peer_url %q; changing its URLs needs a restart of Caddy",
 			e.DataDir, emb.cfg.ClientURL, emb.cfg.PeerURL)
+	}
+	if emb.cfg.QuotaBackendBytes != e.QuotaBackendBytes || emb.cfg.AutoCompactionRetention != e.AutoCompactionRetention {
+		_, _ = embeddedPool.Delete(embKey)
+		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with quota_backend_bytes %d and auto_compaction_retention %s; changing them needs a restart of Caddy",
+			e.DataDir, emb.cfg.QuotaBackendBytes, time.Duration(emb.cfg.AutoCompactionRetention))
 	}
 	s, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: emb.Endpoints(), Prefix: e.Prefix, Logger: a.logger})
 	if err != nil {

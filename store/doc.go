@@ -244,6 +244,19 @@
 // pings every 5s), so the store recovers without intervention. Callers that
 // need no state never touch the store and keep working.
 //
+// # etcd out of space
+//
+// A write that etcd refuses because its database reached its space quota
+// (the NOSPACE alarm; from then on etcd refuses every write and lease grant
+// until the alarm is disarmed) fails with a *NoSpaceError (ErrNoSpace, not
+// Retryable). SpaceStatus tells whether writes are refused now, since when,
+// and counts the refusals; the first refusal of an episode is logged at
+// error level. RecoverSpace compacts, defragments and disarms; RunSweeper
+// with SweeperConfig.RecoverSpace does so by itself while writes are
+// refused (for an etcd this process alone uses, such as the embedded one).
+// EmbeddedConfig.QuotaBytes and CompactionRetention size the embedded
+// etcd's quota and history.
+//
 // Close does not revoke bucket leases: entries outlive the process and stay
 // visible to other replicas until they expire.
 package store

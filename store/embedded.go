@@ -19,6 +19,10 @@ const (
 	DefaultEmbeddedPeerURL      = "http://127.0.0.1:2380"
 	DefaultEmbeddedStartTimeout = 15 * time.Second
 	DefaultEmbeddedCompaction   = 5 * time.Minute
+	// DefaultEmbeddedQuotaBytes is the embedded etcd's space quota, etcd's
+	// own default made explicit: the database size at which it refuses
+	// writes (the NOSPACE alarm).
+	DefaultEmbeddedQuotaBytes = 2 << 30
 	// embeddedCloseWait bounds how long StartEmbedded waits for a server
 	// that failed to become ready to shut down.
 	embeddedCloseWait = 5 * time.Second
@@ -49,6 +53,11 @@ type EmbeddedConfig struct {
 	// every put and touch grows the database until etcd's space quota stops
 	// all writes. DefaultEmbeddedCompaction when zero.
 	CompactionRetention time.Duration
+	// QuotaBytes is the space quota (etcd's --quota-backend-bytes): once
+	// the database file would grow beyond it, etcd raises its NOSPACE alarm
+	// and refuses every write until space is freed and the alarm disarmed
+	// (Etcd.RecoverSpace). DefaultEmbeddedQuotaBytes when zero.
+	QuotaBytes int64
 }
 
 // Embedded is a running in-process etcd server.
@@ -91,11 +100,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	ec.LogLevel = "warn"
 	retention := cfg.CompactionRetention
-	if retention <= 0 {
+	if retention == 0 {
 		retention = DefaultEmbeddedCompaction
 	}
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = retention.String()
+	ec.QuotaBackendBytes = cfg.QuotaBytes
 
 	// embed.StartEtcd can block (e.g. on the database file lock when another
 	// process uses the data directory), so it too runs under the timeout.
@@ -217,6 +227,12 @@ func (cfg EmbeddedConfig) settle() (_ EmbeddedConfig, client, peer *url.URL, err
 	}
 	if cfg.PeerURL == "" {
 		cfg.PeerURL = DefaultEmbeddedPeerURL
+	}
+	if cfg.QuotaBytes < 0 || cfg.CompactionRetention < 0 {
+		return cfg, nil, nil, fmt.Errorf("store: %s: %w: quota_backend_bytes and auto_compaction_retention must not be negative", cfg.describe(), ErrInvalid)
+	}
+	if cfg.QuotaBytes == 0 {
+		cfg.QuotaBytes = DefaultEmbeddedQuotaBytes
 	}
 	if client, err = parseHTTPURL(cfg.ClientURL); err != nil {
 		return cfg, nil, nil, fmt.Errorf("store: %s: client URL: %w", cfg.describe(), err)

@@ -117,7 +117,9 @@ type Etcd struct {
 
 	ownerTTL    time.Duration
 	replicaName string
-	events      eventCache // see AppendEvents
+	log         *zap.Logger // the store's own messages (NOSPACE)
+	space       spaceState  // see SpaceStatus
+	events      eventCache  // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
 
@@ -145,6 +147,7 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
+	opts.log = lg.Named("store")
 	// The client logs every retry at info/warn; keep warnings and up.
 	lg = lg.Named("etcd-client").WithOptions(atLeast(zapcore.WarnLevel))
 
@@ -230,6 +233,7 @@ type etcdOptions struct {
 	pingTimeout, opTimeout, ownerTTL time.Duration
 	maxRequest                       int
 	replicaName                      string
+	log                              *zap.Logger
 }
 
 func (cfg EtcdConfig) options() (etcdOptions, error) {
@@ -262,6 +266,9 @@ func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 	prefix = normalizePrefix(prefix)
 	bg, cancel := context.WithCancel(context.Background())
 	maxValue := o.maxRequest - requestOverhead
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
 	return &Etcd{
 		cli:         cli,
 		kv:          namespace.NewKV(cli.KV, prefix),
@@ -276,6 +283,8 @@ func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 		maxItem:     maxValue - 4*1024,
 		ownerTTL:    o.ownerTTL,
 		replicaName: o.replicaName,
+		log:         o.log,
+		space:       spaceState{notify: make(chan struct{}, 1)},
 		bgCtx:       bg,
 		bgCancel:    cancel,
 	}
@@ -398,12 +407,16 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 		return fmt.Errorf("store: MCP session %s: %w: record is %d bytes, over the %d-byte limit", s.ID, ErrTooLarge, len(val), e.maxValue)
 	}
 	key := mcpSessionKey(s.ID)
-	return e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
+	err = e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
 		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
 			_, err := e.kv.Put(ctx, key, string(val), clientv3.WithLease(lease))
 			return err
 		})
 	})
+	if err == nil {
+		e.wrote()
+	}
+	return err
 }
 
 // GetMCPSession returns the session with the given ID, or ErrNotFound when

@@ -293,6 +293,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			return 0, err
 		}
 		if committed {
+			e.wrote()
 			e.events.put(mk, cachedStream{rec: rec, rev: rev})
 			return idx, nil
 		}

@@ -78,6 +78,16 @@ type SweeperConfig struct {
 	Logger *zap.Logger
 	// OnSweep, when set, is called after every orphan sweep.
 	OnSweep func(SweepReport, error)
+	// RecoverSpace: when etcd refuses writes for lack of space (the
+	// NOSPACE alarm, ErrNoSpace), delete expired state and run
+	// RecoverSpace (compact, defragment, disarm), at most once per
+	// SpaceRecoveryInterval until writes succeed again. For an etcd that
+	// this process alone uses (the embedded one); a shared cluster's
+	// maintenance is its operator's.
+	RecoverSpace bool
+	// SpaceRecoveryInterval spaces recovery attempts;
+	// DefaultSpaceRecoveryInterval when zero.
+	SpaceRecoveryInterval time.Duration
 }
 
 func ownerLostError(owner string) json.RawMessage {
@@ -518,6 +528,13 @@ func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: ends the watch
 	wg.Go(func() { e.watchOwners(ctx, deleted) })
+	if cfg.RecoverSpace {
+		interval := cfg.SpaceRecoveryInterval
+		if interval <= 0 {
+			interval = DefaultSpaceRecoveryInterval
+		}
+		wg.Go(func() { e.recoverSpaceLoop(ctx, interval, lg) })
+	}
 
 	sweep()
 	tick := time.NewTicker(cfg.Interval)

@@ -26,6 +26,15 @@ const TestOpTimeout = 15 * time.Second
 // each call gets its own server.
 func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 	t.Helper()
+	return EmbeddedWith(t, store.EmbeddedConfig{}, store.EtcdConfig{})
+}
+
+// EmbeddedWith is Embedded with settings of the server (such as its space
+// quota) and of the store (such as a logger) taken from cfg and scfg; the
+// data directory, URLs, fsync, start timeout and endpoints are storetest's,
+// and scfg's dial and operation timeouts default to storetest's.
+func EmbeddedWith(t testing.TB, cfg store.EmbeddedConfig, scfg store.EtcdConfig) (*store.Embedded, *store.Etcd) {
+	t.Helper()
 	dir := t.TempDir()
 	var (
 		emb *store.Embedded
@@ -38,13 +47,12 @@ func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 		if perr != nil {
 			t.Fatalf("storetest: %v", perr)
 		}
-		emb, err = store.StartEmbedded(store.EmbeddedConfig{
-			DataDir:       fmt.Sprintf("%s/etcd-%d", dir, attempt),
-			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-			PeerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-			UnsafeNoFsync: true,
-			StartTimeout:  30 * time.Second,
-		})
+		cfg.DataDir = fmt.Sprintf("%s/etcd-%d", dir, attempt)
+		cfg.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		cfg.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		cfg.UnsafeNoFsync = true
+		cfg.StartTimeout = 30 * time.Second
+		emb, err = store.StartEmbedded(cfg)
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
@@ -53,19 +61,7 @@ func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() { _ = emb.Close() })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{
-		Endpoints:   emb.Endpoints(),
-		DialTimeout: 10 * time.Second,
-		OpTimeout:   TestOpTimeout,
-	})
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return emb, st
+	return emb, Open(t, emb, scfg)
 }
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
