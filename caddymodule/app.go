@@ -63,13 +63,17 @@ type EtcdTLSConfig struct {
 	ServerName string `json:"server_name,omitempty"`
 }
 
-// EmbeddedEtcdConfig configures the embedded single-node etcd.
+// EmbeddedEtcdConfig configures the embedded single-node etcd. It serves
+// this Caddy process alone: it listens on loopback addresses only, and
+// both its listeners require TLS with a client certificate that it makes
+// on its first start and keeps in <data_dir>/crank-tls (mode 0600).
 type EmbeddedEtcdConfig struct {
 	// DataDir defaults to crank/etcd under Caddy's data directory.
 	DataDir string `json:"data_dir,omitempty"`
-	// ClientURL defaults to http://127.0.0.1:2379.
+	// ClientURL defaults to https://127.0.0.1:2379; the host must be a
+	// loopback address. http:// is accepted and served as https://.
 	ClientURL string `json:"client_url,omitempty"`
-	// PeerURL defaults to http://127.0.0.1:2380.
+	// PeerURL defaults to https://127.0.0.1:2380, like ClientURL.
 	PeerURL string `json:"peer_url,omitempty"`
 	Prefix  string `json:"prefix,omitempty"`
 	// QuotaBackendBytes is etcd's space quota: the database size at which
@@ -271,7 +275,9 @@ func (a *App) openStore() (*pooledStore, error) {
 		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with quota_backend_bytes %d and auto_compaction_retention %s; changing them needs a restart of Caddy",
 			e.DataDir, emb.cfg.QuotaBackendBytes, time.Duration(emb.cfg.AutoCompactionRetention))
 	}
-	s, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: emb.Endpoints(), Prefix: e.Prefix, Logger: a.logger})
+	cfg := emb.StoreConfig()
+	cfg.Prefix, cfg.Logger = e.Prefix, a.logger
+	s, err := store.NewEtcd(ctx, cfg)
 	if err != nil {
 		_, _ = embeddedPool.Delete(embKey)
 		return nil, fmt.Errorf("crank: embedded_etcd: %w", err)

@@ -6,7 +6,8 @@
 // as small interfaces of their own (host: stream sessions, jobs, signals;
 // host/mcpserver: MCP sessions and event logs), so a test can put a fake or a
 // wrapper in front of any one of them. StartEmbedded runs a single-member
-// etcd in-process, and the storetest package starts one per test (and
+// etcd in-process (loopback only, TLS with a client certificate it makes
+// in its data directory: see EmbeddedConfig), and the storetest package starts one per test (and
 // restartable ones, and extra replicas on the same server).
 //
 // # Key layout

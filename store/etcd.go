@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -67,6 +68,9 @@ type EtcdConfig struct {
 	// DefaultDialTimeout when zero.
 	DialTimeout time.Duration
 	// Username and Password enable etcd authentication when both are set.
+	// They are refused with an http:// endpoint that is not a loopback
+	// address: the password, and the token etcd returns for it and the
+	// client sends with every request, would travel in the clear.
 	Username, Password string
 	// TLS configures https:// endpoints: the CA to verify the servers
 	// with and a client certificate. Nil uses the system roots for
@@ -220,12 +224,40 @@ func (cfg EtcdConfig) settle() (*tls.Config, etcdOptions, error) {
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, etcdOptions{}, errors.New("store: etcd username and password must be set together")
 	}
+	if cfg.Username != "" {
+		if ep := clearTextEndpoint(cfg.Endpoints); ep != "" {
+			return nil, etcdOptions{}, fmt.Errorf("store: %w: etcd username and password would cross the network in the clear to %s: use https:// endpoints (with tls), or a loopback address", ErrInvalid, ep)
+		}
+	}
 	tlsCfg, err := cfg.TLS.build(cfg.Endpoints)
 	if err != nil {
 		return nil, etcdOptions{}, err
 	}
 	opts, err := cfg.options()
 	return tlsCfg, opts, err
+}
+
+// clearTextEndpoint returns the first endpoint that is reached without TLS
+// over a network — http:// (or a bare host:port) to a host other than a
+// loopback address — or "".
+func clearTextEndpoint(endpoints []string) string {
+	for _, ep := range endpoints {
+		host := ep
+		if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+			if scheme != "http" {
+				continue // https, or a unix socket
+			}
+			host = rest
+		}
+		host, _, _ = strings.Cut(host, "/")
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopbackHost(strings.Trim(host, "[]")) {
+			return ep
+		}
+	}
+	return ""
 }
 
 // etcdOptions are the validated settings of an Etcd.

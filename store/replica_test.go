@@ -309,7 +309,8 @@ func TestReplicaKilled(t *testing.T) {
 	ctx := ctxT(t)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplicaHelperProcess$")
-	cmd.Env = append(os.Environ(), "CRANK_STORE_HELPER="+strings.Join(emb.Endpoints(), ","))
+	creds, _ := json.Marshal(emb.ClientTLS())
+	cmd.Env = append(os.Environ(), "CRANK_STORE_HELPER="+strings.Join(emb.Endpoints(), ","), "CRANK_STORE_HELPER_TLS="+string(creds))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -368,7 +369,9 @@ func TestReplicaHelperProcess(t *testing.T) {
 		t.Skip("helper process for TestReplicaKilled")
 	}
 	ctx := context.Background()
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: strings.Split(eps, ","), OwnerTTL: 2 * time.Second})
+	var creds store.TLSConfig
+	_ = json.Unmarshal([]byte(os.Getenv("CRANK_STORE_HELPER_TLS")), &creds)
+	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: strings.Split(eps, ","), TLS: &creds, OwnerTTL: 2 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
