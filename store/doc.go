@@ -36,6 +36,11 @@
 //	                                    + retention)
 //	<prefix>jobs/<id>                   async job record on a
 //	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>job-results/<id>            a job's result (result_json), on the
+//	                                    record's lease, written with the
+//	                                    record (which names its size) and
+//	                                    deleted with it; read by
+//	                                    GetJobResult only
 //	<prefix>job-list/<ws>/workspace/<t>/<id>
 //	<prefix>job-list/<ws>/agent/<agent>/<t>/<id>
 //	                                    one empty key per job, visible to

@@ -73,6 +73,22 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // Retryable is always true: the condition is transient.
 func (e *UnavailableError) Retryable() bool { return true }
 
+// TooLargeError reports a value larger than the store keeps. It matches
+// ErrTooLarge with errors.Is.
+type TooLargeError struct {
+	What  string // what is too large, e.g. "job job_… result_json"
+	Size  int    // its size in bytes
+	Limit int    // the most the store keeps, in bytes
+	Why   string // what sets the limit
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("store: %s is %d bytes, over the %d-byte limit (%s)", e.What, e.Size, e.Limit, e.Why)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
 // NoSpaceError reports a write that etcd refused because its database
 // reached its space quota (the NOSPACE alarm). It matches ErrNoSpace with
 // errors.Is and unwraps to the cause.

@@ -49,6 +49,7 @@ const (
 	streamSessionsDir = "stream-sessions/"
 	itemsDir          = "stream-items/"
 	jobsDir           = "jobs/"
+	jobResultsDir     = "job-results/"
 	runningDir        = "running/"
 	ownersDir         = "owners/"
 	// sweepLeaderLock is the prefix of the sweep-leader lock's keys

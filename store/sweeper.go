@@ -60,7 +60,7 @@ type CleanupReport struct {
 	StreamSessions int // expired stream sessions deleted (with their items)
 	Jobs           int // expired jobs deleted
 	ItemSets       int // item sets of sessions that no longer exist
-	StaleIndex     int // running-index, open-entity and job list entries of entities that no longer exist
+	StaleIndex     int // running-index, open-entity and job list entries, and job results, of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -253,7 +253,7 @@ func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (
 		if self != nil && r.Status == JobRunning {
 			r.Owner, r.UpdatedAt = self.id, now
 			adopted = true
-			if err := e.putJob(p, r, now, false); err != nil {
+			if err := e.putJob(p, r, now, false, nil); err != nil {
 				return err
 			}
 			return p.put(runningKey(jobsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
@@ -262,7 +262,7 @@ func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (
 		// operation was cancelled.
 		r.Error = ownerLostError(dead)
 		finishJob(p, r, JobFailed, now)
-		return e.putJob(p, r, now, true)
+		return e.putJob(p, r, now, true, nil)
 	})
 	if err != nil {
 		return sweptNone, err
@@ -338,10 +338,12 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
 	errs = append(errs, e.cleanupIndex(ctx, runningDir, &rep, entityKey))
-	// The job list index (job-list/<workspace>/…/<id>).
+	// The job list index (job-list/<workspace>/…/<id>) and job results
+	// (job-results/<id>).
 	errs = append(errs, e.cleanupIndex(ctx, jobListDir, &rep, func(_, rest string) string {
 		return jobKey(rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
+	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKey(id) }))
 	return rep, errors.Join(errs...)
 }
 
