@@ -218,7 +218,9 @@
 // {"code":"owner_lost",…} (stopping sessions become stopped), or offers them
 // to an Adopt hook that may resume them on this replica. A dead replica's
 // entities are thus marked about OwnerTTL after its last keep-alive; a
-// periodic sweep (Interval, default 10s) catches a missed watch event. Close
+// periodic sweep (Interval, default 10s) catches a missed watch event. A
+// sweep reads the running index 256 entries at a time, each page together
+// with the owner keys (keys only). Close
 // revokes the owner lease, so orphans of a replica that shut down are swept
 // at once. If a replica's own owner lease is lost (etcd unreachable for
 // longer than OwnerTTL), its session ends, its entities are swept like a dead

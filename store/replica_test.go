@@ -432,3 +432,35 @@ func TestSweeperCleanupLeader(t *testing.T) {
 		t.Fatalf("leader lease %x is neither replica's owner lease (%x, %x)", l, store.OwnerLease(a), store.OwnerLease(b))
 	}
 }
+
+// The sweep reads the running index a page at a time: a dead replica's
+// orphans beyond one page are all marked failed, a live replica's left
+// alone, wherever they fall in the pages.
+func TestSweepOrphansPages(t *testing.T) {
+	t.Parallel()
+	emb, _ := storetest.Embedded(t)
+	a := storetest.Open(t, emb, store.EtcdConfig{})
+	b := storetest.Open(t, emb, store.EtcdConfig{})
+	ctx := ctxT(t)
+	const n = 300 // more than one page of 256
+	for i := range n {
+		st := a
+		if i%10 == 0 {
+			st = b
+		}
+		newJob(t, st, func(nj *store.NewJob) { nj.Owned = true; nj.MaxRuntime = time.Hour })
+	}
+	if err := a.Close(); err != nil { // revokes A's owner lease
+		t.Fatal(err)
+	}
+	rep, err := b.SweepOrphans(ctx, nil)
+	if err != nil || rep.Failed != n-n/10 {
+		t.Fatalf("sweep: %+v, %v; want %d failed", rep, err, n-n/10)
+	}
+	if rep, err := b.SweepOrphans(ctx, nil); err != nil || rep != (store.SweepReport{}) {
+		t.Fatalf("second sweep: %+v, %v", rep, err)
+	}
+	if open, err := b.CountOpen(ctx, ws1a1, true, false); err != nil || open != n/10 {
+		t.Fatalf("open jobs after the sweep: %d, %v; want B's %d", open, err, n/10)
+	}
+}

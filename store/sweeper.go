@@ -31,7 +31,8 @@ const (
 	// DefaultCleanupInterval: how often the sweep leader deletes expired
 	// entities and orphaned items ahead of their leases.
 	DefaultCleanupInterval = time.Minute
-	// cleanupPage is the range page size of a cleanup scan.
+	// cleanupPage is the range page size of a cleanup scan and of an
+	// orphan sweep.
 	cleanupPage = 256
 )
 
@@ -110,25 +111,41 @@ var errNotOrphan = errors.New("not an orphan")
 // replicas are safe.
 func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error) {
 	var rep SweepReport
-	// One read of both ranges at one revision: an index entry names an
-	// owner registered before it was written, so an owner missing at that
-	// revision is gone for good (owner IDs are never reused).
-	var running, owners []*mvccpb.KeyValue
-	err := e.do(ctx, "sweep orphans", func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).Then(
-			clientv3.OpGet(runningDir, clientv3.WithPrefix()),
-			clientv3.OpGet(ownersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		).Commit()
+	var errs []error
+	from, end := runningDir, clientv3.GetPrefixRangeEnd(runningDir)
+	for {
+		// A page of the running index and the owners in one read at one
+		// revision: an index entry names an owner registered before it was
+		// written, so an owner missing at that revision is gone for good
+		// (owner IDs are never reused).
+		var running, owners []*mvccpb.KeyValue
+		var more bool
+		err := e.do(ctx, "sweep orphans", func(ctx context.Context) error {
+			resp, err := e.kv.Txn(ctx).Then(
+				clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(cleanupPage)),
+				clientv3.OpGet(ownersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			).Commit()
+			if err != nil {
+				return err
+			}
+			page := resp.Responses[0].GetResponseRange()
+			running, more = page.GetKvs(), page.GetMore()
+			owners = resp.Responses[1].GetResponseRange().GetKvs()
+			return nil
+		})
 		if err != nil {
-			return err
+			return rep, errors.Join(append(errs, err)...)
 		}
-		running = resp.Responses[0].GetResponseRange().GetKvs()
-		owners = resp.Responses[1].GetResponseRange().GetKvs()
-		return nil
-	})
-	if err != nil {
-		return rep, err
+		errs = append(errs, e.sweepPage(ctx, running, owners, adopt, &rep))
+		if !more || len(running) == 0 {
+			return rep, errors.Join(errs...)
+		}
+		from = string(running[len(running)-1].Key) + "\x00"
 	}
+}
+
+// sweepPage sweeps the orphans among one page of the running index.
+func (e *Etcd) sweepPage(ctx context.Context, running, owners []*mvccpb.KeyValue, adopt AdoptFunc, rep *SweepReport) error {
 	live := make(map[string]bool, len(owners))
 	for _, kv := range owners {
 		live[strings.TrimPrefix(string(kv.Key), ownersDir)] = true
@@ -170,7 +187,7 @@ func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, 
 			rep.Adopted++
 		}
 	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 type sweepResult int
