@@ -27,6 +27,9 @@ type App struct {
 	Etcd *EtcdConfig `json:"etcd,omitempty"`
 	// EmbeddedEtcd configures the embedded etcd (used when Etcd is absent).
 	EmbeddedEtcd *EmbeddedEtcdConfig `json:"embedded_etcd,omitempty"`
+	// Quotas cap the sessions and jobs running at once in this process
+	// (defaults: 1000 each; 0: no cap).
+	Quotas *ReplicaQuotas `json:"quotas,omitempty"`
 
 	store    *pooledStore // from Start on
 	poolKey  string
@@ -165,7 +168,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		e.DataDir = repl.ReplaceKnown(e.DataDir, "")
 	}
-	key, _ := json.Marshal(a)
+	// The store's pool key is its config: quotas do not make a store.
+	key, _ := json.Marshal(App{Etcd: a.Etcd, EmbeddedEtcd: a.EmbeddedEtcd})
 	a.poolKey = string(key)
 	return nil
 }
@@ -178,6 +182,9 @@ var errBothEtcd = errors.New("crank: use either etcd (an external cluster) or em
 func (a *App) Validate() error {
 	if a.Etcd != nil && a.EmbeddedEtcd != nil {
 		return errBothEtcd
+	}
+	if err := a.Quotas.validate(); err != nil {
+		return err
 	}
 	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
 		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
@@ -223,6 +230,7 @@ func (a *App) register(h *Handler) { a.handlers = append(a.handlers, h) }
 // before its start waits for it (see Handler.ServeHTTP). An error fails
 // the config's load or reload.
 func (a *App) Start() error {
+	replicaLimits.Set(a.Quotas.limits())
 	val, _, err := storePool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return a.openStore()
 	})

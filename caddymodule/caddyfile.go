@@ -146,6 +146,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        quota_backend_bytes       <size>
 //	        auto_compaction_retention <duration>
 //	    }
+//	    quotas {
+//	        max_sessions_per_replica <n>
+//	        max_jobs_per_replica     <n>
+//	    }
 //	}
 //
 // Without an etcd block, an embedded etcd runs in the Caddy process.
@@ -265,6 +269,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			}
+		case "quotas":
+			q, err := unmarshalReplicaQuotas(d)
+			if err != nil {
+				return err
+			}
+			a.Quotas = q
 		default:
 			return d.Errf("unrecognized crank option %q", d.Val())
 		}

@@ -124,6 +124,11 @@ func TestCaddyfileErrors(t *testing.T) {
 			want:      []string{"auto_compaction_retention", "must be positive", "Caddyfile:4"},
 		},
 		{
+			name:      "unknown replica quota",
+			caddyfile: global("\tcrank {\n\t\tquotas {\n\t\t\tmax_sessions_per_agent 1\n\t\t}\n\t}"),
+			want:      []string{`unrecognized quotas option "max_sessions_per_agent"`, "Caddyfile:4"},
+		},
+		{
 			name:      "unknown crank option",
 			caddyfile: global("\tcrank {\n\t\tetcdd {\n\t\t}\n\t}"),
 			want:      []string{`unrecognized crank option "etcdd"`, "Caddyfile:3"},

@@ -107,9 +107,12 @@ func structured(v any) *Result {
 // storeError explains a store failure to the caller, naming the entity.
 func (h *Host) storeError(kind, id string, err error) *Result {
 	var qe *store.QuotaError
+	var rq replicaQuotaError
 	switch {
 	case errors.As(err, &qe):
 		return errorResult(h.quotaMessage(qe))
+	case errors.As(err, &rq):
+		return errorResult(string(rq))
 	case errors.Is(err, store.ErrNotFound):
 		return errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id))
 	case errors.Is(err, store.ErrUnavailable):

@@ -87,23 +87,30 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 }
 
 func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
+	slot, refusal := h.quotas.Replica.take(true)
+	if refusal != "" {
+		return nil, replicaQuotaError(refusal)
+	}
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
 		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
 		Quota: store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
 	})
 	if err != nil {
+		slot()
 		return nil, err
 	}
 	// A cancel from any replica cancels the run; subscribed before the
 	// client learns the job's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
-	release, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
+	unsubscribe, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
 	if err != nil {
 		cancel(nil)
+		slot()
 		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
 		return nil, err
 	}
+	release := func() { unsubscribe(); slot() }
 	rreq := req
 	rreq.Progress = nil
 	go h.runJob(rctx, cancel, release, job, op, rreq, args)

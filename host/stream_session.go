@@ -50,6 +50,10 @@ const (
 // reader in the background; the call returns at once.
 func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
 	l := op.Execution.Limits
+	slot, refusal := h.quotas.Replica.take(false)
+	if refusal != "" {
+		return errorResult(refusal), ""
+	}
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
 		Mode:        string(ModeSession),
@@ -58,17 +62,20 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
 	})
 	if err != nil {
+		slot()
 		return h.storeError("session", "", err), ""
 	}
 	// Stop requests from any replica cancel the reader; subscribed before
 	// the client learns the session's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
-	release, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
+	unsubscribe, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
 	if err != nil {
 		cancel(nil)
+		slot()
 		h.finishStreamSession(ss.ID, store.StreamSessionFailed, failureJSON("store_unavailable", err.Error()), streamSessionState{})
 		return h.storeError("session", ss.ID, err), ss.ID
 	}
+	release := func() { unsubscribe(); slot() }
 	rreq := req
 	rreq.Progress = nil
 	go h.runStreamSession(rctx, cancel, release, ss, op, rreq, args)
