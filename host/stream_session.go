@@ -326,12 +326,12 @@ func failureJSON(code, msg string) json.RawMessage {
 
 // pollStreamSession returns the items after the cursor.
 func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
-	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID, store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems})
+	// The operation is checked before the poll acknowledges anything: a
+	// session of another operation is not found.
+	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID,
+		store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems, OperationID: op.Name})
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
-	}
-	if res.StreamSession.OperationID != op.Name {
-		return h.storeError("session", a.SessionID, store.ErrNotFound)
 	}
 	items := make([]json.RawMessage, len(res.Items))
 	for i, it := range res.Items {

@@ -191,6 +191,9 @@ type PollRequest struct {
 	// returned when any is buffered); the session's limits when zero.
 	MaxItems int
 	MaxBytes int64
+	// OperationID, when set, must be the session's operation: a session of
+	// another operation is ErrNotFound, and nothing is acknowledged.
+	OperationID string
 }
 
 // Item is one buffered item.
@@ -552,6 +555,9 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		r, err := liveStreamSession(kv, &scope, now)
 		if err != nil {
 			return err
+		}
+		if req.OperationID != "" && r.OperationID != req.OperationID {
+			return ErrNotFound
 		}
 		ack := r.AckedSeq
 		if req.Cursor != "" {
