@@ -125,6 +125,14 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	// A panic fails the job instead of ending the process.
+	defer func() {
+		if v := recover(); v != nil {
+			p := h.recovered("job", job.ID, v)
+			cancel(p)
+			h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("internal_error", p.msg)})
+		}
+	}()
 	ctx, cancelRun := context.WithDeadline(ctx, job.CreatedAt.Add(job.MaxRuntime))
 	defer cancelRun()
 	log := h.log.With(zap.String("job", job.ID), zap.String("operation", op.Name))

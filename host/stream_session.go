@@ -102,6 +102,14 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	// A panic fails the session instead of ending the process.
+	defer func() {
+		if v := recover(); v != nil {
+			p := h.recovered("session", ss.ID, v)
+			cancel(p)
+			h.finishStreamSession(ss.ID, store.StreamSessionFailed, failureJSON("internal_error", p.msg), streamSessionState{EndReason: "internal_error"})
+		}
+	}()
 	// The reader stops a little before the lifetime ends, so the session
 	// is still there to record why it ended (the store drops it at the
 	// end of its lifetime). The end is a cancellation, not a deadline: an
@@ -119,6 +127,11 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	var check func()
 	arm := func(d time.Duration) { expiry.Store(time.AfterFunc(max(d, 10*time.Millisecond), check)) }
 	check = func() {
+		defer func() {
+			if v := recover(); v != nil {
+				cancel(h.recovered("session", ss.ID, v))
+			}
+		}()
 		if ctx.Err() != nil {
 			return
 		}
@@ -159,9 +172,13 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	state := streamSessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
 	status := store.StreamSessionCompleted
 	var errJSON json.RawMessage
+	var panicked *runnerPanic
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStreamSessionExpired):
 		return // gone already: nothing to finish
+	case errors.As(cause, &panicked):
+		status, end = store.StreamSessionFailed, "internal_error"
+		errJSON = failureJSON("internal_error", panicked.msg)
 	case errors.Is(cause, errStopRequested):
 		status, end = store.StreamSessionStopped, "stopped"
 	case errors.Is(cause, errStoreFailed):
@@ -234,12 +251,21 @@ func (w *streamSessionWriter) add(item []byte) bool {
 	}
 }
 
-// write stores pending items until none are left, then ends.
+// write stores pending items until none are left, then ends. A panic
+// fails the session (the reader sees the cancellation).
 func (w *streamSessionWriter) write() {
 	defer func() {
 		select {
 		case w.idle <- struct{}{}:
 		default:
+		}
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			w.mu.Lock()
+			w.writing = false
+			w.mu.Unlock()
+			w.cancel(w.h.recovered("session", w.id, v))
 		}
 	}()
 	for {
