@@ -75,7 +75,8 @@ FUZZ := \
 	plugins/rest:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \
 	plugins/websocket:FuzzMatchers \
-	plugins/soap:FuzzNormalize
+	plugins/soap:FuzzNormalize \
+	store:FuzzRecordDecoding
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

@@ -16,7 +16,10 @@
 // configured; the "v1" names the layout and record schema, so an
 // incompatible change moves to "/crank/v2/" instead of rewriting in place.
 // Values are JSON records (fields may be added; readers ignore unknown ones
-// and old records lack new ones). MCP session IDs come from clients and are
+// and old records lack new ones). A value read back that is not a record of
+// its key — not JSON, naming another entity's ID, an unknown status,
+// negative bounds, an impossible event span — is an error naming the key,
+// never acted upon (FuzzRecordDecoding). MCP session IDs come from clients and are
 // path-escaped (url.PathEscape), so an ID containing "/" cannot reach into
 // another namespace; the store's own IDs (ss_…, job_…, own_…) are checked
 // against their format before any key is built from them.

@@ -494,6 +494,9 @@ func decodeMCPSession(id string, val []byte) (*mcpSessionRecord, error) {
 	if rec.TTLMillis <= 0 {
 		return nil, fmt.Errorf("store: decode MCP session %s: invalid TTL %dms", id, rec.TTLMillis)
 	}
+	if rec.ID != id {
+		return nil, fmt.Errorf("store: decode MCP session %s: corrupt record: it names session %q", id, truncate(rec.ID))
+	}
 	return &rec, nil
 }
 

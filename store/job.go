@@ -183,12 +183,35 @@ func (r *jobRecord) public(rev int64) *AsyncJobHandle {
 	}
 }
 
+// decodeJob decodes the record at kv. A value that is not a job record —
+// not JSON, another job's ID, an unknown status, negative sizes or
+// durations — is an error naming the key, never a record to act on.
 func decodeJob(kv *mvccpb.KeyValue) (*jobRecord, error) {
 	var r jobRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return nil, fmt.Errorf("store: decode job %s: %w", kv.Key, err)
+		return nil, fmt.Errorf("store: decode job %s: %w", truncate(string(kv.Key)), err)
+	}
+	var bad string
+	switch {
+	case string(kv.Key) != jobKey(r.ID):
+		bad = fmt.Sprintf("it names job %q", truncate(r.ID))
+	case !knownJobStatus(r.Status):
+		bad = fmt.Sprintf("unknown status %q", truncate(string(r.Status)))
+	case r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0:
+		bad = "negative max_runtime_ms, retention_ms or result_bytes"
+	}
+	if bad != "" {
+		return nil, fmt.Errorf("store: decode job %s: corrupt record: %s", truncate(string(kv.Key)), bad)
 	}
 	return &r, nil
+}
+
+func knownJobStatus(s JobStatus) bool {
+	switch s {
+	case JobQueued, JobRunning, JobCanceling, JobSucceeded, JobFailed, JobCanceled:
+		return true
+	}
+	return false
 }
 
 func liveJob(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*jobRecord, error) {
