@@ -80,7 +80,8 @@ FUZZ := \
 	plugins/soap:FuzzBuildEnvelope \
 	plugins/graphql:FuzzVariables \
 	plugins/graphql:FuzzResponse \
-	plugins/grpc:FuzzJSONProto
+	plugins/grpc:FuzzJSONProto \
+	store:FuzzRecordDecoding
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

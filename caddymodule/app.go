@@ -27,6 +27,9 @@ type App struct {
 	Etcd *EtcdConfig `json:"etcd,omitempty"`
 	// EmbeddedEtcd configures the embedded etcd (used when Etcd is absent).
 	EmbeddedEtcd *EmbeddedEtcdConfig `json:"embedded_etcd,omitempty"`
+	// Quotas cap the sessions and jobs running at once in this process
+	// (defaults: 1000 each; 0: no cap).
+	Quotas *ReplicaQuotas `json:"quotas,omitempty"`
 
 	store    *pooledStore // from Start on
 	poolKey  string
@@ -63,15 +66,27 @@ type EtcdTLSConfig struct {
 	ServerName string `json:"server_name,omitempty"`
 }
 
-// EmbeddedEtcdConfig configures the embedded single-node etcd.
+// EmbeddedEtcdConfig configures the embedded single-node etcd. It serves
+// this Caddy process alone: it listens on loopback addresses only, and
+// both its listeners require TLS with a client certificate that it makes
+// on its first start and keeps in <data_dir>/crank-tls (mode 0600).
 type EmbeddedEtcdConfig struct {
 	// DataDir defaults to crank/etcd under Caddy's data directory.
 	DataDir string `json:"data_dir,omitempty"`
-	// ClientURL defaults to http://127.0.0.1:2379.
+	// ClientURL defaults to https://127.0.0.1:2379; the host must be a
+	// loopback address. http:// is accepted and served as https://.
 	ClientURL string `json:"client_url,omitempty"`
-	// PeerURL defaults to http://127.0.0.1:2380.
+	// PeerURL defaults to https://127.0.0.1:2380, like ClientURL.
 	PeerURL string `json:"peer_url,omitempty"`
 	Prefix  string `json:"prefix,omitempty"`
+	// QuotaBackendBytes is etcd's space quota: the database size at which
+	// it refuses every write (its NOSPACE alarm) until space is recovered
+	// (default 2 GiB). The crank app recovers by itself once expired state
+	// is gone: it compacts, defragments and disarms the alarm.
+	QuotaBackendBytes int64 `json:"quota_backend_bytes,omitempty"`
+	// AutoCompactionRetention is how much key history etcd keeps before
+	// compacting it (default 5m).
+	AutoCompactionRetention caddy.Duration `json:"auto_compaction_retention,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -100,13 +115,19 @@ type pooledStore struct {
 // as any config uses it (not once per reload). The sweeper marks sessions
 // and jobs of dead replicas failed and deletes expired entries; it logs
 // through Caddy's default logger, which outlives any one config.
+//
+// For the embedded etcd, which only this process uses, the sweeper also
+// recovers from a full database (NOSPACE): it deletes expired state, then
+// compacts, defragments and disarms the alarm. An external cluster's space
+// is its operator's to manage.
 func newPooledStore(s *store.Etcd, embeddedKey string) *pooledStore {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pooledStore{Etcd: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
 	lg := caddy.Log().Named("crank.sweeper")
 	go func() {
 		defer close(p.sweeperDone)
-		if err := s.RunSweeper(ctx, store.SweeperConfig{Logger: lg}); err != nil && ctx.Err() == nil {
+		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != ""}
+		if err := s.RunSweeper(ctx, cfg); err != nil && ctx.Err() == nil {
 			lg.Warn("store sweeper stopped", zap.Error(err))
 		}
 	}()
@@ -147,7 +168,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		e.DataDir = repl.ReplaceKnown(e.DataDir, "")
 	}
-	key, _ := json.Marshal(a)
+	// The store's pool key is its config: quotas do not make a store.
+	key, _ := json.Marshal(App{Etcd: a.Etcd, EmbeddedEtcd: a.EmbeddedEtcd})
 	a.poolKey = string(key)
 	return nil
 }
@@ -160,6 +182,9 @@ var errBothEtcd = errors.New("crank: use either etcd (an external cluster) or em
 func (a *App) Validate() error {
 	if a.Etcd != nil && a.EmbeddedEtcd != nil {
 		return errBothEtcd
+	}
+	if err := a.Quotas.validate(); err != nil {
+		return err
 	}
 	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
 		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
@@ -193,7 +218,8 @@ func (a *App) etcdConfig() store.EtcdConfig {
 // embeddedConfig is the config of the embedded etcd server.
 func (a *App) embeddedConfig() store.EmbeddedConfig {
 	e := a.EmbeddedEtcd
-	return store.EmbeddedConfig{DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd")}
+	return store.EmbeddedConfig{DataDir: e.DataDir, ClientURL: e.ClientURL, PeerURL: e.PeerURL, Logger: a.logger.Named("etcd"),
+		QuotaBytes: e.QuotaBackendBytes, CompactionRetention: time.Duration(e.AutoCompactionRetention)}
 }
 
 // register adds a handler of this config for Start to start.
@@ -204,6 +230,7 @@ func (a *App) register(h *Handler) { a.handlers = append(a.handlers, h) }
 // before its start waits for it (see Handler.ServeHTTP). An error fails
 // the config's load or reload.
 func (a *App) Start() error {
+	replicaLimits.Set(a.Quotas.limits())
 	val, _, err := storePool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return a.openStore()
 	})
@@ -251,7 +278,14 @@ func (a *App) openStore() (*pooledStore, error) {
 		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with client_url %q and peer_url %q; changing its URLs needs a restart of Caddy",
 			e.DataDir, emb.cfg.ClientURL, emb.cfg.PeerURL)
 	}
-	s, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: emb.Endpoints(), Prefix: e.Prefix, Logger: a.logger})
+	if emb.cfg.QuotaBackendBytes != e.QuotaBackendBytes || emb.cfg.AutoCompactionRetention != e.AutoCompactionRetention {
+		_, _ = embeddedPool.Delete(embKey)
+		return nil, fmt.Errorf("crank: embedded_etcd: the etcd with data_dir %s already runs with quota_backend_bytes %d and auto_compaction_retention %s; changing them needs a restart of Caddy",
+			e.DataDir, emb.cfg.QuotaBackendBytes, time.Duration(emb.cfg.AutoCompactionRetention))
+	}
+	cfg := emb.StoreConfig()
+	cfg.Prefix, cfg.Logger = e.Prefix, a.logger
+	s, err := store.NewEtcd(ctx, cfg)
 	if err != nil {
 		_, _ = embeddedPool.Delete(embKey)
 		return nil, fmt.Errorf("crank: embedded_etcd: %w", err)

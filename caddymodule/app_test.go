@@ -37,8 +37,12 @@ func TestValidateJSONConfig(t *testing.T) {
 			[]string{"crank: etcd:", "username and password must be set together"}},
 		{`{"etcd": {"endpoints": ["http://127.0.0.1:1"], "tls": {"ca_file": "ca.pem"}}}`,
 			[]string{"crank: etcd:", "tls is configured but endpoint http://127.0.0.1:1 is plain http"}},
-		{`{"embedded_etcd": {"data_dir": "etcd", "client_url": "https://127.0.0.1:2379"}}`,
-			[]string{"crank: embedded_etcd:", "client URL", "only http:// URLs are supported"}},
+		{`{"embedded_etcd": {"data_dir": "etcd", "client_url": "https://0.0.0.0:2379"}}`,
+			[]string{"crank: embedded_etcd:", "client URL", "loopback address only"}},
+		{`{"etcd": {"endpoints": ["http://etcd.example.com:2379"], "username": "crank", "password": "pw"}}`,
+			[]string{"crank: etcd:", "in the clear to http://etcd.example.com:2379", "use https://"}},
+		{`{"embedded_etcd": {"data_dir": "etcd", "quota_backend_bytes": -1}}`,
+			[]string{"crank: embedded_etcd:", "quota_backend_bytes and auto_compaction_retention must not be negative"}},
 	} {
 		var cfg caddy.Config
 		if err := json.Unmarshal([]byte(`{"admin": {"disabled": true}, "apps": {"crank": `+c.crank+`}}`), &cfg); err != nil {

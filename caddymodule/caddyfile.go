@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -137,10 +139,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        }
 //	    }
 //	    embedded_etcd {
-//	        data_dir   <dir>
-//	        client_url <url>
-//	        peer_url   <url>
-//	        prefix     <key_prefix>
+//	        data_dir                  <dir>
+//	        client_url                <url>
+//	        peer_url                  <url>
+//	        prefix                    <key_prefix>
+//	        quota_backend_bytes       <size>
+//	        auto_compaction_retention <duration>
+//	    }
+//	    quotas {
+//	        max_sessions_per_replica <n>
+//	        max_jobs_per_replica     <n>
 //	    }
 //	}
 //
@@ -242,6 +250,18 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = oneArg(d, &e.PeerURL)
 				case "prefix":
 					err = oneArg(d, &e.Prefix)
+				case "quota_backend_bytes":
+					var arg string
+					if err = oneArg(d, &arg); err == nil {
+						if e.QuotaBackendBytes, err = parseSize(arg); err != nil || e.QuotaBackendBytes <= 0 {
+							return d.Errf("quota_backend_bytes: must be a positive size (e.g. 2GiB), got %q", arg)
+						}
+					}
+				case "auto_compaction_retention":
+					var arg string
+					if err = oneArg(d, &arg); err == nil {
+						e.AutoCompactionRetention, err = parseDuration(d, "auto_compaction_retention", arg)
+					}
 				default:
 					return d.Errf("unrecognized embedded_etcd option %q", d.Val())
 				}
@@ -249,6 +269,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			}
+		case "quotas":
+			q, err := unmarshalReplicaQuotas(d)
+			if err != nil {
+				return err
+			}
+			a.Quotas = q
 		default:
 			return d.Errf("unrecognized crank option %q", d.Val())
 		}
@@ -264,6 +290,24 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 		return d.ArgErr()
 	}
 	return nil
+}
+
+// parseSize parses a byte size as humanizeBytes does, and also GB and GiB.
+func parseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"gib", 1 << 30}, {"gb", 1000 * 1000 * 1000}} {
+		if num, ok := strings.CutSuffix(t, u.suffix); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+			if err != nil || n < 0 || n > (1<<62)/u.mult {
+				return 0, fmt.Errorf("invalid size %q", s)
+			}
+			return n * u.mult, nil
+		}
+	}
+	return humanizeBytes(s)
 }
 
 func parseDuration(d *caddyfile.Dispenser, option, s string) (caddy.Duration, error) {

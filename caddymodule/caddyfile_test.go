@@ -114,6 +114,21 @@ func TestCaddyfileErrors(t *testing.T) {
 			want:      []string{`unrecognized embedded_etcd option "datadir"`, "Caddyfile:4"},
 		},
 		{
+			name:      "embedded_etcd quota_backend_bytes not a size",
+			caddyfile: global("\tcrank {\n\t\tembedded_etcd {\n\t\t\tquota_backend_bytes lots\n\t\t}\n\t}"),
+			want:      []string{"quota_backend_bytes", "positive size", `"lots"`, "Caddyfile:4"},
+		},
+		{
+			name:      "embedded_etcd auto_compaction_retention not positive",
+			caddyfile: global("\tcrank {\n\t\tembedded_etcd {\n\t\t\tauto_compaction_retention 0s\n\t\t}\n\t}"),
+			want:      []string{"auto_compaction_retention", "must be positive", "Caddyfile:4"},
+		},
+		{
+			name:      "unknown replica quota",
+			caddyfile: global("\tcrank {\n\t\tquotas {\n\t\t\tmax_sessions_per_agent 1\n\t\t}\n\t}"),
+			want:      []string{`unrecognized quotas option "max_sessions_per_agent"`, "Caddyfile:4"},
+		},
+		{
 			name:      "unknown crank option",
 			caddyfile: global("\tcrank {\n\t\tetcdd {\n\t\t}\n\t}"),
 			want:      []string{`unrecognized crank option "etcdd"`, "Caddyfile:3"},
@@ -270,10 +285,13 @@ func TestAppUnmarshalCaddyfile(t *testing.T) {
 					client_url http://127.0.0.1:1
 					peer_url http://127.0.0.1:2
 					prefix /q/
+					quota_backend_bytes 512MiB
+					auto_compaction_retention 1m
 				}
 			}`,
 			want: App{EmbeddedEtcd: &EmbeddedEtcdConfig{
 				DataDir: "/var/lib/crank", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2", Prefix: "/q/",
+				QuotaBackendBytes: 512 << 20, AutoCompactionRetention: caddy.Duration(time.Minute),
 			}},
 		},
 	}

@@ -171,7 +171,8 @@ func TestGoSDKClient(t *testing.T) {
 	}
 
 	// The MCP session is recorded in etcd.
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", g.etcd)}})
+	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: []string{fmt.Sprintf("https://127.0.0.1:%d", g.etcd)},
+		TLS: store.EmbeddedClientTLS(filepath.Join(g.dir, "etcd"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,10 +323,10 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 	up := newFeedUpstream(t)
 	opts := func(name string) gatewayOptions {
 		return gatewayOptions{Operations: familiesOps(up.URL), Crank: fmt.Sprintf(`etcd {
-			endpoints %s
+			%s
 			owner_ttl 2s
 			replica_name %s
-		}`, etcd.Endpoints()[0], name)}
+		}`, etcd.Caddyfile(), name)}
 	}
 	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
 	ctx := context.Background()

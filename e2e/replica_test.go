@@ -58,15 +58,15 @@ func connectThrough(t *testing.T, ctx context.Context, lb *balancer) *mcp.Client
 }
 
 // replicaPair starts two gateways sharing the etcd at endpoint.
-func replicaPair(t *testing.T, up *upstream, endpoint string) (a, b *gateway) {
+func replicaPair(t *testing.T, up *upstream, etcd *storetest.Server) (a, b *gateway) {
 	t.Helper()
 	opts := func(name string) gatewayOptions {
 		return gatewayOptions{Operations: opsFile(t, up, "2s", ""), Crank: fmt.Sprintf(`etcd {
-			endpoints %s
+			%s
 			op_timeout 2s
 			owner_ttl 2s
 			replica_name %s
-		}`, endpoint, name)}
+		}`, etcd.Caddyfile(), name)}
 	}
 	return startGateway(t, opts("a")), startGateway(t, opts("b"))
 }
@@ -90,7 +90,7 @@ func TestStreamSessionMovesBetweenReplicas(t *testing.T) {
 	t.Parallel()
 	etcd := storetest.NewServer(t)
 	up := newUpstream(t)
-	a, b := replicaPair(t, up, etcd.Endpoints()[0])
+	a, b := replicaPair(t, up, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -170,7 +170,7 @@ func TestEtcdStopStartDuringReplicaTraffic(t *testing.T) {
 	t.Parallel()
 	etcd := storetest.NewServer(t)
 	up := newUpstream(t)
-	a, b := replicaPair(t, up, etcd.Endpoints()[0])
+	a, b := replicaPair(t, up, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	lb := &balancer{}
@@ -249,12 +249,12 @@ func TestGatewaySweepsOrphanedJobs(t *testing.T) {
 	t.Parallel()
 	etcd := storetest.NewServer(t)
 	startGateway(t, gatewayOptions{Operations: opsFile(t, newUpstream(t), "2s", ""), Crank: fmt.Sprintf(`etcd {
-			endpoints %s
-		}`, etcd.Endpoints()[0])})
+			%s
+		}`, etcd.Caddyfile())})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	open := func(name string) *store.Etcd {
-		st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: etcd.Endpoints(), ReplicaName: name, OwnerTTL: 2 * time.Second})
+		st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: etcd.Endpoints(), TLS: etcd.TLS(), ReplicaName: name, OwnerTTL: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,9 +44,9 @@ func TestTasksAcrossReplicas(t *testing.T) {
 	api := mcptest.NewReports(t)
 	opts := func(name string) gatewayOptions {
 		return gatewayOptions{Operations: reportOps(api), Crank: fmt.Sprintf(`etcd {
-			endpoints %s
+			%s
 			replica_name %s
-		}`, etcd.Endpoints()[0], name)}
+		}`, etcd.Caddyfile(), name)}
 	}
 	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
 

@@ -10,13 +10,17 @@ import (
 )
 
 // Quotas bound how many sessions and jobs may be open at once, per
-// workspace and per agent of a workspace (zero: unlimited). A start over a
-// quota fails with an error result naming it.
+// workspace and per agent of a workspace (zero: unlimited), and how many
+// run at once on this replica (Replica). A start over a quota fails with
+// an error result naming it.
 type Quotas struct {
 	StreamSessionsPerWorkspace int
 	StreamSessionsPerAgent     int
 	JobsPerWorkspace           int
 	JobsPerAgent               int
+	// Replica caps the sessions and jobs running on this replica, shared
+	// by the hosts of the process; nil: no cap.
+	Replica *ReplicaLimits
 }
 
 // quotaMessage names the exceeded quota as the operator configured it.

@@ -173,7 +173,10 @@
 // items after a cursor (the same cursor returns the same items), with
 // has_more, status, gaps and end_reason; result returns ready: false until
 // the job is final. Every family call is audited (Options.Audit) and starts
-// are bounded by Options.Quotas. [Host.StartTask] and its siblings serve
+// are bounded by Options.Quotas: open sessions and jobs per workspace and
+// per agent (zero: none; the crank handler's defaults are
+// DefaultStreamSessionsPerWorkspace and its siblings), and the sessions and
+// jobs running on the replica ([ReplicaLimits]). [Host.StartTask] and its siblings serve
 // the same jobs as MCP tasks.
 //
 // Adapter processes are managed by [Supervisor]: one per adapter

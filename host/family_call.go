@@ -111,13 +111,18 @@ func structured(v any) *Result {
 // storeError explains a store failure to the caller, naming the entity.
 func (h *Host) storeError(kind, id string, err error) *Result {
 	var qe *store.QuotaError
+	var rq replicaQuotaError
 	switch {
 	case errors.As(err, &qe):
 		return errorResult(h.quotaMessage(qe))
+	case errors.As(err, &rq):
+		return errorResult(string(rq))
 	case errors.Is(err, store.ErrNotFound):
 		return errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id))
 	case errors.Is(err, store.ErrUnavailable):
 		return errorResult(fmt.Sprintf("the state store is unavailable, try again shortly (retryable): %v", err))
+	case errors.Is(err, store.ErrNoSpace):
+		return errorResult("the state store (etcd) is out of space: it refuses new sessions, jobs and polls until space is recovered; try again later")
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrInvalid):
 		return errorResult(h.redact.String(trimStorePrefix(err.Error())))
 	}

@@ -167,7 +167,9 @@ type familyFixture struct {
 	sup  *host.Supervisor // the rest adapter, bound by host.New
 }
 
-func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas) *familyFixture {
+// newFamilyFixture serves ops on a fresh store; wrap, when given, wraps
+// the store the host sees.
+func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas, wrap ...func(host.Store) host.Store) *familyFixture {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -182,7 +184,11 @@ func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas) *familyFixtu
 	core, logs := observer.New(zap.DebugLevel)
 	f := &familyFixture{up: up, logs: logs, st: st}
 	var mu sync.Mutex
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Quotas: quotas, Logger: zap.New(core),
+	var hst host.Store = st
+	for _, w := range wrap {
+		hst = w(hst)
+	}
+	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: hst, Quotas: quotas, Logger: zap.New(core),
 		Adapter: func(name string) (*host.Supervisor, error) {
 			mu.Lock()
 			defer mu.Unlock()

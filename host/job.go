@@ -18,6 +18,7 @@ import (
 type JobStore interface {
 	CreateJob(ctx context.Context, nj store.NewJob) (*store.AsyncJobHandle, error)
 	GetJob(ctx context.Context, scope store.Scope, id string) (*store.AsyncJobHandle, error)
+	GetJobResult(ctx context.Context, scope store.Scope, id string) (*store.AsyncJobHandle, error)
 	CancelJob(ctx context.Context, scope store.Scope, id, reason string) (*store.AsyncJobHandle, error)
 	WatchJob(ctx context.Context, scope store.Scope, id string) (<-chan store.JobEvent, error)
 	ListJobs(ctx context.Context, scope store.Scope, after string, limit int) (jobs []*store.AsyncJobHandle, next string, err error)
@@ -40,11 +41,37 @@ const (
 )
 
 // jobOutcome is a finished job's result_json: the operation's result as a
-// tool call would have returned it.
+// tool call would have returned it. Text is left out when it is the
+// structured content's JSON (as for most results), so the result is not
+// stored twice; read it with text().
 type jobOutcome struct {
 	Structured json.RawMessage `json:"structured,omitempty"`
-	Text       string          `json:"text"`
+	Text       string          `json:"text,omitempty"`
 }
+
+func newJobOutcome(res *Result) json.RawMessage {
+	o := jobOutcome{Structured: res.Structured, Text: res.Text}
+	if len(o.Structured) > 0 && o.Text == string(o.Structured) {
+		o.Text = ""
+	}
+	b, _ := json.Marshal(o)
+	return b
+}
+
+func (o jobOutcome) text() string {
+	if o.Text == "" {
+		return string(o.Structured)
+	}
+	return o.Text
+}
+
+// Finishing a job: a write the store refused for a transient reason is
+// retried for a while, so that the job does not stay running until it
+// expires.
+const (
+	finishAttempts   = 6
+	finishBackoffMin = 250 * time.Millisecond
+)
 
 // startJob creates a job owned by this replica and runs it in the
 // background; the call returns at once.
@@ -60,23 +87,30 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 }
 
 func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
+	slot, refusal := h.quotas.Replica.take(true)
+	if refusal != "" {
+		return nil, replicaQuotaError(refusal)
+	}
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
 		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
 		Quota: store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
 	})
 	if err != nil {
+		slot()
 		return nil, err
 	}
 	// A cancel from any replica cancels the run; subscribed before the
 	// client learns the job's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
-	release, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
+	unsubscribe, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
 	if err != nil {
 		cancel(nil)
+		slot()
 		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
 		return nil, err
 	}
+	release := func() { unsubscribe(); slot() }
 	rreq := req
 	rreq.Progress = nil
 	go h.runJob(rctx, cancel, release, job, op, rreq, args)
@@ -91,6 +125,14 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	// A panic fails the job instead of ending the process.
+	defer func() {
+		if v := recover(); v != nil {
+			p := h.recovered("job", job.ID, v)
+			cancel(p)
+			h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("internal_error", p.msg)})
+		}
+	}()
 	ctx, cancelRun := context.WithDeadline(ctx, job.CreatedAt.Add(job.MaxRuntime))
 	defer cancelRun()
 	log := h.log.With(zap.String("job", job.ID), zap.String("operation", op.Name))
@@ -121,7 +163,7 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 	case res.IsError:
 		u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("upstream_error", res.Text)}
 	default:
-		u.Result, _ = json.Marshal(jobOutcome{Structured: res.Structured, Text: res.Text})
+		u.Result = newJobOutcome(res)
 	}
 	h.finishJob(job.ID, u)
 	log.Debug("job ended", zap.String("status", string(u.Status)))
@@ -236,14 +278,37 @@ func resultDoc(r *Result) any {
 	return r.Text
 }
 
-// finishJob records a job's end; a job that is gone or already final is
-// left alone.
+// finishJob records a job's end. A result (or error) the store cannot
+// keep fails the job with an error naming the limit instead; a transient
+// store failure is retried for a while. A job that is gone or already
+// final is left alone.
 func (h *Host) finishJob(id string, u store.JobUpdate) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
-	defer cancel()
-	_, err := h.updateJob(ctx, id, u)
-	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrIllegalTransition) {
+	backoff, tooLarge := finishBackoffMin, false
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		_, err := h.updateJob(ctx, id, u)
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrIllegalTransition):
+			return
+		case errors.Is(err, store.ErrTooLarge) && !tooLarge:
+			// The result (or an error text) does not fit in a record.
+			h.log.Warn("job outcome too large to keep: the job fails", zap.String("job", id), zap.Error(err))
+			tooLarge = true
+			msg := "the job's outcome is too large to keep in the state store"
+			if tle := (*store.TooLargeError)(nil); errors.As(err, &tle) {
+				msg = fmt.Sprintf("the job's result is %d bytes, over the %d-byte limit of a job result (%s)", tle.Size, tle.Limit, tle.Why)
+			}
+			u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("result_too_large", msg)}
+			continue
+		case (store.Retryable(err) || errors.Is(err, store.ErrNoSpace)) && attempt < finishAttempts:
+			h.log.Debug("job end not recorded yet, retrying", zap.String("job", id), zap.Error(err))
+			time.Sleep(backoff)
+			backoff *= 2
+			continue
+		}
 		h.log.Warn("job end not recorded", zap.String("job", id), zap.Error(err))
+		return
 	}
 }
 
@@ -288,7 +353,10 @@ func (h *Host) jobStatus(ctx context.Context, op *boundOp, req CallRequest, id s
 }
 
 func (h *Host) jobResult(ctx context.Context, op *boundOp, req CallRequest, id string) *Result {
-	job, err := h.getJob(ctx, op, req.scope(), id)
+	job, err := h.store.GetJobResult(ctx, req.scope(), id)
+	if err == nil && job.OperationID != op.Name {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		return h.storeError("job", id, err)
 	}
@@ -300,7 +368,7 @@ func (h *Host) jobResult(ctx context.Context, op *boundOp, req CallRequest, id s
 		if len(o.Structured) > 0 {
 			out["result"] = o.Structured
 		}
-		out["text"] = o.Text
+		out["text"] = o.text()
 	case store.JobFailed, store.JobCanceled:
 		if len(job.Error) > 0 {
 			out["error"] = job.Error

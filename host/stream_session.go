@@ -50,6 +50,10 @@ const (
 // reader in the background; the call returns at once.
 func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
 	l := op.Execution.Limits
+	slot, refusal := h.quotas.Replica.take(false)
+	if refusal != "" {
+		return errorResult(refusal), ""
+	}
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
 		Mode:        string(ModeSession),
@@ -58,17 +62,20 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
 	})
 	if err != nil {
+		slot()
 		return h.storeError("session", "", err), ""
 	}
 	// Stop requests from any replica cancel the reader; subscribed before
 	// the client learns the session's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
-	release, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
+	unsubscribe, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
 	if err != nil {
 		cancel(nil)
+		slot()
 		h.finishStreamSession(ss.ID, store.StreamSessionFailed, failureJSON("store_unavailable", err.Error()), streamSessionState{})
 		return h.storeError("session", ss.ID, err), ss.ID
 	}
+	release := func() { unsubscribe(); slot() }
 	rreq := req
 	rreq.Progress = nil
 	go h.runStreamSession(rctx, cancel, release, ss, op, rreq, args)
@@ -95,6 +102,14 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	// A panic fails the session instead of ending the process.
+	defer func() {
+		if v := recover(); v != nil {
+			p := h.recovered("session", ss.ID, v)
+			cancel(p)
+			h.finishStreamSession(ss.ID, store.StreamSessionFailed, failureJSON("internal_error", p.msg), streamSessionState{EndReason: "internal_error"})
+		}
+	}()
 	// The reader stops a little before the lifetime ends, so the session
 	// is still there to record why it ended (the store drops it at the
 	// end of its lifetime). The end is a cancellation, not a deadline: an
@@ -112,6 +127,11 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	var check func()
 	arm := func(d time.Duration) { expiry.Store(time.AfterFunc(max(d, 10*time.Millisecond), check)) }
 	check = func() {
+		defer func() {
+			if v := recover(); v != nil {
+				cancel(h.recovered("session", ss.ID, v))
+			}
+		}()
 		if ctx.Err() != nil {
 			return
 		}
@@ -152,9 +172,13 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	state := streamSessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
 	status := store.StreamSessionCompleted
 	var errJSON json.RawMessage
+	var panicked *runnerPanic
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStreamSessionExpired):
 		return // gone already: nothing to finish
+	case errors.As(cause, &panicked):
+		status, end = store.StreamSessionFailed, "internal_error"
+		errJSON = failureJSON("internal_error", panicked.msg)
 	case errors.Is(cause, errStopRequested):
 		status, end = store.StreamSessionStopped, "stopped"
 	case errors.Is(cause, errStoreFailed):
@@ -227,12 +251,21 @@ func (w *streamSessionWriter) add(item []byte) bool {
 	}
 }
 
-// write stores pending items until none are left, then ends.
+// write stores pending items until none are left, then ends. A panic
+// fails the session (the reader sees the cancellation).
 func (w *streamSessionWriter) write() {
 	defer func() {
 		select {
 		case w.idle <- struct{}{}:
 		default:
+		}
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			w.mu.Lock()
+			w.writing = false
+			w.mu.Unlock()
+			w.cancel(w.h.recovered("session", w.id, v))
 		}
 	}()
 	for {
@@ -320,12 +353,12 @@ func failureJSON(code, msg string) json.RawMessage {
 
 // pollStreamSession returns the items after the cursor.
 func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
-	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID, store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems})
+	// The operation is checked before the poll acknowledges anything: a
+	// session of another operation is not found.
+	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID,
+		store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems, OperationID: op.Name})
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
-	}
-	if res.StreamSession.OperationID != op.Name {
-		return h.storeError("session", a.SessionID, store.ErrNotFound)
 	}
 	items := make([]json.RawMessage, len(res.Items))
 	for i, it := range res.Items {

@@ -110,8 +110,13 @@ func (h *Host) WaitTask(ctx context.Context, scope Scope, id string) (*Task, *Re
 		if ev.Gone {
 			return nil, nil, store.ErrNotFound
 		}
-		if ev.Job.Status.Terminal() {
-			return h.task(ev.Job), h.redacted(taskResult(ev.Job)), nil
+		if job := ev.Job; job.Status.Terminal() {
+			if job.ResultBytes > 0 { // kept apart from the record
+				if job, err = h.store.GetJobResult(ctx, store.Scope(scope), id); err != nil {
+					return nil, nil, err
+				}
+			}
+			return h.task(job), h.redacted(taskResult(job)), nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -126,7 +131,7 @@ func taskResult(job *store.AsyncJobHandle) *Result {
 	case store.JobSucceeded:
 		var o jobOutcome
 		_ = json.Unmarshal(job.Result, &o)
-		return &Result{Structured: o.Structured, Text: o.Text}
+		return &Result{Structured: o.Structured, Text: o.text()}
 	case store.JobCanceled:
 		return errorResult("the task was cancelled")
 	}

@@ -158,7 +158,7 @@ func TestEmbeddedConfigErrors(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []store.EmbeddedConfig{
 		{},
-		{DataDir: t.TempDir(), ClientURL: "https://127.0.0.1:1"},
+		{DataDir: t.TempDir(), ClientURL: "ftp://127.0.0.1:1"},
 		{DataDir: t.TempDir(), ClientURL: "http://127.0.0.1"},
 		{DataDir: t.TempDir(), PeerURL: "http://127.0.0.1:1/x"},
 	} {
@@ -190,7 +190,9 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second})
+		scfg := e.StoreConfig()
+		scfg.DialTimeout = 5 * time.Second
+		st, err := store.NewEtcd(ctx, scfg)
 		if err != nil {
 			e.Close()
 			t.Fatal(err)

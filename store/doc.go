@@ -6,7 +6,8 @@
 // as small interfaces of their own (host: stream sessions, jobs, signals;
 // host/mcpserver: MCP sessions and event logs), so a test can put a fake or a
 // wrapper in front of any one of them. StartEmbedded runs a single-member
-// etcd in-process, and the storetest package starts one per test (and
+// etcd in-process (loopback only, TLS with a client certificate it makes
+// in its data directory: see EmbeddedConfig), and the storetest package starts one per test (and
 // restartable ones, and extra replicas on the same server).
 //
 // # Key layout
@@ -15,7 +16,10 @@
 // configured; the "v1" names the layout and record schema, so an
 // incompatible change moves to "/crank/v2/" instead of rewriting in place.
 // Values are JSON records (fields may be added; readers ignore unknown ones
-// and old records lack new ones). MCP session IDs come from clients and are
+// and old records lack new ones). A value read back that is not a record of
+// its key — not JSON, naming another entity's ID, an unknown status,
+// negative bounds, an impossible event span — is an error naming the key,
+// never acted upon (FuzzRecordDecoding). MCP session IDs come from clients and are
 // path-escaped (url.PathEscape), so an ID containing "/" cannot reach into
 // another namespace; the store's own IDs (ss_…, job_…, own_…) are checked
 // against their format before any key is built from them.
@@ -35,6 +39,11 @@
 //	                                    + retention)
 //	<prefix>jobs/<id>                   async job record on a
 //	                                    TTL-bucket lease until its ExpiresAt
+//	<prefix>job-results/<id>            a job's result (result_json), on the
+//	                                    record's lease, written with the
+//	                                    record (which names its size) and
+//	                                    deleted with it; read by
+//	                                    GetJobResult only
 //	<prefix>job-list/<ws>/workspace/<t>/<id>
 //	<prefix>job-list/<ws>/agent/<agent>/<t>/<id>
 //	                                    one empty key per job, visible to
@@ -212,7 +221,9 @@
 // {"code":"owner_lost",…} (stopping sessions become stopped), or offers them
 // to an Adopt hook that may resume them on this replica. A dead replica's
 // entities are thus marked about OwnerTTL after its last keep-alive; a
-// periodic sweep (Interval, default 10s) catches a missed watch event. Close
+// periodic sweep (Interval, default 10s) catches a missed watch event. A
+// sweep reads the running index 256 entries at a time, each page together
+// with the owner keys (keys only). Close
 // revokes the owner lease, so orphans of a replica that shut down are swept
 // at once. If a replica's own owner lease is lost (etcd unreachable for
 // longer than OwnerTTL), its session ends, its entities are swept like a dead
@@ -243,6 +254,19 @@
 // down. The client reconnects by itself (backoff capped at 1s, keep-alive
 // pings every 5s), so the store recovers without intervention. Callers that
 // need no state never touch the store and keep working.
+//
+// # etcd out of space
+//
+// A write that etcd refuses because its database reached its space quota
+// (the NOSPACE alarm; from then on etcd refuses every write and lease grant
+// until the alarm is disarmed) fails with a *NoSpaceError (ErrNoSpace, not
+// Retryable). SpaceStatus tells whether writes are refused now, since when,
+// and counts the refusals; the first refusal of an episode is logged at
+// error level. RecoverSpace compacts, defragments and disarms; RunSweeper
+// with SweeperConfig.RecoverSpace does so by itself while writes are
+// refused (for an etcd this process alone uses, such as the embedded one).
+// EmbeddedConfig.QuotaBytes and CompactionRetention size the embedded
+// etcd's quota and history.
 //
 // Close does not revoke bucket leases: entries outlive the process and stay
 // visible to other replicas until they expire.

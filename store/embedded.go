@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,26 +16,40 @@ import (
 // Defaults for EmbeddedConfig.
 const (
 	DefaultEmbeddedName         = "crank"
-	DefaultEmbeddedClientURL    = "http://127.0.0.1:2379"
-	DefaultEmbeddedPeerURL      = "http://127.0.0.1:2380"
+	DefaultEmbeddedClientURL    = "https://127.0.0.1:2379"
+	DefaultEmbeddedPeerURL      = "https://127.0.0.1:2380"
 	DefaultEmbeddedStartTimeout = 15 * time.Second
 	DefaultEmbeddedCompaction   = 5 * time.Minute
+	// DefaultEmbeddedQuotaBytes is the embedded etcd's space quota, etcd's
+	// own default made explicit: the database size at which it refuses
+	// writes (the NOSPACE alarm).
+	DefaultEmbeddedQuotaBytes = 2 << 30
 	// embeddedCloseWait bounds how long StartEmbedded waits for a server
 	// that failed to become ready to shut down.
 	embeddedCloseWait = 5 * time.Second
 )
 
 // EmbeddedConfig configures a single-member etcd server run in-process.
+//
+// The server is this process's own: it listens on loopback addresses only
+// and serves TLS on both its listeners, requiring a client certificate
+// signed by a CA made for its data directory. StartEmbedded makes these
+// credentials on first start and keeps them in <DataDir>/crank-tls (files
+// of mode 0600, reused by later starts); Embedded.ClientTLS names the
+// client's files. Only a process that can read the data directory can
+// talk to the server.
 type EmbeddedConfig struct {
-	// DataDir holds the member's WAL and database. Required.
+	// DataDir holds the member's WAL and database, and its credentials.
+	// Required.
 	DataDir string
 	// Name is the member name; DefaultEmbeddedName when empty.
 	Name string
-	// ClientURL is where clients connect (http only);
-	// DefaultEmbeddedClientURL when empty.
+	// ClientURL is where clients connect: https:// (or http://, the same:
+	// the server always serves TLS) on a loopback host (127.0.0.0/8, ::1
+	// or localhost) with a port; DefaultEmbeddedClientURL when empty.
 	ClientURL string
-	// PeerURL is the raft peer URL (http only); DefaultEmbeddedPeerURL when
-	// empty. A single member still listens on it.
+	// PeerURL is the raft peer URL, like ClientURL; DefaultEmbeddedPeerURL
+	// when empty. A single member still listens on it.
 	PeerURL string
 	// UnsafeNoFsync disables fsync: for tests only, loses data on a crash.
 	UnsafeNoFsync bool
@@ -49,12 +64,18 @@ type EmbeddedConfig struct {
 	// every put and touch grows the database until etcd's space quota stops
 	// all writes. DefaultEmbeddedCompaction when zero.
 	CompactionRetention time.Duration
+	// QuotaBytes is the space quota (etcd's --quota-backend-bytes): once
+	// the database file would grow beyond it, etcd raises its NOSPACE alarm
+	// and refuses every write until space is freed and the alarm disarmed
+	// (Etcd.RecoverSpace). DefaultEmbeddedQuotaBytes when zero.
+	QuotaBytes int64
 }
 
 // Embedded is a running in-process etcd server.
 type Embedded struct {
 	etcd      *embed.Etcd
 	endpoints []string
+	creds     embeddedCredentials
 	closeOnce sync.Once
 }
 
@@ -72,6 +93,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		timeout = DefaultEmbeddedStartTimeout
 	}
 	what := cfg.describe()
+	creds, err := ensureEmbeddedCredentials(cfg.DataDir, certHosts(curl.Hostname(), purl.Hostname()))
+	if err != nil {
+		return nil, fmt.Errorf("store: start %s: %w", what, err)
+	}
 
 	lg := cfg.Logger
 	if lg == nil {
@@ -87,15 +112,23 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	ec.ListenPeerUrls = []url.URL{*purl}
 	ec.AdvertisePeerUrls = []url.URL{*purl}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	// Both listeners require a client certificate of the data directory's
+	// CA; the JSON gateway (plain HTTP requests a browser could send) is
+	// off.
+	tlsInfo := transport.TLSInfo{CertFile: creds.serverCert, KeyFile: creds.serverKey, TrustedCAFile: creds.ca, ClientCertAuth: true}
+	ec.ClientTLSInfo = tlsInfo
+	ec.PeerTLSInfo = tlsInfo
+	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	ec.LogLevel = "warn"
 	retention := cfg.CompactionRetention
-	if retention <= 0 {
+	if retention == 0 {
 		retention = DefaultEmbeddedCompaction
 	}
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = retention.String()
+	ec.QuotaBackendBytes = cfg.QuotaBytes
 
 	// embed.StartEtcd can block (e.g. on the database file lock when another
 	// process uses the data directory), so it too runs under the timeout.
@@ -150,25 +183,30 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		closeBounded(e)
 		return nil, fmt.Errorf("store: start %s: not ready within %s", what, timeout)
 	}
-	return &Embedded{etcd: e, endpoints: []string{curl.String()}}, nil
+	return &Embedded{etcd: e, endpoints: []string{curl.String()}, creds: creds}, nil
 }
 
-func parseHTTPURL(s string) (*url.URL, error) {
+// parseListenURL parses a listener URL of the embedded etcd: http:// or
+// https:// (served as https://), a loopback host and a port.
+func parseListenURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("%q: only http:// URLs are supported", s)
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, fmt.Errorf("%q: must be an https:// URL", s)
 	}
 	if u.Port() == "" {
 		return nil, fmt.Errorf("%q: a port is required", s)
 	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("%q: must not have a path", s)
+	if u.Path != "" && u.Path != "/" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: must be scheme, host and port only", s)
 	}
-	u.Path = ""
-	return u, nil
+	if !isLoopbackHost(u.Hostname()) {
+		return nil, fmt.Errorf("%q: the embedded etcd listens on a loopback address only (127.0.0.1, [::1] or localhost): "+
+			"it serves this process alone; replicas share an external etcd cluster (the etcd block)", s)
+	}
+	return &url.URL{Scheme: "https", Host: u.Host}, nil
 }
 
 // closeBounded closes e, giving up waiting after embeddedCloseWait.
@@ -188,6 +226,23 @@ func closeBounded(e *embed.Etcd) {
 func (e *Embedded) Endpoints() []string {
 	return append([]string(nil), e.endpoints...)
 }
+
+// ClientTLS returns the client credentials to pass to EtcdConfig.TLS: the
+// CA that signed the server's certificate, and a client certificate and
+// key the server accepts (files in the data directory).
+func (e *Embedded) ClientTLS() *TLSConfig { return e.creds.clientTLS() }
+
+// StoreConfig returns an EtcdConfig that connects to the server: its
+// Endpoints and ClientTLS; the rest is left for the caller.
+func (e *Embedded) StoreConfig() EtcdConfig {
+	return EtcdConfig{Endpoints: e.Endpoints(), TLS: e.ClientTLS()}
+}
+
+// EmbeddedClientTLS returns the client credentials of the embedded etcd
+// whose data directory is dataDir, as StartEmbedded made them (for tools
+// and tests that connect to a server another process runs); they exist
+// once it has started.
+func EmbeddedClientTLS(dataDir string) *TLSConfig { return credentialsIn(dataDir).clientTLS() }
 
 // Close stops the server gracefully and waits for it. It is idempotent and
 // always returns nil; the error result lets Embedded serve as an io.Closer.
@@ -218,10 +273,16 @@ func (cfg EmbeddedConfig) settle() (_ EmbeddedConfig, client, peer *url.URL, err
 	if cfg.PeerURL == "" {
 		cfg.PeerURL = DefaultEmbeddedPeerURL
 	}
-	if client, err = parseHTTPURL(cfg.ClientURL); err != nil {
+	if cfg.QuotaBytes < 0 || cfg.CompactionRetention < 0 {
+		return cfg, nil, nil, fmt.Errorf("store: %s: %w: quota_backend_bytes and auto_compaction_retention must not be negative", cfg.describe(), ErrInvalid)
+	}
+	if cfg.QuotaBytes == 0 {
+		cfg.QuotaBytes = DefaultEmbeddedQuotaBytes
+	}
+	if client, err = parseListenURL(cfg.ClientURL); err != nil {
 		return cfg, nil, nil, fmt.Errorf("store: %s: client URL: %w", cfg.describe(), err)
 	}
-	if peer, err = parseHTTPURL(cfg.PeerURL); err != nil {
+	if peer, err = parseListenURL(cfg.PeerURL); err != nil {
 		return cfg, nil, nil, fmt.Errorf("store: %s: peer URL: %w", cfg.describe(), err)
 	}
 	return cfg, client, peer, nil

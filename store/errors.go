@@ -38,6 +38,13 @@ var (
 	// ErrInvalid: an argument is malformed or out of range; the error
 	// names the field.
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrNoSpace: etcd's database reached its space quota and etcd raised
+	// its NOSPACE alarm, so it refuses every write (and lease grant) until
+	// space is freed and the alarm is disarmed (see RecoverSpace); reads
+	// and deletes still work. Nothing was written. It is not Retryable: it
+	// lasts until the store recovers, which takes compaction, defragmenting
+	// and disarming, not a quick retry. See NoSpaceError.
+	ErrNoSpace = errors.New("store: etcd is out of space (NOSPACE alarm)")
 )
 
 // Retryable reports whether err is a transient store failure worth retrying
@@ -65,6 +72,41 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Retryable is always true: the condition is transient.
 func (e *UnavailableError) Retryable() bool { return true }
+
+// TooLargeError reports a value larger than the store keeps. It matches
+// ErrTooLarge with errors.Is.
+type TooLargeError struct {
+	What  string // what is too large, e.g. "job job_… result_json"
+	Size  int    // its size in bytes
+	Limit int    // the most the store keeps, in bytes
+	Why   string // what sets the limit
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("store: %s is %d bytes, over the %d-byte limit (%s)", e.What, e.Size, e.Limit, e.Why)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// NoSpaceError reports a write that etcd refused because its database
+// reached its space quota (the NOSPACE alarm). It matches ErrNoSpace with
+// errors.Is and unwraps to the cause.
+type NoSpaceError struct {
+	Op  string // what the store was doing
+	Err error  // the cause reported by the etcd client
+}
+
+func (e *NoSpaceError) Error() string {
+	return fmt.Sprintf("store: %s: etcd is out of space (NOSPACE alarm: its database reached its space quota); "+
+		"writes are refused until space is freed and the alarm is disarmed: %v", e.Op, e.Err)
+}
+
+// Is makes errors.Is(err, ErrNoSpace) true.
+func (e *NoSpaceError) Is(target error) bool { return target == ErrNoSpace }
+
+// Unwrap returns the cause.
+func (e *NoSpaceError) Unwrap() error { return e.Err }
 
 // TransitionError reports a status change (or an operation) that the
 // entity's status machine refuses.
@@ -104,14 +146,19 @@ func (e *BufferFullError) Is(target error) bool { return target == ErrBufferFull
 // classify turns an etcd client error into the store's vocabulary: the
 // caller's own cancellation stays as is; timeouts of the store's operation
 // deadline and gRPC/etcd "unavailable" conditions become UnavailableError;
-// a too-large request becomes ErrTooLarge.
+// a write refused by etcd's NOSPACE alarm becomes NoSpaceError; a too-large
+// request becomes ErrTooLarge.
 func classify(caller context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ue *UnavailableError
-	if errors.As(err, &ue) {
+	var ne *NoSpaceError
+	if errors.As(err, &ue) || errors.As(err, &ne) {
 		return err
+	}
+	if isNoSpace(err) {
+		return &NoSpaceError{Op: op, Err: err}
 	}
 	if caller.Err() != nil {
 		return fmt.Errorf("store: %s: %w", op, caller.Err())
@@ -123,6 +170,11 @@ func classify(caller context.Context, op string, err error) error {
 		return fmt.Errorf("store: %s: %w: %v", op, ErrTooLarge, err)
 	}
 	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+// isNoSpace reports an etcd "database space exceeded" refusal.
+func isNoSpace(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace)
 }
 
 func isUnavailable(err error) bool {

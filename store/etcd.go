@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -48,6 +49,7 @@ const (
 	streamSessionsDir = "stream-sessions/"
 	itemsDir          = "stream-items/"
 	jobsDir           = "jobs/"
+	jobResultsDir     = "job-results/"
 	runningDir        = "running/"
 	ownersDir         = "owners/"
 	// sweepLeaderLock is the prefix of the sweep-leader lock's keys
@@ -67,6 +69,9 @@ type EtcdConfig struct {
 	// DefaultDialTimeout when zero.
 	DialTimeout time.Duration
 	// Username and Password enable etcd authentication when both are set.
+	// They are refused with an http:// endpoint that is not a loopback
+	// address: the password, and the token etcd returns for it and the
+	// client sends with every request, would travel in the clear.
 	Username, Password string
 	// TLS configures https:// endpoints: the CA to verify the servers
 	// with and a client certificate. Nil uses the system roots for
@@ -117,7 +122,9 @@ type Etcd struct {
 
 	ownerTTL    time.Duration
 	replicaName string
-	events      eventCache // see AppendEvents
+	log         *zap.Logger // the store's own messages (NOSPACE)
+	space       spaceState  // see SpaceStatus
+	events      eventCache  // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
 
@@ -145,6 +152,7 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
+	opts.log = lg.Named("store")
 	// The client logs every retry at info/warn; keep warnings and up.
 	lg = lg.Named("etcd-client").WithOptions(atLeast(zapcore.WarnLevel))
 
@@ -217,6 +225,11 @@ func (cfg EtcdConfig) settle() (*tls.Config, etcdOptions, error) {
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, etcdOptions{}, errors.New("store: etcd username and password must be set together")
 	}
+	if cfg.Username != "" {
+		if ep := clearTextEndpoint(cfg.Endpoints); ep != "" {
+			return nil, etcdOptions{}, fmt.Errorf("store: %w: etcd username and password would cross the network in the clear to %s: use https:// endpoints (with tls), or a loopback address", ErrInvalid, ep)
+		}
+	}
 	tlsCfg, err := cfg.TLS.build(cfg.Endpoints)
 	if err != nil {
 		return nil, etcdOptions{}, err
@@ -225,11 +238,35 @@ func (cfg EtcdConfig) settle() (*tls.Config, etcdOptions, error) {
 	return tlsCfg, opts, err
 }
 
+// clearTextEndpoint returns the first endpoint that is reached without TLS
+// over a network — http:// (or a bare host:port) to a host other than a
+// loopback address — or "".
+func clearTextEndpoint(endpoints []string) string {
+	for _, ep := range endpoints {
+		host := ep
+		if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+			if scheme != "http" {
+				continue // https, or a unix socket
+			}
+			host = rest
+		}
+		host, _, _ = strings.Cut(host, "/")
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopbackHost(strings.Trim(host, "[]")) {
+			return ep
+		}
+	}
+	return ""
+}
+
 // etcdOptions are the validated settings of an Etcd.
 type etcdOptions struct {
 	pingTimeout, opTimeout, ownerTTL time.Duration
 	maxRequest                       int
 	replicaName                      string
+	log                              *zap.Logger
 }
 
 func (cfg EtcdConfig) options() (etcdOptions, error) {
@@ -262,6 +299,9 @@ func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 	prefix = normalizePrefix(prefix)
 	bg, cancel := context.WithCancel(context.Background())
 	maxValue := o.maxRequest - requestOverhead
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
 	return &Etcd{
 		cli:         cli,
 		kv:          namespace.NewKV(cli.KV, prefix),
@@ -276,6 +316,8 @@ func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 		maxItem:     maxValue - 4*1024,
 		ownerTTL:    o.ownerTTL,
 		replicaName: o.replicaName,
+		log:         o.log,
+		space:       spaceState{notify: make(chan struct{}, 1)},
 		bgCtx:       bg,
 		bgCancel:    cancel,
 	}
@@ -398,12 +440,16 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 		return fmt.Errorf("store: MCP session %s: %w: record is %d bytes, over the %d-byte limit", s.ID, ErrTooLarge, len(val), e.maxValue)
 	}
 	key := mcpSessionKey(s.ID)
-	return e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
+	err = e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
 		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
 			_, err := e.kv.Put(ctx, key, string(val), clientv3.WithLease(lease))
 			return err
 		})
 	})
+	if err == nil {
+		e.wrote()
+	}
+	return err
 }
 
 // GetMCPSession returns the session with the given ID, or ErrNotFound when
@@ -447,6 +493,9 @@ func decodeMCPSession(id string, val []byte) (*mcpSessionRecord, error) {
 	}
 	if rec.TTLMillis <= 0 {
 		return nil, fmt.Errorf("store: decode MCP session %s: invalid TTL %dms", id, rec.TTLMillis)
+	}
+	if rec.ID != id {
+		return nil, fmt.Errorf("store: decode MCP session %s: corrupt record: it names session %q", id, truncate(rec.ID))
 	}
 	return &rec, nil
 }

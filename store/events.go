@@ -80,6 +80,20 @@ type eventStreamRecord struct {
 	Bytes int64  `json:"bytes"`
 }
 
+// decodeEventStream decodes a stream record: a value that is not one, or
+// whose span is impossible (first past next, more events than any stream
+// keeps), is an error.
+func decodeEventStream(val []byte) (eventStreamRecord, error) {
+	var rec eventStreamRecord
+	if err := json.Unmarshal(val, &rec); err != nil {
+		return rec, fmt.Errorf("decode stream record: %w", err)
+	}
+	if rec.First > rec.Next || rec.Next-rec.First > MaxEventLogEvents {
+		return eventStreamRecord{}, fmt.Errorf("decode stream record: corrupt record: first %d, next %d", rec.First, rec.Next)
+	}
+	return rec, nil
+}
+
 func streamsPrefix(session string) string { return streamsDir + url.PathEscape(session) + "/" }
 
 // streamSegment path-escapes a stream ID; the standalone stream (ID "")
@@ -222,8 +236,8 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 				return 0, err
 			}
 			if kv != nil {
-				if err := json.Unmarshal(kv.Value, &cached.rec); err != nil {
-					return 0, fmt.Errorf("store: %s: decode stream record: %w", op, err)
+				if cached.rec, err = decodeEventStream(kv.Value); err != nil {
+					return 0, fmt.Errorf("store: %s: %w", op, err)
 				}
 				cached.rev = kv.ModRevision
 			}
@@ -293,6 +307,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			return 0, err
 		}
 		if committed {
+			e.wrote()
 			e.events.put(mk, cachedStream{rec: rec, rev: rev})
 			return idx, nil
 		}
@@ -397,9 +412,9 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 		}
 		return nil, fmt.Errorf("store: %s after event %d: %w (the stream has expired or was never stored)", op, index, ErrEventsPurged)
 	}
-	var rec eventStreamRecord
-	if err := json.Unmarshal(metas[0].Value, &rec); err != nil {
-		return nil, fmt.Errorf("store: %s: decode stream record: %w", op, err)
+	rec, err := decodeEventStream(metas[0].Value)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", op, err)
 	}
 	if want >= rec.Next {
 		return nil, nil
@@ -408,7 +423,7 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 		return nil, fmt.Errorf("store: %s after event %d: %w (the oldest retained event is %d)", op, index, ErrEventsPurged, rec.First)
 	}
 	kvs := resp.Responses[1].GetResponseRange().GetKvs()
-	out := make([][]byte, 0, rec.Next-want)
+	out := make([][]byte, 0, min(rec.Next-want, uint64(len(kvs))))
 	for i, kv := range kvs {
 		seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), evp), 10, 64)
 		if err != nil {

@@ -64,7 +64,12 @@ type AsyncJobHandle struct {
 	OperationID string
 	Status      JobStatus
 	Progress    json.RawMessage // progress_json
-	Result      json.RawMessage // result_json, when succeeded
+	// Result is result_json, the job's result: set by GetJobResult and in
+	// UpdateJob's answer, nil from GetJob, ListJobs and WatchJob (a result
+	// is kept apart from the record and read only where it is returned).
+	Result json.RawMessage
+	// ResultBytes is the size of the stored result (0: none).
+	ResultBytes int
 	Error       json.RawMessage // error_json, when failed
 	// ExpiresAt: the job is gone from this instant on — its max runtime
 	// plus retention after creation while unfinished, its retention after
@@ -119,14 +124,18 @@ type JobUpdate struct {
 }
 
 type jobRecord struct {
-	ID                string          `json:"id"`
-	WorkspaceID       string          `json:"workspace_id"`
-	AgentID           string          `json:"agent_id,omitempty"`
-	AgentScoped       bool            `json:"agent_scoped,omitempty"`
-	OperationID       string          `json:"operation_id"`
-	Status            JobStatus       `json:"status"`
-	Progress          json.RawMessage `json:"progress_json,omitempty"`
-	Result            json.RawMessage `json:"result_json,omitempty"`
+	ID          string          `json:"id"`
+	WorkspaceID string          `json:"workspace_id"`
+	AgentID     string          `json:"agent_id,omitempty"`
+	AgentScoped bool            `json:"agent_scoped,omitempty"`
+	OperationID string          `json:"operation_id"`
+	Status      JobStatus       `json:"status"`
+	Progress    json.RawMessage `json:"progress_json,omitempty"`
+	// Result is a result kept in the record by releases before results
+	// had a key of their own (read, never written).
+	Result json.RawMessage `json:"result_json,omitempty"`
+	// ResultBytes is the size of the result at job-results/<id>.
+	ResultBytes       int             `json:"result_bytes,omitempty"`
 	Error             json.RawMessage `json:"error_json,omitempty"`
 	ExpiresAt         time.Time       `json:"expires_at"`
 	CreatedAt         time.Time       `json:"created_at"`
@@ -142,6 +151,11 @@ type jobRecord struct {
 const jobKind = "job"
 
 func jobKey(id string) string { return jobsDir + id }
+
+// jobResultKey holds a job's result (result_json), apart from its record
+// so that reading the record (status, lists, watches) does not read the
+// result.
+func jobResultKey(id string) string { return jobResultsDir + id }
 
 func (r *jobRecord) expiry() time.Time {
 	if r.Status.Terminal() {
@@ -161,7 +175,7 @@ func (r *jobRecord) visibleTo(s Scope) bool {
 func (r *jobRecord) public(rev int64) *AsyncJobHandle {
 	return &AsyncJobHandle{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
-		OperationID: r.OperationID, Status: r.Status, Progress: r.Progress, Result: r.Result, Error: r.Error,
+		OperationID: r.OperationID, Status: r.Status, Progress: r.Progress, Result: r.Result, ResultBytes: r.ResultBytes, Error: r.Error,
 		ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		MaxRuntime: msDur(r.MaxRuntimeMS), Retention: msDur(r.RetentionMS),
 		Owner: r.Owner, CancelReason: r.CancelReason, CancelRequestedAt: r.CancelRequestedAt,
@@ -169,12 +183,35 @@ func (r *jobRecord) public(rev int64) *AsyncJobHandle {
 	}
 }
 
+// decodeJob decodes the record at kv. A value that is not a job record —
+// not JSON, another job's ID, an unknown status, negative sizes or
+// durations — is an error naming the key, never a record to act on.
 func decodeJob(kv *mvccpb.KeyValue) (*jobRecord, error) {
 	var r jobRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return nil, fmt.Errorf("store: decode job %s: %w", kv.Key, err)
+		return nil, fmt.Errorf("store: decode job %s: %w", truncate(string(kv.Key)), err)
+	}
+	var bad string
+	switch {
+	case string(kv.Key) != jobKey(r.ID):
+		bad = fmt.Sprintf("it names job %q", truncate(r.ID))
+	case !knownJobStatus(r.Status):
+		bad = fmt.Sprintf("unknown status %q", truncate(string(r.Status)))
+	case r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0:
+		bad = "negative max_runtime_ms, retention_ms or result_bytes"
+	}
+	if bad != "" {
+		return nil, fmt.Errorf("store: decode job %s: corrupt record: %s", truncate(string(kv.Key)), bad)
 	}
 	return &r, nil
+}
+
+func knownJobStatus(s JobStatus) bool {
+	switch s {
+	case JobQueued, JobRunning, JobCanceling, JobSucceeded, JobFailed, JobCanceled:
+		return true
+	}
+	return false
 }
 
 func liveJob(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*jobRecord, error) {
@@ -194,14 +231,33 @@ func liveJob(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*jobRecord, erro
 	return r, nil
 }
 
-func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool) error {
+// putJob adds the record's put to p — on a bucket lease until its expiry
+// when refresh is set, otherwise on the lease it has — and, when result is
+// not nil, the put of the job's result, which must fit in the same etcd
+// request as the record.
+func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool, result json.RawMessage) error {
+	if result != nil {
+		r.Result, r.ResultBytes = nil, len(result)
+	}
 	val, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("store: encode job %s: %w", r.ID, err)
 	}
 	if len(val) > e.maxValue {
-		return fmt.Errorf("store: job %s: %w: record is %d bytes (progress_json %d, result_json %d, error_json %d), over the %d-byte limit",
-			r.ID, ErrTooLarge, len(val), len(r.Progress), len(r.Result), len(r.Error), e.maxValue)
+		return fmt.Errorf("store: job %s: %w: record is %d bytes (progress_json %d, error_json %d), over the %d-byte limit",
+			r.ID, ErrTooLarge, len(val), len(r.Progress), len(r.Error), e.maxValue)
+	}
+	if result != nil {
+		if limit := e.maxValue - len(val); len(result) > limit {
+			return &TooLargeError{What: "job " + r.ID + " result_json", Size: len(result), Limit: limit,
+				Why: fmt.Sprintf("a job result and its record must fit in one etcd request, max_request_bytes %d", e.maxRequest)}
+		}
+		// Until the record's expiry: a result written before the job
+		// finishes (expiry: its hard deadline) outlives the finished
+		// record (expiry: finish + retention, which is sooner).
+		if err := p.put(jobResultKey(r.ID), result, r.ExpiresAt.Sub(now)); err != nil {
+			return err
+		}
 	}
 	if err := p.putEntity(jobKey(r.ID), val, r.ExpiresAt, now, refresh,
 		activeKey(activeJobs, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal()); err != nil {
@@ -266,7 +322,7 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 				collision = true
 				return nil
 			}
-			if err := e.putJob(p, r, now, true); err != nil {
+			if err := e.putJob(p, r, now, true, nil); err != nil {
 				return err
 			}
 			if owner != "" {
@@ -283,8 +339,8 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 	}
 }
 
-// GetJob returns the job, or ErrNotFound when it does not exist, has expired
-// or is outside scope.
+// GetJob returns the job without its result (see GetJobResult), or
+// ErrNotFound when it does not exist, has expired or is outside scope.
 func (e *Etcd) GetJob(ctx context.Context, scope Scope, id string) (*AsyncJobHandle, error) {
 	if !wellFormedID(id, JobIDPrefix) {
 		return nil, ErrNotFound
@@ -298,6 +354,43 @@ func (e *Etcd) GetJob(ctx context.Context, scope Scope, id string) (*AsyncJobHan
 		return nil, err
 	}
 	return r.public(kv.ModRevision), nil
+}
+
+// GetJobResult returns the job with its result (Result), read together in
+// one transaction, or ErrNotFound like GetJob.
+func (e *Etcd) GetJobResult(ctx context.Context, scope Scope, id string) (*AsyncJobHandle, error) {
+	if !wellFormedID(id, JobIDPrefix) {
+		return nil, ErrNotFound
+	}
+	var kv, res *mvccpb.KeyValue
+	err := e.do(ctx, "get job result "+id, func(ctx context.Context) error {
+		resp, err := e.kv.Txn(ctx).Then(clientv3.OpGet(jobKey(id)), clientv3.OpGet(jobResultKey(id))).Commit()
+		if err != nil {
+			return err
+		}
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			kv = kvs[0]
+		}
+		if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			res = kvs[0]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r, err := liveJob(kv, &scope, e.now())
+	if err != nil {
+		return nil, err
+	}
+	j := r.public(kv.ModRevision)
+	if r.ResultBytes > 0 {
+		if res == nil {
+			return nil, fmt.Errorf("store: job %s: its result (%d bytes) is missing", id, r.ResultBytes)
+		}
+		j.Result = res.Value
+	}
+	return j, nil
 }
 
 // ClaimJob starts a queued job on this replica, which becomes its owner.
@@ -321,7 +414,7 @@ func (e *Etcd) ClaimJob(ctx context.Context, id string) (*AsyncJobHandle, error)
 		}
 		r.Status, r.Owner, r.UpdatedAt = JobRunning, o.id, now
 		out = r
-		if err := e.putJob(p, r, now, false); err != nil {
+		if err := e.putJob(p, r, now, false, nil); err != nil {
 			return err
 		}
 		return p.put(runningKey(jobsRunning, id), []byte(o.id), r.hardDeadline().Sub(now))
@@ -377,24 +470,25 @@ func (e *Etcd) UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJob
 		if u.Progress != nil {
 			r.Progress = u.Progress
 		}
-		if u.Result != nil {
-			r.Result = u.Result
-		}
 		if u.Error != nil {
 			r.Error = u.Error
 		}
 		r.UpdatedAt = now
 		out = r
 		if to == r.Status {
-			return e.putJob(p, r, now, false)
+			return e.putJob(p, r, now, false, u.Result)
 		}
 		finishJob(p, r, to, now)
-		return e.putJob(p, r, now, true)
+		return e.putJob(p, r, now, true, u.Result)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out.public(rev), nil
+	j := out.public(rev)
+	if u.Result != nil {
+		j.Result = u.Result
+	}
+	return j, nil
 }
 
 func finishJob(p *plan, r *jobRecord, to JobStatus, now time.Time) {
@@ -439,10 +533,10 @@ func (e *Etcd) CancelJob(ctx context.Context, scope Scope, id, reason string) (*
 			if err := p.put(signalKey(activeJobs, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
 				return err
 			}
-			return e.putJob(p, r, now, false)
+			return e.putJob(p, r, now, false, nil)
 		}
 		finishJob(p, r, JobCanceled, now)
-		return e.putJob(p, r, now, true)
+		return e.putJob(p, r, now, true, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -459,7 +553,7 @@ func (e *Etcd) deleteJob(ctx context.Context, r *jobRecord, rev int64) (bool, er
 	err := e.do(ctx, "delete job "+id, func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(jobKey(id)), "=", rev)).
-			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
+			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(jobResultKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
 				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id)),
 				clientv3.OpDelete(jobListKey(r))).
 			Commit()

@@ -55,9 +55,17 @@ func TestJobLifecycle(t *testing.T) {
 		!f.ExpiresAt.Equal(f.FinishedAt.Add(time.Hour)) {
 		t.Fatalf("finish: %+v, %v", f, err)
 	}
-	g, err := st.GetJob(ctx, ws1a1, q.ID)
+	g, err := st.GetJobResult(ctx, ws1a1, q.ID)
 	if err != nil || g.Status != store.JobSucceeded || string(g.Result) != `{"docs":12}` || string(g.Progress) != `{"pct":100}` {
 		t.Fatalf("get finished: %+v, %v", g, err)
+	}
+	// GetJob reads the record alone: the size of the result, not the
+	// result.
+	if g, err := st.GetJob(ctx, ws1a1, q.ID); err != nil || g.Result != nil || g.ResultBytes != len(`{"docs":12}`) {
+		t.Fatalf("GetJob of a finished job: %+v, %v", g, err)
+	}
+	if _, err := st.GetJobResult(ctx, store.Scope{WorkspaceID: "other"}, q.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetJobResult out of scope: %v", err)
 	}
 	// A finished job cannot change, and cancelling it says why.
 	_, err = st.UpdateJob(ctx, q.ID, store.JobUpdate{Progress: json.RawMessage(`{}`)})
@@ -219,4 +227,81 @@ func TestJobRetentionExpiry(t *testing.T) {
 	}
 	del := rawGone(t, cli, "/crank/v1/jobs/"+j.ID, f.ExpiresAt.Add(4*time.Second))
 	t.Logf("finished job deleted from etcd %s after its ExpiresAt", del.Sub(f.ExpiresAt))
+}
+
+// A job's result lives in a key of its own on the record's lease: the
+// record stays small (GetJob, lists and watches do not read the result),
+// GetJobResult reads both, a result over the limit is refused naming it
+// and leaves the job as it was, and a result left without its record goes
+// at the next cleanup. A record of an older release with its result inline
+// still reads.
+func TestJobResultKeptApart(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	cli := store.EtcdClient(st)
+	maxValue, _ := store.Limits(st)
+
+	j := newJob(t, st, func(nj *store.NewJob) { nj.Owned = true })
+	huge := json.RawMessage(`"` + strings.Repeat("r", maxValue-200) + `"`)
+	_, err := st.UpdateJob(ctx, j.ID, store.JobUpdate{Status: store.JobSucceeded, Result: huge})
+	var tle *store.TooLargeError
+	if !errors.As(err, &tle) || !errors.Is(err, store.ErrTooLarge) || tle.Size != len(huge) || tle.Limit >= len(huge) ||
+		!strings.Contains(err.Error(), "result_json") || !strings.Contains(err.Error(), "max_request_bytes") {
+		t.Fatalf("a result over the limit: %v", err)
+	}
+	if g, err := st.GetJob(ctx, ws1a1, j.ID); err != nil || g.Status != store.JobRunning {
+		t.Fatalf("after the refused result: %+v, %v", g, err)
+	}
+
+	result := json.RawMessage(`"` + strings.Repeat("r", 100<<10) + `"`)
+	f, err := st.UpdateJob(ctx, j.ID, store.JobUpdate{Status: store.JobSucceeded, Result: result})
+	if err != nil || string(f.Result) != string(result) || f.ResultBytes != len(result) {
+		t.Fatalf("finish with a result: %v", err)
+	}
+	rec, err := cli.Get(ctx, "/crank/v1/jobs/"+j.ID)
+	if err != nil || len(rec.Kvs) != 1 || len(rec.Kvs[0].Value) > 2048 {
+		t.Fatalf("the job record holds the result: %d bytes, %v", len(rec.Kvs[0].Value), err)
+	}
+	res, err := cli.Get(ctx, "/crank/v1/job-results/"+j.ID)
+	if err != nil || len(res.Kvs) != 1 || string(res.Kvs[0].Value) != string(result) || res.Kvs[0].Lease != rec.Kvs[0].Lease {
+		t.Fatalf("the result key: %v (lease %x, record's %x)", err, res.Kvs[0].Lease, rec.Kvs[0].Lease)
+	}
+	if g, err := st.GetJob(ctx, ws1a1, j.ID); err != nil || g.Result != nil || g.ResultBytes != len(result) {
+		t.Fatalf("GetJob: %v", err)
+	}
+	if g, err := st.GetJobResult(ctx, ws1a1, j.ID); err != nil || string(g.Result) != string(result) {
+		t.Fatalf("GetJobResult: %v", err)
+	}
+	if jobs, _, err := st.ListJobs(ctx, ws1a1, "", 10); err != nil || len(jobs) != 1 || jobs[0].Result != nil {
+		t.Fatalf("ListJobs: %v", err)
+	}
+
+	// A record of an older release, with its result inline.
+	old := newJob(t, st, nil)
+	r, err := cli.Get(ctx, "/crank/v1/jobs/"+old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(r.Kvs[0].Value, &m)
+	m["result_json"] = map[string]any{"docs": 3}
+	v, _ := json.Marshal(m)
+	if _, err := cli.Put(ctx, "/crank/v1/jobs/"+old.ID, string(v), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := st.GetJobResult(ctx, ws1a1, old.ID); err != nil || string(g.Result) != `{"docs":3}` {
+		t.Fatalf("an inline result: %s, %v", g.Result, err)
+	}
+
+	// The result outliving its record is cleaned up.
+	if _, err := cli.Delete(ctx, "/crank/v1/jobs/"+j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := st.CleanupExpired(ctx); err != nil || rep.StaleIndex < 1 {
+		t.Fatalf("cleanup: %+v, %v", rep, err)
+	}
+	if res, err := cli.Get(ctx, "/crank/v1/job-results/"+j.ID, clientv3.WithCountOnly()); err != nil || res.Count != 0 {
+		t.Fatalf("the orphaned result is still there: %v", err)
+	}
 }

@@ -2,8 +2,12 @@ package store_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +227,101 @@ func TestListJobsEntryFollowsRecordLease(t *testing.T) {
 	after, entry := leases()
 	if after == before || after != entry {
 		t.Fatalf("finished: record lease %x (running: %x), list entry lease %x", after, before, entry)
+	}
+}
+
+// countingProxy forwards TCP connections to target and counts the bytes
+// that flow back from it: what a client reads from etcd.
+func countingProxy(t *testing.T, target string) (addr string, received *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	received = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); s.Close() })
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(countingWriter{c, received}, s); c.Close() }()
+		}
+	}()
+	return l.Addr().String(), received
+}
+
+// countingWriter counts what it writes to w.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// A page of ListJobs — and GetJob — reads the job records, never the jobs'
+// results: listing jobs with large results costs what the page returns.
+func TestListJobsReadsNoResults(t *testing.T) {
+	t.Parallel()
+	emb, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	result := json.RawMessage(`"` + strings.Repeat("r", 256<<10) + `"`)
+	var ids []string
+	for range 20 {
+		j := newJob(t, st, func(nj *store.NewJob) { nj.Owned = true })
+		if _, err := st.UpdateJob(ctx, j.ID, store.JobUpdate{Status: store.JobSucceeded, Result: result}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+
+	// A second client reads through a proxy that counts what etcd sends.
+	addr, received := countingProxy(t, strings.TrimPrefix(emb.Endpoints()[0], "https://"))
+	cfg := emb.StoreConfig()
+	cfg.Endpoints = []string{"https://" + addr}
+	cfg.OpTimeout = storetest.TestOpTimeout
+	proxied, err := store.NewEtcd(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxied.Close()
+
+	measure := func(what string, limit int64, f func()) {
+		t.Helper()
+		before := received.Load()
+		f()
+		time.Sleep(100 * time.Millisecond) // let the proxy count the answer
+		if got := received.Load() - before; got > limit {
+			t.Errorf("%s read %d bytes from etcd, want at most %d (the results are %d bytes each)", what, got, limit, len(result))
+		}
+	}
+	measure("ListJobs of 20 jobs", 64<<10, func() {
+		jobs, _, err := proxied.ListJobs(ctx, ws1a1, "", 50)
+		if err != nil || len(jobs) != 20 {
+			t.Fatalf("ListJobs: %d jobs, %v", len(jobs), err)
+		}
+	})
+	measure("GetJob", 16<<10, func() {
+		if _, err := proxied.GetJob(ctx, ws1a1, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := proxied.GetJobResult(ctx, ws1a1, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if received.Load() < int64(len(result)) {
+		t.Errorf("the proxy counted %d bytes after GetJobResult of a %d-byte result: it does not count", received.Load(), len(result))
 	}
 }

@@ -21,7 +21,7 @@ func TestEtcdStopStartDuringTraffic(t *testing.T) {
 	srv := storetest.NewServer(t)
 	const opTimeout = time.Second
 	ctx := ctxT(t)
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: srv.Endpoints(), OpTimeout: opTimeout, OwnerTTL: 10 * time.Second})
+	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: srv.Endpoints(), TLS: srv.TLS(), OpTimeout: opTimeout, OwnerTTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestUnavailableFailsFast(t *testing.T) {
 	t.Parallel()
 	srv := storetest.NewServer(t)
 	ctx := ctxT(t)
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: srv.Endpoints(), OpTimeout: 500 * time.Millisecond})
+	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: srv.Endpoints(), TLS: srv.TLS(), OpTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func TestRaceCancelVsFinish(t *testing.T) {
 		if finishErr != nil {
 			t.Fatalf("finish: %v", finishErr) // allowed from running and from canceling
 		}
-		final, err := client.GetJob(ctx, ws1a1, j.ID)
+		final, err := client.GetJobResult(ctx, ws1a1, j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -309,7 +309,8 @@ func TestReplicaKilled(t *testing.T) {
 	ctx := ctxT(t)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplicaHelperProcess$")
-	cmd.Env = append(os.Environ(), "CRANK_STORE_HELPER="+strings.Join(emb.Endpoints(), ","))
+	creds, _ := json.Marshal(emb.ClientTLS())
+	cmd.Env = append(os.Environ(), "CRANK_STORE_HELPER="+strings.Join(emb.Endpoints(), ","), "CRANK_STORE_HELPER_TLS="+string(creds))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -368,7 +369,9 @@ func TestReplicaHelperProcess(t *testing.T) {
 		t.Skip("helper process for TestReplicaKilled")
 	}
 	ctx := context.Background()
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: strings.Split(eps, ","), OwnerTTL: 2 * time.Second})
+	var creds store.TLSConfig
+	_ = json.Unmarshal([]byte(os.Getenv("CRANK_STORE_HELPER_TLS")), &creds)
+	st, err := store.NewEtcd(ctx, store.EtcdConfig{Endpoints: strings.Split(eps, ","), TLS: &creds, OwnerTTL: 2 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -427,5 +430,37 @@ func TestSweeperCleanupLeader(t *testing.T) {
 	}
 	if l := sweepLeaderLease(t, cli); l != store.OwnerLease(a) && l != store.OwnerLease(b) {
 		t.Fatalf("leader lease %x is neither replica's owner lease (%x, %x)", l, store.OwnerLease(a), store.OwnerLease(b))
+	}
+}
+
+// The sweep reads the running index a page at a time: a dead replica's
+// orphans beyond one page are all marked failed, a live replica's left
+// alone, wherever they fall in the pages.
+func TestSweepOrphansPages(t *testing.T) {
+	t.Parallel()
+	emb, _ := storetest.Embedded(t)
+	a := storetest.Open(t, emb, store.EtcdConfig{})
+	b := storetest.Open(t, emb, store.EtcdConfig{})
+	ctx := ctxT(t)
+	const n = 300 // more than one page of 256
+	for i := range n {
+		st := a
+		if i%10 == 0 {
+			st = b
+		}
+		newJob(t, st, func(nj *store.NewJob) { nj.Owned = true; nj.MaxRuntime = time.Hour })
+	}
+	if err := a.Close(); err != nil { // revokes A's owner lease
+		t.Fatal(err)
+	}
+	rep, err := b.SweepOrphans(ctx, nil)
+	if err != nil || rep.Failed != n-n/10 {
+		t.Fatalf("sweep: %+v, %v; want %d failed", rep, err, n-n/10)
+	}
+	if rep, err := b.SweepOrphans(ctx, nil); err != nil || rep != (store.SweepReport{}) {
+		t.Fatalf("second sweep: %+v, %v", rep, err)
+	}
+	if open, err := b.CountOpen(ctx, ws1a1, true, false); err != nil || open != n/10 {
+		t.Fatalf("open jobs after the sweep: %d, %v; want B's %d", open, err, n/10)
 	}
 }

@@ -92,12 +92,13 @@ func (e *Etcd) WatchSignals(ctx context.Context) (<-chan Signal, error) {
 	return out, nil
 }
 
-// listRev reads the keys under prefix and the store revision of the read.
+// listRev reads the keys (not the values) under prefix and the store
+// revision of the read.
 func (e *Etcd) listRev(ctx context.Context, op, prefix string) ([]*mvccpb.KeyValue, int64, error) {
 	var kvs []*mvccpb.KeyValue
 	var rev int64
 	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix())
+		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			return err
 		}

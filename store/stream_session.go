@@ -191,6 +191,9 @@ type PollRequest struct {
 	// returned when any is buffered); the session's limits when zero.
 	MaxItems int
 	MaxBytes int64
+	// OperationID, when set, must be the session's operation: a session of
+	// another operation is ErrNotFound, and nothing is acknowledged.
+	OperationID string
 }
 
 // Item is one buffered item.
@@ -309,12 +312,40 @@ func (r *streamSessionRecord) public(rev int64) *StreamSession {
 	}
 }
 
+// decodeStreamSession decodes the record at kv. A value that is not a
+// session record — not JSON, another session's ID, an unknown status,
+// negative bounds or durations, an acknowledged cursor past the last item
+// — is an error naming the key, never a record to act on.
 func decodeStreamSession(kv *mvccpb.KeyValue) (*streamSessionRecord, error) {
 	var r streamSessionRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return nil, fmt.Errorf("store: decode stream session %s: %w", kv.Key, err)
+		return nil, fmt.Errorf("store: decode stream session %s: %w", truncate(string(kv.Key)), err)
+	}
+	var bad string
+	switch {
+	case string(kv.Key) != streamSessionKey(r.ID):
+		bad = fmt.Sprintf("it names session %q", truncate(r.ID))
+	case !knownStreamSessionStatus(r.Status):
+		bad = fmt.Sprintf("unknown status %q", truncate(string(r.Status)))
+	case r.IdleMS < 0 || r.LifetimeMS < 0 || r.RetentionMS < 0:
+		bad = "negative idle_timeout_ms, max_lifetime_ms or retention_ms"
+	case r.MaxItems < 0 || r.MaxBytes < 0 || r.BufferedItems < 0 || r.BufferedBytes < 0:
+		bad = "negative buffer bounds or counts"
+	case r.AckedSeq > r.LastSeq:
+		bad = fmt.Sprintf("acked_seq %d is past last_seq %d", r.AckedSeq, r.LastSeq)
+	}
+	if bad != "" {
+		return nil, fmt.Errorf("store: decode stream session %s: corrupt record: %s", truncate(string(kv.Key)), bad)
 	}
 	return &r, nil
+}
+
+func knownStreamSessionStatus(s StreamSessionStatus) bool {
+	switch s {
+	case StreamSessionActive, StreamSessionStopping, StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed:
+		return true
+	}
+	return false
 }
 
 // liveStreamSession decodes kv as a session visible to scope (nil: any scope)
@@ -552,6 +583,9 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		r, err := liveStreamSession(kv, &scope, now)
 		if err != nil {
 			return err
+		}
+		if req.OperationID != "" && r.OperationID != req.OperationID {
+			return ErrNotFound
 		}
 		ack := r.AckedSeq
 		if req.Cursor != "" {

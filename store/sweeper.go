@@ -31,7 +31,8 @@ const (
 	// DefaultCleanupInterval: how often the sweep leader deletes expired
 	// entities and orphaned items ahead of their leases.
 	DefaultCleanupInterval = time.Minute
-	// cleanupPage is the range page size of a cleanup scan.
+	// cleanupPage is the range page size of a cleanup scan and of an
+	// orphan sweep.
 	cleanupPage = 256
 )
 
@@ -60,7 +61,7 @@ type CleanupReport struct {
 	StreamSessions int // expired stream sessions deleted (with their items)
 	Jobs           int // expired jobs deleted
 	ItemSets       int // item sets of sessions that no longer exist
-	StaleIndex     int // running-index, open-entity and job list entries of entities that no longer exist
+	StaleIndex     int // running-index, open-entity and job list entries, and job results, of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -78,6 +79,16 @@ type SweeperConfig struct {
 	Logger *zap.Logger
 	// OnSweep, when set, is called after every orphan sweep.
 	OnSweep func(SweepReport, error)
+	// RecoverSpace: when etcd refuses writes for lack of space (the
+	// NOSPACE alarm, ErrNoSpace), delete expired state and run
+	// RecoverSpace (compact, defragment, disarm), at most once per
+	// SpaceRecoveryInterval until writes succeed again. For an etcd that
+	// this process alone uses (the embedded one); a shared cluster's
+	// maintenance is its operator's.
+	RecoverSpace bool
+	// SpaceRecoveryInterval spaces recovery attempts;
+	// DefaultSpaceRecoveryInterval when zero.
+	SpaceRecoveryInterval time.Duration
 }
 
 func ownerLostError(owner string) json.RawMessage {
@@ -100,25 +111,41 @@ var errNotOrphan = errors.New("not an orphan")
 // replicas are safe.
 func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, error) {
 	var rep SweepReport
-	// One read of both ranges at one revision: an index entry names an
-	// owner registered before it was written, so an owner missing at that
-	// revision is gone for good (owner IDs are never reused).
-	var running, owners []*mvccpb.KeyValue
-	err := e.do(ctx, "sweep orphans", func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).Then(
-			clientv3.OpGet(runningDir, clientv3.WithPrefix()),
-			clientv3.OpGet(ownersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		).Commit()
+	var errs []error
+	from, end := runningDir, clientv3.GetPrefixRangeEnd(runningDir)
+	for {
+		// A page of the running index and the owners in one read at one
+		// revision: an index entry names an owner registered before it was
+		// written, so an owner missing at that revision is gone for good
+		// (owner IDs are never reused).
+		var running, owners []*mvccpb.KeyValue
+		var more bool
+		err := e.do(ctx, "sweep orphans", func(ctx context.Context) error {
+			resp, err := e.kv.Txn(ctx).Then(
+				clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(cleanupPage)),
+				clientv3.OpGet(ownersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			).Commit()
+			if err != nil {
+				return err
+			}
+			page := resp.Responses[0].GetResponseRange()
+			running, more = page.GetKvs(), page.GetMore()
+			owners = resp.Responses[1].GetResponseRange().GetKvs()
+			return nil
+		})
 		if err != nil {
-			return err
+			return rep, errors.Join(append(errs, err)...)
 		}
-		running = resp.Responses[0].GetResponseRange().GetKvs()
-		owners = resp.Responses[1].GetResponseRange().GetKvs()
-		return nil
-	})
-	if err != nil {
-		return rep, err
+		errs = append(errs, e.sweepPage(ctx, running, owners, adopt, &rep))
+		if !more || len(running) == 0 {
+			return rep, errors.Join(errs...)
+		}
+		from = string(running[len(running)-1].Key) + "\x00"
 	}
+}
+
+// sweepPage sweeps the orphans among one page of the running index.
+func (e *Etcd) sweepPage(ctx context.Context, running, owners []*mvccpb.KeyValue, adopt AdoptFunc, rep *SweepReport) error {
 	live := make(map[string]bool, len(owners))
 	for _, kv := range owners {
 		live[strings.TrimPrefix(string(kv.Key), ownersDir)] = true
@@ -160,7 +187,7 @@ func (e *Etcd) SweepOrphans(ctx context.Context, adopt AdoptFunc) (SweepReport, 
 			rep.Adopted++
 		}
 	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 type sweepResult int
@@ -243,7 +270,7 @@ func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (
 		if self != nil && r.Status == JobRunning {
 			r.Owner, r.UpdatedAt = self.id, now
 			adopted = true
-			if err := e.putJob(p, r, now, false); err != nil {
+			if err := e.putJob(p, r, now, false, nil); err != nil {
 				return err
 			}
 			return p.put(runningKey(jobsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
@@ -252,7 +279,7 @@ func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (
 		// operation was cancelled.
 		r.Error = ownerLostError(dead)
 		finishJob(p, r, JobFailed, now)
-		return e.putJob(p, r, now, true)
+		return e.putJob(p, r, now, true, nil)
 	})
 	if err != nil {
 		return sweptNone, err
@@ -328,10 +355,12 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
 	errs = append(errs, e.cleanupIndex(ctx, runningDir, &rep, entityKey))
-	// The job list index (job-list/<workspace>/…/<id>).
+	// The job list index (job-list/<workspace>/…/<id>) and job results
+	// (job-results/<id>).
 	errs = append(errs, e.cleanupIndex(ctx, jobListDir, &rep, func(_, rest string) string {
 		return jobKey(rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
+	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKey(id) }))
 	return rep, errors.Join(errs...)
 }
 
@@ -518,6 +547,13 @@ func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: ends the watch
 	wg.Go(func() { e.watchOwners(ctx, deleted) })
+	if cfg.RecoverSpace {
+		interval := cfg.SpaceRecoveryInterval
+		if interval <= 0 {
+			interval = DefaultSpaceRecoveryInterval
+		}
+		wg.Go(func() { e.recoverSpaceLoop(ctx, interval, lg) })
+	}
 
 	sweep()
 	tick := time.NewTicker(cfg.Interval)

@@ -66,7 +66,7 @@ func (e *Etcd) do(ctx context.Context, op string, f func(ctx context.Context) er
 	}
 	octx, cancel := e.opCtx(ctx)
 	defer cancel()
-	return classify(ctx, op, f(octx))
+	return e.note(classify(ctx, op, f(octx)))
 }
 
 // get reads one key (nil when absent) under the operation timeout.
@@ -156,7 +156,7 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 		err = step(kv, p)
 		cancel()
 		if err != nil {
-			return 0, classifyStep(ctx, op, err)
+			return 0, e.note(classifyStep(ctx, op, err))
 		}
 		if len(p.ops) == 0 {
 			return 0, nil
@@ -189,6 +189,7 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 			return 0, err
 		}
 		if ok {
+			e.wrote()
 			return rev, nil
 		}
 		// Lost the race: back off a little and re-apply on fresh state.
@@ -206,7 +207,7 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 // classifyStep classifies errors from lease grants made inside a step;
 // errors the step produced itself pass through.
 func classifyStep(ctx context.Context, op string, err error) error {
-	if isUnavailable(err) || ctx.Err() != nil {
+	if isUnavailable(err) || isNoSpace(err) || ctx.Err() != nil {
 		return classify(ctx, op, err)
 	}
 	return err

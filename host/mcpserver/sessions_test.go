@@ -377,7 +377,7 @@ func TestReplicaDuringEtcdOutage(t *testing.T) {
 	t.Parallel()
 	srv := storetest.NewServer(t)
 	open := func() *store.Etcd {
-		st, err := store.NewEtcd(context.Background(), store.EtcdConfig{Endpoints: srv.Endpoints(), OpTimeout: 2 * time.Second, DialTimeout: 10 * time.Second})
+		st, err := store.NewEtcd(context.Background(), store.EtcdConfig{Endpoints: srv.Endpoints(), TLS: srv.TLS(), OpTimeout: 2 * time.Second, DialTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,15 @@ const TestOpTimeout = 15 * time.Second
 // each call gets its own server.
 func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 	t.Helper()
+	return EmbeddedWith(t, store.EmbeddedConfig{}, store.EtcdConfig{})
+}
+
+// EmbeddedWith is Embedded with settings of the server (such as its space
+// quota) and of the store (such as a logger) taken from cfg and scfg; the
+// data directory, URLs, fsync, start timeout and endpoints are storetest's,
+// and scfg's dial and operation timeouts default to storetest's.
+func EmbeddedWith(t testing.TB, cfg store.EmbeddedConfig, scfg store.EtcdConfig) (*store.Embedded, *store.Etcd) {
+	t.Helper()
 	dir := t.TempDir()
 	var (
 		emb *store.Embedded
@@ -38,13 +47,12 @@ func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 		if perr != nil {
 			t.Fatalf("storetest: %v", perr)
 		}
-		emb, err = store.StartEmbedded(store.EmbeddedConfig{
-			DataDir:       fmt.Sprintf("%s/etcd-%d", dir, attempt),
-			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-			PeerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-			UnsafeNoFsync: true,
-			StartTimeout:  30 * time.Second,
-		})
+		cfg.DataDir = fmt.Sprintf("%s/etcd-%d", dir, attempt)
+		cfg.ClientURL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		cfg.PeerURL = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
+		cfg.UnsafeNoFsync = true
+		cfg.StartTimeout = 30 * time.Second
+		emb, err = store.StartEmbedded(cfg)
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
@@ -53,19 +61,7 @@ func Embedded(t testing.TB) (*store.Embedded, *store.Etcd) {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() { _ = emb.Close() })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := store.NewEtcd(ctx, store.EtcdConfig{
-		Endpoints:   emb.Endpoints(),
-		DialTimeout: 10 * time.Second,
-		OpTimeout:   TestOpTimeout,
-	})
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return emb, st
+	return emb, Open(t, emb, scfg)
 }
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
@@ -91,12 +87,11 @@ func FreePorts(n int) ([]int, error) {
 
 // Open connects another Etcd store, with its own client, to emb — a second
 // replica sharing the first one's etcd. cfg supplies settings such as
-// OwnerTTL or OpTimeout (TestOpTimeout when zero); its Endpoints are set to
-// emb's. The store is
-// closed when the test ends.
+// OwnerTTL or OpTimeout (TestOpTimeout when zero); its Endpoints and TLS
+// are set to emb's. The store is closed when the test ends.
 func Open(t testing.TB, emb *store.Embedded, cfg store.EtcdConfig) *store.Etcd {
 	t.Helper()
-	cfg.Endpoints = emb.Endpoints()
+	cfg.Endpoints, cfg.TLS = emb.Endpoints(), emb.ClientTLS()
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
@@ -137,8 +132,8 @@ func NewServer(t testing.TB) *Server {
 		}
 		s.cfg = store.EmbeddedConfig{
 			DataDir:       fmt.Sprintf("%s/etcd-%d", dir, attempt),
-			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-			PeerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			ClientURL:     fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+			PeerURL:       fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
 			UnsafeNoFsync: true,
 			StartTimeout:  30 * time.Second,
 		}
@@ -164,6 +159,23 @@ func (s *Server) Embedded() *store.Embedded {
 // Endpoints returns the client URLs; they stay the same across restarts.
 func (s *Server) Endpoints() []string { return []string{s.cfg.ClientURL} }
 
+// TLS returns the client credentials the server accepts; they stay the
+// same across restarts.
+func (s *Server) TLS() *store.TLSConfig { return store.EmbeddedClientTLS(s.cfg.DataDir) }
+
+// StoreConfig returns an EtcdConfig with the server's Endpoints and TLS.
+func (s *Server) StoreConfig() store.EtcdConfig {
+	return store.EtcdConfig{Endpoints: s.Endpoints(), TLS: s.TLS()}
+}
+
+// Caddyfile returns the lines of a crank app's etcd block that connect to
+// the server: its endpoint and a tls block with its client credentials.
+func (s *Server) Caddyfile() string {
+	t := s.TLS()
+	return fmt.Sprintf("endpoints %s\n\t\t\ttls {\n\t\t\t\tca_file %s\n\t\t\t\tcert_file %s\n\t\t\t\tkey_file %s\n\t\t\t}",
+		s.cfg.ClientURL, t.CAFile, t.CertFile, t.KeyFile)
+}
+
 // Stop stops the server; stopping a stopped server does nothing.
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -174,25 +186,35 @@ func (s *Server) Stop() {
 	}
 }
 
+// PeerURL returns the peer URL the server listens on.
+func (s *Server) PeerURL() string { return s.cfg.PeerURL }
+
 // Start starts the stopped server again with the same ports and data,
 // retrying for a while if a port is still held. It fails the test if the
 // server does not come back.
 func (s *Server) Start() {
 	s.t.Helper()
+	if err := s.start(20 * time.Second); err != nil {
+		s.t.Fatalf("storetest: restart: %v", err)
+	}
+}
+
+// TryStart is Start that returns the error of a single attempt instead
+// of failing the test.
+func (s *Server) TryStart() error { return s.start(0) }
+
+func (s *Server) start(retry time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.emb != nil {
-		return
+		return nil
 	}
 	var err error
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	for deadline := time.Now().Add(retry); ; {
 		s.emb, err = store.StartEmbedded(s.cfg)
 		if err == nil || time.Now().After(deadline) {
-			break
+			return err
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Fatalf("storetest: restart: %v", err)
 	}
 }
