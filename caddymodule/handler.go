@@ -47,7 +47,9 @@ type Handler struct {
 	// Default "default".
 	Workspace string `json:"workspace,omitempty"`
 	// AgentHeader names a request header carrying the calling agent's id
-	// (used when Caddy authenticated no user).
+	// (used when Caddy authenticated no user). It is trusted as it is: set
+	// it at a proxy that removes the clients' own copies. Without an
+	// authenticated user or this header, a caller is its MCP session.
 	AgentHeader string `json:"agent_header,omitempty"`
 	// Quotas bound the sessions and jobs open at once per workspace and
 	// per agent.

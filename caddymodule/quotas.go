@@ -11,7 +11,7 @@ import (
 
 // Quotas bound the sessions and jobs open at once (zero: unlimited). The
 // agent is the caller's identity: Caddy's authenticated user, else the
-// agent_header, else the MCP client's name.
+// agent_header, else the MCP session.
 type Quotas struct {
 	MaxSessionsPerWorkspace int `json:"max_sessions_per_workspace,omitempty"`
 	MaxSessionsPerAgent     int `json:"max_sessions_per_agent,omitempty"`

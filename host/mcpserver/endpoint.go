@@ -25,12 +25,17 @@ type Options struct {
 	Version string
 	// Workspace is the workspace id calls through the endpoint run in.
 	Workspace string
-	// AgentHeader names a request header carrying the calling agent's id
-	// (used when the request has no authenticated user).
+	// AgentHeader names a request header carrying the calling agent's id,
+	// used when the request has no authenticated user. The endpoint trusts
+	// it as it is: it must be set by a proxy that removes the clients' own
+	// copies. Its value is an identity of its own ("header:<value>"), never
+	// an authenticated user's or a session's (caller.go).
 	AgentHeader string
 	// AuthenticatedUser returns the user that an authentication layer in
 	// front of the endpoint verified for a request ("" for none). It is
-	// the caller's identity unless a verified MCP bearer token names one.
+	// the caller's identity ("user:<id>") unless a verified MCP bearer
+	// token names one. A request with neither and no agent header runs as
+	// its MCP session ("session:<id>"); a stateless one has no agent.
 	AuthenticatedUser func(*http.Request) string
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call the endpoint. A request with any other Origin header gets
@@ -263,6 +268,9 @@ func mcpTool(op *host.Operation) *mcp.Tool {
 func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	h := ep.active.Load()
 	cr := ep.hostCall(req)
+	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+		return res, nil
+	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		// A window's chunks become progress notifications (the streaming
 		// wire contract): progress counts 0, 1, 2, ..., total is omitted,

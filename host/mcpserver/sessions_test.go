@@ -152,7 +152,7 @@ func TestReplicaServesSessionOfAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rec.ProtocolVersion != cs.InitializeResult().ProtocolVersion || rec.ClientName != "replica-test" ||
-		rec.ClientTitle != "Replica test" || rec.WorkspaceID != "default" || rec.AgentID != "agent-1" ||
+		rec.ClientTitle != "Replica test" || rec.WorkspaceID != "default" || rec.AgentID != "header:agent-1" ||
 		len(rec.InitializeParams) == 0 || len(rec.ClientCapabilities) == 0 {
 		t.Fatalf("record = %+v", rec)
 	}
@@ -313,7 +313,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 		rec, err := st.GetMCPSession(ctx, s.id)
 		return err == nil && rec.Initialized
 	})
-	if rec, _ := st.GetMCPSession(ctx, s.id); rec.ProtocolVersion != negotiated || rec.AgentID != "alice" {
+	if rec, _ := st.GetMCPSession(ctx, s.id); rec.ProtocolVersion != negotiated || rec.AgentID != "header:alice" {
 		t.Fatalf("record = %+v, want version %s for alice", rec, negotiated)
 	}
 

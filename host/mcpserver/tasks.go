@@ -242,7 +242,11 @@ func (ep *Endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, tas
 	}
 	// The requested ttl is advisory (the spec lets the receiver override
 	// it): a job lives for its operation's timeout plus its retention.
-	t, res, err := h.StartTask(ctx, ep.hostCall(req))
+	cr := ep.hostCall(req)
+	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+		return res, nil
+	}
+	t, res, err := h.StartTask(ctx, cr)
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return nil, nil

@@ -208,7 +208,7 @@ func TestTasks(t *testing.T) {
 		if len(cancels) != 1 {
 			t.Fatalf("B's tasks/cancel audit records: %+v", cancels)
 		}
-		if m := cancels[0].ContextMap(); m["event"] != "job.cancel" || m["agent"] != "agent-1" || m["workspace"] != "default" ||
+		if m := cancels[0].ContextMap(); m["event"] != "job.cancel" || m["agent"] != "header:agent-1" || m["workspace"] != "default" ||
 			m["id"] != task.TaskID || m["tool"] != "report_start" || m["outcome"] != "ok" {
 			t.Errorf("tasks/cancel audit record = %v", m)
 		}
