@@ -71,6 +71,7 @@ bench:
 FUZZTIME ?= 30s
 FUZZ := \
 	host:FuzzWindowExtraction \
+	host/mcpserver:FuzzPeekMessage \
 	plugins/rest:FuzzEventReader \
 	plugins/rest:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \

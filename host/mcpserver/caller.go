@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,15 +45,29 @@ const (
 	agentSessionPrefix = "session:"
 )
 
-// authUserHeader carries the authenticated user (Options.AuthenticatedUser)
-// from ServeHTTP to the tool call. ServeHTTP always removes a client-sent
-// one, so it cannot be forged; it never reaches an upstream.
-const authUserHeader = "X-Crank-Authenticated-User"
+// internalHeaderPrefix starts the request headers through which ServeHTTP
+// hands what it learnt of a request to the SDK's handlers and the
+// middlewares. ServeHTTP first removes every client-sent header with this
+// prefix, whatever path the request takes next, so none can be forged;
+// none reaches an upstream.
+const internalHeaderPrefix = "X-Crank-Internal-"
 
-// markIdentity replaces any client-sent authUserHeader with the
-// authenticated user, when there is one.
+// authUserHeader carries the authenticated user (Options.AuthenticatedUser)
+// from ServeHTTP to the tool call.
+const authUserHeader = internalHeaderPrefix + "User"
+
+// stripInternal removes every internal header a client sent.
+func stripInternal(h http.Header) {
+	for k := range h {
+		if len(k) >= len(internalHeaderPrefix) && strings.EqualFold(k[:len(internalHeaderPrefix)], internalHeaderPrefix) {
+			delete(h, k)
+		}
+	}
+}
+
+// markIdentity sets authUserHeader to the authenticated user, when there
+// is one.
 func (ep *Endpoint) markIdentity(r *http.Request) {
-	r.Header.Del(authUserHeader)
 	if ep.authenticatedUser == nil {
 		return
 	}

@@ -21,6 +21,8 @@
 //     of tools/call into [host.Host.Call] (a window's chunks become
 //     progress notifications).
 //   - origin.go: the Origin check (403 for a browser origin not allowed).
+//   - peek.go: the one bounded read of a POST's body before the SDK reads
+//     it, for the checks below.
 //   - transport.go: request checks the SDK gets wrong, SSE keep-alives and
 //     the priming event's retry field.
 //   - events.go: the SDK's EventStore over the store's event logs, so a

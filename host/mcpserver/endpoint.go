@@ -144,6 +144,7 @@ func New(opts Options) (*Endpoint, error) {
 // request that arrives before the first Attach waits for it, for as long
 // as the request's context allows.
 func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	stripInternal(r.Header) // caller.go: internal headers are the endpoint's own
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
@@ -158,13 +159,14 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep.markIdentity(r) // caller.go
-	if ep.checkRequest(w, r) {
+	p := peek(r)       // peek.go: the body, read once before the SDK reads it
+	if ep.checkRequest(w, r, p) {
 		return
 	}
-	ep.markTasks(r) // taskheader.go: what the SDK cannot take of MCP Tasks
+	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
-	ep.serveMCP(w, r)
+	ep.handler(p)(w, r)
 }
 
 // awaitHost waits until a host is attached and reports whether one is. A

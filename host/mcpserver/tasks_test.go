@@ -496,3 +496,31 @@ func TestTasksExtension(t *testing.T) {
 	other.Header.Set("Mcp-Name", created.TaskID)
 	other.Fails("tasks/get", extParams(true, "taskId", created.TaskID), -32602, "not found")
 }
+
+// A stateless json_response endpoint serves a request that carries a
+// progress token with SSE: that path, too, drops the internal headers a
+// client sends (here one that would turn a ping into tasks/list) and
+// passes params.task on (the call becomes a task).
+func TestTasksStatelessJSONProgress(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless, o.JSONResponse = true, true })
+	c := newTaskClient(t, url, "agent-1", "")
+	c.StartTask("report_start", map[string]any{"n": 1001})
+
+	forged := newTaskClient(t, url, "agent-1", "")
+	forged.Header.Set("X-Crank-Internal-Task", `{"method":"tasks/list"}`)
+	var pong map[string]any
+	forged.OK("ping", map[string]any{"_meta": map[string]any{"progressToken": "p1"}}, &pong)
+	if len(pong) != 0 {
+		t.Errorf("ping with a forged internal header = %v, want an empty result", pong)
+	}
+
+	var created mcptest.CallResult
+	c.OK("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1002}, "task": map[string]any{},
+		"_meta": map[string]any{"progressToken": "p2"}}, &created)
+	if created.Task == nil || created.Task.TaskID == "" {
+		t.Errorf("task-augmented call with a progress token = %+v, want a CreateTaskResult", created)
+	}
+}
