@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -57,7 +58,14 @@ type Options struct {
 	// stream dropped resumes it with Last-Event-ID on any replica.
 	Resumable   bool
 	EventLimits store.EventLimits
-	Logger      *zap.Logger
+	// SessionLimits bound the MCP sessions of a stateful endpoint and what
+	// each keeps (limits.go); the zero value is the defaults.
+	SessionLimits SessionLimits
+	// ClientAddress returns the address a request comes from, for the
+	// per-client limits ("" or nil: the connection's remote address). A
+	// server behind a proxy passes the address the proxy forwards.
+	ClientAddress func(*http.Request) string
+	Logger        *zap.Logger
 }
 
 // Store is what an endpoint keeps in the shared store (*store.Etcd is
@@ -95,8 +103,11 @@ type Endpoint struct {
 
 	workspace, agentHeader string
 	authenticatedUser      func(*http.Request) string
+	clientAddress          func(*http.Request) string
 	sessionTTL             time.Duration
 	origins                originPolicy
+	limits                 SessionLimits
+	sessions               sessionCounter // limits.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -111,14 +122,20 @@ type Endpoint struct {
 func New(opts Options) (*Endpoint, error) {
 	origins, err := newOriginPolicy(opts.AllowedOrigins)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("allowed_origins: %w", err)
+	}
+	limits := opts.SessionLimits.withDefaults()
+	if err := limits.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", optMaxSessionState, err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 	ep := &Endpoint{
 		logger: opts.Logger, workspace: opts.Workspace, agentHeader: opts.AgentHeader,
-		authenticatedUser: opts.AuthenticatedUser, sessionTTL: opts.SessionTimeout, origins: origins,
+		authenticatedUser: opts.AuthenticatedUser, clientAddress: opts.ClientAddress,
+		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
+		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
@@ -160,7 +177,7 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ep.markIdentity(r) // caller.go
 	p := peek(r)       // peek.go: the body, read once before the SDK reads it
-	if ep.checkRequest(w, r, p) {
+	if ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
 	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
