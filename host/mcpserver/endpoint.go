@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -107,7 +108,8 @@ type Endpoint struct {
 	sessionTTL             time.Duration
 	origins                originPolicy
 	limits                 SessionLimits
-	sessions               sessionCounter // limits.go
+	sessions               sessionCounter  // limits.go
+	unknown                unknownSessions // unknown.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -140,7 +142,10 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	slogger := slogFromZap(opts.Logger)
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
-		Logger:             slogger,
+		Logger: slogger,
+		// The SDK's default, made explicit: unknown.go refuses an ID of
+		// any other form without a store read.
+		GetSessionID:       rand.Text,
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})

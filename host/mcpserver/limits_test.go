@@ -12,11 +12,14 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-// limitedReplica serves get_user with the given session limits; a request
-// comes from the address in its X-Test-Client header.
-func limitedReplica(t *testing.T, lim SessionLimits) (string, *countingStore, *Endpoint) {
+// limitedReplica serves get_user with the given session limits, its MCP
+// sessions in st (a fresh embedded etcd when nil); a request comes from
+// the address in its X-Test-Client header.
+func limitedReplica(t *testing.T, st Store, lim SessionLimits) (string, *countingStore, *Endpoint) {
 	t.Helper()
-	_, st := storetest.Embedded(t)
+	if st == nil {
+		_, st = storetest.Embedded(t)
+	}
 	up := mcptest.NewUsers(t)
 	opts := testOptions("default")
 	opts.SessionLimits = lim
@@ -47,7 +50,7 @@ func initializeParams(name string) map[string]any {
 // opened before it keeps being served; ending a session frees its place.
 func TestSessionFlood(t *testing.T) {
 	t.Parallel()
-	url, st, ep := limitedReplica(t, SessionLimits{MaxSessions: 7, MaxSessionsPerClient: 3})
+	url, st, ep := limitedReplica(t, nil, SessionLimits{MaxSessions: 7, MaxSessionsPerClient: 3})
 	kept := clientAt(t, url, "192.0.2.1")
 	kept.Initialize("2025-06-18")
 	mcptest.WaitUntil(t, "the kept session's records", func() bool { return st.calls.Load() == 2 })
@@ -124,7 +127,7 @@ func TestSessionFlood(t *testing.T) {
 // what another replica needs to serve it.
 func TestSessionStateBounded(t *testing.T) {
 	t.Parallel()
-	url, st, ep := limitedReplica(t, SessionLimits{MaxStateBytes: 4 << 10})
+	url, st, ep := limitedReplica(t, nil, SessionLimits{MaxStateBytes: 4 << 10})
 	big := initializeParams("big")
 	big["capabilities"] = map[string]any{"experimental": map[string]any{"x": strings.Repeat("a", 5<<10)}}
 	c := clientAt(t, url, "192.0.2.9")

@@ -297,18 +297,26 @@ func (ep *Endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	// The SDK's handler has no such session: serve it from the store.
+	// The SDK's handler has no such session: serve it from the store,
+	// unless the ID is known not to be there or its client has looked up
+	// too many that were not (unknown.go).
 	if ls == nil || ls.transport == nil || ls.closed.Load() {
-		if r.Method == http.MethodDelete {
-			ep.deleteUnheld(w, r, id, agent)
+		client := ep.clientOf(r)
+		if v := ep.unknown.check(id, client); v != lookUp {
+			refuseUnknown(w, v)
 			return
 		}
-		slot, err := ep.sessions.acquire(ep.clientOf(r))
+		if r.Method == http.MethodDelete {
+			ep.deleteUnheld(w, r, id, agent, client)
+			return
+		}
+		slot, err := ep.sessions.acquire(client)
 		if err != nil {
 			refuseSession(w, err)
 			return
 		}
 		if ls, err = ep.restore(r.Context(), id, agent, slot); err != nil {
+			ep.lookupMissed(id, client, err)
 			ep.sessionLookupFailed(w, id, err)
 			return
 		}
@@ -346,7 +354,7 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *session
 		return nil, err
 	}
 	if rec.WorkspaceID != ep.workspace || rec.AgentID != agent {
-		return nil, store.ErrNotFound // the session is someone else's: it does not exist for this caller
+		return nil, errOtherCaller
 	}
 	state := &mcp.ServerSessionState{
 		InitializeParams:          new(mcp.InitializeParams),
@@ -398,8 +406,20 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *session
 	return ls, nil
 }
 
+// errOtherCaller is the lookup of a session recorded for another workspace
+// or agent: for this caller it does not exist.
+var errOtherCaller = fmt.Errorf("the session is another caller's: %w", store.ErrNotFound)
+
+// lookupMissed notes a store lookup that found no session for client
+// (unknown.go): an ID the store does not have at all is cached as absent.
+func (ep *Endpoint) lookupMissed(id, client string, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		ep.unknown.miss(id, client, !errors.Is(err, errOtherCaller))
+	}
+}
+
 // deleteUnheld ends a session this replica does not hold: its record goes.
-func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent string) {
+func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent, client string) {
 	stp := ep.store.Load()
 	if stp == nil {
 		http.Error(w, "session not found", http.StatusNotFound)
@@ -409,12 +429,13 @@ func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, age
 	defer cancel()
 	rec, err := (*stp).GetMCPSession(ctx, id)
 	if err == nil && (rec.WorkspaceID != ep.workspace || rec.AgentID != agent) {
-		err = store.ErrNotFound
+		err = errOtherCaller
 	}
 	if err == nil {
 		err = (*stp).DeleteMCPSession(ctx, id)
 	}
 	if err != nil {
+		ep.lookupMissed(id, client, err)
 		ep.sessionLookupFailed(w, id, err)
 		return
 	}
