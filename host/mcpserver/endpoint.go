@@ -110,6 +110,7 @@ type Endpoint struct {
 	limits                 SessionLimits
 	sessions               sessionCounter  // limits.go
 	unknown                unknownSessions // unknown.go
+	waits                  resultWaits     // taskwait.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -138,6 +139,7 @@ func New(opts Options) (*Endpoint, error) {
 		authenticatedUser: opts.AuthenticatedUser, clientAddress: opts.ClientAddress,
 		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
 		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
+		waits:    resultWaits{grace: resultGrace(opts)},
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
@@ -186,6 +188,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
+	if ended := ep.linkResult(r, p); ended != nil {
+		defer ended() // taskwait.go: a tasks/result wait sees its POST end
+	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
 	ep.handler(p)(w, r)

@@ -47,6 +47,13 @@ operations:
 // URL and its audit records.
 func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(*Options)) (string, *observer.ObservedLogs) {
 	t.Helper()
+	_, url, audit := newTaskEndpoint(t, st, upURL, options...)
+	return url, audit
+}
+
+// newTaskEndpoint is newTaskReplica that also returns the endpoint.
+func newTaskEndpoint(t testing.TB, st *store.Etcd, upURL string, options ...func(*Options)) (*Endpoint, string, *observer.ObservedLogs) {
+	t.Helper()
 	core, audit := observer.New(zap.InfoLevel)
 	hst := newTestHost(t, fmt.Sprintf(tasksOps, upURL), st, zap.New(core))
 	opts := testOptions("default")
@@ -60,7 +67,7 @@ func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(
 	ep.Attach(hst, st)
 	srv := httptest.NewServer(ep)
 	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
-	return srv.URL + "/mcp", audit
+	return ep, srv.URL + "/mcp", audit
 }
 
 // newTaskClient is a raw JSON-RPC client of agent on url.
