@@ -164,11 +164,14 @@ func New(opts Options) (*Endpoint, error) {
 	return ep, nil
 }
 
-// ServeHTTP serves MCP Streamable HTTP. It checks the Origin first; a
-// request that arrives before the first Attach waits for it, for as long
-// as the request's context allows.
+// ServeHTTP serves MCP Streamable HTTP. It checks the Host and the Origin
+// first; a request that arrives before the first Attach waits for it, for
+// as long as the request's context allows.
 func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	stripInternal(r.Header) // caller.go: internal headers are the endpoint's own
+	stripInternal(r.Header)  // caller.go: internal headers are the endpoint's own
+	if ep.refuseHost(w, r) { // origin.go: a loopback listener serves loopback names
+		return
+	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{

@@ -2,6 +2,9 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -187,5 +190,49 @@ func TestServeHTTPRefusalIsJSONForAnyOrigin(t *testing.T) {
 	}
 	if !json.Valid(w.Body.Bytes()) {
 		t.Fatalf("the 403 body for Origin %q is not JSON: %s", origin, w.Body.String())
+	}
+}
+
+// On a loopback listener, a request naming another Host — a page whose DNS
+// name was rebound to 127.0.0.1 — is refused before anything else looks at
+// it, with a JSON-RPC error that says which URLs work; loopback names pass.
+func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	ep, err := New(testOptions("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Attach(newTestHost(t, fmt.Sprintf(mcptest.UsersOps, "http://127.0.0.1:1"), nil, nil), nil)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	post := func(host, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, host := range []string{"evil.example.com", "evil.example.com:" + port, "localhost.evil.example:" + port, "10.0.0.1:" + port} {
+		for _, body := range []string{mcptest.InitializeBody, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`} {
+			resp, got := post(host, body)
+			if resp.StatusCode != http.StatusForbidden || resp.Header.Get(sessionIDHeader) != "" ||
+				!strings.Contains(got, `"code":-32600`) || !strings.Contains(got, "DNS rebinding") ||
+				!strings.Contains(got, "http://localhost:"+port) {
+				t.Errorf("Host %q: %s %s", host, resp.Status, got)
+			}
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "127.0.0.2:" + port, "[::1]:" + port, "localhost"} {
+		if resp, got := post(host, mcptest.InitializeBody); resp.StatusCode != http.StatusOK || resp.Header.Get(sessionIDHeader) == "" {
+			t.Errorf("Host %q: %s %s", host, resp.Status, got)
+		}
 	}
 }
