@@ -72,11 +72,13 @@ FUZZTIME ?= 30s
 FUZZ := \
 	host:FuzzWindowExtraction \
 	host/mcpserver:FuzzPeekMessage \
+	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \
 	plugins/rest:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \
 	plugins/websocket:FuzzMatchers \
-	plugins/soap:FuzzNormalize
+	plugins/soap:FuzzNormalize \
+	store:FuzzJobListCursor
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

@@ -69,6 +69,12 @@ func normalizeOrigin(o string) (string, error) {
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("an origin has no path, query, fragment or credentials")
 	}
+	// As browsers serialise it: a host name (IDNs in punycode), an IPv4
+	// address or a bracketed IPv6 one, no escapes or zones, which url.Parse
+	// would decode into a host that serialises differently.
+	if strings.ContainsAny(o, "%\\") || strings.Trim(u.Host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:[]") != "" {
+		return "", fmt.Errorf("an origin's host is a name or an IP address, without escapes")
+	}
 	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 

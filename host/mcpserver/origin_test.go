@@ -82,6 +82,8 @@ func TestOriginPolicyAllows(t *testing.T) {
 		{name: "with credentials", allowed: []string{"https://app.example.com"}, origin: "https://user:pw@app.example.com", want: false},
 		{name: "localhost with credentials", origin: "http://user@localhost", want: false},
 		{name: "bad escape", origin: "http://%zz", want: false},
+		{name: "escaped localhost", origin: "http://%6cocalhost:6274", want: false},
+		{name: "IPv6 loopback with a zone", origin: "http://[::1%25lo]:6274", want: false},
 		{name: "control character", origin: "http://local\x7fhost", want: false},
 		{name: "star as the origin", origin: "*", want: false},
 	}
@@ -110,6 +112,8 @@ func TestNewOriginPolicyErrors(t *testing.T) {
 		"https://app.example.com?x=1",
 		"https://user:pw@app.example.com",
 		"http://%zz",
+		"http://%61pp.example.com",
+		"http://[fe80::1%25eth0]:8080",
 		"**",
 	} {
 		t.Run(bad, func(t *testing.T) {
@@ -235,4 +239,66 @@ func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
 			t.Errorf("Host %q: %s %s", host, resp.Status, got)
 		}
 	}
+}
+
+// FuzzOriginPolicy: a normalised origin is scheme://host[:port] in lower
+// case and normalises to itself; an origin the allow-list names is
+// allowed; without an allow-list only origins whose host is localhost,
+// *.localhost or a loopback address pass, read here independently of
+// net/url, so a parser quirk cannot let another host through.
+func FuzzOriginPolicy(f *testing.F) {
+	for _, s := range [][2]string{
+		{"http://localhost:6274", ""}, {"HTTP://LOCALHOST", ""}, {"http://app.localhost:5173", ""},
+		{"http://127.0.0.1:1", ""}, {"http://[::1]:8080", ""}, {"http://localhost.evil.example", ""},
+		{"http://localhost@evil.example", ""}, {"http://evil.example\\@localhost", ""}, {"null", ""},
+		{"https://app.example.com", "https://App.Example.com/"}, {"http://[::ffff:127.0.0.1]", ""},
+		{"http://127.0.0.1.nip.io", ""}, {"http://0x7f.1", ""}, {"http://%6cocalhost", ""},
+		{"http://localhost:80/path", ""}, {" http://localhost ", ""}, {"http://[fe80::1%25lo]:1", ""},
+		{"http://my_host:8080", "http://my_host:8080"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, origin, allowed string) {
+		if n, err := normalizeOrigin(origin); err == nil {
+			if again, err := normalizeOrigin(n); err != nil || again != n {
+				t.Fatalf("normalizeOrigin(%q) = %q, which normalises to %q, %v", origin, n, again, err)
+			}
+			if n != strings.ToLower(n) || !(strings.HasPrefix(n, "http://") || strings.HasPrefix(n, "https://")) {
+				t.Fatalf("normalizeOrigin(%q) = %q", origin, n)
+			}
+		}
+		if p, err := newOriginPolicy([]string{allowed}); err == nil && allowed != "*" && !p.allows(allowed) {
+			t.Fatalf("allowed origin %q is refused", allowed)
+		}
+		empty, _ := newOriginPolicy(nil)
+		if empty.allows(origin) && !loopbackOrigin(origin) {
+			t.Fatalf("origin %q passes without an allow-list", origin)
+		}
+	})
+}
+
+// loopbackOrigin reads an origin's host by hand: the text between "://"
+// and the first "/", "?" or "#", without a port; no userinfo, no percent
+// escapes.
+func loopbackOrigin(origin string) bool {
+	_, rest, ok := strings.Cut(strings.ToLower(strings.TrimSpace(origin)), "://")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if strings.ContainsAny(rest, "@%\\") {
+		return false
+	}
+	host := rest
+	if h, _, err := net.SplitHostPort(rest); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
