@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -25,13 +27,15 @@ import (
 //   - "header:<value>": the configured agent header (Options.AgentHeader),
 //     which the endpoint trusts as it is: the operator sets it at a proxy
 //     that removes the clients' own copies;
-//   - "session:<Mcp-Session-Id>": the MCP session of a stateful endpoint,
-//     when neither of the above names the caller. Its ID is 130 random
-//     bits that only the client holding the session knows, so what one
-//     session starts no other session sees, whatever clientInfo either
-//     sends. A client that wants its jobs back in a later session needs an
-//     identity that outlives sessions: one of the sources above, or an
-//     operation with scope: workspace.
+//   - "session:<digest>": the MCP session of a stateful endpoint, when
+//     neither of the above names the caller. Its ID is 130 random bits
+//     that only the client holding the session knows, so what one session
+//     starts no other session sees, whatever clientInfo either sends. The
+//     agent is a digest of the ID, not the ID: agents are written to audit
+//     logs and store records, and the ID is the session's credential. A
+//     client that wants its jobs back in a later session needs an identity
+//     that outlives sessions: one of the sources above, or an operation
+//     with scope: workspace.
 //
 // A stateless endpoint has no session: a request naming no user and no
 // agent header has no agent. It can use workspace-scoped sessions and jobs
@@ -106,9 +110,16 @@ func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) 
 		}
 	}
 	if ep.transport.stateful && ss != nil && ss.ID() != "" {
-		return agentSessionPrefix + ss.ID()
+		return sessionAgent(ss.ID())
 	}
 	return ""
+}
+
+// sessionAgent is the agent of an MCP session that names no other: a
+// digest of its ID (128 bits of SHA-256, hex).
+func sessionAgent(id string) string {
+	sum := sha256.Sum256([]byte("crank MCP session agent\x00" + id))
+	return agentSessionPrefix + hex.EncodeToString(sum[:16])
 }
 
 // callerScope is the workspace and agent a request runs as.

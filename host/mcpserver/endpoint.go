@@ -37,7 +37,8 @@ type Options struct {
 	// front of the endpoint verified for a request ("" for none). It is
 	// the caller's identity ("user:<id>") unless a verified MCP bearer
 	// token names one. A request with neither and no agent header runs as
-	// its MCP session ("session:<id>"); a stateless one has no agent.
+	// its MCP session ("session:<digest of its ID>"); a stateless one has
+	// no agent.
 	AuthenticatedUser func(*http.Request) string
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call the endpoint. A request with any other Origin header gets

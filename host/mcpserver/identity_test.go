@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
@@ -16,13 +17,13 @@ import (
 )
 
 // twoTaskReplicas are two replicas serving tasksOps on one store against
-// one Reports upstream.
-func twoTaskReplicas(t *testing.T) (*store.Etcd, *mcptest.Reports, string, string) {
+// one Reports upstream, and the first one's audit records.
+func twoTaskReplicas(t *testing.T) (*store.Etcd, *mcptest.Reports, string, string, *observer.ObservedLogs) {
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	a, _ := newTaskReplica(t, st, up.URL)
+	a, audit := newTaskReplica(t, st, up.URL)
 	b, _ := newTaskReplica(t, st, up.URL)
-	return st, up, a, b
+	return st, up, a, b, audit
 }
 
 // callTool calls a tool through the raw client and returns its result.
@@ -62,7 +63,7 @@ func refusedEverything(t *testing.T, thief *mcptest.Client, taskID, jobID string
 // it keeps it, also when it moves to another replica.
 func TestIdentityNotForgeable(t *testing.T) {
 	t.Parallel()
-	st, up, a, b := twoTaskReplicas(t)
+	st, up, a, b, audit := twoTaskReplicas(t)
 
 	owner := &mcptest.Client{T: t, URL: a}
 	owner.Initialize(tasksProtocolVersion)
@@ -92,6 +93,17 @@ func TestIdentityNotForgeable(t *testing.T) {
 			thief.Initialize(tasksProtocolVersion) // clientInfo {"name":"mcptest"}, as the owner's
 			refusedEverything(t, thief, task.TaskID, job)
 		})
+	}
+
+	// The audit names the owner by a digest of its session, not by the
+	// session ID, which is the session's credential.
+	for _, e := range audit.All() {
+		if m := e.ContextMap(); m["id"] == task.TaskID && m["outcome"] == "ok" {
+			agent, _ := m["agent"].(string)
+			if digest, ok := strings.CutPrefix(agent, "session:"); !ok || len(digest) != 32 || strings.Contains(agent, owner.Session) {
+				t.Errorf("the owner's audit record names agent %q", agent)
+			}
+		}
 	}
 
 	// The owner's session, moved to B, still reaches both.
@@ -124,7 +136,7 @@ func TestIdentityNotForgeable(t *testing.T) {
 // replica as a load balancer without affinity would, still can.
 func TestIdentityGoSDKClients(t *testing.T) {
 	t.Parallel()
-	st, up, a, b := twoTaskReplicas(t)
+	st, up, a, b, _ := twoTaskReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	connect := func(rt *router) *mcp.ClientSession {
