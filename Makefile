@@ -72,6 +72,8 @@ FUZZTIME ?= 30s
 FUZZ := \
 	host:FuzzWindowExtraction \
 	host:FuzzRedact \
+	host/mcpserver:FuzzPeekMessage \
+	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \
 	plugins/rest:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \
@@ -81,7 +83,8 @@ FUZZ := \
 	plugins/graphql:FuzzVariables \
 	plugins/graphql:FuzzResponse \
 	plugins/grpc:FuzzJSONProto \
-	store:FuzzRecordDecoding
+	store:FuzzRecordDecoding \
+	store:FuzzJobListCursor
 
 fuzz:
 	@set -e; for t in $(FUZZ); do d=$${t%%:*}; f=$${t##*:}; echo "== $$d $$f"; \

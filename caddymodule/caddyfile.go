@@ -46,6 +46,9 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    event_max_events   <n>
 //	    event_max_bytes    <size>
 //	    event_ttl          <duration>
+//	    max_mcp_sessions            <n>|off
+//	    max_mcp_sessions_per_client <n>|off
+//	    max_mcp_session_state       <size>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -105,6 +108,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Quotas = q
 		default:
 			if ok, err := h.TransportConfig.unmarshalCaddyfile(d); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.SessionLimits.unmarshalCaddyfile(d); ok || err != nil {
 				if err != nil {
 					return err
 				}

@@ -47,7 +47,9 @@ type Handler struct {
 	// Default "default".
 	Workspace string `json:"workspace,omitempty"`
 	// AgentHeader names a request header carrying the calling agent's id
-	// (used when Caddy authenticated no user).
+	// (used when Caddy authenticated no user). It is trusted as it is: set
+	// it at a proxy that removes the clients' own copies. Without an
+	// authenticated user or this header, a caller is its MCP session.
 	AgentHeader string `json:"agent_header,omitempty"`
 	// Quotas bound the sessions and jobs open at once per workspace and
 	// per agent.
@@ -55,6 +57,9 @@ type Handler struct {
 	// TransportConfig: mode, SSE keep-alives, the resumability event
 	// store (transport.go).
 	TransportConfig
+	// SessionLimits: how many MCP sessions clients can open and what each
+	// keeps (sessionlimits.go).
+	SessionLimits
 
 	ctx      caddy.Context
 	logger   *zap.Logger
@@ -110,12 +115,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionTransport(); err != nil {
 		return err
 	}
+	if err := h.SessionLimits.validate(); err != nil {
+		return err
+	}
 	key, _ := json.Marshal(h)
 	h.epKey = string(key)
 	val, _, err := endpointPool.LoadOrNew(h.epKey, func() (caddy.Destructor, error) {
 		ep, err := mcpserver.New(h.endpointOptions())
 		if err != nil {
-			return nil, fmt.Errorf("crank: allowed_origins: %w", err)
+			return nil, fmt.Errorf("crank: %w", err)
 		}
 		return pooledEndpoint{ep}, nil
 	})
@@ -245,6 +253,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		AllowedOrigins: h.AllowedOrigins, SessionTimeout: time.Duration(h.SessionTimeout),
 		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
+		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
 	}
 	if opts.Resumable {
 		ttl := time.Duration(t.EventTTL)

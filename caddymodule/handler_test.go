@@ -28,6 +28,11 @@ func TestHandlerProvisionConfigErrors(t *testing.T) {
 			want: []string{"crank: allowed_origins", `"https://ok.example/app"`, "no path"},
 		},
 		{
+			name: "session state over the largest limit",
+			h:    Handler{Operations: []string{"ops.yaml"}, SessionLimits: SessionLimits{MaxMCPSessionState: 1 << 20}},
+			want: []string{"crank: max_mcp_session_state", "1-65536 bytes", "1048576"},
+		},
+		{
 			name: "null is not an allowed origin",
 			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"null"}},
 			want: []string{"crank: allowed_origins", `"null"`},

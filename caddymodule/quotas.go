@@ -14,7 +14,7 @@ import (
 // and its siblings: 100 sessions and 100 jobs per workspace, 10 of each
 // per agent); 0 means no limit. The agent is the caller's identity:
 // Caddy's authenticated user, else the agent_header, else the MCP
-// client's name.
+// session.
 type Quotas struct {
 	MaxSessionsPerWorkspace *int `json:"max_sessions_per_workspace,omitempty"`
 	MaxSessionsPerAgent     *int `json:"max_sessions_per_agent,omitempty"`

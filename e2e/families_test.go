@@ -111,9 +111,9 @@ func callOK(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]an
 func TestStreamSessionFamilyGoSDK(t *testing.T) {
 	t.Parallel()
 	up := newFeedUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL)})
+	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL), Handler: "agent_header X-Agent-Id"})
 	ctx := context.Background()
-	cs := g.connect(ctx)
+	cs := g.connectAs(ctx, "agent-1")
 
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -147,10 +147,16 @@ func TestStreamSessionFamilyGoSDK(t *testing.T) {
 	if n := second["items"].([]any)[0].(map[string]any)["n"]; n != float64(4) {
 		t.Errorf("second poll starts at n=%v, want 4", n)
 	}
-	// A client disconnect does not stop the session: a new MCP session
-	// (same client identity) keeps polling it.
+	// A client disconnect does not stop the session: a new MCP session of
+	// the same agent keeps polling it. A client that names no agent, with
+	// the same clientInfo, reaches none of it.
 	_ = cs.Close()
-	cs2 := g.connect(ctx)
+	anon := g.connect(ctx)
+	if res, err := anon.CallTool(ctx, &mcp.CallToolParams{Name: "follow_poll", Arguments: map[string]any{"session_id": id}}); err != nil ||
+		!res.IsError || !strings.Contains(textOf(res), "not found") {
+		t.Errorf("poll by a client without the agent: %v %v", err, res)
+	}
+	cs2 := g.connectAs(ctx, "agent-1")
 	waitFor(t, "items after reconnecting", func() bool {
 		third := callOK(t, cs2, "follow_poll", map[string]any{"session_id": id, "cursor": second["cursor"]})
 		return third["status"] == "active" && len(third["items"].([]any)) > 0
@@ -175,12 +181,13 @@ func TestStreamSessionFamilyGoSDK(t *testing.T) {
 func TestJobFamilyGoSDK(t *testing.T) {
 	t.Parallel()
 	up := newFeedUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL), Handler: "quotas {\n\t\t\tmax_jobs_per_agent 2\n\t\t}"})
+	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL),
+		Handler: "agent_header X-Agent-Id\n\t\tquotas {\n\t\t\tmax_jobs_per_agent 2\n\t\t}"})
 	ctx := context.Background()
-	cs := g.connect(ctx)
+	cs := g.connectAs(ctx, "agent-1")
 
-	// A job that finishes, followed from a second MCP session after the
-	// first disconnected.
+	// A job that finishes, followed from a second MCP session of the same
+	// agent after the first disconnected.
 	done := callOK(t, cs, "export_start", map[string]any{"ms": 2000})["job_id"].(string)
 	// A job cancelled mid-run: the upstream sees its request cancelled.
 	long := callOK(t, cs, "export_start", map[string]any{"ms": 600000})["job_id"].(string)
@@ -191,7 +198,18 @@ func TestJobFamilyGoSDK(t *testing.T) {
 	}
 	_ = cs.Close()
 
-	cs2 := g.connect(ctx)
+	// A client that names no agent reaches none of the agent's jobs, and
+	// the agent's quota is not its own.
+	anon := g.connect(ctx)
+	if res, err := anon.CallTool(ctx, &mcp.CallToolParams{Name: "export_cancel", Arguments: map[string]any{"job_id": long}}); err != nil ||
+		!res.IsError || !strings.Contains(textOf(res), "not found") {
+		t.Errorf("cancel by a client without the agent: %v %v", err, res)
+	}
+	if res, err := anon.CallTool(ctx, &mcp.CallToolParams{Name: "export_start", Arguments: map[string]any{"ms": 1}}); err != nil || res.IsError {
+		t.Errorf("a job of a client without the agent: %v %v", err, res)
+	}
+
+	cs2 := g.connectAs(ctx, "agent-1")
 	waitFor(t, "the job to finish", func() bool {
 		return callOK(t, cs2, "export_status", map[string]any{"job_id": done})["status"] == "succeeded"
 	})

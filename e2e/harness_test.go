@@ -270,8 +270,33 @@ func (g *gateway) connectProgress(ctx context.Context, p *progressLog) *mcp.Clie
 
 func (g *gateway) connectWith(ctx context.Context, opts *mcp.ClientOptions) *mcp.ClientSession {
 	g.t.Helper()
+	return g.connectTransport(ctx, opts, &mcp.StreamableClientTransport{Endpoint: g.MCPURL})
+}
+
+// connectAs opens a go-sdk client session whose requests carry the agent
+// header X-Agent-Id: agent, as a proxy in front of the gateway that sets
+// it would; the gateway's handler needs `agent_header X-Agent-Id`.
+func (g *gateway) connectAs(ctx context.Context, agent string) *mcp.ClientSession {
+	g.t.Helper()
+	return g.connectTransport(ctx, nil, &mcp.StreamableClientTransport{Endpoint: g.MCPURL,
+		HTTPClient: &http.Client{Transport: headerTransport{"X-Agent-Id": agent}}})
+}
+
+// headerTransport sets its headers on every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (g *gateway) connectTransport(ctx context.Context, opts *mcp.ClientOptions, tr *mcp.StreamableClientTransport) *mcp.ClientSession {
+	g.t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, opts)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+	cs, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		g.t.Fatalf("connect: %v\n%s", err, g.log.String())
 	}

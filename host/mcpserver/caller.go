@@ -1,7 +1,11 @@
 package mcpserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,16 +16,62 @@ import (
 // The caller's identity: the workspace of the endpoint and the agent a
 // request runs as, which scope its stream sessions, jobs and tasks and
 // count against its quotas.
+//
+// The agent comes from the first of these sources that has one, each with
+// a prefix of its own, so that no value of one source can equal a value of
+// another (an agent header saying "user:alice" is "header:user:alice"):
+//
+//   - "user:<id>": the authenticated user, a verified MCP bearer token's
+//     or the one an authentication handler in front of the endpoint
+//     verified (Options.AuthenticatedUser);
+//   - "header:<value>": the configured agent header (Options.AgentHeader),
+//     which the endpoint trusts as it is: the operator sets it at a proxy
+//     that removes the clients' own copies;
+//   - "session:<digest>": the MCP session of a stateful endpoint, when
+//     neither of the above names the caller. Its ID is 130 random bits
+//     that only the client holding the session knows, so what one session
+//     starts no other session sees, whatever clientInfo either sends. The
+//     agent is a digest of the ID, not the ID: agents are written to audit
+//     logs and store records, and the ID is the session's credential. A
+//     client that wants its jobs back in a later session needs an identity
+//     that outlives sessions: one of the sources above, or an operation
+//     with scope: workspace.
+//
+// A stateless endpoint has no session: a request naming no user and no
+// agent header has no agent. It can use workspace-scoped sessions and jobs
+// (shared by every such caller), and an agent-scoped start is refused with
+// an error that says how to give callers an identity (needsAgent).
+
+// Agent prefixes, one per identity source.
+const (
+	agentUserPrefix    = "user:"
+	agentHeaderPrefix  = "header:"
+	agentSessionPrefix = "session:"
+)
+
+// internalHeaderPrefix starts the request headers through which ServeHTTP
+// hands what it learnt of a request to the SDK's handlers and the
+// middlewares. ServeHTTP first removes every client-sent header with this
+// prefix, whatever path the request takes next, so none can be forged;
+// none reaches an upstream.
+const internalHeaderPrefix = "X-Crank-Internal-"
 
 // authUserHeader carries the authenticated user (Options.AuthenticatedUser)
-// from ServeHTTP to the tool call. ServeHTTP always removes a client-sent
-// one, so it cannot be forged; it never reaches an upstream.
-const authUserHeader = "X-Crank-Authenticated-User"
+// from ServeHTTP to the tool call.
+const authUserHeader = internalHeaderPrefix + "User"
 
-// markIdentity replaces any client-sent authUserHeader with the
-// authenticated user, when there is one.
+// stripInternal removes every internal header a client sent.
+func stripInternal(h http.Header) {
+	for k := range h {
+		if len(k) >= len(internalHeaderPrefix) && strings.EqualFold(k[:len(internalHeaderPrefix)], internalHeaderPrefix) {
+			delete(h, k)
+		}
+	}
+}
+
+// markIdentity sets authUserHeader to the authenticated user, when there
+// is one.
 func (ep *Endpoint) markIdentity(r *http.Request) {
-	r.Header.Del(authUserHeader)
 	if ep.authenticatedUser == nil {
 		return
 	}
@@ -30,42 +80,75 @@ func (ep *Endpoint) markIdentity(r *http.Request) {
 	}
 }
 
-// agentOf is the calling agent's identity: the authenticated identity (a
-// verified MCP bearer token's user, or the authenticated user), else the
-// configured agent header.
+// agentOf is the calling agent's identity as the request itself states
+// it: the authenticated user (a verified MCP bearer token's, else the
+// authentication layer's), else the configured agent header; "" for none.
 func (ep *Endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
 	if ti != nil && ti.UserID != "" {
-		return ti.UserID
+		return agentUserPrefix + ti.UserID
 	}
 	if h != nil {
 		if id := h.Get(authUserHeader); id != "" {
-			return id
+			return agentUserPrefix + id
 		}
 		if ep.agentHeader != "" {
-			return h.Get(ep.agentHeader)
+			if id := h.Get(ep.agentHeader); id != "" {
+				return agentHeaderPrefix + id
+			}
 		}
 	}
 	return ""
 }
 
-// callerAgent is the agent a tool call runs as: agentOf, else the MCP
-// client's name (so that quotas and isolation still tell clients apart).
+// callerAgent is the agent a request runs as: agentOf, else, on a
+// stateful endpoint, the MCP session; "" for a stateless request that
+// names no agent.
 func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) string {
 	if extra != nil {
 		if id := ep.agentOf(extra.Header, extra.TokenInfo); id != "" {
 			return id
 		}
 	}
-	if ss != nil {
-		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-			return "client:" + p.ClientInfo.Name
-		}
+	if ep.transport.stateful && ss != nil && ss.ID() != "" {
+		return sessionAgent(ss.ID())
 	}
 	return ""
 }
 
-// callerScope is the workspace and agent a request runs as: the same as
-// its tool calls (callerAgent).
+// sessionAgent is the agent of an MCP session that names no other: a
+// digest of its ID (128 bits of SHA-256, hex).
+func sessionAgent(id string) string {
+	sum := sha256.Sum256([]byte("crank MCP session agent\x00" + id))
+	return agentSessionPrefix + hex.EncodeToString(sum[:16])
+}
+
+// callerScope is the workspace and agent a request runs as.
 func (ep *Endpoint) callerScope(extra *mcp.RequestExtra, ss *mcp.ServerSession) host.Scope {
 	return host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}
+}
+
+// needsAgent returns the error result of a call that would start an
+// agent-scoped session or job for a caller without an agent (a stateless
+// request naming no user and no agent header), nil for any other call.
+func needsAgent(h *host.Host, tool, agent string) *mcp.CallToolResult {
+	if agent != "" || h == nil {
+		return nil
+	}
+	for _, op := range h.Operations() {
+		if op.Name != tool {
+			continue
+		}
+		if op.Role != host.RoleStart || op.Family == nil || !op.Family.AgentScoped {
+			return nil
+		}
+		what := "sessions"
+		if op.Family.Job != nil {
+			what = "jobs"
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"tool %q keeps its %s per agent, and this request names no agent: a stateless endpoint has no MCP session "+
+				"to own them. Authenticate callers before crank, or configure agent_header (set by a proxy that removes "+
+				"client copies), or give the operation scope: workspace", tool, what)}}}
+	}
+	return nil
 }

@@ -20,7 +20,10 @@
 //   - endpoint.go: the endpoint, its tool publication and the translation
 //     of tools/call into [host.Host.Call] (a window's chunks become
 //     progress notifications).
-//   - origin.go: the Origin check (403 for a browser origin not allowed).
+//   - origin.go: the Host check (403 for a non-loopback Host on a loopback
+//     address) and the Origin check (403 for a browser origin not allowed).
+//   - peek.go: the one bounded read of a POST's body before the SDK reads
+//     it, for the checks below.
 //   - transport.go: request checks the SDK gets wrong, SSE keep-alives and
 //     the priming event's retry field.
 //   - events.go: the SDK's EventStore over the store's event logs, so a

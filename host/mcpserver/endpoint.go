@@ -2,7 +2,9 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -25,12 +27,18 @@ type Options struct {
 	Version string
 	// Workspace is the workspace id calls through the endpoint run in.
 	Workspace string
-	// AgentHeader names a request header carrying the calling agent's id
-	// (used when the request has no authenticated user).
+	// AgentHeader names a request header carrying the calling agent's id,
+	// used when the request has no authenticated user. The endpoint trusts
+	// it as it is: it must be set by a proxy that removes the clients' own
+	// copies. Its value is an identity of its own ("header:<value>"), never
+	// an authenticated user's or a session's (caller.go).
 	AgentHeader string
 	// AuthenticatedUser returns the user that an authentication layer in
 	// front of the endpoint verified for a request ("" for none). It is
-	// the caller's identity unless a verified MCP bearer token names one.
+	// the caller's identity ("user:<id>") unless a verified MCP bearer
+	// token names one. A request with neither and no agent header runs as
+	// its MCP session ("session:<digest of its ID>"); a stateless one has
+	// no agent.
 	AuthenticatedUser func(*http.Request) string
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call the endpoint. A request with any other Origin header gets
@@ -52,7 +60,14 @@ type Options struct {
 	// stream dropped resumes it with Last-Event-ID on any replica.
 	Resumable   bool
 	EventLimits store.EventLimits
-	Logger      *zap.Logger
+	// SessionLimits bound the MCP sessions of a stateful endpoint and what
+	// each keeps (limits.go); the zero value is the defaults.
+	SessionLimits SessionLimits
+	// ClientAddress returns the address a request comes from, for the
+	// per-client limits ("" or nil: the connection's remote address). A
+	// server behind a proxy passes the address the proxy forwards.
+	ClientAddress func(*http.Request) string
+	Logger        *zap.Logger
 }
 
 // Store is what an endpoint keeps in the shared store (*store.Etcd is
@@ -90,8 +105,13 @@ type Endpoint struct {
 
 	workspace, agentHeader string
 	authenticatedUser      func(*http.Request) string
+	clientAddress          func(*http.Request) string
 	sessionTTL             time.Duration
 	origins                originPolicy
+	limits                 SessionLimits
+	sessions               sessionCounter  // limits.go
+	unknown                unknownSessions // unknown.go
+	waits                  resultWaits     // taskwait.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -106,19 +126,29 @@ type Endpoint struct {
 func New(opts Options) (*Endpoint, error) {
 	origins, err := newOriginPolicy(opts.AllowedOrigins)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("allowed_origins: %w", err)
+	}
+	limits := opts.SessionLimits.withDefaults()
+	if err := limits.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", optMaxSessionState, err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 	ep := &Endpoint{
 		logger: opts.Logger, workspace: opts.Workspace, agentHeader: opts.AgentHeader,
-		authenticatedUser: opts.AuthenticatedUser, sessionTTL: opts.SessionTimeout, origins: origins,
+		authenticatedUser: opts.AuthenticatedUser, clientAddress: opts.ClientAddress,
+		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
+		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
+		waits:    resultWaits{grace: resultGrace(opts)},
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
-		Logger:             slogger,
+		Logger: slogger,
+		// The SDK's default, made explicit: unknown.go refuses an ID of
+		// any other form without a store read.
+		GetSessionID:       rand.Text,
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
@@ -135,10 +165,14 @@ func New(opts Options) (*Endpoint, error) {
 	return ep, nil
 }
 
-// ServeHTTP serves MCP Streamable HTTP. It checks the Origin first; a
-// request that arrives before the first Attach waits for it, for as long
-// as the request's context allows.
+// ServeHTTP serves MCP Streamable HTTP. It checks the Host and the Origin
+// first; a request that arrives before the first Attach waits for it, for
+// as long as the request's context allows.
 func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	stripInternal(r.Header)  // caller.go: internal headers are the endpoint's own
+	if ep.refuseHost(w, r) { // origin.go: a loopback listener serves loopback names
+		return
+	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
@@ -153,13 +187,17 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep.markIdentity(r) // caller.go
-	if ep.checkRequest(w, r) {
+	p := peek(r)       // peek.go: the body, read once before the SDK reads it
+	if ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
-	ep.markTasks(r) // taskheader.go: what the SDK cannot take of MCP Tasks
+	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
+	if ended := ep.linkResult(r, p); ended != nil {
+		defer ended() // taskwait.go: a tasks/result wait sees its POST end
+	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
-	ep.serveMCP(w, r)
+	ep.handler(p)(w, r)
 }
 
 // awaitHost waits until a host is attached and reports whether one is. A
@@ -263,6 +301,9 @@ func mcpTool(op *host.Operation) *mcp.Tool {
 func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	h := ep.active.Load()
 	cr := ep.hostCall(req)
+	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+		return res, nil
+	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		// A window's chunks become progress notifications (the streaming
 		// wire contract): progress counts 0, 1, 2, ..., total is omitted,

@@ -3,8 +3,12 @@ package mcpserver
 import (
 	"fmt"
 	"net"
+	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
+
+	"go.uber.org/zap"
 )
 
 // originPolicy decides which browser origins may call an endpoint. MCP
@@ -65,5 +69,49 @@ func normalizeOrigin(o string) (string, error) {
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("an origin has no path, query, fragment or credentials")
 	}
+	// As browsers serialise it: a host name (IDNs in punycode), an IPv4
+	// address or a bracketed IPv6 one, no escapes or zones, which url.Parse
+	// would decode into a host that serialises differently.
+	if strings.ContainsAny(o, "%\\") || strings.Trim(u.Host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:[]") != "" {
+		return "", fmt.Errorf("an origin's host is a name or an IP address, without escapes")
+	}
 	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+}
+
+// refuseHost refuses a request that reached the endpoint on a loopback
+// address but names another host, and reports whether it did. A web page
+// whose DNS name an attacker rebound to 127.0.0.1 sends its own name as
+// Host: a gateway listening on loopback serves local clients only, and
+// they name localhost or a loopback address. The SDK's handler checks the
+// same (its localhost protection, on by default); doing it first keeps such
+// a request from every other check and answers it with a JSON-RPC error.
+// A proxy in front of a loopback-bound gateway must send a loopback Host.
+func (ep *Endpoint) refuseHost(w http.ResponseWriter, r *http.Request) bool {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil || !loopbackHost(local.String()) || loopbackHost(r.Host) {
+		return false
+	}
+	ep.logger.Warn("request naming a non-loopback Host on a loopback address refused (DNS rebinding protection)",
+		zap.String("host", r.Host), zap.String("local", local.String()))
+	_, port, _ := net.SplitHostPort(local.String())
+	writeJSONRPCError(w, http.StatusForbidden, -32600, fmt.Sprintf(
+		"Host %q is refused: this endpoint listens on a loopback address and serves loopback names only "+
+			"(DNS rebinding protection); use http://localhost:%s or http://127.0.0.1:%s",
+		r.Host, port, port), nil)
+	return true
+}
+
+// loopbackHost reports whether a host[:port] is localhost or a loopback
+// address, as the SDK's localhost protection decides it.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

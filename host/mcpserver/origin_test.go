@@ -2,6 +2,9 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,6 +82,8 @@ func TestOriginPolicyAllows(t *testing.T) {
 		{name: "with credentials", allowed: []string{"https://app.example.com"}, origin: "https://user:pw@app.example.com", want: false},
 		{name: "localhost with credentials", origin: "http://user@localhost", want: false},
 		{name: "bad escape", origin: "http://%zz", want: false},
+		{name: "escaped localhost", origin: "http://%6cocalhost:6274", want: false},
+		{name: "IPv6 loopback with a zone", origin: "http://[::1%25lo]:6274", want: false},
 		{name: "control character", origin: "http://local\x7fhost", want: false},
 		{name: "star as the origin", origin: "*", want: false},
 	}
@@ -107,6 +112,8 @@ func TestNewOriginPolicyErrors(t *testing.T) {
 		"https://app.example.com?x=1",
 		"https://user:pw@app.example.com",
 		"http://%zz",
+		"http://%61pp.example.com",
+		"http://[fe80::1%25eth0]:8080",
 		"**",
 	} {
 		t.Run(bad, func(t *testing.T) {
@@ -188,4 +195,110 @@ func TestServeHTTPRefusalIsJSONForAnyOrigin(t *testing.T) {
 	if !json.Valid(w.Body.Bytes()) {
 		t.Fatalf("the 403 body for Origin %q is not JSON: %s", origin, w.Body.String())
 	}
+}
+
+// On a loopback listener, a request naming another Host — a page whose DNS
+// name was rebound to 127.0.0.1 — is refused before anything else looks at
+// it, with a JSON-RPC error that says which URLs work; loopback names pass.
+func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	ep, err := New(testOptions("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Attach(newTestHost(t, fmt.Sprintf(mcptest.UsersOps, "http://127.0.0.1:1"), nil, nil), nil)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	post := func(host, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, host := range []string{"evil.example.com", "evil.example.com:" + port, "localhost.evil.example:" + port, "10.0.0.1:" + port} {
+		for _, body := range []string{mcptest.InitializeBody, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`} {
+			resp, got := post(host, body)
+			if resp.StatusCode != http.StatusForbidden || resp.Header.Get(sessionIDHeader) != "" ||
+				!strings.Contains(got, `"code":-32600`) || !strings.Contains(got, "DNS rebinding") ||
+				!strings.Contains(got, "http://localhost:"+port) {
+				t.Errorf("Host %q: %s %s", host, resp.Status, got)
+			}
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "127.0.0.2:" + port, "[::1]:" + port, "localhost"} {
+		if resp, got := post(host, mcptest.InitializeBody); resp.StatusCode != http.StatusOK || resp.Header.Get(sessionIDHeader) == "" {
+			t.Errorf("Host %q: %s %s", host, resp.Status, got)
+		}
+	}
+}
+
+// FuzzOriginPolicy: a normalised origin is scheme://host[:port] in lower
+// case and normalises to itself; an origin the allow-list names is
+// allowed; without an allow-list only origins whose host is localhost,
+// *.localhost or a loopback address pass, read here independently of
+// net/url, so a parser quirk cannot let another host through.
+func FuzzOriginPolicy(f *testing.F) {
+	for _, s := range [][2]string{
+		{"http://localhost:6274", ""}, {"HTTP://LOCALHOST", ""}, {"http://app.localhost:5173", ""},
+		{"http://127.0.0.1:1", ""}, {"http://[::1]:8080", ""}, {"http://localhost.evil.example", ""},
+		{"http://localhost@evil.example", ""}, {"http://evil.example\\@localhost", ""}, {"null", ""},
+		{"https://app.example.com", "https://App.Example.com/"}, {"http://[::ffff:127.0.0.1]", ""},
+		{"http://127.0.0.1.nip.io", ""}, {"http://0x7f.1", ""}, {"http://%6cocalhost", ""},
+		{"http://localhost:80/path", ""}, {" http://localhost ", ""}, {"http://[fe80::1%25lo]:1", ""},
+		{"http://my_host:8080", "http://my_host:8080"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, origin, allowed string) {
+		if n, err := normalizeOrigin(origin); err == nil {
+			if again, err := normalizeOrigin(n); err != nil || again != n {
+				t.Fatalf("normalizeOrigin(%q) = %q, which normalises to %q, %v", origin, n, again, err)
+			}
+			if n != strings.ToLower(n) || !(strings.HasPrefix(n, "http://") || strings.HasPrefix(n, "https://")) {
+				t.Fatalf("normalizeOrigin(%q) = %q", origin, n)
+			}
+		}
+		if p, err := newOriginPolicy([]string{allowed}); err == nil && allowed != "*" && !p.allows(allowed) {
+			t.Fatalf("allowed origin %q is refused", allowed)
+		}
+		empty, _ := newOriginPolicy(nil)
+		if empty.allows(origin) && !loopbackOrigin(origin) {
+			t.Fatalf("origin %q passes without an allow-list", origin)
+		}
+	})
+}
+
+// loopbackOrigin reads an origin's host by hand: the text between "://"
+// and the first "/", "?" or "#", without a port; no userinfo, no percent
+// escapes.
+func loopbackOrigin(origin string) bool {
+	_, rest, ok := strings.Cut(strings.ToLower(strings.TrimSpace(origin)), "://")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if strings.ContainsAny(rest, "@%\\") {
+		return false
+	}
+	host := rest
+	if h, _, err := net.SplitHostPort(rest); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

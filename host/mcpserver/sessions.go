@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
@@ -54,6 +57,9 @@ type liveSession struct {
 	// store; nil when the SDK's handler created (and owns) it.
 	transport *mcp.StreamableServerTransport
 	created   time.Time
+	// slot counts the session against the endpoint's session limits
+	// until it ends (limits.go).
+	slot *sessionSlot
 
 	mu          sync.Mutex
 	negotiated  string
@@ -98,6 +104,7 @@ func (rs *replicaSessions) watch(ls *liveSession) {
 		_ = ls.ss.Wait()
 		ls.closed.Store(true)
 		ls.stopTimer()
+		ls.slot.release()
 		rs.mu.Lock()
 		if rs.sessions[ls.id] == ls {
 			delete(rs.sessions, ls.id)
@@ -118,13 +125,39 @@ func (ep *Endpoint) record(ls *liveSession) store.MCPSession {
 		if p.ClientInfo != nil {
 			rec.ClientName, rec.ClientVersion, rec.ClientTitle = p.ClientInfo.Name, p.ClientInfo.Version, p.ClientInfo.Title
 		}
-		if p.Capabilities != nil {
-			rec.ClientCapabilities, _ = json.Marshal(p.Capabilities)
-		}
-		rec.InitializeParams, _ = json.Marshal(p)
+		rec.InitializeParams = sessionState(p)
 	}
 	return rec
 }
+
+// sessionState is what a session's record keeps of its initialize params:
+// what another replica needs to serve the session (the protocol version
+// the client asked for, clientInfo's name, title and version, and the
+// client's capabilities), not the rest (_meta, icons, unknown fields).
+func sessionState(p *mcp.InitializeParams) json.RawMessage {
+	kept := mcp.InitializeParams{ProtocolVersion: p.ProtocolVersion, Capabilities: p.Capabilities}
+	if c := p.ClientInfo; c != nil {
+		kept.ClientInfo = &mcp.Implementation{Name: c.Name, Title: c.Title, Version: c.Version}
+	}
+	b, _ := json.Marshal(kept)
+	return b
+}
+
+// stateSize is the size of the initialize state a session's record keeps:
+// its sessionState, and clientInfo's fields again on their own.
+func stateSize(p *mcp.InitializeParams) int {
+	if p == nil {
+		return 0
+	}
+	n := len(sessionState(p))
+	if c := p.ClientInfo; c != nil {
+		n += len(c.Name) + len(c.Title) + len(c.Version)
+	}
+	return n
+}
+
+// logLevels are the levels logging/setLevel may set (RFC 5424's).
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // put writes the session's record; a failure leaves the session local to
 // this replica until a later use records it.
@@ -151,43 +184,77 @@ const storeCallTimeout = 10 * time.Second
 
 // sessionMiddleware records a session when the SDK has initialized it (with
 // the protocol version it negotiated) and again when its log level changes.
+// It refuses an initialize whose state is over the limit, or that a session
+// limit refuses, before the SDK initializes the session (which the SDK then
+// closes), and a log level the protocol does not have.
 func (ep *Endpoint) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil {
-			return res, err
-		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if ss == nil || ss.ID() == "" {
-			return res, err
+			return next(ctx, method, req)
 		}
 		switch method {
 		case "initialize":
-			ir, ok := res.(*mcp.InitializeResult)
-			if !ok {
-				break
-			}
-			var agent string
-			if ex := req.GetExtra(); ex != nil {
-				agent = ep.agentOf(ex.Header, ex.TokenInfo)
-			}
-			ls, fresh := ep.replicas.add(&liveSession{id: ss.ID(), agent: agent, ss: ss, created: time.Now().UTC(), negotiated: ir.ProtocolVersion})
-			if fresh {
-				ep.replicas.watch(ls)
-			}
-			ep.put(ctx, ls)
+			return ep.initializeSession(ctx, ss, req, next)
 		case "logging/setLevel":
 			p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
-			if ls := ep.replicas.get(ss.ID()); ok && ls != nil && ls.ss == ss {
+			if ok && p != nil && !slices.Contains(logLevels, p.Level) {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+					"params.level: %q is not a logging level (one of %v)", truncateRunes(string(p.Level), 32), logLevels)}
+			}
+			res, err := next(ctx, method, req)
+			if ls := ep.replicas.get(ss.ID()); err == nil && ok && ls != nil && ls.ss == ss {
 				ls.mu.Lock()
 				ls.logLevel = string(p.Level)
 				ls.mu.Unlock()
 				ep.put(ctx, ls)
 			}
+			return res, err
 		}
-		return res, err
+		return next(ctx, method, req)
 	}
 }
+
+// initializeSession serves the initialize of a new session: it checks the
+// state the session would keep and counts the session against the limits,
+// then records it once the SDK has initialized it.
+func (ep *Endpoint) initializeSession(ctx context.Context, ss *mcp.ServerSession, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if ep.replicas.get(ss.ID()) != nil {
+		return next(ctx, "initialize", req) // a repeated initialize: the SDK refuses it
+	}
+	p, _ := req.GetParams().(*mcp.InitializeParams)
+	if n, limit := stateSize(p), ep.limits.MaxStateBytes; n > limit {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"initialize: the clientInfo and capabilities a session keeps take %d bytes here, over this server's limit of %d bytes (%s)",
+			n, limit, optMaxSessionState)}
+	}
+	var client, agent string
+	if ex := req.GetExtra(); ex != nil {
+		client, agent = ex.Header.Get(clientHeader), ep.agentOf(ex.Header, ex.TokenInfo)
+	}
+	slot, err := ep.sessions.acquire(client)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: codeSessionLimit, Message: err.Error()}
+	}
+	res, err := next(ctx, "initialize", req)
+	ir, ok := res.(*mcp.InitializeResult)
+	if err != nil || !ok {
+		slot.release()
+		return res, err
+	}
+	ls, fresh := ep.replicas.add(&liveSession{id: ss.ID(), agent: agent, ss: ss, created: time.Now().UTC(), negotiated: ir.ProtocolVersion, slot: slot})
+	if fresh {
+		ep.replicas.watch(ls)
+	} else {
+		slot.release()
+	}
+	ep.put(ctx, ls)
+	return res, err
+}
+
+// codeSessionLimit is the JSON-RPC error of an initialize a session limit
+// refuses.
+const codeSessionLimit = -32000
 
 // sessionInitialized records that the client of ss sent
 // notifications/initialized.
@@ -230,14 +297,26 @@ func (ep *Endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	// The SDK's handler has no such session: serve it from the store.
+	// The SDK's handler has no such session: serve it from the store,
+	// unless the ID is known not to be there or its client has looked up
+	// too many that were not (unknown.go).
 	if ls == nil || ls.transport == nil || ls.closed.Load() {
-		if r.Method == http.MethodDelete {
-			ep.deleteUnheld(w, r, id, agent)
+		client := ep.clientOf(r)
+		if v := ep.unknown.check(id, client); v != lookUp {
+			refuseUnknown(w, v)
 			return
 		}
-		var err error
-		if ls, err = ep.restore(r.Context(), id, agent); err != nil {
+		if r.Method == http.MethodDelete {
+			ep.deleteUnheld(w, r, id, agent, client)
+			return
+		}
+		slot, err := ep.sessions.acquire(client)
+		if err != nil {
+			refuseSession(w, err)
+			return
+		}
+		if ls, err = ep.restore(r.Context(), id, agent, slot); err != nil {
+			ep.lookupMissed(id, client, err)
 			ep.sessionLookupFailed(w, id, err)
 			return
 		}
@@ -255,8 +334,15 @@ func (ep *Endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 // restore rebuilds session id from its store record, or returns the copy
-// another request restored meanwhile.
-func (ep *Endpoint) restore(ctx context.Context, id, agent string) (*liveSession, error) {
+// another request restored meanwhile. slot counts the rebuilt session; it
+// is released when none is rebuilt.
+func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *sessionSlot) (_ *liveSession, err error) {
+	kept := false
+	defer func() {
+		if !kept {
+			slot.release()
+		}
+	}()
 	stp := ep.store.Load()
 	if stp == nil {
 		return nil, store.ErrNotFound
@@ -268,7 +354,7 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 		return nil, err
 	}
 	if rec.WorkspaceID != ep.workspace || rec.AgentID != agent {
-		return nil, store.ErrNotFound // the session is someone else's: it does not exist for this caller
+		return nil, errOtherCaller
 	}
 	state := &mcp.ServerSessionState{
 		InitializeParams:          new(mcp.InitializeParams),
@@ -301,9 +387,10 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 		return nil, err
 	}
 	ls := &liveSession{
-		id: id, agent: rec.AgentID, ss: ss, transport: t, created: rec.CreatedAt,
+		id: id, agent: rec.AgentID, ss: ss, transport: t, created: rec.CreatedAt, slot: slot,
 		negotiated: rec.ProtocolVersion, initialized: rec.Initialized, logLevel: rec.LogLevel,
 	}
+	kept = true
 	ls.recorded.Store(true)
 	ls.lastTouch.Store(time.Now().UnixNano())
 	if ep.sessionTTL > 0 {
@@ -319,8 +406,20 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string) (*liveSession
 	return ls, nil
 }
 
+// errOtherCaller is the lookup of a session recorded for another workspace
+// or agent: for this caller it does not exist.
+var errOtherCaller = fmt.Errorf("the session is another caller's: %w", store.ErrNotFound)
+
+// lookupMissed notes a store lookup that found no session for client
+// (unknown.go): an ID the store does not have at all is cached as absent.
+func (ep *Endpoint) lookupMissed(id, client string, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		ep.unknown.miss(id, client, !errors.Is(err, errOtherCaller))
+	}
+}
+
 // deleteUnheld ends a session this replica does not hold: its record goes.
-func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent string) {
+func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, agent, client string) {
 	stp := ep.store.Load()
 	if stp == nil {
 		http.Error(w, "session not found", http.StatusNotFound)
@@ -330,12 +429,13 @@ func (ep *Endpoint) deleteUnheld(w http.ResponseWriter, r *http.Request, id, age
 	defer cancel()
 	rec, err := (*stp).GetMCPSession(ctx, id)
 	if err == nil && (rec.WorkspaceID != ep.workspace || rec.AgentID != agent) {
-		err = store.ErrNotFound
+		err = errOtherCaller
 	}
 	if err == nil {
 		err = (*stp).DeleteMCPSession(ctx, id)
 	}
 	if err != nil {
+		ep.lookupMissed(id, client, err)
 		ep.sessionLookupFailed(w, id, err)
 		return
 	}

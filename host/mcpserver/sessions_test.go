@@ -128,7 +128,7 @@ func callGetUser(ctx context.Context, cs *mcp.ClientSession) (string, error) {
 
 // An MCP session initialized on replica A is served by replica B, which has
 // never seen it, from its record in the shared store; the record holds the
-// negotiated version and the client's initialize params.
+// negotiated version and what B needs of the client's initialize params.
 func TestReplicaServesSessionOfAnother(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
@@ -152,8 +152,8 @@ func TestReplicaServesSessionOfAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rec.ProtocolVersion != cs.InitializeResult().ProtocolVersion || rec.ClientName != "replica-test" ||
-		rec.ClientTitle != "Replica test" || rec.WorkspaceID != "default" || rec.AgentID != "agent-1" ||
-		len(rec.InitializeParams) == 0 || len(rec.ClientCapabilities) == 0 {
+		rec.ClientTitle != "Replica test" || rec.WorkspaceID != "default" || rec.AgentID != "header:agent-1" ||
+		!strings.Contains(string(rec.InitializeParams), `"capabilities":{"roots":{"listChanged":true}}`) {
 		t.Fatalf("record = %+v", rec)
 	}
 
@@ -313,7 +313,7 @@ func TestReplicaSessionScopeAndDelete(t *testing.T) {
 		rec, err := st.GetMCPSession(ctx, s.id)
 		return err == nil && rec.Initialized
 	})
-	if rec, _ := st.GetMCPSession(ctx, s.id); rec.ProtocolVersion != negotiated || rec.AgentID != "alice" {
+	if rec, _ := st.GetMCPSession(ctx, s.id); rec.ProtocolVersion != negotiated || rec.AgentID != "header:alice" {
 		t.Fatalf("record = %+v, want version %s for alice", rec, negotiated)
 	}
 

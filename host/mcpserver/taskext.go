@@ -93,7 +93,11 @@ func (ep *Endpoint) startExtTask(ctx context.Context, req *mcp.CallToolRequest) 
 	if h == nil || !h.TaskTool(req.Params.Name) {
 		return nil, nil
 	}
-	t, res, err := h.StartTask(ctx, ep.hostCall(req))
+	cr := ep.hostCall(req)
+	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+		return res, nil
+	}
+	t, res, err := h.StartTask(ctx, cr)
 	switch {
 	case err != nil:
 		return nil, err

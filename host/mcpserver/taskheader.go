@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,9 +15,8 @@ import (
 // header before the SDK reads the body.
 
 // taskHeader is the internal request header through which markTasks hands
-// a taskEnvelope to the middleware. A client's own header of that name is
-// removed.
-const taskHeader = "X-Crank-Internal-Task"
+// a taskEnvelope to the middleware.
+const taskHeader = internalHeaderPrefix + "Task"
 
 // taskEnvelope is what taskHeader carries: params.task of a tools/call, or
 // a tunnelled tasks/* request.
@@ -41,49 +39,29 @@ func envelope(extra *mcp.RequestExtra) (taskEnvelope, bool) {
 // markTasks prepares a POST for the middleware, before the SDK reads it:
 // params.task of a tools/call goes into taskHeader; a tasks/* request for a
 // session the SDK's handler does not hold becomes a ping with the request
-// in taskHeader. The body is read up to the SDK's limit and handed on,
-// unchanged but for that.
-func (ep *Endpoint) markTasks(r *http.Request) {
-	r.Header.Del(taskHeader)
-	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
+// in taskHeader. The body is handed on unchanged but for that.
+func (ep *Endpoint) markTasks(r *http.Request, p *peeked) {
+	if p.body == nil || r.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion || !bytes.Contains(p.body, []byte(`"task`)) {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), rest), rest}
-	if err != nil || len(body) > maxPeekBytes || !bytes.Contains(body, []byte(`"task`)) {
-		return
-	}
-	// Exact key matches, as the SDK's decoder does (encoding/json would
-	// also take "Task").
-	var msg, params map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil {
-		return // a batch or malformed JSON: the SDK decides
-	}
+	msg := p.message()
 	var env taskEnvelope
-	switch method, _ := strconv.Unquote(string(msg["method"])); method {
+	switch msg.method {
 	case "tools/call":
-		if json.Unmarshal(msg["params"], &params) != nil {
-			return
-		}
-		env.Task = params["task"]
-		if len(env.Task) == 0 || string(env.Task) == "null" {
+		if env.Task = msg.task; env.Task == nil {
 			return
 		}
 	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 		id := r.Header.Get(sessionIDHeader)
-		if !ep.transport.stateful || id == "" || len(msg["id"]) == 0 || ep.sdkHolds(id) {
+		if !ep.transport.stateful || id == "" || len(msg.id) == 0 || ep.sdkHolds(id) {
 			return
 		}
-		env.Method, env.Params = method, msg["params"]
-		ping, _ := json.Marshal(map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "id": msg["id"], "method": json.RawMessage(`"ping"`)})
+		env.Method, env.Params = msg.method, msg.params
+		ping := pingWithID(msg.id)
 		r.Body = struct {
 			io.Reader
 			io.Closer
-		}{bytes.NewReader(ping), rest}
+		}{bytes.NewReader(ping), r.Body}
 		r.ContentLength = int64(len(ping))
 	default:
 		return

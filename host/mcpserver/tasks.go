@@ -208,11 +208,12 @@ func (ep *Endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				break
 			}
 			ss, _ := req.GetSession().(*mcp.ServerSession)
-			return f(context.WithValue(ctx, callerKey{}, ep.callerScope(req.GetExtra(), ss)), ss, env.Params)
+			ctx = ep.withPost(context.WithValue(ctx, callerKey{}, ep.callerScope(req.GetExtra(), ss)), req.GetExtra())
+			return f(ctx, ss, env.Params)
 		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 			extra := req.GetExtra()
 			ss, _ := req.GetSession().(*mcp.ServerSession)
-			ctx = context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss))
+			ctx = ep.withPost(context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss)), extra)
 			if sessionless(extra) {
 				return ep.serveExtTask(ctx, method, req.GetParams())
 			}
@@ -242,7 +243,11 @@ func (ep *Endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, tas
 	}
 	// The requested ttl is advisory (the spec lets the receiver override
 	// it): a job lives for its operation's timeout plus its retention.
-	t, res, err := h.StartTask(ctx, ep.hostCall(req))
+	cr := ep.hostCall(req)
+	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+		return res, nil
+	}
+	t, res, err := h.StartTask(ctx, cr)
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return nil, nil
@@ -343,11 +348,20 @@ func (ep *Endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskID
 // taskResult serves tasks/result: it waits until the task is final (the
 // response is an SSE stream kept alive meanwhile, unless the endpoint
 // answers JSON) and returns the CallToolResult its tools/call would have
-// returned, tied to the task by the related-task _meta.
-func (ep *Endpoint) taskResult(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+// returned, tied to the task by the related-task _meta. A wait is bounded
+// per session and ends when its client has gone (taskwait.go).
+func (ep *Endpoint) taskResult(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
 	id := p.id()
 	return serveTask(ep, ctx, methodTasksResult, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *mcp.CallToolResult, error) {
-		t, res, err := h.WaitTask(ctx, scope, id)
+		wctx, release, err := ep.resultWait(ctx, ss)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer release()
+		t, res, err := h.WaitTask(wctx, scope, id)
+		if err != nil && errors.Is(context.Cause(wctx), errClientGone) && ctx.Err() == nil {
+			return nil, nil, ep.clientGoneError(id)
+		}
 		if err != nil {
 			return nil, nil, taskError(err, id)
 		}

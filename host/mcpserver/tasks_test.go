@@ -47,6 +47,13 @@ operations:
 // URL and its audit records.
 func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(*Options)) (string, *observer.ObservedLogs) {
 	t.Helper()
+	_, url, audit := newTaskEndpoint(t, st, upURL, options...)
+	return url, audit
+}
+
+// newTaskEndpoint is newTaskReplica that also returns the endpoint.
+func newTaskEndpoint(t testing.TB, st *store.Etcd, upURL string, options ...func(*Options)) (*Endpoint, string, *observer.ObservedLogs) {
+	t.Helper()
 	core, audit := observer.New(zap.InfoLevel)
 	hst := newTestHost(t, fmt.Sprintf(tasksOps, upURL), st, zap.New(core))
 	opts := testOptions("default")
@@ -60,7 +67,7 @@ func newTaskReplica(t testing.TB, st *store.Etcd, upURL string, options ...func(
 	ep.Attach(hst, st)
 	srv := httptest.NewServer(ep)
 	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
-	return srv.URL + "/mcp", audit
+	return ep, srv.URL + "/mcp", audit
 }
 
 // newTaskClient is a raw JSON-RPC client of agent on url.
@@ -208,7 +215,7 @@ func TestTasks(t *testing.T) {
 		if len(cancels) != 1 {
 			t.Fatalf("B's tasks/cancel audit records: %+v", cancels)
 		}
-		if m := cancels[0].ContextMap(); m["event"] != "job.cancel" || m["agent"] != "agent-1" || m["workspace"] != "default" ||
+		if m := cancels[0].ContextMap(); m["event"] != "job.cancel" || m["agent"] != "header:agent-1" || m["workspace"] != "default" ||
 			m["id"] != task.TaskID || m["tool"] != "report_start" || m["outcome"] != "ok" {
 			t.Errorf("tasks/cancel audit record = %v", m)
 		}
@@ -495,4 +502,32 @@ func TestTasksExtension(t *testing.T) {
 	other.Header.Set("Mcp-Method", "tasks/get")
 	other.Header.Set("Mcp-Name", created.TaskID)
 	other.Fails("tasks/get", extParams(true, "taskId", created.TaskID), -32602, "not found")
+}
+
+// A stateless json_response endpoint serves a request that carries a
+// progress token with SSE: that path, too, drops the internal headers a
+// client sends (here one that would turn a ping into tasks/list) and
+// passes params.task on (the call becomes a task).
+func TestTasksStatelessJSONProgress(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless, o.JSONResponse = true, true })
+	c := newTaskClient(t, url, "agent-1", "")
+	c.StartTask("report_start", map[string]any{"n": 1001})
+
+	forged := newTaskClient(t, url, "agent-1", "")
+	forged.Header.Set("X-Crank-Internal-Task", `{"method":"tasks/list"}`)
+	var pong map[string]any
+	forged.OK("ping", map[string]any{"_meta": map[string]any{"progressToken": "p1"}}, &pong)
+	if len(pong) != 0 {
+		t.Errorf("ping with a forged internal header = %v, want an empty result", pong)
+	}
+
+	var created mcptest.CallResult
+	c.OK("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1002}, "task": map[string]any{},
+		"_meta": map[string]any{"progressToken": "p2"}}, &created)
+	if created.Task == nil || created.Task.TaskID == "" {
+		t.Errorf("task-augmented call with a progress token = %+v, want a CreateTaskResult", created)
+	}
 }

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,10 +19,6 @@ import (
 // sseRetry is the reconnection delay the priming event of a resumable
 // stream asks for.
 const sseRetry = time.Second
-
-// maxPeekBytes bounds how much of a session-less POST is read to find its
-// JSON-RPC method (the SDK's own body limit).
-const maxPeekBytes = mcp.DefaultMaxRequestBodyBytes
 
 // transport is what the endpoint needs of the transport options at
 // request time.
@@ -66,58 +61,34 @@ func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions
 }
 
 // checkRequest answers what the SDK would get wrong, and reports whether
-// it did:
-//   - in stateful mode a POST without Mcp-Session-Id must be an initialize
-//     (or a sessionless 2026-07-28 request, which the SDK refuses with
-//     -32022 so that the client falls back); anything else is 400;
-//   - in stateless json_response mode a call with a progress token is
-//     served with SSE, where its progress notifications can go.
-func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost || r.Body == nil {
+// it did: in stateful mode a POST without Mcp-Session-Id must be an
+// initialize (or a sessionless 2026-07-28 request, which the SDK refuses
+// with -32022 so that the client falls back); anything else is 400.
+func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request, p *peeked) bool {
+	if p.body == nil || !ep.transport.stateful || r.Header.Get(sessionIDHeader) != "" ||
+		r.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
 		return false
 	}
-	needSession := ep.transport.stateful && r.Header.Get("Mcp-Session-Id") == "" &&
-		r.Header.Get("MCP-Protocol-Version") < "2026-07-28"
-	if !needSession && ep.transport.sse == nil {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBytes+1))
-	_ = r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || len(body) > maxPeekBytes {
-		return false // the SDK reports it
-	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
+	msg := p.message()
+	if !msg.ok || msg.method == "initialize" || msg.method == "server/discover" || msg.meta[mcp.MetaKeyProtocolVersion] != nil {
 		return false // a batch or malformed JSON: the SDK decides
 	}
-	if ep.transport.sse != nil {
-		if msg.Params.Meta["progressToken"] == nil {
-			return false
-		}
-		w, stop := ep.wrap(w)
-		defer stop()
-		ep.transport.sse.ServeHTTP(w, r)
-		return true
-	}
-	if msg.Method == "initialize" || msg.Method == "server/discover" || msg.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
-		return false
-	}
-	what := "a response"
-	if msg.Method != "" {
-		what = strconv.Quote(msg.Method)
-	}
-	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
-		"message": "Bad Request: Mcp-Session-Id header is required for " + what + " (only initialize opens a session)"}})
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
+		"message": "Bad Request: Mcp-Session-Id header is required for " + msg.describe() + " (only initialize opens a session)"}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(body)
 	return true
+}
+
+// handler is the SDK handler that serves a request: the endpoint's, or, on
+// a stateless json_response endpoint, the SSE one for a call that carries
+// a progress token, so that its progress notifications can go out.
+func (ep *Endpoint) handler(p *peeked) func(http.ResponseWriter, *http.Request) {
+	if ep.transport.sse != nil && p.body != nil && p.message().progressToken() {
+		return ep.transport.sse.ServeHTTP
+	}
+	return ep.serveMCP
 }
 
 // sseWriter wraps the response of an MCP request. Once the response is an

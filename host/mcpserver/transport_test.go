@@ -145,6 +145,7 @@ func TestCheckRequest(t *testing.T) {
 		{"sessionless protocol header", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"MCP-Protocol-Version": "2026-07-28"}, false},
 		{"sessionless protocol meta", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil, false},
 		{"discover", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, nil, false},
+		{"trailing data without session", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"} x`, nil, true},
 		{"batch", stateful, http.MethodPost, `[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`, nil, false},
 		{"malformed", stateful, http.MethodPost, `{"jsonrpc":`, nil, false},
 		{"GET", stateful, http.MethodGet, ``, nil, false},
@@ -156,7 +157,7 @@ func TestCheckRequest(t *testing.T) {
 				r.Header.Set(k, v)
 			}
 			w := httptest.NewRecorder()
-			if got := c.ep.checkRequest(w, r); got != c.refused {
+			if got := c.ep.checkRequest(w, r, peek(r)); got != c.refused {
 				t.Fatalf("refused = %v, want %v (%d %s)", got, c.refused, w.Code, w.Body)
 			}
 			if c.refused {
