@@ -388,7 +388,7 @@ func TestRedactionOfEchoingUpstream(t *testing.T) {
 				return strings.Contains(res.Text, `"ready":true`)
 			})
 			mustEcho(t, name+" result", res.Text)
-			job, err := f.st.GetJob(ctx, scope, j.ID)
+			job, err := f.st.GetJobResult(ctx, scope, j.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -182,17 +182,23 @@ func isUnavailable(err error) bool {
 		return true // the store's operation deadline (the caller's is checked first)
 	}
 	var code codes.Code
+	var msg string
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
 		code = ee.Code()
 	} else if s, ok := status.FromError(err); ok {
-		code = s.Code()
+		code, msg = s.Code(), s.Message()
 	} else {
 		return false
 	}
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
+	case codes.Internal:
+		// A member shutting down (over TLS) ends its open streams without
+		// trailers; gRPC's transport reports that as Internal with this
+		// text, though the request simply did not complete.
+		return msg == "server closed the stream without sending trailers"
 	case codes.ResourceExhausted:
 		// "too many requests" is transient; "database space exceeded" is not.
 		return errors.Is(err, rpctypes.ErrTooManyRequests) || errors.Is(err, rpctypes.ErrGRPCRequestTooManyRequests)
