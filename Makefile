@@ -72,6 +72,7 @@ FUZZTIME ?= 30s
 FUZZ := \
 	host:FuzzWindowExtraction \
 	host:FuzzRedact \
+	host:FuzzWindowCursor \
 	host/mcpserver:FuzzPeekMessage \
 	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzWindowExtraction drives the JSONPath-driven part of a window with
@@ -75,6 +76,36 @@ func FuzzWindowExtraction(f *testing.F) {
 					t.Fatalf("path %q selects an unredacted node %v in item %s", redactPath, node, it)
 				}
 			}
+		}
+	})
+}
+
+// FuzzWindowCursor feeds the window's cursor decoding what a client may
+// send back as a cursor argument: it never panics, refuses what it did not
+// hand out with a clear error, and every cursor a window returns decodes
+// to the upstream cursor and skip it was made from.
+func FuzzWindowCursor(f *testing.F) {
+	f.Add("", "", 0)
+	f.Add("crank1:", "page-2", 3)
+	f.Add("crank1:eyJjIjoieCIsInMiOjJ9", "", 1)
+	f.Add("crank1:!!", "c", 1000)
+	f.Add("plain-upstream-cursor", "crank1:inner", 7)
+	f.Fuzz(func(t *testing.T, sent, upstream string, skip int) {
+		up, n, err := decodeCursor(sent)
+		if err != nil {
+			if err.Error() != "not a cursor this tool returned" {
+				t.Fatalf("decodeCursor(%q): unexpected error %v", sent, err)
+			}
+		} else if n < 0 || n > maxItemsLimit {
+			t.Fatalf("decodeCursor(%q) = skip %d, out of range", sent, n)
+		}
+		_ = up
+		if skip < 0 || skip > maxItemsLimit || strings.HasPrefix(upstream, cursorPrefix) && skip == 0 || !utf8.ValidString(upstream) {
+			return // a window makes no such cursor (upstream cursors are protocol strings: UTF-8)
+		}
+		up, n, err = decodeCursor(encodeCursor(upstream, skip))
+		if err != nil || up != upstream || n != skip {
+			t.Fatalf("round trip of (%q, %d) gave (%q, %d, %v)", upstream, skip, up, n, err)
 		}
 	})
 }
