@@ -238,7 +238,7 @@ func TestGraphQLAdapter(t *testing.T) {
 		want string
 	}{
 		{"GetBook", map[string]any{"id": true}, `invalid arguments for tool "GetBook": id:`},
-		{"GetBook", map[string]any{}, `invalid arguments for tool "GetBook": required: missing properties: ["id"]`},
+		{"GetBook", map[string]any{}, `invalid arguments for tool "GetBook": missing required argument id`},
 		{"GetBook", map[string]any{"id": "1", "extra": 1}, `invalid arguments for tool "GetBook"`},
 		{"ListBooks", map[string]any{"genre": "POETRY"}, `invalid arguments for tool "ListBooks": genre:`},
 		{"Broken", nil, "upstream answered with an error (query Broken at " + up.URL + "): status GRAPHQL_ERROR: the GraphQL server answered with 1 error: broken on purpose (at broken)"},

@@ -98,7 +98,7 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	for i, want := range map[int]string{
 		2: "upstream answered 404 Not Found",
-		3: `invalid arguments for tool "get_user": id: type`,
+		3: `invalid arguments for tool "get_user": id: must be an integer, got a string`,
 		4: "upstream could not be reached",
 	} {
 		r := st[i].Result

@@ -79,7 +79,7 @@ operations:
 		{"create_user", `{"name":"x","role":"admin"}`, `unknown argument "role": the tool takes email, name`},
 		{"create_user", `{"name":"x","role":"admin","admin":true}`, `unknown arguments "admin", "role"`},
 		{"create_user", `{"role":"admin"}`, `unknown argument "role"`},
-		{"create_typed", `{"name":"x","role":"admin"}`, `want "integer"`},
+		{"create_typed", `{"name":"x","role":"admin"}`, `role: must be an integer, got a string`},
 		{"get_user", `{"id":1,"x":2}`, `unknown argument "x": the tool takes id`},
 		{"ping", `{"x":1}`, `unknown argument "x": the tool takes no arguments`},
 		{"composed", `{"a":"1","c":"2"}`, `unknown argument "c": the tool takes a, b`},

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -525,8 +524,6 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-var schemaPathRE = regexp.MustCompile(`/properties/([^/:]+)`)
-
 // validateArguments checks args against the operation's input schema and
 // returns a message naming the failing field, or "".
 func validateArguments(op *Operation, args json.RawMessage) string {
@@ -545,27 +542,5 @@ func validateArguments(op *Operation, args json.RawMessage) string {
 	if err == nil {
 		return ""
 	}
-	return describeValidationError(err)
-}
-
-// describeValidationError turns jsonschema-go's nested "validating
-// /properties/x: ..." chain into "x: reason".
-func describeValidationError(err error) string {
-	msg := err.Error()
-	var path []string
-	for _, m := range schemaPathRE.FindAllStringSubmatch(msg, -1) {
-		path = append(path, m[1])
-	}
-	reason := msg
-	for strings.HasPrefix(reason, "validating ") {
-		_, rest, ok := strings.Cut(reason, ": ")
-		if !ok {
-			break
-		}
-		reason = rest
-	}
-	if len(path) == 0 {
-		return reason
-	}
-	return strings.Join(path, ".") + ": " + reason
+	return describeValidationError(err, op.input.Schema(), v)
 }

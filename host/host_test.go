@@ -223,10 +223,10 @@ func TestCallAndErrors(t *testing.T) {
 	}
 
 	cases := []struct{ tool, args, want string }{
-		{"echo", `{"id": "seven"}`, `id: type:`},
-		{"echo", `{}`, `required: missing properties: ["id"]`},
+		{"echo", `{"id": "seven"}`, `id: must be an integer, got a string`},
+		{"echo", `{}`, `missing required argument id`},
 		{"echo", `{"id": 1, "tags": [3]}`, `tags`},
-		{"echo", `{"id": 1, "nested": {}}`, `nested: required`},
+		{"echo", `{"id": 1, "nested": {}}`, `nested: missing required field name`},
 		{"echo", `[1]`, `must be a JSON object`},
 		{"echo", `{"id":`, `not valid JSON`},
 		{"slow", `{}`, `upstream timed out (GET http://up/slow): no answer within 300ms`},
@@ -277,7 +277,7 @@ operations:
 	if res := call(t, f.h, "two", `{"n": 2}`); res.IsError || string(res.Structured) != `{"n": 2}` {
 		t.Errorf("call two: %+v", res)
 	}
-	if res := call(t, f.h, "two", `{"n": "x"}`); !res.IsError || !strings.Contains(res.Text, "n: type") {
+	if res := call(t, f.h, "two", `{"n": "x"}`); !res.IsError || !strings.Contains(res.Text, "n: must be an integer, got a string") {
 		t.Errorf("derived schema not enforced: %+v", res)
 	}
 	// A single unnamed tool is the entry: the adapter fills only the gaps.

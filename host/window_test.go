@@ -575,7 +575,7 @@ func TestWindowLimits(t *testing.T) {
 			t.Fatalf("%v %+v", err, res)
 		}
 		res, _ = f.h.Call(context.Background(), host.CallRequest{Tool: "poll", Arguments: json.RawMessage(`{"cursor":5}`)})
-		if !res.IsError || !strings.Contains(res.Text, "cursor: type") {
+		if !res.IsError || !strings.Contains(res.Text, "cursor: must be a string, got an integer") {
 			t.Fatalf("%+v", res)
 		}
 	})
