@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/crankmcp/crank/host"
 )
 
 func init() {
@@ -25,13 +27,15 @@ func (Admin) CaddyModule() caddy.ModuleInfo {
 
 // AdapterStatus is one adapter process as the admin API reports it.
 type AdapterStatus struct {
-	Name     string   `json:"name"`
-	Command  string   `json:"command"`
-	Args     []string `json:"args,omitempty"`
-	PID      int      `json:"pid"`
-	Running  bool     `json:"running"`
-	Starts   int      `json:"starts"`
-	Version  string   `json:"version,omitempty"`
+	Name    string   `json:"name"`
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	PID     int      `json:"pid"`
+	Running bool     `json:"running"`
+	Starts  int      `json:"starts"`
+	Version string   `json:"version,omitempty"`
+	// Modes are the modes its operations can take: its own unary calls
+	// and windows, and the sessions and jobs the host builds on them.
 	Modes    []string `json:"modes,omitempty"`
 	Protocol []string `json:"protocols,omitempty"`
 }
@@ -54,8 +58,8 @@ func serveAdapters(w http.ResponseWriter, r *http.Request) error {
 		if d := s.Description(); d != nil {
 			st.Version = d.Version
 			st.Protocol = d.Protocols
-			for _, m := range d.Modes {
-				st.Modes = append(st.Modes, m.String())
+			for _, m := range host.ModesOf(d.Modes) {
+				st.Modes = append(st.Modes, string(m))
 			}
 		}
 		out = append(out, st)

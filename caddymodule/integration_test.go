@@ -337,7 +337,7 @@ func TestGatewayInProcess(t *testing.T) {
 		if a.Command != exe || !slices.Equal(a.Args, []string{AdapterCommand, "rest"}) {
 			t.Errorf("rest adapter runs %q %q, want %q [%s rest]", a.Command, a.Args, exe, AdapterCommand)
 		}
-		if !slices.Equal(a.Modes, []string{"unary", "window"}) || !slices.Contains(a.Protocol, "http") || a.Version == "" {
+		if !slices.Equal(a.Modes, []string{"unary", "window", "session", "async_job"}) || !slices.Contains(a.Protocol, "http") || a.Version == "" {
 			t.Errorf("rest adapter description = %+v", a)
 		}
 		if a.PID == os.Getpid() {

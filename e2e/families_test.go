@@ -322,9 +322,16 @@ func TestFamiliesDemo(t *testing.T) {
 	if st["status"] != "running" {
 		t.Errorf("status: %v", st)
 	}
+	var final map[string]any
 	waitFor(t, "the report", func() bool {
-		return callOK(t, cs, "build_report_status", map[string]any{"job_id": job})["status"] == "succeeded"
+		final = callOK(t, cs, "build_report_status", map[string]any{"job_id": job})
+		return final["status"] == "succeeded"
 	})
+	// The upstream's last progress report ("running", 83%) describes the
+	// job under way; the final status does not repeat it.
+	if p, ok := final["progress"]; ok {
+		t.Errorf("a succeeded job still reports progress %v", p)
+	}
 	r := callOK(t, cs, "build_report_result", map[string]any{"job_id": job})
 	if rep, _ := r["result"].(map[string]any); rep == nil || rep["service"] != "search" || rep["requests"] == nil {
 		t.Errorf("report: %v", r)

@@ -290,6 +290,28 @@ func adapterMode(op *Operation) sdk.Mode {
 	return sdk.ModeUnary
 }
 
+// ModesOf are the modes an operation of an adapter serving the adapter
+// modes can take: the adapter's own (unary calls, windows) and those the
+// host builds on them — an async_job on either, a session on a window.
+func ModesOf(adapter []sdk.Mode) []Mode {
+	var unary, window bool
+	for _, m := range adapter {
+		unary = unary || m == sdk.ModeUnary
+		window = window || m == sdk.ModeWindow
+	}
+	var out []Mode
+	if unary {
+		out = append(out, ModeUnary)
+	}
+	if window {
+		out = append(out, ModeWindow, ModeSession)
+	}
+	if unary || window {
+		out = append(out, ModeAsyncJob)
+	}
+	return out
+}
+
 // sdkMode is a mode as adapters list it.
 func sdkMode(m Mode) sdk.Mode {
 	switch m {

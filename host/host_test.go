@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -437,5 +438,23 @@ func TestRelativeAdapterCommand(t *testing.T) {
 	}
 	if want := filepath.Join(dir, "conf", "bin", "acme"); spec.Command != want {
 		t.Errorf("command = %q, want %q", spec.Command, want)
+	}
+}
+
+// The modes an operation can take follow from the adapter's own: sessions
+// need a window, jobs either kind of call.
+func TestModesOf(t *testing.T) {
+	for _, c := range []struct {
+		adapter []sdk.Mode
+		want    []host.Mode
+	}{
+		{[]sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, []host.Mode{host.ModeUnary, host.ModeWindow, host.ModeSession, host.ModeAsyncJob}},
+		{[]sdk.Mode{sdk.ModeUnary}, []host.Mode{host.ModeUnary, host.ModeAsyncJob}},
+		{[]sdk.Mode{sdk.ModeWindow}, []host.Mode{host.ModeWindow, host.ModeSession, host.ModeAsyncJob}},
+		{nil, nil},
+	} {
+		if got := host.ModesOf(c.adapter); !slices.Equal(got, c.want) {
+			t.Errorf("ModesOf(%v) = %v, want %v", c.adapter, got, c.want)
+		}
 	}
 }

@@ -332,7 +332,10 @@ func (h *Host) getJob(ctx context.Context, op *boundOp, scope store.Scope, id st
 func jobStatusView(job *store.AsyncJobHandle) map[string]any {
 	out := map[string]any{"job_id": job.ID, "status": job.Status, "created_at": job.CreatedAt,
 		"updated_at": job.UpdatedAt, "expires_at": job.ExpiresAt}
-	if len(job.Progress) > 0 {
+	// The last progress report describes a job still under way; once the
+	// job is final, its status says all, and the report would contradict
+	// it ("succeeded" beside the upstream's "running, 83%").
+	if len(job.Progress) > 0 && !job.Status.Terminal() {
 		out["progress"] = job.Progress
 	}
 	if !job.FinishedAt.IsZero() {

@@ -83,6 +83,9 @@ func (h *Host) task(job *store.AsyncJobHandle) *Task {
 	if op, ok := h.families[job.OperationID]; ok {
 		t.Tool = op.Family.Names[RoleStart]
 	}
+	if job.Status.Terminal() {
+		t.Progress = nil // a final task's status says all (see jobStatusView)
+	}
 	return t
 }
 

@@ -45,7 +45,7 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 		Name:         Name,
 		Version:      version,
 		Protocols:    []string{"ws", "wss"},
-		Modes:        []sdk.Mode{sdk.ModeWindow, sdk.ModeSession, sdk.ModeAsyncJob},
+		Modes:        []sdk.Mode{sdk.ModeWindow},
 		ConfigSchema: schema,
 	}, nil
 }
