@@ -19,7 +19,9 @@ func TestClassifyTransportFailures(t *testing.T) {
 	}{
 		{status.Error(codes.Unavailable, "connection refused"), true},
 		{status.Error(codes.Internal, "server closed the stream without sending trailers"), true},
+		{status.Error(codes.Unknown, "unexpected HTTP status code received from server: 200 (OK); malformed header: missing HTTP content-type"), true},
 		{status.Error(codes.Internal, "grpc: error unmarshalling request"), false},
+		{status.Error(codes.Unknown, "adapter said no"), false},
 		{status.Error(codes.InvalidArgument, "bad key"), false},
 	} {
 		err := classify(ctx, "get", c.err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -199,6 +200,11 @@ func isUnavailable(err error) bool {
 		// trailers; gRPC's transport reports that as Internal with this
 		// text, though the request simply did not complete.
 		return msg == "server closed the stream without sending trailers"
+	case codes.Unknown:
+		// A member starting or stopping can answer on its shared TLS port
+		// with its plain HTTP handler; gRPC's transport reports the
+		// non-gRPC answer as Unknown, and the call never reached etcd.
+		return strings.HasPrefix(msg, "unexpected HTTP status code received from server")
 	case codes.ResourceExhausted:
 		// "too many requests" is transient; "database space exceeded" is not.
 		return errors.Is(err, rpctypes.ErrTooManyRequests) || errors.Is(err, rpctypes.ErrGRPCRequestTooManyRequests)
