@@ -171,7 +171,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// The store's pool key is its config: quotas do not make a store.
 	key, _ := json.Marshal(App{Etcd: a.Etcd, EmbeddedEtcd: a.EmbeddedEtcd})
 	a.poolKey = string(key)
-	return nil
+	return stopOnExit(ctx, a.logger)
 }
 
 // errBothEtcd refuses a config naming both an external and the embedded

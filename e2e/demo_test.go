@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,43 +21,78 @@ import (
 	"github.com/crankmcp/crank/internal/mcptest"
 )
 
-// The demo Caddyfile (`make run`) serves http://127.0.0.1:8080/mcp and
-// http://localhost:8080/mcp alike, and answers any other Host — a DNS
-// rebinding probe — with a clear 4xx that never reaches the endpoint. The
-// test runs the repository's Caddyfile itself, its ports and data directory
-// moved.
-func TestDemoCaddyfileHosts(t *testing.T) {
-	t.Parallel()
+// demoRun is the repository's demo (`make run`: its Caddyfile and operations
+// files) running with its ports and data directory moved, so tests run in
+// parallel on a clean clone.
+type demoRun struct {
+	t     *testing.T
+	dir   string
+	ports map[string]int // ":8080" → the port used instead
+	cmd   *exec.Cmd
+	log   *syncBuffer
+	done  chan struct{}
+}
+
+// demoPorts are the ports of the demo's Caddyfile and operations files.
+var demoPorts = regexp.MustCompile(`:(8080|8081|8082|8083|8084|2019|23790|23800)\b`)
+
+// startDemo copies the demo to a temporary directory, its ports replaced
+// by free ones, and runs it.
+func startDemo(t *testing.T) *demoRun {
+	t.Helper()
+	d := &demoRun{t: t, dir: t.TempDir(), ports: map[string]int{}}
+	move := func(text string) string {
+		return demoPorts.ReplaceAllStringFunc(text, func(m string) string {
+			if d.ports[m] == 0 {
+				d.ports[m] = freePort(t)
+			}
+			return fmt.Sprintf(":%d", d.ports[m])
+		})
+	}
 	src, err := os.ReadFile(filepath.Join(repoRoot, "Caddyfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	ports := map[string]int{}
-	text := regexp.MustCompile(`:(8080|8081|8082|8083|8084|2019|23790|23800)\b`).ReplaceAllStringFunc(string(src), func(m string) string {
-		if ports[m] == 0 {
-			ports[m] = freePort(t)
-		}
-		return fmt.Sprintf(":%d", ports[m])
-	})
+	text := move(string(src))
 	if !strings.Contains(text, "data_dir .crank/etcd") {
 		t.Fatal("the demo Caddyfile's data_dir moved; update this test")
 	}
-	text = strings.Replace(text, "data_dir .crank/etcd", "data_dir "+filepath.Join(dir, "etcd"), 1)
-	writeFile(t, filepath.Join(dir, "Caddyfile"), text)
-
-	cmd := exec.Command(crankBin, "run", "--config", filepath.Join(dir, "Caddyfile"), "--adapter", "caddyfile")
-	cmd.Dir = repoRoot // the operations files are relative to it
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir, "CRANK_DEMO_TOKEN=demo-token")
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	text = strings.Replace(text, "data_dir .crank/etcd", "data_dir "+filepath.Join(d.dir, "etcd"), 1)
+	writeFile(t, filepath.Join(d.dir, "Caddyfile"), text)
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "demo", "*"))
+	if err := os.Mkdir(filepath.Join(d.dir, "demo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range files {
+		if strings.HasSuffix(f, ".go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(d.dir, "demo", filepath.Base(f)), move(string(b)))
+	}
+	d.run()
+	return d
+}
+
+// run starts the demo's process and waits until the gateway answers.
+func (d *demoRun) run() {
+	t := d.t
+	t.Helper()
+	d.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(d.dir, "Caddyfile"), "--adapter", "caddyfile")
+	d.cmd.Dir = d.dir // the operations files are relative to it
+	d.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+d.dir, "XDG_CONFIG_HOME="+d.dir, "HOME="+d.dir, "CRANK_DEMO_TOKEN=demo-token")
+	d.log, d.done = &syncBuffer{}, make(chan struct{})
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, log, done := d.cmd, d.log, d.done
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):
@@ -66,7 +103,26 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 			t.Logf("crank log:\n%s", log.String())
 		}
 	})
+	waitFor(t, "the demo gateway to serve its tools", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", d.ports[":8080"]))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusNotFound // the gateway's own 404
+	})
+}
 
+// mcpURL is the demo's MCP endpoint; admin its admin API.
+func (d *demoRun) mcpURL() string { return fmt.Sprintf("http://127.0.0.1:%d/mcp", d.ports[":8080"]) }
+func (d *demoRun) admin() string  { return fmt.Sprintf("http://localhost:%d", d.ports[":2019"]) }
+
+// The demo Caddyfile (`make run`) serves http://127.0.0.1:8080/mcp and
+// http://localhost:8080/mcp alike, and answers any other Host — a DNS
+// rebinding probe — with a clear 4xx that never reaches the endpoint.
+func TestDemoCaddyfileHosts(t *testing.T) {
+	t.Parallel()
+	d := startDemo(t)
+	ports := d.ports
 	port := ports[":8080"]
 	do := func(method, host, path, body string) (*http.Response, string) {
 		t.Helper()
@@ -84,13 +140,6 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
-	waitFor(t, "the demo gateway to listen", func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
 
 	for _, host := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port)} {
 		resp, body := do(http.MethodPost, host, "/mcp", mcptest.InitializeBody)
@@ -122,4 +171,111 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list via localhost: %v %v", tools, err)
 	}
+}
+
+// Ctrl-C stops the demo within seconds even while a session reads its
+// endless upstream stream, a job waits on a slow upstream and the client
+// holds its MCP stream open: Crank ends its runners before Caddy's servers
+// wait for their requests. The session is recorded stopped and the job
+// failed, both with end "shutdown", which the restarted gateway reports;
+// no adapter process is left.
+func TestDemoStopsFast(t *testing.T) {
+	t.Parallel()
+	d := startDemo(t)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-stop", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", tool, err, textOf(res))
+		}
+		m, _ := res.StructuredContent.(map[string]any)
+		return m
+	}
+	sid := call(cs, "follow_logs_start", map[string]any{})["session_id"].(string)
+	jid := call(cs, "slow_count_start", map[string]any{"ms": 600000})["job_id"].(string)
+	waitFor(t, "the session to read the upstream", func() bool {
+		m := call(cs, "follow_logs_poll", map[string]any{"session_id": sid, "max_items": 1})
+		items, _ := m["items"].([]any)
+		return len(items) > 0
+	})
+	var adapters []adapterStatus
+	resp, err := http.Get(d.admin() + "/crank/adapters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&adapters)
+	resp.Body.Close()
+	if err != nil || len(adapters) == 0 {
+		t.Fatalf("adapters: %v %v", adapters, err)
+	}
+
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gateway did not exit within 5s of SIGINT")
+	}
+	for _, a := range adapters {
+		if a.PID == 0 {
+			continue
+		}
+		waitFor(t, fmt.Sprintf("adapter %s (pid %d) to be gone", a.Name, a.PID), func() bool {
+			return syscall.Kill(a.PID, 0) == syscall.ESRCH
+		})
+	}
+
+	// The restarted gateway serves the same MCP session from its record,
+	// and with it the caller's session and job.
+	d.run()
+	poll := rawCall(t, d.mcpURL(), cs.ID(), "follow_logs_poll", map[string]any{"session_id": sid})
+	if poll["status"] != "stopped" || poll["end_reason"] != "shutdown" {
+		t.Errorf("session after the restart: %v", poll)
+	}
+	status := rawCall(t, d.mcpURL(), cs.ID(), "slow_count_status", map[string]any{"job_id": jid})
+	if e, _ := status["error"].(map[string]any); status["status"] != "failed" || e["code"] != "shutdown" {
+		t.Errorf("job after the restart: %v", status)
+	}
+}
+
+// rawCall calls a tool over plain HTTP in the MCP session sessionID and
+// returns its structured result.
+func rawCall(t *testing.T, url, sessionID, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sessionID)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var msg struct {
+			Result struct {
+				StructuredContent map[string]any `json:"structuredContent"`
+				IsError           bool           `json:"isError"`
+			} `json:"result"`
+		}
+		if json.Unmarshal([]byte(data), &msg) == nil && msg.Result.StructuredContent != nil {
+			return msg.Result.StructuredContent
+		}
+	}
+	t.Fatalf("%s in session %s: %s %s", tool, sessionID, resp.Status, b)
+	return nil
 }

@@ -59,6 +59,7 @@ type Host struct {
 	families map[string]*boundOp // by operation name
 	store    Store
 	quotas   Quotas
+	runners  *runnerSet // the process's (runners); a test's own
 	audit    *zap.Logger
 }
 
@@ -84,7 +85,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts.Audit = opts.Logger.Named("audit")
 	}
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{},
-		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit}
+		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners}
 	var errs []error
 	fail := func(op, field, reason string) {
 		file := h.cat.Source

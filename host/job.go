@@ -87,10 +87,16 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 }
 
 func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
+	run, ok := h.runners.enter()
+	if !ok {
+		return nil, replicaQuotaError(shutdownRefusal)
+	}
 	slot, refusal := h.quotas.Replica.take(true)
 	if refusal != "" {
+		run.leave()
 		return nil, replicaQuotaError(refusal)
 	}
+	slot = joinRelease(slot, run.leave)
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
 		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
@@ -103,6 +109,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	// A cancel from any replica cancels the run; subscribed before the
 	// client learns the job's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
+	run.bind(cancel)
 	unsubscribe, err := hubFor(h.store).subscribe(true, job.ID, func() { cancel(errCancelRequested) })
 	if err != nil {
 		cancel(nil)
@@ -157,6 +164,12 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 			h.cancelUpstreamJob(op, req, startDoc, log)
 		}
 		u = store.JobUpdate{Status: store.JobCanceled}
+	case errors.Is(cause, errShutdown):
+		if j.CancelOperation != "" && startDoc != nil {
+			h.cancelUpstreamJob(op, req, startDoc, log)
+		}
+		u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("shutdown",
+			"the gateway replica running the job stopped before it finished; start the job again")}
 	case errors.Is(cause, context.DeadlineExceeded):
 		u = store.JobUpdate{Status: store.JobFailed, Error: failureJSON("max_runtime",
 			fmt.Sprintf("the job ran longer than its timeout (%s)", job.MaxRuntime))}

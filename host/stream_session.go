@@ -50,10 +50,16 @@ const (
 // reader in the background; the call returns at once.
 func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
 	l := op.Execution.Limits
+	run, ok := h.runners.enter()
+	if !ok {
+		return errorResult(shutdownRefusal), ""
+	}
 	slot, refusal := h.quotas.Replica.take(false)
 	if refusal != "" {
+		run.leave()
 		return errorResult(refusal), ""
 	}
+	slot = joinRelease(slot, run.leave)
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
 		Mode:        string(ModeSession),
@@ -68,6 +74,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	// Stop requests from any replica cancel the reader; subscribed before
 	// the client learns the session's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
+	run.bind(cancel)
 	unsubscribe, err := hubFor(h.store).subscribe(false, ss.ID, func() { cancel(errStopRequested) })
 	if err != nil {
 		cancel(nil)
@@ -181,6 +188,8 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 		errJSON = failureJSON("internal_error", panicked.msg)
 	case errors.Is(cause, errStopRequested):
 		status, end = store.StreamSessionStopped, "stopped"
+	case errors.Is(cause, errShutdown):
+		status, end = store.StreamSessionStopped, "shutdown"
 	case errors.Is(cause, errStoreFailed):
 		status, end = store.StreamSessionFailed, "store_failed"
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")

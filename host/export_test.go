@@ -1,0 +1,11 @@
+package host
+
+import "context"
+
+// OwnRunners gives h a runner set of its own and returns its stop, so a
+// test stops h's runners without stopping those of the tests beside it.
+func OwnRunners(h *Host) func(context.Context) error {
+	rs := &runnerSet{live: map[*runner]struct{}{}}
+	h.runners = rs
+	return rs.stop
+}
