@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -77,6 +78,7 @@ type Embedded struct {
 	endpoints []string
 	creds     embeddedCredentials
 	closeOnce sync.Once
+	closing   *atomic.Bool // set by Close: etcd's listener-closed lines are expected
 }
 
 // StartEmbedded starts an embedded etcd server and waits until it is ready
@@ -102,7 +104,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel))
+	closing := new(atomic.Bool)
+	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel), quietWhileClosing(closing))
 
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
@@ -183,7 +186,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		closeBounded(e)
 		return nil, fmt.Errorf("store: start %s: not ready within %s", what, timeout)
 	}
-	return &Embedded{etcd: e, endpoints: []string{curl.String()}, creds: creds}, nil
+	return &Embedded{etcd: e, endpoints: []string{curl.String()}, creds: creds, closing: closing}, nil
 }
 
 // parseListenURL parses a listener URL of the embedded etcd: http:// or
@@ -247,8 +250,43 @@ func EmbeddedClientTLS(dataDir string) *TLSConfig { return credentialsIn(dataDir
 // Close stops the server gracefully and waits for it. It is idempotent and
 // always returns nil; the error result lets Embedded serve as an io.Closer.
 func (e *Embedded) Close() error {
-	e.closeOnce.Do(e.etcd.Close)
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.etcd.Close()
+	})
 	return nil
+}
+
+// closeLines are what etcd logs as warnings and errors about its own
+// listeners when it is stopped on purpose ("use of closed network
+// connection", "http: Server closed"): on a normal stop they are noise.
+var closeLines = map[string]bool{
+	"setting up serving from embedded etcd failed.": true,
+	"stopping secure grpc server due to error":      true,
+	"stopped secure grpc server due to error":       true,
+	"stopping insecure grpc server due to error":    true,
+	"stopped insecure grpc server due to error":     true,
+}
+
+// quietWhileClosing drops closeLines once closing is set.
+func quietWhileClosing(closing *atomic.Bool) zap.Option {
+	return zap.WrapCore(func(c zapcore.Core) zapcore.Core { return closingCore{c, closing} })
+}
+
+type closingCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c closingCore) With(f []zapcore.Field) zapcore.Core {
+	return closingCore{c.Core.With(f), c.closing}
+}
+
+func (c closingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.closing.Load() && closeLines[e.Message] {
+		return ce
+	}
+	return c.Core.Check(e, ce)
 }
 
 // Check reports what StartEmbedded would refuse in cfg (no data directory,
