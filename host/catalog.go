@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,6 +141,7 @@ type Operation struct {
 
 	input         *jsonschema.Resolved
 	inputDeclared bool
+	pos           positions // of its file, for errors
 }
 
 // Catalog is a loaded operations file: its entries as written. An entry
@@ -156,6 +159,7 @@ type Catalog struct {
 	Secrets []string
 
 	byName map[string]*Operation
+	pos    positions // where each field is written, for errors
 }
 
 // BaseDir is the absolute directory of the operations file; adapters
@@ -186,6 +190,7 @@ type LoadOptions struct {
 // file, the operation and the field.
 type ConfigError struct {
 	File      string
+	Line      int // of the field (or the nearest part of it the file has); 0 when unknown
 	Operation string
 	Field     string
 	Reason    string
@@ -194,6 +199,9 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
 	if e.Operation != "" {
 		fmt.Fprintf(&b, ": operation %q", e.Operation)
 	}
@@ -225,21 +233,43 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, &ConfigError{File: name, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)}
 	}
-	var f File
-	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, &ConfigError{File: name, Reason: describeDecodeError(err)}
+	pos := parsePositions(data)
+	// The file's top level first, then each operation on its own, so that
+	// an error names the operation (and a bad one does not hide the rest).
+	var top struct {
+		Version    int                    `json:"version,omitempty"`
+		Adapters   map[string]AdapterDecl `json:"adapters,omitempty"`
+		Operations []json.RawMessage      `json:"operations"`
 	}
-	if f.Version != 0 && f.Version != 1 {
-		return nil, &ConfigError{File: name, Field: "version", Reason: fmt.Sprintf("unsupported version %d (this build reads version 1)", f.Version)}
+	if err := strictDecode(jsonData, &top); err != nil {
+		field, reason := describeDecodeError(err, jsonFields(reflect.TypeOf(File{})))
+		return nil, &ConfigError{File: name, Line: pos.find(field), Field: field, Reason: reason}
+	}
+	if top.Version != 0 && top.Version != 1 {
+		return nil, &ConfigError{File: name, Line: pos.line("", "version"), Field: "version", Reason: fmt.Sprintf("unsupported version %d (this build reads version 1)", top.Version)}
+	}
+	f := File{Version: top.Version, Adapters: top.Adapters, Operations: make([]OperationDecl, len(top.Operations))}
+	undecoded := map[int]*ConfigError{}
+	for i, raw := range top.Operations {
+		if err := strictDecode(raw, &f.Operations[i]); err != nil {
+			var named struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(raw, &named)
+			label := named.Name
+			if label == "" || !toolNameRE.MatchString(label) {
+				label = fmt.Sprintf("#%d", i+1)
+			}
+			field, reason := describeDecodeError(err, jsonFields(reflect.TypeOf(OperationDecl{})))
+			undecoded[i] = &ConfigError{File: name, Line: pos.line(label, field), Operation: label, Field: field, Reason: reason}
+		}
 	}
 
-	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
+	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}, pos: pos}
 	dir := cat.BaseDir()
 	var errs []error
 	fail := func(op, field, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: name, Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &ConfigError{File: name, Line: pos.line(op, field), Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 
 	for an, ad := range f.Adapters {
@@ -258,6 +288,10 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		fail("", "operations", "at least one operation is required")
 	}
 	for i, d := range f.Operations {
+		if e := undecoded[i]; e != nil {
+			errs = append(errs, e)
+			continue
+		}
 		label := d.Name
 		if label == "" {
 			label = fmt.Sprintf("#%d", i+1)
@@ -272,7 +306,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		}
 		op := &Operation{
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
-			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout, File: name, Dir: dir,
+			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout, File: name, Dir: dir, pos: pos,
 		}
 		if op.Adapter == "" {
 			fail(label, "adapter", "is required")
@@ -388,16 +422,50 @@ func jsonable(v any) any {
 	return v
 }
 
-func describeDecodeError(err error) string {
+// strictDecode decodes one JSON value, refusing fields dst does not have.
+func strictDecode(data []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(dst)
+}
+
+// describeDecodeError is the field and reason of a strictDecode error;
+// known are the fields of the value decoded, for a misspelling's
+// suggestion.
+func describeDecodeError(err error, known []string) (field, reason string) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: expected %s, got %s", te.Field, te.Type, te.Value)
+		return te.Field, fmt.Sprintf("expected %s, got %s", jsonTypeName(te.Type), te.Value)
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return "unknown field " + f
+		f, _ = strconv.Unquote(f)
+		if s := closest(f, known); s != "" {
+			return f, fmt.Sprintf("unknown field (did you mean %q?)", s)
+		}
+		return f, "unknown field (known fields: " + strings.Join(known, ", ") + ")"
 	}
-	return msg
+	return "", msg
+}
+
+// jsonTypeName names a Go type as the JSON value it decodes.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	}
+	return t.String()
 }
 
 func checkOutputSchema(raw json.RawMessage) error {

@@ -88,11 +88,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners}
 	var errs []error
 	fail := func(op, field, reason string) {
-		file := h.cat.Source
+		file, line := h.cat.Source, 0
 		if o, ok := h.cat.Lookup(op); ok && o.File != "" {
-			file = o.File
+			file, line = o.File, o.pos.line(op, field)
 		}
-		errs = append(errs, &ConfigError{File: file, Operation: op, Field: field, Reason: h.redact.String(reason)})
+		errs = append(errs, &ConfigError{File: file, Line: line, Operation: op, Field: field, Reason: h.redact.String(reason)})
 	}
 	for _, op := range h.cat.Operations {
 		sup, err := opts.Adapter(op.Adapter)

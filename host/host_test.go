@@ -353,7 +353,11 @@ func TestAttachToDebugAdapter(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"bad yaml", "operations: [", "not valid YAML"},
-		{"unknown field", "operations: []\nfoo: 1", `unknown field "foo"`},
+		{"unknown field", "operations: []\nfoo: 1", `ops.yaml:2: foo: unknown field (known fields: version, adapters, operations)`},
+		{"misspelled entry field", "operations:\n  - name: a\n    descripton: d\n    adapter: test\n    config: {behavior: echo}", `ops.yaml:3: operation "a": descripton: unknown field (did you mean "description"?)`},
+		{"wrong type", "operations:\n  - name: a\n    description: d\n    adapter: [test]\n    config: {}", `ops.yaml:4: operation "a": adapter: expected a string, got array`},
+		{"json position", "{\"operations\": [\n {\"name\": \"a\", \"description\": \"d\",\n  \"adapter\": \"test\", \"mode\": \"forever\", \"config\": {}}]}", `ops.yaml:3: operation "a": mode: unknown mode "forever"`},
+		{"nested position", "operations:\n  - name: a\n    description: d\n    adapter: test\n    mode: window\n    limits:\n      max_itemz: 5\n    config: {}", `ops.yaml:7: operation "a": limits.max_itemz: unknown field (did you mean "max_items"?)`},
 		{"no ops", "operations: []", "operations: at least one operation is required"},
 		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": name: must be`},
 		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": name: duplicate`},
@@ -386,11 +390,11 @@ operations:
 		t.Fatal("want error")
 	}
 	for _, want := range []string{
-		`ops.yaml: operation "a": config.behavior: unknown behavior "teleport"`,
-		`ops.yaml: operation "b": adapter: no adapter named "missing"`,
-		`ops.yaml: operation "c": description: is required`,
-		`ops.yaml: operation "d": config: the adapter derived an invalid tool name "x y"`,
-		`ops.yaml: operation "e": config: the adapter found no tools to serve in it`,
+		`ops.yaml:5: operation "a": config.behavior: unknown behavior "teleport"`,
+		`ops.yaml:6: operation "b": adapter: no adapter named "missing"`,
+		`ops.yaml:7: operation "c": description: is required`,
+		`ops.yaml:8: operation "d": config: the adapter derived an invalid tool name "x y"`,
+		`ops.yaml:9: operation "e": config: the adapter found no tools to serve in it`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)

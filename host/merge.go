@@ -25,7 +25,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 	for _, c := range cats {
 		for name, d := range c.Adapters {
 			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
-				errs = append(errs, &ConfigError{File: c.Source, Field: "adapters." + name,
+				errs = append(errs, &ConfigError{File: c.Source, Line: c.pos.line("", "adapters."+name), Field: "adapters." + name,
 					Reason: fmt.Sprintf("declared differently in %s", from["adapter:"+name])})
 				continue
 			}
@@ -34,7 +34,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 		}
 		for _, op := range c.Operations {
 			if first, ok := from[op.Name]; ok {
-				errs = append(errs, &ConfigError{File: c.Source, Operation: op.Name, Field: "name",
+				errs = append(errs, &ConfigError{File: c.Source, Line: op.pos.line(op.Name, "name"), Operation: op.Name, Field: "name",
 					Reason: "duplicate operation name (also in " + first + ")"})
 				continue
 			}

@@ -311,7 +311,7 @@ func TestExpandedToolBadOverride(t *testing.T) {
 		t.Fatal("a bad override loaded")
 	}
 	for _, want := range []string{
-		`ops.yaml: operation "api": config: tool "watch": `,
+		`ops.yaml:6: operation "api": config: tool "watch": `,
 		`limits.max_items: must be between 1 and 1000000 (got 0)`,
 		`aggregation.aggregation_mode: unknown aggregation_mode "averages"`,
 	} {
