@@ -140,7 +140,7 @@ func TestGoSDKClient(t *testing.T) {
 	}{
 		{"get_user", map[string]any{"id": "seven"}, `invalid arguments for tool "get_user": id: must be an integer, got a string`},
 		{"get_user", map[string]any{}, `invalid arguments for tool "get_user": missing required argument id`},
-		{"get_user", map[string]any{"id": 404}, `upstream answered 404 Not Found`},
+		{"get_user", map[string]any{"id": 404}, `upstream answered with an error (GET ` + up.URL + `/users/404): upstream answered 404 Not Found`},
 		{"down", nil, `upstream could not be reached (GET http://127.0.0.1:`},
 		{"slow", nil, `upstream timed out (GET ` + up.URL + `)`},
 	} {

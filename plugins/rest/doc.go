@@ -144,9 +144,11 @@
 // # Errors
 //
 // Failures are *sdk.UpstreamError. Upstream names the call as the method
-// and the URL's scheme and host, never its path, query string or userinfo
-// (a capability URL carries its secret in them), e.g.
-// "GET http://127.0.0.1:8081".
+// and the URL's scheme and host, never its query string or userinfo (which
+// may carry credentials), e.g. "GET http://127.0.0.1:8081"; for a status
+// error it adds the path that was called, with its path arguments
+// ("GET http://127.0.0.1:8081/users/0"). Keep a capability URL's secret in
+// a placeholder: the host redacts it wherever it appears.
 //
 //   - KindUpstreamStatus: a non-2xx answer. Status is the code ("404"),
 //     Message "upstream answered 404 Not Found", Body the first 2 KiB of the

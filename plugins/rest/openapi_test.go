@@ -491,7 +491,7 @@ func TestOpenAPICalls(t *testing.T) {
 		t.Errorf("showPetById = %v", out)
 	}
 	if _, ue := callTool(t, h, im.tools["showPetById"], map[string]any{"petId": 99}); ue == nil || ue.Status != "404" ||
-		!strings.Contains(ue.Body, "no pet 99") || strings.Contains(ue.Upstream, "/v1/pets") {
+		!strings.Contains(ue.Body, "no pet 99") || !strings.HasSuffix(ue.Upstream, "/v1/pets/99") {
 		t.Errorf("showPetById 99: %v", ue)
 	}
 

@@ -77,7 +77,7 @@ func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
 	}
 	ue := &sdk.UpstreamError{
 		Kind:      sdk.KindUpstreamStatus,
-		Upstream:  op.upstream,
+		Upstream:  op.called(resp.Request),
 		Status:    status,
 		Message:   msg,
 		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
@@ -178,4 +178,16 @@ func (op *operation) tooLarge() *sdk.UpstreamError {
 		Upstream: op.upstream,
 		Message:  fmt.Sprintf("the answer is larger than max_response_bytes (%d bytes)", op.maxBytes),
 	}
+}
+
+// called names the request an upstream answered: the method, scheme, host
+// and path with the call's path arguments, so the caller sees which
+// resource was refused; never the query string or userinfo, which may
+// carry credentials (a secret in the path is a placeholder's, and the host
+// redacts it).
+func (op *operation) called(req *http.Request) string {
+	if req == nil || req.URL == nil || op.method == "" {
+		return op.upstream
+	}
+	return op.upstream + req.URL.EscapedPath()
 }

@@ -455,8 +455,9 @@ func TestStatusErrors(t *testing.T) {
 
 	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: map[string]any{"id": "404", "q": "x"}})
 	wantKind(t, ue, sdk.KindUpstreamStatus)
-	// The scheme and host only: a path or query may carry a secret.
-	if want := "GET " + srv.URL; ue.Upstream != want {
+	// The path called, with its arguments; never the query, which may
+	// carry a credential.
+	if want := "GET " + srv.URL + "/users/404"; ue.Upstream != want {
 		t.Errorf("upstream = %q, want %q", ue.Upstream, want)
 	}
 	if ue.Status != "404" || ue.Message != "upstream answered 404 Not Found" || ue.Retryable || !ue.Rejected {

@@ -326,8 +326,10 @@ func (k ErrorKind) String() string { return enumName(kindNames, int(k), "ErrorKi
 type UpstreamError struct {
 	Kind ErrorKind
 	// Upstream names the upstream by its scheme and host, e.g. "GET
-	// http://billing:8080". Never put credentials, a path or a query here:
-	// a capability URL carries its secret in them.
+	// http://billing:8080", and may add the path of the call when the
+	// upstream answered about it ("GET http://billing:8080/invoices/7").
+	// Never put credentials, userinfo or a query here; the host redacts
+	// the configured secrets, not values it does not know.
 	Upstream string
 	// Status is the protocol status, e.g. "404" or "UNAVAILABLE".
 	Status  string
