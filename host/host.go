@@ -324,6 +324,11 @@ type CallRequest struct {
 	AgentID     string
 	TraceParent string
 	TraceState  string
+	// SubjectToken is the caller's verified access token ("" for none),
+	// for operations whose upstream credentials are exchanged from it
+	// (upstream_auth token_exchange, RFC 8693). It is a credential: the
+	// host never logs it, stores it or sends it to an adapter.
+	SubjectToken string
 	// Progress, when set, receives the chunks of a window operation while
 	// it collects (in order, from the calling goroutine, never after Call
 	// returns). The MCP endpoint sets it when the client asked for
