@@ -349,3 +349,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// Decode returns a JWT's claims, unverified (the test issuer signed it).
+func Decode(t testing.TB, token string) map[string]any {
+	t.Helper()
+	tok, err := jwt.ParseInsecure([]byte(token))
+	if err != nil {
+		t.Fatalf("not a JWT: %v", err)
+	}
+	out := map[string]any{}
+	for _, k := range tok.Keys() {
+		var v any
+		if err := tok.Get(k, &v); err != nil {
+			t.Fatalf("claim %s: %v", k, err)
+		}
+		out[k] = v
+	}
+	return out
+}
