@@ -6,6 +6,7 @@
 package oauthtest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -42,6 +43,8 @@ type Issuer struct {
 	opaque    map[string]map[string]any
 	exchanges []record
 	fetches   int
+	// defaultAud is the audience of a token request that names none.
+	defaultAud string
 }
 
 type record = map[string]string
@@ -63,6 +66,14 @@ func New(t testing.TB) *Issuer {
 	is.Server = httptest.NewServer(is.guard(mux))
 	t.Cleanup(is.Close)
 	return is
+}
+
+// SetDefaultAudience sets the audience of the tokens issued for requests
+// that name none (as an authorization server's per-client default).
+func (is *Issuer) SetDefaultAudience(aud string) {
+	is.mu.Lock()
+	is.defaultAud = aud
+	is.mu.Unlock()
 }
 
 // Issuer is the issuer identifier (its URL).
@@ -285,9 +296,11 @@ func (is *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	aud := f.Get("audience")
+	aud := cmp.Or(f.Get("audience"), f.Get("resource"))
 	if aud == "" {
-		aud = f.Get("resource")
+		is.mu.Lock()
+		aud = is.defaultAud
+		is.mu.Unlock()
 	}
 	claims := Claims{"exp": time.Now().Add(2 * time.Minute).Unix(), "client_id": ClientID}
 	if sc := f.Get("scope"); sc != "" {
