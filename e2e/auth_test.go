@@ -28,7 +28,7 @@ type authUpstream struct {
 	auth []string
 }
 
-func newAuthUpstream(t *testing.T) *authUpstream {
+func newAuthUpstream(t testing.TB) *authUpstream {
 	u := &authUpstream{}
 	mux := http.NewServeMux()
 	record := func(r *http.Request) {
