@@ -2,7 +2,11 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/auth"
 )
@@ -95,4 +100,67 @@ func TestAuthConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Caddyfiles of docs/security.md adapt, and their crank handlers
+// provision (no authorization server is reached).
+func TestSecurityDocCaddyfiles(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) < 3 {
+		t.Fatalf("docs/security.md has %d Caddyfiles, want the three setups", len(blocks))
+	}
+	withAuth, withPolicy := 0, 0
+	for i, b := range blocks {
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(b[1]), nil)
+		if err != nil {
+			t.Errorf("Caddyfile %d: %v", i+1, err)
+			continue
+		}
+		var cfg any
+		if err := json.Unmarshal(out, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range crankHandlers(cfg) {
+			h := Handler{logger: zap.NewNop()}
+			if err := json.Unmarshal(raw, &h); err != nil {
+				t.Fatalf("Caddyfile %d: %v in %s", i+1, err, raw)
+			}
+			if err := h.provisionAuthz(); err != nil {
+				t.Errorf("Caddyfile %d: %v", i+1, err)
+			}
+			if h.Auth != nil {
+				withAuth++
+			}
+			if h.Policy != nil {
+				withPolicy++
+			}
+		}
+	}
+	if withAuth != 1 || withPolicy != 2 {
+		t.Errorf("the Caddyfiles have %d auth and %d policy blocks, want the OIDC one and two policies", withAuth, withPolicy)
+	}
+}
+
+// crankHandlers finds the crank handlers of an adapted config.
+func crankHandlers(v any) []json.RawMessage {
+	var out []json.RawMessage
+	switch v := v.(type) {
+	case map[string]any:
+		if v["handler"] == "crank" {
+			raw, _ := json.Marshal(v)
+			return []json.RawMessage{raw}
+		}
+		for _, e := range v {
+			out = append(out, crankHandlers(e)...)
+		}
+	case []any:
+		for _, e := range v {
+			out = append(out, crankHandlers(e)...)
+		}
+	}
+	return out
 }

@@ -25,8 +25,9 @@ import (
 //     its authorization server is unreachable 503 with Retry-After.
 //   - A valid token's user becomes the caller ("user:<user>", caller.go),
 //     ahead of an authentication handler's user, and its identity rides in
-//     the SDK's TokenInfo: the SDK binds each MCP session to the user that
-//     opened it (another user's request gets 403).
+//     the SDK's TokenInfo. An MCP session belongs to the caller that
+//     opened it: another user's token on it gets 404, as for an unknown
+//     session (sessions.go).
 //
 // The token itself never leaves the gateway: the host only exchanges it
 // for an upstream token where an operation says so (RFC 8693).
