@@ -291,6 +291,8 @@ func (rs *ResourceServer) verifyJWT(ctx context.Context, token string, now time.
 		return nil, invalidToken("the token has expired")
 	case errors.Is(err, jwt.TokenNotYetValidError()):
 		return nil, invalidToken("the token is not valid yet")
+	case errors.Is(err, jwt.InvalidIssuedAtError()):
+		return nil, invalidToken("the token is not valid yet: it was issued in the future (iat)")
 	case errors.Is(err, errWrongAudience):
 		return nil, invalidToken("the token's audience is not this resource (%s)", rs.cfg.Resource)
 	case errors.Is(err, jwt.MissingRequiredClaimError()):

@@ -50,6 +50,7 @@ func TestResourceServerRefusals(t *testing.T) {
 		{"none", "", 401, "", "no bearer token"},
 		{"expired", is.Token(testResource, oauthtest.Claims{"scope": "mcp", "exp": hour}), 401, "invalid_token", "expired"},
 		{"not yet valid", is.Token(testResource, oauthtest.Claims{"scope": "mcp", "nbf": time.Now().Add(time.Hour).Unix()}), 401, "invalid_token", "not valid yet"},
+		{"issued in the future", is.Token(testResource, oauthtest.Claims{"scope": "mcp", "iat": time.Now().Add(time.Hour).Unix()}), 401, "invalid_token", "issued in the future"},
 		{"no exp", is.Token(testResource, oauthtest.Claims{"scope": "mcp", "exp": nil}), 401, "invalid_token", "no exp"},
 		{"wrong audience", is.Token("https://other.example/api", oauthtest.Claims{"scope": "mcp"}), 401, "invalid_token", "audience"},
 		{"wrong issuer", other.Token(testResource, oauthtest.Claims{"scope": "mcp"}), 401, "invalid_token", "issuer is not accepted"},
