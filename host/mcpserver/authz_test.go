@@ -22,7 +22,7 @@ import (
 // authEndpoint serves tasksOps on st behind a resource server that
 // accepts is's tokens for the endpoint's URL with scope "mcp", and the
 // policy of rules. It returns the endpoint's URL and its audit records.
-func authEndpoint(t *testing.T, st *store.Etcd, upURL string, is *oauthtest.Issuer, rules []auth.Rule) (string, *observer.ObservedLogs) {
+func authEndpoint(t *testing.T, st *store.Etcd, upURL string, is *oauthtest.Issuer, rules []auth.Rule, mutate ...func(*Options)) (string, *observer.ObservedLogs) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String() + "/mcp"
@@ -39,6 +39,9 @@ func authEndpoint(t *testing.T, st *store.Etcd, upURL string, is *oauthtest.Issu
 	hst := newTestHost(t, fmt.Sprintf(tasksOps, upURL), st, zap.New(core))
 	opts := testOptions("default")
 	opts.Auth, opts.Policy = rs, policy
+	for _, m := range mutate {
+		m(&opts)
+	}
 	ep, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -256,5 +259,34 @@ func TestPolicyWithoutAuthentication(t *testing.T) {
 	user.OK("tools/list", nil, &res)
 	if len(res.Tools) != 0 { // the agent header is "header:user:eve", never a user
 		t.Errorf("an agent header claiming a user sees %d tools", len(res.Tools))
+	}
+}
+
+// A verified token's user is the caller ahead of the user an
+// authentication handler in front set.
+func TestTokenUserAheadOfAuthenticatedUser(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewUsers(t)
+	is := oauthtest.New(t)
+	url, _ := authEndpoint(t, st, up.URL, is, []auth.Rule{{Name: "alice-only", Expression: `caller.id == "user:alice" && caller.user == "alice"`}},
+		func(o *Options) {
+			o.AuthenticatedUser = func(r *http.Request) string { return r.Header.Get("X-Test-User") }
+		})
+	count := func(sub, handlerUser string) int {
+		c := bearer(t, url, is.Token(url, oauthtest.Claims{"scope": "mcp", "sub": sub}))
+		c.Header.Set("X-Test-User", handlerUser)
+		c.Initialize(tasksProtocolVersion)
+		var res struct {
+			Tools []any `json:"tools"`
+		}
+		c.OK("tools/list", nil, &res)
+		return len(res.Tools)
+	}
+	if n := count("alice", "bob"); n == 0 {
+		t.Error("alice's token behind a handler that says bob: no tools")
+	}
+	if n := count("bob", "alice"); n != 0 {
+		t.Errorf("bob's token behind a handler that says alice: %d tools", n)
 	}
 }

@@ -45,6 +45,8 @@ type Issuer struct {
 	fetches   int
 	// defaultAud is the audience of a token request that names none.
 	defaultAud string
+	// tokenLife is the life of the tokens the token endpoint issues.
+	tokenLife time.Duration
 }
 
 type record = map[string]string
@@ -73,6 +75,14 @@ func New(t testing.TB) *Issuer {
 func (is *Issuer) SetDefaultAudience(aud string) {
 	is.mu.Lock()
 	is.defaultAud = aud
+	is.mu.Unlock()
+}
+
+// SetTokenLife sets the life of the tokens the token endpoint issues
+// (default 2 minutes).
+func (is *Issuer) SetTokenLife(d time.Duration) {
+	is.mu.Lock()
+	is.tokenLife = d
 	is.mu.Unlock()
 }
 
@@ -285,7 +295,7 @@ func (is *Issuer) Exchanges() []Exchange {
 // serveToken serves client_credentials and token exchange (RFC 8693) for
 // the test client. An exchanged token keeps the subject token's sub and
 // names the client as its actor (act); both are for the requested
-// audience (or resource) and scope, and live 2 minutes.
+// audience (or resource) and scope, and live 2 minutes (SetTokenLife).
 func (is *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.ParseForm() != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
@@ -302,11 +312,14 @@ func (is *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
 		aud = is.defaultAud
 		is.mu.Unlock()
 	}
-	claims := Claims{"exp": time.Now().Add(2 * time.Minute).Unix(), "client_id": ClientID}
+	is.mu.Lock()
+	life := cmp.Or(is.tokenLife, 2*time.Minute)
+	is.mu.Unlock()
+	claims := Claims{"exp": time.Now().Add(life).Unix(), "client_id": ClientID}
 	if sc := f.Get("scope"); sc != "" {
 		claims["scope"] = sc
 	}
-	answer := map[string]any{"token_type": "Bearer", "expires_in": 120}
+	answer := map[string]any{"token_type": "Bearer", "expires_in": int(life.Seconds())}
 	switch f.Get("grant_type") {
 	case "client_credentials":
 		claims["sub"] = ClientID
