@@ -400,3 +400,56 @@ func (b basicTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.SetBasicAuth(b.user, b.password)
 	return http.DefaultTransport.RoundTrip(req)
 }
+
+// The policy governs an async_job's family as its operation: a caller
+// who may not use the operation sees none of its tools and may call none
+// of them, not even with another caller's job id.
+func TestAuthPolicyGovernsFamilies(t *testing.T) {
+	t.Parallel()
+	is := oauthtest.New(t)
+	up := newAuthUpstream(t)
+	ops := authOps(up.URL, is.URL) + fmt.Sprintf(`
+  - name: audit
+    description: Audit a user in the background.
+    adapter: rest
+    mode: async_job
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "%s/users/{id}"}
+`, up.URL)
+	g := startGateway(t, gatewayOptions{Operations: ops, Env: []string{"CRANK_E2E_CLIENT_SECRET=" + oauthtest.ClientSecret},
+		Handler: `auth {
+			resource {{mcp_url}}
+			issuer ` + is.URL + `
+		}
+		policy {
+			rule auditors ` + "`" + `tool.name != "audit" || (has(caller.claims.groups) && "auditors" in caller.claims.groups)` + "`" + `
+		}`})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ann := g.connectBearer(ctx, is.Token(g.MCPURL, oauthtest.Claims{"sub": "ann", "groups": []string{"auditors"}}))
+	bob := g.connectBearer(ctx, is.Token(g.MCPURL, oauthtest.Claims{"sub": "bob"}))
+	if got := toolNames(t, ctx, ann); got != "audit_cancel,audit_result,audit_start,audit_status,drop_user,get_user,whoami" {
+		t.Errorf("the auditor sees %s", got)
+	}
+	if got := toolNames(t, ctx, bob); got != "drop_user,get_user,whoami" {
+		t.Errorf("bob sees %s", got)
+	}
+	res, err := ann.CallTool(ctx, &mcp.CallToolParams{Name: "audit_start", Arguments: map[string]any{"id": 4}})
+	if err != nil || res.IsError {
+		t.Fatalf("audit_start: %v %+v", err, res)
+	}
+	job, _ := res.StructuredContent.(map[string]any)["job_id"].(string)
+	if job == "" {
+		t.Fatalf("audit_start answered no job_id: %+v", res.StructuredContent)
+	}
+	for _, tool := range []string{"audit_start", "audit_status", "audit_result", "audit_cancel"} {
+		_, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"id": 4, "job_id": job}})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("unknown tool %q", tool)) {
+			t.Errorf("bob calling %s: %v", tool, err)
+		}
+	}
+	res, err = ann.CallTool(ctx, &mcp.CallToolParams{Name: "audit_status", Arguments: map[string]any{"job_id": job}})
+	if err != nil || res.IsError {
+		t.Errorf("the auditor's audit_status: %v %+v", err, res)
+	}
+}
