@@ -104,7 +104,7 @@ func (c *ResourceConfig) Check() error {
 	if c.Resource == "" {
 		return errors.New("resource: required (the URL clients reach the endpoint at, e.g. https://mcp.example.com/mcp)")
 	}
-	if err := checkURL(c.Resource, false); err != nil {
+	if err := checkURL(c.Resource); err != nil {
 		return fmt.Errorf("resource: %w", err)
 	}
 	if len(c.Issuers) == 0 {
@@ -113,7 +113,7 @@ func (c *ResourceConfig) Check() error {
 	prefixes := map[string]string{}
 	introspecting := ""
 	for _, is := range c.Issuers {
-		if err := checkURL(is.Issuer, false); err != nil {
+		if err := checkURL(is.Issuer); err != nil {
 			return fmt.Errorf("issuer %q: %w", is.Issuer, err)
 		}
 		if other, dup := prefixes[is.UserPrefix]; dup {
@@ -125,7 +125,7 @@ func (c *ResourceConfig) Check() error {
 		}
 		prefixes[is.UserPrefix] = is.Issuer
 		if is.JWKSURI != "" {
-			if err := checkURL(is.JWKSURI, false); err != nil {
+			if err := checkURL(is.JWKSURI); err != nil {
 				return fmt.Errorf("issuer %q: jwks_uri: %w", is.Issuer, err)
 			}
 		}
@@ -135,7 +135,7 @@ func (c *ResourceConfig) Check() error {
 			}
 			introspecting = is.Issuer
 			if in.Endpoint != "" {
-				if err := checkURL(in.Endpoint, false); err != nil {
+				if err := checkURL(in.Endpoint); err != nil {
 					return fmt.Errorf("issuer %q: introspection endpoint: %w", is.Issuer, err)
 				}
 			}
@@ -162,7 +162,7 @@ func (c *ResourceConfig) Check() error {
 
 // checkURL checks an absolute http(s) URL without userinfo or fragment;
 // plain http only for a loopback host.
-func checkURL(s string, _ bool) error {
+func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("not a URL: %v", err)

@@ -64,7 +64,7 @@ func (c *UpstreamConfig) Check() error {
 	if c.TokenEndpoint == "" {
 		return errors.New("token_endpoint: required")
 	}
-	if err := checkURL(c.TokenEndpoint, false); err != nil {
+	if err := checkURL(c.TokenEndpoint); err != nil {
 		return fmt.Errorf("token_endpoint: %w", err)
 	}
 	if c.ClientID == "" {
