@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -61,10 +64,13 @@ func BenchmarkAuthenticate(b *testing.B) {
 	if _, aerr := authenticate(rs, tok); aerr != nil {
 		b.Fatal(aerr)
 	}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, aerr := authenticate(rs, tok); aerr != nil {
+		if _, aerr := rs.Authenticate(ctx, r); aerr != nil {
 			b.Fatal(aerr)
 		}
 	}
