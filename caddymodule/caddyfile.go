@@ -49,6 +49,8 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    max_mcp_sessions            <n>|off
 //	    max_mcp_sessions_per_client <n>|off
 //	    max_mcp_session_state       <size>
+//	    auth   { ... }   (auth.go)
+//	    policy { ... }   (auth.go)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -108,6 +110,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Quotas = q
 		default:
 			if ok, err := h.TransportConfig.unmarshalCaddyfile(d); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalAuthz(d); ok || err != nil { // auth.go
 				if err != nil {
 					return err
 				}

@@ -60,6 +60,11 @@ type Handler struct {
 	// SessionLimits: how many MCP sessions clients can open and what each
 	// keeps (sessionlimits.go).
 	SessionLimits
+	// Auth makes the endpoint an OAuth 2.1 resource server (MCP
+	// authorization, auth.go); Policy decides per caller which tools it
+	// sees and calls with which arguments.
+	Auth   *AuthConfig   `json:"auth,omitempty"`
+	Policy *PolicyConfig `json:"policy,omitempty"`
 
 	ctx      caddy.Context
 	logger   *zap.Logger
@@ -68,6 +73,7 @@ type Handler struct {
 	epKey    string
 	hst      *host.Host // from the app's Start on
 	adapters []string   // adapterPool keys this handler holds
+	authz    authz      // auth.go
 }
 
 // CaddyModule returns the Caddy module information.
@@ -116,6 +122,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := h.SessionLimits.validate(); err != nil {
+		return err
+	}
+	if err := h.provisionAuthz(); err != nil { // auth.go
 		return err
 	}
 	key, _ := json.Marshal(h)
@@ -254,6 +263,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
+		Auth: h.authz.rs, Policy: h.authz.policy,
 	}
 	if opts.Resumable {
 		ttl := time.Duration(t.EventTTL)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,8 +80,13 @@ type gateway struct {
 type gatewayOptions struct {
 	// Operations is the operations file's content.
 	Operations string
-	// Handler holds extra lines for the crank directive's block.
+	// Handler holds extra lines for the crank directive's block;
+	// {{mcp_url}} in them stands for the endpoint's URL.
 	Handler string
+	// Matcher replaces the crank directive's matcher (default /mcp), and
+	// Site holds extra lines for the site block (e.g. a named matcher or
+	// an authentication handler).
+	Matcher, Site string
 	// Env is extra environment, NAME=value.
 	Env []string
 	// Crank replaces the body of the crank global option (by default an
@@ -108,11 +114,13 @@ func (g *gateway) caddyfile(opts gatewayOptions) string {
 
 http://127.0.0.1:%d {
 	bind 127.0.0.1
-	crank /mcp %s {
+	%s
+	crank %s %s {
 		%s
 	}
 }
-`, g.admin, crank, g.port, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
+`, g.admin, crank, g.port, opts.Site, cmp.Or(opts.Matcher, "/mcp"), filepath.Join(g.dir, "ops.yaml"),
+		strings.ReplaceAll(opts.Handler, "{{mcp_url}}", fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)))
 }
 
 // startGateway starts crank with the given operations and waits until the

@@ -28,14 +28,18 @@ func requireTSClient(t *testing.T) {
 }
 
 // runTSClient runs e2e/ts/client.mjs against the gateway with a script of
-// steps and returns its JSON output.
-func runTSClient(t *testing.T, url, script string) []byte {
+// steps, and env (NAME=value) added to its environment, and returns its
+// JSON output.
+func runTSClient(t *testing.T, url, script string, env ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "client.mjs"), url, script)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("client.mjs: %v\n%s", err, stderr.String())

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/crankmcp/crank/host/auth"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -86,6 +88,11 @@ type OperationDecl struct {
 	Family json.RawMessage `json:"family,omitempty"`
 	Job    json.RawMessage `json:"job,omitempty"`
 	Scope  string          `json:"scope,omitempty"`
+	// UpstreamAuth obtains a token for the upstream per caller (token
+	// exchange) or for the gateway (client credentials); the config puts
+	// it where the upstream wants it with {crank.upstream_token}
+	// (upstream_auth.go).
+	UpstreamAuth *auth.UpstreamConfig `json:"upstream_auth,omitempty"`
 }
 
 // Annotations are the MCP tool annotations an operator can set.
@@ -134,6 +141,9 @@ type Operation struct {
 	// itself; start, poll, stop, status, result or cancel).
 	Family *Family
 	Role   string
+	// UpstreamAuth is how the upstream's token is obtained, nil for none
+	// (upstream_auth.go).
+	UpstreamAuth *auth.UpstreamConfig
 	// File is the operations file the operation comes from, and Dir its
 	// absolute directory; adapters resolve relative paths in Config
 	// against Dir.
@@ -377,6 +387,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			}
 			op.Config = cfg
 		}
+		parseUpstreamAuth(d.UpstreamAuth, op, opts.Expand, secrets, func(field, format string, args ...any) { fail(label, field, format, args...) })
 		cat.Operations = append(cat.Operations, op)
 		cat.byName[op.Name] = op
 	}

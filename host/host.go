@@ -61,6 +61,8 @@ type Host struct {
 	quotas   Quotas
 	runners  *runnerSet // the process's (runners); a test's own
 	audit    *zap.Logger
+
+	upstreams upstreamSources // upstream_auth.go
 }
 
 type boundOp struct {
@@ -244,7 +246,8 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool) ([]*boundOp, er
 				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.Name)
 			}
 			op = Operation{Name: t.Name, Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
-				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family}
+				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family,
+				UpstreamAuth: entry.UpstreamAuth}
 		}
 		label := op.Name
 		if err := toolExecution(entry, &op, t, self, sup); err != nil {
@@ -346,6 +349,14 @@ type CallRequest struct {
 	AgentID     string
 	TraceParent string
 	TraceState  string
+	// SubjectToken is the caller's verified access token ("" for none),
+	// for operations whose upstream credentials are exchanged from it
+	// (upstream_auth token_exchange, RFC 8693). It is a credential: the
+	// host never logs it, stores it or sends it to an adapter.
+	SubjectToken string
+	// upstream is the token obtained for the operation's upstream_auth
+	// (upstream_auth.go), set by Call.
+	upstream *upstreamCredential
 	// Progress, when set, receives the chunks of a window operation while
 	// it collects (in order, from the calling goroutine, never after Call
 	// returns). The MCP endpoint sets it when the client asked for
@@ -385,11 +396,14 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
+	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil { // upstream_auth.go
+		return res, nil
+	}
 	switch {
 	case op.Role != "":
-		return h.callFamily(ctx, op, req, args), nil
+		return req.upstream.redact(h.callFamily(ctx, op, req, args)), nil
 	case op.Execution != nil:
-		return h.callWindow(ctx, op, req, args), nil
+		return req.upstream.redact(h.callWindow(ctx, op, req, args)), nil
 	}
 	return h.invoke(ctx, op, req, args), nil
 }
@@ -408,11 +422,11 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		return h.upstreamErrorResult(op, ue)
+		return req.upstream.redact(h.upstreamErrorResult(op, ue))
 	case err != nil:
 		return errorResult(h.redact.String(h.describeCallError(ctx, op, err)))
 	}
-	return h.successResult(res)
+	return req.upstream.redact(h.successResult(res))
 }
 
 // adapterRequest is the adapter request of a call: the operation, its
@@ -423,7 +437,7 @@ func adapterRequest(op *boundOp, req CallRequest, args json.RawMessage, deadline
 			RequestID: req.RequestID, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID,
 			TraceParent: req.TraceParent, TraceState: req.TraceState, Deadline: deadline,
 		},
-		Operation: op.call,
+		Operation: req.upstream.operation(op.call), // upstream_auth.go
 		Arguments: args,
 	}
 }
@@ -515,13 +529,16 @@ func (h *Host) successResult(r *sdk.Result) *Result {
 
 // redacted returns r with its structured content and text redacted: r
 // itself when they hold no secret.
-func (h *Host) redacted(r *Result) *Result {
-	structured, changed := h.redact.json(r.Structured)
+func (h *Host) redacted(r *Result) *Result { return redactResult(h.redact, r) }
+
+// redactResult is r with rd's secrets redacted.
+func redactResult(rd *Redactor, r *Result) *Result {
+	structured, changed := rd.json(r.Structured)
 	var text string
 	if changed && r.Text == string(r.Structured) {
 		text = string(structured) // a family tool's text is its structured content
 	} else {
-		text = h.redact.String(r.Text)
+		text = rd.String(r.Text)
 	}
 	if !changed && text == r.Text {
 		return r

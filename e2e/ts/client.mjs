@@ -33,6 +33,10 @@
 //   "http"       transport-level HTTP failure; code is the HTTP status
 //   "other"      anything else (network errors, ...); code is null
 //
+// Environment: CRANK_E2E_CLIENT_ID and CRANK_E2E_CLIENT_SECRET make it an
+// OAuth client of the gateway's authorization server (client_credentials),
+// asking for CRANK_E2E_SCOPE, of the issuer CRANK_E2E_ISSUER.
+//
 // Exit codes: 0 script ran (steps may have failed), 1 connect/initialize
 // failure or overall timeout, 2 usage error.
 
@@ -43,6 +47,7 @@ import {
   StreamableHTTPError,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 
 const OVERALL_TIMEOUT_MS = Number(process.env.CRANK_E2E_TIMEOUT_MS || 30000);
 
@@ -169,7 +174,22 @@ async function runStep(client, transport, step, steps) {
 async function main() {
   const { url, script } = parseArgs(process.argv.slice(2));
 
-  const transport = new StreamableHTTPClientTransport(url);
+  // With CRANK_E2E_CLIENT_ID and CRANK_E2E_CLIENT_SECRET the client is an
+  // OAuth client (client_credentials): on the gateway's 401 the SDK
+  // discovers the protected resource metadata and the authorization
+  // server from it, and gets a token for the resource.
+  let authProvider;
+  if (process.env.CRANK_E2E_CLIENT_ID) {
+    authProvider = new ClientCredentialsProvider({
+      clientId: process.env.CRANK_E2E_CLIENT_ID,
+      clientSecret: process.env.CRANK_E2E_CLIENT_SECRET,
+      // The SDK's client_credentials request asks for the provider's
+      // scope only (not the challenge's).
+      scope: process.env.CRANK_E2E_SCOPE,
+      expectedIssuer: process.env.CRANK_E2E_ISSUER,
+    });
+  }
+  const transport = new StreamableHTTPClientTransport(url, { authProvider });
   const client = new Client({ name: 'crank-e2e-ts', version: '0.0.0' }, { capabilities: {} });
 
   // Record what the server actually answered, so an error thrown after a

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -67,7 +68,14 @@ type Options struct {
 	// per-client limits ("" or nil: the connection's remote address). A
 	// server behind a proxy passes the address the proxy forwards.
 	ClientAddress func(*http.Request) string
-	Logger        *zap.Logger
+	// Auth, when set, makes the endpoint an OAuth resource server: every
+	// MCP request needs a bearer token it accepts, whose user is the
+	// caller (authz.go).
+	Auth *auth.ResourceServer
+	// Policy decides which tools each caller sees and may call, with
+	// which arguments (policy.go); nil allows everything.
+	Policy *auth.Policy
+	Logger *zap.Logger
 }
 
 // Store is what an endpoint keeps in the shared store (*store.Etcd is
@@ -113,6 +121,9 @@ type Endpoint struct {
 	unknown                unknownSessions // unknown.go
 	waits                  resultWaits     // taskwait.go
 
+	auth   *auth.ResourceServer // authz.go
+	policy *auth.Policy         // policy.go
+
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
 	// sessions too.
@@ -141,6 +152,7 @@ func New(opts Options) (*Endpoint, error) {
 		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
 		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
 		waits:    resultWaits{grace: resultGrace(opts)},
+		auth:     opts.Auth, policy: opts.Policy,
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
@@ -154,6 +166,8 @@ func New(opts Options) (*Endpoint, error) {
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
+	// policy.go: the per-tool policy, outermost
+	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
@@ -173,6 +187,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep.refuseHost(w, r) { // origin.go: a loopback listener serves loopback names
 		return
 	}
+	if ep.serveMetadata(w, r) { // authz.go: protected resource metadata, for any origin
+		return
+	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
@@ -183,6 +200,15 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		return
 	}
+	if ep.auth != nil {
+		ep.authorized(w, r, ep.serve) // authz.go: bearer tokens
+		return
+	}
+	ep.serve(w, r)
+}
+
+// serve serves a request that passed the Host, Origin and token checks.
+func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !ep.awaitHost(w, r) {
 		return
 	}
@@ -333,7 +359,8 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 func (ep *Endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
 	extra := req.Extra
 	s := ep.callerScope(extra, req.Session)
-	cr := host.CallRequest{Tool: req.Params.Name, Arguments: req.Params.Arguments, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID}
+	cr := host.CallRequest{Tool: req.Params.Name, Arguments: req.Params.Arguments, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID,
+		SubjectToken: tokenIdentity(extra).Token()}
 	if extra != nil && extra.Header != nil {
 		cr.TraceParent = extra.Header.Get("Traceparent")
 		cr.TraceState = extra.Header.Get("Tracestate")

@@ -376,15 +376,16 @@ func (ep *Endpoint) taskResult(ctx context.Context, ss *mcp.ServerSession, p *ta
 // time.
 func (ep *Endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listTasksParams) (*listTasksResult, error) {
 	return serveTask(ep, ctx, methodTasksList, "", false, func(h *host.Host, scope host.Scope) (*host.Task, *listTasksResult, error) {
-		out, err := listPage(ctx, h, scope, p.cursor())
+		out, err := listPage(ctx, h, scope, p.cursor(), ep.keepTask(ctx, h))
 		return nil, out, err
 	})
 }
 
 // listPage is the page of the caller's tasks after cursor. The store pages
 // and makes the cursor (the creation time and id of the page's last task);
-// one it did not hand out is refused.
-func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string) (*listTasksResult, error) {
+// one it did not hand out is refused. keep, when set, leaves out the tasks
+// it is false for (the policy's, policy.go).
+func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string, keep func(*host.Task) bool) (*listTasksResult, error) {
 	tasks, next, err := h.ListTasks(ctx, scope, cursor, taskListPage)
 	if errors.Is(err, store.ErrInvalid) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor: not a cursor this server handed out (pass nextCursor unchanged)"}
@@ -392,9 +393,11 @@ func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string
 	if err != nil {
 		return nil, taskError(err, "")
 	}
-	out := &listTasksResult{Tasks: make([]wireTask, len(tasks)), NextCursor: next}
-	for i, t := range tasks {
-		out.Tasks[i] = wireTaskOf(t)
+	out := &listTasksResult{Tasks: make([]wireTask, 0, len(tasks)), NextCursor: next}
+	for _, t := range tasks {
+		if keep == nil || keep(t) {
+			out.Tasks = append(out.Tasks, wireTaskOf(t))
+		}
 	}
 	return out, nil
 }

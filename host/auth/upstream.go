@@ -1,0 +1,283 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Upstream credentials: the tokens the host obtains for an upstream on a
+// caller's behalf, so that the caller's own token never leaves the
+// gateway.
+//
+//   - token_exchange (RFC 8693): the caller's verified access token is
+//     exchanged at the authorization server for a token for the
+//     upstream's audience; the upstream sees the caller (sub) and the
+//     gateway (act), never the caller's token. Cached per caller token
+//     and upstream until it expires.
+//   - client_credentials (RFC 6749 §4.4): the gateway's own token for the
+//     upstream, the same whoever calls (the upstream sees the gateway);
+//     cached per upstream until it expires.
+
+// Grants of upstream credentials.
+const (
+	GrantTokenExchange     = "token_exchange"
+	GrantClientCredentials = "client_credentials"
+)
+
+// UpstreamConfig is how the host obtains an upstream's token.
+type UpstreamConfig struct {
+	// Grant is GrantTokenExchange or GrantClientCredentials.
+	Grant string `json:"grant"`
+	// TokenEndpoint is the authorization server's token endpoint (https,
+	// http only on loopback).
+	TokenEndpoint string `json:"token_endpoint"`
+	// ClientID and ClientSecret authenticate the gateway there (HTTP
+	// Basic, RFC 6749 §2.3.1).
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	// Audience and Resource name the upstream the token is for (RFC 8693
+	// audience, RFC 8707 resource); at least one is required.
+	Audience string `json:"audience,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// Scopes are requested for the token.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// Check reports the first problem of the config, naming its field.
+func (c *UpstreamConfig) Check() error {
+	switch c.Grant {
+	case GrantTokenExchange, GrantClientCredentials:
+	case "":
+		return errors.New("grant: required (token_exchange or client_credentials)")
+	default:
+		return fmt.Errorf("grant: %q is not one of token_exchange, client_credentials", c.Grant)
+	}
+	if c.TokenEndpoint == "" {
+		return errors.New("token_endpoint: required")
+	}
+	if err := checkURL(c.TokenEndpoint); err != nil {
+		return fmt.Errorf("token_endpoint: %w", err)
+	}
+	if c.ClientID == "" {
+		return errors.New("client_id: required")
+	}
+	if c.Audience == "" && c.Resource == "" {
+		return errors.New("audience: required (or resource): the upstream the token is for")
+	}
+	if c.Resource != "" {
+		if u, err := url.Parse(c.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
+			return fmt.Errorf("resource: %q must be an absolute URI without a fragment (RFC 8707)", c.Resource)
+		}
+	}
+	for _, s := range c.Scopes {
+		if s == "" || strings.ContainsAny(s, " \"\\") {
+			return fmt.Errorf("scopes: %q is not a scope", s)
+		}
+	}
+	return nil
+}
+
+// Upstream obtains and caches an upstream's tokens. It is safe for
+// concurrent use; building it does no I/O.
+type Upstream struct {
+	cfg    UpstreamConfig
+	client *http.Client
+
+	mu     sync.Mutex
+	tokens map[[32]byte]*upstreamToken
+}
+
+type upstreamToken struct {
+	ready chan struct{} // closed once value/err are set
+	value string
+	err   error
+	until time.Time
+}
+
+// Upstream token limits.
+const (
+	// upstreamMargin: a cached token is renewed this long before it
+	// expires, so it does not expire on its way to the upstream.
+	upstreamMargin = 30 * time.Second
+	// upstreamDefaultTTL is the life of a token whose answer says none.
+	upstreamDefaultTTL = 5 * time.Minute
+	// upstreamCacheSize bounds the tokens kept.
+	upstreamCacheSize = 4096
+)
+
+// NewUpstream checks the config and returns its token source; client nil
+// is a client with a 10s timeout.
+func NewUpstream(cfg UpstreamConfig, client *http.Client) (*Upstream, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Upstream{cfg: cfg, client: client, tokens: map[[32]byte]*upstreamToken{}}, nil
+}
+
+// Grant is the upstream's grant.
+func (u *Upstream) Grant() string { return u.cfg.Grant }
+
+// ErrNoSubjectToken: a token exchange needs the caller's access token,
+// and the request carried none.
+var ErrNoSubjectToken = errors.New("the caller presented no access token to exchange (token_exchange needs the endpoint's auth block)")
+
+// Token returns the upstream token for a caller whose verified access
+// token is subject ("" for none): a cached one while it is valid, else a
+// new one from the token endpoint. Concurrent requests for the same token
+// share one request.
+func (u *Upstream) Token(ctx context.Context, subject string) (string, error) {
+	var key [32]byte
+	if u.cfg.Grant == GrantTokenExchange {
+		if subject == "" {
+			return "", ErrNoSubjectToken
+		}
+		key = sha256.Sum256([]byte(subject))
+	}
+	now := time.Now()
+	u.mu.Lock()
+	t := u.tokens[key]
+	if t != nil {
+		select {
+		case <-t.ready:
+			if t.err != nil || !now.Before(t.until) {
+				t = nil
+			}
+		default: // in flight: share it
+		}
+	}
+	mine := t == nil
+	if mine {
+		if len(u.tokens) >= upstreamCacheSize {
+			u.evict(now)
+		}
+		t = &upstreamToken{ready: make(chan struct{})}
+		u.tokens[key] = t
+	}
+	u.mu.Unlock()
+	if mine {
+		t.value, t.until, t.err = u.request(ctx, subject, now)
+		close(t.ready)
+		return t.value, t.err
+	}
+	select {
+	case <-t.ready:
+		// A failed request is not cached: the next call asks again.
+		return t.value, t.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// evict drops expired tokens, else about half of them; u.mu is held.
+func (u *Upstream) evict(now time.Time) {
+	for k, t := range u.tokens {
+		select {
+		case <-t.ready:
+			if !now.Before(t.until) || k[0]&1 == 0 {
+				delete(u.tokens, k)
+			}
+		default:
+		}
+	}
+}
+
+// tokenAnswer is a token endpoint's answer (RFC 6749 §5.1, §5.2; RFC 8693
+// §2.2).
+type tokenAnswer struct {
+	AccessToken      string      `json:"access_token"`
+	TokenType        string      `json:"token_type"`
+	IssuedTokenType  string      `json:"issued_token_type"`
+	ExpiresIn        json.Number `json:"expires_in"`
+	Error            string      `json:"error"`
+	ErrorDescription string      `json:"error_description"`
+}
+
+// request asks the token endpoint for a token.
+func (u *Upstream) request(ctx context.Context, subject string, now time.Time) (string, time.Time, error) {
+	form := url.Values{}
+	switch u.cfg.Grant {
+	case GrantTokenExchange:
+		form.Set("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange")
+		form.Set("subject_token", subject)
+		form.Set("subject_token_type", "urn:ietf:params:oauth:token-type:access_token")
+		form.Set("requested_token_type", "urn:ietf:params:oauth:token-type:access_token")
+	default:
+		form.Set("grant_type", "client_credentials")
+	}
+	if u.cfg.Audience != "" {
+		form.Set("audience", u.cfg.Audience)
+	}
+	if u.cfg.Resource != "" {
+		form.Set("resource", u.cfg.Resource)
+	}
+	if len(u.cfg.Scopes) > 0 {
+		form.Set("scope", strings.Join(u.cfg.Scopes, " "))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.cfg.TokenEndpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("token endpoint: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.SetBasicAuth(url.QueryEscape(u.cfg.ClientID), url.QueryEscape(u.cfg.ClientSecret))
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("token endpoint %s unreachable: %v", u.cfg.TokenEndpoint, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes))
+	var a tokenAnswer
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.UseNumber()
+	derr := dec.Decode(&a)
+	if resp.StatusCode != http.StatusOK || a.Error != "" {
+		msg := fmt.Sprintf("token endpoint %s refused the %s request: %s", u.cfg.TokenEndpoint, u.cfg.Grant, resp.Status)
+		if a.Error != "" {
+			msg += ": " + printable(a.Error)
+			if a.ErrorDescription != "" {
+				msg += " (" + printable(a.ErrorDescription) + ")"
+			}
+		}
+		return "", time.Time{}, errors.New(msg)
+	}
+	if derr != nil || a.AccessToken == "" {
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: the answer has no access_token", u.cfg.TokenEndpoint)
+	}
+	if a.TokenType != "" && !strings.EqualFold(a.TokenType, "Bearer") && !strings.EqualFold(a.TokenType, "N_A") {
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: token_type %q is not Bearer", u.cfg.TokenEndpoint, printable(a.TokenType))
+	}
+	ttl := upstreamDefaultTTL
+	if n, err := a.ExpiresIn.Int64(); err == nil && n > 0 {
+		ttl = time.Duration(n) * time.Second
+	}
+	until := now.Add(ttl - upstreamMargin)
+	if ttl <= 2*upstreamMargin {
+		until = now.Add(ttl / 2)
+	}
+	return a.AccessToken, until, nil
+}
+
+// printable keeps what an authorization server says short and printable.
+func printable(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}

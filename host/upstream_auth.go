@@ -1,0 +1,168 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Per-caller upstream credentials (an operation's upstream_auth): before
+// the call reaches the adapter, the host obtains a token for the upstream
+// (package auth: an RFC 8693 token exchange of the caller's verified
+// access token, or a client-credentials token of the gateway's own),
+// cached until it expires, and puts it where the operation's config says
+// with the placeholder {crank.upstream_token}, e.g.
+//
+//	upstream_auth:
+//	  grant: token_exchange
+//	  token_endpoint: https://login.example.com/oauth/token
+//	  client_id: crank
+//	  client_secret: "{env.CRANK_CLIENT_SECRET}"
+//	  audience: https://api.example.com
+//	config:
+//	  headers:
+//	    Authorization: "Bearer {crank.upstream_token}"
+//
+// The caller's own token (CallRequest.SubjectToken) never reaches an
+// adapter. The upstream token does, in the config of this one call only;
+// it is redacted from the call's result like a configured secret.
+
+// UpstreamTokenPlaceholder is where an operation's config takes the token
+// its upstream_auth obtains.
+const UpstreamTokenPlaceholder = "{crank.upstream_token}"
+
+// parseUpstreamAuth checks an operation's upstream_auth, expands its
+// placeholders (the client secret is a secret) and checks that the config
+// uses the token, and that a config using it has an upstream_auth.
+func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(string) string, secrets map[string]bool,
+	fail func(field, format string, args ...any)) {
+	uses := bytes.Contains(op.Config, []byte(UpstreamTokenPlaceholder))
+	if cfg == nil {
+		if uses {
+			fail("config", "uses %s but the operation has no upstream_auth to obtain it", UpstreamTokenPlaceholder)
+		}
+		return
+	}
+	c := *cfg
+	c.TokenEndpoint, _ = expandString(c.TokenEndpoint, expand, nil)
+	c.ClientID, _ = expandString(c.ClientID, expand, nil)
+	c.Audience, _ = expandString(c.Audience, expand, nil)
+	c.Resource, _ = expandString(c.Resource, expand, nil)
+	if c.ClientSecret != "" {
+		c.ClientSecret = expand(c.ClientSecret)
+		addSecret(secrets, c.ClientSecret)
+		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
+	}
+	if err := c.Check(); err != nil {
+		fail("upstream_auth."+fieldOf(err), "%v", err)
+		return
+	}
+	if !uses {
+		fail("upstream_auth", "the config never uses %s: put it where the upstream expects its token, e.g. headers: {Authorization: \"Bearer %s\"}",
+			UpstreamTokenPlaceholder, UpstreamTokenPlaceholder)
+		return
+	}
+	op.UpstreamAuth = &c
+}
+
+// fieldOf is the field an auth config error starts with ("grant: ...").
+func fieldOf(err error) string {
+	msg := err.Error()
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == ':' {
+			return msg[:i]
+		}
+	}
+	return msg
+}
+
+// upstreamSources are the token sources of a host's upstream_auth
+// configs, one per distinct config, so operations of one upstream share
+// their tokens.
+type upstreamSources struct {
+	mu      sync.Mutex
+	sources map[string]*auth.Upstream
+}
+
+func (s *upstreamSources) of(cfg *auth.UpstreamConfig) (*auth.Upstream, error) {
+	key, _ := json.Marshal(cfg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.sources[string(key)]; u != nil {
+		return u, nil
+	}
+	u, err := auth.NewUpstream(*cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.sources == nil {
+		s.sources = map[string]*auth.Upstream{}
+	}
+	s.sources[string(key)] = u
+	return u, nil
+}
+
+// upstreamCredential is the upstream token of one call.
+type upstreamCredential struct {
+	token    string
+	redactor *Redactor
+}
+
+// obtainUpstreamToken sets req.upstream for a call of an operation with
+// upstream_auth (the tool itself, or a family's start tool: the others
+// do not reach the upstream with the caller's arguments), or returns the
+// error result of a call whose token could not be obtained.
+func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRequest) *Result {
+	base := op
+	if op.base != nil {
+		if op.Role != RoleStart {
+			return nil
+		}
+		base = op.base
+	}
+	if base.UpstreamAuth == nil {
+		return nil
+	}
+	src, err := h.upstreams.of(base.UpstreamAuth)
+	if err == nil {
+		var tok string
+		if tok, err = src.Token(ctx, req.SubjectToken); err == nil {
+			req.upstream = &upstreamCredential{token: tok, redactor: NewRedactor([]string{tok})}
+			return nil
+		}
+	}
+	what := "could not be obtained"
+	if errors.Is(err, auth.ErrNoSubjectToken) {
+		what = "needs the caller's access token"
+	}
+	h.log.Warn("upstream credentials "+what, zap.String("tool", op.Name), zap.String("error", h.redact.String(err.Error())))
+	return errorResult(h.redact.String(fmt.Sprintf("tool %q: the upstream's credentials (%s) %s: %v",
+		op.Name, base.UpstreamAuth.Grant, what, err)))
+}
+
+// operation is the adapter's operation of a call: with the upstream
+// token in its config.
+func (c *upstreamCredential) operation(op sdk.Operation) sdk.Operation {
+	if c == nil {
+		return op
+	}
+	quoted, _ := json.Marshal(c.token)
+	op.Config = bytes.ReplaceAll(op.Config, []byte(UpstreamTokenPlaceholder), quoted[1:len(quoted)-1])
+	return op
+}
+
+// redact removes the upstream token from a call's result.
+func (c *upstreamCredential) redact(r *Result) *Result {
+	if c == nil || r == nil {
+		return r
+	}
+	return redactResult(c.redactor, r)
+}
