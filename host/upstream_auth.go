@@ -62,7 +62,7 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
 	}
 	if err := c.Check(); err != nil {
-		fail("upstream_auth."+fieldOf(err), "%v", err)
+		fail("upstream_auth."+authFieldOf(err), "%v", err)
 		return
 	}
 	if !uses {
@@ -73,8 +73,8 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 	op.UpstreamAuth = &c
 }
 
-// fieldOf is the field an auth config error starts with ("grant: ...").
-func fieldOf(err error) string {
+// authFieldOf is the field an auth config error starts with ("grant: ...").
+func authFieldOf(err error) string {
 	msg := err.Error()
 	for i := 0; i < len(msg); i++ {
 		if msg[i] == ':' {
