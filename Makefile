@@ -22,8 +22,9 @@ build: $(BIN)
 $(BIN): $(GOFILES) go.mod go.sum
 	$(GO) build -o $(BIN) ./cmd/crank
 
-# The demo: Caddy with Crank, an embedded etcd (.crank/etcd) and the demo
-# REST upstream on 127.0.0.1:8081, all in one foreground process.
+# The demo: Caddy with Crank in the foreground (the gateway on
+# 127.0.0.1:8080, an embedded etcd in .crank/etcd, the demo REST, GraphQL,
+# gRPC and SOAP upstreams on 8081-8084) and the adapter processes it starts.
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 

@@ -170,7 +170,8 @@
 // that started it, until it ends, is stopped or cancelled (from any
 // replica: the runner watches its record), idles out or reaches its
 // lifetime or timeout. A client disconnect stops nothing. Polls return the
-// items after a cursor (the same cursor returns the same items), with
+// items after a cursor (the same cursor returns the same first items, plus
+// any that arrived since), with
 // has_more, status, gaps and end_reason; result returns ready: false until
 // the job is final. Every family call is audited (Options.Audit) and starts
 // are bounded by Options.Quotas: open sessions and jobs per workspace and

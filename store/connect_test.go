@@ -124,7 +124,7 @@ func TestEmbeddedClientPortInUse(t *testing.T) {
 		t.Fatal("StartEmbedded on a used client port succeeded")
 	}
 	t.Logf("error after %s: %v", time.Since(start), err)
-	if !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), clientURL) {
+	if !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), clientURL) || !strings.Contains(err.Error(), "second `make run`") {
 		t.Errorf("unclear error: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -158,6 +159,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	select {
 	case s := <-startc:
 		if s.err != nil {
+			if errors.Is(s.err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("store: start %s: %w (another gateway with an embedded etcd, such as a second `make run`, may be running: stop it, or give this one its own client_url, peer_url and data_dir)", what, s.err)
+			}
 			return nil, fmt.Errorf("store: start %s: %w", what, s.err)
 		}
 		e = s.e
