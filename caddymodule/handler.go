@@ -29,7 +29,11 @@ var Version = "0.1.0-dev"
 type Handler struct {
 	// Operations are the paths of the operations files (YAML or JSON)
 	// whose tools this endpoint serves.
-	Operations []string `json:"operations"`
+	Operations []string `json:"operations,omitempty"`
+	// Catalog names an operations catalog in etcd whose operations this
+	// endpoint serves beside those of its files; every replica applies a
+	// new version of it without a reload (catalog.go).
+	Catalog string `json:"catalog,omitempty"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call this endpoint. A request with any other Origin header gets
 	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always
@@ -66,8 +70,8 @@ type Handler struct {
 	cat      *host.Catalog
 	ep       *mcpserver.Endpoint
 	epKey    string
-	hst      *host.Host // from the app's Start on
-	adapters []string   // adapterPool keys this handler holds
+	run      *handlerRun // the host it serves, from the app's Start on (catalog.go)
+	adapters []string    // adapterPool keys this handler holds
 }
 
 // CaddyModule returns the Caddy module information.
@@ -97,8 +101,9 @@ func (p pooledEndpoint) Destruct() error { return p.Close() }
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.ctx = ctx
 	h.logger = ctx.Logger()
-	if len(h.Operations) == 0 {
-		return errors.New("crank: operations: at least one operations file is required")
+	h.run = &handlerRun{}
+	if err := h.validateCatalog(); err != nil {
+		return err
 	}
 	if h.SessionTimeout < 0 {
 		return fmt.Errorf("crank: session_timeout: must be positive (got %s)", time.Duration(h.SessionTimeout))
@@ -178,12 +183,20 @@ func (h *Handler) loadOperations() (*host.Catalog, error) {
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
 func (h *Handler) start(st *store.Etcd) error {
+	if h.Catalog != "" {
+		if err := h.followCatalog(st); err != nil {
+			return err
+		}
+		h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations), zap.String("catalog", h.Catalog),
+			zap.Int("tools", len(h.currentHost().Operations())), zap.Bool("stateless", h.Stateless))
+		return nil
+	}
 	hst, err := host.New(h.ctx, host.Options{Catalog: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter})
 	if err != nil {
 		return err
 	}
-	h.hst = hst
+	h.setHost(hst)
 	h.ep.Attach(hst, st)
 	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
 		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
@@ -197,11 +210,7 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
-		return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
-			Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
-		})}, nil
-	})
+	sup, err := pooledAdapter(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -210,13 +219,14 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 	} else {
 		_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
 	}
-	return val.(pooledSupervisor).Supervisor, nil
+	return sup, nil
 }
 
 // Cleanup releases this config's references to the endpoint and adapters.
 func (h *Handler) Cleanup() error {
+	h.stopCatalog()
 	if h.ep != nil {
-		h.ep.Detach(h.hst)
+		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
 	}
 	for _, k := range h.adapters {

@@ -103,7 +103,10 @@ type CatalogVersion struct {
 	Version int64     `json:"version"`
 	Time    time.Time `json:"time"`
 	Author  string    `json:"author"`
-	Message string    `json:"message,omitempty"`
+	// Operator is the name the writer's client gave (unverified: a
+	// claim, unlike Author).
+	Operator string `json:"operator,omitempty"`
+	Message  string `json:"message,omitempty"`
 	// Action is what made the version: create, replace, import, patch,
 	// delete, rollback (the caller's word, stored as given).
 	Action string `json:"action"`
@@ -126,6 +129,7 @@ type CatalogWrite struct {
 	// writes over whatever is there.
 	Expect     int64
 	Author     string
+	Operator   string
 	Message    string
 	Action     string
 	RollbackOf int64
@@ -229,7 +233,7 @@ func (e *Etcd) PutCatalog(ctx context.Context, w CatalogWrite) (*CatalogHead, er
 	if len(w.Changes) > maxCatalogChanges {
 		w.Changes = w.Changes[:maxCatalogChanges]
 	}
-	for _, f := range []struct{ name, v string }{{"author", w.Author}, {"message", w.Message}, {"action", w.Action}} {
+	for _, f := range []struct{ name, v string }{{"author", w.Author}, {"operator", w.Operator}, {"message", w.Message}, {"action", w.Action}} {
 		if len(f.v) > 4096 {
 			return nil, fmt.Errorf("store: %w: catalog %s: %s is longer than 4096 bytes", ErrInvalid, w.Catalog, f.name)
 		}
@@ -266,7 +270,7 @@ func (e *Etcd) PutCatalog(ctx context.Context, w CatalogWrite) (*CatalogHead, er
 			rec.Created = cur.Created
 			rec.Oldest = max(cur.Oldest, rec.Oldest)
 		}
-		ver := CatalogVersion{Catalog: w.Catalog, Version: next, Time: now, Author: w.Author, Message: w.Message,
+		ver := CatalogVersion{Catalog: w.Catalog, Version: next, Time: now, Author: w.Author, Operator: w.Operator, Message: w.Message,
 			Action: w.Action, RollbackOf: w.RollbackOf, Changes: w.Changes, Deleted: w.Deleted, Operations: w.Operations}
 		hv, _ := json.Marshal(rec)
 		vv, _ := json.Marshal(ver)
