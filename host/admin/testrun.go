@@ -209,9 +209,9 @@ func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 	t.res.Mode = string(o.Mode)
 	switch {
 	case o.Family != nil && o.Family.Job != nil:
-		t.job(o.Family.Names, args)
+		t.job(familyNames(o), args)
 	case o.Family != nil:
-		t.session(o.Family.Names, args)
+		t.session(familyNames(o), args)
 	default:
 		t.res.Tool = op
 		t.final(t.call(op, args, true))
@@ -221,6 +221,19 @@ func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 	t.res.Progress = append(t.res.Progress, t.progress...)
 	t.mu.Unlock()
 	return &t.res
+}
+
+// familyNames are the tool names of a session or job family: as the
+// family block renames them, else {operation}_{role}.
+func familyNames(o *host.Operation) map[string]string {
+	out := map[string]string{}
+	for _, role := range o.Family.Roles() {
+		out[role] = o.Family.Names[role]
+		if out[role] == "" {
+			out[role] = o.Name + "_" + role
+		}
+	}
+	return out
 }
 
 func (t *testRunner) warn(format string, args ...any) {
