@@ -176,6 +176,9 @@ func patchOperation(g *Gateway, w http.ResponseWriter, r *http.Request, args []s
 	merged, _ := json.Marshal(mergePatch(target, patch))
 	entry, probs := catalog.ParseEntry(merged)
 	if probs != nil {
+		for i := range probs {
+			probs[i].Line = 0 // a line of the merged entry, not of the patch
+		}
 		return &Error{Status: http.StatusBadRequest, Problems: probs,
 			Message: fmt.Sprintf("the patched operation is not a valid entry (%d errors); nothing was saved", len(probs))}
 	}

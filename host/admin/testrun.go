@@ -140,7 +140,7 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 		entry, ps := catalog.ParseEntry(req.Entry)
 		if ps != nil {
 			for i := range ps {
-				ps[i].Pointer = "/entry" + ps[i].Pointer
+				ps[i].Pointer, ps[i].Line = "/entry"+ps[i].Pointer, 0
 			}
 			return &Error{Status: http.StatusBadRequest, Problems: ps, Message: "the draft entry is not valid"}
 		}
