@@ -27,6 +27,11 @@ type handlerRun struct {
 	mu       sync.Mutex
 	hst      *host.Host
 	follower *catalog.Follower
+
+	// adaptersMu guards Handler.adapters; unloaded: Cleanup released
+	// them, and no host may take new ones.
+	adaptersMu sync.Mutex
+	unloaded   bool
 }
 
 // validateCatalog checks the handler's catalog settings (Provision).

@@ -1,13 +1,22 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/internal/mcptest"
 )
 
 // A handler may serve a catalog beside or instead of operations files;
@@ -68,5 +77,130 @@ func TestCatalogConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.apps, err, c.want)
 		}
+	}
+}
+
+// In one process, under the race detector: a handler serves a catalog
+// beside its file; admin writes, validations and endpoint reads race the
+// follower's rebuilds; a config reload hands the catalog to the new
+// handler without losing it; the MCP client hears every change.
+func TestCatalogInProcess(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	admin := func(method, path, body string, hdr ...string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
+		req.Close = true // a reload replaces the admin server
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	entry := func(desc string) string {
+		return fmt.Sprintf(`{"name": "cat_user", "description": %q, "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, desc, up.URL)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	changed := make(chan struct{}, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "catalog-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	description := func() string {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range res.Tools {
+			if tl.Name == "cat_user" {
+				return tl.Description
+			}
+		}
+		return ""
+	}
+	waitDescription := func(want string) {
+		t.Helper()
+		for description() != want {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatalf("the endpoint never served description %q", want)
+			}
+		}
+	}
+
+	if code, b := admin("POST", "/crank/catalogs/live/operations", entry("v1"), "If-None-Match", "*"); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	waitDescription("v1")
+
+	// Writers, validators and readers at once.
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 3 {
+				switch (i + j) % 3 {
+				case 0:
+					admin("PATCH", "/crank/catalogs/live/operations/cat_user", fmt.Sprintf(`{"title": "t%d%d"}`, i, j), "If-Match", "*")
+				case 1:
+					admin("POST", "/crank/catalogs/live/validate?operation=cat_user", entry("draft"))
+				default:
+					admin("GET", "/crank/endpoints", "")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if code, b := admin("PUT", "/crank/catalogs/live/operations/cat_user", entry("v2"), "If-Match", "*"); code != http.StatusOK {
+		t.Fatalf("replace: %d %s", code, b)
+	}
+	waitDescription("v2")
+
+	// A reload (another session timeout: a new handler) keeps serving the
+	// catalog, and the new handler follows later versions.
+	code, cfg := admin("GET", "/config/", "")
+	if code != http.StatusOK {
+		t.Fatalf("config: %d", code)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `"catalog":"live"`, `"catalog":"live","session_timeout":3600000000000`, 1))
+	if code, b := admin("POST", "/load", string(cfg), "Content-Type", "application/json"); code != http.StatusOK {
+		t.Fatalf("reload: %d %s", code, b)
+	}
+	if description() != "v2" {
+		t.Fatal("the reload lost the catalog's tool")
+	}
+	if code, b := admin("PUT", "/crank/catalogs/live/operations/cat_user", entry("v3"), "If-Match", "*"); code != http.StatusOK {
+		t.Fatalf("replace after reload: %d %s", code, b)
+	}
+	// (Another handler config is another MCP endpoint: the client's
+	// session moved to it, its notification stream did not; poll.)
+	for description() != "v3" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the new handler never served v3")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cat_user", Arguments: map[string]any{"id": 3}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %v", err, res)
+	}
+	_, eps := admin("GET", "/crank/endpoints", "")
+	if !strings.Contains(string(eps), `"version": `) || !strings.Contains(string(eps), `"tools": 2`) {
+		t.Fatalf("endpoints: %s", eps)
 	}
 }

@@ -210,6 +210,12 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Catalog versions and admin requests build hosts concurrently.
+	h.run.adaptersMu.Lock()
+	defer h.run.adaptersMu.Unlock()
+	if h.run.unloaded {
+		return nil, errors.New("the handler's config was unloaded")
+	}
 	sup, err := pooledAdapter(spec)
 	if err != nil {
 		return nil, err
@@ -228,6 +234,11 @@ func (h *Handler) Cleanup() error {
 	if h.ep != nil {
 		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
+	}
+	if h.run != nil {
+		h.run.adaptersMu.Lock()
+		defer h.run.adaptersMu.Unlock()
+		h.run.unloaded = true
 	}
 	for _, k := range h.adapters {
 		_, _ = adapterPool.Delete(k)
