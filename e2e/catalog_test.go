@@ -101,7 +101,7 @@ func TestCatalogAcrossReplicas(t *testing.T) {
 			%s
 			replica_name %s
 		}
-		catalog_history 5`, etcd.Caddyfile(), name)}
+		catalog_history 10`, etcd.Caddyfile(), name)}
 	}
 	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -125,12 +125,14 @@ func TestCatalogAcrossReplicas(t *testing.T) {
 	}
 
 	// Create on A: B's client is told and can call it.
+	written := time.Now()
 	r := a.wantAdmin(http.StatusCreated, "POST", "/crank/catalogs/shared/operations?message=first", catalogEntry(up, "cat_user", "v1"),
 		"If-None-Match", "*", "X-Crank-Operator", "alice")
 	if r.Header.Get("ETag") != `"1"` {
 		t.Fatalf("ETag %q after the first version", r.Header.Get("ETag"))
 	}
 	awaitChange("the create")
+	t.Logf("B's client heard tools/list_changed %s after A's write began", time.Since(written))
 	waitFor(t, "B to list cat_user", func() bool { _, ok := toolDescription(t, ctx, cs, "cat_user"); return ok })
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cat_user", Arguments: map[string]any{"id": 7}})
 	if err != nil || res.IsError {
@@ -212,12 +214,34 @@ func TestCatalogAcrossReplicas(t *testing.T) {
 	awaitChange("the delete")
 	waitFor(t, "B to drop cat_user", func() bool { _, ok := toolDescription(t, ctx, cs, "cat_user"); return !ok })
 
+	// A call already running when its operation is deleted finishes on
+	// the version it started on.
+	a.wantAdmin(http.StatusCreated, "POST", "/crank/catalogs/shared/operations",
+		fmt.Sprintf(`{"name": "cat_slow", "description": "5s", "adapter": "rest", "timeout": "30s", "config": {"method": "GET", "url": "%s/slow"}}`, up.URL),
+		"If-Match", `"5"`)
+	awaitChange("the slow create")
+	waitFor(t, "B to list cat_slow", func() bool { _, ok := toolDescription(t, ctx, cs, "cat_slow"); return ok })
+	slowDone := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cat_slow"})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		slowDone <- res
+	}()
+	<-up.slowStarted
+	a.wantAdmin(http.StatusOK, "DELETE", "/crank/catalogs/shared/operations/cat_slow", "", "If-Match", `"6"`)
+	awaitChange("the slow delete")
+	if res := <-slowDone; res.IsError || !strings.Contains(textOf(res), "slow") {
+		t.Fatalf("the running call did not finish on its version: %s", textOf(res))
+	}
+
 	// Both replicas report the version they serve.
 	for _, g := range []*gateway{a, b} {
-		waitFor(t, "the replica to serve version 5", func() bool {
+		waitFor(t, "the replica to serve version 7", func() bool {
 			eps := g.wantAdmin(http.StatusOK, "GET", "/crank/endpoints", "").json(t)["endpoints"].([]any)
 			s, _ := eps[0].(map[string]any)["serving"].(map[string]any)
-			return s != nil && s["version"] == float64(5)
+			return s != nil && s["version"] == float64(7)
 		})
 	}
 }
