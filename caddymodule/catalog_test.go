@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
 
 	"github.com/crankmcp/crank/internal/mcptest"
 )
@@ -202,5 +205,87 @@ func TestCatalogInProcess(t *testing.T) {
 	_, eps := admin("GET", "/crank/endpoints", "")
 	if !strings.Contains(string(eps), `"version": `) || !strings.Contains(string(eps), `"tools": 2`) {
 		t.Fatalf("endpoints: %s", eps)
+	}
+}
+
+// crank ops against a running gateway: apply, refuse with placed
+// problems, list, export, versions, diff, rollback, delete, test.
+func TestOpsCommand(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "cli"})
+	ops := func(args ...string) (string, error) {
+		t.Helper()
+		pf := pflag.NewFlagSet(OpsCommand, pflag.ContinueOnError)
+		pf.AddGoFlagSet(opsFlags())
+		if err := pf.Parse(append([]string{"--address", strings.TrimPrefix(g.AdminURL, "http://"), "--operator", "ci"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		out, err := opsMain(caddycmd.Flags{FlagSet: pf})
+		return string(out), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := ops(args...)
+		if err != nil {
+			t.Fatalf("crank ops %v: %v", args, err)
+		}
+		return out
+	}
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.yaml", fmt.Sprintf(`version: 1
+operations:
+  - name: cat_user
+    description: A user.
+    adapter: rest
+    config: {method: GET, url: "%s/users/{id}"}
+`, up.URL))
+	bad := file("bad.yaml", "version: 1\noperations:\n  - name: x\n    description: d\n    adapter: rest\n    config: {method: GET, url: \"ftp://h/\"}\n")
+
+	if out := must("apply", "cli", good, "--message", "first"); !strings.Contains(out, "version 1") || !strings.Contains(out, "added cat_user") {
+		t.Fatalf("apply: %s", out)
+	}
+	_, err := ops("apply", "cli", bad)
+	if err == nil || !strings.Contains(err.Error(), "HTTP 422") || !strings.Contains(err.Error(), "line 6: /operations/0/config/url") {
+		t.Fatalf("bad apply: %v", err)
+	}
+	if _, err := ops("validate", "cli", bad); err == nil || !strings.Contains(err.Error(), "/operations/0/config/url") {
+		t.Fatalf("validate bad: %v", err)
+	}
+	if out := must("validate", "cli", good); !strings.Contains(out, "valid") {
+		t.Fatalf("validate good: %s", out)
+	}
+	if out := must("list"); !strings.Contains(out, "cli\tversion 1\t1 operations\tby admin") {
+		t.Fatalf("list: %q", out)
+	}
+	if out := must("list", "cli"); out != "cat_user\trest\tunary\n" {
+		t.Fatalf("list cli: %q", out)
+	}
+	if out := must("get", "cli", "cat_user"); !strings.Contains(out, "name: cat_user") {
+		t.Fatalf("get: %s", out)
+	}
+	must("delete", "cli", "cat_user")
+	if out := must("versions", "cli"); !strings.Contains(out, "2\t") || !strings.Contains(out, "admin (ci)\tdelete") || !strings.Contains(out, "first") {
+		t.Fatalf("versions: %s", out)
+	}
+	if out := must("diff", "cli", "1", "2"); !strings.Contains(out, `"removed"`) {
+		t.Fatalf("diff: %s", out)
+	}
+	if out := must("rollback", "cli", "1"); !strings.Contains(out, "version 3") {
+		t.Fatalf("rollback: %s", out)
+	}
+	if out := must("test", "cli", "cat_user", "--args", `{"id": 4}`); !strings.Contains(out, `"is_error": false`) {
+		t.Fatalf("test: %s", out)
+	}
+	for _, args := range [][]string{{}, {"nope"}, {"get"}, {"get", "missing"}, {"apply", "cli", dir + "/none.yaml"}} {
+		if _, err := ops(args...); err == nil {
+			t.Errorf("crank ops %v succeeded", args)
+		}
 	}
 }

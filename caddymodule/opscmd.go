@@ -22,6 +22,18 @@ import (
 const OpsCommand = "ops"
 
 func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  OpsCommand,
+		Usage: opsUsage,
+		Short: "Manages operations catalogs through the admin API of a running Crank",
+		Long:  opsLong,
+		Func:  runOps,
+		Flags: opsFlags(),
+	})
+}
+
+// opsFlags are the flags of crank ops.
+func opsFlags() *flag.FlagSet {
 	flags := flag.NewFlagSet(OpsCommand, flag.ContinueOnError)
 	flags.String("address", "", "the admin API's address (default: Caddy's, localhost:2019, or $CRANK_ADMIN)")
 	flags.String("message", "", "the change's message, kept with the new version")
@@ -29,11 +41,12 @@ func init() {
 	flags.String("args", "{}", "test: the arguments, a JSON object")
 	flags.Int("polls", 0, "test: how many times a session is polled")
 	flags.Bool("json", false, "print the admin API's JSON answers as they are")
-	caddycmd.RegisterCommand(caddycmd.Command{
-		Name:  OpsCommand,
-		Usage: "[--address <addr>] list [<catalog>] | get <catalog> [<operation>] | apply <catalog> <file> | validate <catalog> <file> | versions <catalog> | diff <catalog> [<from> [<to>]] | rollback <catalog> <version> | delete <catalog> [<operation>] | test <catalog> <operation> [--args <json>]",
-		Short: "Manages operations catalogs through the admin API of a running Crank",
-		Long: `Manages the operations catalogs kept in etcd through the admin API of a
+	return flags
+}
+
+const opsUsage = "[--address <addr>] list [<catalog>] | get <catalog> [<operation>] | apply <catalog> <file> | validate <catalog> <file> | versions <catalog> | diff <catalog> [<from> [<to>]] | rollback <catalog> <version> | delete <catalog> [<operation>] | test <catalog> <operation> [--args <json>]"
+
+const opsLong = `Manages the operations catalogs kept in etcd through the admin API of a
 running Crank (docs/admin-api.md), for operators and CI:
 
   list                       the catalogs
@@ -50,11 +63,7 @@ running Crank (docs/admin-api.md), for operators and CI:
 
 A change applies to the version just read (If-Match): when someone else
 changed the catalog meanwhile, it fails with 409 and nothing is saved.
-Problems are printed with the JSON pointer and line of the field.`,
-		Func:  runOps,
-		Flags: flags,
-	})
-}
+Problems are printed with the JSON pointer and line of the field.`
 
 // opsClient talks to the admin API.
 type opsClient struct {
@@ -125,6 +134,16 @@ func (c *opsClient) do(method, path string, hdr http.Header, body []byte) (*http
 }
 
 func runOps(fl caddycmd.Flags) (int, error) {
+	out, err := opsMain(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	_, _ = os.Stdout.Write(out)
+	return caddy.ExitCodeSuccess, nil
+}
+
+// opsMain runs crank ops and returns what to print.
+func opsMain(fl caddycmd.Flags) ([]byte, error) {
 	addr := fl.String("address")
 	if addr == "" {
 		addr = os.Getenv("CRANK_ADMIN")
@@ -142,14 +161,9 @@ func runOps(fl caddycmd.Flags) (int, error) {
 	c := &opsClient{base: strings.TrimRight(addr, "/"), operator: operator, http: &http.Client{Timeout: 6 * time.Minute}}
 	args := fl.Args()
 	if len(args) == 0 {
-		return caddy.ExitCodeFailedStartup, errors.New("say what to do: list, get, apply, validate, versions, diff, rollback, delete or test (crank help ops)")
+		return nil, errors.New("say what to do: list, get, apply, validate, versions, diff, rollback, delete or test (crank help ops)")
 	}
-	out, err := c.run(args[0], args[1:], fl)
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, err
-	}
-	_, _ = os.Stdout.Write(out)
-	return caddy.ExitCodeSuccess, nil
+	return c.run(args[0], args[1:], fl)
 }
 
 func needArgs(verb string, args []string, lo, hi int, usage string) error {

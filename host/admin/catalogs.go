@@ -135,6 +135,9 @@ type change struct {
 	place      catalog.Place
 	// skipCheck: the document needs no load check (a deletion).
 	skipCheck bool
+	// body is the request's text the problems' pointers point into
+	// (nil: none the client sent as text).
+	body []byte
 }
 
 // write checks and stores a change, audits it and answers the new head.
@@ -144,6 +147,9 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status
 	if !c.skipCheck {
 		var errs catalog.Problems
 		errs, warns = g.check(ctx, c.name, c.next, c.place)
+		if c.body != nil {
+			errs, warns = catalog.Lines(c.body, errs), catalog.Lines(c.body, warns)
+		}
 		if len(errs) > 0 {
 			return &Error{Status: http.StatusUnprocessableEntity, Problems: errs, Warnings: warns,
 				Message: fmt.Sprintf("catalog %s: the change does not load (%d errors); nothing was saved", c.name, len(errs))}
@@ -267,7 +273,7 @@ func putCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []strin
 		action = "import"
 	}
 	return g.write(w, r, change{name: name, expect: x.against(versionOf(head)), prev: prev, next: doc, action: action, message: msg,
-		place: catalog.InFile}, status)
+		place: catalog.InFile, body: body}, status)
 }
 
 // deleteCatalog writes a deletion (a version without operations; the
@@ -337,6 +343,7 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: catalog.Problems{}})
 	}
 	errs, warns := g.check(r.Context(), name, doc, place)
+	errs, warns = catalog.Lines(body, errs), catalog.Lines(body, warns)
 	if errs == nil {
 		errs = catalog.Problems{}
 	}

@@ -81,8 +81,7 @@ type Gateway struct {
 	// directory, the default workspace and quotas.
 	Standalone func(ctx context.Context, doc *catalog.Document) (*host.Host, error)
 	// Audit receives an audit record per mutating call and test run.
-	Audit  *zap.Logger
-	Logger *zap.Logger
+	Audit *zap.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }

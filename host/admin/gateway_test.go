@@ -381,7 +381,7 @@ func TestCatalogProblems(t *testing.T) {
 	// Validation without saving: a whole file, and one entry in place.
 	v := f.want(http.StatusOK, "POST", "/crank/catalogs/served/validate",
 		"version: 1\noperations:\n  - name: ok\n    description: d\n    adapter: rest\n    config: {method: GET, url: \"http://h/\"}\n  - name: file_tool\n    description: d\n    adapter: rest\n    config: {method: GET, url: \"http://h/\"}\n").obj(t)
-	if v["valid"] != false || !strings.Contains(fmt.Sprint(v["errors"]), "/operations/1/name") {
+	if v["valid"] != false || !strings.Contains(fmt.Sprint(v["errors"]), "line:7") || !strings.Contains(fmt.Sprint(v["errors"]), "/operations/1/name") {
 		t.Fatalf("validate file: %v", v)
 	}
 	e := f.want(http.StatusOK, "POST", "/crank/catalogs/served/validate?operation=a",

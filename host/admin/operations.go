@@ -56,6 +56,7 @@ type entryRequest struct {
 	x     expectation
 	msg   string
 	entry json.RawMessage
+	body  []byte // as sent (nil for a merge patch)
 }
 
 func readEntryRequest(r *http.Request, args []string) (*entryRequest, *Error) {
@@ -73,7 +74,7 @@ func readEntryRequest(r *http.Request, args []string) (*entryRequest, *Error) {
 		return nil, &Error{Status: http.StatusBadRequest, Problems: probs,
 			Message: fmt.Sprintf("the body is not a valid operation entry (%d errors); nothing was saved", len(probs))}
 	}
-	return &entryRequest{x: x, msg: msg, entry: entry}, nil
+	return &entryRequest{x: x, msg: msg, entry: entry, body: body}, nil
 }
 
 // createOperation adds an entry (POST …/operations); the catalog is
@@ -128,7 +129,7 @@ func (g *Gateway) putEntry(w http.ResponseWriter, r *http.Request, name, op stri
 	}
 	next := replaceEntry(prev, op, req.entry)
 	return g.write(w, r, change{name: name, expect: req.x.against(cur), prev: prev, next: next, action: action, message: req.msg,
-		place: catalog.AsEntry(next.Index(newName))}, status)
+		place: catalog.AsEntry(next.Index(newName)), body: req.body}, status)
 }
 
 // replaceEntry puts entry where the entry named op is (keeping its

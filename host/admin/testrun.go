@@ -71,8 +71,8 @@ type TestResult struct {
 	Steps          []TestStep      `json:"steps"`
 	DurationMS     int64           `json:"duration_ms"`
 	Warnings       []string        `json:"warnings"`
-	// Published says whether the operation tested is the saved one
-	// (false: a draft; nothing was published either way).
+	// Saved says whether the operation tested is the saved one (false:
+	// a draft; nothing is published either way).
 	Saved bool `json:"saved"`
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
+
 	"github.com/crankmcp/crank/host"
 )
 
@@ -117,4 +119,21 @@ func FieldPointer(field string) string {
 		}
 	}
 	return b.String()
+}
+
+// Lines adds to each problem placed at a field the line of that field in
+// body, the YAML or JSON text its pointer points into (a request body);
+// problems about the body as a whole, or of a body that does not parse,
+// are left as they are.
+func Lines(body []byte, ps Problems) Problems {
+	var root yaml.Node
+	if len(ps) == 0 || yaml.Unmarshal(body, &root) != nil {
+		return ps
+	}
+	for i := range ps {
+		if ps[i].Line == 0 && ps[i].Pointer != "" {
+			ps[i].Line = lineOf(&root, ps[i].Pointer)
+		}
+	}
+	return ps
 }
