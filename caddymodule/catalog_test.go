@@ -206,6 +206,21 @@ func TestCatalogInProcess(t *testing.T) {
 	if !strings.Contains(string(eps), `"version": `) || !strings.Contains(string(eps), `"tools": 2`) {
 		t.Fatalf("endpoints: %s", eps)
 	}
+
+	// A config whose file and catalog define one tool name fails to load,
+	// naming both; the running config serves on.
+	clash := fmt.Sprintf(`{"name": "get_user", "description": "d", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
+	if code, b := admin("POST", "/crank/catalogs/other/operations", clash, "If-None-Match", "*"); code != http.StatusCreated {
+		t.Fatalf("create other: %d %s", code, b)
+	}
+	bad := strings.Replace(string(cfg), `"catalog":"live"`, `"catalog":"other"`, 1)
+	code, b := admin("POST", "/load", bad, "Content-Type", "application/json")
+	if code == http.StatusOK || !strings.Contains(string(b), "get_user") || !strings.Contains(string(b), "ops.yaml") || !strings.Contains(string(b), "catalog other") {
+		t.Fatalf("a clashing config loaded: %d %s", code, b)
+	}
+	if description() != "v3" {
+		t.Fatal("the running config stopped serving the catalog")
+	}
 }
 
 // crank ops against a running gateway: apply, refuse with placed
