@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -169,7 +168,7 @@ func adminGateway() *admin.Gateway {
 	for i, h := range a.handlers {
 		g.Endpoints = append(g.Endpoints, adminEndpoint{h: h, id: i, st: st})
 	}
-	g.Standalone = func(ctx context.Context, doc *catalog.Document) (*host.Host, error) {
+	g.Standalone = func(ctx context.Context, doc *catalog.Document) (*host.Host, func(), error) {
 		return standaloneHost(ctx, a, st, doc)
 	}
 	return g
@@ -178,28 +177,27 @@ func adminGateway() *admin.Gateway {
 // standaloneHost builds a host for a catalog no handler of this replica
 // serves: built-in adapters only, relative paths against the working
 // directory, the default workspace and quotas. Its adapters are the
-// pooled ones (started if needed, kept while any config or run uses
-// them).
-func standaloneHost(ctx context.Context, a *App, st *store.Etcd, doc *catalog.Document) (*host.Host, error) {
+// pooled ones (started if needed), held until release: an adapter no
+// config uses stops then.
+func standaloneHost(ctx context.Context, a *App, st *store.Etcd, doc *catalog.Document) (*host.Host, func(), error) {
 	wd, _ := os.Getwd()
 	repl := caddy.NewReplacer()
 	cat, err := doc.Compile("catalog", host.LoadOptions{Dir: wd, Expand: func(s string) string { return repl.ReplaceKnown(s, "") }})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lg := a.logger
 	if lg == nil {
 		lg = zap.NewNop()
 	}
 	sa := &standaloneAdapters{cat: cat}
-	// The run holds its adapters until the standalone host is unused;
-	// released after a grace period long enough for a test run.
-	time.AfterFunc(maxStandaloneUse, sa.release)
-	return host.New(ctx, host.Options{Catalog: cat, Logger: lg, Store: st, Audit: lg.Named("audit"), Adapter: sa.adapter})
+	h, err := host.New(ctx, host.Options{Catalog: cat, Logger: lg, Store: st, Audit: lg.Named("audit"), Adapter: sa.adapter})
+	if err != nil {
+		sa.release()
+		return nil, nil, err
+	}
+	return h, sa.release, nil
 }
-
-// maxStandaloneUse is how long a standalone host's adapters are held.
-const maxStandaloneUse = 6 * time.Minute
 
 type standaloneAdapters struct {
 	cat  *host.Catalog

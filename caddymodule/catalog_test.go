@@ -212,9 +212,20 @@ func TestCatalogInProcess(t *testing.T) {
 
 	// A config whose file and catalog define one tool name fails to load,
 	// naming both; the running config serves on.
+	refs := func() int {
+		spec, _ := builtinSpec("rest")
+		n, _ := adapterPool.References(spec.Key())
+		return n
+	}
+	before := refs()
 	clash := fmt.Sprintf(`{"name": "get_user", "description": "d", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
 	if code, b := admin("POST", "/crank/catalogs/other/operations", clash, "If-None-Match", "*"); code != http.StatusCreated {
 		t.Fatalf("create other: %d %s", code, b)
+	}
+	// Its check ran on a standalone host (no handler serves "other"),
+	// which gave its adapter reference back.
+	if after := refs(); after != before {
+		t.Fatalf("the rest adapter has %d references after a standalone check, %d before", after, before)
 	}
 	bad := strings.Replace(string(cfg), `"catalog":"live"`, `"catalog":"other"`, 1)
 	code, b := admin("POST", "/load", bad, "Content-Type", "application/json")

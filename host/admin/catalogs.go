@@ -97,7 +97,13 @@ func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document,
 		}
 	}
 	if len(builders) == 0 && g.Standalone != nil {
-		builders = append(builders, func() (*host.Host, error) { return g.Standalone(ctx, doc) })
+		builders = append(builders, func() (*host.Host, error) {
+			h, release, err := g.Standalone(ctx, doc)
+			if release != nil {
+				release() // the check is done with its adapters once built
+			}
+			return h, err
+		})
 	}
 	seen := map[string]bool{}
 	add := func(list *catalog.Problems, ps catalog.Problems) {

@@ -123,12 +123,13 @@ operations:
 	}
 	core, logs := observer.New(zap.InfoLevel)
 	g := &admin.Gateway{Store: st, History: 3, Endpoints: []admin.Endpoint{&endpoint{files: files, st: st, ad: ad}},
-		Standalone: func(ctx context.Context, doc *catalog.Document) (*host.Host, error) {
+		Standalone: func(ctx context.Context, doc *catalog.Document) (*host.Host, func(), error) {
 			cat, err := doc.Compile("catalog", host.LoadOptions{})
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return host.New(ctx, host.Options{Catalog: cat, Store: st, Adapter: ad})
+			h, err := host.New(ctx, host.Options{Catalog: cat, Store: st, Adapter: ad})
+			return h, func() {}, err
 		},
 		Audit: zap.New(core)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

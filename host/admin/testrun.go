@@ -154,7 +154,10 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	h, workspace, err := g.testHost(ctx, name, doc)
+	h, workspace, release, err := g.testHost(ctx, name, doc)
+	if release != nil {
+		defer release()
+	}
 	if err != nil {
 		return &Error{Status: http.StatusUnprocessableEntity, Problems: catalog.ProblemsOf(err, doc, place),
 			Message: fmt.Sprintf("catalog %s: the operation does not load; nothing was run", name)}
@@ -172,18 +175,21 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 // testHost builds the host of a test run: that of a handler serving the
 // catalog (its files, adapters, store, quotas and workspace), else a
 // standalone one.
-func (g *Gateway) testHost(ctx context.Context, name string, doc *catalog.Document) (*host.Host, string, error) {
+func (g *Gateway) testHost(ctx context.Context, name string, doc *catalog.Document) (*host.Host, string, func(), error) {
 	for _, ep := range g.Endpoints {
 		if info := ep.Info(); info.Catalog == name {
 			h, err := ep.Build(ctx, doc, true)
-			return h, info.Workspace, err
+			return h, info.Workspace, func() {}, err
 		}
 	}
 	if g.Standalone == nil {
-		return nil, "", fmt.Errorf("no crank handler on this replica can run catalog %s", name)
+		return nil, "", nil, fmt.Errorf("no crank handler on this replica can run catalog %s", name)
 	}
-	h, err := g.Standalone(ctx, doc)
-	return h, "default", err
+	h, release, err := g.Standalone(ctx, doc)
+	if release == nil {
+		release = func() {}
+	}
+	return h, "default", release, err
 }
 
 type testRunner struct {
