@@ -18,6 +18,12 @@ func init() {
 // Admin serves Crank's admin API routes on Caddy's admin endpoint:
 //
 //	GET /crank/adapters   the adapter processes this Caddy runs
+//	/crank/catalogs/…     operations catalogs: CRUD, versions, diff,
+//	                      rollback, validation, test runs
+//	/crank/endpoints      the crank handlers of the running config
+//	/crank/live/…         open MCP sessions, stream sessions and jobs
+//
+// (docs/admin-api.md).
 type Admin struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -42,7 +48,13 @@ type AdapterStatus struct {
 
 // Routes implements caddy.AdminRouter.
 func (Admin) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/crank/adapters", Handler: caddy.AdminHandlerFunc(serveAdapters)}}
+	return []caddy.AdminRoute{
+		{Pattern: "/crank/adapters", Handler: caddy.AdminHandlerFunc(serveAdapters)},
+		{Pattern: "/crank/catalogs", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/catalogs/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/endpoints", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/live/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+	}
 }
 
 func serveAdapters(w http.ResponseWriter, r *http.Request) error {

@@ -30,6 +30,10 @@ type App struct {
 	// Quotas cap the sessions and jobs running at once in this process
 	// (defaults: 1000 each; 0: no cap).
 	Quotas *ReplicaQuotas `json:"quotas,omitempty"`
+	// CatalogHistory is how many versions each operations catalog keeps
+	// (default 100, at most 10000); older ones are deleted as new ones
+	// are written.
+	CatalogHistory int `json:"catalog_history,omitempty"`
 
 	store    *pooledStore // from Start on
 	poolKey  string
@@ -186,6 +190,9 @@ func (a *App) Validate() error {
 	if err := a.Quotas.validate(); err != nil {
 		return err
 	}
+	if a.CatalogHistory < 0 || a.CatalogHistory > store.MaxCatalogHistory {
+		return fmt.Errorf("crank: catalog_history: must be from 1 to %d (got %d)", store.MaxCatalogHistory, a.CatalogHistory)
+	}
 	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
 		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
 	}
@@ -243,6 +250,7 @@ func (a *App) Start() error {
 			return err
 		}
 	}
+	runningApp.Store(a)
 	return nil
 }
 
@@ -306,6 +314,7 @@ func (a *App) Stop() error { return nil }
 
 // Cleanup releases this config's reference to the store.
 func (a *App) Cleanup() error {
+	runningApp.CompareAndSwap(a, nil)
 	if a.store != nil {
 		_, err := storePool.Delete(a.poolKey)
 		return err

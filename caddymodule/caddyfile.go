@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/crankmcp/crank/store"
 )
 
 func init() {
@@ -28,6 +30,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //
 //	crank [<operations_file...>] {
 //	    operations      <operations_file...>
+//	    catalog         <name>
 //	    allowed_origins <origin...>
 //	    session_timeout <duration>
 //	    stateless
@@ -94,6 +97,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.JSONResponse = true
+		case "catalog":
+			if !d.AllArgs(&h.Catalog) {
+				return d.ArgErr()
+			}
 		case "workspace":
 			if !d.AllArgs(&h.Workspace) {
 				return d.ArgErr()
@@ -130,8 +137,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("unrecognized crank subdirective %q", d.Val())
 		}
 	}
-	if len(h.Operations) == 0 {
-		return d.Err("crank: an operations file is required (crank <file...> or operations <file...>)")
+	if len(h.Operations) == 0 && h.Catalog == "" {
+		return d.Err("crank: an operations file or a catalog is required (crank <file...>, operations <file...> or catalog <name>)")
 	}
 	return nil
 }
@@ -167,6 +174,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        max_sessions_per_replica <n>
 //	        max_jobs_per_replica     <n>
 //	    }
+//	    catalog_history <n>
 //	}
 //
 // Without an etcd block, an embedded etcd runs in the Caddy process.
@@ -292,6 +300,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Quotas = q
+		case "catalog_history":
+			var arg string
+			if err := oneArg(d, &arg); err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 || n > store.MaxCatalogHistory {
+				return d.Errf("catalog_history: must be a number of versions from 1 to %d, got %q", store.MaxCatalogHistory, arg)
+			}
+			a.CatalogHistory = n
 		default:
 			return d.Errf("unrecognized crank option %q", d.Val())
 		}

@@ -30,17 +30,17 @@ func TestCaddyfileErrors(t *testing.T) {
 		{
 			name:      "missing operations file with a matcher",
 			caddyfile: site("\tcrank /mcp"),
-			want:      []string{"an operations file is required", "Caddyfile:2"},
+			want:      []string{"an operations file or a catalog is required", "Caddyfile:2"},
 		},
 		{
 			name:      "missing operations file without a matcher",
 			caddyfile: site("\tcrank"),
-			want:      []string{"an operations file is required"},
+			want:      []string{"an operations file or a catalog is required"},
 		},
 		{
 			name:      "missing operations file in a block",
 			caddyfile: site("\tcrank /mcp {\n\t\tstateless\n\t}"),
-			want:      []string{"an operations file is required"},
+			want:      []string{"an operations file or a catalog is required"},
 		},
 		{
 			name:      "operations without its file",

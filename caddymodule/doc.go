@@ -11,14 +11,18 @@
 //     config reloads in a caddy.UsagePool. Its Start opens the store and
 //     starts the handlers of its config.
 //   - http.handlers.crank: serves MCP Streamable HTTP for the operations of
-//     its operations files through an mcpserver.Endpoint. Provision checks
+//     its operations files, and of an operations catalog in etcd
+//     (catalog.go), through an mcpserver.Endpoint. Provision checks
 //     the config and the operations files and starts nothing; the crank
 //     app's Start starts the adapters (host.New) and attaches the host to
-//     the endpoint. Adapter processes and MCP endpoints are kept in
-//     UsagePools too, so a reload neither restarts healthy adapters nor
-//     drops MCP sessions.
-//   - admin.api.crank: the admin API's /crank/ routes (the adapter
-//     processes this Caddy runs).
+//     the endpoint — for a catalog, through a catalog.Follower that
+//     builds and attaches a new host for every version. Adapter processes
+//     and MCP endpoints are kept in UsagePools too, so a reload (or a new
+//     catalog version) neither restarts healthy adapters nor drops MCP
+//     sessions.
+//   - admin.api.crank: the admin API's /crank/ routes: the adapter
+//     processes this Caddy runs, and the catalog, endpoint and live-state
+//     routes of package host/admin (docs/admin-api.md).
 //
 // So `caddy validate` and `caddy adapt` start no etcd, bind no port, run no
 // adapter and call no upstream. Caddy starts apps in no fixed order: a
@@ -29,4 +33,6 @@
 // which runs a built-in adapter (rest, ...) as a child process of the same
 // executable: one binary ships the gateway and its adapters while adapters
 // stay out of process.
+// It registers the `ops` subcommand too (opscmd.go): a client of the
+// admin API's catalog routes for operators and CI.
 package caddymodule

@@ -29,7 +29,11 @@ var Version = "0.1.0-dev"
 type Handler struct {
 	// Operations are the paths of the operations files (YAML or JSON)
 	// whose tools this endpoint serves.
-	Operations []string `json:"operations"`
+	Operations []string `json:"operations,omitempty"`
+	// Catalog names an operations catalog in etcd whose operations this
+	// endpoint serves beside those of its files; every replica applies a
+	// new version of it without a reload (catalog.go).
+	Catalog string `json:"catalog,omitempty"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call this endpoint. A request with any other Origin header gets
 	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always
@@ -71,9 +75,9 @@ type Handler struct {
 	cat      *host.Catalog
 	ep       *mcpserver.Endpoint
 	epKey    string
-	hst      *host.Host // from the app's Start on
-	adapters []string   // adapterPool keys this handler holds
-	authz    authz      // auth.go
+	run      *handlerRun // the host it serves, from the app's Start on (catalog.go)
+	adapters []string    // adapterPool keys this handler holds
+	authz    authz       // auth.go
 }
 
 // CaddyModule returns the Caddy module information.
@@ -103,8 +107,9 @@ func (p pooledEndpoint) Destruct() error { return p.Close() }
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.ctx = ctx
 	h.logger = ctx.Logger()
-	if len(h.Operations) == 0 {
-		return errors.New("crank: operations: at least one operations file is required")
+	h.run = &handlerRun{}
+	if err := h.validateCatalog(); err != nil {
+		return err
 	}
 	if h.SessionTimeout < 0 {
 		return fmt.Errorf("crank: session_timeout: must be positive (got %s)", time.Duration(h.SessionTimeout))
@@ -187,12 +192,20 @@ func (h *Handler) loadOperations() (*host.Catalog, error) {
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
 func (h *Handler) start(st *store.Etcd) error {
+	if h.Catalog != "" {
+		if err := h.followCatalog(st); err != nil {
+			return err
+		}
+		h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations), zap.String("catalog", h.Catalog),
+			zap.Int("tools", len(h.currentHost().Operations())), zap.Bool("stateless", h.Stateless))
+		return nil
+	}
 	hst, err := host.New(h.ctx, host.Options{Catalog: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter})
 	if err != nil {
 		return err
 	}
-	h.hst = hst
+	h.setHost(hst)
 	h.ep.Attach(hst, st)
 	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
 		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
@@ -206,11 +219,13 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	val, _, err := adapterPool.LoadOrNew(spec.Key(), func() (caddy.Destructor, error) {
-		return pooledSupervisor{host.NewSupervisor(spec, host.SupervisorOptions{
-			Logger: caddy.Log().Named("crank.adapter"), HostVersion: Version,
-		})}, nil
-	})
+	// Catalog versions and admin requests build hosts concurrently.
+	h.run.adaptersMu.Lock()
+	defer h.run.adaptersMu.Unlock()
+	if h.run.unloaded {
+		return nil, errors.New("the handler's config was unloaded")
+	}
+	sup, err := pooledAdapter(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +234,20 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 	} else {
 		_, _ = adapterPool.Delete(spec.Key()) // one reference per handler
 	}
-	return val.(pooledSupervisor).Supervisor, nil
+	return sup, nil
 }
 
 // Cleanup releases this config's references to the endpoint and adapters.
 func (h *Handler) Cleanup() error {
+	h.stopCatalog()
 	if h.ep != nil {
-		h.ep.Detach(h.hst)
+		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
+	}
+	if h.run != nil {
+		h.run.adaptersMu.Lock()
+		defer h.run.adaptersMu.Unlock()
+		h.run.unloaded = true
 	}
 	for _, k := range h.adapters {
 		_, _ = adapterPool.Delete(k)

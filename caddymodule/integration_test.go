@@ -40,8 +40,8 @@ const integrationAllowedOrigin = "https://app.example.com"
 // startGateway loads a config serving ops (an operations file's content) at
 // /mcp with an embedded etcd, everything on free loopback ports and in
 // t.TempDir(). Cleanup stops the config (adapters, etcd) and the admin
-// endpoint.
-func startGateway(t *testing.T, ops string) *gateway {
+// endpoint. extra holds more fields of the handler's config.
+func startGateway(t *testing.T, ops string, extra ...map[string]any) *gateway {
 	t.Helper()
 	g := &gateway{dir: t.TempDir()}
 	g.logFile = filepath.Join(g.dir, "caddy.log")
@@ -107,6 +107,12 @@ func startGateway(t *testing.T, ops string) *gateway {
 					}},
 				},
 			},
+		}
+		for _, x := range extra {
+			handle := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["mcp"].(map[string]any)["routes"].([]any)[0].(map[string]any)["handle"].([]any)[0].(map[string]any)
+			for k, v := range x {
+				handle[k] = v
+			}
 		}
 		raw, merr := json.Marshal(cfg)
 		if merr != nil {

@@ -194,6 +194,12 @@ type LoadOptions struct {
 	// string and leaves unknown ones, such as a URL's {id}, as they are.
 	// Default: ExpandEnv.
 	Expand func(string) string
+	// Dir, when set, is the directory relative paths in the operations
+	// resolve against, instead of the file's own (an operations catalog
+	// held in etcd has no file).
+	Dir string
+	// AllowEmpty accepts a file without operations (an empty catalog).
+	AllowEmpty bool
 }
 
 // ConfigError is a problem in an operations file. Its message names the
@@ -277,6 +283,11 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 
 	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}, pos: pos}
 	dir := cat.BaseDir()
+	if opts.Dir != "" {
+		if abs, err := filepath.Abs(opts.Dir); err == nil {
+			dir = abs
+		}
+	}
 	var errs []error
 	fail := func(op, field, format string, args ...any) {
 		errs = append(errs, &ConfigError{File: name, Line: pos.line(op, field), Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -294,7 +305,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	}
 
 	secrets := map[string]bool{}
-	if len(f.Operations) == 0 {
+	if len(f.Operations) == 0 && !opts.AllowEmpty {
 		fail("", "operations", "at least one operation is required")
 	}
 	for i, d := range f.Operations {

@@ -63,6 +63,8 @@ type Host struct {
 	audit    *zap.Logger
 
 	upstreams upstreamSources // upstream_auth.go
+	// warnings are the adapters' warning diagnostics found at load.
+	warnings []*ConfigError
 }
 
 type boundOp struct {
@@ -180,7 +182,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			case x.Description == "":
 				fail(x.Name, "description", "is required (clients show it to the model)")
 			case h.ops[x.Name] != nil:
-				fail(x.Name, "name", "duplicate tool name")
+				fail(x.Name, "name", "duplicate tool name"+sameName(h.ops[x.Name].Operation, x.Operation))
 			default:
 				h.ops[x.Name] = x
 				h.list = append(h.list, x.Operation)
@@ -196,6 +198,21 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	return h, nil
 }
 
+// sameName says where the two operations that publish one tool name
+// come from, when that is not plain: different files or catalogs, or
+// different entries an adapter expanded.
+func sameName(first, second *Operation) string {
+	if first.File != second.File && first.File != "" {
+		return fmt.Sprintf(" (also from %s)", first.File)
+	}
+	return ""
+}
+
+// Warnings returns the warnings the adapters reported about the
+// operations as they loaded them (skipped parts of an OpenAPI document,
+// and so on), redacted.
+func (h *Host) Warnings() []*ConfigError { return h.warnings }
+
 // report logs warning diagnostics, fails on errors and says whether there
 // were any errors.
 func (h *Host) report(op string, diags []sdk.Diagnostic, fail func(op, field, reason string)) bool {
@@ -206,6 +223,7 @@ func (h *Host) report(op string, diags []sdk.Diagnostic, fail func(op, field, re
 			field += "." + d.Field
 		}
 		if d.Severity == sdk.SeverityWarning {
+			h.warnings = append(h.warnings, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: h.redact.String(d.Message)})
 			h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op),
 				zap.String("field", field), zap.String("warning", h.redact.String(d.Message)))
 			continue

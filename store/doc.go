@@ -1,5 +1,5 @@
 // Package store holds Crank's shared state — MCP sessions, SSE event logs,
-// stream sessions and async jobs (the tool catalog later) — in etcd, so
+// stream sessions, async jobs and operations catalogs — in etcd, so
 // that any replica can serve any of them and a replica can die without
 // losing them. Etcd (NewEtcd) is the store; nothing above this package
 // speaks etcd. The packages that use it declare the few methods they need
@@ -90,9 +90,46 @@
 //	                                    20-digit zero-padded index; on a
 //	                                    TTL-bucket lease of the log TTL
 //
-// Reserved for later work (same rules):
+//	<prefix>mcp-session-list/<ws>/<id>  one empty key per recorded MCP
+//	                                    session, on the record's lease
+//	                                    (workspace and ID path-escaped):
+//	                                    the live-state listing's index
+//	<prefix>catalogs/<name>             an operations catalog's head: its
+//	                                    current version, when and by whom
+//	                                    it was written, how many
+//	                                    operations, the oldest version
+//	                                    kept (no lease)
+//	<prefix>catalog-versions/<name>/<v> one version's metadata: who,
+//	                                    when, message, action, the
+//	                                    operations it added, changed or
+//	                                    removed; <v> 20 zero-padded digits
+//	<prefix>catalog-documents/<name>/<v>
+//	                                    that version's document: the
+//	                                    operations as the operator wrote
+//	                                    them, placeholders unexpanded
 //
-//	<prefix>catalog/<adapter>/<tool>               tool catalog (no lease)
+// # Operations catalogs
+//
+// A catalog is an operations file kept in etcd (catalog.go). Every change
+// writes a new version — head, metadata and document in one
+// compare-and-swap transaction on the head — and fails with a
+// *CatalogConflictError (ErrConflict) when the writer's expected version
+// is not the current one, so of two operators who read the same version
+// only one writes the next. Versions are keys, not etcd revisions: etcd's
+// compaction never loses one; a catalog keeps its last CatalogWrite.Keep
+// versions (DefaultCatalogHistory), the write that passes the bound
+// deleting the oldest. A deletion is a version too (history kept, a
+// rollback restores it); PurgeCatalog removes everything. WatchCatalog
+// follows a head across replicas, through purges and re-creations.
+//
+// # Live state
+//
+// CountLive counts a workspace's MCP sessions, open stream sessions and
+// open jobs with count-only reads; ListMCPSessions, ListOpenStreamSessions
+// and ListOpenJobs page through them from key indexes (keys first, then
+// only the page's records); ReplicaNames names the replicas that own
+// running entities; OperatorStreamSession and OperatorJob read an entity
+// of a workspace whatever its agent, for an operator's stop or cancel.
 //
 // # IDs and visibility
 //

@@ -442,7 +442,8 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	key := mcpSessionKey(s.ID)
 	err = e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
 		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
-			_, err := e.kv.Put(ctx, key, string(val), clientv3.WithLease(lease))
+			_, err := e.kv.Txn(ctx).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease)),
+				clientv3.OpPut(mcpSessionListKey(s.WorkspaceID, s.ID), "", clientv3.WithLease(lease))).Commit()
 			return err
 		})
 	})
@@ -533,7 +534,8 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 			// be undone, and a concurrent put has refreshed the entry anyway.
 			tr, err := e.kv.Txn(ctx).
 				If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease))).
+				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease)),
+					clientv3.OpPut(mcpSessionListKey(rec.WorkspaceID, id), "", clientv3.WithLease(lease))).
 				Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
 				Commit()
 			if err != nil {
@@ -561,8 +563,17 @@ func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 		return nil
 	}
 	return e.do(ctx, "delete MCP session "+id, func(ctx context.Context) error {
-		_, err := e.kv.Delete(ctx, mcpSessionKey(id))
-		return err
+		resp, err := e.kv.Delete(ctx, mcpSessionKey(id), clientv3.WithPrevKV())
+		if err != nil || len(resp.PrevKvs) == 0 {
+			return err
+		}
+		// Its listing entry goes too (live.go); one left behind by a
+		// failure here expires with the record's lease.
+		if rec, err := decodeMCPSession(id, resp.PrevKvs[0].Value); err == nil {
+			_, err = e.kv.Delete(ctx, mcpSessionListKey(rec.WorkspaceID, id))
+			return err
+		}
+		return nil
 	})
 }
 

@@ -1,0 +1,368 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/store"
+)
+
+// CatalogView is a catalog as GET /crank/catalogs/{name} answers it: its
+// head, the current version's record and its operations as written.
+type CatalogView struct {
+	Catalog    *store.CatalogHead    `json:"catalog"`
+	Version    *store.CatalogVersion `json:"version,omitempty"`
+	Operations []json.RawMessage     `json:"operations"`
+	// Warnings are the adapters' warnings about the version just written.
+	Warnings catalog.Problems `json:"warnings,omitempty"`
+}
+
+// Validation is the answer of a validation without saving.
+type Validation struct {
+	Valid    bool             `json:"valid"`
+	Errors   catalog.Problems `json:"errors"`
+	Warnings catalog.Problems `json:"warnings"`
+}
+
+func catalogName(name string) *Error {
+	if !store.ValidCatalogName(name) {
+		return errorf(http.StatusBadRequest, "catalog name %q: must be 1-64 characters of A-Z a-z 0-9 _ . -, starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// current reads a catalog's head and document; a catalog that does not
+// exist is version 0 with no operations.
+func (g *Gateway) current(ctx context.Context, name string) (*store.CatalogHead, *catalog.Document, *store.CatalogVersion, *Error) {
+	head, ver, err := g.Store.GetCatalog(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &catalog.Document{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, storeError(err, "catalog "+name)
+	}
+	doc := &catalog.Document{}
+	if !head.Deleted && ver != nil {
+		if doc, err = catalog.Decode(ver.Document); err != nil {
+			return nil, nil, nil, errorf(http.StatusInternalServerError, "catalog %s version %d: %v", name, head.Version, err)
+		}
+	}
+	return head, doc, ver, nil
+}
+
+// readFor reads the catalog a change applies to and checks the request
+// said which version it read (must: the catalog must exist).
+func (g *Gateway) readFor(r *http.Request, name string, x expectation, must bool) (*store.CatalogHead, *catalog.Document, *Error) {
+	head, doc, _, e := g.current(r.Context(), name)
+	if e != nil {
+		return nil, nil, e
+	}
+	if head == nil && must {
+		return nil, nil, errorf(http.StatusNotFound, "catalog %s not found", name)
+	}
+	if e := x.required(versionOf(head)); e != nil {
+		return nil, nil, e
+	}
+	return head, doc, nil
+}
+
+func versionOf(head *store.CatalogHead) int64 {
+	if head == nil {
+		return 0
+	}
+	return head.Version
+}
+
+// check runs the load checks on doc as it would be served: by every
+// handler of this replica that serves the catalog (with its operations
+// files, so a tool name both define is an error), or standalone. Errors
+// and warnings are placed with place.
+func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns catalog.Problems) {
+	source := "catalog " + name
+	if _, err := doc.Compile(source, host.LoadOptions{Expand: func(s string) string { return s }}); err != nil {
+		return catalog.ProblemsOf(err, doc, place), nil
+	}
+	var builders []func() (*host.Host, error)
+	for _, ep := range g.Endpoints {
+		if ep.Info().Catalog == name {
+			builders = append(builders, func() (*host.Host, error) { return ep.Build(ctx, doc, true) })
+		}
+	}
+	if len(builders) == 0 && g.Standalone != nil {
+		builders = append(builders, func() (*host.Host, error) {
+			h, release, err := g.Standalone(ctx, doc)
+			if release != nil {
+				release() // the check is done with its adapters once built
+			}
+			return h, err
+		})
+	}
+	seen := map[string]bool{}
+	add := func(list *catalog.Problems, ps catalog.Problems) {
+		for _, p := range ps {
+			if k := p.String(); !seen[k] {
+				seen[k] = true
+				*list = append(*list, p)
+			}
+		}
+	}
+	for _, build := range builders {
+		h, err := build()
+		if err != nil {
+			add(&errs, catalog.ProblemsOf(err, doc, place))
+			continue
+		}
+		var ws []error
+		for _, w := range h.Warnings() {
+			ws = append(ws, w)
+		}
+		add(&warns, catalog.ProblemsOf(errors.Join(ws...), doc, place))
+	}
+	return errs, warns
+}
+
+// change is one write of a catalog.
+type change struct {
+	name       string
+	expect     int64
+	prev, next *catalog.Document
+	action     string
+	message    string
+	rollbackOf int64
+	deleted    bool
+	place      catalog.Place
+	// skipCheck: the document needs no load check (a deletion).
+	skipCheck bool
+	// body is the request's text the problems' pointers point into
+	// (nil: none the client sent as text).
+	body []byte
+}
+
+// write checks and stores a change, audits it and answers the new head.
+func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status int) error {
+	ctx := r.Context()
+	var warns catalog.Problems
+	if !c.skipCheck {
+		var errs catalog.Problems
+		errs, warns = g.check(ctx, c.name, c.next, c.place)
+		if c.body != nil {
+			errs, warns = catalog.Lines(c.body, errs), catalog.Lines(c.body, warns)
+		}
+		if len(errs) > 0 {
+			return &Error{Status: http.StatusUnprocessableEntity, Problems: errs, Warnings: warns,
+				Message: fmt.Sprintf("catalog %s: the change does not load (%d errors); nothing was saved", c.name, len(errs))}
+		}
+	}
+	who, operator := caller(r)
+	changes := catalog.Diff(c.prev, c.next)
+	head, err := g.Store.PutCatalog(ctx, store.CatalogWrite{Catalog: c.name, Expect: c.expect, Author: who, Operator: operator,
+		Message: c.message, Action: c.action, RollbackOf: c.rollbackOf, Changes: catalog.StoreChanges(changes),
+		Deleted: c.deleted, Operations: len(c.next.Operations), Document: c.next.JSON(), Keep: g.History})
+	g.audit(r, "catalog."+c.action, c.name, err, zap.Int64("expected_version", c.expect), zap.Int("changes", len(changes)))
+	if err != nil {
+		return storeError(err, "catalog "+c.name)
+	}
+	if warns == nil {
+		warns = catalog.Problems{}
+	}
+	if changes == nil {
+		changes = []catalog.Change{}
+	}
+	w.Header().Set("ETag", etag(head.Version))
+	return writeJSON(w, status, map[string]any{"catalog": head, "changes": changes, "warnings": warns})
+}
+
+// audit records a mutating call or test run.
+func (g *Gateway) audit(r *http.Request, event, name string, err error, fields ...zap.Field) {
+	if g.Audit == nil {
+		return
+	}
+	who, operator := caller(r)
+	fields = append([]zap.Field{zap.String("event", event), zap.String("catalog", name), zap.String("caller", who),
+		zap.String("operator", operator), zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
+		zap.String("path", r.URL.Path)}, fields...)
+	if err != nil {
+		fields = append(fields, zap.String("outcome", "error"), zap.String("error", err.Error()))
+	} else {
+		fields = append(fields, zap.String("outcome", "ok"))
+	}
+	g.Audit.Info("admin", fields...)
+}
+
+func listCatalogs(g *Gateway, w http.ResponseWriter, r *http.Request, _ []string) error {
+	limit, e := queryInt(r, "limit", 100, 1, 1000)
+	if e != nil {
+		return e
+	}
+	heads, next, err := g.Store.ListCatalogs(r.Context(), r.URL.Query().Get("after"), int(limit))
+	if err != nil {
+		return storeError(err, "catalogs")
+	}
+	if heads == nil {
+		heads = []*store.CatalogHead{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"catalogs": heads, "next": next})
+}
+
+// wantsYAML: the client asked for the catalog as an operations file.
+func wantsYAML(r *http.Request) bool {
+	f := r.URL.Query().Get("format")
+	return f == "yaml" || (f == "" && strings.Contains(r.Header.Get("Accept"), "yaml"))
+}
+
+func getCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
+	name := args[0]
+	if e := catalogName(name); e != nil {
+		return e
+	}
+	head, doc, ver, e := g.current(r.Context(), name)
+	if e != nil {
+		return e
+	}
+	if head == nil {
+		return errorf(http.StatusNotFound, "catalog %s not found", name)
+	}
+	w.Header().Set("ETag", etag(head.Version))
+	if wantsYAML(r) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, err := w.Write(doc.YAML())
+		return err
+	}
+	if ver != nil {
+		ver.Document = nil
+	}
+	ops := doc.Operations
+	if ops == nil {
+		ops = []json.RawMessage{}
+	}
+	return writeJSON(w, http.StatusOK, CatalogView{Catalog: head, Version: ver, Operations: ops})
+}
+
+// putCatalog replaces (or creates) a catalog with an operations file:
+// the import of a whole file.
+func putCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
+	c, e := readChange(r, args)
+	if e != nil {
+		return e
+	}
+	name, x, msg := c.name, c.x, c.msg
+	body, e := readBody(r)
+	if e != nil {
+		return e
+	}
+	doc, probs := catalog.ParseDocument(body)
+	if probs != nil {
+		return &Error{Status: http.StatusBadRequest, Problems: probs,
+			Message: fmt.Sprintf("catalog %s: the body is not a valid operations file (%d errors); nothing was saved", name, len(probs))}
+	}
+	head, prev, _, e := g.current(r.Context(), name)
+	if e != nil {
+		return e
+	}
+	cur := versionOf(head)
+	if e := x.required(cur); e != nil {
+		return e
+	}
+	action, status := "replace", http.StatusOK
+	if head == nil || head.Deleted {
+		action, status = "create", http.StatusCreated
+	}
+	if queryBool(r, "import") {
+		action = "import"
+	}
+	return g.write(w, r, change{name: name, expect: x.against(versionOf(head)), prev: prev, next: doc, action: action, message: msg,
+		place: catalog.InFile, body: body}, status)
+}
+
+// deleteCatalog writes a deletion (a version without operations; the
+// history stays), or with ?purge=true removes the catalog and its whole
+// history.
+func deleteCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
+	c, e := readChange(r, args)
+	if e != nil {
+		return e
+	}
+	name, x, msg := c.name, c.x, c.msg
+	head, prev, e := g.readFor(r, name, x, true)
+	if e != nil {
+		return e
+	}
+	if queryBool(r, "purge") {
+		for _, ep := range g.Endpoints {
+			if ep.Info().Catalog == name {
+				return errorf(http.StatusConflict, "catalog %s: handler %s serves it; remove it from the config before purging its history", name, ep.Info().ID)
+			}
+		}
+		err := g.Store.PurgeCatalog(r.Context(), name, x.against(head.Version))
+		g.audit(r, "catalog.purge", name, err)
+		if err != nil {
+			return storeError(err, "catalog "+name)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if head.Deleted {
+		return errorf(http.StatusNotFound, "catalog %s is already deleted (version %d); purge=true removes its history", name, head.Version)
+	}
+	return g.write(w, r, change{name: name, expect: x.against(versionOf(head)), prev: prev, next: &catalog.Document{}, action: "delete",
+		message: msg, deleted: true, skipCheck: true}, http.StatusOK)
+}
+
+// validateCatalog checks an operations file as PUT would, without
+// saving: 200 with the errors and warnings.
+func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
+	name := args[0]
+	if e := catalogName(name); e != nil {
+		return e
+	}
+	body, e := readBody(r)
+	if e != nil {
+		return e
+	}
+	var doc *catalog.Document
+	var probs catalog.Problems
+	place := catalog.InFile
+	if op := r.URL.Query().Get("operation"); op != "" || queryBool(r, "entry") {
+		// One entry, checked within the catalog's current document.
+		entry, ps := catalog.ParseEntry(body)
+		if ps != nil {
+			return writeJSON(w, http.StatusOK, Validation{Errors: ps, Warnings: catalog.Problems{}})
+		}
+		_, cur, _, e := g.current(r.Context(), name)
+		if e != nil {
+			return e
+		}
+		if op != "" && op != entryNameOf(entry) {
+			cur = cur.Without(op)
+		}
+		doc = cur.With(entry)
+		place = catalog.AsEntry(doc.Index(entryNameOf(entry)))
+	} else if doc, probs = catalog.ParseDocument(body); probs != nil {
+		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: catalog.Problems{}})
+	}
+	errs, warns := g.check(r.Context(), name, doc, place)
+	errs, warns = catalog.Lines(body, errs), catalog.Lines(body, warns)
+	if errs == nil {
+		errs = catalog.Problems{}
+	}
+	if warns == nil {
+		warns = catalog.Problems{}
+	}
+	return writeJSON(w, http.StatusOK, Validation{Valid: len(errs) == 0, Errors: errs, Warnings: warns})
+}
+
+func entryNameOf(raw json.RawMessage) string {
+	var e struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return e.Name
+}
