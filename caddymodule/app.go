@@ -245,12 +245,16 @@ func (a *App) Start() error {
 		return err
 	}
 	a.store = val.(*pooledStore)
+	// The admin API serves this app's store from now on: a handler's
+	// endpoint answers as soon as it starts, so a client (or a test) that
+	// saw it answer may call the admin API next.
+	prev := runningApp.Swap(a)
 	for _, h := range a.handlers {
 		if err := h.start(a.store.Etcd); err != nil {
+			runningApp.CompareAndSwap(a, prev) // the previous config serves on
 			return err
 		}
 	}
-	runningApp.Store(a)
 	return nil
 }
 
