@@ -34,6 +34,8 @@ import (
 type Client struct {
 	rpc     adapterv1.AdapterClient
 	version int
+	// onSpans receives the spans adapters send back (Config.OnSpans).
+	onSpans func([]Span)
 }
 
 // New returns a client of the adapter service on conn, speaking the
@@ -137,6 +139,7 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, err
 	if err != nil {
 		return nil, callError(err)
 	}
+	c.spans(resp.GetSpans())
 	if ue := resp.GetError(); ue != nil {
 		return nil, upstreamErrorFromProto(ue)
 	}
@@ -151,12 +154,13 @@ func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) 
 	if err != nil {
 		return nil, callError(err)
 	}
-	return &Stream{st: st}, nil
+	return &Stream{st: st, c: c}, nil
 }
 
 // Stream is an open upstream stream.
 type Stream struct {
 	st adapterv1.Adapter_StreamClient
+	c  *Client
 }
 
 // EventKind says what an Event is.
@@ -213,6 +217,7 @@ func (s *Stream) Recv() (Event, error) {
 		if err != nil {
 			return Event{}, callError(err)
 		}
+		s.c.spans(ev.GetSpans())
 		switch e := ev.GetEvent().(type) {
 		case *adapterv1.StreamEvent_Item:
 			return Event{Kind: EventItem, Item: sdk.Item{
@@ -313,7 +318,7 @@ func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
 	r := &adapterv1.InvokeRequest{
 		Context: &adapterv1.RequestContext{
 			RequestId: c.RequestID, WorkspaceId: c.WorkspaceID, AgentId: c.AgentID,
-			Traceparent: c.TraceParent, Tracestate: c.TraceState,
+			Traceparent: c.TraceParent, Tracestate: c.TraceState, RecordSpans: c.RecordSpans,
 		},
 		Operation:     operationToProto(&req.Operation),
 		ArgumentsJson: req.Arguments,
