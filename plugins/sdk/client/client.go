@@ -36,6 +36,8 @@ type Client struct {
 	version int
 	// onSpans receives the spans adapters send back (Config.OnSpans).
 	onSpans func([]Span)
+	// observer sees every call (observe.go).
+	observer Observer
 }
 
 // New returns a client of the adapter service on conn, speaking the
@@ -134,7 +136,9 @@ func (c *Client) Expand(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []s
 
 // Invoke makes one request-response call. An upstream failure is returned
 // as an *sdk.UpstreamError.
-func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, err error) {
+	done := c.observe(ctx, "invoke", req)
+	defer func() { done(err) }()
 	resp, err := c.rpc.Invoke(ctx, requestToProto(req))
 	if err != nil {
 		return nil, callError(err)
@@ -150,17 +154,21 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, err
 // Stream opens an upstream stream. Cancelling ctx ends it: the adapter
 // sees its context cancelled and stops reading the upstream.
 func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) {
+	done := c.observe(ctx, "stream", req)
 	st, err := c.rpc.Stream(ctx, requestToProto(req))
 	if err != nil {
-		return nil, callError(err)
+		err = callError(err)
+		done(err)
+		return nil, err
 	}
-	return &Stream{st: st, c: c}, nil
+	return &Stream{st: st, c: c, done: newStreamDone(ctx, done)}, nil
 }
 
 // Stream is an open upstream stream.
 type Stream struct {
-	st adapterv1.Adapter_StreamClient
-	c  *Client
+	st   adapterv1.Adapter_StreamClient
+	c    *Client
+	done *streamDone
 }
 
 // EventKind says what an Event is.
@@ -208,7 +216,12 @@ func (e Event) String() string {
 // ended (after an EventEnd, or when the adapter closed it without one),
 // an *sdk.UpstreamError when the upstream failed and an *Error when the
 // call failed; the stream is over after any error.
-func (s *Stream) Recv() (Event, error) {
+func (s *Stream) Recv() (_ Event, err error) {
+	defer func() {
+		if err != nil {
+			s.done.report(err)
+		}
+	}()
 	for {
 		ev, err := s.st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -226,6 +239,7 @@ func (s *Stream) Recv() (Event, error) {
 		case *adapterv1.StreamEvent_Gap:
 			return Event{Kind: EventGap, Reason: e.Gap.GetReason()}, nil
 		case *adapterv1.StreamEvent_End:
+			s.done.report(nil)
 			return Event{Kind: EventEnd, Cursor: e.End.GetCursor(), Reason: e.End.GetReason()}, nil
 		case *adapterv1.StreamEvent_Error:
 			return Event{}, upstreamErrorFromProto(e.Error)

@@ -39,6 +39,8 @@ type Config struct {
 	// (sdk.RequestContext.RecordSpans), for the host to export. It is
 	// called from the calling goroutine and must not block.
 	OnSpans func([]Span)
+	// Observe, when set, sees every call (see Observer).
+	Observe Observer
 }
 
 // Process is a running adapter process and the client calling it. A
@@ -101,7 +103,7 @@ func Start(cfg Config) (*Process, error) {
 	}
 	cl := New(conn)
 	cl.version = c.NegotiatedVersion()
-	cl.onSpans = cfg.OnSpans
+	cl.onSpans, cl.observer = cfg.OnSpans, cfg.Observe
 	return &Process{Client: cl, plugin: c, conn: conn, attached: cfg.Reattach != nil}, nil
 }
 
