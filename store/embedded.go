@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -77,6 +78,8 @@ type Embedded struct {
 	endpoints []string
 	creds     embeddedCredentials
 	closeOnce sync.Once
+	// closing quiets the listener errors of a normal Close (embedded_log.go).
+	closing *atomic.Bool
 }
 
 // StartEmbedded starts an embedded etcd server and waits until it is ready
@@ -102,7 +105,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel))
+	closing := new(atomic.Bool)
+	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel), quietOnShutdown(closing))
 
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
@@ -183,7 +187,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		closeBounded(e)
 		return nil, fmt.Errorf("store: start %s: not ready within %s", what, timeout)
 	}
-	return &Embedded{etcd: e, endpoints: []string{curl.String()}, creds: creds}, nil
+	return &Embedded{etcd: e, endpoints: []string{curl.String()}, creds: creds, closing: closing}, nil
 }
 
 // parseListenURL parses a listener URL of the embedded etcd: http:// or
@@ -247,7 +251,10 @@ func EmbeddedClientTLS(dataDir string) *TLSConfig { return credentialsIn(dataDir
 // Close stops the server gracefully and waits for it. It is idempotent and
 // always returns nil; the error result lets Embedded serve as an io.Closer.
 func (e *Embedded) Close() error {
-	e.closeOnce.Do(e.etcd.Close)
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.etcd.Close()
+	})
 	return nil
 }
 
