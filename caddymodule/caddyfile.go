@@ -159,6 +159,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        max_sessions_per_replica <n>
 //	        max_jobs_per_replica     <n>
 //	    }
+//	    tracing {
+//	        endpoint     <host:port|url>
+//	        protocol     grpc|http
+//	        insecure
+//	        sample_ratio <0..1>
+//	        service_name <name>
+//	        header       <name> <value>
+//	    }
 //	}
 //
 // Without an etcd block, an embedded etcd runs in the Caddy process.
@@ -284,6 +292,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Quotas = q
+		case "tracing": // telemetry.go
+			t, err := unmarshalTracing(d)
+			if err != nil {
+				return err
+			}
+			a.Tracing = t
 		default:
 			return d.Errf("unrecognized crank option %q", d.Val())
 		}

@@ -61,6 +61,8 @@ type Host struct {
 	store    Store
 	quotas   Quotas
 	audit    *zap.Logger
+	// access receives one record per tool call (telemetry.go).
+	access *zap.Logger
 }
 
 type boundOp struct {
@@ -85,7 +87,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts.Audit = opts.Logger.Named("audit")
 	}
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{},
-		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit}
+		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit,
+		access: opts.Logger.Named("access")}
 	var errs []error
 	fail := func(op, field, reason string) {
 		file := h.cat.Source
@@ -343,6 +346,8 @@ type Result struct {
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
+	// class is the outcome class of an error (telemetry.go).
+	class string
 }
 
 // ErrUnknownTool is returned for a tool the catalog does not have.
@@ -351,15 +356,20 @@ var ErrUnknownTool = errors.New("unknown tool")
 // Call runs one tool call. Tool-level failures (bad arguments, upstream
 // errors, adapter crashes, timeouts) come back as a Result with IsError
 // set; the error return is kept for protocol-level failures (unknown tool).
-func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
+func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error) {
 	op, ok := h.ops[req.Tool]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
 	}
+	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
+	defer func() { obs.end(res) }()
 	args := normalizeArguments(req.Arguments)
+	validated := validationSpan(ctx)
 	if msg := validateArguments(op.Operation, args); msg != "" {
-		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
+		validated(true)
+		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), OutcomeInvalidArguments), nil
 	}
+	validated(false)
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
@@ -380,7 +390,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
+		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
 	res, err := c.Invoke(ctx, adapterRequest(op, req, args, deadline))
 	var ue *sdk.UpstreamError
@@ -388,7 +398,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	case errors.As(err, &ue):
 		return h.upstreamErrorResult(op, ue)
 	case err != nil:
-		return errorResult(h.redact.String(h.describeCallError(ctx, op, err)))
+		return classed(errorResult(h.redact.String(h.describeCallError(ctx, op, err))), callErrorOutcome(ctx, op, err))
 	}
 	return h.successResult(res)
 }
@@ -430,7 +440,7 @@ func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) st
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
 	r.permanent = ue.Rejected || ue.Kind == sdk.KindInvalidArgument
-	return r
+	return classed(r, upstreamOutcome(ue))
 }
 
 // describeUpstreamError explains an upstream failure in one message.

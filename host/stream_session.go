@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 	"go.uber.org/zap"
 )
@@ -52,7 +53,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	l := op.Execution.Limits
 	slot, refusal := h.quotas.Replica.take(false)
 	if refusal != "" {
-		return errorResult(refusal), ""
+		return classed(errorResult(refusal), OutcomeQuota), ""
 	}
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
@@ -102,6 +103,8 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	telemetry.StreamSessionRunning(op.Name, 1)
+	defer telemetry.StreamSessionRunning(op.Name, -1)
 	// A panic fails the session instead of ending the process.
 	defer func() {
 		if v := recover(); v != nil {
@@ -360,6 +363,7 @@ func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallReque
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
 	}
+	telemetry.StreamSessionPolled(op.Name, res.StreamSession.BufferedItems, res.StreamSession.MaxItems)
 	items := make([]json.RawMessage, len(res.Items))
 	for i, it := range res.Items {
 		items[i] = it.Data

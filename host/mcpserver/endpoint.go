@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -154,6 +155,8 @@ func New(opts Options) (*Endpoint, error) {
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
+	// telemetry.go: metrics and the span of every request, outermost.
+	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
@@ -318,6 +321,7 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			if err != nil {
 				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
 			}
+			telemetry.ProgressNotification(cr.Tool, err == nil)
 			next++
 		}
 	}
