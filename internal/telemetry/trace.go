@@ -161,9 +161,15 @@ func replace(next *tracing) {
 // tests, a processor of the caller's exporter), sampling every trace,
 // until the returned function restores the previous tracing.
 func UseSpanProcessor(proc sdktrace.SpanProcessor) (restore func()) {
+	return UseTracing(proc, sdktrace.AlwaysSample())
+}
+
+// UseTracing is UseSpanProcessor with the sampler of traces that start
+// here (benchmarks compare sampled-out tracing with none).
+func UseTracing(proc sdktrace.SpanProcessor, sampler sdktrace.Sampler) (restore func()) {
 	configure.Lock()
 	defer configure.Unlock()
-	t := newTracing("processor", proc, resource.NewSchemaless(attribute.String("service.name", "crank")), sdktrace.AlwaysSample())
+	t := newTracing("processor", proc, resource.NewSchemaless(attribute.String("service.name", "crank")), sampler)
 	prev := current.Swap(t)
 	return func() {
 		configure.Lock()
