@@ -174,6 +174,33 @@ func TestMetricsScrape(t *testing.T) {
 	if res := call("get_user", map[string]any{"id": 3}); res.IsError {
 		t.Fatalf("call after the kill: %s", textOf(res))
 	}
+	drain := func() {
+		for len(up.slowStarted) > 0 {
+			<-up.slowStarted
+		}
+	}
+	// A call the client cancels.
+	drain()
+	cctx, ccancel := context.WithCancel(ctx)
+	go func() { <-up.slowStarted; ccancel() }()
+	if _, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "slow"}); err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	// The adapter killed during a call.
+	waitFor(t, "the cancelled call to end", func() bool {
+		v, _ := g.scrape().value("crank_tool_calls_total", "tool=slow", "outcome=cancelled")
+		return v == 1
+	})
+	drain()
+	pid = g.adapter("rest").PID
+	go func() { <-up.slowStarted; _ = syscall.Kill(pid, syscall.SIGKILL) }()
+	if res := call("slow", nil); !res.IsError {
+		t.Fatal("the call of a killed adapter succeeded")
+	}
+	waitFor(t, "the adapter to be seen dead", func() bool { return !g.adapter("rest").Running })
+	if res := call("get_user", map[string]any{"id": 5}); res.IsError {
+		t.Fatalf("call after the second kill: %s", textOf(res))
+	}
 	waitFor(t, "the job to end", func() bool {
 		v, _ := g.scrape().value("crank_jobs_ended_total", "operation=export", "status=canceled")
 		return v == 1
@@ -187,11 +214,12 @@ func TestMetricsScrape(t *testing.T) {
 		name, mode, role, outcome string
 		want                      float64
 	}{
-		{"get_user", "unary", "call", "ok", 3},
+		{"get_user", "unary", "call", "ok", 4},
 		{"get_user", "unary", "call", "invalid_arguments", 1},
 		{"get_user", "unary", "call", "upstream_status", 1},
 		{"down", "unary", "call", "upstream_unreachable", 1},
 		{"slow", "unary", "call", "timeout", 1},
+		{"slow", "unary", "call", "adapter_crash", 1},
 		{"logs_window", "window", "call", "ok", 1},
 		{"follow_start", "session", "start", "ok", 1},
 		{"follow_poll", "session", "poll", "ok", 1},
@@ -209,7 +237,7 @@ func TestMetricsScrape(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"crank_tool_call_duration_seconds", []string{"tool=get_user", "mode=unary"}, 5},
+		{"crank_tool_call_duration_seconds", []string{"tool=get_user", "mode=unary"}, 6},
 		{"crank_tool_calls_in_flight", []string{"tool=get_user"}, 0},
 		{"crank_windows_total", []string{"tool=logs_window", "end_reason=max_items"}, 1},
 		{"crank_window_items_total", []string{"tool=logs_window"}, 6},
@@ -218,14 +246,15 @@ func TestMetricsScrape(t *testing.T) {
 		{"crank_jobs_running", []string{"operation=export"}, 0},
 		{"crank_stream_session_buffer_fill_ratio", []string{"operation=follow"}, 1},
 		{"crank_quota_refusals_total", []string{"quota=max_jobs_per_agent"}, 1},
-		{"crank_adapter_crashes_total", []string{"adapter=rest"}, 1},
-		{"crank_adapter_restarts_total", []string{"adapter=rest"}, 1},
-		{"crank_adapter_starts_total", []string{"adapter=rest"}, 2},
+		{"crank_adapter_crashes_total", []string{"adapter=rest"}, 2},
+		{"crank_adapter_restarts_total", []string{"adapter=rest"}, 2},
+		{"crank_adapter_starts_total", []string{"adapter=rest"}, 3},
 		{"crank_adapter_up", []string{"adapter=rest"}, 1},
 		{"crank_mcp_sessions", nil, 1},
 		{"crank_mcp_sessions_opened_total", []string{"how=initialize"}, 1},
 		{"crank_mcp_requests_total", []string{"method=initialize", "outcome=ok"}, 1},
-		{"crank_mcp_requests_total", []string{"method=tools/call", "outcome=ok"}, 14},
+		{"crank_mcp_requests_total", []string{"method=tools/call", "outcome=ok"}, 16},
+		{"crank_mcp_requests_total", []string{"method=tools/call", "outcome=cancelled"}, 1},
 	} {
 		if got := s.get(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -235,13 +264,39 @@ func TestMetricsScrape(t *testing.T) {
 	if v := s.get(t, "crank_adapter_calls_total", "adapter=rest", "rpc=invoke", "result=ok"); v < 3 {
 		t.Errorf("adapter invoke calls ok = %v", v)
 	}
-	if v := s.get(t, "crank_etcd_request_duration_seconds", "operation=Txn"); v == 0 {
-		t.Error("no etcd Txn timed")
+	for _, name := range []string{"crank_etcd_request_duration_seconds", "crank_etcd_event_log_events_total",
+		"crank_etcd_event_log_bytes_total", "crank_etcd_lease_grants_total", "crank_etcd_leases"} {
+		if v := s.get(t, name); v == 0 {
+			t.Errorf("%s did not move", name)
+		}
+	}
+	// The cancelled call: cancelled or, if the client's cancellation
+	// reached the gateway late, not counted as anything else.
+	if v := s.get(t, "crank_tool_calls_total", "tool=slow", "outcome=cancelled"); v != 1 {
+		t.Errorf("cancelled slow calls = %v", v)
+	}
+	// One access record per call, naming the outcome and the trace, never
+	// an argument.
+	var access int
+	for _, line := range strings.Split(g.log.String(), "\n") {
+		if !strings.Contains(line, `"msg":"tool call"`) {
+			continue
+		}
+		access++
+		if !strings.Contains(line, `"outcome":"`) || !strings.Contains(line, `"request_id":"`) || !strings.Contains(line, `"agent":"header:agent-1"`) {
+			t.Errorf("access record: %s", line)
+		}
+		if strings.Contains(line, "seven") {
+			t.Errorf("an argument in an access record: %s", line)
+		}
+	}
+	if access != 17 {
+		t.Errorf("%d access records, want one per tool call (17)", access)
 	}
 	for name, f := range s {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if v := l.GetValue(); strings.HasPrefix(name, "crank_") && (v == sid || v == job || v == cs.ID() || v == "agent-1") {
+				if v := l.GetValue(); strings.HasPrefix(name, "crank_") && (v == sid || v == job || v == cs.ID() || strings.Contains(v, "agent-1")) {
 					t.Errorf("%s has an id as a label: %s=%s", name, l.GetName(), v)
 				}
 			}
@@ -265,9 +320,9 @@ func TestMetricsScrape(t *testing.T) {
 	if n := len(after["crank_adapter_up"].GetMetric()); n != 1 {
 		t.Errorf("crank_adapter_up has %d series after the reload", n)
 	}
-	call("get_user", map[string]any{"id": 4})
-	if v := g.scrape().get(t, "crank_tool_calls_total", "tool=get_user", "outcome=ok"); v != 4 {
-		t.Errorf("get_user ok after the reload = %v, want 4", v)
+	call("get_user", map[string]any{"id": 6})
+	if v := g.scrape().get(t, "crank_tool_calls_total", "tool=get_user", "outcome=ok"); v != 5 {
+		t.Errorf("get_user ok after the reload = %v, want 5", v)
 	}
 }
 

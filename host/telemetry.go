@@ -91,6 +91,7 @@ func callErrorOutcome(ctx context.Context, op *boundOp, err error) string {
 // callObservation is the telemetry of one tool call: its metrics series,
 // its span and its access record.
 type callObservation struct {
+	ctx    context.Context
 	h      *Host
 	op     *boundOp
 	req    *CallRequest
@@ -104,12 +105,15 @@ type callObservation struct {
 // metrics. The adapter sees the span's trace context (see
 // Supervisor.observe).
 func (h *Host) observeCall(ctx context.Context, op *boundOp, req *CallRequest) (context.Context, *callObservation) {
+	if req.RequestID == "" {
+		req.RequestID = newRequestID() // the access record names it, even for refused arguments
+	}
 	ctx = telemetry.WithRemoteParent(ctx, req.TraceParent, req.TraceState)
 	ctx, span := telemetry.Tracer().Start(ctx, "tool "+telemetry.ToolLabel(op.Name), trace.WithAttributes(
 		attribute.String("crank.tool.name", op.Name), attribute.String("crank.tool.mode", string(op.Mode)),
 		attribute.String("crank.adapter", op.Adapter)))
 	req.TraceParent, req.TraceState = telemetry.TraceHeaders(ctx)
-	o := &callObservation{h: h, op: op, req: req, span: span,
+	o := &callObservation{ctx: ctx, h: h, op: op, req: req, span: span,
 		series: telemetry.ToolSeries(op.Name, string(op.Mode), op.Role)}
 	o.start = o.series.Begin()
 	if o.start.IsZero() {
@@ -125,6 +129,7 @@ func (o *callObservation) end(res *Result) {
 	outcome := res.outcome()
 	took := time.Since(o.start)
 	o.series.End(o.start, outcome)
+	telemetry.SetCallOutcome(o.ctx, outcome)
 	if outcome != OutcomeOK {
 		telemetry.Fail(o.span, outcome)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,12 +17,27 @@ import (
 
 // metricsInterceptor times every unary etcd request (crank_etcd_request_
 // duration_seconds) and counts its failures, by the etcd RPC (Range, Txn,
-// Put, DeleteRange, LeaseGrant, ...: a closed set).
+// Put, DeleteRange, LeaseGrant, ...: a closed set), and records it as a
+// span "etcd <RPC>" under the caller's span (a tool call's, an MCP
+// request's) when there is one.
 func metricsInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	rpc := rpcName(method)
+	var span trace.Span
+	if trace.SpanFromContext(ctx).IsRecording() {
+		ctx, span = telemetry.Tracer().Start(ctx, "etcd "+rpc, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "etcd"), attribute.String("db.operation.name", rpc)))
+	}
 	start := time.Now()
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	telemetry.EtcdRequest(rpcName(method), etcdErrorClass(err), time.Since(start))
+	class := etcdErrorClass(err)
+	telemetry.EtcdRequest(rpc, class, time.Since(start))
+	if span != nil {
+		if class != "" {
+			telemetry.Fail(span, class)
+		}
+		span.End()
+	}
 	return err
 }
 

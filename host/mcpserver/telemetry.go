@@ -36,10 +36,11 @@ func (ep *Endpoint) telemetryMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 			}
 		}
 		ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		ctx, callOutcome := telemetry.WithCallOutcome(ctx)
 		res, err := next(ctx, method, req)
 		outcome := "ok"
 		switch {
-		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		case errors.Is(err, context.Canceled) || ctx.Err() != nil || *callOutcome == "cancelled":
 			outcome = "cancelled"
 		case err != nil:
 			outcome = "error"

@@ -1,6 +1,9 @@
 package telemetry
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // MaxToolLabels caps how many distinct tool (and operation) names become
 // label values in this process. Tool names come from the configuration,
@@ -60,3 +63,21 @@ func mcpMethod(m string) string {
 
 // MCPMethod returns the label value of an MCP method (or span name part).
 func MCPMethod(m string) string { return mcpMethod(m) }
+
+type outcomeKey struct{}
+
+// WithCallOutcome returns ctx carrying a place for the outcome class of
+// the tool call served under it (SetCallOutcome), and that place: the MCP
+// request's telemetry learns a cancelled call from it.
+func WithCallOutcome(ctx context.Context) (context.Context, *string) {
+	p := new(string)
+	return context.WithValue(ctx, outcomeKey{}, p), p
+}
+
+// SetCallOutcome records the outcome class of the tool call served under
+// ctx, when ctx has a place for it.
+func SetCallOutcome(ctx context.Context, outcome string) {
+	if p, ok := ctx.Value(outcomeKey{}).(*string); ok {
+		*p = outcome
+	}
+}

@@ -56,6 +56,8 @@ var (
 	sessionFill     = histogram("stream_session_buffer_fill_ratio", "How full a stream session's buffer was when polled (buffered items / max_items), by operation.", fillBuckets, "operation")
 	jobsRunning     = gauge("jobs_running", "Async jobs running on this replica, by operation.", "operation")
 	jobsEnded       = counter("jobs_ended_total", "Async jobs that ended on this replica, by operation and status (succeeded, failed, canceled).", "operation", "status")
+	ownerLost       = counter("owner_lost_total", "Stream sessions and jobs of a replica that died, swept by this replica, by kind (session, job) and action (failed, adopted).", "kind", "action")
+	expiredDeleted  = counter("expired_deleted_total", "Expired stream sessions and jobs deleted by this replica's cleanup (the sweep leader's), by kind (session, job).", "kind")
 	quotaRefusals   = counter("quota_refusals_total", "Session and job starts refused by a quota, by quota.", "quota")
 
 	// Adapters (host).
@@ -68,8 +70,12 @@ var (
 	adapterCallDuration  = histogram("adapter_call_duration_seconds", "Duration of calls across the adapter hop (for a stream, until it ends), by adapter and rpc.", callBuckets, "adapter", "rpc")
 
 	// etcd (store).
-	etcdDuration = histogram("etcd_request_duration_seconds", "Duration of etcd requests, by store operation.", etcdBuckets, "operation")
-	etcdErrors   = counter("etcd_request_errors_total", "Failed etcd requests, by store operation and error (unavailable, no_space, too_large, conflict, cancelled, other).", "operation", "error")
+	etcdDuration    = histogram("etcd_request_duration_seconds", "Duration of etcd requests, by store operation.", etcdBuckets, "operation")
+	etcdEvents      = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "etcd_event_log_events_total", Help: "SSE events written to etcd event logs (for Last-Event-ID resumption)."})
+	etcdEventBytes  = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "etcd_event_log_bytes_total", Help: "Bytes of the SSE events written to etcd event logs."})
+	etcdLeases      = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "etcd_leases", Help: "Bucket leases this replica granted that have not expired yet."})
+	etcdLeaseGrants = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "etcd_lease_grants_total", Help: "Bucket leases this replica granted."})
+	etcdErrors      = counter("etcd_request_errors_total", "Failed etcd requests, by store operation and error (unavailable, no_space, too_large, conflict, cancelled, other).", "operation", "error")
 
 	// Tracing.
 	adapterSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_adapter_spans_dropped_total", Help: "Spans adapters sent back that could not be exported (tracing was off, or the export queue was full)."})
@@ -81,10 +87,10 @@ var collectors = []prometheus.Collector{
 	toolCalls, toolCallDuration, toolCallsRunning,
 	windows, windowItems, windowBytes, windowsTruncated,
 	sessionsRunning, sessionFill,
-	jobsRunning, jobsEnded, quotaRefusals,
+	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
 	adapterUp,
-	etcdDuration, etcdErrors,
+	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
 	adapterSpansDropped,
 }
 
@@ -93,6 +99,12 @@ func init() {
 	// dashboard or an alert sees 0 instead of nothing.
 	for _, how := range []string{"initialize", "restored"} {
 		mcpSessionsOpened.WithLabelValues(how)
+	}
+	for _, kind := range []string{"session", "job"} {
+		for _, action := range []string{"failed", "adopted"} {
+			ownerLost.WithLabelValues(kind, action)
+		}
+		expiredDeleted.WithLabelValues(kind)
 	}
 	for _, q := range Quotas {
 		quotaRefusals.WithLabelValues(q)

@@ -217,3 +217,38 @@ func EtcdRequest(operation, errClass string, d time.Duration) {
 		etcdErrors.WithLabelValues(operation, errClass).Inc()
 	}
 }
+
+// OwnerLost counts orphans of a dead replica swept here: kind session or
+// job, action failed or adopted.
+func OwnerLost(kind, action string) {
+	if metricsOff.Load() {
+		return
+	}
+	ownerLost.WithLabelValues(kind, action).Inc()
+}
+
+// ExpiredDeleted counts expired sessions and jobs the cleanup deleted.
+func ExpiredDeleted(sessions, jobs int) {
+	if metricsOff.Load() {
+		return
+	}
+	expiredDeleted.WithLabelValues("session").Add(float64(sessions))
+	expiredDeleted.WithLabelValues("job").Add(float64(jobs))
+}
+
+// EventLogWritten counts SSE events (and their bytes) written to etcd.
+func EventLogWritten(events int, bytes int) {
+	if metricsOff.Load() {
+		return
+	}
+	etcdEvents.Add(float64(events))
+	etcdEventBytes.Add(float64(bytes))
+}
+
+// LeaseGranted counts a bucket lease granted for ttl; crank_etcd_leases
+// counts it until ttl has passed. It is kept while metrics are off.
+func LeaseGranted(ttl time.Duration) {
+	etcdLeaseGrants.Inc()
+	etcdLeases.Inc()
+	time.AfterFunc(ttl, etcdLeases.Dec)
+}
