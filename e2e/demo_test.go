@@ -52,6 +52,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { quietShutdown(t, log.String()) }) // metrics_test.go; runs after the stop below
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -122,4 +123,5 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list via localhost: %v %v", tools, err)
 	}
+	demoMetrics(t, fmt.Sprintf("http://localhost:%d", ports[":2019"])) // metrics_test.go
 }

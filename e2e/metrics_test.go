@@ -366,3 +366,29 @@ func checkDashboard(t *testing.T, s scrape) {
 		t.Errorf("the dashboard queries only %d metrics", queried)
 	}
 }
+
+// demoMetrics checks that the demo's admin endpoint serves Crank's
+// metrics (`make run`: http://localhost:2019/metrics) and that they saw
+// the requests the demo test made.
+func demoMetrics(t *testing.T, adminURL string) {
+	t.Helper()
+	g := &gateway{t: t, AdminURL: adminURL}
+	s := g.scrape()
+	if v := s.get(t, "crank_mcp_requests_total", "method=initialize", "outcome=ok"); v < 3 {
+		t.Errorf("demo: %v initialize requests counted", v)
+	}
+	if v := s.get(t, "crank_adapter_up", "adapter=rest"); v != 1 {
+		t.Errorf("demo: rest adapter up = %v", v)
+	}
+}
+
+// quietShutdown fails when a gateway's log has lines at error level or
+// above from a normal run and shutdown.
+func quietShutdown(t *testing.T, log string) {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"fatal"`) || strings.Contains(line, `"level":"panic"`) {
+			t.Errorf("an error logged by a normal run and shutdown: %s", line)
+		}
+	}
+}
