@@ -87,6 +87,8 @@ type gatewayOptions struct {
 	// embedded etcd in the gateway's directory), e.g. with an etcd block
 	// naming an external cluster.
 	Crank string
+	// Site holds extra directives for the site block (e.g. tracing).
+	Site string
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
@@ -108,11 +110,12 @@ func (g *gateway) caddyfile(opts gatewayOptions) string {
 
 http://127.0.0.1:%d {
 	bind 127.0.0.1
+	%s
 	crank /mcp %s {
 		%s
 	}
 }
-`, g.admin, crank, g.port, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
+`, g.admin, crank, g.port, opts.Site, filepath.Join(g.dir, "ops.yaml"), opts.Handler)
 }
 
 // startGateway starts crank with the given operations and waits until the

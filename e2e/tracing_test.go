@@ -86,8 +86,9 @@ func (r *otlpReceiver) trace(id string) []recvSpan {
 	return out
 }
 
-// tracingGateway starts a gateway exporting to r.
-func tracingGateway(t *testing.T, r *otlpReceiver, ops string) *gateway {
+// tracingGateway starts a gateway exporting to r; site holds directives of
+// the site block.
+func tracingGateway(t *testing.T, r *otlpReceiver, ops, site string) *gateway {
 	dir := t.TempDir()
 	crank := fmt.Sprintf(`embedded_etcd {
 			data_dir %s
@@ -99,7 +100,10 @@ func tracingGateway(t *testing.T, r *otlpReceiver, ops string) *gateway {
 			insecure
 			service_name crank-e2e
 		}`, filepath.Join(dir, "etcd"), freePort(t), freePort(t), r.addr)
-	return startGateway(t, gatewayOptions{Operations: ops, Crank: crank, Env: []string{"OTEL_BSP_SCHEDULE_DELAY=50"}})
+	return startGateway(t, gatewayOptions{Operations: ops, Crank: crank, Site: site, Env: []string{"OTEL_BSP_SCHEDULE_DELAY=50",
+		// Caddy's tracing handler exports to r too.
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_ENDPOINT=http://" + r.addr, "OTEL_EXPORTER_OTLP_INSECURE=true",
+		"OTEL_SERVICE_NAME=caddy-e2e"}})
 }
 
 // span finds the span of the trace named name.
@@ -150,7 +154,7 @@ operations:
     adapter: grpc
     timeout: 5s
     config: {target: "%s", method: e2e.v1.Accounts/GetAccount}
-`, rest.URL, grpcAddr))
+`, rest.URL, grpcAddr), "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs := g.connect(ctx)
@@ -202,5 +206,55 @@ operations:
 		if wantTP := "00-" + traceID + "-" + parent + "-01"; seen != wantTP {
 			t.Errorf("%s: upstream got traceparent %q, want %q", c.tool, seen, wantTP)
 		}
+	}
+}
+
+// With Caddy's tracing handler on the route, a call without trace context
+// of its own joins the handler's span: one trace from Caddy's span of the
+// HTTP request to the upstream's request.
+func TestTraceJoinsCaddyTracing(t *testing.T) {
+	t.Parallel()
+	r := startOTLPReceiver(t)
+	seen := make(chan string, 4)
+	rest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		seen <- req.Header.Get("Traceparent")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(rest.Close)
+	g := tracingGateway(t, r, fmt.Sprintf(`
+operations:
+  - name: ping_rest
+    description: Ping a REST upstream.
+    adapter: rest
+    config: {method: GET, url: "%s/ping"}
+`, rest.URL), "tracing")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping_rest"}); err != nil || res.IsError {
+		t.Fatalf("call: %v %s", err, textOf(res))
+	}
+	tp := <-seen
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 {
+		t.Fatalf("upstream traceparent %q", tp)
+	}
+	var mcpSpan, caddySpan *recvSpan
+	waitFor(t, "the trace with Caddy's span", func() bool {
+		spans := r.trace(parts[1])
+		mcpSpan = findSpan(spans, "tools/call ping_rest")
+		if mcpSpan == nil {
+			return false
+		}
+		for i := range spans {
+			if string(spans[i].GetSpanId()) == string(mcpSpan.GetParentSpanId()) {
+				caddySpan = &spans[i]
+			}
+		}
+		return caddySpan != nil && findSpan(spans, "GET 127.0.0.1") != nil
+	})
+	if caddySpan.service != "caddy-e2e" || !strings.Contains(caddySpan.scope, "otelhttp") {
+		t.Errorf("the MCP request's parent is %q of service %q, scope %q: not Caddy's span", caddySpan.GetName(), caddySpan.service, caddySpan.scope)
 	}
 }

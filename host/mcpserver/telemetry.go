@@ -17,15 +17,19 @@ import (
 // (crank_mcp_requests_total, crank_mcp_request_duration_seconds) and
 // serves it under a span "<method>" (with the tool's name for tools/call).
 // The span's parent is the trace context of the request's _meta
-// (traceparent, tracestate) when it has one, else the HTTP request's
-// traceparent header (a client's, or the span of Caddy's tracing handler,
-// which sets that header).
+// (traceparent, tracestate) when it has one, else the span of Caddy's
+// tracing handler when the request passed one, else the HTTP request's
+// traceparent header (a client's, or that span's again: the handler sets
+// the header too).
 func (ep *Endpoint) telemetryMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		start := time.Now()
 		label := telemetry.MCPMethod(method)
-		tp, ts := traceParent(req)
-		ctx = telemetry.WithRemoteParent(ctx, tp, ts)
+		if tp, ts, fromMeta := traceParent(req); fromMeta {
+			ctx = telemetry.WithParent(ctx, tp, ts) // the client's, over Caddy's span
+		} else {
+			ctx = telemetry.WithRemoteParent(ctx, tp, ts)
+		}
 		name := label
 		var attrs []attribute.KeyValue
 		attrs = append(attrs, attribute.String("mcp.method.name", label))
@@ -56,19 +60,19 @@ func (ep *Endpoint) telemetryMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 	}
 }
 
-// traceParent returns the trace context a request carries: its _meta's,
-// else its HTTP request's headers.
-func traceParent(req mcp.Request) (traceparent, tracestate string) {
+// traceParent returns the trace context a request carries: its _meta's
+// (fromMeta), else its HTTP request's headers.
+func traceParent(req mcp.Request) (traceparent, tracestate string, fromMeta bool) {
 	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 		if m := p.GetMeta(); m != nil {
 			if tp, ok := m["traceparent"].(string); ok && tp != "" {
 				ts, _ := m["tracestate"].(string)
-				return tp, ts
+				return tp, ts, true
 			}
 		}
 	}
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-		return ex.Header.Get("Traceparent"), ex.Header.Get("Tracestate")
+		return ex.Header.Get("Traceparent"), ex.Header.Get("Tracestate"), false
 	}
-	return "", ""
+	return "", "", false
 }

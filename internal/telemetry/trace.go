@@ -200,6 +200,20 @@ func WithRemoteParent(ctx context.Context, traceparent, tracestate string) conte
 	return tc.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
 }
 
+// WithParent returns ctx with the W3C trace context traceparent and
+// tracestate as its remote parent, in place of any span ctx carries;
+// ctx itself when traceparent is not valid.
+func WithParent(ctx context.Context, traceparent, tracestate string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	out := tc.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
+	if !trace.SpanContextFromContext(out).IsRemote() {
+		return ctx
+	}
+	return out
+}
+
 // TraceHeaders returns the W3C trace context of ctx's span: what a
 // request made under ctx carries ("" when ctx has none).
 func TraceHeaders(ctx context.Context) (traceparent, tracestate string) {
