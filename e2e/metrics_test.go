@@ -201,6 +201,10 @@ func TestMetricsScrape(t *testing.T) {
 	if res := call("get_user", map[string]any{"id": 5}); res.IsError {
 		t.Fatalf("call after the second kill: %s", textOf(res))
 	}
+	waitFor(t, "the session to end", func() bool {
+		v, _ := g.scrape().value("crank_stream_sessions_ended_total", "operation=follow", "status=stopped")
+		return v == 1
+	})
 	waitFor(t, "the job to end", func() bool {
 		v, _ := g.scrape().value("crank_jobs_ended_total", "operation=export", "status=canceled")
 		return v == 1
@@ -244,6 +248,7 @@ func TestMetricsScrape(t *testing.T) {
 		{"crank_windows_truncated_total", []string{"tool=logs_window"}, 1},
 		{"crank_jobs_ended_total", []string{"operation=export", "status=canceled"}, 1},
 		{"crank_jobs_running", []string{"operation=export"}, 0},
+		{"crank_stream_sessions_running", []string{"operation=follow"}, 0},
 		{"crank_stream_session_buffer_fill_ratio", []string{"operation=follow"}, 1},
 		{"crank_quota_refusals_total", []string{"quota=max_jobs_per_agent"}, 1},
 		{"crank_adapter_crashes_total", []string{"adapter=rest"}, 2},

@@ -178,6 +178,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	var panicked *runnerPanic
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStreamSessionExpired):
+		telemetry.StreamSessionEnded(op.Name, "expired")
 		return // gone already: nothing to finish
 	case errors.As(cause, &panicked):
 		status, end = store.StreamSessionFailed, "internal_error"
@@ -194,6 +195,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	}
 	state.EndReason = end
 	h.finishStreamSession(ss.ID, status, errJSON, state)
+	telemetry.StreamSessionEnded(op.Name, string(status))
 	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
 }
 

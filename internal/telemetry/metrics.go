@@ -52,6 +52,7 @@ var (
 	windowsTruncated = counter("windows_truncated_total", "Windows whose result is truncated (cut by max_items or max_bytes, oversize items skipped, fields cut, gaps), by tool.", "tool")
 
 	// Stream sessions and jobs (host).
+	sessionsEnded   = counter("stream_sessions_ended_total", "Stream sessions whose reader ended on this replica, by operation and status (completed, stopped, failed, expired).", "operation", "status")
 	sessionsRunning = gauge("stream_sessions_running", "Stream sessions whose reader runs on this replica, by operation.", "operation")
 	sessionFill     = histogram("stream_session_buffer_fill_ratio", "How full a stream session's buffer was when polled (buffered items / max_items), by operation.", fillBuckets, "operation")
 	jobsRunning     = gauge("jobs_running", "Async jobs running on this replica, by operation.", "operation")
@@ -86,7 +87,7 @@ var collectors = []prometheus.Collector{
 	mcpRequests, mcpRequestDuration, mcpSessions, mcpSessionsOpened, progressSent,
 	toolCalls, toolCallDuration, toolCallsRunning,
 	windows, windowItems, windowBytes, windowsTruncated,
-	sessionsRunning, sessionFill,
+	sessionsRunning, sessionsEnded, sessionFill,
 	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
 	adapterUp,

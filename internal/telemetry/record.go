@@ -128,6 +128,15 @@ func StreamSessionRunning(operation string, delta int) {
 	sessionsRunning.WithLabelValues(ToolLabel(operation)).Add(float64(delta))
 }
 
+// StreamSessionEnded counts a stream session whose reader ended here, by
+// its final status (completed, stopped, failed, expired).
+func StreamSessionEnded(operation, status string) {
+	if metricsOff.Load() {
+		return
+	}
+	sessionsEnded.WithLabelValues(ToolLabel(operation), status).Inc()
+}
+
 // StreamSessionPolled records how full a session's buffer was when polled.
 func StreamSessionPolled(operation string, buffered, max int) {
 	if metricsOff.Load() || max <= 0 {
