@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestToolLabelBounded(t *testing.T) {
 func TestExportAdapterSpans(t *testing.T) {
 	span := client.Span{TraceID: [16]byte{1}, SpanID: [8]byte{2}, ParentSpanID: [8]byte{3}, Name: "GET api",
 		Kind: sdk.SpanClient, Start: time.Now(), End: time.Now(), Failed: true, Message: "the upstream answered 503",
-		Attributes: []sdk.Attribute{sdk.Attr("http.response.status_code", int64(503))}}
+		Attributes: []sdk.Attribute{sdk.Attr("http.response.status_code", int64(503)), sdk.Attr("long", strings.Repeat("x", 5000))}}
 	dropped := testutil.ToFloat64(adapterSpansDropped)
 	ExportAdapterSpans("rest", []client.Span{span})
 	if got := testutil.ToFloat64(adapterSpansDropped); got != dropped+1 {
@@ -85,6 +86,11 @@ func TestExportAdapterSpans(t *testing.T) {
 		s.SpanContext().TraceID() != [16]byte{1} || s.InstrumentationScope().Name != ScopeName+"/adapter/rest" ||
 		s.Status().Description != "the upstream answered 503" {
 		t.Errorf("span = %+v", s)
+	}
+	for _, a := range s.Attributes() {
+		if a.Key == "long" && len(a.Value.AsString()) != maxAdapterString {
+			t.Errorf("an adapter's attribute of %d bytes exported", len(a.Value.AsString()))
+		}
 	}
 
 	// The host's spans carry the caller's trace context through.

@@ -254,7 +254,7 @@ func ExportAdapterSpans(adapter string, spans []client.Span) {
 func adapterSpan(s *client.Span, res *resource.Resource, scope instrumentation.Scope) sdktrace.ReadOnlySpan {
 	ts, _ := trace.ParseTraceState(s.TraceState)
 	stub := tracetest.SpanStub{
-		Name: s.Name,
+		Name: capString(s.Name),
 		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: s.TraceID, SpanID: s.SpanID,
 			TraceFlags: trace.FlagsSampled, TraceState: ts}),
 		StartTime: s.Start, EndTime: s.End, Resource: res, InstrumentationScope: scope,
@@ -269,7 +269,7 @@ func adapterSpan(s *client.Span, res *resource.Resource, scope instrumentation.S
 	}
 	stub.Attributes = append(stub.Attributes, attribute.Bool("crank.adapter_span", true))
 	if s.Failed {
-		stub.Status = sdktrace.Status{Code: codes.Error, Description: s.Message}
+		stub.Status = sdktrace.Status{Code: codes.Error, Description: capString(s.Message)}
 	}
 	return stub.Snapshot()
 }
@@ -284,10 +284,20 @@ func spanKind(k sdk.SpanKind) trace.SpanKind {
 	return trace.SpanKindInternal
 }
 
+// maxAdapterString caps each string an adapter's span carries.
+const maxAdapterString = 256
+
+func capString(s string) string {
+	if len(s) > maxAdapterString {
+		return strings.ToValidUTF8(s[:maxAdapterString], "")
+	}
+	return s
+}
+
 func attr(a sdk.Attribute) attribute.KeyValue {
 	switch v := a.Value.(type) {
 	case string:
-		return attribute.String(a.Key, v)
+		return attribute.String(a.Key, capString(v))
 	case bool:
 		return attribute.Bool(a.Key, v)
 	case int64:

@@ -219,8 +219,7 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 }
 
 // endCallSpan ends the span of the adapter serving a call, failed when the
-// call failed (an upstream failure by its kind; the message is the
-// upstream error's, which names no URL's query).
+// call failed (an upstream failure by its kind).
 func endCallSpan(span *Span, err error) {
 	if span == nil {
 		return
@@ -228,8 +227,10 @@ func endCallSpan(span *Span, err error) {
 	var ue *UpstreamError
 	switch {
 	case errors.As(err, &ue):
+		// The kind, not the message: a message may quote what the
+		// upstream answered.
 		span.SetAttributes(Attr("crank.error.kind", ue.Kind.String()))
-		span.Fail(ue.Message)
+		span.Fail(ue.Kind.String())
 	case err != nil && !errors.Is(err, context.Canceled):
 		span.Fail("the adapter failed")
 	}
