@@ -148,7 +148,7 @@ func (o *callObservation) end(res *Result) {
 
 // validationSpan times the validation of a call's arguments.
 func validationSpan(ctx context.Context) func(failed bool) {
-	_, span := telemetry.Tracer().Start(ctx, "validate arguments")
+	_, span := telemetry.StartChild(ctx, "validate arguments")
 	return func(failed bool) {
 		if failed {
 			telemetry.Fail(span, OutcomeInvalidArguments)
@@ -163,7 +163,7 @@ func validationSpan(ctx context.Context) func(failed bool) {
 // recorded), and the hop's metrics.
 func (s *Supervisor) observe(ctx context.Context, rpc string, req *sdk.Request) func(error) {
 	name := s.spec.Name
-	ctx, span := telemetry.Tracer().Start(ctx, "adapter "+rpc+" "+name, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := telemetry.StartChild(ctx, "adapter "+rpc+" "+name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("rpc.system", "crank-adapter"), attribute.String("crank.adapter", name)))
 	if tp, ts := telemetry.TraceHeaders(ctx); tp != "" {
 		req.Context.TraceParent, req.Context.TraceState = tp, ts

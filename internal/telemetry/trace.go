@@ -190,6 +190,17 @@ func Tracer() trace.Tracer {
 	return noTracer
 }
 
+// StartChild starts a span under ctx's span, as Tracer().Start does, but
+// when ctx's span is valid and not recorded (its trace is sampled out) it
+// returns ctx and that span: a child of a sampled-out span would not be
+// recorded either, and this spares its cost.
+func StartChild(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if s := trace.SpanFromContext(ctx); s.SpanContext().IsValid() && !s.IsRecording() {
+		return ctx, s
+	}
+	return Tracer().Start(ctx, name, opts...)
+}
+
 // WithRemoteParent returns ctx with the W3C trace context traceparent and
 // tracestate as its remote parent, unless ctx carries a valid span
 // context already or traceparent is not valid.
