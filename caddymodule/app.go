@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -34,6 +35,11 @@ type App struct {
 	// (default 100, at most 10000); older ones are deleted as new ones
 	// are written.
 	CatalogHistory int `json:"catalog_history,omitempty"`
+	// Tracing exports the gateway's and its adapters' spans over OTLP;
+	// without it nothing is exported (trace context still passes through
+	// to adapters and upstreams). Process-wide: the last loaded config's
+	// block applies.
+	Tracing *telemetry.TracingConfig `json:"tracing,omitempty"`
 
 	store    *pooledStore // from Start on
 	poolKey  string
@@ -159,6 +165,9 @@ func (p pooledEmbedded) Destruct() error { return p.Close() }
 // under which the store is pooled. It opens nothing.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	if err := a.provisionTelemetry(ctx); err != nil { // telemetry.go
+		return err
+	}
 	repl := caddy.NewReplacer()
 	if a.Etcd != nil {
 		a.Etcd.Password = repl.ReplaceKnown(a.Etcd.Password, "")
@@ -192,6 +201,11 @@ func (a *App) Validate() error {
 	}
 	if a.CatalogHistory < 0 || a.CatalogHistory > store.MaxCatalogHistory {
 		return fmt.Errorf("crank: catalog_history: must be from 1 to %d (got %d)", store.MaxCatalogHistory, a.CatalogHistory)
+	}
+	if a.Tracing != nil {
+		if err := a.Tracing.Check(); err != nil {
+			return fmt.Errorf("crank: tracing: %w", err)
+		}
 	}
 	if a.Etcd != nil && len(a.Etcd.Endpoints) == 0 {
 		return errors.New("crank: etcd: endpoints: at least one endpoint is required")
@@ -238,6 +252,9 @@ func (a *App) register(h *Handler) { a.handlers = append(a.handlers, h) }
 // the config's load or reload.
 func (a *App) Start() error {
 	replicaLimits.Set(a.Quotas.limits())
+	if err := a.startTracing(); err != nil { // telemetry.go
+		return err
+	}
 	val, _, err := storePool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return a.openStore()
 	})

@@ -175,6 +175,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //	        max_jobs_per_replica     <n>
 //	    }
 //	    catalog_history <n>
+//	    tracing {
+//	        endpoint     <host:port|url>
+//	        protocol     grpc|http
+//	        insecure
+//	        sample_ratio <0..1>
+//	        service_name <name>
+//	        header       <name> <value>
+//	    }
 //	}
 //
 // Without an etcd block, an embedded etcd runs in the Caddy process.
@@ -310,6 +318,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("catalog_history: must be a number of versions from 1 to %d, got %q", store.MaxCatalogHistory, arg)
 			}
 			a.CatalogHistory = n
+		case "tracing": // telemetry.go
+			t, err := unmarshalTracing(d)
+			if err != nil {
+				return err
+			}
+			a.Tracing = t
 		default:
 			return d.Errf("unrecognized crank option %q", d.Val())
 		}

@@ -91,6 +91,7 @@ func (d *demoRun) run() {
 	}
 	cmd, log, done := d.cmd, d.log, d.done
 	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { quietShutdown(t, log.String()) }) // metrics_test.go; runs after the stop below
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -171,6 +172,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list via localhost: %v %v", tools, err)
 	}
+	demoMetrics(t, fmt.Sprintf("http://localhost:%d", ports[":2019"])) // metrics_test.go
 }
 
 // Ctrl-C stops the demo within seconds even while a session reads its

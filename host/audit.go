@@ -33,6 +33,14 @@ func (h *Host) quotaMessage(qe *store.QuotaError) string {
 		kind, qe.Quota, qe.Scope, qe.Open, kind, qe.Limit)
 }
 
+// quotaName is the option name of a store quota (telemetry.Quotas).
+func quotaName(qe *store.QuotaError) string {
+	if qe.Kind == "job" {
+		return "max_jobs_" + qe.Quota
+	}
+	return "max_sessions_" + qe.Quota
+}
+
 // auditCall writes the audit record of one family tool call: who
 // (workspace, agent), what (tool, operation, session or job ID), when
 // (the record's time), how long, and the outcome. Error texts are

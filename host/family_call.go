@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -114,13 +115,14 @@ func (h *Host) storeError(kind, id string, err error) *Result {
 	var rq replicaQuotaError
 	switch {
 	case errors.As(err, &qe):
-		return errorResult(h.quotaMessage(qe))
+		telemetry.QuotaRefusal(quotaName(qe))
+		return classed(errorResult(h.quotaMessage(qe)), OutcomeQuota)
 	case errors.As(err, &rq):
-		return errorResult(string(rq))
+		return classed(errorResult(string(rq)), OutcomeQuota)
 	case errors.Is(err, store.ErrNotFound):
-		return errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id))
+		return classed(errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id)), OutcomeNotFound)
 	case errors.Is(err, store.ErrUnavailable):
-		return errorResult(fmt.Sprintf("the state store is unavailable, try again shortly (retryable): %v", err))
+		return classed(errorResult(fmt.Sprintf("the state store is unavailable, try again shortly (retryable): %v", err)), OutcomeStoreUnavailable)
 	case errors.Is(err, store.ErrNoSpace):
 		return errorResult("the state store (etcd) is out of space: it refuses new sessions, jobs and polls until space is recovered; try again later")
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrInvalid):

@@ -65,6 +65,8 @@ type Host struct {
 	upstreams upstreamSources // upstream_auth.go
 	// warnings are the adapters' warning diagnostics found at load.
 	warnings []*ConfigError
+	// access receives one record per tool call (telemetry.go).
+	access *zap.Logger
 }
 
 type boundOp struct {
@@ -89,7 +91,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts.Audit = opts.Logger.Named("audit")
 	}
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{},
-		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners}
+		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
+		access: opts.Logger.Named("access")}
 	var errs []error
 	fail := func(op, field, reason string) {
 		file, line := h.cat.Source, 0
@@ -394,6 +397,8 @@ type Result struct {
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
+	// class is the outcome class of an error (telemetry.go).
+	class string
 }
 
 // ErrUnknownTool is returned for a tool the catalog does not have.
@@ -402,15 +407,20 @@ var ErrUnknownTool = errors.New("unknown tool")
 // Call runs one tool call. Tool-level failures (bad arguments, upstream
 // errors, adapter crashes, timeouts) come back as a Result with IsError
 // set; the error return is kept for protocol-level failures (unknown tool).
-func (h *Host) Call(ctx context.Context, req CallRequest) (*Result, error) {
+func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error) {
 	op, ok := h.ops[req.Tool]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
 	}
+	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
+	defer func() { obs.end(res) }()
 	args := normalizeArguments(req.Arguments)
+	validated := validationSpan(ctx)
 	if msg := validateArguments(op.Operation, args); msg != "" {
-		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
+		validated(true)
+		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), OutcomeInvalidArguments), nil
 	}
+	validated(false)
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
@@ -434,7 +444,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
+		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
 	res, err := c.Invoke(ctx, adapterRequest(op, req, args, deadline))
 	var ue *sdk.UpstreamError
@@ -442,7 +452,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	case errors.As(err, &ue):
 		return req.upstream.redact(h.upstreamErrorResult(op, ue))
 	case err != nil:
-		return errorResult(h.redact.String(h.describeCallError(ctx, op, err)))
+		return classed(errorResult(h.redact.String(h.describeCallError(ctx, op, err))), callErrorOutcome(ctx, op, err))
 	}
 	return req.upstream.redact(h.successResult(res))
 }
@@ -484,7 +494,7 @@ func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) st
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
 	r.permanent = ue.Rejected || ue.Kind == sdk.KindInvalidArgument
-	return r
+	return classed(r, upstreamOutcome(ue))
 }
 
 // describeUpstreamError explains an upstream failure in one message.

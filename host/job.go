@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 )
@@ -132,6 +133,8 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	telemetry.JobRunning(op.Name, 1)
+	defer telemetry.JobRunning(op.Name, -1)
 	// A panic fails the job instead of ending the process.
 	defer func() {
 		if v := recover(); v != nil {
@@ -179,6 +182,7 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 		u.Result = newJobOutcome(res)
 	}
 	h.finishJob(job.ID, u)
+	telemetry.JobEnded(op.Name, string(u.Status))
 	log.Debug("job ended", zap.String("status", string(u.Status)))
 }
 

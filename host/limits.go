@@ -3,6 +3,8 @@ package host
 import (
 	"fmt"
 	"sync"
+
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // Default quotas: what the crank handler applies where its config sets
@@ -67,6 +69,7 @@ func (l *ReplicaLimits) take(job bool) (release func(), refusal string) {
 		n, limit, name, kind = &l.jobs, l.maxJobs, "max_jobs_per_replica", "jobs"
 	}
 	if limit > 0 && *n >= limit {
+		telemetry.QuotaRefusal(name)
 		return nil, fmt.Sprintf("quota %s exceeded: this gateway replica already runs %d %s (limit %d); stop or finish one first, or try again later",
 			name, *n, kind, limit)
 	}

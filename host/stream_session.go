@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 	"go.uber.org/zap"
 )
@@ -57,7 +58,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	slot, refusal := h.quotas.Replica.take(false)
 	if refusal != "" {
 		run.leave()
-		return errorResult(refusal), ""
+		return classed(errorResult(refusal), OutcomeQuota), ""
 	}
 	slot = joinRelease(slot, run.leave)
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
@@ -109,6 +110,8 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	ss *store.StreamSession, op *boundOp, req CallRequest, args json.RawMessage) {
 	defer release()
 	defer cancel(nil)
+	telemetry.StreamSessionRunning(op.Name, 1)
+	defer telemetry.StreamSessionRunning(op.Name, -1)
 	// A panic fails the session instead of ending the process.
 	defer func() {
 		if v := recover(); v != nil {
@@ -182,6 +185,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	var panicked *runnerPanic
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStreamSessionExpired):
+		telemetry.StreamSessionEnded(op.Name, "expired")
 		return // gone already: nothing to finish
 	case errors.As(cause, &panicked):
 		status, end = store.StreamSessionFailed, "internal_error"
@@ -200,6 +204,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	}
 	state.EndReason = end
 	h.finishStreamSession(ss.ID, status, errJSON, state)
+	telemetry.StreamSessionEnded(op.Name, string(status))
 	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
 }
 
@@ -369,6 +374,7 @@ func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallReque
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
 	}
+	telemetry.StreamSessionPolled(op.Name, res.StreamSession.BufferedItems, res.StreamSession.MaxItems)
 	items := make([]json.RawMessage, len(res.Items))
 	for i, it := range res.Items {
 		items[i] = it.Data

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapio"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
@@ -67,6 +68,9 @@ type Supervisor struct {
 	nextStart time.Time
 	lastErr   error
 	closed    bool
+	// pingKilled: the health loop stopped the process (not a crash).
+	pingKilled bool
+	unwatch    func() // ends crank_adapter_up's report of it
 
 	stop chan struct{}
 	done chan struct{}
@@ -92,6 +96,7 @@ func NewSupervisor(spec AdapterSpec, opts SupervisorOptions) *Supervisor {
 		log:  opts.Logger.With(zap.String("adapter", spec.Name)),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	s.unwatch = telemetry.WatchAdapter(s)
 	if opts.HealthInterval > 0 {
 		go s.healthLoop()
 	} else {
@@ -162,6 +167,9 @@ func (s *Supervisor) Client(ctx context.Context) (*client.Client, error) {
 		return s.proc.Client, nil
 	}
 	if s.proc != nil {
+		if !s.pingKilled {
+			telemetry.AdapterCrashed(s.spec.Name)
+		}
 		s.log.Warn("adapter process is gone; restarting", zap.Int("starts", s.starts))
 		s.proc.Kill()
 		s.proc = nil
@@ -171,6 +179,7 @@ func (s *Supervisor) Client(ctx context.Context) (*client.Client, error) {
 			s.spec.Name, s.failures, wait.Round(time.Millisecond), s.lastErr)
 	}
 	if err := s.startLocked(ctx); err != nil {
+		telemetry.AdapterStartFailed(s.spec.Name)
 		s.failures++
 		s.lastErr = err
 		backoff := min(100*time.Millisecond<<min(s.failures-1, 16), s.opts.MaxBackoff)
@@ -186,6 +195,8 @@ func (s *Supervisor) Client(ctx context.Context) (*client.Client, error) {
 func (s *Supervisor) startLocked(ctx context.Context) error {
 	cfg := client.Config{
 		StartTimeout: s.opts.StartTimeout,
+		// Telemetry of every call and the adapter's spans (telemetry.go).
+		Observe: s.observe, OnSpans: s.exportSpans,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "adapter." + s.spec.Name,
 			Output: &zapio.Writer{Log: s.log, Level: zap.InfoLevel},
@@ -215,7 +226,8 @@ func (s *Supervisor) startLocked(ctx context.Context) error {
 		proc.Kill()
 		return fmt.Errorf("adapter %q: describe: %w", s.spec.Name, err)
 	}
-	s.proc, s.desc = proc, desc
+	telemetry.AdapterStarted(s.spec.Name, s.starts > 0)
+	s.proc, s.desc, s.pingKilled = proc, desc, false
 	s.starts++
 	s.log.Info("adapter started",
 		zap.String("name", desc.Name), zap.String("version", desc.Version),
@@ -241,6 +253,12 @@ func (s *Supervisor) healthLoop() {
 			continue
 		}
 		if err := p.Ping(); err != nil {
+			telemetry.AdapterPingFailed(s.spec.Name)
+			s.mu.Lock()
+			if s.proc == p {
+				s.pingKilled = true
+			}
+			s.mu.Unlock()
 			s.log.Warn("adapter failed its health ping; stopping it so the next call restarts it", zap.Error(err))
 			p.Kill()
 		}
@@ -258,6 +276,7 @@ func (s *Supervisor) Close() error {
 	p := s.proc
 	s.proc = nil
 	s.mu.Unlock()
+	s.unwatch()
 	if s.opts.HealthInterval > 0 {
 		close(s.stop)
 	}

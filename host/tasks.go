@@ -48,7 +48,7 @@ func (h *Host) TaskTool(name string) bool {
 // StartTask starts the job of a task-augmented call. A tool-level problem
 // (bad arguments, a quota, the store unavailable) comes back as an error
 // Result, like Call's; err is ErrUnknownTool or ErrNotTaskTool.
-func (h *Host) StartTask(ctx context.Context, req CallRequest) (*Task, *Result, error) {
+func (h *Host) StartTask(ctx context.Context, req CallRequest) (_ *Task, res *Result, _ error) {
 	op, ok := h.ops[req.Tool]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
@@ -56,9 +56,17 @@ func (h *Host) StartTask(ctx context.Context, req CallRequest) (*Task, *Result, 
 	if !h.TaskTool(req.Tool) {
 		return nil, nil, fmt.Errorf("%w: %q (only the start tool of an async_job does)", ErrNotTaskTool, req.Tool)
 	}
+	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
+	defer func() {
+		r := res
+		if r == nil {
+			r = &Result{} // the job started
+		}
+		obs.end(r)
+	}()
 	args := normalizeArguments(req.Arguments)
 	if msg := validateArguments(op.Operation, args); msg != "" {
-		return nil, errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), nil
+		return nil, classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: %s", op.Name, msg)), OutcomeInvalidArguments), nil
 	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()

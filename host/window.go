@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
@@ -89,11 +90,11 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	ex := op.Execution
 	cursorArg, args, err := takeCursor(args)
 	if err != nil {
-		return errorResult(fmt.Sprintf("invalid arguments for tool %q: %v", op.Name, err))
+		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: %v", op.Name, err)), OutcomeInvalidArguments)
 	}
 	upstreamCursor, skip, err := decodeCursor(cursorArg)
 	if err != nil {
-		return errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: %v", op.Name, err))
+		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: %v", op.Name, err)), OutcomeInvalidArguments)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
@@ -115,7 +116,7 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)))
+		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
 	areq := adapterRequest(op, req, args, deadline)
 	areq.Cursor = upstreamCursor
@@ -390,6 +391,10 @@ func (h *Host) windowResult(op *boundOp, col *collector, end, failure string, to
 		if col.stats.Counted > 0 {
 			res.Text += fmt.Sprintf("\n(the window had collected %d items before the failure; structuredContent holds them)", col.stats.Counted)
 		}
+	}
+	telemetry.Window(op.Name, end, col.stats.Counted, col.stats.Bytes, r.Truncated)
+	if failure != "" && end == endCancelled {
+		res.class = OutcomeCancelled
 	}
 	h.log.Info("window finished", zap.String("tool", op.Name), zap.String("end_reason", end),
 		zap.Int("received", col.stats.Received), zap.Int("counted", col.stats.Counted),

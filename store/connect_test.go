@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 	"net"
 	"os"
 	"path/filepath"
@@ -214,32 +212,5 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 	defer st.Close()
 	if _, err := st.GetMCPSession(ctx, "keep"); err != nil {
 		t.Fatalf("session lost across restart: %v", err)
-	}
-}
-
-// A normal stop of the embedded etcd logs no warning or error: the lines
-// etcd writes about its own listeners closing are expected then.
-func TestEmbeddedQuietStop(t *testing.T) {
-	t.Parallel()
-	ports, err := storetest.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zap.WarnLevel)
-	e, err := store.StartEmbedded(store.EmbeddedConfig{
-		DataDir:       t.TempDir(),
-		ClientURL:     fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
-		PeerURL:       fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
-		UnsafeNoFsync: true,
-		StartTimeout:  10 * time.Second,
-		Logger:        zap.New(core),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := logs.Len()
-	e.Close()
-	for _, l := range logs.All()[before:] {
-		t.Errorf("stop logged %s %q %v", l.Level, l.Message, l.ContextMap())
 	}
 }

@@ -79,7 +79,8 @@ type Embedded struct {
 	endpoints []string
 	creds     embeddedCredentials
 	closeOnce sync.Once
-	closing   *atomic.Bool // set by Close: etcd's listener-closed lines are expected
+	// closing quiets the listener errors of a normal Close (embedded_log.go).
+	closing *atomic.Bool
 }
 
 // StartEmbedded starts an embedded etcd server and waits until it is ready
@@ -106,7 +107,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lg = zap.NewNop()
 	}
 	closing := new(atomic.Bool)
-	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel), quietWhileClosing(closing))
+	lg = lg.Named("etcd").WithOptions(atLeast(zapcore.WarnLevel), quietOnShutdown(closing))
 
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
@@ -259,38 +260,6 @@ func (e *Embedded) Close() error {
 		e.etcd.Close()
 	})
 	return nil
-}
-
-// closeLines are what etcd logs as warnings and errors about its own
-// listeners when it is stopped on purpose ("use of closed network
-// connection", "http: Server closed"): on a normal stop they are noise.
-var closeLines = map[string]bool{
-	"setting up serving from embedded etcd failed.": true,
-	"stopping secure grpc server due to error":      true,
-	"stopped secure grpc server due to error":       true,
-	"stopping insecure grpc server due to error":    true,
-	"stopped insecure grpc server due to error":     true,
-}
-
-// quietWhileClosing drops closeLines once closing is set.
-func quietWhileClosing(closing *atomic.Bool) zap.Option {
-	return zap.WrapCore(func(c zapcore.Core) zapcore.Core { return closingCore{c, closing} })
-}
-
-type closingCore struct {
-	zapcore.Core
-	closing *atomic.Bool
-}
-
-func (c closingCore) With(f []zapcore.Field) zapcore.Core {
-	return closingCore{c.Core.With(f), c.closing}
-}
-
-func (c closingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.closing.Load() && closeLines[e.Message] {
-		return ce
-	}
-	return c.Core.Check(e, ce)
 }
 
 // Check reports what StartEmbedded would refuse in cfg (no data directory,

@@ -179,7 +179,7 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: timeout,
-		})},
+		}), grpc.WithChainUnaryInterceptor(metricsInterceptor)}, // metrics.go
 		MaxCallSendMsgSize: opts.maxRequest + requestOverhead,
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // StreamEvents is one stream's events for AppendStreams: Data are the
@@ -157,6 +159,11 @@ func (e *Etcd) commitStreams(ctx context.Context, streams []StreamEvents, txn []
 			errs[p.i] = err
 		case committed:
 			e.events.put(p.mk, cachedStream{rec: p.rec, rev: rev})
+			n := 0
+			for _, d := range streams[p.i].Data {
+				n += len(d)
+			}
+			telemetry.EventLogWritten(len(streams[p.i].Data), n)
 		default:
 			e.events.drop(p.mk)
 			retry = append(retry, p.i)

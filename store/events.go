@@ -13,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // streamsDir holds the SSE event logs; see the package documentation.
@@ -309,6 +311,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 		if committed {
 			e.wrote()
 			e.events.put(mk, cachedStream{rec: rec, rev: rev})
+			telemetry.EventLogWritten(len(batch), int(batchBytes))
 			return idx, nil
 		}
 		e.events.drop(mk)

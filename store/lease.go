@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // Lease-bucket policy; see the package documentation for the bounds.
@@ -134,6 +136,7 @@ func (m *leaseManager) acquire(ctx context.Context, ttl time.Duration) (clientv3
 	}
 	b.id = resp.ID
 	b.reuseUntil = start.Add(granted - b.policy.rounded)
+	telemetry.LeaseGranted(granted)
 	return b.id, nil
 }
 

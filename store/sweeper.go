@@ -13,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // Kinds of running entities (running/<kind>/<id>).
@@ -183,11 +185,21 @@ func (e *Etcd) sweepPage(ctx context.Context, running, owners []*mvccpb.KeyValue
 		switch res {
 		case sweptFailed:
 			rep.Failed++
+			telemetry.OwnerLost(orphanKind(kind), "failed")
 		case sweptAdopted:
 			rep.Adopted++
+			telemetry.OwnerLost(orphanKind(kind), "adopted")
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// orphanKind is the kind label of a running index directory.
+func orphanKind(kind string) string {
+	if kind == jobsRunning {
+		return "job"
+	}
+	return "session"
 }
 
 type sweepResult int
@@ -533,6 +545,7 @@ func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
 			return
 		}
 		rep, err := e.CleanupExpired(ctx)
+		telemetry.ExpiredDeleted(rep.StreamSessions, rep.Jobs)
 		if err != nil && ctx.Err() == nil {
 			lg.Debug("expiry cleanup incomplete", zap.Error(err))
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -168,6 +169,8 @@ func New(opts Options) (*Endpoint, error) {
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
 	// policy.go: the per-tool policy, outermost
 	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
+	// telemetry.go: metrics and the span of every request, outermost.
+	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
@@ -344,6 +347,7 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			if err != nil {
 				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
 			}
+			telemetry.ProgressNotification(cr.Tool, err == nil)
 			next++
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -100,8 +101,11 @@ func (rs *replicaSessions) add(ls *liveSession) (*liveSession, bool) {
 }
 
 func (rs *replicaSessions) watch(ls *liveSession) {
+	telemetry.MCPSessionOpened(ls.transport != nil) // restored sessions have their own transport
+	telemetry.MCPSessionsHeld(1)
 	go func() {
 		_ = ls.ss.Wait()
+		telemetry.MCPSessionsHeld(-1)
 		ls.closed.Store(true)
 		ls.stopTimer()
 		ls.slot.release()

@@ -106,8 +106,10 @@
 // nullable variables are left out, so the server applies its defaults.
 //
 // The request is a POST of {"query","operationName","variables"} as JSON
-// with the configured headers and the caller's W3C trace context
-// (traceparent, tracestate) unless the headers set it. Redirects are not
+// with the configured headers and the call's W3C trace context
+// (traceparent, tracestate; httpadapter.TraceTransport records the request
+// as a client span when the host traces the call) unless the headers set
+// it. Redirects are not
 // followed (a POST with credentials is never resent elsewhere).
 //
 // # Results

@@ -781,19 +781,28 @@ func TestEntryInvokedDirectly(t *testing.T) {
 func TestTraceContext(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t)
-	a := graphql.New()
-	tools := expand(t, adaptertest.New(t, a), entry(t, u, nil))
+	h := adaptertest.New(t, graphql.New())
+	tools := expand(t, h, entry(t, u, nil))
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	_, err := a.Invoke(ctxT(t), &sdk.Request{
-		Context:   sdk.RequestContext{TraceParent: tp, TraceState: "k=v"},
-		Operation: sdk.Operation{Name: "GetBook", Config: tools["GetBook"].Config},
-		Arguments: json.RawMessage(`{"id":"1"}`),
-	})
-	if err != nil {
-		t.Fatal(err)
+	call := adaptertest.Call{Operation: "GetBook", Config: tools["GetBook"].Config, Args: `{"id":"1"}`,
+		Context: sdk.RequestContext{TraceParent: tp, TraceState: "k=v"}}
+	if _, ue, err := h.Invoke(ctxT(t), call); err != nil || ue != nil {
+		t.Fatal(err, ue)
 	}
 	if u.lastHeader("Traceparent") != tp || u.lastHeader("Tracestate") != "k=v" {
 		t.Errorf("trace headers: %q %q", u.lastHeader("Traceparent"), u.lastHeader("Tracestate"))
+	}
+	// Traced by the host: the upstream sees the span of its request.
+	call.Context.RecordSpans = true
+	if _, ue, err := h.Invoke(ctxT(t), call); err != nil || ue != nil {
+		t.Fatal(err, ue)
+	}
+	spans := h.Spans()
+	if len(spans) != 2 || spans[0].Kind != sdk.SpanClient || spans[0].Name != "POST 127.0.0.1" {
+		t.Fatalf("spans = %+v", spans)
+	}
+	if want := fmt.Sprintf("00-%x-%x-01", spans[0].TraceID, spans[0].SpanID); u.lastHeader("Traceparent") != want {
+		t.Errorf("traceparent %q, want %q", u.lastHeader("Traceparent"), want)
 	}
 }
 

@@ -33,7 +33,8 @@ var errCallTimeout = errors.New("graphql: call timeout")
 func newClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
-		Transport: &http.Transport{
+		// Every request carries the call's trace context and is traced.
+		Transport: httpadapter.TraceTransport(&http.Transport{
 			Proxy:                  http.ProxyFromEnvironment,
 			DialContext:            dialer.DialContext,
 			ForceAttemptHTTP2:      true,
@@ -43,7 +44,7 @@ func newClient() *http.Client {
 			TLSHandshakeTimeout:    10 * time.Second,
 			ExpectContinueTimeout:  1 * time.Second,
 			MaxResponseHeaderBytes: 1 << 20,
-		},
+		}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -72,14 +73,6 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{userAgent}
-	}
-	if rc != nil && rc.TraceParent != "" && httpadapter.ValidHeaderValue(rc.TraceParent) {
-		if _, ok := h["Traceparent"]; !ok {
-			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && httpadapter.ValidHeaderValue(rc.TraceState) {
-				h["Tracestate"] = []string{rc.TraceState}
-			}
-		}
 	}
 	req.Header = h
 

@@ -80,7 +80,9 @@
 //     keys ending in -bin take base64 values sent as bytes; other values
 //     must be printable ASCII. grpc-* keys, HTTP/2 headers (content-type,
 //     te, host, user-agent, ...) and the trace headers are refused. The
-//     caller's W3C trace context (traceparent, tracestate) is forwarded.
+//     call's W3C trace context (traceparent, tracestate) is sent as
+//     metadata, from the call's client span ("service/method", recorded
+//     when the host traces the call).
 //   - timeout: the call's deadline as a Go duration, sent to the server as
 //     grpc-timeout. The host's operation timeout wins when set (for a
 //     window, the host sends its upstream_timeout_ms); default 30s. For a

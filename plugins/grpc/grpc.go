@@ -467,15 +467,13 @@ func (a *adapter) prepare(ctx context.Context, req *sdk.Request) (*config, *meth
 }
 
 // outgoing adds the configured metadata and the caller's trace context.
-func outgoing(ctx context.Context, c *config, rc *sdk.RequestContext) context.Context {
+func outgoing(ctx context.Context, c *config) context.Context {
 	kv := c.metadata
-	if rc.TraceParent != "" || rc.TraceState != "" {
+	if tp, ts := sdk.TraceHeaders(ctx); tp != "" {
 		kv = slices.Clip(kv)
-		if rc.TraceParent != "" {
-			kv = append(kv, "traceparent", rc.TraceParent)
-		}
-		if rc.TraceState != "" {
-			kv = append(kv, "tracestate", rc.TraceState)
+		kv = append(kv, "traceparent", tp)
+		if ts != "" {
+			kv = append(kv, "tracestate", ts)
 		}
 	}
 	if len(kv) == 0 {
@@ -505,7 +503,10 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
 	out := dynamicpb.NewMessage(m.out)
-	if err := conn.Invoke(outgoing(callCtx, c, &req.Context), m.fullMethod, in, out, grpc.MaxCallRecvMsgSize(c.maxBytes)); err != nil {
+	callCtx, span := m.startSpan(callCtx, c)
+	err = conn.Invoke(outgoing(callCtx, c), m.fullMethod, in, out, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	endSpan(span, err)
+	if err != nil {
 		return nil, callError(ctx, callCtx, c, m, timeout, err)
 	}
 	data, err := m.marshalResult(out)
@@ -521,7 +522,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 // upstream call. The call's timeout bounds the wait for the server's first
 // answer (its response headers or first message); after that the host
 // bounds the stream (duration, items, bytes, idleness).
-func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) error {
+func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) (err error) {
 	c, m, ue := a.prepare(ctx, req)
 	if ue != nil {
 		return ue
@@ -550,7 +551,9 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	})
 	defer timer.Stop()
 	desc := &grpc.StreamDesc{StreamName: string(m.desc.Name()), ServerStreams: true}
-	cs, err := conn.NewStream(outgoing(sctx, c, &req.Context), desc, m.fullMethod, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	sctx, span := m.startSpan(sctx, c)
+	defer func() { endSpan(span, err) }()
+	cs, err := conn.NewStream(outgoing(sctx, c), desc, m.fullMethod, grpc.MaxCallRecvMsgSize(c.maxBytes))
 	if err != nil {
 		return streamEnd(ctx, sctx, c, m, timeout, err)
 	}
@@ -616,4 +619,26 @@ func streamEnd(ctx, sctx context.Context, c *config, m *methodInfo, timeout time
 			Message: "DEADLINE_EXCEEDED: the upstream did not start answering the stream within " + timeout.String(), Retryable: true}
 	}
 	return callError(ctx, nil, c, m, 0, err)
+}
+
+// startSpan starts the client span of a call of the method: named
+// service/method, with the target's address (never the config's
+// metadata); the call's metadata carries its trace context (outgoing).
+func (m *methodInfo) startSpan(ctx context.Context, c *config) (context.Context, *sdk.Span) {
+	svc, meth, _ := strings.Cut(strings.TrimPrefix(m.fullMethod, "/"), "/")
+	return sdk.StartSpan(ctx, svc+"/"+meth, sdk.SpanClient, sdk.Attr("rpc.system", "grpc"),
+		sdk.Attr("rpc.service", svc), sdk.Attr("rpc.method", meth), sdk.Attr("server.address", c.target))
+}
+
+// endSpan ends a call's span with the call's gRPC status.
+func endSpan(span *sdk.Span, err error) {
+	if span == nil {
+		return
+	}
+	st := status.Convert(err)
+	span.SetAttributes(sdk.Attr("rpc.grpc.status_code", int(st.Code())))
+	if err != nil && !errors.Is(err, io.EOF) && st.Code() != codes.OK {
+		span.Fail(codeName(st.Code()))
+	}
+	span.End()
 }

@@ -91,6 +91,23 @@ func TestUnaryReflection(t *testing.T) {
 	if out.Metadata["traceparent"] != traceparent {
 		t.Errorf("traceparent not forwarded: %v", out.Metadata)
 	}
+	// Traced by the host: the call's client span is recorded and its
+	// trace context sent.
+	res, ue, err = h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"text":"hello"}`,
+		Context: sdk.RequestContext{TraceParent: traceparent, RecordSpans: true}})
+	if err != nil || ue != nil {
+		t.Fatalf("invoke: %v %+v", err, ue)
+	}
+	if err := json.Unmarshal(res.Structured, &out); err != nil {
+		t.Fatal(err)
+	}
+	spans := h.Spans()
+	if len(spans) != 2 || spans[0].Kind != sdk.SpanClient || spans[0].Name != "crank.test.v1.Test/Echo" {
+		t.Fatalf("spans = %+v", spans)
+	}
+	if want := fmt.Sprintf("00-%x-%x-01", spans[0].TraceID, spans[0].SpanID); out.Metadata["traceparent"] != want {
+		t.Errorf("traceparent %q, want the call span's %q", out.Metadata["traceparent"], want)
+	}
 	if res.ContentType != "application/json" {
 		t.Errorf("content type %q", res.ContentType)
 	}

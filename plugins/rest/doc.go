@@ -122,8 +122,10 @@
 // fields an auto or arguments body sends are declared in the entry's
 // input_schema (or allowed with additionalProperties: true there).
 //
-// The caller's W3C trace context (traceparent, tracestate) is forwarded
-// unless headers sets it. Redirects are followed (at most 5) only within
+// Every request carries the call's W3C trace context (traceparent,
+// tracestate: the span of the upstream request when the host traces the
+// call, else the host's) unless headers sets it, and is recorded as a
+// client span for the host (httpadapter.TraceTransport). Redirects are followed (at most 5) only within
 // the same scheme and host, so configured credentials never reach another
 // origin; any other redirect is answered as a status error.
 //

@@ -110,14 +110,6 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 			h["Content-Type"] = []string{"application/json"}
 		}
 	}
-	if rc != nil && rc.TraceParent != "" && httpadapter.ValidHeaderValue(rc.TraceParent) {
-		if _, ok := h["Traceparent"]; !ok {
-			h["Traceparent"] = []string{rc.TraceParent}
-			if rc.TraceState != "" && httpadapter.ValidHeaderValue(rc.TraceState) {
-				h["Tracestate"] = []string{rc.TraceState}
-			}
-		}
-	}
 	for _, ha := range op.headerArgs {
 		v, ok := a.arg(ha.arg)
 		if !ok {

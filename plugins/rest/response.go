@@ -28,7 +28,8 @@ var errCallTimeout = errors.New("rest: call timeout")
 func newClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
-		Transport: &http.Transport{
+		// Every request carries the call's trace context and is traced.
+		Transport: httpadapter.TraceTransport(&http.Transport{
 			Proxy:                  http.ProxyFromEnvironment,
 			DialContext:            dialer.DialContext,
 			ForceAttemptHTTP2:      true,
@@ -38,7 +39,7 @@ func newClient() *http.Client {
 			TLSHandshakeTimeout:    10 * time.Second,
 			ExpectContinueTimeout:  1 * time.Second,
 			MaxResponseHeaderBytes: 1 << 20,
-		},
+		}),
 		CheckRedirect: sameOriginRedirects,
 	}
 }

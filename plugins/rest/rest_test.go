@@ -282,23 +282,60 @@ func TestHostAndOverrides(t *testing.T) {
 func TestTraceContext(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, echoHandler)
-	a := rest.New()
-	res, err := a.Invoke(ctxT(t), &sdk.Request{
-		Context:   sdk.RequestContext{TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", TraceState: "k=v"},
-		Operation: sdk.Operation{Config: json.RawMessage(`{"method":"GET","url":"` + srv.URL + `/"}`)},
-	})
-	if err != nil {
-		t.Fatal(err)
+	h := adaptertest.New(t, rest.New())
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	call := adaptertest.Call{Config: json.RawMessage(`{"method":"GET","url":"` + srv.URL + `/"}`),
+		Context: sdk.RequestContext{TraceParent: parent, TraceState: "k=v"}}
+	echo := func() echoed {
+		t.Helper()
+		res, ue, err := h.Invoke(ctxT(t), call)
+		if err != nil || ue != nil {
+			t.Fatal(err, ue)
+		}
+		var e echoed
+		if err := json.Unmarshal(res.Structured, &e); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Header["Tracestate"]; len(got) != 1 || got[0] != "k=v" {
+			t.Errorf("tracestate = %q", got)
+		}
+		return e
 	}
-	var e echoed
-	if err := json.Unmarshal(res.Structured, &e); err != nil {
-		t.Fatal(err)
+
+	// Not traced by the host: the upstream gets the host's trace context.
+	if got := echo().Header["Traceparent"]; len(got) != 1 || got[0] != parent {
+		t.Errorf("traceparent = %q, want the host's %s", got, parent)
 	}
-	if got := e.Header["Traceparent"]; len(got) != 1 || !strings.HasPrefix(got[0], "00-0af7") {
-		t.Errorf("traceparent = %q", got)
+	if s := h.Spans(); len(s) != 0 {
+		t.Errorf("spans recorded for an untraced call: %+v", s)
 	}
-	if got := e.Header["Tracestate"]; len(got) != 1 || got[0] != "k=v" {
-		t.Errorf("tracestate = %q", got)
+
+	// Traced: the upstream gets the upstream request's span, a child of
+	// the adapter's span of the call, a child of the host's span.
+	call.Context.RecordSpans = true
+	got := echo().Header["Traceparent"]
+	spans := h.Spans()
+	if len(spans) != 2 {
+		t.Fatalf("spans = %+v", spans)
+	}
+	server, upstream := spans[1], spans[0]
+	if server.Kind != sdk.SpanServer || server.Name != "adapter invoke test_operation" ||
+		fmt.Sprintf("%x", server.ParentSpanID) != "b7ad6b7169203331" || fmt.Sprintf("%x", server.TraceID) != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("adapter span = %+v", server)
+	}
+	if upstream.Kind != sdk.SpanClient || upstream.ParentSpanID != server.SpanID || upstream.TraceID != server.TraceID ||
+		!strings.HasPrefix(upstream.Name, "GET 127.0.0.1") {
+		t.Errorf("upstream span = %+v", upstream)
+	}
+	if want := fmt.Sprintf("00-%x-%x-01", upstream.TraceID, upstream.SpanID); len(got) != 1 || got[0] != want {
+		t.Errorf("traceparent = %q, want the upstream span's %s", got, want)
+	}
+	attrs := map[string]any{}
+	for _, a := range upstream.Attributes {
+		attrs[a.Key] = a.Value
+	}
+	if attrs["http.request.method"] != "GET" || attrs["http.response.status_code"] != int64(200) || attrs["server.address"] != "127.0.0.1" {
+		t.Errorf("upstream span attributes = %v", attrs)
 	}
 }
 

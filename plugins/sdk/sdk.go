@@ -158,6 +158,10 @@ type RequestContext struct {
 	// set none. The call's context carries it too (ctx.Deadline), and
 	// that is what to bound upstream calls with.
 	Deadline time.Time
+	// RecordSpans: the host exports the spans recorded for this call
+	// (StartSpan records them when it is set and the trace context is
+	// sampled). Adapters need not read it.
+	RecordSpans bool
 }
 
 // Request is one call of an operation.

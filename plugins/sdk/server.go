@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -108,10 +109,13 @@ func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
 
 func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *adapterv1.InvokeResponse, err error) {
 	defer recoverPanic("invoke", &err)
-	res, err := s.impl.Invoke(ctx, requestFromProto(req))
+	r := requestFromProto(req)
+	ctx, span := withCall(ctx, &r.Context, "adapter invoke "+r.Operation.Name) // trace.go
+	res, err := s.impl.Invoke(ctx, r)
+	endCallSpan(span, err)
 	if err != nil {
 		if ue, ok := upstreamErrorToProto(err); ok {
-			return &adapterv1.InvokeResponse{Outcome: &adapterv1.InvokeResponse_Error{Error: ue}}, nil
+			return &adapterv1.InvokeResponse{Outcome: &adapterv1.InvokeResponse_Error{Error: ue}, Spans: takeSpans()}, nil
 		}
 		return nil, status.Errorf(codes.Internal, "invoke: %v", err)
 	}
@@ -122,7 +126,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 		StructuredJson: res.Structured,
 		Text:           res.Text,
 		ContentType:    res.ContentType,
-	}}}, nil
+	}}, Spans: takeSpans()}, nil
 }
 
 func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) (err error) {
@@ -132,9 +136,12 @@ func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_S
 		return status.Error(codes.Unimplemented, "adapter does not stream")
 	}
 	snd := &sender{stream: stream}
-	err = st.Stream(stream.Context(), requestFromProto(req), snd)
+	r := requestFromProto(req)
+	ctx, span := withCall(stream.Context(), &r.Context, "adapter stream "+r.Operation.Name) // trace.go
+	err = st.Stream(ctx, r, snd)
+	endCallSpan(span, err)
 	if ue, ok := upstreamErrorToProto(err); ok {
-		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}})
+		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}, Spans: takeSpans()})
 	}
 	if err != nil && stream.Context().Err() == nil {
 		return status.Errorf(codes.Internal, "stream: %v", err)
@@ -142,7 +149,7 @@ func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_S
 	if stream.Context().Err() != nil {
 		return status.FromContextError(stream.Context().Err()).Err()
 	}
-	return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_End{End: &adapterv1.End{Cursor: snd.cursor}}})
+	return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_End{End: &adapterv1.End{Cursor: snd.cursor}}, Spans: takeSpans()})
 }
 
 type sender struct {
@@ -156,11 +163,11 @@ func (s *sender) Item(it Item) error {
 	}
 	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
 		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor,
-	}}})
+	}}, Spans: takeSpans()})
 }
 
 func (s *sender) Gap(reason string) error {
-	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}})
+	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}, Spans: takeSpans()})
 }
 
 func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {
@@ -199,6 +206,7 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 			AgentID:     c.GetAgentId(),
 			TraceParent: c.GetTraceparent(),
 			TraceState:  c.GetTracestate(),
+			RecordSpans: c.GetRecordSpans(),
 		},
 		Operation: operationFromProto(req.GetOperation()),
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
@@ -208,4 +216,65 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 		r.Context.Deadline = c.GetDeadline().AsTime()
 	}
 	return r
+}
+
+// endCallSpan ends the span of the adapter serving a call, failed when the
+// call failed (an upstream failure by its kind).
+func endCallSpan(span *Span, err error) {
+	if span == nil {
+		return
+	}
+	var ue *UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		// The kind, not the message: a message may quote what the
+		// upstream answered.
+		span.SetAttributes(Attr("crank.error.kind", ue.Kind.String()))
+		span.Fail(ue.Kind.String())
+	case err != nil && !errors.Is(err, context.Canceled):
+		span.Fail("the adapter failed")
+	}
+	span.End()
+}
+
+// takeSpans returns the spans finished since the last answer, for the
+// answer about to be sent.
+func takeSpans() []*adapterv1.Span {
+	spans := finished.take()
+	if len(spans) == 0 {
+		return nil
+	}
+	out := make([]*adapterv1.Span, len(spans))
+	for i, s := range spans {
+		p := &adapterv1.Span{
+			TraceId: s.traceID[:], SpanId: s.spanID[:], ParentSpanId: s.parent[:], TraceState: s.traceState,
+			Name: s.name, Kind: adapterv1.Span_Kind(s.kind),
+			StartTimeUnixNano: uint64(s.start.UnixNano()), EndTimeUnixNano: uint64(s.end.UnixNano()),
+			Failed: s.failed, StatusMessage: s.message,
+		}
+		for _, a := range s.attrs {
+			p.Attributes = append(p.Attributes, attributeToProto(a))
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func attributeToProto(a Attribute) *adapterv1.Attribute {
+	p := &adapterv1.Attribute{Key: a.Key}
+	switch v := a.Value.(type) {
+	case string:
+		p.Value = &adapterv1.Attribute_StringValue{StringValue: v}
+	case bool:
+		p.Value = &adapterv1.Attribute_BoolValue{BoolValue: v}
+	case int:
+		p.Value = &adapterv1.Attribute_IntValue{IntValue: int64(v)}
+	case int64:
+		p.Value = &adapterv1.Attribute_IntValue{IntValue: v}
+	case float64:
+		p.Value = &adapterv1.Attribute_DoubleValue{DoubleValue: v}
+	default:
+		p.Value = &adapterv1.Attribute_StringValue{StringValue: fmt.Sprint(v)}
+	}
+	return p
 }

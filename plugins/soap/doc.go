@@ -114,8 +114,9 @@
 // prefix, is a KindInvalidArgument error naming it, and so is a value
 // XML cannot carry (an object where text goes, a control character).
 // Carriage returns are written as character references, so the service
-// reads the text as it was sent. The caller's traceparent and tracestate
-// are forwarded.
+// reads the text as it was sent. The call's traceparent and tracestate
+// are sent unless headers set them, and the request is recorded as a
+// client span when the host traces the call (httpadapter.TraceTransport).
 // Redirects are not followed.
 //
 // # Errors

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Name is the adapter's name as used in operation files.
@@ -36,7 +37,8 @@ var (
 // New returns the SOAP adapter.
 func New() sdk.Adapter {
 	return &adapter{client: &http.Client{
-		Transport:     &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second},
+		// Every request carries the call's trace context and is traced.
+		Transport:     httpadapter.TraceTransport(&http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, configs: newConfigs()}
 }
@@ -179,12 +181,6 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 			continue
 		}
 		hreq.Header.Set(k, v)
-	}
-	if tp := req.Context.TraceParent; tp != "" && hreq.Header.Get("traceparent") == "" {
-		hreq.Header.Set("traceparent", tp)
-		if ts := req.Context.TraceState; ts != "" {
-			hreq.Header.Set("tracestate", ts)
-		}
 	}
 	resp, err := a.client.Do(hreq)
 	if err != nil {

@@ -398,7 +398,8 @@ func newClient(tlsCfg *tls.Config) *http.Client {
 		DisableKeepAlives: false,
 	}
 	return &http.Client{
-		Transport: tr,
+		// The handshake carries the call's trace context and is traced.
+		Transport: httpadapter.TraceTransport(tr),
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

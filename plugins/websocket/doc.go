@@ -42,7 +42,9 @@
 //   - subprotocols, headers: sent in the handshake. Headers may be
 //     strings, numbers or booleans; Host sets the handshake's Host; the
 //     Sec-WebSocket-* and hop-by-hop headers are refused. Redirects are not
-//     followed (they would carry the headers elsewhere).
+//     followed (they would carry the headers elsewhere). The handshake
+//     also carries the call's W3C trace context (traceparent, tracestate)
+//     and is recorded as a client span when the host traces the call.
 //   - tls: for wss://; relative files resolve against the operations
 //     file's directory; without ca_file the system roots verify.
 //   - compression: permessage-deflate offered in the handshake; the

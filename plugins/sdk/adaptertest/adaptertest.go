@@ -24,6 +24,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +45,23 @@ type Harness struct {
 	// Process is the adapter's process when it runs in one of its own
 	// (Executable.Start), nil in-process.
 	Process *client.Process
+
+	mu    sync.Mutex
+	spans []client.Span
+}
+
+// Spans returns the spans the adapter sent back so far, for calls whose
+// Context asked for them (RecordSpans, with a sampled TraceParent).
+func (h *Harness) Spans() []client.Span {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.spans)
+}
+
+func (h *Harness) collect(spans []client.Span) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.spans = append(h.spans, spans...)
 }
 
 // New serves a in this process and returns a harness calling it. The
@@ -59,7 +78,9 @@ func New(t testing.TB, a sdk.Adapter) *Harness {
 		t.Fatalf("adaptertest: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &Harness{Client: client.New(conn)}
+	h := &Harness{Client: client.New(conn)}
+	h.Client.OnSpans(h.collect)
+	return h
 }
 
 // Serve serves a in this process (sdk.Serve with sdk.WithDebug) until the

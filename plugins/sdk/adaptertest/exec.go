@@ -93,5 +93,7 @@ func (e *Executable) Start(t testing.TB, args ...string) *Harness {
 		t.Fatalf("adaptertest: start %s: %v", e.Path, err)
 	}
 	t.Cleanup(p.Kill)
-	return &Harness{Client: p.Client, Process: p}
+	h := &Harness{Client: p.Client, Process: p}
+	h.Client.OnSpans(h.collect)
+	return h
 }

@@ -34,6 +34,10 @@ import (
 type Client struct {
 	rpc     adapterv1.AdapterClient
 	version int
+	// onSpans receives the spans adapters send back (Config.OnSpans).
+	onSpans func([]Span)
+	// observer sees every call (observe.go).
+	observer Observer
 }
 
 // New returns a client of the adapter service on conn, speaking the
@@ -132,11 +136,14 @@ func (c *Client) Expand(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []s
 
 // Invoke makes one request-response call. An upstream failure is returned
 // as an *sdk.UpstreamError.
-func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, err error) {
+	done := c.observe(ctx, "invoke", req)
+	defer func() { done(err) }()
 	resp, err := c.rpc.Invoke(ctx, requestToProto(req))
 	if err != nil {
 		return nil, callError(err)
 	}
+	c.spans(resp.GetSpans())
 	if ue := resp.GetError(); ue != nil {
 		return nil, upstreamErrorFromProto(ue)
 	}
@@ -147,16 +154,21 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, err
 // Stream opens an upstream stream. Cancelling ctx ends it: the adapter
 // sees its context cancelled and stops reading the upstream.
 func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) {
+	done := c.observe(ctx, "stream", req)
 	st, err := c.rpc.Stream(ctx, requestToProto(req))
 	if err != nil {
-		return nil, callError(err)
+		err = callError(err)
+		done(err)
+		return nil, err
 	}
-	return &Stream{st: st}, nil
+	return &Stream{st: st, c: c, done: newStreamDone(ctx, done)}, nil
 }
 
 // Stream is an open upstream stream.
 type Stream struct {
-	st adapterv1.Adapter_StreamClient
+	st   adapterv1.Adapter_StreamClient
+	c    *Client
+	done *streamDone
 }
 
 // EventKind says what an Event is.
@@ -204,7 +216,12 @@ func (e Event) String() string {
 // ended (after an EventEnd, or when the adapter closed it without one),
 // an *sdk.UpstreamError when the upstream failed and an *Error when the
 // call failed; the stream is over after any error.
-func (s *Stream) Recv() (Event, error) {
+func (s *Stream) Recv() (_ Event, err error) {
+	defer func() {
+		if err != nil {
+			s.done.report(err)
+		}
+	}()
 	for {
 		ev, err := s.st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -213,6 +230,7 @@ func (s *Stream) Recv() (Event, error) {
 		if err != nil {
 			return Event{}, callError(err)
 		}
+		s.c.spans(ev.GetSpans())
 		switch e := ev.GetEvent().(type) {
 		case *adapterv1.StreamEvent_Item:
 			return Event{Kind: EventItem, Item: sdk.Item{
@@ -221,6 +239,7 @@ func (s *Stream) Recv() (Event, error) {
 		case *adapterv1.StreamEvent_Gap:
 			return Event{Kind: EventGap, Reason: e.Gap.GetReason()}, nil
 		case *adapterv1.StreamEvent_End:
+			s.done.report(nil)
 			return Event{Kind: EventEnd, Cursor: e.End.GetCursor(), Reason: e.End.GetReason()}, nil
 		case *adapterv1.StreamEvent_Error:
 			return Event{}, upstreamErrorFromProto(e.Error)
@@ -313,7 +332,7 @@ func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
 	r := &adapterv1.InvokeRequest{
 		Context: &adapterv1.RequestContext{
 			RequestId: c.RequestID, WorkspaceId: c.WorkspaceID, AgentId: c.AgentID,
-			Traceparent: c.TraceParent, Tracestate: c.TraceState,
+			Traceparent: c.TraceParent, Tracestate: c.TraceState, RecordSpans: c.RecordSpans,
 		},
 		Operation:     operationToProto(&req.Operation),
 		ArgumentsJson: req.Arguments,

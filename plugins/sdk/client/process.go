@@ -34,6 +34,13 @@ type Config struct {
 	// StartTimeout bounds the start and handshake; go-plugin's default
 	// (one minute) when zero.
 	StartTimeout time.Duration
+	// OnSpans, when set, receives the spans the adapter sends back with
+	// its answers to calls whose request asked for them
+	// (sdk.RequestContext.RecordSpans), for the host to export. It is
+	// called from the calling goroutine and must not block.
+	OnSpans func([]Span)
+	// Observe, when set, sees every call (see Observer).
+	Observe Observer
 }
 
 // Process is a running adapter process and the client calling it. A
@@ -96,6 +103,7 @@ func Start(cfg Config) (*Process, error) {
 	}
 	cl := New(conn)
 	cl.version = c.NegotiatedVersion()
+	cl.onSpans, cl.observer = cfg.OnSpans, cfg.Observe
 	return &Process{Client: cl, plugin: c, conn: conn, attached: cfg.Reattach != nil}, nil
 }
 

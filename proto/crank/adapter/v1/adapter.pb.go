@@ -214,6 +214,58 @@ func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14, 0}
 }
 
+type Span_Kind int32
+
+const (
+	Span_KIND_UNSPECIFIED Span_Kind = 0
+	Span_KIND_INTERNAL    Span_Kind = 1
+	Span_KIND_SERVER      Span_Kind = 2
+	Span_KIND_CLIENT      Span_Kind = 3
+)
+
+// Enum value maps for Span_Kind.
+var (
+	Span_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_INTERNAL",
+		2: "KIND_SERVER",
+		3: "KIND_CLIENT",
+	}
+	Span_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_INTERNAL":    1,
+		"KIND_SERVER":      2,
+		"KIND_CLIENT":      3,
+	}
+)
+
+func (x Span_Kind) Enum() *Span_Kind {
+	p := new(Span_Kind)
+	*p = x
+	return p
+}
+
+func (x Span_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Span_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_crank_adapter_v1_adapter_proto_enumTypes[3].Descriptor()
+}
+
+func (Span_Kind) Type() protoreflect.EnumType {
+	return &file_crank_adapter_v1_adapter_proto_enumTypes[3]
+}
+
+func (x Span_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Span_Kind.Descriptor instead.
+func (Span_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19, 0}
+}
+
 type DescribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The host's own version string, for the adapter's logs.
@@ -919,7 +971,12 @@ type RequestContext struct {
 	Traceparent string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	Tracestate  string `protobuf:"bytes,5,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	// Absolute deadline of the call, also carried by gRPC; informative.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The host exports the spans the adapter records for this call
+	// (traceparent sampled): the adapter sends them back in `spans` of its
+	// answers. Hosts that predate it leave it unset, and adapters record
+	// nothing.
+	RecordSpans   bool `protobuf:"varint,7,opt,name=record_spans,json=recordSpans,proto3" json:"record_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -994,6 +1051,13 @@ func (x *RequestContext) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *RequestContext) GetRecordSpans() bool {
+	if x != nil {
+		return x.RecordSpans
+	}
+	return false
 }
 
 type InvokeRequest struct {
@@ -1074,7 +1138,10 @@ type InvokeResponse struct {
 	//
 	//	*InvokeResponse_Result
 	//	*InvokeResponse_Error
-	Outcome       isInvokeResponse_Outcome `protobuf_oneof:"outcome"`
+	Outcome isInvokeResponse_Outcome `protobuf_oneof:"outcome"`
+	// Spans the adapter finished since its previous answer (of any call),
+	// when a call asked for them (RequestContext.record_spans).
+	Spans         []*Span `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1130,6 +1197,13 @@ func (x *InvokeResponse) GetError() *UpstreamError {
 		if x, ok := x.Outcome.(*InvokeResponse_Error); ok {
 			return x.Error
 		}
+	}
+	return nil
+}
+
+func (x *InvokeResponse) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
 	}
 	return nil
 }
@@ -1340,7 +1414,10 @@ type StreamEvent struct {
 	//	*StreamEvent_Gap
 	//	*StreamEvent_End
 	//	*StreamEvent_Error
-	Event         isStreamEvent_Event `protobuf_oneof:"event"`
+	Event isStreamEvent_Event `protobuf_oneof:"event"`
+	// Spans the adapter finished since its previous answer, as in
+	// InvokeResponse. An event may carry spans and no event.
+	Spans         []*Span `protobuf:"bytes,5,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1414,6 +1491,13 @@ func (x *StreamEvent) GetError() *UpstreamError {
 		if x, ok := x.Event.(*StreamEvent_Error); ok {
 			return x.Error
 		}
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
 	}
 	return nil
 }
@@ -1609,6 +1693,260 @@ func (x *End) GetReason() string {
 	return ""
 }
 
+// Span is one timed piece of an adapter's work for a call (the adapter
+// serving it, a request to the upstream), after OpenTelemetry's span; the
+// host exports it as the adapter's. IDs are W3C trace context IDs.
+type Span struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 16 bytes.
+	TraceId []byte `protobuf:"bytes,1,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// 8 bytes.
+	SpanId []byte `protobuf:"bytes,2,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`
+	// 8 bytes; the caller's span for the adapter's own span of a call.
+	ParentSpanId      []byte       `protobuf:"bytes,3,opt,name=parent_span_id,json=parentSpanId,proto3" json:"parent_span_id,omitempty"`
+	TraceState        string       `protobuf:"bytes,4,opt,name=trace_state,json=traceState,proto3" json:"trace_state,omitempty"`
+	Name              string       `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Kind              Span_Kind    `protobuf:"varint,6,opt,name=kind,proto3,enum=crank.adapter.v1.Span_Kind" json:"kind,omitempty"`
+	StartTimeUnixNano uint64       `protobuf:"fixed64,7,opt,name=start_time_unix_nano,json=startTimeUnixNano,proto3" json:"start_time_unix_nano,omitempty"`
+	EndTimeUnixNano   uint64       `protobuf:"fixed64,8,opt,name=end_time_unix_nano,json=endTimeUnixNano,proto3" json:"end_time_unix_nano,omitempty"`
+	Attributes        []*Attribute `protobuf:"bytes,9,rep,name=attributes,proto3" json:"attributes,omitempty"`
+	// The work failed; message says why (never a secret or a URL's query).
+	Failed        bool   `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
+	StatusMessage string `protobuf:"bytes,11,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Span) Reset() {
+	*x = Span{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Span) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Span) ProtoMessage() {}
+
+func (x *Span) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Span.ProtoReflect.Descriptor instead.
+func (*Span) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Span) GetTraceId() []byte {
+	if x != nil {
+		return x.TraceId
+	}
+	return nil
+}
+
+func (x *Span) GetSpanId() []byte {
+	if x != nil {
+		return x.SpanId
+	}
+	return nil
+}
+
+func (x *Span) GetParentSpanId() []byte {
+	if x != nil {
+		return x.ParentSpanId
+	}
+	return nil
+}
+
+func (x *Span) GetTraceState() string {
+	if x != nil {
+		return x.TraceState
+	}
+	return ""
+}
+
+func (x *Span) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Span) GetKind() Span_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Span_KIND_UNSPECIFIED
+}
+
+func (x *Span) GetStartTimeUnixNano() uint64 {
+	if x != nil {
+		return x.StartTimeUnixNano
+	}
+	return 0
+}
+
+func (x *Span) GetEndTimeUnixNano() uint64 {
+	if x != nil {
+		return x.EndTimeUnixNano
+	}
+	return 0
+}
+
+func (x *Span) GetAttributes() []*Attribute {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Span) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+func (x *Span) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+// Attribute is a span attribute.
+type Attribute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Value:
+	//
+	//	*Attribute_StringValue
+	//	*Attribute_BoolValue
+	//	*Attribute_IntValue
+	//	*Attribute_DoubleValue
+	Value         isAttribute_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attribute) Reset() {
+	*x = Attribute{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attribute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attribute) ProtoMessage() {}
+
+func (x *Attribute) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
+func (*Attribute) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Attribute) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Attribute) GetValue() isAttribute_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Attribute) GetStringValue() string {
+	if x != nil {
+		if x, ok := x.Value.(*Attribute_StringValue); ok {
+			return x.StringValue
+		}
+	}
+	return ""
+}
+
+func (x *Attribute) GetBoolValue() bool {
+	if x != nil {
+		if x, ok := x.Value.(*Attribute_BoolValue); ok {
+			return x.BoolValue
+		}
+	}
+	return false
+}
+
+func (x *Attribute) GetIntValue() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*Attribute_IntValue); ok {
+			return x.IntValue
+		}
+	}
+	return 0
+}
+
+func (x *Attribute) GetDoubleValue() float64 {
+	if x != nil {
+		if x, ok := x.Value.(*Attribute_DoubleValue); ok {
+			return x.DoubleValue
+		}
+	}
+	return 0
+}
+
+type isAttribute_Value interface {
+	isAttribute_Value()
+}
+
+type Attribute_StringValue struct {
+	StringValue string `protobuf:"bytes,2,opt,name=string_value,json=stringValue,proto3,oneof"`
+}
+
+type Attribute_BoolValue struct {
+	BoolValue bool `protobuf:"varint,3,opt,name=bool_value,json=boolValue,proto3,oneof"`
+}
+
+type Attribute_IntValue struct {
+	IntValue int64 `protobuf:"varint,4,opt,name=int_value,json=intValue,proto3,oneof"`
+}
+
+type Attribute_DoubleValue struct {
+	DoubleValue float64 `protobuf:"fixed64,5,opt,name=double_value,json=doubleValue,proto3,oneof"`
+}
+
+func (*Attribute_StringValue) isAttribute_Value() {}
+
+func (*Attribute_BoolValue) isAttribute_Value() {}
+
+func (*Attribute_IntValue) isAttribute_Value() {}
+
+func (*Attribute_DoubleValue) isAttribute_Value() {}
+
 var File_crank_adapter_v1_adapter_proto protoreflect.FileDescriptor
 
 const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
@@ -1675,7 +2013,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02\"\xe7\x01\n" +
+	"\x10SEVERITY_WARNING\x10\x02\"\x8a\x02\n" +
 	"\x0eRequestContext\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12!\n" +
@@ -1685,15 +2023,17 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\n" +
 	"tracestate\x18\x05 \x01(\tR\n" +
 	"tracestate\x126\n" +
-	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xc5\x01\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
+	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xc5\x01\n" +
 	"\rInvokeRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
-	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"\x88\x01\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05errorB\t\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
 	"\aoutcome\"h\n" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
@@ -1716,12 +2056,13 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fKIND_TIMEOUT\x10\x03\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x04\x12\x19\n" +
 	"\x15KIND_INVALID_ARGUMENT\x10\x05\x12\x15\n" +
-	"\x11KIND_BAD_RESPONSE\x10\x06\"\xd3\x01\n" +
+	"\x11KIND_BAD_RESPONSE\x10\x06\"\x81\x02\n" +
 	"\vStreamEvent\x12,\n" +
 	"\x04item\x18\x01 \x01(\v2\x16.crank.adapter.v1.ItemH\x00R\x04item\x12)\n" +
 	"\x03gap\x18\x02 \x01(\v2\x15.crank.adapter.v1.GapH\x00R\x03gap\x12)\n" +
 	"\x03end\x18\x03 \x01(\v2\x15.crank.adapter.v1.EndH\x00R\x03end\x127\n" +
-	"\x05error\x18\x04 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05errorB\a\n" +
+	"\x05error\x18\x04 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05spans\x18\x05 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\a\n" +
 	"\x05event\"K\n" +
 	"\x04Item\x12\x1b\n" +
 	"\tdata_json\x18\x01 \x01(\fR\bdataJson\x12\x0e\n" +
@@ -1731,7 +2072,36 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"5\n" +
 	"\x03End\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\x9e\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xf3\x03\n" +
+	"\x04Span\x12\x19\n" +
+	"\btrace_id\x18\x01 \x01(\fR\atraceId\x12\x17\n" +
+	"\aspan_id\x18\x02 \x01(\fR\x06spanId\x12$\n" +
+	"\x0eparent_span_id\x18\x03 \x01(\fR\fparentSpanId\x12\x1f\n" +
+	"\vtrace_state\x18\x04 \x01(\tR\n" +
+	"traceState\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12/\n" +
+	"\x04kind\x18\x06 \x01(\x0e2\x1b.crank.adapter.v1.Span.KindR\x04kind\x12/\n" +
+	"\x14start_time_unix_nano\x18\a \x01(\x06R\x11startTimeUnixNano\x12+\n" +
+	"\x12end_time_unix_nano\x18\b \x01(\x06R\x0fendTimeUnixNano\x12;\n" +
+	"\n" +
+	"attributes\x18\t \x03(\v2\x1b.crank.adapter.v1.AttributeR\n" +
+	"attributes\x12\x16\n" +
+	"\x06failed\x18\n" +
+	" \x01(\bR\x06failed\x12%\n" +
+	"\x0estatus_message\x18\v \x01(\tR\rstatusMessage\"Q\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rKIND_INTERNAL\x10\x01\x12\x0f\n" +
+	"\vKIND_SERVER\x10\x02\x12\x0f\n" +
+	"\vKIND_CLIENT\x10\x03\"\xb0\x01\n" +
+	"\tAttribute\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
+	"\fstring_value\x18\x02 \x01(\tH\x00R\vstringValue\x12\x1f\n" +
+	"\n" +
+	"bool_value\x18\x03 \x01(\bH\x00R\tboolValue\x12\x1d\n" +
+	"\tint_value\x18\x04 \x01(\x03H\x00R\bintValue\x12#\n" +
+	"\fdouble_value\x18\x05 \x01(\x01H\x00R\vdoubleValueB\a\n" +
+	"\x05value*\x9e\x01\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
@@ -1757,69 +2127,76 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 	return file_crank_adapter_v1_adapter_proto_rawDescData
 }
 
-var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
 	(UpstreamError_Kind)(0),           // 2: crank.adapter.v1.UpstreamError.Kind
-	(*DescribeRequest)(nil),           // 3: crank.adapter.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 4: crank.adapter.v1.DescribeResponse
-	(*Operation)(nil),                 // 5: crank.adapter.v1.Operation
-	(*ValidateOperationRequest)(nil),  // 6: crank.adapter.v1.ValidateOperationRequest
-	(*ValidateOperationResponse)(nil), // 7: crank.adapter.v1.ValidateOperationResponse
-	(*ExpandOperationRequest)(nil),    // 8: crank.adapter.v1.ExpandOperationRequest
-	(*ExpandOperationResponse)(nil),   // 9: crank.adapter.v1.ExpandOperationResponse
-	(*Tool)(nil),                      // 10: crank.adapter.v1.Tool
-	(*ToolAnnotations)(nil),           // 11: crank.adapter.v1.ToolAnnotations
-	(*Diagnostic)(nil),                // 12: crank.adapter.v1.Diagnostic
-	(*RequestContext)(nil),            // 13: crank.adapter.v1.RequestContext
-	(*InvokeRequest)(nil),             // 14: crank.adapter.v1.InvokeRequest
-	(*InvokeResponse)(nil),            // 15: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 16: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 17: crank.adapter.v1.UpstreamError
-	(*StreamEvent)(nil),               // 18: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 19: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 20: crank.adapter.v1.Gap
-	(*End)(nil),                       // 21: crank.adapter.v1.End
-	(*timestamppb.Timestamp)(nil),     // 22: google.protobuf.Timestamp
+	(Span_Kind)(0),                    // 3: crank.adapter.v1.Span.Kind
+	(*DescribeRequest)(nil),           // 4: crank.adapter.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 5: crank.adapter.v1.DescribeResponse
+	(*Operation)(nil),                 // 6: crank.adapter.v1.Operation
+	(*ValidateOperationRequest)(nil),  // 7: crank.adapter.v1.ValidateOperationRequest
+	(*ValidateOperationResponse)(nil), // 8: crank.adapter.v1.ValidateOperationResponse
+	(*ExpandOperationRequest)(nil),    // 9: crank.adapter.v1.ExpandOperationRequest
+	(*ExpandOperationResponse)(nil),   // 10: crank.adapter.v1.ExpandOperationResponse
+	(*Tool)(nil),                      // 11: crank.adapter.v1.Tool
+	(*ToolAnnotations)(nil),           // 12: crank.adapter.v1.ToolAnnotations
+	(*Diagnostic)(nil),                // 13: crank.adapter.v1.Diagnostic
+	(*RequestContext)(nil),            // 14: crank.adapter.v1.RequestContext
+	(*InvokeRequest)(nil),             // 15: crank.adapter.v1.InvokeRequest
+	(*InvokeResponse)(nil),            // 16: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 17: crank.adapter.v1.Result
+	(*UpstreamError)(nil),             // 18: crank.adapter.v1.UpstreamError
+	(*StreamEvent)(nil),               // 19: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 20: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 21: crank.adapter.v1.Gap
+	(*End)(nil),                       // 22: crank.adapter.v1.End
+	(*Span)(nil),                      // 23: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 24: crank.adapter.v1.Attribute
+	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
 	0,  // 1: crank.adapter.v1.Operation.mode:type_name -> crank.adapter.v1.ExecutionMode
-	5,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	12, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	5,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	10, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
-	12, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	11, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	6,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
+	13, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	6,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
+	11, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
+	13, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	12, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	22, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	13, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	5,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	16, // 13: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	17, // 14: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	2,  // 15: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	19, // 16: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	20, // 17: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	21, // 18: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	17, // 19: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	3,  // 20: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	6,  // 21: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	8,  // 22: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	14, // 23: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	14, // 24: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	4,  // 25: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	7,  // 26: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	9,  // 27: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	15, // 28: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	18, // 29: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	14, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	17, // 13: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	18, // 14: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	23, // 15: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	2,  // 16: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	20, // 17: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	21, // 18: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	22, // 19: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	18, // 20: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	23, // 21: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	3,  // 22: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	24, // 23: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 24: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 25: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 26: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	15, // 27: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	15, // 28: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	5,  // 29: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 30: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 31: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	16, // 32: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	19, // 33: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	29, // [29:34] is the sub-list for method output_type
+	24, // [24:29] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -1838,13 +2215,19 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[20].OneofWrappers = []any{
+		(*Attribute_StringValue)(nil),
+		(*Attribute_BoolValue)(nil),
+		(*Attribute_IntValue)(nil),
+		(*Attribute_DoubleValue)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   19,
+			NumEnums:      4,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
