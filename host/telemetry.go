@@ -33,6 +33,9 @@ const (
 	OutcomeQuota               = "quota"
 	OutcomeStoreUnavailable    = "store_unavailable"
 	OutcomeNotFound            = "not_found"
+	// OutcomeDenied: the endpoint's policy hid the tool or refused the
+	// arguments; the call never reached the host.
+	OutcomeDenied = "denied"
 )
 
 // classed sets the outcome class of an error result.

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/internal/oauthtest"
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -200,9 +202,14 @@ func TestPolicyPerCaller(t *testing.T) {
 	}
 	bob.Fails("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1}, "task": map[string]any{}}, -32602, "unknown tool")
 
-	// Arguments a rule refuses: an isError result naming the rule.
+	// Arguments a rule refuses: an isError result naming the rule,
+	// counted as a denied call.
+	denied := deniedCalls(t, "get_user")
 	if res := callTool(bob, "get_user", map[string]any{"id": 500}); !res.IsError || !strings.Contains(res.Text(), `denied by policy rule "small-ids"`) {
 		t.Errorf("get_user 500 = %+v", res)
+	}
+	if n := deniedCalls(t, "get_user"); n < denied+1 {
+		t.Errorf("crank_tool_calls_total{tool=get_user,outcome=denied} went from %v to %v", denied, n)
 	}
 	if res := callTool(bob, "get_user", map[string]any{"id": 7}); res.IsError {
 		t.Errorf("get_user 7 = %+v", res)
@@ -289,4 +296,33 @@ func TestTokenUserAheadOfAuthenticatedUser(t *testing.T) {
 	if n := count("bob", "alice"); n != 0 {
 		t.Errorf("bob's token behind a handler that says alice: %d tools", n)
 	}
+}
+
+// deniedCalls reads crank_tool_calls_total{tool, outcome="denied"}.
+func deniedCalls(t *testing.T, tool string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := telemetry.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "crank_tool_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["tool"] == tool && labels["outcome"] == "denied" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }

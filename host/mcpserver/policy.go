@@ -11,6 +11,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -141,10 +142,12 @@ func (ep *Endpoint) policyCheck(h *host.Host, c *auth.Caller, tool string, args 
 	}
 	switch d, ref := ep.policy.Check(c, policyTool(op), args); d {
 	case auth.Hidden:
+		deniedCall(tool, op)
 		ep.logger.Info("tool call denied by policy: tool hidden from the caller",
 			zap.String("tool", tool), zap.String("agent", c.ID))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", tool)}
 	case auth.Refused:
+		deniedCall(tool, op)
 		ep.logger.Info("tool call denied by policy", zap.String("tool", tool), zap.String("agent", c.ID),
 			zap.String("rule", ref.Rule), zap.String("reason", ref.Reason))
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
@@ -208,4 +211,11 @@ func (ep *Endpoint) keepTask(ctx context.Context, h *host.Host) func(*host.Task)
 		return nil
 	}
 	return func(t *host.Task) bool { return ep.taskOperationVisible(h, c, t) }
+}
+
+// deniedCall counts a call the policy refused (crank_tool_calls_total,
+// outcome "denied"); it never reached the host.
+func deniedCall(tool string, op *host.Operation) {
+	t := telemetry.ToolSeries(tool, string(op.Mode), op.Role)
+	t.End(t.Begin(), host.OutcomeDenied)
 }
