@@ -184,7 +184,7 @@ func TestDemoStopsFast(t *testing.T) {
 	d := startDemo(t)
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-stop", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, nil)
+		&mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

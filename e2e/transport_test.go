@@ -375,7 +375,7 @@ func TestTransportGoSDKResume(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "resume", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progress.handler})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL, DisableStandaloneSSE: true}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL, DisableStandaloneSSE: true}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +428,14 @@ func TestTransportModes(t *testing.T) {
 	for _, c := range []struct {
 		name, handler, version, want string
 	}{
-		// A stateful endpoint refuses 2026-07-28 with -32022; the client
-		// falls back to 2025-11-25.
-		{"stateful", "", "", "2025-11-25"},
+		// A stateful endpoint serves both generations: the client's
+		// server/discover offers 2026-07-28, which it takes; a client
+		// asking for an older version gets a session.
+		{"stateful", "", "", "2026-07-28"},
+		{"stateful-2025-11-25", "", "2025-11-25", "2025-11-25"},
 		{"stateful-2025-06-18", "", "2025-06-18", "2025-06-18"},
-		{"stateful-json", "json_response", "", "2025-11-25"},
+		{"stateful-json", "json_response", "", "2026-07-28"},
+		{"stateful-json-2025-11-25", "json_response", "2025-11-25", "2025-11-25"},
 		{"stateless-2026-07-28", "mode stateless", "", "2026-07-28"},
 		{"stateless-2025-11-25", "mode stateless", "2025-11-25", "2025-11-25"},
 		// go-sdk drops progress in stateless JSON mode; a call with a

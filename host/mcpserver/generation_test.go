@@ -15,6 +15,10 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
+// sessionProtocol makes a go-sdk client open a session (2025-11-25)
+// instead of speaking the sessionless protocol, which it prefers.
+var sessionProtocol = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // rawReply is an HTTP answer to a raw JSON-RPC POST.
 type rawReply struct {
 	status int
@@ -267,5 +271,29 @@ func TestGenerationClassification(t *testing.T) {
 		req("tools/call", newParams(v, "name", "get_user", "arguments", map[string]any{"id": 1})))
 	if r.status != http.StatusOK || r.err != nil || r.header.Get(sessionIDHeader) != "" {
 		t.Errorf("a sessionless tools/call: %d %s", r.status, r.body)
+	}
+}
+
+// On a stateful endpoint a sessionless caller without credentials or agent
+// header has no agent: an agent-scoped start is refused with a message
+// saying how to give it one, while a session of the same endpoint runs as
+// its session and gets its task.
+func TestSessionlessCallerWithoutAgent(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	url, _ := newTaskReplica(t, st, up.URL)
+	v := sessionlessProtocolVersion
+	r := rawPost(t, url, map[string]string{"MCP-Protocol-Version": v, "Mcp-Method": "tools/call", "Mcp-Name": "report_start"},
+		map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": newParams(v, "name", "report_start", "arguments", map[string]any{"n": 1001})})
+	var res mcptest.CallResult
+	if r.err != nil || json.Unmarshal(r.result, &res) != nil || !res.IsError || !strings.Contains(res.Text(), "sessionless request") ||
+		!strings.Contains(res.Text(), "agent_header") {
+		t.Errorf("anonymous sessionless start: %d %s", r.status, r.body)
+	}
+	anon := &mcptest.Client{T: t, URL: url}
+	anon.Initialize(tasksProtocolVersion)
+	if task := anon.StartTask("report_start", map[string]any{"n": 1002}); task.TaskID == "" {
+		t.Errorf("a session's task-augmented start = %+v", task)
 	}
 }
