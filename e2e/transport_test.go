@@ -502,16 +502,35 @@ func waitChan(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // TestTransportCancellation cancels a call from the go-sdk client
-// (notifications/cancelled; in the sessionless protocol, the end of the
-// POST): the upstream request made by the REST adapter process ends.
+// (notifications/cancelled in a session; in the sessionless protocol, on
+// either mode, the end of the POST): the upstream request made by the
+// REST adapter process ends.
 func TestTransportCancellation(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, handler string }{{"stateful", ""}, {"stateless-2026-07-28", "mode stateless"}} {
+	for _, c := range []struct {
+		name, handler string
+		sessionless   bool // the client speaks 2026-07-28
+	}{
+		{"stateful", "", false},
+		{"stateful-2026-07-28", "", true},
+		{"stateless-2026-07-28", "mode stateless", true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			up := newBlockingUpstream(t)
 			g := startGateway(t, gatewayOptions{Operations: up.ops(), Handler: c.handler})
-			cs := g.connect(context.Background())
+			var cs *mcp.ClientSession
+			if c.sessionless {
+				var err error
+				cs, err = mcp.NewClient(&mcp.Implementation{Name: "cancel", Version: "1"}, nil).Connect(context.Background(),
+					&mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+				if err != nil || cs.InitializeResult().ProtocolVersion != "2026-07-28" {
+					t.Fatalf("connect: %v", err)
+				}
+				t.Cleanup(func() { _ = cs.Close() })
+			} else {
+				cs = g.connect(context.Background())
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {

@@ -2,12 +2,16 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -296,4 +300,55 @@ func TestSessionlessCallerWithoutAgent(t *testing.T) {
 	if task := anon.StartTask("report_start", map[string]any{"n": 1002}); task.TaskID == "" {
 		t.Errorf("a session's task-augmented start = %+v", task)
 	}
+}
+
+// BenchmarkGenerations compares a tools/call of a go-sdk client speaking
+// the sessionless protocol with one of a client in a session, on the same
+// default endpoint (one get_user through the REST adapter to a loopback
+// upstream each): sessionless/session is what serving 2026-07-28 beside
+// sessions costs per call.
+func BenchmarkGenerations(b *testing.B) {
+	up := mcptest.NewUsers(b)
+	ep, err := New(testOptions("default"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep.Attach(newTestHost(b, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil), nil)
+	srv := httptest.NewServer(ep)
+	b.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	ctx := context.Background()
+	connect := func(opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", DisableStandaloneSSE: true}, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	sessionless, session := connect(nil), connect(sessionProtocol)
+	if sessionless.ID() != "" || session.ID() == "" {
+		b.Fatalf("sessions %q and %q", sessionless.ID(), session.ID())
+	}
+	measure := func(cs *mcp.ClientSession) time.Duration {
+		start := time.Now()
+		for range b.N {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 7}})
+			if err != nil || res.IsError {
+				b.Fatalf("get_user: %v %+v", err, res)
+			}
+		}
+		return time.Since(start) / time.Duration(b.N)
+	}
+	for _, cs := range []*mcp.ClientSession{session, sessionless} { // warm: the adapter process, connections
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 7}}); err != nil || res.IsError {
+			b.Fatalf("get_user: %v %+v", err, res)
+		}
+	}
+	b.ResetTimer()
+	inSession := measure(session)
+	without := measure(sessionless)
+	b.ReportMetric(float64(inSession.Microseconds()), "session-us/op")
+	b.ReportMetric(float64(without.Microseconds()), "sessionless-us/op")
+	b.ReportMetric(float64(without)/float64(inSession), "sessionless/session")
 }
