@@ -56,7 +56,8 @@ var generations = []generation{
 // family — within the agent's quotas; the job is also a task (core tasks in
 // a session, the tasks extension sessionlessly); each is audited under its
 // agent; a sessionless caller without an agent cannot start agent-scoped
-// work; a disallowed Origin gets 403 in either generation.
+// work; Mcp-Method and Mcp-Name must match the body; a disallowed Origin
+// gets 403 in either generation.
 func TestBothGenerations(t *testing.T) {
 	t.Parallel()
 	requireTSClient(t)
@@ -135,7 +136,17 @@ func TestBothGenerations(t *testing.T) {
 			if !res.IsError || !strings.Contains(res.Text(), "names no agent") {
 				t.Errorf("anonymous sessionless follow_start: %+v", res)
 			}
+			// Through Caddy too, the headers must match the body (-32020),
+			// and a 2026-07-28 request cannot name a session (-32600).
+			anon.Header.Set("Mcp-Name", "quick")
+			anon.Fails("tools/call", newGenParams("2026-07-28", false, "name", "follow_start"), -32020, "Mcp-Name")
+			anon.Header.Set("Mcp-Name", "follow_start")
+			anon.Header.Set("Mcp-Method", "tools/list")
+			anon.Fails("tools/call", newGenParams("2026-07-28", false, "name", "follow_start"), -32020, "Mcp-Method")
 			sess := rawGeneration(t, g.MCPURL, "2025-11-25", "")
+			anon.Header.Set("Mcp-Method", "tools/call")
+			anon.Header.Set("Mcp-Session-Id", sess.Session)
+			anon.Fails("tools/call", newGenParams("2026-07-28", false, "name", "follow_start"), -32600, "no Mcp-Session-Id")
 			var own mcptest.CallResult
 			sess.OK("tools/call", map[string]any{"name": "follow_start"}, &own)
 			if own.IsError {
