@@ -33,6 +33,12 @@ import (
 //
 // A stateless endpoint serves every request without a session, both
 // generations alike.
+//
+// A sessionless client's subscriptions/listen (the 2026-07-28 stream of
+// server messages) holds its POST open for as long as the client keeps
+// it, as a session holds its GET stream: each one counts as a session
+// against max_mcp_sessions and max_mcp_sessions_per_client while it is
+// open (limits.go), so that such streams cannot pile up unbounded.
 
 // requestGeneration is how an endpoint serves a request.
 type requestGeneration int
@@ -95,6 +101,28 @@ func (ep *Endpoint) refuseGeneration(w http.ResponseWriter, r *http.Request, p *
 func quoteHeader(v string) string {
 	b, _ := json.Marshal(truncateRunes(v, 64))
 	return string(b)
+}
+
+// methodListen is the sessionless protocol's stream of server messages.
+const methodListen = "subscriptions/listen"
+
+// counted wraps the serving of a sessionless subscriptions/listen so that
+// it holds a session slot of its client while it runs; a request over a
+// session limit is refused as an initialize would be. Other requests are
+// served by next as they are.
+func (ep *Endpoint) counted(r *http.Request, p *peeked, next func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
+	if p.body == nil || p.message().method != methodListen {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		slot, err := ep.sessions.acquire(ep.clientOf(r))
+		if err != nil {
+			refuseSession(w, err)
+			return
+		}
+		defer slot.release()
+		next(w, r)
+	}
 }
 
 // sessionlessHandler returns the SDK handler of a stateful endpoint's

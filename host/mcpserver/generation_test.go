@@ -352,3 +352,51 @@ func BenchmarkGenerations(b *testing.B) {
 	b.ReportMetric(float64(without.Microseconds()), "sessionless-us/op")
 	b.ReportMetric(float64(without)/float64(inSession), "sessionless/session")
 }
+
+// A sessionless subscriptions/listen holds a session place of its client
+// while it is open: past max_mcp_sessions_per_client another listen, or an
+// initialize, is refused with 429 naming the limit; the place is freed
+// when the stream ends.
+func TestSessionlessListenCounted(t *testing.T) {
+	t.Parallel()
+	url, _, ep := limitedReplica(t, nil, SessionLimits{MaxSessionsPerClient: 1})
+	v := sessionlessProtocolVersion
+	listen := func(ctx context.Context) (*http.Response, error) {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodListen,
+			"params": newParams(v, "notifications", map[string]any{"toolsListChanged": true})})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", v)
+		req.Header.Set("Mcp-Method", methodListen)
+		req.Header.Set("X-Test-Client", "192.0.2.9")
+		return http.DefaultClient.Do(req)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		if resp, err := listen(ctx); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	mcptest.WaitUntil(t, "the listen stream to be counted", func() bool { _, n := ep.sessions.live("192.0.2.9"); return n == 1 })
+
+	resp, err := listen(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "max_mcp_sessions_per_client") {
+		t.Errorf("a second listen: %d %s", resp.StatusCode, body)
+	}
+	if r := clientAt(t, url, "192.0.2.9").Call("initialize", initializeParams("x")); r.HTTPStatus != http.StatusTooManyRequests {
+		t.Errorf("an initialize beside the listen: %+v", r)
+	}
+	if r := clientAt(t, url, "192.0.2.10").Call("initialize", initializeParams("x")); r.HTTPStatus != http.StatusOK {
+		t.Errorf("another client's initialize: %+v", r)
+	}
+
+	cancel()
+	mcptest.WaitUntil(t, "the listen stream's place to be freed", func() bool { _, n := ep.sessions.live("192.0.2.9"); return n == 0 })
+}

@@ -99,8 +99,9 @@ func (ep *Endpoint) handler(r *http.Request, p *peeked) func(http.ResponseWriter
 			return ep.transport.sse.ServeHTTP
 		}
 		if ep.transport.sessionless != nil {
-			return ep.transport.sessionless.ServeHTTP
+			return ep.counted(r, p, ep.transport.sessionless.ServeHTTP) // generation.go
 		}
+		return ep.counted(r, p, ep.serveMCP)
 	}
 	return ep.serveMCP
 }
