@@ -42,7 +42,9 @@ type Handler struct {
 	// SessionTimeout closes MCP sessions idle for this long. Default 30m.
 	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
 	// Stateless serves every request without an MCP session (for fleets
-	// behind a load balancer without affinity).
+	// behind a load balancer without affinity); without it the endpoint
+	// serves sessions (2025-11-25 and earlier) and the sessionless
+	// 2026-07-28 protocol side by side.
 	Stateless bool `json:"stateless,omitempty"`
 	// JSONResponse answers POSTs with application/json instead of an SSE
 	// stream.

@@ -244,7 +244,7 @@ func TestGatewayInProcess(t *testing.T) {
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   g.MCPURL,
 			HTTPClient: &http.Client{Transport: originTransport{origin: integrationAllowedOrigin, base: http.DefaultTransport}},
-		}, nil)
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session, recorded below (left to itself, the client speaks the sessionless 2026-07-28)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}

@@ -31,11 +31,12 @@ const (
 // TransportConfig holds the MCP transport options of a handler (its JSON
 // fields are the handler's own).
 type TransportConfig struct {
-	// Mode is "stateful" (the default: MCP sessions with Mcp-Session-Id,
-	// a GET stream and resumable SSE streams) or "stateless" (no sessions,
-	// for fleets behind a load balancer; the only mode that also serves
-	// the sessionless 2026-07-28 protocol). The stateless flag is the same
-	// as mode stateless.
+	// Mode is "stateful" (the default: both protocol generations on one
+	// URL, MCP sessions with Mcp-Session-Id, a GET stream and resumable
+	// SSE streams for 2025-11-25 and earlier, the sessionless 2026-07-28
+	// protocol beside them) or "stateless" (no sessions for either
+	// generation, for fleets behind a load balancer). The stateless flag
+	// is the same as mode stateless.
 	Mode string `json:"mode,omitempty"`
 	// KeepaliveInterval: an SSE stream silent for this long gets an SSE
 	// comment line, so that idle streams survive write timeouts and

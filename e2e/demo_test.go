@@ -161,9 +161,10 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 		}
 	}
 
-	// A go-sdk client pointed at localhost lists the demo's tools.
+	// A go-sdk client pointed at localhost, in an MCP session, lists the
+	// demo's tools.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-hosts", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://localhost:%d/mcp", port)}, nil)
+		&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://localhost:%d/mcp", port)}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connect to localhost: %v", err)
 	}
@@ -186,7 +187,7 @@ func TestDemoStopsFast(t *testing.T) {
 	d := startDemo(t)
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-stop", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, nil)
+		&mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ operations:
     description: Follow the feed briefly.
     adapter: rest
     mode: session
-    limits: {idle_timeout_ms: 400, max_session_lifetime_ms: 1500}
+    limits: {idle_timeout_ms: 1000, max_session_lifetime_ms: 3000}
     config: {method: GET, url: "%[1]s/feed"}
   - name: export
     description: A slow export.

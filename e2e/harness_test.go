@@ -301,10 +301,17 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
+// sessionProtocol makes a go-sdk client open an MCP session (2025-11-25):
+// left to itself it asks server/discover first and speaks the sessionless
+// 2026-07-28 protocol. The harness's clients open sessions, as what most
+// tests drive (families of a session's agent, resumption, replicas) is
+// the session generation's; generations_test.go drives both.
+var sessionProtocol = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func (g *gateway) connectTransport(ctx context.Context, opts *mcp.ClientOptions, tr *mcp.StreamableClientTransport) *mcp.ClientSession {
 	g.t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, opts)
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, sessionProtocol)
 	if err != nil {
 		g.t.Fatalf("connect: %v\n%s", err, g.log.String())
 	}

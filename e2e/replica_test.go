@@ -49,7 +49,7 @@ func connectThrough(t *testing.T, ctx context.Context, lb *balancer) *mcp.Client
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e-replica", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: "http://balancer/mcp", HTTPClient: &http.Client{Transport: lb},
-	}, nil)
+	}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

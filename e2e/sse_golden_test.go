@@ -48,12 +48,16 @@ func TestSSEGolden(t *testing.T) {
 		{"stateless-2026-07-28", "mode stateless", "2026-07-28"},
 		// JSON answers, except for a call with a progress token.
 		{"stateless-json-2025-11-25", "mode stateless\n\t\tjson_response", "2025-11-25"},
+		// The default endpoint serves 2026-07-28 beside its sessions, as
+		// a stateless one does.
+		{"stateful-2026-07-28", "", "2026-07-28"},
+		{"stateful-json-2026-07-28", "json_response", "2026-07-28"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			g := startGateway(t, gatewayOptions{Operations: windowOperations(up.URL), Handler: c.handler})
 			raw := &rawMCP{t: t, url: g.MCPURL, version: c.version}
-			if c.handler == "" {
+			if !strings.Contains(c.handler, "stateless") && c.version < "2026-07-28" {
 				raw.initialize(c.version)
 			}
 			var out strings.Builder

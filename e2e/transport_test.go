@@ -375,7 +375,7 @@ func TestTransportGoSDKResume(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "resume", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progress.handler})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL, DisableStandaloneSSE: true}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: proxy.URL, DisableStandaloneSSE: true}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +428,14 @@ func TestTransportModes(t *testing.T) {
 	for _, c := range []struct {
 		name, handler, version, want string
 	}{
-		// A stateful endpoint refuses 2026-07-28 with -32022; the client
-		// falls back to 2025-11-25.
-		{"stateful", "", "", "2025-11-25"},
+		// A stateful endpoint serves both generations: the client's
+		// server/discover offers 2026-07-28, which it takes; a client
+		// asking for an older version gets a session.
+		{"stateful", "", "", "2026-07-28"},
+		{"stateful-2025-11-25", "", "2025-11-25", "2025-11-25"},
 		{"stateful-2025-06-18", "", "2025-06-18", "2025-06-18"},
-		{"stateful-json", "json_response", "", "2025-11-25"},
+		{"stateful-json", "json_response", "", "2026-07-28"},
+		{"stateful-json-2025-11-25", "json_response", "2025-11-25", "2025-11-25"},
 		{"stateless-2026-07-28", "mode stateless", "", "2026-07-28"},
 		{"stateless-2025-11-25", "mode stateless", "2025-11-25", "2025-11-25"},
 		// go-sdk drops progress in stateless JSON mode; a call with a
@@ -499,16 +502,35 @@ func waitChan(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // TestTransportCancellation cancels a call from the go-sdk client
-// (notifications/cancelled; in the sessionless protocol, the end of the
-// POST): the upstream request made by the REST adapter process ends.
+// (notifications/cancelled in a session; in the sessionless protocol, on
+// either mode, the end of the POST): the upstream request made by the
+// REST adapter process ends.
 func TestTransportCancellation(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, handler string }{{"stateful", ""}, {"stateless-2026-07-28", "mode stateless"}} {
+	for _, c := range []struct {
+		name, handler string
+		sessionless   bool // the client speaks 2026-07-28
+	}{
+		{"stateful", "", false},
+		{"stateful-2026-07-28", "", true},
+		{"stateless-2026-07-28", "mode stateless", true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			up := newBlockingUpstream(t)
 			g := startGateway(t, gatewayOptions{Operations: up.ops(), Handler: c.handler})
-			cs := g.connect(context.Background())
+			var cs *mcp.ClientSession
+			if c.sessionless {
+				var err error
+				cs, err = mcp.NewClient(&mcp.Implementation{Name: "cancel", Version: "1"}, nil).Connect(context.Background(),
+					&mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+				if err != nil || cs.InitializeResult().ProtocolVersion != "2026-07-28" {
+					t.Fatalf("connect: %v", err)
+				}
+				t.Cleanup(func() { _ = cs.Close() })
+			} else {
+				cs = g.connect(context.Background())
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {

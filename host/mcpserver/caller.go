@@ -37,8 +37,9 @@ import (
 //     that outlives sessions: one of the sources above, or an operation
 //     with scope: workspace.
 //
-// A stateless endpoint has no session: a request naming no user and no
-// agent header has no agent. It can use workspace-scoped sessions and jobs
+// A sessionless request (any request to a stateless endpoint, a
+// 2026-07-28 request to a stateful one: generation.go) has no session: one
+// naming no user and no agent header has no agent. It can use workspace-scoped sessions and jobs
 // (shared by every such caller), and an agent-scoped start is refused with
 // an error that says how to give callers an identity (needsAgent).
 
@@ -101,7 +102,7 @@ func (ep *Endpoint) agentOf(h http.Header, ti *auth.TokenInfo) string {
 }
 
 // callerAgent is the agent a request runs as: agentOf, else, on a
-// stateful endpoint, the MCP session; "" for a stateless request that
+// stateful endpoint, the MCP session; "" for a sessionless request that
 // names no agent.
 func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) string {
 	if extra != nil {
@@ -128,7 +129,7 @@ func (ep *Endpoint) callerScope(extra *mcp.RequestExtra, ss *mcp.ServerSession) 
 }
 
 // needsAgent returns the error result of a call that would start an
-// agent-scoped session or job for a caller without an agent (a stateless
+// agent-scoped session or job for a caller without an agent (a sessionless
 // request naming no user and no agent header), nil for any other call.
 func needsAgent(h *host.Host, tool, agent string) *mcp.CallToolResult {
 	if agent != "" || h == nil {
@@ -146,9 +147,9 @@ func needsAgent(h *host.Host, tool, agent string) *mcp.CallToolResult {
 			what = "jobs"
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-			"tool %q keeps its %s per agent, and this request names no agent: a stateless endpoint has no MCP session "+
-				"to own them. Authenticate callers before crank, or configure agent_header (set by a proxy that removes "+
-				"client copies), or give the operation scope: workspace", tool, what)}}}
+			"tool %q keeps its %s per agent, and this request names no agent: a sessionless request (protocol 2026-07-28, "+
+				"or any request to a stateless endpoint) has no MCP session to own them. Open an MCP session (protocol 2025-11-25) on a stateful endpoint, "+
+				"authenticate callers before crank, configure agent_header (set by a proxy that removes client copies), or give the operation scope: workspace", tool, what)}}}
 	}
 	return nil
 }

@@ -26,6 +26,9 @@
 //     it, for the checks below.
 //   - transport.go: request checks the SDK gets wrong, SSE keep-alives and
 //     the priming event's retry field.
+//   - generation.go: both protocol generations on a stateful endpoint:
+//     server/discover and 2026-07-28 requests are served sessionlessly,
+//     beside the sessions of the older protocol.
 //   - events.go: the SDK's EventStore over the store's event logs, so a
 //     client resumes a dropped SSE stream with Last-Event-ID on any
 //     replica.

@@ -217,7 +217,7 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	ep.markIdentity(r) // caller.go
 	p := peek(r)       // peek.go: the body, read once before the SDK reads it
-	if ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
+	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
 	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
@@ -226,7 +226,7 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
-	ep.handler(p)(w, r)
+	ep.handler(r, p)(w, r)
 }
 
 // awaitHost waits until a host is attached and reports whether one is. A

@@ -141,7 +141,7 @@ func TestIdentityGoSDKClients(t *testing.T) {
 	defer cancel()
 	connect := func(rt *router) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "same-name", Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: "http://router/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+			&mcp.StreamableClientTransport{Endpoint: "http://router/mcp", HTTPClient: &http.Client{Transport: rt}}, sessionProtocol)
 		if err != nil {
 			t.Fatal(err)
 		}

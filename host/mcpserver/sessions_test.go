@@ -102,12 +102,14 @@ func (rt *router) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
+// connectVia opens a session through rt (the session protocol: left to
+// itself, a go-sdk client speaks the sessionless one).
 func connectVia(t *testing.T, ctx context.Context, rt *router) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "replica-test", Title: "Replica test", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: "http://router/mcp", HTTPClient: &http.Client{Transport: rt},
-	}, nil)
+	}, sessionProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -399,15 +399,25 @@ func extParams(tasks bool, kv ...any) map[string]any {
 	return p
 }
 
-// The 2026-07-28 tasks extension on a stateless endpoint: discovery, a
-// server-directed task for a client that declares the extension, polling
-// with the result inlined, update and cancel acknowledgements, and the
-// methods the extension dropped.
+// The 2026-07-28 tasks extension on a stateless endpoint and beside the
+// sessions of a stateful one: discovery, a server-directed task for a
+// client that declares the extension, polling with the result inlined,
+// update and cancel acknowledgements, and the methods the extension
+// dropped.
 func TestTasksExtension(t *testing.T) {
 	t.Parallel()
+	for _, stateless := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stateless", false: "stateful"}[stateless], func(t *testing.T) {
+			t.Parallel()
+			testTasksExtension(t, stateless)
+		})
+	}
+}
+
+func testTasksExtension(t *testing.T, stateless bool) {
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
-	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless = true })
+	url, _ := newTaskReplica(t, st, up.URL, func(o *Options) { o.Stateless = stateless })
 	c := newExtClient(t, url)
 	call := func(method, name string) {
 		c.Header.Set("Mcp-Method", method)

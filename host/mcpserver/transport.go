@@ -26,9 +26,12 @@ type transport struct {
 	stateful  bool
 	keepalive time.Duration
 	retry     string // the priming event's retry field, in ms ("" for none)
-	// sse serves stateless json_response calls that carry a progress
+	// sse serves sessionless json_response calls that carry a progress
 	// token: go-sdk drops progress on a JSON answer, so they get SSE.
 	sse *mcp.StreamableHTTPHandler
+	// sessionless serves the sessionless requests of a stateful endpoint
+	// (generation.go).
+	sessionless *mcp.StreamableHTTPHandler
 }
 
 // streamableOptions completes the SDK handler's options for the endpoint:
@@ -39,10 +42,13 @@ func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions
 	// The sessionless protocol has no notifications/cancelled: the POST is
 	// the request, so its end cancels the call.
 	opts.PropagateRequestCancellation = true
-	if o.Stateless && o.JSONResponse {
+	if !o.Stateless {
+		ep.transport.sessionless = ep.sessionlessHandler(*opts) // generation.go
+	}
+	if o.JSONResponse {
 		sse := *opts
 		sse.JSONResponse = false
-		ep.transport.sse = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sse)
+		ep.transport.sse = ep.sessionlessHandler(sse)
 	}
 	if o.Stateless || !o.Resumable {
 		return
@@ -81,12 +87,21 @@ func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request, p *peek
 	return true
 }
 
-// handler is the SDK handler that serves a request: the endpoint's, or, on
-// a stateless json_response endpoint, the SSE one for a call that carries
-// a progress token, so that its progress notifications can go out.
-func (ep *Endpoint) handler(p *peeked) func(http.ResponseWriter, *http.Request) {
-	if ep.transport.sse != nil && p.body != nil && p.message().progressToken() {
-		return ep.transport.sse.ServeHTTP
+// handler is the SDK handler that serves a request: the endpoint's; the
+// sessionless one for a sessionless request to a stateful endpoint
+// (generation.go); on a json_response endpoint, the SSE one for a
+// sessionless call that carries a progress token, so that its progress
+// notifications can go out.
+func (ep *Endpoint) handler(r *http.Request, p *peeked) func(http.ResponseWriter, *http.Request) {
+	gen := ep.generation(r, p)
+	if !ep.transport.stateful || gen == genSessionless {
+		if ep.transport.sse != nil && p.body != nil && p.message().progressToken() {
+			return ep.transport.sse.ServeHTTP
+		}
+		if ep.transport.sessionless != nil {
+			return ep.counted(r, p, ep.transport.sessionless.ServeHTTP) // generation.go
+		}
+		return ep.counted(r, p, ep.serveMCP)
 	}
 	return ep.serveMCP
 }
