@@ -247,7 +247,10 @@ func startCrankCluster(t testing.TB, ops string, replicas int) *crankCluster {
 // startFront starts a Caddy reverse_proxy over the replicas' MCP
 // endpoints: round-robin, no affinity, streaming flushed at once, a
 // replica that refuses connections skipped for 2s and the request tried on
-// the next one.
+// the next one. Request bodies are buffered so that a retry on the next
+// replica carries the whole body: unbuffered, a POST whose connection to a
+// replica killed a moment before failed could reach the next one empty
+// (400).
 func startFront(t testing.TB, replicas []*gateway) *gateway {
 	t.Helper()
 	var upstreams []string
@@ -270,6 +273,7 @@ http://127.0.0.1:%d {
 		lb_try_interval 50ms
 		fail_duration 2s
 		flush_interval -1
+		request_buffers 4MiB
 	}
 }
 `, g.admin, g.port, strings.Join(upstreams, " ")))

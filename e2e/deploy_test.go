@@ -95,7 +95,7 @@ func TestDeployManifests(t *testing.T) {
 		Apps struct {
 			HTTP struct {
 				Servers map[string]struct {
-					Listen []string `json:"listen"`
+					Listen []string        `json:"listen"`
 					Routes json.RawMessage `json:"routes"`
 				} `json:"servers"`
 			} `json:"http"`

@@ -279,7 +279,8 @@ type streamSessionWriter struct {
 	mu       sync.Mutex
 	pending  [][]byte
 	writing  bool
-	reported int64 // gaps the store knows of
+	reported int64  // gaps the store knows of
+	taken    uint64 // items the store took, the next write's Append.First
 }
 
 // add queues one item, waiting while streamSessionQueue items are pending; it
@@ -343,8 +344,12 @@ func (w *streamSessionWriter) write() {
 			st, _ = json.Marshal(streamSessionState{Gaps: int(g)})
 		}
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(w.ctx), storeCallTimeout)
-		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st})
+		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st, Sequenced: true, First: w.taken})
 		wcancel()
+		w.taken += uint64(took)
+		if err != nil && st != nil {
+			w.reported = -1 // tell the gaps again with the retry
+		}
 		if took > 0 {
 			w.mu.Lock()
 			w.pending = w.pending[took:]
