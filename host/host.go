@@ -485,11 +485,15 @@ func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) st
 	case code == client.Unavailable || op.sup.Exited():
 		h.log.Warn("adapter connection lost during a call", zap.String("adapter", op.Adapter),
 			zap.String("tool", op.Name), zap.String("error", h.redact.String(msg)))
-		return fmt.Sprintf("adapter %q stopped during the call of tool %q (%s); it is restarted on the next call",
+		return fmt.Sprintf("adapter %q "+adapterStoppedDuringCall+" of tool %q (%s); it is restarted on the next call",
 			op.Adapter, op.Name, msg)
 	}
 	return fmt.Sprintf("adapter %q failed on tool %q: %v", op.Adapter, op.Name, err)
 }
+
+// adapterStoppedDuringCall is in the failure of a call whose adapter
+// process went away under it.
+const adapterStoppedDuringCall = "stopped during the call"
 
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,14 @@ const (
 	streamSessionBatchItems = 100
 	streamSessionBatchBytes = 256 << 10
 	bufferFullRetry         = 250 * time.Millisecond
-	storeCallTimeout        = 10 * time.Second
+	// streamSessionLinger is how long the writer lets a small batch grow
+	// after a write. Every write changes the session's record, and a poll
+	// (a read-modify-write of that record, on any replica) that a write
+	// overtakes must start again: written back to back, a busy feed's
+	// writes would starve the polls. Lingering also makes fewer, larger
+	// etcd transactions.
+	streamSessionLinger = 50 * time.Millisecond
+	storeCallTimeout    = 10 * time.Second
 )
 
 // startStreamSession creates a session owned by this replica and starts its
@@ -176,7 +184,7 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	col.sink = func(raw []byte) bool { return w.add(h.redact.JSON(raw)) }
 	col.onGap = func() { w.gaps.Add(1) }
 
-	end, failure := h.readUpstream(ctx, &rop, req, args, lifeEnd, col)
+	end, failure := h.readAcrossAdapterRestarts(ctx, &rop, req, args, lifeEnd, col)
 	w.wait()
 
 	state := streamSessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
@@ -208,6 +216,40 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
 }
 
+// Adapter restarts a session's reader rides out: when the adapter process
+// running the session's upstream stream dies, the reader reopens it on the
+// restarted adapter from the last cursor (for SSE, Last-Event-ID) after a
+// backoff, and the session records a gap.
+const (
+	sessionAdapterRestarts = 5
+	sessionAdapterBackoff  = 200 * time.Millisecond
+)
+
+// readAcrossAdapterRestarts is readUpstream, resumed from the session's
+// cursor when the adapter process was lost (it exited or was restarted
+// meanwhile) rather than the upstream failing.
+func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
+	for attempt := 0; ; attempt++ {
+		starts := op.sup.Starts()
+		end, failure := h.readUpstream(ctx, op, req, args, deadline, col)
+		// The stream may end before the supervisor sees the process
+		// exit: describeCallError names a lost connection as such.
+		lost := end == endUpstreamError && ctx.Err() == nil &&
+			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure, adapterStoppedDuringCall))
+		if !lost || attempt == sessionAdapterRestarts {
+			return end, failure
+		}
+		h.log.Warn("session reader lost its adapter; resuming from its cursor", zap.String("adapter", op.Adapter),
+			zap.String("tool", op.Name), zap.String("cursor", col.cursor))
+		col.gap("the adapter process stopped; the stream was reopened from the last cursor")
+		select {
+		case <-time.After(sessionAdapterBackoff << attempt):
+		case <-ctx.Done():
+			return endCancelled, ""
+		}
+	}
+}
+
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
 func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
@@ -216,6 +258,9 @@ func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, a
 		return endUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
 	}
 	areq := adapterRequest(op, req, args, deadline)
+	if col.cursor != "" {
+		areq.Cursor = col.cursor // resuming after the adapter was lost
+	}
 	if op.Execution.TransportBehavior == RequestResponse {
 		return h.pollWindow(ctx, ctx, op, c, areq, col)
 	}
@@ -239,7 +284,8 @@ type streamSessionWriter struct {
 	mu       sync.Mutex
 	pending  [][]byte
 	writing  bool
-	reported int64 // gaps the store knows of
+	reported int64  // gaps the store knows of
+	taken    uint64 // items the store took, the next write's Append.First
 }
 
 // add queues one item, waiting while streamSessionQueue items are pending; it
@@ -303,8 +349,12 @@ func (w *streamSessionWriter) write() {
 			st, _ = json.Marshal(streamSessionState{Gaps: int(g)})
 		}
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(w.ctx), storeCallTimeout)
-		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st})
+		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st, Sequenced: true, First: w.taken})
 		wcancel()
+		w.taken += uint64(took)
+		if err != nil && st != nil {
+			w.reported = -1 // tell the gaps again with the retry
+		}
 		if took > 0 {
 			w.mu.Lock()
 			w.pending = w.pending[took:]
@@ -316,6 +366,7 @@ func (w *streamSessionWriter) write() {
 		}
 		switch {
 		case err == nil:
+			w.linger()
 		case errors.Is(err, store.ErrBufferFull), errors.Is(err, store.ErrUnavailable):
 			select {
 			case <-time.After(bufferFullRetry):
@@ -327,6 +378,21 @@ func (w *streamSessionWriter) write() {
 				w.cancel(errStoreFailed)
 			}
 		}
+	}
+}
+
+// linger waits streamSessionLinger after a write unless a quarter batch
+// is pending already, or the session ends.
+func (w *streamSessionWriter) linger() {
+	w.mu.Lock()
+	n := len(w.pending)
+	w.mu.Unlock()
+	if n >= streamSessionQueue/4 {
+		return
+	}
+	select {
+	case <-time.After(streamSessionLinger):
+	case <-w.ctx.Done():
 	}
 }
 

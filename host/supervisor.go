@@ -219,7 +219,11 @@ func (s *Supervisor) startLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adapter %q: cannot start %s: %w", s.spec.Name, what, err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	// The start serves every caller waiting for the adapter, not only the
+	// one that triggered it: that caller giving up (a window cut short, a
+	// client gone) must not fail the start for the others and put the
+	// adapter into backoff.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.StartTimeout)
 	defer cancel()
 	desc, err := proc.Describe(dctx, s.opts.HostVersion)
 	if err != nil {

@@ -173,9 +173,11 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		Logger:      lg,
 		// Notice a dead connection (e.g. etcd killed) within seconds, and
 		// reconnect quickly once it is back: gRPC's default backoff grows
-		// to two minutes.
+		// to two minutes. A member that hangs (stopped, partitioned) is
+		// left for the others after 5s+1s: 5s is the least ping interval
+		// an etcd server accepts (--grpc-keepalive-min-time).
 		DialKeepAliveTime:    5 * time.Second,
-		DialKeepAliveTimeout: 3 * time.Second,
+		DialKeepAliveTimeout: time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: timeout,

@@ -215,6 +215,14 @@ type PollResult struct {
 // Append is a runner's batch of items.
 type Append struct {
 	Items [][]byte
+	// Sequenced makes the append exactly-once across retries: First is
+	// the runner's index of Items[0] among all the items it appended to
+	// this session (0 for its first), and items the session holds already
+	// (a retry after a write whose outcome was unknown, e.g. etcd lost its
+	// leader as it committed) are counted as taken, not stored again. A
+	// First beyond what the session took fails with ErrInvalid.
+	Sequenced bool
+	First     uint64
 	// State replaces state_json when non-nil, together with the last
 	// item (e.g. the upstream position to resume from).
 	State json.RawMessage
@@ -256,6 +264,8 @@ type streamSessionRecord struct {
 	AckedSeq        uint64              `json:"acked_seq,omitempty"`
 	BufferedItems   int                 `json:"buffered_items,omitempty"`
 	BufferedBytes   int64               `json:"buffered_bytes,omitempty"`
+	// Taken counts the items sequenced appends stored (Append.First).
+	Taken uint64 `json:"taken,omitempty"`
 }
 
 const streamSessionKind = "stream session"
@@ -752,7 +762,15 @@ func (e *Etcd) AppendStreamSessionItems(ctx context.Context, id string, a Append
 			}
 			itemTTL := r.hardDeadline().Sub(now)
 			budget := e.maxValue - len(kv.Value) - len(a.State) - 1024
-			for _, it := range a.Items[done:] {
+			skip := 0
+			if a.Sequenced {
+				next := a.First + uint64(done)
+				if next > r.Taken {
+					return fmt.Errorf("store: stream session %s: %w: items from %d would leave a hole after the %d taken", id, ErrInvalid, next, r.Taken)
+				}
+				skip = int(min(r.Taken-next, uint64(len(a.Items)-done)))
+			}
+			for _, it := range a.Items[done+skip:] {
 				if took == maxItemsPerTxn || (took > 0 && len(it)+64 > budget) {
 					break
 				}
@@ -772,18 +790,24 @@ func (e *Etcd) AppendStreamSessionItems(ctx context.Context, id string, a Append
 				budget -= len(it) + 64
 				took++
 			}
+			if a.Sequenced {
+				r.Taken += uint64(took)
+			}
+			took += skip
 			if done+took == len(a.Items) && a.State != nil {
 				r.State = a.State
 			}
-			if took == 0 && a.State == nil {
+			if took == skip && a.State == nil {
 				return nil // nothing to append
 			}
 			return e.putStreamSession(p, r, now, false)
 		})
-		done += took
 		if err != nil {
+			// The items of a failed transaction are not taken (a
+			// sequenced retry skips them if they were stored after all).
 			return done, err
 		}
+		done += took
 		if took == 0 {
 			break
 		}

@@ -1,0 +1,517 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// loadUpstream serves the load's operations: users, a numbered SSE feed
+// that resumes after Last-Event-ID (so a reconnect continues the
+// numbering), and a job endpoint that answers after ?ms=.
+func loadUpstream(t testing.TB) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /users/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%s,"name":"User %s"}`, r.PathValue("id"), r.PathValue("id"))
+	})
+	mux.HandleFunc("GET /feed", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for i := n + 1; ; i++ {
+			fmt.Fprintf(w, "id: %d\ndata: {\"n\":%d}\n\n", i, i)
+			f.Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	mux.HandleFunc("GET /job", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("ms") + "ms")
+		select {
+		case <-time.After(d):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"rows":%d}`, d.Milliseconds())
+		case <-r.Context().Done():
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func loadOps(base string) string {
+	return fmt.Sprintf(`
+operations:
+  - name: get_user
+    description: Fetch a user by id.
+    adapter: rest
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "%[1]s/users/{id}"}
+  - name: tail
+    description: A short window over the feed.
+    adapter: rest
+    mode: window
+    limits: {window_duration_ms: 2000, max_items: 5}
+    config: {method: GET, url: "%[1]s/feed"}
+  - name: follow
+    description: Follow the feed.
+    adapter: rest
+    mode: session
+    limits: {max_items: 1000, idle_timeout_ms: 30000}
+    config: {method: GET, url: "%[1]s/feed"}
+  - name: export
+    description: A job.
+    adapter: rest
+    mode: async_job
+    timeout: 2m
+    input_schema: {type: object, properties: {ms: {type: integer}}, required: [ms]}
+    config: {method: GET, url: "%[1]s/job", query: [ms]}
+`, base)
+}
+
+// Kinds of load operations.
+const (
+	kindUnary   = "unary"
+	kindWindow  = "window"
+	kindSession = "session"
+	kindJob     = "job"
+)
+
+var loadKinds = []string{kindUnary, kindWindow, kindSession, kindJob}
+
+// kindStats counts one kind of operation. An operation is one unary call,
+// one window, one session family run (start, polls, stop) or one job
+// (start, status until terminal, result or cancel).
+type kindStats struct {
+	Made, Answered, Retryable, Other, OwnerLost, Lost, Duplicated int
+	latencies                                                     []time.Duration
+	firstOther                                                    string
+}
+
+// loadReport is what one load phase did.
+type loadReport struct {
+	mu    sync.Mutex
+	kinds map[string]*kindStats
+	// lastFailure is when the last failed operation ended.
+	lastFailure time.Time
+	elapsed     time.Duration
+}
+
+func newLoadReport() *loadReport {
+	r := &loadReport{kinds: map[string]*kindStats{}}
+	for _, k := range loadKinds {
+		r.kinds[k] = &kindStats{}
+	}
+	return r
+}
+
+// outcome of one operation.
+type outcome struct {
+	err       error // nil: answered and checked
+	retryable bool
+	ownerLost bool
+	lost, dup int
+}
+
+func (r *loadReport) add(kind string, d time.Duration, o outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.kinds[kind]
+	k.Made++
+	k.Lost += o.lost
+	k.Duplicated += o.dup
+	switch {
+	case o.err == nil:
+		k.Answered++
+		k.latencies = append(k.latencies, d)
+		return
+	case o.ownerLost:
+		k.OwnerLost++
+	case o.retryable:
+		k.Retryable++
+	default:
+		k.Other++
+		if k.firstOther == "" {
+			k.firstOther = o.err.Error()
+		}
+	}
+	r.lastFailure = time.Now()
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// table prints the report, one line per kind.
+func (r *loadReport) table(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-26s %-8s %6s %8s %9s %6s %9s %5s %5s %8s %8s\n", "scenario", "kind", "made", "answered", "retryable", "other", "ownerlost", "lost", "dup", "p50", "p99")
+	for _, kind := range loadKinds {
+		k := r.kinds[kind]
+		fmt.Fprintf(&b, "%-26s %-8s %6d %8d %9d %6d %9d %5d %5d %8s %8s\n", name, kind, k.Made, k.Answered, k.Retryable, k.Other, k.OwnerLost,
+			k.Lost, k.Duplicated, percentile(k.latencies, .5).Round(time.Millisecond), percentile(k.latencies, .99).Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// check fails t when an operation was lost, duplicated, or failed other
+// than with a clear retryable error.
+func (r *loadReport) check(t *testing.T, name string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, kind := range loadKinds {
+		k := r.kinds[kind]
+		if k.Made == 0 || k.Answered == 0 {
+			t.Errorf("%s: no %s operation answered (%+v)", name, kind, *k)
+		}
+		if k.Lost != 0 || k.Duplicated != 0 || k.Other != 0 {
+			t.Errorf("%s %s: lost %d, duplicated %d, failed-other %d (first: %s)", name, kind, k.Lost, k.Duplicated, k.Other, k.firstOther)
+		}
+	}
+}
+
+// loadDuration is how long each load phase runs: a few seconds, or
+// CRANK_LOAD_DURATION (make loadtest).
+func loadDuration(t testing.TB) time.Duration {
+	if s := os.Getenv("CRANK_LOAD_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("CRANK_LOAD_DURATION: %v", err)
+		}
+		return d
+	}
+	return 3 * time.Second
+}
+
+// loadWorkers is how many concurrent MCP clients a phase runs.
+func loadWorkers() int {
+	if n, err := strconv.Atoi(os.Getenv("CRANK_LOAD_CLIENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}
+
+// runLoad runs workers MCP clients against url for d, each cycling
+// through the kinds and checking every answer. fault, when set, runs
+// concurrently (its start is the phase's start).
+func runLoad(t *testing.T, url string, workers int, d time.Duration, fault func()) *loadReport {
+	t.Helper()
+	rep := newLoadReport()
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { (&loadClient{t: t, url: url, id: w, rep: rep}).run(deadline) })
+	}
+	if fault != nil {
+		wg.Go(fault)
+	}
+	wg.Wait()
+	rep.elapsed = time.Since(start)
+	return rep
+}
+
+// loadClient is one MCP client of the load: one go-sdk session at a time,
+// reconnected after a failure (the retry a real client makes).
+type loadClient struct {
+	t        *testing.T
+	url      string
+	id       int
+	rep      *loadReport
+	cs       *mcp.ClientSession
+	progress progressLog
+	calls    atomic.Int64
+}
+
+func (c *loadClient) run(deadline time.Time) {
+	defer func() {
+		if c.cs != nil {
+			_ = c.cs.Close()
+		}
+	}()
+	for i := c.id; time.Now().Before(deadline); i++ {
+		kind := loadKinds[i%len(loadKinds)]
+		if c.cs == nil {
+			if err := c.connect(); err != nil {
+				c.rep.add(kind, 0, classify(err))
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
+		start := time.Now()
+		var o outcome
+		switch kind {
+		case kindUnary:
+			o = c.unary()
+		case kindWindow:
+			o = c.window()
+		case kindSession:
+			o = c.session()
+		case kindJob:
+			o = c.job(i)
+		}
+		c.rep.add(kind, time.Since(start), o)
+		if o.err != nil && !o.ownerLost {
+			_ = c.cs.Close()
+			c.cs = nil
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (c *loadClient) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-load", Version: "1"},
+		&mcp.ClientOptions{ProgressNotificationHandler: c.progress.handler})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url}, nil)
+	if err != nil {
+		return err
+	}
+	c.cs = cs
+	return nil
+}
+
+// classify sorts a failure: retryable when the answer says to retry (503
+// with Retry-After, a JSON-RPC error or tool error saying "retry", the
+// load balancer's 502 for a replica that died mid-request).
+func classify(err error) outcome {
+	s := err.Error()
+	for _, r := range []string{"retry", "Bad Gateway", "502", "503", "Service Unavailable", "connection refused", "EOF",
+		"connection reset", "client is closing", "request terminated without response", "session not found", "unavailable"} {
+		if strings.Contains(s, r) {
+			return outcome{err: err, retryable: true}
+		}
+	}
+	return outcome{err: err}
+}
+
+// call runs one tool and returns its structured content, or a classified
+// failure (a tool error is classified by its text).
+func (c *loadClient) call(name string, args map[string]any, progress string) (map[string]any, *outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	if progress != "" {
+		p.SetProgressToken(progress)
+	}
+	res, err := c.cs.CallTool(ctx, p)
+	if err != nil {
+		o := classify(fmt.Errorf("%s: %w", name, err))
+		return nil, &o
+	}
+	if res.IsError {
+		o := classify(fmt.Errorf("%s: tool error: %s", name, textOf(res)))
+		return nil, &o
+	}
+	var m map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		m = map[string]any{"text": textOf(res)}
+	}
+	return m, nil
+}
+
+func fail(format string, args ...any) outcome { return outcome{err: fmt.Errorf(format, args...)} }
+
+func (c *loadClient) unary() outcome {
+	id := rand.IntN(1000) + 1
+	m, o := c.call("get_user", map[string]any{"id": id}, "")
+	if o != nil {
+		return *o
+	}
+	if m["name"] != fmt.Sprintf("User %d", id) {
+		return fail("get_user %d answered %v", id, m)
+	}
+	return outcome{}
+}
+
+// sequence checks the feed numbers in items against last (the previous
+// number seen): each must be last+1, unless the answer reported a gap.
+func sequence(items []any, last *int, gaps bool) (lost, dup int) {
+	for _, it := range items {
+		n := -1
+		if m, ok := it.(map[string]any); ok {
+			if f, ok := m["n"].(float64); ok {
+				n = int(f)
+			}
+		}
+		switch {
+		case n < 0:
+			lost++
+		case *last >= 0 && n <= *last:
+			dup++
+		case *last >= 0 && n != *last+1 && !gaps:
+			lost += n - *last - 1
+		}
+		*last = max(*last, n)
+	}
+	return lost, dup
+}
+
+func (c *loadClient) window() outcome {
+	token := fmt.Sprintf("w%d-%d", c.id, c.calls.Add(1))
+	c.progress.take(0) // forget notifications of earlier windows
+	m, o := c.call("tail", map[string]any{}, token)
+	if o != nil {
+		return *o
+	}
+	items, _ := m["items"].([]any)
+	if len(items) != 5 || m["end_reason"] != "max_items" {
+		return fail("window: %v", m)
+	}
+	last := -1
+	lost, dup := sequence(items, &last, false)
+	got := 0
+	for _, p := range c.progress.take(5) {
+		if p.ProgressToken == token {
+			got++
+		}
+	}
+	if got != 5 {
+		return outcome{err: fmt.Errorf("window: %d progress notifications, want 5", got), lost: lost, dup: dup}
+	}
+	return outcome{lost: lost, dup: dup}
+}
+
+func (c *loadClient) session() outcome {
+	m, o := c.call("follow_start", nil, "")
+	if o != nil {
+		return *o
+	}
+	id, _ := m["session_id"].(string)
+	var cursor any
+	last, seen := -1, 0
+	var lost, dup int
+	// A session whose replica died ends failed with owner_lost within
+	// the owner TTL (or is resumed): polls wait that long for items.
+	deadline := time.Now().Add(15 * time.Second)
+	for seen < 6 && time.Now().Before(deadline) {
+		args := map[string]any{"session_id": id, "max_items": 4}
+		if cursor != nil {
+			args["cursor"] = cursor
+		}
+		p, o := c.call("follow_poll", args, "")
+		if o != nil {
+			o.lost, o.dup = lost, dup
+			return *o
+		}
+		items, _ := p["items"].([]any)
+		gaps, _ := p["gaps"].(float64)
+		l, d := sequence(items, &last, gaps > 0)
+		lost, dup, seen = lost+l, dup+d, seen+len(items)
+		cursor = p["cursor"]
+		if st := p["status"]; st == "failed" && strings.Contains(fmt.Sprint(p["error"]), "owner_lost") {
+			return outcome{err: fmt.Errorf("session %s: owner_lost", id), ownerLost: true, lost: lost, dup: dup}
+		}
+		if len(items) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if seen < 6 {
+		return outcome{err: fmt.Errorf("session %s: %d items in 15s", id, seen), lost: lost, dup: dup}
+	}
+	s, o := c.call("follow_stop", map[string]any{"session_id": id}, "")
+	if o != nil {
+		o.lost, o.dup = lost, dup
+		return *o
+	}
+	if s["status"] != "stopping" && s["status"] != "stopped" {
+		p, _ := c.call("follow_poll", map[string]any{"session_id": id, "cursor": cursor}, "")
+		return outcome{err: fmt.Errorf("stop: %v (poll: %v)", s, p), lost: lost, dup: dup}
+	}
+	return outcome{lost: lost, dup: dup}
+}
+
+// job starts a job and follows it to a terminal state; every fourth one
+// is long and cancelled. A terminal state must stay as it is (reached
+// exactly once); a job whose replica died ends failed with owner_lost.
+func (c *loadClient) job(i int) outcome {
+	ms, cancelIt := 100, (i/len(loadKinds))%4 == 3
+	if cancelIt {
+		ms = 60000
+	}
+	m, o := c.call("export_start", map[string]any{"ms": ms}, "")
+	if o != nil {
+		return *o
+	}
+	id, _ := m["job_id"].(string)
+	if cancelIt {
+		cm, o := c.call("export_cancel", map[string]any{"job_id": id}, "")
+		if o != nil {
+			return *o
+		}
+		if cm["status"] != "canceling" && cm["status"] != "canceled" {
+			return fail("cancel %s: %v", id, cm)
+		}
+	}
+	want := "succeeded"
+	if cancelIt {
+		want = "canceled"
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var status map[string]any
+	for {
+		st, o := c.call("export_status", map[string]any{"job_id": id}, "")
+		if o != nil {
+			return *o
+		}
+		status = st
+		if s := st["status"]; s != "running" && s != "canceling" && s != "queued" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail("job %s not terminal after 30s: %v", id, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status["status"] == "failed" && strings.Contains(fmt.Sprint(status["error"]), "owner_lost") {
+		return outcome{err: fmt.Errorf("job %s: owner_lost", id), ownerLost: true}
+	}
+	if status["status"] != want {
+		return fail("job %s ended %v, want %s", id, status, want)
+	}
+	// Terminal exactly once: a second look sees the same state.
+	again, o := c.call("export_status", map[string]any{"job_id": id}, "")
+	if o != nil {
+		return *o
+	}
+	if again["status"] != want {
+		return outcome{err: fmt.Errorf("job %s: %s, then %v", id, want, again["status"]), dup: 1}
+	}
+	if !cancelIt {
+		r, o := c.call("export_result", map[string]any{"job_id": id}, "")
+		if o != nil {
+			return *o
+		}
+		if r["ready"] != true || fmt.Sprint(r["result"]) != "map[rows:100]" {
+			return fail("job %s result: %v", id, r)
+		}
+	}
+	return outcome{}
+}
