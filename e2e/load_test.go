@@ -289,7 +289,7 @@ func (c *loadClient) connect() error {
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-load", Version: "1"},
 		&mcp.ClientOptions{ProgressNotificationHandler: c.progress.handler})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url}, sessionProtocol)
 	if err != nil {
 		return err
 	}

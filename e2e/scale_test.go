@@ -140,7 +140,7 @@ func BenchmarkClusterThroughput(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				client := mcp.NewClient(&mcp.Implementation{Name: "crank-bench", Version: "1"}, nil)
-				cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bc.url}, nil)
+				cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bc.url}, sessionProtocol)
 				if err != nil {
 					b.Error(err)
 					return
