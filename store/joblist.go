@@ -185,31 +185,9 @@ func (e *Etcd) fill(ctx context.Context, r *jobListRange, n int) error {
 // job does not exist), in transactions within etcd's default limit of 128
 // operations.
 func (e *Etcd) getJobs(ctx context.Context, ids []string) ([]*mvccpb.KeyValue, error) {
-	out := make([]*mvccpb.KeyValue, 0, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), maxItemsPerTxn)
-		ops := make([]clientv3.Op, n)
-		for i, id := range ids[:n] {
-			ops[i] = clientv3.OpGet(jobKey(id))
-		}
-		err := e.do(ctx, "list jobs", func(ctx context.Context) error {
-			resp, err := e.kv.Txn(ctx).Then(ops...).Commit()
-			if err != nil {
-				return err
-			}
-			for _, r := range resp.Responses {
-				var kv *mvccpb.KeyValue
-				if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-					kv = kvs[0]
-				}
-				out = append(out, kv)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		ids = ids[n:]
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = jobKey(id)
 	}
-	return out, nil
+	return e.getKeys(ctx, "list jobs", keys)
 }
