@@ -245,11 +245,10 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	if opts.Expand == nil {
 		opts.Expand = ExpandEnv
 	}
-	jsonData, err := yamlToJSON(data)
+	jsonData, pos, err := yamlToJSON(data)
 	if err != nil {
 		return nil, &ConfigError{File: name, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)}
 	}
-	pos := parsePositions(data)
 	// The file's top level first, then each operation on its own, so that
 	// an error names the operation (and a bad one does not hide the rest).
 	var top struct {
@@ -413,13 +412,21 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 }
 
 // yamlToJSON reads YAML 1.2 (so keys such as y, n, on or yes stay strings,
-// unlike YAML 1.1) or JSON, and returns it as JSON.
-func yamlToJSON(data []byte) ([]byte, error) {
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, err
+// unlike YAML 1.1) or JSON, and returns it as JSON, with where each of its
+// fields is written (one parse serves both).
+func yamlToJSON(data []byte) ([]byte, positions, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, positions{}, err
 	}
-	return json.Marshal(jsonable(v))
+	var v any
+	if doc.Kind != 0 { // an empty file is null
+		if err := doc.Decode(&v); err != nil {
+			return nil, positions{}, err
+		}
+	}
+	out, err := json.Marshal(jsonable(v))
+	return out, positionsOf(&doc), err
 }
 
 // jsonable turns the maps YAML decodes with non-string keys into

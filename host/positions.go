@@ -12,9 +12,9 @@ import (
 // file, YAML or JSON (JSON is YAML), for errors that name the line.
 type positions struct{ root *yaml.Node }
 
-func parsePositions(data []byte) positions {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+// positionsOf are the positions of a parsed document.
+func positionsOf(doc *yaml.Node) positions {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return positions{}
 	}
 	return positions{root: doc.Content[0]}
