@@ -425,27 +425,27 @@ func yamlToJSON(data []byte) ([]byte, positions, error) {
 			return nil, positions{}, err
 		}
 	}
-	out, err := json.Marshal(jsonable(v))
+	out, err := json.Marshal(StringKeyed(v))
 	return out, positionsOf(&doc), err
 }
 
-// jsonable turns the maps YAML decodes with non-string keys into
-// string-keyed ones.
-func jsonable(v any) any {
+// StringKeyed turns the maps YAML decodes with non-string keys into
+// string-keyed ones, so the value can be encoded as JSON.
+func StringKeyed(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			t[k] = jsonable(e)
+			t[k] = StringKeyed(e)
 		}
 	case map[any]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
-			m[fmt.Sprint(k)] = jsonable(e)
+			m[fmt.Sprint(k)] = StringKeyed(e)
 		}
 		return m
 	case []any:
 		for i, e := range t {
-			t[i] = jsonable(e)
+			t[i] = StringKeyed(e)
 		}
 	}
 	return v

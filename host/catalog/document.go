@@ -163,7 +163,7 @@ func parseText(data []byte) (*yaml.Node, any, Problems) {
 	if err := root.Decode(&v); err != nil {
 		return nil, nil, Problems{yamlProblem(err)}
 	}
-	raw, err := json.Marshal(jsonable(v))
+	raw, err := json.Marshal(host.StringKeyed(v))
 	if err != nil {
 		return nil, nil, Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}
@@ -267,28 +267,6 @@ func goTypeName(t reflect.Type) string {
 		return "a mapping"
 	}
 	return t.String()
-}
-
-// jsonable turns the maps YAML decodes with non-string keys into
-// string-keyed ones.
-func jsonable(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = jsonable(e)
-		}
-	case map[any]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range t {
-			t[i] = jsonable(e)
-		}
-	}
-	return v
 }
 
 func decodeJSON(raw []byte) (any, error) {
