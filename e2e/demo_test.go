@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -237,48 +236,18 @@ func TestDemoStopsFast(t *testing.T) {
 	// The restarted gateway serves the same MCP session from its record,
 	// and with it the caller's session and job.
 	d.run()
-	poll := rawCall(t, d.mcpURL(), cs.ID(), "follow_logs_poll", map[string]any{"session_id": sid})
+	old := &mcptest.Client{T: t, URL: d.mcpURL(), Session: cs.ID(), Version: "2025-11-25"}
+	restored := func(tool string, args map[string]any) map[string]any {
+		var res mcptest.CallResult
+		old.OK("tools/call", map[string]any{"name": tool, "arguments": args}, &res)
+		return res.StructuredContent
+	}
+	poll := restored("follow_logs_poll", map[string]any{"session_id": sid})
 	if poll["status"] != "stopped" || poll["end_reason"] != "shutdown" {
 		t.Errorf("session after the restart: %v", poll)
 	}
-	status := rawCall(t, d.mcpURL(), cs.ID(), "slow_count_status", map[string]any{"job_id": jid})
+	status := restored("slow_count_status", map[string]any{"job_id": jid})
 	if e, _ := status["error"].(map[string]any); status["status"] != "failed" || e["code"] != "shutdown" {
 		t.Errorf("job after the restart: %v", status)
 	}
-}
-
-// rawCall calls a tool over plain HTTP in the MCP session sessionID and
-// returns its structured result.
-func rawCall(t *testing.T, url, sessionID, tool string, args map[string]any) map[string]any {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-		"params": map[string]any{"name": tool, "arguments": args}})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sessionID)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		var msg struct {
-			Result struct {
-				StructuredContent map[string]any `json:"structuredContent"`
-				IsError           bool           `json:"isError"`
-			} `json:"result"`
-		}
-		if json.Unmarshal([]byte(data), &msg) == nil && msg.Result.StructuredContent != nil {
-			return msg.Result.StructuredContent
-		}
-	}
-	t.Fatalf("%s in session %s: %s %s", tool, sessionID, resp.Status, b)
-	return nil
 }
