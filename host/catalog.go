@@ -257,7 +257,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		Operations []json.RawMessage      `json:"operations"`
 	}
 	if err := strictDecode(jsonData, &top); err != nil {
-		field, reason := describeDecodeError(err, jsonFields(reflect.TypeOf(File{})))
+		field, reason := describeDecodeError(err, JSONFields(reflect.TypeOf(File{})))
 		return nil, &ConfigError{File: name, Line: pos.find(field), Field: field, Reason: reason}
 	}
 	if top.Version != 0 && top.Version != 1 {
@@ -275,7 +275,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			if label == "" || !toolNameRE.MatchString(label) {
 				label = fmt.Sprintf("#%d", i+1)
 			}
-			field, reason := describeDecodeError(err, jsonFields(reflect.TypeOf(OperationDecl{})))
+			field, reason := describeDecodeError(err, JSONFields(reflect.TypeOf(OperationDecl{})))
 			undecoded[i] = &ConfigError{File: name, Line: pos.line(label, field), Operation: label, Field: field, Reason: reason}
 		}
 	}

@@ -116,8 +116,8 @@ func splitPath(field string) []string {
 	return parts
 }
 
-// jsonFields are the JSON names of a struct type's fields.
-func jsonFields(t reflect.Type) []string {
+// JSONFields are the JSON names of a struct type's fields, in order.
+func JSONFields(t reflect.Type) []string {
 	var names []string
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")

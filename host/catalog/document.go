@@ -64,20 +64,10 @@ var ErrAdapters = errors.New("a catalog cannot declare adapter executables: whoe
 
 // Known fields: an entry's (host.OperationDecl) and its annotations'.
 var (
-	entryFields      = jsonFields(reflect.TypeFor[host.OperationDecl]())
-	annotationFields = jsonFields(reflect.TypeFor[host.Annotations]())
+	entryFields      = host.JSONFields(reflect.TypeFor[host.OperationDecl]())
+	annotationFields = host.JSONFields(reflect.TypeFor[host.Annotations]())
 	fileFields       = []string{"version", "adapters", "operations"}
 )
-
-func jsonFields(t reflect.Type) []string {
-	var out []string
-	for f := range t.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			out = append(out, name)
-		}
-	}
-	return out
-}
 
 // ParseDocument reads an operations file (YAML or JSON) as a catalog
 // document. Problems name the field with a pointer and the line: text
