@@ -299,10 +299,11 @@ func (c *loadClient) connect() error {
 
 // classify sorts a failure: retryable when the answer says to retry (503
 // with Retry-After, a JSON-RPC error or tool error saying "retry", the
-// load balancer's 502 for a replica that died mid-request).
+// load balancer's 502 for a replica that died mid-request, a call or job
+// cut by its adapter's crash, which the next call restarts).
 func classify(err error) outcome {
 	s := err.Error()
-	for _, r := range []string{"retry", "Bad Gateway", "502", "503", "Service Unavailable", "connection refused", "EOF",
+	for _, r := range []string{"retry", "stopped during the call", "Bad Gateway", "502", "503", "Service Unavailable", "connection refused", "EOF",
 		"connection reset", "client is closing", "request terminated without response", "session not found", "unavailable"} {
 		if strings.Contains(s, r) {
 			return outcome{err: err, retryable: true}
@@ -492,6 +493,11 @@ func (c *loadClient) job(i int) outcome {
 	}
 	if status["status"] == "failed" && strings.Contains(fmt.Sprint(status["error"]), "owner_lost") {
 		return outcome{err: fmt.Errorf("job %s: owner_lost", id), ownerLost: true}
+	}
+	if status["status"] == "failed" && want == "succeeded" {
+		// A job cut by its adapter's crash fails with an error saying
+		// so; starting it again is the retry.
+		return classify(fmt.Errorf("job %s ended %v, want %s", id, status, want))
 	}
 	if status["status"] != want {
 		return fail("job %s ended %v, want %s", id, status, want)
