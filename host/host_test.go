@@ -165,6 +165,12 @@ type fixture struct {
 
 func newFixture(t testing.TB, yaml string) (*fixture, error) {
 	t.Helper()
+	return newFixtureWith(t, yaml, host.SupervisorOptions{HealthInterval: -1})
+}
+
+// newFixtureWith is newFixture with the adapters' supervisor options.
+func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fixture, error) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +197,7 @@ func newFixture(t testing.TB, yaml string) (*fixture, error) {
 		if s := sups[spec.Key()]; s != nil {
 			return s, nil
 		}
-		s := host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
+		s := host.NewSupervisor(spec, opts)
 		sups[spec.Key()] = s
 		f.sup = s
 		return s, nil

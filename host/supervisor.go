@@ -44,6 +44,9 @@ type SupervisorOptions struct {
 	// ping kills it so the next call restarts it. Default 10s; negative
 	// disables pinging.
 	HealthInterval time.Duration
+	// PingTimeout bounds one health ping: an adapter that does not answer
+	// in time (stopped, deadlocked) counts as failed. Default 5s.
+	PingTimeout time.Duration
 	// StartTimeout bounds the process start and handshake. Default 10s.
 	StartTimeout time.Duration
 	// MaxBackoff caps the wait between failed starts. Default 30s.
@@ -87,6 +90,9 @@ func NewSupervisor(spec AdapterSpec, opts SupervisorOptions) *Supervisor {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = 5 * time.Second
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
@@ -244,6 +250,16 @@ func (s *Supervisor) healthLoop() {
 	defer close(s.done)
 	t := time.NewTicker(s.opts.HealthInterval)
 	defer t.Stop()
+	// A ping in flight ends with the supervisor.
+	base, stopPing := context.WithCancel(context.Background())
+	defer stopPing()
+	go func() {
+		select {
+		case <-s.stop:
+			stopPing()
+		case <-base.Done():
+		}
+	}()
 	for {
 		select {
 		case <-s.stop:
@@ -256,7 +272,13 @@ func (s *Supervisor) healthLoop() {
 		if p == nil || p.Exited() {
 			continue
 		}
-		if err := p.Ping(); err != nil {
+		ctx, cancel := context.WithTimeout(base, s.opts.PingTimeout)
+		err := p.Ping(ctx)
+		cancel()
+		if base.Err() != nil {
+			return
+		}
+		if err != nil {
 			telemetry.AdapterPingFailed(s.spec.Name)
 			s.mu.Lock()
 			if s.proc == p {

@@ -72,7 +72,7 @@ func TestAttach(t *testing.T) {
 			t.Fatalf("describe: %+v %v", info, err)
 		}
 		invokeEcho(t, p.Client)
-		if err := p.Ping(); err != nil || !p.Alive() || p.Exited() || p.PID() != os.Getpid() {
+		if err := p.Ping(context.Background()); err != nil || !p.Alive() || p.Exited() || p.PID() != os.Getpid() {
 			t.Fatalf("ping %v, alive %v, exited %v, pid %d", err, p.Alive(), p.Exited(), p.PID())
 		}
 		p.Kill() // closes the connection only: the next round attaches again

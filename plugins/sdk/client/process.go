@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
@@ -50,6 +52,7 @@ type Process struct {
 	*Client
 	plugin   *plugin.Client
 	conn     *grpc.ClientConn
+	pid      int // of a started process, kept after it exits
 	attached bool
 }
 
@@ -104,7 +107,11 @@ func Start(cfg Config) (*Process, error) {
 	cl := New(conn)
 	cl.version = c.NegotiatedVersion()
 	cl.onSpans, cl.observer = cfg.OnSpans, cfg.Observe
-	return &Process{Client: cl, plugin: c, conn: conn, attached: cfg.Reattach != nil}, nil
+	pr := &Process{Client: cl, plugin: c, conn: conn, attached: cfg.Reattach != nil}
+	if rc := c.ReattachConfig(); rc != nil {
+		pr.pid = rc.Pid
+	}
+	return pr, nil
 }
 
 // reattachConfig turns an SDK reattach config into go-plugin's. The
@@ -153,13 +160,13 @@ func ReattachFromEnv(name string) (*sdk.ReattachConfig, error) {
 	return &rc, nil
 }
 
-// Ping checks that the adapter answers go-plugin's health check.
-func (p *Process) Ping() error {
-	cp, err := p.plugin.Client()
-	if err != nil {
-		return err
-	}
-	return cp.Ping()
+// Ping checks that the adapter answers go-plugin's health check before
+// ctx ends. A stopped or wedged process keeps its connection open and
+// never answers, so callers bound ctx.
+func (p *Process) Ping(ctx context.Context) error {
+	_, err := grpc_health_v1.NewHealthClient(p.conn).Check(ctx,
+		&grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	return err
 }
 
 // Alive is a cheap check that the process runs and its connection is not
@@ -175,14 +182,37 @@ func (p *Process) Alive() bool {
 // Exited reports whether the process is known to have exited.
 func (p *Process) Exited() bool { return p.plugin.Exited() }
 
-// Kill stops the process: gracefully, then by force. An attached process
-// is left running; only the connection to it is closed.
+// killGrace is how long Kill waits for go-plugin's graceful shutdown
+// (which itself force-kills a process that does not exit within 2s of
+// being asked) before it kills the process by its pid.
+const killGrace = 5 * time.Second
+
+// Kill stops the process: gracefully, then by force. A process that
+// cannot take part in the graceful shutdown (stopped by a signal,
+// deadlocked) would hold go-plugin's shutdown call forever; after
+// killGrace it is killed by its pid. An attached process is left running;
+// only the connection to it is closed.
 func (p *Process) Kill() {
 	if p.attached {
 		_ = p.conn.Close()
 		return
 	}
-	p.plugin.Kill()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.plugin.Kill()
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(killGrace):
+	}
+	if p.pid > 0 {
+		if proc, err := os.FindProcess(p.pid); err == nil {
+			_ = proc.Kill()
+		}
+	}
+	<-done
 }
 
 // PID is the adapter's process id, 0 once it has exited.
