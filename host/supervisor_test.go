@@ -1,6 +1,9 @@
 package host_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,5 +45,48 @@ func TestHungAdapterIsReplaced(t *testing.T) {
 	}
 	if f.sup.Starts() != starts+1 || f.sup.PID() == pid {
 		t.Fatalf("starts %d pid %d, want %d and a new pid (was %d)", f.sup.Starts(), f.sup.PID(), starts+1, pid)
+	}
+}
+
+// An adapter that cannot start is retried with a doubling backoff (100ms,
+// 200ms, 400ms, ...), not in a tight loop; calls meanwhile fail fast with
+// the last start error — which quotes the end of the process's stderr —
+// and when the next attempt is.
+func TestFailingStartBacksOff(t *testing.T) {
+	t.Parallel()
+	attempts := filepath.Join(t.TempDir(), "attempts")
+	s := host.NewSupervisor(host.AdapterSpec{Name: "broken", Command: "/bin/sh",
+		Args: []string{"-c", "echo start >> " + attempts + "; echo 'cannot open config' >&2; exit 3"}},
+		host.SupervisorOptions{HealthInterval: -1, StartTimeout: 10 * time.Second})
+	t.Cleanup(func() { _ = s.Close() })
+	count := func() int {
+		b, _ := os.ReadFile(attempts)
+		return strings.Count(string(b), "start")
+	}
+	began, calls, fastFails := time.Now(), 0, 0
+	for count() < 4 {
+		if time.Since(began) > time.Minute {
+			t.Fatalf("%d start attempts in a minute", count())
+		}
+		_, err := s.Client(context.Background())
+		calls++
+		switch {
+		case err == nil:
+			t.Fatal("the broken adapter started")
+		case strings.Contains(err.Error(), `adapter "broken" failed to start`) && strings.Contains(err.Error(), "next attempt in"):
+			fastFails++
+		}
+		// The error says what the process said before it exited.
+		if want := `without the go-plugin handshake (is it a Crank adapter?); its stderr ends with: "cannot open config"`; !strings.Contains(err.Error(), want) {
+			t.Fatalf("start error %q, want it to contain %q", err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Four attempts are at least 100+200+400ms apart: load only adds to it.
+	if took := time.Since(began); took < 700*time.Millisecond {
+		t.Errorf("4 start attempts within %s: the backoff was not kept", took)
+	}
+	if fastFails < calls/2 {
+		t.Errorf("%d of %d calls failed fast while the adapter was backing off", fastFails, calls)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -88,11 +90,16 @@ func Start(cfg Config) (*Process, error) {
 		pc.Managed = true
 		pc.SkipHostEnv = true
 	}
+	var stderr *tailWriter
+	if cfg.Cmd != nil {
+		stderr = &tailWriter{max: 1024}
+		pc.Stderr = stderr
+	}
 	c := plugin.NewClient(pc)
 	cp, err := c.Client()
 	if err != nil {
-		c.Kill()
-		return nil, err
+		c.Kill() // waits for the stderr copy to end
+		return nil, startError(err, stderr)
 	}
 	raw, err := cp.Dispense(wire.PluginName)
 	if err != nil {
@@ -224,4 +231,45 @@ func (p *Process) PID() int {
 		return rc.Pid
 	}
 	return 0
+}
+
+// startError says why a launched process did not start, shorter than
+// go-plugin's diagnosis, with the end of what the process wrote to
+// stderr: a program that is no adapter, or an adapter that exits before
+// its handshake, usually says why there.
+func startError(err error, stderr *tailWriter) error {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if strings.Contains(err.Error(), "Failed to read any lines from plugin's stdout") {
+		msg = "it exited or closed its stdout without the go-plugin handshake (is it a Crank adapter?)"
+	}
+	if tail := stderr.String(); tail != "" {
+		return fmt.Errorf("%s; its stderr ends with: %q", msg, tail)
+	}
+	return errors.New(msg)
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if over := len(w.b) - w.max; over > 0 {
+		w.b = append(w.b[:0], w.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(string(w.b))
 }
