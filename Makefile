@@ -1,6 +1,6 @@
 # Crank: an MCP gateway inside Caddy.
 #   make run    the demo gateway on http://127.0.0.1:8080/mcp (Ctrl-C stops it)
-#   make test   every test: lint, protocol freshness, unit, race, end-to-end
+#   make test   every test: lint, protocol freshness, unit, race, end-to-end (also against a race-built gateway)
 #   make bench  latency and throughput of a tool call vs its baselines
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
@@ -14,7 +14,7 @@ GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit lint vet fmt-check deps-check proto proto-check ts-deps bench loadtest fuzz clean
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps bench loadtest fuzz clean
 
 all: build
 
@@ -29,10 +29,17 @@ $(BIN): $(GOFILES) go.mod go.sum
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 
-test: lint deps-check proto-check ts-deps unit
+test: lint deps-check proto-check ts-deps unit e2e-race
 
 unit:
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
+
+# End-to-end tests of the stateful paths (sessions and jobs across replicas,
+# resumption, reloads, adapter crashes, both protocol generations) against a
+# gateway built with the race detector; a race it reports fails the test.
+E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations
+e2e-race:
+	CRANK_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^($(E2E_RACE))$$' ./e2e/
 
 lint: fmt-check vet
 

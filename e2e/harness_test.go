@@ -25,6 +25,14 @@ import (
 // crankBin is the crank executable built once by TestMain.
 var crankBin string
 
+// raceGateway builds the gateway with the race detector
+// (CRANK_E2E_RACE=1, `make e2e-race`): a race in the gateway or an
+// adapter process fails the test whose process reported it.
+var raceGateway = os.Getenv("CRANK_E2E_RACE") != ""
+
+// raceReport is what the race detector prints on finding a race.
+const raceReport = "WARNING: DATA RACE"
+
 // repoRoot is the repository root.
 var repoRoot = func() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -39,7 +47,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	crankBin = filepath.Join(dir, "crank")
-	build := exec.Command("go", "build", "-o", crankBin, "./cmd/crank")
+	args := []string{"build", "-o", crankBin}
+	if raceGateway {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/crank")...)
 	build.Dir = repoRoot
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -203,6 +215,9 @@ func (g *gateway) stop() {
 	case <-time.After(15 * time.Second):
 		_ = g.cmd.Process.Kill()
 		<-g.exited
+	}
+	if strings.Contains(g.log.String(), raceReport) {
+		g.t.Errorf("the race detector reported a race in the gateway or an adapter")
 	}
 	if g.t.Failed() {
 		g.t.Logf("crank log:\n%s", g.log.String())

@@ -412,13 +412,10 @@ func TestOpenAPIDemo(t *testing.T) {
 
 	// The official TypeScript SDK checks a result against the tool's
 	// output schema (with formats): it takes the window.
-	tsDir := filepath.Join(repoRoot, "e2e", "ts")
-	node, err := exec.LookPath("node")
-	if _, serr := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk")); serr != nil || err != nil {
-		t.Log("no node or e2e/ts/node_modules (make ts-deps): the TypeScript SDK check is left out")
+	if !tsClientAvailable(t) {
 		return
 	}
-	cmd := exec.CommandContext(ctx, node, filepath.Join(tsDir, "client.mjs"), g.MCPURL,
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "client.mjs"), g.MCPURL,
 		`[{"op":"listTools"},{"op":"callTool","name":"api_watch_logs","arguments":{"service":"search"}}]`)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -16,15 +16,31 @@ import (
 // is not installed in e2e/ts or node is missing.
 func requireTSClient(t *testing.T) {
 	t.Helper()
+	if !tsClientAvailable(t) {
+		t.SkipNow()
+	}
+}
+
+// tsClientAvailable reports whether the TypeScript SDK client can run,
+// for a test that checks more than the client: it logs why not, and
+// fails the test under CI, where no TypeScript check may be left out
+// silently.
+func tsClientAvailable(t *testing.T) bool {
+	t.Helper()
+	var missing string
 	if _, err := os.Stat(filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
-		}
-		t.Skip("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
+		missing = "e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)"
+	} else if _, err := exec.LookPath("node"); err != nil {
+		missing = "node is not installed"
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is required for the TypeScript SDK test")
+	if missing == "" {
+		return true
 	}
+	if os.Getenv("CI") != "" {
+		t.Fatal(missing + "; the TypeScript SDK check cannot run")
+	}
+	t.Log(missing + "; the TypeScript SDK check is left out")
+	return false
 }
 
 // runTSClient runs e2e/ts/client.mjs against the gateway with a script of

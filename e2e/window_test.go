@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -363,17 +362,7 @@ func TestWindowWireContract(t *testing.T) {
 // TypeScript SDK, collecting its progress notifications.
 func TestWindowTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	tsDir := filepath.Join(repoRoot, "e2e", "ts")
-	if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
-		}
-		t.Skip("e2e/ts/node_modules is missing: run `make ts-deps` (npm ci in e2e/ts)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is required for the TypeScript SDK test")
-	}
+	requireTSClient(t)
 	up := streamUpstream(t)
 	g := startGateway(t, gatewayOptions{Operations: windowOperations(up.URL)})
 	script := `[
@@ -382,7 +371,7 @@ func TestWindowTypeScriptClient(t *testing.T) {
 	]`
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(tsDir, "client.mjs"), g.MCPURL, script)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "client.mjs"), g.MCPURL, script)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
