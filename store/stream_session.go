@@ -588,6 +588,15 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 	op := "poll stream session " + id
 	var res *PollResult
 	var out *streamSessionRecord
+	// The items read by an attempt that lost the race to an append serve
+	// the next attempt too: appends add items after them, and only a poll
+	// (which moves AckedSeq) removes any.
+	var read struct {
+		from  uint64
+		limit int64
+		kvs   []*mvccpb.KeyValue
+		ok    bool
+	}
 	rev, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
 		r, err := liveStreamSession(kv, &scope, now)
@@ -625,13 +634,16 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 			// being acknowledged now (their sizes leave the buffer), the
 			// rest are candidates for this poll.
 			limit := int64(ack-r.AckedSeq) + int64(maxItems) + 1
-			resp, err := e.kv.Get(p.ctx, itemKey(id, r.AckedSeq+1),
-				clientv3.WithRange(clientv3.GetPrefixRangeEnd(itemsPrefix(id))), clientv3.WithLimit(limit))
-			if err != nil {
-				return err
+			if !read.ok || read.from != r.AckedSeq || read.limit != limit {
+				resp, err := e.kv.Get(p.ctx, itemKey(id, r.AckedSeq+1),
+					clientv3.WithRange(clientv3.GetPrefixRangeEnd(itemsPrefix(id))), clientv3.WithLimit(limit))
+				if err != nil {
+					return err
+				}
+				read.from, read.limit, read.kvs, read.ok = r.AckedSeq, limit, resp.Kvs, true
 			}
 			var size int64
-			for _, ikv := range resp.Kvs {
+			for _, ikv := range read.kvs {
 				seq, err := strconv.ParseUint(string(ikv.Key[len(itemsPrefix(id)):]), 10, 64)
 				if err != nil {
 					return fmt.Errorf("store: stream session %s: bad item key %q", id, ikv.Key)

@@ -145,11 +145,21 @@ func (p *plan) del(key string, opts ...clientv3.OpOption) {
 // It returns the revision of the commit (0 when nothing was written).
 func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.KeyValue, p *plan) error) (int64, error) {
 	backoff := casBackoffMin
+	// A lost race's transaction reads the key's current value back, so
+	// the next attempt starts from it without a read of its own: against a
+	// writer that commits often (a session's items arriving), the window
+	// between reading and committing is one round trip.
+	var fresh *mvccpb.KeyValue
+	haveFresh := false
 	for attempt := 0; attempt < casAttempts; attempt++ {
-		kv, err := e.get(ctx, op, key)
-		if err != nil {
-			return 0, err
+		kv := fresh
+		var err error
+		if !haveFresh {
+			if kv, err = e.get(ctx, op, key); err != nil {
+				return 0, err
+			}
 		}
+		fresh, haveFresh = nil, false
 		// Lease grants inside step run under their own operation timeout.
 		sctx, cancel := e.opCtx(ctx)
 		p := e.newPlan(sctx)
@@ -172,11 +182,22 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 		var ok bool
 		var rev int64
 		err = e.do(ctx, op, func(ctx context.Context) error {
-			resp, err := e.kv.Txn(ctx).If(cmps...).Then(p.ops...).Commit()
+			resp, err := e.kv.Txn(ctx).If(cmps...).Then(p.ops...).Else(clientv3.OpGet(key)).Commit()
 			if err != nil {
 				return err
 			}
 			ok, rev = resp.Succeeded, resp.Header.GetRevision()
+			if !ok && len(resp.Responses) == 1 {
+				// The key's mod revision is what failed when the other
+				// comparisons hold; otherwise the next attempt's step
+				// sees the same value and decides again.
+				if r := resp.Responses[0].GetResponseRange(); r != nil {
+					if len(r.Kvs) > 0 {
+						fresh = r.Kvs[0]
+					}
+					haveFresh = true
+				}
+			}
 			return nil
 		})
 		if isLeaseNotFound(err) {
@@ -192,7 +213,13 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 			e.wrote()
 			return rev, nil
 		}
-		// Lost the race: back off a little and re-apply on fresh state.
+		// Lost the race: re-apply at once on the value read back (a lost
+		// race means another writer committed, so someone progresses;
+		// waiting would only let a busy writer commit again). Without one,
+		// back off a little and re-read.
+		if haveFresh {
+			continue
+		}
 		d := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(d):
