@@ -257,7 +257,7 @@ func startFront(t testing.TB, replicas []*gateway) *gateway {
 	for _, r := range replicas {
 		upstreams = append(upstreams, "127.0.0.1:"+strconv.Itoa(r.port))
 	}
-	g := &gateway{t: t, dir: t.TempDir(), port: freePort(t), admin: freePort(t), log: &syncBuffer{}, exited: make(chan struct{})}
+	g := &gateway{t: t, dir: t.TempDir(), port: freePort(t), admin: freePort(t), log: &syncBuffer{}}
 	g.MCPURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)
 	g.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", g.admin)
 	writeFile(t, filepath.Join(g.dir, "Caddyfile"), fmt.Sprintf(`{
@@ -277,23 +277,11 @@ http://127.0.0.1:%d {
 	}
 }
 `, g.admin, g.port, strings.Join(upstreams, " ")))
-	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
-	g.cmd.Dir = g.dir
-	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
-	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
-	if err := g.cmd.Start(); err != nil {
+	if err := g.launch(nil); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = g.cmd.Wait(); close(g.exited) }()
 	t.Cleanup(g.stop)
-	waitFor(t, "the load balancer to answer", func() bool {
-		resp, err := http.Get(g.MCPURL)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	})
+	g.waitAnswering("the load balancer to answer")
 	return g
 }
 
@@ -307,24 +295,10 @@ func (g *gateway) kill() {
 // waits until its MCP endpoint answers.
 func (g *gateway) restart() {
 	g.t.Helper()
-	g.exited = make(chan struct{})
-	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
-	g.cmd.Dir = g.dir
-	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
-	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
-	if err := g.cmd.Start(); err != nil {
+	if err := g.launch(nil); err != nil {
 		g.t.Fatal(err)
 	}
-	exited, cmd := g.exited, g.cmd
-	go func() { _ = cmd.Wait(); close(exited) }()
-	waitFor(g.t, "the restarted replica to answer", func() bool {
-		resp, err := http.Get(g.MCPURL)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	})
+	g.waitAnswering("the restarted replica to answer")
 }
 
 // killPID sends SIGKILL to pid.

@@ -155,21 +155,15 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 	t.Helper()
 	g := &gateway{t: t, dir: t.TempDir(), port: freePort(t), admin: freePort(t), etcd: freePort(t), peer: freePort(t),
-		log: &syncBuffer{}, exited: make(chan struct{})}
+		log: &syncBuffer{}}
 	g.MCPURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)
 	g.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", g.admin)
 	writeFile(t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
 	writeFile(t, filepath.Join(g.dir, "Caddyfile"), g.caddyfile(opts))
 
-	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
-	g.cmd.Dir = g.dir
-	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
-	g.cmd.Env = append(g.cmd.Env, opts.Env...)
-	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
-	if err := g.cmd.Start(); err != nil {
+	if err := g.launch(opts.Env); err != nil {
 		return nil, err
 	}
-	go func() { _ = g.cmd.Wait(); close(g.exited) }()
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -201,6 +195,37 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// launch starts crank on g's Caddyfile, in g's directory (its home and
+// XDG directories too), with env (NAME=value) added, writing to g's log;
+// g.exited closes when the process ends.
+func (g *gateway) launch(env []string) error {
+	g.exited = make(chan struct{})
+	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
+	g.cmd.Dir = g.dir
+	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
+	g.cmd.Env = append(g.cmd.Env, env...)
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		return err
+	}
+	exited, cmd := g.exited, g.cmd
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return nil
+}
+
+// waitAnswering waits until g's MCP URL answers HTTP at all.
+func (g *gateway) waitAnswering(what string) {
+	g.t.Helper()
+	waitFor(g.t, what, func() bool {
+		resp, err := http.Get(g.MCPURL)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
 }
 
 // stop ends crank gracefully (so it stops its adapters) and kills it if it
