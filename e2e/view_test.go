@@ -206,3 +206,71 @@ func TestDemoDiscoverySize(t *testing.T) {
 		}
 	})
 }
+
+// A large imported API: SendGrid's v3 OpenAPI document (sendgrid-oai, MIT
+// licence; kin-openapi keeps a copy as test data, read here from the Go
+// module cache), one tool per operation, in full (/mcp) and in discovery
+// mode (/discover).
+func TestLargeAPIDiscoverySize(t *testing.T) {
+	t.Parallel()
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/getkin/kin-openapi").Output()
+	if err != nil {
+		t.Fatalf("locating kin-openapi: %v", err)
+	}
+	doc := filepath.Join(strings.TrimSpace(string(dir)), "openapi3", "testdata", "oai_v3_stoplight.json")
+	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
+operations:
+  - name: sendgrid
+    adapter: rest
+    config:
+      openapi:
+        document: %q
+        base_url: http://127.0.0.1:1
+        credentials: {Authorization: not-a-real-key}
+`, doc), Site: `crank /discover ops.yaml {
+		view {
+			discovery only
+		}
+	}`})
+	size := func(path string) (int, int) {
+		c := &mcptest.Client{T: t, URL: strings.Replace(g.MCPURL, "/mcp", path, 1)}
+		c.Initialize("2025-11-25")
+		r := c.Call("tools/list", map[string]any{})
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.NextCursor != "" {
+			t.Fatalf("tools/list on %s: %+v", path, r.Error)
+		}
+		return len(r.Result), len(res.Tools)
+	}
+	full, fullTools := size("/mcp")
+	disc, discTools := size("/discover")
+	t.Logf("SendGrid v3 tools/list: full %d bytes (%d tools), discovery %d bytes (%d tools), %.0fx smaller",
+		full, fullTools, disc, discTools, float64(full)/float64(disc))
+	if fullTools < 300 || discTools != 3 {
+		t.Errorf("%d tools in full, %d in discovery mode", fullTools, discTools)
+	}
+	// What an agent then reads: one search, one description.
+	c := &mcptest.Client{T: t, URL: strings.Replace(g.MCPURL, "/mcp", "/discover", 1)}
+	c.Initialize("2025-11-25")
+	search := c.Call("tools/call", map[string]any{"name": "search_tools", "arguments": map[string]any{"query": "add emails to a suppression group", "limit": 5}})
+	var hits struct {
+		StructuredContent struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"structuredContent"`
+	}
+	if search.Error != nil || json.Unmarshal(search.Result, &hits) != nil || len(hits.StructuredContent.Tools) == 0 {
+		t.Fatalf("search_tools: %+v", search)
+	}
+	top := hits.StructuredContent.Tools[0].Name
+	describe := c.Call("tools/call", map[string]any{"name": "describe_tool", "arguments": map[string]any{"name": top}})
+	t.Logf("search for \"add emails to a suppression group\": %d bytes, best %s (%v); describe_tool: %d bytes",
+		len(search.Result), top, hits.StructuredContent.Tools, len(describe.Result))
+	if !strings.Contains(strings.ToLower(top), "suppression") {
+		t.Errorf("search for add emails to a suppression group: %v", hits.StructuredContent.Tools)
+	}
+}
