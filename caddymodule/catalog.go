@@ -142,7 +142,8 @@ type adminEndpoint struct {
 }
 
 func (e adminEndpoint) Info() admin.EndpointInfo {
-	info := admin.EndpointInfo{ID: strconv.Itoa(e.id), Workspace: e.h.Workspace, Files: e.h.Operations, Catalog: e.h.Catalog}
+	info := admin.EndpointInfo{ID: strconv.Itoa(e.id), Workspace: e.h.Workspace, Files: e.h.Operations, Catalog: e.h.Catalog,
+		View: e.h.viewInfo()} // view.go
 	e.h.run.mu.Lock()
 	if f := e.h.run.follower; f != nil {
 		s := f.Status()

@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/mcpserver"
 )
 
@@ -130,4 +131,18 @@ func unmarshalToolOverride(d *caddyfile.Dispenser, tool string) (mcpserver.ToolO
 		}
 	}
 	return o, nil
+}
+
+// viewInfo is what the handler's view publishes of the host it serves
+// now, for the admin API; nil without a view.
+func (h *Handler) viewInfo() *admin.EndpointView {
+	if h.View == nil || h.ep == nil {
+		return nil
+	}
+	discovery, tools := h.ep.ViewTools(h.currentHost())
+	out := &admin.EndpointView{Discovery: discovery, Tools: []admin.ViewTool{}}
+	for _, t := range tools {
+		out.Tools = append(out.Tools, admin.ViewTool(t))
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -82,6 +83,37 @@ func TestViewEndpoints(t *testing.T) {
 			!strings.Contains(err.Error(), "unknown tool") {
 			t.Errorf("%s on /curated: %v", name, err)
 		}
+	}
+
+	// The admin API lists each endpoint's view.
+	resp, err := http.Get(g.AdminURL + "/crank/endpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps struct {
+		Endpoints []struct {
+			View *struct {
+				Discovery string `json:"discovery"`
+				Tools     []struct {
+					Name, Tool string
+				} `json:"tools"`
+			} `json:"view"`
+		} `json:"endpoints"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&eps)
+	resp.Body.Close()
+	views := map[string]string{}
+	for _, ep := range eps.Endpoints {
+		if ep.View != nil {
+			var tools []string
+			for _, tl := range ep.View.Tools {
+				tools = append(tools, tl.Name+"="+tl.Tool)
+			}
+			views[ep.View.Discovery] = strings.Join(tools, ",")
+		}
+	}
+	if err != nil || len(views) != 2 || views["off"] != "lookup_user=get_user" || views["only"] != "drop_user=drop_user,get_user=get_user" {
+		t.Errorf("GET /crank/endpoints: %v %v", err, views)
 	}
 
 	intern, admin := g.connectAs(ctx, "intern"), g.connectAs(ctx, "admin")

@@ -539,17 +539,21 @@ type ViewTool struct {
 	Toolsets []string `json:"toolsets,omitempty"`
 }
 
-// ViewTools lists what the endpoint publishes of h, sorted by name; nil
-// without a view.
-func (ep *Endpoint) ViewTools(h *host.Host) []ViewTool {
+// ViewTools lists what the endpoint's view publishes of h, sorted by
+// name, and its discovery mode; "", nil without a view.
+func (ep *Endpoint) ViewTools(h *host.Host) (discovery string, tools []ViewTool) {
+	if ep.view == nil {
+		return "", nil
+	}
+	tools = []ViewTool{}
 	st := ep.viewOf(h)
 	if st == nil {
-		return nil
+		return ep.view.discovery, tools
 	}
-	out := make([]ViewTool, 0, len(st.tools))
+	tools = make([]ViewTool, 0, len(st.tools))
 	for _, vt := range st.tools {
-		out = append(out, ViewTool{Name: vt.name, Tool: vt.hostName, Title: vt.tool.Title, Toolsets: vt.toolsets})
+		tools = append(tools, ViewTool{Name: vt.name, Tool: vt.hostName, Title: vt.tool.Title, Toolsets: vt.toolsets})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	return ep.view.discovery, tools
 }
