@@ -68,7 +68,7 @@ func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Docume
 	if err != nil {
 		return nil, err
 	}
-	if err := h.ep.CheckView(hst); err != nil { // view.go: the view must fit every version
+	if err := h.ep.CheckView(hst); files && err != nil { // view.go: the view must fit every version
 		return nil, err
 	}
 	return hst, nil

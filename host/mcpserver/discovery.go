@@ -477,7 +477,11 @@ func (ep *Endpoint) callMetaTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: vt.hostName, Arguments: in.Arguments}}
-	return ep.callTool(ctx, inner)
+	res, err := ep.callTool(ctx, inner)
+	if st := ep.viewOf(h); st != nil {
+		st.renameResult(vt, res)
+	}
+	return res, err
 }
 
 func boolPtr(b bool) *bool { return &b }

@@ -220,7 +220,44 @@ type viewState struct {
 	tools       []*viewTool // in the host's order
 	byPublished map[string]*viewTool
 	byHost      map[string]*viewTool
-	err         error
+	// renames map the host's names of a family's tools to their
+	// published ones, for the families the view renames.
+	renames map[*host.Operation]map[string]string
+	err     error
+}
+
+// nameRunRE matches the runs of text a tool name can be.
+var nameRunRE = regexp.MustCompile(`[A-Za-z0-9_.-]+`)
+
+// renameRefs replaces the whole tool names of m in s (a trailing . or -
+// ends a sentence, not a name).
+func renameRefs(s string, m map[string]string) string {
+	return nameRunRE.ReplaceAllStringFunc(s, func(w string) string {
+		name := strings.TrimRight(w, ".-")
+		if n, ok := m[name]; ok {
+			return n + w[len(name):]
+		}
+		return w
+	})
+}
+
+// renameResult rewrites the tool names in the result of a call of vt's
+// family (a start result names the status, poll, stop… tools).
+func (st *viewState) renameResult(vt *viewTool, res *mcp.CallToolResult) {
+	m := st.renames[vt.op]
+	if m == nil || res == nil {
+		return
+	}
+	for i, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			res.Content[i] = &mcp.TextContent{Text: renameRefs(tc.Text, m), Meta: tc.Meta, Annotations: tc.Annotations}
+		}
+	}
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			res.StructuredContent = json.RawMessage(renameRefs(string(b), m))
+		}
+	}
 }
 
 // viewTool is one published tool.
@@ -305,8 +342,26 @@ func (v *view) build(h *host.Host) *viewState {
 			st.byHost[vt.hostName] = vt
 		}
 	}
-	// A family tool's meta names its siblings: by their published names.
+	// A family's tools name each other (descriptions, the id argument,
+	// start results): by their published names.
+	st.renames = map[*host.Operation]map[string]string{}
 	for _, vt := range st.tools {
+		if vt.role != "" && vt.name != vt.hostName {
+			if st.renames[vt.op] == nil {
+				st.renames[vt.op] = map[string]string{}
+			}
+			st.renames[vt.op][vt.hostName] = vt.name
+		}
+	}
+	for _, vt := range st.tools {
+		if m := st.renames[vt.op]; m != nil {
+			vt.tool.Description = renameRefs(vt.tool.Description, m)
+			for _, sch := range []*any{&vt.tool.InputSchema, &vt.tool.OutputSchema} {
+				if raw, ok := (*sch).(json.RawMessage); ok {
+					*sch = json.RawMessage(renameRefs(string(raw), m))
+				}
+			}
+		}
 		if vt.op.Family == nil || vt.tool.Meta == nil {
 			continue
 		}
@@ -340,12 +395,17 @@ func (st *viewState) familyNames(op *host.Operation) map[string]string {
 // effectiveAnnotations are an operation's hints with the view's override
 // and MCP's defaults (destructive and open world unless said otherwise).
 func (v *view) effectiveAnnotations(op *host.Operation) host.Annotations {
-	pt := policyTool(op).Annotations
-	a := host.Annotations{ReadOnly: &pt.ReadOnly, Destructive: &pt.Destructive, Idempotent: &pt.Idempotent, OpenWorld: &pt.OpenWorld}
+	a := defaultAnnotations(op)
 	if o := v.cfg.Tools[op.Name].Annotations; o != nil {
 		overlayAnnotations(&a, o)
 	}
 	return a
+}
+
+// defaultAnnotations are an operation's hints, MCP's defaults filled in.
+func defaultAnnotations(op *host.Operation) host.Annotations {
+	pt := policyTool(op).Annotations
+	return host.Annotations{ReadOnly: &pt.ReadOnly, Destructive: &pt.Destructive, Idempotent: &pt.Idempotent, OpenWorld: &pt.OpenWorld}
 }
 
 func overlayAnnotations(dst, o *host.Annotations) {
@@ -420,14 +480,35 @@ func (v *view) publish(u *unit, t *host.Operation, ann host.Annotations, toolset
 		}
 	}
 	if family && t.Role == host.RoleStart {
+		// Keep what the family adds to the operation's description.
+		if rest, ok := strings.CutPrefix(tool.Description, u.op.Description); ok && opOverride.Description != "" {
+			opOverride.Description += rest
+		}
 		apply(opOverride)
+	} else if family && opOverride.Description != "" {
+		// The other tools end with "Job of: <its first line>".
+		first := func(s string) string { s, _, _ = strings.Cut(strings.TrimSpace(s), "\n"); return s }
+		if of := first(u.op.Description); of != "" && strings.HasSuffix(tool.Description, of) {
+			tool.Description = strings.TrimSuffix(tool.Description, of) + first(opOverride.Description)
+		}
 	}
 	apply(v.cfg.Tools[t.Name])
-	if o := v.cfg.Tools[u.op.Name].Annotations; o != nil || v.cfg.Tools[t.Name].Annotations != nil {
-		a := ann
-		if to := v.cfg.Tools[t.Name].Annotations; to != nil && t.Name != u.op.Name {
-			overlayAnnotations(&a, to)
-		}
+	// Annotations: the operation's override is its start tool's (a
+	// family's other tools have hints of their own); a tool's own
+	// override goes on top.
+	own := v.cfg.Tools[t.Name].Annotations
+	if t.Name == u.op.Name {
+		own = nil // already in ann
+	}
+	a, set := ann, v.cfg.Tools[u.op.Name].Annotations != nil
+	if family && t.Role != host.RoleStart {
+		a, set = defaultAnnotations(t), false
+	}
+	if own != nil {
+		overlayAnnotations(&a, own)
+		set = true
+	}
+	if set {
 		tool.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: hint(a, "read_only"), DestructiveHint: a.Destructive,
 			IdempotentHint: hint(a, "idempotent"), OpenWorldHint: a.OpenWorld}
 	}
@@ -483,7 +564,11 @@ func (ep *Endpoint) viewMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			if vt := st.byPublished[cr.Params.Name]; vt != nil {
 				cr.Params.Name = vt.hostName
-				break
+				res, err := next(ctx, method, req)
+				if r, ok := res.(*mcp.CallToolResult); ok {
+					st.renameResult(vt, r)
+				}
+				return res, err
 			}
 			if _, known := st.h.OperationOf(cr.Params.Name); known {
 				// A tool the view hides or renamed: unknown here, as

@@ -209,7 +209,8 @@ func TestViewCuration(t *testing.T) {
 		Tools: map[string]ToolOverride{
 			"get_user": {Name: "lookup_user", Title: "Look up a user", Description: "Find a user by id.",
 				Annotations: &host.Annotations{Idempotent: new(true)}},
-			"report": {Name: "audit", Description: "Audit a user."},
+			"report":        {Name: "audit", Description: "Audit a user.", Annotations: &host.Annotations{Destructive: new(false)}},
+			"report_cancel": {Title: "Stop the audit"},
 		},
 	}, nil)
 	full := viewEndpoint(t, hst, nil, nil)
@@ -225,8 +226,19 @@ func TestViewCuration(t *testing.T) {
 		!lu.Annotations.IdempotentHint || !lu.Annotations.ReadOnlyHint {
 		t.Errorf("lookup_user: %+v %+v", lu, lu.Annotations)
 	}
-	if tools["audit_start"].Description != "Audit a user." || tools["audit_status"].Description == "Audit a user." {
-		t.Errorf("family descriptions: start %q, status %q", tools["audit_start"].Description, tools["audit_status"].Description)
+	// The family's tools name each other by their published names.
+	start, status := tools["audit_start"], tools["audit_status"]
+	if !strings.HasPrefix(start.Description, "Audit a user.\n\nRuns") || !strings.Contains(start.Description, "audit_status") ||
+		strings.Contains(start.Description, "report_") || !strings.Contains(status.Description, "audit_start") ||
+		!strings.HasSuffix(status.Description, "Job of: Audit a user.") {
+		t.Errorf("family descriptions: start %q, status %q", start.Description, status.Description)
+	}
+	if a := start.Annotations; a == nil || a.DestructiveHint == nil || *a.DestructiveHint || status.Annotations == nil ||
+		!status.Annotations.ReadOnlyHint || tools["audit_cancel"].Title != "Stop the audit" {
+		t.Errorf("family annotations and titles: start %+v, status %+v, cancel %q", start.Annotations, status.Annotations, tools["audit_cancel"].Title)
+	}
+	if in, _ := json.Marshal(status.InputSchema); !strings.Contains(string(in), "the audit_start tool returned") {
+		t.Errorf("audit_status's input schema: %s", in)
 	}
 	ex, _ := tools["audit_start"].Meta["io.crank/execution"].(map[string]any)
 	if fam, _ := ex["tools"].(map[string]any); fam["status"] != "audit_status" || fam["result"] != "audit_result" {
@@ -244,10 +256,14 @@ func TestViewCuration(t *testing.T) {
 	// The renamed family works as a unit.
 	res := callText(t, ctx, a, "audit_start", map[string]any{"id": 3})
 	var started struct {
-		JobID string `json:"job_id"`
+		JobID      string `json:"job_id"`
+		ResultTool string `json:"result_tool"`
 	}
-	if err := json.Unmarshal([]byte(resultText(res)), &started); err != nil || started.JobID == "" {
+	if err := json.Unmarshal([]byte(resultText(res)), &started); err != nil || started.JobID == "" || started.ResultTool != "audit_result" {
 		t.Fatalf("audit_start: %s", resultText(res))
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"status_tool":"audit_status"`) {
+		t.Errorf("audit_start's structured content: %s", sc)
 	}
 	mcptest.WaitUntil(t, "the audit job's result", func() bool {
 		r := callText(t, ctx, a, "audit_result", map[string]any{"job_id": started.JobID})
