@@ -202,7 +202,7 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 			continue
 		}
 		if visible(vt) {
-			docs = append(docs, newSearchDoc(vt))
+			docs = append(docs, st.searchDoc(vt))
 		}
 	}
 	hits := rank(docs, terms(*in.Query))
@@ -272,6 +272,17 @@ func newSearchDoc(vt *viewTool) *searchDoc {
 		terms(strings.Join(append(vt.toolsets, args...), " ")),
 		terms(vt.tool.Description + " " + strings.Join(argText, " ")),
 	}}
+}
+
+// searchDoc is vt's search document, made once per view state.
+func (st *viewState) searchDoc(vt *viewTool) *searchDoc {
+	st.docsOnce.Do(func() {
+		st.docs = make(map[*viewTool]*searchDoc, len(st.tools))
+		for _, t := range st.tools {
+			st.docs[t] = newSearchDoc(t)
+		}
+	})
+	return st.docs[vt]
 }
 
 type hit struct {

@@ -224,6 +224,9 @@ type viewState struct {
 	// published ones, for the families the view renames.
 	renames map[*host.Operation]map[string]string
 	err     error
+	// docs are the search documents of the tools (discovery.go).
+	docsOnce sync.Once
+	docs     map[*viewTool]*searchDoc
 }
 
 // nameRunRE matches the runs of text a tool name can be.
@@ -267,7 +270,6 @@ type viewTool struct {
 	tool           *mcp.Tool       // as published
 	op             *host.Operation // the operation (a family's, for its tools)
 	toolsets       []string
-	annotations    host.Annotations // effective hints, MCP defaults filled in
 }
 
 // unit is an operation of the host with the tools it is published as.
@@ -512,7 +514,7 @@ func (v *view) publish(u *unit, t *host.Operation, ann host.Annotations, toolset
 		tool.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: hint(a, "read_only"), DestructiveHint: a.Destructive,
 			IdempotentHint: hint(a, "idempotent"), OpenWorldHint: a.OpenWorld}
 	}
-	return &viewTool{name: name, hostName: t.Name, role: t.Role, tool: tool, op: u.op, toolsets: toolsets, annotations: ann}
+	return &viewTool{name: name, hostName: t.Name, role: t.Role, tool: tool, op: u.op, toolsets: toolsets}
 }
 
 // metaToolNames are the discovery meta-tools (discovery.go).
