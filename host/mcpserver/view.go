@@ -540,6 +540,17 @@ func (ep *Endpoint) viewOf(h *host.Host) *viewState {
 	return ep.view.resolve(h)
 }
 
+// servesTool reports whether the endpoint serves a tool of this name: one
+// its view publishes (or a discovery meta-tool), the host's without a
+// view.
+func (ep *Endpoint) servesTool(h *host.Host, name string) bool {
+	st := ep.viewOf(h)
+	if st == nil {
+		return h.Serves(name)
+	}
+	return st.byPublished[name] != nil || ep.view.discovery != DiscoveryOff && slices.Contains(metaToolNames, name)
+}
+
 // viewMiddleware publishes the view: it rewrites tools/list results and
 // translates the tool name of tools/call.
 func (ep *Endpoint) viewMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
