@@ -490,3 +490,68 @@ func TestSearchRanking(t *testing.T) {
 		t.Errorf("no match: %+v", hits)
 	}
 }
+
+// BenchmarkViewCall compares one get_user call (the REST adapter, a
+// loopback upstream) through an endpoint without a view, through one
+// whose view renames it, and through call_tool in discovery mode, all
+// over one host: view/plain and call_tool/plain are what the view and
+// the meta-tool cost per call.
+func BenchmarkViewCall(b *testing.B) {
+	up := mcptest.NewUsers(b)
+	hst := newTestHost(b, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
+	ctx := context.Background()
+	connect := func(cfg *ViewConfig) *mcp.ClientSession {
+		opts := testOptions("default")
+		opts.View = cfg
+		ep, err := New(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ep.Attach(hst, nil)
+		srv := httptest.NewServer(ep)
+		b.Cleanup(func() { srv.Close(); _ = ep.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	plain := connect(nil)
+	viewed := connect(&ViewConfig{Tools: map[string]ToolOverride{"get_user": {Name: "lookup_user"}}})
+	meta := connect(&ViewConfig{Discovery: DiscoveryOnly})
+	calls := []struct {
+		cs     *mcp.ClientSession
+		params *mcp.CallToolParams
+	}{
+		{plain, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 7}}},
+		{viewed, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"id": 7}}},
+		{meta, &mcp.CallToolParams{Name: callToolName, Arguments: map[string]any{"name": "get_user", "arguments": map[string]any{"id": 7}}}},
+	}
+	call := func(i int) {
+		res, err := calls[i].cs.CallTool(ctx, calls[i].params)
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %+v", calls[i].params.Name, err, res)
+		}
+	}
+	for i := range calls { // warm: the adapter process, connections
+		call(i)
+	}
+	// Interleaved, so that the machine's drift weighs on each alike.
+	took := make([]time.Duration, len(calls))
+	b.ResetTimer()
+	for range b.N {
+		for i := range calls {
+			start := time.Now()
+			call(i)
+			took[i] += time.Since(start)
+		}
+	}
+	for i := range took {
+		took[i] /= time.Duration(b.N)
+	}
+	b.ReportMetric(float64(took[0].Microseconds()), "plain-us/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "view/plain")
+	b.ReportMetric(float64(took[2])/float64(took[0]), "call_tool/plain")
+}
