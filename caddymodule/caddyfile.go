@@ -54,6 +54,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    max_mcp_session_state       <size>
 //	    auth   { ... }   (auth.go)
 //	    policy { ... }   (auth.go)
+//	    view   { ... }   (view.go)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -123,6 +124,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalAuthz(d); ok || err != nil { // auth.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalView(d); ok || err != nil { // view.go
 				if err != nil {
 					return err
 				}

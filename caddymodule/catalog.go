@@ -63,8 +63,15 @@ func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Docume
 			return nil, err
 		}
 	}
-	return host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
+	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.ep.CheckView(hst); files && err != nil { // view.go: the view must fit every version
+		return nil, err
+	}
+	return hst, nil
 }
 
 // followCatalog serves the handler's catalog: the current version now
@@ -135,7 +142,8 @@ type adminEndpoint struct {
 }
 
 func (e adminEndpoint) Info() admin.EndpointInfo {
-	info := admin.EndpointInfo{ID: strconv.Itoa(e.id), Workspace: e.h.Workspace, Files: e.h.Operations, Catalog: e.h.Catalog}
+	info := admin.EndpointInfo{ID: strconv.Itoa(e.id), Workspace: e.h.Workspace, Files: e.h.Operations, Catalog: e.h.Catalog,
+		View: e.h.viewInfo()} // view.go
 	e.h.run.mu.Lock()
 	if f := e.h.run.follower; f != nil {
 		s := f.Status()

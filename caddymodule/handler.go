@@ -71,6 +71,9 @@ type Handler struct {
 	// sees and calls with which arguments.
 	Auth   *AuthConfig   `json:"auth,omitempty"`
 	Policy *PolicyConfig `json:"policy,omitempty"`
+	// View curates the tools this endpoint publishes and turns on the
+	// discovery meta-tools (view.go).
+	View *mcpserver.ViewConfig `json:"view,omitempty"`
 
 	ctx      caddy.Context
 	logger   *zap.Logger
@@ -207,6 +210,9 @@ func (h *Handler) start(st *store.Etcd) error {
 	if err != nil {
 		return err
 	}
+	if err := h.ep.CheckView(hst); err != nil { // view.go
+		return err
+	}
 	h.setHost(hst)
 	h.ep.Attach(hst, st)
 	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
@@ -286,7 +292,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
-		Auth: h.authz.rs, Policy: h.authz.policy,
+		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View,
 	}
 	if opts.Resumable {
 		ttl := time.Duration(t.EventTTL)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/crankmcp/crank/host/mcpserver"
 )
 
 // TestHandlerProvisionConfigErrors checks config errors Provision reports
@@ -36,6 +38,12 @@ func TestHandlerProvisionConfigErrors(t *testing.T) {
 			name: "null is not an allowed origin",
 			h:    Handler{Operations: []string{"ops.yaml"}, AllowedOrigins: []string{"null"}},
 			want: []string{"crank: allowed_origins", `"null"`},
+		},
+		{
+			name: "view selector of an unknown toolset",
+			h: Handler{Operations: []string{"ops.yaml"}, View: &mcpserver.ViewConfig{
+				Toolsets: map[string][]string{"users": {"*_user"}}, Include: []string{"get_*", "toolset:user"}}},
+			want: []string{"crank: view.include[1]", `unknown toolset "user"`, "toolsets: users"},
 		},
 	}
 	for _, tc := range tests {

@@ -66,6 +66,8 @@ type EndpointInfo struct {
 	Serving *catalog.Status `json:"serving,omitempty"`
 	// Tools counts the tools it serves now.
 	Tools int `json:"tools"`
+	// View is what its view publishes of them (view.go; nil without one).
+	View *EndpointView `json:"view,omitempty"`
 }
 
 // Gateway is the running gateway as the admin API sees it, gathered for

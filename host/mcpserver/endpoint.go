@@ -76,6 +76,10 @@ type Options struct {
 	// Policy decides which tools each caller sees and may call, with
 	// which arguments (policy.go); nil allows everything.
 	Policy *auth.Policy
+	// View curates the tools the endpoint publishes and turns on the
+	// discovery meta-tools (view.go, discovery.go); nil publishes every
+	// tool of the host as it is.
+	View   *ViewConfig
 	Logger *zap.Logger
 }
 
@@ -124,6 +128,7 @@ type Endpoint struct {
 
 	auth   *auth.ResourceServer // authz.go
 	policy *auth.Policy         // policy.go
+	view   *view                // view.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -144,6 +149,10 @@ func New(opts Options) (*Endpoint, error) {
 	if err := limits.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", optMaxSessionState, err)
 	}
+	v, err := compileView(opts.View)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -153,7 +162,7 @@ func New(opts Options) (*Endpoint, error) {
 		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
 		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
 		waits:    resultWaits{grace: resultGrace(opts)},
-		auth:     opts.Auth, policy: opts.Policy,
+		auth:     opts.Auth, policy: opts.Policy, view: v,
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
@@ -169,6 +178,8 @@ func New(opts Options) (*Endpoint, error) {
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
 	// policy.go: the per-tool policy, outermost
 	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
+	ep.server.AddReceivingMiddleware(ep.viewMiddleware) // view.go: the published names, outside the policy
+	ep.addDiscovery()                                   // discovery.go
 	// telemetry.go: metrics and the span of every request, outermost.
 	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{

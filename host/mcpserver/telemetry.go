@@ -34,7 +34,7 @@ func (ep *Endpoint) telemetryMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 		var attrs []attribute.KeyValue
 		attrs = append(attrs, attribute.String("mcp.method.name", label))
 		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
-			if h := ep.active.Load(); h != nil && h.Serves(p.Name) {
+			if h := ep.active.Load(); h != nil && ep.servesTool(h, p.Name) { // view.go
 				name += " " + telemetry.ToolLabel(p.Name)
 				attrs = append(attrs, attribute.String("gen_ai.tool.name", p.Name))
 			}
