@@ -99,6 +99,13 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
 	defer cancel()
+	// The window's clock starts once the adapter is there: time spent
+	// starting (or restarting) its process is not upstream time, and
+	// counting it could leave a window complete with nothing collected.
+	c, err := op.sup.Client(ctx)
+	if err != nil {
+		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
+	}
 	start := time.Now()
 	// The window ends by cancellation, not by a deadline the adapter would
 	// see: the host decides when it ended and why.
@@ -114,10 +121,6 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	}
 	col := newCollector(ex, upstreamCursor, skip, progress)
 
-	c, err := op.sup.Client(ctx)
-	if err != nil {
-		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
-	}
 	areq := adapterRequest(op, req, args, deadline)
 	areq.Cursor = upstreamCursor
 	var end, failure string
