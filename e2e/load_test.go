@@ -94,7 +94,7 @@ const (
 	kindJob     = "job"
 )
 
-var loadKinds = []string{kindUnary, kindWindow, kindSession, kindJob}
+var loadKinds = []string{kindUnary, kindWindow, kindSession, kindJob, kindTask}
 
 // kindStats counts one kind of operation. An operation is one unary call,
 // one window, one session family run (start, polls, stop) or one job
@@ -299,6 +299,8 @@ func (c *loadClient) run(deadline time.Time) {
 			o = c.session()
 		case kindJob:
 			o = c.job(i)
+		case kindTask:
+			o = c.task()
 		}
 		c.rep.add(kind, time.Since(start), o)
 		if o.err != nil && !o.ownerLost {

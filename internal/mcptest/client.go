@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -84,9 +85,19 @@ func (c *Client) Call(method string, params any) Reply {
 	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	r, err := c.Try(ctx, method, params)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	return r
+}
+
+// Try sends one request and returns its reply, or the error that kept it
+// from arriving; it does not touch T, so any goroutine may call it.
+func (c *Client) Try(ctx context.Context, method string, params any) (Reply, error) {
 	resp, id, err := c.Request(ctx, method, params)
 	if err != nil {
-		c.T.Fatalf("%s: %v", method, err)
+		return Reply{}, fmt.Errorf("%s: %w", method, err)
 	}
 	defer resp.Body.Close()
 	out := Reply{HTTPStatus: resp.StatusCode}
@@ -94,7 +105,7 @@ func (c *Client) Call(method string, params any) Reply {
 		b, _ := io.ReadAll(resp.Body)
 		out.Body = string(b)
 		_ = json.Unmarshal(b, &struct{ Error **Error }{&out.Error})
-		return out
+		return out, nil
 	}
 	var msgs []string
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -120,11 +131,10 @@ func (c *Client) Call(method string, params any) Reply {
 			if c.Session == "" {
 				c.Session = resp.Header.Get("Mcp-Session-Id")
 			}
-			return out
+			return out, nil
 		}
 	}
-	c.T.Fatalf("%s: no reply with id %d in %q", method, id, msgs)
-	return out
+	return out, fmt.Errorf("%s: no reply with id %d in %q", method, id, msgs)
 }
 
 // OK sends a request that must succeed and decodes its result into v.
