@@ -1,0 +1,69 @@
+// Package mcp is Crank's MCP upstream adapter: it federates existing MCP
+// servers behind Crank's endpoint, so that their tools are served beside
+// the REST, GraphQL, gRPC, SOAP and WebSocket ones, under the same
+// identity, isolation, redaction and limits. It runs as an adapter plugin
+// (the built-in "mcp", or cmd/crank-adapter-mcp) and is built on the
+// adapter SDK and the MCP go-sdk client only.
+//
+// # Upstreams
+//
+// An entry's config names one upstream MCP server, either
+//
+//   - url: a Streamable HTTP endpoint (http:// or https://), with optional
+//     headers (credentials from placeholders, e.g. "Bearer {env.TOKEN}")
+//     and tls; stateful and stateless servers alike, at the protocol
+//     version the go-sdk client and the server agree on; or
+//   - command (with args and env): a server the adapter starts as a child
+//     process and speaks to over stdio. A command with a slash is relative
+//     to the operations file; a bare name is found on PATH. The child gets
+//     a minimal environment (PATH, HOME, TMPDIR, TZ and the locale) plus
+//     env, taken literally, as adapters themselves do: tokens in the
+//     gateway's or the adapter's environment never reach it.
+//
+// # Tools
+//
+// At load (ExpandOperation) the adapter connects to the upstream, lists
+// its tools (every page) and makes each one a Crank tool with the
+// upstream's input and output schemas, title, description and
+// annotations. prefix is put before every name; include and exclude are
+// glob patterns (path.Match) over the upstream names, exclude winning;
+// rename maps an upstream name to the Crank name (before prefix). Two
+// upstream tools that end up with one name fail the load naming both. An
+// entry with tool set stands for that one upstream tool alone, under the
+// entry's own name. Each derived tool's config is the entry's connection
+// fields plus tool, so a call needs no listing.
+//
+// # Calls
+//
+// A call is a tools/call on the upstream with the client's arguments as
+// they came. The result's structuredContent becomes the tool's structured
+// result; without one, the content blocks are kept as {"content": [...]}
+// and their text parts are the readable rendering. An isError result, a
+// JSON-RPC error (its code kept as the status, its message as the
+// message), a timeout or a broken connection become an UpstreamError, so
+// the client sees the usual isError result naming the upstream ("mcp
+// host:port" or "mcp stdio <command>", never a URL's path, query or
+// userinfo).
+//
+// # Sessions
+//
+// Upstream sessions are the adapter's business. One upstream session is
+// shared by every call of every agent to the same upstream (same url,
+// headers and tls, or same command, args and env): an upstream sees the
+// gateway as one client, authenticated by the configured headers only.
+// The client's own token is never passed on — the adapter never receives
+// it. A session opens at the first use and is kept; when the upstream
+// forgets it (HTTP 404, a restarted server) or the connection breaks (a
+// child process that exited), the call in flight fails with a clear,
+// retryable error unless it had not reached the upstream (a 404 on
+// sending), in which case it is sent again on a new session; the next
+// call opens a new session either way. A child process that exits is
+// started again at the next call. At most 64 upstream connections are
+// kept; beyond that the least recently used is closed (headers that differ
+// per caller, such as an exchanged token, make a connection each).
+//
+// Sampling and elicitation requests from an upstream are not relayed: the
+// adapter does not advertise those capabilities, so a conforming upstream
+// does not send them, and one that does gets a JSON-RPC "method not
+// found" error.
+package mcp

@@ -1,0 +1,296 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Name is the adapter's name in operations files.
+const Name = "mcp"
+
+const version = "0.1.0"
+
+// maxMessage bounds the text of an upstream error quoted in a result.
+const maxMessage = 2048
+
+type adapter struct {
+	configs sdk.Config[config, *upstream]
+	pool    pool
+}
+
+// New returns the MCP upstream adapter.
+func New() sdk.Adapter { return newAdapter() }
+
+func newAdapter() *adapter {
+	return &adapter{configs: sdk.Config[config, *upstream]{Name: Name, Prepare: prepare}}
+}
+
+// Describe implements sdk.Adapter.
+func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+	schema, err := a.configs.Schema()
+	return &sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
+		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: schema}, err
+}
+
+// ValidateOperation implements sdk.OperationValidator.
+func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
+	return a.configs.Fresh(op).Diagnostics()
+}
+
+// ExpandOperation implements sdk.OperationExpander: it lists the
+// upstream's tools and returns the ones the entry selects.
+func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, diags []sdk.Diagnostic) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "mcp adapter: panic in ExpandOperation: %T\n%s", r, debug.Stack())
+			tools, diags = nil, []sdk.Diagnostic{sdk.Errorf("", "internal error of the mcp adapter (panic), see the adapter log")}
+		}
+	}()
+	p := a.configs.Get(op)
+	if p.Err() != nil {
+		return nil, p.Diagnostics()
+	}
+	u := p.Value
+	field := "url"
+	if u.command != "" {
+		field = "command"
+	}
+	if op.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, op.Timeout)
+		defer cancel()
+	}
+	listed, err := a.listTools(ctx, u)
+	if err != nil {
+		return nil, []sdk.Diagnostic{sdk.Errorf(field, "listing the tools of %s failed: %s", u.label, a.failure(ctx, u, err).Message)}
+	}
+	var d sdk.Diagnostics
+	byName := map[string]string{} // Crank name -> upstream name
+	for _, t := range listed {
+		if !u.selects(t.Name) {
+			continue
+		}
+		tool, err := a.tool(u, t)
+		if err != nil {
+			d.Errorf("", "tool %q of %s: %v", t.Name, u.label, err)
+			continue
+		}
+		if u.tool != "" {
+			tool.Name = "" // the entry itself
+		} else if other, dup := byName[tool.Name]; dup {
+			d.Errorf("rename", "upstream tools %q and %q are both served as %q: rename one or exclude it", other, t.Name, tool.Name)
+			continue
+		}
+		byName[tool.Name] = t.Name
+		tools = append(tools, tool)
+	}
+	switch {
+	case u.tool != "" && len(tools) == 0:
+		d.Errorf("tool", "%s has no tool %q", u.label, u.tool)
+	case len(tools) == 0 && len(listed) > 0:
+		d.Errorf("include", "selects none of the %d tools of %s", len(listed), u.label)
+	case len(tools) == 0:
+		d.Errorf(field, "%s serves no tools", u.label)
+	}
+	for _, x := range d.List() {
+		if x.Severity != sdk.SeverityWarning {
+			return nil, d.List()
+		}
+	}
+	return tools, d.List()
+}
+
+// listTools lists every page of the upstream's tools.
+func (a *adapter) listTools(ctx context.Context, u *upstream) ([]*gomcp.Tool, error) {
+	var all []*gomcp.Tool
+	err := a.withSession(ctx, u, true, func(s *gomcp.ClientSession) error {
+		all = all[:0]
+		for t, err := range s.Tools(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			all = append(all, t)
+		}
+		return nil
+	})
+	return all, err
+}
+
+// tool makes an upstream tool a Crank tool.
+func (a *adapter) tool(u *upstream, t *gomcp.Tool) (sdk.Tool, error) {
+	in, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return sdk.Tool{}, fmt.Errorf("input schema: %v", err)
+	}
+	var out json.RawMessage
+	if t.OutputSchema != nil {
+		if out, err = json.Marshal(t.OutputSchema); err != nil {
+			return sdk.Tool{}, fmt.Errorf("output schema: %v", err)
+		}
+	}
+	cfg, err := u.toolConfig(t.Name)
+	if err != nil {
+		return sdk.Tool{}, err
+	}
+	tool := sdk.Tool{Name: u.crankName(t.Name), Title: t.Title, Description: t.Description,
+		InputSchema: in, OutputSchema: out, Config: cfg}
+	if an := t.Annotations; an != nil {
+		if tool.Title == "" {
+			tool.Title = an.Title
+		}
+		tool.Annotations = sdk.Annotations{Destructive: an.DestructiveHint, OpenWorld: an.OpenWorldHint}
+		if an.ReadOnlyHint {
+			tool.Annotations.ReadOnly = sdk.Bool(true)
+		}
+		if an.IdempotentHint {
+			tool.Annotations.Idempotent = sdk.Bool(true)
+		}
+	}
+	return tool, nil
+}
+
+// Invoke implements sdk.Adapter: one tools/call on the upstream.
+func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+	p := a.configs.Get(&req.Operation)
+	if p.Err() != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
+	}
+	u := p.Value
+	name := u.tool
+	if name == "" {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label,
+			Message: "config.tool: no upstream tool named: an entry without tool is expanded by the gateway"}
+	}
+	if req.Operation.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Operation.Timeout)
+		defer cancel()
+	}
+	args := json.RawMessage(req.Arguments)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var res *gomcp.CallToolResult
+	err := a.withSession(ctx, u, false, func(s *gomcp.ClientSession) error {
+		var err error
+		res, err = s.CallTool(ctx, &gomcp.CallToolParams{Name: name, Arguments: args})
+		return err
+	})
+	if err != nil {
+		return nil, a.failure(ctx, u, err)
+	}
+	return result(u, res)
+}
+
+// withSession runs f on the upstream's session. A lost session is dropped
+// so that the next use opens a new one; f is run again on a new session
+// when it is safe to repeat (idempotent) or its request never reached the
+// upstream (the upstream did not know the session).
+func (a *adapter) withSession(ctx context.Context, u *upstream, idempotent bool, f func(*gomcp.ClientSession) error) error {
+	c := a.pool.get(u)
+	for attempt := 0; ; attempt++ {
+		s, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		err = f(s)
+		if err == nil || !lost(err) || ctx.Err() != nil {
+			return err
+		}
+		c.drop(s)
+		if attempt > 0 || !idempotent && !errors.Is(err, gomcp.ErrSessionMissing) {
+			return err
+		}
+	}
+}
+
+// result turns a tools/call result into the tool's result.
+func result(u *upstream, res *gomcp.CallToolResult) (*sdk.Result, error) {
+	text := contentText(res.Content)
+	if res.IsError {
+		ue := &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Upstream: u.label, Message: bound(text)}
+		if ue.Message == "" {
+			ue.Message = "the tool failed without a message"
+		}
+		if res.StructuredContent != nil {
+			ue.Detail, _ = json.Marshal(res.StructuredContent)
+		}
+		return nil, ue
+	}
+	var structured any = map[string]any{"content": res.Content}
+	if res.StructuredContent != nil {
+		structured = res.StructuredContent
+	}
+	b, err := json.Marshal(structured)
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the result cannot be encoded as JSON"}
+	}
+	return &sdk.Result{Structured: b, Text: text}, nil
+}
+
+// contentText joins the text blocks of a result.
+func contentText(content []gomcp.Content) string {
+	var parts []string
+	for _, c := range content {
+		if t, ok := c.(*gomcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// failure classifies an error of talking to the upstream.
+func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.UpstreamError {
+	ue := &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: u.label}
+	var rpc *jsonrpc.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
+		ue.Kind, ue.Message, ue.Retryable = sdk.KindTimeout, "the operation's timeout passed", true
+	case errors.Is(err, context.Canceled):
+		ue.Kind, ue.Message = sdk.KindCancelled, "the call was cancelled"
+	case errors.As(err, &rpc):
+		ue.Kind, ue.Status, ue.Message = sdk.KindUpstreamStatus, fmt.Sprint(rpc.Code), bound(rpc.Message)
+		ue.Rejected = rpc.Code == jsonrpc.CodeInvalidParams || rpc.Code == jsonrpc.CodeMethodNotFound ||
+			rpc.Code == jsonrpc.CodeInvalidRequest
+		if len(rpc.Data) > 0 && json.Valid(rpc.Data) && len(rpc.Data) <= maxMessage {
+			ue.Detail = rpc.Data
+		}
+	case lost(err):
+		ue.Message, ue.Retryable = "the upstream session was lost (the server restarted or closed the connection); the next call opens a new one", true
+	default:
+		ue.Message, ue.Retryable = a.describe(u, err), true
+	}
+	return ue
+}
+
+// describe explains a transport error without quoting the URL, whose path
+// or query may carry a secret.
+func (a *adapter) describe(u *upstream, err error) string {
+	msg := err.Error()
+	if u.url != "" {
+		msg = strings.ReplaceAll(msg, u.url, "<url>")
+	}
+	return bound(msg)
+}
+
+func bound(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	s = s[:maxMessage]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}

@@ -1,0 +1,151 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxConns bounds the upstream connections the adapter keeps: the least
+// recently used one is closed beyond it (headers that differ per caller,
+// such as an exchanged token, make a connection each).
+const maxConns = 64
+
+// pool holds one upstream session per connection key.
+type pool struct {
+	mu    sync.Mutex
+	conns map[string]*conn
+}
+
+// conn is the session of one upstream, opened lazily and again after it
+// is lost.
+type conn struct {
+	up *upstream
+	// mu serialises opening the session; calls share an open one.
+	mu      sync.Mutex
+	session *gomcp.ClientSession
+	// used is when the pool last handed the conn out (pool.mu).
+	used time.Time
+}
+
+func (p *pool) get(u *upstream) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		p.conns = map[string]*conn{}
+	}
+	c := p.conns[u.key]
+	if c == nil {
+		if len(p.conns) >= maxConns {
+			var oldest *conn
+			var key string
+			for k, o := range p.conns {
+				if oldest == nil || o.used.Before(oldest.used) {
+					oldest, key = o, k
+				}
+			}
+			delete(p.conns, key)
+			oldest.drop(nil)
+		}
+		c = &conn{up: u}
+		p.conns[u.key] = c
+	}
+	c.used = time.Now()
+	return c
+}
+
+// closeAll ends every upstream session (and child process).
+func (p *pool) closeAll() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		s := c.session
+		c.session = nil
+		c.mu.Unlock()
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// open returns the open session, opening one when there is none.
+func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != nil {
+		return c.session, nil
+	}
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version},
+		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{}})
+	s, err := client.Connect(ctx, c.transport(), nil)
+	if err != nil {
+		return nil, err
+	}
+	c.session = s
+	return s, nil
+}
+
+// drop forgets the session s (any session when s is nil) and closes it.
+func (c *conn) drop(s *gomcp.ClientSession) {
+	c.mu.Lock()
+	if s == nil {
+		s = c.session
+	}
+	if c.session == s {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	if s != nil {
+		go s.Close() // a child process may take a while to exit
+	}
+}
+
+func (c *conn) transport() gomcp.Transport {
+	u := c.up
+	if u.command != "" {
+		cmd := exec.Command(u.command, u.args...)
+		cmd.Env = u.env
+		cmd.Stderr = os.Stderr // the adapter's stderr goes to the gateway's log
+		return &gomcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	if u.tls != nil {
+		base.TLSClientConfig = u.tls
+	}
+	var rt http.RoundTripper = base
+	if len(u.headers) > 0 {
+		rt = headerTransport{base: base, headers: u.headers}
+	}
+	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header[k] = v
+	}
+	return t.base.RoundTrip(req)
+}
+
+// lost reports whether err means the session is gone: the next call must
+// open a new one.
+func lost(err error) bool {
+	return errors.Is(err, gomcp.ErrSessionMissing) || errors.Is(err, gomcp.ErrConnectionClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
