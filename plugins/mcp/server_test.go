@@ -98,7 +98,7 @@ type httpUpstream struct {
 	restartWith func() http.Handler
 }
 
-func newHTTPUpstream(t *testing.T, stateless bool) *httpUpstream {
+func newHTTPUpstream(t testing.TB, stateless bool) *httpUpstream {
 	u := &httpUpstream{}
 	mk := func() http.Handler {
 		s := testServer()
