@@ -254,11 +254,14 @@ func contentText(content []gomcp.Content) string {
 func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.UpstreamError {
 	ue := &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: u.label}
 	var rpc *jsonrpc.Error
+	var ce *connectError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
 		ue.Kind, ue.Message, ue.Retryable = sdk.KindTimeout, "the operation's timeout passed", true
 	case errors.Is(err, context.Canceled):
 		ue.Kind, ue.Message = sdk.KindCancelled, "the call was cancelled"
+	case errors.As(err, &ce):
+		ue.Message, ue.Retryable = "cannot open an MCP session: "+a.describe(u, ce.err), true
 	case errors.As(err, &rpc):
 		ue.Kind, ue.Status, ue.Message = sdk.KindUpstreamStatus, fmt.Sprint(rpc.Code), bound(rpc.Message)
 		ue.Rejected = rpc.Code == jsonrpc.CodeInvalidParams || rpc.Code == jsonrpc.CodeMethodNotFound ||

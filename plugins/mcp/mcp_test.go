@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -92,6 +94,11 @@ func TestExpand(t *testing.T) {
 func TestExpandErrors(t *testing.T) {
 	t.Parallel()
 	up := newHTTPUpstream(t, false)
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>not MCP</html>"))
+	}))
+	t.Cleanup(garbage.Close)
 	h := newHarness(t)
 	for _, c := range []struct {
 		name   string
@@ -103,7 +110,9 @@ func TestExpandErrors(t *testing.T) {
 			"rename", []string{`"echo"`, `"fail"`, "both served as"}},
 		{"no such tool", map[string]any{"url": up.srv.URL, "tool": "nope"}, "tool", []string{`has no tool "nope"`}},
 		{"nothing selected", map[string]any{"url": up.srv.URL, "include": []string{"zz*"}}, "include", []string{"selects none of the 7 tools"}},
-		{"down", map[string]any{"url": "http://127.0.0.1:1/mcp?key=s3cret"}, "url", []string{"listing the tools of mcp 127.0.0.1:1 failed"}},
+		{"garbage", map[string]any{"url": garbage.URL}, "url", []string{"listing the tools of mcp " + garbage.Listener.Addr().String() + " failed: cannot open an MCP session"}},
+		{"no such command", map[string]any{"command": "/nonexistent/mcp-server"}, "command", []string{"listing the tools of mcp stdio mcp-server failed: cannot open an MCP session", "no such file"}},
+		{"down", map[string]any{"url": "http://127.0.0.1:1/mcp?key=s3cret"}, "url", []string{"listing the tools of mcp 127.0.0.1:1 failed: cannot open an MCP session", "connection refused"}},
 	} {
 		_, diags, err := h.Expand(ctxT(t), adaptertest.Call{Config: c.config, Timeout: 5 * time.Second})
 		if err != nil || len(diags) != 1 || diags[0].Field != c.field {
@@ -118,6 +127,7 @@ func TestExpandErrors(t *testing.T) {
 		if strings.Contains(diags[0].Message, "s3cret") {
 			t.Errorf("%s: the message quotes the URL's query: %q", c.name, diags[0].Message)
 		}
+		t.Logf("%s: %s", c.name, diags[0].Message)
 	}
 }
 

@@ -89,7 +89,7 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{}})
 	s, err := client.Connect(ctx, c.transport(), nil)
 	if err != nil {
-		return nil, err
+		return nil, &connectError{err}
 	}
 	c.session = s
 	return s, nil
@@ -149,3 +149,10 @@ func lost(err error) bool {
 	return errors.Is(err, gomcp.ErrSessionMissing) || errors.Is(err, gomcp.ErrConnectionClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
+
+// connectError is a failure to open a session: the upstream is down, is
+// not an MCP server, or did not complete the handshake.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
