@@ -306,3 +306,22 @@ func TestExecutable(t *testing.T) {
 		t.Fatalf("invoke: %+v %+v %v", res, ue, err)
 	}
 }
+
+// TestCancel: the client's cancellation reaches the upstream as
+// notifications/cancelled, which ends the upstream's handler.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	up := newHTTPUpstream(t, false)
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, ue, err := h.Invoke(ctx, adaptertest.Call{Config: map[string]any{"url": up.srv.URL, "tool": "slow"}, Args: `{}`, Timeout: 10 * time.Second})
+	if err == nil && ue == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	select {
+	case <-up.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream did not see the call cancelled")
+	}
+}

@@ -22,7 +22,7 @@ const serverEnv = "CRANK_MCP_TEST_SERVER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serverEnv) == "stdio" {
-		if err := testServer().Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
+		if err := testServer(nil).Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
 			os.Exit(2)
 		}
 		os.Exit(0)
@@ -39,7 +39,8 @@ type echoOut struct {
 }
 
 // testServer is an MCP server with one tool of each kind the tests need.
-func testServer() *gomcp.Server {
+// A cancelled call of slow is reported on cancelled, when not nil.
+func testServer(cancelled chan<- struct{}) *gomcp.Server {
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	gomcp.AddTool(s, &gomcp.Tool{Name: "echo", Title: "Echo", Description: "Echoes text.",
 		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
@@ -64,6 +65,12 @@ func testServer() *gomcp.Server {
 	raw("slow", "Waits until cancelled, or five seconds.", func(ctx context.Context, _ *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		select {
 		case <-ctx.Done():
+			if cancelled != nil {
+				select {
+				case cancelled <- struct{}{}:
+				default:
+				}
+			}
 			return nil, ctx.Err()
 		case <-time.After(5 * time.Second):
 			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "late"}}}, nil
@@ -96,12 +103,14 @@ type httpUpstream struct {
 	sessions    sync.Map
 	auth        sync.Map
 	restartWith func() http.Handler
+	// cancelled receives when the upstream sees a call of slow cancelled.
+	cancelled chan struct{}
 }
 
 func newHTTPUpstream(t testing.TB, stateless bool) *httpUpstream {
-	u := &httpUpstream{}
+	u := &httpUpstream{cancelled: make(chan struct{}, 1)}
 	mk := func() http.Handler {
-		s := testServer()
+		s := testServer(u.cancelled)
 		return gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s },
 			&gomcp.StreamableHTTPOptions{Stateless: stateless})
 	}
