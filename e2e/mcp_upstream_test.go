@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpUpstreamEnv, set in a child's environment, makes this test binary a
+// go-sdk MCP server over stdio (TestMain calls serveMCPUpstream first):
+// the upstream the gateway's mcp adapter starts as a command.
+const mcpUpstreamEnv = "CRANK_E2E_MCP_UPSTREAM"
+
+// serveMCPUpstream serves mcpUpstreamServer over stdio and exits, when
+// this process was started as an upstream.
+func serveMCPUpstream() {
+	if os.Getenv(mcpUpstreamEnv) != "stdio" {
+		return
+	}
+	if err := mcpUpstreamServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+type upEchoIn struct {
+	Text string `json:"text"`
+}
+
+type upEchoOut struct {
+	Echo string `json:"echo"`
+	PID  int    `json:"pid"`
+}
+
+type upTicksIn struct {
+	N int `json:"n"`
+}
+
+// mcpUpstreamServer is a go-sdk MCP server with the tools the gateway
+// tests federate: a structured echo, every kind of content block, a tool
+// that reports progress, and one that ends its process mid-call.
+func mcpUpstreamServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "e2e-upstream", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text, with the server's process id."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in upEchoIn) (*mcp.CallToolResult, upEchoOut, error) {
+			return nil, upEchoOut{Echo: in.Text, PID: os.Getpid()}, nil
+		})
+	raw := func(name, desc string, h mcp.ToolHandler) {
+		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: map[string]any{"type": "object"}}, h)
+	}
+	raw("blocks", "Answers a text, an image, an embedded resource and a resource link.", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			&mcp.TextContent{Text: "four blocks"},
+			&mcp.ImageContent{Data: []byte("PNG-bytes"), MIMEType: "image/png"},
+			&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///notes.txt", MIMEType: "text/plain", Text: "embedded text"}},
+			&mcp.ResourceLink{URI: "file:///report.pdf", Name: "report", MIMEType: "application/pdf"},
+		}}, nil
+	})
+	raw("fail", "Fails as a tool.", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such account"}}}, nil
+	})
+	raw("crash", "Ends the server process in the middle of the call.", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		os.Exit(3)
+		return nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "ticks", Description: "Reports n progress notifications, then answers."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in upTicksIn) (*mcp.CallToolResult, upEchoOut, error) {
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= in.N; i++ {
+				if tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+						Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf(`{"tick":%d}`, i)})
+				}
+			}
+			return nil, upEchoOut{Echo: fmt.Sprintf("%d ticks", in.N), PID: os.Getpid()}, nil
+		})
+	return s
+}
+
+// mcpUpstreamOps federates server-everything (over stdio, from e2e/ts)
+// and this binary's go-sdk server (over stdio) with extra entries.
+func mcpUpstreamOps(t *testing.T, extra string) string {
+	t.Helper()
+	requireTSClient(t)
+	js := filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Fatalf("server-everything is missing: run `make ts-deps`: %v", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`
+operations:
+  - name: everything
+    description: server-everything over stdio.
+    adapter: mcp
+    timeout: 30s
+    config:
+      command: %q
+      args: [%q, stdio]
+      prefix: ev_
+      include: [echo, get-sum, get-tiny-image, get-structured-content, get-resource-reference, trigger-long-running-operation]
+  - name: gosdk
+    description: A go-sdk server over stdio.
+    adapter: mcp
+    timeout: 30s
+    config:
+      command: %q
+      env: {%s: stdio}
+      prefix: go_
+%s`, node, js, self, mcpUpstreamEnv, extra)
+}
+
+// TestMCPUpstreamGoSDKClient federates two real MCP servers through the
+// built gateway and drives them with the go-sdk client: their tools are
+// listed with their schemas, calls pass through, and an upstream that
+// dies mid-call is a clear tool error after which the next call works.
+func TestMCPUpstreamGoSDKClient(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gatewayOptions{Operations: mcpUpstreamOps(t, "")})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tools := map[string]*mcp.Tool{}
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+		tools[tool.Name] = tool
+	}
+	for _, want := range []string{"ev_echo", "ev_get-sum", "ev_get-structured-content", "ev_trigger-long-running-operation",
+		"go_echo", "go_blocks", "go_crash", "go_fail", "go_ticks"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("no tool %s in %v", want, names)
+		}
+	}
+	if sc := tools["ev_get-structured-content"]; sc.OutputSchema == nil || sc.Annotations == nil || !sc.Annotations.ReadOnlyHint {
+		t.Errorf("ev_get-structured-content: %+v", sc)
+	}
+
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, g.log.String())
+		}
+		return res
+	}
+	if res := call("ev_echo", map[string]any{"message": "hello"}); res.IsError || !strings.Contains(textOf(res), "hello") {
+		t.Errorf("ev_echo: %+v", res)
+	}
+	if res := call("ev_get-sum", map[string]any{"a": 2, "b": 3}); res.IsError || !strings.Contains(textOf(res), "5") {
+		t.Errorf("ev_get-sum: %+v", res)
+	}
+	res := call("go_echo", map[string]any{"text": "hi"})
+	var echo upEchoOut
+	b, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || json.Unmarshal(b, &echo) != nil || echo.Echo != "hi" || echo.PID == 0 {
+		t.Fatalf("go_echo: %s %+v", b, res)
+	}
+	if res := call("go_fail", nil); !res.IsError || !strings.Contains(textOf(res), "no such account") {
+		t.Errorf("go_fail: %+v", res)
+	}
+
+	// The upstream process dies in the middle of a call: a clear error,
+	// and the next call is served by a new process.
+	res = call("go_crash", nil)
+	if !res.IsError || !strings.Contains(textOf(res), "mcp stdio") {
+		t.Fatalf("go_crash: want a tool error naming the upstream, got %+v", res)
+	}
+	t.Logf("go_crash: %s", textOf(res))
+	res = call("go_echo", map[string]any{"text": "again"})
+	var again upEchoOut
+	b, _ = json.Marshal(res.StructuredContent)
+	if res.IsError || json.Unmarshal(b, &again) != nil || again.Echo != "again" || again.PID == echo.PID {
+		t.Fatalf("go_echo after the crash: %s %+v (first pid %d)", b, res, echo.PID)
+	}
+}
+
+// TestMCPUpstreamTypeScriptClient drives the federated servers with the
+// official TypeScript SDK client.
+func TestMCPUpstreamTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gatewayOptions{Operations: mcpUpstreamOps(t, "")})
+	out := runTSClient(t, g.MCPURL, `[
+		{"op":"listTools"},
+		{"op":"callTool","name":"ev_echo","arguments":{"message":"from ts"}},
+		{"op":"callTool","name":"go_echo","arguments":{"text":"from ts"}},
+		{"op":"callTool","name":"ev_get-structured-content","arguments":{"location":"Chicago"}}
+	]`)
+	var run struct {
+		Steps []struct {
+			OK     bool
+			Result struct {
+				Tools   []struct{ Name string }
+				Content []struct {
+					Type, Text string
+				}
+				StructuredContent map[string]any
+				IsError           bool
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 4 {
+		t.Fatalf("client output: %v\n%s", err, out)
+	}
+	st := run.Steps
+	var names []string
+	for _, tool := range st[0].Result.Tools {
+		names = append(names, tool.Name)
+	}
+	if !st[0].OK || !slices.Contains(names, "ev_echo") || !slices.Contains(names, "go_ticks") {
+		t.Errorf("listTools: %v", names)
+	}
+	if r := st[1].Result; !st[1].OK || r.IsError || len(r.Content) == 0 || !strings.Contains(r.Content[0].Text, "from ts") {
+		t.Errorf("ev_echo: %+v", st[1])
+	}
+	if r := st[2].Result; !st[2].OK || r.IsError || r.StructuredContent["echo"] != "from ts" {
+		t.Errorf("go_echo: %+v", st[2])
+	}
+	if r := st[3].Result; !st[3].OK || r.IsError || r.StructuredContent["temperature"] == nil {
+		t.Errorf("ev_get-structured-content: %+v", st[3])
+	}
+}
