@@ -113,7 +113,7 @@ operations:
       command: %q
       args: [%q, stdio]
       prefix: ev_
-      include: [echo, get-sum, get-tiny-image, get-structured-content, get-resource-reference, trigger-long-running-operation]
+      include: [echo, get-sum, get-tiny-image, get-resource-reference, get-structured-content, trigger-long-running-operation]
   - name: gosdk
     description: A go-sdk server over stdio.
     adapter: mcp
@@ -176,6 +176,37 @@ func TestMCPUpstreamGoSDKClient(t *testing.T) {
 	if res.IsError || json.Unmarshal(b, &echo) != nil || echo.Echo != "hi" || echo.PID == 0 {
 		t.Fatalf("go_echo: %s %+v", b, res)
 	}
+	// Content blocks of every kind reach the client as the upstream sent them.
+	res = call("go_blocks", nil)
+	if len(res.Content) != 4 || res.IsError || res.StructuredContent != nil {
+		t.Fatalf("go_blocks: %+v", res)
+	}
+	if c, ok := res.Content[0].(*mcp.TextContent); !ok || c.Text != "four blocks" {
+		t.Errorf("go_blocks[0]: %#v", res.Content[0])
+	}
+	if c, ok := res.Content[1].(*mcp.ImageContent); !ok || string(c.Data) != "PNG-bytes" || c.MIMEType != "image/png" {
+		t.Errorf("go_blocks[1]: %#v", res.Content[1])
+	}
+	if c, ok := res.Content[2].(*mcp.EmbeddedResource); !ok || c.Resource.URI != "file:///notes.txt" || c.Resource.Text != "embedded text" {
+		t.Errorf("go_blocks[2]: %#v", res.Content[2])
+	}
+	if c, ok := res.Content[3].(*mcp.ResourceLink); !ok || c.URI != "file:///report.pdf" || c.Name != "report" {
+		t.Errorf("go_blocks[3]: %#v", res.Content[3])
+	}
+	res = call("ev_get-tiny-image", nil)
+	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool {
+		im, ok := c.(*mcp.ImageContent)
+		return ok && im.MIMEType == "image/png" && len(im.Data) > 0
+	}) {
+		t.Errorf("ev_get-tiny-image: %+v", res)
+	}
+	res = call("ev_get-resource-reference", map[string]any{"resourceType": "Blob", "resourceId": 2})
+	if !slices.ContainsFunc(res.Content, func(c mcp.Content) bool {
+		r, ok := c.(*mcp.EmbeddedResource)
+		return ok && r.Resource != nil && len(r.Resource.Blob) > 0
+	}) {
+		t.Errorf("ev_get-resource-reference: %+v", res)
+	}
 	if res := call("go_fail", nil); !res.IsError || !strings.Contains(textOf(res), "no such account") {
 		t.Errorf("go_fail: %+v", res)
 	}
@@ -204,7 +235,8 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 		{"op":"listTools"},
 		{"op":"callTool","name":"ev_echo","arguments":{"message":"from ts"}},
 		{"op":"callTool","name":"go_echo","arguments":{"text":"from ts"}},
-		{"op":"callTool","name":"ev_get-structured-content","arguments":{"location":"Chicago"}}
+		{"op":"callTool","name":"ev_get-structured-content","arguments":{"location":"Chicago"}},
+		{"op":"callTool","name":"go_blocks","arguments":{}}
 	]`)
 	var run struct {
 		Steps []struct {
@@ -212,14 +244,15 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 			Result struct {
 				Tools   []struct{ Name string }
 				Content []struct {
-					Type, Text string
+					Type, Text, Data, MimeType string
+					Resource                   struct{ URI, Text string }
 				}
 				StructuredContent map[string]any
 				IsError           bool
 			}
 		}
 	}
-	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 4 {
+	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 5 {
 		t.Fatalf("client output: %v\n%s", err, out)
 	}
 	st := run.Steps
@@ -238,5 +271,13 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 	}
 	if r := st[3].Result; !st[3].OK || r.IsError || r.StructuredContent["temperature"] == nil {
 		t.Errorf("ev_get-structured-content: %+v", st[3])
+	}
+	var kinds []string
+	for _, c := range st[4].Result.Content {
+		kinds = append(kinds, c.Type)
+	}
+	if c := st[4].Result.Content; !st[4].OK || strings.Join(kinds, ",") != "text,image,resource,resource_link" ||
+		c[1].MimeType != "image/png" || c[1].Data == "" || c[2].Resource.Text != "embedded text" {
+		t.Errorf("go_blocks: %+v", st[4])
 	}
 }

@@ -374,7 +374,7 @@ func (ep *Endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
 
 // toolResult is the CallToolResult of a host result.
 func toolResult(res *host.Result) *mcp.CallToolResult {
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	out := &mcp.CallToolResult{Content: contentBlocks(res), IsError: res.IsError}
 	if res.Structured != nil {
 		out.StructuredContent = res.Structured
 	}

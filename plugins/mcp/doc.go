@@ -36,9 +36,12 @@
 // # Calls
 //
 // A call is a tools/call on the upstream with the client's arguments as
-// they came. The result's structuredContent becomes the tool's structured
-// result; without one, the content blocks are kept as {"content": [...]}
-// and their text parts are the readable rendering. An isError result, a
+// they came. The result's content blocks, of every type, are passed on
+// unchanged (sdk.Result.Content: the gateway serves them as the tool
+// result's content), its structuredContent becomes the tool's structured
+// result, and the text blocks joined are the readable rendering (logs,
+// jobs). An isError result (its text as the message, its
+// structuredContent as the detail), a
 // JSON-RPC error (its code kept as the status, its message as the
 // message), a timeout or a broken connection become an UpstreamError, so
 // the client sees the usual isError result naming the upstream ("mcp

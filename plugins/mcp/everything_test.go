@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,19 +66,25 @@ func checkEverything(t *testing.T, h *adaptertest.Harness, base map[string]any) 
 	if res := invoke("get-structured-content", `{"location": "Chicago"}`); json.Unmarshal(res.Structured, &weather) != nil || weather.Temperature == nil {
 		t.Errorf("get-structured-content: %s", res.Structured)
 	}
-	var blocks struct {
-		Content []struct{ Type, MimeType string }
+	type block struct {
+		Type, MimeType string
+		Resource       struct{ URI string }
 	}
+	var blocks []block
 	res := invoke("get-tiny-image", `{}`)
-	if json.Unmarshal(res.Structured, &blocks) != nil || len(blocks.Content) == 0 {
-		t.Fatalf("get-tiny-image: %s", res.Structured)
+	if json.Unmarshal(res.Content, &blocks) != nil || len(blocks) == 0 {
+		t.Fatalf("get-tiny-image: %s", res.Content)
 	}
 	image := false
-	for _, b := range blocks.Content {
+	for _, b := range blocks {
 		image = image || b.Type == "image" && b.MimeType == "image/png"
 	}
 	if !image {
-		t.Errorf("get-tiny-image kept no image block: %s", res.Structured)
+		t.Errorf("get-tiny-image kept no image block: %s", res.Content)
+	}
+	res = invoke("get-resource-reference", `{"resourceType": "Text", "resourceId": 1}`)
+	if json.Unmarshal(res.Content, &blocks) != nil || !slices.ContainsFunc(blocks, func(b block) bool { return b.Type == "resource" && b.Resource.URI != "" }) {
+		t.Errorf("get-resource-reference kept no embedded resource: %s", res.Content)
 	}
 }
 

@@ -228,15 +228,17 @@ func result(u *upstream, res *gomcp.CallToolResult) (*sdk.Result, error) {
 		}
 		return nil, ue
 	}
-	var structured any = map[string]any{"content": res.Content}
+	out := &sdk.Result{Text: text}
+	var err error
+	if out.Content, err = json.Marshal(res.Content); err != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the result's content cannot be encoded as JSON"}
+	}
 	if res.StructuredContent != nil {
-		structured = res.StructuredContent
+		if out.Structured, err = json.Marshal(res.StructuredContent); err != nil {
+			return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the result's structuredContent cannot be encoded as JSON"}
+		}
 	}
-	b, err := json.Marshal(structured)
-	if err != nil {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the result cannot be encoded as JSON"}
-	}
-	return &sdk.Result{Structured: b, Text: text}, nil
+	return out, nil
 }
 
 // contentText joins the text blocks of a result.

@@ -185,9 +185,9 @@ func TestInvoke(t *testing.T) {
 			t.Errorf("stateless %v: echo: %+v %+v", stateless, res, ue)
 		}
 		res, ue = call(t, h, base, "image", `{}`, 5*time.Second)
-		if ue != nil || res.Text != "a tiny image" ||
-			string(res.Structured) != `{"content":[{"type":"image","mimeType":"image/png","data":"UE5H"},{"type":"text","text":"a tiny image"}]}` {
-			t.Errorf("image: %s %+v", res.Structured, ue)
+		if ue != nil || res.Text != "a tiny image" || res.Structured != nil ||
+			string(res.Content) != `[{"type":"image","mimeType":"image/png","data":"UE5H"},{"type":"text","text":"a tiny image"}]` {
+			t.Errorf("image: %s %s %+v", res.Content, res.Structured, ue)
 		}
 		_, ue = call(t, h, base, "fail", `{}`, 5*time.Second)
 		if ue == nil || ue.Kind != sdk.KindUpstreamStatus || ue.Message != "no such account" || ue.Upstream != "mcp "+up.srv.Listener.Addr().String() {

@@ -126,6 +126,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 		StructuredJson: res.Structured,
 		Text:           res.Text,
 		ContentType:    res.ContentType,
+		ContentJson:    res.Content,
 	}}, Spans: takeSpans()}, nil
 }
 

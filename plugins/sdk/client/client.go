@@ -148,7 +148,8 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, e
 		return nil, upstreamErrorFromProto(ue)
 	}
 	r := resp.GetResult()
-	return &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType()}, nil
+	return &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType(),
+		Content: r.GetContentJson()}, nil
 }
 
 // Stream opens an upstream stream. Cancelling ctx ends it: the adapter

@@ -1234,7 +1234,14 @@ type Result struct {
 	// structured_json as text.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Upstream media type of the answer, e.g. "application/json".
-	ContentType   string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// MCP content blocks of the answer as a JSON array, each a block of the
+	// MCP schema (text, image, audio, resource_link, resource), e.g. the
+	// content of an MCP upstream's tool result. When set, the host sends
+	// them as the tool result's content in place of the text block; text
+	// still carries the readable rendering (for hosts that predate this
+	// field, logs and jobs). Empty: the host makes one text block of text.
+	ContentJson   []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1295,13 @@ func (x *Result) GetContentType() string {
 		return x.ContentType
 	}
 	return ""
+}
+
+func (x *Result) GetContentJson() []byte {
+	if x != nil {
+		return x.ContentJson
+	}
+	return nil
 }
 
 // UpstreamError is a failure of the upstream or of reaching it. Adapter bugs
@@ -2034,11 +2048,12 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"h\n" +
+	"\aoutcome\"\x8b\x01\n" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
-	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\xba\x03\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12!\n" +
+	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xba\x03\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
