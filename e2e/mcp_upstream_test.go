@@ -281,3 +281,100 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 		t.Errorf("go_blocks: %+v", st[4])
 	}
 }
+
+// mcpWindowOps adds windows over the progress of upstream tools.
+const mcpWindowOps = `
+  - name: ticks_window
+    description: A window over the progress of the go-sdk server's ticks tool.
+    adapter: mcp
+    mode: window
+    limits: {window_duration_ms: 30000, max_items: 50}
+    config:
+      command: %q
+      env: {%s: stdio}
+      tool: ticks
+  - name: long_window
+    description: A window over server-everything's long running operation.
+    adapter: mcp
+    mode: window
+    limits: {window_duration_ms: 30000}
+    config:
+      command: %q
+      args: [%q, stdio]
+      tool: trigger-long-running-operation
+`
+
+// TestMCPUpstreamWindow reads windows over upstream progress streams: each
+// upstream progress notification is an item, sent to the client as
+// progress with its own token (a string from the go-sdk client, an
+// integer from the TypeScript SDK), then the window's result.
+func TestMCPUpstreamWindow(t *testing.T) {
+	t.Parallel()
+	node, _ := exec.LookPath("node")
+	self, _ := os.Executable()
+	js := filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	g := startGateway(t, gatewayOptions{Operations: mcpUpstreamOps(t, fmt.Sprintf(mcpWindowOps, self, mcpUpstreamEnv, node, js))})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var progress progressLog
+	cs := g.connectProgress(ctx, &progress)
+
+	params := &mcp.CallToolParams{Name: "ticks_window", Arguments: map[string]any{"n": 4}}
+	params.SetProgressToken("tok-ticks")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		Items          []map[string]any
+		WindowComplete bool   `json:"window_complete"`
+		EndReason      string `json:"end_reason"`
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || json.Unmarshal(sc, &w) != nil || len(w.Items) != 4 || w.Items[3]["tick"] != float64(4) || !w.WindowComplete {
+		t.Fatalf("ticks_window: %s %+v", sc, res)
+	}
+	got := progress.take(4)
+	if len(got) != 4 {
+		t.Fatalf("%d progress notifications, want 4", len(got))
+	}
+	for i, p := range got {
+		if p.ProgressToken != "tok-ticks" || p.Progress != float64(i) || !strings.Contains(p.Message, fmt.Sprintf(`"tick":%d`, i+1)) {
+			t.Errorf("progress %d: %+v", i, p)
+		}
+	}
+
+	out := runTSClient(t, g.MCPURL, `[
+		{"op":"callTool","name":"long_window","arguments":{"duration":0.3,"steps":3},"progress":true},
+		{"op":"callTool","name":"ticks_window","arguments":{"n":2},"progress":true}
+	]`)
+	var run struct {
+		Steps []struct {
+			OK     bool
+			Result struct {
+				StructuredContent struct {
+					Items          []map[string]any
+					WindowComplete bool `json:"window_complete"`
+				}
+				IsError  bool
+				Progress []struct {
+					Progress float64
+					Message  string
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 2 {
+		t.Fatalf("client output: %v\n%s", err, out)
+	}
+	long := run.Steps[0].Result
+	if !run.Steps[0].OK || long.IsError || len(long.StructuredContent.Items) != 3 || long.StructuredContent.Items[2]["progress"] != float64(3) ||
+		len(long.Progress) != 3 || !strings.Contains(long.Progress[2].Message, `"total":3`) {
+		t.Errorf("long_window: %s", out)
+	}
+	ticks := run.Steps[1].Result
+	if !run.Steps[1].OK || ticks.IsError || len(ticks.Progress) != 2 || ticks.Progress[1].Progress != 1 ||
+		!strings.Contains(ticks.Progress[1].Message, `"tick":2`) {
+		t.Errorf("ticks_window: %s", out)
+	}
+}

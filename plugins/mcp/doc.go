@@ -41,12 +41,30 @@
 // result's content), its structuredContent becomes the tool's structured
 // result, and the text blocks joined are the readable rendering (logs,
 // jobs). An isError result (its text as the message, its
-// structuredContent as the detail), a
-// JSON-RPC error (its code kept as the status, its message as the
-// message), a timeout or a broken connection become an UpstreamError, so
-// the client sees the usual isError result naming the upstream ("mcp
-// host:port" or "mcp stdio <command>", never a URL's path, query or
-// userinfo).
+// structuredContent as the detail), a JSON-RPC error (its code kept as the
+// status, its message as the message), a timeout or a broken connection
+// become an UpstreamError, so the client sees the usual isError result
+// naming the upstream ("mcp host:port" or "mcp stdio <command>", never a
+// URL's path, query or userinfo).
+//
+// # Windows over upstream progress
+//
+// With mode: window (on an entry with tool), a call is a window over the
+// upstream tool's progress (Stream): the tools/call carries a progress
+// token of the adapter's own, and each notifications/progress the upstream
+// sends for it is one item: its message when that is JSON, else the
+// message as a string, or {"progress": n, "total": t} without a message.
+// The gateway collects, aggregates and relays the items under the
+// window's limits like any stream's (each to the client as progress with
+// the client's own token), and ends the upstream call when it stops the
+// window. The call's result ends the stream; an isError result or a
+// failure ends it with that error. A call's notifications wait in a
+// buffer of 256: an upstream that sends them faster than the gateway reads
+// has the excess dropped and reported as a gap, so a flood costs bounded
+// memory and never stalls the shared session. Since the go-sdk client
+// hands notifications over apart from responses, a stream waits after the
+// result for stragglers until one reports the total, none came for 200ms,
+// or 2s passed.
 //
 // # Sessions
 //
@@ -60,8 +78,11 @@
 // child process that exited), the call in flight fails with a clear,
 // retryable error unless it had not reached the upstream (a 404 on
 // sending), in which case it is sent again on a new session; the next
-// call opens a new session either way. A child process that exits is
-// started again at the next call. At most 64 upstream connections are
+// call opens a new session either way. A request the transport could not
+// send at all (a pooled connection the upstream had closed) is sent again
+// once on the same session. A session that ends by itself (its stream
+// closed, its child process exited) is forgotten at once, and a child
+// process that exits is started again at the next call. At most 64 upstream connections are
 // kept; beyond that the least recently used is closed (headers that differ
 // per caller, such as an exchanged token, make a connection each).
 //

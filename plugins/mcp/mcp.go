@@ -40,7 +40,7 @@ func newAdapter() *adapter {
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	schema, err := a.configs.Schema()
 	return &sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: schema}, err
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema}, err
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -162,35 +162,54 @@ func (a *adapter) tool(u *upstream, t *gomcp.Tool) (sdk.Tool, error) {
 
 // Invoke implements sdk.Adapter: one tools/call on the upstream.
 func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
-	p := a.configs.Get(&req.Operation)
-	if p.Err() != nil {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
-	}
-	u := p.Value
-	name := u.tool
-	if name == "" {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label,
-			Message: "config.tool: no upstream tool named: an entry without tool is expanded by the gateway"}
+	u, err := a.target(req)
+	if err != nil {
+		return nil, err
 	}
 	if req.Operation.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, req.Operation.Timeout)
 		defer cancel()
 	}
-	args := json.RawMessage(req.Arguments)
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	var res *gomcp.CallToolResult
-	err := a.withSession(ctx, u, false, func(s *gomcp.ClientSession) error {
-		var err error
-		res, err = s.CallTool(ctx, &gomcp.CallToolParams{Name: name, Arguments: args})
-		return err
-	})
+	res, err := a.call(ctx, u, callParams(u.tool, req))
 	if err != nil {
 		return nil, a.failure(ctx, u, err)
 	}
 	return result(u, res)
+}
+
+// target is the upstream of a call, which names one upstream tool.
+func (a *adapter) target(req *sdk.Request) (*upstream, error) {
+	p := a.configs.Get(&req.Operation)
+	if p.Err() != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
+	}
+	if p.Value.tool == "" {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.Value.label,
+			Message: "config.tool: no upstream tool named: an entry without tool is expanded by the gateway"}
+	}
+	return p.Value, nil
+}
+
+// callParams are the tools/call params of a request: the client's
+// arguments as they came.
+func callParams(name string, req *sdk.Request) *gomcp.CallToolParams {
+	args := json.RawMessage(req.Arguments)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return &gomcp.CallToolParams{Name: name, Arguments: args}
+}
+
+// call makes one tools/call on the upstream's session.
+func (a *adapter) call(ctx context.Context, u *upstream, params *gomcp.CallToolParams) (*gomcp.CallToolResult, error) {
+	var res *gomcp.CallToolResult
+	err := a.withSession(ctx, u, false, func(s *gomcp.ClientSession) error {
+		var err error
+		res, err = s.CallTool(ctx, params)
+		return err
+	})
+	return res, err
 }
 
 // withSession runs f on the upstream's session. A lost session is dropped
@@ -199,19 +218,33 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 // upstream (the upstream did not know the session).
 func (a *adapter) withSession(ctx context.Context, u *upstream, idempotent bool, f func(*gomcp.ClientSession) error) error {
 	c := a.pool.get(u)
-	for attempt := 0; ; attempt++ {
+	resent, reopened := false, false
+	for {
 		s, err := c.open(ctx)
 		if err != nil {
 			return err
 		}
 		err = f(s)
-		if err == nil || !lost(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if notSent(err) {
+			// The request never left (e.g. a pooled connection the
+			// upstream had closed): the session stands, send it again.
+			if resent {
+				return err
+			}
+			resent = true
+			continue
+		}
+		if !lost(err) {
 			return err
 		}
 		c.drop(s)
-		if attempt > 0 || !idempotent && !errors.Is(err, gomcp.ErrSessionMissing) {
+		if reopened || !idempotent && !errors.Is(err, gomcp.ErrSessionMissing) {
 			return err
 		}
+		reopened = true
 	}
 }
 
@@ -264,6 +297,8 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 		ue.Kind, ue.Message = sdk.KindCancelled, "the call was cancelled"
 	case errors.As(err, &ce):
 		ue.Message, ue.Retryable = "cannot open an MCP session: "+a.describe(u, ce.err), true
+	case notSent(err):
+		ue.Message, ue.Retryable = "the request could not be sent: "+a.describe(u, err), true
 	case errors.As(err, &rpc):
 		ue.Kind, ue.Status, ue.Message = sdk.KindUpstreamStatus, fmt.Sprint(rpc.Code), bound(rpc.Message)
 		ue.Rejected = rpc.Code == jsonrpc.CodeInvalidParams || rpc.Code == jsonrpc.CodeMethodNotFound ||

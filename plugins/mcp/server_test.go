@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,6 +85,22 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		sort.Strings(names)
 		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Join(names, ",")}}}, nil
+	})
+	raw("ticks", "Reports n progress notifications {\"tick\": i}, then answers; fails after them when fail is set.", func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct {
+			N    int
+			Fail bool
+		}
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= in.N; i++ {
+				if err := req.Session.NotifyProgress(ctx, &gomcp.ProgressNotificationParams{ProgressToken: tok,
+					Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf(`{"tick":%d}`, i)}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return &gomcp.CallToolResult{IsError: in.Fail, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d ticks", in.N)}}}, nil
 	})
 	raw("crash", "Ends the server process.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		os.Exit(3)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,12 +23,15 @@ const maxConns = 64
 type pool struct {
 	mu    sync.Mutex
 	conns map[string]*conn
+	// progress routes the sessions' progress notifications to the calls.
+	progress progressRoutes
 }
 
 // conn is the session of one upstream, opened lazily and again after it
 // is lost.
 type conn struct {
-	up *upstream
+	up     *upstream
+	routes *progressRoutes
 	// mu serialises opening the session; calls share an open one.
 	mu      sync.Mutex
 	session *gomcp.ClientSession
@@ -54,7 +58,7 @@ func (p *pool) get(u *upstream) *conn {
 			delete(p.conns, key)
 			oldest.drop(nil)
 		}
-		c = &conn{up: u}
+		c = &conn{up: u, routes: &p.progress}
 		p.conns[u.key] = c
 	}
 	c.used = time.Now()
@@ -86,12 +90,22 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		return c.session, nil
 	}
 	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version},
-		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{}})
+		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
+			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+				c.routes.deliver(req.Params)
+			}})
 	s, err := client.Connect(ctx, c.transport(), nil)
 	if err != nil {
 		return nil, &connectError{err}
 	}
 	c.session = s
+	// A session that ends by itself (the upstream closed its stream or
+	// exited) is forgotten at once, so the next call opens a new one
+	// rather than failing on the dead one.
+	go func() {
+		_ = s.Wait()
+		c.drop(s)
+	}()
 	return s, nil
 }
 
@@ -148,6 +162,18 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func lost(err error) bool {
 	return errors.Is(err, gomcp.ErrSessionMissing) || errors.Is(err, gomcp.ErrConnectionClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// codeNotSent is the go-sdk's JSON-RPC code for a request its transport
+// could not send (jsonrpc2.ErrRejected, "rejected by transport"): the
+// upstream never saw it, so sending it again is safe.
+const codeNotSent = -32005
+
+// notSent reports whether err means the request never reached the
+// upstream.
+func notSent(err error) bool {
+	var rpc *jsonrpc.Error
+	return errors.As(err, &rpc) && rpc.Code == codeNotSent
 }
 
 // connectError is a failure to open a session: the upstream is down, is
