@@ -134,7 +134,8 @@ func TestMCPUpstreamGoSDKClient(t *testing.T) {
 	g := startGateway(t, gatewayOptions{Operations: mcpUpstreamOps(t, "")})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cs := g.connect(ctx)
+	var progress progressLog
+	cs := g.connectProgress(ctx, &progress)
 
 	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -207,6 +208,22 @@ func TestMCPUpstreamGoSDKClient(t *testing.T) {
 	}) {
 		t.Errorf("ev_get-resource-reference: %+v", res)
 	}
+	// The upstream's progress of a unary call reaches the client with the
+	// client's own token, before the result.
+	params := &mcp.CallToolParams{Name: "go_ticks", Arguments: map[string]any{"n": 3}}
+	params.SetProgressToken("tok-unary")
+	if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
+		t.Fatalf("go_ticks: %v %+v", err, res)
+	}
+	got := progress.take(3)
+	if len(got) != 3 {
+		t.Fatalf("%d progress notifications, want 3", len(got))
+	}
+	for i, p := range got {
+		if p.ProgressToken != "tok-unary" || p.Progress != float64(i+1) || p.Total != 3 || p.Message != fmt.Sprintf(`{"tick":%d}`, i+1) {
+			t.Errorf("progress %d: %+v", i, p)
+		}
+	}
 	if res := call("go_fail", nil); !res.IsError || !strings.Contains(textOf(res), "no such account") {
 		t.Errorf("go_fail: %+v", res)
 	}
@@ -236,7 +253,8 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 		{"op":"callTool","name":"ev_echo","arguments":{"message":"from ts"}},
 		{"op":"callTool","name":"go_echo","arguments":{"text":"from ts"}},
 		{"op":"callTool","name":"ev_get-structured-content","arguments":{"location":"Chicago"}},
-		{"op":"callTool","name":"go_blocks","arguments":{}}
+		{"op":"callTool","name":"go_blocks","arguments":{}},
+		{"op":"callTool","name":"ev_trigger-long-running-operation","arguments":{"duration":0.3,"steps":3},"progress":true}
 	]`)
 	var run struct {
 		Steps []struct {
@@ -249,10 +267,11 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 				}
 				StructuredContent map[string]any
 				IsError           bool
+				Progress          []struct{ Progress, Total float64 }
 			}
 		}
 	}
-	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 5 {
+	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 6 {
 		t.Fatalf("client output: %v\n%s", err, out)
 	}
 	st := run.Steps
@@ -279,6 +298,9 @@ func TestMCPUpstreamTypeScriptClient(t *testing.T) {
 	if c := st[4].Result.Content; !st[4].OK || strings.Join(kinds, ",") != "text,image,resource,resource_link" ||
 		c[1].MimeType != "image/png" || c[1].Data == "" || c[2].Resource.Text != "embedded text" {
 		t.Errorf("go_blocks: %+v", st[4])
+	}
+	if r := st[5].Result; !st[5].OK || r.IsError || len(r.Progress) != 3 || r.Progress[2].Progress != 3 || r.Progress[2].Total != 3 {
+		t.Errorf("ev_trigger-long-running-operation: %s", out)
 	}
 }
 

@@ -379,9 +379,9 @@ type CallRequest struct {
 	// (upstream_auth.go), set by Call.
 	upstream *upstreamCredential
 	// Progress, when set, receives the chunks of a window operation while
-	// it collects (in order, from the calling goroutine, never after Call
-	// returns). The MCP endpoint sets it when the client asked for
-	// progress.
+	// it collects, or the progress an adapter reports during a unary call
+	// (in order, from the calling goroutine, never after Call returns).
+	// The MCP endpoint sets it when the client asked for progress.
 	Progress func(ctx context.Context, chunk ProgressChunk)
 }
 
@@ -450,7 +450,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	if err != nil {
 		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
-	res, err := c.Invoke(ctx, adapterRequest(op, req, args, deadline))
+	res, err := h.invokeAdapter(ctx, c, op, req, adapterRequest(op, req, args, deadline)) // progress.go
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):

@@ -47,6 +47,19 @@
 // naming the upstream ("mcp host:port" or "mcp stdio <command>", never a
 // URL's path, query or userinfo).
 //
+// # Progress
+//
+// When the client asked for the progress of a call (the gateway calls
+// through InvokeWithProgress; sdk.WantsProgress), the tools/call carries
+// a progress token of the adapter's own, never the client's, and each
+// notifications/progress the upstream sends for it is relayed
+// (sdk.ReportProgress) with its progress, total and message; the gateway
+// sends it to the client with the client's token. Without that request
+// the upstream is not asked for progress. The notifications of all calls
+// on a shared session are routed by token; those of one call wait in a
+// buffer of 256, beyond which a flood is dropped (bounded memory, and the
+// shared session's reading never waits on a slow client).
+//
 // # Windows over upstream progress
 //
 // With mode: window (on an entry with tool), a call is a window over the
@@ -58,13 +71,12 @@
 // window's limits like any stream's (each to the client as progress with
 // the client's own token), and ends the upstream call when it stops the
 // window. The call's result ends the stream; an isError result or a
-// failure ends it with that error. A call's notifications wait in a
-// buffer of 256: an upstream that sends them faster than the gateway reads
-// has the excess dropped and reported as a gap, so a flood costs bounded
-// memory and never stalls the shared session. Since the go-sdk client
-// hands notifications over apart from responses, a stream waits after the
-// result for stragglers until one reports the total, none came for 200ms,
-// or 2s passed.
+// failure ends it with that error. Notifications dropped from the call's
+// buffer are reported as a gap. Since the go-sdk client hands
+// notifications over apart from responses, a call with a progress token
+// (window or relayed) waits after the result for stragglers until one
+// reports the total, none came for 200ms (100ms when none came at all), or
+// 2s passed.
 //
 // # Sessions
 //

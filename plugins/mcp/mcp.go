@@ -40,7 +40,7 @@ func newAdapter() *adapter {
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	schema, err := a.configs.Schema()
 	return &sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema}, err
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema, Progress: true}, err
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -171,7 +171,18 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		ctx, cancel = context.WithTimeout(ctx, req.Operation.Timeout)
 		defer cancel()
 	}
-	res, err := a.call(ctx, u, callParams(u.tool, req))
+	var res *gomcp.CallToolResult
+	if sdk.WantsProgress(ctx) {
+		// The client asked for progress: the upstream's is relayed (a
+		// flood is thinned by the bounded buffer, not reported).
+		res, err = a.progressCall(ctx, u, callParams(u.tool, req),
+			func(p *gomcp.ProgressNotificationParams) error {
+				return sdk.ReportProgress(ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+			},
+			func(int64) error { return nil })
+	} else {
+		res, err = a.call(ctx, u, callParams(u.tool, req))
+	}
 	if err != nil {
 		return nil, a.failure(ctx, u, err)
 	}

@@ -24,9 +24,50 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	gone := false
+	res, err := a.progressCall(ctx, u, callParams(u.tool, req),
+		func(p *gomcp.ProgressNotificationParams) error {
+			err := send.Item(sdk.Item{Data: progressItem(p)})
+			if err != nil {
+				gone = true
+				cancel() // the host has gone: end the upstream call
+			}
+			return err
+		},
+		func(n int64) error {
+			err := send.Gap(fmt.Sprintf("%d progress notifications were dropped: %s sent them faster than they were read", n, u.label))
+			if err != nil {
+				gone = true
+				cancel()
+			}
+			return err
+		})
+	switch {
+	case gone:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err() // the host ended the window
+	case err != nil:
+		return a.failure(ctx, u, err)
+	case res.IsError:
+		_, err := result(u, res)
+		return err
+	}
+	return nil
+}
+
+// progressCall makes a tools/call with a progress token of the adapter's
+// own and hands each notifications/progress the upstream sends for it to
+// forward, in the calling goroutine, until the call answers; before a
+// notification, dropped learns how many were dropped since the last one
+// (and once more at the end). An error of forward or dropped stops the
+// hand-over, not the call. The client session hands notifications over
+// apart from responses, so some may still come after the answer: they are
+// awaited (settle) unless the last one reported the total.
+func (a *adapter) progressCall(ctx context.Context, u *upstream, params *gomcp.CallToolParams,
+	forward func(*gomcp.ProgressNotificationParams) error, dropped func(int64) error) (*gomcp.CallToolResult, error) {
 	tok, sink, done := a.pool.progress.open()
 	defer done()
-	params := callParams(u.tool, req)
 	params.SetProgressToken(tok)
 	type outcome struct {
 		res *gomcp.CallToolResult
@@ -38,63 +79,62 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 		out <- outcome{res, err}
 	}()
 	var reported int64
-	complete := false // the last notification reported the total
+	seen, complete, stopped := false, false, false
 	gap := func() error {
-		if n := sink.dropped.Load(); n > reported {
-			if err := send.Gap(fmt.Sprintf("%d progress notifications were dropped: %s sent them faster than they were read", n-reported, u.label)); err != nil {
+		if n := sink.dropped.Load(); n > reported && !stopped {
+			if err := dropped(n - reported); err != nil {
+				stopped = true
 				return err
 			}
 			reported = n
 		}
 		return nil
 	}
-	forward := func(p *gomcp.ProgressNotificationParams) error {
-		if err := gap(); err != nil {
-			return err
+	hand := func(p *gomcp.ProgressNotificationParams) error {
+		seen, complete = true, p.Total > 0 && p.Progress >= p.Total
+		if stopped || gap() != nil {
+			return nil
 		}
-		complete = p.Total > 0 && p.Progress >= p.Total
-		return send.Item(sdk.Item{Data: progressItem(p)})
+		if err := forward(p); err != nil {
+			stopped = true
+		}
+		return nil
 	}
 	for {
 		select {
 		case p := <-sink.ch:
-			if forward(p) != nil {
-				return nil // the host has gone
-			}
+			_ = hand(p)
 		case o := <-out:
-			// The upstream sent its progress before its result, but the
-			// client session hands notifications over apart from
-			// responses: pass on the ones still coming.
-			if !complete && settle(ctx, sink.ch, forward) != nil || gap() != nil {
-				return nil
+			if !complete {
+				_ = settle(ctx, sink.ch, seen, hand)
 			}
-			if ctx.Err() != nil {
-				return ctx.Err() // the host ended the window
-			}
-			if o.err != nil {
-				return a.failure(ctx, u, o.err)
-			}
-			if o.res.IsError {
-				_, err := result(u, o.res)
-				return err
-			}
-			return nil
+			_ = gap()
+			return o.res, o.err
 		}
 	}
 }
 
-// settleQuiet and settleMax bound how long a stream waits, after the
+// settleQuiet and settleMax bound how long a call waits, after the
 // upstream's result, for progress notifications the client session has not
-// handed over yet: until none came for settleQuiet, at most settleMax.
+// handed over yet: until none came for settleQuiet (settleFirst while none
+// came at all), at most settleMax. The upstream sent them before its
+// result, so they are already read and queued: the wait is for a
+// goroutine of this process, not for the network.
 const (
+	settleFirst = 100 * time.Millisecond
 	settleQuiet = 200 * time.Millisecond
 	settleMax   = 2 * time.Second
 )
 
 // settle forwards the notifications that arrive after the call's result,
-// until they stop or one reports the total.
-func settle(ctx context.Context, ch <-chan *gomcp.ProgressNotificationParams, forward func(*gomcp.ProgressNotificationParams) error) error {
-	quiet := time.NewTimer(settleQuiet)
+// until they stop or one reports the total; seen says whether some came
+// before the result.
+func settle(ctx context.Context, ch <-chan *gomcp.ProgressNotificationParams, seen bool, forward func(*gomcp.ProgressNotificationParams) error) error {
+	first := settleQuiet
+	if !seen {
+		first = settleFirst
+	}
+	quiet := time.NewTimer(first)
 	defer quiet.Stop()
 	limit := time.NewTimer(settleMax)
 	defer limit.Stop()

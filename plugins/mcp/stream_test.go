@@ -104,3 +104,27 @@ func TestProgressRoutesBounded(t *testing.T) {
 		t.Fatalf("after the call: %d routes, %d dropped", len(r.calls), sink.dropped.Load())
 	}
 }
+
+// A unary call whose client asked for progress relays the upstream's
+// progress reports, in order, before the answer; without the request the
+// upstream is not asked for progress.
+func TestInvokeRelaysProgress(t *testing.T) {
+	t.Parallel()
+	up := newHTTPUpstream(t, false)
+	h := newHarness(t)
+	info, err := h.Describe(ctxT(t))
+	if err != nil || !info.Capabilities.Progress {
+		t.Fatalf("describe: %+v %v", info, err)
+	}
+	req := &sdk.Request{Operation: sdk.Operation{Name: "ticks", Config: json.RawMessage(`{"url":"` + up.srv.URL + `","tool":"ticks"}`)},
+		Arguments: json.RawMessage(`{"n": 3}`)}
+	var got []sdk.Progress
+	res, err := h.Client.InvokeWithProgress(ctxT(t), req, info.Capabilities, func(p sdk.Progress) { got = append(got, p) })
+	if err != nil || res.Text != "3 ticks" || len(got) != 3 || got[2] != (sdk.Progress{Progress: 3, Total: 3, Message: `{"tick":3}`}) {
+		t.Fatalf("result %+v %v, progress %+v", res, err, got)
+	}
+	res, err = h.Client.Invoke(ctxT(t), req)
+	if err != nil || res.Text != "3 ticks" {
+		t.Fatalf("without progress: %+v %v", res, err)
+	}
+}

@@ -118,6 +118,10 @@ type Description struct {
 	Modes     []Mode
 	// ConfigSchema is the JSON Schema of an operation's adapter config.
 	ConfigSchema json.RawMessage
+	// Progress: the adapter reports its calls' progress (ReportProgress),
+	// so the host asks for it when a client does (the protocol's
+	// InvokeWithProgress).
+	Progress bool
 }
 
 // Operation is one configured operation.
