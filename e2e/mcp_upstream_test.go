@@ -20,13 +20,20 @@ import (
 // the upstream the gateway's mcp adapter starts as a command.
 const mcpUpstreamEnv = "CRANK_E2E_MCP_UPSTREAM"
 
+// mcpLingerEnv makes that server stay when its stdin closes.
+const mcpLingerEnv = "CRANK_E2E_MCP_LINGER"
+
 // serveMCPUpstream serves mcpUpstreamServer over stdio and exits, when
 // this process was started as an upstream.
 func serveMCPUpstream() {
 	if os.Getenv(mcpUpstreamEnv) != "stdio" {
 		return
 	}
-	if err := mcpUpstreamServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	err := mcpUpstreamServer().Run(context.Background(), &mcp.StdioTransport{})
+	if os.Getenv(mcpLingerEnv) != "" {
+		select {} // a server that outlives its input: only a signal ends it
+	}
+	if err != nil {
 		os.Exit(2)
 	}
 	os.Exit(0)

@@ -30,6 +30,8 @@ type config struct {
 	Exclude []string          `json:"exclude,omitempty" jsonschema:"Glob patterns of the upstream tool names not to serve; wins over include."`
 	Rename  map[string]string `json:"rename,omitempty" jsonschema:"Upstream tool name to the name Crank serves it under (before prefix)."`
 	Tool    string            `json:"tool,omitempty" jsonschema:"One upstream tool: the entry stands for it alone, under the entry's name."`
+	// MaxMessageBytes bounds one message from the upstream.
+	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
 }
 
 // upstream is a prepared config: how to reach the server and which of its
@@ -54,6 +56,8 @@ type upstream struct {
 	include, exclude []string
 	rename           map[string]string
 	tool             string
+	// maxMessage bounds one message from the upstream.
+	maxMessage int64
 	// connFields is the config without the tool selection, for the
 	// configs of derived tools.
 	connFields map[string]json.RawMessage
@@ -63,7 +67,16 @@ type upstream struct {
 var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content-Type", "Accept", "Last-Event-Id"}
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
-	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool}
+	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
+		maxMessage: defaultMaxMessageBytes}
+	switch {
+	case c.MaxMessageBytes < 0:
+		d.Errorf("max_message_bytes", "must not be negative")
+	case c.MaxMessageBytes > maxMessageLimit:
+		d.Errorf("max_message_bytes", "must be at most %d (the adapter protocol's bound of a result)", maxMessageLimit)
+	case c.MaxMessageBytes > 0:
+		u.maxMessage = c.MaxMessageBytes
+	}
 	switch {
 	case c.URL == "" && c.Command == "":
 		d.Errorf("url", "is required: the upstream's Streamable HTTP endpoint (or command, for a server over stdio)")
@@ -149,7 +162,7 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 
 // connKey hashes the fields that make a connection.
 func connKey(c *config) string {
-	b, _ := json.Marshal([]any{c.URL, c.Headers, c.TLS, c.Command, c.Args, c.Env})
+	b, _ := json.Marshal([]any{c.URL, c.Headers, c.TLS, c.Command, c.Args, c.Env, c.MaxMessageBytes})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -18,7 +18,16 @@
 //     to the operations file; a bare name is found on PATH. The child gets
 //     a minimal environment (PATH, HOME, TMPDIR, TZ and the locale) plus
 //     env, taken literally, as adapters themselves do: tokens in the
-//     gateway's or the adapter's environment never reach it.
+//     gateway's or the adapter's environment never reach it. On Linux the
+//     child gets SIGKILL when the adapter dies (Pdeathsig), so it never
+//     outlives it; a session that closes ends its child by closing its
+//     input, then SIGTERM after 2s, then SIGKILL.
+//
+// max_message_bytes (default 8 MiB, at most 48 MiB) bounds one message
+// from the upstream: a line over stdio, an SSE event or a JSON body over
+// HTTP. The adapter stops reading at the bound, so memory stays bounded,
+// and the call fails with a clear error naming the bound; the session is
+// closed and the next call opens a new one.
 //
 // # Tools
 //
@@ -76,7 +85,7 @@
 // notifications over apart from responses, a call with a progress token
 // (window or relayed) waits after the result for stragglers until one
 // reports the total, none came for 200ms (100ms when none came at all), or
-// 2s passed.
+// 5s passed; later ones are not passed on.
 //
 // # Sessions
 //

@@ -239,6 +239,10 @@ func (a *adapter) withSession(ctx context.Context, u *upstream, idempotent bool,
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
+		if errors.Is(err, errTooLarge) || c.tooLarge.Load() {
+			c.drop(s) // its stream is broken mid-message
+			return err
+		}
 		if notSent(err) {
 			// The request never left (e.g. a pooled connection the
 			// upstream had closed): the session stands, send it again.
@@ -302,6 +306,9 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 	var rpc *jsonrpc.Error
 	var ce *connectError
 	switch {
+	case a.pool.tooLarge(u) || errors.Is(err, errTooLarge):
+		ue.Kind, ue.Rejected = sdk.KindBadResponse, true
+		ue.Message = fmt.Sprintf("the upstream sent a message larger than max_message_bytes (%d bytes); the session was closed and the next call opens a new one", u.maxMessage)
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded:
 		ue.Kind, ue.Message, ue.Retryable = sdk.KindTimeout, "the operation's timeout passed", true
 	case errors.Is(err, context.Canceled):

@@ -102,6 +102,11 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		return &gomcp.CallToolResult{IsError: in.Fail, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d ticks", in.N)}}}, nil
 	})
+	raw("big", "Answers a text of n bytes.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct{ N int }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Repeat("x", in.N)}}}, nil
+	})
 	raw("crash", "Ends the server process.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		os.Exit(3)
 		return nil, nil

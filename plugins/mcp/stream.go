@@ -123,7 +123,7 @@ func (a *adapter) progressCall(ctx context.Context, u *upstream, params *gomcp.C
 const (
 	settleFirst = 100 * time.Millisecond
 	settleQuiet = 200 * time.Millisecond
-	settleMax   = 2 * time.Second
+	settleMax   = 5 * time.Second
 )
 
 // settle forwards the notifications that arrive after the call's result,

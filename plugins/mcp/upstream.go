@@ -5,9 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,6 +36,9 @@ type conn struct {
 	session *gomcp.ClientSession
 	// used is when the pool last handed the conn out (pool.mu).
 	used time.Time
+	// tooLarge is set when the upstream sent a message beyond
+	// max_message_bytes (bounds.go); the session then breaks.
+	tooLarge atomic.Bool
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -63,6 +65,15 @@ func (p *pool) get(u *upstream) *conn {
 	}
 	c.used = time.Now()
 	return c
+}
+
+// tooLarge reports, once, whether the connection of u broke on a message
+// beyond max_message_bytes.
+func (p *pool) tooLarge(u *upstream) bool {
+	p.mu.Lock()
+	c := p.conns[u.key]
+	p.mu.Unlock()
+	return c != nil && c.tooLarge.CompareAndSwap(true, false)
 }
 
 // closeAll ends every upstream session (and child process).
@@ -94,7 +105,11 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
 				c.routes.deliver(req.Params)
 			}})
-	s, err := client.Connect(ctx, c.transport(), nil)
+	t, err := c.transport()
+	if err != nil {
+		return nil, &connectError{err}
+	}
+	s, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, &connectError{err}
 	}
@@ -124,23 +139,20 @@ func (c *conn) drop(s *gomcp.ClientSession) {
 	}
 }
 
-func (c *conn) transport() gomcp.Transport {
+func (c *conn) transport() (gomcp.Transport, error) {
 	u := c.up
 	if u.command != "" {
-		cmd := exec.Command(u.command, u.args...)
-		cmd.Env = u.env
-		cmd.Stderr = os.Stderr // the adapter's stderr goes to the gateway's log
-		return &gomcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		return c.stdioTransport() // bounds.go
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	if u.tls != nil {
 		base.TLSClientConfig = u.tls
 	}
-	var rt http.RoundTripper = base
+	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge}
 	if len(u.headers) > 0 {
-		rt = headerTransport{base: base, headers: u.headers}
+		rt = headerTransport{base: rt, headers: u.headers}
 	}
-	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}, nil
 }
 
 // headerTransport adds the configured headers to every request.
