@@ -407,3 +407,30 @@ func TestMCPUpstreamWindow(t *testing.T) {
 		t.Errorf("ticks_window: %s", out)
 	}
 }
+
+// demoMCPWindow reads the demo's window over its MCP server's countdown
+// (demo/mcp.yaml): one item per upstream progress step.
+func demoMCPWindow(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "countdown_window", Arguments: map[string]any{"from": 3, "step_ms": 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		Items          []struct{ Remaining int }
+		WindowComplete bool `json:"window_complete"`
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || json.Unmarshal(sc, &w) != nil || len(w.Items) != 3 || w.Items[0].Remaining != 3 || w.Items[2].Remaining != 1 || !w.WindowComplete {
+		t.Fatalf("countdown_window: %s %+v", sc, res)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp_word_stats", Arguments: map[string]any{"text": "federated through crank"}})
+	if err != nil || res.IsError {
+		t.Fatalf("mcp_word_stats: %v %+v", err, res)
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"words":3`) {
+		t.Fatalf("mcp_word_stats: %s", sc)
+	}
+}
