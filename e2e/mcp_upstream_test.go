@@ -319,8 +319,17 @@ const mcpWindowOps = `
     mode: window
     limits: {window_duration_ms: 30000, max_items: 50}
     config:
-      command: %q
-      env: {%s: stdio}
+      command: %[1]q
+      env: {%[2]s: stdio}
+      tool: ticks
+  - name: ticks_job
+    description: The go-sdk server's ticks tool as a job Crank runs in the background.
+    adapter: mcp
+    mode: async_job
+    scope: workspace
+    config:
+      command: %[1]q
+      env: {%[2]s: stdio}
       tool: ticks
   - name: long_window
     description: A window over server-everything's long running operation.
@@ -328,8 +337,8 @@ const mcpWindowOps = `
     mode: window
     limits: {window_duration_ms: 30000}
     config:
-      command: %q
-      args: [%q, stdio]
+      command: %[3]q
+      args: [%[4]q, stdio]
       tool: trigger-long-running-operation
 `
 
@@ -371,6 +380,15 @@ func TestMCPUpstreamWindow(t *testing.T) {
 		if p.ProgressToken != "tok-ticks" || p.Progress != float64(i) || !strings.Contains(p.Message, fmt.Sprintf(`"tick":%d`, i+1)) {
 			t.Errorf("progress %d: %+v", i, p)
 		}
+	}
+
+	// An async job over a plain upstream call.
+	job := callOK(t, cs, "ticks_job_start", map[string]any{"n": 2})["job_id"]
+	waitFor(t, "the ticks job to succeed", func() bool {
+		return callOK(t, cs, "ticks_job_status", map[string]any{"job_id": job})["status"] == "succeeded"
+	})
+	if r := callOK(t, cs, "ticks_job_result", map[string]any{"job_id": job}); r["ready"] != true || !strings.Contains(fmt.Sprint(r["result"]), "2 ticks") {
+		t.Errorf("ticks_job_result: %v", r)
 	}
 
 	out := runTSClient(t, g.MCPURL, `[

@@ -87,6 +87,15 @@
 // reports the total, none came for 200ms (100ms when none came at all), or
 // 5s passed; later ones are not passed on.
 //
+// # Jobs
+//
+// With mode: async_job (on an entry with tool) the gateway runs the
+// upstream tools/call in the background as a job (x_start, x_status,
+// x_result, x_cancel, and MCP Tasks for clients that speak them), like
+// any unary operation; cancelling the job cancels the upstream call
+// (notifications/cancelled). Upstream MCP Tasks (task-augmented calls)
+// are not used: the job is Crank's, over a plain call.
+//
 // # Sessions
 //
 // Upstream sessions are the adapter's business. One upstream session is
