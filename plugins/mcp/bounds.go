@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -34,26 +35,37 @@ type frameLimiter struct {
 	perLine bool
 	marked  *atomic.Bool
 
-	n      int64 // bytes of the current frame
-	prevNL bool
+	n       int64 // bytes of the current frame
+	lineHas bool  // the current line has more than \r
 }
 
 func (f *frameLimiter) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
-	for i, b := range p[:n] {
-		switch {
-		case b == '\n' && (f.perLine || f.prevNL):
-			f.n, f.prevNL = 0, false
-			continue
-		case b == '\n':
-			f.prevNL = true
-		case b != '\r':
-			f.prevNL = false
+	b := p[:n]
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i+1]
 		}
-		if f.n++; f.n > f.max {
+		if f.n += int64(len(chunk)); f.n > f.max {
 			f.marked.Store(true)
-			return i, errTooLarge
+			return n - len(b), errTooLarge
 		}
+		content := chunk
+		if i >= 0 {
+			content = chunk[:i]
+		}
+		if len(bytes.Trim(content, "\r")) > 0 {
+			f.lineHas = true
+		}
+		if i >= 0 {
+			if f.perLine || !f.lineHas {
+				f.n = 0 // a line ends a stdio frame, a blank line an SSE event
+			}
+			f.lineHas = false
+		}
+		b = b[len(chunk):]
 	}
 	return n, err
 }

@@ -1,9 +1,13 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -51,6 +55,30 @@ func TestMaxMessageBytesConfig(t *testing.T) {
 		d := p.Diagnostics()
 		if len(d) != 1 || d[0].Field != "max_message_bytes" || !strings.Contains(d[0].Message, c.want) {
 			t.Errorf("%v: %+v", c.v, d)
+		}
+	}
+}
+
+// Frames end at a line over stdio and at a blank line over HTTP, however
+// the reads split them.
+func TestFrameLimiter(t *testing.T) {
+	for _, c := range []struct {
+		perLine bool
+		in      string
+		tooBig  bool
+	}{
+		{true, "12345\n12345\n12345\n", false},
+		{true, "123456789012\n", true},
+		{false, "data: 1\n\ndata: 2\n\n", false},
+		{false, "data: 1\r\n\r\ndata: 2\r\n\r\n", false},
+		{false, "data: 1\ndata: 2\n\n", true},
+		{false, "1234567890123", true},
+	} {
+		var marked atomic.Bool
+		f := &frameLimiter{r: io.NopCloser(iotest.OneByteReader(strings.NewReader(c.in))), max: 12, perLine: c.perLine, marked: &marked}
+		out, err := io.ReadAll(f)
+		if tooBig := errors.Is(err, errTooLarge); tooBig != c.tooBig || marked.Load() != c.tooBig || !c.tooBig && string(out) != c.in {
+			t.Errorf("%q (per line %v): %q %v", c.in, c.perLine, out, err)
 		}
 	}
 }
