@@ -111,6 +111,8 @@ func TestExpandErrors(t *testing.T) {
 		{"no such tool", map[string]any{"url": up.srv.URL, "tool": "nope"}, "tool", []string{`has no tool "nope"`}},
 		{"nothing selected", map[string]any{"url": up.srv.URL, "include": []string{"zz*"}}, "include", []string{"selects none of the 9 tools"}},
 		{"garbage", map[string]any{"url": garbage.URL}, "url", []string{"listing the tools of mcp " + garbage.Listener.Addr().String() + " failed: cannot open an MCP session"}},
+		{"garbage over stdio", map[string]any{"command": "sh", "args": []string{"-c", "echo '<html>not MCP</html>'; exec sleep 30"}},
+			"command", []string{"listing the tools of mcp stdio sh failed: cannot open an MCP session", "invalid character '<'"}},
 		{"no such command", map[string]any{"command": "/nonexistent/mcp-server"}, "command", []string{"listing the tools of mcp stdio mcp-server failed: cannot open an MCP session", "no such file"}},
 		{"down", map[string]any{"url": "http://127.0.0.1:1/mcp?key=s3cret"}, "url", []string{"listing the tools of mcp 127.0.0.1:1 failed: cannot open an MCP session", "connection refused"}},
 	} {
