@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
@@ -74,6 +75,16 @@ func TestObserver(t *testing.T) {
 	cancel() // the caller stops reading
 	for range 100 {
 		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	// Items already received may still be read after the cancel; the
+	// stream's outcome is reported when the cancel is seen.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(outcomes)
+		mu.Unlock()
+		if n >= 3 {
 			break
 		}
 	}
