@@ -71,7 +71,7 @@ $(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/pack
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own.
 bench:
-	$(GO) test -run '^$$' -bench . -skip BenchmarkStreamSessionMemory -benchtime 2000x ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./store/
+	$(GO) test -run '^$$' -bench . -skip BenchmarkStreamSessionMemory -benchtime 2000x ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x ./host/
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/
 

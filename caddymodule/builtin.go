@@ -13,6 +13,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/plugins/graphql"
 	grpcadapter "github.com/crankmcp/crank/plugins/grpc"
+	mcpadapter "github.com/crankmcp/crank/plugins/mcp"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/soap"
@@ -28,6 +29,7 @@ var builtins = map[string]func() sdk.Adapter{
 	rest.Name:        rest.New,
 	graphql.Name:     graphql.New,
 	grpcadapter.Name: grpcadapter.New,
+	mcpadapter.Name:  mcpadapter.New,
 	soap.Name:        soap.New,
 	websocket.Name:   websocket.New,
 }

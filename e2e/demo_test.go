@@ -172,6 +172,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list via localhost: %v %v", tools, err)
 	}
+	demoMCPWindow(t, cs)                                               // mcp_upstream_test.go
 	demoMetrics(t, fmt.Sprintf("http://localhost:%d", ports[":2019"])) // metrics_test.go
 }
 

@@ -379,9 +379,9 @@ type CallRequest struct {
 	// (upstream_auth.go), set by Call.
 	upstream *upstreamCredential
 	// Progress, when set, receives the chunks of a window operation while
-	// it collects (in order, from the calling goroutine, never after Call
-	// returns). The MCP endpoint sets it when the client asked for
-	// progress.
+	// it collects, or the progress an adapter reports during a unary call
+	// (in order, from the calling goroutine, never after Call returns).
+	// The MCP endpoint sets it when the client asked for progress.
 	Progress func(ctx context.Context, chunk ProgressChunk)
 }
 
@@ -393,6 +393,10 @@ type Result struct {
 	// Text is the text content block.
 	Text    string
 	IsError bool
+	// Content, when set, is the result's MCP content blocks as a JSON
+	// array (sdk.Result.Content, redacted): served in place of the text
+	// block.
+	Content json.RawMessage
 
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
@@ -446,7 +450,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	if err != nil {
 		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
-	res, err := c.Invoke(ctx, adapterRequest(op, req, args, deadline))
+	res, err := h.invokeAdapter(ctx, c, op, req, adapterRequest(op, req, args, deadline)) // progress.go
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
@@ -543,6 +547,9 @@ func describeUpstreamError(ue *sdk.UpstreamError) string {
 
 func (h *Host) successResult(r *sdk.Result) *Result {
 	out := &Result{Text: r.Text}
+	if c := bytes.TrimSpace(r.Content); len(c) > 0 && c[0] == '[' {
+		out.Content = h.redact.JSON(c)
+	}
 	raw := bytes.TrimSpace(r.Structured)
 	if len(raw) > 0 {
 		if raw[0] != '{' {
@@ -572,11 +579,12 @@ func redactResult(rd *Redactor, r *Result) *Result {
 	} else {
 		text = rd.String(r.Text)
 	}
-	if !changed && text == r.Text {
+	content, contentChanged := rd.json(r.Content)
+	if !changed && !contentChanged && text == r.Text {
 		return r
 	}
 	out := *r
-	out.Structured, out.Text = structured, text
+	out.Structured, out.Text, out.Content = structured, text, content
 	return &out
 }
 

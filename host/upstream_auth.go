@@ -159,6 +159,14 @@ func (c *upstreamCredential) operation(op sdk.Operation) sdk.Operation {
 	return op
 }
 
+// redactString removes the upstream token from a call's text.
+func (c *upstreamCredential) redactString(s string) string {
+	if c == nil {
+		return s
+	}
+	return c.redactor.String(s)
+}
+
 // redact removes the upstream token from a call's result.
 func (c *upstreamCredential) redact(r *Result) *Result {
 	if c == nil || r == nil {

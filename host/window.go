@@ -49,6 +49,11 @@ const (
 // one chunk. The caller turns chunks into MCP progress notifications.
 type ProgressChunk struct {
 	Message string
+	// Relayed: the chunk is an upstream's own progress report of a unary
+	// call (sdk.ReportProgress), sent on with its Progress and Total
+	// (0: unknown) rather than counted.
+	Relayed         bool
+	Progress, Total float64
 }
 
 // windowResult is a window's structuredContent.

@@ -350,11 +350,15 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		// message is the chunk, the token is echoed with its JSON type.
 		// They are sent from the call's goroutine, so none follows the
 		// result.
+		// An upstream's own progress of a unary call is relayed with its
+		// progress and total.
 		next := 0
 		cr.Progress = func(ctx context.Context, c host.ProgressChunk) {
-			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: tok, Progress: float64(next), Message: c.Message,
-			})
+			p := &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(next), Message: c.Message}
+			if c.Relayed {
+				p.Progress, p.Total = c.Progress, c.Total
+			}
+			err := req.Session.NotifyProgress(ctx, p)
 			if err != nil {
 				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
 			}
@@ -385,7 +389,7 @@ func (ep *Endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
 
 // toolResult is the CallToolResult of a host result.
 func toolResult(res *host.Result) *mcp.CallToolResult {
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+	out := &mcp.CallToolResult{Content: contentBlocks(res), IsError: res.IsError}
 	if res.Structured != nil {
 		out.StructuredContent = res.Structured
 	}

@@ -118,6 +118,10 @@ type Description struct {
 	Modes     []Mode
 	// ConfigSchema is the JSON Schema of an operation's adapter config.
 	ConfigSchema json.RawMessage
+	// Progress: the adapter reports its calls' progress (ReportProgress),
+	// so the host asks for it when a client does (the protocol's
+	// InvokeWithProgress).
+	Progress bool
 }
 
 // Operation is one configured operation.
@@ -182,6 +186,14 @@ type Result struct {
 	// Text is a readable rendering; when empty the host renders Structured.
 	Text        string
 	ContentType string
+	// Content, optional, is the answer as MCP content blocks: a JSON array
+	// of blocks of the MCP schema (text, image, audio, resource_link,
+	// resource), e.g. an MCP upstream's tool result content, passed on
+	// unchanged. When set, the host sends these blocks as the tool
+	// result's content in place of a text block of Text; Text should still
+	// be the readable rendering (logs, jobs, and hosts that predate the
+	// field use it).
+	Content json.RawMessage
 }
 
 // Item is one element of an upstream stream.

@@ -35,6 +35,8 @@ func (unaryOnly) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "404", Message: "no such thing", Rejected: true}
 	case "bug":
 		return nil, errors.New("nil map")
+	case "blocks":
+		return &sdk.Result{Text: "a picture", Content: json.RawMessage(`[{"type":"image","data":"UE5H","mimeType":"image/png"}]`)}, nil
 	}
 	return &sdk.Result{Structured: json.RawMessage(`{"op":"` + req.Operation.Name + `"}`)}, nil
 }
@@ -89,6 +91,10 @@ func TestInvokeOutcomes(t *testing.T) {
 	res, ue, err := h.Invoke(ctx, adaptertest.Call{Operation: "op1"})
 	if err != nil || ue != nil || string(res.Structured) != `{"op":"op1"}` {
 		t.Fatalf("success: %v %v %v", res, ue, err)
+	}
+	res, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"blocks"}`})
+	if err != nil || ue != nil || res.Text != "a picture" || string(res.Content) != `[{"type":"image","data":"UE5H","mimeType":"image/png"}]` {
+		t.Fatalf("content blocks: %+v %v %v", res, ue, err)
 	}
 	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"upstream"}`})
 	if err != nil || ue.Status != "418" || !ue.Retryable || ue.Kind != sdk.KindUpstreamStatus {

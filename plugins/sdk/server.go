@@ -47,6 +47,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if _, ok := s.impl.(Streamer); ok {
 		caps = append(caps, wire.CapabilityStream)
 	}
+	if d.Progress {
+		caps = append(caps, wire.CapabilityProgress)
+	}
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {
 		modes[i] = adapterv1.ExecutionMode(m)
@@ -126,6 +129,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 		StructuredJson: res.Structured,
 		Text:           res.Text,
 		ContentType:    res.ContentType,
+		ContentJson:    res.Content,
 	}}, Spans: takeSpans()}, nil
 }
 

@@ -78,9 +78,9 @@ func TestObserver(t *testing.T) {
 			break
 		}
 	}
-	// The stream's outcome is reported when its cancellation is seen,
-	// which may come after Recv returned.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	// Items already received may still be read after the cancel; the
+	// stream's outcome is reported when the cancel is seen.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		n := len(outcomes)
 		mu.Unlock()

@@ -41,6 +41,8 @@ const (
 	CapabilityValidate = "validate"
 	CapabilityExpand   = "expand"
 	CapabilityStream   = "stream"
+	// CapabilityProgress: InvokeWithProgress (Description.Progress).
+	CapabilityProgress = "progress"
 )
 
 // HostToolExecution is the host capability, listed in

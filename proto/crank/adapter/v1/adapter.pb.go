@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type DescribeRequest struct {
@@ -1234,7 +1234,14 @@ type Result struct {
 	// structured_json as text.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Upstream media type of the answer, e.g. "application/json".
-	ContentType   string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// MCP content blocks of the answer as a JSON array, each a block of the
+	// MCP schema (text, image, audio, resource_link, resource), e.g. the
+	// content of an MCP upstream's tool result. When set, the host sends
+	// them as the tool result's content in place of the text block; text
+	// still carries the readable rendering (for hosts that predate this
+	// field, logs and jobs). Empty: the host makes one text block of text.
+	ContentJson   []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1295,13 @@ func (x *Result) GetContentType() string {
 		return x.ContentType
 	}
 	return ""
+}
+
+func (x *Result) GetContentJson() []byte {
+	if x != nil {
+		return x.ContentJson
+	}
+	return nil
 }
 
 // UpstreamError is a failure of the upstream or of reaching it. Adapter bugs
@@ -1405,6 +1419,154 @@ func (x *UpstreamError) GetRejected() bool {
 	return false
 }
 
+// InvokeEvent is one event of InvokeWithProgress: progress while the call
+// runs, then its response, last.
+type InvokeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*InvokeEvent_Progress
+	//	*InvokeEvent_Response
+	Event         isInvokeEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvokeEvent) Reset() {
+	*x = InvokeEvent{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvokeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvokeEvent) ProtoMessage() {}
+
+func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
+func (*InvokeEvent) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *InvokeEvent) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *InvokeEvent) GetResponse() *InvokeResponse {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+type isInvokeEvent_Event interface {
+	isInvokeEvent_Event()
+}
+
+type InvokeEvent_Progress struct {
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type InvokeEvent_Response struct {
+	Response *InvokeResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+func (*InvokeEvent_Progress) isInvokeEvent_Event() {}
+
+func (*InvokeEvent_Response) isInvokeEvent_Event() {}
+
+// Progress is the progress of a call as its upstream reports it.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How far the call is; increases with each report.
+	Progress float64 `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The total progress will reach; 0 when unknown.
+	Total float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// A readable message, possibly empty.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Progress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // StreamEvent is one event of an upstream stream.
 type StreamEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1424,7 +1586,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1598,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1611,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -1547,7 +1709,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1721,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1734,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -1605,7 +1767,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1779,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1792,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Gap) GetReason() string {
@@ -1651,7 +1813,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1825,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1838,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *End) GetCursor() string {
@@ -1719,7 +1881,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1893,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1906,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -1841,7 +2003,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2015,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2028,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Attribute) GetKey() string {
@@ -2034,11 +2196,12 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"h\n" +
+	"\aoutcome\"\x8b\x01\n" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
-	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\xba\x03\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12!\n" +
+	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xba\x03\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
@@ -2056,7 +2219,15 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fKIND_TIMEOUT\x10\x03\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x04\x12\x19\n" +
 	"\x15KIND_INVALID_ARGUMENT\x10\x05\x12\x15\n" +
-	"\x11KIND_BAD_RESPONSE\x10\x06\"\x81\x02\n" +
+	"\x11KIND_BAD_RESPONSE\x10\x06\"\x90\x01\n" +
+	"\vInvokeEvent\x128\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
+	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponseB\a\n" +
+	"\x05event\"V\n" +
+	"\bProgress\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x81\x02\n" +
 	"\vStreamEvent\x12,\n" +
 	"\x04item\x18\x01 \x01(\v2\x16.crank.adapter.v1.ItemH\x00R\x04item\x12)\n" +
 	"\x03gap\x18\x02 \x01(\v2\x15.crank.adapter.v1.GapH\x00R\x03gap\x12)\n" +
@@ -2107,13 +2278,14 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xcb\x03\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xa3\x04\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
 	"\x0fExpandOperation\x12(.crank.adapter.v1.ExpandOperationRequest\x1a).crank.adapter.v1.ExpandOperationResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
-	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12V\n" +
+	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -2128,7 +2300,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -2149,13 +2321,15 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*InvokeResponse)(nil),            // 16: crank.adapter.v1.InvokeResponse
 	(*Result)(nil),                    // 17: crank.adapter.v1.Result
 	(*UpstreamError)(nil),             // 18: crank.adapter.v1.UpstreamError
-	(*StreamEvent)(nil),               // 19: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 20: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 21: crank.adapter.v1.Gap
-	(*End)(nil),                       // 22: crank.adapter.v1.End
-	(*Span)(nil),                      // 23: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 24: crank.adapter.v1.Attribute
-	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
+	(*InvokeEvent)(nil),               // 19: crank.adapter.v1.InvokeEvent
+	(*Progress)(nil),                  // 20: crank.adapter.v1.Progress
+	(*StreamEvent)(nil),               // 21: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 22: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 23: crank.adapter.v1.Gap
+	(*End)(nil),                       // 24: crank.adapter.v1.End
+	(*Span)(nil),                      // 25: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 26: crank.adapter.v1.Attribute
+	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -2168,35 +2342,39 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	12, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	25, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	27, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	14, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	17, // 13: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	18, // 14: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	23, // 15: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 15: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	2,  // 16: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	20, // 17: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	21, // 18: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	22, // 19: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	18, // 20: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	23, // 21: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	3,  // 22: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	24, // 23: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 24: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 25: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 26: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	15, // 27: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	15, // 28: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	5,  // 29: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 30: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 31: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	16, // 32: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	19, // 33: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	29, // [29:34] is the sub-list for method output_type
-	24, // [24:29] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	20, // 17: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	16, // 18: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	22, // 19: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	23, // 20: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	24, // 21: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	18, // 22: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	25, // 23: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	3,  // 24: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	26, // 25: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 26: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 27: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 28: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	15, // 29: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	15, // 30: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	15, // 31: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	5,  // 32: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 33: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 34: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	16, // 35: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	21, // 36: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	19, // 37: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	32, // [32:38] is the sub-list for method output_type
+	26, // [26:32] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -2210,12 +2388,16 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*InvokeResponse_Error)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
+		(*InvokeEvent_Progress)(nil),
+		(*InvokeEvent_Response)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[17].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[20].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[22].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -2227,7 +2409,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,11 +34,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Adapter_Describe_FullMethodName          = "/crank.adapter.v1.Adapter/Describe"
-	Adapter_ValidateOperation_FullMethodName = "/crank.adapter.v1.Adapter/ValidateOperation"
-	Adapter_ExpandOperation_FullMethodName   = "/crank.adapter.v1.Adapter/ExpandOperation"
-	Adapter_Invoke_FullMethodName            = "/crank.adapter.v1.Adapter/Invoke"
-	Adapter_Stream_FullMethodName            = "/crank.adapter.v1.Adapter/Stream"
+	Adapter_Describe_FullMethodName           = "/crank.adapter.v1.Adapter/Describe"
+	Adapter_ValidateOperation_FullMethodName  = "/crank.adapter.v1.Adapter/ValidateOperation"
+	Adapter_ExpandOperation_FullMethodName    = "/crank.adapter.v1.Adapter/ExpandOperation"
+	Adapter_Invoke_FullMethodName             = "/crank.adapter.v1.Adapter/Invoke"
+	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
+	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -67,6 +68,15 @@ type AdapterClient interface {
 	// bounds every stream (time, items, bytes) and cancels it when a limit is
 	// hit; an adapter must stop reading the upstream promptly on cancel.
 	Stream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
+	// InvokeWithProgress is Invoke for a call whose client asked for
+	// progress: the adapter sends the progress its upstream reports while
+	// the call runs (e.g. an MCP upstream's notifications/progress), then
+	// exactly one response, the one Invoke would answer. The host relays
+	// each progress to the client with the client's own progress token.
+	// Optional: adapters that implement it list "progress" in
+	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
+	// UNIMPLEMENTED.
+	InvokeWithProgress(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeEvent], error)
 }
 
 type adapterClient struct {
@@ -136,6 +146,25 @@ func (c *adapterClient) Stream(ctx context.Context, in *InvokeRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_StreamClient = grpc.ServerStreamingClient[StreamEvent]
 
+func (c *adapterClient) InvokeWithProgress(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[1], Adapter_InvokeWithProgress_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[InvokeRequest, InvokeEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_InvokeWithProgressClient = grpc.ServerStreamingClient[InvokeEvent]
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -162,6 +191,15 @@ type AdapterServer interface {
 	// bounds every stream (time, items, bytes) and cancels it when a limit is
 	// hit; an adapter must stop reading the upstream promptly on cancel.
 	Stream(*InvokeRequest, grpc.ServerStreamingServer[StreamEvent]) error
+	// InvokeWithProgress is Invoke for a call whose client asked for
+	// progress: the adapter sends the progress its upstream reports while
+	// the call runs (e.g. an MCP upstream's notifications/progress), then
+	// exactly one response, the one Invoke would answer. The host relays
+	// each progress to the client with the client's own progress token.
+	// Optional: adapters that implement it list "progress" in
+	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
+	// UNIMPLEMENTED.
+	InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -186,6 +224,9 @@ func (UnimplementedAdapterServer) Invoke(context.Context, *InvokeRequest) (*Invo
 }
 func (UnimplementedAdapterServer) Stream(*InvokeRequest, grpc.ServerStreamingServer[StreamEvent]) error {
 	return status.Error(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedAdapterServer) InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error {
+	return status.Error(codes.Unimplemented, "method InvokeWithProgress not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -291,6 +332,17 @@ func _Adapter_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_StreamServer = grpc.ServerStreamingServer[StreamEvent]
 
+func _Adapter_InvokeWithProgress_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(InvokeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdapterServer).InvokeWithProgress(m, &grpc.GenericServerStream[InvokeRequest, InvokeEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_InvokeWithProgressServer = grpc.ServerStreamingServer[InvokeEvent]
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -319,6 +371,11 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Stream",
 			Handler:       _Adapter_Stream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "InvokeWithProgress",
+			Handler:       _Adapter_InvokeWithProgress_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,150 @@
+package mcp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// defaultMaxMessageBytes is the default bound of one message from an
+// upstream (max_message_bytes).
+const defaultMaxMessageBytes = 8 << 20
+
+// maxMessageLimit is the largest max_message_bytes: a result must fit in
+// one message of the adapter protocol (64 MiB) with room to spare.
+const maxMessageLimit = 48 << 20
+
+// errTooLarge is the error of reading a message beyond max_message_bytes.
+var errTooLarge = errors.New("an upstream message exceeds max_message_bytes")
+
+// frameLimiter passes a stream through and fails it with errTooLarge once
+// one frame exceeds max bytes: a line (stdio), or an SSE event or a whole
+// JSON body (HTTP: frames end at a blank line). The connection it belongs
+// to is marked, so that the failed call says why.
+type frameLimiter struct {
+	r       io.ReadCloser
+	max     int64
+	perLine bool
+	marked  *atomic.Bool
+
+	n       int64 // bytes of the current frame
+	lineHas bool  // the current line has more than \r
+}
+
+func (f *frameLimiter) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	b := p[:n]
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i+1]
+		}
+		if f.n += int64(len(chunk)); f.n > f.max {
+			f.marked.Store(true)
+			return n - len(b), errTooLarge
+		}
+		content := chunk
+		if i >= 0 {
+			content = chunk[:i]
+		}
+		if len(bytes.Trim(content, "\r")) > 0 {
+			f.lineHas = true
+		}
+		if i >= 0 {
+			if f.perLine || !f.lineHas {
+				f.n = 0 // a line ends a stdio frame, a blank line an SSE event
+			}
+			f.lineHas = false
+		}
+		b = b[len(chunk):]
+	}
+	return n, err
+}
+
+func (f *frameLimiter) Close() error { return f.r.Close() }
+
+// limitTransport bounds the frames of every HTTP response body.
+type limitTransport struct {
+	base   http.RoundTripper
+	max    int64
+	marked *atomic.Bool
+}
+
+func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp.Body != nil {
+		resp.Body = &frameLimiter{r: resp.Body, max: t.max, marked: t.marked}
+	}
+	return resp, err
+}
+
+// stdioTransport starts the upstream's command with its stdout bounded
+// per line (one JSON-RPC message a line) and, where the platform allows,
+// tied to the adapter's life (childSysProcAttr): a child dies with the
+// adapter rather than outliving it.
+func (c *conn) stdioTransport() (gomcp.Transport, error) {
+	u := c.up
+	cmd := exec.Command(u.command, u.args...)
+	cmd.Env = u.env
+	cmd.Stderr = os.Stderr // the adapter's stderr goes to the gateway's log
+	cmd.SysProcAttr = childSysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &gomcp.IOTransport{
+		Reader:        &frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge},
+		Writer:        &childStdin{WriteCloser: stdin, cmd: cmd},
+		MaxLineLength: -1, // frameLimiter bounds the lines
+	}, nil
+}
+
+// childStdin is the child's stdin; closing it ends the child as the MCP
+// stdio transport says: close its input, wait, then SIGTERM, then SIGKILL.
+type childStdin struct {
+	io.WriteCloser
+	cmd *exec.Cmd
+}
+
+const terminateWait = 2 * time.Second
+
+func (s *childStdin) Close() error {
+	_ = s.WriteCloser.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	wait := func() bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(terminateWait):
+			return false
+		}
+	}
+	if wait() {
+		return nil
+	}
+	if terminate(s.cmd.Process) == nil && wait() {
+		return nil
+	}
+	_ = s.cmd.Process.Kill()
+	if !wait() {
+		return fmt.Errorf("the upstream process %d does not exit", s.cmd.Process.Pid)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package mcp
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
+)
+
+// config is an operation's config.
+type config struct {
+	URL     string            `json:"url,omitempty" jsonschema:"The upstream's Streamable HTTP endpoint, e.g. http://tools:3001/mcp. Either url or command."`
+	Headers json.RawMessage   `json:"headers,omitempty" jsonschema:"HTTP headers sent to a url upstream {Header-Name: value}; values may use placeholders, e.g. Bearer {env.TOKEN}."`
+	TLS     *sdk.ClientTLS    `json:"tls,omitempty" jsonschema:"TLS settings of an https url upstream."`
+	Command string            `json:"command,omitempty" jsonschema:"A server to start and speak to over stdio: a path with a slash is relative to the operations file, a bare name is found on PATH. Either url or command."`
+	Args    []string          `json:"args,omitempty" jsonschema:"Arguments of command."`
+	Env     map[string]string `json:"env,omitempty" jsonschema:"Environment variables of command, besides PATH, HOME, TMPDIR, TZ and the locale; taken literally."`
+	Prefix  string            `json:"prefix,omitempty" jsonschema:"Put before the name of every tool of the upstream, e.g. files_."`
+	Include []string          `json:"include,omitempty" jsonschema:"Glob patterns of the upstream tool names to serve; all when absent."`
+	Exclude []string          `json:"exclude,omitempty" jsonschema:"Glob patterns of the upstream tool names not to serve; wins over include."`
+	Rename  map[string]string `json:"rename,omitempty" jsonschema:"Upstream tool name to the name Crank serves it under (before prefix)."`
+	Tool    string            `json:"tool,omitempty" jsonschema:"One upstream tool: the entry stands for it alone, under the entry's name."`
+	// MaxMessageBytes bounds one message from the upstream.
+	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
+}
+
+// upstream is a prepared config: how to reach the server and which of its
+// tools to serve.
+type upstream struct {
+	// key identifies the connection (a hash of its fields): calls with
+	// the same key share one upstream session.
+	key string
+	// label names the upstream in errors: "mcp host:port" or "mcp stdio
+	// <command base name>".
+	label string
+
+	url     string
+	headers http.Header
+	tls     *tls.Config
+
+	command string
+	args    []string
+	env     []string
+
+	prefix           string
+	include, exclude []string
+	rename           map[string]string
+	tool             string
+	// maxMessage bounds one message from the upstream.
+	maxMessage int64
+	// connFields is the config without the tool selection, for the
+	// configs of derived tools.
+	connFields map[string]json.RawMessage
+}
+
+// managedHeaders are set by the MCP transport itself.
+var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content-Type", "Accept", "Last-Event-Id"}
+
+func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
+	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
+		maxMessage: defaultMaxMessageBytes}
+	switch {
+	case c.MaxMessageBytes < 0:
+		d.Errorf("max_message_bytes", "must not be negative")
+	case c.MaxMessageBytes > maxMessageLimit:
+		d.Errorf("max_message_bytes", "must be at most %d (the adapter protocol's bound of a result)", maxMessageLimit)
+	case c.MaxMessageBytes > 0:
+		u.maxMessage = c.MaxMessageBytes
+	}
+	switch {
+	case c.URL == "" && c.Command == "":
+		d.Errorf("url", "is required: the upstream's Streamable HTTP endpoint (or command, for a server over stdio)")
+	case c.URL != "" && c.Command != "":
+		d.Errorf("command", "cannot be set with url: an upstream is either a url or a command")
+	case c.URL != "":
+		pu, err := url.Parse(c.URL)
+		if err != nil || pu.Scheme != "http" && pu.Scheme != "https" || pu.Host == "" {
+			d.Errorf("url", "must be an http:// or https:// URL")
+			break
+		}
+		u.url, u.label = c.URL, "mcp "+pu.Host
+		if len(c.Headers) > 0 {
+			h, host, diags := httpadapter.StaticHeaders(c.Headers, managedHeaders...)
+			d.Add(diags...)
+			if host != "" {
+				d.Errorf("headers.Host", "cannot be set: the url names the host")
+			}
+			u.headers = h
+		}
+		if c.TLS != nil {
+			if pu.Scheme != "https" {
+				d.Errorf("tls", "needs an https:// url")
+			}
+			u.tls, _ = c.TLS.Load(op, "tls", d)
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"args", len(c.Args) > 0}, {"env", len(c.Env) > 0}} {
+			if f.set {
+				d.Errorf(f.name, "is for a command upstream, not a url")
+			}
+		}
+	default:
+		u.command = c.Command
+		if strings.ContainsRune(c.Command, '/') {
+			u.command = op.ResolvePath(c.Command)
+		}
+		u.label = "mcp stdio " + filepath.Base(c.Command)
+		u.args = c.Args
+		u.env = childEnv(c.Env)
+		for k := range c.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				d.Errorf("env", "has an invalid variable name")
+			}
+		}
+		if len(c.Headers) > 0 {
+			d.Errorf("headers", "is for a url upstream, not a command")
+		}
+		if c.TLS != nil {
+			d.Errorf("tls", "is for a url upstream, not a command")
+		}
+	}
+	for i, p := range c.Include {
+		if _, err := path.Match(p, ""); err != nil {
+			d.Errorf("include["+itoa(i)+"]", "is not a valid glob pattern")
+		}
+	}
+	for i, p := range c.Exclude {
+		if _, err := path.Match(p, ""); err != nil {
+			d.Errorf("exclude["+itoa(i)+"]", "is not a valid glob pattern")
+		}
+	}
+	for from, to := range c.Rename {
+		if to == "" {
+			d.Errorf("rename."+from, "must name the tool")
+		}
+	}
+	if c.Tool != "" && (c.Prefix != "" || len(c.Include) > 0 || len(c.Exclude) > 0 || len(c.Rename) > 0) {
+		d.Errorf("tool", "selects one tool under the entry's name: prefix, include, exclude and rename do not apply")
+	}
+	u.key = connKey(c)
+	var all map[string]json.RawMessage
+	if json.Unmarshal(op.Config, &all) == nil {
+		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool"} {
+			delete(all, k)
+		}
+		u.connFields = all
+	}
+	return u
+}
+
+// connKey hashes the fields that make a connection.
+func connKey(c *config) string {
+	b, _ := json.Marshal([]any{c.URL, c.Headers, c.TLS, c.Command, c.Args, c.Env, c.MaxMessageBytes})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// childEnv is the environment of a command upstream: the few variables a
+// process needs to run, plus the configured ones.
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, kv := range baseEnv() {
+		if _, over := extra[strings.SplitN(kv, "=", 2)[0]]; !over {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+var keptEnv = []string{"PATH", "HOME", "TMPDIR", "TZ", "LANG", "LANGUAGE"}
+
+func baseEnv() []string {
+	var env []string
+	for _, kv := range osEnviron() {
+		name := strings.SplitN(kv, "=", 2)[0]
+		if slices.Contains(keptEnv, name) || strings.HasPrefix(name, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// selects reports whether the upstream tool name is served.
+func (u *upstream) selects(name string) bool {
+	if u.tool != "" {
+		return name == u.tool
+	}
+	match := func(patterns []string) bool {
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if len(u.include) > 0 && !match(u.include) {
+		return false
+	}
+	return !match(u.exclude)
+}
+
+// crankName is the name Crank serves the upstream tool under.
+func (u *upstream) crankName(name string) string {
+	if r, ok := u.rename[name]; ok {
+		name = r
+	}
+	return u.prefix + name
+}
+
+// toolConfig is the config of a derived tool: the connection fields and
+// the upstream tool's name.
+func (u *upstream) toolConfig(name string) (json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, len(u.connFields)+1)
+	for k, v := range u.connFields {
+		m[k] = v
+	}
+	n, _ := json.Marshal(name)
+	m["tool"] = n
+	return json.Marshal(m)
+}

@@ -1,0 +1,123 @@
+// Package mcp is Crank's MCP upstream adapter: it federates existing MCP
+// servers behind Crank's endpoint, so that their tools are served beside
+// the REST, GraphQL, gRPC, SOAP and WebSocket ones, under the same
+// identity, isolation, redaction and limits. It runs as an adapter plugin
+// (the built-in "mcp", or cmd/crank-adapter-mcp) and is built on the
+// adapter SDK and the MCP go-sdk client only.
+//
+// # Upstreams
+//
+// An entry's config names one upstream MCP server, either
+//
+//   - url: a Streamable HTTP endpoint (http:// or https://), with optional
+//     headers (credentials from placeholders, e.g. "Bearer {env.TOKEN}")
+//     and tls; stateful and stateless servers alike, at the protocol
+//     version the go-sdk client and the server agree on; or
+//   - command (with args and env): a server the adapter starts as a child
+//     process and speaks to over stdio. A command with a slash is relative
+//     to the operations file; a bare name is found on PATH. The child gets
+//     a minimal environment (PATH, HOME, TMPDIR, TZ and the locale) plus
+//     env, taken literally, as adapters themselves do: tokens in the
+//     gateway's or the adapter's environment never reach it. On Linux the
+//     child gets SIGKILL when the adapter dies (Pdeathsig), so it never
+//     outlives it; a session that closes ends its child by closing its
+//     input, then SIGTERM after 2s, then SIGKILL.
+//
+// max_message_bytes (default 8 MiB, at most 48 MiB) bounds one message
+// from the upstream: a line over stdio, an SSE event or a JSON body over
+// HTTP. The adapter stops reading at the bound, so memory stays bounded,
+// and the call fails with a clear error naming the bound; the session is
+// closed and the next call opens a new one.
+//
+// # Tools
+//
+// At load (ExpandOperation) the adapter connects to the upstream, lists
+// its tools (every page) and makes each one a Crank tool with the
+// upstream's input and output schemas, title, description and
+// annotations. prefix is put before every name; include and exclude are
+// glob patterns (path.Match) over the upstream names, exclude winning;
+// rename maps an upstream name to the Crank name (before prefix). Two
+// upstream tools that end up with one name fail the load naming both. An
+// entry with tool set stands for that one upstream tool alone, under the
+// entry's own name. Each derived tool's config is the entry's connection
+// fields plus tool, so a call needs no listing.
+//
+// # Calls
+//
+// A call is a tools/call on the upstream with the client's arguments as
+// they came. The result's content blocks, of every type, are passed on
+// unchanged (sdk.Result.Content: the gateway serves them as the tool
+// result's content), its structuredContent becomes the tool's structured
+// result, and the text blocks joined are the readable rendering (logs,
+// jobs). An isError result (its text as the message, its
+// structuredContent as the detail), a JSON-RPC error (its code kept as the
+// status, its message as the message), a timeout or a broken connection
+// become an UpstreamError, so the client sees the usual isError result
+// naming the upstream ("mcp host:port" or "mcp stdio <command>", never a
+// URL's path, query or userinfo).
+//
+// # Progress
+//
+// When the client asked for the progress of a call (the gateway calls
+// through InvokeWithProgress; sdk.WantsProgress), the tools/call carries
+// a progress token of the adapter's own, never the client's, and each
+// notifications/progress the upstream sends for it is relayed
+// (sdk.ReportProgress) with its progress, total and message; the gateway
+// sends it to the client with the client's token. Without that request
+// the upstream is not asked for progress. The notifications of all calls
+// on a shared session are routed by token; those of one call wait in a
+// buffer of 256, beyond which a flood is dropped (bounded memory, and the
+// shared session's reading never waits on a slow client).
+//
+// # Windows over upstream progress
+//
+// With mode: window (on an entry with tool), a call is a window over the
+// upstream tool's progress (Stream): the tools/call carries a progress
+// token of the adapter's own, and each notifications/progress the upstream
+// sends for it is one item: its message when that is JSON, else the
+// message as a string, or {"progress": n, "total": t} without a message.
+// The gateway collects, aggregates and relays the items under the
+// window's limits like any stream's (each to the client as progress with
+// the client's own token), and ends the upstream call when it stops the
+// window. The call's result ends the stream; an isError result or a
+// failure ends it with that error. Notifications dropped from the call's
+// buffer are reported as a gap. Since the go-sdk client hands
+// notifications over apart from responses, a call with a progress token
+// (window or relayed) waits after the result for stragglers until one
+// reports the total, none came for 200ms (100ms when none came at all), or
+// 5s passed; later ones are not passed on.
+//
+// # Jobs
+//
+// With mode: async_job (on an entry with tool) the gateway runs the
+// upstream tools/call in the background as a job (x_start, x_status,
+// x_result, x_cancel, and MCP Tasks for clients that speak them), like
+// any unary operation; cancelling the job cancels the upstream call
+// (notifications/cancelled). Upstream MCP Tasks (task-augmented calls)
+// are not used: the job is Crank's, over a plain call.
+//
+// # Sessions
+//
+// Upstream sessions are the adapter's business. One upstream session is
+// shared by every call of every agent to the same upstream (same url,
+// headers and tls, or same command, args and env): an upstream sees the
+// gateway as one client, authenticated by the configured headers only.
+// The client's own token is never passed on — the adapter never receives
+// it. A session opens at the first use and is kept; when the upstream
+// forgets it (HTTP 404, a restarted server) or the connection breaks (a
+// child process that exited), the call in flight fails with a clear,
+// retryable error unless it had not reached the upstream (a 404 on
+// sending), in which case it is sent again on a new session; the next
+// call opens a new session either way. A request the transport could not
+// send at all (a pooled connection the upstream had closed) is sent again
+// once on the same session. A session that ends by itself (its stream
+// closed, its child process exited) is forgotten at once, and a child
+// process that exits is started again at the next call. At most 64 upstream connections are
+// kept; beyond that the least recently used is closed (headers that differ
+// per caller, such as an exchanged token, make a connection each).
+//
+// Sampling and elicitation requests from an upstream are not relayed: the
+// adapter does not advertise those capabilities, so a conforming upstream
+// does not send them, and one that does gets a JSON-RPC "method not
+// found" error.
+package mcp

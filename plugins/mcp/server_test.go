@@ -1,0 +1,166 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// serverEnv, set in a child's environment, makes the test binary an MCP
+// server over stdio (TestMain).
+const serverEnv = "CRANK_MCP_TEST_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) == "stdio" {
+		if err := testServer(nil).Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"what to echo"`
+}
+
+type echoOut struct {
+	Echo string `json:"echo"`
+}
+
+// testServer is an MCP server with one tool of each kind the tests need.
+// A cancelled call of slow is reported on cancelled, when not nil.
+func testServer(cancelled chan<- struct{}) *gomcp.Server {
+	s := gomcp.NewServer(&gomcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	gomcp.AddTool(s, &gomcp.Tool{Name: "echo", Title: "Echo", Description: "Echoes text.",
+		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		func(_ context.Context, _ *gomcp.CallToolRequest, in echoIn) (*gomcp.CallToolResult, echoOut, error) {
+			return nil, echoOut{Echo: in.Text}, nil
+		})
+	raw := func(name, desc string, h gomcp.ToolHandler) {
+		s.AddTool(&gomcp.Tool{Name: name, Description: desc, InputSchema: map[string]any{"type": "object"}}, h)
+	}
+	raw("image", "Answers an image and a text.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		return &gomcp.CallToolResult{Content: []gomcp.Content{
+			&gomcp.ImageContent{Data: []byte("PNG"), MIMEType: "image/png"},
+			&gomcp.TextContent{Text: "a tiny image"},
+		}}, nil
+	})
+	raw("fail", "Fails as a tool.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: "no such account"}}}, nil
+	})
+	raw("rpc_error", "Fails as a protocol error.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad things"}
+	})
+	raw("slow", "Waits until cancelled, or five seconds.", func(ctx context.Context, _ *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+			if cancelled != nil {
+				select {
+				case cancelled <- struct{}{}:
+				default:
+				}
+			}
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Second):
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "late"}}}, nil
+		}
+	})
+	raw("env", "Lists the names of its environment variables.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var names []string
+		for _, kv := range os.Environ() {
+			names = append(names, strings.SplitN(kv, "=", 2)[0])
+		}
+		sort.Strings(names)
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Join(names, ",")}}}, nil
+	})
+	raw("ticks", "Reports n progress notifications {\"tick\": i}, then answers; fails after them when fail is set.", func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct {
+			N    int
+			Fail bool
+		}
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= in.N; i++ {
+				if err := req.Session.NotifyProgress(ctx, &gomcp.ProgressNotificationParams{ProgressToken: tok,
+					Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf(`{"tick":%d}`, i)}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return &gomcp.CallToolResult{IsError: in.Fail, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d ticks", in.N)}}}, nil
+	})
+	raw("big", "Answers a text of n bytes.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct{ N int }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Repeat("x", in.N)}}}, nil
+	})
+	raw("crash", "Ends the server process.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		os.Exit(3)
+		return nil, nil
+	})
+	return s
+}
+
+// httpUpstream serves testServer over Streamable HTTP on a loopback port.
+// restart makes it forget every session, as a restarted server does.
+type httpUpstream struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	handler http.Handler
+	// inits counts the sessions used; auth records the Authorization
+	// headers received.
+	inits       atomic.Int32
+	sessions    sync.Map
+	auth        sync.Map
+	restartWith func() http.Handler
+	// cancelled receives when the upstream sees a call of slow cancelled.
+	cancelled chan struct{}
+}
+
+func newHTTPUpstream(t testing.TB, stateless bool) *httpUpstream {
+	u := &httpUpstream{cancelled: make(chan struct{}, 1)}
+	mk := func() http.Handler {
+		s := testServer(u.cancelled)
+		return gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return s },
+			&gomcp.StreamableHTTPOptions{Stateless: stateless})
+	}
+	u.handler = mk()
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); a != "" {
+			u.auth.Store(a, true)
+		}
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			if _, seen := u.sessions.LoadOrStore(id, true); !seen {
+				u.inits.Add(1)
+			}
+		}
+		u.mu.Lock()
+		h := u.handler
+		u.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	u.restartWith = mk
+	return u
+}
+
+func (u *httpUpstream) restart() {
+	h := u.restartWith()
+	u.mu.Lock()
+	u.handler = h
+	u.mu.Unlock()
+	u.srv.CloseClientConnections()
+}

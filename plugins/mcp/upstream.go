@@ -1,0 +1,196 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxConns bounds the upstream connections the adapter keeps: the least
+// recently used one is closed beyond it (headers that differ per caller,
+// such as an exchanged token, make a connection each).
+const maxConns = 64
+
+// pool holds one upstream session per connection key.
+type pool struct {
+	mu    sync.Mutex
+	conns map[string]*conn
+	// progress routes the sessions' progress notifications to the calls.
+	progress progressRoutes
+}
+
+// conn is the session of one upstream, opened lazily and again after it
+// is lost.
+type conn struct {
+	up     *upstream
+	routes *progressRoutes
+	// mu serialises opening the session; calls share an open one.
+	mu      sync.Mutex
+	session *gomcp.ClientSession
+	// used is when the pool last handed the conn out (pool.mu).
+	used time.Time
+	// tooLarge is set when the upstream sent a message beyond
+	// max_message_bytes (bounds.go); the session then breaks.
+	tooLarge atomic.Bool
+}
+
+func (p *pool) get(u *upstream) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		p.conns = map[string]*conn{}
+	}
+	c := p.conns[u.key]
+	if c == nil {
+		if len(p.conns) >= maxConns {
+			var oldest *conn
+			var key string
+			for k, o := range p.conns {
+				if oldest == nil || o.used.Before(oldest.used) {
+					oldest, key = o, k
+				}
+			}
+			delete(p.conns, key)
+			oldest.drop(nil)
+		}
+		c = &conn{up: u, routes: &p.progress}
+		p.conns[u.key] = c
+	}
+	c.used = time.Now()
+	return c
+}
+
+// tooLarge reports, once, whether the connection of u broke on a message
+// beyond max_message_bytes.
+func (p *pool) tooLarge(u *upstream) bool {
+	p.mu.Lock()
+	c := p.conns[u.key]
+	p.mu.Unlock()
+	return c != nil && c.tooLarge.CompareAndSwap(true, false)
+}
+
+// closeAll ends every upstream session (and child process).
+func (p *pool) closeAll() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		s := c.session
+		c.session = nil
+		c.mu.Unlock()
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// open returns the open session, opening one when there is none.
+func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != nil {
+		return c.session, nil
+	}
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version},
+		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
+			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+				c.routes.deliver(req.Params)
+			}})
+	t, err := c.transport()
+	if err != nil {
+		return nil, &connectError{err}
+	}
+	s, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, &connectError{err}
+	}
+	c.session = s
+	// A session that ends by itself (the upstream closed its stream or
+	// exited) is forgotten at once, so the next call opens a new one
+	// rather than failing on the dead one.
+	go func() {
+		_ = s.Wait()
+		c.drop(s)
+	}()
+	return s, nil
+}
+
+// drop forgets the session s (any session when s is nil) and closes it.
+func (c *conn) drop(s *gomcp.ClientSession) {
+	c.mu.Lock()
+	if s == nil {
+		s = c.session
+	}
+	if c.session == s {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	if s != nil {
+		go s.Close() // a child process may take a while to exit
+	}
+}
+
+func (c *conn) transport() (gomcp.Transport, error) {
+	u := c.up
+	if u.command != "" {
+		return c.stdioTransport() // bounds.go
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	if u.tls != nil {
+		base.TLSClientConfig = u.tls
+	}
+	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge}
+	if len(u.headers) > 0 {
+		rt = headerTransport{base: rt, headers: u.headers}
+	}
+	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}, nil
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header[k] = v
+	}
+	return t.base.RoundTrip(req)
+}
+
+// lost reports whether err means the session is gone: the next call must
+// open a new one.
+func lost(err error) bool {
+	return errors.Is(err, gomcp.ErrSessionMissing) || errors.Is(err, gomcp.ErrConnectionClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// codeNotSent is the go-sdk's JSON-RPC code for a request its transport
+// could not send (jsonrpc2.ErrRejected, "rejected by transport"): the
+// upstream never saw it, so sending it again is safe.
+const codeNotSent = -32005
+
+// notSent reports whether err means the request never reached the
+// upstream.
+func notSent(err error) bool {
+	var rpc *jsonrpc.Error
+	return errors.As(err, &rpc) && rpc.Code == codeNotSent
+}
+
+// connectError is a failure to open a session: the upstream is down, is
+// not an MCP server, or did not complete the handshake.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }

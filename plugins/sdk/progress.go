@@ -1,0 +1,83 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Progress is the progress of a call as its upstream reports it: the host
+// relays it to the client that asked, with the client's own progress
+// token.
+type Progress struct {
+	// Progress is how far the call is; it increases with each report.
+	Progress float64
+	// Total is what Progress will reach; 0 when unknown.
+	Total float64
+	// Message is readable text, possibly empty.
+	Message string
+}
+
+// ErrCallEnded is returned by ReportProgress after the call answered, or
+// once the host has gone.
+var ErrCallEnded = errors.New("the call has ended")
+
+type progressKey struct{}
+
+type progressReporter struct {
+	mu    sync.Mutex
+	ended bool
+	send  func(Progress) error
+}
+
+// WantsProgress reports whether the host asked for the progress of the
+// call whose context ctx is: its client asked for progress and the
+// adapter's Description says it reports progress. An adapter asks its
+// upstream for progress only then.
+func WantsProgress(ctx context.Context) bool {
+	_, ok := ctx.Value(progressKey{}).(*progressReporter)
+	return ok
+}
+
+// ReportProgress sends the progress of the call whose context ctx is to
+// the host, before the call's answer; reports are sent in order, one at a
+// time (the call waits while the host reads). It does nothing (and
+// returns nil) when the host did not ask for progress, and returns
+// ErrCallEnded or the host's error once the call has answered or the host
+// has gone: the adapter should then stop reporting.
+func ReportProgress(ctx context.Context, p Progress) error {
+	r, ok := ctx.Value(progressKey{}).(*progressReporter)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return ErrCallEnded
+	}
+	if err := r.send(p); err != nil {
+		r.ended = true
+		return err
+	}
+	return nil
+}
+
+// InvokeWithProgress is Invoke with the call's progress sent ahead of its
+// response.
+func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_InvokeWithProgressServer) (err error) {
+	defer recoverPanic("invoke", &err)
+	r := &progressReporter{send: func(p Progress) error {
+		return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_Progress{Progress: &adapterv1.Progress{
+			Progress: p.Progress, Total: p.Total, Message: p.Message}}})
+	}}
+	resp, err := s.Invoke(context.WithValue(stream.Context(), progressKey{}, r), req)
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_Response{Response: resp}})
+}
