@@ -342,12 +342,15 @@ func (x expectation) against(read int64) int64 {
 
 func etag(v int64) string { return fmt.Sprintf(`"%d"`, v) }
 
-// caller is who makes a request: Caddy's admin identity (the client
-// certificate of remote admin access) or "admin" for the local endpoint;
+// caller is who makes a request: the console's caller (WithCaller),
+// Caddy's admin identity (the client certificate of remote admin access)
+// or "admin" for the local endpoint;
 // operator is the name the client gave in X-Crank-Operator (a claim).
 func caller(r *http.Request) (who, operator string) {
 	who = "admin"
-	if r.TLS != nil {
+	if c := CallerOf(r.Context()); c != "" {
+		who = c
+	} else if r.TLS != nil {
 		for _, chain := range r.TLS.VerifiedChains {
 			if len(chain) > 0 {
 				c := chain[0]
