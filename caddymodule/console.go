@@ -17,7 +17,7 @@ import (
 func init() {
 	caddy.RegisterModule(Console{})
 	httpcaddyfile.RegisterHandlerDirective("crank_console", parseConsole)
-	httpcaddyfile.RegisterDirectiveOrder("crank_console", httpcaddyfile.Before, "crank")
+	httpcaddyfile.RegisterDirectiveOrder("crank_console", httpcaddyfile.Before, "respond")
 }
 
 // Console serves the operator console (package host/console) on a site:
@@ -50,7 +50,8 @@ func (c *Console) Provision(caddy.Context) error {
 			if repl == nil {
 				return ""
 			}
-			return repl.ReplaceKnown("{http.auth.user.id}", "")
+			user, _ := repl.GetString("http.auth.user.id")
+			return user
 		},
 	}
 	return nil

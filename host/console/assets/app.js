@@ -163,6 +163,7 @@ async function save(ev) {
   const v = r.body.catalog.version;
   let name = state.editing;
   try { name = JSON.parse($("#entry").value).name || name; } catch { /* YAML: keep the name */ }
+  $("#message").value = "";
   say(`Saved: ${state.catalog} version ${v}`);
   await openCatalog(state.catalog);
   if (state.operations.some((o) => o.name === name)) editOperation(name);
