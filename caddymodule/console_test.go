@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/crankmcp/crank/internal/mcptest"
 )
@@ -34,12 +35,13 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// addConsoleRoute adds a crank_console route to the running config's
-// server, through the admin API.
-func addConsoleRoute(t *testing.T, g *gateway) {
+// addConsoleRoute adds a route to the running config's server, through
+// the admin API: the handlers before it, then crank_console.
+func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 	t.Helper()
+	handle := strings.Join(append(before, `{"handler": "crank_console"}`), ", ")
 	req, _ := http.NewRequest("POST", g.AdminURL+"/config/apps/http/servers/mcp/routes",
-		strings.NewReader(`{"match": [{"path": ["/console", "/console/*"]}], "handle": [{"handler": "crank_console"}]}`))
+		strings.NewReader(`{"match": [{"path": ["/console", "/console/*"]}], "handle": [`+handle+`]}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
@@ -175,5 +177,55 @@ func TestConsoleInBrowser(t *testing.T) {
 	code, b = admin("GET", "/crank/catalogs/live/operations/cat_user", "")
 	if code != http.StatusOK || !strings.Contains(string(b), "from the browser") {
 		t.Errorf("saved entry: %d %s", code, b)
+	}
+}
+
+// Behind Caddy's basic_auth, the console answers its users under any Host
+// and attributes their changes to them; without credentials basic_auth
+// refuses first.
+func TestConsoleBehindAuthentication(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	hash, err := bcrypt.GenerateFromPassword([]byte("console-pass"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addConsoleRoute(t, g, fmt.Sprintf(`{"handler": "authentication", "providers": {"http_basic": {"accounts": [{"username": "alice", "password": %q}]}}}`, hash))
+	base := strings.TrimSuffix(g.MCPURL, "/mcp") + "/console/"
+	do := func(method, path, body string, auth bool, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Host = "gw.example"
+		if auth {
+			req.SetBasicAuth("alice", "console-pass")
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := do("GET", "", "", false); code != http.StatusUnauthorized {
+		t.Errorf("no credentials: %d %s", code, b)
+	}
+	if code, b := do("GET", "", "", true); code != http.StatusOK || !strings.Contains(b, "Crank console") {
+		t.Errorf("alice's page: %d %s", code, b)
+	}
+	entry := fmt.Sprintf(`{"name": "cat_user", "description": "by alice", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
+	if code, b := do("POST", "api/catalogs/live/operations", entry, true, "If-None-Match", "*"); code != http.StatusForbidden || !strings.Contains(b, "Origin") {
+		t.Errorf("a change without Origin: %d %s", code, b)
+	}
+	if code, b := do("POST", "api/catalogs/live/operations", entry, true, "If-None-Match", "*", "Origin", "http://gw.example"); code != http.StatusCreated {
+		t.Fatalf("alice's change: %d %s", code, b)
+	}
+	code, b := do("GET", "api/catalogs/live/versions", "", true)
+	if code != http.StatusOK || !strings.Contains(b, `"console:alice"`) {
+		t.Errorf("versions: %d %s", code, b)
 	}
 }
