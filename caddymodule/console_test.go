@@ -56,8 +56,9 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 }
 
 // In headless Chromium, the console lists a catalog's operations, shows
-// the admin API's problem beside a bad field, and saves the fixed entry
-// as a new version attributed to the console.
+// the admin API's problem beside a bad field, saves the fixed entry as a
+// new version attributed to the console, runs the draft against the
+// upstream showing its flags, and rolls the catalog back.
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium(t)
 	up := mcptest.NewUsers(t)
@@ -144,6 +145,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#message`), "edited in the console"),
 		chromedp.Click(chromedp.CSS(`#save`)))
 	saved := text(`#problems .ok`)
+	step("run the draft",
+		chromedp.SetValue(chromedp.CSS(`#test-args`), `{"id": 7}`),
+		chromedp.Click(chromedp.CSS(`#run-test`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-flags [data-flag="is_error"]`)))
+	isError, result := text(`#test-flags [data-flag="is_error"]`), text(`#test-result`)
+	step("roll back to version 1",
+		chromedp.Click(chromedp.CSS(`#show-history`)),
+		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-rollback="2"]`)))
+	rolled := text(`#status`)
 	if dir := os.Getenv("CRANK_CONSOLE_SCREENSHOTS"); dir != "" {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		if err != nil {
@@ -152,6 +163,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "catalog-editor.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	if isError != "false" || !strings.Contains(result, "Ada Lovelace") {
+		t.Errorf("test run: is_error %s, result %q", isError, result)
+	}
+	if !strings.Contains(rolled, "now version 3") {
+		t.Errorf("after rollback the page says %q", rolled)
 	}
 	if !strings.Contains(problem, "/config/url") {
 		t.Errorf("the bad URL's problem is %q, want it placed at /config/url", problem)
@@ -171,11 +189,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal(b, &vs) != nil || len(vs.Versions) == 0 {
 		t.Fatalf("versions: %d %s", code, b)
 	}
-	if v := vs.Versions[0]; v.Version != 2 || v.Author != "console:loopback" || v.Message != "edited in the console" {
-		t.Errorf("newest version %+v, want 2 by console:loopback with the page's message", v)
+	if len(vs.Versions) != 3 {
+		t.Fatalf("versions: %s", b)
+	}
+	if v := vs.Versions[1]; v.Version != 2 || v.Author != "console:loopback" || v.Message != "edited in the console" {
+		t.Errorf("version %+v, want 2 by console:loopback with the page's message", v)
 	}
 	code, b = admin("GET", "/crank/catalogs/live/operations/cat_user", "")
-	if code != http.StatusOK || !strings.Contains(string(b), "from the browser") {
+	if code != http.StatusOK || !strings.Contains(string(b), `"v1"`) {
 		t.Errorf("saved entry: %d %s", code, b)
 	}
 }

@@ -56,6 +56,7 @@ async function loadCatalogs() {
 }
 
 async function openCatalog(name) {
+  if (name !== state.catalog) $("#history-pane").hidden = true;
   state.catalog = name;
   const r = await api("GET", "catalogs/" + encodeURIComponent(name));
   $("#ops-pane").hidden = false;
@@ -170,6 +171,91 @@ async function save(ev) {
   showProblems(r.body, `Saved as version ${v}.`);
 }
 
+async function showHistory() {
+  $("#history-pane").hidden = false;
+  const r = await api("GET", `${entryPath()}/versions?limit=20`);
+  const tbody = $("#history tbody");
+  tbody.replaceChildren();
+  $("#diff").textContent = "";
+  if (r.status !== 200) { say(r.body.error || `history: ${r.status}`); return; }
+  const current = Number(state.etag.replaceAll('"', ""));
+  for (const v of r.body.versions) {
+    const actions = el("td", {},
+      el("button", { type: "button", "data-diff": v.version, onclick: () => showDiff(v.version) }, "Diff"));
+    if (v.version !== current) {
+      actions.append(" ", el("button", { type: "button", "data-rollback": v.version, onclick: () => rollback(v.version) }, "Roll back to this"));
+    }
+    tbody.append(el("tr", {},
+      el("td", {}, String(v.version)),
+      el("td", {}, v.action + (v.rollback_of ? ` of ${v.rollback_of}` : "")),
+      el("td", {}, v.author + (v.operator ? ` (${v.operator})` : "")),
+      el("td", {}, v.message || ""),
+      actions));
+  }
+}
+
+async function showDiff(version) {
+  const r = await api("GET", `${entryPath()}/diff?from=${version - 1}&to=${version}`);
+  if (r.status !== 200) { $("#diff").textContent = r.body.error || `diff: ${r.status}`; return; }
+  const lines = [`Version ${r.body.from} → ${r.body.to}`];
+  for (const c of r.body.changes || []) {
+    lines.push(`${c.change} ${c.operation}`);
+    for (const f of c.fields || []) {
+      lines.push(`  ${f.pointer}: ${JSON.stringify(f.from)} → ${JSON.stringify(f.to)}`);
+    }
+  }
+  $("#diff").textContent = lines.join("\n");
+}
+
+async function rollback(version) {
+  const r = await api("POST", `${entryPath()}/rollback?version=${version}`, undefined,
+    { "If-Match": state.etag || "*", "X-Crank-Operator": "console" });
+  if (r.status !== 200) { say(r.body.error || `rollback: ${r.status}`); return; }
+  say(`Rolled back to version ${version}: now version ${r.body.catalog.version}`);
+  await openCatalog(state.catalog);
+  await showHistory();
+}
+
+// runTest runs the editor's draft (or, for YAML, the saved operation of
+// its name) and shows what a client would get: the flags, warnings and
+// result.
+async function runTest(ev) {
+  ev.preventDefault();
+  let args;
+  try { args = JSON.parse($("#test-args").value || "{}"); } catch (e) {
+    say(`Arguments: not JSON (${e.message})`);
+    return;
+  }
+  const req = { arguments: args };
+  try { req.entry = JSON.parse($("#entry").value); } catch { req.operation = state.editing; }
+  const flags = $("#test-flags");
+  flags.replaceChildren();
+  $("#test-warnings").replaceChildren();
+  $("#test-result").textContent = "Running…";
+  const r = await api("POST", `${entryPath()}/test`, req);
+  if (r.status !== 200) {
+    $("#test-result").textContent = "";
+    showProblems(r.body);
+    say("Test not run");
+    return;
+  }
+  const t = r.body;
+  const flag = (name, value, alarming) => flags.append(el("div", {},
+    el("dt", {}, name), el("dd", { class: alarming ? "on" : "", "data-flag": name }, String(value))));
+  flag("mode", t.mode);
+  flag("is_error", !!t.is_error, !!t.is_error);
+  flag("truncated", !!t.truncated, !!t.truncated);
+  flag("window_complete", !!t.window_complete, t.mode === "window" && !t.window_complete);
+  flag("has_more", !!t.has_more, false);
+  flag("status", t.status || "—");
+  flag("end_reason", t.end_reason || "—");
+  flag("chunks", (t.progress || []).length);
+  flag("duration", `${t.duration_ms} ms`);
+  for (const w of t.warnings || []) $("#test-warnings").append(el("li", {}, w));
+  $("#test-result").textContent = t.text || JSON.stringify(t.result, null, 2) || "";
+  say(t.is_error ? "Test run: the call failed" : "Test run done");
+}
+
 function init() {
   $("#new-catalog").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -179,6 +265,8 @@ function init() {
   $("#new-op").addEventListener("click", newOperation);
   $("#validate").addEventListener("click", validate);
   $("#editor").addEventListener("submit", save);
+  $("#show-history").addEventListener("click", showHistory);
+  $("#test-form").addEventListener("submit", runTest);
   $("#close").addEventListener("click", () => { $("#editor-pane").hidden = true; state.editing = null; });
   loadCatalogs().catch((e) => say(String(e)));
 }
