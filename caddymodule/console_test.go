@@ -35,6 +35,23 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// send sends req on a fresh connection (a reload replaces the servers)
+// and answers the status and body.
+func send(t *testing.T, req *http.Request, hdr ...string) (int, []byte) {
+	t.Helper()
+	req.Close = true
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
 // addConsoleRoute adds a route to the running config's server, through
 // the admin API: the handlers before it, then crank_console.
 func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
@@ -42,16 +59,8 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 	handle := strings.Join(append(before, `{"handler": "crank_console"}`), ", ")
 	req, _ := http.NewRequest("POST", g.AdminURL+"/config/apps/http/servers/mcp/routes",
 		strings.NewReader(`{"match": [{"path": ["/console", "/console/*"]}], "handle": [`+handle+`]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Close = true
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("add the console route: %d %s", resp.StatusCode, b)
+	if code, b := send(t, req, "Content-Type", "application/json"); code != http.StatusOK {
+		t.Fatalf("add the console route: %d %s", code, b)
 	}
 }
 
@@ -68,17 +77,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	admin := func(method, path, body string, hdr ...string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
-		req.Close = true
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return send(t, req, hdr...)
 	}
 	entry := func(desc, url string) string {
 		return fmt.Sprintf(`{"name": "cat_user", "description": %q, "adapter": "rest", "config": {"method": "GET", "url": %q}}`, desc, url)
@@ -91,14 +90,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A Host that is not loopback is refused, as a rebound DNS name would be.
 	req, _ := http.NewRequest("GET", consoleURL, nil)
 	req.Host = "rebound.example"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "loopback") {
-		t.Errorf("rebound Host: %d %s", resp.StatusCode, b)
+	if code, b := send(t, req); code != http.StatusForbidden || !strings.Contains(string(b), "loopback") {
+		t.Errorf("rebound Host: %d %s", code, b)
 	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -221,16 +214,8 @@ func TestConsoleBehindAuthentication(t *testing.T) {
 		if auth {
 			req.SetBasicAuth("alice", "console-pass")
 		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, b := send(t, req, hdr...)
+		return code, string(b)
 	}
 	if code, b := do("GET", "", "", false); code != http.StatusUnauthorized {
 		t.Errorf("no credentials: %d %s", code, b)
