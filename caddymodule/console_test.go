@@ -148,6 +148,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`button[data-rollback="2"]`)))
 	rolled := text(`#status`)
+	reloaded, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`#entry`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reloaded, `"v1"`) {
+		t.Errorf("after rollback the editor holds %s, want version 1's entry", reloaded)
+	}
 	if dir := os.Getenv("CRANK_CONSOLE_SCREENSHOTS"); dir != "" {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		if err != nil {

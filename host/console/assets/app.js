@@ -211,9 +211,11 @@ async function rollback(version) {
   const r = await api("POST", `${entryPath()}/rollback?version=${version}`, undefined,
     { "If-Match": state.etag || "*", "X-Crank-Operator": "console" });
   if (r.status !== 200) { say(r.body.error || `rollback: ${r.status}`); return; }
-  say(`Rolled back to version ${version}: now version ${r.body.catalog.version}`);
   await openCatalog(state.catalog);
+  // The editor shows what is saved now.
+  if (state.editing && state.operations.some((o) => o.name === state.editing)) editOperation(state.editing);
   await showHistory();
+  say(`Rolled back to version ${version}: now version ${r.body.catalog.version}`);
 }
 
 // runTest runs the editor's draft (or, for YAML, the saved operation of
