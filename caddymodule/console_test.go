@@ -156,7 +156,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("after rollback the editor holds %s, want version 1's entry", reloaded)
 	}
 	if dir := os.Getenv("CRANK_CONSOLE_SCREENSHOTS"); dir != "" {
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot: %v", err)
 		}

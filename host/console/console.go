@@ -38,8 +38,7 @@
 // refused, so another site's page cannot post to it (CSRF).
 //
 // Changes are attributed to `console:<user>` (or `console:loopback`) in
-// the catalog's version records and the admin audit log; the
-// `X-Crank-Operator` header the page sends stays a claim.
+// the catalog's version records and the admin audit log.
 package console
 
 import (

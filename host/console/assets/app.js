@@ -144,7 +144,7 @@ async function validate() {
 
 async function save(ev) {
   ev.preventDefault();
-  const headers = { "X-Crank-Operator": "console" };
+  const headers = {};
   if (state.etag) headers["If-Match"] = state.etag; else headers["If-None-Match"] = "*";
   const msg = $("#message").value;
   const q = msg ? `?message=${encodeURIComponent(msg)}` : "";
@@ -183,7 +183,7 @@ async function showHistory() {
     const actions = el("td", {},
       el("button", { type: "button", "data-diff": v.version, onclick: () => showDiff(v.version) }, "Diff"));
     if (v.version !== current) {
-      actions.append(" ", el("button", { type: "button", "data-rollback": v.version, onclick: () => rollback(v.version) }, "Roll back to this"));
+      actions.append(" ", el("button", { type: "button", "data-rollback": v.version, onclick: () => rollback(v.version) }, "Roll back"));
     }
     tbody.append(el("tr", {},
       el("td", {}, String(v.version)),
@@ -209,7 +209,7 @@ async function showDiff(version) {
 
 async function rollback(version) {
   const r = await api("POST", `${entryPath()}/rollback?version=${version}`, undefined,
-    { "If-Match": state.etag || "*", "X-Crank-Operator": "console" });
+    { "If-Match": state.etag || "*" });
   if (r.status !== 200) { say(r.body.error || `rollback: ${r.status}`); return; }
   await openCatalog(state.catalog);
   // The editor shows what is saved now.
