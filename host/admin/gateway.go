@@ -196,6 +196,7 @@ var routes = []struct {
 	{[]string{"catalogs", "*", "rollback"}, methods{"POST": rollback}},
 	{[]string{"catalogs", "*", "test"}, methods{"POST": testRun}},
 	{[]string{"endpoints"}, methods{"GET": listEndpoints}},
+	{[]string{"tools"}, methods{"GET": listTools}},
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},
