@@ -1,10 +1,13 @@
 package admin_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/crankmcp/crank/host/admin"
@@ -58,5 +61,83 @@ func TestTools(t *testing.T) {
 			tl.Source.Kind != "catalog" || tl.Source.Catalog != "served" || tl.Endpoint != "0" || tl.Workspace != "default" {
 			t.Errorf("%s: %+v", name, tl)
 		}
+	}
+}
+
+// A streamed test run of a window sends each chunk as the upstream emits
+// it, before the window ends, then the result with its flags.
+func TestTestRunStreamed(t *testing.T) {
+	f := newFixture(t)
+	release := make(chan struct{})
+	sse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 1; i <= 3; i++ {
+			if i == 3 {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			fmt.Fprintf(w, "data: {\"n\": %d}\n\n", i)
+			_ = rc.Flush()
+		}
+		<-r.Context().Done() // the window ends at max_items
+	}))
+	t.Cleanup(sse.Close)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	entry := fmt.Sprintf(`{"name": "watch", "description": "W", "adapter": "rest", "mode": "window",
+		"transport_behavior": "server_stream", "limits": {"window_duration_ms": 120000, "upstream_timeout_ms": 120000, "max_items": 3},
+		"config": {"method": "GET", "url": "%s/events"}}`, sse.URL)
+	resp, err := http.Post(f.srv.URL+"/crank/catalogs/scratch/test?stream=true", "application/json",
+		strings.NewReader(`{"entry": `+entry+`, "timeout_ms": 120000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	lines := bufio.NewScanner(resp.Body)
+	next := func() map[string]json.RawMessage {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("the stream ended early: %v", lines.Err())
+		}
+		var ev map[string]json.RawMessage
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			t.Fatalf("not an event: %s", lines.Bytes())
+		}
+		return ev
+	}
+	// The first two chunks arrive while the upstream still holds the third.
+	for i := 1; i <= 2; i++ {
+		ev := next()
+		if !strings.Contains(string(ev["progress"]), fmt.Sprintf(`\"n\":%d`, i)) &&
+			!strings.Contains(string(ev["progress"]), fmt.Sprintf(`\"n\": %d`, i)) {
+			t.Fatalf("event %d: %v", i, ev)
+		}
+	}
+	close(release)
+	var res admin.TestResult
+	for {
+		ev := next()
+		if raw, ok := ev["result"]; ok {
+			if err := json.Unmarshal(raw, &res); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if res.Mode != "window" || res.IsError || len(res.Progress) != 3 || res.Truncated == nil || !*res.Truncated ||
+		res.EndReason != "max_items" || len(res.Warnings) == 0 {
+		t.Fatalf("result: mode %s, is_error %v, %d chunks, end_reason %s, warnings %v", res.Mode, res.IsError, len(res.Progress), res.EndReason, res.Warnings)
 	}
 }
