@@ -21,7 +21,8 @@ func init() {
 //	/crank/catalogs/…     operations catalogs: CRUD, versions, diff,
 //	                      rollback, validation, test runs
 //	/crank/endpoints      the crank handlers of the running config
-//	/crank/tools          the tools those handlers serve now
+//	/crank/tools          the tools those handlers serve now, and an
+//	                      operator's call of one
 //	/crank/live/…         open MCP sessions, stream sessions and jobs
 //
 // (docs/admin-api.md).
@@ -65,6 +66,7 @@ func (Admin) Routes() []caddy.AdminRoute {
 		{Pattern: "/crank/catalogs/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/endpoints", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/tools", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/tools/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/live/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 	}
 }

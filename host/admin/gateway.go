@@ -197,6 +197,7 @@ var routes = []struct {
 	{[]string{"catalogs", "*", "test"}, methods{"POST": testRun}},
 	{[]string{"endpoints"}, methods{"GET": listEndpoints}},
 	{[]string{"tools"}, methods{"GET": listTools}},
+	{[]string{"tools", "*", "call"}, methods{"POST": callTool}},
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},

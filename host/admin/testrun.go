@@ -301,6 +301,22 @@ func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 	return &t.res
 }
 
+// one runs a single tool call (an operator's call of a served tool) and
+// answers it with its flags.
+func (t *testRunner) one(tool string, args json.RawMessage) *TestResult {
+	start := time.Now()
+	t.res = TestResult{Operation: tool, Tool: tool, Progress: []string{}, Steps: []TestStep{}, Warnings: []string{}}
+	if o, ok := t.h.OperationOf(tool); ok {
+		t.res.Operation, t.res.Mode = o.Name, string(o.Mode)
+	}
+	t.final(t.call(tool, args, true))
+	t.res.DurationMS = time.Since(start).Milliseconds()
+	t.mu.Lock()
+	t.res.Progress = append(t.res.Progress, t.progress...)
+	t.mu.Unlock()
+	return &t.res
+}
+
 // familyNames are the tool names of a session or job family: as the
 // family block renames them, else {operation}_{role}.
 func familyNames(o *host.Operation) map[string]string {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
 )
@@ -61,6 +63,30 @@ func TestTools(t *testing.T) {
 			tl.Source.Kind != "catalog" || tl.Source.Catalog != "served" || tl.Endpoint != "0" || tl.Workspace != "default" {
 			t.Errorf("%s: %+v", name, tl)
 		}
+	}
+
+	// An operator starts the session by hand, and stops it.
+	var start admin.TestResult
+	if err := json.Unmarshal(f.want(http.StatusOK, "POST", "/crank/tools/tail_start/call", `{"arguments": {}}`).body, &start); err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		ID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(start.Result, &sess); err != nil || start.IsError || sess.ID == "" || start.Operation != "tail" || start.Mode != "session" {
+		t.Fatalf("start: %+v %s", start, start.Text)
+	}
+	stop := f.want(http.StatusOK, "POST", "/crank/tools/tail_stop/call", `{"endpoint": "0", "arguments": {"session_id": "`+sess.ID+`"}}`).obj(t)
+	if stop["is_error"] != false {
+		t.Fatalf("stop: %v", stop)
+	}
+	f.want(http.StatusNotFound, "POST", "/crank/tools/nope/call", `{}`)
+	f.want(http.StatusNotFound, "POST", "/crank/tools/tail_start/call", `{"endpoint": "9"}`)
+	if r := f.want(http.StatusBadRequest, "POST", "/crank/tools/tail_start/call", `{"arguments": [1]}`); !strings.Contains(string(r.body), "/arguments") {
+		t.Errorf("bad arguments: %s", r.body)
+	}
+	if n := f.audit.FilterField(zap.String("event", "tool.call")).Len(); n != 2 {
+		t.Errorf("%d audited calls, want 2", n)
 	}
 }
 
