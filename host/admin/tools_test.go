@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
 )
@@ -165,5 +166,26 @@ func TestTestRunStreamed(t *testing.T) {
 	if res.Mode != "window" || res.IsError || len(res.Progress) != 3 || res.Truncated == nil || !*res.Truncated ||
 		res.EndReason != "max_items" || len(res.Warnings) == 0 {
 		t.Fatalf("result: mode %s, is_error %v, %d chunks, end_reason %s, warnings %v", res.Mode, res.IsError, len(res.Progress), res.EndReason, res.Warnings)
+	}
+}
+
+// Validating one entry answers its effective execution: every limit,
+// with the defaults of what the entry leaves out.
+func TestValidateEffective(t *testing.T) {
+	f := newFixture(t)
+	entry := fmt.Sprintf(`{"name": "w", "description": "W", "adapter": "rest", "mode": "window",
+		"transport_behavior": "request_response", "limits": {"max_items": 7}, "config": {"method": "GET", "url": "%s/w"}}`, f.up.URL)
+	var v admin.Validation
+	if err := json.Unmarshal(f.want(http.StatusOK, "POST", "/crank/catalogs/served/validate?entry=true", entry).body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Valid || v.Effective == nil || v.Effective.Mode != "window" || v.Effective.Execution == nil {
+		t.Fatalf("validation: %+v", v)
+	}
+	if l := v.Effective.Execution.Limits; l.MaxItems != 7 || l.MaxBytes != host.DefaultMaxBytes || l.WindowDurationMS != host.DefaultWindowDuration.Milliseconds() {
+		t.Errorf("limits: %+v", l)
+	}
+	if a := v.Effective.Execution.Aggregation; a.Mode != host.AggRawItems {
+		t.Errorf("aggregation: %+v", a)
 	}
 }
