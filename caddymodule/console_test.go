@@ -64,6 +64,82 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 	}
 }
 
+// browser is a headless Chromium tab for a test.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newBrowser(t *testing.T, exe string, width, height int) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(width, height),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// Generous: a loaded CI machine runs every package at once.
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancelT)
+	return &browser{t: t, ctx: ctx}
+}
+
+func (b *browser) step(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("browser: text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// fill sets the value of the field sel as typing would: its input and
+// change events fire. (chromedp.SetValue cannot set "".)
+func fill(sel, value string) chromedp.Action[chromedp.Void] {
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) throw new Error("no " + %q);
+		e.value = %q; e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, sel, value)
+	return chromedp.Evaluate[chromedp.Void](js)
+}
+
+// until waits for a JavaScript condition on the page.
+func (b *browser) until(what, cond string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		b.t.Fatalf("browser: waiting until %s: %v", what, err)
+	}
+}
+
+// screenshot saves the page under $CRANK_CONSOLE_SCREENSHOTS (make
+// screenshots).
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("CRANK_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // In headless Chromium, the console lists a catalog's operations, shows
 // the admin API's problem beside a bad field, saves the fixed entry as a
 // new version attributed to the console, runs the draft against the
@@ -94,77 +170,62 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("rebound Host: %d %s", code, b)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1280, 800),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
-
-	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("browser: %s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("browser: text of %s: %v", sel, err)
-		}
-		return s
-	}
-	step("open the catalog's operation",
+	br := newBrowser(t, exe, 1280, 800)
+	step, text := br.step, br.text
+	step("find the catalog tool on the tools screen",
 		chromedp.Navigate(consoleURL),
-		chromedp.Click(chromedp.CSS(`button[data-catalog="live"]`)),
-		chromedp.Click(chromedp.CSS(`button[data-op="cat_user"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#entry`)))
-	step("validate a bad URL",
-		chromedp.SetValue(chromedp.CSS(`#entry`), entry("v2", "ftp://example.com/users/{id}")),
+		chromedp.WaitReady(chromedp.CSS(`button[data-tool="cat_user"]`)),
+		chromedp.WaitReady(chromedp.CSS(`button[data-tool="get_user"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#tools-filter`), "catalog live"))
+	br.until("the filter keeps only the catalog's tool", `document.querySelectorAll('#tools tbody tr').length === 1 && !!document.querySelector('button[data-tool="cat_user"]')`)
+	if src := text(`#tools tbody tr[data-row="cat_user"] td:nth-child(5)`); !strings.Contains(src, "catalog live v1") {
+		t.Errorf("cat_user's source: %q", src)
+	}
+	step("open it in the form editor",
+		chromedp.Click(chromedp.CSS(`button[data-tool="cat_user"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#f-config-url`)))
+	br.until("the form shows the operation", `document.querySelector('#f-name').value === 'cat_user' && document.querySelector('#f-config-method').value === 'GET'`)
+	step("validate a bad URL typed in the config form",
+		fill(`#f-config-url`, "ftp://example.com/users/{id}"),
 		chromedp.Click(chromedp.CSS(`#validate`)))
+	br.until("the problem appears beside the URL field", `document.querySelector('#f-config-url-err').textContent !== '' && document.querySelector('#f-config-url').getAttribute('aria-invalid') === 'true'`)
+	fieldProblem := text(`#f-config-url-err`)
 	problem := text(`#problems .problem`)
-	step("save the fixed entry",
-		chromedp.SetValue(chromedp.CSS(`#entry`), entry("from the browser", up.URL+"/users/{id}")),
+	step("fix the URL and the description in the form, and save",
+		fill(`#f-config-url`, up.URL+"/users/{id}"),
+		fill(`#f-description`, "from the browser"),
 		chromedp.SetValue(chromedp.CSS(`#message`), "edited in the console"),
 		chromedp.Click(chromedp.CSS(`#save`)))
 	saved := text(`#problems .ok`)
 	step("run the draft",
 		chromedp.SetValue(chromedp.CSS(`#test-args`), `{"id": 7}`),
 		chromedp.Click(chromedp.CSS(`#run-test`)),
-		chromedp.WaitVisible(chromedp.CSS(`#test-flags [data-flag="is_error"]`)))
+		chromedp.WaitReady(chromedp.CSS(`#test-flags [data-flag="is_error"]`)))
 	isError, result := text(`#test-flags [data-flag="is_error"]`), text(`#test-result`)
 	step("roll back to version 1",
 		chromedp.Click(chromedp.CSS(`#show-history`)),
 		chromedp.Click(chromedp.CSS(`button[data-rollback="1"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`button[data-rollback="2"]`)))
+		chromedp.WaitReady(chromedp.CSS(`button[data-rollback="2"]`)))
+	br.until("the page reports the rollback", `document.querySelector('#status').textContent.includes('now version 3')`)
 	rolled := text(`#status`)
-	reloaded, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`#entry`)))
+	reloaded, err := chromedp.Run(br.ctx, chromedp.Value(chromedp.CSS(`#entry`)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(reloaded, `"v1"`) {
 		t.Errorf("after rollback the editor holds %s, want version 1's entry", reloaded)
 	}
-	if dir := os.Getenv("CRANK_CONSOLE_SCREENSHOTS"); dir != "" {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "catalog-editor.png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if d, _ := chromedp.Run(br.ctx, chromedp.Value(chromedp.CSS(`#f-description`))); d != "v1" {
+		t.Errorf("after rollback the form's description is %q, want v1", d)
 	}
+	br.screenshot("catalog-editor.png")
+	step("the tools screen", chromedp.Click(chromedp.CSS(`#nav-tools`)), fill(`#tools-filter`, ""),
+		chromedp.WaitReady(chromedp.CSS(`button[data-tool="get_user"]`)))
+	br.screenshot("tools.png")
 
+	if !strings.Contains(fieldProblem, "scheme") {
+		t.Errorf("the URL field's problem is %q", fieldProblem)
+	}
 	if isError != "false" || !strings.Contains(result, "Ada Lovelace") {
 		t.Errorf("test run: is_error %s, result %q", isError, result)
 	}

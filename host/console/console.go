@@ -16,11 +16,15 @@
 //
 // Handler serves:
 //
-//	{prefix}/          the page (index.html, app.js, style.css), from go:embed
+//	{prefix}/          the page (index.html, app.js, form.js, style.css), from go:embed
 //	{prefix}/api/…     the admin API's /crank/… routes, called in process
 //
-// The page is plain HTML, CSS and one ES module with no dependency and no
-// build step: it works offline, and `make run` needs no network.
+// The page is plain HTML, CSS and two ES modules with no dependency and
+// no build step: it works offline, and `make run` needs no network. Its
+// screens are Tools (GET /crank/tools), Catalogs (the operation form,
+// history, test runs streamed with ?stream=true, sessions and jobs
+// driven by hand with /crank/tools/{tool}/call) and Live (/crank/adapters
+// and /crank/live).
 //
 // # Access
 //
@@ -55,7 +59,7 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// Assets are the page's files (index.html, app.js, style.css).
+// Assets are the page's files (index.html, app.js, form.js, style.css).
 func Assets() fs.FS {
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
