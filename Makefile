@@ -116,4 +116,4 @@ loadtest:
 # README), taken by its browser test in headless Chromium.
 screenshots:
 	mkdir -p docs/console
-	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInBrowser ./caddymodule/
+	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole(Streams)?InBrowser' ./caddymodule/

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,11 +117,25 @@ func fill(sel, value string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](js)
 }
 
+// show opens a screen of the console (tools, catalogs, live) and waits
+// until it has loaded.
+func (b *browser) show(view string) {
+	b.t.Helper()
+	b.step("open the "+view+" screen", chromedp.Click(chromedp.CSS(`#nav-`+view)))
+	switch view {
+	case "tools":
+		b.until("the tools are listed", `document.querySelector('#tools').getAttribute('aria-busy') === 'false'`)
+	case "live":
+		b.until("the live state is listed", `document.querySelector('#view-live').getAttribute('aria-busy') === 'false'`)
+	}
+}
+
 // until waits for a JavaScript condition on the page.
 func (b *browser) until(what, cond string) {
 	b.t.Helper()
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
-		b.t.Fatalf("browser: waiting until %s: %v", what, err)
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`["#status", "#problems", "#test-result", "#handcall-result"].map((s) => s + ": " + ((document.querySelector(s) || {}).textContent || "")).join("\n")`))
+		b.t.Fatalf("browser: waiting until %s: %v\n%s", what, err, page)
 	}
 }
 
@@ -219,8 +235,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("after rollback the form's description is %q, want v1", d)
 	}
 	br.screenshot("catalog-editor.png")
-	step("the tools screen", chromedp.Click(chromedp.CSS(`#nav-tools`)), fill(`#tools-filter`, ""),
-		chromedp.WaitReady(chromedp.CSS(`button[data-tool="get_user"]`)))
+	br.show("tools")
+	step("clear the filter", fill(`#tools-filter`, ""), chromedp.WaitReady(chromedp.CSS(`button[data-tool="get_user"]`)))
 	br.screenshot("tools.png")
 
 	if !strings.Contains(fieldProblem, "scheme") {
@@ -302,4 +318,165 @@ func TestConsoleBehindAuthentication(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(b, `"console:alice"`) {
 		t.Errorf("versions: %d %s", code, b)
 	}
+}
+
+// In headless Chromium, against a running gateway: the tools screen
+// groups a session's family; a test window shows its chunks while the
+// upstream still streams, then its flags and warnings; a session is
+// started, polled and stopped by hand and seen on the live screen with
+// its owner replica; a job is started by hand and cancelled from the
+// live screen.
+func TestConsoleStreamsInBrowser(t *testing.T) {
+	exe := chromium(t)
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	levels := make(chan string, 16)
+	sse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		switch r.URL.Path {
+		case "/events": // two events, the third once the test saw them
+			select {
+			case levels <- r.URL.Query().Get("level"):
+			default:
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := 1; i <= 3; i++ {
+				if i == 3 {
+					select {
+					case <-release:
+					case <-r.Context().Done():
+						return
+					}
+				}
+				fmt.Fprintf(w, "data: {\"n\": %d, \"level\": \"error\"}\n\n", i)
+				_ = rc.Flush()
+			}
+		case "/stream": // a few events, then silence
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := 1; i <= 5; i++ {
+				fmt.Fprintf(w, "id: %d\ndata: {\"n\": %d}\n\n", i, i)
+			}
+			_ = rc.Flush()
+		case "/slow": // a report that never finishes by itself
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(sse.Close)
+
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	addConsoleRoute(t, g)
+	ops := fmt.Sprintf(`operations:
+  - name: watch
+    description: Watch the event stream.
+    adapter: rest
+    mode: window
+    transport_behavior: server_stream
+    input_schema: {type: object, properties: {level: {type: string, enum: [info, error]}}}
+    limits: {window_duration_ms: 120000, upstream_timeout_ms: 120000, max_items: 3}
+    config: {method: GET, url: "%[1]s/events", query: [level]}
+  - name: follow
+    description: Follow the stream.
+    adapter: rest
+    mode: session
+    transport_behavior: server_stream
+    config: {method: GET, url: "%[1]s/stream"}
+  - name: report
+    description: Build a slow report.
+    adapter: rest
+    mode: async_job
+    timeout: 5m
+    config: {method: GET, url: "%[1]s/slow"}
+`, sse.URL)
+	req, _ := http.NewRequest("PUT", g.AdminURL+"/crank/catalogs/live", strings.NewReader(ops))
+	if code, b := send(t, req, "If-None-Match", "*", "Content-Type", "application/yaml"); code/100 != 2 {
+		t.Fatalf("import: %d %s", code, b)
+	}
+	consoleURL := strings.TrimSuffix(g.MCPURL, "/mcp") + "/console/"
+	br := newBrowser(t, exe, 1280, 800)
+
+	// The tools screen: the session's family in one row.
+	br.step("open the tools screen", chromedp.Navigate(consoleURL), chromedp.WaitReady(chromedp.CSS(`button[data-tool="follow"]`)))
+	if fam := br.text(`tr[data-row="follow"] td:nth-child(4)`); !strings.Contains(fam, "follow_start") || !strings.Contains(fam, "follow_poll") || !strings.Contains(fam, "follow_stop") {
+		t.Errorf("follow's family: %q", fam)
+	}
+	if mode := br.text(`tr[data-row="report"] .badge`); mode != "async_job" {
+		t.Errorf("report's mode badge: %q", mode)
+	}
+
+	// A test window: chunks arrive before the result.
+	br.step("open the window operation", chromedp.Click(chromedp.CSS(`button[data-tool="watch"]`)), chromedp.WaitVisible(chromedp.CSS(`#arg-level`)))
+	br.until("the limits show their effective values", `document.querySelector('#f-limits-max_bytes-eff').textContent.includes('(default)') && document.querySelector('#f-limits-max_items-eff').textContent === 'effective: 3'`)
+	br.step("pick an argument and run the window", fill(`#arg-level`, "error"), chromedp.Click(chromedp.CSS(`#run-test`)))
+	br.until("two chunks arrive while the window is open", `document.querySelectorAll('#test-chunks li').length === 2`)
+	if n, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#test-flags dd').length`)); err != nil || n != 0 {
+		t.Errorf("flags shown before the window ended: %d %v", n, err)
+	}
+	br.screenshot("test-window-live.png")
+	releaseOnce.Do(func() { close(release) })
+	br.until("the window's flags", `!!document.querySelector('#test-flags [data-flag="end_reason"]')`)
+	flags := map[string]string{}
+	for _, f := range []string{"truncated", "window_complete", "has_more", "end_reason", "is_error"} {
+		flags[f] = br.text(`#test-flags [data-flag="` + f + `"]`)
+	}
+	if flags["truncated"] != "true" || flags["window_complete"] != "false" || flags["end_reason"] != "max_items" || flags["is_error"] != "false" {
+		t.Errorf("flags: %v", flags)
+	}
+	if w := br.text(`#test-warnings li`); !strings.Contains(w, "max_items") {
+		t.Errorf("warning: %q", w)
+	}
+	if n := br.text(`#test-chunks`); !strings.Contains(n, `"n":3`) && !strings.Contains(n, `"n": 3`) {
+		t.Errorf("chunks: %q", n)
+	}
+	if lv := <-levels; lv != "error" {
+		t.Errorf("the window's upstream got level %q, want the form's error", lv)
+	}
+	br.screenshot("test-window.png")
+
+	// A session by hand, seen live, then stopped.
+	br.show("tools")
+	br.step("open the session operation", chromedp.Click(chromedp.CSS(`button[data-tool="follow"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#hand-start`)))
+	br.step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
+	br.until("the session started", `((document.querySelector('[data-hand="session_id"]') || {}).textContent || '').length > 1 && !document.querySelector('#hand-poll').disabled`)
+	br.step("poll it", chromedp.Click(chromedp.CSS(`#hand-poll`)))
+	br.until("the poll answered", `!!document.querySelector('[data-hand="items"]')`)
+	sessionID := br.text(`[data-hand="session_id"]`)
+	br.show("live")
+	br.until("the live screen lists the session and the adapter", `!!document.querySelector('#live-sessions tr[data-live]') && !!document.querySelector('#adapters tr[data-adapter="rest"]')`)
+	if id := br.text(`#live-sessions tr[data-live] th`); id != sessionID {
+		t.Errorf("live session %q, want %q", id, sessionID)
+	}
+	if owner := br.text(`#live-sessions tr[data-live] td:nth-child(5)`); owner == "" {
+		t.Error("the live session has no owner replica")
+	}
+	if h := br.text(`#adapters tr[data-adapter="rest"] td:nth-child(3)`); h != "ok" {
+		t.Errorf("rest adapter health %q", h)
+	}
+	br.screenshot("live.png")
+	br.show("catalogs")
+	br.step("stop it by hand", chromedp.Click(chromedp.CSS(`#hand-stop`)))
+	br.until("the session stopped", `!!document.querySelector('#hand-start') && !document.querySelector('#hand-start').disabled && document.querySelector('#hand-poll').disabled === false`)
+	br.show("live")
+	br.until("the session is gone from the live screen", `!!document.querySelector('#live-sessions') && !document.querySelector('#live-sessions tr[data-live]')`)
+
+	// A job by hand, cancelled from the live screen.
+	br.show("tools")
+	br.step("open the job operation", chromedp.Click(chromedp.CSS(`button[data-tool="report"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#hand-start`)))
+	br.step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
+	br.until("the job started", `((document.querySelector('[data-hand="job_id"]') || {}).textContent || '').length > 1`)
+	jobID := br.text(`[data-hand="job_id"]`)
+	br.show("live")
+	br.until("the live screen lists the job", `!!document.querySelector('#live-jobs tr[data-live]')`)
+	br.step("cancel it", chromedp.Click(chromedp.CSS(`#live-jobs button[data-stop="jobs/`+jobID+`"]`)))
+	br.until("the job is cancelled", `document.querySelector('#status').textContent.includes('`+jobID+`') && !document.querySelector('#live-jobs tr[data-live]')`)
+	br.show("catalogs")
+	br.step("read its status by hand", chromedp.Click(chromedp.CSS(`#hand-status`)))
+	br.until("its status says cancelled", `['canceled', 'canceling'].includes((document.querySelector('[data-hand="status"]') || {}).textContent)`)
 }

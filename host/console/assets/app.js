@@ -106,6 +106,11 @@ function showView(name) {
 // job family into one row, and the entries of catalogs no handler of this
 // replica serves.
 async function loadTools() {
+  $("#tools").setAttribute("aria-busy", "true");
+  try { await loadToolsNow(); } finally { $("#tools").setAttribute("aria-busy", "false"); }
+}
+
+async function loadToolsNow() {
   const [tr, er, cr] = await Promise.all([api("GET", "tools"), api("GET", "endpoints"), api("GET", "catalogs?limit=1000")]);
   if (tr.status !== 200) { say(tr.body.error || `tools: ${tr.status}`); return; }
   state.tools = tr.body.tools || [];
@@ -348,6 +353,8 @@ function editOperation(name) {
   const op = state.operations.find((o) => o.name === name);
   state.editing = name;
   $("#editor-title").textContent = `Operation ${name}`;
+  if (name !== state.argsFor) $("#test-args").value = "{}";
+  state.argsFor = name;
   loadEntry(structuredClone(op));
   showProblems(null);
   clearTest();
@@ -360,6 +367,8 @@ function editOperation(name) {
 function newOperation() {
   state.editing = "";
   $("#editor-title").textContent = "New operation";
+  $("#test-args").value = "{}";
+  state.argsFor = "";
   loadEntry({ name: "", description: "", adapter: "rest", config: { method: "GET", url: "https://api.example.com/items/{id}" } });
   showProblems(null);
   clearTest();
@@ -696,6 +705,11 @@ function age(ms) {
 }
 
 async function loadLive() {
+  $("#view-live").setAttribute("aria-busy", "true");
+  try { await loadLiveNow(); } finally { $("#view-live").setAttribute("aria-busy", "false"); }
+}
+
+async function loadLiveNow() {
   await loadAdapters();
   const tbody = $("#adapters tbody");
   tbody.replaceChildren();
