@@ -479,4 +479,17 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	br.show("catalogs")
 	br.step("read its status by hand", chromedp.Click(chromedp.CSS(`#hand-status`)))
 	br.until("its status says cancelled", `['canceled', 'canceling'].includes((document.querySelector('[data-hand="status"]') || {}).textContent)`)
+
+	// The keyboard reaches the screens, and a narrow window scrolls
+	// nothing sideways but its tables.
+	br.step("open the live screen from the keyboard", chromedp.Focus(chromedp.CSS(`#nav-live`)), chromedp.KeyEvent("\r"))
+	br.until("the live screen shows", `!document.querySelector('#view-live').hidden && document.activeElement.id === 'nav-live'`)
+	br.step("narrow the window", chromedp.EmulateViewport(480, 900))
+	for _, view := range []string{"tools", "catalogs", "live"} {
+		br.show(view)
+		br.until("the "+view+" screen fits 480 pixels", `document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1`)
+		if view == "tools" {
+			br.screenshot("tools-narrow.png")
+		}
+	}
 }

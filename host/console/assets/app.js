@@ -120,7 +120,11 @@ async function loadToolsNow() {
     if (t.family) {
       const key = `${t.endpoint}/${t.family}`;
       if (families.has(key)) continue;
-      const row = { ...t, name: t.family, tools: t.family_tools, op: t.family };
+      const tools = {};
+      for (const role of FAMILY_ROLES[t.mode] || Object.keys(t.family_tools || {})) {
+        if (t.family_tools && t.family_tools[role]) tools[role] = t.family_tools[role];
+      }
+      const row = { ...t, name: t.family, tools, op: t.family };
       families.set(key, row);
       rows.push(row);
     } else {
