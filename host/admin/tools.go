@@ -39,6 +39,8 @@ type ToolInfo struct {
 	FamilyTools map[string]string `json:"family_tools,omitempty"`
 	// Source is where the tool is defined.
 	Source ToolSource `json:"source"`
+	// InputSchema is the JSON Schema of its arguments.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 // ToolSource is where a tool is defined: an operations file, or a
@@ -73,7 +75,7 @@ func toolsOf(info EndpointInfo, h *host.Host) []ToolInfo {
 	var out []ToolInfo
 	for _, o := range h.Operations() {
 		t := ToolInfo{Name: o.Name, Title: o.Title, Description: o.Description, Endpoint: info.ID,
-			Workspace: info.Workspace, Mode: string(o.Mode), Adapter: o.Adapter, Role: o.Role}
+			Workspace: info.Workspace, Mode: string(o.Mode), Adapter: o.Adapter, Role: o.Role, InputSchema: o.InputSchema}
 		if t.Mode == "" {
 			t.Mode = string(host.ModeUnary)
 		}

@@ -199,6 +199,16 @@ async function openTool(r) {
   if (r.tools) row("Family", Object.entries(r.tools).map(([role, n]) => `${role}: ${n}`).join(", "));
   row("Description", r.description || "");
   $("#tool-detail-title").textContent = `Tool ${r.name}`;
+  state.detail = r;
+  const served = r.endpoint !== undefined;
+  $("#call-form").hidden = !served || !!r.tools;
+  $("#call-args").value = "{}";
+  $("#dhand-args").value = "{}";
+  for (const id of ["#call-flags", "#call-warnings", "#call-chunks"]) $(id).replaceChildren();
+  $("#call-result").textContent = "";
+  if (served && !r.tools) argsForm(r.input_schema, "#call-args-fields", "#call-args", "call");
+  if (served && r.tools) argsForm(r.input_schema, "#dhand-args-fields", "#dhand-args", "dharg");
+  renderHand("detail", served && r.tools ? { endpoint: r.endpoint, tools: r.tools, mode: r.mode } : null);
   $("#tool-detail").hidden = false;
   $("#tool-detail").scrollIntoView({ block: "nearest" });
 }
@@ -539,25 +549,29 @@ async function rollback(version) {
 
 // renderArgsForm builds the arguments form from the entry's input schema.
 function renderArgsForm() {
-  const box = $("#test-args-fields");
-  box.replaceChildren();
-  let schema = state.entry.input_schema;
+  argsForm(state.entry.input_schema, "#test-args-fields", "#test-args", "arg");
+}
+
+// argsForm builds, in box, the fields of an input schema's properties,
+// kept in sync with the JSON arguments in the textarea json.
+function argsForm(schema, box, json, prefix) {
+  const fieldsBox = $(box);
+  fieldsBox.replaceChildren();
   if (typeof schema === "string") { try { schema = JSON.parse(schema); } catch { schema = null; } }
-  const fields = schema && typeof schema === "object" ? schemaFields(schema, [], "arg") : [];
+  const fields = schema && typeof schema === "object" ? schemaFields(schema, [], prefix) : [];
   if (!fields.length) {
-    box.append(el("p", { class: "note" }, "The input schema declares no arguments; add any as JSON below."));
+    fieldsBox.append(el("p", { class: "note" }, "The input schema declares no arguments; add any as JSON below."));
     return;
   }
   let current = {};
-  try { current = JSON.parse($("#test-args").value || "{}"); } catch { current = {}; }
-  for (const f of fields) box.append(renderField(f, current, onArgsInput));
-}
-
-function onArgsInput() {
-  let args = {};
-  try { args = JSON.parse($("#test-args").value || "{}"); } catch { args = {}; }
-  for (const input of document.querySelectorAll("#test-args-fields [data-path]")) readField(input, args);
-  $("#test-args").value = JSON.stringify(args);
+  try { current = JSON.parse($(json).value || "{}"); } catch { current = {}; }
+  const onInput = () => {
+    let args = {};
+    try { args = JSON.parse($(json).value || "{}"); } catch { args = {}; }
+    for (const input of fieldsBox.querySelectorAll("[data-path]")) readField(input, args);
+    $(json).value = JSON.stringify(args);
+  };
+  for (const f of fields) fieldsBox.append(renderField(f, current, onInput));
 }
 
 function clearTest() {
@@ -631,6 +645,15 @@ async function runTest(ev) {
 
 // ---- a session or job by hand ----
 
+// HANDS are the two places sessions and jobs are driven by hand: the
+// editor (a catalog operation) and a file tool's details.
+const HANDS = {
+  editor: { sec: "#handcall", title: "#handcall-title", buttons: "#handcall-buttons", state: "#handcall-state",
+    result: "#handcall-result", btn: "hand", args: "#test-args", attr: "data-hand" },
+  detail: { sec: "#dhand", title: "#dhand-title", buttons: "#dhand-buttons", state: "#dhand-state",
+    result: "#dhand-result", btn: "dhand", args: "#dhand-args", attr: "data-dhand" },
+};
+
 // servedFamily is the served family of the operation in the editor.
 function servedFamily() {
   const t = state.tools.find((x) => x.family === state.editing && x.source && x.source.kind === "catalog" && x.source.catalog === state.catalog);
@@ -638,59 +661,99 @@ function servedFamily() {
 }
 
 function renderHandCall() {
-  const fam = state.editing ? servedFamily() : null;
-  const sec = $("#handcall");
+  renderHand("editor", state.editing ? servedFamily() : null);
+}
+
+function renderHand(where, fam) {
+  const h = HANDS[where];
+  const sec = $(h.sec);
   sec.hidden = !fam;
   if (!fam) return;
-  state.hand = { id: "", cursor: "" };
+  state.hands = state.hands || {};
+  state.hands[where] = { id: "", cursor: "" };
   const job = fam.mode === "async_job";
-  $("#handcall-title").textContent = job ? "Job by hand" : "Session by hand";
-  const btns = $("#handcall-buttons");
+  $(h.title).textContent = job ? "Job by hand" : "Session by hand";
+  const btns = $(h.buttons);
   btns.replaceChildren();
   const roles = job ? ["start", "status", "result", "cancel"] : ["start", "poll", "stop"];
   const labels = { start: job ? "Start job" : "Start session", poll: "Poll", stop: "Stop", status: "Status", result: "Result", cancel: "Cancel job" };
   for (const role of roles) {
-    btns.append(el("button", { type: "button", id: `hand-${role}`, "data-role": role, disabled: role !== "start",
-      onclick: () => handCall(fam, role) }, labels[role]));
+    btns.append(el("button", { type: "button", id: `${h.btn}-${role}`, "data-role": role, disabled: role !== "start",
+      onclick: () => handCall(where, fam, role) }, labels[role]));
   }
-  $("#handcall-state").replaceChildren();
-  $("#handcall-result").textContent = "";
+  $(h.state).replaceChildren();
+  $(h.result).textContent = "";
 }
 
-async function handCall(fam, role) {
+async function handCall(where, fam, role) {
+  const h = HANDS[where];
+  const hand = state.hands[where];
   const job = fam.mode === "async_job";
   const idKey = job ? "job_id" : "session_id";
   let args = {};
   if (role === "start") {
-    try { args = JSON.parse($("#test-args").value || "{}"); } catch { say("Arguments: not JSON"); return; }
+    try { args = JSON.parse($(h.args).value || "{}"); } catch { say("Arguments: not JSON"); return; }
   } else {
-    args[idKey] = state.hand.id;
-    if (role === "poll" && state.hand.cursor) args.cursor = state.hand.cursor;
+    args[idKey] = hand.id;
+    if (role === "poll" && hand.cursor) args.cursor = hand.cursor;
   }
   const r = await api("POST", `tools/${encodeURIComponent(fam.tools[role])}/call`, { endpoint: fam.endpoint, arguments: args });
-  if (r.status !== 200) { $("#handcall-result").textContent = r.body.error || `call: ${r.status}`; return; }
+  if (r.status !== 200) { $(h.result).textContent = r.body.error || `call: ${r.status}`; return; }
   const t = r.body;
   const res = t.result || {};
-  if (role === "start" && res[idKey]) state.hand.id = res[idKey];
-  if (res.cursor) state.hand.cursor = res.cursor;
-  const dl = $("#handcall-state");
+  if (role === "start" && res[idKey]) hand.id = res[idKey];
+  if (res.cursor) hand.cursor = res.cursor;
+  const dl = $(h.state);
   dl.replaceChildren();
-  const row = (k, v) => dl.append(el("div", {}, el("dt", {}, k), el("dd", { "data-hand": k }, String(v))));
-  row(idKey, state.hand.id || "—");
+  const row = (k, v) => dl.append(el("div", {}, el("dt", {}, k), el("dd", { [h.attr]: k }, String(v))));
+  row(idKey, hand.id || "—");
   row("status", res.status || t.status || (t.is_error ? "error" : "—"));
   if (!job) {
-    row("cursor", state.hand.cursor || "—");
+    row("cursor", hand.cursor || "—");
     if (res.items) row("items", res.items.length);
     if (res.buffered_items !== undefined) row("buffered_items", res.buffered_items);
   } else if (res.progress !== undefined) {
     row("progress", typeof res.progress === "object" ? JSON.stringify(res.progress) : res.progress);
   }
-  $("#handcall-result").textContent = t.text || JSON.stringify(res, null, 2);
-  const open = !!state.hand.id && !["stop", "cancel"].includes(role) && !["stopped", "completed", "succeeded", "failed", "canceled"].includes(res.status);
-  for (const b of document.querySelectorAll("#handcall-buttons button")) {
-    b.disabled = b.dataset.role === "start" ? open : !state.hand.id;
+  $(h.result).textContent = t.text || JSON.stringify(res, null, 2);
+  const open = !!hand.id && !["stop", "cancel"].includes(role) && !["stopped", "completed", "succeeded", "failed", "canceled"].includes(res.status);
+  for (const b of $(h.buttons).querySelectorAll("button")) {
+    b.disabled = b.dataset.role === "start" ? open : !hand.id;
   }
   say(`${fam.tools[role]}: ${t.is_error ? "failed" : "done"}`);
+}
+
+// runCall calls the file tool in the details, showing a window's chunks
+// as they arrive, then its flags, warnings and result.
+async function runCall(ev) {
+  ev.preventDefault();
+  const r0 = state.detail;
+  if (!r0) return;
+  let args;
+  try { args = JSON.parse($("#call-args").value || "{}"); } catch (e) { say(`Arguments: not JSON (${e.message})`); return; }
+  $("#call-flags").replaceChildren();
+  $("#call-warnings").replaceChildren();
+  $("#call-chunks").replaceChildren();
+  $("#call-result").textContent = "Calling…";
+  $("#call-run").disabled = true;
+  const chunks = $("#call-chunks");
+  let r;
+  try {
+    r = await apiStream(`tools/${encodeURIComponent(r0.name)}/call?stream=true`, { endpoint: r0.endpoint, arguments: args }, (ev2) => {
+      if (ev2.progress !== undefined) {
+        chunks.append(el("li", {}, ev2.progress));
+        chunks.scrollTop = chunks.scrollHeight;
+      }
+    });
+  } finally {
+    $("#call-run").disabled = false;
+  }
+  if (r.status !== 200) { $("#call-result").textContent = r.body.error || `call: ${r.status}`; say("Not called"); return; }
+  const t = r.body;
+  showFlags(t, $("#call-flags"));
+  for (const w of t.warnings || []) $("#call-warnings").append(el("li", {}, w));
+  $("#call-result").textContent = t.text || JSON.stringify(t.result, null, 2) || "";
+  say(t.is_error ? `${r0.name}: the call failed` : `${r0.name}: called`);
 }
 
 // ---- live ----
@@ -781,6 +844,7 @@ function init() {
   $("#show-history").addEventListener("click", showHistory);
   $("#test-form").addEventListener("submit", runTest);
   $("#close").addEventListener("click", () => { $("#editor-pane").hidden = true; state.editing = null; });
+  $("#call-form").addEventListener("submit", runCall);
   $("#live-refresh").addEventListener("click", () => loadLive().catch((e) => say(String(e))));
   loadAdapters().catch(() => {});
   showView("tools");
