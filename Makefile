@@ -117,3 +117,4 @@ loadtest:
 screenshots:
 	mkdir -p docs/console
 	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole(Streams)?InBrowser' ./caddymodule/
+	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleOnDemo$$' ./e2e/
