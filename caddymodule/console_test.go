@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -218,30 +217,13 @@ func TestConsoleBehindAuthentication(t *testing.T) {
 func TestConsoleStreamsInBrowser(t *testing.T) {
 	up := mcptest.NewUsers(t)
 	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	levels := make(chan string, 16)
+	events := mcptest.NewEvents(t, 3)
 	sse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		switch r.URL.Path {
 		case "/events": // two events, the third once the test saw them
-			select {
-			case levels <- r.URL.Query().Get("level"):
-			default:
-			}
-			w.Header().Set("Content-Type", "text/event-stream")
-			for i := 1; i <= 3; i++ {
-				if i == 3 {
-					select {
-					case <-release:
-					case <-r.Context().Done():
-						return
-					}
-				}
-				fmt.Fprintf(w, "data: {\"n\": %d, \"level\": \"error\"}\n\n", i)
-				_ = rc.Flush()
-			}
+			events.ServeEvents(w, r)
+			return
 		case "/stream": // a few events, then silence
 			w.Header().Set("Content-Type", "text/event-stream")
 			for i := 1; i <= 5; i++ {
@@ -306,7 +288,7 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 		t.Errorf("flags shown before the window ended: %d %v", n, err)
 	}
 	br.Screenshot("test-window-live.png")
-	releaseOnce.Do(func() { close(release) })
+	events.Release()
 	br.Until("the window's flags", `!!document.querySelector('#test-flags [data-flag="end_reason"]')`)
 	flags := map[string]string{}
 	for _, f := range []string{"truncated", "window_complete", "has_more", "end_reason", "is_error"} {
@@ -321,7 +303,7 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	if n := br.Text(`#test-chunks`); !strings.Contains(n, `"n":3`) && !strings.Contains(n, `"n": 3`) {
 		t.Errorf("chunks: %q", n)
 	}
-	if lv := <-levels; lv != "error" {
+	if lv := <-events.Levels; lv != "error" {
 		t.Errorf("the window's upstream got level %q, want the form's error", lv)
 	}
 	br.Screenshot("test-window.png")

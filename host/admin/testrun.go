@@ -294,6 +294,11 @@ func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 		t.res.Tool = op
 		t.final(t.call(op, args, true))
 	}
+	return t.done(start)
+}
+
+// done completes the run's answer: its duration and chunks.
+func (t *testRunner) done(start time.Time) *TestResult {
 	t.res.DurationMS = time.Since(start).Milliseconds()
 	t.mu.Lock()
 	t.res.Progress = append(t.res.Progress, t.progress...)
@@ -310,11 +315,7 @@ func (t *testRunner) one(tool string, args json.RawMessage) *TestResult {
 		t.res.Operation, t.res.Mode = o.Name, string(o.Mode)
 	}
 	t.final(t.call(tool, args, true))
-	t.res.DurationMS = time.Since(start).Milliseconds()
-	t.mu.Lock()
-	t.res.Progress = append(t.res.Progress, t.progress...)
-	t.mu.Unlock()
-	return &t.res
+	return t.done(start)
 }
 
 // familyNames are the tool names of a session or job family: as the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/internal/mcptest"
 )
 
 // GET /crank/tools lists what the handler serves: its file's tool and
@@ -95,31 +95,7 @@ func TestTools(t *testing.T) {
 // it, before the window ends, then the result with its flags.
 func TestTestRunStreamed(t *testing.T) {
 	f := newFixture(t)
-	release := make(chan struct{})
-	sse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := 1; i <= 3; i++ {
-			if i == 3 {
-				select {
-				case <-release:
-				case <-r.Context().Done():
-					return
-				}
-			}
-			fmt.Fprintf(w, "data: {\"n\": %d}\n\n", i)
-			_ = rc.Flush()
-		}
-		<-r.Context().Done() // the window ends at max_items
-	}))
-	t.Cleanup(sse.Close)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	sse := mcptest.NewEvents(t, 3)
 	entry := fmt.Sprintf(`{"name": "watch", "description": "W", "adapter": "rest", "mode": "window",
 		"transport_behavior": "server_stream", "limits": {"window_duration_ms": 120000, "upstream_timeout_ms": 120000, "max_items": 3},
 		"config": {"method": "GET", "url": "%s/events"}}`, sse.URL)
@@ -152,7 +128,7 @@ func TestTestRunStreamed(t *testing.T) {
 			t.Fatalf("event %d: %v", i, ev)
 		}
 	}
-	close(release)
+	sse.Release()
 	var res admin.TestResult
 	for {
 		ev := next()
