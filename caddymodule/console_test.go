@@ -280,7 +280,8 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	}
 
 	// A test window: chunks arrive before the result.
-	br.Step("open the window operation", chromedp.Click(chromedp.CSS(`button[data-tool="watch"]`)), chromedp.WaitVisible(chromedp.CSS(`#arg-level`)))
+	br.Step("open the window operation", chromedp.Click(chromedp.CSS(`button[data-tool="watch"]`)))
+	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation watch' && !!document.querySelector('#arg-level')`)
 	br.Until("the limits show their effective values", `document.querySelector('#f-limits-max_bytes-eff').textContent.includes('(default)') && document.querySelector('#f-limits-max_items-eff').textContent === 'effective: 3'`)
 	br.Step("pick an argument and run the window", browsertest.Fill(`#arg-level`, "error"), chromedp.Click(chromedp.CSS(`#run-test`)))
 	br.Until("two chunks arrive while the window is open", `document.querySelectorAll('#test-chunks li').length === 2`)
@@ -310,8 +311,8 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 
 	// A session by hand, seen live, then stopped.
 	br.Show("tools")
-	br.Step("open the session operation", chromedp.Click(chromedp.CSS(`button[data-tool="follow"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#hand-start`)))
+	br.Step("open the session operation", chromedp.Click(chromedp.CSS(`button[data-tool="follow"]`)))
+	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation follow' && !document.querySelector('#handcall').hidden`)
 	br.Step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
 	br.Until("the session started", `((document.querySelector('[data-hand="session_id"]') || {}).textContent || '').length > 1 && !document.querySelector('#hand-poll').disabled`)
 	br.Step("poll it", chromedp.Click(chromedp.CSS(`#hand-poll`)))
@@ -337,8 +338,8 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 
 	// A job by hand, cancelled from the live screen.
 	br.Show("tools")
-	br.Step("open the job operation", chromedp.Click(chromedp.CSS(`button[data-tool="report"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#hand-start`)))
+	br.Step("open the job operation", chromedp.Click(chromedp.CSS(`button[data-tool="report"]`)))
+	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation report' && !document.querySelector('#handcall').hidden`)
 	br.Step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
 	br.Until("the job started", `((document.querySelector('[data-hand="job_id"]') || {}).textContent || '').length > 1`)
 	jobID := br.Text(`[data-hand="job_id"]`)

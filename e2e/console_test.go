@@ -21,17 +21,19 @@ import (
 // start and poll a session by hand and stop it from the live screen;
 // start a job by hand and cancel it.
 func TestConsoleOnDemo(t *testing.T) {
-	br := browsertest.New(t, 1280, 800)
+	browsertest.Chromium(t) // skip before starting the demo without it
 	d := startDemo(t, func(caddyfile string) string {
 		return strings.Replace(caddyfile, "allowed_origins http://127.0.0.1:6274 http://localhost:6274",
 			"allowed_origins http://127.0.0.1:6274 http://localhost:6274\n\t\tcatalog demo", 1)
 	})
 	consoleURL := fmt.Sprintf("http://127.0.0.1:%d/console/", d.ports[":8080"])
 	upstream := fmt.Sprintf("127.0.0.1:%d", d.ports[":8081"])
+	br := browsertest.New(t, 1280, 800)
 
 	// recent_logs, a window of the demo's file, called from its details.
-	br.Step("find recent_logs", chromedp.Navigate(consoleURL), chromedp.WaitReady(chromedp.CSS(`button[data-tool="recent_logs"]`)),
-		browsertest.Fill(`#tools-filter`, "recent_logs"))
+	br.Step("open the console", chromedp.Navigate(consoleURL))
+	br.Until("the tools are listed", `!!document.querySelector('button[data-tool="recent_logs"]')`)
+	br.Step("find recent_logs", browsertest.Fill(`#tools-filter`, "recent_logs"))
 	br.Until("the filter keeps recent_logs", `document.querySelectorAll('#tools tbody tr').length === 1`)
 	br.Step("open it", chromedp.Click(chromedp.CSS(`button[data-tool="recent_logs"]`)), chromedp.WaitVisible(chromedp.CSS(`#call-service`)))
 	br.Step("call it for one service", browsertest.Fill(`#call-service`, "checkout"), chromedp.Click(chromedp.CSS(`#call-run`)))
@@ -101,6 +103,12 @@ func TestConsoleOnDemo(t *testing.T) {
 		t.Errorf("lookup_user answered %s", textOf(res))
 	}
 
+	// The tools screen charts its call.
+	br.Show("tools")
+	br.Step("find lookup_user", browsertest.Fill(`#tools-filter`, "lookup_user"))
+	br.Until("lookup_user's call is charted", `Number((document.querySelector('tr[data-row="lookup_user"] [data-calls]') || {dataset: {}}).dataset.calls) >= 1`)
+	br.Show("catalogs") // its editor is still open
+
 	// Change it, then roll it back.
 	br.Step("change the description and save", browsertest.Fill(`#f-description`, "v2"), chromedp.Click(chromedp.CSS(`#save`)))
 	br.Until("version 2 is saved", `(document.querySelector('#problems .ok') || {}).textContent === 'Saved as version 2.'`)
@@ -111,8 +119,8 @@ func TestConsoleOnDemo(t *testing.T) {
 
 	// follow_logs, a session of the demo's file, by hand.
 	br.Show("tools")
-	br.Step("open follow_logs", browsertest.Fill(`#tools-filter`, "follow_logs"), chromedp.Click(chromedp.CSS(`button[data-tool="follow_logs"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#dhand-start`)))
+	br.Step("open follow_logs", browsertest.Fill(`#tools-filter`, "follow_logs"), chromedp.Click(chromedp.CSS(`button[data-tool="follow_logs"]`)))
+	br.Until("its details show", `document.querySelector('#tool-detail-title').textContent === 'Tool follow_logs' && !document.querySelector('#dhand').hidden`)
 	br.Step("start the session", chromedp.Click(chromedp.CSS(`#dhand-start`)))
 	br.Until("the session started", `((document.querySelector('[data-dhand="session_id"]') || {}).textContent || '').length > 1 && !document.querySelector('#dhand-poll').disabled`)
 	sessionID := br.Text(`[data-dhand="session_id"]`)
@@ -125,8 +133,8 @@ func TestConsoleOnDemo(t *testing.T) {
 
 	// build_report, a job of the demo's file, cancelled.
 	br.Show("tools")
-	br.Step("open build_report", browsertest.Fill(`#tools-filter`, "build_report"), chromedp.Click(chromedp.CSS(`button[data-tool="build_report"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#dhand-start`)))
+	br.Step("open build_report", browsertest.Fill(`#tools-filter`, "build_report"), chromedp.Click(chromedp.CSS(`button[data-tool="build_report"]`)))
+	br.Until("its details show", `document.querySelector('#tool-detail-title').textContent === 'Tool build_report' && !document.querySelector('#dhand').hidden`)
 	br.Step("start the job", chromedp.Click(chromedp.CSS(`#dhand-start`)))
 	br.Until("the job started", `((document.querySelector('[data-dhand="job_id"]') || {}).textContent || '').length > 1 && !document.querySelector('#dhand-cancel').disabled`)
 	br.Step("cancel it", chromedp.Click(chromedp.CSS(`#dhand-cancel`)))

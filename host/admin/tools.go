@@ -11,6 +11,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/internal/telemetry"
 )
 
 // ServingEndpoint is an Endpoint that can show the host it serves now
@@ -41,6 +42,9 @@ type ToolInfo struct {
 	Source ToolSource `json:"source"`
 	// InputSchema is the JSON Schema of its arguments.
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// Calls counts this replica's calls of a tool of this name since it
+	// started (crank_tool_calls_total), and how many failed.
+	Calls telemetry.ToolCallCount `json:"calls"`
 }
 
 // ToolSource is where a tool is defined: an operations file, or a
@@ -55,6 +59,7 @@ type ToolSource struct {
 // listTools answers every tool every handler of this replica serves now.
 func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) error {
 	out := []ToolInfo{}
+	counts := telemetry.ToolCalls()
 	for _, ep := range g.Endpoints {
 		se, ok := ep.(ServingEndpoint)
 		if !ok {
@@ -64,7 +69,10 @@ func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) e
 		if h == nil {
 			continue
 		}
-		out = append(out, toolsOf(ep.Info(), h)...)
+		for _, t := range toolsOf(ep.Info(), h) {
+			t.Calls = counts[t.Name]
+			out = append(out, t)
+		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"tools": out})
 }

@@ -81,6 +81,15 @@ func TestTools(t *testing.T) {
 	if stop["is_error"] != false {
 		t.Fatalf("stop: %v", stop)
 	}
+	var after struct{ Tools []admin.ToolInfo }
+	if err := json.Unmarshal(f.want(http.StatusOK, "GET", "/crank/tools", "").body, &after); err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range after.Tools {
+		if tl.Name == "tail_start" && tl.Calls.Calls < 1 {
+			t.Errorf("tail_start's calls: %+v", tl.Calls)
+		}
+	}
 	f.want(http.StatusNotFound, "POST", "/crank/tools/nope/call", `{}`)
 	f.want(http.StatusNotFound, "POST", "/crank/tools/tail_start/call", `{"endpoint": "9"}`)
 	if r := f.want(http.StatusBadRequest, "POST", "/crank/tools/tail_start/call", `{"arguments": [1]}`); !strings.Contains(string(r.body), "/arguments") {

@@ -124,7 +124,11 @@ async function loadToolsNow() {
       for (const role of FAMILY_ROLES[t.mode] || Object.keys(t.family_tools || {})) {
         if (t.family_tools && t.family_tools[role]) tools[role] = t.family_tools[role];
       }
-      const row = { ...t, name: t.family, tools, op: t.family };
+      const calls = { calls: 0, errors: 0 };
+      for (const x of state.tools) {
+        if (x.endpoint === t.endpoint && x.family === t.family && x.calls) { calls.calls += x.calls.calls; calls.errors += x.calls.errors; }
+      }
+      const row = { ...t, name: t.family, tools, op: t.family, calls };
       families.set(key, row);
       rows.push(row);
     } else {
@@ -156,8 +160,26 @@ function sourceText(r) {
   return `file ${s.file || ""}`;
 }
 
+// callsChart is a row's bar of calls, its failed part in red, scaled to
+// the busiest tool.
+function callsChart(c, most) {
+  if (!c) return "—";
+  const label = `${c.calls} call${c.calls === 1 ? "" : "s"}, ${c.errors} error${c.errors === 1 ? "" : "s"}`;
+  const w = most ? Math.max(c.calls ? 4 : 0, Math.round((100 * c.calls) / most)) : 0;
+  const e = c.calls ? Math.round((w * c.errors) / c.calls) : 0;
+  // Widths through the CSSOM: the page's CSP refuses style attributes.
+  const ok = el("span", { class: "ok" });
+  ok.style.width = `${w - e}%`;
+  const err = el("span", { class: "err" });
+  err.style.width = `${e}%`;
+  return el("div", { class: "calls", "data-calls": c.calls, "data-errors": c.errors },
+    el("div", { class: "bar", "aria-hidden": "true" }, ok, err),
+    el("span", { class: "count" }, label));
+}
+
 function renderTools() {
   const q = $("#tools-filter").value.trim().toLowerCase();
+  const most = Math.max(0, ...(state.toolRows || []).map((r) => (r.calls ? r.calls.calls : 0)));
   const tbody = $("#tools tbody");
   tbody.replaceChildren();
   let shown = 0;
@@ -175,9 +197,10 @@ function renderTools() {
       el("td", {}, r.adapter || ""),
       el("td", {}, fam),
       el("td", {}, sourceText(r)),
-      el("td", {}, r.endpoint !== undefined ? `#${r.endpoint} · ${r.workspace}` : "—")));
+      el("td", {}, r.endpoint !== undefined ? `#${r.endpoint} · ${r.workspace}` : "—"),
+      el("td", {}, callsChart(r.calls, most))));
   }
-  if (!shown) tbody.append(el("tr", {}, el("td", { colspan: "6" }, q ? "No tool matches the filter." : "No tool is served.")));
+  if (!shown) tbody.append(el("tr", {}, el("td", { colspan: "7" }, q ? "No tool matches the filter." : "No tool is served.")));
 }
 
 // openTool opens a catalog tool's operation in the editor, or shows a
