@@ -14,7 +14,7 @@ GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*')
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps bench loadtest fuzz clean
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps bench loadtest fuzz clean screenshots
 
 all: build
 
@@ -111,3 +111,10 @@ LOAD_DURATION ?= 40s
 loadtest:
 	CRANK_LOAD_DURATION=$(LOAD_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestClusterUnderFaults$$' -v ./e2e/ | grep -E '^\s+(scenario|steady|replica|etcd|adapter|recovery)|^(ok|FAIL|---)|scale_test.go'
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkClusterThroughput$$' -benchtime 2000x ./e2e/
+
+# Screenshots of the operator console for docs/console/ (shown in the
+# README), taken by its browser test in headless Chromium.
+screenshots:
+	mkdir -p docs/console
+	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole(Streams)?InBrowser' ./caddymodule/
+	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleOnDemo$$' ./e2e/

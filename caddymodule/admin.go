@@ -21,6 +21,8 @@ func init() {
 //	/crank/catalogs/…     operations catalogs: CRUD, versions, diff,
 //	                      rollback, validation, test runs
 //	/crank/endpoints      the crank handlers of the running config
+//	/crank/tools          the tools those handlers serve now, and an
+//	                      operator's call of one
 //	/crank/live/…         open MCP sessions, stream sessions and jobs
 //
 // (docs/admin-api.md).
@@ -44,6 +46,16 @@ type AdapterStatus struct {
 	// and windows, and the sessions and jobs the host builds on them.
 	Modes    []string `json:"modes,omitempty"`
 	Protocol []string `json:"protocols,omitempty"`
+	// Restarts counts starts after the first (crashes, failed health
+	// pings); Health is "ok", "exited" (the next call restarts it) or
+	// "failing" (its last start failed: LastError says why).
+	Restarts  int    `json:"restarts"`
+	Health    string `json:"health"`
+	Failures  int    `json:"failed_starts,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// ConfigSchema is the JSON Schema of an operation's config for it,
+	// as the adapter publishes it.
+	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
 }
 
 // Routes implements caddy.AdminRouter.
@@ -53,6 +65,8 @@ func (Admin) Routes() []caddy.AdminRoute {
 		{Pattern: "/crank/catalogs", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/catalogs/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/endpoints", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/tools", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/tools/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/live/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 	}
 }
@@ -67,9 +81,22 @@ func serveAdapters(w http.ResponseWriter, r *http.Request) error {
 		spec := s.Spec()
 		st := AdapterStatus{Name: spec.Name, Command: spec.Command, Args: spec.Args, PID: s.PID(), Starts: s.Starts()}
 		st.Running = st.PID != 0
+		st.Restarts = max(st.Starts-1, 0)
+		st.Failures, st.LastError = s.Health()
+		switch {
+		case st.Failures > 0:
+			st.Health = "failing"
+		case s.Exited():
+			st.Health = "exited"
+		default:
+			st.Health = "ok"
+		}
 		if d := s.Description(); d != nil {
 			st.Version = d.Version
 			st.Protocol = d.Protocols
+			if json.Valid(d.ConfigSchema) {
+				st.ConfigSchema = d.ConfigSchema
+			}
 			for _, m := range host.ModesOf(d.Modes) {
 				st.Modes = append(st.Modes, string(m))
 			}

@@ -156,6 +156,9 @@ func (e adminEndpoint) Info() admin.EndpointInfo {
 	return info
 }
 
+// Serving is the host the handler serves now.
+func (e adminEndpoint) Serving() *host.Host { return e.h.currentHost() }
+
 func (e adminEndpoint) Build(ctx context.Context, doc *catalog.Document, files bool) (*host.Host, error) {
 	return e.h.build(ctx, e.st, doc, files)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"reflect"
@@ -94,17 +93,7 @@ func TestCatalogInProcess(t *testing.T) {
 	admin := func(method, path, body string, hdr ...string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
-		req.Close = true // a reload replaces the admin server
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return send(t, req, hdr...) // a fresh connection: a reload replaces the admin server
 	}
 	entry := func(desc string) string {
 		return fmt.Sprintf(`{"name": "cat_user", "description": %q, "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, desc, up.URL)

@@ -36,8 +36,8 @@ type demoRun struct {
 var demoPorts = regexp.MustCompile(`:(8080|8081|8082|8083|8084|2019|23790|23800)\b`)
 
 // startDemo copies the demo to a temporary directory, its ports replaced
-// by free ones, and runs it.
-func startDemo(t *testing.T) *demoRun {
+// by free ones and its Caddyfile changed by edits, and runs it.
+func startDemo(t *testing.T, edits ...func(string) string) *demoRun {
 	t.Helper()
 	d := &demoRun{t: t, dir: t.TempDir(), ports: map[string]int{}}
 	move := func(text string) string {
@@ -53,6 +53,9 @@ func startDemo(t *testing.T) *demoRun {
 		t.Fatal(err)
 	}
 	text := move(string(src))
+	for _, edit := range edits {
+		text = edit(text)
+	}
 	if !strings.Contains(text, "data_dir .crank/etcd") {
 		t.Fatal("the demo Caddyfile's data_dir moved; update this test")
 	}

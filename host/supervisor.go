@@ -149,6 +149,18 @@ func (s *Supervisor) PID() int {
 	return s.proc.PID()
 }
 
+// Health reports the supervisor's view of the process: how many starts
+// in a row failed, and the last start error ("" when the last start
+// worked). The error may name the command, never the operation config.
+func (s *Supervisor) Health() (failures int, lastErr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastErr != nil {
+		lastErr = s.lastErr.Error()
+	}
+	return s.failures, lastErr
+}
+
 // Exited reports whether the adapter process is known to have exited
 // (or never started).
 func (s *Supervisor) Exited() bool {

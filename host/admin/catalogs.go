@@ -30,6 +30,31 @@ type Validation struct {
 	Valid    bool             `json:"valid"`
 	Errors   catalog.Problems `json:"errors"`
 	Warnings catalog.Problems `json:"warnings"`
+	// Effective is, for one entry that compiles, what the host makes of
+	// it: every limit, aggregation and safety setting with the defaults
+	// (and its preset's) filled in.
+	Effective *Effective `json:"effective,omitempty"`
+}
+
+// Effective is an operation's execution as the host runs it.
+type Effective struct {
+	Mode      string          `json:"mode"`
+	TimeoutMS int64           `json:"timeout_ms"`
+	Execution *host.Execution `json:"execution,omitempty"`
+}
+
+// effectiveOf compiles doc and describes its entry op (nil when it does
+// not compile).
+func effectiveOf(name string, doc *catalog.Document, op string) *Effective {
+	cat, err := doc.Compile("catalog "+name, host.LoadOptions{Expand: func(s string) string { return s }})
+	if err != nil {
+		return nil
+	}
+	o, ok := cat.Lookup(op)
+	if !ok {
+		return nil
+	}
+	return &Effective{Mode: string(o.Mode), TimeoutMS: o.Timeout.Milliseconds(), Execution: o.Execution}
 }
 
 func catalogName(name string) *Error {
@@ -329,6 +354,7 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 	}
 	var doc *catalog.Document
 	var probs catalog.Problems
+	var entryName string
 	place := catalog.InFile
 	if op := r.URL.Query().Get("operation"); op != "" || queryBool(r, "entry") {
 		// One entry, checked within the catalog's current document.
@@ -344,7 +370,8 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 			cur = cur.Without(op)
 		}
 		doc = cur.With(entry)
-		place = catalog.AsEntry(doc.Index(entryNameOf(entry)))
+		entryName = entryNameOf(entry)
+		place = catalog.AsEntry(doc.Index(entryName))
 	} else if doc, probs = catalog.ParseDocument(body); probs != nil {
 		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: catalog.Problems{}})
 	}
@@ -356,7 +383,11 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 	if warns == nil {
 		warns = catalog.Problems{}
 	}
-	return writeJSON(w, http.StatusOK, Validation{Valid: len(errs) == 0, Errors: errs, Warnings: warns})
+	v := Validation{Valid: len(errs) == 0, Errors: errs, Warnings: warns}
+	if entryName != "" {
+		v.Effective = effectiveOf(name, doc, entryName)
+	}
+	return writeJSON(w, http.StatusOK, v)
 }
 
 func entryNameOf(raw json.RawMessage) string {

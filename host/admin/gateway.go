@@ -196,6 +196,8 @@ var routes = []struct {
 	{[]string{"catalogs", "*", "rollback"}, methods{"POST": rollback}},
 	{[]string{"catalogs", "*", "test"}, methods{"POST": testRun}},
 	{[]string{"endpoints"}, methods{"GET": listEndpoints}},
+	{[]string{"tools"}, methods{"GET": listTools}},
+	{[]string{"tools", "*", "call"}, methods{"POST": callTool}},
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},
@@ -342,12 +344,15 @@ func (x expectation) against(read int64) int64 {
 
 func etag(v int64) string { return fmt.Sprintf(`"%d"`, v) }
 
-// caller is who makes a request: Caddy's admin identity (the client
-// certificate of remote admin access) or "admin" for the local endpoint;
+// caller is who makes a request: the console's caller (WithCaller),
+// Caddy's admin identity (the client certificate of remote admin access)
+// or "admin" for the local endpoint;
 // operator is the name the client gave in X-Crank-Operator (a claim).
 func caller(r *http.Request) (who, operator string) {
 	who = "admin"
-	if r.TLS != nil {
+	if c := CallerOf(r.Context()); c != "" {
+		who = c
+	} else if r.TLS != nil {
 		for _, chain := range r.TLS.VerifiedChains {
 			if len(chain) > 0 {
 				c := chain[0]

@@ -71,7 +71,11 @@ type endpoint struct {
 	files *host.Catalog
 	st    *store.Etcd
 	ad    func(string) (*host.Supervisor, error)
+	// serving is the host it serves (nil: none yet).
+	serving *host.Host
 }
+
+func (e *endpoint) Serving() *host.Host { return e.serving }
 
 func (e *endpoint) Info() admin.EndpointInfo {
 	return admin.EndpointInfo{ID: "0", Workspace: "default", Files: []string{"ops.yaml"}, Catalog: "served"}
@@ -96,6 +100,7 @@ func (e *endpoint) Build(ctx context.Context, doc *catalog.Document, files bool)
 
 type fixture struct {
 	t     *testing.T
+	ep    *endpoint
 	srv   *httptest.Server
 	st    *store.Etcd
 	up    *httptest.Server
@@ -122,7 +127,8 @@ operations:
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	g := &admin.Gateway{Store: st, History: 3, Endpoints: []admin.Endpoint{&endpoint{files: files, st: st, ad: ad}},
+	ep := &endpoint{files: files, st: st, ad: ad}
+	g := &admin.Gateway{Store: st, History: 3, Endpoints: []admin.Endpoint{ep},
 		Standalone: func(ctx context.Context, doc *catalog.Document) (*host.Host, func(), error) {
 			cat, err := doc.Compile("catalog", host.LoadOptions{})
 			if err != nil {
@@ -143,7 +149,7 @@ operations:
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, srv: srv, st: st, up: up, audit: logs}
+	return &fixture{t: t, ep: ep, srv: srv, st: st, up: up, audit: logs}
 }
 
 type reply struct {

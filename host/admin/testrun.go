@@ -165,11 +165,66 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	who, _ := caller(r)
 	run := &testRunner{h: h, ctx: ctx, base: host.CallRequest{WorkspaceID: workspace, AgentID: testRunAgentBase + who,
 		RequestID: "admin-test"}, polls: req.Polls, interval: interval}
+	var stream *testStream
+	if queryBool(r, "stream") {
+		stream = newTestStream(w)
+		run.emit = stream.send
+	}
 	res := run.run(op, req.Arguments)
 	res.Saved = saved
 	g.audit(r, "catalog.test", name, nil, zap.String("operation", op), zap.String("workspace", workspace),
 		zap.Bool("saved", saved), zap.Bool("is_error", res.IsError), zap.Int64("duration_ms", res.DurationMS))
+	if stream != nil {
+		stream.finish(res)
+		return nil
+	}
 	return writeJSON(w, http.StatusOK, res)
+}
+
+// testStream writes a streamed test run (?stream=true) as NDJSON, one
+// event a line, flushed as it happens:
+//
+//	{"progress": "<chunk>"}              a window's progress chunk or a session's item
+//	{"step": {…TestStep…}}               a tool call done
+//	{"result": {…TestResult…}}           the last line
+type testStream struct {
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	done bool
+}
+
+func newTestStream(w http.ResponseWriter) *testStream {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &testStream{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+// send writes one event; after finish it drops them (a late progress
+// notification of a call already answered).
+func (s *testStream) send(ev map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	_, _ = s.w.Write(append(b, '\n'))
+	_ = s.rc.Flush()
+}
+
+func (s *testStream) finish(res *TestResult) {
+	s.send(map[string]any{"result": res})
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
 }
 
 // testHost builds the host of a test run: that of a handler serving the
@@ -199,9 +254,26 @@ type testRunner struct {
 	polls    int
 	interval time.Duration
 
+	// emit, when set, receives each event as it happens (a streamed
+	// run).
+	emit func(map[string]any)
+
 	mu       sync.Mutex
 	progress []string
 	res      TestResult
+}
+
+// chunk records a progress chunk or session item.
+func (t *testRunner) chunk(s string) {
+	t.mu.Lock()
+	keep := len(t.progress) < maxTestChunks
+	if keep {
+		t.progress = append(t.progress, s)
+	}
+	t.mu.Unlock()
+	if keep && t.emit != nil {
+		t.emit(map[string]any{"progress": s})
+	}
 }
 
 func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
@@ -222,11 +294,28 @@ func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 		t.res.Tool = op
 		t.final(t.call(op, args, true))
 	}
+	return t.done(start)
+}
+
+// done completes the run's answer: its duration and chunks.
+func (t *testRunner) done(start time.Time) *TestResult {
 	t.res.DurationMS = time.Since(start).Milliseconds()
 	t.mu.Lock()
 	t.res.Progress = append(t.res.Progress, t.progress...)
 	t.mu.Unlock()
 	return &t.res
+}
+
+// one runs a single tool call (an operator's call of a served tool) and
+// answers it with its flags.
+func (t *testRunner) one(tool string, args json.RawMessage) *TestResult {
+	start := time.Now()
+	t.res = TestResult{Operation: tool, Tool: tool, Progress: []string{}, Steps: []TestStep{}, Warnings: []string{}}
+	if o, ok := t.h.OperationOf(tool); ok {
+		t.res.Operation, t.res.Mode = o.Name, string(o.Mode)
+	}
+	t.final(t.call(tool, args, true))
+	return t.done(start)
 }
 
 // familyNames are the tool names of a session or job family: as the
@@ -251,13 +340,7 @@ func (t *testRunner) call(tool string, args json.RawMessage, progress bool) *Tes
 	req := t.base
 	req.Tool, req.Arguments = tool, args
 	if progress {
-		req.Progress = func(_ context.Context, c host.ProgressChunk) {
-			t.mu.Lock()
-			if len(t.progress) < maxTestChunks {
-				t.progress = append(t.progress, c.Message)
-			}
-			t.mu.Unlock()
-		}
+		req.Progress = func(_ context.Context, c host.ProgressChunk) { t.chunk(c.Message) }
 	}
 	start := time.Now()
 	step := TestStep{Tool: tool, Arguments: args}
@@ -270,6 +353,9 @@ func (t *testRunner) call(tool string, args json.RawMessage, progress bool) *Tes
 		step.Result, step.Text, step.IsError = res.Structured, res.Text, res.IsError
 	}
 	t.res.Steps = append(t.res.Steps, step)
+	if t.emit != nil {
+		t.emit(map[string]any{"step": step})
+	}
 	return &t.res.Steps[len(t.res.Steps)-1]
 }
 
@@ -393,9 +479,7 @@ func (t *testRunner) session(names map[string]string, args json.RawMessage) {
 		}
 		_ = json.Unmarshal(last.Result, &p)
 		for _, it := range p.Items {
-			if len(t.progress) < maxTestChunks {
-				t.progress = append(t.progress, string(it))
-			}
+			t.chunk(string(it))
 		}
 		if p.Cursor != "" {
 			cursor = p.Cursor

@@ -1,0 +1,8 @@
+package console
+
+import "encoding/json"
+
+func jsonString(s string) (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
