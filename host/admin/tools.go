@@ -56,9 +56,12 @@ type ToolSource struct {
 	Version int64  `json:"version,omitempty"`
 }
 
-// listTools answers every tool every handler of this replica serves now.
+// listTools answers every tool every handler of this replica serves now,
+// and which handlers are still loading theirs (a replica that is
+// starting builds its handlers' tools one after the other).
 func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) error {
 	out := []ToolInfo{}
+	loading := []string{}
 	counts := telemetry.ToolCalls()
 	for _, ep := range g.Endpoints {
 		se, ok := ep.(ServingEndpoint)
@@ -67,6 +70,7 @@ func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) e
 		}
 		h := se.Serving()
 		if h == nil {
+			loading = append(loading, ep.Info().ID)
 			continue
 		}
 		for _, t := range toolsOf(ep.Info(), h) {
@@ -74,7 +78,7 @@ func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) e
 			out = append(out, t)
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"tools": out})
+	return writeJSON(w, http.StatusOK, map[string]any{"tools": out, "loading": loading})
 }
 
 // toolsOf lists the tools of a handler's host.

@@ -22,8 +22,14 @@ import (
 // operation, each with its source.
 func TestTools(t *testing.T) {
 	f := newFixture(t)
-	var empty struct{ Tools []admin.ToolInfo }
-	if err := json.Unmarshal(f.want(http.StatusOK, "GET", "/crank/tools", "").body, &empty); err != nil || len(empty.Tools) != 0 {
+	// Before the handler has built its tools, the answer says it is
+	// still loading them.
+	var empty struct {
+		Tools   []admin.ToolInfo
+		Loading []string
+	}
+	if err := json.Unmarshal(f.want(http.StatusOK, "GET", "/crank/tools", "").body, &empty); err != nil || len(empty.Tools) != 0 ||
+		len(empty.Loading) != 1 || empty.Loading[0] != "0" {
 		t.Fatalf("before the handler serves: %v %+v", err, empty)
 	}
 	doc, ps := catalog.ParseDocument([]byte(fmt.Sprintf(`operations:
@@ -44,9 +50,12 @@ func TestTools(t *testing.T) {
 	}
 	f.ep.serving = h
 
-	var got struct{ Tools []admin.ToolInfo }
-	if err := json.Unmarshal(f.want(http.StatusOK, "GET", "/crank/tools", "").body, &got); err != nil {
-		t.Fatal(err)
+	var got struct {
+		Tools   []admin.ToolInfo
+		Loading []string
+	}
+	if err := json.Unmarshal(f.want(http.StatusOK, "GET", "/crank/tools", "").body, &got); err != nil || got.Loading == nil || len(got.Loading) != 0 {
+		t.Fatalf("%v, loading %v", err, got.Loading)
 	}
 	by := map[string]admin.ToolInfo{}
 	for _, tl := range got.Tools {

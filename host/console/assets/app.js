@@ -152,6 +152,16 @@ async function loadToolsNow() {
   });
   state.toolRows = rows;
   renderTools();
+  // A starting replica builds its endpoints' tools one after the other:
+  // until every one is built, say so and ask again.
+  const loading = tr.body.loading || [];
+  clearTimeout(state.toolsRetry);
+  if (loading.length > 0) {
+    say(`Still loading the tools of ${loading.length} endpoint(s) (${loading.join(", ")})…`);
+    state.toolsRetry = setTimeout(() => { if (state.view === "tools") loadTools().catch((e) => say(String(e))); }, 1000);
+  } else if ($("#status").textContent.startsWith("Still loading the tools")) {
+    say("");
+  }
 }
 
 function sourceText(r) {
