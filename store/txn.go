@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,8 +10,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// Compare-and-swap retry budget: a transition re-reads and re-applies
-// itself after losing a race, with a jittered backoff between attempts.
+// Compare-and-swap retry budget: a transition re-applies itself after
+// losing a race (cas at once, on the value read back; the event log's
+// append with a jittered backoff between attempts).
 const (
 	casAttempts   = 16
 	casBackoffMin = time.Millisecond
@@ -92,7 +92,6 @@ type plan struct {
 	e      *Etcd
 	ctx    context.Context
 	ops    []clientv3.Op
-	cmps   []clientv3.Cmp
 	leases []heldLease
 	// size approximates the request size, for the etcd request limit.
 	size int
@@ -136,30 +135,19 @@ func (p *plan) del(key string, opts ...clientv3.OpOption) {
 
 // cas runs a compare-and-swap loop on key: read it, let step decide what to
 // write given the current value (nil when absent), and commit that only if
-// the key's mod revision is still the one read. A lost race re-reads and
-// re-runs step, so a transition is always applied to the latest state and
+// the key's mod revision is still the one read. A lost race's transaction
+// reads the key back and step runs again on that value, so a transition is always applied to the latest state and
 // no concurrent update is lost; after casAttempts losses it reports
 // ErrConflict. step returns a nil plan (or one without operations) to write
 // nothing, and an error to stop.
 //
 // It returns the revision of the commit (0 when nothing was written).
 func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.KeyValue, p *plan) error) (int64, error) {
-	backoff := casBackoffMin
-	// A lost race's transaction reads the key's current value back, so
-	// the next attempt starts from it without a read of its own: against a
-	// writer that commits often (a session's items arriving), the window
-	// between reading and committing is one round trip.
-	var fresh *mvccpb.KeyValue
-	haveFresh := false
+	kv, err := e.get(ctx, op, key)
+	if err != nil {
+		return 0, err
+	}
 	for attempt := 0; attempt < casAttempts; attempt++ {
-		kv := fresh
-		var err error
-		if !haveFresh {
-			if kv, err = e.get(ctx, op, key); err != nil {
-				return 0, err
-			}
-		}
-		fresh, haveFresh = nil, false
 		// Lease grants inside step run under their own operation timeout.
 		sctx, cancel := e.opCtx(ctx)
 		p := e.newPlan(sctx)
@@ -178,24 +166,19 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 		if kv != nil {
 			readRev = kv.ModRevision
 		}
-		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", readRev)}, p.cmps...)
+		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", readRev)
 		var ok bool
 		var rev int64
+		var now *mvccpb.KeyValue
 		err = e.do(ctx, op, func(ctx context.Context) error {
-			resp, err := e.kv.Txn(ctx).If(cmps...).Then(p.ops...).Else(clientv3.OpGet(key)).Commit()
+			resp, err := e.kv.Txn(ctx).If(unchanged).Then(p.ops...).Else(clientv3.OpGet(key)).Commit()
 			if err != nil {
 				return err
 			}
 			ok, rev = resp.Succeeded, resp.Header.GetRevision()
-			if !ok && len(resp.Responses) == 1 {
-				// The key's mod revision is what failed when the other
-				// comparisons hold; otherwise the next attempt's step
-				// sees the same value and decides again.
-				if r := resp.Responses[0].GetResponseRange(); r != nil {
-					if len(r.Kvs) > 0 {
-						fresh = r.Kvs[0]
-					}
-					haveFresh = true
+			if !ok && len(resp.Responses) > 0 {
+				if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					now = kvs[0]
 				}
 			}
 			return nil
@@ -213,20 +196,12 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 			e.wrote()
 			return rev, nil
 		}
-		// Lost the race: re-apply at once on the value read back (a lost
-		// race means another writer committed, so someone progresses;
-		// waiting would only let a busy writer commit again). Without one,
-		// back off a little and re-read.
-		if haveFresh {
-			continue
-		}
-		d := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-			return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
-		}
-		backoff = min(2*backoff, casBackoffMax)
+		// Lost the race: another writer committed, so someone progresses.
+		// Re-apply at once on the value the transaction read back; waiting
+		// would only let a busy writer (a session's items arriving) commit
+		// again, and a fresh read would widen the window between reading
+		// and committing to two round trips.
+		kv = now
 	}
 	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, casAttempts)
 }
