@@ -287,6 +287,15 @@ func (g *gateway) adapter(name string) adapterStatus {
 // does.
 func (g *gateway) reload(opts gatewayOptions) {
 	g.t.Helper()
+	if code, body := g.tryReload(opts); code != http.StatusOK {
+		g.t.Fatalf("reload: %d %s: %s", code, http.StatusText(code), body)
+	}
+}
+
+// tryReload is reload that returns the admin API's answer instead of
+// failing the test on a refused config.
+func (g *gateway) tryReload(opts gatewayOptions) (int, string) {
+	g.t.Helper()
 	writeFile(g.t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
 	req, _ := http.NewRequest(http.MethodPost, g.AdminURL+"/load", strings.NewReader(g.caddyfile(opts)))
 	req.Header.Set("Content-Type", "text/caddyfile")
@@ -298,10 +307,8 @@ func (g *gateway) reload(opts gatewayOptions) {
 		g.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		g.t.Fatalf("reload: %s: %s", resp.Status, body)
-	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // connect opens a go-sdk client session to the gateway.

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,23 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// tryReload is reload that returns the admin API's answer instead of
-// failing the test on a refused config.
-func (g *gateway) tryReload(opts gatewayOptions) (int, string) {
-	g.t.Helper()
-	writeFile(g.t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
-	req, _ := http.NewRequest(http.MethodPost, g.AdminURL+"/load", strings.NewReader(g.caddyfile(opts)))
-	req.Header.Set("Content-Type", "text/caddyfile")
-	req.Header.Set("Cache-Control", "must-revalidate")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
 
 // Reloads that remove, rename and change operations take effect for the
 // sessions already open, a call in flight during the reload finishes on

@@ -173,19 +173,7 @@ func TestViewEndpoints(t *testing.T) {
 func TestDemoDiscoverySize(t *testing.T) {
 	t.Parallel()
 	d := startDemo(t)
-	size := func(path string) (int, int) {
-		c := &mcptest.Client{T: t, URL: strings.Replace(d.mcpURL(), "/mcp", path, 1)}
-		c.Initialize("2025-11-25")
-		r := c.Call("tools/list", map[string]any{})
-		var res struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.NextCursor != "" {
-			t.Fatalf("tools/list on %s: %+v", path, r)
-		}
-		return len(r.Result), len(res.Tools)
-	}
+	size := func(path string) (int, int) { return toolsListSize(t, strings.Replace(d.mcpURL(), "/mcp", path, 1)) }
 	full, fullTools := size("/mcp")
 	disc, discTools := size("/discover")
 	t.Logf("demo tools/list: full %d bytes (%d tools), discovery %d bytes (%d tools), %.1fx smaller",
@@ -264,19 +252,7 @@ operations:
 			discovery only
 		}
 	}`})
-	size := func(path string) (int, int) {
-		c := &mcptest.Client{T: t, URL: strings.Replace(g.MCPURL, "/mcp", path, 1)}
-		c.Initialize("2025-11-25")
-		r := c.Call("tools/list", map[string]any{})
-		var res struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.NextCursor != "" {
-			t.Fatalf("tools/list on %s: %+v", path, r.Error)
-		}
-		return len(r.Result), len(res.Tools)
-	}
+	size := func(path string) (int, int) { return toolsListSize(t, strings.Replace(g.MCPURL, "/mcp", path, 1)) }
 	full, fullTools := size("/mcp")
 	disc, discTools := size("/discover")
 	t.Logf("SendGrid v3 tools/list: full %d bytes (%d tools), discovery %d bytes (%d tools), %.0fx smaller",
@@ -305,4 +281,22 @@ operations:
 	if !strings.Contains(strings.ToLower(top), "suppression") {
 		t.Errorf("search for add emails to a suppression group: %v", hits.StructuredContent.Tools)
 	}
+}
+
+// toolsListSize is the byte size of the result of one tools/list on the
+// MCP endpoint url (one page: it fails the test when there are more),
+// and how many tools it lists.
+func toolsListSize(t *testing.T, url string) (int, int) {
+	t.Helper()
+	c := &mcptest.Client{T: t, URL: url}
+	c.Initialize("2025-11-25")
+	r := c.Call("tools/list", map[string]any{})
+	var res struct {
+		Tools      []json.RawMessage `json:"tools"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.NextCursor != "" {
+		t.Fatalf("tools/list on %s: %+v", url, r)
+	}
+	return len(r.Result), len(res.Tools)
 }
