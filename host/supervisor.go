@@ -75,8 +75,10 @@ type Supervisor struct {
 	pingKilled bool
 	unwatch    func() // ends crank_adapter_up's report of it
 
-	stop chan struct{}
-	done chan struct{}
+	// stopped ends with Close: the health loop and a ping in flight.
+	stopped    context.Context
+	stopHealth context.CancelFunc
+	done       chan struct{}
 }
 
 // NewSupervisor returns a supervisor for spec. The process starts on the
@@ -100,8 +102,9 @@ func NewSupervisor(spec AdapterSpec, opts SupervisorOptions) *Supervisor {
 	s := &Supervisor{
 		spec: spec, opts: opts,
 		log:  opts.Logger.With(zap.String("adapter", spec.Name)),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		done: make(chan struct{}),
 	}
+	s.stopped, s.stopHealth = context.WithCancel(context.Background())
 	s.unwatch = telemetry.WatchAdapter(s)
 	if opts.HealthInterval > 0 {
 		go s.healthLoop()
@@ -262,19 +265,9 @@ func (s *Supervisor) healthLoop() {
 	defer close(s.done)
 	t := time.NewTicker(s.opts.HealthInterval)
 	defer t.Stop()
-	// A ping in flight ends with the supervisor.
-	base, stopPing := context.WithCancel(context.Background())
-	defer stopPing()
-	go func() {
-		select {
-		case <-s.stop:
-			stopPing()
-		case <-base.Done():
-		}
-	}()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.stopped.Done():
 			return
 		case <-t.C:
 		}
@@ -284,10 +277,10 @@ func (s *Supervisor) healthLoop() {
 		if p == nil || p.Exited() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(base, s.opts.PingTimeout)
+		ctx, cancel := context.WithTimeout(s.stopped, s.opts.PingTimeout)
 		err := p.Ping(ctx)
 		cancel()
-		if base.Err() != nil {
+		if s.stopped.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -315,9 +308,7 @@ func (s *Supervisor) Close() error {
 	s.proc = nil
 	s.mu.Unlock()
 	s.unwatch()
-	if s.opts.HealthInterval > 0 {
-		close(s.stop)
-	}
+	s.stopHealth()
 	<-s.done
 	if p != nil {
 		p.Kill()
