@@ -367,7 +367,10 @@ func (w *streamSessionWriter) write() {
 		switch {
 		case err == nil:
 			w.linger()
-		case errors.Is(err, store.ErrBufferFull), errors.Is(err, store.ErrUnavailable):
+		case errors.Is(err, store.ErrBufferFull), store.Retryable(err):
+			// A full buffer drains as the client polls; an unavailable
+			// etcd or polls winning every race on the record pass. The
+			// append is sequenced, so its retry stores each item once.
 			select {
 			case <-time.After(bufferFullRetry):
 			case <-w.ctx.Done():
