@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -190,9 +192,17 @@ func (r *loadReport) table(name string) string {
 	return b.String()
 }
 
+// problem fails t with a message and keeps it in problems.
+func problem(t *testing.T, problems *[]string, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Error(msg)
+	*problems = append(*problems, msg)
+}
+
 // check fails t when an operation was lost, duplicated, or failed other
 // than with a clear retryable error.
-func (r *loadReport) check(t *testing.T, name string) {
+func (r *loadReport) check(t *testing.T, name string) (problems []string) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -202,17 +212,61 @@ func (r *loadReport) check(t *testing.T, name string) {
 			// A TypeScript run takes seconds: under a fault the phase
 			// may hold one run that failed retryably, checked below.
 			if k.Other != 0 || k.Lost != 0 || k.Duplicated != 0 {
-				t.Errorf("%s %s: lost %d, duplicated %d, failed-other %d (first: %s)", name, kind, k.Lost, k.Duplicated, k.Other, k.firstOther)
+				problem(t, &problems, "%s %s: lost %d, duplicated %d, failed-other %d (first: %s)", name, kind, k.Lost, k.Duplicated, k.Other, k.firstOther)
 			}
 			continue
 		}
-		if k.Made == 0 || k.Answered == 0 {
-			t.Errorf("%s: no %s operation answered (%+v)", name, kind, *k)
+		// Under a fault an operation may fail retryably for the whole
+		// phase on a slow machine; recovered checks that service
+		// comes back once the fault healed.
+		if k.Made == 0 || k.Answered == 0 && !r.faulted {
+			problem(t, &problems, "%s: no %s operation answered (%+v)", name, kind, *k)
 		}
 		if k.Lost != 0 || k.Duplicated != 0 || k.Other != 0 {
-			t.Errorf("%s %s: lost %d, duplicated %d, failed-other %d (first: %s)", name, kind, k.Lost, k.Duplicated, k.Other, k.firstOther)
+			problem(t, &problems, "%s %s: lost %d, duplicated %d, failed-other %d (first: %s)", name, kind, k.Lost, k.Duplicated, k.Other, k.firstOther)
 		}
 	}
+	return problems
+}
+
+// recovered checks that, once a fault healed, one client gets every kind
+// of operation answered: each is retried while it fails retryably, for up
+// to a minute, and must not fail otherwise.
+func recovered(t *testing.T, url, name string) (problems []string) {
+	t.Helper()
+	rep := newLoadReport()
+	c := &loadClient{t: t, url: url, id: 0, rep: rep}
+	defer func() {
+		if c.cs != nil {
+			_ = c.cs.Close()
+		}
+	}()
+	for i, kind := range loadKinds {
+		deadline := time.Now().Add(time.Minute)
+		var last outcome
+		for {
+			if c.cs == nil {
+				if err := c.connect(); err != nil {
+					last = classify(err)
+				}
+			}
+			if c.cs != nil {
+				last = c.one(kind, i)
+				if last.err != nil && !last.ownerLost {
+					_ = c.cs.Close()
+					c.cs = nil
+				}
+			}
+			if last.err == nil || (!last.retryable && !last.ownerLost) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if last.err != nil || last.lost != 0 || last.dup != 0 {
+			problem(t, &problems, "%s: after the fault healed, %s did not recover: %v (lost %d, duplicated %d)", name, kind, last.err, last.lost, last.dup)
+		}
+	}
+	return problems
 }
 
 // loadDuration is how long each load phase runs: a few seconds, or
@@ -271,6 +325,12 @@ type loadClient struct {
 	cs       *mcp.ClientSession
 	progress progressLog
 	calls    atomic.Int64
+	// replayRefused: a resume of this client's stream was refused because
+	// its events were gone (a replica died before storing them, or etcd
+	// was down long enough for them to be dropped); go-sdk then ends the
+	// session with "Bad Request", and the documented answer is to call
+	// again.
+	replayRefused atomic.Bool
 }
 
 func (c *loadClient) run(deadline time.Time) {
@@ -289,19 +349,7 @@ func (c *loadClient) run(deadline time.Time) {
 			}
 		}
 		start := time.Now()
-		var o outcome
-		switch kind {
-		case kindUnary:
-			o = c.unary()
-		case kindWindow:
-			o = c.window()
-		case kindSession:
-			o = c.session()
-		case kindJob:
-			o = c.job(i)
-		case kindTask:
-			o = c.task()
-		}
+		o := c.one(kind, i)
 		c.rep.add(kind, time.Since(start), o)
 		if o.err != nil && !o.ownerLost {
 			_ = c.cs.Close()
@@ -311,12 +359,29 @@ func (c *loadClient) run(deadline time.Time) {
 	}
 }
 
+// one runs one operation of kind; i is the client's operation count.
+func (c *loadClient) one(kind string, i int) outcome {
+	switch kind {
+	case kindUnary:
+		return c.unary()
+	case kindWindow:
+		return c.window()
+	case kindSession:
+		return c.session()
+	case kindJob:
+		return c.job(i)
+	default:
+		return c.task()
+	}
+}
+
 func (c *loadClient) connect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-load", Version: "1"},
 		&mcp.ClientOptions{ProgressNotificationHandler: c.progress.handler})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url}, sessionProtocol)
+	hc := &http.Client{Transport: badRequestLogger{t: c.t, next: http.DefaultTransport, replayRefused: &c.replayRefused}}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		return err
 	}
@@ -351,6 +416,9 @@ func (c *loadClient) call(name string, args map[string]any, progress string) (ma
 	res, err := c.cs.CallTool(ctx, p)
 	if err != nil {
 		o := classify(fmt.Errorf("%s: %w", name, err))
+		if c.replayRefused.Swap(false) && strings.Contains(err.Error(), "Bad Request") {
+			o.retryable = true // the events were lost: call again
+		}
 		return nil, &o
 	}
 	if res.IsError {
@@ -547,4 +615,27 @@ func (c *loadClient) job(i int) outcome {
 		}
 	}
 	return outcome{}
+}
+
+// badRequestLogger logs the body of a 400 answer, which go-sdk's client
+// reduces to "Bad Request": the body says which check refused it.
+type badRequestLogger struct {
+	t             *testing.T
+	next          http.RoundTripper
+	replayRefused *atomic.Bool
+}
+
+func (l badRequestLogger) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusBadRequest {
+		return resp, err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	l.t.Logf("%s %s (session %q): 400 %s", r.Method, r.URL.Path, r.Header.Get("Mcp-Session-Id"), b)
+	if r.Header.Get("Last-Event-ID") != "" && bytes.Contains(b, []byte("failed to replay events")) {
+		l.replayRefused.Store(true)
+	}
+	return resp, nil
 }

@@ -30,11 +30,19 @@ type scenario struct {
 // loadtest); the table it logs is the report.
 func TestClusterUnderFaults(t *testing.T) {
 	t.Parallel()
-	up := loadUpstream(t)
-	c := startCrankCluster(t, loadOps(up.URL), 3)
 	d, workers := loadDuration(t), loadWorkers()
 	var report strings.Builder
-	defer func() { t.Logf("load through the balancer, %d clients:\n%s", workers, report.String()) }()
+	var problems []string
+	// Registered first, so it runs last: the report and what failed
+	// come after the processes' logs, at the end of the output.
+	t.Cleanup(func() {
+		t.Logf("load through the balancer, %d clients:\n%s", workers, report.String())
+		if len(problems) > 0 {
+			t.Logf("failed:\n  %s", strings.Join(problems, "\n  "))
+		}
+	})
+	up := loadUpstream(t)
+	c := startCrankCluster(t, loadOps(up.URL), 3)
 
 	var killedAdapter int
 	for _, s := range []scenario{
@@ -112,11 +120,14 @@ func TestClusterUnderFaults(t *testing.T) {
 				}
 				report.WriteString("  recovery after the fault: " + rec.Round(10*time.Millisecond).String() + "\n")
 			}
-			rep.check(t, s.name)
+			problems = append(problems, rep.check(t, s.name)...)
 			if s.after != nil {
 				s.after(t, c)
 			}
 			c.etcd.waitHealthy(30 * time.Second)
+			if s.fault != nil {
+				problems = append(problems, recovered(t, c.URL, s.name)...)
+			}
 		}) {
 			return
 		}

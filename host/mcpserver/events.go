@@ -302,7 +302,7 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 			yield(nil, err)
 			return
 		}
-		evs, err := st.EventsAfter(ctx, sessionID, streamID, int64(index))
+		evs, err := replayRead(ctx, st, sessionID, streamID, int64(index))
 		if errors.Is(err, store.ErrEventsPurged) {
 			err = fmt.Errorf("%w: %w", mcp.ErrEventsPurged, err)
 		}
@@ -315,6 +315,31 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 				return
 			}
 		}
+	}
+}
+
+// replayWait bounds how long a replay retries a read the store failed
+// retryably (a member that hangs, an election): go-sdk answers a failed
+// replay with 400, which ends the client's MCP session, so a replay rides
+// out a short etcd outage instead.
+const replayWait = 10 * time.Second
+
+// replayRead reads a stream's events after index, retrying retryable
+// store failures for up to replayWait.
+func replayRead(ctx context.Context, st eventLogStore, session, stream string, index int64) ([][]byte, error) {
+	deadline := time.Now().Add(replayWait)
+	delay := 100 * time.Millisecond
+	for {
+		evs, err := st.EventsAfter(ctx, session, stream, index)
+		if err == nil || !store.Retryable(err) || time.Now().Add(delay).After(deadline) {
+			return evs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
 	}
 }
 

@@ -143,3 +143,50 @@ func TestEventStoreManyStreams(t *testing.T) {
 		t.Fatalf("GET stream: %d events, %v", len(got), err)
 	}
 }
+
+// flakyReads is a real store whose first reads fail retryably, as when
+// the etcd member a replica reads from hangs or an election runs.
+type flakyReads struct {
+	eventLogStore
+	failures int
+}
+
+func (f *flakyReads) EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error) {
+	if f.failures > 0 {
+		f.failures--
+		return nil, &store.UnavailableError{Op: "read events", Err: context.DeadlineExceeded}
+	}
+	return f.eventLogStore.EventsAfter(ctx, session, stream, index)
+}
+
+// TestReplayRidesOutUnavailableStore: a replay whose reads fail
+// retryably for a moment returns the events (go-sdk would answer a failed
+// replay with 400, ending the client's session); one that keeps failing
+// past replayWait, or fails otherwise, reports the error.
+func TestReplayRidesOutUnavailableStore(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	fs := &flakyReads{eventLogStore: st, failures: 3}
+	es := newEventStore(func() eventLogStore { return fs }, store.EventLimits{})
+	ctx := context.Background()
+	if err := es.Open(ctx, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{`{"method":"a"}`, `{"method":"b"}`} {
+		if err := es.Append(ctx, "sess", "S", []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := replayAll(t, es, "sess", "S", 0)
+	if err != nil || len(got) != 1 || got[0] != `{"method":"b"}` {
+		t.Fatalf("replay after 3 retryable failures: %q, %v", got, err)
+	}
+
+	// A cancelled replay does not wait for the store.
+	fs.failures = 1 << 30
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := replayRead(cctx, fs, "sess", "S", 0); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("cancelled replay: %v, want the store's error", err)
+	}
+}

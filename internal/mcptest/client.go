@@ -108,6 +108,7 @@ func (c *Client) Try(ctx context.Context, method string, params any) (Reply, err
 		return out, nil
 	}
 	var msgs []string
+	var cut error // the stream ended without its end: a server or proxy died
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 4<<20)
@@ -116,6 +117,7 @@ func (c *Client) Try(ctx context.Context, method string, params any) (Reply, err
 				msgs = append(msgs, d)
 			}
 		}
+		cut = sc.Err()
 	} else {
 		b, _ := io.ReadAll(resp.Body)
 		msgs = append(msgs, string(b))
@@ -133,6 +135,9 @@ func (c *Client) Try(ctx context.Context, method string, params any) (Reply, err
 			}
 			return out, nil
 		}
+	}
+	if cut != nil {
+		return out, fmt.Errorf("%s: the response stream was cut before the reply: %w", method, cut)
 	}
 	return out, fmt.Errorf("%s: no reply with id %d in %q", method, id, msgs)
 }
