@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -314,10 +316,20 @@ func TestExecutable(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	up := newHTTPUpstream(t, false)
-	h := newHarness(t)
 	ctx, cancel := context.WithCancel(ctxT(t))
-	time.AfterFunc(300*time.Millisecond, cancel)
-	_, ue, err := h.Invoke(ctx, adaptertest.Call{Config: map[string]any{"url": up.srv.URL, "tool": "slow"}, Args: `{}`, Timeout: 10 * time.Second})
+	// Cancel once the upstream has the call: a timer could fire before
+	// the call left a loaded machine.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			time.AfterFunc(100*time.Millisecond, cancel)
+		}
+		up.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close) // after the adapter's, which holds a stream open
+	h := newHarness(t)
+	_, ue, err := h.Invoke(ctx, adaptertest.Call{Config: map[string]any{"url": front.URL, "tool": "slow"}, Args: `{}`, Timeout: 10 * time.Second})
 	if err == nil && ue == nil {
 		t.Fatal("a cancelled call succeeded")
 	}
