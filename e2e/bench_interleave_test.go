@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A benchmark variant: one way to make the same call (directly, through
+// a bare go-sdk server, through Crank, ...).
+type benchVariant struct {
+	name string
+	call func() error
+}
+
+// The variants of a benchmark take turns in blocks of calls within one
+// run, so that a loaded machine (other builds, other benchmarks) weighs on
+// each alike and their ratios mean something; measured one after the
+// other, a load spike lands on one variant only.
+const benchBlock = 50
+
+// interleavedLatency makes n sequential calls of each variant, in turns of
+// benchBlock, and returns each variant's latencies, sorted.
+func interleavedLatency(b *testing.B, vs []benchVariant, n int) [][]time.Duration {
+	lat := make([][]time.Duration, len(vs))
+	for i := range vs {
+		lat[i] = make([]time.Duration, 0, n)
+	}
+	for done := 0; done < n; done += benchBlock {
+		for i, v := range vs {
+			for range min(benchBlock, n-done) {
+				start := time.Now()
+				if err := v.call(); err != nil {
+					b.Fatalf("%s: %v", v.name, err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
+		}
+	}
+	for i := range lat {
+		slices.Sort(lat[i])
+	}
+	return lat
+}
+
+// interleavedRate makes n calls of each variant from callers concurrent
+// callers, in turns of benchBlock calls per caller, and returns each
+// variant's calls per second.
+func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 {
+	took := make([]time.Duration, len(vs))
+	calls := make([]int, len(vs))
+	for done := 0; done < n; done += benchBlock * callers {
+		for i, v := range vs {
+			todo := int64(min(benchBlock*callers, n-done))
+			var left atomic.Int64
+			left.Store(todo)
+			var failed atomic.Pointer[error]
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range callers {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						if err := v.call(); err != nil {
+							failed.CompareAndSwap(nil, &err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took[i] += time.Since(start)
+			calls[i] += int(todo)
+			if err := failed.Load(); err != nil {
+				b.Fatalf("%s: %v", v.name, *err)
+			}
+		}
+	}
+	rate := make([]float64, len(vs))
+	for i := range vs {
+		rate[i] = float64(calls[i]) / took[i].Seconds()
+	}
+	return rate
+}
+
+// warmUp makes calls of each variant before measuring: connections, the
+// adapter process, the sessions.
+func warmUp(b *testing.B, vs []benchVariant, calls int) {
+	for _, v := range vs {
+		for range calls {
+			if err := v.call(); err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+		}
+	}
+}
+
+// pct is the p-th percentile (0..100) of sorted durations.
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
+
+// micros is d in microseconds, for b.ReportMetric.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
