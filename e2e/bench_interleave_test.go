@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// benchBeforeEnv names another crank executable, typically built from the
+// commit before a change: BenchmarkUnaryREST and BenchmarkStreamingTool
+// then add it as the variant "crank-before", taking turns with the others,
+// and report the ratios of Crank to it (after/before, measured under the
+// same load).
+const benchBeforeEnv = "CRANK_BENCH_BEFORE"
+
 // A benchmark variant: one way to make the same call (directly, through
 // a bare go-sdk server, through Crank, ...).
 type benchVariant struct {

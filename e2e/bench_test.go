@@ -141,7 +141,12 @@ func BenchmarkUnaryREST(b *testing.B) {
 		{"crank", crankCall},
 		{"crank-no-log", mcpCall(gNoLog.connect(ctx))},
 	}
-	const vBare, vCrank, vNoLog = 2, 3, 4 // indexes in vs
+	const vBare, vCrank, vNoLog, vBefore = 2, 3, 4, 5 // indexes in vs
+	before := os.Getenv(benchBeforeEnv)
+	if before != "" {
+		gBefore := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", ""), Binary: before})
+		vs = append(vs, benchVariant{"crank-before", mcpCall(gBefore.connect(ctx))})
+	}
 	warmUp(b, vs, 50)
 	var lat [][]time.Duration
 	var rate []float64
@@ -154,6 +159,11 @@ func BenchmarkUnaryREST(b *testing.B) {
 		b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBare], 50)), "crank/bare-p50")
 		b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), "crank/bare-p99")
 		b.ReportMetric(float64(pct(lat[vNoLog], 50))/float64(pct(lat[vBare], 50)), "no-log/bare-p50")
+		if before != "" {
+			b.ReportMetric(float64(pct(lat[vBefore], 50))/float64(pct(lat[vBare], 50)), "before/bare-p50")
+			b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBefore], 50)), "crank/before-p50")
+			b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBefore], 99)), "crank/before-p99")
+		}
 	})
 	b.Run("throughput", func(b *testing.B) {
 		rate = interleavedRate(b, vs, b.N, 8)
@@ -162,6 +172,10 @@ func BenchmarkUnaryREST(b *testing.B) {
 		}
 		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-calls/s")
 		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-calls/s")
+		if before != "" {
+			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-calls/s")
+			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-calls/s")
+		}
 	})
 	if lat == nil || rate == nil {
 		return // a -bench filter skipped one
@@ -337,7 +351,15 @@ operations:
 		name string
 		call run
 	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)}}
-	const vBare, vCrank, vNoLog = 1, 2, 3 // indexes in vs
+	const vBare, vCrank, vNoLog, vBefore = 1, 2, 3, 4 // indexes in vs
+	before := os.Getenv(benchBeforeEnv)
+	if before != "" {
+		gBefore := startGateway(b, gatewayOptions{Operations: ops, Binary: before})
+		vs = append(vs, struct {
+			name string
+			call run
+		}{"crank-before", mcpRun(gBefore.MCPURL)})
+	}
 	for _, v := range vs {
 		if err := v.call(chunks, "0s", nil); err != nil { // warm up
 			b.Fatalf("%s: %v", v.name, err)
@@ -371,6 +393,10 @@ operations:
 		}
 		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-chunks/s")
 		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-chunks/s")
+		if before != "" {
+			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-chunks/s")
+			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-chunks/s")
+		}
 	})
 	b.Run("latency", func(b *testing.B) {
 		lat := make([][]time.Duration, len(vs))
@@ -388,6 +414,9 @@ operations:
 		}
 		b.ReportMetric(micros(p50[vCrank]-p50[vBare]), "crank-bare-p50-µs/chunk")
 		b.ReportMetric(micros(p50[vNoLog]-p50[vBare]), "no-log-bare-p50-µs/chunk")
+		if before != "" {
+			b.ReportMetric(micros(p50[vBefore]-p50[vBare]), "before-bare-p50-µs/chunk")
+		}
 	})
 	if rate == nil || p50 == nil {
 		return // a -bench filter skipped one

@@ -65,6 +65,12 @@ var figures = []figure{
 	{what: "unary REST calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-calls/s"},
 	{what: "unary REST throughput no log / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "no-log/bare-calls/s"},
 	{what: "streaming chunks/s no log / bare", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "no-log/bare-chunks/s"},
+	// With CRANK_BENCH_BEFORE: Crank against the gateway before a change,
+	// in the same run.
+	{what: "unary REST p50 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p50"},
+	{what: "unary REST p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99"},
+	{what: "unary REST throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s"},
+	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
 	{what: "window ingest 100k small / baseline", bench: "host.BenchmarkWindow/100k_small", metric: "x-baseline"},
 	{what: "window ingest 64 KiB events / baseline", bench: "host.BenchmarkWindow/large_64KiB", metric: "x-baseline"},
 	{what: "session polls/s / raw store polls", bench: "host.BenchmarkStreamSessionPoll", metric: "x-baseline"},
