@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,11 +13,47 @@ import (
 )
 
 // benchBeforeEnv names another crank executable, typically built from the
-// commit before a change: BenchmarkUnaryREST and BenchmarkStreamingTool
-// then add it as the variant "crank-before", taking turns with the others,
-// and report the ratios of Crank to it (after/before, measured under the
-// same load).
-const benchBeforeEnv = "CRANK_BENCH_BEFORE"
+// commit before a change, and benchBeforeEnvEnv the environment of a
+// gateway to compare with (NAME=value, space-separated: GOGC=200), of that
+// executable or of this one: with either, BenchmarkUnaryREST and
+// BenchmarkStreamingTool add that gateway as the variant "crank-before",
+// taking turns with the others, and report the ratios of Crank to it
+// (measured under the same load) and both gateways' peak RSS.
+const (
+	benchBeforeEnv    = "CRANK_BENCH_BEFORE"
+	benchBeforeEnvEnv = "CRANK_BENCH_BEFORE_ENV"
+)
+
+// startBeforeGateway starts the gateway to compare with, as the
+// environment asks; nil when it does not.
+func startBeforeGateway(b *testing.B, opts gatewayOptions) *gateway {
+	opts.Binary = os.Getenv(benchBeforeEnv)
+	opts.Env = strings.Fields(os.Getenv(benchBeforeEnvEnv))
+	if opts.Binary == "" && len(opts.Env) == 0 {
+		return nil
+	}
+	return startGateway(b, opts)
+}
+
+// reportPeakRSS reports the peak resident memory of the two gateway
+// processes (Linux: VmHWM), for a setting traded against memory.
+func reportPeakRSS(b *testing.B, crank, before *gateway) {
+	for _, g := range []struct {
+		name string
+		g    *gateway
+	}{{"crank", crank}, {"before", before}} {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.g.cmd.Process.Pid))
+		if err != nil {
+			return // not Linux
+		}
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				b.ReportMetric(kb/1024, g.name+"-peak-rss-MiB")
+			}
+		}
+	}
+}
 
 // A benchmark variant: one way to make the same call (directly, through
 // a bare go-sdk server, through Crank, ...).

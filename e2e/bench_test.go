@@ -142,9 +142,9 @@ func BenchmarkUnaryREST(b *testing.B) {
 		{"crank-no-log", mcpCall(gNoLog.connect(ctx))},
 	}
 	const vBare, vCrank, vNoLog, vBefore = 2, 3, 4, 5 // indexes in vs
-	before := os.Getenv(benchBeforeEnv)
-	if before != "" {
-		gBefore := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", ""), Binary: before})
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
+	before := gBefore != nil
+	if before {
 		vs = append(vs, benchVariant{"crank-before", mcpCall(gBefore.connect(ctx))})
 	}
 	warmUp(b, vs, 50)
@@ -159,7 +159,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 		b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBare], 50)), "crank/bare-p50")
 		b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), "crank/bare-p99")
 		b.ReportMetric(float64(pct(lat[vNoLog], 50))/float64(pct(lat[vBare], 50)), "no-log/bare-p50")
-		if before != "" {
+		if before {
 			b.ReportMetric(float64(pct(lat[vBefore], 50))/float64(pct(lat[vBare], 50)), "before/bare-p50")
 			b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBefore], 50)), "crank/before-p50")
 			b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBefore], 99)), "crank/before-p99")
@@ -172,9 +172,10 @@ func BenchmarkUnaryREST(b *testing.B) {
 		}
 		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-calls/s")
 		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-calls/s")
-		if before != "" {
+		if before {
 			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-calls/s")
 			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-calls/s")
+			reportPeakRSS(b, g, gBefore)
 		}
 	})
 	if lat == nil || rate == nil {
@@ -352,9 +353,9 @@ operations:
 		call run
 	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)}}
 	const vBare, vCrank, vNoLog, vBefore = 1, 2, 3, 4 // indexes in vs
-	before := os.Getenv(benchBeforeEnv)
-	if before != "" {
-		gBefore := startGateway(b, gatewayOptions{Operations: ops, Binary: before})
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops})
+	before := gBefore != nil
+	if before {
 		vs = append(vs, struct {
 			name string
 			call run
@@ -393,7 +394,7 @@ operations:
 		}
 		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-chunks/s")
 		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-chunks/s")
-		if before != "" {
+		if before {
 			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-chunks/s")
 			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-chunks/s")
 		}
@@ -414,7 +415,7 @@ operations:
 		}
 		b.ReportMetric(micros(p50[vCrank]-p50[vBare]), "crank-bare-p50-µs/chunk")
 		b.ReportMetric(micros(p50[vNoLog]-p50[vBare]), "no-log-bare-p50-µs/chunk")
-		if before != "" {
+		if before {
 			b.ReportMetric(micros(p50[vBefore]-p50[vBare]), "before-bare-p50-µs/chunk")
 		}
 	})
