@@ -150,3 +150,24 @@ func pct(sorted []time.Duration, p int) time.Duration {
 
 // micros is d in microseconds, for b.ReportMetric.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// cpuTime is the user and system CPU time the processes have used so far
+// (Linux: /proc/<pid>/stat, in clock ticks of 10ms); 0 elsewhere.
+func cpuTime(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		// The fields after the command name, which is in parentheses.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			return 0
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total
+}

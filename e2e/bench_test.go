@@ -64,8 +64,8 @@ func serveBareMCP() {
 }
 
 // startBareMCPProcess runs bareMCP in a child process (this test binary)
-// and returns its URL.
-func startBareMCPProcess(b *testing.B, upstream string) string {
+// and returns its URL and process id.
+func startBareMCPProcess(b *testing.B, upstream string) (string, int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
 	cmd.Stderr = os.Stderr
@@ -81,7 +81,7 @@ func startBareMCPProcess(b *testing.B, upstream string) string {
 	if err != nil {
 		b.Fatalf("bare MCP process: %v", err)
 	}
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(line), cmd.Process.Pid
 }
 
 // BenchmarkUnaryREST measures a unary REST tool call through Crank (go-sdk
@@ -129,7 +129,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 	}
 	bareHTTP := httptest.NewServer(bareMCP(up.URL))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
-	bareProc := startBareMCPProcess(b, up.URL)
+	bareProc, barePID := startBareMCPProcess(b, up.URL)
 
 	crankCall := mcpCall(g.connect(ctx))
 	defer profileGateway(b, g, crankCall) // bench_profile_test.go
@@ -166,7 +166,20 @@ func BenchmarkUnaryREST(b *testing.B) {
 		}
 	})
 	b.Run("throughput", func(b *testing.B) {
+		// The CPU time the server processes spent on their calls: the
+		// bare server process, and the gateway with its adapter process.
+		gatewayPIDs := []int{g.cmd.Process.Pid}
+		for _, a := range g.adapters() {
+			gatewayPIDs = append(gatewayPIDs, a.PID)
+		}
+		bare0, gw0, ad0 := cpuTime(barePID), cpuTime(gatewayPIDs[0]), cpuTime(gatewayPIDs[1:]...)
 		rate = interleavedRate(b, vs, b.N, 8)
+		if bare, gw, ad := cpuTime(barePID)-bare0, cpuTime(gatewayPIDs[0])-gw0, cpuTime(gatewayPIDs[1:]...)-ad0; bare > 0 {
+			b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/call")
+			b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/call")
+			b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/call")
+			b.ReportMetric(float64(gw+ad)/float64(bare), "crank/bare-cpu")
+		}
 		for i, v := range vs {
 			b.ReportMetric(rate[i], v.name+"-calls/s")
 		}

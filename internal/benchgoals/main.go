@@ -64,6 +64,7 @@ var figures = []figure{
 	{what: "unary REST calls/s Crank", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-calls/s"},
 	{what: "unary REST calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-calls/s"},
 	{what: "unary REST throughput no log / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "no-log/bare-calls/s"},
+	{what: "unary REST server CPU per call Crank / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/bare-cpu"},
 	{what: "streaming chunks/s no log / bare", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "no-log/bare-chunks/s"},
 	// With CRANK_BENCH_BEFORE: Crank against the gateway before a change,
 	// in the same run.
