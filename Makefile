@@ -69,11 +69,21 @@ $(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/pack
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
-# (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own.
+# (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
+# iteration of BenchmarkAdapterStart is a whole adapter start. The output
+# goes to $(BENCH_OUT) too, and internal/benchgoals prints the goals from it
+# with PASS/MISS (BENCH_COUNT=3 for min/median/max of three runs).
+BENCH_OUT   ?= bin/bench.txt
+BENCH_COUNT ?= 1
+bench: SHELL := /bin/bash
+bench: .SHELLFLAGS := -o pipefail -c
 bench:
-	$(GO) test -run '^$$' -bench . -skip BenchmarkStreamSessionMemory -benchtime 2000x ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/
-	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x ./host/
-	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/
+	@mkdir -p $(dir $(BENCH_OUT)) && : > $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkAdapterStart -benchtime 10x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	@echo; $(GO) run ./internal/benchgoals $(BENCH_OUT)
 
 # Fuzz targets as <package dir>:<target>; `go test` runs their seed corpora
 # (f.Add and testdata/fuzz) in every run, this explores beyond them.

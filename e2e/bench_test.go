@@ -64,8 +64,8 @@ func serveBareMCP() {
 }
 
 // startBareMCPProcess runs bareMCP in a child process (this test binary)
-// and returns its URL.
-func startBareMCPProcess(b *testing.B, upstream string) string {
+// and returns its URL and process id.
+func startBareMCPProcess(b *testing.B, upstream string) (string, int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
 	cmd.Stderr = os.Stderr
@@ -81,7 +81,7 @@ func startBareMCPProcess(b *testing.B, upstream string) string {
 	if err != nil {
 		b.Fatalf("bare MCP process: %v", err)
 	}
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(line), cmd.Process.Pid
 }
 
 // BenchmarkUnaryREST measures a unary REST tool call through Crank (go-sdk
@@ -90,8 +90,9 @@ func startBareMCPProcess(b *testing.B, upstream string) string {
 // directly, a bare go-sdk MCP server (no Caddy, no adapter process) whose
 // tool calls the upstream in-process, the same bare server in a process
 // of its own (paying the process boundaries a gateway pays), and Crank
-// without its SSE event log (event_store off). It prints p50 latencies,
-// throughputs and their ratios.
+// without its SSE event log (event_store off). The variants take turns in
+// blocks of calls (bench_interleave_test.go). It reports p50 and p99
+// latencies, throughputs and their ratios to the bare server process.
 func BenchmarkUnaryREST(b *testing.B) {
 	up := newUpstream(b)
 	g := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
@@ -128,77 +129,83 @@ func BenchmarkUnaryREST(b *testing.B) {
 	}
 	bareHTTP := httptest.NewServer(bareMCP(up.URL))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
-	bareProc := startBareMCPProcess(b, up.URL)
+	bareProc, barePID := startBareMCPProcess(b, up.URL)
 
-	p50 := map[string]time.Duration{}
-	rate := map[string]float64{}
-	for _, c := range []struct {
-		name string
-		call func() error
-	}{
+	crankCall := mcpCall(g.connect(ctx))
+	defer profileGateway(b, g, crankCall) // bench_profile_test.go
+
+	vs := []benchVariant{
 		{"direct", direct},
 		{"bare-mcp", mcpCall(connect(bareHTTP.URL))},
 		{"bare-mcp-process", mcpCall(connect(bareProc))},
-		{"crank", mcpCall(g.connect(ctx))},
+		{"crank", crankCall},
 		{"crank-no-log", mcpCall(gNoLog.connect(ctx))},
-	} {
-		b.Run(c.name+"/latency", func(b *testing.B) {
-			for range 50 { // warm up connections and the adapter
-				if err := c.call(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for range b.N {
-				start := time.Now()
-				if err := c.call(); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			slices.Sort(lat)
-			p50[c.name] = lat[len(lat)/2]
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-		})
-		b.Run(c.name+"/throughput", func(b *testing.B) {
-			var once sync.Once
-			b.SetParallelism(4)
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := c.call(); err != nil {
-						once.Do(func() { b.Error(err) })
-						return
-					}
-				}
-			})
-			rate[c.name] = float64(b.N) / time.Since(start).Seconds()
-			b.ReportMetric(rate[c.name], "calls/s")
-		})
 	}
-	for _, k := range []string{"direct", "bare-mcp", "bare-mcp-process", "crank", "crank-no-log"} {
-		if p50[k] == 0 || rate[k] == 0 {
-			return // a -bench filter skipped some
+	const vBare, vCrank, vNoLog, vBefore = 2, 3, 4, 5 // indexes in vs
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
+	before := gBefore != nil
+	if before {
+		vs = append(vs, benchVariant{"crank-before", mcpCall(gBefore.connect(ctx))})
+	}
+	warmUp(b, vs, 50)
+	var lat [][]time.Duration
+	var rate []float64
+	b.Run("latency", func(b *testing.B) {
+		lat = interleavedLatency(b, vs, b.N)
+		for i, v := range vs {
+			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
+			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
 		}
+		b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBare], 50)), "crank/bare-p50")
+		b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), "crank/bare-p99")
+		b.ReportMetric(float64(pct(lat[vNoLog], 50))/float64(pct(lat[vBare], 50)), "no-log/bare-p50")
+		if before {
+			b.ReportMetric(float64(pct(lat[vBefore], 50))/float64(pct(lat[vBare], 50)), "before/bare-p50")
+			b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBefore], 50)), "crank/before-p50")
+			b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBefore], 99)), "crank/before-p99")
+		}
+	})
+	b.Run("throughput", func(b *testing.B) {
+		// The CPU time the server processes spent on their calls: the
+		// bare server process, and the gateway with its adapter process.
+		gatewayPIDs := []int{g.cmd.Process.Pid}
+		for _, a := range g.adapters() {
+			gatewayPIDs = append(gatewayPIDs, a.PID)
+		}
+		bare0, gw0, ad0 := cpuTime(barePID), cpuTime(gatewayPIDs[0]), cpuTime(gatewayPIDs[1:]...)
+		rate = interleavedRate(b, vs, b.N, 8)
+		if bare, gw, ad := cpuTime(barePID)-bare0, cpuTime(gatewayPIDs[0])-gw0, cpuTime(gatewayPIDs[1:]...)-ad0; bare > 0 {
+			b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/call")
+			b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/call")
+			b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/call")
+			b.ReportMetric(float64(gw+ad)/float64(bare), "crank/bare-cpu")
+		}
+		for i, v := range vs {
+			b.ReportMetric(rate[i], v.name+"-calls/s")
+		}
+		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-calls/s")
+		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-calls/s")
+		if before {
+			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-calls/s")
+			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-calls/s")
+			reportPeakRSS(b, g, gBefore)
+		}
+	})
+	if lat == nil || rate == nil {
+		return // a -bench filter skipped one
 	}
-	fmt.Printf("\nunary REST tool call, same run (p50 latency, sequential; throughput, 8 callers):\n"+
-		"  direct HTTP                p50 %9v  %7.0f calls/s\n"+
-		"  bare go-sdk MCP            p50 %9v  %7.0f calls/s  (in the benchmark's process)\n"+
-		"  bare go-sdk MCP, process   p50 %9v  %7.0f calls/s  (in a process of its own)\n"+
-		"  through Crank              p50 %9v  %7.0f calls/s  (stateful, events logged in etcd for resumption)\n"+
-		"  Crank, no log              p50 %9v  %7.0f calls/s  (event_store off)\n"+
-		"  Crank adds %v p50 over the direct call (%.1fx), %v over a bare MCP server (%.2fx), %v over one in its own process (%.2fx; %.2fx without the log);\n"+
-		"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f, Crank/bare MCP process %.2f (%.2f without the log) (goal: ≤150µs added p50)\n",
-		p50["direct"], rate["direct"], p50["bare-mcp"], rate["bare-mcp"], p50["bare-mcp-process"], rate["bare-mcp-process"],
-		p50["crank"], rate["crank"], p50["crank-no-log"], rate["crank-no-log"],
-		p50["crank"]-p50["direct"], float64(p50["crank"])/float64(p50["direct"]),
-		p50["crank"]-p50["bare-mcp"], float64(p50["crank"])/float64(p50["bare-mcp"]),
-		p50["crank"]-p50["bare-mcp-process"], float64(p50["crank"])/float64(p50["bare-mcp-process"]),
-		float64(p50["crank-no-log"])/float64(p50["bare-mcp-process"]),
-		rate["crank"]/rate["direct"], rate["crank"]/rate["bare-mcp"], rate["crank"]/rate["bare-mcp-process"],
-		rate["crank-no-log"]/rate["bare-mcp-process"])
+	p50 := func(i int) time.Duration { return pct(lat[i], 50) }
+	fmt.Printf("\nunary REST tool call, same run, variants interleaved (p50/p99 latency, sequential; throughput, 8 callers):\n"+
+		"  direct HTTP                p50 %9v  p99 %9v  %7.0f calls/s\n"+
+		"  bare go-sdk MCP            p50 %9v  p99 %9v  %7.0f calls/s  (in the benchmark's process)\n"+
+		"  bare go-sdk MCP, process   p50 %9v  p99 %9v  %7.0f calls/s  (in a process of its own)\n"+
+		"  through Crank              p50 %9v  p99 %9v  %7.0f calls/s  (stateful, events logged in etcd for resumption)\n"+
+		"  Crank, no log              p50 %9v  p99 %9v  %7.0f calls/s  (event_store off)\n"+
+		"  Crank/bare MCP process: p50 %.2fx (%.2fx without the log), p99 %.2fx, throughput %.2fx (%.2fx without the log)\n",
+		p50(0), pct(lat[0], 99), rate[0], p50(1), pct(lat[1], 99), rate[1], p50(vBare), pct(lat[vBare], 99), rate[vBare],
+		p50(vCrank), pct(lat[vCrank], 99), rate[vCrank], p50(vNoLog), pct(lat[vNoLog], 99), rate[vNoLog],
+		float64(p50(vCrank))/float64(p50(vBare)), float64(p50(vNoLog))/float64(p50(vBare)),
+		float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), rate[vCrank]/rate[vBare], rate[vNoLog]/rate[vBare])
 }
 
 // benchStreamUpstream serves GET /stream?n=N: an SSE stream of N JSON
@@ -354,49 +361,87 @@ operations:
 	bareHTTP := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare }, nil))
 	defer bareHTTP.Close()
 
-	rate := map[string]float64{}
-	p50 := map[string]time.Duration{}
-	for _, c := range []struct {
+	vs := []struct {
 		name string
 		call run
-	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)}} {
-		// One benchmark iteration is one chunk, streamed in calls of up to
-		// the given size.
-		calls := func(b *testing.B, size int, pace string, lat *[]time.Duration) {
-			for left := b.N; left > 0; left -= size {
-				if err := c.call(min(left, size), pace, lat); err != nil {
-					b.Fatal(err)
-				}
+	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)}}
+	const vBare, vCrank, vNoLog, vBefore = 1, 2, 3, 4 // indexes in vs
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops})
+	before := gBefore != nil
+	if before {
+		vs = append(vs, struct {
+			name string
+			call run
+		}{"crank-before", mcpRun(gBefore.MCPURL)})
+	}
+	for _, v := range vs {
+		if err := v.call(chunks, "0s", nil); err != nil { // warm up
+			b.Fatalf("%s: %v", v.name, err)
+		}
+	}
+	// One benchmark iteration is one chunk of each variant, streamed in
+	// calls of up to size chunks; the variants take turns call by call,
+	// so that the machine's load weighs on each alike.
+	calls := func(b *testing.B, size int, each func(i, n int)) {
+		for left := b.N; left > 0; left -= size {
+			for i := range vs {
+				each(i, min(left, size))
 			}
 		}
-		b.Run(c.name+"/throughput", func(b *testing.B) {
-			if err := c.call(chunks, "0s", nil); err != nil { // warm up
-				b.Fatal(err)
-			}
-			b.ResetTimer()
+	}
+	var rate []float64
+	var p50 []time.Duration
+	b.Run("throughput", func(b *testing.B) {
+		took := make([]time.Duration, len(vs))
+		calls(b, chunks, func(i, n int) {
 			start := time.Now()
-			calls(b, chunks, "0s", nil)
-			rate[c.name] = float64(b.N) / time.Since(start).Seconds()
-			b.ReportMetric(rate[c.name], "chunks/s")
+			if err := vs[i].call(n, "0s", nil); err != nil {
+				b.Fatalf("%s: %v", vs[i].name, err)
+			}
+			took[i] += time.Since(start)
 		})
-		b.Run(c.name+"/latency", func(b *testing.B) {
-			var lat []time.Duration
-			calls(b, 200, "1ms", &lat)
-			slices.Sort(lat)
-			p50[c.name] = lat[len(lat)/2]
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs/chunk")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs/chunk")
+		rate = make([]float64, len(vs))
+		for i, v := range vs {
+			rate[i] = float64(b.N) / took[i].Seconds()
+			b.ReportMetric(rate[i], v.name+"-chunks/s")
+		}
+		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-chunks/s")
+		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-chunks/s")
+		if before {
+			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-chunks/s")
+			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-chunks/s")
+		}
+	})
+	b.Run("latency", func(b *testing.B) {
+		lat := make([][]time.Duration, len(vs))
+		calls(b, 200, func(i, n int) {
+			if err := vs[i].call(n, "1ms", &lat[i]); err != nil {
+				b.Fatalf("%s: %v", vs[i].name, err)
+			}
 		})
+		p50 = make([]time.Duration, len(vs))
+		for i, v := range vs {
+			slices.Sort(lat[i])
+			p50[i] = pct(lat[i], 50)
+			b.ReportMetric(micros(p50[i]), v.name+"-p50-µs/chunk")
+			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs/chunk")
+		}
+		b.ReportMetric(micros(p50[vCrank]-p50[vBare]), "crank-bare-p50-µs/chunk")
+		b.ReportMetric(micros(p50[vNoLog]-p50[vBare]), "no-log-bare-p50-µs/chunk")
+		if before {
+			b.ReportMetric(micros(p50[vBefore]-p50[vBare]), "before-bare-p50-µs/chunk")
+		}
+	})
+	if rate == nil || p50 == nil {
+		return // a -bench filter skipped one
 	}
-	if rate["direct"] > 0 && rate["crank"] > 0 && rate["bare-mcp"] > 0 && rate["crank-no-log"] > 0 {
-		fmt.Printf("\nstreaming tool, %d-chunk SSE upstream, same run (throughput unpaced; latency upstream write → client handler, paced 1ms):\n"+
-			"  direct HTTP        %9.0f chunks/s  p50 %8v/chunk\n"+
-			"  bare go-sdk MCP    %9.0f chunks/s  p50 %8v/chunk\n"+
-			"  through Crank      %9.0f chunks/s  p50 %8v/chunk  (stateful, events logged in etcd for resumption)\n"+
-			"  Crank, no log      %9.0f chunks/s  p50 %8v/chunk  (event_store off)\n"+
-			"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f, no log/bare MCP %.2f; Crank adds %v per chunk over direct, %v over a bare MCP server (%v without the log)\n",
-			chunks, rate["direct"], p50["direct"], rate["bare-mcp"], p50["bare-mcp"], rate["crank"], p50["crank"], rate["crank-no-log"], p50["crank-no-log"],
-			rate["crank"]/rate["direct"], rate["crank"]/rate["bare-mcp"], rate["crank-no-log"]/rate["bare-mcp"],
-			p50["crank"]-p50["direct"], p50["crank"]-p50["bare-mcp"], p50["crank-no-log"]-p50["bare-mcp"])
-	}
+	fmt.Printf("\nstreaming tool, %d-chunk SSE upstream, same run, variants interleaved (throughput unpaced; latency upstream write → client handler, paced 1ms):\n"+
+		"  direct HTTP        %9.0f chunks/s  p50 %8v/chunk\n"+
+		"  bare go-sdk MCP    %9.0f chunks/s  p50 %8v/chunk\n"+
+		"  through Crank      %9.0f chunks/s  p50 %8v/chunk  (stateful, events logged in etcd for resumption)\n"+
+		"  Crank, no log      %9.0f chunks/s  p50 %8v/chunk  (event_store off)\n"+
+		"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f, no log/bare MCP %.2f; Crank adds %v per chunk over direct, %v over a bare MCP server (%v without the log)\n",
+		chunks, rate[0], p50[0], rate[vBare], p50[vBare], rate[vCrank], p50[vCrank], rate[vNoLog], p50[vNoLog],
+		rate[vCrank]/rate[0], rate[vCrank]/rate[vBare], rate[vNoLog]/rate[vBare],
+		p50[vCrank]-p50[0], p50[vCrank]-p50[vBare], p50[vNoLog]-p50[vBare])
 }

@@ -88,6 +88,7 @@ type gateway struct {
 	exited   chan struct{}
 	MCPURL   string
 	AdminURL string
+	binary   string // gatewayOptions.Binary
 }
 
 type gatewayOptions struct {
@@ -106,6 +107,9 @@ type gatewayOptions struct {
 	// embedded etcd in the gateway's directory), e.g. with an etcd block
 	// naming an external cluster.
 	Crank string
+	// Binary runs another crank executable than the one TestMain built
+	// (the benchmarks' CRANK_BENCH_BEFORE).
+	Binary string
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
@@ -162,6 +166,7 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 	writeFile(t, filepath.Join(g.dir, "ops.yaml"), opts.Operations)
 	writeFile(t, filepath.Join(g.dir, "Caddyfile"), g.caddyfile(opts))
 
+	g.binary = opts.Binary
 	if err := g.launch(opts.Env); err != nil {
 		return nil, err
 	}
@@ -203,7 +208,7 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 // g.exited closes when the process ends.
 func (g *gateway) launch(env []string) error {
 	g.exited = make(chan struct{})
-	g.cmd = exec.Command(crankBin, "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
+	g.cmd = exec.Command(cmp.Or(g.binary, crankBin), "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
 	g.cmd.Dir = g.dir
 	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
 	g.cmd.Env = append(g.cmd.Env, env...)

@@ -123,6 +123,13 @@ type sseWriter struct {
 	wrote   bool // something was written since the last tick
 	stopped bool
 	timer   *time.Timer
+	// held: the priming event's flush, held back for up to
+	// primeFlushDelay so that the headers, the priming event and a
+	// result that follows at once leave in one write (primeflush.go).
+	began      bool // the body's first write was seen
+	holdPrime  bool
+	held       *time.Timer
+	primeDelay time.Duration
 }
 
 // wrap returns w wrapped for keep-alives and priming, and the function
@@ -131,7 +138,7 @@ func (ep *Endpoint) wrap(w http.ResponseWriter) (http.ResponseWriter, func()) {
 	if ep.transport.keepalive <= 0 && ep.transport.retry == "" {
 		return w, func() {}
 	}
-	sw := &sseWriter{ResponseWriter: w, interval: ep.transport.keepalive, retry: ep.transport.retry}
+	sw := &sseWriter{ResponseWriter: w, interval: ep.transport.keepalive, retry: ep.transport.retry, primeDelay: primeFlushDelay}
 	return sw, sw.stop
 }
 
@@ -167,6 +174,10 @@ func (s *sseWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	s.checkLocked()
 	s.wrote = true
+	if !s.began && s.sse && bytes.HasPrefix(p, primePrefix) {
+		s.holdPrime = true
+	}
+	s.began = true
 	if s.sse && !s.primed && s.retry != "" && bytes.HasPrefix(p, primePrefix) {
 		// The SDK's priming event has an id and empty data; the retry field
 		// tells the client how soon to resume after the stream drops.
@@ -185,10 +196,14 @@ func (s *sseWriter) Write(p []byte) (int, error) {
 	return s.ResponseWriter.Write(p)
 }
 
-// Flush sends what was written; the SDK flushes after every event.
+// Flush sends what was written; the SDK flushes after every event. The
+// priming event's flush is held back (primeflush.go).
 func (s *sseWriter) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.holdFlushLocked() {
+		return
+	}
 	_ = http.NewResponseController(s.ResponseWriter).Flush()
 }
 
@@ -219,6 +234,9 @@ func (s *sseWriter) stop() {
 	s.stopped = true
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+	if s.held != nil {
+		s.held.Stop() // the handler's return sends what is buffered
 	}
 }
 

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchBeforeEnv names another crank executable, typically built from the
+// commit before a change, and benchBeforeEnvEnv the environment of a
+// gateway to compare with (NAME=value, space-separated: GOGC=200), of that
+// executable or of this one: with either, BenchmarkUnaryREST and
+// BenchmarkStreamingTool add that gateway as the variant "crank-before",
+// taking turns with the others, and report the ratios of Crank to it
+// (measured under the same load) and both gateways' peak RSS.
+const (
+	benchBeforeEnv    = "CRANK_BENCH_BEFORE"
+	benchBeforeEnvEnv = "CRANK_BENCH_BEFORE_ENV"
+)
+
+// startBeforeGateway starts the gateway to compare with, as the
+// environment asks; nil when it does not.
+func startBeforeGateway(b *testing.B, opts gatewayOptions) *gateway {
+	opts.Binary = os.Getenv(benchBeforeEnv)
+	opts.Env = strings.Fields(os.Getenv(benchBeforeEnvEnv))
+	if opts.Binary == "" && len(opts.Env) == 0 {
+		return nil
+	}
+	return startGateway(b, opts)
+}
+
+// reportPeakRSS reports the peak resident memory of the two gateway
+// processes (Linux: VmHWM), for a setting traded against memory.
+func reportPeakRSS(b *testing.B, crank, before *gateway) {
+	for _, g := range []struct {
+		name string
+		g    *gateway
+	}{{"crank", crank}, {"before", before}} {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.g.cmd.Process.Pid))
+		if err != nil {
+			return // not Linux
+		}
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				b.ReportMetric(kb/1024, g.name+"-peak-rss-MiB")
+			}
+		}
+	}
+}
+
+// A benchmark variant: one way to make the same call (directly, through
+// a bare go-sdk server, through Crank, ...).
+type benchVariant struct {
+	name string
+	call func() error
+}
+
+// The variants of a benchmark take turns in blocks of calls within one
+// run, so that a loaded machine (other builds, other benchmarks) weighs on
+// each alike and their ratios mean something; measured one after the
+// other, a load spike lands on one variant only.
+const benchBlock = 50
+
+// interleavedLatency makes n sequential calls of each variant, in turns of
+// benchBlock, and returns each variant's latencies, sorted.
+func interleavedLatency(b *testing.B, vs []benchVariant, n int) [][]time.Duration {
+	lat := make([][]time.Duration, len(vs))
+	for i := range vs {
+		lat[i] = make([]time.Duration, 0, n)
+	}
+	for done := 0; done < n; done += benchBlock {
+		for i, v := range vs {
+			for range min(benchBlock, n-done) {
+				start := time.Now()
+				if err := v.call(); err != nil {
+					b.Fatalf("%s: %v", v.name, err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
+		}
+	}
+	for i := range lat {
+		slices.Sort(lat[i])
+	}
+	return lat
+}
+
+// interleavedRate makes n calls of each variant from callers concurrent
+// callers, in turns of benchBlock calls per caller, and returns each
+// variant's calls per second.
+func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 {
+	took := make([]time.Duration, len(vs))
+	calls := make([]int, len(vs))
+	for done := 0; done < n; done += benchBlock * callers {
+		for i, v := range vs {
+			todo := int64(min(benchBlock*callers, n-done))
+			var left atomic.Int64
+			left.Store(todo)
+			var failed atomic.Pointer[error]
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range callers {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						if err := v.call(); err != nil {
+							failed.CompareAndSwap(nil, &err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took[i] += time.Since(start)
+			calls[i] += int(todo)
+			if err := failed.Load(); err != nil {
+				b.Fatalf("%s: %v", v.name, *err)
+			}
+		}
+	}
+	rate := make([]float64, len(vs))
+	for i := range vs {
+		rate[i] = float64(calls[i]) / took[i].Seconds()
+	}
+	return rate
+}
+
+// warmUp makes calls of each variant before measuring: connections, the
+// adapter process, the sessions.
+func warmUp(b *testing.B, vs []benchVariant, calls int) {
+	for _, v := range vs {
+		for range calls {
+			if err := v.call(); err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+		}
+	}
+}
+
+// pct is the p-th percentile (0..100) of sorted durations.
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
+
+// micros is d in microseconds, for b.ReportMetric.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// cpuTime is the user and system CPU time the processes have used so far
+// (Linux: /proc/<pid>/stat, in clock ticks of 10ms); 0 elsewhere.
+func cpuTime(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		// The fields after the command name, which is in parentheses.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			return 0
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total
+}

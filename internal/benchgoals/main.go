@@ -1,0 +1,261 @@
+// Command benchgoals reads the output of `go test -bench` (what `make
+// bench` writes) and prints the performance goals of the gateway as the
+// ratios and figures the benchmarks report, with PASS or MISS per goal,
+// followed by the figures that must not get slower. A benchmark run
+// several times (-count) gives several values: it prints their minimum,
+// median and maximum and judges the median.
+//
+//	go run ./internal/benchgoals bench.txt
+//	go run ./internal/benchgoals -before old.txt new.txt
+//
+// With -before, each figure is printed from both files side by side (the
+// before/after table of a change measured on the same machine).
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A goal is one reported metric of one benchmark and its bound.
+type goal struct {
+	what   string
+	bench  string // benchmark name without the -GOMAXPROCS suffix
+	metric string // the unit the benchmark reports it in
+	max    bool   // the bound is a maximum (else a minimum)
+	bound  float64
+}
+
+// The goals of the unary call, the streaming path, the adapter process
+// and live stream sessions; the ratios are to a bare go-sdk MCP server
+// measured in the same run.
+var goals = []goal{
+	{"unary REST p50, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p50", true, 1.5},
+	{"unary REST p99, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p99", true, 2},
+	{"unary REST throughput (8 callers), Crank/bare", "e2e.BenchmarkUnaryREST/throughput", "crank/bare-calls/s", false, 0.8},
+	{"streaming chunks/s, Crank/bare go-sdk", "e2e.BenchmarkStreamingTool/throughput", "crank/bare-chunks/s", false, 0.9},
+	{"streaming added latency per chunk p50 (µs)", "e2e.BenchmarkStreamingTool/latency", "crank-bare-p50-µs/chunk", true, 100},
+	{"adapter cold start, spawn to first answer (ms)", "e2e.BenchmarkAdapterStart/cold", "ms/start", true, 150},
+	{"adapter crash to next answered call (ms)", "e2e.BenchmarkAdapterStart/crash", "ms/recovery", true, 500},
+	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
+	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
+}
+
+// A figure is a reported metric that must not get slower, or its ratio
+// to another (a baseline in the same run, paired run by run); it is
+// printed, not judged (compare it with -before).
+type figure struct {
+	what, bench, metric string
+	perBench, perMetric string // the divisor, if any
+}
+
+var figures = []figure{
+	{what: "unary REST p50 Crank (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank-p50-µs"},
+	{what: "unary REST p50 bare go-sdk process (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "bare-mcp-process-p50-µs"},
+	{what: "unary REST p50 no log / bare", bench: "e2e.BenchmarkUnaryREST/latency", metric: "no-log/bare-p50"},
+	{what: "unary REST calls/s Crank", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-calls/s"},
+	{what: "unary REST calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-calls/s"},
+	{what: "unary REST throughput no log / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "no-log/bare-calls/s"},
+	{what: "unary REST server CPU per call Crank / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/bare-cpu"},
+	{what: "streaming chunks/s no log / bare", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "no-log/bare-chunks/s"},
+	// With CRANK_BENCH_BEFORE: Crank against the gateway before a change,
+	// in the same run.
+	{what: "unary REST p50 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p50"},
+	{what: "unary REST p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99"},
+	{what: "unary REST throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s"},
+	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
+	{what: "window ingest 100k small / baseline", bench: "host.BenchmarkWindow/100k_small", metric: "x-baseline"},
+	{what: "window ingest 64 KiB events / baseline", bench: "host.BenchmarkWindow/large_64KiB", metric: "x-baseline"},
+	{what: "session polls/s / raw store polls", bench: "host.BenchmarkStreamSessionPoll", metric: "x-baseline"},
+	{what: "job starts/s / unary calls", bench: "host.BenchmarkJobStart", metric: "x-unary-starts"},
+	{what: "host call to an adapter process (µs)", bench: "host.BenchmarkCall", metric: "ns/op"},
+	{what: "REST adapter over the protocol / direct", bench: "rest.BenchmarkInvoke", metric: "ns/op", perBench: "rest.BenchmarkDirect", perMetric: "ns/op"},
+	{what: "GraphQL unary p50 Crank / direct", bench: "e2e.BenchmarkUnaryGraphQL/crank", metric: "p50-µs", perBench: "e2e.BenchmarkUnaryGraphQL/direct", perMetric: "p50-µs"},
+	{what: "gRPC unary p50 over the protocol / direct", bench: "grpc.BenchmarkUnary/harness", metric: "p50-µs", perBench: "grpc.BenchmarkUnary/direct", perMetric: "p50-µs"},
+	{what: "SOAP over the protocol / direct", bench: "soap.BenchmarkSOAPInvoke", metric: "ns/op", perBench: "soap.BenchmarkSOAPDirect", perMetric: "ns/op"},
+}
+
+// values is the figure's values in r, one per run.
+func (f figure) values(r results) []float64 {
+	vs := r[f.bench][f.metric]
+	if f.perBench == "" {
+		if f.metric == "ns/op" {
+			return scaled(vs, 1e-3)
+		}
+		return vs
+	}
+	per := r[f.perBench][f.perMetric]
+	var out []float64
+	for i := range min(len(vs), len(per)) {
+		if per[i] > 0 {
+			out = append(out, vs[i]/per[i])
+		}
+	}
+	return out
+}
+
+func scaled(vs []float64, k float64) []float64 {
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		out[i] = v * k
+	}
+	return out
+}
+
+// results holds, per benchmark and metric, the values of its runs in order.
+type results map[string]map[string][]float64
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+// parse reads benchmark lines; a benchmark is named after the last element
+// of its package ("host.BenchmarkCall"), from the "pkg:" line before it.
+func parse(r io.Reader) (results, error) {
+	res := results{}
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "pkg: "); ok {
+			pkg = path.Base(strings.TrimSpace(p)) + "."
+			continue
+		}
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		m[1] = pkg + m[1]
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			if res[m[1]] == nil {
+				res[m[1]] = map[string][]float64{}
+			}
+			res[m[1]][f[i+1]] = append(res[m[1]][f[i+1]], v)
+		}
+	}
+	return res, sc.Err()
+}
+
+func load(path string) (results, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parse(f)
+}
+
+// stats is min, median and max of vs (sorted in place).
+func stats(vs []float64) (lo, med, hi float64) {
+	slices.Sort(vs)
+	n := len(vs)
+	med = vs[n/2]
+	if n%2 == 0 {
+		med = (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return vs[0], med, vs[n-1]
+}
+
+// format is "median (min–max, n runs)" of vs, scaled.
+func format(vs []float64, scale float64) string {
+	if len(vs) == 0 {
+		return "not measured"
+	}
+	lo, med, hi := stats(slices.Clone(vs))
+	if len(vs) == 1 {
+		return trim(med / scale)
+	}
+	return fmt.Sprintf("%s (%s–%s, %d runs)", trim(med/scale), trim(lo/scale), trim(hi/scale), len(vs))
+}
+
+func trim(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// scaleOf converts bytes to KiB for the memory goals.
+func scaleOf(metric string) float64 {
+	if strings.HasSuffix(metric, "B/session") {
+		return 1024
+	}
+	return 1
+}
+
+func report(w io.Writer, before, after results) {
+	col := func(r results, bench, metric string) string {
+		return format(r[bench][metric], scaleOf(metric))
+	}
+	fmt.Fprintln(w, "goals (median of the runs judged; ratios to a bare go-sdk server in the same run):")
+	for _, g := range goals {
+		vs := after[g.bench][g.metric]
+		verdict := ""
+		if len(vs) > 0 {
+			_, med, _ := stats(slices.Clone(vs))
+			med /= scaleOf(g.metric)
+			bound := g.bound / scaleOf(g.metric)
+			ok, rel := med <= bound, "≤"
+			if !g.max {
+				ok, rel = med >= bound, "≥"
+			}
+			verdict = fmt.Sprintf("MISS (goal %s %s)", rel, trim(bound))
+			if ok {
+				verdict = fmt.Sprintf("PASS (goal %s %s)", rel, trim(bound))
+			}
+		}
+		line := fmt.Sprintf("  %-48s %-28s %s", g.what, col(after, g.bench, g.metric), verdict)
+		if before != nil {
+			line = fmt.Sprintf("  %-48s before %-28s after %-28s %s", g.what, col(before, g.bench, g.metric), col(after, g.bench, g.metric), verdict)
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w, "figures that must not get slower:")
+	for _, f := range figures {
+		if before != nil {
+			fmt.Fprintf(w, "  %-48s before %-28s after %s\n", f.what, format(f.values(before), 1), format(f.values(after), 1))
+			continue
+		}
+		fmt.Fprintf(w, "  %-48s %s\n", f.what, format(f.values(after), 1))
+	}
+}
+
+func main() {
+	beforePath := flag.String("before", "", "`file` of an earlier run to print side by side")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: benchgoals [-before file] file")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	after, err := load(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchgoals:", err)
+		os.Exit(1)
+	}
+	var before results
+	if *beforePath != "" {
+		if before, err = load(*beforePath); err != nil {
+			fmt.Fprintln(os.Stderr, "benchgoals:", err)
+			os.Exit(1)
+		}
+	}
+	report(os.Stdout, before, after)
+}
