@@ -73,12 +73,20 @@ func wireTaskOf(t *host.Task) wireTask {
 		w.StatusMessage = "The job was cancelled."
 	case store.JobFailed:
 		var e struct {
-			Message string `json:"message"`
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			Retryable bool   `json:"retryable"`
 		}
-		if json.Unmarshal(t.Error, &e) == nil && e.Message != "" {
-			w.StatusMessage = "The job failed: " + e.Message
-		} else {
+		switch {
+		case json.Unmarshal(t.Error, &e) != nil || e.Message == "":
 			w.StatusMessage = "The job failed."
+		case e.Code != "" && e.Retryable:
+			// A client sees why, and that starting it again is the answer.
+			w.StatusMessage = "The job failed (" + e.Code + ", retryable): " + e.Message
+		case e.Code != "":
+			w.StatusMessage = "The job failed (" + e.Code + "): " + e.Message
+		default:
+			w.StatusMessage = "The job failed: " + e.Message
 		}
 	}
 	return w
