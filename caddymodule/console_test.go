@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
@@ -42,6 +43,26 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 		strings.NewReader(`{"match": [{"path": ["/console", "/console/*"]}], "handle": [`+handle+`]}`))
 	if code, b := send(t, req, "Content-Type", "application/json"); code != http.StatusOK {
 		t.Fatalf("add the console route: %d %s", code, b)
+	}
+	// The old config's server shuts down after the admin API answered: a
+	// connection it accepted meanwhile may be closed unanswered. Wait
+	// until the new route answers.
+	url := strings.TrimSuffix(g.MCPURL, "/mcp") + "/console/"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Close = true
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console route did not answer within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
