@@ -383,6 +383,13 @@ type CallRequest struct {
 	// (in order, from the calling goroutine, never after Call returns).
 	// The MCP endpoint sets it when the client asked for progress.
 	Progress func(ctx context.Context, chunk ProgressChunk)
+	// Log, when set with LogLevel (an MCP logging level), receives the
+	// log messages an upstream sends for a unary call at LogLevel and
+	// above (adapters that relay them, such as the mcp adapter), redacted,
+	// like Progress. The MCP endpoint sets it when the client has set a
+	// logging level.
+	Log      func(ctx context.Context, msg LogMessage)
+	LogLevel string
 }
 
 // Result is the outcome of a tool call, in MCP terms.

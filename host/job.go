@@ -120,7 +120,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	}
 	release := func() { unsubscribe(); slot() }
 	rreq := req
-	rreq.Progress = nil
+	rreq.Progress, rreq.Log = nil, nil
 	go h.runJob(rctx, cancel, release, job, op, rreq, args)
 	return job, nil
 }

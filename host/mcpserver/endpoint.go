@@ -366,6 +366,7 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			next++
 		}
 	}
+	ep.relayLogs(req, &cr) // logging.go
 	res, err := h.Call(ctx, cr)
 	if err != nil {
 		return nil, err

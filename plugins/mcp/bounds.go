@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -73,16 +74,23 @@ func (f *frameLimiter) Read(p []byte) (int, error) {
 func (f *frameLimiter) Close() error { return f.r.Close() }
 
 // limitTransport bounds the frames of every HTTP response body.
+// The SSE streams of calls that want log messages, and the standalone
+// stream, are read by a msgReader (logs.go) above the bound.
 type limitTransport struct {
 	base   http.RoundTripper
 	max    int64
 	marked *atomic.Bool
+	logs   *logRoutes
 }
 
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.Body != nil {
 		resp.Body = &frameLimiter{r: resp.Body, max: t.max, marked: t.marked}
+		tag, _ := req.Context().Value(callTagKey{}).(string)
+		if (tag != "" || req.Method == http.MethodGet) && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			resp.Body = newMsgReader(resp.Body, false, tag, t.logs)
+		}
 	}
 	return resp, err
 }
@@ -109,7 +117,7 @@ func (c *conn) stdioTransport() (gomcp.Transport, error) {
 		return nil, err
 	}
 	return &gomcp.IOTransport{
-		Reader:        &frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge},
+		Reader:        newMsgReader(&frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge}, true, "", &c.logs),
 		Writer:        &childStdin{WriteCloser: stdin, cmd: cmd},
 		MaxLineLength: -1, // frameLimiter bounds the lines
 	}, nil

@@ -69,6 +69,26 @@
 // buffer of 256, beyond which a flood is dropped (bounded memory, and the
 // shared session's reading never waits on a slow client).
 //
+// # Log messages
+//
+// When the client has set a logging level (the gateway asks through
+// InvokeWithProgress; sdk.WantsLog), the adapter lowers the upstream
+// session's level to it (logging/setLevel, only ever down, when the
+// upstream has the logging capability; also the call's _meta
+// io.modelcontextprotocol/logLevel, for 2026-07-28 upstreams) and relays
+// the upstream's notifications/message for the call at that level and
+// above (sdk.ReportLog). Since a log message names no request and the
+// session is shared, the adapter attributes messages itself: the call gets
+// a random tag, never sent upstream, and the messages read from the
+// call's own Streamable HTTP response stream (where go-sdk and TypeScript
+// servers send a request's log messages) are tagged with it as they are
+// read; a message read elsewhere (over stdio, or on the standalone stream)
+// is tagged for the one call in flight on the session, and dropped when
+// several or none are, so a caller never gets a message that may be
+// another's. The call waits after its result until the session has handed
+// over the messages read for it (at most 5s). 256 wait per call; beyond,
+// they are dropped. A window relays no log messages.
+//
 // # Windows over upstream progress
 //
 // With mode: window (on an entry with tool), a call is a window over the
@@ -119,5 +139,6 @@
 // Sampling and elicitation requests from an upstream are not relayed: the
 // adapter does not advertise those capabilities, so a conforming upstream
 // does not send them, and one that does gets a JSON-RPC "method not
-// found" error.
+// found" error. Log messages an upstream sends outside any call are not
+// relayed either.
 package mcp

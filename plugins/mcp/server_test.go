@@ -102,6 +102,21 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		return &gomcp.CallToolResult{IsError: in.Fail, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d ticks", in.N)}}}, nil
 	})
+	raw("logs", "Sends a log message at each of levels, then answers.", func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct {
+			Levels []string
+			Text   string
+		}
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		for i, l := range in.Levels {
+			//nolint:staticcheck // logging is deprecated as of 2026-07-28
+			if err := req.Session.Log(ctx, &gomcp.LoggingMessageParams{Level: gomcp.LoggingLevel(l), Logger: "upstream",
+				Data: map[string]any{"n": i, "text": in.Text}}); err != nil {
+				return nil, err
+			}
+		}
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d logs", len(in.Levels))}}}, nil
+	})
 	raw("big", "Answers a text of n bytes.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		var in struct{ N int }
 		_ = json.Unmarshal(req.Params.Arguments, &in)

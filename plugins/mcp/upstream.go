@@ -39,6 +39,11 @@ type conn struct {
 	// tooLarge is set when the upstream sent a message beyond
 	// max_message_bytes (bounds.go); the session then breaks.
 	tooLarge atomic.Bool
+	// logs routes the upstream's log messages to the calls (logs.go).
+	logs logRoutes
+	// level is the logging level set on the session levelOf (c.mu).
+	level   string
+	levelOf *gomcp.ClientSession
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -104,6 +109,9 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
 			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
 				c.routes.deliver(req.Params)
+			},
+			LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
+				c.logs.deliver(req.Params)
 			}})
 	t, err := c.transport()
 	if err != nil {
@@ -148,7 +156,7 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	if u.tls != nil {
 		base.TLSClientConfig = u.tls
 	}
-	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge}
+	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs}
 	if len(u.headers) > 0 {
 		rt = headerTransport{base: rt, headers: u.headers}
 	}
@@ -194,3 +202,33 @@ type connectError struct{ err error }
 
 func (e *connectError) Error() string { return e.err.Error() }
 func (e *connectError) Unwrap() error { return e.err }
+
+// setLevel asks the upstream for log messages at level and above on the
+// session s, unless it was asked for as much already, when the upstream
+// has the logging capability. The level of the shared session only goes
+// down; the adapter passes on to each call the levels its client asked
+// for.
+func (c *conn) setLevel(ctx context.Context, s *gomcp.ClientSession, level string) {
+	if ir := s.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+		return
+	}
+	c.mu.Lock()
+	cur := c.level
+	if c.levelOf != s {
+		cur = ""
+	}
+	c.mu.Unlock()
+	want := lowerLevel(cur, level)
+	if want == cur {
+		return
+	}
+	//nolint:staticcheck // logging is deprecated as of 2026-07-28, and still served before it
+	if err := s.SetLoggingLevel(ctx, &gomcp.SetLoggingLevelParams{Level: gomcp.LoggingLevel(want)}); err != nil {
+		return // the call goes on without the upstream's log messages
+	}
+	c.mu.Lock()
+	if c.levelOf != s || lowerLevel(c.level, want) == want {
+		c.level, c.levelOf = want, s
+	}
+	c.mu.Unlock()
+}

@@ -49,6 +49,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	}
 	if d.Progress {
 		caps = append(caps, wire.CapabilityProgress)
+		if d.Log {
+			caps = append(caps, wire.CapabilityLog)
+		}
 	}
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {

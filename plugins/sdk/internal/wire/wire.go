@@ -43,6 +43,8 @@ const (
 	CapabilityStream   = "stream"
 	// CapabilityProgress: InvokeWithProgress (Description.Progress).
 	CapabilityProgress = "progress"
+	// CapabilityLog: log messages in InvokeWithProgress (Description.Log).
+	CapabilityLog = "log"
 )
 
 // HostToolExecution is the host capability, listed in

@@ -75,7 +75,9 @@ type AdapterClient interface {
 	// each progress to the client with the client's own progress token.
 	// Optional: adapters that implement it list "progress" in
 	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
-	// UNIMPLEMENTED.
+	// UNIMPLEMENTED. Adapters that also list "log" send the upstream's log
+	// messages for the call (InvokeEvent.log) when InvokeRequest.relay asks
+	// for them.
 	InvokeWithProgress(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeEvent], error)
 }
 
@@ -198,7 +200,9 @@ type AdapterServer interface {
 	// each progress to the client with the client's own progress token.
 	// Optional: adapters that implement it list "progress" in
 	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
-	// UNIMPLEMENTED.
+	// UNIMPLEMENTED. Adapters that also list "log" send the upstream's log
+	// messages for the call (InvokeEvent.log) when InvokeRequest.relay asks
+	// for them.
 	InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error
 	mustEmbedUnimplementedAdapterServer()
 }
