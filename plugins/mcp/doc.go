@@ -23,6 +23,17 @@
 //     outlives it; a session that closes ends its child by closing its
 //     input, then SIGTERM after 2s, then SIGKILL.
 //
+// An upstream that is not an MCP server the adapter can speak to fails
+// the handshake at once, with an error naming it (a KindBadResponse
+// failure, not retryable, and a load error at expansion): one that answers
+// initialize with a protocol version the adapter does not speak (it asks
+// for 2025-11-25 after trying sessionless server/discover) or refuses the
+// adapter's (naming the versions it supports, when it says), or answers
+// with something other than JSON-RPC 2.0, such as an HTML page or a
+// response to a request the adapter never sent (which the go-sdk client
+// would otherwise ignore, waiting for the call's timeout). An upstream
+// that does not answer at all fails when the timeout passes.
+//
 // max_message_bytes (default 8 MiB, at most 48 MiB) bounds one message
 // from the upstream: a line over stdio, an SSE event or a JSON body over
 // HTTP. The adapter stops reading at the bound, so memory stays bounded,

@@ -180,20 +180,31 @@ func lowerLevel(a, b string) string {
 }
 
 // msgReader passes the upstream's messages through frame by frame (a line
-// over stdio, an SSE event over HTTP), counting the log messages
-// for their calls (logSink.read) and tagging them with their call's tag.
+// over stdio, an SSE event or a whole JSON body over HTTP), counting the
+// log messages for their calls (logSink.read) and tagging them with their
+// call's tag; check, when set, sees each message (handshake.go).
 type msgReader struct {
-	r       *bufio.Reader
-	c       io.Closer
-	perLine bool
-	tag     string
-	routes  *logRoutes
-	out     []byte
-	err     error
+	r      *bufio.Reader
+	c      io.Closer
+	mode   frameMode
+	tag    string
+	routes *logRoutes
+	check  func([]byte)
+	out    []byte
+	err    error
 }
 
-func newMsgReader(r io.ReadCloser, perLine bool, tag string, routes *logRoutes) *msgReader {
-	return &msgReader{r: bufio.NewReader(r), c: r, perLine: perLine, tag: tag, routes: routes}
+// frameMode is how a msgReader's stream is framed.
+type frameMode int
+
+const (
+	framedByLine  frameMode = iota // stdio: one message a line
+	framedByEvent                  // SSE: one message an event's data
+	framedByBody                   // a JSON body: one message
+)
+
+func newMsgReader(r io.ReadCloser, mode frameMode, tag string, routes *logRoutes) *msgReader {
+	return &msgReader{r: bufio.NewReader(r), c: r, mode: mode, tag: tag, routes: routes}
 }
 
 func (m *msgReader) Read(p []byte) (int, error) {
@@ -213,6 +224,17 @@ func (m *msgReader) Close() error { return m.c.Close() }
 // frame reads the next frame into out.
 func (m *msgReader) frame() {
 	m.out = nil
+	if m.mode == framedByBody {
+		b, err := io.ReadAll(m.r)
+		if m.err = err; err == nil {
+			m.err = io.EOF
+		}
+		if m.check != nil {
+			m.check(b)
+		}
+		m.out = b
+		return
+	}
 	var lines [][]byte
 	for {
 		line, err := m.r.ReadBytes('\n')
@@ -223,14 +245,14 @@ func (m *msgReader) frame() {
 			m.err = err
 			break
 		}
-		if m.perLine || len(bytes.TrimRight(line, "\r\n")) == 0 {
+		if m.mode == framedByLine || len(bytes.TrimRight(line, "\r\n")) == 0 {
 			break
 		}
 	}
 	data := -1 // the index of the frame's one data line
 	for i, l := range lines {
 		switch {
-		case m.perLine:
+		case m.mode == framedByLine:
 			data = i
 		case bytes.HasPrefix(l, []byte("data:")):
 			if data >= 0 {
@@ -241,6 +263,13 @@ func (m *msgReader) frame() {
 		}
 	}
 	if data >= 0 {
+		if m.check != nil {
+			body := bytes.TrimRight(lines[data], "\r\n")
+			if m.mode == framedByEvent {
+				body = bytes.TrimPrefix(bytes.TrimPrefix(body, []byte("data:")), []byte(" "))
+			}
+			m.check(body)
+		}
 		lines[data] = m.inspect(lines[data])
 	}
 	if len(lines) == 1 {
@@ -260,7 +289,7 @@ func (m *msgReader) inspect(line []byte) []byte {
 	body := bytes.TrimRight(line, "\r\n")
 	end := line[len(body):]
 	prefix := []byte(nil)
-	if !m.perLine {
+	if m.mode == framedByEvent {
 		prefix, body = []byte("data: "), bytes.TrimPrefix(bytes.TrimPrefix(body, []byte("data:")), []byte(" "))
 	}
 	var msg map[string]json.RawMessage

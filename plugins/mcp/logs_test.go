@@ -124,7 +124,7 @@ func TestMsgReader(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\r\n\r\n" +
 		"data: {\"method\":\"notifications/message\",\ndata: \"params\":{}}\n\n"
 	var routes logRoutes
-	out, err := io.ReadAll(newMsgReader(io.NopCloser(iotest.OneByteReader(strings.NewReader(in))), false, "t1", &routes))
+	out, err := io.ReadAll(newMsgReader(io.NopCloser(iotest.OneByteReader(strings.NewReader(in))), framedByEvent, "t1", &routes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestMsgReader(t *testing.T) {
 	}
 	tag, sink, done := routes.open()
 	defer done()
-	if _, err := io.ReadAll(newMsgReader(io.NopCloser(strings.NewReader(in)), false, tag, &routes)); err != nil || sink.read.Load() != 1 {
+	if _, err := io.ReadAll(newMsgReader(io.NopCloser(strings.NewReader(in)), framedByEvent, tag, &routes)); err != nil || sink.read.Load() != 1 {
 		t.Fatalf("%d log messages counted: %v", sink.read.Load(), err)
 	}
 }
@@ -150,7 +150,7 @@ func TestLogRoutes(t *testing.T) {
 	r.inflight.Add(1)
 	msg := "data: {\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":1}}\n\n"
 	read := func() {
-		if _, err := io.ReadAll(newMsgReader(io.NopCloser(strings.NewReader(msg)), false, "", &r)); err != nil {
+		if _, err := io.ReadAll(newMsgReader(io.NopCloser(strings.NewReader(msg)), framedByEvent, "", &r)); err != nil {
 			t.Fatal(err)
 		}
 	}

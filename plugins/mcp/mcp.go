@@ -339,6 +339,10 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 		ue.Kind, ue.Message = sdk.KindCancelled, "the call was cancelled"
 	case errors.As(err, &ce):
 		ue.Message, ue.Retryable = "cannot open an MCP session: "+a.describe(u, ce.err), true
+		if why, ok := handshakeError(u, ce.err); ok { // handshake.go
+			ue.Kind, ue.Retryable = sdk.KindBadResponse, false
+			ue.Message = fmt.Sprintf("cannot open an MCP session: %s is not an MCP server this adapter can speak to: %s", u.label, a.describe(u, errors.New(why)))
+		}
 	case notSent(err):
 		ue.Message, ue.Retryable = "the request could not be sent: "+a.describe(u, err), true
 	case errors.As(err, &rpc):

@@ -23,6 +23,9 @@ import (
 const serverEnv = "CRANK_MCP_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(badServerEnv); kind != "" {
+		serveBadStdio(kind) // handshake_test.go
+	}
 	if os.Getenv(serverEnv) == "stdio" {
 		if err := testServer(nil).Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
 			os.Exit(2)

@@ -41,6 +41,8 @@ type conn struct {
 	tooLarge atomic.Bool
 	// logs routes the upstream's log messages to the calls (logs.go).
 	logs logRoutes
+	// hs watches the handshake of a session being opened (handshake.go).
+	hs handshake
 	// level is the logging level set on the session levelOf (c.mu).
 	level   string
 	levelOf *gomcp.ClientSession
@@ -117,8 +119,15 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	if err != nil {
 		return nil, &connectError{err}
 	}
-	s, err := client.Connect(ctx, t, nil)
+	hctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	c.hs.start(fail)
+	s, err := client.Connect(hctx, t, nil)
+	c.hs.stop()
 	if err != nil {
+		if cause := context.Cause(hctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // the handshake watch failed it
+		}
 		return nil, &connectError{err}
 	}
 	c.session = s
@@ -156,7 +165,7 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	if u.tls != nil {
 		base.TLSClientConfig = u.tls
 	}
-	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs}
+	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
 	if len(u.headers) > 0 {
 		rt = headerTransport{base: rt, headers: u.headers}
 	}
