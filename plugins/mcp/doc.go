@@ -53,6 +53,18 @@
 // entry's own name. Each derived tool's config is the entry's connection
 // fields plus tool, so a call needs no listing.
 //
+// # Changed tools
+//
+// The adapter watches its expansions (sdk.OperationWatcher): it remembers
+// which entries it expanded against which upstream connection and, when
+// the upstream sends notifications/tools/list_changed or a session is
+// opened again after a lost one (the upstream may have restarted with
+// other tools), names those entries to the gateway, which expands them
+// again and tells its clients (notifications/tools/list_changed) when
+// their tools changed. Changes are heard while the adapter holds the
+// upstream's session: opened at expansion and kept; after a loss, from
+// the next call on.
+//
 // # Calls
 //
 // A call is a tools/call on the upstream with the client's arguments as

@@ -22,10 +22,7 @@ import (
 func TestInvokeRelaysLogs(t *testing.T) {
 	t.Parallel()
 	up := newHTTPUpstream(t, false)
-	for name, base := range map[string]map[string]any{
-		"http":  {"url": up.srv.URL},
-		"stdio": stdioConfig(t),
-	} {
+	for name, base := range transports(t, up) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			info, err := h.Describe(ctxT(t))

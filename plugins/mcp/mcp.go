@@ -71,6 +71,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 		ctx, cancel = context.WithTimeout(ctx, op.Timeout)
 		defer cancel()
 	}
+	a.pool.watch.expanded(u.key, op.Name) // watch.go
 	listed, err := a.listTools(ctx, u)
 	if err != nil {
 		return nil, []sdk.Diagnostic{sdk.Errorf(field, "listing the tools of %s failed: %s", u.label, a.failure(ctx, u, err).Message)}

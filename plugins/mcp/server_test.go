@@ -120,6 +120,12 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d logs", len(in.Levels))}}}, nil
 	})
+	raw("grow", "Adds the tool grown to the server.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		raw("grown", "Added by grow.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "grown"}}}, nil
+		})
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "grew"}}}, nil
+	})
 	raw("big", "Answers a text of n bytes.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		var in struct{ N int }
 		_ = json.Unmarshal(req.Params.Arguments, &in)
@@ -181,4 +187,10 @@ func (u *httpUpstream) restart() {
 	u.handler = h
 	u.mu.Unlock()
 	u.srv.CloseClientConnections()
+}
+
+// transports are the configs of the test server over Streamable HTTP (up)
+// and over stdio (a child process), by name.
+func transports(t *testing.T, up *httpUpstream) map[string]map[string]any {
+	return map[string]map[string]any{"http": {"url": up.srv.URL}, "stdio": stdioConfig(t)}
 }

@@ -24,6 +24,8 @@ type pool struct {
 	conns map[string]*conn
 	// progress routes the sessions' progress notifications to the calls.
 	progress progressRoutes
+	// watch tells the hosts when upstreams' tools change (watch.go).
+	watch watchHub
 }
 
 // conn is the session of one upstream, opened lazily and again after it
@@ -43,6 +45,9 @@ type conn struct {
 	logs logRoutes
 	// hs watches the handshake of a session being opened (handshake.go).
 	hs handshake
+	// watch hears of changed tools; opened counts the sessions opened.
+	watch  *watchHub
+	opened int
 	// level is the logging level set on the session levelOf (c.mu).
 	level   string
 	levelOf *gomcp.ClientSession
@@ -67,7 +72,7 @@ func (p *pool) get(u *upstream) *conn {
 			delete(p.conns, key)
 			oldest.drop(nil)
 		}
-		c = &conn{up: u, routes: &p.progress}
+		c = &conn{up: u, routes: &p.progress, watch: &p.watch}
 		p.conns[u.key] = c
 	}
 	c.used = time.Now()
@@ -114,6 +119,9 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 			},
 			LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
 				c.logs.deliver(req.Params)
+			},
+			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
+				c.watch.changed(c.up.key) // watch.go
 			}})
 	t, err := c.transport()
 	if err != nil {
@@ -131,6 +139,11 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		return nil, &connectError{err}
 	}
 	c.session = s
+	if c.opened++; c.opened > 1 {
+		// A new session after a lost one: the upstream may have
+		// restarted with other tools.
+		c.watch.changed(c.up.key)
+	}
 	// A session that ends by itself (the upstream closed its stream or
 	// exited) is forgotten at once, so the next call opens a new one
 	// rather than failing on the dead one.

@@ -63,6 +63,7 @@ type Capabilities struct {
 	Stream   bool // Stream: sdk.Streamer
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
 	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
+	Watch    bool // WatchOperations: sdk.OperationWatcher
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -105,6 +106,8 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 		case wire.CapabilityLog:
 			info.Capabilities.Log = true
 			info.Log = true
+		case wire.CapabilityWatch:
+			info.Capabilities.Watch = true
 		}
 	}
 	return info, nil

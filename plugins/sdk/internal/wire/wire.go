@@ -45,6 +45,8 @@ const (
 	CapabilityProgress = "progress"
 	// CapabilityLog: log messages in InvokeWithProgress (Description.Log).
 	CapabilityLog = "log"
+	// CapabilityWatch: WatchOperations (sdk.OperationWatcher).
+	CapabilityWatch = "watch"
 )
 
 // HostToolExecution is the host capability, listed in

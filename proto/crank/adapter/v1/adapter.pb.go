@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type DescribeRequest struct {
@@ -1718,6 +1718,99 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
+type WatchOperationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host's own version string, for the adapter's logs.
+	HostVersion   string `protobuf:"bytes,1,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOperationsRequest) Reset() {
+	*x = WatchOperationsRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOperationsRequest) ProtoMessage() {}
+
+func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchOperationsRequest) GetHostVersion() string {
+	if x != nil {
+		return x.HostVersion
+	}
+	return ""
+}
+
+// OperationsChanged names operations-file entries (Operation.name as
+// ExpandOperation received it) whose expansion may have changed. A host
+// that has no entry of a name ignores it; one whose entry expands as
+// before changes nothing.
+type OperationsChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []string               `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationsChanged) Reset() {
+	*x = OperationsChanged{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationsChanged) ProtoMessage() {}
+
+func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
+func (*OperationsChanged) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OperationsChanged) GetOperations() []string {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
 // StreamEvent is one event of an upstream stream.
 type StreamEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1737,7 +1830,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1842,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1855,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -1860,7 +1953,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1965,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1978,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -1918,7 +2011,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2023,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2036,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Gap) GetReason() string {
@@ -1964,7 +2057,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2069,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2082,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *End) GetCursor() string {
@@ -2032,7 +2125,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2137,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2150,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -2154,7 +2247,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2259,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2272,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Attribute) GetKey() string {
@@ -2388,7 +2481,13 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x81\x02\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\";\n" +
+	"\x16WatchOperationsRequest\x12!\n" +
+	"\fhost_version\x18\x01 \x01(\tR\vhostVersion\"3\n" +
+	"\x11OperationsChanged\x12\x1e\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\tR\n" +
+	"operations\"\x81\x02\n" +
 	"\vStreamEvent\x12,\n" +
 	"\x04item\x18\x01 \x01(\v2\x16.crank.adapter.v1.ItemH\x00R\x04item\x12)\n" +
 	"\x03gap\x18\x02 \x01(\v2\x15.crank.adapter.v1.GapH\x00R\x03gap\x12)\n" +
@@ -2439,14 +2538,15 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xa3\x04\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x87\x05\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
 	"\x0fExpandOperation\x12(.crank.adapter.v1.ExpandOperationRequest\x1a).crank.adapter.v1.ExpandOperationResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
 	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12V\n" +
-	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
+	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -2461,7 +2561,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -2486,13 +2586,15 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*InvokeEvent)(nil),               // 20: crank.adapter.v1.InvokeEvent
 	(*LogMessage)(nil),                // 21: crank.adapter.v1.LogMessage
 	(*Progress)(nil),                  // 22: crank.adapter.v1.Progress
-	(*StreamEvent)(nil),               // 23: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 24: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 25: crank.adapter.v1.Gap
-	(*End)(nil),                       // 26: crank.adapter.v1.End
-	(*Span)(nil),                      // 27: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 28: crank.adapter.v1.Attribute
-	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
+	(*WatchOperationsRequest)(nil),    // 23: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 24: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 25: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 26: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 27: crank.adapter.v1.Gap
+	(*End)(nil),                       // 28: crank.adapter.v1.End
+	(*Span)(nil),                      // 29: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 30: crank.adapter.v1.Attribute
+	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -2505,38 +2607,40 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	12, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	29, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	31, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	14, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	16, // 13: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
 	18, // 14: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	19, // 15: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	27, // 16: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	29, // 16: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	2,  // 17: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
 	22, // 18: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
 	17, // 19: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
 	21, // 20: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	24, // 21: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	25, // 22: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	26, // 23: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	26, // 21: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	27, // 22: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	28, // 23: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
 	19, // 24: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	27, // 25: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	29, // 25: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
 	3,  // 26: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	28, // 27: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	30, // 27: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
 	4,  // 28: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
 	7,  // 29: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
 	9,  // 30: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
 	15, // 31: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
 	15, // 32: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
 	15, // 33: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	5,  // 34: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 35: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 36: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	17, // 37: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	23, // 38: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	20, // 39: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
+	23, // 34: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	5,  // 35: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 36: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 37: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	17, // 38: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	25, // 39: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	20, // 40: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	24, // 41: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2557,13 +2661,13 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[21].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[24].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[26].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -2575,7 +2679,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
