@@ -245,8 +245,8 @@ func (h *Host) watchAdapter(ctx context.Context, sup *Supervisor, changed func()
 	}
 	reexpand := func(names []string) {
 		for _, n := range names {
-			if et := h.entries[n]; et == nil || et.sup != sup {
-				continue
+			if et := h.entries[n]; et == nil || et.sup != sup || et.entry.Family != nil {
+				continue // not this host's, or a family's (its tools change at the next load)
 			}
 			ok, err := h.Reexpand(ctx, n)
 			switch {
