@@ -30,11 +30,7 @@ func TestInvokeRelaysLogs(t *testing.T) {
 			if err != nil || !info.Capabilities.Log {
 				t.Fatalf("describe: %+v %v", info, err)
 			}
-			cfg := map[string]any{"tool": "logs"}
-			for k, v := range base {
-				cfg[k] = v
-			}
-			cj, _ := json.Marshal(cfg)
+			cj, _ := json.Marshal(withTool(base, "logs"))
 			req := &sdk.Request{Operation: sdk.Operation{Name: "logs", Config: cj},
 				Arguments: json.RawMessage(`{"levels": ["debug", "info", "warning", "error"], "text": "hello"}`)}
 			var got []string
@@ -87,11 +83,7 @@ func TestLogsOfConcurrentCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := map[string]any{"tool": "logs"}
-			for k, v := range base {
-				cfg[k] = v
-			}
-			cj, _ := json.Marshal(cfg)
+			cj, _ := json.Marshal(withTool(base, "logs"))
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
 			var total atomic.Int64

@@ -164,11 +164,7 @@ func TestValidate(t *testing.T) {
 // call invokes the upstream tool name through the adapter.
 func call(t *testing.T, h *adaptertest.Harness, base map[string]any, name, args string, timeout time.Duration) (*sdk.Result, *sdk.UpstreamError) {
 	t.Helper()
-	cfg := map[string]any{"tool": name}
-	for k, v := range base {
-		cfg[k] = v
-	}
-	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: args, Timeout: timeout})
+	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: withTool(base, name), Args: args, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("%s: adapter error %v", name, err)
 	}

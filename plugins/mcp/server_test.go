@@ -194,3 +194,12 @@ func (u *httpUpstream) restart() {
 func transports(t *testing.T, up *httpUpstream) map[string]map[string]any {
 	return map[string]map[string]any{"http": {"url": up.srv.URL}, "stdio": stdioConfig(t)}
 }
+
+// withTool is the config base with tool set.
+func withTool(base map[string]any, tool string) map[string]any {
+	cfg := map[string]any{"tool": tool}
+	for k, v := range base {
+		cfg[k] = v
+	}
+	return cfg
+}
