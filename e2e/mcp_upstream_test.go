@@ -90,6 +90,7 @@ func mcpUpstreamServer() *mcp.Server {
 			}
 			return nil, upEchoOut{Echo: fmt.Sprintf("%d ticks", in.N), PID: os.Getpid()}, nil
 		})
+	addLogsTool(s) // mcp_upstream_logs_test.go
 	return s
 }
 

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -109,33 +108,17 @@ operations:
 }
 
 type progressLog struct {
-	mu     sync.Mutex
-	params []*mcp.ProgressNotificationParams
+	collected[*mcp.ProgressNotificationParams]
 }
 
 func (p *progressLog) handler(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.params = append(p.params, req.Params)
+	p.add(req.Params)
 }
 
 // take returns the notifications received, waiting up to 5s for n of
 // them: the go-sdk client may run its handler after CallTool returned,
 // although the server sent every notification before the response.
-func (p *progressLog) take(n int) []*mcp.ProgressNotificationParams {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		p.mu.Lock()
-		if len(p.params) >= n || time.Now().After(deadline) {
-			out := p.params
-			p.params = nil
-			p.mu.Unlock()
-			return out
-		}
-		p.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+func (p *progressLog) take(n int) []*mcp.ProgressNotificationParams { return p.wait(n, 5*time.Second) }
 
 func TestWindowGoSDK(t *testing.T) {
 	t.Parallel()

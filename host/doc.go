@@ -101,6 +101,14 @@
 // may also end in the truncation mark; a redacted path ending in an index,
 // a wildcard or a filter leaves items undescribed.
 //
+// An entry's tools can change while the host serves them: an adapter
+// that watches its expansions (Capabilities.Watch, e.g. the mcp adapter
+// when an upstream's tools change) names the entries to expand again, and
+// [Host.Reexpand] checks the new tools as a load does and replaces the
+// table of tools served in one step; a failed expansion keeps the last
+// good tools. [Host.Watch] listens while the host is served (the MCP
+// endpoint starts it on Attach and ends it on Detach).
+//
 // A tool an entry expands to may carry its own mode and window config
 // (Tool.mode, Tool.execution_json: an OpenAPI operation that answers a
 // stream, with its override's limits). It is checked as an entry's, each

@@ -44,7 +44,7 @@ func (h *Host) bindFamilies(opts Options, fail func(op, field, reason string)) {
 			if ref.name == "" {
 				continue
 			}
-			target, ok := h.ops[ref.name]
+			target, ok := h.op(ref.name)
 			switch {
 			case !ok:
 				fail(x.Name, ref.field, fmt.Sprintf("no operation named %q", ref.name))

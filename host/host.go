@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,8 +54,15 @@ type Host struct {
 	cat    *Catalog
 	log    *zap.Logger
 	redact *Redactor
-	ops    map[string]*boundOp
-	list   []*Operation
+	// tab is the tools served, replaced whole when an entry is expanded
+	// again (reexpand.go).
+	tab atomic.Pointer[toolTable]
+	// entries are the operations-file entries with the tools each
+	// stands for (reexpand.go).
+	entries map[string]*entryTools
+	// reexpand serialises re-expansions; watch is the adapters' watch.
+	reexpand sync.Mutex
+	watch    watchState
 
 	// Session and async_job families.
 	families map[string]*boundOp // by operation name
@@ -90,7 +99,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Audit == nil {
 		opts.Audit = opts.Logger.Named("audit")
 	}
-	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), ops: map[string]*boundOp{},
+	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), entries: map[string]*entryTools{},
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
 		access: opts.Logger.Named("access")}
 	var errs []error
@@ -101,6 +110,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		errs = append(errs, &ConfigError{File: file, Line: line, Operation: op, Field: field, Reason: h.redact.String(reason)})
 	}
+	tab := &toolTable{ops: map[string]*boundOp{}}
 	for _, op := range h.cat.Operations {
 		sup, err := opts.Adapter(op.Adapter)
 		if err != nil {
@@ -180,18 +190,22 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			tools = append(tools, fam...)
 			h.families[x.Name] = x
 		}
+		et := &entryTools{entry: op, sup: sup, expanded: desc.Capabilities.Expand}
 		for _, x := range tools {
 			switch {
 			case x.Description == "":
 				fail(x.Name, "description", "is required (clients show it to the model)")
-			case h.ops[x.Name] != nil:
-				fail(x.Name, "name", "duplicate tool name"+sameName(h.ops[x.Name].Operation, x.Operation))
+			case tab.ops[x.Name] != nil:
+				fail(x.Name, "name", "duplicate tool name"+sameName(tab.ops[x.Name].Operation, x.Operation))
 			default:
-				h.ops[x.Name] = x
-				h.list = append(h.list, x.Operation)
+				tab.ops[x.Name] = x
+				tab.list = append(tab.list, x.Operation)
+				et.tools = append(et.tools, x.Name)
 			}
 		}
+		h.entries[op.Name] = et
 	}
+	h.tab.Store(tab)
 	if len(h.families) > 0 {
 		h.bindFamilies(opts, fail)
 	}
@@ -355,7 +369,7 @@ func (h *Host) Catalog() *Catalog { return h.cat }
 
 // Operations returns the tools the host serves, in file order, with
 // entries expanded by their adapters.
-func (h *Host) Operations() []*Operation { return h.list }
+func (h *Host) Operations() []*Operation { return h.tab.Load().list }
 
 // Redactor returns the host's secret redactor, for logs written by callers.
 func (h *Host) Redactor() *Redactor { return h.redact }
@@ -383,6 +397,13 @@ type CallRequest struct {
 	// (in order, from the calling goroutine, never after Call returns).
 	// The MCP endpoint sets it when the client asked for progress.
 	Progress func(ctx context.Context, chunk ProgressChunk)
+	// Log, when set with LogLevel (an MCP logging level), receives the
+	// log messages an upstream sends for a unary call at LogLevel and
+	// above (adapters that relay them, such as the mcp adapter), redacted,
+	// like Progress. The MCP endpoint sets it when the client has set a
+	// logging level.
+	Log      func(ctx context.Context, msg LogMessage)
+	LogLevel string
 }
 
 // Result is the outcome of a tool call, in MCP terms.
@@ -412,7 +433,7 @@ var ErrUnknownTool = errors.New("unknown tool")
 // errors, adapter crashes, timeouts) come back as a Result with IsError
 // set; the error return is kept for protocol-level failures (unknown tool).
 func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error) {
-	op, ok := h.ops[req.Tool]
+	op, ok := h.op(req.Tool)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
 	}

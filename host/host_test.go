@@ -50,6 +50,9 @@ type testConfig struct {
 	Behavior string   `json:"behavior"`
 	Secret   string   `json:"secret"`
 	Tools    []string `json:"tools"`
+	// File, with behavior "file", holds the tools' names, one a line
+	// ("!" fails the expansion) (reexpand_test.go).
+	File string `json:"file"`
 }
 
 // ExpandOperation: behavior "expand" makes one tool per name in tools,
@@ -67,6 +70,8 @@ func (testAdapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.
 				Annotations: sdk.Annotations{ReadOnly: sdk.Bool(true)}})
 		}
 		return tools, []sdk.Diagnostic{{Severity: sdk.SeverityWarning, Field: "tools", Message: "skipped one"}}
+	case "file":
+		return expandFile(c.File)
 	case "derive":
 		return []sdk.Tool{{Description: "derived description",
 			InputSchema: json.RawMessage(`{"type":"object","required":["q"]}`)}}, nil
@@ -80,7 +85,7 @@ func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk
 		return []sdk.Diagnostic{sdk.Errorf("", "%v", err)}
 	}
 	switch c.Behavior {
-	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive":
+	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive", "file":
 		return nil
 	}
 	return []sdk.Diagnostic{sdk.Errorf("behavior", "unknown behavior %q", c.Behavior)}

@@ -120,7 +120,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	}
 	release := func() { unsubscribe(); slot() }
 	rreq := req
-	rreq.Progress = nil
+	rreq.Progress, rreq.Log = nil, nil
 	go h.runJob(rctx, cancel, release, job, op, rreq, args)
 	return job, nil
 }
@@ -220,7 +220,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 	if err != nil {
 		return errorResult("job.status_arguments: " + err.Error()), doc
 	}
-	statusOp := h.ops[j.StatusOperation]
+	statusOp, _ := h.op(j.StatusOperation)
 	failures, polls := 0, 0
 	for {
 		t := time.NewTimer(ms(j.PollIntervalMS))
@@ -277,7 +277,7 @@ func (h *Host) cancelUpstreamJob(op *boundOp, req CallRequest, startDoc any, log
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
-	if r := h.invoke(ctx, h.ops[j.CancelOperation], req, args); r.IsError {
+	if r := h.invoke(ctx, h.opOrNil(j.CancelOperation), req, args); r.IsError {
 		log.Warn("upstream job cancel failed", zap.String("error", r.Text))
 	}
 }

@@ -6,7 +6,7 @@ package host
 // family's operation, whose Name is the operation's. ok is false for a
 // tool the host does not serve.
 func (h *Host) OperationOf(tool string) (op *Operation, ok bool) {
-	b, ok := h.ops[tool]
+	b, ok := h.op(tool)
 	if !ok {
 		return nil, false
 	}
@@ -20,6 +20,6 @@ func (h *Host) OperationOf(tool string) (op *Operation, ok bool) {
 // operation's (a unary or window tool, a family's start tool), as
 // opposed to a family tool's own (a session or job id).
 func (h *Host) CarriesArguments(tool string) bool {
-	b, ok := h.ops[tool]
+	b, ok := h.op(tool)
 	return ok && (b.Role == "" || b.Role == RoleStart)
 }

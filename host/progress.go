@@ -2,22 +2,60 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
+// LogMessage is a log message an upstream sent for a call: an MCP
+// logging level, the logger's name (possibly empty) and the data as a
+// JSON value, redacted.
+type LogMessage struct {
+	Level  string
+	Logger string
+	Data   json.RawMessage
+}
+
 // invokeAdapter makes a unary adapter call. When the client asked for
 // progress and the adapter reports it (Capabilities.Progress), the
 // adapter's progress reports are relayed to req.Progress, redacted, as
-// they come, before the answer.
+// they come, before the answer; likewise the upstream's log messages to
+// req.Log when the client set a logging level and the adapter relays them
+// (Capabilities.Log).
 func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp, req CallRequest, ar *sdk.Request) (*sdk.Result, error) {
 	desc := op.sup.Description()
-	if req.Progress == nil || desc == nil || !desc.Capabilities.Progress {
+	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) {
 		return c.Invoke(ctx, ar)
 	}
-	return c.InvokeWithProgress(ctx, ar, desc.Capabilities, func(p sdk.Progress) {
-		req.Progress(ctx, ProgressChunk{Relayed: true, Progress: p.Progress, Total: p.Total,
-			Message: req.upstream.redactString(h.redact.String(p.Message))})
-	})
+	var r client.Relay
+	if req.Progress != nil {
+		r.Progress = func(p sdk.Progress) {
+			req.Progress(ctx, ProgressChunk{Relayed: true, Progress: p.Progress, Total: p.Total,
+				Message: req.upstream.redactString(h.redact.String(p.Message))})
+		}
+	}
+	if req.Log != nil {
+		r.LogLevel = req.LogLevel
+		r.Log = func(m sdk.LogMessage) {
+			req.Log(ctx, LogMessage{Level: m.Level, Logger: req.upstream.redactString(h.redact.String(m.Logger)),
+				Data: h.redactLogData(req, m.Data)})
+		}
+	}
+	return c.InvokeRelayed(ctx, ar, desc.Capabilities, r)
+}
+
+// redactLogData redacts a log message's data: the secrets the host knows
+// and the call's upstream credential, in every form they may take in
+// JSON. Data that is not JSON is taken as a string.
+func (h *Host) redactLogData(req CallRequest, data json.RawMessage) json.RawMessage {
+	if !json.Valid(data) {
+		b, _ := json.Marshal(string(data))
+		data = b
+	}
+	data = h.redact.JSON(data)
+	if req.upstream != nil {
+		data = req.upstream.redactor.JSON(data)
+	}
+	return data
 }

@@ -93,7 +93,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	}
 	release := func() { unsubscribe(); slot() }
 	rreq := req
-	rreq.Progress = nil
+	rreq.Progress, rreq.Log = nil, nil
 	go h.runStreamSession(rctx, cancel, release, ss, op, rreq, args)
 	return structured(map[string]any{
 		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,

@@ -41,7 +41,7 @@ const taskPollInterval = time.Second
 // TaskTool reports whether the named tool accepts task-augmented calls:
 // the start tool of an async_job family.
 func (h *Host) TaskTool(name string) bool {
-	op, ok := h.ops[name]
+	op, ok := h.op(name)
 	return ok && op.Role == RoleStart && op.Mode == ModeAsyncJob
 }
 
@@ -49,7 +49,7 @@ func (h *Host) TaskTool(name string) bool {
 // (bad arguments, a quota, the store unavailable) comes back as an error
 // Result, like Call's; err is ErrUnknownTool or ErrNotTaskTool.
 func (h *Host) StartTask(ctx context.Context, req CallRequest) (_ *Task, res *Result, _ error) {
-	op, ok := h.ops[req.Tool]
+	op, ok := h.op(req.Tool)
 	if !ok {
 		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
 	}

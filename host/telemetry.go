@@ -226,6 +226,6 @@ func (s *Supervisor) Running() bool { return !s.Exited() }
 // Serves reports whether the host serves the tool: only such names become
 // telemetry labels and span names.
 func (h *Host) Serves(tool string) bool {
-	_, ok := h.ops[tool]
+	_, ok := h.op(tool)
 	return ok
 }

@@ -12,6 +12,7 @@
 //	ep.Attach(h, st)          // h serves the calls; st (a *store.Etcd) keeps sessions and events
 //	...
 //	ep.Attach(h2, nil)        // h2's tools replace h's; clients get tools/list_changed
+//	                          // (and again when an entry of h2 expands to other tools: host.Watch)
 //	ep.Detach(h)
 //	ep.Close()
 //

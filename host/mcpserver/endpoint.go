@@ -271,6 +271,7 @@ func (ep *Endpoint) Attach(h *host.Host, st Store) {
 		ep.store.Store(&st)
 	}
 	ep.syncLocked()
+	ep.watchHost(h) // reexpand.go
 	select {
 	case <-ep.attached:
 	default:
@@ -283,6 +284,9 @@ func (ep *Endpoint) Detach(h *host.Host) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	ep.hosts = slices.DeleteFunc(ep.hosts, func(x *host.Host) bool { return x == h })
+	if h != nil && !slices.Contains(ep.hosts, h) {
+		h.Unwatch()
+	}
 	ep.syncLocked()
 }
 
@@ -296,6 +300,12 @@ func (ep *Endpoint) syncLocked() {
 	if ep.active.Swap(h) == h {
 		return
 	}
+	ep.publishLocked(h)
+}
+
+// publishLocked publishes the tools of h, the active host: the SDK sends
+// its sessions notifications/tools/list_changed.
+func (ep *Endpoint) publishLocked(h *host.Host) {
 	var names []string
 	for _, op := range h.Operations() {
 		names = append(names, op.Name)
@@ -366,6 +376,7 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			next++
 		}
 	}
+	ep.relayLogs(req, &cr) // logging.go
 	res, err := h.Call(ctx, cr)
 	if err != nil {
 		return nil, err

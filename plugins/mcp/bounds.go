@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -73,16 +74,37 @@ func (f *frameLimiter) Read(p []byte) (int, error) {
 func (f *frameLimiter) Close() error { return f.r.Close() }
 
 // limitTransport bounds the frames of every HTTP response body.
+// The SSE streams of calls that want log messages, and the standalone
+// stream, are read by a msgReader (logs.go) above the bound.
 type limitTransport struct {
 	base   http.RoundTripper
 	max    int64
 	marked *atomic.Bool
+	logs   *logRoutes
+	hs     *handshake
 }
 
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	hs := t.hs.watching()
+	if hs && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(body, t.max))
+			t.hs.sentMsg(b)
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.Body != nil {
 		resp.Body = &frameLimiter{r: resp.Body, max: t.max, marked: t.marked}
+		tag, _ := req.Context().Value(callTagKey{}).(string)
+		switch ct := resp.Header.Get("Content-Type"); {
+		case strings.HasPrefix(ct, "text/event-stream") && (tag != "" || hs || req.Method == http.MethodGet):
+			resp.Body = newMsgReader(resp.Body, framedByEvent, tag, t.logs)
+		case strings.HasPrefix(ct, "application/json") && hs:
+			resp.Body = newMsgReader(resp.Body, framedByBody, "", t.logs)
+		}
+		if m, ok := resp.Body.(*msgReader); ok && hs {
+			m.check = t.hs.received
+		}
 	}
 	return resp, err
 }
@@ -108,9 +130,11 @@ func (c *conn) stdioTransport() (gomcp.Transport, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	r := newMsgReader(&frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge}, framedByLine, "", &c.logs)
+	r.check = c.hs.received
 	return &gomcp.IOTransport{
-		Reader:        &frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge},
-		Writer:        &childStdin{WriteCloser: stdin, cmd: cmd},
+		Reader:        r,
+		Writer:        &childStdin{WriteCloser: stdin, cmd: cmd, hs: &c.hs},
 		MaxLineLength: -1, // frameLimiter bounds the lines
 	}, nil
 }
@@ -120,6 +144,13 @@ func (c *conn) stdioTransport() (gomcp.Transport, error) {
 type childStdin struct {
 	io.WriteCloser
 	cmd *exec.Cmd
+	hs  *handshake
+}
+
+// Write notes the requests of a handshake (handshake.go).
+func (s *childStdin) Write(p []byte) (int, error) {
+	s.hs.sentMsg(p)
+	return s.WriteCloser.Write(p)
 }
 
 const terminateWait = 2 * time.Second

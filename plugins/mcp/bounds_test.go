@@ -19,10 +19,7 @@ import (
 func TestResultSizeBound(t *testing.T) {
 	t.Parallel()
 	up := newHTTPUpstream(t, false)
-	for name, base := range map[string]map[string]any{
-		"http":  {"url": up.srv.URL},
-		"stdio": stdioConfig(t),
-	} {
+	for name, base := range transports(t, up) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			_, ue := call(t, h, base, "big", `{"n": 10485760}`, 20*time.Second)

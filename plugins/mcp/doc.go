@@ -23,6 +23,17 @@
 //     outlives it; a session that closes ends its child by closing its
 //     input, then SIGTERM after 2s, then SIGKILL.
 //
+// An upstream that is not an MCP server the adapter can speak to fails
+// the handshake at once, with an error naming it (a KindBadResponse
+// failure, not retryable, and a load error at expansion): one that answers
+// initialize with a protocol version the adapter does not speak (it asks
+// for 2025-11-25 after trying sessionless server/discover) or refuses the
+// adapter's (naming the versions it supports, when it says), or answers
+// with something other than JSON-RPC 2.0, such as an HTML page or a
+// response to a request the adapter never sent (which the go-sdk client
+// would otherwise ignore, waiting for the call's timeout). An upstream
+// that does not answer at all fails when the timeout passes.
+//
 // max_message_bytes (default 8 MiB, at most 48 MiB) bounds one message
 // from the upstream: a line over stdio, an SSE event or a JSON body over
 // HTTP. The adapter stops reading at the bound, so memory stays bounded,
@@ -41,6 +52,18 @@
 // entry with tool set stands for that one upstream tool alone, under the
 // entry's own name. Each derived tool's config is the entry's connection
 // fields plus tool, so a call needs no listing.
+//
+// # Changed tools
+//
+// The adapter watches its expansions (sdk.OperationWatcher): it remembers
+// which entries it expanded against which upstream connection and, when
+// the upstream sends notifications/tools/list_changed or a session is
+// opened again after a lost one (the upstream may have restarted with
+// other tools), names those entries to the gateway, which expands them
+// again and tells its clients (notifications/tools/list_changed) when
+// their tools changed. Changes are heard while the adapter holds the
+// upstream's session: opened at expansion and kept; after a loss, from
+// the next call on.
 //
 // # Calls
 //
@@ -68,6 +91,26 @@
 // on a shared session are routed by token; those of one call wait in a
 // buffer of 256, beyond which a flood is dropped (bounded memory, and the
 // shared session's reading never waits on a slow client).
+//
+// # Log messages
+//
+// When the client has set a logging level (the gateway asks through
+// InvokeWithProgress; sdk.WantsLog), the adapter lowers the upstream
+// session's level to it (logging/setLevel, only ever down, when the
+// upstream has the logging capability; also the call's _meta
+// io.modelcontextprotocol/logLevel, for 2026-07-28 upstreams) and relays
+// the upstream's notifications/message for the call at that level and
+// above (sdk.ReportLog). Since a log message names no request and the
+// session is shared, the adapter attributes messages itself: the call gets
+// a random tag, never sent upstream, and the messages read from the
+// call's own Streamable HTTP response stream (where go-sdk and TypeScript
+// servers send a request's log messages) are tagged with it as they are
+// read; a message read elsewhere (over stdio, or on the standalone stream)
+// is tagged for the one call in flight on the session, and dropped when
+// several or none are, so a caller never gets a message that may be
+// another's. The call waits after its result until the session has handed
+// over the messages read for it (at most 5s). 256 wait per call; beyond,
+// they are dropped. A window relays no log messages.
 //
 // # Windows over upstream progress
 //
@@ -119,5 +162,6 @@
 // Sampling and elicitation requests from an upstream are not relayed: the
 // adapter does not advertise those capabilities, so a conforming upstream
 // does not send them, and one that does gets a JSON-RPC "method not
-// found" error.
+// found" error. Log messages an upstream sends outside any call are not
+// relayed either.
 package mcp

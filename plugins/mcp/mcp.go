@@ -40,7 +40,7 @@ func newAdapter() *adapter {
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	schema, err := a.configs.Schema()
 	return &sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema, Progress: true}, err
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema, Progress: true, Log: true}, err
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -71,6 +71,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 		ctx, cancel = context.WithTimeout(ctx, op.Timeout)
 		defer cancel()
 	}
+	a.pool.watch.expanded(u.key, op.Name) // watch.go
 	listed, err := a.listTools(ctx, u)
 	if err != nil {
 		return nil, []sdk.Diagnostic{sdk.Errorf(field, "listing the tools of %s failed: %s", u.label, a.failure(ctx, u, err).Message)}
@@ -172,14 +173,22 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		defer cancel()
 	}
 	var res *gomcp.CallToolResult
+	var r relay
 	if sdk.WantsProgress(ctx) {
 		// The client asked for progress: the upstream's is relayed (a
 		// flood is thinned by the bounded buffer, not reported).
-		res, err = a.progressCall(ctx, u, callParams(u.tool, req),
-			func(p *gomcp.ProgressNotificationParams) error {
-				return sdk.ReportProgress(ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
-			},
-			func(int64) error { return nil })
+		r.progress = func(p *gomcp.ProgressNotificationParams) error {
+			return sdk.ReportProgress(ctx, sdk.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}
+		r.dropped = func(int64) error { return nil }
+	}
+	if r.logLevel = sdk.WantsLog(ctx); r.logLevel != "" {
+		// The client set a logging level: the upstream's log messages for
+		// the call are relayed (logs.go).
+		r.log = func(p *gomcp.LoggingMessageParams) { _ = sdk.ReportLog(ctx, logMessage(p)) }
+	}
+	if r.progress != nil || r.log != nil {
+		res, err = a.relayedCall(ctx, u, callParams(u.tool, req), r)
 	} else {
 		res, err = a.call(ctx, u, callParams(u.tool, req))
 	}
@@ -214,8 +223,20 @@ func callParams(name string, req *sdk.Request) *gomcp.CallToolParams {
 
 // call makes one tools/call on the upstream's session.
 func (a *adapter) call(ctx context.Context, u *upstream, params *gomcp.CallToolParams) (*gomcp.CallToolResult, error) {
+	return a.callOn(ctx, a.pool.get(u), u, params, "")
+}
+
+// callOn makes one tools/call on the session of c, counted in flight (for
+// the routing of log messages), asking the upstream for log messages at
+// logLevel and above first unless logLevel is "".
+func (a *adapter) callOn(ctx context.Context, c *conn, u *upstream, params *gomcp.CallToolParams, logLevel string) (*gomcp.CallToolResult, error) {
+	c.logs.inflight.Add(1)
+	defer c.logs.inflight.Add(-1)
 	var res *gomcp.CallToolResult
-	err := a.withSession(ctx, u, false, func(s *gomcp.ClientSession) error {
+	err := a.withConn(ctx, c, false, func(s *gomcp.ClientSession) error {
+		if logLevel != "" {
+			c.setLevel(ctx, s, logLevel)
+		}
 		var err error
 		res, err = s.CallTool(ctx, params)
 		return err
@@ -228,7 +249,11 @@ func (a *adapter) call(ctx context.Context, u *upstream, params *gomcp.CallToolP
 // when it is safe to repeat (idempotent) or its request never reached the
 // upstream (the upstream did not know the session).
 func (a *adapter) withSession(ctx context.Context, u *upstream, idempotent bool, f func(*gomcp.ClientSession) error) error {
-	c := a.pool.get(u)
+	return a.withConn(ctx, a.pool.get(u), idempotent, f)
+}
+
+// withConn is withSession on the connection c.
+func (a *adapter) withConn(ctx context.Context, c *conn, idempotent bool, f func(*gomcp.ClientSession) error) error {
 	resent, reopened := false, false
 	for {
 		s, err := c.open(ctx)
@@ -315,6 +340,10 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 		ue.Kind, ue.Message = sdk.KindCancelled, "the call was cancelled"
 	case errors.As(err, &ce):
 		ue.Message, ue.Retryable = "cannot open an MCP session: "+a.describe(u, ce.err), true
+		if why, ok := handshakeError(u, ce.err); ok { // handshake.go
+			ue.Kind, ue.Retryable = sdk.KindBadResponse, false
+			ue.Message = fmt.Sprintf("cannot open an MCP session: %s is not an MCP server this adapter can speak to: %s", u.label, a.describe(u, errors.New(why)))
+		}
 	case notSent(err):
 		ue.Message, ue.Retryable = "the request could not be sent: "+a.describe(u, err), true
 	case errors.As(err, &rpc):

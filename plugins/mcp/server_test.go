@@ -23,6 +23,9 @@ import (
 const serverEnv = "CRANK_MCP_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if kind := os.Getenv(badServerEnv); kind != "" {
+		serveBadStdio(kind) // handshake_test.go
+	}
 	if os.Getenv(serverEnv) == "stdio" {
 		if err := testServer(nil).Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
 			os.Exit(2)
@@ -102,6 +105,27 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		return &gomcp.CallToolResult{IsError: in.Fail, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d ticks", in.N)}}}, nil
 	})
+	raw("logs", "Sends a log message at each of levels, then answers.", func(ctx context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct {
+			Levels []string
+			Text   string
+		}
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		for i, l := range in.Levels {
+			//nolint:staticcheck // logging is deprecated as of 2026-07-28
+			if err := req.Session.Log(ctx, &gomcp.LoggingMessageParams{Level: gomcp.LoggingLevel(l), Logger: "upstream",
+				Data: map[string]any{"n": i, "text": in.Text}}); err != nil {
+				return nil, err
+			}
+		}
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d logs", len(in.Levels))}}}, nil
+	})
+	raw("grow", "Adds the tool grown to the server.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		raw("grown", "Added by grow.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "grown"}}}, nil
+		})
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "grew"}}}, nil
+	})
 	raw("big", "Answers a text of n bytes.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		var in struct{ N int }
 		_ = json.Unmarshal(req.Params.Arguments, &in)
@@ -163,4 +187,19 @@ func (u *httpUpstream) restart() {
 	u.handler = h
 	u.mu.Unlock()
 	u.srv.CloseClientConnections()
+}
+
+// transports are the configs of the test server over Streamable HTTP (up)
+// and over stdio (a child process), by name.
+func transports(t *testing.T, up *httpUpstream) map[string]map[string]any {
+	return map[string]map[string]any{"http": {"url": up.srv.URL}, "stdio": stdioConfig(t)}
+}
+
+// withTool is the config base with tool set.
+func withTool(base map[string]any, tool string) map[string]any {
+	cfg := map[string]any{"tool": tool}
+	for k, v := range base {
+		cfg[k] = v
+	}
+	return cfg
 }

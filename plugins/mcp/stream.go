@@ -25,8 +25,8 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gone := false
-	res, err := a.progressCall(ctx, u, callParams(u.tool, req),
-		func(p *gomcp.ProgressNotificationParams) error {
+	res, err := a.relayedCall(ctx, u, callParams(u.tool, req), relay{
+		progress: func(p *gomcp.ProgressNotificationParams) error {
 			err := send.Item(sdk.Item{Data: progressItem(p)})
 			if err != nil {
 				gone = true
@@ -34,14 +34,14 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			}
 			return err
 		},
-		func(n int64) error {
+		dropped: func(n int64) error {
 			err := send.Gap(fmt.Sprintf("%d progress notifications were dropped: %s sent them faster than they were read", n, u.label))
 			if err != nil {
 				gone = true
 				cancel()
 			}
 			return err
-		})
+		}})
 	switch {
 	case gone:
 		return nil
@@ -56,33 +56,67 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	return nil
 }
 
-// progressCall makes a tools/call with a progress token of the adapter's
-// own and hands each notifications/progress the upstream sends for it to
-// forward, in the calling goroutine, until the call answers; before a
-// notification, dropped learns how many were dropped since the last one
-// (and once more at the end). An error of forward or dropped stops the
-// hand-over, not the call. The client session hands notifications over
-// apart from responses, so some may still come after the answer: they are
-// awaited (settle) unless the last one reported the total.
-func (a *adapter) progressCall(ctx context.Context, u *upstream, params *gomcp.CallToolParams,
-	forward func(*gomcp.ProgressNotificationParams) error, dropped func(int64) error) (*gomcp.CallToolResult, error) {
-	tok, sink, done := a.pool.progress.open()
-	defer done()
-	params.SetProgressToken(tok)
+// relay is what a call passes on while it runs: the upstream's progress
+// (progress, nil for none, with dropped told how many were dropped) and
+// its log messages (log, nil for none, at logLevel and above).
+type relay struct {
+	progress func(*gomcp.ProgressNotificationParams) error
+	dropped  func(int64) error
+	log      func(*gomcp.LoggingMessageParams)
+	logLevel string
+}
+
+// relayedCall makes a tools/call and hands what the upstream reports for
+// it to r, in the calling goroutine, until the call answers. With
+// r.progress, the call carries a progress token of the adapter's own and
+// each notifications/progress for it goes to r.progress; before a
+// notification, r.dropped learns how many were dropped since the last one
+// (and once more at the end). An error of either stops the hand-over, not
+// the call. With r.log, the call is tagged (logs.go) and the upstream's
+// log messages for it go to r.log. The client session hands notifications
+// over apart from responses, so some may still come after the answer:
+// progress is awaited (settle) unless the last one reported the total,
+// log messages until the session has handed over those read before the
+// answer.
+func (a *adapter) relayedCall(ctx context.Context, u *upstream, params *gomcp.CallToolParams, r relay) (*gomcp.CallToolResult, error) {
+	var pch <-chan *gomcp.ProgressNotificationParams
+	var sink *progressSink
+	if r.progress != nil {
+		tok, s, done := a.pool.progress.open()
+		defer done()
+		params.SetProgressToken(tok)
+		sink, pch = s, s.ch
+	}
+	c := a.pool.get(u)
+	var logs *logSink
+	var lch <-chan *gomcp.LoggingMessageParams
+	if r.log != nil {
+		tag, s, done := c.logs.open()
+		defer done()
+		ctx = context.WithValue(ctx, callTagKey{}, tag)
+		if params.Meta == nil {
+			params.Meta = gomcp.Meta{}
+		}
+		params.Meta[metaLogLevel] = r.logLevel
+		logs, lch = s, s.ch
+	}
 	type outcome struct {
 		res *gomcp.CallToolResult
 		err error
 	}
 	out := make(chan outcome, 1)
 	go func() {
-		res, err := a.call(ctx, u, params)
+		res, err := a.callOn(ctx, c, u, params, r.logLevel)
 		out <- outcome{res, err}
 	}()
 	var reported int64
 	seen, complete, stopped := false, false, false
 	gap := func() error {
+		if sink == nil {
+			return nil
+		}
 		if n := sink.dropped.Load(); n > reported && !stopped {
-			if err := dropped(n - reported); err != nil {
+			if err := r.dropped(n - reported); err != nil {
 				stopped = true
 				return err
 			}
@@ -95,18 +129,27 @@ func (a *adapter) progressCall(ctx context.Context, u *upstream, params *gomcp.C
 		if stopped || gap() != nil {
 			return nil
 		}
-		if err := forward(p); err != nil {
+		if err := r.progress(p); err != nil {
 			stopped = true
 		}
 		return nil
 	}
 	for {
 		select {
-		case p := <-sink.ch:
+		case p := <-pch:
 			_ = hand(p)
+		case l := <-lch:
+			r.log(l)
 		case o := <-out:
-			if !complete {
-				_ = settle(ctx, sink.ch, seen, hand)
+			var target int64
+			if logs != nil {
+				target = logs.read.Load()
+			}
+			if pch != nil && !complete {
+				_ = settle(ctx, pch, seen, hand)
+			}
+			if logs != nil {
+				logs.await(ctx, target, r.log)
 			}
 			_ = gap()
 			return o.res, o.err

@@ -24,6 +24,8 @@ type pool struct {
 	conns map[string]*conn
 	// progress routes the sessions' progress notifications to the calls.
 	progress progressRoutes
+	// watch tells the hosts when upstreams' tools change (watch.go).
+	watch watchHub
 }
 
 // conn is the session of one upstream, opened lazily and again after it
@@ -39,6 +41,16 @@ type conn struct {
 	// tooLarge is set when the upstream sent a message beyond
 	// max_message_bytes (bounds.go); the session then breaks.
 	tooLarge atomic.Bool
+	// logs routes the upstream's log messages to the calls (logs.go).
+	logs logRoutes
+	// hs watches the handshake of a session being opened (handshake.go).
+	hs handshake
+	// watch hears of changed tools; opened counts the sessions opened.
+	watch  *watchHub
+	opened int
+	// level is the logging level set on the session levelOf (c.mu).
+	level   string
+	levelOf *gomcp.ClientSession
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -60,7 +72,7 @@ func (p *pool) get(u *upstream) *conn {
 			delete(p.conns, key)
 			oldest.drop(nil)
 		}
-		c = &conn{up: u, routes: &p.progress}
+		c = &conn{up: u, routes: &p.progress, watch: &p.watch}
 		p.conns[u.key] = c
 	}
 	c.used = time.Now()
@@ -104,16 +116,34 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
 			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
 				c.routes.deliver(req.Params)
+			},
+			LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
+				c.logs.deliver(req.Params)
+			},
+			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
+				c.watch.changed(c.up.key) // watch.go
 			}})
 	t, err := c.transport()
 	if err != nil {
 		return nil, &connectError{err}
 	}
-	s, err := client.Connect(ctx, t, nil)
+	hctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	c.hs.start(fail)
+	s, err := client.Connect(hctx, t, nil)
+	c.hs.stop()
 	if err != nil {
+		if cause := context.Cause(hctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // the handshake watch failed it
+		}
 		return nil, &connectError{err}
 	}
 	c.session = s
+	if c.opened++; c.opened > 1 {
+		// A new session after a lost one: the upstream may have
+		// restarted with other tools.
+		c.watch.changed(c.up.key)
+	}
 	// A session that ends by itself (the upstream closed its stream or
 	// exited) is forgotten at once, so the next call opens a new one
 	// rather than failing on the dead one.
@@ -148,7 +178,7 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	if u.tls != nil {
 		base.TLSClientConfig = u.tls
 	}
-	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge}
+	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
 	if len(u.headers) > 0 {
 		rt = headerTransport{base: rt, headers: u.headers}
 	}
@@ -194,3 +224,33 @@ type connectError struct{ err error }
 
 func (e *connectError) Error() string { return e.err.Error() }
 func (e *connectError) Unwrap() error { return e.err }
+
+// setLevel asks the upstream for log messages at level and above on the
+// session s, unless it was asked for as much already, when the upstream
+// has the logging capability. The level of the shared session only goes
+// down; the adapter passes on to each call the levels its client asked
+// for.
+func (c *conn) setLevel(ctx context.Context, s *gomcp.ClientSession, level string) {
+	if ir := s.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+		return
+	}
+	c.mu.Lock()
+	cur := c.level
+	if c.levelOf != s {
+		cur = ""
+	}
+	c.mu.Unlock()
+	want := lowerLevel(cur, level)
+	if want == cur {
+		return
+	}
+	//nolint:staticcheck // logging is deprecated as of 2026-07-28, and still served before it
+	if err := s.SetLoggingLevel(ctx, &gomcp.SetLoggingLevelParams{Level: gomcp.LoggingLevel(want)}); err != nil {
+		return // the call goes on without the upstream's log messages
+	}
+	c.mu.Lock()
+	if c.levelOf != s || lowerLevel(c.level, want) == want {
+		c.level, c.levelOf = want, s
+	}
+	c.mu.Unlock()
+}

@@ -29,7 +29,12 @@ type progressKey struct{}
 type progressReporter struct {
 	mu    sync.Mutex
 	ended bool
-	send  func(Progress) error
+	// progress: the host asked for progress; logLevel: for log messages
+	// at this level and above (log.go), "" for none.
+	progress bool
+	logLevel string
+	send     func(Progress) error
+	sendLog  func(LogMessage) error
 }
 
 // WantsProgress reports whether the host asked for the progress of the
@@ -37,8 +42,8 @@ type progressReporter struct {
 // adapter's Description says it reports progress. An adapter asks its
 // upstream for progress only then.
 func WantsProgress(ctx context.Context) bool {
-	_, ok := ctx.Value(progressKey{}).(*progressReporter)
-	return ok
+	r, ok := ctx.Value(progressKey{}).(*progressReporter)
+	return ok && r.progress
 }
 
 // ReportProgress sends the progress of the call whose context ctx is to
@@ -49,15 +54,21 @@ func WantsProgress(ctx context.Context) bool {
 // has gone: the adapter should then stop reporting.
 func ReportProgress(ctx context.Context, p Progress) error {
 	r, ok := ctx.Value(progressKey{}).(*progressReporter)
-	if !ok {
+	if !ok || !r.progress {
 		return nil
 	}
+	return r.report(func() error { return r.send(p) })
+}
+
+// report sends one event of the call, in order, until the call has ended
+// or a send failed.
+func (r *progressReporter) report(send func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended {
 		return ErrCallEnded
 	}
-	if err := r.send(p); err != nil {
+	if err := send(); err != nil {
 		r.ended = true
 		return err
 	}
@@ -68,10 +79,19 @@ func ReportProgress(ctx context.Context, p Progress) error {
 // response.
 func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_InvokeWithProgressServer) (err error) {
 	defer recoverPanic("invoke", &err)
-	r := &progressReporter{send: func(p Progress) error {
+	r := &progressReporter{progress: true, send: func(p Progress) error {
 		return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_Progress{Progress: &adapterv1.Progress{
 			Progress: p.Progress, Total: p.Total, Message: p.Message}}})
+	}, sendLog: func(m LogMessage) error {
+		return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_Log{Log: &adapterv1.LogMessage{
+			Level: m.Level, Logger: m.Logger, DataJson: m.Data}}})
 	}}
+	if rl := req.GetRelay(); rl != nil { // a host that predates it asks for progress alone
+		r.progress = rl.GetProgress()
+		if logLevelRank(rl.GetLogLevel()) >= 0 {
+			r.logLevel = rl.GetLogLevel()
+		}
+	}
 	resp, err := s.Invoke(context.WithValue(stream.Context(), progressKey{}, r), req)
 	r.mu.Lock()
 	r.ended = true

@@ -122,6 +122,10 @@ type Description struct {
 	// so the host asks for it when a client does (the protocol's
 	// InvokeWithProgress).
 	Progress bool
+	// Log: the adapter relays its upstream's log messages for a call
+	// (ReportLog), so the host asks for them when a client has set a
+	// logging level. It needs Progress, whose RPC carries them.
+	Log bool
 }
 
 // Operation is one configured operation.

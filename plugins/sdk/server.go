@@ -47,8 +47,14 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if _, ok := s.impl.(Streamer); ok {
 		caps = append(caps, wire.CapabilityStream)
 	}
+	if _, ok := s.impl.(OperationWatcher); ok {
+		caps = append(caps, wire.CapabilityWatch)
+	}
 	if d.Progress {
 		caps = append(caps, wire.CapabilityProgress)
+		if d.Log {
+			caps = append(caps, wire.CapabilityLog)
+		}
 	}
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {

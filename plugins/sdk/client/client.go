@@ -62,6 +62,8 @@ type Capabilities struct {
 	Expand   bool // Expand: sdk.OperationExpander
 	Stream   bool // Stream: sdk.Streamer
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
+	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
+	Watch    bool // WatchOperations: sdk.OperationWatcher
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -101,6 +103,11 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 		case wire.CapabilityProgress:
 			info.Capabilities.Progress = true
 			info.Progress = true
+		case wire.CapabilityLog:
+			info.Capabilities.Log = true
+			info.Log = true
+		case wire.CapabilityWatch:
+			info.Capabilities.Watch = true
 		}
 	}
 	return info, nil
@@ -164,42 +171,7 @@ func resultFromProto(r *adapterv1.Result) *sdk.Result {
 // the calling goroutine, before InvokeWithProgress returns. An adapter
 // without the capability (Capabilities.Progress) is called with Invoke.
 func (c *Client) InvokeWithProgress(ctx context.Context, req *sdk.Request, caps Capabilities, progress func(sdk.Progress)) (_ *sdk.Result, err error) {
-	if !caps.Progress || progress == nil {
-		return c.Invoke(ctx, req)
-	}
-	done := c.observe(ctx, "invoke", req)
-	defer func() { done(err) }()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := c.rpc.InvokeWithProgress(ctx, requestToProto(req))
-	if err != nil {
-		return nil, callError(err)
-	}
-	for {
-		ev, err := st.Recv()
-		if err == io.EOF {
-			return nil, &Error{Code: Internal, Message: "invoke: the adapter ended the call without a response"}
-		}
-		if status.Code(err) == codes.Unimplemented {
-			return c.Invoke(ctx, req) // an adapter that listed the capability in error
-		}
-		if err != nil {
-			return nil, callError(err)
-		}
-		if p := ev.GetProgress(); p != nil {
-			progress(sdk.Progress{Progress: p.GetProgress(), Total: p.GetTotal(), Message: p.GetMessage()})
-			continue
-		}
-		resp := ev.GetResponse()
-		if resp == nil {
-			continue // an event of a later protocol
-		}
-		c.spans(resp.GetSpans())
-		if ue := resp.GetError(); ue != nil {
-			return nil, upstreamErrorFromProto(ue)
-		}
-		return resultFromProto(resp.GetResult()), nil
-	}
+	return c.InvokeRelayed(ctx, req, caps, Relay{Progress: progress})
 }
 
 // Stream opens an upstream stream. Cancelling ctx ends it: the adapter

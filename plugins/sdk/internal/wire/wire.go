@@ -43,6 +43,10 @@ const (
 	CapabilityStream   = "stream"
 	// CapabilityProgress: InvokeWithProgress (Description.Progress).
 	CapabilityProgress = "progress"
+	// CapabilityLog: log messages in InvokeWithProgress (Description.Log).
+	CapabilityLog = "log"
+	// CapabilityWatch: WatchOperations (sdk.OperationWatcher).
+	CapabilityWatch = "watch"
 )
 
 // HostToolExecution is the host capability, listed in

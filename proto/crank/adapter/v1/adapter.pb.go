@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type DescribeRequest struct {
@@ -1069,7 +1069,10 @@ type InvokeRequest struct {
 	ArgumentsJson []byte `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Resume point for streams: the cursor or event id the previous window or
 	// poll ended at. Empty for a fresh start.
-	Cursor        string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What InvokeWithProgress sends besides the response. Unset (hosts that
+	// predate it): progress only. Invoke and Stream ignore it.
+	Relay         *Relay `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1132,6 +1135,71 @@ func (x *InvokeRequest) GetCursor() string {
 	return ""
 }
 
+func (x *InvokeRequest) GetRelay() *Relay {
+	if x != nil {
+		return x.Relay
+	}
+	return nil
+}
+
+// Relay is what a client asked to receive while its call runs.
+type Relay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The upstream's progress (InvokeEvent.progress).
+	Progress bool `protobuf:"varint,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The upstream's log messages for the call (InvokeEvent.log) at this
+	// level and above, an MCP logging level: "debug", "info", "notice",
+	// "warning", "error", "critical", "alert" or "emergency". Empty: none.
+	// Sent only to adapters that list "log" in DescribeResponse.capabilities.
+	LogLevel      string `protobuf:"bytes,2,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Relay) Reset() {
+	*x = Relay{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Relay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Relay) ProtoMessage() {}
+
+func (x *Relay) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Relay.ProtoReflect.Descriptor instead.
+func (*Relay) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Relay) GetProgress() bool {
+	if x != nil {
+		return x.Progress
+	}
+	return false
+}
+
+func (x *Relay) GetLogLevel() string {
+	if x != nil {
+		return x.LogLevel
+	}
+	return ""
+}
+
 type InvokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Outcome:
@@ -1148,7 +1216,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1228,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1241,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -1248,7 +1316,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1328,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1341,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -1335,7 +1403,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1415,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1428,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -1427,6 +1495,7 @@ type InvokeEvent struct {
 	//
 	//	*InvokeEvent_Progress
 	//	*InvokeEvent_Response
+	//	*InvokeEvent_Log
 	Event         isInvokeEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1434,7 +1503,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1515,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1528,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -1487,6 +1556,15 @@ func (x *InvokeEvent) GetResponse() *InvokeResponse {
 	return nil
 }
 
+func (x *InvokeEvent) GetLog() *LogMessage {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
 type isInvokeEvent_Event interface {
 	isInvokeEvent_Event()
 }
@@ -1499,9 +1577,82 @@ type InvokeEvent_Response struct {
 	Response *InvokeResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
 }
 
+type InvokeEvent_Log struct {
+	// A log message of the upstream for the call (Relay.log_level).
+	// Hosts that predate it skip it.
+	Log *LogMessage `protobuf:"bytes,3,opt,name=log,proto3,oneof"`
+}
+
 func (*InvokeEvent_Progress) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Response) isInvokeEvent_Event() {}
+
+func (*InvokeEvent_Log) isInvokeEvent_Event() {}
+
+// LogMessage is a log message an upstream sent for a call, as MCP's
+// notifications/message carries it.
+type LogMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An MCP logging level, e.g. "info" or "error".
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// The name of the logger, possibly empty.
+	Logger string `protobuf:"bytes,2,opt,name=logger,proto3" json:"logger,omitempty"`
+	// The message's data as a JSON value.
+	DataJson      []byte `protobuf:"bytes,3,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogMessage) Reset() {
+	*x = LogMessage{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogMessage) ProtoMessage() {}
+
+func (x *LogMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
+func (*LogMessage) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LogMessage) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *LogMessage) GetLogger() string {
+	if x != nil {
+		return x.Logger
+	}
+	return ""
+}
+
+func (x *LogMessage) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
 
 // Progress is the progress of a call as its upstream reports it.
 type Progress struct {
@@ -1518,7 +1669,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1681,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1694,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -1567,6 +1718,99 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
+type WatchOperationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host's own version string, for the adapter's logs.
+	HostVersion   string `protobuf:"bytes,1,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOperationsRequest) Reset() {
+	*x = WatchOperationsRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOperationsRequest) ProtoMessage() {}
+
+func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchOperationsRequest) GetHostVersion() string {
+	if x != nil {
+		return x.HostVersion
+	}
+	return ""
+}
+
+// OperationsChanged names operations-file entries (Operation.name as
+// ExpandOperation received it) whose expansion may have changed. A host
+// that has no entry of a name ignores it; one whose entry expands as
+// before changes nothing.
+type OperationsChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []string               `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationsChanged) Reset() {
+	*x = OperationsChanged{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationsChanged) ProtoMessage() {}
+
+func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
+func (*OperationsChanged) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OperationsChanged) GetOperations() []string {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
 // StreamEvent is one event of an upstream stream.
 type StreamEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1586,7 +1830,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1842,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1855,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -1709,7 +1953,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1965,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1978,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -1767,7 +2011,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2023,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2036,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Gap) GetReason() string {
@@ -1813,7 +2057,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2069,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2082,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *End) GetCursor() string {
@@ -1881,7 +2125,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2137,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2150,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -2003,7 +2247,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2259,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2272,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Attribute) GetKey() string {
@@ -2186,12 +2430,16 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"tracestate\x18\x05 \x01(\tR\n" +
 	"tracestate\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
-	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xc5\x01\n" +
+	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xf4\x01\n" +
 	"\rInvokeRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
-	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"\xb6\x01\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12-\n" +
+	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\"@\n" +
+	"\x05Relay\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\bR\bprogress\x12\x1b\n" +
+	"\tlog_level\x18\x02 \x01(\tR\blogLevel\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
@@ -2219,15 +2467,27 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fKIND_TIMEOUT\x10\x03\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x04\x12\x19\n" +
 	"\x15KIND_INVALID_ARGUMENT\x10\x05\x12\x15\n" +
-	"\x11KIND_BAD_RESPONSE\x10\x06\"\x90\x01\n" +
+	"\x11KIND_BAD_RESPONSE\x10\x06\"\xc2\x01\n" +
 	"\vInvokeEvent\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
-	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponseB\a\n" +
-	"\x05event\"V\n" +
+	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponse\x120\n" +
+	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03logB\a\n" +
+	"\x05event\"W\n" +
+	"\n" +
+	"LogMessage\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12\x16\n" +
+	"\x06logger\x18\x02 \x01(\tR\x06logger\x12\x1b\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"V\n" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x81\x02\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\";\n" +
+	"\x16WatchOperationsRequest\x12!\n" +
+	"\fhost_version\x18\x01 \x01(\tR\vhostVersion\"3\n" +
+	"\x11OperationsChanged\x12\x1e\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\tR\n" +
+	"operations\"\x81\x02\n" +
 	"\vStreamEvent\x12,\n" +
 	"\x04item\x18\x01 \x01(\v2\x16.crank.adapter.v1.ItemH\x00R\x04item\x12)\n" +
 	"\x03gap\x18\x02 \x01(\v2\x15.crank.adapter.v1.GapH\x00R\x03gap\x12)\n" +
@@ -2278,14 +2538,15 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xa3\x04\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x87\x05\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
 	"\x0fExpandOperation\x12(.crank.adapter.v1.ExpandOperationRequest\x1a).crank.adapter.v1.ExpandOperationResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
 	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12V\n" +
-	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
+	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -2300,7 +2561,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -2318,18 +2579,22 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*Diagnostic)(nil),                // 13: crank.adapter.v1.Diagnostic
 	(*RequestContext)(nil),            // 14: crank.adapter.v1.RequestContext
 	(*InvokeRequest)(nil),             // 15: crank.adapter.v1.InvokeRequest
-	(*InvokeResponse)(nil),            // 16: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 17: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 18: crank.adapter.v1.UpstreamError
-	(*InvokeEvent)(nil),               // 19: crank.adapter.v1.InvokeEvent
-	(*Progress)(nil),                  // 20: crank.adapter.v1.Progress
-	(*StreamEvent)(nil),               // 21: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 22: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 23: crank.adapter.v1.Gap
-	(*End)(nil),                       // 24: crank.adapter.v1.End
-	(*Span)(nil),                      // 25: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 26: crank.adapter.v1.Attribute
-	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
+	(*Relay)(nil),                     // 16: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 17: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 18: crank.adapter.v1.Result
+	(*UpstreamError)(nil),             // 19: crank.adapter.v1.UpstreamError
+	(*InvokeEvent)(nil),               // 20: crank.adapter.v1.InvokeEvent
+	(*LogMessage)(nil),                // 21: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 22: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 23: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 24: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 25: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 26: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 27: crank.adapter.v1.Gap
+	(*End)(nil),                       // 28: crank.adapter.v1.End
+	(*Span)(nil),                      // 29: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 30: crank.adapter.v1.Attribute
+	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -2342,39 +2607,43 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	12, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	27, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	31, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	14, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	17, // 13: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	18, // 14: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	25, // 15: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	2,  // 16: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	20, // 17: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	16, // 18: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	22, // 19: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	23, // 20: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	24, // 21: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	18, // 22: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	25, // 23: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	3,  // 24: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	26, // 25: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 26: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 27: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 28: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	15, // 29: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	15, // 30: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	15, // 31: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	5,  // 32: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 33: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 34: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	16, // 35: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	21, // 36: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	19, // 37: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	16, // 13: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	18, // 14: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	19, // 15: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	29, // 16: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	2,  // 17: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	22, // 18: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	17, // 19: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	21, // 20: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	26, // 21: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	27, // 22: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	28, // 23: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	19, // 24: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	29, // 25: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	3,  // 26: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	30, // 27: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 28: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 29: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 30: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	15, // 31: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	15, // 32: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	15, // 33: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	23, // 34: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	5,  // 35: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 36: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 37: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	17, // 38: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	25, // 39: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	20, // 40: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	24, // 41: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -2383,21 +2652,22 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		return
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[8].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[12].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[13].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[16].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
+		(*InvokeEvent_Log)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[17].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[21].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[22].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[26].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -2409,7 +2679,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

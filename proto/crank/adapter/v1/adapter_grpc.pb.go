@@ -40,6 +40,7 @@ const (
 	Adapter_Invoke_FullMethodName             = "/crank.adapter.v1.Adapter/Invoke"
 	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
 	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
+	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -75,8 +76,18 @@ type AdapterClient interface {
 	// each progress to the client with the client's own progress token.
 	// Optional: adapters that implement it list "progress" in
 	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
-	// UNIMPLEMENTED.
+	// UNIMPLEMENTED. Adapters that also list "log" send the upstream's log
+	// messages for the call (InvokeEvent.log) when InvokeRequest.relay asks
+	// for them.
 	InvokeWithProgress(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeEvent], error)
+	// WatchOperations tells the host, while it is open, when operations the
+	// adapter expanded may expand differently now (e.g. an MCP upstream sent
+	// notifications/tools/list_changed): each event names the entries to
+	// expand again. The host opens one per adapter process and opens it
+	// again when the adapter restarts. Optional: adapters that implement it
+	// list "watch" in DescribeResponse.capabilities; the host does not open
+	// it otherwise, and treats UNIMPLEMENTED as "never changes".
+	WatchOperations(ctx context.Context, in *WatchOperationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperationsChanged], error)
 }
 
 type adapterClient struct {
@@ -165,6 +176,25 @@ func (c *adapterClient) InvokeWithProgress(ctx context.Context, in *InvokeReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_InvokeWithProgressClient = grpc.ServerStreamingClient[InvokeEvent]
 
+func (c *adapterClient) WatchOperations(ctx context.Context, in *WatchOperationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperationsChanged], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[2], Adapter_WatchOperations_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchOperationsRequest, OperationsChanged]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_WatchOperationsClient = grpc.ServerStreamingClient[OperationsChanged]
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -198,8 +228,18 @@ type AdapterServer interface {
 	// each progress to the client with the client's own progress token.
 	// Optional: adapters that implement it list "progress" in
 	// DescribeResponse.capabilities; the host uses Invoke otherwise, and on
-	// UNIMPLEMENTED.
+	// UNIMPLEMENTED. Adapters that also list "log" send the upstream's log
+	// messages for the call (InvokeEvent.log) when InvokeRequest.relay asks
+	// for them.
 	InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error
+	// WatchOperations tells the host, while it is open, when operations the
+	// adapter expanded may expand differently now (e.g. an MCP upstream sent
+	// notifications/tools/list_changed): each event names the entries to
+	// expand again. The host opens one per adapter process and opens it
+	// again when the adapter restarts. Optional: adapters that implement it
+	// list "watch" in DescribeResponse.capabilities; the host does not open
+	// it otherwise, and treats UNIMPLEMENTED as "never changes".
+	WatchOperations(*WatchOperationsRequest, grpc.ServerStreamingServer[OperationsChanged]) error
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -227,6 +267,9 @@ func (UnimplementedAdapterServer) Stream(*InvokeRequest, grpc.ServerStreamingSer
 }
 func (UnimplementedAdapterServer) InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error {
 	return status.Error(codes.Unimplemented, "method InvokeWithProgress not implemented")
+}
+func (UnimplementedAdapterServer) WatchOperations(*WatchOperationsRequest, grpc.ServerStreamingServer[OperationsChanged]) error {
+	return status.Error(codes.Unimplemented, "method WatchOperations not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -343,6 +386,17 @@ func _Adapter_InvokeWithProgress_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_InvokeWithProgressServer = grpc.ServerStreamingServer[InvokeEvent]
 
+func _Adapter_WatchOperations_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchOperationsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdapterServer).WatchOperations(m, &grpc.GenericServerStream[WatchOperationsRequest, OperationsChanged]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_WatchOperationsServer = grpc.ServerStreamingServer[OperationsChanged]
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -376,6 +430,11 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "InvokeWithProgress",
 			Handler:       _Adapter_InvokeWithProgress_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchOperations",
+			Handler:       _Adapter_WatchOperations_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,295 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/client"
+)
+
+// Re-expansion.
+//
+// An adapter whose expansions can change while it runs (the mcp adapter,
+// when an upstream's tools change) tells the host through the optional
+// WatchOperations stream (Capabilities.Watch), naming the entries to
+// expand again. The host then expands each such entry again, checks its
+// tools as a load does (names, descriptions, schemas, windows, collisions
+// with other entries' tools, naming both) and, if they differ, replaces
+// the table of tools served in one step, so that a call sees either the
+// old tools or the new ones. An expansion that fails keeps the last good
+// tools and is logged. Entries of session and async_job families keep
+// their tools until the next load.
+
+// toolTable is the tools a host serves.
+type toolTable struct {
+	ops  map[string]*boundOp
+	list []*Operation
+}
+
+// entryTools is one operations-file entry and the tools it stands for.
+type entryTools struct {
+	entry    *Operation
+	sup      *Supervisor
+	expanded bool // the adapter expanded it (Capabilities.Expand)
+	tools    []string
+}
+
+// op is the bound operation of the tool name.
+func (h *Host) op(name string) (*boundOp, bool) {
+	b, ok := h.tab.Load().ops[name]
+	return b, ok
+}
+
+// opOrNil is op without ok.
+func (h *Host) opOrNil(name string) *boundOp {
+	b, _ := h.op(name)
+	return b
+}
+
+// Reexpand expands the entry named entry again and serves its new tools
+// when they differ from the ones it serves; changed says whether they
+// did. An entry the host does not have, or whose adapter does not
+// expand, is left alone; on an error the host keeps the tools it had.
+func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err error) {
+	h.reexpand.Lock()
+	defer h.reexpand.Unlock()
+	et := h.entries[entry]
+	if et == nil || !et.expanded {
+		return false, nil
+	}
+	if et.entry.Family != nil {
+		return false, fmt.Errorf("entry %q is a %s family: its tools change at the next reload", entry, et.entry.Mode)
+	}
+	c, err := et.sup.Client(ctx)
+	if err != nil {
+		return false, fmt.Errorf("entry %q: %v", entry, err)
+	}
+	b := bind(et.entry, et.sup)
+	tools, diags, err := c.Expand(ctx, &b.call)
+	if err != nil {
+		return false, fmt.Errorf("entry %q: the adapter could not expand it: %v", entry, err)
+	}
+	var problems []string
+	for _, d := range diags {
+		if d.Severity == sdk.SeverityWarning {
+			h.log.Warn("operation config", zap.String("operation", entry), zap.String("field", "config."+d.Field),
+				zap.String("warning", h.redact.String(d.Message)))
+			continue
+		}
+		problems = append(problems, "config."+d.Field+": "+d.Message)
+	}
+	if len(problems) > 0 {
+		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(strings.Join(problems, "; ")))
+	}
+	bound, err := expand(et.entry, et.sup, tools)
+	if err != nil {
+		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
+	}
+	old := h.tab.Load()
+	next := &toolTable{ops: make(map[string]*boundOp, len(old.ops))}
+	for n, o := range old.ops {
+		if !slices.Contains(et.tools, n) {
+			next.ops[n] = o
+		}
+	}
+	var names []string
+	var added []*Operation
+	for _, x := range bound {
+		if x.Mode == ModeWindow {
+			op, err := prepareWindow(x.Operation)
+			if err != nil {
+				return false, fmt.Errorf("tool %q of entry %q: input_schema: %v", x.Name, entry, err)
+			}
+			x.Operation = op
+		}
+		switch {
+		case x.Family != nil:
+			return false, fmt.Errorf("tool %q of entry %q is a %s family: its tools change at the next reload", x.Name, entry, x.Mode)
+		case x.Description == "":
+			return false, fmt.Errorf("tool %q of entry %q: description is required (clients show it to the model)", x.Name, entry)
+		case next.ops[x.Name] != nil:
+			return false, fmt.Errorf("tool %q of entry %q: duplicate tool name: entry %q serves it too", x.Name, entry, h.entryOf(x.Name))
+		}
+		next.ops[x.Name] = x
+		names = append(names, x.Name)
+		added = append(added, x.Operation)
+	}
+	if sameTools(old, et.tools, added) {
+		return false, nil
+	}
+	inserted := false
+	for _, o := range old.list {
+		if !slices.Contains(et.tools, o.Name) {
+			next.list = append(next.list, o)
+		} else if !inserted {
+			next.list, inserted = append(next.list, added...), true
+		}
+	}
+	if !inserted {
+		next.list = append(next.list, added...)
+	}
+	h.tab.Store(next)
+	et.tools = names
+	return true, nil
+}
+
+// entryOf names the entry that serves the tool name.
+func (h *Host) entryOf(name string) string {
+	for n, et := range h.entries {
+		if slices.Contains(et.tools, name) {
+			return n
+		}
+	}
+	return name
+}
+
+// sameTools reports whether the tools added publish exactly what the
+// tools named had in old.
+func sameTools(old *toolTable, had []string, added []*Operation) bool {
+	if len(had) != len(added) {
+		return false
+	}
+	for i, op := range added {
+		was := old.ops[had[i]]
+		if was == nil || !bytes.Equal(published(was.Operation), published(op)) {
+			return false
+		}
+	}
+	return true
+}
+
+// published is what clients see of a tool, for comparison.
+func published(op *Operation) []byte {
+	b, _ := json.Marshal(struct {
+		Name, Title, Description string
+		In, Out                  json.RawMessage
+		Annotations              *Annotations
+		Mode                     Mode
+		Meta                     map[string]any
+		Config                   json.RawMessage
+	}{op.Name, op.Title, op.Description, op.InputSchema, op.OutputSchema, op.Annotations, op.Mode, op.ToolMeta(), op.Config})
+	return b
+}
+
+// watchState is the host's watch of its adapters (Watch).
+type watchState struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+}
+
+// Watch listens to the adapters of the host's expanded entries that
+// watch their expansions (Capabilities.Watch) and expands an entry again
+// when its adapter says it changed (see Reexpand); changed is called after
+// each re-expansion that changed the tools served. A failed re-expansion
+// is logged and changes nothing. When an adapter restarts, its entries
+// are expanded again (the upstream may have changed meanwhile, and a new
+// process knows of no entry until it expands it). The watch runs until
+// Unwatch or ctx ends; a second Watch replaces the first.
+func (h *Host) Watch(ctx context.Context, changed func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	h.watch.mu.Lock()
+	if h.watch.cancel != nil {
+		h.watch.cancel()
+	}
+	h.watch.cancel = cancel
+	h.watch.mu.Unlock()
+	var sups []*Supervisor
+	for _, et := range h.entries {
+		d := et.sup.Description()
+		if et.expanded && et.entry.Family == nil && d != nil && d.Capabilities.Watch && !slices.Contains(sups, et.sup) {
+			sups = append(sups, et.sup)
+		}
+	}
+	for _, sup := range sups {
+		go h.watchAdapter(ctx, sup, changed)
+	}
+}
+
+// Unwatch ends the watch of Watch.
+func (h *Host) Unwatch() {
+	h.watch.mu.Lock()
+	defer h.watch.mu.Unlock()
+	if h.watch.cancel != nil {
+		h.watch.cancel()
+		h.watch.cancel = nil
+	}
+}
+
+// Backoff of a watch that could not be opened or ended.
+const (
+	watchRetry    = time.Second
+	watchMaxRetry = 30 * time.Second
+)
+
+// watchAdapter watches one adapter until ctx ends.
+func (h *Host) watchAdapter(ctx context.Context, sup *Supervisor, changed func()) {
+	log := h.log.With(zap.String("adapter", sup.Spec().Name))
+	entries := func() []string {
+		var out []string
+		for n, et := range h.entries {
+			if et.sup == sup && et.expanded && et.entry.Family == nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	reexpand := func(names []string) {
+		for _, n := range names {
+			if et := h.entries[n]; et == nil || et.sup != sup || et.entry.Family != nil {
+				continue // not this host's, or a family's (its tools change at the next load)
+			}
+			ok, err := h.Reexpand(ctx, n)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("an entry could not be expanded again: it keeps its tools", zap.String("operation", n), zap.Error(err))
+			case ok:
+				log.Info("an entry's tools changed", zap.String("operation", n))
+				changed()
+			}
+		}
+	}
+	var pid int
+	retry := watchRetry
+	for ctx.Err() == nil {
+		c, err := sup.Client(ctx)
+		if err == nil {
+			if d := sup.Description(); d == nil || !d.Capabilities.Watch {
+				return
+			}
+			if p := sup.PID(); pid != 0 && p != pid {
+				reexpand(entries()) // a new adapter process
+			}
+			pid = sup.PID()
+			opened := time.Now()
+			err = c.WatchOperations(ctx, "crank", reexpand)
+			if client.CodeOf(err) == client.Unimplemented {
+				return
+			}
+			if time.Since(opened) > watchMaxRetry {
+				retry = watchRetry
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Debug("watch of the adapter ended; opening it again", zap.Duration("in", retry), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		retry = min(retry*2, watchMaxRetry)
+	}
+}
