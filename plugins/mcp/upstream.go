@@ -175,6 +175,10 @@ func (c *conn) transport() (gomcp.Transport, error) {
 		return c.stdioTransport() // bounds.go
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
+	// Concurrent calls over one upstream session are concurrent POSTs:
+	// keep as many connections as a gateway's callers use (Go's default
+	// keeps 2 per host), as the REST adapter does.
+	base.MaxIdleConns, base.MaxIdleConnsPerHost = 512, 128
 	if u.tls != nil {
 		base.TLSClientConfig = u.tls
 	}
