@@ -39,6 +39,12 @@ const (
 // an append failed), so no partial replay is possible.
 var ErrEventsPurged = errors.New("store: events purged")
 
+// ErrStreamNotStored: a replay names events of a stream the store holds
+// no record of. It wraps ErrEventsPurged too: the stream expired, its
+// replica died before storing any of it, or — which only time tells —
+// the replica that serves it has not stored its first events yet.
+var ErrStreamNotStored = errors.New("store: stream not stored")
+
 // EventLimits bounds one SSE stream's event log. Zero fields take the
 // defaults.
 type EventLimits struct {
@@ -413,7 +419,7 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 		if index < 0 {
 			return nil, nil // nothing was ever stored on this stream
 		}
-		return nil, fmt.Errorf("store: %s after event %d: %w (the stream has expired or was never stored)", op, index, ErrEventsPurged)
+		return nil, fmt.Errorf("store: %s after event %d: %w: %w (it has expired, or is not stored yet)", op, index, ErrEventsPurged, ErrStreamNotStored)
 	}
 	rec, err := decodeEventStream(metas[0].Value)
 	if err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -65,6 +66,7 @@ func TestEventsAppendReplay(t *testing.T) {
 		t.Fatal("resume of an unknown stream succeeded")
 	} else {
 		wantErr(t, "resume unknown stream", err, store.ErrEventsPurged)
+		wantErr(t, "resume unknown stream", err, store.ErrStreamNotStored)
 	}
 
 	// A priming event (empty data), then messages; indices count from 0.
@@ -133,6 +135,9 @@ func TestEventsRetention(t *testing.T) {
 	}
 	_, err := st.EventsAfter(ctx, "s", "count", 5)
 	wantErr(t, "resume from a trimmed event", err, store.ErrEventsPurged)
+	if errors.Is(err, store.ErrStreamNotStored) {
+		t.Fatalf("a trimmed stream's replay says the stream is not stored: %v", err)
+	}
 
 	// By bytes: never more than MaxBytes bytes.
 	if err := st.DeleteEventStreams(ctx, "s"); err != nil {

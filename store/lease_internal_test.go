@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -56,16 +57,29 @@ func TestPolicySameBucket(t *testing.T) {
 
 // startEtcd starts an embedded etcd and a client for the internal tests
 // (which cannot use storetest: it imports this package).
-func startEtcd(t *testing.T) *clientv3.Client {
+// freePorts returns n distinct free loopback ports: each listener stays
+// open until all are known.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var urls []string
-	for range 2 {
+	var ports []int
+	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		urls = append(urls, "http://"+l.Addr().String())
-		l.Close()
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+func startEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	// Both listeners stay open until both ports are known, so that the
+	// two differ.
+	var urls []string
+	for _, p := range freePorts(t, 2) {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", p))
 	}
 	e, err := StartEmbedded(EmbeddedConfig{
 		DataDir:       t.TempDir(),

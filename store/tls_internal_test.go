@@ -99,15 +99,7 @@ func TestExternalEtcdTLS(t *testing.T) {
 	cliCert, cliKey := p.leaf(t, "client")
 	other := newPKI(t, dir, "other")
 
-	var ports []int
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
+	ports := freePorts(t, 2)
 	curl, _ := url.Parse(fmt.Sprintf("https://127.0.0.1:%d", ports[0]))
 	purl, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
 	cfg := embed.NewConfig()

@@ -321,17 +321,34 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 // replayWait bounds how long a replay retries a read the store failed
 // retryably (a member that hangs, an election): go-sdk answers a failed
 // replay with 400, which ends the client's MCP session, so a replay rides
-// out a short etcd outage instead.
-const replayWait = 10 * time.Second
+// out a short etcd outage instead. unstoredWait bounds how long it waits
+// for a stream the store has no record of yet: a client that resumes on
+// another replica at once may be faster than the writer of the replica
+// serving the stream (it stores every few milliseconds, slower under
+// load); a stream that expired or died unstored is refused after it.
+const (
+	replayWait   = 10 * time.Second
+	unstoredWait = 3 * time.Second
+)
 
 // replayRead reads a stream's events after index, retrying retryable
-// store failures for up to replayWait.
+// store failures for up to replayWait and an unknown stream for up to
+// unstoredWait.
 func replayRead(ctx context.Context, st eventLogStore, session, stream string, index int64) ([][]byte, error) {
-	deadline := time.Now().Add(replayWait)
+	start := time.Now()
 	delay := 100 * time.Millisecond
 	for {
 		evs, err := st.EventsAfter(ctx, session, stream, index)
-		if err == nil || !store.Retryable(err) || time.Now().Add(delay).After(deadline) {
+		var wait time.Duration
+		switch {
+		case err == nil:
+			return evs, nil
+		case store.Retryable(err):
+			wait = replayWait
+		case errors.Is(err, store.ErrStreamNotStored):
+			wait = unstoredWait
+		}
+		if time.Since(start)+delay > wait {
 			return evs, err
 		}
 		select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -188,5 +189,39 @@ func TestReplayRidesOutUnavailableStore(t *testing.T) {
 	cancel()
 	if _, err := replayRead(cctx, fs, "sess", "S", 0); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("cancelled replay: %v, want the store's error", err)
+	}
+}
+
+// TestReplayWaitsForAStreamNotStoredYet: a client that resumes on another
+// replica at once can be faster than the writer of the replica serving
+// the stream. A replay of a stream the store has no record of waits for
+// it a moment (unstoredWait) and then answers its events; a stream that
+// never appears is refused with the store's error.
+func TestReplayWaitsForAStreamNotStoredYet(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	gs := &gatedStore{eventLogStore: st, gate: make(chan struct{})}
+	serving := newEventStore(func() eventLogStore { return gs }, store.EventLimits{})
+	ctx := context.Background()
+	if err := serving.Open(ctx, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{``, `{"method":"a"}`, `{"method":"b"}`} {
+		if err := serving.Append(ctx, "sess", "S", []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The resuming replica reads the store directly; the serving one's
+	// writer is held until the replay has begun.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		close(gs.gate)
+	}()
+	got, err := replayRead(ctx, st, "sess", "S", 1)
+	if err != nil || len(got) != 1 || string(got[0]) != `{"method":"b"}` {
+		t.Fatalf("replay of a stream stored after it began: %q, %v", got, err)
+	}
+	if _, err := replayRead(ctx, st, "sess", "never", 0); !errors.Is(err, store.ErrStreamNotStored) {
+		t.Fatalf("replay of a stream never stored: %v, want ErrStreamNotStored", err)
 	}
 }
