@@ -360,19 +360,19 @@ func TestStreamSessionExpiry(t *testing.T) {
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
 	idle := famOK(t, f.h, "a1", "follow_idle_start", `{}`)
 	short := famOK(t, f.h, "a1", "follow_short_start", `{}`)
-	// Idle: no poll for 300ms ends the session and its upstream request.
-	waitFor(t, func() bool { return f.up.idleSeen.Load() == 1 })
-	waitFor(t, func() bool { return f.up.idleOpen.Load() == 0 })
-	_, res := famCall(t, f.h, "a1", "follow_idle_poll", `{"session_id":"`+idle["session_id"].(string)+`"}`)
-	if !res.IsError || !strings.Contains(res.Text, "not found") {
-		t.Errorf("poll after the idle timeout: %+v", res)
-	}
 	// Lifetime: polled or not, the session stops before 1.2s.
 	end := pollUntil(t, f.h, "follow_short_poll", `{"session_id":"`+short["session_id"].(string)+`"}`, func(m map[string]any) bool {
 		return m["status"] == "stopped"
 	})
 	if end["end_reason"] != "max_session_lifetime" {
 		t.Errorf("lifetime end: %v", end)
+	}
+	// Idle: no poll for 300ms ends the session and its upstream request.
+	waitFor(t, func() bool { return f.up.idleSeen.Load() == 1 })
+	waitFor(t, func() bool { return f.up.idleOpen.Load() == 0 })
+	_, res := famCall(t, f.h, "a1", "follow_idle_poll", `{"session_id":"`+idle["session_id"].(string)+`"}`)
+	if !res.IsError || !strings.Contains(res.Text, "not found") {
+		t.Errorf("poll after the idle timeout: %+v", res)
 	}
 }
 
