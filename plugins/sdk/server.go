@@ -50,6 +50,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if _, ok := s.impl.(OperationWatcher); ok {
 		caps = append(caps, wire.CapabilityWatch)
 	}
+	if _, ok := s.impl.(Publisher); ok {
+		caps = append(caps, wire.CapabilityResources, wire.CapabilityPrompts)
+	}
 	if d.Progress {
 		caps = append(caps, wire.CapabilityProgress)
 		if d.Log {
@@ -100,6 +103,9 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},
 		})
+	}
+	if caps := req.GetHostCapabilities(); slices.Contains(caps, wire.HostResources) || slices.Contains(caps, wire.HostPrompts) {
+		s.publish(ctx, &op, resp) // publish.go
 	}
 	return resp, nil
 }
@@ -208,24 +214,12 @@ func operationFromProto(op *adapterv1.Operation) Operation {
 }
 
 func requestFromProto(req *adapterv1.InvokeRequest) *Request {
-	c := req.GetContext()
-	r := &Request{
-		Context: RequestContext{
-			RequestID:   c.GetRequestId(),
-			WorkspaceID: c.GetWorkspaceId(),
-			AgentID:     c.GetAgentId(),
-			TraceParent: c.GetTraceparent(),
-			TraceState:  c.GetTracestate(),
-			RecordSpans: c.GetRecordSpans(),
-		},
+	return &Request{
+		Context:   contextFromProto(req.GetContext()), // publish.go
 		Operation: operationFromProto(req.GetOperation()),
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
 		Cursor:    req.GetCursor(),
 	}
-	if c.GetDeadline() != nil {
-		r.Context.Deadline = c.GetDeadline().AsTime()
-	}
-	return r
 }
 
 // endCallSpan ends the span of the adapter serving a call, failed when the

@@ -202,6 +202,50 @@ func (h *Harness) Expand(ctx context.Context, c Call) ([]sdk.Tool, []sdk.Diagnos
 	return h.Client.Expand(ctx, op)
 }
 
+// ExpandPublished returns what Expand does and the resources, resource
+// templates and prompts the entry publishes (sdk.Publisher), asked as the
+// current host asks.
+func (h *Harness) ExpandPublished(ctx context.Context, c Call) ([]sdk.Tool, *sdk.Published, []sdk.Diagnostic, error) {
+	op, err := c.operation()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return h.Client.ExpandPublished(ctx, op)
+}
+
+// ReadResource reads uri with the operation's config (a published
+// resource's Config, typically). When err is nil, exactly one of the
+// contents and the upstream error is set.
+func (h *Harness) ReadResource(ctx context.Context, c Call, uri string) (json.RawMessage, *sdk.UpstreamError, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := h.Client.ReadResource(ctx, &sdk.ResourceRequest{Context: req.Context, Operation: req.Operation, URI: uri})
+	return upstreamSplit(res, err)
+}
+
+// GetPrompt renders the prompt name with the operation's config (a
+// published prompt's Config, typically). When err is nil, exactly one of
+// the result and the upstream error is set.
+func (h *Harness) GetPrompt(ctx context.Context, c Call, name string, args map[string]string) (json.RawMessage, *sdk.UpstreamError, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := h.Client.GetPrompt(ctx, &sdk.PromptRequest{Context: req.Context, Operation: req.Operation, Name: name, Arguments: args})
+	return upstreamSplit(res, err)
+}
+
+// upstreamSplit splits an upstream error from other errors.
+func upstreamSplit(res json.RawMessage, err error) (json.RawMessage, *sdk.UpstreamError, error) {
+	var ue *sdk.UpstreamError
+	if errors.As(err, &ue) {
+		return nil, ue, nil
+	}
+	return res, nil, err
+}
+
 // Stream opens a stream and collects its events until it ends, max events
 // arrived (0: no limit) or ctx is done. An upstream failure that ended it
 // is returned apart, as an Invoke returns it.

@@ -64,6 +64,8 @@ type Capabilities struct {
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
 	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
 	Watch    bool // WatchOperations: sdk.OperationWatcher
+	// ReadResource and GetPrompt: sdk.Publisher.
+	Resources, Prompts bool
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -108,6 +110,10 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Log = true
 		case wire.CapabilityWatch:
 			info.Capabilities.Watch = true
+		case wire.CapabilityResources:
+			info.Capabilities.Resources = true
+		case wire.CapabilityPrompts:
+			info.Capabilities.Prompts = true
 		}
 	}
 	return info, nil
@@ -130,19 +136,34 @@ func (c *Client) Validate(ctx context.Context, op *sdk.Operation) ([]sdk.Diagnos
 // An adapter without the capability answers with an *Error of code
 // Unimplemented.
 func (c *Client) Expand(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic, error) {
-	req := &adapterv1.ExpandOperationRequest{Operation: operationToProto(op)}
+	resp, err := c.expand(ctx, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, diags := expansionFromProto(resp)
+	return tools, diags, nil
+}
+
+// expand asks for an expansion, listing hostCaps besides tool_execution.
+func (c *Client) expand(ctx context.Context, op *sdk.Operation, hostCaps ...string) (*adapterv1.ExpandOperationResponse, error) {
+	req := &adapterv1.ExpandOperationRequest{Operation: operationToProto(op), HostCapabilities: hostCaps}
 	if op.ToolExecution {
-		req.HostCapabilities = []string{wire.HostToolExecution}
+		req.HostCapabilities = append(req.HostCapabilities, wire.HostToolExecution)
 	}
 	resp, err := c.rpc.ExpandOperation(ctx, req)
 	if err != nil {
-		return nil, nil, callError(err)
+		return nil, callError(err)
 	}
+	return resp, nil
+}
+
+// expansionFromProto is an expansion's tools and diagnostics.
+func expansionFromProto(resp *adapterv1.ExpandOperationResponse) ([]sdk.Tool, []sdk.Diagnostic) {
 	var tools []sdk.Tool
 	for _, t := range resp.GetTools() {
 		tools = append(tools, toolFromProto(t))
 	}
-	return tools, diagnosticsFromProto(resp.GetDiagnostics()), nil
+	return tools, diagnosticsFromProto(resp.GetDiagnostics())
 }
 
 // Invoke makes one request-response call. An upstream failure is returned
@@ -351,18 +372,21 @@ func operationToProto(op *sdk.Operation) *adapterv1.Operation {
 }
 
 func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
-	c := req.Context
-	r := &adapterv1.InvokeRequest{
-		Context: &adapterv1.RequestContext{
-			RequestId: c.RequestID, WorkspaceId: c.WorkspaceID, AgentId: c.AgentID,
-			Traceparent: c.TraceParent, Tracestate: c.TraceState, RecordSpans: c.RecordSpans,
-		},
+	return &adapterv1.InvokeRequest{
+		Context:       contextToProto(req.Context),
 		Operation:     operationToProto(&req.Operation),
 		ArgumentsJson: req.Arguments,
 		Cursor:        req.Cursor,
 	}
+}
+
+func contextToProto(c sdk.RequestContext) *adapterv1.RequestContext {
+	r := &adapterv1.RequestContext{
+		RequestId: c.RequestID, WorkspaceId: c.WorkspaceID, AgentId: c.AgentID,
+		Traceparent: c.TraceParent, Tracestate: c.TraceState, RecordSpans: c.RecordSpans,
+	}
 	if !c.Deadline.IsZero() {
-		r.Context.Deadline = timestamppb.New(c.Deadline)
+		r.Deadline = timestamppb.New(c.Deadline)
 	}
 	return r
 }

@@ -47,12 +47,25 @@ const (
 	CapabilityLog = "log"
 	// CapabilityWatch: WatchOperations (sdk.OperationWatcher).
 	CapabilityWatch = "watch"
+	// CapabilityResources and CapabilityPrompts: ReadResource and
+	// GetPrompt (sdk.Publisher).
+	CapabilityResources = "resources"
+	CapabilityPrompts   = "prompts"
 )
 
 // HostToolExecution is the host capability, listed in
 // ExpandOperationRequest.host_capabilities, of reading Tool.mode,
 // execution_json and item_schema_json.
 const HostToolExecution = "tool_execution"
+
+// HostResources and HostPrompts are the host capabilities of reading the
+// resources and resource templates, and the prompts, an expansion
+// publishes (ExpandOperationResponse.resources, resource_templates,
+// prompts).
+const (
+	HostResources = "resources"
+	HostPrompts   = "prompts"
+)
 
 // Plugin is the go-plugin glue of the adapter service: the adapter side
 // registers Impl, the host side gets the connection to build its client

@@ -143,7 +143,7 @@ func (x Diagnostic_Severity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Diagnostic_Severity.Descriptor instead.
 func (Diagnostic_Severity) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type UpstreamError_Kind int32
@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type DescribeRequest struct {
@@ -583,6 +583,10 @@ type ExpandOperationRequest struct {
 	//   - "tool_execution": Tool.mode, Tool.execution_json and
 	//     Tool.item_schema_json. A host that does not list it serves every
 	//     tool in its entry's mode and window config.
+	//   - "resources": ExpandOperationResponse.resources and
+	//     resource_templates, read through ReadResource.
+	//   - "prompts": ExpandOperationResponse.prompts, rendered through
+	//     GetPrompt.
 	HostCapabilities []string `protobuf:"bytes,2,rep,name=host_capabilities,json=hostCapabilities,proto3" json:"host_capabilities,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -637,11 +641,18 @@ func (x *ExpandOperationRequest) GetHostCapabilities() []string {
 // skipped (e.g. an API operation that cannot be made a tool) while the rest
 // loads.
 type ExpandOperationResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tools         []*Tool                `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
-	Diagnostics   []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Tools       []*Tool                `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Diagnostics []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// MCP resources, resource templates and prompts the entry publishes
+	// beside its tools (an MCP upstream's). Sent only to hosts listing
+	// "resources" or "prompts" in host_capabilities. An entry may publish
+	// these and no tool.
+	Resources         []*Resource `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	ResourceTemplates []*Resource `protobuf:"bytes,4,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
+	Prompts           []*Prompt   `protobuf:"bytes,5,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ExpandOperationResponse) Reset() {
@@ -688,6 +699,459 @@ func (x *ExpandOperationResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+func (x *ExpandOperationResponse) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *ExpandOperationResponse) GetResourceTemplates() []*Resource {
+	if x != nil {
+		return x.ResourceTemplates
+	}
+	return nil
+}
+
+func (x *ExpandOperationResponse) GetPrompts() []*Prompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
+}
+
+// Resource is one MCP resource or resource template an entry publishes.
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP Resource (uri, name, title, description, mimeType, size,
+	// annotations, icons) or ResourceTemplate (uriTemplate, name, ...)
+	// object, as JSON, as the host publishes it to its clients.
+	DefinitionJson []byte `protobuf:"bytes,1,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
+	// The config the host sends back in Operation.config_json when the
+	// resource is read; empty means the entry's config.
+	ConfigJson    []byte `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Resource) GetDefinitionJson() []byte {
+	if x != nil {
+		return x.DefinitionJson
+	}
+	return nil
+}
+
+func (x *Resource) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+// Prompt is one MCP prompt an entry publishes.
+type Prompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP Prompt object (name, title, description, arguments, icons),
+	// as JSON, as the host publishes it to its clients.
+	DefinitionJson []byte `protobuf:"bytes,1,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
+	// The config the host sends back in Operation.config_json when the
+	// prompt is rendered; empty means the entry's config.
+	ConfigJson    []byte `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prompt) Reset() {
+	*x = Prompt{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prompt) ProtoMessage() {}
+
+func (x *Prompt) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
+func (*Prompt) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Prompt) GetDefinitionJson() []byte {
+	if x != nil {
+		return x.DefinitionJson
+	}
+	return nil
+}
+
+func (x *Prompt) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+type ReadResourceRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Context *RequestContext        `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// The entry, with the published resource's config_json.
+	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The URI to read: a published resource's, or one a published template
+	// matches.
+	Uri           string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResourceRequest) Reset() {
+	*x = ReadResourceRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResourceRequest) ProtoMessage() {}
+
+func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
+func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReadResourceRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *ReadResourceRequest) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *ReadResourceRequest) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+type ReadResourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ReadResourceResponse_ContentsJson
+	//	*ReadResourceResponse_Error
+	Outcome       isReadResourceResponse_Outcome `protobuf_oneof:"outcome"`
+	Spans         []*Span                        `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResourceResponse) Reset() {
+	*x = ReadResourceResponse{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResourceResponse) ProtoMessage() {}
+
+func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
+func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReadResourceResponse) GetOutcome() isReadResourceResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ReadResourceResponse) GetContentsJson() []byte {
+	if x != nil {
+		if x, ok := x.Outcome.(*ReadResourceResponse_ContentsJson); ok {
+			return x.ContentsJson
+		}
+	}
+	return nil
+}
+
+func (x *ReadResourceResponse) GetError() *UpstreamError {
+	if x != nil {
+		if x, ok := x.Outcome.(*ReadResourceResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *ReadResourceResponse) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+type isReadResourceResponse_Outcome interface {
+	isReadResourceResponse_Outcome()
+}
+
+type ReadResourceResponse_ContentsJson struct {
+	// The MCP ReadResourceResult's contents (an array of text or blob
+	// resource contents), as JSON.
+	ContentsJson []byte `protobuf:"bytes,1,opt,name=contents_json,json=contentsJson,proto3,oneof"`
+}
+
+type ReadResourceResponse_Error struct {
+	Error *UpstreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*ReadResourceResponse_ContentsJson) isReadResourceResponse_Outcome() {}
+
+func (*ReadResourceResponse_Error) isReadResourceResponse_Outcome() {}
+
+type GetPromptRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Context *RequestContext        `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// The entry, with the published prompt's config_json.
+	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The prompt's name as the host published it.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The client's arguments.
+	Arguments     map[string]string `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPromptRequest) Reset() {
+	*x = GetPromptRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPromptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPromptRequest) ProtoMessage() {}
+
+func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
+func (*GetPromptRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetPromptRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPromptRequest) GetArguments() map[string]string {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+type GetPromptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*GetPromptResponse_ResultJson
+	//	*GetPromptResponse_Error
+	Outcome       isGetPromptResponse_Outcome `protobuf_oneof:"outcome"`
+	Spans         []*Span                     `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPromptResponse) Reset() {
+	*x = GetPromptResponse{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPromptResponse) ProtoMessage() {}
+
+func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
+func (*GetPromptResponse) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetPromptResponse) GetOutcome() isGetPromptResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *GetPromptResponse) GetResultJson() []byte {
+	if x != nil {
+		if x, ok := x.Outcome.(*GetPromptResponse_ResultJson); ok {
+			return x.ResultJson
+		}
+	}
+	return nil
+}
+
+func (x *GetPromptResponse) GetError() *UpstreamError {
+	if x != nil {
+		if x, ok := x.Outcome.(*GetPromptResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *GetPromptResponse) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+type isGetPromptResponse_Outcome interface {
+	isGetPromptResponse_Outcome()
+}
+
+type GetPromptResponse_ResultJson struct {
+	// The MCP GetPromptResult (description, messages), as JSON.
+	ResultJson []byte `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3,oneof"`
+}
+
+type GetPromptResponse_Error struct {
+	Error *UpstreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*GetPromptResponse_ResultJson) isGetPromptResponse_Outcome() {}
+
+func (*GetPromptResponse_Error) isGetPromptResponse_Outcome() {}
+
 // Tool is one tool an entry expands to. A single tool with an empty name
 // (or the entry's own name) is the entry itself: what the operator wrote in
 // the operations file (title, description, schemas, annotations) wins over
@@ -729,7 +1193,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +1205,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +1218,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Tool) GetName() string {
@@ -840,7 +1304,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1316,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1329,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolAnnotations) GetReadOnly() bool {
@@ -910,7 +1374,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1386,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1399,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Diagnostic) GetSeverity() Diagnostic_Severity {
@@ -983,7 +1447,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1459,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1472,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RequestContext) GetRequestId() string {
@@ -1079,7 +1543,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1555,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1568,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InvokeRequest) GetContext() *RequestContext {
@@ -1158,7 +1622,7 @@ type Relay struct {
 
 func (x *Relay) Reset() {
 	*x = Relay{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1634,7 @@ func (x *Relay) String() string {
 func (*Relay) ProtoMessage() {}
 
 func (x *Relay) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1647,7 @@ func (x *Relay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relay.ProtoReflect.Descriptor instead.
 func (*Relay) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Relay) GetProgress() bool {
@@ -1216,7 +1680,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1692,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1705,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -1316,7 +1780,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1792,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1805,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -1403,7 +1867,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1879,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1892,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -1503,7 +1967,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1979,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1992,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -1605,7 +2069,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +2081,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +2094,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -1669,7 +2133,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +2145,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +2158,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -1728,7 +2192,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2204,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2217,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -1776,7 +2240,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2252,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2265,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -1830,7 +2294,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2306,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2319,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -1953,7 +2417,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2429,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2442,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -2011,7 +2475,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2487,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2500,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Gap) GetReason() string {
@@ -2057,7 +2521,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2533,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2546,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *End) GetCursor() string {
@@ -2125,7 +2589,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2601,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2614,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -2247,7 +2711,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2723,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2736,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Attribute) GetKey() string {
@@ -2381,10 +2845,44 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x80\x01\n" +
 	"\x16ExpandOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12+\n" +
-	"\x11host_capabilities\x18\x02 \x03(\tR\x10hostCapabilities\"\x87\x01\n" +
+	"\x11host_capabilities\x18\x02 \x03(\tR\x10hostCapabilities\"\xc0\x02\n" +
 	"\x17ExpandOperationResponse\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.crank.adapter.v1.ToolR\x05tools\x12>\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x98\x03\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\x128\n" +
+	"\tresources\x18\x03 \x03(\v2\x1a.crank.adapter.v1.ResourceR\tresources\x12I\n" +
+	"\x12resource_templates\x18\x04 \x03(\v2\x1a.crank.adapter.v1.ResourceR\x11resourceTemplates\x122\n" +
+	"\aprompts\x18\x05 \x03(\v2\x18.crank.adapter.v1.PromptR\aprompts\"T\n" +
+	"\bResource\x12'\n" +
+	"\x0fdefinition_json\x18\x01 \x01(\fR\x0edefinitionJson\x12\x1f\n" +
+	"\vconfig_json\x18\x02 \x01(\fR\n" +
+	"configJson\"R\n" +
+	"\x06Prompt\x12'\n" +
+	"\x0fdefinition_json\x18\x01 \x01(\fR\x0edefinitionJson\x12\x1f\n" +
+	"\vconfig_json\x18\x02 \x01(\fR\n" +
+	"configJson\"\x9e\x01\n" +
+	"\x13ReadResourceRequest\x12:\n" +
+	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
+	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x10\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\"\xaf\x01\n" +
+	"\x14ReadResourceResponse\x12%\n" +
+	"\rcontents_json\x18\x01 \x01(\fH\x00R\fcontentsJson\x127\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
+	"\aoutcome\"\xac\x02\n" +
+	"\x10GetPromptRequest\x12:\n" +
+	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
+	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12O\n" +
+	"\targuments\x18\x04 \x03(\v21.crank.adapter.v1.GetPromptRequest.ArgumentsEntryR\targuments\x1a<\n" +
+	"\x0eArgumentsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
+	"\x11GetPromptResponse\x12!\n" +
+	"\vresult_json\x18\x01 \x01(\fH\x00R\n" +
+	"resultJson\x127\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
+	"\aoutcome\"\x98\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -2538,7 +3036,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x87\x05\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xbc\x06\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
@@ -2546,7 +3044,9 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
 	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12V\n" +
 	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
-	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01\x12]\n" +
+	"\fReadResource\x12%.crank.adapter.v1.ReadResourceRequest\x1a&.crank.adapter.v1.ReadResourceResponse\x12T\n" +
+	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponseB<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -2561,7 +3061,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -2574,76 +3074,99 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*ValidateOperationResponse)(nil), // 8: crank.adapter.v1.ValidateOperationResponse
 	(*ExpandOperationRequest)(nil),    // 9: crank.adapter.v1.ExpandOperationRequest
 	(*ExpandOperationResponse)(nil),   // 10: crank.adapter.v1.ExpandOperationResponse
-	(*Tool)(nil),                      // 11: crank.adapter.v1.Tool
-	(*ToolAnnotations)(nil),           // 12: crank.adapter.v1.ToolAnnotations
-	(*Diagnostic)(nil),                // 13: crank.adapter.v1.Diagnostic
-	(*RequestContext)(nil),            // 14: crank.adapter.v1.RequestContext
-	(*InvokeRequest)(nil),             // 15: crank.adapter.v1.InvokeRequest
-	(*Relay)(nil),                     // 16: crank.adapter.v1.Relay
-	(*InvokeResponse)(nil),            // 17: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 18: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 19: crank.adapter.v1.UpstreamError
-	(*InvokeEvent)(nil),               // 20: crank.adapter.v1.InvokeEvent
-	(*LogMessage)(nil),                // 21: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 22: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 23: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 24: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 25: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 26: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 27: crank.adapter.v1.Gap
-	(*End)(nil),                       // 28: crank.adapter.v1.End
-	(*Span)(nil),                      // 29: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 30: crank.adapter.v1.Attribute
-	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
+	(*Resource)(nil),                  // 11: crank.adapter.v1.Resource
+	(*Prompt)(nil),                    // 12: crank.adapter.v1.Prompt
+	(*ReadResourceRequest)(nil),       // 13: crank.adapter.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),      // 14: crank.adapter.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),          // 15: crank.adapter.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),         // 16: crank.adapter.v1.GetPromptResponse
+	(*Tool)(nil),                      // 17: crank.adapter.v1.Tool
+	(*ToolAnnotations)(nil),           // 18: crank.adapter.v1.ToolAnnotations
+	(*Diagnostic)(nil),                // 19: crank.adapter.v1.Diagnostic
+	(*RequestContext)(nil),            // 20: crank.adapter.v1.RequestContext
+	(*InvokeRequest)(nil),             // 21: crank.adapter.v1.InvokeRequest
+	(*Relay)(nil),                     // 22: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 23: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 24: crank.adapter.v1.Result
+	(*UpstreamError)(nil),             // 25: crank.adapter.v1.UpstreamError
+	(*InvokeEvent)(nil),               // 26: crank.adapter.v1.InvokeEvent
+	(*LogMessage)(nil),                // 27: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 28: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 29: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 30: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 31: crank.adapter.v1.StreamEvent
+	(*Item)(nil),                      // 32: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 33: crank.adapter.v1.Gap
+	(*End)(nil),                       // 34: crank.adapter.v1.End
+	(*Span)(nil),                      // 35: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 36: crank.adapter.v1.Attribute
+	nil,                               // 37: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
 	0,  // 1: crank.adapter.v1.Operation.mode:type_name -> crank.adapter.v1.ExecutionMode
 	6,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	13, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	19, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
 	6,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	11, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
-	13, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	12, // 7: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
-	0,  // 8: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
-	1,  // 9: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	31, // 10: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	14, // 11: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 12: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	16, // 13: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	18, // 14: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	19, // 15: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	29, // 16: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	2,  // 17: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	22, // 18: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	17, // 19: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	21, // 20: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	26, // 21: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	27, // 22: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	28, // 23: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	19, // 24: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	29, // 25: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	3,  // 26: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	30, // 27: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 28: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 29: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 30: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	15, // 31: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	15, // 32: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	15, // 33: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	23, // 34: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	5,  // 35: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 36: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 37: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	17, // 38: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	25, // 39: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	20, // 40: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	24, // 41: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	17, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
+	19, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	11, // 7: crank.adapter.v1.ExpandOperationResponse.resources:type_name -> crank.adapter.v1.Resource
+	11, // 8: crank.adapter.v1.ExpandOperationResponse.resource_templates:type_name -> crank.adapter.v1.Resource
+	12, // 9: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
+	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	35, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
+	37, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	35, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
+	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	38, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	35, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	28, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	23, // 31: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	27, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	32, // 33: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	33, // 34: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	34, // 35: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	25, // 36: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	35, // 37: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	3,  // 38: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	36, // 39: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 40: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 41: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 42: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	21, // 43: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 44: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 45: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	29, // 46: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	13, // 47: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	15, // 48: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	5,  // 49: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 50: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 51: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	23, // 52: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	31, // 53: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	26, // 54: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	30, // 55: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	14, // 56: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	16, // 57: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	49, // [49:58] is the sub-list for method output_type
+	40, // [40:49] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -2651,23 +3174,31 @@ func file_crank_adapter_v1_adapter_proto_init() {
 	if File_crank_adapter_v1_adapter_proto != nil {
 		return
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[8].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[13].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[10].OneofWrappers = []any{
+		(*ReadResourceResponse_ContentsJson)(nil),
+		(*ReadResourceResponse_Error)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[12].OneofWrappers = []any{
+		(*GetPromptResponse_ResultJson)(nil),
+		(*GetPromptResponse_Error)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[14].OneofWrappers = []any{}
+	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[16].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[22].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[21].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[27].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[26].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[32].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -2679,7 +3210,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,8 @@ const (
 	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
 	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
 	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
+	Adapter_ReadResource_FullMethodName       = "/crank.adapter.v1.Adapter/ReadResource"
+	Adapter_GetPrompt_FullMethodName          = "/crank.adapter.v1.Adapter/GetPrompt"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -88,6 +90,18 @@ type AdapterClient interface {
 	// list "watch" in DescribeResponse.capabilities; the host does not open
 	// it otherwise, and treats UNIMPLEMENTED as "never changes".
 	WatchOperations(ctx context.Context, in *WatchOperationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperationsChanged], error)
+	// ReadResource reads one resource an entry published
+	// (ExpandOperationResponse.resources, or a URI its resource_templates
+	// match), e.g. an MCP upstream's resources/read. Optional: adapters that
+	// implement it list "resources" in DescribeResponse.capabilities; the
+	// host publishes no resources of an adapter that does not.
+	ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error)
+	// GetPrompt renders one prompt an entry published
+	// (ExpandOperationResponse.prompts), e.g. an MCP upstream's prompts/get.
+	// Optional: adapters that implement it list "prompts" in
+	// DescribeResponse.capabilities; the host publishes no prompts of an
+	// adapter that does not.
+	GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error)
 }
 
 type adapterClient struct {
@@ -195,6 +209,26 @@ func (c *adapterClient) WatchOperations(ctx context.Context, in *WatchOperations
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_WatchOperationsClient = grpc.ServerStreamingClient[OperationsChanged]
 
+func (c *adapterClient) ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadResourceResponse)
+	err := c.cc.Invoke(ctx, Adapter_ReadResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adapterClient) GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPromptResponse)
+	err := c.cc.Invoke(ctx, Adapter_GetPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -240,6 +274,18 @@ type AdapterServer interface {
 	// list "watch" in DescribeResponse.capabilities; the host does not open
 	// it otherwise, and treats UNIMPLEMENTED as "never changes".
 	WatchOperations(*WatchOperationsRequest, grpc.ServerStreamingServer[OperationsChanged]) error
+	// ReadResource reads one resource an entry published
+	// (ExpandOperationResponse.resources, or a URI its resource_templates
+	// match), e.g. an MCP upstream's resources/read. Optional: adapters that
+	// implement it list "resources" in DescribeResponse.capabilities; the
+	// host publishes no resources of an adapter that does not.
+	ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error)
+	// GetPrompt renders one prompt an entry published
+	// (ExpandOperationResponse.prompts), e.g. an MCP upstream's prompts/get.
+	// Optional: adapters that implement it list "prompts" in
+	// DescribeResponse.capabilities; the host publishes no prompts of an
+	// adapter that does not.
+	GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error)
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -270,6 +316,12 @@ func (UnimplementedAdapterServer) InvokeWithProgress(*InvokeRequest, grpc.Server
 }
 func (UnimplementedAdapterServer) WatchOperations(*WatchOperationsRequest, grpc.ServerStreamingServer[OperationsChanged]) error {
 	return status.Error(codes.Unimplemented, "method WatchOperations not implemented")
+}
+func (UnimplementedAdapterServer) ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadResource not implemented")
+}
+func (UnimplementedAdapterServer) GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPrompt not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -397,6 +449,42 @@ func _Adapter_WatchOperations_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_WatchOperationsServer = grpc.ServerStreamingServer[OperationsChanged]
 
+func _Adapter_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).ReadResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_ReadResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).ReadResource(ctx, req.(*ReadResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Adapter_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).GetPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_GetPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).GetPrompt(ctx, req.(*GetPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -419,6 +507,14 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Invoke",
 			Handler:    _Adapter_Invoke_Handler,
+		},
+		{
+			MethodName: "ReadResource",
+			Handler:    _Adapter_ReadResource_Handler,
+		},
+		{
+			MethodName: "GetPrompt",
+			Handler:    _Adapter_GetPrompt_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

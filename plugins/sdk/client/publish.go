@@ -1,0 +1,72 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// ExpandPublished is Expand for a host that also serves the MCP resources,
+// resource templates and prompts an entry publishes (sdk.Publisher): it
+// returns them beside the tools, nil when the adapter publishes none.
+func (c *Client) ExpandPublished(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, *sdk.Published, []sdk.Diagnostic, error) {
+	resp, err := c.expand(ctx, op, wire.HostResources, wire.HostPrompts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tools, diags := expansionFromProto(resp)
+	pub := &sdk.Published{}
+	for _, r := range resp.GetResources() {
+		pub.Resources = append(pub.Resources, sdk.Publication{Definition: r.GetDefinitionJson(), Config: r.GetConfigJson()})
+	}
+	for _, r := range resp.GetResourceTemplates() {
+		pub.ResourceTemplates = append(pub.ResourceTemplates, sdk.Publication{Definition: r.GetDefinitionJson(), Config: r.GetConfigJson()})
+	}
+	for _, p := range resp.GetPrompts() {
+		pub.Prompts = append(pub.Prompts, sdk.Publication{Definition: p.GetDefinitionJson(), Config: p.GetConfigJson()})
+	}
+	if len(pub.Resources)+len(pub.ResourceTemplates)+len(pub.Prompts) == 0 {
+		pub = nil
+	}
+	return tools, pub, diags, nil
+}
+
+// ReadResource reads a resource an entry published (Capabilities.Resources):
+// the MCP contents array as JSON. An upstream failure is returned as an
+// *sdk.UpstreamError.
+func (c *Client) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (_ json.RawMessage, err error) {
+	done := c.observe(ctx, "read_resource", &sdk.Request{Context: req.Context, Operation: req.Operation})
+	defer func() { done(err) }()
+	resp, err := c.rpc.ReadResource(ctx, &adapterv1.ReadResourceRequest{
+		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Uri: req.URI})
+	if err != nil {
+		return nil, callError(err)
+	}
+	c.spans(resp.GetSpans())
+	if ue := resp.GetError(); ue != nil {
+		return nil, upstreamErrorFromProto(ue)
+	}
+	return resp.GetContentsJson(), nil
+}
+
+// GetPrompt renders a prompt an entry published (Capabilities.Prompts): the
+// MCP GetPromptResult as JSON. An upstream failure is returned as an
+// *sdk.UpstreamError.
+func (c *Client) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (_ json.RawMessage, err error) {
+	done := c.observe(ctx, "get_prompt", &sdk.Request{Context: req.Context, Operation: req.Operation})
+	defer func() { done(err) }()
+	resp, err := c.rpc.GetPrompt(ctx, &adapterv1.GetPromptRequest{
+		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Name: req.Name,
+		Arguments: req.Arguments})
+	if err != nil {
+		return nil, callError(err)
+	}
+	c.spans(resp.GetSpans())
+	if ue := resp.GetError(); ue != nil {
+		return nil, upstreamErrorFromProto(ue)
+	}
+	return resp.GetResultJson(), nil
+}

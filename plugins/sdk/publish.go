@@ -1,0 +1,156 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Publisher is implemented by adapters whose entries publish MCP
+// resources, resource templates and prompts beside their tools, such as
+// an MCP upstream's. The host asks for them at load and at each
+// re-expansion (Publish, after ExpandOperation: a Publisher is an
+// OperationExpander too) and publishes them to its clients; a client's
+// resources/read and prompts/get come back as ReadResource and GetPrompt,
+// with the entry's operation carrying the Config of what is read.
+type Publisher interface {
+	// Publish lists what the entry publishes. An entry may publish
+	// resources or prompts and no tool. Diagnostics name config fields,
+	// as ExpandOperation's do.
+	Publish(ctx context.Context, op *Operation) (*Published, []Diagnostic)
+	// ReadResource reads req.URI: a published resource's URI, or one a
+	// published template matches. It returns the MCP ReadResourceResult's
+	// contents (an array of text or blob resource contents) as JSON;
+	// upstream failures as *UpstreamError.
+	ReadResource(ctx context.Context, req *ResourceRequest) (json.RawMessage, error)
+	// GetPrompt renders the prompt req.Name with the client's arguments.
+	// It returns the MCP GetPromptResult (description, messages) as JSON;
+	// upstream failures as *UpstreamError.
+	GetPrompt(ctx context.Context, req *PromptRequest) (json.RawMessage, error)
+}
+
+// Published is what an entry publishes beside its tools.
+type Published struct {
+	// Resources are MCP Resource objects (uri, name, title,
+	// description, mimeType, size, annotations, icons).
+	Resources []Publication
+	// ResourceTemplates are MCP ResourceTemplate objects (uriTemplate,
+	// name, title, description, mimeType, annotations, icons).
+	ResourceTemplates []Publication
+	// Prompts are MCP Prompt objects (name, title, description,
+	// arguments, icons).
+	Prompts []Publication
+}
+
+// Publication is one resource, resource template or prompt.
+type Publication struct {
+	// Definition is the MCP object as JSON, as the host publishes it.
+	Definition json.RawMessage
+	// Config is sent back as Operation.Config when it is read or
+	// rendered; nil means the entry's config.
+	Config json.RawMessage
+}
+
+// ResourceRequest is one read of a resource.
+type ResourceRequest struct {
+	Context   RequestContext
+	Operation Operation
+	URI       string
+}
+
+// PromptRequest is one rendering of a prompt.
+type PromptRequest struct {
+	Context   RequestContext
+	Operation Operation
+	// Name is the prompt's name as the host published it.
+	Name      string
+	Arguments map[string]string
+}
+
+func publicationsToProto[T any](list []Publication, mk func(def, cfg []byte) T) []T {
+	var out []T
+	for _, p := range list {
+		out = append(out, mk(p.Definition, p.Config))
+	}
+	return out
+}
+
+// publish adds what the entry publishes to an expansion's answer.
+func (s *server) publish(ctx context.Context, op *Operation, resp *adapterv1.ExpandOperationResponse) {
+	p, ok := s.impl.(Publisher)
+	if !ok {
+		return
+	}
+	pub, diags := p.Publish(ctx, op)
+	resp.Diagnostics = append(resp.Diagnostics, diagnosticsToProto(diags)...)
+	if pub == nil {
+		return
+	}
+	res := func(def, cfg []byte) *adapterv1.Resource {
+		return &adapterv1.Resource{DefinitionJson: def, ConfigJson: cfg}
+	}
+	resp.Resources = publicationsToProto(pub.Resources, res)
+	resp.ResourceTemplates = publicationsToProto(pub.ResourceTemplates, res)
+	resp.Prompts = publicationsToProto(pub.Prompts, func(def, cfg []byte) *adapterv1.Prompt {
+		return &adapterv1.Prompt{DefinitionJson: def, ConfigJson: cfg}
+	})
+}
+
+func (s *server) ReadResource(ctx context.Context, req *adapterv1.ReadResourceRequest) (_ *adapterv1.ReadResourceResponse, err error) {
+	defer recoverPanic("read resource", &err)
+	p, ok := s.impl.(Publisher)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not publish resources")
+	}
+	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri()}
+	ctx, span := withCall(ctx, &r.Context, "adapter read resource "+r.Operation.Name) // trace.go
+	contents, err := p.ReadResource(ctx, r)
+	endCallSpan(span, err)
+	if err != nil {
+		if ue, ok := upstreamErrorToProto(err); ok {
+			return &adapterv1.ReadResourceResponse{Outcome: &adapterv1.ReadResourceResponse_Error{Error: ue}, Spans: takeSpans()}, nil
+		}
+		return nil, status.Errorf(codes.Internal, "read resource: %v", err)
+	}
+	return &adapterv1.ReadResourceResponse{Outcome: &adapterv1.ReadResourceResponse_ContentsJson{ContentsJson: contents}, Spans: takeSpans()}, nil
+}
+
+func (s *server) GetPrompt(ctx context.Context, req *adapterv1.GetPromptRequest) (_ *adapterv1.GetPromptResponse, err error) {
+	defer recoverPanic("get prompt", &err)
+	p, ok := s.impl.(Publisher)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not publish prompts")
+	}
+	r := &PromptRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()),
+		Name: req.GetName(), Arguments: req.GetArguments()}
+	ctx, span := withCall(ctx, &r.Context, "adapter get prompt "+r.Operation.Name) // trace.go
+	res, err := p.GetPrompt(ctx, r)
+	endCallSpan(span, err)
+	if err != nil {
+		if ue, ok := upstreamErrorToProto(err); ok {
+			return &adapterv1.GetPromptResponse{Outcome: &adapterv1.GetPromptResponse_Error{Error: ue}, Spans: takeSpans()}, nil
+		}
+		return nil, status.Errorf(codes.Internal, "get prompt: %v", err)
+	}
+	return &adapterv1.GetPromptResponse{Outcome: &adapterv1.GetPromptResponse_ResultJson{ResultJson: res}, Spans: takeSpans()}, nil
+}
+
+// contextFromProto is the request context of a call.
+func contextFromProto(c *adapterv1.RequestContext) RequestContext {
+	rc := RequestContext{
+		RequestID:   c.GetRequestId(),
+		WorkspaceID: c.GetWorkspaceId(),
+		AgentID:     c.GetAgentId(),
+		TraceParent: c.GetTraceparent(),
+		TraceState:  c.GetTracestate(),
+		RecordSpans: c.GetRecordSpans(),
+	}
+	if c.GetDeadline() != nil {
+		rc.Deadline = c.GetDeadline().AsTime()
+	}
+	return rc
+}
