@@ -147,8 +147,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			}
 		}
 		bound := []*boundOp{b}
+		publishes := desc.Capabilities.Resources || desc.Capabilities.Prompts
+		var pubs []*Publication
 		if desc.Capabilities.Expand {
-			tools, diags, err := c.Expand(ctx, &b.call)
+			tools, pub, diags, err := expandEntry(ctx, c, &b.call, publishes)
 			switch {
 			case client.CodeOf(err) == client.Unimplemented:
 			case err != nil:
@@ -158,7 +160,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				if h.report(op.Name, diags, fail) {
 					continue
 				}
-				if bound, err = expand(op, sup, tools); err != nil {
+				if pubs, err = publications(op, sup, pub); err != nil { // published.go
+					fail(op.Name, "config", err.Error())
+					continue
+				}
+				if bound, err = expand(op, sup, tools, len(pubs) > 0); err != nil {
 					fail(op.Name, "config", err.Error())
 					continue
 				}
@@ -190,7 +196,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			tools = append(tools, fam...)
 			h.families[x.Name] = x
 		}
-		et := &entryTools{entry: op, sup: sup, expanded: desc.Capabilities.Expand}
+		if err := tab.addPublications(pubs); err != nil {
+			fail(op.Name, "config", err.Error())
+		}
+		et := &entryTools{entry: op, sup: sup, expanded: desc.Capabilities.Expand, publishes: publishes}
 		for _, x := range tools {
 			switch {
 			case x.Description == "":
@@ -267,8 +276,11 @@ func bind(op *Operation, sup *Supervisor) *boundOp {
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool) ([]*boundOp, error) {
+func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool) ([]*boundOp, error) {
 	if len(tools) == 0 {
+		if publishes {
+			return nil, nil // resources or prompts only
+		}
 		return nil, errors.New("the adapter found no tools to serve in it")
 	}
 	self := len(tools) == 1 && (tools[0].Name == "" || tools[0].Name == entry.Name)
@@ -317,6 +329,16 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool) ([]*boundOp, er
 		out = append(out, bind(&op, sup))
 	}
 	return out, nil
+}
+
+// expandEntry asks the adapter to expand an entry, with what it
+// publishes besides its tools when it publishes anything.
+func expandEntry(ctx context.Context, c *client.Client, op *sdk.Operation, publishes bool) ([]sdk.Tool, *sdk.Published, []sdk.Diagnostic, error) {
+	if publishes {
+		return c.ExpandPublished(ctx, op)
+	}
+	tools, diags, err := c.Expand(ctx, op)
+	return tools, nil, diags, err
 }
 
 // adapterMode is the mode an adapter serves an operation in. Sessions and

@@ -72,6 +72,8 @@ func (testAdapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.
 		return tools, []sdk.Diagnostic{{Severity: sdk.SeverityWarning, Field: "tools", Message: "skipped one"}}
 	case "file":
 		return expandFile(c.File)
+	case "publish":
+		return nil, nil // resources and prompts only (published_test.go)
 	case "derive":
 		return []sdk.Tool{{Description: "derived description",
 			InputSchema: json.RawMessage(`{"type":"object","required":["q"]}`)}}, nil
@@ -85,7 +87,7 @@ func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk
 		return []sdk.Diagnostic{sdk.Errorf("", "%v", err)}
 	}
 	switch c.Behavior {
-	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive", "file":
+	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive", "file", "publish":
 		return nil
 	}
 	return []sdk.Diagnostic{sdk.Errorf("behavior", "unknown behavior %q", c.Behavior)}

@@ -30,10 +30,34 @@ import (
 // tools and is logged. Entries of session and async_job families keep
 // their tools until the next load.
 
-// toolTable is the tools a host serves.
+// toolTable is the tools a host serves, and the resources, resource
+// templates and prompts (published.go).
 type toolTable struct {
 	ops  map[string]*boundOp
 	list []*Operation
+	pubs []*Publication
+	// pubIndex indexes pubs.
+	pubIndex map[pubKey]*Publication
+}
+
+// addPublications adds an entry's publications to the table, failing on
+// one another entry publishes already (naming it).
+func (t *toolTable) addPublications(pubs []*Publication) error {
+	if t.pubIndex == nil {
+		t.pubIndex = map[pubKey]*Publication{}
+	}
+	for _, p := range pubs {
+		k := pubKey{p.Kind, p.Key}
+		if was := t.pubIndex[k]; was != nil {
+			if was.Entry == p.Entry {
+				return fmt.Errorf("it publishes %s %q twice", p.Kind, p.Key)
+			}
+			return fmt.Errorf("%s %q: entry %q publishes it too", p.Kind, p.Key, was.Entry)
+		}
+		t.pubIndex[k] = p
+		t.pubs = append(t.pubs, p)
+	}
+	return nil
 }
 
 // entryTools is one operations-file entry and the tools it stands for.
@@ -41,7 +65,10 @@ type entryTools struct {
 	entry    *Operation
 	sup      *Supervisor
 	expanded bool // the adapter expanded it (Capabilities.Expand)
-	tools    []string
+	// publishes: the adapter publishes resources or prompts
+	// (Capabilities.Resources, Capabilities.Prompts).
+	publishes bool
+	tools     []string
 }
 
 // op is the bound operation of the tool name.
@@ -75,7 +102,7 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		return false, fmt.Errorf("entry %q: %v", entry, err)
 	}
 	b := bind(et.entry, et.sup)
-	tools, diags, err := c.Expand(ctx, &b.call)
+	tools, pub, diags, err := expandEntry(ctx, c, &b.call, et.publishes)
 	if err != nil {
 		return false, fmt.Errorf("entry %q: the adapter could not expand it: %v", entry, err)
 	}
@@ -91,12 +118,24 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 	if len(problems) > 0 {
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(strings.Join(problems, "; ")))
 	}
-	bound, err := expand(et.entry, et.sup, tools)
+	pubs, err := publications(et.entry, et.sup, pub)
+	if err != nil {
+		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
+	}
+	bound, err := expand(et.entry, et.sup, tools, len(pubs) > 0)
 	if err != nil {
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
 	}
 	old := h.tab.Load()
 	next := &toolTable{ops: make(map[string]*boundOp, len(old.ops))}
+	for _, p := range old.pubs {
+		if p.Entry != entry {
+			_ = next.addPublications([]*Publication{p}) // they did not collide before
+		}
+	}
+	if err := next.addPublications(pubs); err != nil {
+		return false, fmt.Errorf("entry %q: %s", entry, err)
+	}
 	for n, o := range old.ops {
 		if !slices.Contains(et.tools, n) {
 			next.ops[n] = o
@@ -124,7 +163,7 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		names = append(names, x.Name)
 		added = append(added, x.Operation)
 	}
-	if sameTools(old, et.tools, added) {
+	if sameTools(old, et.tools, added) && samePublications(old.pubs, next.pubs) {
 		return false, nil
 	}
 	inserted := false
@@ -166,6 +205,14 @@ func sameTools(old *toolTable, had []string, added []*Operation) bool {
 		}
 	}
 	return true
+}
+
+// samePublications reports whether two lists publish the same things.
+func samePublications(a, b []*Publication) bool {
+	return slices.EqualFunc(a, b, func(x, y *Publication) bool {
+		return x.Kind == y.Kind && x.Key == y.Key && bytes.Equal(x.Definition, y.Definition) &&
+			bytes.Equal(x.op.Config, y.op.Config)
+	})
 }
 
 // published is what clients see of a tool, for comparison.

@@ -167,6 +167,14 @@ func (c *upstreamCredential) redactString(s string) string {
 	return c.redactor.String(s)
 }
 
+// redactJSON removes the upstream token from a JSON answer.
+func (c *upstreamCredential) redactJSON(raw json.RawMessage) json.RawMessage {
+	if c == nil {
+		return raw
+	}
+	return c.redactor.JSON(raw)
+}
+
 // redact removes the upstream token from a call's result.
 func (c *upstreamCredential) redact(r *Result) *Result {
 	if c == nil || r == nil {

@@ -107,11 +107,12 @@ type Endpoint struct {
 	http   *mcp.StreamableHTTPHandler
 	logger *zap.Logger
 
-	mu     sync.Mutex
-	hosts  []*host.Host
-	tools  []string
-	active atomic.Pointer[host.Host]
-	store  atomic.Pointer[Store]
+	mu        sync.Mutex
+	hosts     []*host.Host
+	tools     []string
+	published published // published.go
+	active    atomic.Pointer[host.Host]
+	store     atomic.Pointer[Store]
 	// attached is closed by the first Attach; closed by Close.
 	attached, closed chan struct{}
 	closeOnce        sync.Once
@@ -321,6 +322,7 @@ func (ep *Endpoint) publishLocked(h *host.Host) {
 		ep.server.RemoveTools(stale...)
 	}
 	ep.tools = names
+	ep.publishPublicationsLocked(h) // published.go
 }
 
 func mcpTool(op *host.Operation) *mcp.Tool {

@@ -20,8 +20,12 @@ import (
 const adapterEnv = "CRANK_MCPSERVER_TEST_ADAPTER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(adapterEnv) == "rest" {
+	switch os.Getenv(adapterEnv) {
+	case "rest":
 		sdk.Serve(rest.New())
+		os.Exit(0)
+	case "publish": // published_test.go
+		sdk.Serve(publishAdapter{})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -31,6 +35,13 @@ func TestMain(m *testing.M) {
 // process this test binary, its jobs and stream sessions in st (nil for
 // none) and its audit records in audit (nil for none).
 func newTestHost(t testing.TB, ops string, st host.Store, audit *zap.Logger) *host.Host {
+	t.Helper()
+	return newTestHostOf(t, "rest", ops, st, audit)
+}
+
+// newTestHostOf is newTestHost with the adapter this test binary serves
+// as adapter (adapterEnv).
+func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.Logger) *host.Host {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ops.yaml")
 	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
@@ -44,7 +55,7 @@ func newTestHost(t testing.TB, ops string, st host.Store, audit *zap.Logger) *ho
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{adapterEnv + "=rest"}},
+	sup := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{adapterEnv + "=" + adapter}},
 		host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: "test"})
 	t.Cleanup(func() { _ = sup.Close() })
 	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Audit: audit,

@@ -51,6 +51,12 @@ func (ep *Endpoint) policyMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				ep.filterTools(h, ep.policyCaller(extra, ss), res)
 			}
 			return res, err
+		case "resources/list", "resources/templates/list", "prompts/list":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				ep.filterPublications(h, ep.policyCaller(extra, ss), res) // published.go
+			}
+			return res, err
 		case "tools/call":
 			if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
 				if res, err := ep.policyCheck(h, ep.policyCaller(extra, ss), cr.Params.Name, cr.Params.Arguments); res != nil || err != nil {

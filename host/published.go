@@ -1,0 +1,264 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// Resources, resource templates and prompts.
+//
+// An adapter that publishes them beside its tools (sdk.Publisher, such as
+// the mcp adapter for an upstream's, when the entry asks for them) lists
+// them in its expansion; the host checks each as a load does (the MCP
+// object's required fields, a URI or URI template the endpoint can serve,
+// a prompt name like a tool name, and no two entries publishing the same
+// URI, URI template or prompt name, naming both) and keeps them in its
+// table of tools, so that a re-expansion replaces them in the same step as
+// the entry's tools. A read or a rendering goes to the publishing entry's
+// adapter with the publication's config, bounded by the entry's timeout;
+// its answer is redacted like a tool result.
+
+// PublicationKind says what a Publication is.
+type PublicationKind string
+
+// Publication kinds, as the policy's tool.mode names them.
+const (
+	KindResource         PublicationKind = "resource"
+	KindResourceTemplate PublicationKind = "resource_template"
+	KindPrompt           PublicationKind = "prompt"
+)
+
+// Publication is one resource, resource template or prompt a host
+// serves.
+type Publication struct {
+	Kind PublicationKind
+	// Key is the resource's URI, the template's URI template or the
+	// prompt's name: unique per kind on a host.
+	Key string
+	// Name and Title are the MCP object's.
+	Name, Title string
+	// Definition is the MCP object (Resource, ResourceTemplate or Prompt)
+	// as JSON, as clients see it.
+	Definition json.RawMessage
+	// Entry is the operations-file entry that publishes it; Adapter its
+	// adapter.
+	Entry, Adapter string
+	op             *boundOp
+}
+
+// pubKey indexes publications by kind and key.
+type pubKey struct {
+	kind PublicationKind
+	key  string
+}
+
+// publications turns what an adapter published for entry into the
+// host's, checking each.
+func publications(entry *Operation, sup *Supervisor, pub *sdk.Published) ([]*Publication, error) {
+	if pub == nil {
+		return nil, nil
+	}
+	var out []*Publication
+	add := func(kind PublicationKind, list []sdk.Publication) error {
+		for i, p := range list {
+			x, err := publication(entry, sup, kind, p)
+			if err != nil {
+				return fmt.Errorf("%s %d the adapter published: %v", kind, i+1, err)
+			}
+			out = append(out, x)
+		}
+		return nil
+	}
+	if err := add(KindResource, pub.Resources); err != nil {
+		return nil, err
+	}
+	if err := add(KindResourceTemplate, pub.ResourceTemplates); err != nil {
+		return nil, err
+	}
+	if err := add(KindPrompt, pub.Prompts); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func publication(entry *Operation, sup *Supervisor, kind PublicationKind, p sdk.Publication) (*Publication, error) {
+	var def struct {
+		URI         string `json:"uri"`
+		URITemplate string `json:"uriTemplate"`
+		Name        string `json:"name"`
+		Title       string `json:"title"`
+	}
+	if err := json.Unmarshal(p.Definition, &def); err != nil || !bytes.HasPrefix(bytes.TrimSpace(p.Definition), []byte("{")) {
+		return nil, errors.New("its definition is not a JSON object")
+	}
+	x := &Publication{Kind: kind, Name: def.Name, Title: def.Title, Definition: p.Definition, Entry: entry.Name, Adapter: entry.Adapter}
+	if def.Name == "" {
+		return nil, errors.New("name is required")
+	}
+	switch kind {
+	case KindResource:
+		x.Key = def.URI
+		if u, err := url.Parse(def.URI); err != nil || u.Scheme == "" {
+			return nil, fmt.Errorf("uri %q is not an absolute URI", def.URI)
+		}
+	case KindResourceTemplate:
+		x.Key = def.URITemplate
+		if _, err := uritemplate.New(def.URITemplate); err != nil || !hasScheme(def.URITemplate) {
+			return nil, fmt.Errorf("uriTemplate %q is not an absolute RFC 6570 URI template", def.URITemplate)
+		}
+	case KindPrompt:
+		x.Key = def.Name
+		if !toolNameRE.MatchString(def.Name) {
+			return nil, fmt.Errorf("prompt name %q: use 1 to 128 letters, digits, '_', '-' or '.'", def.Name)
+		}
+	}
+	op := *entry
+	if len(p.Config) > 0 {
+		op.Config = p.Config
+	}
+	x.op = bind(&op, sup)
+	return x, nil
+}
+
+// hasScheme reports whether a URI template starts with a scheme.
+func hasScheme(tmpl string) bool {
+	for i, c := range tmpl {
+		switch {
+		case c == ':':
+			return i > 0
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Publications returns the resources, resource templates and prompts the
+// host serves, in load order.
+func (h *Host) Publications() []*Publication { return h.tab.Load().pubs }
+
+// Publication returns the publication of kind with key.
+func (h *Host) Publication(kind PublicationKind, key string) (*Publication, bool) {
+	p, ok := h.tab.Load().pubIndex[pubKey{kind, key}]
+	return p, ok
+}
+
+// PublicationRequest is one read of a resource or rendering of a prompt.
+type PublicationRequest struct {
+	// Kind and Key name the publication: the resource's URI, the URI
+	// template that matched, or the prompt's name.
+	Kind PublicationKind
+	Key  string
+	// URI is the URI to read (a resource's, or one the template
+	// matches); Arguments are a prompt's.
+	URI       string
+	Arguments map[string]string
+	// The caller, as in CallRequest.
+	WorkspaceID, AgentID    string
+	TraceParent, TraceState string
+	SubjectToken, RequestID string
+}
+
+// PublicationError is a read or rendering that failed: Code is the
+// JSON-RPC error code to answer (the upstream's own, when it answered
+// with one), Message says why, redacted.
+type PublicationError struct {
+	Code    int64
+	Message string
+}
+
+func (e *PublicationError) Error() string { return e.Message }
+
+// JSON-RPC codes of failed reads and renderings.
+const (
+	codeInvalidParams    = -32602
+	codeInternalError    = -32603
+	codeResourceNotFound = -32002
+)
+
+// ReadResource reads a resource (Kind KindResource or
+// KindResourceTemplate) through the adapter of the entry that publishes
+// it: the MCP contents array as JSON, redacted. Failures are
+// *PublicationError.
+func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
+	return h.readPublication(ctx, req, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
+		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI})
+	})
+}
+
+// GetPrompt renders a prompt through the adapter of the entry that
+// publishes it: the MCP GetPromptResult as JSON, redacted. Failures are
+// *PublicationError.
+func (h *Host) GetPrompt(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
+	req.Kind = KindPrompt
+	return h.readPublication(ctx, req, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
+		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Key, Arguments: req.Arguments})
+	})
+}
+
+// publicationClient is what a read needs of an adapter client.
+type publicationClient interface {
+	ReadResource(context.Context, *sdk.ResourceRequest) (json.RawMessage, error)
+	GetPrompt(context.Context, *sdk.PromptRequest) (json.RawMessage, error)
+}
+
+func (h *Host) readPublication(ctx context.Context, req PublicationRequest,
+	read func(context.Context, publicationClient, sdk.Operation, sdk.RequestContext) (json.RawMessage, error)) (json.RawMessage, error) {
+	p, ok := h.Publication(req.Kind, req.Key)
+	if !ok {
+		if req.Kind == KindPrompt {
+			return nil, &PublicationError{Code: codeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", req.Key)}
+		}
+		return nil, &PublicationError{Code: codeResourceNotFound, Message: fmt.Sprintf("resource %q not found", req.URI)}
+	}
+	what := fmt.Sprintf("prompt %q", p.Key)
+	if req.Kind != KindPrompt {
+		what = fmt.Sprintf("resource %q", req.URI)
+	}
+	op := p.op
+	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	cr := CallRequest{Tool: p.Entry, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID, SubjectToken: req.SubjectToken, RequestID: req.RequestID}
+	if res := h.obtainUpstreamToken(ctx, op, &cr); res != nil { // upstream_auth.go
+		return nil, &PublicationError{Code: codeInternalError, Message: what + ": " + res.Text}
+	}
+	c, err := op.sup.Client(ctx)
+	if err != nil {
+		return nil, &PublicationError{Code: codeInternalError,
+			Message: h.redact.String(fmt.Sprintf("%s: adapter %q is not available: %v", what, op.Adapter, err))}
+	}
+	rc := sdk.RequestContext{RequestID: req.RequestID, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID,
+		TraceParent: req.TraceParent, TraceState: req.TraceState, Deadline: deadline}
+	out, err := read(ctx, c, cr.upstream.operation(op.call), rc)
+	var ue *sdk.UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		code := int64(codeInternalError)
+		if n, perr := strconv.ParseInt(ue.Status, 10, 64); perr == nil && n >= -32768 && n <= -32000 {
+			code = n // the upstream's own JSON-RPC error, e.g. -32002 resource not found
+		}
+		return nil, &PublicationError{Code: code, Message: cr.upstream.redactString(h.redact.String(what + ": " + describeUpstreamError(ue)))}
+	case err != nil:
+		msg := h.describeCallError(ctx, op, err)
+		return nil, &PublicationError{Code: codeInternalError, Message: h.redact.String(what + ": " + msg)}
+	}
+	if !json.Valid(out) {
+		return nil, &PublicationError{Code: codeInternalError, Message: fmt.Sprintf("%s: adapter %q answered something that is not JSON", what, op.Adapter)}
+	}
+	return cr.upstream.redactJSON(h.redact.JSON(out)), nil
+}
