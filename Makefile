@@ -20,8 +20,12 @@ all: build
 
 build: $(BIN)
 
+# The gateway and, beside it, the built-in adapters' own executables
+# (bin/crank-adapter-<name>), which the gateway runs in place of
+# `crank crank-adapter <name>`: they start in a third of the time.
+ADAPTER_CMDS := $(wildcard plugins/*/cmd/crank-adapter-*)
 $(BIN): $(GOFILES) go.mod go.sum
-	$(GO) build -o $(BIN) ./cmd/crank
+	$(GO) build -o bin/ ./cmd/crank $(addprefix ./,$(ADAPTER_CMDS))
 
 # The demo: Caddy with Crank in the foreground (the gateway on
 # 127.0.0.1:8080, an embedded etcd in .crank/etcd, the demo REST, GraphQL,

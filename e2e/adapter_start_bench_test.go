@@ -32,10 +32,12 @@ operations:
 `
 
 // BenchmarkAdapterStart measures the adapter process's life cycle as the
-// gateway sees it, with the real REST adapter executable: the built-in one
-// (`crank crank-adapter rest`, the gateway binary the harness built, the
-// default for `adapter: rest`) and the standalone
-// plugins/rest/cmd/crank-adapter-rest (built here).
+// gateway sees it, with the real REST adapter executable: the one `make
+// build` and the container image put beside the gateway,
+// plugins/rest/cmd/crank-adapter-rest (built here), which the gateway runs
+// for `adapter: rest` when it is there, and, as "-builtin", the gateway's
+// own executable (`crank crank-adapter rest`, the binary the harness
+// built), which a gateway without it (an xcaddy build) runs.
 //
 //	cold       spawn to first answered call: a host is built from the
 //	           operations file (the supervisor starts the process, the
@@ -56,8 +58,8 @@ func BenchmarkAdapterStart(b *testing.B) {
 	for _, exe := range []struct {
 		name, command, args string
 	}{
-		{"", crankBin, "[crank-adapter, rest]"},
-		{"-standalone", standalone.Path, "[]"},
+		{"", standalone.Path, "[]"},
+		{"-builtin", crankBin, "[crank-adapter, rest]"},
 	} {
 		cat, err := host.Parse("ops.yaml", fmt.Appendf(nil, startOps, exe.command, exe.args, up.URL), host.LoadOptions{})
 		if err != nil {

@@ -45,6 +45,10 @@ var goals = []goal{
 	{"streaming added latency per chunk p50 (µs)", "e2e.BenchmarkStreamingTool/latency", "crank-bare-p50-µs/chunk", true, 100},
 	{"adapter cold start, spawn to first answer (ms)", "e2e.BenchmarkAdapterStart/cold", "ms/start", true, 150},
 	{"adapter crash to next answered call (ms)", "e2e.BenchmarkAdapterStart/crash", "ms/recovery", true, 500},
+	// The same, run from the gateway's own executable (no adapter
+	// executables beside it: an xcaddy build).
+	{"adapter cold start, gateway executable (ms)", "e2e.BenchmarkAdapterStart/cold-builtin", "ms/start", true, 150},
+	{"adapter crash to answer, gateway executable (ms)", "e2e.BenchmarkAdapterStart/crash-builtin", "ms/recovery", true, 500},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }
