@@ -294,8 +294,8 @@ func (r *rawHTTP) readStream(ctx context.Context, body io.Reader, id string) (*j
 func (r *rawHTTP) refuse(ctx context.Context, req *jsonrpc.Request) {
 	resp := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 		Message: fmt.Sprintf("method %q is not supported by this client", req.Method)}}
-	if r, err := r.post(ctx, resp); err == nil {
-		r.Body.Close()
+	if answered, err := r.post(ctx, resp); err == nil {
+		answered.Body.Close()
 	}
 }
 

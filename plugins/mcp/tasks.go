@@ -22,7 +22,8 @@ import (
 // cancelled) or needs input (input_required), tasks/result gives the
 // tools/call result, which is the call's result as a plain call's is. A
 // call cancelled (a cancelled job, a timeout) cancels the task
-// (tasks/cancel).
+// (tasks/cancel); one cancelled while the task is being created waits for
+// it first, at most taskCancelWait.
 
 // The bounds of the interval between two tasks/get of a task.
 const (
@@ -164,17 +165,26 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		return nil, err
 	}
 	call["task"] = json.RawMessage("{}") // the upstream's own ttl
+	// A call cancelled while its task is being created still waits for
+	// the task (at most taskCancelWait), so as to cancel it rather than
+	// leave it running upstream.
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(taskCancelWait, stop) })()
 	var raw rawChannel
 	var session *gomcp.ClientSession
 	var created json.RawMessage
-	err = a.withConn(ctx, c, false, func(s *gomcp.ClientSession) error {
+	err = a.withConn(cctx, c, false, func(s *gomcp.ClientSession) error {
 		if raw, _ = c.rawFor(s); raw == nil {
 			return gomcp.ErrConnectionClosed
 		}
 		session = s
-		return raw.call(ctx, "tools/call", call, &created)
+		return raw.call(cctx, "tools/call", call, &created)
 	})
-	if err != nil {
+	switch {
+	case ctx.Err() != nil && err != nil:
+		return nil, ctx.Err()
+	case err != nil:
 		return nil, err
 	}
 	var answer struct {
@@ -186,9 +196,13 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		if err := json.Unmarshal(created, &res); err != nil {
 			return nil, fmt.Errorf("the upstream answered the task-augmented tools/call with neither a task nor a result: %v", err)
 		}
-		return &res, nil
+		return &res, ctx.Err()
 	}
 	t := answer.Task
+	if ctx.Err() != nil {
+		cancelTask(ctx, raw, t.TaskID)
+		return nil, ctx.Err()
+	}
 	follow := func(method string, out any) error {
 		err := raw.call(ctx, method, map[string]string{"taskId": t.TaskID}, out)
 		switch {

@@ -91,13 +91,13 @@ func checkTasks(t *testing.T, base map[string]any) {
 		t.Fatalf("task on echo: %+v %v", diags, err)
 	}
 
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	// The calls take some seconds each: they run side by side.
+	t.Run("progress", func(t *testing.T) {
+		t.Parallel()
 		// The report, with the task's status messages as progress.
 		info, err := h.Describe(ctxT(t))
 		if err != nil {
-			t.Error(err)
-			return
+			t.Fatal(err)
 		}
 		req := &sdk.Request{Operation: sdk.Operation{Name: "research", Config: cfg}, Arguments: json.RawMessage(`{"topic": "crank"}`)}
 		var mu sync.Mutex
@@ -108,8 +108,7 @@ func checkTasks(t *testing.T, base map[string]any) {
 			mu.Unlock()
 		})
 		if err != nil || !strings.Contains(res.Text, "# Research Report: crank") || !strings.Contains(string(res.Content), `"type":"text"`) {
-			t.Errorf("research: %+v %v", res, err)
-			return
+			t.Fatalf("research: %+v %v", res, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -122,7 +121,8 @@ func checkTasks(t *testing.T, base map[string]any) {
 			}
 		}
 	})
-	wg.Go(func() {
+	t.Run("ambiguous", func(t *testing.T) {
+		t.Parallel()
 		// An ambiguous query asks for no clarification (the adapter does
 		// not offer elicitation) and completes.
 		res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"topic": "python", "ambiguous": true}`})
@@ -130,7 +130,8 @@ func checkTasks(t *testing.T, base map[string]any) {
 			t.Errorf("ambiguous research: %+v %+v %v", res, ue, err)
 		}
 	})
-	wg.Go(func() {
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
 		// A cancelled call cancels the upstream task. A harness of its
 		// own has a session of its own, whose tasks are this call's.
 		a := newAdapter()
@@ -156,7 +157,6 @@ func checkTasks(t *testing.T, base map[string]any) {
 			return len(tasks) == 1 && tasks[0].Status == "cancelled"
 		})
 	})
-	wg.Wait()
 }
 
 func TestTasksEverythingStdio(t *testing.T) {
