@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -201,5 +203,62 @@ func TestTaskPollInterval(t *testing.T) {
 		if got := (&upTask{PollInterval: c.in}).poll(); got != c.want {
 			t.Errorf("pollInterval %v: %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// taskServer is the config of e2e/ts/task-server.mjs, a TypeScript SDK
+// server whose task tools fail in two ways and echo.
+func taskServer(t *testing.T) map[string]any {
+	everything(t) // the same TypeScript dependencies
+	js, err := filepath.Abs("../../e2e/ts/task-server.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, _ := exec.LookPath("node")
+	return map[string]any{"command": node, "args": []string{js}}
+}
+
+// A task that fails is the tool's error: the result's when it has one
+// (isError), else the task's status message; a tool whose taskSupport is
+// optional is called as a task when the entry says so, plainly otherwise.
+func TestTaskEndings(t *testing.T) {
+	t.Parallel()
+	base := taskServer(t)
+	h := newHarness(t)
+	tools, diags, err := h.Expand(ctxT(t), adaptertest.Call{Config: base})
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("expand: %v %v", diags, err)
+	}
+	for name, task := range map[string]bool{"refuses": true, "breaks": true, "echoes": false} {
+		if got := strings.Contains(string(findTool(t, tools, name).Config), `"task":true`); got != task {
+			t.Errorf("%s: task %v, want %v", name, got, task)
+		}
+	}
+	invoke := func(cfg json.RawMessage) (*sdk.Result, *sdk.UpstreamError) {
+		t.Helper()
+		res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"text": "hi"}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, ue
+	}
+	if _, ue := invoke(findTool(t, tools, "refuses").Config); ue == nil || ue.Kind != sdk.KindUpstreamStatus || ue.Message != "no such report" {
+		t.Errorf("refuses: %+v", ue)
+	}
+	if _, ue := invoke(findTool(t, tools, "breaks").Config); ue == nil || ue.Kind != sdk.KindUpstreamStatus ||
+		!strings.Contains(ue.Message, "failed: the report store is down") {
+		t.Errorf("breaks: %+v", ue)
+	}
+	if res, ue := invoke(findTool(t, tools, "echoes").Config); ue != nil || res.Text != "hi" {
+		t.Errorf("echoes, a plain call: %+v %+v", res, ue)
+	}
+	cfg := maps.Clone(base)
+	cfg["tool"], cfg["task"] = "echoes", true
+	self, diags, err := h.Expand(ctxT(t), adaptertest.Call{Config: cfg})
+	if err != nil || len(diags) > 0 || len(self) != 1 || !strings.Contains(string(self[0].Config), `"task":true`) {
+		t.Fatalf("expand echoes as a task: %+v %v %v", self, diags, err)
+	}
+	if res, ue := invoke(self[0].Config); ue != nil || res.Text != "hi" {
+		t.Errorf("echoes, a task: %+v %+v", res, ue)
 	}
 }
