@@ -34,8 +34,11 @@ import (
 //     client's are, through the same HTTP client (configured headers, TLS,
 //     max_message_bytes); its response is the POST's JSON body or the
 //     response on its SSE stream. The go-sdk connection is not wrapped
-//     there: it is told of the session's state (protocol version, the
-//     standalone stream) through a method a wrapper cannot have.
+//     there: the client tells it the session's state (the protocol
+//     version for its headers, when to open the standalone stream)
+//     through an unexported method (sessionUpdated) that a wrapper from
+//     outside the go-sdk cannot have. The stdio connection has no such
+//     method on the client side, so wrapping it loses nothing.
 
 // rawIDPrefix begins the ids of the adapter's own requests.
 const rawIDPrefix = "crank-raw-"

@@ -156,61 +156,31 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 	c := a.pool.get(u)
 	c.logs.inflight.Add(1) // for the routing of log messages (logs.go)
 	defer c.logs.inflight.Add(-1)
-	b, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	var call map[string]json.RawMessage
-	if err := json.Unmarshal(b, &call); err != nil {
-		return nil, err
-	}
-	call["task"] = json.RawMessage("{}") // the upstream's own ttl
-	// A call cancelled while its task is being created still waits for
-	// the task (at most taskCancelWait), so as to cancel it rather than
-	// leave it running upstream.
-	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(taskCancelWait, stop) })()
-	var raw rawChannel
-	var session *gomcp.ClientSession
-	var created json.RawMessage
-	err = a.withConn(cctx, c, false, func(s *gomcp.ClientSession) error {
-		if raw, _ = c.rawFor(s); raw == nil {
-			return gomcp.ErrConnectionClosed
-		}
-		session = s
-		return raw.call(cctx, "tools/call", call, &created)
-	})
+	st, err := a.startTask(ctx, c, params)
+	t, raw := st.task, st.raw
 	switch {
-	case ctx.Err() != nil && err != nil:
-		return nil, ctx.Err()
 	case err != nil:
 		return nil, err
-	}
-	var answer struct {
-		Task *upTask `json:"task"`
-	}
-	if err := json.Unmarshal(created, &answer); err != nil || answer.Task == nil || answer.Task.TaskID == "" {
-		// No task: the upstream answered the call at once.
-		var res gomcp.CallToolResult
-		if err := json.Unmarshal(created, &res); err != nil {
-			return nil, fmt.Errorf("the upstream answered the task-augmented tools/call with neither a task nor a result: %v", err)
-		}
-		return &res, ctx.Err()
-	}
-	t := answer.Task
-	if ctx.Err() != nil {
+	case t == nil:
+		return st.res, ctx.Err() // the upstream answered at once
+	case ctx.Err() != nil:
 		cancelTask(ctx, raw, t.TaskID)
 		return nil, ctx.Err()
 	}
 	follow := func(method string, out any) error {
-		err := raw.call(ctx, method, map[string]string{"taskId": t.TaskID}, out)
+		params := map[string]string{"taskId": t.TaskID}
+		err := raw.call(ctx, method, params, out)
+		if notSent(err) {
+			// It never left (e.g. a pooled connection the upstream had
+			// closed): send it again once, as withConn does.
+			err = raw.call(ctx, method, params, out)
+		}
 		switch {
 		case ctx.Err() != nil:
 			cancelTask(ctx, raw, t.TaskID)
 			return ctx.Err()
 		case err != nil && lost(err):
-			c.drop(session)
+			c.drop(st.session)
 		}
 		return err
 	}
@@ -240,14 +210,70 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		t = &next
 		report()
 	}
-	var res gomcp.CallToolResult
-	if err := follow("tasks/result", &res); err != nil {
+	res := &gomcp.CallToolResult{}
+	if err := follow("tasks/result", res); err != nil {
 		if ctx.Err() == nil && (t.Status == "failed" || t.Status == "cancelled") {
 			return nil, &taskFailed{task: *t, err: err}
 		}
 		return nil, err
 	}
-	return &res, nil
+	return res, nil
+}
+
+// startedTask is what a task-augmented tools/call gave: the task, with
+// the raw channel and session it lives on, or the result of a call the
+// upstream answered at once, without a task.
+type startedTask struct {
+	task    *upTask
+	res     *gomcp.CallToolResult
+	raw     rawChannel
+	session *gomcp.ClientSession
+}
+
+// startTask sends the task-augmented tools/call on the session of c. A
+// call cancelled while the task is being created still waits for the task
+// (at most taskCancelWait), so that it can be cancelled rather than left
+// running upstream.
+func (a *adapter) startTask(ctx context.Context, c *conn, params *gomcp.CallToolParams) (startedTask, error) {
+	var st startedTask
+	b, err := json.Marshal(params)
+	if err != nil {
+		return st, err
+	}
+	var call map[string]json.RawMessage
+	if err := json.Unmarshal(b, &call); err != nil {
+		return st, err
+	}
+	call["task"] = json.RawMessage("{}") // the upstream's own ttl
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(taskCancelWait, stop) })()
+	var created json.RawMessage
+	err = a.withConn(cctx, c, false, func(s *gomcp.ClientSession) error {
+		if st.raw, _ = c.rawFor(s); st.raw == nil {
+			return gomcp.ErrConnectionClosed
+		}
+		st.session = s
+		return st.raw.call(cctx, "tools/call", call, &created)
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return st, ctx.Err()
+	case err != nil:
+		return st, err
+	}
+	var answer struct {
+		Task *upTask `json:"task"`
+	}
+	if json.Unmarshal(created, &answer) == nil && answer.Task != nil && answer.Task.TaskID != "" {
+		st.task = answer.Task
+		return st, nil
+	}
+	st.res = &gomcp.CallToolResult{}
+	if err := json.Unmarshal(created, st.res); err != nil {
+		return st, fmt.Errorf("the upstream answered the task-augmented tools/call with neither a task nor a result: %v", err)
+	}
+	return st, nil
 }
 
 // cancelTask asks the upstream to cancel the task of a call that was
