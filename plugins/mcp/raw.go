@@ -195,10 +195,11 @@ func (r *rawHTTP) call(ctx context.Context, method string, params, out any) erro
 		if err != nil {
 			return err
 		}
-		answer, err = responseTo(b, id)
+		msg, err := decodeMessage(b)
 		if err != nil {
 			return err
 		}
+		answer = responseTo(msg, id)
 	case strings.HasPrefix(ct, "text/event-stream"):
 		if answer, err = r.readStream(ctx, resp.Body, id); err != nil {
 			return err
@@ -268,20 +269,16 @@ func (r *rawHTTP) readStream(ctx context.Context, body io.Reader, id string) (*j
 			}
 			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" "))...)
 		case len(text) == 0 && len(data) > 0: // an event ends
-			msg, derr := jsonrpc.DecodeMessage(data)
+			msg, derr := decodeMessage(data)
 			data = nil
 			if derr != nil {
-				return nil, fmt.Errorf("the upstream sent something that is not a JSON-RPC message: %v", derr)
+				return nil, derr
 			}
-			switch m := msg.(type) {
-			case *jsonrpc.Response:
-				if s, _ := m.ID.Raw().(string); s == id {
-					return m, nil
-				}
-			case *jsonrpc.Request:
-				if m.IsCall() {
-					r.refuse(ctx, m)
-				}
+			if answer := responseTo(msg, id); answer != nil {
+				return answer, nil
+			}
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				r.refuse(ctx, req)
 			}
 		}
 		if err != nil {
@@ -302,16 +299,20 @@ func (r *rawHTTP) refuse(ctx context.Context, req *jsonrpc.Request) {
 	}
 }
 
-// responseTo is the response to id in a JSON body, nil if it is not one.
-func responseTo(b []byte, id string) (*jsonrpc.Response, error) {
+func decodeMessage(b []byte) (jsonrpc.Message, error) {
 	msg, err := jsonrpc.DecodeMessage(b)
 	if err != nil {
 		return nil, fmt.Errorf("the upstream sent something that is not a JSON-RPC message: %v", err)
 	}
+	return msg, nil
+}
+
+// responseTo is msg when it is the response to the request id, else nil.
+func responseTo(msg jsonrpc.Message, id string) *jsonrpc.Response {
 	if m, ok := msg.(*jsonrpc.Response); ok {
 		if s, _ := m.ID.Raw().(string); s == id {
-			return m, nil
+			return m
 		}
 	}
-	return nil, nil
+	return nil
 }
