@@ -94,12 +94,12 @@ func mcpUpstreamServer() *mcp.Server {
 	return s
 }
 
-// mcpUpstreamOps federates server-everything (over stdio, from e2e/ts)
-// and this binary's go-sdk server (over stdio) with extra entries.
-func mcpUpstreamOps(t *testing.T, extra string) string {
+// serverEverything returns node and the entry point of server-everything
+// (from e2e/ts), skipping the test where the TypeScript client cannot run.
+func serverEverything(t *testing.T) (node, js string) {
 	t.Helper()
 	requireTSClient(t)
-	js := filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	js = filepath.Join(repoRoot, "e2e", "ts", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(js); err != nil {
 		t.Fatalf("server-everything is missing: run `make ts-deps`: %v", err)
 	}
@@ -107,6 +107,14 @@ func mcpUpstreamOps(t *testing.T, extra string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return node, js
+}
+
+// mcpUpstreamOps federates server-everything (over stdio, from e2e/ts)
+// and this binary's go-sdk server (over stdio) with extra entries.
+func mcpUpstreamOps(t *testing.T, extra string) string {
+	t.Helper()
+	node, js := serverEverything(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

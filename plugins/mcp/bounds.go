@@ -112,7 +112,8 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // stdioTransport starts the upstream's command with its stdout bounded
 // per line (one JSON-RPC message a line) and, where the platform allows,
 // tied to the adapter's life (childSysProcAttr): a child dies with the
-// adapter rather than outliving it.
+// adapter rather than outliving it. Its connection carries the adapter's
+// raw requests too (rawTransport, raw.go).
 func (c *conn) stdioTransport() (gomcp.Transport, error) {
 	u := c.up
 	cmd := exec.Command(u.command, u.args...)
@@ -132,11 +133,11 @@ func (c *conn) stdioTransport() (gomcp.Transport, error) {
 	}
 	r := newMsgReader(&frameLimiter{r: io.NopCloser(stdout), max: u.maxMessage, perLine: true, marked: &c.tooLarge}, framedByLine, "", &c.logs)
 	r.check = c.hs.received
-	return &gomcp.IOTransport{
+	return &rawTransport{Transport: &gomcp.IOTransport{
 		Reader:        r,
 		Writer:        &childStdin{WriteCloser: stdin, cmd: cmd, hs: &c.hs},
 		MaxLineLength: -1, // frameLimiter bounds the lines
-	}, nil
+	}}, nil
 }
 
 // childStdin is the child's stdin; closing it ends the child as the MCP

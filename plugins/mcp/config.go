@@ -30,6 +30,7 @@ type config struct {
 	Exclude []string          `json:"exclude,omitempty" jsonschema:"Glob patterns of the upstream tool names not to serve; wins over include."`
 	Rename  map[string]string `json:"rename,omitempty" jsonschema:"Upstream tool name to the name Crank serves it under (before prefix)."`
 	Tool    string            `json:"tool,omitempty" jsonschema:"One upstream tool: the entry stands for it alone, under the entry's name."`
+	Task    bool              `json:"task,omitempty" jsonschema:"Call the upstream tools as MCP Tasks (a task-augmented tools/call, then tasks/get until it ends, then tasks/result; tasks/cancel when the call is cancelled). Each tool must support tasks (execution.taskSupport optional or required) on an upstream with the tasks capability for tools/call. Set by itself for the tools whose taskSupport is required."`
 	// MaxMessageBytes bounds one message from the upstream.
 	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
 }
@@ -56,6 +57,8 @@ type upstream struct {
 	include, exclude []string
 	rename           map[string]string
 	tool             string
+	// task: the upstream tool is called as an MCP Task (tasks.go).
+	task bool
 	// maxMessage bounds one message from the upstream.
 	maxMessage int64
 	// connFields is the config without the tool selection, for the
@@ -68,7 +71,7 @@ var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
-		maxMessage: defaultMaxMessageBytes}
+		task: c.Task, maxMessage: defaultMaxMessageBytes}
 	switch {
 	case c.MaxMessageBytes < 0:
 		d.Errorf("max_message_bytes", "must not be negative")
@@ -152,7 +155,7 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	u.key = connKey(c)
 	var all map[string]json.RawMessage
 	if json.Unmarshal(op.Config, &all) == nil {
-		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool"} {
+		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool", "task"} {
 			delete(all, k)
 		}
 		u.connFields = all
@@ -227,14 +230,17 @@ func (u *upstream) crankName(name string) string {
 	return u.prefix + name
 }
 
-// toolConfig is the config of a derived tool: the connection fields and
-// the upstream tool's name.
-func (u *upstream) toolConfig(name string) (json.RawMessage, error) {
-	m := make(map[string]json.RawMessage, len(u.connFields)+1)
+// toolConfig is the config of a derived tool: the connection fields, the
+// upstream tool's name and whether it is called as a task.
+func (u *upstream) toolConfig(name string, task bool) (json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, len(u.connFields)+2)
 	for k, v := range u.connFields {
 		m[k] = v
 	}
 	n, _ := json.Marshal(name)
 	m["tool"] = n
+	if task {
+		m["task"] = json.RawMessage("true")
+	}
 	return json.Marshal(m)
 }

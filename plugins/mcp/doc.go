@@ -133,11 +133,44 @@
 // # Jobs
 //
 // With mode: async_job (on an entry with tool) the gateway runs the
-// upstream tools/call in the background as a job (x_start, x_status,
-// x_result, x_cancel, and MCP Tasks for clients that speak them), like
-// any unary operation; cancelling the job cancels the upstream call
-// (notifications/cancelled). Upstream MCP Tasks (task-augmented calls)
-// are not used: the job is Crank's, over a plain call.
+// upstream call in the background as a job (x_start, x_status, x_result,
+// x_cancel, and MCP Tasks for clients that speak them), like any unary
+// operation; cancelling the job cancels the upstream call
+// (notifications/cancelled for a plain call, tasks/cancel for a task).
+//
+// # Upstream MCP Tasks
+//
+// A tool whose config has task: true is called as an MCP Task (protocol
+// 2025-11-25): a task-augmented tools/call creates the task; tasks/get
+// follows it every pollInterval the upstream suggests (clamped to
+// 100ms..5s; 1s without one), its statusMessage relayed as progress when
+// the client asked for progress; once the task has ended (completed,
+// failed, cancelled) or needs input (input_required), tasks/result gives
+// the tools/call result, which becomes the tool's result as a plain
+// call's does (a failed task is an UpstreamError with the task's status
+// message). A cancelled call (a cancelled job, the operation's timeout)
+// sends tasks/cancel for the task. Log messages are not relayed for a
+// task. Expansion sets task: true on the tools whose
+// execution.taskSupport is "required" (which refuse a plain call), except
+// in a window, which follows a plain call's progress; task: true set in
+// an entry on a tool whose taskSupport is absent or "forbidden", or on an
+// upstream without capabilities.tasks.requests.tools.call, is a load
+// error naming the field task and the tool, and task is refused with
+// mode: window.
+//
+// The go-sdk client has no Tasks API, so the adapter sends these requests
+// on the session itself (raw.go), with ids of its own; it reads the tools'
+// execution and the upstream's capabilities, which the go-sdk types drop,
+// from the raw tools/list and handshake. An async_job entry over such a
+// tool is a Crank job over the task call, so a client that cannot do
+// Tasks gets the job tools, and one that can gets MCP Tasks from the
+// gateway. The upstream task is followed by the replica whose adapter
+// started it: a job whose replica dies fails with owner_lost (retryable),
+// as a job over a plain call does. An input_required task gets no
+// elicitation through the gateway: the adapter offers none (a conforming
+// upstream does not ask, as server-everything's research query does not,
+// and one that asks is refused), so the upstream goes on without the
+// input or fails the task.
 //
 // # Sessions
 //

@@ -90,13 +90,26 @@ func checkEverything(t *testing.T, h *adaptertest.Harness, base map[string]any) 
 
 func TestEverythingStdio(t *testing.T) {
 	t.Parallel()
-	js := everything(t)
-	node, _ := exec.LookPath("node")
-	checkEverything(t, newHarness(t), map[string]any{"command": node, "args": []string{js, "stdio"}, "prefix": "ev_"})
+	cfg := everythingStdio(t)
+	cfg["prefix"] = "ev_"
+	checkEverything(t, newHarness(t), cfg)
 }
 
 func TestEverythingStreamableHTTP(t *testing.T) {
 	t.Parallel()
+	checkEverything(t, newHarness(t), map[string]any{"url": everythingHTTP(t), "prefix": "ev_"})
+}
+
+// everythingStdio is the config of server-everything over stdio.
+func everythingStdio(t *testing.T) map[string]any {
+	js := everything(t)
+	node, _ := exec.LookPath("node")
+	return map[string]any{"command": node, "args": []string{js, "stdio"}}
+}
+
+// everythingHTTP starts server-everything over Streamable HTTP on a free
+// port and returns its endpoint.
+func everythingHTTP(t *testing.T) string {
 	js := everything(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -120,5 +133,5 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 			t.Fatal("server-everything did not listen within 20s")
 		}
 	}
-	checkEverything(t, newHarness(t), map[string]any{"url": "http://" + addr + "/mcp", "prefix": "ev_"})
+	return "http://" + addr + "/mcp"
 }

@@ -27,19 +27,25 @@ type handshake struct {
 	on   bool
 	sent map[string]bool
 	fail context.CancelCauseFunc
+	// caps are the capabilities the upstream answered the handshake
+	// with, as sent: the go-sdk client's keep only those it knows.
+	caps json.RawMessage
 }
 
 // start watches a handshake, failing it through fail.
 func (h *handshake) start(fail context.CancelCauseFunc) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.on, h.sent, h.fail = true, map[string]bool{}, fail
+	h.on, h.sent, h.fail, h.caps = true, map[string]bool{}, fail, nil
 }
 
-func (h *handshake) stop() {
+// stop ends the watch, returning the capabilities the upstream sent.
+func (h *handshake) stop() json.RawMessage {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.on, h.sent, h.fail = false, nil, nil
+	caps := h.caps
+	h.on, h.sent, h.fail, h.caps = false, nil, nil, nil
+	return caps
 }
 
 // watching reports whether a handshake is in progress.
@@ -53,6 +59,7 @@ func (h *handshake) watching() bool {
 type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
 }
 
 // sentMsg notes the ids of the requests in b (one message a line).
@@ -83,6 +90,12 @@ func (h *handshake) received(b []byte) {
 	defer h.mu.Unlock()
 	if h.on && !h.sent[string(m.ID)] && h.fail != nil {
 		h.fail(&unexpectedResponse{id: string(m.ID)})
+	}
+	var res struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+	}
+	if h.on && json.Unmarshal(m.Result, &res) == nil && len(res.Capabilities) > 0 {
+		h.caps = res.Capabilities
 	}
 }
 

@@ -45,7 +45,12 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 
 // ValidateOperation implements sdk.OperationValidator.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
-	return a.configs.Fresh(op).Diagnostics()
+	p := a.configs.Fresh(op)
+	diags := p.Diagnostics()
+	if p.Err() == nil && p.Value.task && op.Mode == sdk.ModeWindow {
+		diags = append(diags, sdk.Errorf("task", "%s", errTaskWindow))
+	}
+	return diags
 }
 
 // ExpandOperation implements sdk.OperationExpander: it lists the
@@ -76,13 +81,21 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 	if err != nil {
 		return nil, []sdk.Diagnostic{sdk.Errorf(field, "listing the tools of %s failed: %s", u.label, a.failure(ctx, u, err).Message)}
 	}
+	support, capable, err := a.taskSupport(ctx, u) // tasks.go
+	if err != nil {
+		return nil, []sdk.Diagnostic{sdk.Errorf(field, "listing the tools of %s failed: %s", u.label, a.failure(ctx, u, err).Message)}
+	}
 	var d sdk.Diagnostics
 	byName := map[string]string{} // Crank name -> upstream name
 	for _, t := range listed {
 		if !u.selects(t.Name) {
 			continue
 		}
-		tool, err := a.tool(u, t)
+		task, err := taskOf(u, op, t.Name, support, capable)
+		if err != nil {
+			d.Errorf("task", "%v", err)
+		}
+		tool, err := a.tool(u, t, task)
 		if err != nil {
 			d.Errorf("", "tool %q of %s: %v", t.Name, u.label, err)
 			continue
@@ -128,8 +141,8 @@ func (a *adapter) listTools(ctx context.Context, u *upstream) ([]*gomcp.Tool, er
 	return all, err
 }
 
-// tool makes an upstream tool a Crank tool.
-func (a *adapter) tool(u *upstream, t *gomcp.Tool) (sdk.Tool, error) {
+// tool makes an upstream tool a Crank tool, called as a task or not.
+func (a *adapter) tool(u *upstream, t *gomcp.Tool, task bool) (sdk.Tool, error) {
 	in, err := json.Marshal(t.InputSchema)
 	if err != nil {
 		return sdk.Tool{}, fmt.Errorf("input schema: %v", err)
@@ -140,7 +153,7 @@ func (a *adapter) tool(u *upstream, t *gomcp.Tool) (sdk.Tool, error) {
 			return sdk.Tool{}, fmt.Errorf("output schema: %v", err)
 		}
 	}
-	cfg, err := u.toolConfig(t.Name)
+	cfg, err := u.toolConfig(t.Name, task)
 	if err != nil {
 		return sdk.Tool{}, err
 	}
@@ -187,9 +200,18 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		// the call are relayed (logs.go).
 		r.log = func(p *gomcp.LoggingMessageParams) { _ = sdk.ReportLog(ctx, logMessage(p)) }
 	}
-	if r.progress != nil || r.log != nil {
+	switch {
+	case u.task:
+		// An MCP Task (tasks.go): its status messages are the progress;
+		// log messages are not relayed.
+		var progress func(sdk.Progress)
+		if r.progress != nil {
+			progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
+		}
+		res, err = a.taskCall(ctx, u, callParams(u.tool, req), progress)
+	case r.progress != nil || r.log != nil:
 		res, err = a.relayedCall(ctx, u, callParams(u.tool, req), r)
-	} else {
+	default:
 		res, err = a.call(ctx, u, callParams(u.tool, req))
 	}
 	if err != nil {
@@ -330,6 +352,7 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 	ue := &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: u.label}
 	var rpc *jsonrpc.Error
 	var ce *connectError
+	var tf *taskFailed
 	switch {
 	case a.pool.tooLarge(u) || errors.Is(err, errTooLarge):
 		ue.Kind, ue.Rejected = sdk.KindBadResponse, true
@@ -344,6 +367,8 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 			ue.Kind, ue.Retryable = sdk.KindBadResponse, false
 			ue.Message = fmt.Sprintf("cannot open an MCP session: %s is not an MCP server this adapter can speak to: %s", u.label, a.describe(u, errors.New(why)))
 		}
+	case errors.As(err, &tf):
+		ue.Kind, ue.Message = sdk.KindUpstreamStatus, bound(tf.Error())
 	case notSent(err):
 		ue.Message, ue.Retryable = "the request could not be sent: "+a.describe(u, err), true
 	case errors.As(err, &rpc):

@@ -22,6 +22,9 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	if err != nil {
 		return err
 	}
+	if u.task {
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label, Message: "config.task: " + errTaskWindow}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gone := false

@@ -51,6 +51,11 @@ type conn struct {
 	// level is the logging level set on the session levelOf (c.mu).
 	level   string
 	levelOf *gomcp.ClientSession
+	// raw is the raw channel of the session rawOf (c.mu; raw.go), and
+	// taskCalls whether that upstream runs tools/call as MCP Tasks.
+	raw       rawChannel
+	rawOf     *gomcp.ClientSession
+	taskCalls bool
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -131,7 +136,7 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	defer fail(nil)
 	c.hs.start(fail)
 	s, err := client.Connect(hctx, t, nil)
-	c.hs.stop()
+	caps := c.hs.stop()
 	if err != nil {
 		if cause := context.Cause(hctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause // the handshake watch failed it
@@ -139,6 +144,7 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 		return nil, &connectError{err}
 	}
 	c.session = s
+	c.raw, c.rawOf, c.taskCalls = rawOf(t, s), s, taskCallsIn(caps)
 	if c.opened++; c.opened > 1 {
 		// A new session after a lost one: the upstream may have
 		// restarted with other tools.
@@ -187,6 +193,28 @@ func (c *conn) transport() (gomcp.Transport, error) {
 		rt = headerTransport{base: rt, headers: u.headers}
 	}
 	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}, nil
+}
+
+// rawOf is the raw channel of the session s, opened over t (raw.go).
+func rawOf(t gomcp.Transport, s *gomcp.ClientSession) rawChannel {
+	switch t := t.(type) {
+	case *rawTransport:
+		return t.conn
+	case *gomcp.StreamableClientTransport:
+		return &rawHTTP{client: t.HTTPClient, url: t.Endpoint, session: s}
+	}
+	return nil
+}
+
+// rawFor is the raw channel of the session s and whether its upstream
+// runs tools/call as MCP Tasks; nil when s is no longer the open session.
+func (c *conn) rawFor(s *gomcp.ClientSession) (rawChannel, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rawOf != s {
+		return nil, false
+	}
+	return c.raw, c.taskCalls
 }
 
 // headerTransport adds the configured headers to every request.
