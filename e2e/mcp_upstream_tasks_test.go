@@ -68,7 +68,21 @@ func TestMCPUpstreamTasks(t *testing.T) {
 			return callOK(t, cs, "research_status", map[string]any{"job_id": job})["status"]
 		}
 		job := callOK(t, cs, "research_start", map[string]any{"topic": "crank"})["job_id"]
-		waitLong(t, "the research job to succeed", func() bool { return status(job) == "succeeded" })
+		// While it runs, the job's progress is the upstream task's
+		// status message; once it is over, its status says all.
+		var stages []string
+		waitLong(t, "the research job to succeed", func() bool {
+			st := callOK(t, cs, "research_status", map[string]any{"job_id": job})
+			if p, ok := st["progress"].(map[string]any); ok {
+				if m, _ := p["message"].(string); m != "" && !slices.Contains(stages, m) {
+					stages = append(stages, m)
+				}
+			}
+			return st["status"] == "succeeded"
+		})
+		if len(stages) == 0 || !slices.Contains(researchStages, stages[0]) {
+			t.Errorf("the job's progress named no research stage: %q", stages)
+		}
 		if r := callOK(t, cs, "research_result", map[string]any{"job_id": job}); r["ready"] != true ||
 			!strings.Contains(fmt.Sprint(r["text"]), "# Research Report: crank") {
 			t.Errorf("research_result: %v", r)
@@ -86,7 +100,17 @@ func TestMCPUpstreamTasks(t *testing.T) {
 		c := &mcptest.Client{T: t, URL: g.MCPURL}
 		c.Initialize("2025-11-25")
 		task := c.StartTask("research_start", map[string]any{"topic": "tasks"})
-		waitLong(t, "the research task to complete", func() bool { return c.GetTask(task.TaskID).Status == "completed" })
+		staged := false
+		waitLong(t, "the research task to complete", func() bool {
+			got := c.GetTask(task.TaskID)
+			for _, st := range researchStages {
+				staged = staged || got.StatusMessage == "The job is running: "+st
+			}
+			return got.Status == "completed"
+		})
+		if !staged {
+			t.Error("tasks/get never said which research stage the upstream task was in")
+		}
 		var res mcptest.CallResult
 		c.OK("tasks/result", map[string]any{"taskId": task.TaskID}, &res)
 		if res.IsError || !strings.Contains(res.Text(), "Research Report: tasks") {

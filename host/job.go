@@ -157,6 +157,9 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 		req.Progress = h.jobProgress(ctx, job.ID)
 		res = h.callWindow(ctx, op, req, args)
 	default:
+		// An adapter that reports its upstream's progress (an MCP
+		// upstream's, or its task's status) has it recorded as the job's.
+		req.Progress = h.jobRelayedProgress(ctx, job.ID)
 		res = h.invoke(ctx, op, req, args)
 	}
 
@@ -198,6 +201,34 @@ func (h *Host) jobProgress(ctx context.Context, id string) func(context.Context,
 		}
 		last = time.Now()
 		p, _ := json.Marshal(map[string]any{"items": n})
+		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		defer cancel()
+		if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
+			h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
+		}
+	}
+}
+
+// jobRelayedProgress writes the progress an adapter relays during a job's
+// unary call ({progress, total, message}, as the upstream reported it) to
+// the store at most once per progressInterval, and always a report whose
+// message changed.
+func (h *Host) jobRelayedProgress(ctx context.Context, id string) func(context.Context, ProgressChunk) {
+	var last time.Time
+	var lastMessage string
+	return func(_ context.Context, c ProgressChunk) {
+		if !c.Relayed || time.Since(last) < progressInterval && c.Message == lastMessage {
+			return
+		}
+		last, lastMessage = time.Now(), c.Message
+		rep := map[string]any{"progress": c.Progress}
+		if c.Total > 0 {
+			rep["total"] = c.Total
+		}
+		if c.Message != "" {
+			rep["message"] = c.Message
+		}
+		p, _ := json.Marshal(rep)
 		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		defer cancel()
 		if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {

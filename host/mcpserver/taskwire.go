@@ -65,6 +65,14 @@ func wireTaskOf(t *host.Task) wireTask {
 		w.StatusMessage = "The job is queued."
 	case store.JobRunning:
 		w.StatusMessage = "The job is running."
+		var p struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(t.Progress, &p) == nil && p.Message != "" {
+			// What the upstream last said of it, e.g. an upstream
+			// task's status message.
+			w.StatusMessage = "The job is running: " + p.Message
+		}
 	case store.JobCanceling:
 		w.StatusMessage = "Cancellation was requested; the job is stopping."
 	case store.JobSucceeded:
