@@ -30,6 +30,10 @@ type config struct {
 	Exclude []string          `json:"exclude,omitempty" jsonschema:"Glob patterns of the upstream tool names not to serve; wins over include."`
 	Rename  map[string]string `json:"rename,omitempty" jsonschema:"Upstream tool name to the name Crank serves it under (before prefix)."`
 	Tool    string            `json:"tool,omitempty" jsonschema:"One upstream tool: the entry stands for it alone, under the entry's name."`
+	// Resources, Prompts and Prompt: publish.go.
+	Resources bool   `json:"resources,omitempty" jsonschema:"Also serve the upstream's resources and resource templates, under their own URIs; names get prefix."`
+	Prompts   bool   `json:"prompts,omitempty" jsonschema:"Also serve the upstream's prompts, named with prefix."`
+	Prompt    string `json:"prompt,omitempty" jsonschema:"One upstream prompt, by its upstream name: set by the adapter in the config of each prompt it publishes, not in an entry."`
 	// MaxMessageBytes bounds one message from the upstream.
 	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
 }
@@ -56,10 +60,15 @@ type upstream struct {
 	include, exclude []string
 	rename           map[string]string
 	tool             string
+	// resources and prompts: what the entry publishes; prompt: the
+	// upstream prompt a published prompt's config names (publish.go).
+	resources, prompts bool
+	prompt             string
 	// maxMessage bounds one message from the upstream.
 	maxMessage int64
-	// connFields is the config without the tool selection, for the
-	// configs of derived tools.
+	// connFields is the config without the tool selection and what the
+	// entry publishes, for the configs of derived tools, resources and
+	// prompts.
 	connFields map[string]json.RawMessage
 }
 
@@ -68,7 +77,7 @@ var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
-		maxMessage: defaultMaxMessageBytes}
+		resources: c.Resources, prompts: c.Prompts, prompt: c.Prompt, maxMessage: defaultMaxMessageBytes}
 	switch {
 	case c.MaxMessageBytes < 0:
 		d.Errorf("max_message_bytes", "must not be negative")
@@ -149,10 +158,11 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	if c.Tool != "" && (c.Prefix != "" || len(c.Include) > 0 || len(c.Exclude) > 0 || len(c.Rename) > 0) {
 		d.Errorf("tool", "selects one tool under the entry's name: prefix, include, exclude and rename do not apply")
 	}
+	checkPublishing(c, d) // publish.go
 	u.key = connKey(c)
 	var all map[string]json.RawMessage
 	if json.Unmarshal(op.Config, &all) == nil {
-		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool"} {
+		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool", "resources", "prompts", "prompt"} {
 			delete(all, k)
 		}
 		u.connFields = all
@@ -230,11 +240,27 @@ func (u *upstream) crankName(name string) string {
 // toolConfig is the config of a derived tool: the connection fields and
 // the upstream tool's name.
 func (u *upstream) toolConfig(name string) (json.RawMessage, error) {
+	return u.derivedConfig("tool", name)
+}
+
+// derivedConfig is the connection fields, plus field set to name unless
+// field is "".
+func (u *upstream) derivedConfig(field, name string) (json.RawMessage, error) {
 	m := make(map[string]json.RawMessage, len(u.connFields)+1)
 	for k, v := range u.connFields {
 		m[k] = v
 	}
-	n, _ := json.Marshal(name)
-	m["tool"] = n
+	if field != "" {
+		n, _ := json.Marshal(name)
+		m[field] = n
+	}
 	return json.Marshal(m)
+}
+
+// connField is the config field that names the upstream: url or command.
+func (u *upstream) connField() string {
+	if u.command != "" {
+		return "command"
+	}
+	return "url"
 }

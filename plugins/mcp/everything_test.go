@@ -92,7 +92,9 @@ func TestEverythingStdio(t *testing.T) {
 	t.Parallel()
 	js := everything(t)
 	node, _ := exec.LookPath("node")
-	checkEverything(t, newHarness(t), map[string]any{"command": node, "args": []string{js, "stdio"}, "prefix": "ev_"})
+	h, base := newHarness(t), map[string]any{"command": node, "args": []string{js, "stdio"}, "prefix": "ev_"}
+	checkEverything(t, h, base)
+	checkEverythingPublished(t, h, base) // publish_test.go
 }
 
 func TestEverythingStreamableHTTP(t *testing.T) {
@@ -120,5 +122,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 			t.Fatal("server-everything did not listen within 20s")
 		}
 	}
-	checkEverything(t, newHarness(t), map[string]any{"url": "http://" + addr + "/mcp", "prefix": "ev_"})
+	h, base := newHarness(t), map[string]any{"url": "http://" + addr + "/mcp", "prefix": "ev_"}
+	checkEverything(t, h, base)
+	checkEverythingPublished(t, h, base) // publish_test.go
 }
