@@ -31,6 +31,10 @@ type config struct {
 	Rename  map[string]string `json:"rename,omitempty" jsonschema:"Upstream tool name to the name Crank serves it under (before prefix)."`
 	Tool    string            `json:"tool,omitempty" jsonschema:"One upstream tool: the entry stands for it alone, under the entry's name."`
 	Task    bool              `json:"task,omitempty" jsonschema:"Call the upstream tools as MCP Tasks (a task-augmented tools/call, then tasks/get until it ends, then tasks/result; tasks/cancel when the call is cancelled). Each tool must support tasks (execution.taskSupport optional or required) on an upstream with the tasks capability for tools/call. Set by itself for the tools whose taskSupport is required."`
+	// Resources, Prompts and Prompt: publish.go.
+	Resources bool   `json:"resources,omitempty" jsonschema:"Also serve the upstream's resources and resource templates, under their own URIs; names get prefix."`
+	Prompts   bool   `json:"prompts,omitempty" jsonschema:"Also serve the upstream's prompts, named with prefix."`
+	Prompt    string `json:"prompt,omitempty" jsonschema:"One upstream prompt, by its upstream name: set by the adapter in the config of each prompt it publishes, not in an entry."`
 	// MaxMessageBytes bounds one message from the upstream.
 	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
 }
@@ -59,10 +63,15 @@ type upstream struct {
 	tool             string
 	// task: the upstream tool is called as an MCP Task (tasks.go).
 	task bool
+	// resources and prompts: what the entry publishes; prompt: the
+	// upstream prompt a published prompt's config names (publish.go).
+	resources, prompts bool
+	prompt             string
 	// maxMessage bounds one message from the upstream.
 	maxMessage int64
-	// connFields is the config without the tool selection, for the
-	// configs of derived tools.
+	// connFields is the config without the tool selection and what the
+	// entry publishes, for the configs of derived tools, resources and
+	// prompts.
 	connFields map[string]json.RawMessage
 }
 
@@ -71,7 +80,7 @@ var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
-		task: c.Task, maxMessage: defaultMaxMessageBytes}
+		task: c.Task, resources: c.Resources, prompts: c.Prompts, prompt: c.Prompt, maxMessage: defaultMaxMessageBytes}
 	switch {
 	case c.MaxMessageBytes < 0:
 		d.Errorf("max_message_bytes", "must not be negative")
@@ -152,10 +161,11 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	if c.Tool != "" && (c.Prefix != "" || len(c.Include) > 0 || len(c.Exclude) > 0 || len(c.Rename) > 0) {
 		d.Errorf("tool", "selects one tool under the entry's name: prefix, include, exclude and rename do not apply")
 	}
+	checkPublishing(c, d) // publish.go
 	u.key = connKey(c)
 	var all map[string]json.RawMessage
 	if json.Unmarshal(op.Config, &all) == nil {
-		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool", "task"} {
+		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool", "task", "resources", "prompts", "prompt"} {
 			delete(all, k)
 		}
 		u.connFields = all
@@ -233,14 +243,34 @@ func (u *upstream) crankName(name string) string {
 // toolConfig is the config of a derived tool: the connection fields, the
 // upstream tool's name and whether it is called as a task.
 func (u *upstream) toolConfig(name string, task bool) (json.RawMessage, error) {
-	m := make(map[string]json.RawMessage, len(u.connFields)+2)
+	extra := map[string]json.RawMessage{}
+	if task {
+		extra["task"] = json.RawMessage("true")
+	}
+	return u.derivedConfig("tool", name, extra)
+}
+
+// derivedConfig is the connection fields, plus field set to name unless
+// field is "", plus extra.
+func (u *upstream) derivedConfig(field, name string, extra map[string]json.RawMessage) (json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, len(u.connFields)+1+len(extra))
 	for k, v := range u.connFields {
 		m[k] = v
 	}
-	n, _ := json.Marshal(name)
-	m["tool"] = n
-	if task {
-		m["task"] = json.RawMessage("true")
+	for k, v := range extra {
+		m[k] = v
+	}
+	if field != "" {
+		n, _ := json.Marshal(name)
+		m[field] = n
 	}
 	return json.Marshal(m)
+}
+
+// connField is the config field that names the upstream: url or command.
+func (u *upstream) connField() string {
+	if u.command != "" {
+		return "command"
+	}
+	return "url"
 }

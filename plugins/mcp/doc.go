@@ -65,6 +65,39 @@
 // upstream's session: opened at expansion and kept; after a loss, from
 // the next call on.
 //
+// # Resources and prompts
+//
+// An entry may also serve the upstream's resources and prompts: with
+// resources true its resources and resource templates, with prompts true
+// its prompts. Both are off by default (publishing them is the operator's
+// choice) and are a load error with tool (an entry for one tool publishes
+// nothing else); they are not connection fields, so an entry with them
+// shares the upstream session of one without. At load and at each
+// re-expansion the adapter lists every page of resources/list,
+// resources/templates/list and prompts/list (sdk.Publisher) and publishes
+// each as the upstream's object, with prefix before its name; URIs and URI
+// templates are kept, so a client reads a resource under the upstream's
+// own URI. include, exclude and rename select and name tools only. An
+// upstream that does not have the resources or prompts capability gets a
+// warning naming the field; an upstream that cannot be reached fails the
+// load as for its tools. An entry that publishes what its upstream offers
+// expands without error even when it serves no tools (the upstream has
+// none, or include selects none).
+//
+// A read is one resources/read of the client's URI (a published
+// resource's, or one a published template matches) on the shared session,
+// answering the result's contents (text or blob) as they came; rendering
+// a prompt is one prompts/get of the upstream prompt (each published
+// prompt's config names it in prompt, beside the connection fields) with
+// the client's arguments, answering the whole result. Both are retried on
+// a new session like a listing, and fail like calls: a JSON-RPC error
+// (such as resource not found) keeps its code as the status and its
+// message. The upstream's notifications/resources/list_changed and
+// notifications/prompts/list_changed name the entries that publish them
+// to the gateway, which expands them again (see Changed tools). Resource
+// subscriptions (resources/subscribe, notifications/resources/updated)
+// are not relayed.
+//
 // # Calls
 //
 // A call is a tools/call on the upstream with the client's arguments as
@@ -195,6 +228,7 @@
 // Sampling and elicitation requests from an upstream are not relayed: the
 // adapter does not advertise those capabilities, so a conforming upstream
 // does not send them, and one that does gets a JSON-RPC "method not
-// found" error. Log messages an upstream sends outside any call are not
-// relayed either.
+// found" error. Log messages an upstream sends outside any call and
+// resource subscriptions are not relayed either; resources and prompts
+// are served on request (see Resources and prompts).
 package mcp

@@ -92,12 +92,16 @@ func TestEverythingStdio(t *testing.T) {
 	t.Parallel()
 	cfg := everythingStdio(t)
 	cfg["prefix"] = "ev_"
-	checkEverything(t, newHarness(t), cfg)
+	h := newHarness(t)
+	checkEverything(t, h, cfg)
+	checkEverythingPublished(t, h, cfg) // publish_test.go
 }
 
 func TestEverythingStreamableHTTP(t *testing.T) {
 	t.Parallel()
-	checkEverything(t, newHarness(t), map[string]any{"url": everythingHTTP(t), "prefix": "ev_"})
+	h, cfg := newHarness(t), map[string]any{"url": everythingHTTP(t), "prefix": "ev_"}
+	checkEverything(t, h, cfg)
+	checkEverythingPublished(t, h, cfg) // publish_test.go
 }
 
 // everythingStdio is the config of server-everything over stdio.

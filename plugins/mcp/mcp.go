@@ -58,8 +58,7 @@ func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.
 func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, diags []sdk.Diagnostic) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "mcp adapter: panic in ExpandOperation: %T\n%s", r, debug.Stack())
-			tools, diags = nil, []sdk.Diagnostic{sdk.Errorf("", "internal error of the mcp adapter (panic), see the adapter log")}
+			tools, diags = nil, panicked("ExpandOperation", r)
 		}
 	}()
 	p := a.configs.Get(op)
@@ -67,10 +66,7 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 		return nil, p.Diagnostics()
 	}
 	u := p.Value
-	field := "url"
-	if u.command != "" {
-		field = "command"
-	}
+	field := u.connField()
 	if op.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, op.Timeout)
@@ -112,6 +108,9 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 	switch {
 	case u.tool != "" && len(tools) == 0:
 		d.Errorf("tool", "%s has no tool %q", u.label, u.tool)
+	case len(tools) == 0 && u.publishes() && a.offers(ctx, u):
+		// The entry serves the upstream's resources or prompts alone
+		// (publish.go).
 	case len(tools) == 0 && len(listed) > 0:
 		d.Errorf("include", "selects none of the %d tools of %s", len(listed), u.label)
 	case len(tools) == 0:
@@ -132,6 +131,9 @@ func (a *adapter) listTools(ctx context.Context, u *upstream) ([]*gomcp.Tool, er
 		all = all[:0]
 		for t, err := range s.Tools(ctx, nil) {
 			if err != nil {
+				if lacks(s, err, capTools) { // an upstream without tools, such as a prompts server
+					return nil
+				}
 				return err
 			}
 			all = append(all, t)
@@ -222,13 +224,22 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 
 // target is the upstream of a call, which names one upstream tool.
 func (a *adapter) target(req *sdk.Request) (*upstream, error) {
-	p := a.configs.Get(&req.Operation)
+	u, err := a.upstreamOf(&req.Operation)
+	if err != nil {
+		return nil, err
+	}
+	if u.tool == "" {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label,
+			Message: "config.tool: no upstream tool named: an entry without tool is expanded by the gateway"}
+	}
+	return u, nil
+}
+
+// upstreamOf is the prepared config of a request's operation.
+func (a *adapter) upstreamOf(op *sdk.Operation) (*upstream, error) {
+	p := a.configs.Get(op)
 	if p.Err() != nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
-	}
-	if p.Value.tool == "" {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: p.Value.label,
-			Message: "config.tool: no upstream tool named: an entry without tool is expanded by the gateway"}
 	}
 	return p.Value, nil
 }
@@ -405,4 +416,11 @@ func bound(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
+}
+
+// panicked logs the panic r of the method what and is the diagnostic that
+// reports it.
+func panicked(what string, r any) []sdk.Diagnostic {
+	fmt.Fprintf(os.Stderr, "mcp adapter: panic in %s: %T\n%s", what, r, debug.Stack())
+	return []sdk.Diagnostic{sdk.Errorf("", "internal error of the mcp adapter (panic), see the adapter log")}
 }

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if kind := os.Getenv(badServerEnv); kind != "" {
 		serveBadStdio(kind) // handshake_test.go
 	}
+	if os.Getenv(serverEnv) == publishStdio {
+		servePublishStdio() // publish_test.go
+	}
 	if os.Getenv(serverEnv) == "stdio" {
 		if err := testServer(nil).Run(context.Background(), &gomcp.StdioTransport{}); err != nil {
 			os.Exit(2)

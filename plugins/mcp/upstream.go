@@ -127,6 +127,12 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 			},
 			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
 				c.watch.changed(c.up.key) // watch.go
+			},
+			ResourceListChangedHandler: func(context.Context, *gomcp.ResourceListChangedRequest) {
+				c.watch.listChanged(c.up.key, listResources)
+			},
+			PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
+				c.watch.listChanged(c.up.key, listPrompts)
 			}})
 	t, err := c.transport()
 	if err != nil {
