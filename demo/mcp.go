@@ -31,7 +31,8 @@ func init() {
 		Short: "Serves the demo's MCP server over stdio (started by the mcp adapter, not by hand)",
 		Long: `Serves a small MCP server over stdin and stdout: the upstream that the
 demo's demo/mcp.yaml federates through the mcp adapter. Its tools: word_stats
-(structured output) and countdown (reports each step as progress).`,
+(structured output) and countdown (reports each step as progress); a
+resource, a resource template and a prompt.`,
 		Func: func(caddycmd.Flags) (int, error) {
 			if err := MCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 				return caddy.ExitCodeFailedQuit, err
@@ -57,9 +58,34 @@ type countdownIn struct {
 }
 
 // MCPServer is the demo's MCP server: a structured tool and one that
-// streams its steps as progress notifications.
+// streams its steps as progress notifications, a resource, a resource
+// template and a prompt.
 func MCPServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crank-demo-mcp", Version: "1"}, nil)
+	s.AddResource(&mcp.Resource{URI: "demo://mcp/readme", Name: "readme", Title: "About the demo MCP server", MIMEType: "text/markdown"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/markdown",
+				Text: "# The demo MCP server\n\nCrank federates it over stdio: its tools as mcp_word_stats and mcp_countdown, this resource, the countdown/{from} template and the haiku prompt.\n"}}}, nil
+		})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "demo://mcp/countdown/{from}", Name: "countdown", Title: "A countdown as text", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			var from int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(req.Params.URI, "demo://mcp/countdown/"), "%d", &from); err != nil || from < 1 || from > 20 {
+				return nil, mcp.ResourceNotFoundError(req.Params.URI)
+			}
+			var b strings.Builder
+			for i := from; i > 0; i-- {
+				fmt.Fprintf(&b, "%d\n", i)
+			}
+			b.WriteString("liftoff\n")
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: b.String()}}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "haiku", Title: "Write a haiku", Description: "Asks for a haiku about a topic.",
+		Arguments: []*mcp.PromptArgument{{Name: "topic", Description: "What the haiku is about.", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Description: "A haiku about " + req.Params.Arguments["topic"], Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Write a haiku about " + req.Params.Arguments["topic"] + "."}}}}, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "word_stats", Title: "Word statistics", Description: "Counts the words and characters of a text.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in wordStatsIn) (*mcp.CallToolResult, wordStatsOut, error) {

@@ -436,7 +436,8 @@ func TestMCPUpstreamWindow(t *testing.T) {
 }
 
 // demoMCPWindow reads the demo's window over its MCP server's countdown
-// (demo/mcp.yaml): one item per upstream progress step.
+// (demo/mcp.yaml): one item per upstream progress step; and one of its
+// tools, its resources and its prompt.
 func demoMCPWindow(t *testing.T, cs *mcp.ClientSession) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -459,5 +460,16 @@ func demoMCPWindow(t *testing.T, cs *mcp.ClientSession) {
 	}
 	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"words":3`) {
 		t.Fatalf("mcp_word_stats: %s", sc)
+	}
+	// Its resource, template and prompt, published by demo_mcp.
+	for uri, want := range map[string]string{"demo://mcp/readme": "The demo MCP server", "demo://mcp/countdown/2": "2\n1\nliftoff"} {
+		r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(r.Contents) != 1 || !strings.Contains(r.Contents[0].Text, want) {
+			t.Fatalf("resources/read %s: %v %+v", uri, err, r)
+		}
+	}
+	p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp_haiku", Arguments: map[string]string{"topic": "gateways"}})
+	if err != nil || len(p.Messages) != 1 || !strings.Contains(p.Messages[0].Content.(*mcp.TextContent).Text, "haiku about gateways") {
+		t.Fatalf("mcp_haiku: %v %+v", err, p)
 	}
 }

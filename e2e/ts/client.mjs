@@ -12,6 +12,9 @@
 //                          "progress": [{"progress":n,"message":"..."}, ...]
 //                          with every notification received, in order)
 //   {"op":"ping"}
+//   {"op":"listResources"}, {"op":"listResourceTemplates"}, {"op":"listPrompts"}
+//   {"op":"readResource", "uri": "..."}
+//   {"op":"getPrompt", "name": "...", "arguments"?: {...}}
 //   {"op":"terminateSession"}   (HTTP DELETE of the session)
 //   {"op":"sleep", "ms": n}
 // A callTool step may also carry "until": {"field": "...", "equals": <value>}:
@@ -86,7 +89,8 @@ function parseArgs(argv) {
     if (step === null || typeof step !== 'object' || typeof step.op !== 'string') {
       usage(`step ${i}: must be an object with a string "op"`);
     }
-    if (!['listTools', 'callTool', 'ping', 'terminateSession', 'sleep'].includes(step.op)) {
+    if (!['listTools', 'callTool', 'ping', 'terminateSession', 'sleep', 'listResources', 'listResourceTemplates',
+      'listPrompts', 'readResource', 'getPrompt'].includes(step.op)) {
       usage(`step ${i}: unknown op ${JSON.stringify(step.op)}`);
     }
     if (step.op === 'callTool' && typeof step.name !== 'string') {
@@ -149,6 +153,16 @@ async function runStep(client, transport, step, steps) {
       return client.listTools(step.cursor !== undefined ? { cursor: step.cursor } : undefined);
     case 'ping':
       return client.ping();
+    case 'listResources':
+      return client.listResources();
+    case 'listResourceTemplates':
+      return client.listResourceTemplates();
+    case 'listPrompts':
+      return client.listPrompts();
+    case 'readResource':
+      return client.readResource({ uri: step.uri });
+    case 'getPrompt':
+      return client.getPrompt({ name: step.name, arguments: step.arguments ?? {} });
     case 'terminateSession':
       await transport.terminateSession();
       return {};

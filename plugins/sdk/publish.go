@@ -13,8 +13,8 @@ import (
 // Publisher is implemented by adapters whose entries publish MCP
 // resources, resource templates and prompts beside their tools, such as
 // an MCP upstream's. The host asks for them at load and at each
-// re-expansion (Publish, after ExpandOperation: a Publisher is an
-// OperationExpander too) and publishes them to its clients; a client's
+// re-expansion (Publish, after ExpandOperation, unless that reported an
+// error: a Publisher is an OperationExpander too) and publishes them to its clients; a client's
 // resources/read and prompts/get come back as ReadResource and GetPrompt,
 // with the entry's operation carrying the Config of what is read.
 type Publisher interface {

@@ -104,7 +104,12 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 			},
 		})
 	}
-	if caps := req.GetHostCapabilities(); slices.Contains(caps, wire.HostResources) || slices.Contains(caps, wire.HostPrompts) {
+	// An entry that failed to expand fails the load anyway: Publish is
+	// not asked (it would reach for the same unreachable upstream again).
+	failed := slices.ContainsFunc(resp.Diagnostics, func(d *adapterv1.Diagnostic) bool {
+		return d.GetSeverity() == adapterv1.Diagnostic_SEVERITY_ERROR
+	})
+	if caps := req.GetHostCapabilities(); !failed && (slices.Contains(caps, wire.HostResources) || slices.Contains(caps, wire.HostPrompts)) {
 		s.publish(ctx, &op, resp) // publish.go
 	}
 	return resp, nil
