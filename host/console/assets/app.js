@@ -112,7 +112,14 @@ async function loadTools() {
 
 async function loadToolsNow() {
   const [tr, er, cr] = await Promise.all([api("GET", "tools"), api("GET", "endpoints"), api("GET", "catalogs?limit=1000")]);
-  if (tr.status !== 200) { say(tr.body.error || `tools: ${tr.status}`); return; }
+  clearTimeout(state.toolsRetry);
+  if (tr.status !== 200) {
+    say(tr.body.error || `tools: ${tr.status}`);
+    // A config still starting (the crank app not started yet, the state
+    // store not reachable yet) answers 503: ask again.
+    if (tr.status === 503) state.toolsRetry = setTimeout(() => { if (state.view === "tools") loadTools().catch((e) => say(String(e))); }, 1000);
+    return;
+  }
   state.tools = tr.body.tools || [];
   const rows = [];
   const families = new Map();
@@ -155,11 +162,10 @@ async function loadToolsNow() {
   // A starting replica builds its endpoints' tools one after the other:
   // until every one is built, say so and ask again.
   const loading = tr.body.loading || [];
-  clearTimeout(state.toolsRetry);
   if (loading.length > 0) {
     say(`Still loading the tools of ${loading.length} endpoint(s) (${loading.join(", ")})…`);
     state.toolsRetry = setTimeout(() => { if (state.view === "tools") loadTools().catch((e) => say(String(e))); }, 1000);
-  } else if ($("#status").textContent.startsWith("Still loading the tools")) {
+  } else if ($("#status").textContent.startsWith("Still loading the tools") || $("#status").textContent.startsWith("the crank app has not started")) {
     say("");
   }
 }
