@@ -127,6 +127,12 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	d := startDemo(t)
 	ports := d.ports
 	port := ports[":8080"]
+	// The test's own connections, closed before the demo stops: a
+	// connection the client dialed and never used would hold the server's
+	// graceful shutdown (Go waits 5s for a new connection's first request,
+	// longer than the demo's grace period) and have it log an error.
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer hc.CloseIdleConnections()
 	do := func(method, host, path, body string) (*http.Response, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -135,7 +141,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 		req.Host = host
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
 		}
@@ -166,7 +172,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 	// A go-sdk client pointed at localhost, in an MCP session, lists the
 	// demo's tools.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-hosts", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://localhost:%d/mcp", port)}, sessionProtocol)
+		&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://localhost:%d/mcp", port), HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		t.Fatalf("connect to localhost: %v", err)
 	}

@@ -391,9 +391,14 @@ func demoMetrics(t *testing.T, adminURL string) {
 // above from a normal run and shutdown.
 func quietShutdown(t *testing.T, log string) {
 	t.Helper()
+	bad := false
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"fatal"`) || strings.Contains(line, `"level":"panic"`) {
 			t.Errorf("an error logged by a normal run and shutdown: %s", line)
+			bad = true
 		}
+	}
+	if bad {
+		t.Logf("the whole log:\n%s", log)
 	}
 }
