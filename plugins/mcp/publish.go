@@ -273,7 +273,14 @@ func (a *adapter) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (json.R
 			Message: "config.prompt: no upstream prompt named: the config of a published prompt names it"}
 	}
 	return a.ask(ctx, u, req.Operation.Timeout, "the prompt's result", func(ctx context.Context, s *gomcp.ClientSession) (any, error) {
-		return s.GetPrompt(ctx, &gomcp.GetPromptParams{Name: u.prompt, Arguments: req.Arguments})
+		res, err := s.GetPrompt(ctx, &gomcp.GetPromptParams{Name: u.prompt, Arguments: req.Arguments})
+		if err != nil {
+			return nil, err
+		}
+		// The result's _meta is the upstream's to the adapter (its
+		// serverInfo, say), not for the gateway's clients.
+		res.Meta = nil
+		return res, nil
 	})
 }
 

@@ -57,7 +57,7 @@ func publishServer(withTools bool) *gomcp.Server {
 			if style := req.Params.Arguments["style"]; style != "" {
 				text += " (" + style + ")"
 			}
-			return &gomcp.GetPromptResult{Description: "A greeting.",
+			return &gomcp.GetPromptResult{Meta: gomcp.Meta{"upstream.example/private": "for the adapter only"}, Description: "A greeting.",
 				Messages: []*gomcp.PromptMessage{{Role: "user", Content: &gomcp.TextContent{Text: text}}}}, nil
 		}
 	}
@@ -251,6 +251,9 @@ func TestPublish(t *testing.T) {
 			if err != nil || ue != nil || json.Unmarshal(raw, &res) != nil || res.Description != "A greeting." || len(res.Messages) != 1 ||
 				res.Messages[0].Role != "user" || res.Messages[0].Content.Type != "text" || res.Messages[0].Content.Text != "Hello, Ada! (warmly)" {
 				t.Errorf("get greet: %s %+v %v", raw, ue, err)
+			}
+			if strings.Contains(string(raw), "_meta") {
+				t.Errorf("the upstream's _meta was passed on: %s", raw)
 			}
 			_, ue, err = h.GetPrompt(ctxT(t), adaptertest.Call{Config: with(base, map[string]any{"prompt": "nope"}), Timeout: 20 * time.Second}, "nope", nil)
 			if err != nil || ue == nil || ue.Kind != sdk.KindUpstreamStatus || !strings.Contains(ue.Message, "nope") {
