@@ -87,7 +87,7 @@ func (testAdapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk
 		return []sdk.Diagnostic{sdk.Errorf("", "%v", err)}
 	}
 	switch c.Behavior {
-	case "echo", "sleep", "hang", "fail", "crash", "leak", "array", "expand", "derive", "file", "publish":
+	case "echo", "sleep", "hang", "mark_hang", "fail", "crash", "leak", "array", "expand", "derive", "file", "publish":
 		return nil
 	}
 	return []sdk.Diagnostic{sdk.Errorf("behavior", "unknown behavior %q", c.Behavior)}
@@ -106,6 +106,11 @@ func (testAdapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, e
 			return nil, &sdk.UpstreamError{Kind: sdk.KindCancelled, Message: "stopped"}
 		}
 	case "hang": // a misbehaving one does not; the host's deadline ends the call
+		time.Sleep(time.Minute)
+	case "mark_hang": // says it has the call (creates File), then hangs
+		if err := os.WriteFile(c.File, nil, 0o600); err != nil {
+			return nil, err
+		}
 		time.Sleep(time.Minute)
 	case "fail":
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "503", Upstream: "GET http://up/x",

@@ -18,8 +18,14 @@ import (
 // timeout, and the next call runs on a restarted process.
 func TestHungAdapterIsReplaced(t *testing.T) {
 	t.Parallel()
-	f, err := newFixtureWith(t, catalogYAML, host.SupervisorOptions{
-		HealthInterval: 100 * time.Millisecond, PingTimeout: 200 * time.Millisecond})
+	marker := filepath.Join(t.TempDir(), "called")
+	f, err := newFixtureWith(t, catalogYAML+`
+  - name: held
+    description: Holds the call until the process is stopped.
+    adapter: test
+    timeout: 60s
+    config: {behavior: mark_hang, file: "`+marker+`"}
+`, host.SupervisorOptions{HealthInterval: 100 * time.Millisecond, PingTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,13 +36,27 @@ func TestHungAdapterIsReplaced(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("no pid")
 	}
+	// The call is in the adapter's hands before the process stops, so
+	// nothing but the health check can end it (a ping that failed first
+	// would have the call run on a new process).
+	held := make(chan *host.Result, 1)
+	go func() {
+		res, _ := f.h.Call(context.Background(), host.CallRequest{Tool: "held", Arguments: []byte(`{}`)})
+		held <- res
+	}()
+	waitFor(t, func() bool { _, err := os.Stat(marker); return err == nil })
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 
-	res := call(t, f.h, "echo", `{"id":2}`)
-	if !res.IsError || !strings.Contains(res.Text, `adapter "test" stopped during the call of tool "echo"`) {
+	var res *host.Result
+	select {
+	case res = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call to the stopped adapter still waits after 30s")
+	}
+	if res == nil || !res.IsError || !strings.Contains(res.Text, `adapter "test" stopped during the call of tool "held"`) {
 		t.Fatalf("call to the stopped adapter: %+v", res)
 	}
 	waitFor(t, f.sup.Exited)
