@@ -35,7 +35,12 @@ func (a progressing) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result,
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Message: "failed after its progress"}
 	}
 	if a.late != nil {
-		go func() { a.late <- sdk.ReportProgress(ctx, sdk.Progress{Progress: 99}) }()
+		// A report once the call is over (its context ends after the
+		// answer is sent).
+		go func() {
+			<-ctx.Done()
+			a.late <- sdk.ReportProgress(ctx, sdk.Progress{Progress: 99})
+		}()
 	}
 	return &sdk.Result{Text: fmt.Sprint("wanted progress: ", sdk.WantsProgress(ctx))}, nil
 }
