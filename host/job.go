@@ -200,12 +200,18 @@ func (h *Host) jobProgress(ctx context.Context, id string) func(context.Context,
 			return
 		}
 		last = time.Now()
-		p, _ := json.Marshal(map[string]any{"items": n})
-		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-		defer cancel()
-		if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
-			h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
-		}
+		h.recordJobProgress(ctx, id, map[string]any{"items": n})
+	}
+}
+
+// recordJobProgress writes a running job's progress report to the store;
+// a failed write is logged at debug level (the next report replaces it).
+func (h *Host) recordJobProgress(ctx context.Context, id string, report map[string]any) {
+	p, _ := json.Marshal(report)
+	uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
+		h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
 	}
 }
 
@@ -228,12 +234,7 @@ func (h *Host) jobRelayedProgress(ctx context.Context, id string) func(context.C
 		if c.Message != "" {
 			rep["message"] = c.Message
 		}
-		p, _ := json.Marshal(rep)
-		uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-		defer cancel()
-		if _, err := h.updateJob(uctx, id, store.JobUpdate{Progress: p}); err != nil && ctx.Err() == nil {
-			h.log.Debug("job progress not recorded", zap.String("job", id), zap.Error(err))
-		}
+		h.recordJobProgress(ctx, id, rep)
 	}
 }
 
@@ -282,10 +283,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 			progress["progress"] = v
 		}
 		if v, ok := selectFirst(j.done, sdoc); !ok || !truthy(v) {
-			p, _ := json.Marshal(progress)
-			uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-			_, _ = h.updateJob(uctx, id, store.JobUpdate{Progress: p})
-			cancel()
+			h.recordJobProgress(ctx, id, progress)
 			continue
 		}
 		if v, ok := selectFirst(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
