@@ -18,20 +18,25 @@ func (c *Client) ExpandPublished(ctx context.Context, op *sdk.Operation) ([]sdk.
 		return nil, nil, nil, err
 	}
 	tools, diags := expansionFromProto(resp)
-	pub := &sdk.Published{}
-	for _, r := range resp.GetResources() {
-		pub.Resources = append(pub.Resources, sdk.Publication{Definition: r.GetDefinitionJson(), Config: r.GetConfigJson()})
-	}
-	for _, r := range resp.GetResourceTemplates() {
-		pub.ResourceTemplates = append(pub.ResourceTemplates, sdk.Publication{Definition: r.GetDefinitionJson(), Config: r.GetConfigJson()})
-	}
-	for _, p := range resp.GetPrompts() {
-		pub.Prompts = append(pub.Prompts, sdk.Publication{Definition: p.GetDefinitionJson(), Config: p.GetConfigJson()})
-	}
+	pub := &sdk.Published{Resources: publicationsFromProto(resp.GetResources()),
+		ResourceTemplates: publicationsFromProto(resp.GetResourceTemplates()), Prompts: publicationsFromProto(resp.GetPrompts())}
 	if len(pub.Resources)+len(pub.ResourceTemplates)+len(pub.Prompts) == 0 {
 		pub = nil
 	}
 	return tools, pub, diags, nil
+}
+
+// publicationsFromProto converts published resources, templates or
+// prompts.
+func publicationsFromProto[T interface {
+	GetDefinitionJson() []byte
+	GetConfigJson() []byte
+}](list []T) []sdk.Publication {
+	var out []sdk.Publication
+	for _, p := range list {
+		out = append(out, sdk.Publication{Definition: p.GetDefinitionJson(), Config: p.GetConfigJson()})
+	}
+	return out
 }
 
 // ReadResource reads a resource an entry published (Capabilities.Resources):
