@@ -264,7 +264,7 @@ type eventReader struct {
 }
 
 func newEventReader(body io.Reader, maxEvent int) *eventReader {
-	r := &eventReader{br: bufio.NewReaderSize(body, 32<<10), max: maxEvent}
+	r := &eventReader{br: bufio.NewReaderSize(body, 4<<10), max: maxEvent}
 	r.tail = &tailReader{r: r.br}
 	return r
 }

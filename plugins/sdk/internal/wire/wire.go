@@ -99,13 +99,27 @@ func PluginSets(srv adapterv1.AdapterServer) map[int]plugin.PluginSet {
 	}
 }
 
+// StreamWindowBytes and ConnWindowBytes are gRPC's flow-control windows
+// of one call and of the connection, in both directions. Fixed windows
+// turn off gRPC's bandwidth estimation, which otherwise answers data with
+// a ping and its acknowledgement: two more writes and reads on each side
+// for every call between processes that sit on one machine, where the
+// estimate has nothing to find. A call buffers at most StreamWindowBytes
+// its reader has not taken; larger messages flow in window-sized steps.
+const (
+	StreamWindowBytes = 1 << 20
+	ConnWindowBytes   = 16 << 20
+)
+
 // ServerOptions are the gRPC server options of an adapter process.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.InitialWindowSize(StreamWindowBytes), grpc.InitialConnWindowSize(ConnWindowBytes)}
 }
 
 // DialOptions are the gRPC dial options of the host towards adapters.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithInitialWindowSize(StreamWindowBytes), grpc.WithInitialConnWindowSize(ConnWindowBytes)}
 }
