@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,11 +152,17 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // micros is d in microseconds, for b.ReportMetric.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// cpuTime is the user and system CPU time the processes have used so far
-// (Linux: /proc/<pid>/stat, in clock ticks of 10ms); 0 elsewhere.
+// cpuTime is the CPU time the processes have used so far, in nanoseconds
+// from the scheduler's accounting of each of their threads (Linux:
+// /proc/<pid>/task/*/schedstat), or else in clock ticks of 10ms
+// (/proc/<pid>/stat, which also counts threads that ended); 0 elsewhere.
 func cpuTime(pids ...int) time.Duration {
 	var total time.Duration
 	for _, pid := range pids {
+		if d, ok := schedCPU(pid); ok {
+			total += d
+			continue
+		}
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			return 0
@@ -170,4 +177,30 @@ func cpuTime(pids ...int) time.Duration {
 		total += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return total
+}
+
+// schedCPU sums the time on CPU of the process's threads. A Go process
+// keeps its threads, so what ended threads used is negligible.
+func schedCPU(pid int) (time.Duration, bool) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += time.Duration(ns)
+	}
+	return total, true
 }

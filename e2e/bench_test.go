@@ -26,11 +26,33 @@ import (
 // bare go-sdk server in a process of its own, as a gateway is.
 const bareMCPEnv = "CRANK_E2E_BARE_MCP_UPSTREAM"
 
-// bareMCP is a bare go-sdk MCP server whose get_user tool calls the
-// upstream itself: the floor any MCP gateway built on the go-sdk pays.
+// bareMCP is a bare go-sdk MCP server whose tools call the upstream
+// themselves: the floor any MCP gateway built on the go-sdk pays. get_user
+// makes one call (BenchmarkUnaryREST's upstream); stream reads the SSE
+// stream of BenchmarkStreamingTool's upstream and sends every event as a
+// progress notification, as a window tool does.
 func bareMCP(upstream string) http.Handler {
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	bare.AddTool(&mcp.Tool{Name: "stream", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				N    int
+				Pace string
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			resp, err := httpc.Get(fmt.Sprintf("%s/stream?n=%d&pace=%s", upstream, args.N, args.Pace))
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			rd, i := newSSEReader(resp.Body), 0
+			for ev, ok := rd.next(); ok; ev, ok = rd.next() {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: ev.Data})
+				i++
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(i)}}}, nil
+		})
 	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			resp, err := httpc.Get(upstream + "/users/1")
@@ -336,36 +358,19 @@ operations:
 		}
 	}
 
-	// A bare go-sdk server streaming the upstream itself: the floor for a
-	// gateway built on the go-sdk.
-	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
-	bare.AddTool(&mcp.Tool{Name: "stream", InputSchema: map[string]any{"type": "object"}},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var args struct {
-				N    int
-				Pace string
-			}
-			_ = json.Unmarshal(req.Params.Arguments, &args)
-			resp, err := httpc.Get(fmt.Sprintf("%s/stream?n=%d&pace=%s", up.URL, args.N, args.Pace))
-			if err != nil {
-				return nil, err
-			}
-			defer resp.Body.Close()
-			rd, i := newSSEReader(resp.Body), 0
-			for ev, ok := rd.next(); ok; ev, ok = rd.next() {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: ev.Data})
-				i++
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(i)}}}, nil
-		})
-	bareHTTP := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare }, nil))
+	// A bare go-sdk server streaming the upstream itself, in this process
+	// and in a process of its own: the floor for a gateway built on the
+	// go-sdk, the second paying the process boundaries a gateway pays.
+	bareHTTP := httptest.NewServer(bareMCP(up.URL))
 	defer bareHTTP.Close()
+	bareProc, barePID := startBareMCPProcess(b, up.URL)
 
 	vs := []struct {
 		name string
 		call run
-	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)}}
-	const vBare, vCrank, vNoLog, vBefore = 1, 2, 3, 4 // indexes in vs
+	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)},
+		{"bare-mcp-process", mcpRun(bareProc)}}
+	const vBare, vCrank, vNoLog, vBareProc, vBefore = 1, 2, 3, 4, 5 // indexes in vs
 	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops})
 	before := gBefore != nil
 	if before {
@@ -392,6 +397,13 @@ operations:
 	var rate []float64
 	var p50 []time.Duration
 	b.Run("throughput", func(b *testing.B) {
+		// The CPU time the server processes spent per chunk: the bare
+		// server process, and the gateway with its adapter process.
+		gatewayPIDs := []int{g.cmd.Process.Pid}
+		for _, a := range g.adapters() {
+			gatewayPIDs = append(gatewayPIDs, a.PID)
+		}
+		bare0, gw0, ad0 := cpuTime(barePID), cpuTime(gatewayPIDs[0]), cpuTime(gatewayPIDs[1:]...)
 		took := make([]time.Duration, len(vs))
 		calls(b, chunks, func(i, n int) {
 			start := time.Now()
@@ -400,6 +412,12 @@ operations:
 			}
 			took[i] += time.Since(start)
 		})
+		if bare, gw, ad := cpuTime(barePID)-bare0, cpuTime(gatewayPIDs[0])-gw0, cpuTime(gatewayPIDs[1:]...)-ad0; bare > 0 {
+			b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/chunk")
+			b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/chunk")
+			b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/chunk")
+			b.ReportMetric(float64(gw+ad)/float64(bare), "crank/bare-process-cpu")
+		}
 		rate = make([]float64, len(vs))
 		for i, v := range vs {
 			rate[i] = float64(b.N) / took[i].Seconds()
@@ -407,6 +425,7 @@ operations:
 		}
 		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-chunks/s")
 		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-chunks/s")
+		b.ReportMetric(rate[vCrank]/rate[vBareProc], "crank/bare-process-chunks/s")
 		if before {
 			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-chunks/s")
 			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-chunks/s")
@@ -428,6 +447,7 @@ operations:
 		}
 		b.ReportMetric(micros(p50[vCrank]-p50[vBare]), "crank-bare-p50-µs/chunk")
 		b.ReportMetric(micros(p50[vNoLog]-p50[vBare]), "no-log-bare-p50-µs/chunk")
+		b.ReportMetric(micros(p50[vCrank]-p50[vBareProc]), "crank-bare-process-p50-µs/chunk")
 		if before {
 			b.ReportMetric(micros(p50[vBefore]-p50[vBare]), "before-bare-p50-µs/chunk")
 		}
@@ -437,11 +457,12 @@ operations:
 	}
 	fmt.Printf("\nstreaming tool, %d-chunk SSE upstream, same run, variants interleaved (throughput unpaced; latency upstream write → client handler, paced 1ms):\n"+
 		"  direct HTTP        %9.0f chunks/s  p50 %8v/chunk\n"+
-		"  bare go-sdk MCP    %9.0f chunks/s  p50 %8v/chunk\n"+
+		"  bare go-sdk MCP    %9.0f chunks/s  p50 %8v/chunk  (in this process)\n"+
+		"  bare, own process  %9.0f chunks/s  p50 %8v/chunk\n"+
 		"  through Crank      %9.0f chunks/s  p50 %8v/chunk  (stateful, events logged in etcd for resumption)\n"+
 		"  Crank, no log      %9.0f chunks/s  p50 %8v/chunk  (event_store off)\n"+
-		"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f, no log/bare MCP %.2f; Crank adds %v per chunk over direct, %v over a bare MCP server (%v without the log)\n",
-		chunks, rate[0], p50[0], rate[vBare], p50[vBare], rate[vCrank], p50[vCrank], rate[vNoLog], p50[vNoLog],
-		rate[vCrank]/rate[0], rate[vCrank]/rate[vBare], rate[vNoLog]/rate[vBare],
-		p50[vCrank]-p50[0], p50[vCrank]-p50[vBare], p50[vNoLog]-p50[vBare])
+		"  throughput ratio Crank/direct %.3f, Crank/bare MCP %.2f (own process %.2f), no log/bare MCP %.2f; Crank adds %v per chunk over direct, %v over a bare MCP server (%v without the log, %v over its own process)\n",
+		chunks, rate[0], p50[0], rate[vBare], p50[vBare], rate[vBareProc], p50[vBareProc], rate[vCrank], p50[vCrank], rate[vNoLog], p50[vNoLog],
+		rate[vCrank]/rate[0], rate[vCrank]/rate[vBare], rate[vCrank]/rate[vBareProc], rate[vNoLog]/rate[vBare],
+		p50[vCrank]-p50[0], p50[vCrank]-p50[vBare], p50[vNoLog]-p50[vBare], p50[vCrank]-p50[vBareProc])
 }

@@ -76,6 +76,75 @@ func init() {
 		serveQuietUpstream()
 		os.Exit(0)
 	}
+	if url := os.Getenv(bareReaderEnv); url != "" {
+		serveBareReader(url)
+		os.Exit(0)
+	}
+}
+
+// bareReaderEnv makes the test binary the baseline of the adapter's side
+// of a live session (see serveBareReader) for the quiet upstream it names.
+const bareReaderEnv = "CRANK_BENCH_BARE_READER"
+
+// serveBareReader is the floor of holding a live SSE upstream in Go: for
+// every number n read from stdin it opens n streams of url with a plain
+// net/http client (a keep-alive pool as large as the REST adapter's),
+// reads each in a goroutine of its own with a bufio.Scanner, and prints
+// "ok" once every stream has delivered its first event. It ends when stdin
+// closes.
+func serveBareReader(url string) {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		n, err := strconv.Atoi(in.Text())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		var first sync.WaitGroup
+		for range n {
+			first.Add(1)
+			go func() {
+				resp, err := httpc.Get(url)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(1)
+				}
+				sc := bufio.NewScanner(resp.Body)
+				got := false
+				for sc.Scan() {
+					if !got && strings.HasPrefix(sc.Text(), "data:") {
+						got = true
+						first.Done()
+					}
+				}
+			}()
+		}
+		first.Wait()
+		fmt.Println("ok")
+	}
+}
+
+// bareReader is a running serveBareReader process.
+type bareReader struct {
+	pid int
+	in  io.Writer
+	out *bufio.Reader
+}
+
+func startBareReader(b *testing.B, url string) *bareReader {
+	pid, in, out := startSelf(b, bareReaderEnv+"="+url)
+	return &bareReader{pid: pid, in: in, out: out}
+}
+
+// open opens n more streams and waits for their first events.
+func (r *bareReader) open(b *testing.B, n int) {
+	if _, err := fmt.Fprintln(r.in, n); err != nil {
+		b.Fatal(err)
+	}
+	if line, err := r.out.ReadString('\n'); err != nil || line != "ok\n" {
+		b.Fatalf("bare reader: %q %v", line, err)
+	}
 }
 
 // serveQuietUpstream serves GET /quiet — an SSE stream with one event at
@@ -111,12 +180,24 @@ func serveQuietUpstream() {
 // that its connections do not count in this process's memory, and returns
 // its URL.
 func startQuietUpstream(b *testing.B) string {
+	_, _, out := startSelf(b, quietUpstreamEnv+"=1")
+	line, err := out.ReadString('\n')
+	if err != nil {
+		b.Fatalf("quiet upstream: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// startSelf runs this test binary with env added (init then serves what
+// env asks for instead of running tests) and returns its process id,
+// stdin and stdout. Closing stdin ends it; the benchmark's end does.
+func startSelf(b *testing.B, env string) (int, io.Writer, *bufio.Reader) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), quietUpstreamEnv+"=1")
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -133,11 +214,7 @@ func startQuietUpstream(b *testing.B) string {
 		stdin.Close()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("quiet upstream: %v", err)
-	}
-	return strings.TrimSpace(line)
+	return cmd.Process.Pid, stdin, bufio.NewReader(out)
 }
 
 // newFamilyBench is a family fixture serving familyBenchOps; quiet is the
@@ -432,6 +509,9 @@ type memoryFigures struct {
 	sessions                                   int
 	hostPer, stackPer, rssPer, storePer, adPer float64
 	goroutinesPer, idleMiB, adIdleMiB          float64
+	// barePer is the RSS per stream of serveBareReader: the floor of the
+	// adapter's share.
+	barePer float64
 }
 
 // memoryOnce measures once per process: a benchmark is invoked again with
@@ -463,9 +543,9 @@ func BenchmarkStreamSessionMemory(b *testing.B) {
 	k := float64(goalSessions)
 	hostGoal := (fig.idleMiB*(1<<20) + k*fig.hostPer) / (1 << 20)
 	b.Logf("%d live sessions: gateway live heap %.1f KiB/session (%.1f KiB of it stacks; bare store sessions %.1f KiB), RSS %.1f KiB/session, "+
-		"%.1f goroutines/session; adapter RSS %.1f KiB/session; idle gateway %.1f MiB, idle adapter %.1f MiB; "+
+		"%.1f goroutines/session; adapter RSS %.1f KiB/session (a bare net/http SSE reader %.1f KiB/stream); idle gateway %.1f MiB, idle adapter %.1f MiB; "+
 		"10k sessions: gateway live heap %.0f MiB (goal %d MiB), adapter RSS %.0f MiB",
-		fig.sessions, fig.hostPer/1024, fig.stackPer/1024, fig.storePer/1024, fig.rssPer/1024, fig.goroutinesPer, fig.adPer/1024,
+		fig.sessions, fig.hostPer/1024, fig.stackPer/1024, fig.storePer/1024, fig.rssPer/1024, fig.goroutinesPer, fig.adPer/1024, fig.barePer/1024,
 		fig.idleMiB, fig.adIdleMiB, hostGoal, goalBytes>>20, fig.adIdleMiB+k*fig.adPer/(1<<20))
 	b.ReportMetric(float64(fig.sessions), "sessions")
 	b.ReportMetric(fig.hostPer, "heap-B/session")
@@ -474,6 +554,8 @@ func BenchmarkStreamSessionMemory(b *testing.B) {
 	b.ReportMetric(fig.storePer, "store-heap-B/session")
 	b.ReportMetric(fig.hostPer/max(fig.storePer, 1), "x-store")
 	b.ReportMetric(fig.adPer, "adapter-rss-B/session")
+	b.ReportMetric(fig.barePer, "bare-reader-rss-B/stream")
+	b.ReportMetric(fig.adPer/max(fig.barePer, 1), "adapter/bare-reader-rss")
 	b.ReportMetric(fig.goroutinesPer, "goroutines/session")
 	b.ReportMetric(hostGoal, "10k-heap-MiB")
 	b.ReportMetric(hostGoal/float64(goalBytes>>20), "x-goal")
@@ -492,8 +574,15 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 	if dir != "" {
 		runtime.MemProfileRate = 1
 	}
-	f := newFamilyBench(b, startQuietUpstream(b))
+	quiet := startQuietUpstream(b)
+	f := newFamilyBench(b, quiet)
 	ctx := context.Background()
+	// The floor of the adapter's share, as many streams again.
+	br := startBareReader(b, quiet+"/quiet")
+	br.open(b, 20)
+	bareIdle := rssBytes(br.pid)
+	br.open(b, n)
+	barePer := perItem(rssBytes(br.pid), bareIdle, n)
 	// Warm up: the adapter process, its connection pools, etcd's leases.
 	warm := startSessions(b, f.h, "quiet", 20, 4)
 	awaitItems(b, f.st, warm)
@@ -540,6 +629,7 @@ func measureSessionMemory(b *testing.B) *memoryFigures {
 		goroutinesPer: float64(live.goroutines-bare.goroutines) / float64(n),
 		idleMiB:       float64(idle.live) / (1 << 20),
 		adIdleMiB:     float64(idle.adapterRSS) / (1 << 20),
+		barePer:       barePer,
 	}
 }
 

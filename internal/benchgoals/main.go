@@ -41,8 +41,8 @@ var goals = []goal{
 	{"unary REST p50, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p50", true, 1.5},
 	{"unary REST p99, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p99", true, 2},
 	{"unary REST throughput (8 callers), Crank/bare", "e2e.BenchmarkUnaryREST/throughput", "crank/bare-calls/s", false, 0.8},
-	{"streaming chunks/s, Crank/bare go-sdk", "e2e.BenchmarkStreamingTool/throughput", "crank/bare-chunks/s", false, 0.9},
-	{"streaming added latency per chunk p50 (µs)", "e2e.BenchmarkStreamingTool/latency", "crank-bare-p50-µs/chunk", true, 100},
+	{"streaming chunks/s, Crank/bare go-sdk process", "e2e.BenchmarkStreamingTool/throughput", "crank/bare-process-chunks/s", false, 0.9},
+	{"streaming added latency per chunk p50 over the bare process (µs)", "e2e.BenchmarkStreamingTool/latency", "crank-bare-process-p50-µs/chunk", true, 100},
 	{"adapter cold start, spawn to first answer (ms)", "e2e.BenchmarkAdapterStart/cold", "ms/start", true, 150},
 	{"adapter crash to next answered call (ms)", "e2e.BenchmarkAdapterStart/crash", "ms/recovery", true, 500},
 	// The same, run from the gateway's own executable (no adapter
@@ -70,6 +70,9 @@ var figures = []figure{
 	{what: "unary REST throughput no log / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "no-log/bare-calls/s"},
 	{what: "unary REST server CPU per call Crank / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/bare-cpu"},
 	{what: "streaming chunks/s no log / bare", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "no-log/bare-chunks/s"},
+	{what: "streaming chunks/s Crank / bare in the benchmark's process", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/bare-chunks/s"},
+	{what: "streaming added latency per chunk over the bare server in the benchmark's process (µs)", bench: "e2e.BenchmarkStreamingTool/latency", metric: "crank-bare-p50-µs/chunk"},
+	{what: "streaming server CPU per chunk Crank / bare process", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/bare-process-cpu"},
 	// With CRANK_BENCH_BEFORE: Crank against the gateway before a change,
 	// in the same run.
 	{what: "unary REST p50 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p50"},

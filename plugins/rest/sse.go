@@ -263,8 +263,14 @@ type eventReader struct {
 	lastID string
 }
 
+// eventReaderBuffer is the size of the reader in front of go-sse's
+// scanner. The scanner reads in chunks of its own (4 KiB and up), which
+// pass this buffer by; it serves skipping an oversize event byte by byte.
+// A live stream holds it for its whole life, so it is small.
+const eventReaderBuffer = 512
+
 func newEventReader(body io.Reader, maxEvent int) *eventReader {
-	r := &eventReader{br: bufio.NewReaderSize(body, 4<<10), max: maxEvent}
+	r := &eventReader{br: bufio.NewReaderSize(body, eventReaderBuffer), max: maxEvent}
 	r.tail = &tailReader{r: r.br}
 	return r
 }
