@@ -29,9 +29,13 @@ type eventSource interface {
 
 // sharedStreams is one Streams call and the logical streams open on it.
 type sharedStreams struct {
-	c      *Client
-	call   adapterv1.Adapter_StreamsClient
-	cancel context.CancelFunc
+	c *Client
+	// opened is closed once the call is open (call, cancel) or failed to
+	// open (openErr).
+	opened  chan struct{}
+	openErr error
+	call    adapterv1.Adapter_StreamsClient
+	cancel  context.CancelFunc
 
 	sendMu sync.Mutex
 
@@ -44,11 +48,8 @@ type sharedStreams struct {
 
 // openLogical opens a logical stream of req on the client's Streams call.
 func (c *Client) openLogical(ctx context.Context, req *adapterv1.InvokeRequest) (*logicalStream, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
 	for {
-		sh, err := c.sharedCall()
+		sh, err := c.sharedCall(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -72,25 +73,52 @@ func (c *Client) openLogical(ctx context.Context, req *adapterv1.InvokeRequest) 
 }
 
 // sharedCall returns the client's Streams call, opening it if there is
-// none.
-func (c *Client) sharedCall() (*sharedStreams, error) {
-	c.sharedMu.Lock()
-	defer c.sharedMu.Unlock()
-	if c.shared != nil {
-		return c.shared, nil
+// none; ctx bounds the wait for it to open.
+func (c *Client) sharedCall(ctx context.Context) (*sharedStreams, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
 	}
+	c.sharedMu.Lock()
+	sh := c.shared
+	if sh == nil {
+		sh = &sharedStreams{c: c, opened: make(chan struct{}), open: map[uint64]*logicalStream{}}
+		c.shared = sh
+		go sh.run()
+	}
+	c.sharedMu.Unlock()
+	select {
+	case <-sh.opened:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return sh, sh.openErr
+}
+
+// run opens the call and reads it until it breaks.
+func (sh *sharedStreams) run() {
 	// The call lives as long as it has streams to carry, or longer: no
 	// caller's context bounds it.
 	ctx, cancel := context.WithCancel(context.Background())
-	call, err := c.rpc.Streams(ctx)
+	call, err := sh.c.rpc.Streams(ctx)
 	if err != nil {
 		cancel()
-		return nil, err
+		sh.openErr = err
+		sh.drop()
+		close(sh.opened)
+		return
 	}
-	sh := &sharedStreams{c: c, call: call, cancel: cancel, open: map[uint64]*logicalStream{}}
-	c.shared = sh
-	go sh.demux()
-	return sh, nil
+	sh.call, sh.cancel = call, cancel
+	close(sh.opened)
+	sh.demux()
+}
+
+// drop makes the next stream open a new call.
+func (sh *sharedStreams) drop() {
+	sh.c.sharedMu.Lock()
+	defer sh.c.sharedMu.Unlock()
+	if sh.c.shared == sh {
+		sh.c.shared = nil
+	}
 }
 
 // add registers a new logical stream; false when the call broke.
@@ -158,11 +186,7 @@ func (sh *sharedStreams) broke(err error) {
 	if status.Code(err) == codes.Unimplemented {
 		sh.c.noStreams.Store(true) // Stream from now on
 	}
-	sh.c.sharedMu.Lock()
-	if sh.c.shared == sh {
-		sh.c.shared = nil
-	}
-	sh.c.sharedMu.Unlock()
+	sh.drop()
 	sh.mu.Lock()
 	sh.err = err
 	open := sh.open

@@ -424,6 +424,14 @@ func TestSharedStreamsBreak(t *testing.T) {
 	if n := b.calls.Load(); n != 2 {
 		t.Errorf("%d Streams calls", n)
 	}
+	// A call that cannot open fails the stream as a Stream call fails.
+	_ = conn.Close()
+	for _, mode := range []sdk.Mode{sdk.ModeWindow, sdk.ModeSession} {
+		_, err := c.Stream(ctx, &sdk.Request{Operation: sdk.Operation{Mode: mode}})
+		if client.CodeOf(err) != client.Cancelled || !strings.Contains(err.Error(), "closing") {
+			t.Errorf("%s on a closed connection: %v", mode, err)
+		}
+	}
 }
 
 // breakable is a connection whose Streams calls the test can break.
