@@ -176,6 +176,11 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 		idleTimer = time.AfterFunc(idle, func() { cancel(errIdle) })
 		defer idleTimer.Stop()
 	}
+	if op.Mode == ModeSession || op.Mode == ModeAsyncJob {
+		// Read for long: the client carries it on the adapter's shared
+		// Streams call, and the adapter still sees a window.
+		areq.Operation.Mode = sdkMode(op.Mode)
+	}
 	st, err := c.Stream(sctx, areq)
 	if err != nil {
 		return h.interrupted(ctx, sctx, op, err)

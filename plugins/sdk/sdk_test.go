@@ -73,7 +73,7 @@ func TestDescribeAdvertisesCapabilities(t *testing.T) {
 	for _, c := range []struct {
 		a    sdk.Adapter
 		caps client.Capabilities
-	}{{unaryOnly{}, client.Capabilities{}}, {streaming{}, client.Capabilities{Validate: true, Expand: true, Stream: true}}} {
+	}{{unaryOnly{}, client.Capabilities{}}, {streaming{}, client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true}}} {
 		d, err := adaptertest.New(t, c.a).Describe(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -45,7 +45,7 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 		caps = append(caps, wire.CapabilityExpand)
 	}
 	if _, ok := s.impl.(Streamer); ok {
-		caps = append(caps, wire.CapabilityStream)
+		caps = append(caps, wire.CapabilityStream, wire.CapabilityStreams)
 	}
 	if _, ok := s.impl.(OperationWatcher); ok {
 		caps = append(caps, wire.CapabilityWatch)
@@ -150,31 +150,39 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 	}}, Spans: takeSpans()}, nil
 }
 
-func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) (err error) {
+func (s *server) Stream(req *adapterv1.InvokeRequest, stream adapterv1.Adapter_StreamServer) error {
+	return s.serveStream(stream.Context(), req, stream.Send)
+}
+
+// serveStream runs the adapter's Stream for one request, a Stream call's
+// or a logical stream's of Streams (streams.go), sending its events with
+// send. It returns nil once the stream's last event (End, or the
+// upstream's error) is sent, else the gRPC status the stream fails with.
+func (s *server) serveStream(ctx context.Context, req *adapterv1.InvokeRequest, send func(*adapterv1.StreamEvent) error) (err error) {
 	defer recoverPanic("stream", &err)
 	st, ok := s.impl.(Streamer)
 	if !ok {
 		return status.Error(codes.Unimplemented, "adapter does not stream")
 	}
-	snd := &sender{stream: stream}
+	snd := &sender{send: send}
 	r := requestFromProto(req)
-	ctx, span := withCall(stream.Context(), &r.Context, "adapter stream "+r.Operation.Name) // trace.go
-	err = st.Stream(ctx, r, snd)
+	cctx, span := withCall(ctx, &r.Context, "adapter stream "+r.Operation.Name) // trace.go
+	err = st.Stream(cctx, r, snd)
 	endCallSpan(span, err)
 	if ue, ok := upstreamErrorToProto(err); ok {
-		return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}, Spans: takeSpans()})
+		return send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Error{Error: ue}, Spans: takeSpans()})
 	}
-	if err != nil && stream.Context().Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		return status.Errorf(codes.Internal, "stream: %v", err)
 	}
-	if stream.Context().Err() != nil {
-		return status.FromContextError(stream.Context().Err()).Err()
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
 	}
-	return stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_End{End: &adapterv1.End{Cursor: snd.cursor}}, Spans: takeSpans()})
+	return send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_End{End: &adapterv1.End{Cursor: snd.cursor}}, Spans: takeSpans()})
 }
 
 type sender struct {
-	stream adapterv1.Adapter_StreamServer
+	send   func(*adapterv1.StreamEvent) error
 	cursor string
 }
 
@@ -182,13 +190,13 @@ func (s *sender) Item(it Item) error {
 	if it.Cursor != "" {
 		s.cursor = it.Cursor
 	}
-	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
+	return s.send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
 		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor,
 	}}, Spans: takeSpans()})
 }
 
 func (s *sender) Gap(reason string) error {
-	return s.stream.Send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}, Spans: takeSpans()})
+	return s.send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Gap{Gap: &adapterv1.Gap{Reason: reason}}, Spans: takeSpans()})
 }
 
 func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {

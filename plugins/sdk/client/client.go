@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -38,6 +40,14 @@ type Client struct {
 	onSpans func([]Span)
 	// observer sees every call (observe.go).
 	observer Observer
+
+	// streams: the adapter said it serves Streams (Capabilities.Streams);
+	// noStreams: it answered the call UNIMPLEMENTED all the same.
+	streams, noStreams atomic.Bool
+	// shared is the Streams call that streams of sessions and jobs are
+	// carried on (streams.go), nil until the first or once it broke.
+	sharedMu sync.Mutex
+	shared   *sharedStreams
 }
 
 // New returns a client of the adapter service on conn, speaking the
@@ -61,6 +71,7 @@ type Capabilities struct {
 	Validate bool // Validate: sdk.OperationValidator
 	Expand   bool // Expand: sdk.OperationExpander
 	Stream   bool // Stream: sdk.Streamer
+	Streams  bool // Streams, many streams on one call: sdk.Streamer
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
 	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
 	Watch    bool // WatchOperations: sdk.OperationWatcher
@@ -102,6 +113,8 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Expand = true
 		case wire.CapabilityStream:
 			info.Capabilities.Stream = true
+		case wire.CapabilityStreams:
+			info.Capabilities.Streams = true
 		case wire.CapabilityProgress:
 			info.Capabilities.Progress = true
 			info.Progress = true
@@ -116,6 +129,7 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Prompts = true
 		}
 	}
+	c.streams.Store(info.Capabilities.Streams)
 	return info, nil
 }
 
@@ -197,9 +211,27 @@ func (c *Client) InvokeWithProgress(ctx context.Context, req *sdk.Request, caps 
 
 // Stream opens an upstream stream. Cancelling ctx ends it: the adapter
 // sees its context cancelled and stops reading the upstream.
+//
+// The stream of a session or an async job (req.Operation.Mode ModeSession
+// or ModeAsyncJob), which may be read for long, is a logical stream of the
+// one Streams call the client shares between them when the adapter serves
+// it (Capabilities.Streams, as its Describe answer said); any other is a
+// Stream call of its own. Either way the adapter serves it as a window
+// (ModeWindow), and the stream behaves the same.
 func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) {
 	done := c.observe(ctx, "stream", req)
-	st, err := c.rpc.Stream(ctx, requestToProto(req))
+	p := requestToProto(req)
+	long := req.Operation.Mode == sdk.ModeSession || req.Operation.Mode == sdk.ModeAsyncJob
+	if long {
+		p.Operation.Mode = adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW
+	}
+	var st eventSource
+	var err error
+	if long && c.streams.Load() && !c.noStreams.Load() {
+		st, err = c.openLogical(ctx, p) // streams.go
+	} else {
+		st, err = c.rpc.Stream(ctx, p)
+	}
 	if err != nil {
 		err = callError(err)
 		done(err)
@@ -210,7 +242,7 @@ func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) 
 
 // Stream is an open upstream stream.
 type Stream struct {
-	st   adapterv1.Adapter_StreamClient
+	st   eventSource
 	c    *Client
 	done *streamDone
 }

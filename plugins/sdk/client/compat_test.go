@@ -70,6 +70,12 @@ func TestOldAdapter(t *testing.T) {
 	if err != nil || ue != nil || !reflect.DeepEqual(events, wantEvents) {
 		t.Errorf("stream: %+v %+v %v", events, ue, err)
 	}
+	// It does not list "streams": the stream of a session is a Stream
+	// call of its own, in mode window.
+	events, ue, err = h.Stream(ctx, adaptertest.Call{Cursor: "c", Mode: sdk.ModeSession}, 0)
+	if err != nil || ue != nil || !reflect.DeepEqual(events, wantEvents) {
+		t.Errorf("session stream: %+v %+v %v", events, ue, err)
+	}
 	events, ue, err = h.Stream(ctx, adaptertest.Call{Args: `{"fail":true}`, Mode: sdk.ModeWindow}, 0)
 	if err != nil || len(events) != 3 || ue == nil || ue.Kind != sdk.KindTransport || !ue.Retryable || ue.Rejected {
 		t.Errorf("failing stream: %+v %+v %v", events, ue, err)

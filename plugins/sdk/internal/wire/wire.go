@@ -41,6 +41,8 @@ const (
 	CapabilityValidate = "validate"
 	CapabilityExpand   = "expand"
 	CapabilityStream   = "stream"
+	// CapabilityStreams: Streams, many streams on one call (sdk.Streamer).
+	CapabilityStreams = "streams"
 	// CapabilityProgress: InvokeWithProgress (Description.Progress).
 	CapabilityProgress = "progress"
 	// CapabilityLog: log messages in InvokeWithProgress (Description.Log).
@@ -52,6 +54,13 @@ const (
 	CapabilityResources = "resources"
 	CapabilityPrompts   = "prompts"
 )
+
+// StreamCreditBytes is a logical stream's credit on a Streams call: the
+// bytes of events (their encoded size) the adapter may have sent on it
+// that the host has not granted back; an event may follow while fewer
+// are outstanding. The host grants back what its reader took once it took
+// StreamCreditBytes/2 or more.
+const StreamCreditBytes = 256 << 10
 
 // HostToolExecution is the host capability, listed in
 // ExpandOperationRequest.host_capabilities, of reading Tool.mode,

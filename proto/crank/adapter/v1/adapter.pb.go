@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35, 0}
 }
 
 type DescribeRequest struct {
@@ -319,7 +319,8 @@ type DescribeResponse struct {
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// Upstream protocols served, e.g. "http", "sse", "grpc".
 	Protocols []string `protobuf:"bytes,3,rep,name=protocols,proto3" json:"protocols,omitempty"`
-	// Optional RPCs and features implemented, e.g. "validate", "stream".
+	// Optional RPCs and features implemented, e.g. "validate", "stream",
+	// "streams".
 	Capabilities []string `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Execution modes the adapter's operations can serve.
 	Modes []ExecutionMode `protobuf:"varint,5,rep,packed,name=modes,proto3,enum=crank.adapter.v1.ExecutionMode" json:"modes,omitempty"`
@@ -2403,6 +2404,320 @@ func (*StreamEvent_End) isStreamEvent_Event() {}
 
 func (*StreamEvent_Error) isStreamEvent_Event() {}
 
+// StreamsRequest is what the host sends on Streams about one logical
+// stream.
+//
+// Flow control: the adapter may send a logical stream's events while the
+// bytes it sent on it (each StreamEvent's encoded size) and the host has
+// not granted back are fewer than 262144 (256 KiB), the stream's credit;
+// otherwise it waits for a grant. One event of any size may thus follow
+// whenever the adapter is below the credit, and the host holds at most
+// the credit and one event per logical stream: an event that arrives when
+// the credit was used up is a protocol violation, which the host answers
+// by cancelling the logical stream and failing it. The host grants back
+// the bytes its reader has taken, in batches (e.g. once half the credit
+// was taken).
+type StreamsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The logical stream, chosen by the host when it opens it; unique within
+	// the call, never reused.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*StreamsRequest_Open
+	//	*StreamsRequest_Cancel
+	//	*StreamsRequest_Credit
+	Message       isStreamsRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamsRequest) Reset() {
+	*x = StreamsRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamsRequest) ProtoMessage() {}
+
+func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
+func (*StreamsRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StreamsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamsRequest) GetMessage() isStreamsRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *StreamsRequest) GetOpen() *InvokeRequest {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *StreamsRequest) GetCancel() *CancelStream {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *StreamsRequest) GetCredit() uint64 {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsRequest_Credit); ok {
+			return x.Credit
+		}
+	}
+	return 0
+}
+
+type isStreamsRequest_Message interface {
+	isStreamsRequest_Message()
+}
+
+type StreamsRequest_Open struct {
+	// Open the logical stream: the request Stream would receive.
+	Open *InvokeRequest `protobuf:"bytes,2,opt,name=open,proto3,oneof"`
+}
+
+type StreamsRequest_Cancel struct {
+	// The host stops reading the logical stream: the adapter cancels it
+	// as it would a cancelled Stream call.
+	Cancel *CancelStream `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
+type StreamsRequest_Credit struct {
+	// More bytes the adapter may send on the logical stream.
+	Credit uint64 `protobuf:"varint,4,opt,name=credit,proto3,oneof"`
+}
+
+func (*StreamsRequest_Open) isStreamsRequest_Message() {}
+
+func (*StreamsRequest_Cancel) isStreamsRequest_Message() {}
+
+func (*StreamsRequest_Credit) isStreamsRequest_Message() {}
+
+type CancelStream struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelStream) Reset() {
+	*x = CancelStream{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelStream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelStream) ProtoMessage() {}
+
+func (x *CancelStream) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
+func (*CancelStream) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+}
+
+// StreamsEvent is what the adapter sends on Streams about one logical
+// stream.
+type StreamsEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The logical stream, as the host opened it.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*StreamsEvent_Event
+	//	*StreamsEvent_Failed
+	Message       isStreamsEvent_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamsEvent) Reset() {
+	*x = StreamsEvent{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamsEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamsEvent) ProtoMessage() {}
+
+func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
+func (*StreamsEvent) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StreamsEvent) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamsEvent) GetMessage() isStreamsEvent_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *StreamsEvent) GetEvent() *StreamEvent {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsEvent_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *StreamsEvent) GetFailed() *StreamFailed {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsEvent_Failed); ok {
+			return x.Failed
+		}
+	}
+	return nil
+}
+
+type isStreamsEvent_Message interface {
+	isStreamsEvent_Message()
+}
+
+type StreamsEvent_Event struct {
+	// An event of the stream, as Stream sends it; End and an
+	// UpstreamError end the logical stream.
+	Event *StreamEvent `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+type StreamsEvent_Failed struct {
+	// The logical stream failed as a Stream call fails with a gRPC
+	// status: e.g. UNIMPLEMENTED, INTERNAL for an adapter failure that is
+	// not the upstream's, CANCELLED after the host's cancel. It ends the
+	// logical stream.
+	Failed *StreamFailed `protobuf:"bytes,3,opt,name=failed,proto3,oneof"`
+}
+
+func (*StreamsEvent_Event) isStreamsEvent_Message() {}
+
+func (*StreamsEvent_Failed) isStreamsEvent_Message() {}
+
+// StreamFailed is the gRPC status a failed logical stream ends with.
+type StreamFailed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A google.rpc.Code value.
+	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamFailed) Reset() {
+	*x = StreamFailed{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamFailed) ProtoMessage() {}
+
+func (x *StreamFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
+func (*StreamFailed) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *StreamFailed) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *StreamFailed) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type Item struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The item as a JSON value.
@@ -2417,7 +2732,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2744,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2757,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -2475,7 +2790,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2802,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2815,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Gap) GetReason() string {
@@ -2521,7 +2836,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2848,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2861,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *End) GetCursor() string {
@@ -2589,7 +2904,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2916,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2929,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -2711,7 +3026,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3038,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3051,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Attribute) GetKey() string {
@@ -2992,7 +3307,22 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x03end\x18\x03 \x01(\v2\x15.crank.adapter.v1.EndH\x00R\x03end\x127\n" +
 	"\x05error\x18\x04 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x05 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\a\n" +
-	"\x05event\"K\n" +
+	"\x05event\"\xb6\x01\n" +
+	"\x0eStreamsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\x04open\x18\x02 \x01(\v2\x1f.crank.adapter.v1.InvokeRequestH\x00R\x04open\x128\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x1e.crank.adapter.v1.CancelStreamH\x00R\x06cancel\x12\x18\n" +
+	"\x06credit\x18\x04 \x01(\x04H\x00R\x06creditB\t\n" +
+	"\amessage\"\x0e\n" +
+	"\fCancelStream\"\x9a\x01\n" +
+	"\fStreamsEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\x05event\x18\x02 \x01(\v2\x1d.crank.adapter.v1.StreamEventH\x00R\x05event\x128\n" +
+	"\x06failed\x18\x03 \x01(\v2\x1e.crank.adapter.v1.StreamFailedH\x00R\x06failedB\t\n" +
+	"\amessage\"<\n" +
+	"\fStreamFailed\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"K\n" +
 	"\x04Item\x12\x1b\n" +
 	"\tdata_json\x18\x01 \x01(\fR\bdataJson\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
@@ -3036,13 +3366,14 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xbc\x06\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x8d\a\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
 	"\x0fExpandOperation\x12(.crank.adapter.v1.ExpandOperationRequest\x1a).crank.adapter.v1.ExpandOperationResponse\x12K\n" +
 	"\x06Invoke\x12\x1f.crank.adapter.v1.InvokeRequest\x1a .crank.adapter.v1.InvokeResponse\x12J\n" +
-	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12V\n" +
+	"\x06Stream\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.StreamEvent0\x01\x12O\n" +
+	"\aStreams\x12 .crank.adapter.v1.StreamsRequest\x1a\x1e.crank.adapter.v1.StreamsEvent(\x010\x01\x12V\n" +
 	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
 	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01\x12]\n" +
 	"\fReadResource\x12%.crank.adapter.v1.ReadResourceRequest\x1a&.crank.adapter.v1.ReadResourceResponse\x12T\n" +
@@ -3061,7 +3392,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3095,13 +3426,17 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*WatchOperationsRequest)(nil),    // 29: crank.adapter.v1.WatchOperationsRequest
 	(*OperationsChanged)(nil),         // 30: crank.adapter.v1.OperationsChanged
 	(*StreamEvent)(nil),               // 31: crank.adapter.v1.StreamEvent
-	(*Item)(nil),                      // 32: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 33: crank.adapter.v1.Gap
-	(*End)(nil),                       // 34: crank.adapter.v1.End
-	(*Span)(nil),                      // 35: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 36: crank.adapter.v1.Attribute
-	nil,                               // 37: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
+	(*StreamsRequest)(nil),            // 32: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 33: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 34: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 35: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 36: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 37: crank.adapter.v1.Gap
+	(*End)(nil),                       // 38: crank.adapter.v1.End
+	(*Span)(nil),                      // 39: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 40: crank.adapter.v1.Attribute
+	nil,                               // 41: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -3117,56 +3452,62 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
 	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	35, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	39, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	37, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	41, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
 	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	35, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	39, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	38, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	42, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
 	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	35, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	39, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
 	28, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
 	23, // 31: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
 	27, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	32, // 33: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	33, // 34: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	34, // 35: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	36, // 33: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	37, // 34: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	38, // 35: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
 	25, // 36: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	35, // 37: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	3,  // 38: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	36, // 39: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 40: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 41: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 42: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	21, // 43: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 44: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 45: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	29, // 46: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	13, // 47: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	15, // 48: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	5,  // 49: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 50: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 51: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	23, // 52: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	31, // 53: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	26, // 54: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	30, // 55: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	14, // 56: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	16, // 57: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	49, // [49:58] is the sub-list for method output_type
-	40, // [40:49] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	39, // 37: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	21, // 38: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	33, // 39: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	31, // 40: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	35, // 41: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 42: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	40, // 43: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 44: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 45: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 46: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	21, // 47: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 48: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	32, // 49: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	21, // 50: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	29, // 51: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	13, // 52: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	15, // 53: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	5,  // 54: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 55: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 56: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	23, // 57: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	31, // 58: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	34, // 59: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	26, // 60: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	30, // 61: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	14, // 62: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	16, // 63: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	54, // [54:64] is the sub-list for method output_type
+	44, // [44:54] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -3198,7 +3539,16 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[32].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
+		(*StreamsRequest_Open)(nil),
+		(*StreamsRequest_Cancel)(nil),
+		(*StreamsRequest_Credit)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[30].OneofWrappers = []any{
+		(*StreamsEvent_Event)(nil),
+		(*StreamsEvent_Failed)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -3210,7 +3560,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	Adapter_ExpandOperation_FullMethodName    = "/crank.adapter.v1.Adapter/ExpandOperation"
 	Adapter_Invoke_FullMethodName             = "/crank.adapter.v1.Adapter/Invoke"
 	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
+	Adapter_Streams_FullMethodName            = "/crank.adapter.v1.Adapter/Streams"
 	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
 	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
 	Adapter_ReadResource_FullMethodName       = "/crank.adapter.v1.Adapter/ReadResource"
@@ -71,6 +72,20 @@ type AdapterClient interface {
 	// bounds every stream (time, items, bytes) and cancels it when a limit is
 	// hit; an adapter must stop reading the upstream promptly on cancel.
 	Stream(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEvent], error)
+	// Streams carries many upstream streams on one long-lived call, so that
+	// a stream the host reads for long (a stream session, an async job)
+	// does not cost a call of its own on either side. The host opens a
+	// logical stream with StreamsRequest.open, exactly as it would call
+	// Stream, and the adapter answers with that stream's events, tagged with
+	// its id, until End or an UpstreamError, or a StreamsEvent.failed that
+	// ends it as a failed Stream call would end. Each logical stream has its
+	// own flow control (see StreamsRequest.credit), so that a slow reader of
+	// one never holds up the others. When the call ends, every logical
+	// stream on it ends: the adapter cancels them, and the host fails those
+	// it still reads as it fails a broken Stream call. Optional: adapters
+	// that implement it list "streams" in DescribeResponse.capabilities; the
+	// host uses Stream otherwise, and from an UNIMPLEMENTED answer on.
+	Streams(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamsRequest, StreamsEvent], error)
 	// InvokeWithProgress is Invoke for a call whose client asked for
 	// progress: the adapter sends the progress its upstream reports while
 	// the call runs (e.g. an MCP upstream's notifications/progress), then
@@ -171,9 +186,22 @@ func (c *adapterClient) Stream(ctx context.Context, in *InvokeRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_StreamClient = grpc.ServerStreamingClient[StreamEvent]
 
+func (c *adapterClient) Streams(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamsRequest, StreamsEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[1], Adapter_Streams_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamsRequest, StreamsEvent]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_StreamsClient = grpc.BidiStreamingClient[StreamsRequest, StreamsEvent]
+
 func (c *adapterClient) InvokeWithProgress(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[1], Adapter_InvokeWithProgress_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[2], Adapter_InvokeWithProgress_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +220,7 @@ type Adapter_InvokeWithProgressClient = grpc.ServerStreamingClient[InvokeEvent]
 
 func (c *adapterClient) WatchOperations(ctx context.Context, in *WatchOperationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperationsChanged], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[2], Adapter_WatchOperations_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[3], Adapter_WatchOperations_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +283,20 @@ type AdapterServer interface {
 	// bounds every stream (time, items, bytes) and cancels it when a limit is
 	// hit; an adapter must stop reading the upstream promptly on cancel.
 	Stream(*InvokeRequest, grpc.ServerStreamingServer[StreamEvent]) error
+	// Streams carries many upstream streams on one long-lived call, so that
+	// a stream the host reads for long (a stream session, an async job)
+	// does not cost a call of its own on either side. The host opens a
+	// logical stream with StreamsRequest.open, exactly as it would call
+	// Stream, and the adapter answers with that stream's events, tagged with
+	// its id, until End or an UpstreamError, or a StreamsEvent.failed that
+	// ends it as a failed Stream call would end. Each logical stream has its
+	// own flow control (see StreamsRequest.credit), so that a slow reader of
+	// one never holds up the others. When the call ends, every logical
+	// stream on it ends: the adapter cancels them, and the host fails those
+	// it still reads as it fails a broken Stream call. Optional: adapters
+	// that implement it list "streams" in DescribeResponse.capabilities; the
+	// host uses Stream otherwise, and from an UNIMPLEMENTED answer on.
+	Streams(grpc.BidiStreamingServer[StreamsRequest, StreamsEvent]) error
 	// InvokeWithProgress is Invoke for a call whose client asked for
 	// progress: the adapter sends the progress its upstream reports while
 	// the call runs (e.g. an MCP upstream's notifications/progress), then
@@ -310,6 +352,9 @@ func (UnimplementedAdapterServer) Invoke(context.Context, *InvokeRequest) (*Invo
 }
 func (UnimplementedAdapterServer) Stream(*InvokeRequest, grpc.ServerStreamingServer[StreamEvent]) error {
 	return status.Error(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedAdapterServer) Streams(grpc.BidiStreamingServer[StreamsRequest, StreamsEvent]) error {
+	return status.Error(codes.Unimplemented, "method Streams not implemented")
 }
 func (UnimplementedAdapterServer) InvokeWithProgress(*InvokeRequest, grpc.ServerStreamingServer[InvokeEvent]) error {
 	return status.Error(codes.Unimplemented, "method InvokeWithProgress not implemented")
@@ -427,6 +472,13 @@ func _Adapter_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_StreamServer = grpc.ServerStreamingServer[StreamEvent]
 
+func _Adapter_Streams_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AdapterServer).Streams(&grpc.GenericServerStream[StreamsRequest, StreamsEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_StreamsServer = grpc.BidiStreamingServer[StreamsRequest, StreamsEvent]
+
 func _Adapter_InvokeWithProgress_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(InvokeRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -522,6 +574,12 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Stream",
 			Handler:       _Adapter_Stream_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Streams",
+			Handler:       _Adapter_Streams_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 		{
 			StreamName:    "InvokeWithProgress",

@@ -1,0 +1,166 @@
+package sdk
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
+	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
+)
+
+// Streams serves many logical streams on one call: each open runs the
+// adapter's Stream in a goroutine of its own, as a Stream call would,
+// its events sent on the call within the stream's credit. It ends when
+// the host ends the call, cancelling every stream still running.
+func (s *server) Streams(call adapterv1.Adapter_StreamsServer) error {
+	if _, ok := s.impl.(Streamer); !ok {
+		return status.Error(codes.Unimplemented, "adapter does not stream")
+	}
+	ctx, cancel := context.WithCancel(call.Context())
+	m := &streamsCall{call: call, open: map[uint64]*logicalStream{}}
+	defer func() {
+		cancel()
+		// Streams still running send nothing more: a handler's stream
+		// must not be written to once the handler returned.
+		m.sendMu.Lock()
+		m.closed = true
+		m.sendMu.Unlock()
+	}()
+	for {
+		req, err := call.Recv()
+		if err != nil {
+			// The host ended the call (io.EOF) or is gone.
+			return nil
+		}
+		id := req.GetId()
+		switch msg := req.GetMessage().(type) {
+		case *adapterv1.StreamsRequest_Open:
+			l, err := m.add(ctx, id)
+			if err != nil {
+				return err
+			}
+			go s.serveLogical(m, l, msg.Open)
+		case *adapterv1.StreamsRequest_Cancel:
+			if l := m.get(id); l != nil {
+				l.cancel()
+			}
+		case *adapterv1.StreamsRequest_Credit:
+			if l := m.get(id); l != nil {
+				l.grant(msg.Credit)
+			}
+		}
+		// A message of a newer protocol revision: skip it.
+	}
+}
+
+// serveLogical runs one logical stream to its end and sends how it
+// failed, if it did.
+func (s *server) serveLogical(m *streamsCall, l *logicalStream, req *adapterv1.InvokeRequest) {
+	defer m.remove(l)
+	err := s.serveStream(l.ctx, req, l.send)
+	if err == nil {
+		return
+	}
+	st := status.Convert(err)
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	if m.closed {
+		return
+	}
+	_ = m.call.Send(&adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Failed{
+		Failed: &adapterv1.StreamFailed{Code: int32(st.Code()), Message: st.Message()}}})
+}
+
+// streamsCall is one Streams call: its logical streams and the sending
+// side they share.
+type streamsCall struct {
+	call adapterv1.Adapter_StreamsServer
+
+	mu   sync.Mutex
+	open map[uint64]*logicalStream
+
+	// sendMu serializes sends; closed is set when the handler returns.
+	sendMu sync.Mutex
+	closed bool
+}
+
+func (m *streamsCall) add(ctx context.Context, id uint64) (*logicalStream, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.open[id]; ok {
+		return nil, status.Errorf(codes.InvalidArgument, "logical stream %d opened twice", id)
+	}
+	l := &logicalStream{m: m, id: id, credit: make(chan struct{}, 1)}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	m.open[id] = l
+	return l, nil
+}
+
+func (m *streamsCall) get(id uint64) *logicalStream {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.open[id]
+}
+
+func (m *streamsCall) remove(l *logicalStream) {
+	l.cancel()
+	m.mu.Lock()
+	delete(m.open, l.id)
+	m.mu.Unlock()
+}
+
+// logicalStream is one stream of a Streams call.
+type logicalStream struct {
+	m      *streamsCall
+	id     uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// outstanding are the bytes sent that the host has not granted back.
+	outstanding int64
+	// credit is signalled when the host grants more.
+	credit chan struct{}
+}
+
+// grant takes the host's grant of n more bytes.
+func (l *logicalStream) grant(n uint64) {
+	l.mu.Lock()
+	l.outstanding -= int64(min(n, 1<<62))
+	l.mu.Unlock()
+	select {
+	case l.credit <- struct{}{}:
+	default:
+	}
+}
+
+// send sends one event of the stream once its credit allows, on the
+// stream's goroutine.
+func (l *logicalStream) send(ev *adapterv1.StreamEvent) error {
+	n := int64(proto.Size(ev))
+	for {
+		l.mu.Lock()
+		if l.outstanding < wire.StreamCreditBytes {
+			l.outstanding += n
+			l.mu.Unlock()
+			break
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.credit:
+		case <-l.ctx.Done():
+			return status.FromContextError(l.ctx.Err()).Err()
+		}
+	}
+	m := l.m
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	if m.closed || l.ctx.Err() != nil {
+		return status.FromContextError(context.Canceled).Err()
+	}
+	return m.call.Send(&adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Event{Event: ev}})
+}
