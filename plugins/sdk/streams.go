@@ -66,13 +66,19 @@ func (s *server) serveLogical(m *streamsCall, l *logicalStream, req *adapterv1.I
 		return
 	}
 	st := status.Convert(err)
+	_ = m.send(nil, &adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Failed{
+		Failed: &adapterv1.StreamFailed{Code: int32(st.Code()), Message: st.Message()}}})
+}
+
+// send sends ev on the call unless the handler returned, or l (when not
+// nil) was cancelled meanwhile.
+func (m *streamsCall) send(l *logicalStream, ev *adapterv1.StreamsEvent) error {
 	m.sendMu.Lock()
 	defer m.sendMu.Unlock()
-	if m.closed {
-		return
+	if m.closed || l != nil && l.ctx.Err() != nil {
+		return status.FromContextError(context.Canceled).Err()
 	}
-	_ = m.call.Send(&adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Failed{
-		Failed: &adapterv1.StreamFailed{Code: int32(st.Code()), Message: st.Message()}}})
+	return m.call.Send(ev)
 }
 
 // streamsCall is one Streams call: its logical streams and the sending
@@ -156,11 +162,5 @@ func (l *logicalStream) send(ev *adapterv1.StreamEvent) error {
 			return status.FromContextError(l.ctx.Err()).Err()
 		}
 	}
-	m := l.m
-	m.sendMu.Lock()
-	defer m.sendMu.Unlock()
-	if m.closed || l.ctx.Err() != nil {
-		return status.FromContextError(context.Canceled).Err()
-	}
-	return m.call.Send(&adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Event{Event: ev}})
+	return l.m.send(l, &adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Event{Event: ev}})
 }
