@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -318,11 +319,11 @@ func (r *eventReader) skipEvent() error {
 		sk.feed(c)
 	}
 	for !sk.done {
-		c, err := r.br.ReadByte()
-		if err != nil {
+		if _, err := r.br.Peek(1); err != nil {
 			return err
 		}
-		sk.feed(c)
+		buf, _ := r.br.Peek(r.br.Buffered())
+		_, _ = r.br.Discard(sk.scan(buf))
 	}
 	return nil
 }
@@ -331,6 +332,26 @@ func (r *eventReader) skipEvent() error {
 // where a line end is CRLF, CR or LF.
 type skipper struct {
 	lastCR, atLineStart, done bool
+}
+
+// scan feeds the bytes of buf until the event ends and returns how many it
+// took. Only line ends matter, so it goes from one to the next.
+func (s *skipper) scan(buf []byte) int {
+	i := 0
+	for i < len(buf) && !s.done {
+		j := bytes.IndexAny(buf[i:], "\r\n")
+		if j < 0 {
+			s.atLineStart, s.lastCR = false, false
+			return len(buf)
+		}
+		if j > 0 {
+			s.atLineStart, s.lastCR = false, false
+		}
+		i += j
+		s.feed(buf[i])
+		i++
+	}
+	return i
 }
 
 func (s *skipper) feed(c byte) {

@@ -101,5 +101,16 @@ func TestSkipper(t *testing.T) {
 		if !s.done || n != c.stop {
 			t.Errorf("%q: done=%v after %d bytes, want %d", c.in, s.done, n, c.stop)
 		}
+		// scan agrees, whole and in pieces of every size.
+		for size := 1; size <= len(c.in); size++ {
+			var s skipper
+			n := 0
+			for n < len(c.in) && !s.done {
+				n += s.scan([]byte(c.in[n:min(n+size, len(c.in))]))
+			}
+			if !s.done || n != c.stop {
+				t.Errorf("%q in pieces of %d: scan done=%v after %d bytes, want %d", c.in, size, s.done, n, c.stop)
+			}
+		}
 	}
 }
