@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -178,7 +179,14 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 			return nil, fmt.Errorf("crank exited during start:\n%s", g.log.String())
 		default:
 		}
+		// Caddy logs "serving initial configuration" once every app has
+		// started; before that the HTTP server may already answer while
+		// the crank app is still failing its start.
 		resp, err := http.Get(g.AdminURL + "/crank/adapters")
+		if err == nil && !strings.Contains(g.log.String(), "serving initial configuration") {
+			resp.Body.Close()
+			err = errors.New("not started yet")
+		}
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
