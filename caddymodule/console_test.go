@@ -333,7 +333,9 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	// A session by hand, seen live, then stopped.
 	br.Show("tools")
 	br.Step("open the session operation", chromedp.Click(chromedp.CSS(`button[data-tool="follow"]`)))
-	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation follow' && !document.querySelector('#handcall').hidden`)
+	// Clicks wait for the editor's check: the effective values it writes
+	// move the buttons below them.
+	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation follow' && !document.querySelector('#handcall').hidden && document.querySelector('#editor-pane').getAttribute('aria-busy') === 'false'`)
 	br.Step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
 	br.Until("the session started", `((document.querySelector('[data-hand="session_id"]') || {}).textContent || '').length > 1 && !document.querySelector('#hand-poll').disabled`)
 	br.Step("poll it", chromedp.Click(chromedp.CSS(`#hand-poll`)))
@@ -360,7 +362,7 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	// A job by hand, cancelled from the live screen.
 	br.Show("tools")
 	br.Step("open the job operation", chromedp.Click(chromedp.CSS(`button[data-tool="report"]`)))
-	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation report' && !document.querySelector('#handcall').hidden`)
+	br.Until("the editor shows it", `document.querySelector('#editor-title').textContent === 'Operation report' && !document.querySelector('#handcall').hidden && document.querySelector('#editor-pane').getAttribute('aria-busy') === 'false'`)
 	br.Step("start it", chromedp.Click(chromedp.CSS(`#hand-start`)))
 	br.Until("the job started", `((document.querySelector('[data-hand="job_id"]') || {}).textContent || '').length > 1`)
 	jobID := br.Text(`[data-hand="job_id"]`)

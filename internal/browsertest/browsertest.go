@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -36,6 +39,9 @@ func Chromium(t testing.TB) string {
 type Browser struct {
 	t   testing.TB
 	Ctx context.Context
+
+	mu     sync.Mutex
+	thrown []string // the page's uncaught exceptions, for failures
 }
 
 // New opens a tab of width×height pixels, closed when the test ends; it
@@ -59,7 +65,28 @@ func New(t testing.TB, width, height int) *Browser {
 	// Generous: a loaded CI machine runs every package at once.
 	ctx, cancelT := context.WithTimeout(ctx, 4*time.Minute)
 	t.Cleanup(cancelT)
-	return &Browser{t: t, Ctx: ctx}
+	b := &Browser{t: t, Ctx: ctx}
+	if err := chromedp.Listen(ctx, b.event); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return b
+}
+
+// event keeps the page's uncaught exceptions (a failed fetch, an error in
+// a handler) for the message of a failed wait.
+func (b *Browser) event(ev any) {
+	e, ok := ev.(*runtime.EventExceptionThrown)
+	if !ok || e.ExceptionDetails == nil {
+		return
+	}
+	d := e.ExceptionDetails
+	msg := d.Text
+	if d.Exception != nil && d.Exception.Description != "" {
+		msg += " " + d.Exception.Description
+	}
+	b.mu.Lock()
+	b.thrown = append(b.thrown, fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.LineNumber+1))
+	b.mu.Unlock()
 }
 
 // Step runs steps, failing the test with what on error.
@@ -108,7 +135,10 @@ func (b *Browser) Until(what, cond string) {
 	b.t.Helper()
 	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
 		page, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`["#status", "#problems", "#test-result", "#call-result", "#handcall-result", "#dhand-result"].map((s) => s + ": " + ((document.querySelector(s) || {}).textContent || "")).join("\n")`))
-		b.t.Fatalf("browser: waiting until %s: %v\n%s", what, err, page)
+		b.mu.Lock()
+		thrown := strings.Join(b.thrown, "\n")
+		b.mu.Unlock()
+		b.t.Fatalf("browser: waiting until %s: %v\n%s\nuncaught exceptions:\n%s", what, err, page, thrown)
 	}
 }
 

@@ -430,10 +430,18 @@ function newOperation() {
   $("#f-name").focus();
 }
 
-// checkQuietly validates the entry to show its effective values.
+// checkQuietly validates the entry to show its effective values; the
+// editor is aria-busy until they are shown (the form's layout settles).
 async function checkQuietly() {
-  const r = await api("POST", `${entryPath()}/validate?${validateQuery()}`, $("#entry").value);
-  if (r.status === 200) showEffective(r.body.effective);
+  const pane = $("#editor-pane");
+  state.checking = (state.checking || 0) + 1;
+  pane.setAttribute("aria-busy", "true");
+  try {
+    const r = await api("POST", `${entryPath()}/validate?${validateQuery()}`, $("#entry").value);
+    if (r.status === 200) showEffective(r.body.effective);
+  } finally {
+    if (--state.checking === 0) pane.setAttribute("aria-busy", "false");
+  }
 }
 
 // showEffective writes each limit's and setting's effective value beside
