@@ -217,7 +217,9 @@ func (c *Client) InvokeWithProgress(ctx context.Context, req *sdk.Request, caps 
 // one Streams call the client shares between them when the adapter serves
 // it (Capabilities.Streams, as its Describe answer said); any other is a
 // Stream call of its own. Either way the adapter serves it as a window
-// (ModeWindow), and the stream behaves the same.
+// (ModeWindow), and the stream behaves the same, except that a logical
+// stream may report a failure to open (the shared call broke as it was
+// sent) at its first Recv rather than from Stream.
 func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) {
 	done := c.observe(ctx, "stream", req)
 	p := requestToProto(req)

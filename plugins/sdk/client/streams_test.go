@@ -424,10 +424,15 @@ func TestSharedStreamsBreak(t *testing.T) {
 	if n := b.calls.Load(); n != 2 {
 		t.Errorf("%d Streams calls", n)
 	}
-	// A call that cannot open fails the stream as a Stream call fails.
+	// A call that cannot open fails the stream as a Stream call fails:
+	// a logical stream, when its call breaks as the open is sent, at its
+	// first Recv.
 	_ = conn.Close()
 	for _, mode := range []sdk.Mode{sdk.ModeWindow, sdk.ModeSession} {
-		_, err := c.Stream(ctx, &sdk.Request{Operation: sdk.Operation{Mode: mode}})
+		st, err := c.Stream(ctx, &sdk.Request{Operation: sdk.Operation{Mode: mode}})
+		for err == nil {
+			_, err = st.Recv()
+		}
 		if client.CodeOf(err) != client.Cancelled || !strings.Contains(err.Error(), "closing") {
 			t.Errorf("%s on a closed connection: %v", mode, err)
 		}
