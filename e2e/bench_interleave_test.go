@@ -179,6 +179,37 @@ func cpuTime(pids ...int) time.Duration {
 	return total
 }
 
+// serverCPU is the CPU time the server processes of a benchmark used
+// since it was started: the bare go-sdk server process, and Crank's
+// gateway with its adapter processes.
+type serverCPU struct {
+	bare, gateway          int
+	adapters               []int
+	bare0, gateway0, adap0 time.Duration
+}
+
+func startServerCPU(g *gateway, barePID int) *serverCPU {
+	m := &serverCPU{bare: barePID, gateway: g.cmd.Process.Pid}
+	for _, a := range g.adapters() {
+		m.adapters = append(m.adapters, a.PID)
+	}
+	m.bare0, m.gateway0, m.adap0 = cpuTime(m.bare), cpuTime(m.gateway), cpuTime(m.adapters...)
+	return m
+}
+
+// report reports each process's CPU time per unit (b.N units since the
+// start) and Crank's over the bare server's as the metric ratio.
+func (m *serverCPU) report(b *testing.B, unit, ratio string) {
+	bare, gw, ad := cpuTime(m.bare)-m.bare0, cpuTime(m.gateway)-m.gateway0, cpuTime(m.adapters...)-m.adap0
+	if bare <= 0 {
+		return
+	}
+	b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/"+unit)
+	b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/"+unit)
+	b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/"+unit)
+	b.ReportMetric(float64(gw+ad)/float64(bare), ratio)
+}
+
 // schedCPU sums the time on CPU of the process's threads. A Go process
 // keeps its threads, so what ended threads used is negligible.
 func schedCPU(pid int) (time.Duration, bool) {

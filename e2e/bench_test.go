@@ -188,20 +188,10 @@ func BenchmarkUnaryREST(b *testing.B) {
 		}
 	})
 	b.Run("throughput", func(b *testing.B) {
-		// The CPU time the server processes spent on their calls: the
-		// bare server process, and the gateway with its adapter process.
-		gatewayPIDs := []int{g.cmd.Process.Pid}
-		for _, a := range g.adapters() {
-			gatewayPIDs = append(gatewayPIDs, a.PID)
-		}
-		bare0, gw0, ad0 := cpuTime(barePID), cpuTime(gatewayPIDs[0]), cpuTime(gatewayPIDs[1:]...)
+		// The CPU time the server processes spent on their calls.
+		cpu := startServerCPU(g, barePID)
 		rate = interleavedRate(b, vs, b.N, 8)
-		if bare, gw, ad := cpuTime(barePID)-bare0, cpuTime(gatewayPIDs[0])-gw0, cpuTime(gatewayPIDs[1:]...)-ad0; bare > 0 {
-			b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/call")
-			b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/call")
-			b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/call")
-			b.ReportMetric(float64(gw+ad)/float64(bare), "crank/bare-cpu")
-		}
+		cpu.report(b, "call", "crank/bare-cpu")
 		for i, v := range vs {
 			b.ReportMetric(rate[i], v.name+"-calls/s")
 		}
@@ -397,13 +387,8 @@ operations:
 	var rate []float64
 	var p50 []time.Duration
 	b.Run("throughput", func(b *testing.B) {
-		// The CPU time the server processes spent per chunk: the bare
-		// server process, and the gateway with its adapter process.
-		gatewayPIDs := []int{g.cmd.Process.Pid}
-		for _, a := range g.adapters() {
-			gatewayPIDs = append(gatewayPIDs, a.PID)
-		}
-		bare0, gw0, ad0 := cpuTime(barePID), cpuTime(gatewayPIDs[0]), cpuTime(gatewayPIDs[1:]...)
+		// The CPU time the server processes spent per chunk.
+		cpu := startServerCPU(g, barePID)
 		took := make([]time.Duration, len(vs))
 		calls(b, chunks, func(i, n int) {
 			start := time.Now()
@@ -412,12 +397,7 @@ operations:
 			}
 			took[i] += time.Since(start)
 		})
-		if bare, gw, ad := cpuTime(barePID)-bare0, cpuTime(gatewayPIDs[0])-gw0, cpuTime(gatewayPIDs[1:]...)-ad0; bare > 0 {
-			b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/chunk")
-			b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/chunk")
-			b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/chunk")
-			b.ReportMetric(float64(gw+ad)/float64(bare), "crank/bare-process-cpu")
-		}
+		cpu.report(b, "chunk", "crank/bare-process-cpu")
 		rate = make([]float64, len(vs))
 		for i, v := range vs {
 			rate[i] = float64(b.N) / took[i].Seconds()
