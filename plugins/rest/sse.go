@@ -266,7 +266,7 @@ type eventReader struct {
 
 // eventReaderBuffer is the size of the reader in front of go-sse's
 // scanner. The scanner reads in chunks of its own (4 KiB and up), which
-// pass this buffer by; it serves skipping an oversize event byte by byte.
+// pass this buffer by; it serves skipping an oversize event (skipEvent).
 // A live stream holds it for its whole life, so it is small.
 const eventReaderBuffer = 512
 
@@ -315,9 +315,7 @@ func (r *eventReader) each(fn func(sseEvent) bool) error {
 // bytes of which seed the line-end state.
 func (r *eventReader) skipEvent() error {
 	var sk skipper
-	for _, c := range r.tail.last() {
-		sk.feed(c)
-	}
+	sk.scan(r.tail.last())
 	for !sk.done {
 		if _, err := r.br.Peek(1); err != nil {
 			return err

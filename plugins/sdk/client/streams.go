@@ -232,9 +232,7 @@ func (s *logicalStream) deliver(ev *adapterv1.StreamEvent) {
 	if s.outstanding >= wire.StreamCreditBytes {
 		s.mu.Unlock()
 		if s.sh.forget(s) {
-			go func() {
-				_ = s.sh.send(&adapterv1.StreamsRequest{Id: s.id, Message: &adapterv1.StreamsRequest_Cancel{Cancel: &adapterv1.CancelStream{}}})
-			}()
+			go s.cancelAtAdapter()
 		}
 		s.end(status.Errorf(codes.Internal, "adapter protocol violation: the adapter sent more than the credit of %d bytes of its stream allows", wire.StreamCreditBytes))
 		return
@@ -283,9 +281,15 @@ func (s *logicalStream) signal() {
 // first.
 func (s *logicalStream) abandon() {
 	if s.sh.forget(s) {
-		_ = s.sh.send(&adapterv1.StreamsRequest{Id: s.id, Message: &adapterv1.StreamsRequest_Cancel{Cancel: &adapterv1.CancelStream{}}})
+		s.cancelAtAdapter()
 	}
 	s.signal()
+}
+
+// cancelAtAdapter asks the adapter to stop the stream; what it sends
+// meanwhile is dropped. A failed send broke the call, which ends it too.
+func (s *logicalStream) cancelAtAdapter() {
+	_ = s.sh.send(&adapterv1.StreamsRequest{Id: s.id, Message: &adapterv1.StreamsRequest_Cancel{Cancel: &adapterv1.CancelStream{}}})
 }
 
 // Recv returns the stream's next event, as a Stream call's Recv does: its
