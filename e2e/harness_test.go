@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -182,14 +181,10 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 		// Caddy logs "serving initial configuration" once every app has
 		// started; before that the HTTP server may already answer while
 		// the crank app is still failing its start.
-		resp, err := http.Get(g.AdminURL + "/crank/adapters")
-		if err == nil && !strings.Contains(g.log.String(), "serving initial configuration") {
+		started := strings.Contains(g.log.String(), "serving initial configuration")
+		if resp, err := http.Get(g.AdminURL + "/crank/adapters"); err == nil {
 			resp.Body.Close()
-			err = errors.New("not started yet")
-		}
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if started && resp.StatusCode == http.StatusOK {
 				if r2, err := http.Get(g.MCPURL); err == nil {
 					r2.Body.Close()
 					if r2.StatusCode == http.StatusNotFound {
