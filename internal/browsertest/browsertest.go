@@ -93,7 +93,7 @@ func (b *Browser) event(ev any) {
 func (b *Browser) Step(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	if err := chromedp.Do(b.Ctx, steps...); err != nil {
-		b.t.Fatalf("browser: %s: %v", what, err)
+		b.t.Fatalf("browser: %s: %v\n%s", what, err, b.pageState())
 	}
 }
 
@@ -134,12 +134,18 @@ func (b *Browser) Show(view string) {
 func (b *Browser) Until(what, cond string) {
 	b.t.Helper()
 	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
-		page, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`["#status", "#problems", "#test-result", "#call-result", "#handcall-result", "#dhand-result"].map((s) => s + ": " + ((document.querySelector(s) || {}).textContent || "")).join("\n")`))
-		b.mu.Lock()
-		thrown := strings.Join(b.thrown, "\n")
-		b.mu.Unlock()
-		b.t.Fatalf("browser: waiting until %s: %v\n%s\nuncaught exceptions:\n%s", what, err, page, thrown)
+		b.t.Fatalf("browser: waiting until %s: %v\n%s", what, err, b.pageState())
 	}
+}
+
+// pageState is what the page says (its status and result areas) and the
+// uncaught exceptions it threw, for the message of a failure (the page
+// part stays empty once the test's browser context has run out).
+func (b *Browser) pageState() string {
+	page, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`["#status", "#problems", "#test-result", "#call-result", "#handcall-result", "#dhand-result"].map((s) => s + ": " + ((document.querySelector(s) || {}).textContent || "")).join("\n")`))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return page + "\nuncaught exceptions:\n" + strings.Join(b.thrown, "\n")
 }
 
 // Screenshot saves the page as name under $CRANK_CONSOLE_SCREENSHOTS
