@@ -99,8 +99,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.JSONResponse = true
 		case "catalog":
-			if !d.AllArgs(&h.Catalog) {
-				return d.ArgErr()
+			if err := h.unmarshalCatalog(d); err != nil { // catalog.go
+				return err
 			}
 		case "workspace":
 			if !d.AllArgs(&h.Workspace) {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
@@ -41,6 +40,53 @@ func (h *Handler) validateCatalog() error {
 	if len(h.Operations) == 0 && h.Catalog == "" {
 		return errors.New("crank: operations: at least one operations file or a catalog is required")
 	}
+	if h.CatalogAllow == nil {
+		h.CatalogAllow = &host.CatalogAllow{}
+	} else if h.Catalog == "" {
+		return errors.New("crank: catalog_allow: set only with catalog")
+	}
+	if err := h.CatalogAllow.Check(); err != nil {
+		return fmt.Errorf("crank: catalog_allow.%w", err)
+	}
+	return nil
+}
+
+// unmarshalCatalog reads the catalog subdirective:
+//
+//	catalog <name> {
+//	    placeholders <name>...   # env.PAYMENTS_KEY env.PAYMENTS_*
+//	    upstreams    <rule>...   # https://api.example.com/v1/ *.example.com 127.0.0.1:9000
+//	    files        <dir>...    # /srv/crank/specs
+//	}
+func (h *Handler) unmarshalCatalog(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	h.Catalog = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if h.CatalogAllow == nil {
+			h.CatalogAllow = &host.CatalogAllow{}
+		}
+		var dst *[]string
+		switch d.Val() {
+		case "placeholders":
+			dst = &h.CatalogAllow.Placeholders
+		case "upstreams":
+			dst = &h.CatalogAllow.Upstreams
+		case "files":
+			dst = &h.CatalogAllow.Files
+		default:
+			return d.Errf("catalog: unknown subdirective %q (placeholders, upstreams, files)", d.Val())
+		}
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		*dst = append(*dst, args...)
+	}
 	return nil
 }
 
@@ -55,7 +101,8 @@ func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Docume
 	}
 	if doc != nil {
 		repl := caddy.NewReplacer()
-		dc, err := doc.Compile("catalog "+h.Catalog, host.LoadOptions{Expand: func(s string) string { return repl.ReplaceKnown(s, "") }})
+		dc, err := doc.Compile("catalog "+h.Catalog, host.LoadOptions{Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
+			Allow: h.CatalogAllow})
 		if err != nil {
 			return nil, err
 		}
@@ -179,56 +226,7 @@ func adminGateway() *admin.Gateway {
 	for i, h := range a.handlers {
 		g.Endpoints = append(g.Endpoints, adminEndpoint{h: h, id: i, st: st})
 	}
-	g.Standalone = func(ctx context.Context, doc *catalog.Document) (*host.Host, func(), error) {
-		return standaloneHost(ctx, a, st, doc)
-	}
 	return g
-}
-
-// standaloneHost builds a host for a catalog no handler of this replica
-// serves: built-in adapters only, relative paths against the working
-// directory, the default workspace and quotas. Its adapters are the
-// pooled ones (started if needed), held until release: an adapter no
-// config uses stops then.
-func standaloneHost(ctx context.Context, a *App, st *store.Etcd, doc *catalog.Document) (*host.Host, func(), error) {
-	wd, _ := os.Getwd()
-	repl := caddy.NewReplacer()
-	cat, err := doc.Compile("catalog", host.LoadOptions{Dir: wd, Expand: func(s string) string { return repl.ReplaceKnown(s, "") }})
-	if err != nil {
-		return nil, nil, err
-	}
-	lg := a.logger
-	if lg == nil {
-		lg = zap.NewNop()
-	}
-	sa := &standaloneAdapters{cat: cat}
-	h, err := host.New(ctx, host.Options{Catalog: cat, Logger: lg, Store: st, Audit: lg.Named("audit"), Adapter: sa.adapter})
-	if err != nil {
-		sa.release()
-		return nil, nil, err
-	}
-	return h, sa.release, nil
-}
-
-type standaloneAdapters struct {
-	cat  *host.Catalog
-	mu   sync.Mutex
-	keys []string
-}
-
-func (s *standaloneAdapters) adapter(name string) (*host.Supervisor, error) {
-	spec, err := s.cat.AdapterSpec(name, builtinSpec)
-	if err != nil {
-		return nil, err
-	}
-	sup, err := pooledAdapter(spec)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.keys = append(s.keys, spec.Key())
-	s.mu.Unlock()
-	return sup, nil
 }
 
 // pooledAdapter returns the pooled supervisor of an adapter, holding one
@@ -243,16 +241,6 @@ func pooledAdapter(spec host.AdapterSpec) (*host.Supervisor, error) {
 		return nil, err
 	}
 	return val.(pooledSupervisor).Supervisor, nil
-}
-
-func (s *standaloneAdapters) release() {
-	s.mu.Lock()
-	keys := s.keys
-	s.keys = nil
-	s.mu.Unlock()
-	for _, k := range keys {
-		_, _ = adapterPool.Delete(k)
-	}
 }
 
 // serveCatalogAdmin serves the admin API's catalog, endpoint and live

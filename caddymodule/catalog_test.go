@@ -57,8 +57,12 @@ func TestCatalogCaddyfile(t *testing.T) {
 	}
 }
 
-// A bad catalog name or history fails at load, naming the field; a
-// handler without files or a catalog is refused.
+// testCatalogAllow lets the tests' catalogs reach their loopback
+// upstreams and environment variables.
+var testCatalogAllow = map[string]any{"upstreams": []string{"127.0.0.1"}, "placeholders": []string{"env.*"}}
+
+// A bad catalog name, history or catalog_allow fails at load, naming the
+// field; a handler without files or a catalog is refused.
 func TestCatalogConfigErrors(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	for _, c := range []struct {
@@ -70,6 +74,14 @@ func TestCatalogConfigErrors(t *testing.T) {
 			`catalog: "no/slash" is not a catalog name`},
 		{`"crank": {}, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [{"handler": "crank"}]}]}}}`,
 			"at least one operations file or a catalog is required"},
+		{`"crank": {}, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [{"handler": "crank", "catalog": "c", "catalog_allow": {"upstreams": ["ftp://x/"]}}]}]}}}`,
+			`catalog_allow.upstreams: "ftp://x/": scheme "ftp" is not http, https, ws or wss`},
+		{`"crank": {}, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [{"handler": "crank", "catalog": "c", "catalog_allow": {"placeholders": ["{env.X}"]}}]}]}}}`,
+			`catalog_allow.placeholders: "{env.X}" is not a placeholder name`},
+		{`"crank": {}, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [{"handler": "crank", "catalog": "c", "catalog_allow": {"files": ["specs"]}}]}]}}}`,
+			`catalog_allow.files: "specs" must be an absolute, clean directory path`},
+		{`"crank": {}, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [{"handler": "crank", "operations": ["x.yaml"], "catalog_allow": {}}]}]}}}`,
+			`catalog_allow: set only with catalog`},
 	} {
 		var cfg caddy.Config
 		if err := json.Unmarshal([]byte(`{"admin": {"disabled": true}, "apps": {`+c.apps+`}}`), &cfg); err != nil {
@@ -89,7 +101,7 @@ func TestCatalogConfigErrors(t *testing.T) {
 func TestCatalogInProcess(t *testing.T) {
 	up := mcptest.NewUsers(t)
 	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
-	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
 	admin := func(method, path, body string, hdr ...string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
@@ -211,8 +223,8 @@ func TestCatalogInProcess(t *testing.T) {
 	if code, b := admin("POST", "/crank/catalogs/other/operations", clash, "If-None-Match", "*"); code != http.StatusCreated {
 		t.Fatalf("create other: %d %s", code, b)
 	}
-	// Its check ran on a standalone host (no handler serves "other"),
-	// which gave its adapter reference back.
+	// No handler serves "other": its check was of its shape alone, and
+	// took no adapter.
 	if after := refs(); after != before {
 		t.Fatalf("the rest adapter has %d references after a standalone check, %d before", after, before)
 	}
@@ -230,7 +242,7 @@ func TestCatalogInProcess(t *testing.T) {
 // problems, list, export, versions, diff, rollback, delete, test.
 func TestOpsCommand(t *testing.T) {
 	up := mcptest.NewUsers(t)
-	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "cli"})
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "cli", "catalog_allow": testCatalogAllow})
 	ops := func(args ...string) (string, error) {
 		t.Helper()
 		pf := pflag.NewFlagSet(OpsCommand, pflag.ContinueOnError)

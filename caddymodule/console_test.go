@@ -73,7 +73,7 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 func TestConsoleInBrowser(t *testing.T) {
 	up := mcptest.NewUsers(t)
 	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
-	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
 	addConsoleRoute(t, g)
 	admin := func(method, path, body string, hdr ...string) (int, []byte) {
 		t.Helper()
@@ -193,7 +193,7 @@ func TestConsoleInBrowser(t *testing.T) {
 func TestConsoleBehindAuthentication(t *testing.T) {
 	up := mcptest.NewUsers(t)
 	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
-	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
 	hash, err := bcrypt.GenerateFromPassword([]byte("console-pass"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	}))
 	t.Cleanup(sse.Close)
 
-	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live"})
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
 	addConsoleRoute(t, g)
 	ops := fmt.Sprintf(`operations:
   - name: watch

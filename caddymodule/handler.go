@@ -34,6 +34,10 @@ type Handler struct {
 	// endpoint serves beside those of its files; every replica applies a
 	// new version of it without a reload (catalog.go).
 	Catalog string `json:"catalog,omitempty"`
+	// CatalogAllow is what the catalog's entries may reach: placeholders,
+	// upstreams and local directories; nothing when absent. Whoever
+	// writes a catalog never starts a process (docs/security.md).
+	CatalogAllow *host.CatalogAllow `json:"catalog_allow,omitempty"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call this endpoint. A request with any other Origin header gets
 	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always

@@ -65,6 +65,14 @@ func (g *gateway) wantAdmin(want int, method, path, body string, hdr ...string) 
 	return r
 }
 
+// catalogHandler is the crank directive's catalog subdirective for the
+// catalog name, whose entries may reach up (and the upstreams listed) and
+// use the test token.
+func catalogHandler(name string, up *upstream, upstreams ...string) string {
+	return fmt.Sprintf("catalog %s {\n\t\t\tupstreams %s %s\n\t\t\tplaceholders env.CRANK_E2E_TOKEN\n\t\t}",
+		name, up.URL, strings.Join(upstreams, " "))
+}
+
 func catalogEntry(up *upstream, name, description string) string {
 	return fmt.Sprintf(`{"name": %q, "description": %q, "adapter": "rest",
 		"input_schema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
@@ -95,7 +103,7 @@ func TestCatalogAcrossReplicas(t *testing.T) {
 	etcd := storetest.NewServer(t)
 	up := newUpstream(t)
 	opts := func(name string) gatewayOptions {
-		return gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: "catalog shared",
+		return gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: catalogHandler("shared", up),
 			Env: []string{"CRANK_E2E_TOKEN=" + secretToken},
 			Crank: fmt.Sprintf(`etcd {
 			%s
@@ -250,7 +258,7 @@ func TestCatalogAcrossReplicas(t *testing.T) {
 func TestCatalogBadInput(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: "catalog bad"})
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: catalogHandler("bad", up)})
 	g.wantAdmin(http.StatusCreated, "POST", "/crank/catalogs/bad/operations", catalogEntry(up, "ok_user", "fine"), "If-None-Match", "*")
 
 	problem := func(r adminReply) (pointer, message string) {
@@ -277,7 +285,7 @@ func TestCatalogBadInput(t *testing.T) {
 		{"wrong type", "PUT", "/crank/catalogs/bad", "version: 1\noperations:\n  - name: x\n    description: d\n    adapter: rest\n    timeout: [1]\n    config: {}\n",
 			[]string{"If-Match", `"1"`}, http.StatusBadRequest, "/operations/0/timeout", ""},
 		{"adapter rejects the config", "POST", "/crank/catalogs/bad/operations",
-			`{"name": "x", "description": "d", "adapter": "rest", "config": {"method": "FETCH", "url": "http://127.0.0.1:1/"}}`,
+			`{"name": "x", "description": "d", "adapter": "rest", "config": {"method": "FETCH", "url": "` + up.URL + `/"}}`,
 			[]string{"If-Match", `"1"`}, http.StatusUnprocessableEntity, "/config/method", "unknown method"},
 		{"clash with a file tool", "POST", "/crank/catalogs/bad/operations", catalogEntry(up, "get_user", "clash"),
 			[]string{"If-Match", `"1"`}, http.StatusUnprocessableEntity, "/name", "ops.yaml"},
@@ -328,7 +336,7 @@ func TestCatalogTestRuns(t *testing.T) {
 	etcd := storetest.NewServer(t)
 	up := newUpstream(t)
 	feed := newFeedUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: "catalog runs",
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: catalogHandler("runs", up, feed.URL),
 		Crank: fmt.Sprintf("etcd {\n%s\n}", etcd.Caddyfile())})
 	doc := fmt.Sprintf(`version: 1
 operations:
@@ -405,7 +413,7 @@ operations:
 func TestOpsCLIRoundTrip(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: "catalog copy"})
+	g := startGateway(t, gatewayOptions{Operations: opsFile(t, up, "2s", ""), Handler: catalogHandler("copy", up, "http://127.0.0.1:8081/streams/")})
 	addr := strings.TrimPrefix(g.AdminURL, "http://")
 	ops := func(args ...string) string {
 		t.Helper()

@@ -29,7 +29,7 @@ func TestConsoleOnDemo(t *testing.T) {
 	browsertest.Chromium(t) // skip before starting the demo without it
 	d := startDemo(t, func(caddyfile string) string {
 		return strings.Replace(caddyfile, "allowed_origins http://127.0.0.1:6274 http://localhost:6274",
-			"allowed_origins http://127.0.0.1:6274 http://localhost:6274\n\t\tcatalog demo", 1)
+			"allowed_origins http://127.0.0.1:6274 http://localhost:6274\n\t\tcatalog demo {\n\t\t\tupstreams 127.0.0.1\n\t\t\tplaceholders env.CRANK_DEMO_TOKEN\n\t\t}", 1)
 	})
 	consoleURL := fmt.Sprintf("http://127.0.0.1:%d/console/", d.ports[":8080"])
 	upstream := fmt.Sprintf("127.0.0.1:%d", d.ports[":8081"])

@@ -151,7 +151,8 @@ type Operation struct {
 
 	input         *jsonschema.Resolved
 	inputDeclared bool
-	pos           positions // of its file, for errors
+	pos           positions     // of its file, for errors
+	allow         *CatalogAllow // what it may reach, for a catalog's entry (reach.go)
 }
 
 // Catalog is a loaded operations file: its entries as written. An entry
@@ -200,6 +201,12 @@ type LoadOptions struct {
 	Dir string
 	// AllowEmpty accepts a file without operations (an empty catalog).
 	AllowEmpty bool
+	// Allow, for an operations catalog, is what its entries may reach
+	// (reach.go): only the placeholders it allows are expanded, relative
+	// paths resolve against its first directory, and the host checks
+	// every entry's config against it before an adapter sees it. Nil for
+	// an operations file, whose operator may reach anything.
+	Allow *CatalogAllow
 }
 
 // ConfigError is a problem in an operations file. Its message names the
@@ -291,6 +298,14 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	fail := func(op, field, format string, args ...any) {
 		errs = append(errs, &ConfigError{File: name, Line: pos.line(op, field), Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
+	if a := opts.Allow; a != nil {
+		dir = a.Dir(dir)
+		opts.Expand = a.expander(opts.Expand)
+		if len(f.Adapters) > 0 {
+			fail("", "adapters", "a catalog cannot declare adapters: whoever writes it would run commands on every replica")
+			f.Adapters = nil
+		}
+	}
 
 	for an, ad := range f.Adapters {
 		if ad.Command == "" {
@@ -327,6 +342,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		op := &Operation{
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
 			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout, File: name, Dir: dir, pos: pos,
+			allow: opts.Allow,
 		}
 		if op.Adapter == "" {
 			fail(label, "adapter", "is required")
@@ -391,6 +407,9 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		if len(d.Config) == 0 || d.Config[0] != '{' {
 			fail(label, "config", "is required and must be an object")
 		} else {
+			if opts.Allow != nil {
+				opts.Allow.checkPlaceholders(d.Config, func(field, format string, args ...any) { fail(label, field, format, args...) })
+			}
 			cfg, err := expandConfig(d.Config, opts.Expand, secrets)
 			if err != nil {
 				fail(label, "config", "%v", err)
@@ -578,7 +597,10 @@ func expandConfig(raw json.RawMessage, expand func(string) string, secrets map[s
 	return json.Marshal(v)
 }
 
-var placeholderRE = regexp.MustCompile(`\{[A-Za-z_][A-Za-z0-9_.\-]*\}`)
+// placeholderRE matches a placeholder as Caddy's replacer reads one:
+// {env.NAME}, {file./run/secrets/key}, or a brace expression the gateway
+// leaves alone ({id} in a URL path).
+var placeholderRE = regexp.MustCompile(`\{[A-Za-z_][^{}\s]*\}`)
 
 // expandString expands s, records its secrets and reports whether a
 // placeholder expanded in it.

@@ -122,6 +122,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op.Name, "adapter", err.Error())
 			continue
 		}
+		if op.allow != nil && h.refusedReach(op, desc.ConfigSchema, fail) { // reach.go
+			continue
+		}
 		b := bind(op, sup)
 		if !desc.Serves(b.call.Mode) {
 			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
@@ -294,7 +297,10 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool)
 			}
 			op = Operation{Name: t.Name, Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
 				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family,
-				UpstreamAuth: entry.UpstreamAuth}
+				UpstreamAuth: entry.UpstreamAuth, allow: entry.allow}
+		}
+		if err := entry.derivedReach(t.Config, sup); err != nil { // reach.go
+			return nil, fmt.Errorf("tool %q: %w", op.Name, err)
 		}
 		label := op.Name
 		if err := toolExecution(entry, &op, t, self, sup); err != nil {

@@ -122,6 +122,9 @@ func publication(entry *Operation, sup *Supervisor, kind PublicationKind, p sdk.
 			return nil, fmt.Errorf("prompt name %q: use 1 to 128 letters, digits, '_', '-' or '.'", def.Name)
 		}
 	}
+	if err := entry.derivedReach(p.Config, sup); err != nil { // reach.go
+		return nil, fmt.Errorf("%s %q: %w", kind, x.Key, err)
+	}
 	op := *entry
 	if len(p.Config) > 0 {
 		op.Config = p.Config

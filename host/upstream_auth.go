@@ -52,6 +52,14 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 		return
 	}
 	c := *cfg
+	if a := op.allow; a != nil {
+		for _, f := range []struct{ field, v string }{{"token_endpoint", c.TokenEndpoint}, {"client_id", c.ClientID},
+			{"client_secret", c.ClientSecret}, {"audience", c.Audience}, {"resource", c.Resource}} {
+			if ph := a.refusedPlaceholder(f.v); ph != "" {
+				fail("upstream_auth."+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
+			}
+		}
+	}
 	c.TokenEndpoint, _ = expandString(c.TokenEndpoint, expand, nil)
 	c.ClientID, _ = expandString(c.ClientID, expand, nil)
 	c.Audience, _ = expandString(c.Audience, expand, nil)

@@ -46,7 +46,7 @@ type Effective struct {
 // effectiveOf compiles doc and describes its entry op (nil when it does
 // not compile).
 func effectiveOf(name string, doc *catalog.Document, op string) *Effective {
-	cat, err := doc.Compile("catalog "+name, host.LoadOptions{Expand: func(s string) string { return s }})
+	cat, err := doc.Compile("catalog "+name, shapeOnly)
 	if err != nil {
 		return nil
 	}
@@ -56,6 +56,11 @@ func effectiveOf(name string, doc *catalog.Document, op string) *Effective {
 	}
 	return &Effective{Mode: string(o.Mode), TimeoutMS: o.Timeout.Milliseconds(), Execution: o.Execution}
 }
+
+// shapeOnly compiles a document for its shape alone: no placeholder is
+// expanded, so none is refused yet; the hosts a check builds apply their
+// handler's catalog_allow.
+var shapeOnly = host.LoadOptions{Expand: func(s string) string { return s }, Allow: &host.CatalogAllow{Placeholders: []string{"*"}}}
 
 func catalogName(name string) *Error {
 	if !store.ValidCatalogName(name) {
@@ -108,11 +113,15 @@ func versionOf(head *store.CatalogHead) int64 {
 
 // check runs the load checks on doc as it would be served: by every
 // handler of this replica that serves the catalog (with its operations
-// files, so a tool name both define is an error), or standalone. Errors
-// and warnings are placed with place.
+// files and its catalog_allow, so a tool name both define, or an entry
+// reaching what it may not, is an error). A catalog no handler here
+// serves is checked for its shape alone, with a warning: what its
+// entries may reach is the business of the handlers that serve it, and
+// no adapter sees an entry before one does. Errors and warnings are
+// placed with place.
 func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns catalog.Problems) {
 	source := "catalog " + name
-	if _, err := doc.Compile(source, host.LoadOptions{Expand: func(s string) string { return s }}); err != nil {
+	if _, err := doc.Compile(source, shapeOnly); err != nil {
 		return catalog.ProblemsOf(err, doc, place), nil
 	}
 	var builders []func() (*host.Host, error)
@@ -121,14 +130,9 @@ func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document,
 			builders = append(builders, func() (*host.Host, error) { return ep.Build(ctx, doc, true) })
 		}
 	}
-	if len(builders) == 0 && g.Standalone != nil {
-		builders = append(builders, func() (*host.Host, error) {
-			h, release, err := g.Standalone(ctx, doc)
-			if release != nil {
-				release() // the check is done with its adapters once built
-			}
-			return h, err
-		})
+	if len(builders) == 0 {
+		warns = append(warns, catalog.Problem{Message: "no handler of this replica serves catalog " + name +
+			": its entries were checked for their shape only; each replica whose handler serves it checks them in full (adapters, catalog_allow) and serves no version that fails"})
 	}
 	seen := map[string]bool{}
 	add := func(list *catalog.Problems, ps catalog.Problems) {

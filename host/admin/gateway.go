@@ -78,11 +78,6 @@ type Gateway struct {
 	Endpoints []Endpoint
 	// History is how many versions a catalog keeps.
 	History int
-	// Standalone builds a host for a catalog no endpoint on this replica
-	// serves: built-in adapters only, relative paths against the working
-	// directory, the default workspace and quotas. release gives its
-	// adapters back (nil on error); call it once the host is unused.
-	Standalone func(ctx context.Context, doc *catalog.Document) (h *host.Host, release func(), err error)
 	// Audit receives an audit record per mutating call and test run.
 	Audit *zap.Logger
 	// Now is the clock (time.Now when nil).

@@ -87,7 +87,7 @@ func (e *endpoint) Build(ctx context.Context, doc *catalog.Document, files bool)
 		cat = e.files
 	}
 	if doc != nil {
-		dc, err := doc.Compile("catalog served", host.LoadOptions{})
+		dc, err := doc.Compile("catalog served", host.LoadOptions{Allow: loopback})
 		if err != nil {
 			return nil, err
 		}
@@ -97,6 +97,10 @@ func (e *endpoint) Build(ctx context.Context, doc *catalog.Document, files bool)
 	}
 	return host.New(ctx, host.Options{Catalog: cat, Store: e.st, Adapter: e.ad})
 }
+
+// loopback lets the test catalogs reach the test upstreams and use
+// environment variables.
+var loopback = &host.CatalogAllow{Upstreams: []string{"127.0.0.1"}, Placeholders: []string{"env.*"}}
 
 type fixture struct {
 	t     *testing.T
@@ -129,14 +133,6 @@ operations:
 	core, logs := observer.New(zap.InfoLevel)
 	ep := &endpoint{files: files, st: st, ad: ad}
 	g := &admin.Gateway{Store: st, History: 3, Endpoints: []admin.Endpoint{ep},
-		Standalone: func(ctx context.Context, doc *catalog.Document) (*host.Host, func(), error) {
-			cat, err := doc.Compile("catalog", host.LoadOptions{})
-			if err != nil {
-				return nil, nil, err
-			}
-			h, err := host.New(ctx, host.Options{Catalog: cat, Store: st, Adapter: ad})
-			return h, func() {}, err
-		},
 		Audit: zap.New(core)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.ServeHTTP(w, r); err != nil {
@@ -453,11 +449,17 @@ func TestTestRun(t *testing.T) {
 	if r["is_error"] != false || !strings.Contains(fmt.Sprint(r["result"]), "/a") || r["saved"] != true {
 		t.Fatalf("saved run: %v", r)
 	}
-	// A draft runs on a catalog no handler serves, and is not saved.
-	d := f.want(http.StatusOK, "POST", "/crank/catalogs/scratch/test", `{"entry": `+f.entry("d", "D")+`}`).obj(t)
+	// A draft runs in the catalog, and is not saved.
+	d := f.want(http.StatusOK, "POST", "/crank/catalogs/served/test", `{"entry": `+f.entry("d", "D")+`}`).obj(t)
 	if d["is_error"] != false || !strings.Contains(fmt.Sprint(d["result"]), "/d") || d["saved"] != false {
 		t.Fatalf("draft run: %v", d)
 	}
+	if ops := f.want(http.StatusOK, "GET", "/crank/catalogs/served/operations", "").body; strings.Contains(string(ops), `"d"`) {
+		t.Fatalf("the draft was saved: %s", ops)
+	}
+	// A catalog no handler of this replica serves has no handler's
+	// catalog_allow to run it under: refused, and nothing is created.
+	f.want(http.StatusConflict, "POST", "/crank/catalogs/scratch/test", `{"entry": `+f.entry("d", "D")+`}`)
 	f.want(http.StatusNotFound, "GET", "/crank/catalogs/scratch", "")
 	for _, c := range []struct{ body, pointer string }{
 		{`{}`, "/operation"},

@@ -154,10 +154,12 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	h, workspace, release, err := g.testHost(ctx, name, doc)
-	if release != nil {
-		defer release()
+	ep := g.serving(name)
+	if ep == nil {
+		return errorf(http.StatusConflict, "no crank handler of this replica serves catalog %s: a test run runs on a replica whose handler serves it (its catalog_allow decides what the entries reach)", name)
 	}
+	workspace := ep.Info().Workspace
+	h, err := ep.Build(ctx, doc, true)
 	if err != nil {
 		return &Error{Status: http.StatusUnprocessableEntity, Problems: catalog.ProblemsOf(err, doc, place),
 			Message: fmt.Sprintf("catalog %s: the operation does not load; nothing was run", name)}
@@ -227,24 +229,16 @@ func (s *testStream) finish(res *TestResult) {
 	s.mu.Unlock()
 }
 
-// testHost builds the host of a test run: that of a handler serving the
-// catalog (its files, adapters, store, quotas and workspace), else a
-// standalone one.
-func (g *Gateway) testHost(ctx context.Context, name string, doc *catalog.Document) (*host.Host, string, func(), error) {
+// serving is the first endpoint of this replica that serves the catalog,
+// nil when none does: a test run builds its host with the endpoint's
+// files, adapters, store, quotas, workspace and catalog_allow.
+func (g *Gateway) serving(name string) Endpoint {
 	for _, ep := range g.Endpoints {
-		if info := ep.Info(); info.Catalog == name {
-			h, err := ep.Build(ctx, doc, true)
-			return h, info.Workspace, func() {}, err
+		if ep.Info().Catalog == name {
+			return ep
 		}
 	}
-	if g.Standalone == nil {
-		return nil, "", nil, fmt.Errorf("no crank handler on this replica can run catalog %s", name)
-	}
-	h, release, err := g.Standalone(ctx, doc)
-	if release == nil {
-		release = func() {}
-	}
-	return h, "default", release, err
+	return nil
 }
 
 type testRunner struct {

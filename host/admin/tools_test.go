@@ -117,7 +117,7 @@ func TestTestRunStreamed(t *testing.T) {
 	entry := fmt.Sprintf(`{"name": "watch", "description": "W", "adapter": "rest", "mode": "window",
 		"transport_behavior": "server_stream", "limits": {"window_duration_ms": 120000, "upstream_timeout_ms": 120000, "max_items": 3},
 		"config": {"method": "GET", "url": "%s/events"}}`, sse.URL)
-	resp, err := http.Post(f.srv.URL+"/crank/catalogs/scratch/test?stream=true", "application/json",
+	resp, err := http.Post(f.srv.URL+"/crank/catalogs/served/test?stream=true", "application/json",
 		strings.NewReader(`{"entry": `+entry+`, "timeout_ms": 120000}`))
 	if err != nil {
 		t.Fatal(err)

@@ -435,9 +435,13 @@ func Decode(raw []byte) (*Document, error) {
 // Compile checks the document as the host loads an operations file —
 // names, modes, limits, schemas, placeholders — and returns the host's
 // catalog, its placeholders expanded with opts.Expand and its relative
-// paths resolved against opts.Dir. source names the catalog in errors
+// paths resolved against opts.Dir. Its entries reach what opts.Allow
+// allows, nothing when it is nil. source names the catalog in errors
 // ("catalog <name>").
 func (d *Document) Compile(source string, opts host.LoadOptions) (*host.Catalog, error) {
 	opts.AllowEmpty = true
+	if opts.Allow == nil {
+		opts.Allow = &host.CatalogAllow{}
+	}
 	return host.Parse(source, d.JSON(), opts)
 }

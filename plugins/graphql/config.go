@@ -34,9 +34,9 @@ const (
 // from one (tool). Decoding, unknown fields and the published schema come
 // from it (sdk.Config); prepare checks the values.
 type configFields struct {
-	Endpoint          string          `json:"endpoint" jsonschema:"Absolute http or https URL of the GraphQL endpoint (requests are POSTs of JSON)."`
-	Schema            *string         `json:"schema,omitempty" jsonschema:"Path of an SDL file (relative to the operations file). Default: introspect the endpoint at load."`
-	Document          *string         `json:"document,omitempty" jsonschema:"Path of a .graphql file of named queries and mutations, one tool each (relative to the operations file)."`
+	Endpoint          string          `reach:"upstream" json:"endpoint" jsonschema:"Absolute http or https URL of the GraphQL endpoint (requests are POSTs of JSON)."`
+	Schema            *string         `reach:"file" json:"schema,omitempty" jsonschema:"Path of an SDL file (relative to the operations file). Default: introspect the endpoint at load."`
+	Document          *string         `reach:"file" json:"document,omitempty" jsonschema:"Path of a .graphql file of named queries and mutations, one tool each (relative to the operations file)."`
 	Query             *string         `json:"query,omitempty" jsonschema:"An inline GraphQL document, instead of document."`
 	Operations        []string        `json:"operations,omitempty" jsonschema:"Serve only these operations of the document."`
 	ToolPrefix        string          `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`

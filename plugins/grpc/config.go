@@ -32,17 +32,17 @@ const (
 // fields and the published schema come from it (sdk.Config); prepare
 // checks the values.
 type configFields struct {
-	Target           string          `json:"target" jsonschema:"Server address: host:port, dns:///host:port, passthrough:///host:port or unix:///path."`
+	Target           string          `reach:"upstream" json:"target" jsonschema:"Server address: host:port, dns:///host:port, passthrough:///host:port or unix:///path."`
 	Plaintext        *bool           `json:"plaintext,omitempty" jsonschema:"Speak plaintext HTTP/2. Default: true for loopback and unix targets without tls, false otherwise."`
 	TLS              *sdk.ClientTLS  `json:"tls,omitempty" jsonschema:"TLS settings; without ca_file the system roots verify the server."`
 	Method           string          `json:"method,omitempty" jsonschema:"The method of a one-tool entry: package.Service/Method."`
 	Service          string          `json:"service,omitempty" jsonschema:"A service whose methods all become tools: package.Service."`
 	Methods          []string        `json:"methods,omitempty" jsonschema:"With service: only these methods (short names)."`
 	ToolPrefix       *string         `json:"tool_prefix,omitempty" jsonschema:"With service: prefix of the derived tool names; default: the entry's name and an underscore."`
-	DescriptorSet    string          `json:"descriptor_set,omitempty" jsonschema:"A binary FileDescriptorSet with the service's files and their imports; default: server reflection."`
-	ProtoFiles       []string        `json:"proto_files,omitempty" jsonschema:".proto files compiled at load, named relative to import_paths."`
+	DescriptorSet    string          `reach:"file" json:"descriptor_set,omitempty" jsonschema:"A binary FileDescriptorSet with the service's files and their imports; default: server reflection."`
+	ProtoFiles       []string        `reach:"file" json:"proto_files,omitempty" jsonschema:".proto files compiled at load, named relative to import_paths."`
 	ProtoSource      string          `json:"proto_source,omitempty" jsonschema:"The text of a .proto file compiled at load, instead of proto_files."`
-	ImportPaths      []string        `json:"import_paths,omitempty" jsonschema:"Directories searched for proto_files (or proto_source's imports); default: the operations file's directory."`
+	ImportPaths      []string        `reach:"file" json:"import_paths,omitempty" jsonschema:"Directories searched for proto_files (or proto_source's imports); default: the operations file's directory."`
 	Metadata         json.RawMessage `json:"metadata,omitempty" jsonschema:"Request metadata sent with every call; -bin keys take base64 values."`
 	Timeout          sdk.Duration    `json:"timeout,omitempty" jsonschema:"Per-call deadline as a Go duration; the host's operation timeout wins when set."`
 	MaxResponseBytes int64           `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted response message; 0 means the default."`

@@ -19,12 +19,12 @@ import (
 
 // config is an operation's config.
 type config struct {
-	URL     string            `json:"url,omitempty" jsonschema:"The upstream's Streamable HTTP endpoint, e.g. http://tools:3001/mcp. Either url or command."`
+	URL     string            `reach:"upstream" json:"url,omitempty" jsonschema:"The upstream's Streamable HTTP endpoint, e.g. http://tools:3001/mcp. Either url or command."`
 	Headers json.RawMessage   `json:"headers,omitempty" jsonschema:"HTTP headers sent to a url upstream {Header-Name: value}; values may use placeholders, e.g. Bearer {env.TOKEN}."`
 	TLS     *sdk.ClientTLS    `json:"tls,omitempty" jsonschema:"TLS settings of an https url upstream."`
-	Command string            `json:"command,omitempty" jsonschema:"A server to start and speak to over stdio: a path with a slash is relative to the operations file, a bare name is found on PATH. Either url or command."`
-	Args    []string          `json:"args,omitempty" jsonschema:"Arguments of command."`
-	Env     map[string]string `json:"env,omitempty" jsonschema:"Environment variables of command, besides PATH, HOME, TMPDIR, TZ and the locale; taken literally."`
+	Command string            `reach:"command" json:"command,omitempty" jsonschema:"A server to start and speak to over stdio: a path with a slash is relative to the operations file, a bare name is found on PATH. Either url or command."`
+	Args    []string          `reach:"command" json:"args,omitempty" jsonschema:"Arguments of command."`
+	Env     map[string]string `reach:"command" json:"env,omitempty" jsonschema:"Environment variables of command, besides PATH, HOME, TMPDIR, TZ and the locale; taken literally."`
 	Prefix  string            `json:"prefix,omitempty" jsonschema:"Put before the name of every tool of the upstream, e.g. files_."`
 	Include []string          `json:"include,omitempty" jsonschema:"Glob patterns of the upstream tool names to serve; all when absent."`
 	Exclude []string          `json:"exclude,omitempty" jsonschema:"Glob patterns of the upstream tool names not to serve; wins over include."`

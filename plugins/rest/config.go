@@ -35,7 +35,7 @@ const (
 // checks the values.
 type config struct {
 	Method           string                     `json:"method,omitempty" jsonschema:"HTTP method (case-insensitive)."`
-	URL              string                     `json:"url,omitempty" jsonschema:"Absolute http or https URL; {name} path segments are filled from the tool argument of that name."`
+	URL              string                     `reach:"upstream" json:"url,omitempty" jsonschema:"Absolute http or https URL; {name} path segments are filled from the tool argument of that name."`
 	Query            json.RawMessage            `json:"query,omitempty" jsonschema:"Tool arguments sent as query parameters: a list of argument names, or an object {query_name: argument_name}."`
 	Headers          json.RawMessage            `json:"headers,omitempty" jsonschema:"Static request headers."`
 	HeaderArgs       map[string]string          `json:"header_args,omitempty" jsonschema:"Request headers filled from tool arguments: {Header-Name: argument_name}."`

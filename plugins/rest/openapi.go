@@ -24,9 +24,9 @@ var _ sdk.OperationExpander = (*adapter)(nil)
 
 // openAPIFields is an import entry's openapi block as written.
 type openAPIFields struct {
-	Document          string                     `json:"document" jsonschema:"The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL."`
-	BaseURL           *string                    `json:"base_url,omitempty" jsonschema:"Base URL of the calls; default: the document's first server."`
-	AllowExternalRefs bool                       `json:"allow_external_refs,omitempty" jsonschema:"Follow $refs to other files or URLs."`
+	Document          string                     `reach:"location" json:"document" jsonschema:"The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL."`
+	BaseURL           *string                    `reach:"upstream" json:"base_url,omitempty" jsonschema:"Base URL of the calls; default: the document's first server."`
+	AllowExternalRefs bool                       `reach:"file" json:"allow_external_refs,omitempty" jsonschema:"Follow $refs to other files or URLs."`
 	ToolPrefix        string                     `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
 	Include           filterFields               `json:"include,omitzero" jsonschema:"Keep operations matching every list given."`
 	Exclude           filterFields               `json:"exclude,omitzero" jsonschema:"Drop operations matching any list given."`

@@ -47,6 +47,16 @@ const DefaultMaxCachedConfigs = 512
 //     text is the diagnostic's message, so it must not quote the value
 //     (see Duration).
 //
+// A `reach` tag says what a field's value reaches outside the adapter
+// (see Reach): `reach:"command"`, `reach:"file"`, `reach:"upstream"` or
+// `reach:"location"`. The schema carries it as the keyword "x-crank-reach"
+// (ReachKeyword), and the host refuses an operations catalog's entry whose
+// config reaches what the catalog may not (docs/security.md). Tag every
+// field that names a program, a local path or an address the adapter
+// connects to; a config that reaches nothing says so with
+// Keywords{"": `{"x-crank-reach":"none"}`}. The host serves no catalog
+// entry of an adapter whose schema says nothing of its reach.
+//
 // Every unknown field, at any depth, is an error at its dotted path (such
 // as "stream.reconect" or "overrides.list.nmae") with the nearest known
 // name as a suggestion, or else the list of known names. A value of the
@@ -577,6 +587,9 @@ func (c *Config[C, P]) buildSchema() (json.RawMessage, error) {
 		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
 	}
 	dropNull(s)
+	if err := markReach(reflect.TypeFor[C](), s); err != nil {
+		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
+	}
 	s.Schema = "https://json-schema.org/draft/2020-12/schema"
 	s.Title = c.title("", "operation config")
 	paths := make([]string, 0, len(c.Keywords))
@@ -590,6 +603,75 @@ func (c *Config[C, P]) buildSchema() (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(s)
+}
+
+// Reach is what a config value reaches outside the adapter: the host
+// reads it from the config schema (ReachKeyword) to decide what an
+// operations catalog's entry may configure.
+type Reach string
+
+// The reaches a `reach` tag names.
+const (
+	// ReachCommand: a program the adapter starts, or what only such a
+	// program gets (its arguments, its environment).
+	ReachCommand Reach = "command"
+	// ReachFile: a local file or directory the adapter reads.
+	ReachFile Reach = "file"
+	// ReachUpstream: an address the adapter connects to, an absolute URL
+	// or host:port (a gRPC target such as dns:///host:port or
+	// unix:///path included).
+	ReachUpstream Reach = "upstream"
+	// ReachLocation: an absolute http(s) URL, which is an upstream, or
+	// else a local file.
+	ReachLocation Reach = "location"
+	// ReachNone, at the schema's root only: the config reaches nothing
+	// outside the adapter but through its tagged fields.
+	ReachNone Reach = "none"
+)
+
+// ReachKeyword is the JSON Schema keyword that carries a field's Reach.
+const ReachKeyword = "x-crank-reach"
+
+// markReach sets ReachKeyword on the subschemas of t's fields that have a
+// reach tag, at any depth.
+func markReach(t reflect.Type, s *jsonschema.Schema) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if s == nil || t == rawMessageType {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return markReach(t.Elem(), s.Items)
+	case reflect.Map:
+		return markReach(t.Elem(), s.AdditionalProperties)
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	for _, f := range structFields(t) {
+		sf := t.FieldByIndex(f.index)
+		sub := s.Properties[f.name]
+		if tag, ok := sf.Tag.Lookup("reach"); ok {
+			switch r := Reach(tag); r {
+			case ReachCommand, ReachFile, ReachUpstream, ReachLocation:
+				if sub == nil {
+					return fmt.Errorf("field %q: no schema to mark", f.name)
+				}
+				if sub.Extra == nil {
+					sub.Extra = map[string]any{}
+				}
+				sub.Extra[ReachKeyword] = string(r)
+			default:
+				return fmt.Errorf("field %q: reach %q is not command, file, upstream or location", f.name, tag)
+			}
+		}
+		if err := markReach(sf.Type, sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropNull takes "null" out of the types jsonschema-go derives for

@@ -393,6 +393,65 @@ func TestConfigSchemaErrors(t *testing.T) {
 	}
 }
 
+// A reach tag marks its field's schema with x-crank-reach, at any depth:
+// nested structs, pointers, lists and map values.
+func TestConfigSchemaReach(t *testing.T) {
+	t.Parallel()
+	type target struct {
+		Address string `reach:"upstream" json:"address"`
+		Weight  int    `json:"weight,omitempty"`
+	}
+	type reaching struct {
+		Command string            `reach:"command" json:"command,omitempty"`
+		Spec    string            `reach:"location" json:"spec,omitempty"`
+		Files   []string          `reach:"file" json:"files,omitempty"`
+		TLS     *sdk.ClientTLS    `json:"tls,omitempty"`
+		Targets []target          `json:"targets,omitempty"`
+		Named   map[string]target `json:"named,omitempty"`
+		Plain   string            `json:"plain,omitempty"`
+	}
+	raw, err := (&sdk.Config[reaching, int]{Name: "reach"}).Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	at := func(path ...string) any {
+		var v any = s
+		for _, p := range path {
+			v = v.(map[string]any)[p]
+		}
+		return v.(map[string]any)[sdk.ReachKeyword]
+	}
+	for _, c := range []struct {
+		path []string
+		want any
+	}{
+		{[]string{"properties", "command"}, "command"},
+		{[]string{"properties", "spec"}, "location"},
+		{[]string{"properties", "files"}, "file"},
+		{[]string{"properties", "tls", "properties", "ca_file"}, "file"},
+		{[]string{"properties", "tls", "properties", "key_file"}, "file"},
+		{[]string{"properties", "tls", "properties", "server_name"}, nil},
+		{[]string{"properties", "targets", "items", "properties", "address"}, "upstream"},
+		{[]string{"properties", "named", "additionalProperties", "properties", "address"}, "upstream"},
+		{[]string{"properties", "named", "additionalProperties", "properties", "weight"}, nil},
+		{[]string{"properties", "plain"}, nil},
+	} {
+		if got := at(c.path...); got != c.want {
+			t.Errorf("%v: %v, want %v (%s)", c.path, got, c.want, raw)
+		}
+	}
+	type wrong struct {
+		X string `reach:"network" json:"x"`
+	}
+	if _, err := (&sdk.Config[wrong, int]{}).Schema(); err == nil || !strings.Contains(err.Error(), `reach "network"`) {
+		t.Errorf("an unknown reach: %v", err)
+	}
+}
+
 func ExampleConfig() {
 	// The config as operators write it: field names, descriptions and the
 	// published schema come from here.

@@ -19,9 +19,9 @@ const maxPEMBytes = 1 << 20
 //
 // and turn it into a *tls.Config with Load while preparing the config.
 type ClientTLS struct {
-	CAFile     string `json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the upstream; default: the system roots."`
-	CertFile   string `json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile    string `json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
+	CAFile     string `reach:"file" json:"ca_file,omitempty" jsonschema:"PEM file of the CA certificates that verify the upstream; default: the system roots."`
+	CertFile   string `reach:"file" json:"cert_file,omitempty" jsonschema:"PEM client certificate for mutual TLS (with key_file)."`
+	KeyFile    string `reach:"file" json:"key_file,omitempty" jsonschema:"PEM private key of the client certificate."`
 	ServerName string `json:"server_name,omitempty" jsonschema:"Name to verify the upstream's certificate against; default: the upstream's host."`
 }
 

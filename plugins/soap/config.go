@@ -15,10 +15,10 @@ import (
 // published schema come from it (sdk.Config); prepare checks the values
 // and loads the WSDL.
 type config struct {
-	WSDL             string            `json:"wsdl" jsonschema:"WSDL 1.1 file, relative to the operations file."`
+	WSDL             string            `reach:"file" json:"wsdl" jsonschema:"WSDL 1.1 file, relative to the operations file."`
 	Service          string            `json:"service,omitempty" jsonschema:"The wsdl:service; default: any."`
 	Port             string            `json:"port,omitempty" jsonschema:"The wsdl:port; default: the first SOAP 1.1 or 1.2 port."`
-	Endpoint         string            `json:"endpoint,omitempty" jsonschema:"Overrides the port's soap:address."`
+	Endpoint         string            `reach:"upstream" json:"endpoint,omitempty" jsonschema:"Overrides the port's soap:address."`
 	Operation        string            `json:"operation,omitempty" jsonschema:"The entry is this one operation's tool."`
 	Operations       []string          `json:"operations,omitempty" jsonschema:"Import only these operations of the port."`
 	ToolPrefix       string            `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`

@@ -60,7 +60,7 @@ var (
 // unknown fields and the published schema come from it (sdk.Config);
 // prepare checks the values.
 type configFields struct {
-	URL             string           `json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
+	URL             string           `reach:"upstream" json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
 	Subprotocols    []string         `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
 	Headers         json.RawMessage  `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
 	TLS             *sdk.ClientTLS   `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`

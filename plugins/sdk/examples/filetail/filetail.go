@@ -37,7 +37,7 @@ const (
 // of the wrong type by their names, and derives the JSON Schema that
 // Describe publishes.
 type config struct {
-	Path         string       `json:"path" jsonschema:"The text file to serve; a relative path is relative to the operations file."`
+	Path         string       `reach:"file" json:"path" jsonschema:"The text file to serve; a relative path is relative to the operations file."`
 	MaxLines     int          `json:"max_lines,omitempty" jsonschema:"The most lines one call may ask for."`
 	MaxLineBytes int          `json:"max_line_bytes,omitempty" jsonschema:"Longer lines are cut to this many bytes."`
 	PollInterval sdk.Duration `json:"poll_interval,omitempty" jsonschema:"How often a stream looks for new lines, e.g. 100ms."`

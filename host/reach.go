@@ -1,0 +1,553 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/crankmcp/crank/plugins/sdk"
+)
+
+// What a catalog entry may reach.
+//
+// Whoever may write an operations catalog (the admin API, the console) is
+// trusted less than the operator who writes operations files on disk. An
+// entry of a catalog never starts a process, and reaches placeholders,
+// local files and upstreams only as far as its handler's CatalogAllow
+// says: nothing by default. Adapters say which config fields reach what
+// with `reach` tags (sdk.Reach, published in the config schema as
+// sdk.ReachKeyword); the host checks an entry's config against them
+// before any adapter sees it, and again every tool config an expansion
+// derives from it. Every path a catalog reaches a host goes through here:
+// writes, validation, test runs, the console, rollbacks and a replica
+// following a catalog written elsewhere.
+
+// CatalogAllow is what the entries of an operations catalog may reach
+// (docs/security.md, "Who can do what"). The zero value allows nothing.
+type CatalogAllow struct {
+	// Placeholders are the gateway placeholders entries may use, without
+	// braces: a name (env.PAYMENTS_KEY, file./run/secrets/payments,
+	// system.hostname), a prefix ending in * (env.PAYMENTS_*), or * for
+	// every one. A file placeholder must name an absolute, clean path.
+	Placeholders []string `json:"placeholders,omitempty"`
+	// Upstreams are the addresses entries may connect to: a URL prefix
+	// (https://api.example.com/v1/: scheme, host, port and whole path
+	// segments), a host with or without a port (api.example.com,
+	// 10.0.0.5:8443), every subdomain of one (*.example.com), a unix
+	// socket (unix:///run/api.sock), or * for any host that is not local.
+	// A local address (loopback, private, link-local, unspecified, or a
+	// localhost name) matches only a rule that names it.
+	Upstreams []string `json:"upstreams,omitempty"`
+	// Files are the directories (absolute) whose files entries may read;
+	// an entry's relative paths resolve against the first.
+	Files []string `json:"files,omitempty"`
+}
+
+// gatewayPlaceholders are the namespaces of the placeholders the gateway
+// expands (Caddy's global ones); a catalog entry may use one only when
+// allowed. Other brace expressions ({id} in a URL path) are text.
+var gatewayPlaceholders = []string{"env.", "file.", "system.", "time."}
+
+// Check reports the first problem of the settings, naming the field.
+func (a *CatalogAllow) Check() error {
+	for _, p := range a.Placeholders {
+		if p == "*" {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "{"), "}")
+		if name != p || !slices.ContainsFunc(gatewayPlaceholders, func(ns string) bool { return strings.HasPrefix(p, ns) }) {
+			return fmt.Errorf("placeholders: %q is not a placeholder name such as env.API_KEY or env.PAYMENTS_* (no braces; namespaces env, file, system, time)", p)
+		}
+		if strings.Contains(strings.TrimSuffix(p, "*"), "*") {
+			return fmt.Errorf("placeholders: %q: * may only end a name", p)
+		}
+	}
+	for _, u := range a.Upstreams {
+		if _, err := parseUpstreamRule(u); err != nil {
+			return fmt.Errorf("upstreams: %q: %v", u, err)
+		}
+	}
+	for _, d := range a.Files {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+			return fmt.Errorf("files: %q must be an absolute, clean directory path", d)
+		}
+	}
+	return nil
+}
+
+// Dir is the directory an entry's relative paths resolve against: the
+// first allowed one, or else dir.
+func (a *CatalogAllow) Dir(dir string) string {
+	if len(a.Files) > 0 {
+		return a.Files[0]
+	}
+	return dir
+}
+
+// placeholder reports whether an entry may use the placeholder ph
+// ("{env.NAME}").
+func (a *CatalogAllow) placeholder(ph string) bool {
+	name := strings.TrimSuffix(strings.TrimPrefix(ph, "{"), "}")
+	if path, ok := strings.CutPrefix(name, "file."); ok && (!filepath.IsAbs(path) || filepath.Clean(path) != path) {
+		return false
+	}
+	for _, p := range a.Placeholders {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) || p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isGatewayPlaceholder reports whether ph ("{env.NAME}") is one the
+// gateway expands.
+func isGatewayPlaceholder(ph string) bool {
+	return slices.ContainsFunc(gatewayPlaceholders, func(ns string) bool { return strings.HasPrefix(ph, "{"+ns) })
+}
+
+// expander is expand limited to the placeholders the entries may use:
+// any other is left as written (and Parse reports it), so that a refused
+// placeholder is never evaluated.
+func (a *CatalogAllow) expander(expand func(string) string) func(string) string {
+	return func(s string) string {
+		return placeholderRE.ReplaceAllStringFunc(s, func(ph string) string {
+			if isGatewayPlaceholder(ph) && a.placeholder(ph) {
+				return expand(ph)
+			}
+			return ph
+		})
+	}
+}
+
+// refusedPlaceholder is the first gateway placeholder in s an entry may
+// not use, "" when none.
+func (a *CatalogAllow) refusedPlaceholder(s string) string {
+	for _, ph := range placeholderRE.FindAllString(s, -1) {
+		if isGatewayPlaceholder(ph) && !a.placeholder(ph) {
+			return ph
+		}
+	}
+	return ""
+}
+
+func (a *CatalogAllow) placeholderRule() string {
+	if len(a.Placeholders) == 0 {
+		return "the handler allows its catalog no placeholders (catalog <name> { placeholders env.NAME … })"
+	}
+	return "the handler allows its catalog only " + strings.Join(a.Placeholders, ", ")
+}
+
+// checkPlaceholders reports, through fail, every string of a config (raw,
+// as written) that uses a placeholder the entries may not use.
+func (a *CatalogAllow) checkPlaceholders(raw json.RawMessage, fail func(field, format string, args ...any)) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	walkStrings(v, "config", func(path, s string) {
+		if ph := a.refusedPlaceholder(s); ph != "" {
+			fail(path, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
+		}
+	})
+}
+
+func walkStrings(v any, path string, f func(path, s string)) {
+	switch t := v.(type) {
+	case string:
+		f(path, t)
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			walkStrings(t[k], path+"."+k, f)
+		}
+	case []any:
+		for i, e := range t {
+			walkStrings(e, fmt.Sprintf("%s[%d]", path, i), f)
+		}
+	}
+}
+
+// reachProblem is a config field that reaches what a catalog may not.
+type reachProblem struct{ field, reason string }
+
+// checkConfig checks an entry's config (placeholders expanded) against
+// what its adapter's config schema says each field reaches; dir resolves
+// relative paths.
+func (a *CatalogAllow) checkConfig(adapter string, cfg, schema json.RawMessage, dir string) []reachProblem {
+	var s map[string]any
+	if json.Unmarshal(schema, &s) != nil || !declaresReach(s) {
+		return []reachProblem{{"adapter", fmt.Sprintf("adapter %q does not say what its config reaches (no %s in its config schema), so catalog entries cannot use it: use it from an operations file", adapter, sdk.ReachKeyword)}}
+	}
+	var v any
+	if json.Unmarshal(cfg, &v) != nil {
+		return nil // the adapter reports a config that is not JSON
+	}
+	var out []reachProblem
+	a.walk(v, s, s, "config", dir, &out)
+	return out
+}
+
+// declaresReach reports whether a schema states its fields' reach.
+func declaresReach(s any) bool {
+	switch t := s.(type) {
+	case map[string]any:
+		if _, ok := t[sdk.ReachKeyword]; ok {
+			return true
+		}
+		for _, e := range t {
+			if declaresReach(e) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(t, declaresReach)
+	}
+	return false
+}
+
+// walk checks the value v against its schema s (root resolves $refs).
+func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out *[]reachProblem) {
+	if ref, ok := s["$ref"].(string); ok {
+		if name, ok := strings.CutPrefix(ref, "#/$defs/"); ok {
+			if defs, ok := root["$defs"].(map[string]any); ok {
+				if d, ok := defs[name].(map[string]any); ok {
+					s = d
+				}
+			}
+		}
+	}
+	if r, ok := s[sdk.ReachKeyword].(string); ok && sdk.Reach(r) != sdk.ReachNone {
+		a.value(sdk.Reach(r), v, path, dir, out)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		props, _ := s["properties"].(map[string]any)
+		extra, _ := s["additionalProperties"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			sub, ok := props[k].(map[string]any)
+			if !ok {
+				sub = extra
+			}
+			if sub != nil {
+				a.walk(t[k], sub, root, path+"."+k, dir, out)
+			}
+		}
+	case []any:
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, e := range t {
+				a.walk(e, items, root, fmt.Sprintf("%s[%d]", path, i), dir, out)
+			}
+		}
+	}
+}
+
+// value checks one value of a field that reaches r (a list's items each).
+func (a *CatalogAllow) value(r sdk.Reach, v any, path, dir string, out *[]reachProblem) {
+	fail := func(format string, args ...any) {
+		*out = append(*out, reachProblem{path, fmt.Sprintf(format, args...)})
+	}
+	switch t := v.(type) {
+	case nil:
+		return
+	case []any:
+		for i, e := range t {
+			a.value(r, e, fmt.Sprintf("%s[%d]", path, i), dir, out)
+		}
+		return
+	case map[string]any:
+		if r == sdk.ReachCommand && len(t) > 0 {
+			fail("a catalog entry cannot start a process: commands come only from operations files on disk")
+		}
+		return // an object's members carry their own reach
+	case bool:
+		if t && r != sdk.ReachUpstream {
+			fail("a catalog entry cannot set it: it lets the adapter reach files or addresses of its own choosing; set it in an operations file")
+		}
+		return
+	case string:
+		if t == "" {
+			return
+		}
+		switch r {
+		case sdk.ReachCommand:
+			fail("a catalog entry cannot start a process: commands come only from operations files on disk")
+		case sdk.ReachFile:
+			if msg := a.file(t, dir); msg != "" {
+				fail("%s", msg)
+			}
+		case sdk.ReachUpstream:
+			if msg := a.upstream(t); msg != "" {
+				fail("%s", msg)
+			}
+		case sdk.ReachLocation:
+			if u, err := url.Parse(t); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+				if msg := a.upstream(t); msg != "" {
+					fail("%s", msg)
+				}
+			} else if msg := a.file(t, dir); msg != "" {
+				fail("%s", msg)
+			}
+		}
+	default:
+		if r == sdk.ReachCommand {
+			fail("a catalog entry cannot start a process: commands come only from operations files on disk")
+		}
+	}
+}
+
+// file says why an entry may not read path (relative to dir), "" when it
+// may.
+func (a *CatalogAllow) file(path, dir string) string {
+	if len(a.Files) == 0 {
+		return "a catalog entry cannot read local files: the handler allows its catalog no directories (catalog <name> { files <dir> })"
+	}
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	p = filepath.Clean(p)
+	real, err := filepath.EvalSymlinks(p)
+	for _, d := range a.Files {
+		if within(p, d) && (err != nil || within(real, evalSymlinks(d))) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q is outside the directories the handler allows its catalog (%s)", path, strings.Join(a.Files, ", "))
+}
+
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+func evalSymlinks(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// upstream says why an entry may not connect to addr, "" when it may.
+// Messages name the address by scheme, host and port only.
+func (a *CatalogAllow) upstream(addr string) string {
+	t, err := parseTarget(addr)
+	if err != nil {
+		return fmt.Sprintf("not an address a catalog entry may use: %v", err)
+	}
+	for _, u := range a.Upstreams {
+		if r, err := parseUpstreamRule(u); err == nil && r.matches(t) {
+			return ""
+		}
+	}
+	rule := "the handler allows its catalog no upstreams (catalog <name> { upstreams https://api.example.com/ … })"
+	if len(a.Upstreams) > 0 {
+		rule = "the handler allows its catalog only " + strings.Join(a.Upstreams, ", ")
+		if t.local() {
+			rule += "; a local address must be listed itself"
+		}
+	}
+	return fmt.Sprintf("upstream %s is not allowed for catalog entries: %s", t, rule)
+}
+
+// target is an address an adapter connects to.
+type target struct {
+	scheme string // http, https, ws, wss; "" for host:port (a gRPC target)
+	host   string // lower case, without brackets
+	port   string // "" when the scheme's default
+	path   string // a URL's path; a unix socket's path
+	unix   bool
+}
+
+func (t target) String() string {
+	switch {
+	case t.unix:
+		return "unix://" + t.path
+	case t.scheme == "":
+		return net.JoinHostPort(t.host, t.port)
+	case t.port == "":
+		return t.scheme + "://" + hostLiteral(t.host)
+	}
+	return t.scheme + "://" + net.JoinHostPort(t.host, t.port)
+}
+
+func hostLiteral(h string) string {
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
+
+// parseTarget reads an absolute URL, a gRPC target (host:port,
+// dns:///host:port, passthrough:///host:port, unix:///path, unix:path) or
+// a host.
+func parseTarget(s string) (target, error) {
+	if p, ok := strings.CutPrefix(s, "unix:"); ok {
+		p = strings.TrimPrefix(p, "//")
+		if !strings.HasPrefix(p, "/") {
+			return target{}, errors.New("a unix socket must be an absolute path (unix:///path)")
+		}
+		return target{unix: true, path: filepath.Clean(p)}, nil
+	}
+	for _, pre := range []string{"dns:", "passthrough:"} {
+		if rest, ok := strings.CutPrefix(s, pre); ok {
+			// dns:[//authority]/host:port: the endpoint is the last segment.
+			rest = strings.TrimPrefix(rest, "//")
+			if i := strings.LastIndexByte(rest, '/'); i >= 0 {
+				rest = rest[i+1:]
+			}
+			s = rest
+			break
+		}
+	}
+	if strings.Contains(s, "://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return target{}, errors.New("not a valid URL")
+		}
+		scheme := strings.ToLower(u.Scheme)
+		if _, ok := defaultPorts[scheme]; !ok {
+			return target{}, fmt.Errorf("scheme %q is not http, https, ws or wss", u.Scheme)
+		}
+		if u.Host == "" || u.User != nil {
+			return target{}, errors.New("a URL needs a host and no userinfo")
+		}
+		for seg := range strings.SplitSeq(u.Path, "/") {
+			if seg == "." || seg == ".." {
+				return target{}, errors.New("a URL path with . or .. segments")
+			}
+		}
+		port := u.Port()
+		if port == defaultPorts[scheme] {
+			port = ""
+		}
+		if !validHost(u.Hostname()) {
+			return target{}, errors.New("not a host name or IP address")
+		}
+		return target{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port, path: u.EscapedPath()}, nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		host, port = strings.Trim(s, "[]"), ""
+	}
+	if !validHost(host) || strings.Trim(port, "0123456789") != "" {
+		return target{}, errors.New("not a host or host:port")
+	}
+	return target{host: strings.ToLower(host), port: port}, nil
+}
+
+// validHost reports whether h is an IP address or a DNS name.
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return h != "" && strings.Trim(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == ""
+}
+
+// local reports whether the target is on the gateway's own host or
+// network: a unix socket, a loopback, private, link-local or unspecified
+// address, or a localhost name.
+func (t target) local() bool {
+	if t.unix {
+		return true
+	}
+	h := strings.TrimSuffix(t.host, ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+		ip.Is4() && ip.As4()[0] == 100 && ip.As4()[1]&0xc0 == 64 // 100.64.0.0/10, carrier-grade NAT
+}
+
+// upstreamRule is one entry of CatalogAllow.Upstreams.
+type upstreamRule struct {
+	any    bool   // *
+	suffix string // *.example.com: ".example.com"
+	t      target // a host, host:port, URL prefix or unix socket
+}
+
+func parseUpstreamRule(s string) (upstreamRule, error) {
+	switch {
+	case s == "*":
+		return upstreamRule{any: true}, nil
+	case strings.HasPrefix(s, "*."):
+		d := strings.ToLower(s[1:])
+		if strings.ContainsAny(d, "*/:@ ") || len(d) < 2 {
+			return upstreamRule{}, errors.New("a domain wildcard is *.example.com")
+		}
+		return upstreamRule{suffix: d}, nil
+	}
+	t, err := parseTarget(s)
+	if err != nil {
+		return upstreamRule{}, err
+	}
+	if t.scheme != "" && strings.ContainsAny(s[len(t.scheme)+3:], "?#") {
+		return upstreamRule{}, errors.New("a URL prefix has no query or fragment")
+	}
+	return upstreamRule{t: t}, nil
+}
+
+func (r upstreamRule) matches(t target) bool {
+	switch {
+	case r.any:
+		return !t.local()
+	case r.suffix != "":
+		return !t.local() && strings.HasSuffix(strings.TrimSuffix(t.host, "."), r.suffix)
+	case r.t.unix:
+		return t.unix && t.path == r.t.path
+	case t.unix:
+		return false
+	}
+	if r.t.host != t.host || r.t.port != "" && r.t.port != t.port {
+		return false
+	}
+	if r.t.scheme == "" {
+		return true // a host (and port): any scheme, any path
+	}
+	if r.t.scheme != t.scheme || r.t.port != t.port {
+		return false
+	}
+	prefix := strings.TrimSuffix(r.t.path, "/")
+	return prefix == "" || t.path == prefix || strings.HasPrefix(t.path, prefix+"/")
+}
+
+// refusedReach checks a catalog entry as written (placeholders expanded)
+// before its adapter sees it, reporting every problem through fail; it
+// reports whether there was one.
+func (h *Host) refusedReach(op *Operation, schema json.RawMessage, fail func(op, field, reason string)) bool {
+	ps := op.allow.checkConfig(op.Adapter, op.Config, schema, op.Dir)
+	if op.UpstreamAuth != nil {
+		if msg := op.allow.upstream(op.UpstreamAuth.TokenEndpoint); msg != "" {
+			ps = append(ps, reachProblem{"upstream_auth.token_endpoint", msg})
+		}
+	}
+	for _, p := range ps {
+		fail(op.Name, p.field, p.reason)
+	}
+	return len(ps) > 0
+}
+
+// derivedReach checks a config an adapter derived from a catalog entry (a
+// tool's or a publication's, such as an OpenAPI operation's URL): it
+// reaches no further than its entry may.
+func (op *Operation) derivedReach(cfg json.RawMessage, sup *Supervisor) error {
+	if op.allow == nil || len(cfg) == 0 {
+		return nil
+	}
+	if ps := op.allow.checkConfig(op.Adapter, cfg, sup.Description().ConfigSchema, op.Dir); len(ps) > 0 {
+		return fmt.Errorf("%s: %s", ps[0].field, ps[0].reason)
+	}
+	return nil
+}
