@@ -148,7 +148,8 @@ func structuredResult(v any) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 }
 
-// decodeArgs decodes a meta-tool's arguments strictly.
+// decodeArgs decodes a meta-tool's arguments strictly: no unknown member,
+// none given twice (as the host refuses for every tool).
 func decodeArgs(raw json.RawMessage, tool string, dst any) *mcp.CallToolResult {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage(`{}`)
@@ -157,6 +158,9 @@ func decodeArgs(raw json.RawMessage, tool string, dst any) *mcp.CallToolResult {
 	d.DisallowUnknownFields()
 	if err := d.Decode(dst); err != nil {
 		return toolError("%s: invalid arguments: %v", tool, err)
+	}
+	if msg := host.DuplicateMember(raw); msg != "" {
+		return toolError("%s: invalid arguments: %s", tool, msg)
 	}
 	return nil
 }
