@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +13,9 @@ import (
 	"github.com/crankmcp/crank/host"
 )
 
-// An argument the input schema does not declare is refused by the host,
-// for every adapter, before any request is built: the REST adapter's
-// auto body would forward it to the upstream. An operation opts in with
-// additionalProperties (true or a schema).
-func TestUndeclaredArguments(t *testing.T) {
+// recordingUpstream answers {"ok":true} to every request and returns the
+// requests it received ("METHOD /uri body").
+func recordingUpstream(t *testing.T) (*httptest.Server, func() []string) {
 	var mu sync.Mutex
 	var bodies []string
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,6 +27,19 @@ func TestUndeclaredArguments(t *testing.T) {
 		io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(up.Close)
+	return up, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(bodies)
+	}
+}
+
+// An argument the input schema does not declare is refused by the host,
+// for every adapter, before any request is built: the REST adapter's
+// auto body would forward it to the upstream. An operation opts in with
+// additionalProperties (true or a schema).
+func TestUndeclaredArguments(t *testing.T) {
+	up, bodies := recordingUpstream(t)
 	f, err := newFixture(t, `
 adapters:
   rest: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: rest}}
@@ -90,11 +102,9 @@ operations:
 			t.Errorf("%s %s: want isError containing %q, got %+v", c.tool, c.args, c.want, res)
 		}
 	}
-	mu.Lock()
-	if len(bodies) > 0 {
-		t.Errorf("refused calls reached the upstream: %q", bodies)
+	if got := bodies(); len(got) > 0 {
+		t.Errorf("refused calls reached the upstream: %q", got)
 	}
-	mu.Unlock()
 
 	for _, c := range []struct{ tool, args string }{
 		{"create_user", `{"name":"x","email":"e"}`},
@@ -108,9 +118,7 @@ operations:
 			t.Errorf("%s %s: %s", c.tool, c.args, res.Text)
 		}
 	}
-	mu.Lock()
-	got := strings.Join(bodies, "\n")
-	mu.Unlock()
+	got := strings.Join(bodies(), "\n")
 	for _, want := range []string{`POST /users {"name":"x","email":"e"}`, `POST /open {"name":"x","role":"admin"}`, `GET /users/7 `} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the upstream got\n%s\nwant %s", got, want)
@@ -135,5 +143,58 @@ operations:
 	}
 	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: "ping"}); err != nil {
 		t.Error(err)
+	}
+}
+
+// A member name given twice in one object of the arguments, at any depth,
+// is refused before any request is built: the schema and the policy see
+// one of the two values (encoding/json keeps the last), an upstream may
+// act on the other.
+func TestDuplicateArgumentMembers(t *testing.T) {
+	up, bodies := recordingUpstream(t)
+	f, err := newFixture(t, `
+adapters:
+  rest: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: rest}}
+operations:
+  - name: create_user
+    description: create_user.
+    adapter: rest
+    input_schema:
+      type: object
+      properties:
+        name: {type: string, maxLength: 5}
+        filter: {type: object}
+        tags: {type: array}
+      required: [name]
+    config: {method: POST, url: "`+up.URL+`/users"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ args, want string }{
+		{`{"name":"toolongname","name":"ok"}`, `name: appears twice in its object`},
+		{`{"name":"ok","n\u0061me":"toolongname"}`, `name: appears twice in its object`},
+		{`{"name":"ok","filter":{"role":"user","role":"admin"}}`, `filter.role: appears twice`},
+		{`{"name":"ok","tags":[{"a":1},{"a":1,"b":{"c":1,"c":2}}]}`, `tags[1].b.c: appears twice`},
+		{`{"name":"ok","tags":[[{"x":1,"x":1}]]}`, `tags[0][0].x: appears twice`},
+	} {
+		res := call(t, f.h, "create_user", c.args)
+		if !res.IsError || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s: want isError containing %q, got %+v", c.args, c.want, res)
+		}
+	}
+	if got := bodies(); len(got) > 0 {
+		t.Errorf("arguments with a duplicate member reached the upstream: %q", got)
+	}
+
+	// The same name in different objects is no duplicate.
+	for _, args := range []string{
+		`{"name":"ok","filter":{"name":"a","x":{"name":"b"}},"tags":[{"name":1},{"name":2}]}`,
+		`{"name":"a:b","filter":{"\"name\"":1,"name":2}}`,
+		`{"name":"a:b","filter":{"a\\":"x:\\\"y:","a":1,"\u0061\\b":[]}}`,
+	} {
+		if res := call(t, f.h, "create_user", args); res.IsError {
+			t.Errorf("%s: %s", args, res.Text)
+		}
 	}
 }

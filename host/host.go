@@ -664,6 +664,9 @@ func validateArguments(op *Operation, args json.RawMessage) string {
 	if !ok {
 		return "arguments must be a JSON object"
 	}
+	if msg := duplicateMember(args, v); msg != "" {
+		return msg // arguments.go
+	}
 	if msg := undeclaredArguments(op.input.Schema(), m); msg != "" {
 		return msg // arguments.go
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // What a catalog entry may reach.
@@ -459,7 +460,7 @@ func (t target) local() bool {
 		return true
 	}
 	h := strings.TrimSuffix(t.host, ".")
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+	if loopback.Host(h) || strings.HasSuffix(h, ".localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(h)
@@ -467,7 +468,7 @@ func (t target) local() bool {
 		return false
 	}
 	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+	return ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
 		ip.Is4() && ip.As4()[0] == 100 && ip.As4()[1]&0xc0 == 64 // 100.64.0.0/10, carrier-grade NAT
 }
 

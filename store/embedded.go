@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // Defaults for EmbeddedConfig.
@@ -210,7 +212,7 @@ func parseListenURL(s string) (*url.URL, error) {
 	if u.Path != "" && u.Path != "/" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("%q: must be scheme, host and port only", s)
 	}
-	if !isLoopbackHost(u.Hostname()) {
+	if !loopback.Host(u.Hostname()) {
 		return nil, fmt.Errorf("%q: the embedded etcd listens on a loopback address only (127.0.0.1, [::1] or localhost): "+
 			"it serves this process alone; replicas share an external etcd cluster (the etcd block)", s)
 	}

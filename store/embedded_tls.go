@@ -256,15 +256,6 @@ func serial() *big.Int {
 // loopbackHosts are the names every embedded etcd certificate carries.
 var loopbackHosts = []string{"127.0.0.1", "::1", "localhost"}
 
-// isLoopbackHost reports whether host (an IP literal or a name) is a
-// loopback address: 127.0.0.0/8, ::1 or "localhost".
-func isLoopbackHost(host string) bool {
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback()
-	}
-	return host == "localhost"
-}
-
 // certHosts are the host names the server certificate must carry for the
 // listener hosts given.
 func certHosts(listen ...string) []string {

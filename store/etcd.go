@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // DefaultPrefix is the key prefix used when EtcdConfig.Prefix is empty.
@@ -253,10 +254,7 @@ func clearTextEndpoint(endpoints []string) string {
 			host = rest
 		}
 		host, _, _ = strings.Cut(host, "/")
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		if !isLoopbackHost(strings.Trim(host, "[]")) {
+		if !loopback.HostPort(host) {
 			return ep
 		}
 	}

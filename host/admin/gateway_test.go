@@ -467,6 +467,7 @@ func TestTestRun(t *testing.T) {
 		{`{"operation": "a", "polls": 1000}`, "/polls"},
 		{`{"operation": "a", "timeout_ms": -1}`, "/timeout_ms"},
 		{`{"operation": "a", "arguments": [1]}`, "/arguments"},
+		{`{"operation": "a", "arguments": {"x": 1, "x": 2}}`, "/arguments"},
 		{`{"entry": {"name": "x", "bogus": 1}}`, "/entry/bogus"},
 		{`{"operation": "nope"}`, "/operation"},
 	} {

@@ -122,6 +122,8 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 		var m map[string]any
 		if json.Unmarshal(req.Arguments, &m) != nil || m == nil {
 			probs = append(probs, catalog.Problem{Pointer: "/arguments", Message: "must be a JSON object"})
+		} else if msg := host.DuplicateMember(req.Arguments); msg != "" {
+			probs = append(probs, catalog.Problem{Pointer: "/arguments", Message: msg})
 		}
 	}
 	if (req.Operation == "") == (len(req.Entry) == 0) {

@@ -147,6 +147,10 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
 				Problems: catalog.Problems{{Pointer: "/arguments", Message: "must be a JSON object"}}}
 		}
+		if msg := host.DuplicateMember(req.Arguments); msg != "" {
+			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
+				Problems: catalog.Problems{{Pointer: "/arguments", Message: msg}}}
+		}
 	}
 	timeout := defTestTimeout
 	if req.TimeoutMS != 0 {

@@ -104,6 +104,10 @@ func TestTools(t *testing.T) {
 	if r := f.want(http.StatusBadRequest, "POST", "/crank/tools/tail_start/call", `{"arguments": [1]}`); !strings.Contains(string(r.body), "/arguments") {
 		t.Errorf("bad arguments: %s", r.body)
 	}
+	if r := f.want(http.StatusBadRequest, "POST", "/crank/tools/tail_start/call", `{"arguments": {"f": {"a": 1, "a": 2}}}`); !strings.Contains(string(r.body), "/arguments") ||
+		!strings.Contains(string(r.body), "f.a: appears twice in its object") {
+		t.Errorf("a duplicate member: %s", r.body)
+	}
 	if n := f.audit.FilterField(zap.String("event", "tool.call")).Len(); n != 2 {
 		t.Errorf("%d audited calls, want 2", n)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // ResourceConfig configures a ResourceServer: the endpoint as an OAuth
@@ -170,14 +172,10 @@ func checkURL(s string) error {
 	if u.Host == "" || u.User != nil || u.Fragment != "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("%q must be an absolute https URL without credentials or fragment", s)
 	}
-	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 		return fmt.Errorf("%q: http is only allowed for loopback hosts; use https", s)
 	}
 	return nil
-}
-
-func loopbackHost(h string) bool {
-	return h == "localhost" || strings.HasPrefix(h, "127.") || h == "::1"
 }
 
 // ResourceServer checks the bearer tokens of requests to one endpoint.

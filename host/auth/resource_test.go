@@ -200,3 +200,47 @@ func TestMetadataServed(t *testing.T) {
 		t.Fatal("served another resource's metadata path")
 	}
 }
+
+// TestPlainHTTPOnlyForLoopback: plain http is accepted for an issuer, a
+// JWKS URI, an introspection endpoint, the resource and an upstream token
+// endpoint only when the host is a loopback address or exactly localhost,
+// never for a name that merely starts like one.
+func TestPlainHTTPOnlyForLoopback(t *testing.T) {
+	refused := []string{"127.attacker.example", "127.0.0.1.nip.io", "localhost.attacker.example", "127.0.0.1.", "[::2]", "0.0.0.0"}
+	accepted := []string{"127.0.0.1", "127.3.4.5", "[::1]", "localhost", "localhost:8080", "127.0.0.1:9000", "[::1]:9000"}
+	configs := map[string]func(u string) error{
+		"issuer": func(u string) error {
+			c := ResourceConfig{Resource: "https://m/mcp", Issuers: []IssuerConfig{{Issuer: u}}}
+			return c.Check()
+		},
+		"jwks_uri": func(u string) error {
+			c := ResourceConfig{Resource: "https://m/mcp", Issuers: []IssuerConfig{{Issuer: "https://idp", JWKSURI: u + "/keys"}}}
+			return c.Check()
+		},
+		"introspection endpoint": func(u string) error {
+			c := ResourceConfig{Resource: "https://m/mcp", Issuers: []IssuerConfig{{Issuer: "https://idp",
+				Introspection: &IntrospectionConfig{Endpoint: u + "/introspect", ClientID: "c"}}}}
+			return c.Check()
+		},
+		"resource": func(u string) error {
+			c := ResourceConfig{Resource: u + "/mcp", Issuers: []IssuerConfig{{Issuer: "https://idp"}}}
+			return c.Check()
+		},
+		"token_endpoint": func(u string) error {
+			c := UpstreamConfig{Grant: GrantClientCredentials, TokenEndpoint: u + "/token", ClientID: "c", Audience: "a"}
+			return c.Check()
+		},
+	}
+	for field, check := range configs {
+		for _, h := range refused {
+			if err := check("http://" + h); err == nil || !strings.Contains(err.Error(), "http is only allowed for loopback") {
+				t.Errorf("%s http://%s: %v, want refused as not loopback", field, h, err)
+			}
+		}
+		for _, h := range accepted {
+			if err := check("http://" + h); err != nil {
+				t.Errorf("%s http://%s: %v, want accepted (loopback)", field, h, err)
+			}
+		}
+	}
+}

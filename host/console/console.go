@@ -48,12 +48,12 @@ package console
 import (
 	"embed"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/crankmcp/crank/host/admin"
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 //go:embed assets
@@ -132,14 +132,10 @@ func (h *Handler) access(r *http.Request) (who, reason string) {
 	if user != "" {
 		who = "console:" + user
 	} else {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		if !loopback.HostPort(r.RemoteAddr) {
 			return "", "the console answers only loopback clients unless an authentication handler (basic_auth, forward_auth, …) runs before it"
 		}
-		if !loopbackName(r.Host) {
+		if !loopback.HostPort(r.Host) {
 			return "", "the console answers only Host names on loopback (localhost, 127.0.0.1, [::1]) unless an authentication handler runs before it"
 		}
 		who = "console:loopback"
@@ -170,20 +166,6 @@ func quoteOrNone(s string) string {
 		return "missing"
 	}
 	return `"` + s + `"`
-}
-
-// loopbackName reports whether a Host header names loopback.
-func loopbackName(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

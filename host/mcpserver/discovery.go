@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,11 +39,16 @@ const (
 	callToolName     = "call_tool"
 )
 
-// Search bounds.
+// Search bounds. The input bounds are far beyond what an agent sends (a
+// few words, a published name) and keep a call's cost small whoever sends
+// it: the ranking costs the query's terms times the view's tools.
 const (
-	defaultSearchLimit = 10
-	maxSearchLimit     = 50
-	searchSnippet      = 240 // characters of a description in a search hit
+	defaultSearchLimit  = 10
+	maxSearchLimit      = 50
+	maxSearchQueryChars = 1024 // characters of a search query
+	maxSearchTerms      = 32   // terms of a search query, stop words left out
+	maxToolNameChars    = 128  // a tool or toolset name, as a view publishes it
+	searchSnippet       = 240  // characters of a description in a search hit
 )
 
 func metaTools() []*mcp.Tool {
@@ -53,8 +59,8 @@ func metaTools() []*mcp.Tool {
 			"a short description and mode. The server has more tools than it lists: search before concluding no tool fits. " +
 			"Then call describe_tool for the full input schema of a match, and call_tool to run it.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-			`"query":{"type":"string","description":"What you want to do or find, in a few words (e.g. \"recent errors in the logs\", \"delete a user\"). Empty lists every tool of the given toolsets."},` +
-			`"toolsets":{"type":"array","items":{"type":"string"},"description":"Only tools of these toolsets (tags); search results name each tool's toolsets."},` +
+			`"query":{"type":"string","maxLength":1024,"description":"What you want to do or find, in a few words (e.g. \"recent errors in the logs\", \"delete a user\"). Empty lists every tool of the given toolsets."},` +
+			`"toolsets":{"type":"array","items":{"type":"string","maxLength":128},"description":"Only tools of these toolsets (tags); search results name each tool's toolsets."},` +
 			`"limit":{"type":"integer","minimum":1,"maximum":50,"default":10,"description":"How many matches to return at most."}` +
 			`},"required":["query"],"additionalProperties":false}`),
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{` +
@@ -72,7 +78,7 @@ func metaTools() []*mcp.Tool {
 			"(unary: one call, one result; window: collects a stream for a while and reports progress; session and " +
 			"async_job: a family of tools, start then poll/status/result, stop/cancel) and, for a family, its tools by role.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-			`"name":{"type":"string","description":"The tool's name, as search_tools returned it."}` +
+			`"name":{"type":"string","maxLength":128,"description":"The tool's name, as search_tools returned it."}` +
 			`},"required":["name"],"additionalProperties":false}`),
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{` +
 			`"name":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},` +
@@ -89,7 +95,7 @@ func metaTools() []*mcp.Tool {
 			"Returns the tool's own result. A window tool reports progress while it collects; a session or async_job " +
 			"tool returns an id to pass to the family's other tools, also called through call_tool.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-			`"name":{"type":"string","description":"The tool's name, as search_tools returned it."},` +
+			`"name":{"type":"string","maxLength":128,"description":"The tool's name, as search_tools returned it."},` +
 			`"arguments":{"type":"object","description":"The tool's arguments, as its input_schema describes them."}` +
 			`},"required":["name"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: boolPtr(true)},
@@ -142,7 +148,8 @@ func structuredResult(v any) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 }
 
-// decodeArgs decodes a meta-tool's arguments strictly.
+// decodeArgs decodes a meta-tool's arguments strictly: no unknown member,
+// none given twice (as the host refuses for every tool).
 func decodeArgs(raw json.RawMessage, tool string, dst any) *mcp.CallToolResult {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage(`{}`)
@@ -151,6 +158,9 @@ func decodeArgs(raw json.RawMessage, tool string, dst any) *mcp.CallToolResult {
 	d.DisallowUnknownFields()
 	if err := d.Decode(dst); err != nil {
 		return toolError("%s: invalid arguments: %v", tool, err)
+	}
+	if msg := host.DuplicateMember(raw); msg != "" {
+		return toolError("%s: invalid arguments: %s", tool, msg)
 	}
 	return nil
 }
@@ -176,6 +186,10 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 	if in.Query == nil {
 		return toolError("search_tools: query: required (what you want to do, in a few words)"), nil
 	}
+	q, err := queryTerms(*in.Query)
+	if err != nil {
+		return toolError("search_tools: %v", err), nil
+	}
 	limit := defaultSearchLimit
 	if in.Limit != nil {
 		if *in.Limit < 1 || *in.Limit > maxSearchLimit {
@@ -187,10 +201,15 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 	if st == nil {
 		return toolError("search_tools: the server is not ready"), nil
 	}
+	toolsets := map[string]bool{}
 	for _, ts := range in.Toolsets {
+		if len(ts) > maxToolNameChars {
+			return toolError("search_tools: toolsets: a toolset name has at most %d characters", maxToolNameChars), nil
+		}
 		if _, ok := ep.view.toolsets[ts]; !ok {
 			return toolError("search_tools: toolsets: unknown toolset %q (toolsets: %s)", ts, strings.Join(sortedKeys(ep.view.toolsets), ", ")), nil
 		}
+		toolsets[ts] = true
 	}
 	var docs []*searchDoc
 	for _, vt := range st.tools {
@@ -198,14 +217,14 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 		if vt.role != "" && vt.role != host.RoleStart {
 			continue
 		}
-		if len(in.Toolsets) > 0 && !slices.ContainsFunc(in.Toolsets, func(s string) bool { return slices.Contains(vt.toolsets, s) }) {
+		if len(toolsets) > 0 && !slices.ContainsFunc(vt.toolsets, func(s string) bool { return toolsets[s] }) {
 			continue
 		}
 		if visible(vt) {
 			docs = append(docs, st.searchDoc(vt))
 		}
 	}
-	hits := rank(docs, terms(*in.Query))
+	hits := rank(docs, q)
 	out := struct {
 		Tools []searchHit `json:"tools"`
 		Total int         `json:"total"`
@@ -216,6 +235,19 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 			Mode: string(vt.op.Mode), Toolsets: vt.toolsets, Score: math.Round(h.score*100) / 100})
 	}
 	return structuredResult(out)
+}
+
+// queryTerms are the terms of a search query, or the error naming the
+// bound it exceeds, found before the query costs anything.
+func queryTerms(query string) ([]string, error) {
+	if len(query) > maxSearchQueryChars && (len(query) > utf8.UTFMax*maxSearchQueryChars || utf8.RuneCountInString(query) > maxSearchQueryChars) {
+		return nil, fmt.Errorf("query: at most %d characters (what you want to do, in a few words)", maxSearchQueryChars)
+	}
+	q := terms(query)
+	if len(q) > maxSearchTerms {
+		return nil, fmt.Errorf("query: at most %d terms (got %d; what you want to do, in a few words)", maxSearchTerms, len(q))
+	}
+	return q, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -303,19 +335,22 @@ func rank(docs []*searchDoc, q []string) []hit {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].doc.vt.name < out[j].doc.vt.name })
 		return out
 	}
-	df := map[string]int{}
-	for _, t := range q {
-		for _, d := range docs {
+	// weights[i*len(q)+j] is term j's weight in document i, worked out once.
+	weights := make([]float64, len(docs)*len(q))
+	df := make([]int, len(q))
+	for i, d := range docs {
+		for j, t := range q {
 			if w, _ := d.weight(t); w > 0 {
-				df[t]++
+				weights[i*len(q)+j] = w
+				df[j]++
 			}
 		}
 	}
-	for _, d := range docs {
+	for i, d := range docs {
 		s := 0.0
-		for _, t := range q {
-			if w, _ := d.weight(t); w > 0 {
-				s += w * math.Log(1+float64(len(docs))/float64(df[t]))
+		for j := range q {
+			if w := weights[i*len(q)+j]; w > 0 {
+				s += w * math.Log(1+float64(len(docs))/float64(df[j]))
 			}
 		}
 		if s > 0 {
@@ -401,6 +436,9 @@ func stem(w string) string {
 func (ep *Endpoint) found(req *mcp.CallToolRequest, tool, name string) (*host.Host, *viewTool, *mcp.CallToolResult) {
 	if name == "" {
 		return nil, nil, toolError("%s: name: required (a tool name search_tools returned)", tool)
+	}
+	if len(name) > maxToolNameChars {
+		return nil, nil, toolError("%s: name: at most %d characters (a tool name search_tools returned)", tool, maxToolNameChars)
 	}
 	h, st, visible := ep.visibleTools(req)
 	if st == nil {

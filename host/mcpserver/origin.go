@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // originPolicy decides which browser origins may call an endpoint. MCP
@@ -51,11 +52,9 @@ func (p originPolicy) allows(origin string) bool {
 	}
 	u, _ := url.Parse(n)
 	host := u.Hostname()
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// Browsers resolve every *.localhost name to loopback (RFC 6761), so
+	// such an origin is a page served on this machine too.
+	return loopback.Host(host) || strings.HasSuffix(strings.ToLower(host), ".localhost")
 }
 
 func normalizeOrigin(o string) (string, error) {
@@ -88,7 +87,7 @@ func normalizeOrigin(o string) (string, error) {
 // A proxy in front of a loopback-bound gateway must send a loopback Host.
 func (ep *Endpoint) refuseHost(w http.ResponseWriter, r *http.Request) bool {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local == nil || !loopbackHost(local.String()) || loopbackHost(r.Host) {
+	if local == nil || !loopback.HostPort(local.String()) || loopback.HostPort(r.Host) {
 		return false
 	}
 	ep.logger.Warn("request naming a non-loopback Host on a loopback address refused (DNS rebinding protection)",
@@ -99,19 +98,4 @@ func (ep *Endpoint) refuseHost(w http.ResponseWriter, r *http.Request) bool {
 			"(DNS rebinding protection); use http://localhost:%s or http://127.0.0.1:%s",
 		r.Host, port, port), nil)
 	return true
-}
-
-// loopbackHost reports whether a host[:port] is localhost or a loopback
-// address, as the SDK's localhost protection decides it.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

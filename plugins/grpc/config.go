@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
 // Defaults and bounds of an operation.
@@ -372,11 +373,7 @@ func parseTarget(t string, d *diags) bool {
 		d.Errorf("target", "the port must be a number from 1 to 65535")
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopback.Host(host)
 }
 
 func checkReadable(path, field string, d *diags) {

@@ -12,7 +12,10 @@
 //   - url: a Streamable HTTP endpoint (http:// or https://), with optional
 //     headers (credentials from placeholders, e.g. "Bearer {env.TOKEN}")
 //     and tls; stateful and stateless servers alike, at the protocol
-//     version the go-sdk client and the server agree on; or
+//     version the go-sdk client and the server agree on. Redirects are
+//     followed (at most 5) only within the url's origin: one to another
+//     origin fails the call naming both origins (never a path or query),
+//     so the configured headers never reach another host; or
 //   - command (with args and env): a server the adapter starts as a child
 //     process and speaks to over stdio. A command with a slash is relative
 //     to the operations file; a bare name is found on PATH. The child gets

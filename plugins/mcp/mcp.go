@@ -14,6 +14,7 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Name is the adapter's name in operations files.
@@ -394,12 +395,19 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 	default:
 		ue.Message, ue.Retryable = a.describe(u, err), true
 	}
+	if re := (*httpadapter.RedirectError)(nil); errors.As(err, &re) {
+		ue.Retryable = false // the upstream redirects again; the url must change
+	}
 	return ue
 }
 
 // describe explains a transport error without quoting the URL, whose path
 // or query may carry a secret.
 func (a *adapter) describe(u *upstream, err error) string {
+	var re *httpadapter.RedirectError
+	if errors.As(err, &re) {
+		return re.Error() // the url.Error around it quotes the redirect's target whole
+	}
 	msg := err.Error()
 	if u.url != "" {
 		msg = strings.ReplaceAll(msg, u.url, "<url>")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // maxConns bounds the upstream connections the adapter keeps: the least
@@ -198,7 +200,10 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	if len(u.headers) > 0 {
 		rt = headerTransport{base: rt, headers: u.headers}
 	}
-	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}, nil
+	// Redirects stay within the url's origin: the configured headers are
+	// added to every request, so they must never reach another host.
+	client := &http.Client{Transport: rt, CheckRedirect: httpadapter.SameOriginRedirects}
+	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: client, MaxRetries: 2}, nil
 }
 
 // rawOf is the raw channel of the session s, opened over t (raw.go).

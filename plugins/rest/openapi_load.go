@@ -119,9 +119,12 @@ func fetchURL(ctx context.Context, client *http.Client, u *url.URL) ([]byte, err
 	if err != nil {
 		reason := "the request failed"
 		var ue *url.Error
+		var re *httpadapter.RedirectError
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			reason = "no answer in time"
+		case errors.As(err, &re):
+			reason = re.Error() // origins only: the url.Error quotes the redirect's target whole
 		case errors.As(err, &ue):
 			reason = describeNetError(ue.Err)
 		}
@@ -156,18 +159,7 @@ func describeNetError(err error) string {
 // docClient is the HTTP client fetching documents and external $refs. It
 // follows no redirect to another origin.
 func (a *adapter) docClient() *http.Client {
-	return &http.Client{
-		Transport: a.client.Transport,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return errors.New("too many redirects")
-			}
-			if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
-				return errors.New("redirect to another origin")
-			}
-			return nil
-		},
-	}
+	return &http.Client{Transport: a.client.Transport, CheckRedirect: httpadapter.SameOriginRedirects}
 }
 
 // loadDocument parses a document, sets aside the operations it cannot use

@@ -1148,6 +1148,14 @@ func TestOpenAPIURLDocument(t *testing.T) {
 	if e := im.errors(); !strings.Contains(e, "cannot fetch "+ps.URL+"/missing.yaml: it answered 404") || strings.Contains(e, "secret-token") {
 		t.Errorf("errors: %s", e)
 	}
+	// A redirect to another origin is not followed, and says so.
+	away := httptest.NewServer(http.RedirectHandler(ps.URL+"/openapi.yaml?token=secret-token", http.StatusFound))
+	t.Cleanup(away.Close)
+	im = expandEntry(t, h, petEntry("", map[string]any{"document": away.URL + "/openapi.yaml"}), sdk.ModeUnary)
+	if e := im.errors(); !strings.Contains(e, "cannot fetch "+away.URL+"/openapi.yaml: "+away.URL+" answered a redirect to another origin ("+ps.URL+")") ||
+		strings.Contains(e, "secret-token") {
+		t.Errorf("errors: %s", e)
+	}
 }
 
 // TestOpenAPICredentialsStayOut: credentials reach the upstream and no

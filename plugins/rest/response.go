@@ -44,18 +44,15 @@ func newClient() *http.Client {
 	}
 }
 
-const maxRedirects = 5
-
+// sameOriginRedirects follows redirects as httpadapter.SameOriginRedirects
+// does, but answers a redirect to another origin itself: it becomes an
+// upstream status error.
 func sameOriginRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
-	}
-	first := via[0].URL
-	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
-		// Answer the redirect itself: it becomes an upstream status error.
+	err := httpadapter.SameOriginRedirects(req, via)
+	if re := (*httpadapter.RedirectError)(nil); errors.As(err, &re) && re.To != "" {
 		return http.ErrUseLastResponse
 	}
-	return nil
+	return err
 }
 
 // failure classifies an error of sending the request or reading the answer.

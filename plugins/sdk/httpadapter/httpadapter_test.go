@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -82,5 +83,35 @@ func TestRejectedStatus(t *testing.T) {
 		if got := RejectedStatus(code); got != want {
 			t.Errorf("RejectedStatus(%d) = %v, want %v", code, got, want)
 		}
+	}
+}
+
+func TestSameOriginRedirects(t *testing.T) {
+	t.Parallel()
+	req := func(s string) *http.Request {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &http.Request{URL: u}
+	}
+	first := req("https://api.example:8443/v1/mcp?key=s3cret")
+	if err := SameOriginRedirects(req("https://API.example:8443/v2/mcp?key=s3cret"), []*http.Request{first}); err != nil {
+		t.Errorf("same origin: %v", err)
+	}
+	for _, to := range []string{"http://api.example:8443/mcp", "https://api.example/mcp", "https://evil.example:8443/x?key=s3cret", "https://api.example.evil:8443/"} {
+		err := SameOriginRedirects(req(to), []*http.Request{first})
+		var re *RedirectError
+		if !errors.As(err, &re) || re.To == "" || !strings.Contains(err.Error(), "another origin") ||
+			!strings.Contains(err.Error(), "https://api.example:8443") || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "/x") {
+			t.Errorf("to %s: %v", to, err)
+		}
+	}
+	via := make([]*http.Request, MaxRedirects)
+	for i := range via {
+		via[i] = first
+	}
+	if err := SameOriginRedirects(req("https://api.example:8443/again"), via); err == nil || !strings.Contains(err.Error(), "stopped after 5 redirects") {
+		t.Errorf("too many: %v", err)
 	}
 }
