@@ -205,7 +205,7 @@ func NewResourceServer(cfg ResourceConfig) (*ResourceServer, error) {
 		cfg.MinKeyRefresh = DefaultMinKeyRefresh
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		cfg.HTTPClient = newClient() // upstream.go
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

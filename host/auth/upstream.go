@@ -121,9 +121,26 @@ func NewUpstream(cfg UpstreamConfig, client *http.Client) (*Upstream, error) {
 		return nil, err
 	}
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = newClient()
 	}
 	return &Upstream{cfg: cfg, client: client, tokens: map[[32]byte]*upstreamToken{}}, nil
+}
+
+// newClient is the HTTP client of authorization servers: a 10s timeout,
+// and no redirect that would send a form again (a 307 or 308 to a POST
+// of a token endpoint or an introspection endpoint repeats its body, the
+// client secret and the token in it, to wherever it points). A redirected
+// GET (metadata, key sets) is followed as usual.
+func newClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if req.Method != http.MethodGet {
+			return fmt.Errorf("a redirect of a %s to %s is not followed (it would send the form again): configure the endpoint's final URL", req.Method, req.URL.Host)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}}
 }
 
 // Grant is the upstream's grant.

@@ -2,6 +2,9 @@ package auth
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -101,5 +104,43 @@ func TestUpstreamClientCredentials(t *testing.T) {
 	}
 	if _, err := bad.Token(context.Background(), ""); err == nil || !strings.Contains(err.Error(), "invalid_client") || strings.Contains(err.Error(), "guess") {
 		t.Errorf("a refused client: %v", err)
+	}
+}
+
+// A token endpoint that redirects its POST (307, 308) does not get the
+// form sent again elsewhere: the client secret and the caller's token
+// stay with the endpoint configured.
+func TestUpstreamTokenEndpointRedirect(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+" "+string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token": "stolen", "token_type": "Bearer", "expires_in": 60}`)
+	}))
+	defer elsewhere.Close()
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, elsewhere.URL+"/token", status)
+		}))
+		u, err := NewUpstream(UpstreamConfig{Grant: GrantTokenExchange, TokenEndpoint: redirecting.URL + "/token", ClientID: "crank",
+			ClientSecret: "the-client-secret", Audience: "https://api.example.com"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = u.Token(context.Background(), "the-callers-token")
+		redirecting.Close()
+		if err == nil || !strings.Contains(err.Error(), "is not followed") {
+			t.Errorf("%d: %v", status, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("the form reached another server: %q", seen)
 	}
 }
