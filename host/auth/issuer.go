@@ -191,6 +191,17 @@ func (is *issuer) discover(ctx context.Context) (*serverMetadata, error) {
 			// the issuer's own.
 			return nil, fmt.Errorf("%s names issuer %q, not %q", cand, m.Issuer, is.cfg.Issuer)
 		}
+		// The endpoints it names follow the rule configured ones do
+		// (https, http on loopback only): the key set decides which
+		// tokens pass, and introspection is sent the tokens.
+		for _, e := range []struct{ name, url string }{{"jwks_uri", m.JWKSURI}, {"introspection_endpoint", m.IntrospectionEndpoint}} {
+			if e.url == "" {
+				continue
+			}
+			if err := checkURL(e.url); err != nil {
+				return nil, fmt.Errorf("%s: %s %w", cand, e.name, err)
+			}
+		}
 		return &m, nil
 	}
 	return nil, fmt.Errorf("metadata: %w", errors.Join(errs...))

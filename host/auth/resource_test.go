@@ -244,3 +244,27 @@ func TestPlainHTTPOnlyForLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Endpoints an issuer's metadata names follow the rule configured ones
+// do: a key set or an introspection endpoint over plain http on another
+// host is refused, not fetched.
+func TestDiscoveredEndpointsHTTPSOrLoopback(t *testing.T) {
+	t.Parallel()
+	for _, field := range []string{"jwks_uri", "introspection_endpoint"} {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			meta := `{"issuer": "` + srv.URL + `", "jwks_uri": "` + srv.URL + `/jwks", "` + field + `": "http://keys.example.com/x"}`
+			_, _ = w.Write([]byte(meta))
+		}))
+		rs, err := NewResourceServer(ResourceConfig{Resource: testResource, Issuers: []IssuerConfig{{Issuer: srv.URL}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rs.issuers[srv.URL].discover(context.Background())
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), field+` "http://keys.example.com/x": http is only allowed for loopback hosts`) {
+			t.Errorf("%s over plain http elsewhere: %v", field, err)
+		}
+	}
+}
