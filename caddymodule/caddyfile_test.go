@@ -78,6 +78,11 @@ func TestCaddyfileErrors(t *testing.T) {
 			want:      []string{"quotas max_jobs_per_agent", `"-1"`, "Caddyfile:4"},
 		},
 		{
+			name:      "quota size not a size",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tquotas {\n\t\t\tmax_retained_job_bytes_per_agent lots\n\t\t}\n\t}"),
+			want:      []string{"quotas max_retained_job_bytes_per_agent: must be a size", `"lots"`, "Caddyfile:4"},
+		},
+		{
 			name:      "unknown quota",
 			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tquotas {\n\t\t\tmax_session_per_agent 1\n\t\t}\n\t}"),
 			want:      []string{`unrecognized quotas option "max_session_per_agent"`, "Caddyfile:4"},

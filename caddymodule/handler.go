@@ -123,7 +123,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.SessionTimeout < 0 {
 		return fmt.Errorf("crank: session_timeout: must be positive (got %s)", time.Duration(h.SessionTimeout))
 	}
-	if err := h.Quotas.validate(); err != nil {
+	if err := h.Quotas.validate(h.EventMaxBytes); err != nil {
 		return err
 	}
 	if h.Workspace == "" {
@@ -307,6 +307,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 			ttl = min(ttl, time.Duration(h.SessionTimeout))
 		}
 		opts.EventLimits = store.EventLimits{MaxEvents: t.EventMaxEvents, MaxBytes: t.EventMaxBytes, TTL: ttl}
+		opts.EventQuota = h.Quotas.events(t.EventMaxBytes)
 	}
 	return opts
 }

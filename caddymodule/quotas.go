@@ -7,19 +7,42 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/store"
 )
 
 // Quotas bound the sessions and jobs open at once per workspace and per
-// agent. A quota left out takes its default (host.DefaultStreamSessionsPerWorkspace
-// and its siblings: 100 sessions and 100 jobs per workspace, 10 of each
-// per agent); 0 means no limit. The agent is the caller's identity:
-// Caddy's authenticated user, else the agent_header, else the MCP
-// session.
+// agent, and what finished jobs and SSE event logs keep. A quota left out
+// takes its default (host.DefaultStreamSessionsPerWorkspace and its
+// siblings: 100 sessions and 100 jobs per workspace, 10 of each per agent;
+// host.DefaultRetainedJobsPerAgent and its siblings;
+// mcpserver.DefaultEventBytesPerSession and PerClient); 0 means no limit.
+// The agent is the caller's identity: Caddy's authenticated user, else the
+// agent_header, else the MCP session.
 type Quotas struct {
 	MaxSessionsPerWorkspace *int `json:"max_sessions_per_workspace,omitempty"`
 	MaxSessionsPerAgent     *int `json:"max_sessions_per_agent,omitempty"`
 	MaxJobsPerWorkspace     *int `json:"max_jobs_per_workspace,omitempty"`
 	MaxJobsPerAgent         *int `json:"max_jobs_per_agent,omitempty"`
+	// MaxRetainedJobsPerAgent: finished jobs an agent keeps (default 100);
+	// past it the agent's own oldest are evicted, and reading one says so.
+	MaxRetainedJobsPerAgent *int `json:"max_retained_jobs_per_agent,omitempty"`
+	// MaxRetainedJobsPerWorkspace: finished jobs a workspace keeps
+	// (default 10000); a start past it is refused.
+	MaxRetainedJobsPerWorkspace *int `json:"max_retained_jobs_per_workspace,omitempty"`
+	// MaxRetainedJobBytesPerAgent and MaxRetainedJobBytesPerWorkspace:
+	// bytes of results the finished jobs of an agent (a workspace) wrote
+	// within their retention, evicted ones included (defaults 64 MiB and
+	// 1 GiB); a start past either is refused.
+	MaxRetainedJobBytesPerAgent     *int64 `json:"max_retained_job_bytes_per_agent,omitempty"`
+	MaxRetainedJobBytesPerWorkspace *int64 `json:"max_retained_job_bytes_per_workspace,omitempty"`
+	// MaxEventBytesPerSession and MaxEventBytesPerClient: bytes of SSE
+	// event logs an MCP session and a client address keep on a replica
+	// within the event TTL (defaults 8 MiB and 64 MiB, or event_max_bytes
+	// when that is more; set, at least event_max_bytes); a stream past
+	// either is not stored.
+	MaxEventBytesPerSession *int64 `json:"max_event_bytes_per_session,omitempty"`
+	MaxEventBytesPerClient  *int64 `json:"max_event_bytes_per_client,omitempty"`
 }
 
 // ReplicaQuotas cap the sessions and jobs running at once in this Caddy
@@ -36,7 +59,7 @@ type ReplicaQuotas struct {
 var replicaLimits = host.NewReplicaLimits(host.DefaultStreamSessionsPerReplica, host.DefaultJobsPerReplica)
 
 // orDefault is *v, or def when v is nil.
-func orDefault(v *int, def int) int {
+func orDefault[T int | int64](v *T, def T) T {
 	if v == nil {
 		return def
 	}
@@ -48,11 +71,31 @@ func (q *Quotas) host() host.Quotas {
 		q = &Quotas{}
 	}
 	return host.Quotas{
-		StreamSessionsPerWorkspace: orDefault(q.MaxSessionsPerWorkspace, host.DefaultStreamSessionsPerWorkspace),
-		StreamSessionsPerAgent:     orDefault(q.MaxSessionsPerAgent, host.DefaultStreamSessionsPerAgent),
-		JobsPerWorkspace:           orDefault(q.MaxJobsPerWorkspace, host.DefaultJobsPerWorkspace),
-		JobsPerAgent:               orDefault(q.MaxJobsPerAgent, host.DefaultJobsPerAgent),
-		Replica:                    replicaLimits,
+		StreamSessionsPerWorkspace:   orDefault(q.MaxSessionsPerWorkspace, host.DefaultStreamSessionsPerWorkspace),
+		StreamSessionsPerAgent:       orDefault(q.MaxSessionsPerAgent, host.DefaultStreamSessionsPerAgent),
+		JobsPerWorkspace:             orDefault(q.MaxJobsPerWorkspace, host.DefaultJobsPerWorkspace),
+		JobsPerAgent:                 orDefault(q.MaxJobsPerAgent, host.DefaultJobsPerAgent),
+		RetainedJobsPerAgent:         orDefault(q.MaxRetainedJobsPerAgent, host.DefaultRetainedJobsPerAgent),
+		RetainedJobsPerWorkspace:     orDefault(q.MaxRetainedJobsPerWorkspace, host.DefaultRetainedJobsPerWorkspace),
+		RetainedJobBytesPerAgent:     orDefault(q.MaxRetainedJobBytesPerAgent, host.DefaultRetainedJobBytesPerAgent),
+		RetainedJobBytesPerWorkspace: orDefault(q.MaxRetainedJobBytesPerWorkspace, host.DefaultRetainedJobBytesPerWorkspace),
+		Replica:                      replicaLimits,
+	}
+}
+
+// events returns the event-log quotas of q: defaults where unset, raised
+// to streamMax (event_max_bytes; 0: the store's default), what one stream
+// keeps.
+func (q *Quotas) events(streamMax int64) mcpserver.EventQuota {
+	if q == nil {
+		q = &Quotas{}
+	}
+	if streamMax == 0 {
+		streamMax = store.DefaultEventMaxBytes
+	}
+	return mcpserver.EventQuota{
+		PerSession: orDefault(q.MaxEventBytesPerSession, max(mcpserver.DefaultEventBytesPerSession, streamMax)),
+		PerClient:  orDefault(q.MaxEventBytesPerClient, max(mcpserver.DefaultEventBytesPerClient, streamMax)),
 	}
 }
 
@@ -64,34 +107,61 @@ func (q *ReplicaQuotas) limits() (sessions, jobs int) {
 	return orDefault(q.MaxSessionsPerReplica, host.DefaultStreamSessionsPerReplica), orDefault(q.MaxJobsPerReplica, host.DefaultJobsPerReplica)
 }
 
+// quotaField is a quota option: a count (v) or a size in bytes (size).
 type quotaField struct {
 	name string
 	v    **int
+	size **int64
 }
 
 func (q *Quotas) fields() []quotaField {
-	return []quotaField{{"max_sessions_per_workspace", &q.MaxSessionsPerWorkspace}, {"max_sessions_per_agent", &q.MaxSessionsPerAgent},
-		{"max_jobs_per_workspace", &q.MaxJobsPerWorkspace}, {"max_jobs_per_agent", &q.MaxJobsPerAgent}}
+	return []quotaField{{name: "max_sessions_per_workspace", v: &q.MaxSessionsPerWorkspace}, {name: "max_sessions_per_agent", v: &q.MaxSessionsPerAgent},
+		{name: "max_jobs_per_workspace", v: &q.MaxJobsPerWorkspace}, {name: "max_jobs_per_agent", v: &q.MaxJobsPerAgent},
+		{name: "max_retained_jobs_per_workspace", v: &q.MaxRetainedJobsPerWorkspace}, {name: "max_retained_jobs_per_agent", v: &q.MaxRetainedJobsPerAgent},
+		{name: "max_retained_job_bytes_per_workspace", size: &q.MaxRetainedJobBytesPerWorkspace},
+		{name: "max_retained_job_bytes_per_agent", size: &q.MaxRetainedJobBytesPerAgent},
+		{name: "max_event_bytes_per_session", size: &q.MaxEventBytesPerSession}, {name: "max_event_bytes_per_client", size: &q.MaxEventBytesPerClient}}
 }
 
 func (q *ReplicaQuotas) fields() []quotaField {
-	return []quotaField{{"max_sessions_per_replica", &q.MaxSessionsPerReplica}, {"max_jobs_per_replica", &q.MaxJobsPerReplica}}
+	return []quotaField{{name: "max_sessions_per_replica", v: &q.MaxSessionsPerReplica}, {name: "max_jobs_per_replica", v: &q.MaxJobsPerReplica}}
 }
 
 func validateQuotas(fields []quotaField) error {
 	for _, f := range fields {
-		if *f.v != nil && **f.v < 0 {
+		if f.v != nil && *f.v != nil && **f.v < 0 {
 			return fmt.Errorf("crank: quotas.%s: must not be negative (got %d)", f.name, **f.v)
+		}
+		if f.size != nil && *f.size != nil && **f.size < 0 {
+			return fmt.Errorf("crank: quotas.%s: must not be negative (got %d)", f.name, **f.size)
 		}
 	}
 	return nil
 }
 
-func (q *Quotas) validate() error {
+// validate checks the quotas; streamMax is what one stream's event log
+// keeps (event_max_bytes), which an event-log quota must leave room for.
+func (q *Quotas) validate(streamMax int64) error {
 	if q == nil {
-		return nil
+		q = &Quotas{}
 	}
-	return validateQuotas(q.fields())
+	if streamMax == 0 {
+		streamMax = store.DefaultEventMaxBytes
+	}
+	if err := validateQuotas(q.fields()); err != nil {
+		return err
+	}
+	ev := q.events(streamMax)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max_event_bytes_per_session", ev.PerSession}, {"max_event_bytes_per_client", ev.PerClient}} {
+		if f.v > 0 && f.v < streamMax {
+			return fmt.Errorf("crank: quotas.%s: %d bytes is less than one stream's event log keeps (event_max_bytes %d): "+
+				"raise it, lower event_max_bytes, or set 0 for no limit", f.name, f.v, streamMax)
+		}
+	}
+	return nil
 }
 
 func (q *ReplicaQuotas) validate() error {
@@ -104,10 +174,16 @@ func (q *ReplicaQuotas) validate() error {
 // unmarshalQuotas reads a handler's quotas block:
 //
 //	quotas {
-//	    max_sessions_per_workspace <n>
-//	    max_sessions_per_agent     <n>
-//	    max_jobs_per_workspace     <n>
-//	    max_jobs_per_agent         <n>
+//	    max_sessions_per_workspace           <n>
+//	    max_sessions_per_agent               <n>
+//	    max_jobs_per_workspace               <n>
+//	    max_jobs_per_agent                   <n>
+//	    max_retained_jobs_per_workspace      <n>
+//	    max_retained_jobs_per_agent          <n>
+//	    max_retained_job_bytes_per_workspace <size>
+//	    max_retained_job_bytes_per_agent     <size>
+//	    max_event_bytes_per_session          <size>
+//	    max_event_bytes_per_client           <size>
 //	}
 func unmarshalQuotas(d *caddyfile.Dispenser) (*Quotas, error) {
 	q := &Quotas{}
@@ -131,24 +207,32 @@ func unmarshalQuotaBlock(d *caddyfile.Dispenser, fields []quotaField) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		name := d.Val()
-		var dst **int
-		for _, f := range fields {
+		var field *quotaField
+		for i, f := range fields {
 			if f.name == name {
-				dst = f.v
+				field = &fields[i]
 			}
 		}
-		if dst == nil {
+		if field == nil {
 			return d.Errf("unrecognized quotas option %q", name)
 		}
 		var s string
 		if !d.AllArgs(&s) {
 			return d.ArgErr()
 		}
+		if field.size != nil {
+			n, err := parseSize(s)
+			if err != nil {
+				return d.Errf("quotas %s: must be a size (e.g. 64MiB), 0 for unlimited (got %q)", name, s)
+			}
+			*field.size = &n
+			continue
+		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			return d.Errf("quotas %s: must be a whole number, 0 for unlimited (got %q)", name, s)
 		}
-		*dst = &n
+		*field.v = &n
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,35 +11,82 @@ import (
 )
 
 // Quotas bound how many sessions and jobs may be open at once, per
-// workspace and per agent of a workspace (zero: unlimited), and how many
-// run at once on this replica (Replica). A start over a quota fails with
-// an error result naming it.
+// workspace and per agent of a workspace (zero: unlimited), how many run
+// at once on this replica (Replica), and what finished jobs keep (the
+// Retained fields, see store.RetainedQuota). A start over a quota fails
+// with an error result naming it.
 type Quotas struct {
 	StreamSessionsPerWorkspace int
 	StreamSessionsPerAgent     int
 	JobsPerWorkspace           int
 	JobsPerAgent               int
+	// RetainedJobsPerAgent: finished jobs an agent keeps; past it its
+	// oldest are evicted. RetainedJobsPerWorkspace: finished jobs a
+	// workspace keeps; a start past it is refused.
+	RetainedJobsPerAgent     int
+	RetainedJobsPerWorkspace int
+	// RetainedJobBytesPerAgent and RetainedJobBytesPerWorkspace: bytes of
+	// results the finished jobs of an agent (a workspace) wrote within
+	// their retention, evicted ones included; a start past either is
+	// refused.
+	RetainedJobBytesPerAgent     int64
+	RetainedJobBytesPerWorkspace int64
 	// Replica caps the sessions and jobs running on this replica, shared
 	// by the hosts of the process; nil: no cap.
 	Replica *ReplicaLimits
 }
 
+// retained is what the store bounds finished jobs by.
+func (q Quotas) retained() store.RetainedQuota {
+	return store.RetainedQuota{JobsPerAgent: q.RetainedJobsPerAgent, JobsPerWorkspace: q.RetainedJobsPerWorkspace,
+		BytesPerAgent: q.RetainedJobBytesPerAgent, BytesPerWorkspace: q.RetainedJobBytesPerWorkspace}
+}
+
 // quotaMessage names the exceeded quota as the operator configured it.
 func (h *Host) quotaMessage(qe *store.QuotaError) string {
+	switch qe.Retained {
+	case store.RetainedJobs:
+		return fmt.Sprintf("quota %s exceeded: %s keeps %d finished jobs (limit %d); "+
+			"a finished job is kept for its operation's retention, after which there is room again", quotaName(qe), qe.Scope, qe.Open, qe.Limit)
+	case store.RetainedBytes:
+		return fmt.Sprintf("quota %s exceeded: the finished jobs of %s wrote %d bytes of results that are still within their retention (limit %d); "+
+			"there is room again as they reach the end of their operation's retention", quotaName(qe), qe.Scope, qe.Open, qe.Limit)
+	}
 	kind := "sessions"
 	if qe.Kind == "job" {
 		kind = "jobs"
 	}
-	return fmt.Sprintf("quota max_%s_%s exceeded: %s already has %d open %s (limit %d); stop or finish one first",
-		kind, qe.Quota, qe.Scope, qe.Open, kind, qe.Limit)
+	return fmt.Sprintf("quota %s exceeded: %s already has %d open %s (limit %d); stop or finish one first",
+		quotaName(qe), qe.Scope, qe.Open, kind, qe.Limit)
 }
 
 // quotaName is the option name of a store quota (telemetry.Quotas).
 func quotaName(qe *store.QuotaError) string {
-	if qe.Kind == "job" {
+	switch {
+	case qe.Retained == store.RetainedJobs:
+		return "max_retained_jobs_" + qe.Quota
+	case qe.Retained == store.RetainedBytes:
+		return "max_retained_job_bytes_" + qe.Quota
+	case qe.Kind == "job":
 		return "max_jobs_" + qe.Quota
 	}
 	return "max_sessions_" + qe.Quota
+}
+
+// EvictionNotice explains a job that is gone because it was evicted
+// before its retention ended (a *store.EvictedError), naming the quota
+// or the recovery that evicted it; "" for any other error.
+func EvictionNotice(err error) string {
+	var ee *store.EvictedError
+	if !errors.As(err, &ee) {
+		return ""
+	}
+	if ee.Reason == store.EvictedSpaceRecovery {
+		return fmt.Sprintf("job %q expired early: evicted at %s by the state store's space recovery "+
+			"(etcd ran out of space, and the oldest finished jobs were dropped)", ee.ID, ee.At.Format(time.RFC3339))
+	}
+	return fmt.Sprintf("job %q expired early: evicted at %s by the agent's retention quota "+
+		"(max_retained_jobs_per_agent %d: an agent keeps that many finished jobs, and the oldest go first)", ee.ID, ee.At.Format(time.RFC3339), ee.Limit)
 }
 
 // auditCall writes the audit record of one family tool call: who

@@ -119,6 +119,8 @@ func (h *Host) storeError(kind, id string, err error) *Result {
 		return classed(errorResult(h.quotaMessage(qe)), OutcomeQuota)
 	case errors.As(err, &rq):
 		return classed(errorResult(string(rq)), OutcomeQuota)
+	case EvictionNotice(err) != "":
+		return classed(errorResult(EvictionNotice(err)), OutcomeNotFound)
 	case errors.Is(err, store.ErrNotFound):
 		return classed(errorResult(fmt.Sprintf("%s %q not found: it does not exist, has expired, or was started by another workspace or agent", kind, id)), OutcomeNotFound)
 	case errors.Is(err, store.ErrUnavailable):

@@ -17,6 +17,13 @@ const (
 	DefaultJobsPerAgent               = 10
 	DefaultStreamSessionsPerReplica   = 1000
 	DefaultJobsPerReplica             = 1000
+	// What finished jobs keep (Quotas' Retained fields): one agent's
+	// results stay far below the embedded etcd's 2 GiB, a workspace's
+	// below half of it.
+	DefaultRetainedJobsPerAgent         = 100
+	DefaultRetainedJobsPerWorkspace     = 10_000
+	DefaultRetainedJobBytesPerAgent     = 64 << 20
+	DefaultRetainedJobBytesPerWorkspace = 1 << 30
 )
 
 // ReplicaLimits caps how many stream sessions and jobs run at once on

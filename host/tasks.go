@@ -119,6 +119,10 @@ func (h *Host) WaitTask(ctx context.Context, scope Scope, id string) (*Task, *Re
 	}
 	for ev := range events {
 		if ev.Gone {
+			// Expired, or evicted: the read says which.
+			if _, err := h.store.GetJob(ctx, store.Scope(scope), id); err != nil {
+				return nil, nil, err
+			}
 			return nil, nil, store.ErrNotFound
 		}
 		if job := ev.Job; job.Status.Terminal() {

@@ -60,6 +60,21 @@
 //	                                    path-escaped: what quotas count; on
 //	                                    the record's lease, deleted with the
 //	                                    transition to a final status
+//	<prefix>retained/jobs/<ws>/<agent>/<t>/<id>
+//	                                    one empty key per finished job,
+//	                                    <t> its 19-digit finish time in
+//	                                    Unix nanoseconds (oldest first); on
+//	                                    the record's lease, deleted with it
+//	                                    or when it is evicted
+//	<prefix>retained-bytes/64k/<ws>/<agent>/<id>/<k>
+//	<prefix>retained-bytes/4k/<ws>/<agent>/<id>/<k>
+//	                                    one empty key per whole 64 KiB of a
+//	                                    finished job's bytes, then per 4 KiB
+//	                                    of the rest: the byte budgets; on
+//	                                    the record's lease, kept when the
+//	                                    job is evicted (retained.go)
+//	<prefix>evicted/jobs/<id>           why a job was evicted early, until
+//	                                    it would have expired
 //	<prefix>signals/sessions/<id>       a pending stop (cancel) request of a
 //	<prefix>signals/jobs/<id>           running session (job), for its runner:
 //	                                    written with the request, deleted

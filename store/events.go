@@ -469,3 +469,17 @@ func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
 		return err
 	})
 }
+
+// DeleteEventStream removes one stream's event log: a resume from any of
+// its events fails after it, as after trimming.
+func (e *Etcd) DeleteEventStream(ctx context.Context, session, stream string) error {
+	if err := validEventIDs(session, stream); err != nil {
+		return err
+	}
+	mk := eventStreamKey(session, stream)
+	e.events.drop(mk)
+	return e.do(ctx, "delete event stream "+strconv.Quote(stream)+" of session "+truncate(session), func(ctx context.Context) error {
+		_, err := e.kv.Txn(ctx).Then(clientv3.OpDelete(mk), clientv3.OpDelete(eventsPrefix(session, stream), clientv3.WithPrefix())).Commit()
+		return err
+	})
+}

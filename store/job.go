@@ -111,6 +111,11 @@ type NewJob struct {
 	// Quota, when set, refuses the job (a *QuotaError) when its workspace
 	// or agent already has that many open jobs.
 	Quota Quota
+	// Retained bounds what the finished jobs of the workspace and agent
+	// keep: a start past a byte budget or the workspace's count is
+	// refused (a *QuotaError); the agent's count is kept in the record and
+	// evicts the agent's oldest finished jobs when this one finishes.
+	Retained RetainedQuota
 }
 
 // JobUpdate is a runner's report (update_async_job_status).
@@ -146,6 +151,10 @@ type jobRecord struct {
 	Owner             string          `json:"owner,omitempty"`
 	CancelReason      string          `json:"cancel_reason,omitempty"`
 	CancelRequestedAt time.Time       `json:"cancel_requested_at,omitzero"`
+	// RetainLimit is the agent's quota of finished jobs
+	// (RetainedQuota.JobsPerAgent) when the job was created: applied when
+	// it finishes, by whichever replica finishes it.
+	RetainLimit int `json:"retain_limit,omitempty"`
 }
 
 const jobKind = "job"
@@ -197,8 +206,8 @@ func decodeJob(kv *mvccpb.KeyValue) (*jobRecord, error) {
 		bad = fmt.Sprintf("it names job %q", truncate(r.ID))
 	case !knownJobStatus(r.Status):
 		bad = fmt.Sprintf("unknown status %q", truncate(string(r.Status)))
-	case r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0:
-		bad = "negative max_runtime_ms, retention_ms or result_bytes"
+	case r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0 || r.RetainLimit < 0:
+		bad = "negative max_runtime_ms, retention_ms, result_bytes or retain_limit"
 	}
 	if bad != "" {
 		return nil, fmt.Errorf("store: decode job %s: corrupt record: %s", truncate(string(kv.Key)), bad)
@@ -266,6 +275,13 @@ func (e *Etcd) putJob(p *plan, r *jobRecord, now time.Time, refresh bool, result
 	if !refresh {
 		return nil // the list entry stays on the lease it shares with the record
 	}
+	if r.Status.Terminal() {
+		// A finished record is never rewritten: it counts now against
+		// what finished jobs keep (retained.go).
+		if err := p.putRetained(r, len(val), now); err != nil {
+			return err
+		}
+	}
 	return p.put(jobListKey(r), nil, r.ExpiresAt.Sub(now))
 }
 
@@ -293,7 +309,10 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 	if nj.Retention == 0 {
 		nj.Retention = DefaultJobRetention
 	}
-	if err := e.checkQuota(ctx, activeJobs, jobKind, nj.Scope, nj.Quota); err != nil {
+	if nj.Retained.JobsPerAgent < 0 {
+		return nil, fmt.Errorf("store: %w: quota must not be negative", ErrInvalid)
+	}
+	if err := e.checkQuota(ctx, jobKind, append(openChecks(activeJobs, nj.Scope, nj.Quota), retainedChecks(nj.Scope, nj.Retained)...)); err != nil {
 		return nil, err
 	}
 	if err := validJSONField("progress_json", nj.Progress); err != nil {
@@ -313,7 +332,7 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 			ID: newID(JobIDPrefix), WorkspaceID: nj.Scope.WorkspaceID, AgentID: nj.Scope.AgentID,
 			AgentScoped: nj.AgentScoped, OperationID: nj.OperationID, Status: status, Progress: nj.Progress,
 			CreatedAt: now, UpdatedAt: now, MaxRuntimeMS: durMS(nj.MaxRuntime), RetentionMS: durMS(nj.Retention),
-			Owner: owner,
+			Owner: owner, RetainLimit: nj.Retained.JobsPerAgent,
 		}
 		r.ExpiresAt = r.expiry()
 		collision := false
@@ -345,15 +364,18 @@ func (e *Etcd) GetJob(ctx context.Context, scope Scope, id string) (*AsyncJobHan
 	if !wellFormedID(id, JobIDPrefix) {
 		return nil, ErrNotFound
 	}
-	kv, err := e.get(ctx, "get job "+id, jobKey(id))
+	kvs, err := e.getKeys(ctx, "get job "+id, []string{jobKey(id), evictedKey(id)})
 	if err != nil {
 		return nil, err
 	}
-	r, err := liveJob(kv, &scope, e.now())
+	r, err := liveJob(kvs[0], &scope, e.now())
+	if err == ErrNotFound {
+		return nil, e.goneJob(kvs[1], &scope)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return r.public(kv.ModRevision), nil
+	return r.public(kvs[0].ModRevision), nil
 }
 
 // GetJobResult returns the job with its result (Result), read together in
@@ -362,24 +384,15 @@ func (e *Etcd) GetJobResult(ctx context.Context, scope Scope, id string) (*Async
 	if !wellFormedID(id, JobIDPrefix) {
 		return nil, ErrNotFound
 	}
-	var kv, res *mvccpb.KeyValue
-	err := e.do(ctx, "get job result "+id, func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).Then(clientv3.OpGet(jobKey(id)), clientv3.OpGet(jobResultKey(id))).Commit()
-		if err != nil {
-			return err
-		}
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			kv = kvs[0]
-		}
-		if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			res = kvs[0]
-		}
-		return nil
-	})
+	kvs, err := e.getKeys(ctx, "get job result "+id, []string{jobKey(id), jobResultKey(id), evictedKey(id)})
 	if err != nil {
 		return nil, err
 	}
+	kv, res := kvs[0], kvs[1]
 	r, err := liveJob(kv, &scope, e.now())
+	if err == ErrNotFound {
+		return nil, e.goneJob(kvs[2], &scope)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -484,6 +497,9 @@ func (e *Etcd) UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJob
 	if err != nil {
 		return nil, err
 	}
+	if out.Status.Terminal() {
+		e.trimRetained(ctx, out)
+	}
 	j := out.public(rev)
 	if u.Result != nil {
 		j.Result = u.Result
@@ -539,23 +555,29 @@ func (e *Etcd) CancelJob(ctx context.Context, scope Scope, id, reason string) (*
 		return e.putJob(p, r, now, true, nil)
 	})
 	if err != nil {
-		return nil, err
+		return nil, e.explainMissing(ctx, &scope, id, err)
 	}
 	if rev != 0 {
 		outRev = rev
+		if out.Status == JobCanceled {
+			e.trimRetained(ctx, out)
+		}
 	}
 	return out.public(outRev), nil
 }
 
 func (e *Etcd) deleteJob(ctx context.Context, r *jobRecord, rev int64) (bool, error) {
 	id := r.ID
+	p := e.newPlan(ctx)
+	p.delRetained(r, true)
+	ops := append([]clientv3.Op{clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(jobResultKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
+		clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id)),
+		clientv3.OpDelete(jobListKey(r))}, p.ops...)
 	var ok bool
 	err := e.do(ctx, "delete job "+id, func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(jobKey(id)), "=", rev)).
-			Then(clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(jobResultKey(id)), clientv3.OpDelete(runningKey(jobsRunning, id)),
-				clientv3.OpDelete(activeKey(activeJobs, r.WorkspaceID, r.AgentID, id)), clientv3.OpDelete(signalKey(activeJobs, id)),
-				clientv3.OpDelete(jobListKey(r))).
+			Then(ops...).
 			Commit()
 		if err != nil {
 			return err

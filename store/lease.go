@@ -49,6 +49,14 @@ func policyFor(ttl time.Duration) bucketPolicy {
 	return bucketPolicy{rounded: r, window: w, leaseTTL: int64((r + w) / time.Second)}
 }
 
+// KeyLifetime is the longest a key put with a TTL of ttl (> 0) may live
+// on its bucket lease: its TTL rounded up to the bucket, plus the lease's
+// window twice (see policyFor).
+func KeyLifetime(ttl time.Duration) time.Duration {
+	p := policyFor(ttl)
+	return p.rounded + 2*p.window
+}
+
 func ceilSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1) / time.Second * time.Second
 }

@@ -32,12 +32,31 @@ type Quota struct {
 type QuotaError struct {
 	Kind  string // "stream session" or "job"
 	Quota string // "per_workspace" or "per_agent"
-	Scope string // the workspace (and agent) counted
-	Limit int
-	Open  int
+	// Retained is "" for a quota of open entities, RetainedJobs or
+	// RetainedBytes for one of what finished jobs keep (RetainedQuota).
+	Retained string
+	Scope    string // the workspace (and agent) counted
+	Limit    int64
+	// Open is what was counted: open entities, finished jobs kept or
+	// bytes they wrote.
+	Open int64
 }
 
+// Retained quota kinds (QuotaError.Retained).
+const (
+	RetainedJobs  = "jobs"
+	RetainedBytes = "bytes"
+)
+
 func (e *QuotaError) Error() string {
+	switch e.Retained {
+	case RetainedJobs:
+		return fmt.Sprintf("store: retained %ss quota %s exceeded: %s keeps %d finished %ss (limit %d)",
+			e.Kind, e.Quota, e.Scope, e.Open, e.Kind, e.Limit)
+	case RetainedBytes:
+		return fmt.Sprintf("store: retained %s bytes quota %s exceeded: the finished %ss of %s wrote %d bytes still kept (limit %d)",
+			e.Kind, e.Quota, e.Kind, e.Scope, e.Open, e.Limit)
+	}
 	return fmt.Sprintf("store: quota %s exceeded: %s already has %d open %ss (limit %d)",
 		e.Quota, e.Scope, e.Open, e.Kind, e.Limit)
 }
@@ -85,30 +104,65 @@ func (p *plan) putEntity(key string, val []byte, expiresAt, now time.Time, refre
 	return p.put(activeKey, nil, ttl)
 }
 
-// checkQuota counts the open entities of scope and fails with a
-// *QuotaError when one more would exceed q.
-func (e *Etcd) checkQuota(ctx context.Context, kind, label string, scope Scope, q Quota) error {
-	if q.PerWorkspace < 0 || q.PerAgent < 0 {
-		return fmt.Errorf("store: %w: quota must not be negative", ErrInvalid)
+// countCheck is one bound a create must fit in: the keys under prefixes,
+// each counting units[i], must add up to less than limit (0: no limit).
+type countCheck struct {
+	quota, retained, scope string
+	limit                  int64
+	prefixes               []string
+	units                  []int64
+}
+
+// openChecks are the quotas of open entities a new one of scope must fit
+// in.
+func openChecks(kind string, scope Scope, q Quota) []countCheck {
+	return []countCheck{
+		{quota: "per_workspace", scope: fmt.Sprintf("workspace %q", scope.WorkspaceID), limit: int64(q.PerWorkspace),
+			prefixes: []string{activeScopePrefix(kind, scope.WorkspaceID)}, units: []int64{1}},
+		{quota: "per_agent", scope: fmt.Sprintf("agent %q of workspace %q", scope.AgentID, scope.WorkspaceID), limit: int64(q.PerAgent),
+			prefixes: []string{activeAgentPrefix(kind, scope.WorkspaceID, scope.AgentID)}, units: []int64{1}},
 	}
-	check := []struct {
-		name, prefix, scope string
-		limit               int
-	}{
-		{"per_workspace", activeScopePrefix(kind, scope.WorkspaceID), fmt.Sprintf("workspace %q", scope.WorkspaceID), q.PerWorkspace},
-		{"per_agent", activeAgentPrefix(kind, scope.WorkspaceID, scope.AgentID),
-			fmt.Sprintf("agent %q of workspace %q", scope.AgentID, scope.WorkspaceID), q.PerAgent},
-	}
-	for _, c := range check {
+}
+
+// checkQuota counts, with count-only range reads in one transaction, what
+// each check bounds, and fails with a *QuotaError naming the first check
+// that one more entity would exceed.
+func (e *Etcd) checkQuota(ctx context.Context, label string, checks []countCheck) error {
+	var ops []clientv3.Op
+	var counted []countCheck
+	for _, c := range checks {
+		if c.limit < 0 {
+			return fmt.Errorf("store: %w: quota must not be negative", ErrInvalid)
+		}
 		if c.limit == 0 {
 			continue
 		}
-		n, err := e.countPrefix(ctx, "count open "+label+"s", c.prefix)
-		if err != nil {
-			return err
+		counted = append(counted, c)
+		for _, p := range c.prefixes {
+			ops = append(ops, clientv3.OpGet(p, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 		}
-		if n >= int64(c.limit) {
-			return &QuotaError{Kind: label, Quota: c.name, Scope: c.scope, Limit: c.limit, Open: int(n)}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	var resp *clientv3.TxnResponse
+	err := e.do(ctx, "count "+label+"s for quotas", func(ctx context.Context) error {
+		var err error
+		resp, err = e.kv.Txn(ctx).Then(ops...).Commit()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	i := 0
+	for _, c := range counted {
+		var n int64
+		for _, u := range c.units {
+			n += resp.Responses[i].GetResponseRange().GetCount() * u
+			i++
+		}
+		if n >= c.limit {
+			return &QuotaError{Kind: label, Quota: c.quota, Retained: c.retained, Scope: c.scope, Limit: c.limit, Open: n}
 		}
 	}
 	return nil

@@ -1,13 +1,17 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -90,15 +94,34 @@ type SpaceReport struct {
 	Revision int64
 	// DBSizeBefore and DBSizeAfter are the database size of the largest
 	// member before and after defragmenting, DBSizeInUse the part of it
-	// in use after, in bytes.
-	DBSizeBefore, DBSizeAfter, DBSizeInUse int64
+	// in use after, in bytes; Quota is its space quota.
+	DBSizeBefore, DBSizeAfter, DBSizeInUse, Quota int64
 	// Disarmed counts the NOSPACE alarms disarmed.
 	Disarmed int
+	// Shed is what the space recovery of the embedded etcd dropped when
+	// compacting alone left the database nearly full (see RecoverSpace).
+	Shed ShedReport
+}
+
+// ShedReport counts the retained state a space recovery dropped.
+type ShedReport struct {
+	EventStreams int   // SSE event logs
+	Jobs         int   // finished jobs, with their results
+	Bytes        int64 // about how many bytes of values they held
 }
 
 // maintenanceTimeout bounds each step of RecoverSpace (defragmenting a
 // large database takes a while).
 const maintenanceTimeout = 2 * time.Minute
+
+// The space recovery of the embedded etcd drops retained state when, once
+// compacted and defragmented, the data in use still takes more than
+// shedAbove of the space quota (a database that full would refill at
+// once): until about shedTo of the quota is in use.
+const (
+	shedAbove = 0.75
+	shedTo    = 0.5
+)
 
 // RecoverSpace frees etcd's space and ends a NOSPACE episode, the
 // documented etcd recovery: compact the key history up to the current
@@ -110,54 +133,36 @@ const maintenanceTimeout = 2 * time.Minute
 // (milliseconds for a small database, seconds for gigabytes). It needs
 // etcd's root permissions when authentication is enabled.
 func (e *Etcd) RecoverSpace(ctx context.Context) (SpaceReport, error) {
+	return e.recoverSpace(ctx, false)
+}
+
+// recoverSpace is RecoverSpace; with shed, when the database is still
+// nearly full once compacted and defragmented — what fills it is live,
+// not history — it first drops the oldest retained state (shedRetained:
+// SSE event logs, then finished jobs), compacts and defragments again,
+// and after disarming leaves an eviction marker for each job dropped.
+func (e *Etcd) recoverSpace(ctx context.Context, shed bool) (SpaceReport, error) {
 	var rep SpaceReport
-	step := func(op string, f func(ctx context.Context) error) error {
-		sctx, cancel := context.WithTimeout(ctx, max(e.opTimeout, maintenanceTimeout))
-		defer cancel()
-		return classify(ctx, op, f(sctx))
-	}
-	err := step("recover space: read the revision", func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, pingKey, clientv3.WithCountOnly())
-		if err == nil {
-			rep.Revision = resp.Header.GetRevision()
-		}
-		return err
-	})
-	if err != nil {
+	if err := e.compactAndDefragment(ctx, &rep); err != nil {
 		return rep, err
 	}
-	err = step("recover space: compact", func(ctx context.Context) error {
-		_, err := e.cli.Compact(ctx, rep.Revision, clientv3.WithCompactPhysical())
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			return nil // compacted at or beyond it already
-		}
-		return err
-	})
-	if err != nil {
-		return rep, err
-	}
-	for _, ep := range e.cli.Endpoints() {
-		err := step("recover space: defragment "+ep, func(ctx context.Context) error {
-			if st, err := e.cli.Status(ctx, ep); err == nil {
-				rep.DBSizeBefore = max(rep.DBSizeBefore, st.DbSize)
-			}
-			if _, err := e.cli.Defragment(ctx, ep); err != nil {
-				return err
-			}
-			st, err := e.cli.Status(ctx, ep)
-			if err != nil {
-				return err
-			}
-			if st.DbSize >= rep.DBSizeAfter {
-				rep.DBSizeAfter, rep.DBSizeInUse = st.DbSize, st.DbSizeInUse
-			}
-			return nil
-		})
+	var dropped []*jobRecord
+	if shed && rep.Quota > 0 && float64(rep.DBSizeInUse) > shedAbove*float64(rep.Quota) {
+		var err error
+		rep.Shed, dropped, err = e.shedRetained(ctx, rep.DBSizeInUse-int64(shedTo*float64(rep.Quota)))
 		if err != nil {
 			return rep, err
 		}
+		e.log.Warn("etcd was still nearly full after compacting: the oldest retained state was dropped (SSE event logs, then finished jobs)",
+			zap.Int64("db_size_in_use", rep.DBSizeInUse), zap.Int64("quota", rep.Quota),
+			zap.Int("event_streams", rep.Shed.EventStreams), zap.Int("jobs", rep.Shed.Jobs), zap.Int64("bytes", rep.Shed.Bytes))
+		before := rep.DBSizeBefore
+		if err := e.compactAndDefragment(ctx, &rep); err != nil {
+			return rep, err
+		}
+		rep.DBSizeBefore = before
 	}
-	err = step("recover space: disarm the NOSPACE alarm", func(ctx context.Context) error {
+	err := e.maintain(ctx, "recover space: disarm the NOSPACE alarm", func(ctx context.Context) error {
 		alarms, err := e.cli.AlarmList(ctx)
 		if err != nil {
 			return err
@@ -182,7 +187,178 @@ func (e *Etcd) RecoverSpace(ctx context.Context) (SpaceReport, error) {
 			zap.Int64("db_size_after", rep.DBSizeAfter), zap.Int64("db_size_in_use", rep.DBSizeInUse),
 			zap.Int("alarms_disarmed", rep.Disarmed))
 	}
+	// Writes work again: tell the owners of the jobs dropped why they are
+	// gone (best effort; without a marker a job reads as expired).
+	for _, r := range dropped {
+		p := e.newPlan(ctx)
+		if err := p.putEvicted(r, EvictedSpaceRecovery, 0, e.now().UTC()); err != nil || len(p.ops) == 0 {
+			continue
+		}
+		_ = e.do(ctx, "mark evicted job "+r.ID, func(ctx context.Context) error {
+			_, err := e.kv.Txn(ctx).Then(p.ops...).Commit()
+			return err
+		})
+	}
 	return rep, nil
+}
+
+// maintain runs one maintenance step under maintenanceTimeout.
+func (e *Etcd) maintain(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	sctx, cancel := context.WithTimeout(ctx, max(e.opTimeout, maintenanceTimeout))
+	defer cancel()
+	return classify(ctx, op, f(sctx))
+}
+
+// compactAndDefragment compacts the key history to the current revision
+// and defragments every endpoint, noting sizes in rep.
+func (e *Etcd) compactAndDefragment(ctx context.Context, rep *SpaceReport) error {
+	err := e.maintain(ctx, "recover space: read the revision", func(ctx context.Context) error {
+		resp, err := e.kv.Get(ctx, pingKey, clientv3.WithCountOnly())
+		if err == nil {
+			rep.Revision = resp.Header.GetRevision()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = e.maintain(ctx, "recover space: compact", func(ctx context.Context) error {
+		_, err := e.cli.Compact(ctx, rep.Revision, clientv3.WithCompactPhysical())
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nil // compacted at or beyond it already
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rep.DBSizeAfter, rep.DBSizeInUse = 0, 0
+	for _, ep := range e.cli.Endpoints() {
+		err := e.maintain(ctx, "recover space: defragment "+ep, func(ctx context.Context) error {
+			if st, err := e.cli.Status(ctx, ep); err == nil {
+				rep.DBSizeBefore = max(rep.DBSizeBefore, st.DbSize)
+			}
+			if _, err := e.cli.Defragment(ctx, ep); err != nil {
+				return err
+			}
+			st, err := e.cli.Status(ctx, ep)
+			if err != nil {
+				return err
+			}
+			if st.DbSize >= rep.DBSizeAfter {
+				rep.DBSizeAfter, rep.DBSizeInUse, rep.Quota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shedRetained drops the oldest retained state until about want bytes of
+// values are gone: SSE event logs first (oldest last write first: they only
+// serve a client resuming a dropped stream), then finished jobs (oldest
+// finish first), with their results. Deletes only, which etcd allows under
+// the NOSPACE alarm; it returns the jobs dropped, for their markers. A
+// scan of the event logs and of the retained-job index: this runs only
+// when etcd is full.
+func (e *Etcd) shedRetained(ctx context.Context, want int64) (ShedReport, []*jobRecord, error) {
+	var rep ShedReport
+	streams, err := e.eventStreams(ctx)
+	if err != nil {
+		return rep, nil, err
+	}
+	slices.SortFunc(streams, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.ModRevision, b.ModRevision) })
+	for _, kv := range streams {
+		if rep.Bytes >= want {
+			return rep, nil, nil
+		}
+		mk := string(kv.Key)
+		e.events.drop(mk)
+		err := e.do(ctx, "drop event log "+truncate(mk), func(ctx context.Context) error {
+			_, err := e.kv.Txn(ctx).Then(clientv3.OpDelete(mk), clientv3.OpDelete(mk+"/ev/", clientv3.WithPrefix())).Commit()
+			return err
+		})
+		if err != nil {
+			return rep, nil, err
+		}
+		rec, _ := decodeEventStream(kv.Value)
+		rep.EventStreams++
+		rep.Bytes += rec.Bytes + int64(len(kv.Value))
+	}
+	var keys []string
+	err = e.scan(ctx, retainedJobsDir, true, func(kv *mvccpb.KeyValue) error {
+		keys = append(keys, string(kv.Key))
+		return nil
+	})
+	if err != nil {
+		return rep, nil, err
+	}
+	// <t>/<id> ends every key: the oldest finish first.
+	pos := func(k string) string {
+		i := strings.LastIndexByte(k, '/')
+		return k[strings.LastIndexByte(k[:i], '/')+1:]
+	}
+	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(pos(a), pos(b)) })
+	var dropped []*jobRecord
+	for _, k := range keys {
+		if rep.Bytes >= want {
+			break
+		}
+		r, err := e.evictJob(ctx, k, EvictedSpaceRecovery, 0, false)
+		if err != nil {
+			return rep, dropped, err
+		}
+		if r != nil {
+			dropped = append(dropped, r)
+			rep.Jobs++
+			rep.Bytes += retainedBytes(r.ResultBytes, len(r.Error)+len(r.Progress)+512)
+		}
+	}
+	return rep, dropped, nil
+}
+
+// eventStreams reads the records of every SSE event log, skipping their
+// events: keys a page at a time, then the records' values.
+func (e *Etcd) eventStreams(ctx context.Context) ([]*mvccpb.KeyValue, error) {
+	var keys []string
+	from, end := streamsDir, clientv3.GetPrefixRangeEnd(streamsDir)
+	for {
+		var kvs []*mvccpb.KeyValue
+		var more bool
+		err := e.do(ctx, "list event logs", func(ctx context.Context) error {
+			resp, err := e.kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(cleanupPage))
+			if err != nil {
+				return err
+			}
+			kvs, more = resp.Kvs, resp.More
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range kvs {
+			if k := string(kv.Key); !strings.Contains(k[len(streamsDir):], "/ev/") {
+				keys = append(keys, k)
+			}
+		}
+		if !more || len(kvs) == 0 {
+			break
+		}
+		last := string(kvs[len(kvs)-1].Key)
+		from = last + "\x00"
+		if i := strings.Index(last[len(streamsDir):], "/ev/"); i >= 0 {
+			// Skip the rest of this log's events.
+			from = clientv3.GetPrefixRangeEnd(last[:len(streamsDir)+i+len("/ev/")])
+		}
+	}
+	kvs, err := e.getKeys(ctx, "read event logs", keys)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(kvs, func(kv *mvccpb.KeyValue) bool { return kv == nil }), nil
 }
 
 // NoSpaceAlarm reports whether etcd has a NOSPACE alarm raised (one read
@@ -203,8 +379,10 @@ func (e *Etcd) NoSpaceAlarm(ctx context.Context) (bool, error) {
 }
 
 // recoverSpaceLoop runs RecoverSpace (after deleting expired state, which
-// etcd allows under the alarm) whenever the store sees writes refused for
-// lack of space, at most once per interval, until ctx ends.
+// etcd allows under the alarm, and shedding the oldest retained state when
+// compacting frees too little: recoverSpace) whenever the store sees
+// writes refused for lack of space, at most once per interval, until ctx
+// ends.
 func (e *Etcd) recoverSpaceLoop(ctx context.Context, interval time.Duration, lg *zap.Logger) {
 	var last time.Time
 	tick := time.NewTicker(interval)
@@ -226,7 +404,7 @@ func (e *Etcd) recoverSpaceLoop(ctx context.Context, interval time.Duration, lg 
 			lg.Info("expired state deleted to free etcd space", zap.Int("sessions", rep.StreamSessions), zap.Int("jobs", rep.Jobs),
 				zap.Int("item_sets", rep.ItemSets), zap.Int("stale_index", rep.StaleIndex))
 		}
-		if _, err := e.RecoverSpace(ctx); err != nil && ctx.Err() == nil {
+		if _, err := e.recoverSpace(ctx, true); err != nil && ctx.Err() == nil {
 			lg.Warn("etcd space recovery failed; it is retried", zap.Duration("retry_in", interval), zap.Error(err))
 		}
 	}

@@ -137,34 +137,104 @@ func TestNoSpaceRecoversBySweeper(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.EmbeddedWith(t, store.EmbeddedConfig{QuotaBytes: tinyQuota}, store.EtcdConfig{})
 	ctx := ctxT(t)
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = st.RunSweeper(sctx, store.SweeperConfig{RecoverSpace: true, SpaceRecoveryInterval: 200 * time.Millisecond})
-	}()
-	t.Cleanup(func() { stop(); <-done })
+	runRecoverySweeper(t, st)
 
 	if _, err := fillUntilNoSpace(t, st, "brief", 2*time.Second); !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("filling the quota: err = %v, want ErrNoSpace", err)
 	}
 	// The records expire on their leases (etcd deletes them even under
 	// the alarm); the sweeper then compacts, defragments and disarms.
+	waitForWrites(t, "the filling state expired", func() error {
+		return st.PutMCPSession(ctx, store.MCPSession{ID: "after", TTL: time.Hour})
+	})
+	if st.SpaceStatus().NoSpace {
+		t.Error("SpaceStatus still NoSpace after a write succeeded")
+	}
+}
+
+// runRecoverySweeper runs st's sweeper with space recovery, as the
+// embedded etcd's, every 200ms until the test ends.
+func runRecoverySweeper(t *testing.T, st *store.Etcd) {
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = st.RunSweeper(sctx, store.SweeperConfig{RecoverSpace: true, SpaceRecoveryInterval: 200 * time.Millisecond})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+}
+
+// waitForWrites retries write until etcd accepts it, failing the test on
+// any other error than NOSPACE and when 20s pass after since.
+func waitForWrites(t *testing.T, since string, write func() error) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := st.PutMCPSession(ctx, store.MCPSession{ID: "after", TTL: time.Hour})
+		err := write()
 		if err == nil {
-			break
+			return
 		}
 		if !errors.Is(err, store.ErrNoSpace) {
 			t.Fatalf("write while recovering: %v", err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("writes still refused 20s after the filling state expired: %v", err)
+			t.Fatalf("writes still refused 20s after %s: %v", since, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if st.SpaceStatus().NoSpace {
-		t.Error("SpaceStatus still NoSpace after a write succeeded")
+}
+
+// TestNoSpaceShedsRetained: a quota filled by state that is live for an
+// hour — SSE event logs and finished jobs with their results, no
+// retention quota in the way — recovers anyway: the space recovery drops
+// the oldest of it (the event logs first, then the oldest jobs, which
+// read as evicted by it) until writes fit again, and keeps the newest.
+func TestNoSpaceShedsRetained(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.EmbeddedWith(t, store.EmbeddedConfig{QuotaBytes: tinyQuota}, store.EtcdConfig{})
+	ctx := ctxT(t)
+	scope := store.Scope{WorkspaceID: "ws", AgentID: "a"}
+	lim := store.EventLimits{TTL: time.Hour}
+	for i := range 3 {
+		if _, err := st.AppendEvents(ctx, "sess", fmt.Sprint("s", i), 0, [][]byte{[]byte(strings.Repeat("e", 200<<10))}, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var finished []string
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("100 results of 256 KiB did not fill the quota")
+		}
+		j, err := st.CreateJob(ctx, store.NewJob{Scope: scope, OperationID: "op", MaxRuntime: time.Hour, Retention: time.Hour, Owned: true})
+		if err == nil {
+			_, err = st.UpdateJob(ctx, j.ID, store.JobUpdate{Status: store.JobSucceeded, Result: resultOf(256 << 10)})
+		}
+		if errors.Is(err, store.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished = append(finished, j.ID)
+	}
+
+	runRecoverySweeper(t, st)
+	waitForWrites(t, "the quota filled with live state", func() error {
+		_, err := st.CreateJob(ctx, store.NewJob{Scope: scope, OperationID: "op", MaxRuntime: time.Hour})
+		return err
+	})
+	if _, err := st.EventsAfter(ctx, "sess", "s0", 0); !errors.Is(err, store.ErrEventsPurged) {
+		t.Errorf("the oldest event log after the recovery: %v, want it dropped", err)
+	}
+	var ee *store.EvictedError
+	_, err := st.GetJob(ctx, scope, finished[0])
+	for deadline := time.Now().Add(5 * time.Second); !errors.As(err, &ee) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_, err = st.GetJob(ctx, scope, finished[0]) // the markers follow the disarm
+	}
+	if !errors.As(err, &ee) || ee.Reason != store.EvictedSpaceRecovery {
+		t.Errorf("the oldest finished job after the recovery: %v, want evicted by the space recovery", err)
+	}
+	if j, err := st.GetJobResult(ctx, scope, finished[len(finished)-1]); err != nil || len(j.Result) == 0 {
+		t.Errorf("the newest finished job after the recovery: %v", err)
 	}
 }

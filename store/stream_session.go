@@ -419,7 +419,7 @@ func (e *Etcd) CreateStreamSession(ctx context.Context, ns NewStreamSession) (*S
 	if err := validateNewStreamSession(&ns); err != nil {
 		return nil, err
 	}
-	if err := e.checkQuota(ctx, activeStreamSessions, streamSessionKind, ns.Scope, ns.Quota); err != nil {
+	if err := e.checkQuota(ctx, streamSessionKind, openChecks(activeStreamSessions, ns.Scope, ns.Quota)); err != nil {
 		return nil, err
 	}
 	var owner string

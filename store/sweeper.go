@@ -63,7 +63,7 @@ type CleanupReport struct {
 	StreamSessions int // expired stream sessions deleted (with their items)
 	Jobs           int // expired jobs deleted
 	ItemSets       int // item sets of sessions that no longer exist
-	StaleIndex     int // running-index, open-entity and job list entries, and job results, of entities that no longer exist
+	StaleIndex     int // running-index, open-entity, job list and retained-job entries, job results and eviction markers, of entities that no longer exist
 }
 
 // SweeperConfig configures RunSweeper.
@@ -297,6 +297,7 @@ func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (
 		return sweptNone, err
 	}
 	if !adopted {
+		e.trimRetained(ctx, out)
 		return sweptFailed, nil
 	}
 	if adopt(ctx, Orphan{DeadOwner: dead, Job: out.public(rev)}) {
@@ -373,6 +374,12 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 		return jobKey(rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
 	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKey(id) }))
+	// What finished jobs keep (retained.go): index entries of jobs gone,
+	// and expired eviction markers with the byte units of their jobs.
+	errs = append(errs, e.cleanupIndex(ctx, retainedDir, &rep, func(kind, rest string) string {
+		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
+	}))
+	errs = append(errs, e.cleanupEvicted(ctx, now, &rep))
 	return rep, errors.Join(errs...)
 }
 

@@ -75,7 +75,7 @@ func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan Job
 		return nil, err
 	}
 	if _, err := liveJob(kv, &scope, e.now()); err != nil {
-		return nil, err
+		return nil, e.explainMissing(ctx, &scope, id, err)
 	}
 	conv := func(kv *mvccpb.KeyValue) (JobEvent, bool) {
 		r, err := decodeJob(kv)

@@ -62,6 +62,9 @@ type Options struct {
 	// stream dropped resumes it with Last-Event-ID on any replica.
 	Resumable   bool
 	EventLimits store.EventLimits
+	// EventQuota bounds the event logs a session and a client address
+	// keep at once (eventquota.go); zero fields: no bound.
+	EventQuota EventQuota
 	// SessionLimits bound the MCP sessions of a stateful endpoint and what
 	// each keeps (limits.go); the zero value is the defaults.
 	SessionLimits SessionLimits
@@ -95,6 +98,7 @@ type Store interface {
 	// The event logs of their SSE streams, for resumption (events.go).
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
 var _ Store = (*store.Etcd)(nil)

@@ -24,6 +24,7 @@ const maxPendingEvents = 1024
 type eventLogStore interface {
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
 // eventStore is go-sdk's mcp.EventStore over the state store, so that a
@@ -50,12 +51,21 @@ type eventStore struct {
 	// standaloneOnly: POST answers are JSON (json_response), which carry
 	// no event ids and cannot be resumed; only the GET stream is logged.
 	standaloneOnly bool
+	// ledger bounds what the logs of a session and of a client address
+	// take (eventquota.go); clientOf names a session's client address
+	// ("" when unknown).
+	ledger   *eventLedger
+	clientOf func(session string) string
 
 	mu       sync.Mutex
 	changed  *sync.Cond // on mu: the writer finished a round
 	sessions map[string]*sessionLogs
 	dirty    []streamRef // streams with queued events, for the writer
 	writing  bool        // the writer goroutine runs
+	// refusalLogged is when a quota's refusal was last logged;
+	// refusalsUnlogged counts those since.
+	refusalLogged    time.Time
+	refusalsUnlogged int
 }
 
 // streamRef names a stream with queued events.
@@ -75,6 +85,9 @@ type sessionLogs struct {
 type pendingLog struct {
 	queue   []pendingEvent
 	writing bool // the stream is in the writer's hands (dirty or being stored)
+	// drop: delete what the store holds of the stream once the events
+	// taken before are written (an event-log quota refused it).
+	drop bool
 }
 
 type pendingEvent struct {
@@ -82,8 +95,8 @@ type pendingEvent struct {
 	data []byte
 }
 
-func newEventStore(st func() eventLogStore, lim store.EventLimits) *eventStore {
-	es := &eventStore{store: st, limits: lim, sessions: make(map[string]*sessionLogs)}
+func newEventStore(st func() eventLogStore, lim store.EventLimits, q EventQuota) *eventStore {
+	es := &eventStore{store: st, limits: lim, sessions: make(map[string]*sessionLogs), ledger: newEventLedger(q, lim)}
 	es.changed = sync.NewCond(&es.mu)
 	return es
 }
@@ -151,10 +164,26 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
 	idx := sl.claimLocked(streamID, data)
+	client := ""
+	if es.clientOf != nil {
+		client = es.clientOf(sessionID)
+	}
+	ok, drop, refusal := es.ledger.admit(sessionID, streamID, client, len(data))
+	if refusal != "" {
+		es.logRefusalLocked(sessionID, refusal)
+	}
+	if !ok && !drop {
+		return nil // the index still counts it: the store sees the gap
+	}
 	pl := sl.pending[streamID]
 	if pl == nil {
 		pl = &pendingLog{}
 		sl.pending[streamID] = pl
+	}
+	if drop {
+		pl.queue, pl.drop = nil, true
+		es.dirtyLocked(sessionID, streamID, sl, pl)
+		return nil
 	}
 	if len(pl.queue) >= maxPendingEvents {
 		// etcd is far behind (or down): delivery does not wait for it. The
@@ -167,15 +196,40 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 		}
 	}
 	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
-	if !pl.writing {
-		pl.writing = true
-		es.dirty = append(es.dirty, streamRef{session: sessionID, stream: streamID, sl: sl, pl: pl})
-		if !es.writing {
-			es.writing = true
-			go es.write()
-		}
-	}
+	es.dirtyLocked(sessionID, streamID, sl, pl)
 	return nil
+}
+
+// refusalLogEvery spaces the log lines of streams an event-log quota
+// refused, which a client can cause at will.
+const refusalLogEvery = 10 * time.Second
+
+// logRefusalLocked logs a stream an event-log quota refused, at most once
+// per refusalLogEvery (counting the others).
+func (es *eventStore) logRefusalLocked(sessionID, refusal string) {
+	now := time.Now()
+	if es.logger == nil || now.Sub(es.refusalLogged) < refusalLogEvery {
+		es.refusalsUnlogged++
+		return
+	}
+	// The events reach the client; only a resume from them fails.
+	es.logger.Info("SSE events of a stream not stored: an event-log quota is full; resuming this stream will fail",
+		zap.String("session_agent", sessionAgent(sessionID)), zap.String("reason", refusal),
+		zap.Int("refused_since_last_line", es.refusalsUnlogged))
+	es.refusalLogged, es.refusalsUnlogged = now, 0
+}
+
+// dirtyLocked hands a stream with work to the writer.
+func (es *eventStore) dirtyLocked(sessionID, streamID string, sl *sessionLogs, pl *pendingLog) {
+	if pl.writing {
+		return
+	}
+	pl.writing = true
+	es.dirty = append(es.dirty, streamRef{session: sessionID, stream: streamID, sl: sl, pl: pl})
+	if !es.writing {
+		es.writing = true
+		go es.write()
+	}
 }
 
 // writeLinger is how long the writer waits for more events before each
@@ -199,14 +253,17 @@ func (es *eventStore) write() {
 			return
 		}
 		batches := make([][]pendingEvent, len(refs))
+		drops := make([]bool, len(refs))
 		for i, r := range refs {
 			batches[i], r.pl.queue = r.pl.queue, nil
+			drops[i], r.pl.drop = r.pl.drop, false
 		}
 		es.mu.Unlock()
 		es.storeBatches(refs, batches)
+		es.dropStreams(refs, drops)
 		es.mu.Lock()
 		for _, r := range refs {
-			if len(r.pl.queue) > 0 {
+			if len(r.pl.queue) > 0 || r.pl.drop {
 				es.dirty = append(es.dirty, r) // still the writer's
 				continue
 			}
@@ -257,6 +314,23 @@ func (es *eventStore) storeBatches(refs []streamRef, batches [][]pendingEvent) {
 	for k, err := range failed {
 		if err != nil {
 			es.notStored(refs[k].session, err)
+		}
+	}
+}
+
+// dropStreams deletes the stored logs of the streams an event-log quota
+// refused once partly stored (after their earlier events were written).
+func (es *eventStore) dropStreams(refs []streamRef, drops []bool) {
+	for i, r := range refs {
+		if !drops[i] {
+			continue
+		}
+		st, err := es.backend()
+		if err == nil {
+			err = st.DeleteEventStream(context.Background(), r.session, r.stream)
+		}
+		if err != nil {
+			es.notStored(r.session, err)
 		}
 	}
 }

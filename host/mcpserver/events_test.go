@@ -45,7 +45,7 @@ func TestEventStoreNeverBlocksDelivery(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	gs := &gatedStore{eventLogStore: st, gate: make(chan struct{})}
-	es := newEventStore(func() eventLogStore { return gs }, store.EventLimits{MaxEvents: 10_000})
+	es := newEventStore(func() eventLogStore { return gs }, store.EventLimits{MaxEvents: 10_000}, EventQuota{})
 	ctx := context.Background()
 	if err := es.Open(ctx, "sess", "S"); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestEventStoreNeverBlocksDelivery(t *testing.T) {
 func TestEventStoreManyStreams(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
-	es := newEventStore(func() eventLogStore { return st }, store.EventLimits{})
+	es := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{})
 	ctx := context.Background()
 	const calls = 40
 	_ = es.Open(ctx, "sess", "")
@@ -168,7 +168,7 @@ func TestReplayRidesOutUnavailableStore(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	fs := &flakyReads{eventLogStore: st, failures: 3}
-	es := newEventStore(func() eventLogStore { return fs }, store.EventLimits{})
+	es := newEventStore(func() eventLogStore { return fs }, store.EventLimits{}, EventQuota{})
 	ctx := context.Background()
 	if err := es.Open(ctx, "sess", "S"); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestReplayWaitsForAStreamNotStoredYet(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	gs := &gatedStore{eventLogStore: st, gate: make(chan struct{})}
-	serving := newEventStore(func() eventLogStore { return gs }, store.EventLimits{})
+	serving := newEventStore(func() eventLogStore { return gs }, store.EventLimits{}, EventQuota{})
 	ctx := context.Background()
 	if err := serving.Open(ctx, "sess", "S"); err != nil {
 		t.Fatal(err)

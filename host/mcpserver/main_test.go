@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,7 @@ func newTestHost(t testing.TB, ops string, st host.Store, audit *zap.Logger) *ho
 
 // newTestHostOf is newTestHost with the adapter this test binary serves
 // as adapter (adapterEnv).
-func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.Logger) *host.Host {
+func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.Logger, options ...func(*host.Options)) *host.Host {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ops.yaml")
 	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
@@ -58,8 +59,12 @@ func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.
 	sup := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{adapterEnv + "=" + adapter}},
 		host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: "test"})
 	t.Cleanup(func() { _ = sup.Close() })
-	hst, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Audit: audit,
-		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }})
+	opts := host.Options{Catalog: cat, Store: st, Audit: audit,
+		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }}
+	for _, o := range options {
+		o(&opts)
+	}
+	hst, err := host.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,4 +79,19 @@ func testOptions(workspace string) Options {
 		Version: "test", Workspace: workspace, AgentHeader: "X-Agent", SessionTimeout: time.Hour,
 		KeepaliveInterval: 15 * time.Second, Resumable: true, EventLimits: store.EventLimits{TTL: 5 * time.Minute},
 	}
+}
+
+// serveEndpoint is an endpoint of opts serving hst with st, through its
+// ServeHTTP on a test server, closed when the test ends; it returns the
+// endpoint and its URL.
+func serveEndpoint(t testing.TB, hst *host.Host, st Store, opts Options) (*Endpoint, string) {
+	t.Helper()
+	ep, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Attach(hst, st)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	return ep, srv.URL + "/mcp"
 }

@@ -299,6 +299,8 @@ func (ep *Endpoint) taskCaller(ctx context.Context, id string, needID bool) (*ho
 // taskError is the JSON-RPC error of a failed task operation.
 func taskError(err error, id string) error {
 	switch {
+	case host.EvictionNotice(err) != "":
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: " + host.EvictionNotice(err)}
 	case errors.Is(err, store.ErrNotFound):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
 			"Failed to retrieve task: task %q not found (unknown, expired, or another agent's or workspace's)", id)}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,14 +59,8 @@ func newTaskEndpoint(t testing.TB, st *store.Etcd, upURL string, options ...func
 	for _, o := range options {
 		o(&opts)
 	}
-	ep, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep.Attach(hst, st)
-	srv := httptest.NewServer(ep)
-	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
-	return ep, srv.URL + "/mcp", audit
+	ep, url := serveEndpoint(t, hst, st, opts)
+	return ep, url, audit
 }
 
 // newTaskClient is a raw JSON-RPC client of agent on url.

@@ -58,7 +58,13 @@ func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions
 			return *p
 		}
 		return nil
-	}, o.EventLimits)
+	}, o.EventLimits, o.EventQuota)
+	es.clientOf = func(id string) string {
+		if ls := ep.replicas.get(id); ls != nil && ls.slot != nil {
+			return ls.slot.client
+		}
+		return ""
+	}
 	es.logger = o.Logger
 	es.standaloneOnly = o.JSONResponse
 	ep.eventStore = es
