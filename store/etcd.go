@@ -445,7 +445,7 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	err = e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
 		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
 			_, err := e.kv.Txn(ctx).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease)),
-				clientv3.OpPut(mcpSessionListKey(s.WorkspaceID, s.ID), "", clientv3.WithLease(lease))).Commit()
+				mcpSessionIndexPut(s.WorkspaceID, s.ID, lease)).Commit()
 			return err
 		})
 	})
@@ -537,7 +537,7 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 			tr, err := e.kv.Txn(ctx).
 				If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease)),
-					clientv3.OpPut(mcpSessionListKey(rec.WorkspaceID, id), "", clientv3.WithLease(lease))).
+					mcpSessionIndexPut(rec.WorkspaceID, id, lease)).
 				Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
 				Commit()
 			if err != nil {
@@ -572,7 +572,7 @@ func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 		// Its listing entry goes too (live.go); one left behind by a
 		// failure here expires with the record's lease.
 		if rec, err := decodeMCPSession(id, resp.PrevKvs[0].Value); err == nil {
-			_, err = e.kv.Delete(ctx, mcpSessionListKey(rec.WorkspaceID, id))
+			_, err = e.kv.Delete(ctx, mcpSessionIndexKey(rec.WorkspaceID, id))
 			return err
 		}
 		return nil

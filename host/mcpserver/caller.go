@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
 )
 
 // The caller's identity: the workspace of the endpoint and the agent a
@@ -116,11 +115,10 @@ func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) 
 	return ""
 }
 
-// sessionAgent is the agent of an MCP session that names no other: a
-// digest of its ID (128 bits of SHA-256, hex).
+// sessionAgent is the agent of an MCP session that names no other: the
+// digest of its ID (store.MCPSessionDigest).
 func sessionAgent(id string) string {
-	sum := sha256.Sum256([]byte("crank MCP session agent\x00" + id))
-	return agentSessionPrefix + hex.EncodeToString(sum[:16])
+	return agentSessionPrefix + store.MCPSessionDigest(id)
 }
 
 // callerScope is the workspace and agent a request runs as.
