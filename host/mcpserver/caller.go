@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/store"
@@ -119,6 +120,13 @@ func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) 
 // digest of its ID (store.MCPSessionDigest).
 func sessionAgent(id string) string {
 	return agentSessionPrefix + store.MCPSessionDigest(id)
+}
+
+// sessionField names an MCP session in a log line: by its digest, the
+// name the live-state list and the session's agent use, never by its ID,
+// which is the client's credential.
+func sessionField(id string) zap.Field {
+	return zap.String("session", store.MCPSessionDigest(id))
 }
 
 // callerScope is the workspace and agent a request runs as.
