@@ -110,6 +110,8 @@ type gatewayOptions struct {
 	// Binary runs another crank executable than the one TestMain built
 	// (the benchmarks' CRANK_BENCH_BEFORE).
 	Binary string
+	// Global holds extra lines for the global options block (e.g. debug).
+	Global string
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
@@ -124,6 +126,7 @@ func (g *gateway) caddyfile(opts gatewayOptions) string {
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	persist_config off
+	%s
 	crank {
 		%s
 	}
@@ -136,7 +139,7 @@ http://127.0.0.1:%d {
 		%s
 	}
 }
-`, g.admin, crank, g.port, opts.Site, cmp.Or(opts.Matcher, "/mcp"), filepath.Join(g.dir, "ops.yaml"),
+`, g.admin, opts.Global, crank, g.port, opts.Site, cmp.Or(opts.Matcher, "/mcp"), filepath.Join(g.dir, "ops.yaml"),
 		strings.ReplaceAll(opts.Handler, "{{mcp_url}}", fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)))
 }
 

@@ -105,10 +105,15 @@
 //	                                    20-digit zero-padded index; on a
 //	                                    TTL-bucket lease of the log TTL
 //
-//	<prefix>mcp-session-list/<ws>/<id>  one empty key per recorded MCP
-//	                                    session, on the record's lease
-//	                                    (workspace and ID path-escaped):
-//	                                    the live-state listing's index
+//	<prefix>mcp-session-index/<ws>/<digest>
+//	                                    one key per recorded MCP session,
+//	                                    named by MCPSessionDigest of its
+//	                                    ID, the ID its value, on the
+//	                                    record's lease (workspace
+//	                                    path-escaped): the live-state
+//	                                    listing's index; releases before
+//	                                    it wrote mcp-session-list/<ws>/<id>
+//	                                    (unread now, expiring)
 //	<prefix>catalogs/<name>             an operations catalog's head: its
 //	                                    current version, when and by whom
 //	                                    it was written, how many
@@ -144,7 +149,9 @@
 // and ListOpenJobs page through them from key indexes (keys first, then
 // only the page's records); ReplicaNames names the replicas that own
 // running entities; OperatorStreamSession and OperatorJob read an entity
-// of a workspace whatever its agent, for an operator's stop or cancel.
+// of a workspace whatever its agent, for an operator's stop or cancel, and
+// OperatorMCPSession an MCP session by its digest (MCPSessionDigest): an
+// MCP session ID is its client's credential, so no list names one.
 //
 // # IDs and visibility
 //

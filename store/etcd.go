@@ -404,16 +404,18 @@ func validID(id string) bool { return id != "" && len(id) <= maxIDLen }
 // put again.
 func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	if !validID(s.ID) {
-		return fmt.Errorf("store: invalid MCP session ID %q (must be 1-%d bytes)", truncate(s.ID), maxIDLen)
+		return fmt.Errorf("store: invalid MCP session ID: must be 1-%d bytes, got %d", maxIDLen, len(s.ID))
 	}
+	// Errors name the session by its digest: the ID is a credential.
+	name := MCPSessionDigest(s.ID)
 	if s.TTL <= 0 {
-		return fmt.Errorf("store: MCP session %s: TTL must be positive, got %s", s.ID, s.TTL)
+		return fmt.Errorf("store: MCP session %s: TTL must be positive, got %s", name, s.TTL)
 	}
 	if err := validJSONField("client_capabilities", s.ClientCapabilities); err != nil {
-		return fmt.Errorf("store: MCP session %s: %w", s.ID, err)
+		return fmt.Errorf("store: MCP session %s: %w", name, err)
 	}
 	if err := validJSONField("initialize_params", s.InitializeParams); err != nil {
-		return fmt.Errorf("store: MCP session %s: %w", s.ID, err)
+		return fmt.Errorf("store: MCP session %s: %w", name, err)
 	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now()
@@ -434,16 +436,16 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 		TTLMillis:          int64((s.TTL + time.Millisecond - 1) / time.Millisecond),
 	})
 	if err != nil {
-		return fmt.Errorf("store: encode MCP session %s: %w", s.ID, err)
+		return fmt.Errorf("store: encode MCP session %s: %w", name, err)
 	}
 	if len(val) > e.maxValue {
-		return fmt.Errorf("store: MCP session %s: %w: record is %d bytes, over the %d-byte limit", s.ID, ErrTooLarge, len(val), e.maxValue)
+		return fmt.Errorf("store: MCP session %s: %w: record is %d bytes, over the %d-byte limit", name, ErrTooLarge, len(val), e.maxValue)
 	}
 	key := mcpSessionKey(s.ID)
-	err = e.do(ctx, "put MCP session "+s.ID, func(ctx context.Context) error {
+	err = e.do(ctx, "put MCP session "+name, func(ctx context.Context) error {
 		return e.leases.withLease(ctx, s.TTL, func(lease clientv3.LeaseID) error {
 			_, err := e.kv.Txn(ctx).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease)),
-				clientv3.OpPut(mcpSessionListKey(s.WorkspaceID, s.ID), "", clientv3.WithLease(lease))).Commit()
+				mcpSessionIndexPut(s.WorkspaceID, s.ID, lease)).Commit()
 			return err
 		})
 	})
@@ -459,7 +461,7 @@ func (e *Etcd) GetMCPSession(ctx context.Context, id string) (*MCPSession, error
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	kv, err := e.get(ctx, "get MCP session "+id, mcpSessionKey(id))
+	kv, err := e.get(ctx, "get MCP session "+MCPSessionDigest(id), mcpSessionKey(id))
 	if err != nil {
 		return nil, err
 	}
@@ -490,13 +492,13 @@ func (e *Etcd) GetMCPSession(ctx context.Context, id string) (*MCPSession, error
 func decodeMCPSession(id string, val []byte) (*mcpSessionRecord, error) {
 	var rec mcpSessionRecord
 	if err := json.Unmarshal(val, &rec); err != nil {
-		return nil, fmt.Errorf("store: decode MCP session %s: %w", id, err)
+		return nil, fmt.Errorf("store: decode MCP session %s: %w", MCPSessionDigest(id), err)
 	}
 	if rec.TTLMillis <= 0 {
-		return nil, fmt.Errorf("store: decode MCP session %s: invalid TTL %dms", id, rec.TTLMillis)
+		return nil, fmt.Errorf("store: decode MCP session %s: invalid TTL %dms", MCPSessionDigest(id), rec.TTLMillis)
 	}
 	if rec.ID != id {
-		return nil, fmt.Errorf("store: decode MCP session %s: corrupt record: it names session %q", id, truncate(rec.ID))
+		return nil, fmt.Errorf("store: decode MCP session %s: corrupt record: it names session %s", MCPSessionDigest(id), MCPSessionDigest(rec.ID))
 	}
 	return &rec, nil
 }
@@ -510,7 +512,7 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	op := "touch MCP session " + id
+	op := "touch MCP session " + MCPSessionDigest(id)
 	key := mcpSessionKey(id)
 	kv, err := e.get(ctx, op, key)
 	if err != nil {
@@ -535,7 +537,7 @@ func (e *Etcd) TouchMCPSession(ctx context.Context, id string) error {
 			tr, err := e.kv.Txn(ctx).
 				If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(lease)),
-					clientv3.OpPut(mcpSessionListKey(rec.WorkspaceID, id), "", clientv3.WithLease(lease))).
+					mcpSessionIndexPut(rec.WorkspaceID, id, lease)).
 				Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
 				Commit()
 			if err != nil {
@@ -562,7 +564,7 @@ func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 	if !validID(id) {
 		return nil
 	}
-	return e.do(ctx, "delete MCP session "+id, func(ctx context.Context) error {
+	return e.do(ctx, "delete MCP session "+MCPSessionDigest(id), func(ctx context.Context) error {
 		resp, err := e.kv.Delete(ctx, mcpSessionKey(id), clientv3.WithPrevKV())
 		if err != nil || len(resp.PrevKvs) == 0 {
 			return err
@@ -570,7 +572,7 @@ func (e *Etcd) DeleteMCPSession(ctx context.Context, id string) error {
 		// Its listing entry goes too (live.go); one left behind by a
 		// failure here expires with the record's lease.
 		if rec, err := decodeMCPSession(id, resp.PrevKvs[0].Value); err == nil {
-			_, err = e.kv.Delete(ctx, mcpSessionListKey(rec.WorkspaceID, id))
+			_, err = e.kv.Delete(ctx, mcpSessionIndexKey(rec.WorkspaceID, id))
 			return err
 		}
 		return nil

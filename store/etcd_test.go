@@ -141,8 +141,9 @@ func TestKeyLayoutAndPrefix(t *testing.T) {
 	for _, kv := range resp.Kvs {
 		keys = append(keys, string(kv.Key))
 	}
-	// (The second key is the live-state listing's index entry.)
-	if len(keys) != 2 || keys[0] != "/crank/v1/mcp-session-list//a%2F..%2Fb%20c" || keys[1] != "/crank/v1/mcp-sessions/a%2F..%2Fb%20c" {
+	// (The first key is the live-state listing's index entry, named by the
+	// ID's digest.)
+	if len(keys) != 2 || keys[0] != "/crank/v1/mcp-session-index//"+store.MCPSessionDigest("a/../b c") || keys[1] != "/crank/v1/mcp-sessions/a%2F..%2Fb%20c" {
 		t.Fatalf("keys = %q", keys)
 	}
 	if got, err := st.GetMCPSession(ctx, "a/../b c"); err != nil || got.ID != "a/../b c" {

@@ -201,7 +201,7 @@ func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first i
 	for _, d := range data {
 		if len(d) > e.maxItem || int64(len(d)) > lim.MaxBytes {
 			return 0, fmt.Errorf("store: append event to stream %q of session %s: %w: event is %d bytes, over the limit (%d per event, max_bytes %d)",
-				stream, truncate(session), ErrTooLarge, len(d), e.maxItem, lim.MaxBytes)
+				stream, MCPSessionDigest(session), ErrTooLarge, len(d), e.maxItem, lim.MaxBytes)
 		}
 	}
 	// Split into transactions of at most maxEventsPerTxn events and one
@@ -228,7 +228,7 @@ func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first i
 
 // appendEvents appends one transaction's worth of events.
 func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
-	op := "append events to stream " + strconv.Quote(stream) + " of session " + truncate(session)
+	op := "append events to stream " + strconv.Quote(stream) + " of session " + MCPSessionDigest(session)
 	mk := eventStreamKey(session, stream)
 	evp := eventsPrefix(session, stream)
 	backoff := casBackoffMin
@@ -359,7 +359,7 @@ func (e *Etcd) trimEvents(ctx context.Context, op, evp string, rec *eventStreamR
 			for _, kv := range resp.Kvs {
 				seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), evp), 10, 64)
 				if err != nil {
-					return fmt.Errorf("malformed event key %q", kv.Key)
+					return fmt.Errorf("malformed event key %q", strings.TrimPrefix(string(kv.Key), evp))
 				}
 				olds = append(olds, old{seq, len(kv.Value)})
 			}
@@ -398,7 +398,7 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	if index < -1 {
 		return nil, fmt.Errorf("store: %w: event index must be at least -1, got %d", ErrInvalid, index)
 	}
-	op := "replay stream " + strconv.Quote(stream) + " of session " + truncate(session)
+	op := "replay stream " + strconv.Quote(stream) + " of session " + MCPSessionDigest(session)
 	mk := eventStreamKey(session, stream)
 	evp := eventsPrefix(session, stream)
 	want := uint64(index + 1)
@@ -436,7 +436,7 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	for i, kv := range kvs {
 		seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), evp), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("store: %s: malformed event key %q", op, kv.Key)
+			return nil, fmt.Errorf("store: %s: malformed event key %q", op, strings.TrimPrefix(string(kv.Key), evp))
 		}
 		if seq >= rec.Next {
 			break
@@ -464,7 +464,7 @@ func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.bgCtx, cancel)()
-	return e.do(ctx, "delete event streams of session "+truncate(session), func(ctx context.Context) error {
+	return e.do(ctx, "delete event streams of session "+MCPSessionDigest(session), func(ctx context.Context) error {
 		_, err := e.kv.Delete(ctx, p, clientv3.WithPrefix())
 		return err
 	})

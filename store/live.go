@@ -16,22 +16,37 @@ import (
 // listed a page at a time from key indexes (keys first, then only the
 // records of the page), never by scanning records.
 //
-//	mcp-session-list/<ws>/<id>    one empty key per recorded MCP session,
-//	                              on the record's lease (both path-escaped)
+//	mcp-session-index/<ws>/<digest>  one key per recorded MCP session,
+//	                                 named by its MCPSessionDigest, its
+//	                                 value the session ID, on the
+//	                                 record's lease (workspace
+//	                                 path-escaped)
+//
+// The index is keyed by digest so that neither a page nor its next
+// position carries a session ID (a credential), and an operator's stop
+// finds the session by the digest the list showed, in one read.
+// Releases before it indexed sessions by ID under
+// mcp-session-list/<ws>/<id>; this one neither writes nor reads those
+// keys, which expire with their sessions' leases.
 //
 // Open stream sessions and jobs are listed from active/<kind>/<ws>/…, the
 // index quotas count.
-const mcpSessionListDir = "mcp-session-list/"
+const mcpSessionIndexDir = "mcp-session-index/"
 
 // MaxLivePage is the most entries one live-state page returns.
 const MaxLivePage = 500
 
-func mcpSessionListPrefix(workspace string) string {
-	return mcpSessionListDir + url.PathEscape(workspace) + "/"
+func mcpSessionIndexPrefix(workspace string) string {
+	return mcpSessionIndexDir + url.PathEscape(workspace) + "/"
 }
 
-func mcpSessionListKey(workspace, id string) string {
-	return mcpSessionListPrefix(workspace) + url.PathEscape(id)
+func mcpSessionIndexKey(workspace, id string) string {
+	return mcpSessionIndexPrefix(workspace) + MCPSessionDigest(id)
+}
+
+// mcpSessionIndexPut writes a session's index entry on lease.
+func mcpSessionIndexPut(workspace, id string, lease clientv3.LeaseID) clientv3.Op {
+	return clientv3.OpPut(mcpSessionIndexKey(workspace, id), id, clientv3.WithLease(lease))
 }
 
 // LiveCounts counts what is open in a workspace.
@@ -53,7 +68,7 @@ func (e *Etcd) CountLive(ctx context.Context, workspace string) (LiveCounts, err
 		count := func(prefix string) clientv3.Op {
 			return clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		}
-		resp, err := e.kv.Txn(ctx).Then(count(mcpSessionListPrefix(workspace)),
+		resp, err := e.kv.Txn(ctx).Then(count(mcpSessionIndexPrefix(workspace)),
 			count(activeScopePrefix(activeStreamSessions, workspace)), count(activeScopePrefix(activeJobs, workspace))).Commit()
 		if err != nil {
 			return err
@@ -70,6 +85,12 @@ func (e *Etcd) CountLive(ctx context.Context, workspace string) (LiveCounts, err
 // position after (a key suffix returned as a page's next position), and
 // returns their suffixes and the next position ("" at the end).
 func (e *Etcd) pageKeys(ctx context.Context, op, prefix, after string, limit int) ([]string, string, error) {
+	suffixes, _, next, err := e.page(ctx, op, prefix, after, limit, true)
+	return suffixes, next, err
+}
+
+// page is pageKeys, with the keys' values unless keysOnly.
+func (e *Etcd) page(ctx context.Context, op, prefix, after string, limit int, keysOnly bool) ([]string, [][]byte, string, error) {
 	if limit <= 0 || limit > MaxLivePage {
 		limit = MaxLivePage
 	}
@@ -78,27 +99,32 @@ func (e *Etcd) pageKeys(ctx context.Context, op, prefix, after string, limit int
 		from = prefix + after + "\x00"
 	}
 	var suffixes []string
+	var values [][]byte
 	var more bool
 	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)),
-			clientv3.WithKeysOnly(), clientv3.WithLimit(int64(limit)))
+		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := e.kv.Get(ctx, from, opts...)
 		if err != nil {
 			return err
 		}
 		for _, kv := range resp.Kvs {
 			suffixes = append(suffixes, strings.TrimPrefix(string(kv.Key), prefix))
+			values = append(values, kv.Value)
 		}
 		more = resp.More
 		return nil
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	next := ""
 	if more && len(suffixes) > 0 {
 		next = suffixes[len(suffixes)-1]
 	}
-	return suffixes, next, nil
+	return suffixes, values, next, nil
 }
 
 // getKeys reads keys in transactions within etcd's operation limit,
@@ -134,25 +160,27 @@ func (e *Etcd) getKeys(ctx context.Context, op string, keys []string) ([]*mvccpb
 }
 
 // ListMCPSessions returns a page of the MCP sessions recorded for a
-// workspace (in ID order, after the position after) and the next
-// position ("" at the end). Sessions recorded by an earlier release are
-// listed once a replica of this one has touched them.
+// workspace (in the order of their digests, after the position after)
+// and the next position ("" at the end), a digest. Sessions recorded by
+// an earlier release are listed once a replica of this one has touched
+// them.
 func (e *Etcd) ListMCPSessions(ctx context.Context, workspace, after string, limit int) ([]*MCPSession, string, error) {
-	suffixes, next, err := e.pageKeys(ctx, "list MCP sessions of workspace "+workspace, mcpSessionListPrefix(workspace), after, limit)
+	op := "list MCP sessions of workspace " + workspace
+	suffixes, values, next, err := e.page(ctx, op, mcpSessionIndexPrefix(workspace), after, limit, false)
 	if err != nil {
 		return nil, "", err
 	}
 	keys := make([]string, 0, len(suffixes))
 	ids := make([]string, 0, len(suffixes))
-	for _, s := range suffixes {
-		id, err := url.PathUnescape(s)
-		if err != nil {
-			continue
+	for i, s := range suffixes {
+		id := string(values[i])
+		if !validID(id) || MCPSessionDigest(id) != s {
+			continue // not an entry of this index
 		}
 		ids = append(ids, id)
 		keys = append(keys, mcpSessionKey(id))
 	}
-	kvs, err := e.getKeys(ctx, "list MCP sessions of workspace "+workspace, keys)
+	kvs, err := e.getKeys(ctx, op, keys)
 	if err != nil {
 		return nil, "", err
 	}
@@ -250,6 +278,37 @@ func (e *Etcd) ListOpenJobs(ctx context.Context, workspace, after string, limit 
 		out = append(out, r.public(kv.ModRevision))
 	}
 	return out, next, nil
+}
+
+// OperatorMCPSession returns the MCP session of a workspace with the
+// given digest (MCPSessionDigest, as ListMCPSessions pages name them) —
+// an operator's read, never a client's — or ErrNotFound: two reads, the
+// index entry and the record. A session ID is not a digest: it is not
+// found.
+func (e *Etcd) OperatorMCPSession(ctx context.Context, workspace, digest string) (*MCPSession, error) {
+	if !wellFormedDigest(digest) {
+		return nil, ErrNotFound
+	}
+	key := mcpSessionIndexPrefix(workspace) + digest
+	kv, err := e.get(ctx, "get MCP session "+digest, key)
+	if err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return nil, ErrNotFound
+	}
+	id := string(kv.Value)
+	if !validID(id) || MCPSessionDigest(id) != digest {
+		return nil, fmt.Errorf("store: decode %s: corrupt index entry: it names another session", key)
+	}
+	s, err := e.GetMCPSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.WorkspaceID != workspace {
+		return nil, ErrNotFound
+	}
+	return s, nil
 }
 
 // OperatorStreamSession returns a stream session of a workspace whatever

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,19 +37,42 @@ func TestLiveStateOfAWorkspace(t *testing.T) {
 	if err != nil || c != (store.LiveCounts{MCPSessions: 3, StreamSessions: 3, Jobs: 1}) {
 		t.Fatalf("counts: %+v %v", c, err)
 	}
+	// Pages go in digest order; a page's next position is a digest, never
+	// a session ID.
 	ms, next, err := st.ListMCPSessions(ctx, "ws-1", "", 2)
-	if err != nil || len(ms) != 2 || ms[0].ID != "m1" || next == "" {
+	if err != nil || len(ms) != 2 || next != store.MCPSessionDigest(ms[1].ID) {
 		t.Fatalf("MCP page 1: %+v %q %v", ms, next, err)
 	}
+	listed := []string{ms[0].ID, ms[1].ID}
 	ms, next, err = st.ListMCPSessions(ctx, "ws-1", next, 2)
-	if err != nil || len(ms) != 1 || ms[0].ID != "m3" || next != "" || ms[0].AgentID != "user:x" {
+	if err != nil || len(ms) != 1 || next != "" || ms[0].AgentID != "user:x" {
 		t.Fatalf("MCP page 2: %+v %q %v", ms, next, err)
+	}
+	listed = append(listed, ms[0].ID)
+	slices.Sort(listed)
+	if !slices.Equal(listed, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("MCP sessions listed: %v", listed)
+	}
+	// An operator finds a session by its digest, in its workspace only;
+	// its ID is no digest.
+	if s, err := st.OperatorMCPSession(ctx, "ws-1", store.MCPSessionDigest("m2")); err != nil || s.ID != "m2" {
+		t.Fatalf("by digest: %+v %v", s, err)
+	}
+	for _, c := range []struct{ ws, digest string }{
+		{"ws-2", store.MCPSessionDigest("m2")}, {"ws-1", "m2"}, {"ws-1", store.MCPSessionDigest("other")}, {"ws-1", ""},
+	} {
+		if _, err := st.OperatorMCPSession(ctx, c.ws, c.digest); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("OperatorMCPSession(%q, %q): %v, want ErrNotFound", c.ws, c.digest, err)
+		}
 	}
 	if err := st.DeleteMCPSession(ctx, "m2"); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := st.CountLive(ctx, "ws-1"); c.MCPSessions != 2 {
 		t.Fatalf("after a delete: %+v", c)
+	}
+	if _, err := st.OperatorMCPSession(ctx, "ws-1", store.MCPSessionDigest("m2")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a deleted session by digest: %v", err)
 	}
 
 	var seen []string

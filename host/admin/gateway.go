@@ -36,7 +36,7 @@ type Store interface {
 	ReplicaNames(ctx context.Context, owners []string) (map[string]string, error)
 	OperatorStreamSession(ctx context.Context, workspace, id string) (*store.StreamSession, error)
 	OperatorJob(ctx context.Context, workspace, id string) (*store.AsyncJobHandle, error)
-	GetMCPSession(ctx context.Context, id string) (*store.MCPSession, error)
+	OperatorMCPSession(ctx context.Context, workspace, digest string) (*store.MCPSession, error)
 	DeleteMCPSession(ctx context.Context, id string) error
 	CloseStreamSession(ctx context.Context, scope store.Scope, id, reason string) (*store.StreamSession, error)
 	CancelJob(ctx context.Context, scope store.Scope, id, reason string) (*store.AsyncJobHandle, error)

@@ -434,8 +434,9 @@ func TestLiveState(t *testing.T) {
 		t.Fatalf("entries: %v", es)
 	}
 	f.want(http.StatusNotFound, "GET", "/crank/live/ws/things", "")
-	f.want(http.StatusNotFound, "DELETE", "/crank/live/other/mcp-sessions/mcp-1", "")
-	f.want(http.StatusOK, "DELETE", "/crank/live/ws/mcp-sessions/mcp-1", "")
+	digest := es[0].(map[string]any)["id"].(string)
+	f.want(http.StatusNotFound, "DELETE", "/crank/live/other/mcp-sessions/"+digest, "")
+	f.want(http.StatusOK, "DELETE", "/crank/live/ws/mcp-sessions/"+digest, "")
 	if _, err := f.st.GetMCPSession(ctx, "mcp-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the session is still there: %v", err)
 	}

@@ -21,6 +21,9 @@ const (
 
 // LiveEntry is one open MCP session, stream session or job.
 type LiveEntry struct {
+	// ID names the entry for a stop: a stream session's or job's ID, an
+	// MCP session's digest (store.MCPSessionDigest) — never its ID, which
+	// is its client's credential.
 	ID        string    `json:"id"`
 	Agent     string    `json:"agent,omitempty"`
 	Operation string    `json:"operation,omitempty"`
@@ -60,7 +63,7 @@ func liveList(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 		}
 		next = n
 		for _, s := range ss {
-			out = append(out, LiveEntry{ID: s.ID, Agent: s.AgentID, Client: s.ClientName, Created: s.CreatedAt,
+			out = append(out, LiveEntry{ID: store.MCPSessionDigest(s.ID), Agent: s.AgentID, Client: s.ClientName, Created: s.CreatedAt,
 				AgeMS: now.Sub(s.CreatedAt).Milliseconds()})
 		}
 	case liveStreamSessions:
@@ -71,7 +74,7 @@ func liveList(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 		next = n
 		for _, s := range ss {
 			owners = append(owners, s.Owner)
-			out = append(out, LiveEntry{ID: s.ID, Agent: s.AgentID, Operation: s.OperationID, Status: string(s.Status),
+			out = append(out, LiveEntry{ID: store.MCPSessionDigest(s.ID), Agent: s.AgentID, Operation: s.OperationID, Status: string(s.Status),
 				Owner: s.Owner, Created: s.CreatedAt, AgeMS: now.Sub(s.CreatedAt).Milliseconds(), Expires: s.ExpiresAt})
 		}
 	case liveJobs:
@@ -110,7 +113,8 @@ func liveList(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 }
 
 // liveStop stops a stream session, cancels a job or ends an MCP session
-// of a workspace, whoever opened it.
+// of a workspace, whoever opened it; an MCP session is named by its
+// digest, as liveList shows it.
 func liveStop(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
 	ws, kind, id := args[0], args[1], args[2]
 	ctx := r.Context()
@@ -121,11 +125,8 @@ func liveStop(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 	switch kind {
 	case liveMCPSessions:
 		var s *store.MCPSession
-		if s, err = g.Store.GetMCPSession(ctx, id); err == nil && s.WorkspaceID != ws {
-			err = store.ErrNotFound
-		}
-		if err == nil {
-			err = g.Store.DeleteMCPSession(ctx, id)
+		if s, err = g.Store.OperatorMCPSession(ctx, ws, id); err == nil {
+			err = g.Store.DeleteMCPSession(ctx, s.ID)
 			status = "deleted"
 		}
 	case liveStreamSessions:
@@ -148,6 +149,10 @@ func liveStop(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 		return errorf(http.StatusNotFound, "no live state kind %q: mcp-sessions, sessions or jobs", kind)
 	}
 	g.audit(r, "live.stop", "", err, zap.String("workspace", ws), zap.String("kind", kind), zap.String("id", id))
+	if err != nil && kind == liveMCPSessions {
+		// Not echoed: what was sent may be a session ID.
+		return storeError(err, "MCP session (named by the id the list shows, its digest, not by its Mcp-Session-Id)")
+	}
 	if err != nil {
 		return storeError(err, kind+" "+id)
 	}

@@ -1,16 +1,16 @@
 package mcpserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/store"
 )
 
 // The caller's identity: the workspace of the endpoint and the agent a
@@ -116,11 +116,17 @@ func (ep *Endpoint) callerAgent(extra *mcp.RequestExtra, ss *mcp.ServerSession) 
 	return ""
 }
 
-// sessionAgent is the agent of an MCP session that names no other: a
-// digest of its ID (128 bits of SHA-256, hex).
+// sessionAgent is the agent of an MCP session that names no other: the
+// digest of its ID (store.MCPSessionDigest).
 func sessionAgent(id string) string {
-	sum := sha256.Sum256([]byte("crank MCP session agent\x00" + id))
-	return agentSessionPrefix + hex.EncodeToString(sum[:16])
+	return agentSessionPrefix + store.MCPSessionDigest(id)
+}
+
+// sessionField names an MCP session in a log line: by its digest, the
+// name the live-state list and the session's agent use, never by its ID,
+// which is the client's credential.
+func sessionField(id string) zap.Field {
+	return zap.String("session", store.MCPSessionDigest(id))
 }
 
 // callerScope is the workspace and agent a request runs as.

@@ -433,7 +433,45 @@ func (ep *Endpoint) Close() error {
 	return nil
 }
 
-func slogFromZap(l *zap.Logger) *slog.Logger { return slog.New(zapslog.NewHandler(l.Core())) }
+// slogFromZap is the SDK's logger: l, with the SDK's session_id
+// attributes naming the session as sessionField does.
+func slogFromZap(l *zap.Logger) *slog.Logger {
+	return slog.New(sdkLogHandler{zapslog.NewHandler(l.Core())})
+}
+
+// sdkLogHandler replaces the MCP session IDs the SDK logs (attribute
+// session_id: "server session connected", "resource subscribed", …) by
+// their digest.
+type sdkLogHandler struct{ slog.Handler }
+
+func (h sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(sdkLogAttr(a))
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h sdkLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		out[i] = sdkLogAttr(a)
+	}
+	return sdkLogHandler{h.Handler.WithAttrs(out)}
+}
+
+func (h sdkLogHandler) WithGroup(name string) slog.Handler {
+	return sdkLogHandler{h.Handler.WithGroup(name)}
+}
+
+func sdkLogAttr(a slog.Attr) slog.Attr {
+	if a.Key != "session_id" {
+		return a
+	}
+	f := sessionField(a.Value.String())
+	return slog.String(f.Key, f.String)
+}
 
 // Interface guard.
 var _ http.Handler = (*Endpoint)(nil)

@@ -192,7 +192,7 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 		pl.queue = slices.Delete(pl.queue, 0, len(pl.queue)/2)
 		if es.logger != nil {
 			es.logger.Warn("SSE events dropped before reaching etcd: resuming this stream from before them will fail",
-				zap.String("session", sessionID), zap.Int("dropped", maxPendingEvents/2))
+				sessionField(sessionID), zap.Int("dropped", maxPendingEvents/2))
 		}
 	}
 	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
@@ -340,7 +340,7 @@ func (es *eventStore) notStored(sessionID string, err error) {
 	if es.logger != nil {
 		// The events were delivered; only a resumption across them fails.
 		es.logger.Warn("SSE events not stored: a client resuming this stream gets an error instead",
-			zap.String("session", sessionID), zap.Error(err))
+			sessionField(sessionID), zap.Error(err))
 	}
 }
 

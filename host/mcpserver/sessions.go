@@ -175,7 +175,7 @@ func (ep *Endpoint) put(ctx context.Context, ls *liveSession) {
 	if err := (*stp).PutMCPSession(ctx, ep.record(ls)); err != nil {
 		ls.recorded.Store(false)
 		ep.logger.Warn("MCP session not recorded in the store: other replicas cannot serve it until it is",
-			zap.String("session", ls.id), zap.Error(err))
+			sessionField(ls.id), zap.Error(err))
 		return
 	}
 	ls.recorded.Store(true)
@@ -406,7 +406,7 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *session
 	}
 	ep.replicas.sessions[id] = ls // replaces a closed entry, if any
 	ep.replicas.watch(ls)
-	ep.logger.Debug("MCP session restored from the store", zap.String("session", id))
+	ep.logger.Debug("MCP session restored from the store", sessionField(id))
 	return ls, nil
 }
 
@@ -457,7 +457,7 @@ func (ep *Endpoint) deleteRecord(ctx context.Context, id string) {
 	defer cancel()
 	if err := (*stp).DeleteMCPSession(ctx, id); err != nil {
 		ep.logger.Warn("ended MCP session not deleted from the store; it expires after the session timeout",
-			zap.String("session", id), zap.Error(err))
+			sessionField(id), zap.Error(err))
 	}
 }
 
@@ -469,10 +469,10 @@ func (ep *Endpoint) sessionLookupFailed(w http.ResponseWriter, id string, err er
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	ep.logger.Warn("MCP session lookup in the store failed", zap.String("session", id), zap.Error(err))
-	msg := "MCP session " + id + " is not held by this replica and the session store cannot be read"
+	ep.logger.Warn("MCP session lookup in the store failed", sessionField(id), zap.Error(err))
+	msg := "the MCP session is not held by this replica and the session store cannot be read"
 	if errors.Is(err, store.ErrUnavailable) {
-		msg = "MCP session " + id + " is not held by this replica and the session store (etcd) is unavailable; retry shortly"
+		msg = "the MCP session is not held by this replica and the session store (etcd) is unavailable; retry shortly"
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSONRPCError(w, http.StatusServiceUnavailable, -32000, msg, map[string]any{"retryable": true})
@@ -517,10 +517,10 @@ func (ep *Endpoint) touch(ls *liveSession) {
 		case err == nil:
 			ls.lastTouch.Store(now)
 		case errors.Is(err, store.ErrNotFound):
-			ep.logger.Info("MCP session ended elsewhere (its store record is gone); closing it here", zap.String("session", ls.id))
+			ep.logger.Info("MCP session ended elsewhere (its store record is gone); closing it here", sessionField(ls.id))
 			ls.close()
 		default:
-			ep.logger.Debug("MCP session expiry not pushed out; retried on its next use", zap.String("session", ls.id), zap.Error(err))
+			ep.logger.Debug("MCP session expiry not pushed out; retried on its next use", sessionField(ls.id), zap.Error(err))
 		}
 	}()
 }

@@ -858,7 +858,9 @@ async function loadLiveNow() {
         onclick: () => stopLive(ws, k, e.id) }, k.action))));
     if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7" }, "None.")));
     box.append(el("div", { class: "scroll" }, el("table", { id, "aria-labelledby": `${id}-title` },
-      el("thead", {}, el("tr", {}, ...["Id", k.kind === "mcp-sessions" ? "Client" : "Operation", "Agent", "Status", "Owner replica", "Age", "Action"]
+      // An MCP session's id is the digest of its Mcp-Session-Id (the ID is
+      // its client's credential and never listed).
+      el("thead", {}, el("tr", {}, ...[k.kind === "mcp-sessions" ? "Digest" : "Id", k.kind === "mcp-sessions" ? "Client" : "Operation", "Agent", "Status", "Owner replica", "Age", "Action"]
         .map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...rows))));
   });
