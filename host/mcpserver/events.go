@@ -214,7 +214,7 @@ func (es *eventStore) logRefusalLocked(sessionID, refusal string) {
 	}
 	// The events reach the client; only a resume from them fails.
 	es.logger.Info("SSE events of a stream not stored: an event-log quota is full; resuming this stream will fail",
-		zap.String("session_agent", sessionAgent(sessionID)), zap.String("reason", refusal),
+		sessionField(sessionID), zap.String("reason", refusal),
 		zap.Int("refused_since_last_line", es.refusalsUnlogged))
 	es.refusalLogged, es.refusalsUnlogged = now, 0
 }
