@@ -20,6 +20,9 @@ type collector struct {
 	ex       *Execution
 	p        *compiledPaths
 	progress func(chunk string)
+	// redact are the call's redactors, applied to every string before
+	// max_field_length cuts it (safety.go).
+	redact redactors
 
 	// cursor is the upstream cursor after the last fully consumed
 	// document; skip is how many items of the first document to skip
@@ -71,18 +74,29 @@ type windowStats struct {
 // maxGapReasons bounds the gap reasons a result lists (all are counted).
 const maxGapReasons = 10
 
-func newCollector(ex *Execution, cursor string, skip int, progress func(string)) *collector {
-	c := &collector{ex: ex, p: &ex.paths, progress: progress, cursor: cursor, skip: skip,
+func newCollector(ex *Execution, rs redactors, cursor string, skip int, progress func(string)) *collector {
+	c := &collector{ex: ex, p: &ex.paths, progress: progress, redact: rs, cursor: cursor, skip: skip,
 		smp: sampler{rate: ex.Safety.SamplingRate}}
 	if ex.Safety.DropDuplicates {
 		c.dd = newDedupe()
 	}
-	c.agg = newAggregator(ex)
+	c.agg = newAggregator(ex, rs)
 	p := c.p
 	c.fast = p.items == nil && p.summary == nil && p.cursor == nil && p.status == nil && p.done == nil &&
 		len(p.redact) == 0 && p.groupBy == nil &&
 		(ex.Aggregation.Mode == AggRawItems || ex.Aggregation.Mode == AggSummaryOnly)
 	return c
+}
+
+// finish sends as progress what the aggregator held back (the end of a
+// text window's text, which a secret may have straddled): the window has
+// ended.
+func (c *collector) finish() {
+	if t, ok := c.agg.(*textAgg); ok && c.progress != nil {
+		if rest := t.rest(); rest != "" {
+			c.progress(rest)
+		}
+	}
 }
 
 // stopped reports whether the collector ended the window.
@@ -182,7 +196,7 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 		}
 		if limit := c.fieldLimit(); limit > 0 {
 			var n int
-			node, n = truncateStrings(node, limit)
+			node, n = truncateStrings(node, limit, c.redact)
 			c.stats.FieldsTruncated += n
 		}
 		if c.take(node, encodeJSON(node)) {
@@ -322,7 +336,7 @@ type aggregator interface {
 	items() []json.RawMessage
 }
 
-func newAggregator(ex *Execution) aggregator {
+func newAggregator(ex *Execution, rs redactors) aggregator {
 	p := &ex.paths
 	switch ex.Aggregation.Mode {
 	case AggSummaryOnly:
@@ -334,7 +348,7 @@ func newAggregator(ex *Execution) aggregator {
 	case AggLatestState:
 		return &latestAgg{key: p.key, state: map[string]json.RawMessage{}}
 	case AggText:
-		return &textAgg{text: p.text, finish: p.finish, usage: p.usage}
+		return &textAgg{text: p.text, finish: p.finish, usage: p.usage, progress: redactedStream{rs: rs}}
 	}
 	return &countAgg{groupBy: p.groupBy, keepAll: true}
 }
@@ -502,13 +516,17 @@ func (a *latestAgg) summary(c *collector) any {
 
 func (a *latestAgg) items() []json.RawMessage { return nil }
 
-// textAgg joins the text of LLM-style chunks.
+// textAgg joins the text of LLM-style chunks. Its progress chunks are the
+// joined text as it grows, redacted as a whole (a secret split between
+// two chunks is held back until it can be redacted): not always one
+// chunk's delta.
 type textAgg struct {
 	text, finish, usage *jsonpath.Path
 	b                   strings.Builder
 	reason              string
 	usageJSON           json.RawMessage
 	chunks              int
+	progress            redactedStream
 }
 
 type textSummary struct {
@@ -542,8 +560,12 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	a.chunks++
 	a.b.WriteString(delta.String())
-	return delta.String(), true
+	out := a.progress.add(delta.String())
+	return out, out != ""
 }
+
+// rest is the text its progress chunks held back.
+func (a *textAgg) rest() string { return a.progress.flush() }
 
 func (a *textAgg) summary(*collector) any {
 	return textSummary{Text: a.b.String(), FinishReason: a.reason, Usage: a.usageJSON, Chunks: a.chunks}

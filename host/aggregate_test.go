@@ -38,7 +38,7 @@ func runCollector(t testing.TB, ex *Execution, cursor string, docs ...string) (s
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := newCollector(ex, up, skip, func(s string) { chunks = append(chunks, s) })
+	col := newCollector(ex, nil, up, skip, func(s string) { chunks = append(chunks, s) })
 	end := endUpstreamEnd
 	for _, d := range docs {
 		doc, cur, _ := strings.Cut(d, "#")

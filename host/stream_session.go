@@ -180,8 +180,9 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	rop := *op
 	rop.Operation = &rdef
 	w := &streamSessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
-	col := newCollector(&ex, "", 0, nil)
-	col.sink = func(raw []byte) bool { return w.add(h.redact.JSON(raw)) }
+	rs := h.redactorsOf(req)
+	col := newCollector(&ex, rs, "", 0, nil)
+	col.sink = func(raw []byte) bool { return w.add(rs.JSON(raw)) }
 	col.onGap = func() { w.gaps.Add(1) }
 
 	end, failure := h.readAcrossAdapterRestarts(ctx, &rop, req, args, lifeEnd, col)

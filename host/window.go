@@ -120,11 +120,12 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	defer windowTimer.Stop()
 	deadline := start.Add(ex.Window())
 
+	rs := h.redactorsOf(req)
 	var progress func(string)
 	if req.Progress != nil {
-		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: h.redact.String(chunk)}) }
+		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: rs.String(chunk)}) }
 	}
-	col := newCollector(ex, upstreamCursor, skip, progress)
+	col := newCollector(ex, rs, upstreamCursor, skip, progress)
 
 	areq := adapterRequest(op, req, args, deadline)
 	areq.Cursor = upstreamCursor
@@ -134,6 +135,7 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	} else {
 		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
+	col.finish()
 	return h.windowResult(op, col, end, failure, time.Since(start))
 }
 
