@@ -94,6 +94,10 @@
 //	                                    session, on the record's lease
 //	                                    (workspace and ID path-escaped):
 //	                                    the live-state listing's index
+//	<prefix>keys/<name>                 a secret key every replica shares
+//	                                    (SharedKey: 32 random bytes, created
+//	                                    once with a compare-and-swap on its
+//	                                    absence, no lease, never replaced)
 //	<prefix>catalogs/<name>             an operations catalog's head: its
 //	                                    current version, when and by whom
 //	                                    it was written, how many
