@@ -1,7 +1,6 @@
 package host
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -289,43 +288,49 @@ func (c *collector) take(item any, raw []byte) bool {
 	return false
 }
 
-// resultCursor is the cursor the next window starts from.
-func (c *collector) resultCursor() string {
+// resultCursor is where the next window starts (the zero state: no
+// cursor).
+func (c *collector) resultCursor() cursorState {
 	if c.partial {
-		return encodeCursor(c.partialCursor, c.partialSkip)
+		return cursorState{Cursor: c.partialCursor, Skip: c.partialSkip}
 	}
-	return c.cursor
+	return cursorState{Cursor: c.cursor}
 }
 
-// cursorPrefix marks a cursor that points inside an upstream document.
-const cursorPrefix = "crank1:"
-
+// cursorState is where a window starts: after the upstream cursor Cursor
+// ("" for the upstream's start), skipping the first Skip items of the
+// document there (the previous window stopped inside it).
 type cursorState struct {
 	Cursor string `json:"c,omitempty"`
-	Skip   int    `json:"s"`
+	Skip   int    `json:"s,omitempty"`
 }
 
-func encodeCursor(cursor string, skip int) string {
-	if skip <= 0 {
-		return cursor
+// sealWindowCursor is the cursor a window of tool in workspace returns
+// (cursor.go); "" for the zero state.
+func sealWindowCursor(key []byte, workspace, tool string, st cursorState) string {
+	if st == (cursorState{}) {
+		return ""
 	}
-	b, _ := json.Marshal(cursorState{Cursor: cursor, Skip: skip})
-	return cursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+	b, _ := json.Marshal(st)
+	return sealCursor(key, windowCursor, []string{workspace, tool}, string(b))
 }
 
-// decodeCursor reads a cursor a window returned: an upstream cursor, or
-// one pointing inside a document.
-func decodeCursor(s string) (string, int, error) {
-	rest, ok := strings.CutPrefix(s, cursorPrefix)
-	if !ok {
-		return s, 0, nil
+// errForeignCursor refuses a cursor argument no window of the tool (in
+// the workspace) returned.
+var errForeignCursor = errors.New("not a cursor this tool returned (pass the cursor of its previous window unchanged, or leave it out to start afresh)")
+
+// openWindowCursor reads a cursor argument of tool in workspace: one
+// sealWindowCursor made, else errForeignCursor.
+func openWindowCursor(key []byte, workspace, tool, s string) (cursorState, error) {
+	if s == "" {
+		return cursorState{}, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
+	v, ok := openCursor(key, windowCursor, []string{workspace, tool}, s)
 	var st cursorState
-	if err != nil || json.Unmarshal(b, &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
-		return "", 0, errors.New("not a cursor this tool returned")
+	if !ok || json.Unmarshal([]byte(v), &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
+		return cursorState{}, errForeignCursor
 	}
-	return st.Cursor, st.Skip, nil
+	return st, nil
 }
 
 // aggregator folds counted items into a result. add returns the item's

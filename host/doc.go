@@ -93,7 +93,8 @@
 //	                 items or fields were cut or skipped, or the upstream reported a gap
 //	window_complete  the window ran its course (window_duration, done, upstream_end)
 //	has_more         the upstream may have more (false after done or upstream_end)
-//	cursor           pass it back as the cursor argument to continue
+//	cursor           pass it back as the cursor argument to continue (sealed:
+//	                 only a cursor a window of the tool returned is taken, cursor.go)
 //	end_reason       window_duration | max_items | max_bytes | upstream_timeout |
 //	                 idle_timeout | done | upstream_end | upstream_error | cancelled
 //	status, gaps, error

@@ -73,7 +73,9 @@
 //     such a cursor fails it before it resubscribes (bad response). There
 //     is no opt-out: line breaks a protocol needs belong in the template
 //     itself, never in a value; send a JSON message to pass text with
-//     line breaks.
+//     line breaks. The cursor a window is called with is one the host
+//     sealed and took back (an item id this adapter sent), never text a
+//     client chose; it is checked all the same.
 //   - ack: the upstream's acknowledgement of the subscription: the first
 //     message where path selects a value equal to equals (a template like
 //     the messages; numbers compare by value; without equals any value
