@@ -339,7 +339,7 @@ func TestFamiliesDemo(t *testing.T) {
 }
 
 // Two gateways share one etcd: a session started on A is polled and
-// stopped on B (A's reader stops), a job started on A is cancelled on B (the
+// stopped on B (A's reader stops; B takes the cursor of a poll on A), a job started on A is cancelled on B (the
 // upstream request on A ends), and when A is killed with SIGKILL, its
 // running job is marked failed by B within the owner TTL.
 func TestFamiliesAcrossReplicas(t *testing.T) {
@@ -365,9 +365,17 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 	<-up.jobStarted
 	<-up.jobStarted
 
+	// A poll's cursor from A is taken on B: the replicas seal cursors with
+	// the key they share in etcd.
+	var cursor any
+	waitFor(t, "items polled on A", func() bool {
+		p := callOK(t, cs, "follow_poll", map[string]any{"session_id": session})
+		cursor = p["cursor"]
+		return len(p["items"].([]any)) > 0
+	})
 	lb.to(b) // the same MCP session, now served by B
 	waitFor(t, "A's items polled on B", func() bool {
-		return len(callOK(t, cs, "follow_poll", map[string]any{"session_id": session})["items"].([]any)) > 0
+		return len(callOK(t, cs, "follow_poll", map[string]any{"session_id": session, "cursor": cursor})["items"].([]any)) > 0
 	})
 	callOK(t, cs, "follow_stop", map[string]any{"session_id": session})
 	select {

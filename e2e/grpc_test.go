@@ -366,7 +366,7 @@ func TestGRPCDemo(t *testing.T) {
 		for _, it := range w.Items {
 			seqs = append(seqs, it.Seq)
 		}
-		if !slices.Equal(seqs, want) || w.EndReason != "max_items" || w.Cursor != want[4] {
+		if !slices.Equal(seqs, want) || w.EndReason != "max_items" || windowCursorValue(w.Cursor) != want[4] {
 			t.Errorf("window %d = %s", i, b)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -411,6 +412,30 @@ func textOf(res *mcp.CallToolResult) string {
 		return tc.Text
 	}
 	return ""
+}
+
+// windowCursorValue is the upstream cursor inside a window's cursor (the
+// gateway seals it: "crank2:<base64url JSON>.<tag>"), "" when c is not
+// one. Tests look inside; clients pass cursors back unchanged.
+func windowCursorValue(c string) string {
+	v, _, ok := strings.Cut(strings.TrimPrefix(c, "crank2:"), ".")
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	var st struct{ C string }
+	if !ok || err != nil || json.Unmarshal(b, &st) != nil {
+		return ""
+	}
+	return st.C
+}
+
+// upstreamCursor is the upstream cursor inside a window result's cursor.
+func upstreamCursor(t testing.TB, res *mcp.CallToolResult) string {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var w struct{ Cursor string }
+	if err := json.Unmarshal(b, &w); err != nil {
+		t.Fatalf("window result %s: %v", b, err)
+	}
+	return windowCursorValue(w.Cursor)
 }
 
 // waitFor polls cond until it holds or 15s pass.

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -20,6 +19,9 @@ type collector struct {
 	ex       *Execution
 	p        *compiledPaths
 	progress func(chunk string)
+	// redact are the call's redactors, applied to every string before
+	// max_field_length cuts it (safety.go).
+	redact redactors
 
 	// cursor is the upstream cursor after the last fully consumed
 	// document; skip is how many items of the first document to skip
@@ -71,18 +73,29 @@ type windowStats struct {
 // maxGapReasons bounds the gap reasons a result lists (all are counted).
 const maxGapReasons = 10
 
-func newCollector(ex *Execution, cursor string, skip int, progress func(string)) *collector {
-	c := &collector{ex: ex, p: &ex.paths, progress: progress, cursor: cursor, skip: skip,
+func newCollector(ex *Execution, rs redactors, cursor string, skip int, progress func(string)) *collector {
+	c := &collector{ex: ex, p: &ex.paths, progress: progress, redact: rs, cursor: cursor, skip: skip,
 		smp: sampler{rate: ex.Safety.SamplingRate}}
 	if ex.Safety.DropDuplicates {
 		c.dd = newDedupe()
 	}
-	c.agg = newAggregator(ex)
+	c.agg = newAggregator(ex, rs)
 	p := c.p
 	c.fast = p.items == nil && p.summary == nil && p.cursor == nil && p.status == nil && p.done == nil &&
 		len(p.redact) == 0 && p.groupBy == nil &&
 		(ex.Aggregation.Mode == AggRawItems || ex.Aggregation.Mode == AggSummaryOnly)
 	return c
+}
+
+// finish sends as progress what the aggregator held back (the end of a
+// text window's text, which a secret may have straddled): the window has
+// ended.
+func (c *collector) finish() {
+	if t, ok := c.agg.(*textAgg); ok && c.progress != nil {
+		if rest := t.rest(); rest != "" {
+			c.progress(rest)
+		}
+	}
 }
 
 // stopped reports whether the collector ended the window.
@@ -182,7 +195,7 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 		}
 		if limit := c.fieldLimit(); limit > 0 {
 			var n int
-			node, n = truncateStrings(node, limit)
+			node, n = truncateStrings(node, limit, c.redact)
 			c.stats.FieldsTruncated += n
 		}
 		if c.take(node, encodeJSON(node)) {
@@ -275,43 +288,49 @@ func (c *collector) take(item any, raw []byte) bool {
 	return false
 }
 
-// resultCursor is the cursor the next window starts from.
-func (c *collector) resultCursor() string {
+// resultCursor is where the next window starts (the zero state: no
+// cursor).
+func (c *collector) resultCursor() cursorState {
 	if c.partial {
-		return encodeCursor(c.partialCursor, c.partialSkip)
+		return cursorState{Cursor: c.partialCursor, Skip: c.partialSkip}
 	}
-	return c.cursor
+	return cursorState{Cursor: c.cursor}
 }
 
-// cursorPrefix marks a cursor that points inside an upstream document.
-const cursorPrefix = "crank1:"
-
+// cursorState is where a window starts: after the upstream cursor Cursor
+// ("" for the upstream's start), skipping the first Skip items of the
+// document there (the previous window stopped inside it).
 type cursorState struct {
 	Cursor string `json:"c,omitempty"`
-	Skip   int    `json:"s"`
+	Skip   int    `json:"s,omitempty"`
 }
 
-func encodeCursor(cursor string, skip int) string {
-	if skip <= 0 {
-		return cursor
+// sealWindowCursor is the cursor a window of tool in workspace returns
+// (cursor.go); "" for the zero state.
+func sealWindowCursor(key []byte, workspace, tool string, st cursorState) string {
+	if st == (cursorState{}) {
+		return ""
 	}
-	b, _ := json.Marshal(cursorState{Cursor: cursor, Skip: skip})
-	return cursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+	b, _ := json.Marshal(st)
+	return sealCursor(key, windowCursor, []string{workspace, tool}, string(b))
 }
 
-// decodeCursor reads a cursor a window returned: an upstream cursor, or
-// one pointing inside a document.
-func decodeCursor(s string) (string, int, error) {
-	rest, ok := strings.CutPrefix(s, cursorPrefix)
-	if !ok {
-		return s, 0, nil
+// errForeignCursor refuses a cursor argument no window of the tool (in
+// the workspace) returned.
+var errForeignCursor = errors.New("not a cursor this tool returned (pass the cursor of its previous window unchanged, or leave it out to start afresh)")
+
+// openWindowCursor reads a cursor argument of tool in workspace: one
+// sealWindowCursor made, else errForeignCursor.
+func openWindowCursor(key []byte, workspace, tool, s string) (cursorState, error) {
+	if s == "" {
+		return cursorState{}, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
+	v, ok := openCursor(key, windowCursor, []string{workspace, tool}, s)
 	var st cursorState
-	if err != nil || json.Unmarshal(b, &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
-		return "", 0, errors.New("not a cursor this tool returned")
+	if !ok || json.Unmarshal([]byte(v), &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
+		return cursorState{}, errForeignCursor
 	}
-	return st.Cursor, st.Skip, nil
+	return st, nil
 }
 
 // aggregator folds counted items into a result. add returns the item's
@@ -322,7 +341,7 @@ type aggregator interface {
 	items() []json.RawMessage
 }
 
-func newAggregator(ex *Execution) aggregator {
+func newAggregator(ex *Execution, rs redactors) aggregator {
 	p := &ex.paths
 	switch ex.Aggregation.Mode {
 	case AggSummaryOnly:
@@ -334,7 +353,7 @@ func newAggregator(ex *Execution) aggregator {
 	case AggLatestState:
 		return &latestAgg{key: p.key, state: map[string]json.RawMessage{}}
 	case AggText:
-		return &textAgg{text: p.text, finish: p.finish, usage: p.usage}
+		return &textAgg{text: p.text, finish: p.finish, usage: p.usage, progress: redactedStream{rs: rs}}
 	}
 	return &countAgg{groupBy: p.groupBy, keepAll: true}
 }
@@ -502,13 +521,17 @@ func (a *latestAgg) summary(c *collector) any {
 
 func (a *latestAgg) items() []json.RawMessage { return nil }
 
-// textAgg joins the text of LLM-style chunks.
+// textAgg joins the text of LLM-style chunks. Its progress chunks are the
+// joined text as it grows, redacted as a whole (a secret split between
+// two chunks is held back until it can be redacted): not always one
+// chunk's delta.
 type textAgg struct {
 	text, finish, usage *jsonpath.Path
 	b                   strings.Builder
 	reason              string
 	usageJSON           json.RawMessage
 	chunks              int
+	progress            redactedStream
 }
 
 type textSummary struct {
@@ -542,8 +565,12 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	a.chunks++
 	a.b.WriteString(delta.String())
-	return delta.String(), true
+	out := a.progress.add(delta.String())
+	return out, out != ""
 }
+
+// rest is the text its progress chunks held back.
+func (a *textAgg) rest() string { return a.progress.flush() }
 
 func (a *textAgg) summary(*collector) any {
 	return textSummary{Text: a.b.String(), FinishReason: a.reason, Usage: a.usageJSON, Chunks: a.chunks}

@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,17 +29,33 @@ func testExecution(t testing.TB, transport, limits, aggregation, safety string) 
 	return ex
 }
 
+// testCursor writes a window's cursor state as the collector tests do:
+// the upstream cursor, then "+n" when the next window skips n items of
+// its document.
+func testCursor(st cursorState) string {
+	if st.Skip == 0 {
+		return st.Cursor
+	}
+	return st.Cursor + "+" + strconv.Itoa(st.Skip)
+}
+
+func parseTestCursor(s string) cursorState {
+	if i := strings.LastIndexByte(s, '+'); i >= 0 {
+		n, _ := strconv.Atoi(s[i+1:])
+		return cursorState{Cursor: s[:i], Skip: n}
+	}
+	return cursorState{Cursor: s}
+}
+
 // runCollector feeds docs (JSON, with an optional "#cursor" suffix) to a
-// collector and returns the window's structuredContent with its duration
-// zeroed, and the progress chunks.
+// collector, starting at cursor (testCursor's form), and returns the
+// window's structuredContent with its duration zeroed and its cursor in
+// testCursor's form, and the progress chunks.
 func runCollector(t testing.TB, ex *Execution, cursor string, docs ...string) (string, []string) {
 	t.Helper()
 	var chunks []string
-	up, skip, err := decodeCursor(cursor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := newCollector(ex, up, skip, func(s string) { chunks = append(chunks, s) })
+	from := parseTestCursor(cursor)
+	col := newCollector(ex, nil, from.Cursor, from.Skip, func(s string) { chunks = append(chunks, s) })
 	end := endUpstreamEnd
 	for _, d := range docs {
 		doc, cur, _ := strings.Cut(d, "#")
@@ -49,7 +66,7 @@ func runCollector(t testing.TB, ex *Execution, cursor string, docs ...string) (s
 	}
 	h := &Host{log: zap.NewNop(), redact: NewRedactor(nil)}
 	op := &boundOp{Operation: &Operation{Name: "t", Execution: ex}}
-	res := h.windowResult(op, col, end, "", 0)
+	res := h.windowResult(op, col, testCursor(col.resultCursor()), end, "", 0)
 	return string(res.Structured), chunks
 }
 
@@ -204,29 +221,19 @@ func TestCollectorBatchCursor(t *testing.T) {
 	page1 := `{"events":[{"n":1},{"n":2}],"next":"p2","state":"running","totals":{"n":5}}`
 	page2 := `{"events":[{"n":3},{"n":4},{"n":5}],"next":"p3","state":"running","totals":{"n":5}}`
 	got, _ := runCollector(t, ex, "p1", page1, page2)
-	cursor := field(t, got, "cursor")
-	if f := flags(t, got); !strings.HasPrefix(f, `end="max_items" truncated=true complete=false more=true cursor="crank1:`) {
+	if f := flags(t, got); f != `end="max_items" truncated=true complete=false more=true cursor="p2+1"` {
 		t.Fatalf("flags: %s", f)
 	}
 	if field(t, got, "status") != `"running"` || !strings.Contains(got, `"upstream":{"n":5}`) {
 		t.Errorf("status/summary: %s", got)
 	}
-	var c string
-	_ = json.Unmarshal([]byte(cursor), &c)
-	up, skip, err := decodeCursor(c)
-	if err != nil || up != "p2" || skip != 1 {
-		t.Fatalf("cursor %q = (%q, %d, %v), want (p2, 1)", c, up, skip, err)
-	}
 	// The next window polls with p2 and skips the item already returned.
-	got, _ = runCollector(t, ex, c, page2, `{"events":[],"next":"p3"}`)
+	got, _ = runCollector(t, ex, "p2+1", page2, `{"events":[],"next":"p3"}`)
 	if items := field(t, got, "items"); items != `[{"n":4},{"n":5}]` {
 		t.Errorf("next window items = %s", items)
 	}
 	if field(t, got, "cursor") != `"p3"` {
 		t.Errorf("next window cursor = %s", field(t, got, "cursor"))
-	}
-	if _, _, err := decodeCursor("crank1:!!"); err == nil {
-		t.Error("a forged cursor was accepted")
 	}
 }
 

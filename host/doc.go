@@ -24,9 +24,9 @@
 // repeated Invoke calls for request_response — collects until a limit ends
 // the window, cancels the upstream call at once (early cut-off: the adapter
 // stops reading and closes the connection) and answers one result. While
-// it collects, each counted item (or, for aggregation_mode text, each text
-// chunk) goes to CallRequest.Progress, which the MCP endpoint turns into
-// progress notifications when the client sent a progress token.
+// it collects, each counted item (or, for aggregation_mode text, the text
+// as it grows) goes to CallRequest.Progress, which the MCP endpoint turns
+// into progress notifications when the client sent a progress token.
 //
 // The operations-file blocks, all optional, every field checked at load
 // with errors naming the operation and the field (unknown fields too):
@@ -73,7 +73,13 @@
 // each item, before anything is extracted, counted, sent as progress or
 // logged), max_field_length, drop_duplicates, sampling_rate. Secrets
 // expanded from placeholders are redacted from results, progress, stored
-// records and logs too, in their encoded forms as well ([Redactor]).
+// records and logs too, in their encoded forms as well ([Redactor]); a
+// string max_field_length cuts has them redacted before the cut, so a
+// cut through a secret never leaves a part of it. A text window's
+// progress messages carry its joined text as it grows, redacted as a
+// whole: an end of the text that may begin a secret is held back until
+// the next chunk shows whether it does (or the window ends), so a secret
+// the upstream split between two chunks is not shown half in each.
 //
 // A window tool's input schema gains an optional "cursor" argument (the
 // name is reserved) and its output schema is fixed (an operator-written
@@ -87,7 +93,8 @@
 //	                 items or fields were cut or skipped, or the upstream reported a gap
 //	window_complete  the window ran its course (window_duration, done, upstream_end)
 //	has_more         the upstream may have more (false after done or upstream_end)
-//	cursor           pass it back as the cursor argument to continue
+//	cursor           pass it back as the cursor argument to continue (sealed:
+//	                 only a cursor a window of the tool returned is taken, cursor.go)
 //	end_reason       window_duration | max_items | max_bytes | upstream_timeout |
 //	                 idle_timeout | done | upstream_end | upstream_error | cancelled
 //	status, gaps, error

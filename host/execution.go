@@ -585,7 +585,7 @@ func windowInputSchema(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	props[cursorArgument] = map[string]any{
 		"type":        "string",
-		"description": "Continue after the previous window: pass the cursor it returned. Omit for a fresh window.",
+		"description": "Continue after the previous window: pass the cursor it returned, unchanged (no other is taken). Omit for a fresh window.",
 	}
 	m["properties"] = props
 	return json.Marshal(m)

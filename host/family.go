@@ -304,7 +304,7 @@ func familyInputSchema(op *Operation, role string) json.RawMessage {
 		return nil // the operation's own arguments
 	case RolePoll:
 		props["cursor"] = map[string]any{"type": "string",
-			"description": "The cursor the previous poll returned: acknowledges its items and returns the next ones. Omit on the first poll. Repeating a cursor returns the same items."}
+			"description": "The cursor the previous poll returned, unchanged (no other is taken): acknowledges its items and returns the next ones. Omit on the first poll. Repeating a cursor returns the same items."}
 		props["max_items"] = map[string]any{"type": "integer", "minimum": 1, "maximum": op.Execution.Limits.MaxItems,
 			"description": "At most this many items in this answer (default: all buffered, up to the session's buffer)."}
 	}

@@ -22,12 +22,13 @@ import (
 
 // Store is what a Host keeps in the shared store: the stream sessions and
 // jobs of its session and async_job operations (their quotas are checked
-// as they are created) and the stop and cancel requests their runners
-// follow.
+// as they are created), the stop and cancel requests their runners
+// follow, and the key its cursors are sealed with (cursor.go).
 type Store interface {
 	StreamSessionStore
 	JobStore
 	SignalStore
+	KeyStore
 }
 
 var _ Store = (*store.Etcd)(nil)

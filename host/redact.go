@@ -230,6 +230,126 @@ func (rd *Redactor) redactString(s string) string {
 	return s
 }
 
+// redactors are the redactors of one call, applied in turn: the host's
+// (the secrets its catalog expanded) and, for an operation with
+// upstream_auth, the call's upstream credential's. A nil entry redacts
+// nothing.
+type redactors []*Redactor
+
+// redactorsOf are the redactors of a call.
+func (h *Host) redactorsOf(req CallRequest) redactors {
+	if req.upstream == nil {
+		return redactors{h.redact}
+	}
+	return redactors{h.redact, req.upstream.redactor}
+}
+
+// String redacts s with every redactor.
+func (rs redactors) String(s string) string {
+	for _, rd := range rs {
+		s = rd.String(s)
+	}
+	return s
+}
+
+// JSON redacts a JSON text with every redactor.
+func (rs redactors) JSON(raw json.RawMessage) json.RawMessage {
+	for _, rd := range rs {
+		raw = rd.JSON(raw)
+	}
+	return raw
+}
+
+// decoded redacts a decoded JSON string with every redactor (Redacted
+// when its encoding would still show a secret form).
+func (rs redactors) decoded(s string) string {
+	for _, rd := range rs {
+		if rd != nil && rd.filter != nil && len(s) >= MinSecretLength {
+			s = rd.redactString(s)
+		}
+	}
+	return s
+}
+
+// openTail returns the length of the longest end of b that begins one of
+// the secret forms without completing it: a secret that text still to
+// come may complete. 0 when there is none.
+func (rd *Redactor) openTail(b []byte) int {
+	if rd == nil || rd.filter == nil {
+		return 0
+	}
+	for i := max(0, len(b)-len(rd.pats[0])+1); i < len(b); i++ {
+		tail := b[i:]
+		cands := rd.pats
+		if len(tail) >= 4 {
+			cands = nil
+			for _, p := range rd.first[binary.LittleEndian.Uint32(tail[:4])] {
+				cands = append(cands, rd.pats[p])
+			}
+		}
+		for _, pat := range cands {
+			if len(pat) > len(tail) && pat[:len(tail)] == string(tail) {
+				return len(tail)
+			}
+		}
+	}
+	return 0
+}
+
+// redactedStream redacts a text that arrives in pieces and is shown as it
+// grows (a text window's progress messages), which redacting each piece
+// alone cannot do: a secret the upstream split between two pieces would
+// show, half in each. It holds back the end of the text that may begin a
+// secret form (or a longer one) until the rest has arrived, and lets out
+// only text that no form can still straddle. Used by one goroutine.
+type redactedStream struct {
+	rs      redactors
+	pending []byte
+}
+
+// add takes the next piece and returns the text it lets out, redacted
+// ("" when it holds everything back).
+func (s *redactedStream) add(piece string) string {
+	s.pending = append(s.pending, piece...)
+	safe := s.safe()
+	out := s.rs.String(string(s.pending[:safe]))
+	s.pending = append(s.pending[:0], s.pending[safe:]...)
+	return out
+}
+
+// flush returns the rest of the text, redacted: the text has ended.
+func (s *redactedStream) flush() string {
+	out := s.rs.String(string(s.pending))
+	s.pending = s.pending[:0]
+	return out
+}
+
+// safe is how much of the pending text may go: up to where a form may
+// still begin, and never through a form it holds (whose redaction must
+// see it whole).
+func (s *redactedStream) safe() int {
+	b := s.pending
+	safe := len(b)
+	for _, rd := range s.rs {
+		safe = min(safe, len(b)-rd.openTail(b))
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, rd := range s.rs {
+			if rd == nil || rd.filter == nil {
+				continue
+			}
+			for at, n := rd.find(b, 0); at >= 0 && at < safe; at, n = rd.find(b, at+n) {
+				if at+n > safe {
+					safe, moved = at, true
+					break
+				}
+			}
+		}
+	}
+	return safe
+}
+
 // SecretForms returns the forms in which the redactor looks for secret s:
 // s itself, its escapes and encodings, and the base64 runs that stand for
 // it inside a longer base64 text.

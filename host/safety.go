@@ -9,8 +9,13 @@ import (
 
 // The safety layer of a window: every item passes through it right where
 // it leaves the adapter, before it is counted, aggregated, sent as
-// progress or written anywhere. Order: redaction (redacted_paths), field
-// truncation (max_field_length), duplicate dropping, then sampling.
+// progress or written anywhere. Order: redaction (redacted_paths, and the
+// secret values in every string max_field_length cuts, so that a cut
+// through a secret cannot leave a part of it that redaction no longer
+// recognises), field truncation (max_field_length), duplicate dropping,
+// then sampling. Strings that are not cut keep their secrets whole, and
+// the redaction of everything the item reaches (a result, a progress
+// message, a stored session item) replaces them there.
 
 // truncatedMark ends a string cut by max_field_length.
 func truncatedMark(cut int) string {
@@ -18,12 +23,16 @@ func truncatedMark(cut int) string {
 }
 
 // truncateStrings cuts every string in v longer than limit bytes (at a
-// rune boundary) and marks it. It returns the new value and how many
-// strings it cut; objects and arrays are changed in place.
-func truncateStrings(v any, limit int) (any, int) {
+// rune boundary) and marks it, after redacting it with rs. It returns the
+// new value and how many strings it cut; objects and arrays are changed
+// in place.
+func truncateStrings(v any, limit int, rs redactors) (any, int) {
 	switch t := v.(type) {
 	case string:
 		if len(t) <= limit {
+			return t, 0
+		}
+		if t = rs.decoded(t); len(t) <= limit {
 			return t, 0
 		}
 		cut := limit
@@ -34,21 +43,23 @@ func truncateStrings(v any, limit int) (any, int) {
 	case map[string]any:
 		n := 0
 		for k, e := range t {
-			nv, c := truncateStrings(e, limit)
-			if c > 0 {
-				t[k] = nv
-				n += c
+			if s, ok := e.(string); ok && len(s) <= limit {
+				continue
 			}
+			nv, c := truncateStrings(e, limit, rs)
+			t[k] = nv
+			n += c
 		}
 		return t, n
 	case []any:
 		n := 0
 		for i, e := range t {
-			nv, c := truncateStrings(e, limit)
-			if c > 0 {
-				t[i] = nv
-				n += c
+			if s, ok := e.(string); ok && len(s) <= limit {
+				continue
 			}
+			nv, c := truncateStrings(e, limit, rs)
+			t[i] = nv
+			n += c
 		}
 		return t, n
 	}

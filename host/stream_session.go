@@ -180,8 +180,9 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	rop := *op
 	rop.Operation = &rdef
 	w := &streamSessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
-	col := newCollector(&ex, "", 0, nil)
-	col.sink = func(raw []byte) bool { return w.add(h.redact.JSON(raw)) }
+	rs := h.redactorsOf(req)
+	col := newCollector(&ex, rs, "", 0, nil)
+	col.sink = func(raw []byte) bool { return w.add(rs.JSON(raw)) }
 	col.onGap = func() { w.gaps.Add(1) }
 
 	end, failure := h.readAcrossAdapterRestarts(ctx, &rop, req, args, lifeEnd, col)
@@ -434,12 +435,27 @@ func failureJSON(code, msg string) json.RawMessage {
 	return b
 }
 
-// pollStreamSession returns the items after the cursor.
+// pollStreamSession returns the items after the cursor. Its cursors are
+// sealed (cursor.go), bound to the session: a cursor no poll of the
+// session returned is refused before anything is acknowledged.
 func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallRequest, a familyArgs) *Result {
+	key, err := h.cursorKey(ctx)
+	if err != nil {
+		return h.storeError("cursor key", cursorKeyName, err)
+	}
+	bind := []string{a.SessionID}
+	var seq string
+	if a.Cursor != "" {
+		var ok bool
+		if seq, ok = openCursor(key, pollCursor, bind, a.Cursor); !ok {
+			return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: not a cursor a poll of session %q returned "+
+				"(pass the cursor of the previous poll unchanged, or leave it out)", req.Tool, a.SessionID)), OutcomeInvalidArguments)
+		}
+	}
 	// The operation is checked before the poll acknowledges anything: a
 	// session of another operation is not found.
 	res, err := h.store.PollStreamSession(ctx, req.scope(), a.SessionID,
-		store.PollRequest{Cursor: a.Cursor, MaxItems: a.MaxItems, OperationID: op.Name})
+		store.PollRequest{Cursor: seq, MaxItems: a.MaxItems, OperationID: op.Name})
 	if err != nil {
 		return h.storeError("session", a.SessionID, err)
 	}
@@ -450,7 +466,7 @@ func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallReque
 	}
 	out := map[string]any{
 		"session_id": a.SessionID, "status": res.StreamSession.Status, "items": items,
-		"cursor": res.Cursor, "has_more": res.HasMore, "expires_at": res.StreamSession.ExpiresAt,
+		"cursor": sealCursor(key, pollCursor, bind, res.Cursor), "has_more": res.HasMore, "expires_at": res.StreamSession.ExpiresAt,
 	}
 	var st streamSessionState
 	if json.Unmarshal(res.StreamSession.State, &st) == nil {

@@ -172,11 +172,28 @@ func (h *Host) CancelTask(ctx context.Context, scope Scope, id string) (*Task, e
 // ListTasks returns a page of the tasks visible to scope, newest first: at
 // most limit of them, after the opaque position after ("" for the first
 // page). next is the position of the following page, "" when none follows.
-// A position ListTasks did not hand out fails with store.ErrInvalid.
+// Positions are sealed (cursor.go), bound to the scope's workspace and
+// agent: one ListTasks did not hand out to that scope fails with
+// store.ErrInvalid.
 func (h *Host) ListTasks(ctx context.Context, scope Scope, after string, limit int) (tasks []*Task, next string, err error) {
-	jobs, next, err := h.store.ListJobs(ctx, store.Scope(scope), after, limit)
+	key, err := h.cursorKey(ctx)
 	if err != nil {
 		return nil, "", err
+	}
+	bind := []string{scope.WorkspaceID, scope.AgentID}
+	var pos string
+	if after != "" {
+		var ok bool
+		if pos, ok = openCursor(key, taskListCursor, bind, after); !ok {
+			return nil, "", fmt.Errorf("%w: not a position tasks/list handed out to this caller", store.ErrInvalid)
+		}
+	}
+	jobs, next, err := h.store.ListJobs(ctx, store.Scope(scope), pos, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	if next != "" {
+		next = sealCursor(key, taskListCursor, bind, next)
 	}
 	tasks = make([]*Task, len(jobs))
 	for i, j := range jobs {

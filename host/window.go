@@ -97,7 +97,11 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	if err != nil {
 		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: %v", op.Name, err)), OutcomeInvalidArguments)
 	}
-	upstreamCursor, skip, err := decodeCursor(cursorArg)
+	key, err := h.cursorKey(ctx)
+	if err != nil {
+		return h.storeError("cursor key", cursorKeyName, err)
+	}
+	from, err := openWindowCursor(key, req.WorkspaceID, op.Name, cursorArg)
 	if err != nil {
 		return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: %v", op.Name, err)), OutcomeInvalidArguments)
 	}
@@ -120,21 +124,24 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	defer windowTimer.Stop()
 	deadline := start.Add(ex.Window())
 
+	rs := h.redactorsOf(req)
 	var progress func(string)
 	if req.Progress != nil {
-		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: h.redact.String(chunk)}) }
+		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: rs.String(chunk)}) }
 	}
-	col := newCollector(ex, upstreamCursor, skip, progress)
+	col := newCollector(ex, rs, from.Cursor, from.Skip, progress)
 
 	areq := adapterRequest(op, req, args, deadline)
-	areq.Cursor = upstreamCursor
+	areq.Cursor = from.Cursor
 	var end, failure string
 	if ex.TransportBehavior == RequestResponse {
 		end, failure = h.pollWindow(ctx, wctx, op, c, areq, col)
 	} else {
 		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
-	return h.windowResult(op, col, end, failure, time.Since(start))
+	col.finish()
+	cursor := sealWindowCursor(key, req.WorkspaceID, op.Name, col.resultCursor())
+	return h.windowResult(op, col, cursor, end, failure, time.Since(start))
 }
 
 // takeCursor removes the cursor argument from the arguments sent upstream.
@@ -362,8 +369,9 @@ func encodeResult(r windowResult, itemBytes int64) []byte {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// windowResult builds the tool result of a window.
-func (h *Host) windowResult(op *boundOp, col *collector, end, failure string, took time.Duration) *Result {
+// windowResult builds the tool result of a window, whose cursor is
+// cursor (sealed).
+func (h *Host) windowResult(op *boundOp, col *collector, cursor, end, failure string, took time.Duration) *Result {
 	if col.end != "" && (end == "" || end == col.end) {
 		end = col.end
 	}
@@ -371,7 +379,7 @@ func (h *Host) windowResult(op *boundOp, col *collector, end, failure string, to
 		Items:     col.agg.items(),
 		Summary:   col.agg.summary(col),
 		Stats:     col.stats,
-		Cursor:    col.resultCursor(),
+		Cursor:    cursor,
 		EndReason: end,
 		Status:    col.status,
 		Gaps:      col.gaps,

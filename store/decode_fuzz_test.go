@@ -16,6 +16,7 @@ const (
 	fuzzStreamSession
 	fuzzMCPSession
 	fuzzEventStream
+	fuzzSharedKey
 	fuzzKinds
 )
 
@@ -41,6 +42,7 @@ func fuzzSeeds() []struct {
 		ClientCapabilities: json.RawMessage(`{"roots":{}}`), InitializeParams: json.RawMessage(`{"protocolVersion":"2025-11-25"}`),
 		Initialized: true, WorkspaceID: "ws", AgentID: "a", CreatedAt: now, TTLMillis: 1800000})
 	ev, _ := json.Marshal(eventStreamRecord{First: 3, Next: 10, Bytes: 420})
+	key, _ := json.Marshal(sharedKeyRecord{Name: "cursors", Key: bytes.Repeat([]byte{7}, SharedKeyBytes), CreatedAt: now})
 	return []struct {
 		kind byte
 		id   string
@@ -67,12 +69,16 @@ func fuzzSeeds() []struct {
 		{fuzzEventStream, "", []byte(`{"first":9,"next":3}`)},
 		{fuzzEventStream, "", []byte(`{"first":-1}`)},
 		{fuzzEventStream, "", []byte(`[]`)},
+		{fuzzSharedKey, "cursors", key},
+		{fuzzSharedKey, "other", key},
+		{fuzzSharedKey, "cursors", bytes.Replace(key, []byte(`"key":"`), []byte(`"key":"AAAA`), 1)},
+		{fuzzSharedKey, "cursors", []byte(`{"name":"cursors","key":null}`)},
 	}
 }
 
 // FuzzRecordDecoding decodes arbitrary values as the records the store
 // reads back from etcd (jobs, stream sessions, MCP sessions, event stream
-// positions). A value is either refused with an error naming the record,
+// positions, shared keys). A value is either refused with an error naming the record,
 // or decodes into a record that keeps the store's invariants (its own ID,
 // a known status, no negative bounds, a possible event span), that the
 // store's derived views handle, and whose encoding is stable: encoding it
@@ -144,6 +150,17 @@ func FuzzRecordDecoding(f *testing.F) {
 			enc, _ := json.Marshal(rec)
 			if rec2, err := decodeEventStream(enc); err != nil || rec2 != rec {
 				t.Fatalf("round trip: %+v, %v", rec2, err)
+			}
+		case fuzzSharedKey:
+			k, err := decodeSharedKey(id, val)
+			if err != nil {
+				if !strings.Contains(err.Error(), "decode shared key") {
+					t.Fatalf("error does not say what failed: %v", err)
+				}
+				return
+			}
+			if len(k) != SharedKeyBytes || bytes.Equal(k, make([]byte, SharedKeyBytes)) {
+				t.Fatalf("decoded a key that is not %d random bytes: %x", SharedKeyBytes, k)
 			}
 		}
 	})

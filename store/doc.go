@@ -114,6 +114,10 @@
 //	                                    listing's index; releases before
 //	                                    it wrote mcp-session-list/<ws>/<id>
 //	                                    (unread now, expiring)
+//	<prefix>keys/<name>                 a secret key every replica shares
+//	                                    (SharedKey: 32 random bytes, created
+//	                                    once with a compare-and-swap on its
+//	                                    absence, no lease, never replaced)
 //	<prefix>catalogs/<name>             an operations catalog's head: its
 //	                                    current version, when and by whom
 //	                                    it was written, how many

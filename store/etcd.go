@@ -128,6 +128,7 @@ type Etcd struct {
 	events      eventCache  // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
+	keys        sync.Map // shared key name → []byte (SharedKey)
 
 	// bgCtx ends background work (keep-alives, watches, sweepers) on Close.
 	bgCtx    context.Context

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -312,6 +313,16 @@ func TestTasksListPages(t *testing.T) {
 		}
 	}
 	cursor := page.NextCursor
+	// Only a cursor the server handed out to this caller is taken back: a
+	// position in the store's own format, an edited cursor and another
+	// agent's cursor are refused.
+	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"c":1,"i":"job_AAAAAAAAAAAAAAAAAAAAAAAAAA"}`))
+	c.Fails("tasks/list", map[string]any{"cursor": forged}, -32602, "params.cursor")
+	edited := cursor[:len(cursor)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(cursor, "A")]
+	c.Fails("tasks/list", map[string]any{"cursor": edited}, -32602, "params.cursor")
+	other := newTaskClient(t, url, "another-lister", "")
+	other.Initialize(tasksProtocolVersion)
+	other.Fails("tasks/list", map[string]any{"cursor": cursor}, -32602, "params.cursor")
 	page.NextCursor = ""
 	c.OK("tasks/list", map[string]any{"cursor": cursor}, &page)
 	if len(page.Tasks) != 1 || page.NextCursor != "" || seen[page.Tasks[0].TaskID] {

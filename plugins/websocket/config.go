@@ -100,8 +100,8 @@ type reconnectFields struct {
 
 // Schemas of the fields whose Go type cannot say it all.
 const (
-	messageSchema  = `{"description": "A JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}."}`
-	messagesSchema = `{"anyOf": [{"description": "One message: a JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}."}, {"type": "array"}]}`
+	messageSchema  = `{"description": "A JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}. A value that would bring a control character (C0, DEL, C1, U+2028, U+2029) into a plain-text message is refused; JSON escapes them."}`
+	messagesSchema = `{"anyOf": [{"description": "One message: a JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}. A value that would bring a control character (C0, DEL, C1, U+2028, U+2029) into a plain-text message is refused; JSON escapes them."}, {"type": "array"}]}`
 )
 
 // ms is the schema of a duration in milliseconds with its default.
@@ -348,6 +348,7 @@ func messages(d *diags, name string, v json.RawMessage) []*msgTemplate {
 			d.Errorf(field, "%v", err)
 			continue
 		}
+		m.field = field
 		out = append(out, m)
 	}
 	return out

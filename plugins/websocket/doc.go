@@ -60,7 +60,22 @@
 //     (id_path), or the cursor the window was called with, so a feed that
 //     can resume is asked to. Object keys are literal. A list of messages
 //     is sent in order; a message that is itself a JSON list is written
-//     inside a list.
+//     inside a list. In a JSON message every value is JSON-escaped. In a
+//     plain-text message a value is inserted as it is, so a value holding
+//     a control character is refused: a C0 control (line feed, carriage
+//     return, NUL, tab, …), DEL, a C1 control (U+0080–U+009F) or the
+//     line and paragraph separators U+2028 and U+2029, the characters
+//     text protocols end a line, a header or a frame with (a STOMP frame
+//     ends at NUL: a topic "x\n\n\u0000SUBSCRIBE…" would send a second
+//     frame). An argument or the cursor the host passed fails the stream
+//     before it connects (invalid argument, naming the argument or
+//     {{cursor}} and the message); an item id (id_path) that would become
+//     such a cursor fails it before it resubscribes (bad response). There
+//     is no opt-out: line breaks a protocol needs belong in the template
+//     itself, never in a value; send a JSON message to pass text with
+//     line breaks. The cursor a window is called with is one the host
+//     sealed and took back (an item id this adapter sent), never text a
+//     client chose; it is checked all the same.
 //   - ack: the upstream's acknowledgement of the subscription: the first
 //     message where path selects a value equal to equals (a template like
 //     the messages; numbers compare by value; without equals any value

@@ -47,8 +47,39 @@ func (s *stream) snapshot() *vars {
 
 func (s *stream) setCursor(c string) {
 	s.mu.Lock()
-	s.vars.cursor = c
+	s.vars.cursor, s.vars.itemCursor = c, true
 	s.mu.Unlock()
+}
+
+// unsafeText refuses values that would bring a control character into a
+// plain-text message the stream sends (textUnsafe), naming the value and
+// the message: an argument or the cursor the host passed is an invalid
+// argument, an item id (id_path) become the cursor a bad response.
+func (s *stream) unsafeText(v *vars) *sdk.UpstreamError {
+	c := s.cfg
+	msgs := append(append([]*msgTemplate(nil), c.subscribe...), c.unsubscribe...)
+	if c.heartbeat != nil {
+		msgs = append(msgs, c.heartbeat)
+	}
+	for _, m := range msgs {
+		if name, r, bad := m.unsafeVar(v); bad {
+			return s.textRefusal(m, name, r, v)
+		}
+	}
+	return nil
+}
+
+func (s *stream) textRefusal(m *msgTemplate, name string, r rune, v *vars) *sdk.UpstreamError {
+	what, kind := fmt.Sprintf("argument %q", name), sdk.KindInvalidArgument
+	if name == cursorVar {
+		what = "the cursor ({{cursor}})"
+		if v.itemCursor {
+			what, kind = "the id of the last item (id_path), the stream's cursor ({{cursor}}),", sdk.KindBadResponse
+		}
+	}
+	return s.fail(kind, false, fmt.Sprintf("%s holds the control character U+%04X and would fill the plain-text message %s: "+
+		"refused, as it could end that message and send another (write line breaks in the template itself, or send a JSON message)",
+		what, r, m.field))
 }
 
 // run connects until the host cancels, the upstream ends the stream or
@@ -121,6 +152,9 @@ func (c *config) backoff(n int) time.Duration {
 func (s *stream) connection(ctx context.Context) (established, progressed bool, err error) {
 	c := s.cfg
 	v := s.snapshot()
+	if ue := s.unsafeText(v); ue != nil {
+		return false, false, ue
+	}
 	u, err := c.url.render(v)
 	if err != nil {
 		return false, false, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstream, Message: err.Error()}
@@ -278,8 +312,12 @@ func (s *stream) closeWithin(ctx context.Context, conn *ws.Conn, code ws.StatusC
 }
 
 // write sends one message template, filled in: JSON values and plain text
-// both as text frames.
+// both as text frames. A plain-text message a value would bring a control
+// character into is not sent (unsafeText).
 func (s *stream) write(ctx context.Context, conn *ws.Conn, m *msgTemplate, v *vars) error {
+	if name, r, bad := m.unsafeVar(v); bad {
+		return s.textRefusal(m, name, r, v)
+	}
 	b, _ := m.render(v)
 	wctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

@@ -89,6 +89,8 @@ func validVarName(s string) bool {
 type vars struct {
 	args   map[string]json.RawMessage
 	cursor string
+	// itemCursor: cursor is an item's id (id_path), not the host's.
+	itemCursor bool
 }
 
 // decodeArgs reads a call's arguments object.
@@ -163,6 +165,43 @@ type msgTemplate struct {
 	// tree is the JSON value, whose strings holding variables are
 	// *strTemplate nodes.
 	tree any
+	// field is the config field the message is, for errors
+	// ("subscribe", "subscribe[1]", "heartbeat.message").
+	field string
+}
+
+// textUnsafe returns the first character of s that a value must not bring
+// into a plain-text message, and whether there is one: a C0 control (line
+// feed, carriage return, NUL, tab and the rest), DEL, a C1 control, or
+// the Unicode line and paragraph separators. Text protocols end a line, a
+// header or a frame with them (STOMP ends a header with a line feed and a
+// frame with NUL), so a value holding one could end the operator's message
+// and send one of its own. A JSON message escapes them instead.
+func textUnsafe(s string) (rune, bool) {
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '\u2028' || r == '\u2029' {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// unsafeVar returns the first variable of a plain-text message whose value
+// holds a character textUnsafe refuses, and that character. A JSON
+// message needs no such check: its values are JSON-escaped.
+func (m *msgTemplate) unsafeVar(v *vars) (string, rune, bool) {
+	if m == nil || m.text == nil {
+		return "", 0, false
+	}
+	for _, p := range m.text.parts {
+		if p.arg == "" {
+			continue
+		}
+		if r, bad := textUnsafe(v.text(p.arg)); bad {
+			return p.arg, r, true
+		}
+	}
+	return "", 0, false
 }
 
 // parseMsgTemplate reads one message template from its config value.

@@ -84,7 +84,31 @@ func FuzzTemplates(f *testing.F) {
 		if !isJSON || !json.Valid(out) {
 			t.Fatalf("%q with %s rendered invalid JSON: %s", s, arg, out)
 		}
+		// As a plain-text message: what unsafeVar lets through brings no
+		// control character the template's own text does not have.
+		str, _ := json.Marshal(s)
+		if m, err = parseMsgTemplate(str); err != nil {
+			t.Fatalf("%q parsed as a string but not as a message: %v", s, err)
+		}
+		if _, _, bad := m.unsafeVar(v); !bad {
+			text, _ := m.render(v)
+			literal, _ := m.render(&vars{})
+			if unsafeCount(string(text)) != unsafeCount(string(literal)) {
+				t.Fatalf("%q with %s and cursor %q: a control character came in from a value: %q", s, arg, s, text)
+			}
+		}
 	})
+}
+
+// unsafeCount counts the characters textUnsafe refuses in s.
+func unsafeCount(s string) int {
+	n := 0
+	for _, r := range s {
+		if _, bad := textUnsafe(string(r)); bad {
+			n++
+		}
+	}
+	return n
 }
 
 // FuzzMatchers feeds arbitrary messages to the filter, ack and id

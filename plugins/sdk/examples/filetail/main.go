@@ -40,8 +40,10 @@
 //
 // A window or session tool sends every line as an item {"line": "..."}
 // whose cursor is the byte offset after it. A fresh stream starts "lines"
-// lines before the end (default 0: new lines only); one given a cursor,
-// from a window or from the unary tool, resumes there. When the file
+// lines before the end (default 0: new lines only); one given a cursor
+// (req.Cursor: behind the gateway, where a previous window ended, since
+// the gateway takes back only the cursors its windows returned) resumes
+// there. When the file
 // shrinks (truncated) or another file takes its path (rotated), the
 // stream reports a gap and reads the file from its start.
 //
