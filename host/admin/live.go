@@ -74,7 +74,7 @@ func liveList(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 		next = n
 		for _, s := range ss {
 			owners = append(owners, s.Owner)
-			out = append(out, LiveEntry{ID: store.MCPSessionDigest(s.ID), Agent: s.AgentID, Operation: s.OperationID, Status: string(s.Status),
+			out = append(out, LiveEntry{ID: s.ID, Agent: s.AgentID, Operation: s.OperationID, Status: string(s.Status),
 				Owner: s.Owner, Created: s.CreatedAt, AgeMS: now.Sub(s.CreatedAt).Milliseconds(), Expires: s.ExpiresAt})
 		}
 	case liveJobs:
