@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/crankmcp/crank/host/console"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 func init() {
@@ -22,12 +24,28 @@ func init() {
 
 // Console serves the operator console (package host/console) on a site:
 // the page, and the admin API's routes under {prefix}/api/, called in
-// process. It answers loopback clients asking for a loopback Host, or
-// the users an authentication handler before it verified
-// ({http.auth.user.id}); see docs/security.md, "The operator console".
+// process. It answers the users an authentication handler before it
+// verified ({http.auth.user.id}, or the user forward_auth's service
+// named), and, with loopback_without_login, loopback clients that reach
+// a loopback listener directly; see docs/security.md, "The operator
+// console".
 type Console struct {
 	// Prefix is the path the console is served under. Default "/console".
 	Prefix string `json:"prefix,omitempty"`
+	// LoopbackWithoutLogin lets a loopback client in without a user, as
+	// long as it reached a loopback listener directly (no Forwarded,
+	// X-Forwarded-*, Via or X-Real-IP header) and asked for a loopback
+	// Host. Off by default: every request needs a user an authentication
+	// handler before the console verified. With it, every local process
+	// (a reverse proxy on the machine included) is an operator.
+	LoopbackWithoutLogin bool `json:"loopback_without_login,omitempty"`
+	// ForwardAuthUserHeader names the header of the auth service's 2xx
+	// answer to Caddy's forward_auth that carries the user (such as
+	// oauth2-proxy's X-Auth-Request-User). It is read from that answer
+	// ({http.reverse_proxy.header.*}), never from the client's request,
+	// so a client cannot name itself. Used when no authentication handler
+	// set {http.auth.user.id}.
+	ForwardAuthUserHeader string `json:"forward_auth_user_header,omitempty"`
 
 	h *console.Handler
 }
@@ -43,24 +61,42 @@ func (c *Console) Provision(caddy.Context) error {
 		c.Prefix = "/console"
 	}
 	c.h = &console.Handler{
-		Prefix: c.Prefix,
-		API:    http.HandlerFunc(serveConsoleAPI),
-		User: func(r *http.Request) string {
-			repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-			if repl == nil {
-				return ""
-			}
-			user, _ := repl.GetString("http.auth.user.id")
-			return user
-		},
+		Prefix:               c.Prefix,
+		API:                  http.HandlerFunc(serveConsoleAPI),
+		User:                 c.user,
+		LoopbackWithoutLogin: c.LoopbackWithoutLogin,
 	}
 	return nil
 }
 
-// Validate checks the prefix.
+// user is Caddy's authenticated user ({http.auth.user.id}), else, with
+// forward_auth_user_header, the user the auth service named in that
+// header of its 2xx answer to forward_auth: reverse_proxy keeps the
+// answer's headers as {http.reverse_proxy.header.*}, which no client
+// can set.
+func (c *Console) user(r *http.Request) string {
+	if id := authenticatedUser(r); id != "" || c.ForwardAuthUserHeader == "" {
+		return id
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return ""
+	}
+	status, _ := repl.Get("http.reverse_proxy.status_code")
+	if code, ok := status.(int); !ok || code/100 != 2 {
+		return ""
+	}
+	user, _ := repl.GetString("http.reverse_proxy.header." + http.CanonicalHeaderKey(c.ForwardAuthUserHeader))
+	return user
+}
+
+// Validate checks the prefix and the header name.
 func (c *Console) Validate() error {
 	if !strings.HasPrefix(c.Prefix, "/") || strings.ContainsAny(c.Prefix, "?#*") || c.Prefix == "/" {
 		return errors.New(`crank_console: prefix: must be a path such as "/console" (not "/", no ?, # or *)`)
+	}
+	if c.ForwardAuthUserHeader != "" && !httpadapter.ValidHeaderName(c.ForwardAuthUserHeader) {
+		return fmt.Errorf("crank_console: forward_auth_user_header: %q is not a header name", c.ForwardAuthUserHeader)
 	}
 	return nil
 }
@@ -104,6 +140,8 @@ func parseConsole(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //
 //	crank_console [<matcher>] {
 //	    prefix <path>
+//	    loopback_without_login
+//	    forward_auth_user_header <header>
 //	}
 //
 // for example `crank_console /console*`.
@@ -122,8 +160,17 @@ func (c *Console) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+		case "loopback_without_login":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.LoopbackWithoutLogin = true
+		case "forward_auth_user_header":
+			if !d.AllArgs(&c.ForwardAuthUserHeader) {
+				return d.ArgErr()
+			}
 		default:
-			return d.Errf("crank_console: unknown subdirective %q (prefix)", d.Val())
+			return d.Errf("crank_console: unknown subdirective %q (prefix, loopback_without_login, forward_auth_user_header)", d.Val())
 		}
 	}
 	return nil

@@ -1,20 +1,25 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/crankmcp/crank/internal/browsertest"
 	"github.com/crankmcp/crank/internal/mcptest"
+	"github.com/crankmcp/crank/store/storetest"
 )
 
 // send sends req on a fresh connection (a reload replaces the servers)
@@ -34,25 +39,40 @@ func send(t *testing.T, req *http.Request, hdr ...string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// loopbackConsole is the console handler of the tests that use it on
+// loopback without logging in.
+const loopbackConsole = `{"handler": "crank_console", "loopback_without_login": true}`
+
 // addConsoleRoute adds a route to the running config's server, through
-// the admin API: the handlers before it, then crank_console.
-func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
+// the admin API: the handlers before it, then console (crank_console's
+// JSON).
+func addConsoleRoute(t *testing.T, g *gateway, console string, before ...string) {
 	t.Helper()
-	handle := strings.Join(append(before, `{"handler": "crank_console"}`), ", ")
-	req, _ := http.NewRequest("POST", g.AdminURL+"/config/apps/http/servers/mcp/routes",
-		strings.NewReader(`{"match": [{"path": ["/console", "/console/*"]}], "handle": [`+handle+`]}`))
+	handle := strings.Join(append(before, console), ", ")
+	configure(t, g, "POST", "/config/apps/http/servers/mcp/routes",
+		`{"match": [{"path": ["/console", "/console/*"]}], "handle": [`+handle+`]}`)
+	waitAnswer(t, http.DefaultClient, strings.TrimSuffix(g.MCPURL, "/mcp")+"/console/")
+}
+
+// configure changes the running config through the admin API.
+func configure(t *testing.T, g *gateway, method, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
 	if code, b := send(t, req, "Content-Type", "application/json"); code != http.StatusOK {
-		t.Fatalf("add the console route: %d %s", code, b)
+		t.Fatalf("%s %s: %d %s", method, path, code, b)
 	}
-	// The old config's server shuts down after the admin API answered: a
-	// connection it accepted meanwhile may be closed unanswered. Wait
-	// until the new route answers.
-	url := strings.TrimSuffix(g.MCPURL, "/mcp") + "/console/"
+}
+
+// waitAnswer waits until url answers anything but 404 through c. The old
+// config's server shuts down after the admin API answered: a connection
+// it accepted meanwhile may be closed unanswered.
+func waitAnswer(t *testing.T, c *http.Client, url string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, _ := http.NewRequest("GET", url, nil)
 		req.Close = true
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := c.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusNotFound {
@@ -60,7 +80,7 @@ func addConsoleRoute(t *testing.T, g *gateway, before ...string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the console route did not answer within 30s: %v", err)
+			t.Fatalf("%s did not answer within 30s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -74,7 +94,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	up := mcptest.NewUsers(t)
 	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
 	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
-	addConsoleRoute(t, g)
+	addConsoleRoute(t, g, loopbackConsole)
 	admin := func(method, path, body string, hdr ...string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, g.AdminURL+path, strings.NewReader(body))
@@ -198,7 +218,7 @@ func TestConsoleBehindAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addConsoleRoute(t, g, fmt.Sprintf(`{"handler": "authentication", "providers": {"http_basic": {"accounts": [{"username": "alice", "password": %q}]}}}`, hash))
+	addConsoleRoute(t, g, `{"handler": "crank_console"}`, fmt.Sprintf(`{"handler": "authentication", "providers": {"http_basic": {"accounts": [{"username": "alice", "password": %q}]}}}`, hash))
 	base := strings.TrimSuffix(g.MCPURL, "/mcp") + "/console/"
 	do := func(method, path, body string, auth bool, hdr ...string) (int, string) {
 		t.Helper()
@@ -261,7 +281,7 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 	t.Cleanup(sse.Close)
 
 	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
-	addConsoleRoute(t, g)
+	addConsoleRoute(t, g, loopbackConsole)
 	ops := fmt.Sprintf(`operations:
   - name: watch
     description: Watch the event stream.
@@ -384,6 +404,191 @@ func TestConsoleStreamsInBrowser(t *testing.T) {
 		br.Until("the "+view+" screen fits 480 pixels", `document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1`)
 		if view == "tools" {
 			br.Screenshot("tools-narrow.png")
+		}
+	}
+}
+
+// Through a real Caddy config: without loopback_without_login a loopback
+// client without a user gets nothing, not even with the Origin and
+// Sec-Fetch-Site the page would send (any program can send them); with
+// it, a loopback client that reaches the site directly gets in, but not
+// through a reverse proxy that rewrites the Host to a loopback name
+// (Caddy's reverse_proxy, which says so in X-Forwarded-For), nor with a
+// Via header, nor on a listener that is not on loopback (a unix socket).
+func TestConsoleLoopbackAccessThroughCaddy(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
+	addConsoleRoute(t, g, loopbackConsole)
+	configure(t, g, "POST", "/config/apps/http/servers/mcp/routes",
+		`{"match": [{"path": ["/strict", "/strict/*"]}], "handle": [{"handler": "crank_console", "prefix": "/strict"}]}`)
+	site := strings.TrimSuffix(g.MCPURL, "/mcp")
+	waitAnswer(t, http.DefaultClient, site+"/strict/")
+
+	ports, err := storetest.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	configure(t, g, "PUT", "/config/apps/http/servers/front", fmt.Sprintf(`{"listen": ["127.0.0.1:%d"], "automatic_https": {"disable": true},
+		"routes": [{"handle": [{"handler": "reverse_proxy", "upstreams": [{"dial": %q}],
+			"headers": {"request": {"set": {"Host": ["{http.reverse_proxy.upstream.hostport}"]}}}}]}]}`,
+		ports[0], strings.TrimPrefix(site, "http://")))
+	sock := filepath.Join(t.TempDir(), "console.sock")
+	configure(t, g, "PUT", "/config/apps/http/servers/sock", fmt.Sprintf(`{"listen": [%q], "automatic_https": {"disable": true},
+		"routes": [{"handle": [%s]}]}`, "unix/"+sock, loopbackConsole))
+	unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	waitAnswer(t, http.DefaultClient, front+"/console/")
+	waitAnswer(t, unix, "http://localhost/console/")
+
+	entry := fmt.Sprintf(`{"name": "cat_user", "description": "v1", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
+	do := func(c *http.Client, method, url, body string, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Close = true
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+			} else {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	page := []string{"Origin", site, "Sec-Fetch-Site", "same-origin", "If-None-Match", "*"}
+	for _, c := range []struct {
+		name, method, url, body string
+		client                  *http.Client
+		hdr                     []string
+		status                  int
+		want                    string
+	}{
+		{"no user and no opt-in", "GET", site + "/strict/", "", http.DefaultClient, nil, 403, "needs a user"},
+		{"a change with the page's Origin, no user and no opt-in", "POST", site + "/strict/api/catalogs/live/operations", entry, http.DefaultClient, page, 403, "needs a user"},
+		{"through a proxy rewriting the Host", "GET", front + "/console/", "", http.DefaultClient, []string{"Host", "gw.example"}, 403, "X-Forwarded-For"},
+		{"a change through a proxy", "POST", front + "/console/api/catalogs/live/operations", entry, http.DefaultClient, page, 403, "X-Forwarded-For"},
+		{"with Via", "GET", site + "/console/api/catalogs", "", http.DefaultClient, []string{"Via", "1.1 edge"}, 403, "Via"},
+		{"on a unix socket", "GET", "http://localhost/console/", "", unix, nil, 403, "is not on loopback"},
+		{"directly on loopback", "GET", site + "/console/", "", http.DefaultClient, nil, 200, "Crank console"},
+		{"a change directly on loopback", "POST", site + "/console/api/catalogs/live/operations", entry, http.DefaultClient, page, 201, ""},
+	} {
+		if code, b := do(c.client, c.method, c.url, c.body, c.hdr...); code != c.status || !strings.Contains(b, c.want) {
+			t.Errorf("%s: %d %s, want %d containing %q", c.name, code, b, c.status, c.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", g.AdminURL+"/crank/catalogs/live/versions", nil)
+	if code, b := send(t, req); code != http.StatusOK || strings.Count(string(b), `"version":`) != 1 || !strings.Contains(string(b), `"console:loopback"`) {
+		t.Errorf("versions: %d %s, want the one change by console:loopback", code, b)
+	}
+}
+
+// Behind Caddy's forward_auth (adapted from a Caddyfile, as an operator
+// writes it), the console takes its user from the auth service's answer
+// (forward_auth_user_header), never from the client: a client's own
+// X-Auth-User is no user, whether the auth service answers 2xx without
+// one or no forward_auth runs before the console at all.
+func TestConsoleBehindForwardAuth(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	authSvc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.Header.Get("Cookie"), "session=alice-session"):
+			w.Header().Set("X-Auth-User", "alice")
+		case r.Header.Get("X-Anonymous") == "ok": // a 2xx naming no user
+		default:
+			http.Error(w, "log in first", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(authSvc.Close)
+	g := startGateway(t, fmt.Sprintf(mcptest.UsersOps, up.URL), map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow})
+
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`http://127.0.0.1:1 {
+	forward_auth %s {
+		uri /auth
+		copy_headers X-Auth-User
+	}
+	crank_console /console* {
+		forward_auth_user_header X-Auth-User
+	}
+}`, strings.TrimPrefix(authSvc.URL, "http://"))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adapted struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes []struct {
+						Handle []struct {
+							Routes json.RawMessage `json:"routes"`
+						} `json:"handle"`
+					} `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &adapted); err != nil || len(adapted.Apps.HTTP.Servers["srv0"].Routes) != 1 {
+		t.Fatalf("adapted: %v %s", err, out)
+	}
+	configure(t, g, "POST", "/config/apps/http/servers/mcp/routes", `{"match": [{"path": ["/console", "/console/*"]}],
+		"handle": [{"handler": "subroute", "routes": `+string(adapted.Apps.HTTP.Servers["srv0"].Routes[0].Handle[0].Routes)+`}]}`)
+	// The same console without forward_auth before it.
+	configure(t, g, "POST", "/config/apps/http/servers/mcp/routes",
+		`{"match": [{"path": ["/bare", "/bare/*"]}], "handle": [{"handler": "crank_console", "prefix": "/bare", "forward_auth_user_header": "X-Auth-User"}]}`)
+	site := strings.TrimSuffix(g.MCPURL, "/mcp")
+	waitAnswer(t, http.DefaultClient, site+"/console/")
+	waitAnswer(t, http.DefaultClient, site+"/bare/")
+
+	entry := fmt.Sprintf(`{"name": "cat_user", "description": "by alice", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
+	for _, c := range []struct {
+		name, method, path, body string
+		hdr                      []string
+		status                   int
+		want                     string
+	}{
+		{"no session", "GET", "/console/", "", nil, 401, "log in first"},
+		{"no session, naming a user", "GET", "/console/", "", []string{"X-Auth-User", "mallory"}, 401, "log in first"},
+		{"an answer without a user, the client naming one", "GET", "/console/", "", []string{"X-Anonymous", "ok", "X-Auth-User", "mallory"}, 403, "needs a user"},
+		{"no forward_auth, the client naming a user", "GET", "/bare/", "", []string{"X-Auth-User", "mallory"}, 403, "needs a user"},
+		{"alice", "GET", "/console/", "", []string{"Cookie", "session=alice-session", "X-Auth-User", "mallory"}, 200, "Crank console"},
+		{"alice's change", "POST", "/console/api/catalogs/live/operations", entry,
+			[]string{"Cookie", "session=alice-session", "X-Auth-User", "mallory", "Origin", site, "If-None-Match", "*"}, 201, ""},
+	} {
+		req, _ := http.NewRequest(c.method, site+c.path, strings.NewReader(c.body))
+		if code, b := send(t, req, c.hdr...); code != c.status || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %d %s, want %d containing %q", c.name, code, b, c.status, c.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", g.AdminURL+"/crank/catalogs/live/versions", nil)
+	if code, b := send(t, req); code != http.StatusOK || !strings.Contains(string(b), `"author": "console:alice"`) {
+		t.Errorf("versions: %d %s, want the change by console:alice", code, b)
+	}
+}
+
+// The console's config is checked at load, naming the field.
+func TestConsoleValidate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		console Console
+		want    string
+	}{
+		{Console{Prefix: "/"}, "prefix"},
+		{Console{Prefix: "/console", ForwardAuthUserHeader: "X-Auth User"}, `forward_auth_user_header: "X-Auth User" is not a header name`},
+		{Console{Prefix: "/console", ForwardAuthUserHeader: "X-Auth-Request-User", LoopbackWithoutLogin: true}, ""},
+	} {
+		err := c.console.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.console, err, c.want)
 		}
 	}
 }

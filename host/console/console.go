@@ -31,15 +31,32 @@
 // Every request is refused (403, with the reason) unless one of these holds:
 //
 //   - an authentication handler before the console named a user (User
-//     returns it): the request is the user's;
-//   - the client is on loopback (127.0.0.0/8, ::1) and the Host it asked
-//     for is a loopback name (localhost, 127.x.y.z, [::1]), which keeps a
-//     page of another site that rebinds its DNS name to 127.0.0.1 out.
+//     returns it): the request is the user's, from wherever it came,
+//     proxies included;
+//   - the operator opted into loopback access without a user
+//     (LoopbackWithoutLogin, the Caddyfile's loopback_without_login) and
+//     the request is a loopback client's own: it arrived on a loopback
+//     listener (the connection's local address, http.LocalAddrContextKey)
+//     from a loopback peer (127.0.0.0/8, ::1), asked for a loopback Host
+//     (localhost, 127.x.y.z, [::1]; a page of another site that rebinds
+//     its DNS name to 127.0.0.1 sends its own name), and carries no proxy
+//     header (Forwarded, X-Forwarded-*, Via, X-Real-IP). A reverse proxy
+//     on the same machine that rewrites the Host to a loopback name makes
+//     every remote request look local; the proxy headers are how those
+//     that announce themselves (Caddy's reverse_proxy always does) are
+//     told apart. One that sends none cannot be, so with the option every
+//     local process is an operator.
+//
+// Without a user, nothing is answered otherwise: no Origin a client sends
+// stands for a user, since any program can send one.
 //
 // A request that changes anything (any method but GET and HEAD) must also
 // come from the console's own page: its Origin must be the request's own
 // scheme and host, and a `Sec-Fetch-Site` other than same-origin is
 // refused, so another site's page cannot post to it (CSRF).
+//
+// The same rules cover the admin API's routes under {prefix}/api/: they
+// are served only through this check.
 //
 // Changes are attributed to `console:<user>` (or `console:loopback`) in
 // the catalog's version records and the admin audit log.
@@ -47,9 +64,12 @@ package console
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/crankmcp/crank/host/admin"
@@ -79,6 +99,9 @@ type Handler struct {
 	// User returns the user an authentication handler before the console
 	// verified, or "".
 	User func(*http.Request) string
+	// LoopbackWithoutLogin opens the console to loopback clients without
+	// a user (see Access in the package doc); off, every request needs one.
+	LoopbackWithoutLogin bool
 }
 
 // ServeHTTP implements http.Handler.
@@ -129,14 +152,16 @@ func (h *Handler) access(r *http.Request) (who, reason string) {
 	if h.User != nil {
 		user = h.User(r)
 	}
-	if user != "" {
+	switch {
+	case user != "":
 		who = "console:" + user
-	} else {
-		if !loopback.HostPort(r.RemoteAddr) {
-			return "", "the console answers only loopback clients unless an authentication handler (basic_auth, forward_auth, …) runs before it"
-		}
-		if !loopback.HostPort(r.Host) {
-			return "", "the console answers only Host names on loopback (localhost, 127.0.0.1, [::1]) unless an authentication handler runs before it"
+	case !h.LoopbackWithoutLogin:
+		return "", "the console needs a user: put an authentication handler (basic_auth, forward_auth, …) before it, " +
+			"or set loopback_without_login to let loopback clients in without one"
+	default:
+		if reason := directLoopback(r); reason != "" {
+			return "", reason + " (loopback_without_login admits only loopback clients that reach a loopback listener directly; " +
+				"authenticate anything else)"
 		}
 		who = "console:loopback"
 	}
@@ -152,6 +177,44 @@ func (h *Handler) access(r *http.Request) (who, reason string) {
 		return "", "a change must come from the console's own page (Origin " + quoteOrNone(origin) + " is not " + scheme(r) + "://" + r.Host + ")"
 	}
 	return who, ""
+}
+
+// proxyHeaders are the request headers a proxy adds (X-Forwarded-* by
+// prefix): a request carrying one came through a proxy, which may have
+// rewritten the Host to a loopback name.
+var proxyHeaders = []string{"Forwarded", "Via", "X-Real-Ip"}
+
+// directLoopback says why r is not a loopback client's own request to a
+// loopback listener naming a loopback Host, or "" when it is one.
+func directLoopback(r *http.Request) string {
+	var seen []string
+	for name := range r.Header {
+		if strings.HasPrefix(name, "X-Forwarded-") || slices.Contains(proxyHeaders, name) {
+			seen = append(seen, name)
+		}
+	}
+	if len(seen) > 0 {
+		slices.Sort(seen)
+		return "the request came through a proxy (it carries " + strings.Join(seen, ", ") + ")"
+	}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil {
+		return "the listener the request arrived on is unknown"
+	}
+	if _, tcp := local.(*net.TCPAddr); !tcp || !loopback.HostPort(local.String()) {
+		return "the listener " + local.String() + " is not on loopback"
+	}
+	if !loopback.HostPort(r.RemoteAddr) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		return "the client " + host + " is not on loopback"
+	}
+	if !loopback.HostPort(r.Host) {
+		return fmt.Sprintf("the Host %q is not a loopback name (localhost, 127.0.0.1, [::1])", r.Host)
+	}
+	return ""
 }
 
 func scheme(r *http.Request) string {
