@@ -126,10 +126,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if src := text(`#tools tbody tr[data-row="cat_user"] td:nth-child(5)`); !strings.Contains(src, "catalog live v1") {
 		t.Errorf("cat_user's source: %q", src)
 	}
-	step("open it in the form editor",
-		chromedp.Click(chromedp.CSS(`button[data-tool="cat_user"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#f-config-url`)))
-	br.Until("the form shows the operation", `document.querySelector('#f-name').value === 'cat_user' && document.querySelector('#f-config-method').value === 'GET'`)
+	step("open it in the form editor", chromedp.Click(chromedp.CSS(`button[data-tool="cat_user"]`)))
+	br.Until("the form shows the operation", `!!document.querySelector('#f-config-url') && document.querySelector('#f-name').value === 'cat_user' && document.querySelector('#f-config-method').value === 'GET'`)
 	step("validate a bad URL typed in the config form",
 		browsertest.Fill(`#f-config-url`, "ftp://example.com/users/{id}"),
 		chromedp.Click(chromedp.CSS(`#validate`)))
@@ -590,5 +588,45 @@ func TestConsoleValidate(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v, want %q", c.console, err, c.want)
 		}
+	}
+}
+
+// The console may load before any adapter runs: Caddy starts the crank
+// app, and with it the adapters, in no fixed order with the site, and an
+// adapter no handler uses yet runs once one does. A new operation's
+// config is then edited as JSON, the page saying its schema is not here
+// yet; once the adapter runs (here: a catalog version that uses it), the
+// form shows the adapter's fields by itself, keeping the draft.
+func TestConsoleAsksAgainForAdapterSchemas(t *testing.T) {
+	up := mcptest.NewUsers(t)
+	t.Setenv("CRANK_TEST_USERS_TOKEN", "s3cret-token-value")
+	// The handler serves only the empty catalog: no adapter runs.
+	g := startGateway(t, "unused", map[string]any{"catalog": "live", "catalog_allow": testCatalogAllow, "operations": []string{}})
+	addConsoleRoute(t, g, loopbackConsole)
+	req, _ := http.NewRequest("GET", g.AdminURL+"/crank/adapters", nil)
+	if code, b := send(t, req); code != http.StatusOK || strings.TrimSpace(string(b)) != "[]" {
+		t.Fatalf("adapters before the catalog uses one: %d %s", code, b)
+	}
+	br := browsertest.New(t, 1280, 800)
+	br.Step("open the console", chromedp.Navigate(strings.TrimSuffix(g.MCPURL, "/mcp")+"/console/"))
+	br.Show("catalogs")
+	br.Step("open the live catalog", browsertest.Fill(`#new-catalog-name`, "live"), chromedp.Click(chromedp.CSS(`#new-catalog button`)))
+	br.Until("its operations show", `!document.querySelector('#ops-pane').hidden`)
+	br.Step("start a new operation", chromedp.Click(chromedp.CSS(`#new-op`)))
+	br.Until("its config is JSON", `!!document.querySelector('#f-config') && !document.querySelector('#f-config-url')`)
+	if note := br.Text(`#block-config .note`); !strings.Contains(note, "not published its config schema here yet") {
+		t.Errorf("the config block says %q", note)
+	}
+	br.Step("name the draft", browsertest.Fill(`#f-name`, "draft_op"))
+
+	req, _ = http.NewRequest("POST", g.AdminURL+"/crank/catalogs/live/operations", strings.NewReader(fmt.Sprintf(
+		`{"name": "cat_user", "description": "v1", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)))
+	if code, b := send(t, req, "If-None-Match", "*"); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	br.Until("the config form shows the adapter's fields with the draft's values",
+		`!!document.querySelector('#f-config-url') && document.querySelector('#f-config-url').value === 'https://api.example.com/items/{id}' && document.querySelector('#f-name').value === 'draft_op' && document.querySelector('#block-config').getAttribute('aria-busy') === 'false'`)
+	if v, err := chromedp.Run(br.Ctx, chromedp.Value(chromedp.CSS(`#entry`))); err != nil || !strings.Contains(v, `"draft_op"`) || !strings.Contains(v, "api.example.com") {
+		t.Errorf("the raw entry after the schema came: %q %v", v, err)
 	}
 }

@@ -22,8 +22,12 @@ import (
 // start a job by hand and cancel it.
 //
 // The console is opened as soon as the demo answers, while the demo may
-// still be building some endpoints' tools: the tools screen says so and
-// asks again until every endpoint is built.
+// still be building some endpoints' tools, or before the crank app has
+// started the adapters: the tools screen says so and asks again until
+// every endpoint is built, and the operation form asks again for the
+// adapter's config schema until it is there. Waits after a click are
+// JavaScript polls (browsertest's Until), which say what the page shows
+// when they time out.
 func TestConsoleOnDemo(t *testing.T) {
 	t.Parallel()
 	browsertest.Chromium(t) // skip before starting the demo without it
@@ -40,7 +44,8 @@ func TestConsoleOnDemo(t *testing.T) {
 	br.Until("the tools are listed", `!!document.querySelector('button[data-tool="recent_logs"]')`)
 	br.Step("find recent_logs", browsertest.Fill(`#tools-filter`, "recent_logs"))
 	br.Until("the filter keeps recent_logs and drops get_user", `!!document.querySelector('tr[data-row="recent_logs"]') && !document.querySelector('tr[data-row="get_user"]')`)
-	br.Step("open it", chromedp.Click(chromedp.CSS(`button[data-tool="recent_logs"]`)), chromedp.WaitVisible(chromedp.CSS(`#call-service`)))
+	br.Step("open it", chromedp.Click(chromedp.CSS(`button[data-tool="recent_logs"]`)))
+	br.Until("its details show", `!document.querySelector('#tool-detail').hidden && !!document.querySelector('#call-service')`)
 	br.Step("call it for one service", browsertest.Fill(`#call-service`, "checkout"), chromedp.Click(chromedp.CSS(`#call-run`)))
 	br.Until("chunks arrive while the window collects", `document.querySelectorAll('#call-chunks li').length > 0 && document.querySelectorAll('#call-flags dd').length === 0`)
 	br.Until("the window's flags", `!!document.querySelector('#call-flags [data-flag="end_reason"]')`)
@@ -61,11 +66,13 @@ func TestConsoleOnDemo(t *testing.T) {
 
 	// A new REST operation through the form.
 	br.Show("catalogs")
-	br.Step("open the demo catalog", browsertest.Fill(`#new-catalog-name`, "demo"), chromedp.Click(chromedp.CSS(`#new-catalog button`)),
-		chromedp.WaitVisible(chromedp.CSS(`#new-op`)))
+	br.Step("open the demo catalog", browsertest.Fill(`#new-catalog-name`, "demo"), chromedp.Click(chromedp.CSS(`#new-catalog button`)))
+	br.Until("its operations show", `!document.querySelector('#ops-pane').hidden`)
+	br.Step("start a new operation", chromedp.Click(chromedp.CSS(`#new-op`)))
+	// The page may have loaded before the crank app started the adapters:
+	// the config form follows once the rest adapter's schema is there.
+	br.Until("the form shows the rest adapter's config fields", `!!document.querySelector('#f-config-url') && document.querySelector('#block-config').getAttribute('aria-busy') === 'false'`)
 	br.Step("fill in a new operation with a bad URL",
-		chromedp.Click(chromedp.CSS(`#new-op`)),
-		chromedp.WaitVisible(chromedp.CSS(`#f-config-url`)),
 		browsertest.Fill(`#f-name`, "lookup_user"),
 		browsertest.Fill(`#f-description`, "v1"),
 		browsertest.Fill(`#f-config-method`, "GET"),

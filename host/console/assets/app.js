@@ -341,10 +341,15 @@ function renderForm() {
   renderArgsForm();
 }
 
+// configBlock is the adapter config's fieldset: fields from the adapter's
+// schema, or the config as JSON. Without a schema it is aria-busy and the
+// page asks again (awaitSchema): it may have loaded before the crank app
+// started the adapters, or no handler uses the adapter yet.
 function configBlock() {
   const entry = state.entry;
   const schema = adapterSchema(entry.adapter);
-  const fs = el("fieldset", { id: "block-config" }, el("legend", {}, `Adapter config${entry.adapter ? ` (${entry.adapter})` : ""}`));
+  const fs = el("fieldset", { id: "block-config", "aria-busy": String(!schema && !!entry.adapter) },
+    el("legend", {}, `Adapter config${entry.adapter ? ` (${entry.adapter})` : ""}`));
   const raw = state.configRaw || !schema;
   const toggle = el("button", { type: "button", id: "config-toggle", onclick: () => {
     state.entry = readForm();
@@ -353,7 +358,8 @@ function configBlock() {
   } }, raw ? "Edit as a form" : "Edit as JSON");
   if (!schema) {
     toggle.disabled = true;
-    fs.append(el("p", { class: "note" }, `The adapter ${entry.adapter || "(none)"} has published no config schema here (it runs once a handler uses it): edit the config as JSON.`));
+    fs.append(el("p", { class: "note" }, `The adapter ${entry.adapter || "(none)"} has not published its config schema here yet (it does once the gateway runs it for a handler): edit the config as JSON; the form follows when it has.`));
+    if (entry.adapter) awaitSchema();
   }
   fs.append(el("div", { class: "buttons" }, toggle));
   if (raw) {
@@ -364,6 +370,32 @@ function configBlock() {
     fs.append(grid);
   }
   return fs;
+}
+
+// awaitSchema asks for the adapters again each second while the editor
+// shows an adapter without a config schema; once it has one, the config
+// block shows its fields, keeping the draft. While the config's JSON has
+// the focus or does not parse, only the toggle to the form is offered.
+function awaitSchema() {
+  clearTimeout(state.schemaRetry);
+  state.schemaRetry = setTimeout(async () => {
+    const name = state.entry.adapter;
+    if ($("#editor-pane").hidden || !name || adapterSchema(name)) return;
+    await loadAdapters().catch(() => {});
+    const block = $("#block-config");
+    if ($("#editor-pane").hidden || !block || state.entry.adapter !== name) return;
+    if (!adapterSchema(name)) { awaitSchema(); return; }
+    state.entry = readForm();
+    const c = state.entry.config;
+    if (block.contains(document.activeElement) || (c !== undefined && (c === null || typeof c !== "object" || Array.isArray(c)))) {
+      block.setAttribute("aria-busy", "false");
+      const toggle = $("#config-toggle");
+      toggle.disabled = false;
+      block.querySelector(".note").textContent = `The adapter ${name} has published its config schema: Edit as a form shows its fields.`;
+      return;
+    }
+    block.replaceWith(configBlock());
+  }, 1000);
 }
 
 function applyModeVisibility() {
