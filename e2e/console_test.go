@@ -65,13 +65,9 @@ func TestConsoleOnDemo(t *testing.T) {
 	}
 
 	// A new REST operation through the form.
-	br.Show("catalogs")
-	br.Step("open the demo catalog", browsertest.Fill(`#new-catalog-name`, "demo"), chromedp.Click(chromedp.CSS(`#new-catalog button`)))
-	br.Until("its operations show", `!document.querySelector('#ops-pane').hidden`)
-	br.Step("start a new operation", chromedp.Click(chromedp.CSS(`#new-op`)))
 	// The page may have loaded before the crank app started the adapters:
 	// the config form follows once the rest adapter's schema is there.
-	br.Until("the form shows the rest adapter's config fields", `!!document.querySelector('#f-config-url') && document.querySelector('#block-config').getAttribute('aria-busy') === 'false'`)
+	br.NewOperation("demo")
 	br.Step("fill in a new operation with a bad URL",
 		browsertest.Fill(`#f-name`, "lookup_user"),
 		browsertest.Fill(`#f-description`, "v1"),

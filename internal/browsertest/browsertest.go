@@ -6,6 +6,7 @@ package browsertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -129,13 +131,45 @@ func (b *Browser) Show(view string) {
 	}
 }
 
+// NewOperation opens catalog on the catalogs screen and starts a new REST
+// operation in the form, waiting until the form shows the rest adapter's
+// config fields (the page asks for its schema again while the gateway
+// has not started the adapter).
+func (b *Browser) NewOperation(catalog string) {
+	b.t.Helper()
+	b.Show("catalogs")
+	b.Step("open the catalog "+catalog, Fill(`#new-catalog-name`, catalog), chromedp.Click(chromedp.CSS(`#new-catalog button`)))
+	b.Until("its operations show", `!document.querySelector('#ops-pane').hidden`)
+	b.Step("start a new operation", chromedp.Click(chromedp.CSS(`#new-op`)))
+	b.Until("the form shows the rest adapter's config fields", `!!document.querySelector('#f-config-url') && document.querySelector('#block-config').getAttribute('aria-busy') === 'false'`)
+}
+
 // Until waits for a JavaScript condition on the page (two minutes at
-// most), failing the test with what the page says.
+// most), failing the test with what the page says. A navigation while it
+// waits (a form posted, a redirect to log in) ends one poll, not the wait:
+// it polls the new page.
 func (b *Browser) Until(what, cond string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		var e *cdproto.Error
+		if errors.As(err, &e) && navigated[e.Message] && time.Now().Before(deadline) && b.Ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		b.t.Fatalf("browser: waiting until %s: %v\n%s", what, err, b.pageState())
 	}
+}
+
+// navigated are the errors of a poll whose page navigated away.
+var navigated = map[string]bool{
+	"Inspected target navigated or closed":  true,
+	"Execution context was destroyed.":      true,
+	"Cannot find context with specified id": true,
 }
 
 // pageState is what the page says (its status and result areas) and the
