@@ -40,10 +40,18 @@ var demoPorts = regexp.MustCompile(`:(8080|8081|8082|8083|8084|2019|23790|23800)
 func startDemo(t *testing.T, edits ...func(string) string) *demoRun {
 	t.Helper()
 	d := &demoRun{t: t, dir: t.TempDir(), ports: map[string]int{}}
+	used := map[int]bool{}
 	move := func(text string) string {
 		return demoPorts.ReplaceAllStringFunc(text, func(m string) string {
 			if d.ports[m] == 0 {
-				d.ports[m] = freePort(t)
+				// A port freed a moment ago can be handed out again: two
+				// of the demo's addresses on one port make an ambiguous
+				// site ("ambiguous site definition").
+				p := freePort(t)
+				for used[p] {
+					p = freePort(t)
+				}
+				used[p], d.ports[m] = true, p
 			}
 			return fmt.Sprintf(":%d", d.ports[m])
 		})
