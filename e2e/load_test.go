@@ -375,12 +375,21 @@ func (c *loadClient) one(kind string, i int) outcome {
 	}
 }
 
+// loadTransport bounds the wait for an answer's headers: go-sdk opens a
+// session's GET stream outside Connect's context, so a gateway that never
+// answers would hang the test instead of failing it.
+var loadTransport = func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 30 * time.Second
+	return t
+}()
+
 func (c *loadClient) connect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-load", Version: "1"},
 		&mcp.ClientOptions{ProgressNotificationHandler: c.progress.handler})
-	hc := &http.Client{Transport: badRequestLogger{t: c.t, next: http.DefaultTransport, replayRefused: &c.replayRefused}}
+	hc := &http.Client{Transport: badRequestLogger{t: c.t, next: loadTransport, replayRefused: &c.replayRefused}}
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.url, HTTPClient: hc}, sessionProtocol)
 	if err != nil {
 		return err

@@ -160,14 +160,17 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	if es.standaloneOnly && streamID != "" {
 		return nil // go-sdk appends a JSON answer's messages too
 	}
-	es.mu.Lock()
-	defer es.mu.Unlock()
-	sl := es.sessionLocked(sessionID)
-	idx := sl.claimLocked(streamID, data)
+	// The client address before es.mu: clientOf takes the replica's
+	// session lock, which a restore holds while the SDK opens a stream
+	// here (Open takes es.mu).
 	client := ""
 	if es.clientOf != nil {
 		client = es.clientOf(sessionID)
 	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	sl := es.sessionLocked(sessionID)
+	idx := sl.claimLocked(streamID, data)
 	ok, drop, refusal := es.ledger.admit(sessionID, streamID, client, len(data))
 	if refusal != "" {
 		es.logRefusalLocked(sessionID, refusal)
