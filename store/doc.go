@@ -173,8 +173,9 @@
 // both ends. Every change is a compare-and-swap: read the record, apply the
 // transition to what was read, and commit in one etcd transaction only if
 // the record's mod revision is unchanged (together with its items and index
-// entry). A lost race re-reads and re-applies (up to 16 attempts with
-// jittered backoff, then ErrConflict), so no update is ever lost. Where the
+// entry). A lost race re-applies to the value the transaction read back:
+// 16 attempts at once, then with a jittered backoff until the operation
+// timeout, then ErrConflict; so no update is ever lost. Where the
 // caller's expectation itself is stale — an AdvanceStreamSession from a
 // cursor another poll already moved, a poll from a cursor behind the
 // acknowledged one — the store reports ErrConflict instead of applying it.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,8 +12,9 @@ import (
 )
 
 // Compare-and-swap retry budget: a transition re-applies itself after
-// losing a race (cas at once, on the value read back; the event log's
-// append with a jittered backoff between attempts).
+// losing a race (cas at once, on the value read back, for casAttempts
+// attempts, then with a jittered backoff until the operation timeout; the
+// event log's append with a jittered backoff between attempts).
 const (
 	casAttempts   = 16
 	casBackoffMin = time.Millisecond
@@ -137,9 +139,10 @@ func (p *plan) del(key string, opts ...clientv3.OpOption) {
 // write given the current value (nil when absent), and commit that only if
 // the key's mod revision is still the one read. A lost race's transaction
 // reads the key back and step runs again on that value, so a transition is always applied to the latest state and
-// no concurrent update is lost; after casAttempts losses it reports
-// ErrConflict. step returns a nil plan (or one without operations) to write
-// nothing, and an error to stop.
+// no concurrent update is lost. After casAttempts losses in a row it
+// backs off (jittered, so writers in lockstep part) and goes on until the
+// operation timeout, then reports ErrConflict. step returns a nil plan (or
+// one without operations) to write nothing, and an error to stop.
 //
 // It returns the revision of the commit (0 when nothing was written).
 func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.KeyValue, p *plan) error) (int64, error) {
@@ -147,7 +150,18 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 	if err != nil {
 		return 0, err
 	}
-	for attempt := 0; attempt < casAttempts; attempt++ {
+	giveUp := time.Now().Add(e.opTimeout)
+	backoff := casBackoffMin
+	attempt := 0
+	for ; attempt < casAttempts || time.Now().Before(giveUp); attempt++ {
+		if attempt >= casAttempts {
+			select {
+			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+			case <-ctx.Done():
+				return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
+			}
+			backoff = min(2*backoff, casBackoffMax)
+		}
 		// Lease grants inside step run under their own operation timeout.
 		sctx, cancel := e.opCtx(ctx)
 		p := e.newPlan(sctx)
@@ -203,7 +217,7 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 		// and committing to two round trips.
 		kv = now
 	}
-	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, casAttempts)
+	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, attempt)
 }
 
 // classifyStep classifies errors from lease grants made inside a step;
