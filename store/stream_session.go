@@ -597,6 +597,7 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		kvs   []*mvccpb.KeyValue
 		ok    bool
 	}
+	var readRev int64
 	rev, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		now := e.now().UTC()
 		r, err := liveStreamSession(kv, &scope, now)
@@ -665,6 +666,14 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		}
 		res.Cursor = strconv.FormatUint(last, 10)
 		res.HasMore = r.LastSeq > last
+		readRev = kv.ModRevision
+		if ack == r.AckedSeq && r.Cursor == strconv.FormatUint(ack, 10) && now.Sub(r.LastPollAt) < pollTouchEvery(r.idle()) {
+			// Nothing to acknowledge and a poll recorded a moment ago: a
+			// read, which neither delays the session's writer nor costs
+			// etcd a write per poll of a busy poller.
+			out = r
+			return nil
+		}
 		if ack > r.AckedSeq {
 			p.del(itemKey(id, r.AckedSeq+1), clientv3.WithRange(itemKey(id, ack+1)))
 			r.BufferedItems = max(0, r.BufferedItems-int(ack-r.AckedSeq))
@@ -683,8 +692,19 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 	if err != nil {
 		return nil, err
 	}
+	if rev == 0 {
+		rev = readRev // nothing written: the record as read
+	}
 	res.StreamSession = out.public(rev)
 	return res, nil
+}
+
+// pollTouchEvery is how often polls that acknowledge nothing record
+// themselves (LastPollAt, which moves the idle expiry): a tenth of the
+// idle timeout, at most 5s. So a session idles out at most that much
+// before idle timeout after its last poll, never later.
+func pollTouchEvery(idle time.Duration) time.Duration {
+	return min(idle/10, 5*time.Second)
 }
 
 // CloseStreamSession stops a session on request. An active session owned by a
