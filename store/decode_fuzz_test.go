@@ -28,16 +28,15 @@ func fuzzSeeds() []struct {
 	val  []byte
 } {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	job, _ := json.Marshal(jobRecord{ID: "job_AAAAAAAAAAAAAAAAAAAAAAAAAA", WorkspaceID: "ws", AgentID: "a", AgentScoped: true,
-		OperationID: "report", Status: JobSucceeded, Progress: json.RawMessage(`{"pct":100}`), ResultBytes: 12,
-		ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now, FinishedAt: now, MaxRuntimeMS: 60000, RetentionMS: 3600000,
-		Owner: "own_X", CancelReason: "late"})
-	oldJob, _ := json.Marshal(jobRecord{ID: "job_BBBBBBBBBBBBBBBBBBBBBBBBBB", WorkspaceID: "ws", OperationID: "x", Status: JobRunning,
-		Result: json.RawMessage(`{"docs":3}`), CreatedAt: now, ExpiresAt: now.Add(time.Minute), MaxRuntimeMS: 1})
-	ss, _ := json.Marshal(streamSessionRecord{ID: "ss_AAAAAAAAAAAAAAAAAAAAAAAAAA", WorkspaceID: "ws", OperationID: "follow",
-		Protocol: "rest", Mode: "session", Status: StreamSessionActive, Cursor: "7", State: json.RawMessage(`{"gaps":1}`),
-		ExpiresAt: now.Add(time.Minute), LastPollAt: now, CreatedAt: now, IdleMS: 60000, LifetimeMS: 600000, RetentionMS: 60000,
-		Owner: "own_X", MaxItems: 1000, MaxBytes: 1 << 20, LastSeq: 9, AckedSeq: 7, BufferedItems: 2, BufferedBytes: 40})
+	job, _ := json.Marshal(jobRecord{owned: owned[JobStatus]{ID: "job_AAAAAAAAAAAAAAAAAAAAAAAAAA", WorkspaceID: "ws", AgentID: "a", AgentScoped: true,
+		OperationID: "report", Status: JobSucceeded, ExpiresAt: now.Add(time.Hour), CreatedAt: now, RetentionMS: 3600000, Owner: "own_X"},
+		Progress: json.RawMessage(`{"pct":100}`), ResultBytes: 12, UpdatedAt: now, FinishedAt: now, MaxRuntimeMS: 60000, CancelReason: "late"})
+	oldJob, _ := json.Marshal(jobRecord{owned: owned[JobStatus]{ID: "job_BBBBBBBBBBBBBBBBBBBBBBBBBB", WorkspaceID: "ws", OperationID: "x", Status: JobRunning,
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}, Result: json.RawMessage(`{"docs":3}`), MaxRuntimeMS: 1})
+	ss, _ := json.Marshal(streamSessionRecord{owned: owned[StreamSessionStatus]{ID: "ss_AAAAAAAAAAAAAAAAAAAAAAAAAA", WorkspaceID: "ws", OperationID: "follow",
+		Status: StreamSessionActive, ExpiresAt: now.Add(time.Minute), CreatedAt: now, RetentionMS: 60000, Owner: "own_X"},
+		Protocol: "rest", Mode: "session", Cursor: "7", State: json.RawMessage(`{"gaps":1}`), LastPollAt: now, IdleMS: 60000, LifetimeMS: 600000,
+		MaxItems: 1000, MaxBytes: 1 << 20, LastSeq: 9, AckedSeq: 7, BufferedItems: 2, BufferedBytes: 40})
 	mcp, _ := json.Marshal(mcpSessionRecord{ID: "s-1", ProtocolVersion: "2025-11-25", ClientName: "c",
 		ClientCapabilities: json.RawMessage(`{"roots":{}}`), InitializeParams: json.RawMessage(`{"protocolVersion":"2025-11-25"}`),
 		Initialized: true, WorkspaceID: "ws", AgentID: "a", CreatedAt: now, TTLMillis: 1800000})
@@ -90,39 +89,39 @@ func FuzzRecordDecoding(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind byte, id string, val []byte) {
 		switch kind % fuzzKinds {
 		case fuzzJob:
-			kv := &mvccpb.KeyValue{Key: []byte(jobKey(id)), Value: val}
-			r, err := decodeJob(kv)
+			kv := &mvccpb.KeyValue{Key: []byte(jobKind.key(id)), Value: val}
+			r, err := jobKind.decode(kv)
 			if err != nil {
 				if !strings.Contains(err.Error(), "decode job") {
 					t.Fatalf("error does not say what failed: %v", err)
 				}
 				return
 			}
-			if r.ID != id || !knownJobStatus(r.Status) || r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0 {
+			if r.ID != id || !jobKind.known(r.Status) || r.MaxRuntimeMS < 0 || r.RetentionMS < 0 || r.ResultBytes < 0 {
 				t.Fatalf("decoded a record that breaks the invariants: %+v", r)
 			}
 			_ = r.public(1)
 			_, _, _ = r.expiry(), r.hardDeadline(), r.visibleTo(Scope{WorkspaceID: r.WorkspaceID})
-			_, _ = liveJob(kv, &Scope{WorkspaceID: "ws", AgentID: "a"}, time.Now())
-			stableEncoding(t, r, func(b []byte) (any, error) { return decodeJob(&mvccpb.KeyValue{Key: kv.Key, Value: b}) })
+			_, _ = jobKind.live(kv, &Scope{WorkspaceID: "ws", AgentID: "a"}, time.Now())
+			stableEncoding(t, r, func(b []byte) (any, error) { return jobKind.decode(&mvccpb.KeyValue{Key: kv.Key, Value: b}) })
 		case fuzzStreamSession:
-			kv := &mvccpb.KeyValue{Key: []byte(streamSessionKey(id)), Value: val}
-			r, err := decodeStreamSession(kv)
+			kv := &mvccpb.KeyValue{Key: []byte(streamSessionKind.key(id)), Value: val}
+			r, err := streamSessionKind.decode(kv)
 			if err != nil {
 				if !strings.Contains(err.Error(), "decode stream session") {
 					t.Fatalf("error does not say what failed: %v", err)
 				}
 				return
 			}
-			if r.ID != id || !knownStreamSessionStatus(r.Status) || r.AckedSeq > r.LastSeq || r.MaxItems < 0 || r.MaxBytes < 0 ||
+			if r.ID != id || !streamSessionKind.known(r.Status) || r.AckedSeq > r.LastSeq || r.MaxItems < 0 || r.MaxBytes < 0 ||
 				r.BufferedItems < 0 || r.BufferedBytes < 0 || r.IdleMS < 0 || r.LifetimeMS < 0 || r.RetentionMS < 0 {
 				t.Fatalf("decoded a record that breaks the invariants: %+v", r)
 			}
 			_ = r.public(1)
 			_, _, _ = r.expiry(), r.hardDeadline(), r.visibleTo(Scope{WorkspaceID: r.WorkspaceID})
-			_, _ = liveStreamSession(kv, &Scope{WorkspaceID: "ws"}, time.Now())
+			_, _ = streamSessionKind.live(kv, &Scope{WorkspaceID: "ws"}, time.Now())
 			stableEncoding(t, r, func(b []byte) (any, error) {
-				return decodeStreamSession(&mvccpb.KeyValue{Key: kv.Key, Value: b})
+				return streamSessionKind.decode(&mvccpb.KeyValue{Key: kv.Key, Value: b})
 			})
 		case fuzzMCPSession:
 			r, err := decodeMCPSession(id, val)

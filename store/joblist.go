@@ -133,7 +133,7 @@ func (e *Etcd) ListJobs(ctx context.Context, scope Scope, after string, limit in
 			return nil, "", err
 		}
 		for _, kv := range kvs {
-			if r, err := liveJob(kv, &scope, now); err == nil {
+			if r, err := jobKind.live(kv, &scope, now); err == nil {
 				jobs = append(jobs, r.public(kv.ModRevision))
 			}
 		}
@@ -187,7 +187,7 @@ func (e *Etcd) fill(ctx context.Context, r *jobListRange, n int) error {
 func (e *Etcd) getJobs(ctx context.Context, ids []string) ([]*mvccpb.KeyValue, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
-		keys[i] = jobKey(id)
+		keys[i] = jobKind.key(id)
 	}
 	return e.getKeys(ctx, "list jobs", keys)
 }

@@ -69,7 +69,7 @@ func (e *Etcd) CountLive(ctx context.Context, workspace string) (LiveCounts, err
 			return clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		}
 		resp, err := e.kv.Txn(ctx).Then(count(mcpSessionIndexPrefix(workspace)),
-			count(activeScopePrefix(activeStreamSessions, workspace)), count(activeScopePrefix(activeJobs, workspace))).Commit()
+			count(activeScopePrefix(streamSessionKind.index, workspace)), count(activeScopePrefix(jobKind.index, workspace))).Commit()
 		if err != nil {
 			return err
 		}
@@ -225,59 +225,13 @@ func (e *Etcd) openIDs(ctx context.Context, kind, workspace, after string, limit
 // sessions (active or stopping, of every agent) in index order after the
 // position after, and the next position ("" at the end).
 func (e *Etcd) ListOpenStreamSessions(ctx context.Context, workspace, after string, limit int) ([]*StreamSession, string, error) {
-	ids, next, err := e.openIDs(ctx, activeStreamSessions, workspace, after, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	keys := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if wellFormedID(id, StreamSessionIDPrefix) {
-			keys = append(keys, streamSessionKey(id))
-		}
-	}
-	kvs, err := e.getKeys(ctx, "list open stream sessions", keys)
-	if err != nil {
-		return nil, "", err
-	}
-	now := e.now()
-	out := make([]*StreamSession, 0, len(kvs))
-	for _, kv := range kvs {
-		r, err := liveStreamSession(kv, nil, now)
-		if err != nil || r.WorkspaceID != workspace {
-			continue
-		}
-		out = append(out, r.public(kv.ModRevision))
-	}
-	return out, next, nil
+	return streamSessionKind.listOpen(ctx, e, workspace, after, limit)
 }
 
 // ListOpenJobs returns a page of a workspace's open jobs (queued, running
 // or canceling, of every agent), like ListOpenStreamSessions.
 func (e *Etcd) ListOpenJobs(ctx context.Context, workspace, after string, limit int) ([]*AsyncJobHandle, string, error) {
-	ids, next, err := e.openIDs(ctx, activeJobs, workspace, after, limit)
-	if err != nil {
-		return nil, "", err
-	}
-	keys := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if wellFormedID(id, JobIDPrefix) {
-			keys = append(keys, jobKey(id))
-		}
-	}
-	kvs, err := e.getKeys(ctx, "list open jobs", keys)
-	if err != nil {
-		return nil, "", err
-	}
-	now := e.now()
-	out := make([]*AsyncJobHandle, 0, len(kvs))
-	for _, kv := range kvs {
-		r, err := liveJob(kv, nil, now)
-		if err != nil || r.WorkspaceID != workspace {
-			continue
-		}
-		out = append(out, r.public(kv.ModRevision))
-	}
-	return out, next, nil
+	return jobKind.listOpen(ctx, e, workspace, after, limit)
 }
 
 // OperatorMCPSession returns the MCP session of a workspace with the
@@ -314,41 +268,13 @@ func (e *Etcd) OperatorMCPSession(ctx context.Context, workspace, digest string)
 // OperatorStreamSession returns a stream session of a workspace whatever
 // its agent — an operator's read, never a client's — or ErrNotFound.
 func (e *Etcd) OperatorStreamSession(ctx context.Context, workspace, id string) (*StreamSession, error) {
-	if !wellFormedID(id, StreamSessionIDPrefix) {
-		return nil, ErrNotFound
-	}
-	kv, err := e.get(ctx, "get stream session "+id, streamSessionKey(id))
-	if err != nil {
-		return nil, err
-	}
-	r, err := liveStreamSession(kv, nil, e.now())
-	if err != nil {
-		return nil, err
-	}
-	if r.WorkspaceID != workspace {
-		return nil, ErrNotFound
-	}
-	return r.public(kv.ModRevision), nil
+	return streamSessionKind.read(ctx, e, nil, workspace, id)
 }
 
 // OperatorJob returns a job of a workspace whatever its agent — an
 // operator's read — or ErrNotFound.
 func (e *Etcd) OperatorJob(ctx context.Context, workspace, id string) (*AsyncJobHandle, error) {
-	if !wellFormedID(id, JobIDPrefix) {
-		return nil, ErrNotFound
-	}
-	kv, err := e.get(ctx, "get job "+id, jobKey(id))
-	if err != nil {
-		return nil, err
-	}
-	r, err := liveJob(kv, nil, e.now())
-	if err != nil {
-		return nil, err
-	}
-	if r.WorkspaceID != workspace {
-		return nil, ErrNotFound
-	}
-	return r.public(kv.ModRevision), nil
+	return jobKind.read(ctx, e, nil, workspace, id)
 }
 
 // ReplicaNames returns the replica names of owner IDs (the names replicas

@@ -64,11 +64,7 @@ func (e *QuotaError) Error() string {
 // Is makes errors.Is(err, ErrQuota) true.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
-const (
-	activeDir            = "active/"
-	activeStreamSessions = "sessions"
-	activeJobs           = "jobs"
-)
+const activeDir = "active/"
 
 func activeScopePrefix(kind, workspace string) string {
 	return activeDir + kind + "/" + url.PathEscape(workspace) + "/"
@@ -171,9 +167,9 @@ func (e *Etcd) checkQuota(ctx context.Context, label string, checks []countCheck
 // CountOpen returns how many sessions (jobs false) or jobs (jobs true) of
 // the scope's workspace — and of its agent, when agent is set — are open.
 func (e *Etcd) CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (int, error) {
-	kind := activeStreamSessions
+	kind := streamSessionKind.index
 	if jobs {
-		kind = activeJobs
+		kind = jobKind.index
 	}
 	prefix := activeScopePrefix(kind, scope.WorkspaceID)
 	if agent {

@@ -277,19 +277,19 @@ func (e *Etcd) evictJob(ctx context.Context, key, reason string, limit int, mark
 		return nil, nil
 	}
 	var out *jobRecord
-	_, err := e.cas(ctx, "evict job "+id, jobKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+	_, err := e.cas(ctx, "evict job "+id, jobKind.key(id), func(kv *mvccpb.KeyValue, p *plan) error {
 		out = nil
 		if kv == nil {
 			p.del(key) // the job is gone: only its entry is left
 			return nil
 		}
-		r, err := decodeJob(kv)
+		r, err := jobKind.decode(kv)
 		if err != nil || !r.Status.Terminal() {
 			return nil // not a finished job: leave it to the cleanup
 		}
 		now := e.now().UTC()
 		out = r
-		p.del(jobKey(id))
+		p.del(jobKind.key(id))
 		p.del(jobResultKey(id))
 		p.del(jobListKey(r))
 		p.delRetained(r, false) // its bytes stay counted until it would have expired
@@ -334,9 +334,10 @@ func (e *Etcd) goneJob(marker *mvccpb.KeyValue, scope *Scope) error {
 }
 
 // explainMissing turns the ErrNotFound of a job read into the job's
-// *EvictedError when it was evicted (one more read, on that path only).
+// *EvictedError when it was evicted (one more read, on that path only;
+// none for an ID that cannot exist).
 func (e *Etcd) explainMissing(ctx context.Context, scope *Scope, id string, err error) error {
-	if err != ErrNotFound {
+	if err != ErrNotFound || !wellFormedID(id, JobIDPrefix) {
 		return err
 	}
 	kv, gerr := e.get(ctx, "get evicted job "+id, evictedKey(id))
@@ -357,15 +358,13 @@ func (e *Etcd) cleanupEvicted(ctx context.Context, now time.Time, rep *CleanupRe
 		}
 		p := e.newPlan(ctx)
 		if err == nil && wellFormedID(m.ID, JobIDPrefix) && string(kv.Key) == evictedKey(m.ID) {
-			p.delRetained(&jobRecord{ID: m.ID, WorkspaceID: m.WorkspaceID, AgentID: m.AgentID}, true)
+			p.delRetained(&jobRecord{owned: owned[JobStatus]{ID: m.ID, WorkspaceID: m.WorkspaceID, AgentID: m.AgentID}}, true)
 		}
-		ops := append(p.ops, clientv3.OpDelete(string(kv.Key)))
-		return e.do(ctx, "delete eviction marker", func(ctx context.Context) error {
-			resp, err := e.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).Then(ops...).Commit()
-			if err == nil && resp.Succeeded {
-				rep.StaleIndex++
-			}
-			return err
-		})
+		p.del(string(kv.Key))
+		deleted, err := e.deleteAt(ctx, "delete eviction marker", string(kv.Key), kv.ModRevision, p.ops...)
+		if deleted {
+			rep.StaleIndex++
+		}
+		return err
 	})
 }

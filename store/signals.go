@@ -52,7 +52,7 @@ func (e *Etcd) WatchSignals(ctx context.Context) (<-chan Signal, error) {
 				return true
 			}
 			select {
-			case out <- Signal{Job: kind == activeJobs, ID: id}:
+			case out <- Signal{Job: kind == jobKind.index, ID: id}:
 				return true
 			case <-ctx.Done():
 				return false

@@ -85,7 +85,7 @@ func TestIDs(t *testing.T) {
 }
 
 func TestStreamSessionExpiry(t *testing.T) {
-	r := &streamSessionRecord{IdleMS: 10_000, LifetimeMS: 25_000, RetentionMS: 60_000, Status: StreamSessionActive}
+	r := &streamSessionRecord{IdleMS: 10_000, LifetimeMS: 25_000, owned: owned[StreamSessionStatus]{RetentionMS: 60_000, Status: StreamSessionActive}}
 	r.CreatedAt = r.CreatedAt.AddDate(2026, 0, 0)
 	c := r.CreatedAt
 	if got := r.expiry(); !got.Equal(c.Add(10e9)) {

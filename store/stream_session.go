@@ -237,46 +237,44 @@ type StreamSessionEnd struct {
 
 // streamSessionRecord is the stored JSON form of a StreamSession.
 type streamSessionRecord struct {
-	ID              string              `json:"id"`
-	WorkspaceID     string              `json:"workspace_id"`
-	AgentID         string              `json:"agent_id,omitempty"`
-	AgentScoped     bool                `json:"agent_scoped,omitempty"`
-	OperationID     string              `json:"operation_id"`
-	Protocol        string              `json:"protocol,omitempty"`
-	Mode            string              `json:"mode,omitempty"`
-	Status          StreamSessionStatus `json:"status"`
-	Cursor          string              `json:"cursor,omitempty"`
-	State           json.RawMessage     `json:"state_json,omitempty"`
-	Error           json.RawMessage     `json:"error_json,omitempty"`
-	ExpiresAt       time.Time           `json:"expires_at"`
-	LastPollAt      time.Time           `json:"last_poll_at,omitzero"`
-	CreatedAt       time.Time           `json:"created_at"`
-	ClosedAt        time.Time           `json:"closed_at,omitzero"`
-	IdleMS          int64               `json:"idle_timeout_ms"`
-	LifetimeMS      int64               `json:"max_lifetime_ms"`
-	RetentionMS     int64               `json:"retention_ms"`
-	Owner           string              `json:"owner,omitempty"`
-	StopReason      string              `json:"stop_reason,omitempty"`
-	StopRequestedAt time.Time           `json:"stop_requested_at,omitzero"`
-	MaxItems        int                 `json:"max_items"`
-	MaxBytes        int64               `json:"max_bytes"`
-	LastSeq         uint64              `json:"last_seq,omitempty"`
-	AckedSeq        uint64              `json:"acked_seq,omitempty"`
-	BufferedItems   int                 `json:"buffered_items,omitempty"`
-	BufferedBytes   int64               `json:"buffered_bytes,omitempty"`
+	owned[StreamSessionStatus]
+	Protocol        string          `json:"protocol,omitempty"`
+	Mode            string          `json:"mode,omitempty"`
+	Cursor          string          `json:"cursor,omitempty"`
+	State           json.RawMessage `json:"state_json,omitempty"`
+	LastPollAt      time.Time       `json:"last_poll_at,omitzero"`
+	ClosedAt        time.Time       `json:"closed_at,omitzero"`
+	IdleMS          int64           `json:"idle_timeout_ms"`
+	LifetimeMS      int64           `json:"max_lifetime_ms"`
+	StopReason      string          `json:"stop_reason,omitempty"`
+	StopRequestedAt time.Time       `json:"stop_requested_at,omitzero"`
+	MaxItems        int             `json:"max_items"`
+	MaxBytes        int64           `json:"max_bytes"`
+	LastSeq         uint64          `json:"last_seq,omitempty"`
+	AckedSeq        uint64          `json:"acked_seq,omitempty"`
+	BufferedItems   int             `json:"buffered_items,omitempty"`
+	BufferedBytes   int64           `json:"buffered_bytes,omitempty"`
 	// Taken counts the items sequenced appends stored (Append.First).
 	Taken uint64 `json:"taken,omitempty"`
 }
 
-const streamSessionKind = "stream session"
+var streamSessionKind = &ownedKind[StreamSessionStatus, *streamSessionRecord, *StreamSession]{
+	name: "stream session", label: "session", prefix: StreamSessionIDPrefix, dir: streamSessionsDir, index: "sessions",
+	statuses: []StreamSessionStatus{StreamSessionActive, StreamSessionStopping, StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed},
+	running:  StreamSessionActive, stopVerb: "stop", stopping: StreamSessionStopping, stopped: StreamSessionStopped,
+	// A stopping orphan's stop has happened: nothing reads the upstream
+	// any more.
+	failed: StreamSessionFailed, lostStopping: StreamSessionStopped,
+	new: func() *streamSessionRecord { return new(streamSessionRecord) },
+}
 
-func streamSessionKey(id string) string  { return streamSessionsDir + id }
 func itemsPrefix(id string) string       { return itemsDir + id + "/" }
 func itemKey(id string, n uint64) string { return fmt.Sprintf("%s%020d", itemsPrefix(id), n) }
 
-func (r *streamSessionRecord) idle() time.Duration      { return msDur(r.IdleMS) }
-func (r *streamSessionRecord) lifetime() time.Duration  { return msDur(r.LifetimeMS) }
-func (r *streamSessionRecord) retention() time.Duration { return msDur(r.RetentionMS) }
+func (r *streamSessionRecord) shared() *owned[StreamSessionStatus] { return &r.owned }
+
+func (r *streamSessionRecord) idle() time.Duration     { return msDur(r.IdleMS) }
+func (r *streamSessionRecord) lifetime() time.Duration { return msDur(r.LifetimeMS) }
 
 // expiry computes when the session expires: for an open session the idle
 // timeout after the last poll (or creation), capped by the max lifetime;
@@ -298,14 +296,27 @@ func (r *streamSessionRecord) expiry() time.Time {
 }
 
 // hardDeadline is the latest the session can possibly exist: closed at the
-// end of its lifetime, then retained. Items and the running index live on
-// leases that last until then, so they never vanish before the session.
+// end of its lifetime, then retained.
 func (r *streamSessionRecord) hardDeadline() time.Time {
 	return r.CreatedAt.Add(r.lifetime() + r.retention())
 }
 
-func (r *streamSessionRecord) visibleTo(s Scope) bool {
-	return r.WorkspaceID == s.WorkspaceID && (!r.AgentScoped || r.AgentID == s.AgentID)
+// corrupt: negative bounds or durations, an acknowledged cursor past the
+// last item.
+func (r *streamSessionRecord) corrupt() string {
+	switch {
+	case r.IdleMS < 0 || r.LifetimeMS < 0 || r.RetentionMS < 0:
+		return "negative idle_timeout_ms, max_lifetime_ms or retention_ms"
+	case r.MaxItems < 0 || r.MaxBytes < 0 || r.BufferedItems < 0 || r.BufferedBytes < 0:
+		return "negative buffer bounds or counts"
+	case r.AckedSeq > r.LastSeq:
+		return fmt.Sprintf("acked_seq %d is past last_seq %d", r.AckedSeq, r.LastSeq)
+	}
+	return ""
+}
+
+func (r *streamSessionRecord) sizes() string {
+	return fmt.Sprintf("state_json %d, error_json %d", len(r.State), len(r.Error))
 }
 
 func (r *streamSessionRecord) public(rev int64) *StreamSession {
@@ -322,75 +333,20 @@ func (r *streamSessionRecord) public(rev int64) *StreamSession {
 	}
 }
 
-// decodeStreamSession decodes the record at kv. A value that is not a
-// session record — not JSON, another session's ID, an unknown status,
-// negative bounds or durations, an acknowledged cursor past the last item
-// — is an error naming the key, never a record to act on.
-func decodeStreamSession(kv *mvccpb.KeyValue) (*streamSessionRecord, error) {
-	var r streamSessionRecord
-	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return nil, fmt.Errorf("store: decode stream session %s: %w", truncate(string(kv.Key)), err)
-	}
-	var bad string
-	switch {
-	case string(kv.Key) != streamSessionKey(r.ID):
-		bad = fmt.Sprintf("it names session %q", truncate(r.ID))
-	case !knownStreamSessionStatus(r.Status):
-		bad = fmt.Sprintf("unknown status %q", truncate(string(r.Status)))
-	case r.IdleMS < 0 || r.LifetimeMS < 0 || r.RetentionMS < 0:
-		bad = "negative idle_timeout_ms, max_lifetime_ms or retention_ms"
-	case r.MaxItems < 0 || r.MaxBytes < 0 || r.BufferedItems < 0 || r.BufferedBytes < 0:
-		bad = "negative buffer bounds or counts"
-	case r.AckedSeq > r.LastSeq:
-		bad = fmt.Sprintf("acked_seq %d is past last_seq %d", r.AckedSeq, r.LastSeq)
-	}
-	if bad != "" {
-		return nil, fmt.Errorf("store: decode stream session %s: corrupt record: %s", truncate(string(kv.Key)), bad)
-	}
-	return &r, nil
+func (r *streamSessionRecord) orphan(dead string, rev int64) Orphan {
+	return Orphan{DeadOwner: dead, StreamSession: r.public(rev)}
 }
 
-func knownStreamSessionStatus(s StreamSessionStatus) bool {
-	switch s {
-	case StreamSessionActive, StreamSessionStopping, StreamSessionStopped, StreamSessionCompleted, StreamSessionFailed:
-		return true
-	}
-	return false
+func (r *streamSessionRecord) touch(time.Time)                {}
+func (r *streamSessionRecord) closed(now time.Time)           { r.ClosedAt = now }
+func (r *streamSessionRecord) settled(context.Context, *Etcd) {}
+
+func (r *streamSessionRecord) stopRequested(reason string, now time.Time) {
+	r.StopReason, r.StopRequestedAt = reason, now
 }
 
-// liveStreamSession decodes kv as a session visible to scope (nil: any scope)
-// that has not expired at now; anything else is ErrNotFound.
-func liveStreamSession(kv *mvccpb.KeyValue, scope *Scope, now time.Time) (*streamSessionRecord, error) {
-	if kv == nil {
-		return nil, ErrNotFound
-	}
-	r, err := decodeStreamSession(kv)
-	if err != nil {
-		return nil, err
-	}
-	if scope != nil && !r.visibleTo(*scope) {
-		return nil, ErrNotFound
-	}
-	if !now.Before(r.ExpiresAt) {
-		return nil, ErrNotFound
-	}
-	return r, nil
-}
-
-// putStreamSession adds the record's put to p: on a bucket lease until its
-// expiry when refresh is set, otherwise on the lease it has.
-func (e *Etcd) putStreamSession(p *plan, r *streamSessionRecord, now time.Time, refresh bool) error {
-	val, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("store: encode stream session %s: %w", r.ID, err)
-	}
-	if len(val) > e.maxValue {
-		return fmt.Errorf("store: stream session %s: %w: record is %d bytes (state_json %d, error_json %d), over the %d-byte limit",
-			r.ID, ErrTooLarge, len(val), len(r.State), len(r.Error), e.maxValue)
-	}
-	return p.putEntity(streamSessionKey(r.ID), val, r.ExpiresAt, now, refresh,
-		activeKey(activeStreamSessions, r.WorkspaceID, r.AgentID, r.ID), !r.Status.Terminal())
-}
+func (r *streamSessionRecord) putMore(*plan, int, time.Time, bool) error { return nil }
+func (r *streamSessionRecord) delMore(p *plan)                           { p.del(itemsPrefix(r.ID), clientv3.WithPrefix()) }
 
 func validJSONField(field string, v json.RawMessage) error {
 	if v != nil && !json.Valid(v) {
@@ -419,65 +375,23 @@ func (e *Etcd) CreateStreamSession(ctx context.Context, ns NewStreamSession) (*S
 	if err := validateNewStreamSession(&ns); err != nil {
 		return nil, err
 	}
-	if err := e.checkQuota(ctx, streamSessionKind, openChecks(activeStreamSessions, ns.Scope, ns.Quota)); err != nil {
+	if err := e.checkQuota(ctx, streamSessionKind.name, openChecks(streamSessionKind.index, ns.Scope, ns.Quota)); err != nil {
 		return nil, err
 	}
-	var owner string
-	if ns.Owned {
-		o, err := e.owner(ctx)
-		if err != nil {
-			return nil, err
-		}
-		owner = o.id
-	}
-	for {
-		now := e.now().UTC()
-		r := &streamSessionRecord{
-			ID: newID(StreamSessionIDPrefix), WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID,
-			AgentScoped: ns.AgentScoped, OperationID: ns.OperationID, Protocol: ns.Protocol, Mode: ns.Mode,
-			Status: StreamSessionActive, Cursor: ns.Cursor, State: ns.State, CreatedAt: now,
-			IdleMS: durMS(ns.IdleTimeout), LifetimeMS: durMS(ns.MaxLifetime), RetentionMS: durMS(ns.Retention),
-			Owner: owner, MaxItems: ns.MaxItems, MaxBytes: ns.MaxBytes,
-		}
-		r.ExpiresAt = r.expiry()
-		op := "create stream session " + r.ID
-		collision := false
-		rev, err := e.cas(ctx, op, streamSessionKey(r.ID), func(kv *mvccpb.KeyValue, p *plan) error {
-			if kv != nil {
-				collision = true
-				return nil
-			}
-			if err := e.putStreamSession(p, r, now, true); err != nil {
-				return err
-			}
-			if owner != "" {
-				return p.put(runningKey(streamSessionsRunning, r.ID), []byte(owner), r.hardDeadline().Sub(now))
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if collision {
-			continue // 128 random bits collided: practically never
-		}
-		return r.public(rev), nil
-	}
+	return streamSessionKind.create(ctx, e, &streamSessionRecord{
+		owned: owned[StreamSessionStatus]{WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID, AgentScoped: ns.AgentScoped,
+			OperationID: ns.OperationID, Status: StreamSessionActive, RetentionMS: durMS(ns.Retention)},
+		Protocol: ns.Protocol, Mode: ns.Mode, Cursor: ns.Cursor, State: ns.State,
+		IdleMS: durMS(ns.IdleTimeout), LifetimeMS: durMS(ns.MaxLifetime), MaxItems: ns.MaxItems, MaxBytes: ns.MaxBytes,
+	}, ns.Owned)
 }
 
 func validateNewStreamSession(ns *NewStreamSession) error {
-	for _, f := range []struct {
-		name, v  string
-		required bool
-	}{
-		{"workspace_id", ns.Scope.WorkspaceID, false},
-		{"agent_id", ns.Scope.AgentID, ns.AgentScoped},
-		{"operation_id", ns.OperationID, true},
-		{"protocol", ns.Protocol, false},
-		{"mode", ns.Mode, false},
-		{"cursor", ns.Cursor, false},
-	} {
-		if err := validLabel(f.name, f.v, f.required); err != nil {
+	if err := validIdentity(ns.Scope, ns.AgentScoped, ns.OperationID); err != nil {
+		return err
+	}
+	for _, f := range [][2]string{{"protocol", ns.Protocol}, {"mode", ns.Mode}, {"cursor", ns.Cursor}} {
+		if err := validLabel(f[0], f[1], false); err != nil {
 			return err
 		}
 	}
@@ -511,18 +425,7 @@ func validateNewStreamSession(ns *NewStreamSession) error {
 // GetStreamSession returns the session, or ErrNotFound when it does not
 // exist, has expired or is outside scope.
 func (e *Etcd) GetStreamSession(ctx context.Context, scope Scope, id string) (*StreamSession, error) {
-	if !wellFormedID(id, StreamSessionIDPrefix) {
-		return nil, ErrNotFound
-	}
-	kv, err := e.get(ctx, "get stream session "+id, streamSessionKey(id))
-	if err != nil {
-		return nil, err
-	}
-	r, err := liveStreamSession(kv, &scope, e.now())
-	if err != nil {
-		return nil, err
-	}
-	return r.public(kv.ModRevision), nil
+	return streamSessionKind.read(ctx, e, &scope, "", id)
 }
 
 // AdvanceStreamSession moves a request/response session's cursor (and state)
@@ -539,15 +442,9 @@ func (e *Etcd) AdvanceStreamSession(ctx context.Context, scope Scope, id string,
 	if err := validJSONField("state_json", a.State); err != nil {
 		return nil, err
 	}
-	var out *streamSessionRecord
-	rev, err := e.cas(ctx, "advance stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		now := e.now().UTC()
-		r, err := liveStreamSession(kv, &scope, now)
-		if err != nil {
-			return err
-		}
+	r, rev, err := streamSessionKind.change(ctx, e, "advance", id, &scope, false, func(p *plan, r *streamSessionRecord, now time.Time) error {
 		if r.Status != StreamSessionActive {
-			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "advance"}
+			return &TransitionError{Kind: streamSessionKind.name, ID: id, From: string(r.Status), To: "advance"}
 		}
 		if r.Cursor != a.From {
 			return fmt.Errorf("store: stream session %s: %w: its cursor is %q, not %q (another poll advanced it)", id, ErrConflict, r.Cursor, a.From)
@@ -557,20 +454,16 @@ func (e *Etcd) AdvanceStreamSession(ctx context.Context, scope Scope, id string,
 			r.State = a.State
 		}
 		r.LastPollAt = now
-		if a.Done {
-			r.Status, r.ClosedAt = StreamSessionCompleted, now
-			if r.Owner != "" {
-				p.del(runningKey(streamSessionsRunning, id))
-			}
-		}
 		r.ExpiresAt = r.expiry()
-		out = r
-		return e.putStreamSession(p, r, now, true)
+		if a.Done {
+			streamSessionKind.finish(p, r, StreamSessionCompleted, now)
+		}
+		return streamSessionKind.put(e, p, r, now, true)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out.public(rev), nil
+	return r.public(rev), nil
 }
 
 // PollStreamSession acknowledges the items up to req.Cursor, returns the items
@@ -585,9 +478,7 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 	if req.MaxItems < 0 || req.MaxBytes < 0 {
 		return nil, fmt.Errorf("store: %w: poll limits must not be negative (max_items %d, max_bytes %d)", ErrInvalid, req.MaxItems, req.MaxBytes)
 	}
-	op := "poll stream session " + id
 	var res *PollResult
-	var out *streamSessionRecord
 	// The items read by an attempt that lost the race to an append serve
 	// the next attempt too: appends add items after them, and only a poll
 	// (which moves AckedSeq) removes any.
@@ -597,13 +488,7 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		kvs   []*mvccpb.KeyValue
 		ok    bool
 	}
-	var readRev int64
-	rev, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		now := e.now().UTC()
-		r, err := liveStreamSession(kv, &scope, now)
-		if err != nil {
-			return err
-		}
+	r, rev, err := streamSessionKind.change(ctx, e, "poll", id, &scope, false, func(p *plan, r *streamSessionRecord, now time.Time) error {
 		if req.OperationID != "" && r.OperationID != req.OperationID {
 			return ErrNotFound
 		}
@@ -666,12 +551,10 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		}
 		res.Cursor = strconv.FormatUint(last, 10)
 		res.HasMore = r.LastSeq > last
-		readRev = kv.ModRevision
 		if ack == r.AckedSeq && r.Cursor == strconv.FormatUint(ack, 10) && now.Sub(r.LastPollAt) < pollTouchEvery(r.idle()) {
 			// Nothing to acknowledge and a poll recorded a moment ago: a
 			// read, which neither delays the session's writer nor costs
 			// etcd a write per poll of a busy poller.
-			out = r
 			return nil
 		}
 		if ack > r.AckedSeq {
@@ -686,16 +569,12 @@ func (e *Etcd) PollStreamSession(ctx context.Context, scope Scope, id string, re
 		if open {
 			r.ExpiresAt = r.expiry()
 		}
-		out = r
-		return e.putStreamSession(p, r, now, open)
+		return streamSessionKind.put(e, p, r, now, open)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if rev == 0 {
-		rev = readRev // nothing written: the record as read
-	}
-	res.StreamSession = out.public(rev)
+	res.StreamSession = r.public(rev) // rev: as read, when nothing was written
 	return res, nil
 }
 
@@ -713,47 +592,7 @@ func pollTouchEvery(idle time.Duration) time.Duration {
 // at once. Closing a stopping or stopped session again returns it unchanged;
 // a completed or failed one fails with ErrIllegalTransition.
 func (e *Etcd) CloseStreamSession(ctx context.Context, scope Scope, id, reason string) (*StreamSession, error) {
-	if !wellFormedID(id, StreamSessionIDPrefix) {
-		return nil, ErrNotFound
-	}
-	if err := validLabel("reason", reason, false); err != nil {
-		return nil, err
-	}
-	var out *streamSessionRecord
-	var outRev int64
-	rev, err := e.cas(ctx, "stop stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		now := e.now().UTC()
-		r, err := liveStreamSession(kv, &scope, now)
-		if err != nil {
-			return err
-		}
-		out, outRev = r, kv.ModRevision
-		switch r.Status {
-		case StreamSessionStopping, StreamSessionStopped:
-			return nil // idempotent
-		case StreamSessionActive:
-		default:
-			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "stop"}
-		}
-		r.StopReason, r.StopRequestedAt = reason, now
-		if r.Owner != "" {
-			r.Status = StreamSessionStopping
-			if err := p.put(signalKey(activeStreamSessions, id), []byte(reason), r.hardDeadline().Sub(now)); err != nil {
-				return err
-			}
-			return e.putStreamSession(p, r, now, false)
-		}
-		r.Status, r.ClosedAt = StreamSessionStopped, now
-		r.ExpiresAt = r.expiry()
-		return e.putStreamSession(p, r, now, true)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if rev != 0 {
-		outRev = rev
-	}
-	return out.public(outRev), nil
+	return streamSessionKind.stop(ctx, e, scope, id, reason)
 }
 
 // AppendStreamSessionItems adds a runner's items to the session's buffer and
@@ -779,18 +618,18 @@ func (e *Etcd) AppendStreamSessionItems(ctx context.Context, id string, a Append
 	done := 0
 	for first := true; first || done < len(a.Items); first = false {
 		var took int
-		_, err := e.cas(ctx, op, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
+		_, err := e.cas(ctx, op, streamSessionKind.key(id), func(kv *mvccpb.KeyValue, p *plan) error {
 			took = 0
 			now := e.now().UTC()
-			r, err := liveStreamSession(kv, nil, now)
+			r, err := streamSessionKind.live(kv, nil, now)
 			if err != nil {
 				return err
 			}
-			if err := e.checkOwner(streamSessionKind, id, r.Owner); err != nil {
+			if err := e.checkOwner(streamSessionKind.name, id, r.Owner); err != nil {
 				return err
 			}
 			if r.Status != StreamSessionActive && r.Status != StreamSessionStopping {
-				return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "append items"}
+				return &TransitionError{Kind: streamSessionKind.name, ID: id, From: string(r.Status), To: "append items"}
 			}
 			itemTTL := r.hardDeadline().Sub(now)
 			budget := e.maxValue - len(kv.Value) - len(a.State) - 1024
@@ -832,7 +671,7 @@ func (e *Etcd) AppendStreamSessionItems(ctx context.Context, id string, a Append
 			if took == skip && a.State == nil {
 				return nil // nothing to append
 			}
-			return e.putStreamSession(p, r, now, false)
+			return streamSessionKind.put(e, p, r, now, false)
 		})
 		if err != nil {
 			// The items of a failed transaction are not taken (a
@@ -865,64 +704,16 @@ func (e *Etcd) FinishStreamSession(ctx context.Context, id string, end StreamSes
 	if err := validJSONField("state_json", end.State); err != nil {
 		return nil, err
 	}
-	var out *streamSessionRecord
-	rev, err := e.cas(ctx, "finish stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		now := e.now().UTC()
-		r, err := liveStreamSession(kv, nil, now)
-		if err != nil {
-			return err
+	r, rev, err := streamSessionKind.end(ctx, e, id, end.Status, func(r *streamSessionRecord) {
+		if end.Error != nil {
+			r.Error = end.Error
 		}
-		if err := e.checkOwner(streamSessionKind, id, r.Owner); err != nil {
-			return err
+		if end.State != nil {
+			r.State = end.State
 		}
-		if !r.Status.CanBecome(end.Status) {
-			return &TransitionError{Kind: streamSessionKind, ID: id, From: string(r.Status), To: "become " + string(end.Status)}
-		}
-		finishStreamSession(p, r, end, now)
-		out = r
-		return e.putStreamSession(p, r, now, true)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out.public(rev), nil
-}
-
-func finishStreamSession(p *plan, r *streamSessionRecord, end StreamSessionEnd, now time.Time) {
-	r.Status, r.ClosedAt = end.Status, now
-	if end.Error != nil {
-		r.Error = end.Error
-	}
-	if end.State != nil {
-		r.State = end.State
-	}
-	r.ExpiresAt = r.expiry()
-	if r.Owner != "" {
-		p.del(runningKey(streamSessionsRunning, r.ID))
-		p.del(signalKey(activeStreamSessions, r.ID))
-	}
-}
-
-// deleteStreamSession removes a session with its items and index entry when
-// it is still at revision rev.
-func (e *Etcd) deleteStreamSession(ctx context.Context, r *streamSessionRecord, rev int64) (bool, error) {
-	id := r.ID
-	var ok bool
-	err := e.do(ctx, "delete stream session "+id, func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(streamSessionKey(id)), "=", rev)).
-			Then(
-				clientv3.OpDelete(streamSessionKey(id)),
-				clientv3.OpDelete(itemsPrefix(id), clientv3.WithPrefix()),
-				clientv3.OpDelete(runningKey(streamSessionsRunning, id)),
-				clientv3.OpDelete(activeKey(activeStreamSessions, r.WorkspaceID, r.AgentID, id)),
-				clientv3.OpDelete(signalKey(activeStreamSessions, id)),
-			).Commit()
-		if err != nil {
-			return err
-		}
-		ok = resp.Succeeded
-		return nil
-	})
-	return ok, err
+	return r.public(rev), nil
 }

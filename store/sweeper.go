@@ -17,12 +17,8 @@ import (
 	"github.com/crankmcp/crank/internal/telemetry"
 )
 
-// Kinds of running entities (running/<kind>/<id>).
-const (
-	streamSessionsRunning = "sessions"
-	jobsRunning           = "jobs"
-)
-
+// runningKey is the running index entry of an owned record (kind: its
+// ownedKind's index).
 func runningKey(kind, id string) string { return runningDir + kind + "/" + id }
 
 // Sweeper defaults.
@@ -159,19 +155,11 @@ func (e *Etcd) sweepPage(ctx context.Context, running, owners []*mvccpb.KeyValue
 			continue
 		}
 		kind, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), runningDir), "/")
-		if !ok {
+		k, known := ownedKinds[kind]
+		if !ok || !known {
 			continue
 		}
-		var res sweepResult
-		var err error
-		switch kind {
-		case streamSessionsRunning:
-			res, err = e.sweepStreamSession(ctx, id, owner, adopt)
-		case jobsRunning:
-			res, err = e.sweepJob(ctx, id, owner, adopt)
-		default:
-			continue
-		}
+		res, err := k.sweep(ctx, e, id, owner, adopt)
 		if errors.Is(err, errNotOrphan) {
 			var deleted bool
 			if deleted, err = e.deleteIndex(ctx, string(kv.Key), kv.ModRevision); deleted {
@@ -185,21 +173,11 @@ func (e *Etcd) sweepPage(ctx context.Context, running, owners []*mvccpb.KeyValue
 		switch res {
 		case sweptFailed:
 			rep.Failed++
-			telemetry.OwnerLost(orphanKind(kind), "failed")
 		case sweptAdopted:
 			rep.Adopted++
-			telemetry.OwnerLost(orphanKind(kind), "adopted")
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// orphanKind is the kind label of a running index directory.
-func orphanKind(kind string) string {
-	if kind == jobsRunning {
-		return "job"
-	}
-	return "session"
 }
 
 type sweepResult int
@@ -210,120 +188,9 @@ const (
 	sweptAdopted
 )
 
-func (e *Etcd) sweepStreamSession(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
-	var self *ownerState
-	if adopt != nil {
-		o, err := e.owner(ctx)
-		if err != nil {
-			return sweptNone, err
-		}
-		self = o
-	}
-	var out *streamSessionRecord
-	adopted := false
-	rev, err := e.cas(ctx, "sweep orphaned stream session "+id, streamSessionKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		adopted = false
-		now := e.now().UTC()
-		r, err := liveStreamSession(kv, nil, now)
-		if err != nil || r.Owner != dead || r.Status.Terminal() {
-			return errNotOrphan
-		}
-		out = r
-		if self != nil && r.Status == StreamSessionActive {
-			r.Owner = self.id
-			adopted = true
-			if err := e.putStreamSession(p, r, now, false); err != nil {
-				return err
-			}
-			return p.put(runningKey(streamSessionsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
-		}
-		end := StreamSessionEnd{Status: StreamSessionFailed, Error: ownerLostError(dead)}
-		if r.Status == StreamSessionStopping {
-			end.Status = StreamSessionStopped // the stop happened: nothing reads the upstream any more
-		}
-		finishStreamSession(p, r, end, now)
-		return e.putStreamSession(p, r, now, true)
-	})
-	if err != nil {
-		return sweptNone, err
-	}
-	if !adopted {
-		return sweptFailed, nil
-	}
-	if adopt(ctx, Orphan{DeadOwner: dead, StreamSession: out.public(rev)}) {
-		return sweptAdopted, nil
-	}
-	_, err = e.FinishStreamSession(ctx, id, StreamSessionEnd{Status: StreamSessionFailed, Error: ownerLostError(dead)})
-	if err != nil {
-		return sweptNone, err
-	}
-	return sweptFailed, nil
-}
-
-func (e *Etcd) sweepJob(ctx context.Context, id, dead string, adopt AdoptFunc) (sweepResult, error) {
-	var self *ownerState
-	if adopt != nil {
-		o, err := e.owner(ctx)
-		if err != nil {
-			return sweptNone, err
-		}
-		self = o
-	}
-	var out *jobRecord
-	adopted := false
-	rev, err := e.cas(ctx, "sweep orphaned job "+id, jobKey(id), func(kv *mvccpb.KeyValue, p *plan) error {
-		adopted = false
-		now := e.now().UTC()
-		r, err := liveJob(kv, nil, now)
-		if err != nil || r.Owner != dead || r.Status.Terminal() {
-			return errNotOrphan
-		}
-		out = r
-		if self != nil && r.Status == JobRunning {
-			r.Owner, r.UpdatedAt = self.id, now
-			adopted = true
-			if err := e.putJob(p, r, now, false, nil); err != nil {
-				return err
-			}
-			return p.put(runningKey(jobsRunning, id), []byte(self.id), r.hardDeadline().Sub(now))
-		}
-		// A canceling job fails too: nobody can confirm the upstream
-		// operation was cancelled.
-		r.Error = ownerLostError(dead)
-		finishJob(p, r, JobFailed, now)
-		return e.putJob(p, r, now, true, nil)
-	})
-	if err != nil {
-		return sweptNone, err
-	}
-	if !adopted {
-		e.trimRetained(ctx, out)
-		return sweptFailed, nil
-	}
-	if adopt(ctx, Orphan{DeadOwner: dead, Job: out.public(rev)}) {
-		return sweptAdopted, nil
-	}
-	if _, err := e.UpdateJob(ctx, id, JobUpdate{Status: JobFailed, Error: ownerLostError(dead)}); err != nil {
-		return sweptNone, err
-	}
-	return sweptFailed, nil
-}
-
 // deleteIndex deletes a running-index entry if it is still at rev.
 func (e *Etcd) deleteIndex(ctx context.Context, key string, rev int64) (bool, error) {
-	var ok bool
-	err := e.do(ctx, "delete running index "+key, func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpDelete(key)).
-			Commit()
-		if err != nil {
-			return err
-		}
-		ok = resp.Succeeded
-		return nil
-	})
-	return ok, err
+	return e.deleteAt(ctx, "delete running index "+key, key, rev, clientv3.OpDelete(key))
 }
 
 // CleanupExpired deletes what has expired ahead of its lease
@@ -336,29 +203,10 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	var rep CleanupReport
 	now := e.now()
 	var errs []error
-	err := e.scan(ctx, streamSessionsDir, false, func(kv *mvccpb.KeyValue) error {
-		r, err := decodeStreamSession(kv)
-		if err != nil || now.Before(r.ExpiresAt) {
-			return nil
-		}
-		ok, err := e.deleteStreamSession(ctx, r, kv.ModRevision)
-		if ok {
-			rep.StreamSessions++
-		}
-		return err
-	})
+	var err error
+	rep.StreamSessions, err = streamSessionKind.cleanup(ctx, e, now)
 	errs = append(errs, err)
-	err = e.scan(ctx, jobsDir, false, func(kv *mvccpb.KeyValue) error {
-		r, err := decodeJob(kv)
-		if err != nil || now.Before(r.ExpiresAt) {
-			return nil
-		}
-		ok, err := e.deleteJob(ctx, r, kv.ModRevision)
-		if ok {
-			rep.Jobs++
-		}
-		return err
-	})
+	rep.Jobs, err = jobKind.cleanup(ctx, e, now)
 	errs = append(errs, err)
 	errs = append(errs, e.cleanupItemSets(ctx, &rep))
 	// Index entries left by entities that no longer exist: the open-entity
@@ -371,9 +219,9 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	// The job list index (job-list/<workspace>/…/<id>) and job results
 	// (job-results/<id>).
 	errs = append(errs, e.cleanupIndex(ctx, jobListDir, &rep, func(_, rest string) string {
-		return jobKey(rest[strings.LastIndexByte(rest, '/')+1:])
+		return jobKind.key(rest[strings.LastIndexByte(rest, '/')+1:])
 	}))
-	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKey(id) }))
+	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKind.key(id) }))
 	// What finished jobs keep (retained.go): index entries of jobs gone,
 	// and expired eviction markers with the byte units of their jobs.
 	errs = append(errs, e.cleanupIndex(ctx, retainedDir, &rep, func(kind, rest string) string {
@@ -384,14 +232,10 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 }
 
 // entityKey is the record key of an index entry's entity ("" for an
-// unknown kind). The running and open-entity indexes name their kinds
-// alike ("sessions", "jobs").
+// unknown kind): the indexes name kinds by their ownedKind's index.
 func entityKey(kind, id string) string {
-	switch kind {
-	case streamSessionsRunning:
-		return streamSessionKey(id)
-	case jobsRunning:
-		return jobKey(id)
+	if k, ok := ownedKinds[kind]; ok {
+		return k.key(id)
 	}
 	return ""
 }
@@ -438,7 +282,7 @@ func (e *Etcd) cleanupItemSets(ctx context.Context, rep *CleanupReport) error {
 			return err
 		}
 		id, _, _ := strings.Cut(strings.TrimPrefix(key, itemsDir), "/")
-		exists, err := e.exists(ctx, streamSessionKey(id))
+		exists, err := e.exists(ctx, streamSessionKind.key(id))
 		if err != nil {
 			return err
 		}

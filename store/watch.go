@@ -41,50 +41,19 @@ const (
 // changes and compaction (it re-reads the session and resumes). Logical
 // expiry is not an event: check StreamSession.Expired.
 func (e *Etcd) WatchStreamSession(ctx context.Context, scope Scope, id string) (<-chan StreamSessionEvent, error) {
-	if !wellFormedID(id, StreamSessionIDPrefix) {
-		return nil, ErrNotFound
-	}
-	op := "watch stream session " + id
-	kv, rev, err := e.getRev(ctx, op, streamSessionKey(id))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := liveStreamSession(kv, &scope, e.now()); err != nil {
-		return nil, err
-	}
-	conv := func(kv *mvccpb.KeyValue) (StreamSessionEvent, bool) {
-		r, err := decodeStreamSession(kv)
-		if err != nil {
-			return StreamSessionEvent{}, false
-		}
-		return StreamSessionEvent{StreamSession: r.public(kv.ModRevision)}, true
-	}
-	return watchKey(e, ctx, op, streamSessionKey(id), kv, rev, conv, StreamSessionEvent{Gone: true}), nil
+	return watchOwned(ctx, e, streamSessionKind, scope, id,
+		func(s *StreamSession) StreamSessionEvent { return StreamSessionEvent{StreamSession: s} }, StreamSessionEvent{Gone: true})
 }
 
 // WatchJob reports the job's changes made through any Etcd, like
 // WatchStreamSession: a cancel requested on one replica reaches the runner on
 // another.
 func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan JobEvent, error) {
-	if !wellFormedID(id, JobIDPrefix) {
-		return nil, ErrNotFound
-	}
-	op := "watch job " + id
-	kv, rev, err := e.getRev(ctx, op, jobKey(id))
+	ch, err := watchOwned(ctx, e, jobKind, scope, id, func(j *AsyncJobHandle) JobEvent { return JobEvent{Job: j} }, JobEvent{Gone: true})
 	if err != nil {
-		return nil, err
-	}
-	if _, err := liveJob(kv, &scope, e.now()); err != nil {
 		return nil, e.explainMissing(ctx, &scope, id, err)
 	}
-	conv := func(kv *mvccpb.KeyValue) (JobEvent, bool) {
-		r, err := decodeJob(kv)
-		if err != nil {
-			return JobEvent{}, false
-		}
-		return JobEvent{Job: r.public(kv.ModRevision)}, true
-	}
-	return watchKey(e, ctx, op, jobKey(id), kv, rev, conv, JobEvent{Gone: true}), nil
+	return ch, nil
 }
 
 // getRev reads key and the store revision of the read.
