@@ -144,9 +144,9 @@ type jobRecord struct {
 	// it finishes, by whichever replica finishes it.
 	RetainLimit int `json:"retain_limit,omitempty"`
 
-	// result is a result to write with the record (UpdateJob): it must
-	// fit in the same etcd request.
-	result json.RawMessage
+	// pendingResult is a result to write with the record (UpdateJob),
+	// in the same etcd request.
+	pendingResult json.RawMessage
 }
 
 var jobKind = &ownedKind[JobStatus, *jobRecord, *AsyncJobHandle]{
@@ -214,15 +214,15 @@ func (r *jobRecord) stopRequested(reason string, now time.Time) {
 // a new lease, its list entry and (finished) what it counts against what
 // finished jobs keep (retained.go): a finished record is never rewritten.
 func (r *jobRecord) putMore(p *plan, size int, now time.Time, refresh bool) error {
-	if r.result != nil {
-		if limit := p.e.maxValue - size; len(r.result) > limit {
-			return &TooLargeError{What: "job " + r.ID + " result_json", Size: len(r.result), Limit: limit,
+	if r.pendingResult != nil {
+		if limit := p.e.maxValue - size; len(r.pendingResult) > limit {
+			return &TooLargeError{What: "job " + r.ID + " result_json", Size: len(r.pendingResult), Limit: limit,
 				Why: fmt.Sprintf("a job result and its record must fit in one etcd request, max_request_bytes %d", p.e.maxRequest)}
 		}
 		// Until the record's expiry: a result written before the job
 		// finishes (expiry: its hard deadline) outlives the finished
 		// record (expiry: finish + retention, which is sooner).
-		if err := p.put(jobResultKey(r.ID), r.result, r.ExpiresAt.Sub(now)); err != nil {
+		if err := p.put(jobResultKey(r.ID), r.pendingResult, r.ExpiresAt.Sub(now)); err != nil {
 			return err
 		}
 	}
@@ -386,7 +386,7 @@ func (e *Etcd) UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJob
 			r.Error = u.Error
 		}
 		if u.Result != nil {
-			r.Result, r.ResultBytes, r.result = nil, len(u.Result), u.Result
+			r.Result, r.ResultBytes, r.pendingResult = nil, len(u.Result), u.Result
 		}
 		if to == r.Status {
 			return jobKind.put(e, p, r, now, false)

@@ -444,15 +444,16 @@ func (k *ownedKind[S, P, V]) sweep(ctx context.Context, e *Etcd, id, dead string
 			return errNotOrphan
 		}
 		out = r
-		if self != nil && r.shared().Status == k.running {
+		o := r.shared()
+		if self != nil && o.Status == k.running {
 			adopted = true
 			return k.claim(e, p, r, self.id, now)
 		}
 		to := k.failed
-		if r.shared().Status == k.stopping {
+		if o.Status == k.stopping {
 			to = k.lostStopping
 		}
-		r.shared().Error = ownerLostError(dead)
+		o.Error = ownerLostError(dead)
 		k.finish(p, r, to, now)
 		return k.put(e, p, r, now, true)
 	})
