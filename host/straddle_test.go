@@ -21,9 +21,10 @@ import (
 // straddleSecret is expanded from a placeholder into a request header; the
 // upstream echoes it in an item field right after the padding the client
 // chose. Its characters are neither the padding's nor in the truncation
-// or redaction marks, so any 4 of them in a row in what the host lets out
-// are a leak.
-const straddleSecret = "SK9Q7XW2MZ4PLR8TVN3KHB6JC5DF0GY" // 31 characters
+// or redaction marks, and every 4 of them in a row hold a character no
+// id, digest or cursor the host writes has (base32, hex, base64url), so
+// any 4 of them in a row in what the host lets out are a leak.
+const straddleSecret = "SK9!Q7X~W2M*Z4P!LR8~TVN*3KH!B6J" // 31 characters
 
 // straddleCut is the operations' max_field_length: with every padding from
 // 0 to len(straddleSecret)+10 the cut falls before, inside (at every
