@@ -439,34 +439,6 @@ func TestViewConfigErrors(t *testing.T) {
 	}
 }
 
-// Metrics and spans label a call with the tool name the endpoint serves:
-// the view's published names and the meta-tools, not the names it hides.
-func TestViewServesTool(t *testing.T) {
-	t.Parallel()
-	hst := viewHost(t)
-	for _, c := range []struct {
-		cfg  *ViewConfig
-		want map[string]bool
-	}{
-		{nil, map[string]bool{"get_user": true, "delete_user": true, "call_tool": false}},
-		{&ViewConfig{Discovery: DiscoveryBeside, Exclude: []string{"delete_*"}, Tools: map[string]ToolOverride{"get_user": {Name: "lookup_user"}}},
-			map[string]bool{"lookup_user": true, "get_user": false, "delete_user": false, "call_tool": true, "report_start": true}},
-	} {
-		opts := testOptions("default")
-		opts.View = c.cfg
-		ep, err := New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, want := range c.want {
-			if got := ep.servesTool(hst, name); got != want {
-				t.Errorf("view %+v: servesTool(%s) = %v", c.cfg, name, got)
-			}
-		}
-		_ = ep.Close()
-	}
-}
-
 // Search ranks names over titles over descriptions, and stems words.
 func TestSearchRanking(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,147 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/auth"
+)
+
+// The call plan. The outermost receiving middleware (planMiddleware)
+// resolves once what a request is about, and what runs inside it — the
+// telemetry, the view, the policy, tasks, the tool, resource and prompt
+// handlers, the discovery meta-tools — reads that plan from the
+// request's context instead of resolving it again:
+//
+//   - the host attached to the endpoint, loaded once, so that a request
+//     sees one host from end to end even when another is attached
+//     meanwhile, and the endpoint's view of that host;
+//   - the caller: the workspace and agent the request runs as, and the
+//     caller as the policy sees it;
+//   - for a tools/call (and the call that call_tool makes): the name
+//     called, the view's tool of that name, the host's tool (a
+//     host.Tool, which host.Host.Call and StartTask take instead of a
+//     name) and the policy's decision on the call.
+//
+// A task's tool is known once the task is read, and a resource's or
+// prompt's publication once the SDK has matched the request to its
+// handler: they are resolved there, against the plan's host.
+
+// planKey is the context key of a request's plan.
+type planKey struct{}
+
+// plan is what one request is about.
+type plan struct {
+	h      *host.Host
+	view   *viewState   // the view of h; nil without a view
+	scope  host.Scope   // the workspace and agent the request runs as
+	caller *auth.Caller // the caller as the policy sees it; nil without a policy
+	toolCall
+}
+
+// toolCall is what a plan resolves of a tools/call; zero for other
+// requests.
+type toolCall struct {
+	name string    // the name called, as the endpoint publishes it
+	meta bool      // a discovery meta-tool's
+	vt   *viewTool // the view's tool of that name; nil without a view
+	tool host.Tool // the host's tool: not Served for a name the endpoint does not serve
+	// hidden: the name is a tool of the host that the view hides or
+	// renames, unknown to the endpoint's clients.
+	hidden bool
+	// The policy's decision: an isError result naming the rule that
+	// refused the arguments, or the unknown-tool error for a tool hidden
+	// from the caller; neither to go on.
+	refused *mcp.CallToolResult
+	denied  error
+}
+
+// planMiddleware resolves the plan of every request.
+func (ep *Endpoint) planMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		return next(context.WithValue(ctx, planKey{}, ep.newPlan(method, req)), method, req)
+	}
+}
+
+// planOf is the plan of the request ctx serves (planMiddleware made it);
+// a context without one gets an empty plan, of no host.
+func planOf(ctx context.Context) *plan {
+	if p, ok := ctx.Value(planKey{}).(*plan); ok {
+		return p
+	}
+	return &plan{}
+}
+
+func (ep *Endpoint) newPlan(method string, req mcp.Request) *plan {
+	h := ep.active.Load()
+	extra := req.GetExtra()
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	p := &plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}}
+	if ep.policy != nil {
+		p.caller = ep.policyCaller(extra, p.scope.AgentID)
+	}
+	if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil && h != nil {
+		p.name = cr.Params.Name
+		switch {
+		case p.view == nil:
+			p.tool = h.Tool(p.name)
+		case ep.view.discovery != DiscoveryOff && slices.Contains(metaToolNames, p.name):
+			p.meta = true
+		case p.view.byPublished[p.name] != nil:
+			p.vt = p.view.byPublished[p.name]
+			p.tool = p.vt.served
+		default:
+			p.hidden = h.Tool(p.name).Served()
+		}
+		ep.decide(p, cr.Params.Arguments)
+	}
+	return p
+}
+
+// callOf is the plan of the call call_tool makes of vt, a tool of p's
+// view, under the name it was called by.
+func (ep *Endpoint) callOf(p *plan, name string, vt *viewTool, args json.RawMessage) *plan {
+	q := *p
+	q.toolCall = toolCall{name: name, vt: vt, tool: vt.served}
+	ep.decide(&q, args)
+	return &q
+}
+
+// decide is the policy's decision on the call of p.tool with args.
+func (ep *Endpoint) decide(p *plan, args json.RawMessage) {
+	if ep.policy != nil && p.tool.Served() {
+		p.refused, p.denied = ep.policyCheck(p.caller, p.tool, args) // policy.go
+	}
+}
+
+// served reports whether the endpoint serves the tool called: one its
+// view publishes (or a discovery meta-tool), the host's without a view.
+// Only such names become telemetry labels and span names.
+func (p *plan) served() bool { return p.meta || p.tool.Served() }
+
+// callRequest is the host call of a tools/call: the plan's tool with the
+// request's arguments, in the caller's scope, with the caller's trace
+// context.
+func (p *plan) callRequest(req *mcp.CallToolRequest) host.CallRequest {
+	extra := req.Extra
+	cr := host.CallRequest{Tool: p.tool, Arguments: req.Params.Arguments, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
+		SubjectToken: tokenIdentity(extra).Token()}
+	if extra != nil && extra.Header != nil {
+		cr.TraceParent = extra.Header.Get("Traceparent")
+		cr.TraceState = extra.Header.Get("Tracestate")
+	}
+	return cr
+}
+
+// unknownTool is the error of a tools/call of a tool the endpoint does
+// not serve, as the SDK words it: what a tool the view or the policy
+// hides gets too, so that it is not revealed.
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}
