@@ -65,8 +65,24 @@ type toolCall struct {
 // planMiddleware resolves the plan of every request.
 func (ep *Endpoint) planMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		return next(context.WithValue(ctx, planKey{}, ep.newPlan(method, req)), method, req)
+		c := &planContext{Context: ctx}
+		ep.resolve(&c.plan, method, req)
+		return next(c, method, req)
 	}
+}
+
+// planContext is a request's context with its plan: one allocation for
+// both.
+type planContext struct {
+	context.Context
+	plan plan
+}
+
+func (c *planContext) Value(key any) any {
+	if key == (planKey{}) {
+		return &c.plan
+	}
+	return c.Context.Value(key)
 }
 
 // planOf is the plan of the request ctx serves (planMiddleware made it);
@@ -78,11 +94,12 @@ func planOf(ctx context.Context) *plan {
 	return &plan{}
 }
 
-func (ep *Endpoint) newPlan(method string, req mcp.Request) *plan {
+// resolve makes p the plan of a request.
+func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 	h := ep.active.Load()
 	extra := req.GetExtra()
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	p := &plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}}
+	*p = plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}}
 	if ep.policy != nil {
 		p.caller = ep.policyCaller(extra, p.scope.AgentID)
 	}
@@ -101,7 +118,6 @@ func (ep *Endpoint) newPlan(method string, req mcp.Request) *plan {
 		}
 		ep.decide(p, cr.Params.Arguments)
 	}
-	return p
 }
 
 // callOf is the plan of the call call_tool makes of vt, a tool of p's

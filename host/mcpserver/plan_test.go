@@ -62,7 +62,8 @@ func TestCallPlan(t *testing.T) {
 		ep.Attach(hst, nil)
 		extra := &mcp.RequestExtra{Header: http.Header{"X-Agent": {"intern"}}}
 		for _, call := range c.calls {
-			p := ep.newPlan("tools/call", &mcp.CallToolRequest{Extra: extra,
+			var p plan
+			ep.resolve(&p, "tools/call", &mcp.CallToolRequest{Extra: extra,
 				Params: &mcp.CallToolParamsRaw{Name: call.name, Arguments: json.RawMessage(call.args)}})
 			flag := func(b bool) string {
 				if b {
