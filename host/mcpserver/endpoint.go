@@ -363,7 +363,7 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 
 // call translates an MCP tools/call into the host call of p and back.
 func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	cr := p.callRequest(req)
+	cr := p.callRequest(req.Params.Arguments)
 	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}

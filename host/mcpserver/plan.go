@@ -13,27 +13,18 @@ import (
 	"github.com/crankmcp/crank/host/auth"
 )
 
-// The call plan. The outermost receiving middleware (planMiddleware)
-// resolves once what a request is about, and what runs inside it — the
-// telemetry, the view, the policy, tasks, the tool, resource and prompt
-// handlers, the discovery meta-tools — reads that plan from the
-// request's context instead of resolving it again:
-//
-//   - the host attached to the endpoint, loaded once, so that a request
-//     sees one host from end to end even when another is attached
-//     meanwhile, and the endpoint's view of that host;
-//   - the caller: the workspace and agent the request runs as, and the
-//     caller as the policy sees it;
-//   - for a tools/call (and the call that call_tool makes): the name
-//     called, the view's tool of that name, the host's tool (a
-//     host.Tool, which host.Host.Call and StartTask take instead of a
-//     name) and the policy's decision on the call.
-//
-// A task's tool is known once the task is read, and a resource's or
-// prompt's publication once the SDK has matched the request to its
-// handler: they are resolved there, against the plan's host.
+// The call plan. The outermost receiving middleware resolves once what a
+// request is about, and all inside it (telemetry, view, policy, tasks,
+// the handlers of tools, resources, prompts and the meta-tools) reads
+// that plan from the request's context instead of resolving it again:
+// the host attached to the endpoint, loaded once (a request sees one host
+// from end to end, even across a reload), its view, the caller, and for
+// a tools/call (and the call call_tool makes) the view's tool, the
+// host's tool (host.Tool, which host.Host.Call and StartTask take
+// instead of a name) and the policy's decision. A task's tool is known
+// once the task is read, a publication once the SDK has matched the
+// request to its handler: they are resolved there, on the plan's host.
 
-// planKey is the context key of a request's plan.
 type planKey struct{}
 
 // plan is what one request is about.
@@ -42,6 +33,10 @@ type plan struct {
 	view   *viewState   // the view of h; nil without a view
 	scope  host.Scope   // the workspace and agent the request runs as
 	caller *auth.Caller // the caller as the policy sees it; nil without a policy
+	// token is the caller's verified access token (a host call's
+	// SubjectToken), traceParent and traceState the request's trace
+	// context headers.
+	token, traceParent, traceState string
 	toolCall
 }
 
@@ -99,7 +94,11 @@ func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 	h := ep.active.Load()
 	extra := req.GetExtra()
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	*p = plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}}
+	*p = plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)},
+		token: tokenIdentity(extra).Token()}
+	if extra != nil && extra.Header != nil {
+		p.traceParent, p.traceState = extra.Header.Get("Traceparent"), extra.Header.Get("Tracestate")
+	}
 	if ep.policy != nil {
 		p.caller = ep.policyCaller(extra, p.scope.AgentID)
 	}
@@ -141,18 +140,11 @@ func (ep *Endpoint) decide(p *plan, args json.RawMessage) {
 // Only such names become telemetry labels and span names.
 func (p *plan) served() bool { return p.meta || p.tool.Served() }
 
-// callRequest is the host call of a tools/call: the plan's tool with the
-// request's arguments, in the caller's scope, with the caller's trace
-// context.
-func (p *plan) callRequest(req *mcp.CallToolRequest) host.CallRequest {
-	extra := req.Extra
-	cr := host.CallRequest{Tool: p.tool, Arguments: req.Params.Arguments, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
-		SubjectToken: tokenIdentity(extra).Token()}
-	if extra != nil && extra.Header != nil {
-		cr.TraceParent = extra.Header.Get("Traceparent")
-		cr.TraceState = extra.Header.Get("Tracestate")
-	}
-	return cr
+// callRequest is the host call of the plan's tool with args, by its
+// caller.
+func (p *plan) callRequest(args json.RawMessage) host.CallRequest {
+	return host.CallRequest{Tool: p.tool, Arguments: args, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState}
 }
 
 // unknownTool is the error of a tools/call of a tool the endpoint does

@@ -91,7 +91,7 @@ func (ep *Endpoint) readResource(kind host.PublicationKind, key string) mcp.Reso
 		p := planOf(ctx)
 		uri := req.Params.URI
 		args, _ := json.Marshal(map[string]string{"uri": uri})
-		pr, err := ep.publicationRequest(p, req.Extra, kind, key, uri, args)
+		pr, err := ep.publicationRequest(p, kind, key, uri, args)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +115,7 @@ func (ep *Endpoint) getPrompt(name string) mcp.PromptHandler {
 		if req.Params.Arguments == nil {
 			args = []byte("{}")
 		}
-		pr, err := ep.publicationRequest(p, req.Extra, host.KindPrompt, name, "", args)
+		pr, err := ep.publicationRequest(p, host.KindPrompt, name, "", args)
 		if err != nil {
 			return nil, err
 		}
@@ -133,18 +133,13 @@ func (ep *Endpoint) getPrompt(name string) mcp.PromptHandler {
 }
 
 // publicationRequest is the host request of a read of uri or a rendering
-// (args are what the policy sees of it): the publication of kind and
-// key on the plan's host, in the caller's scope with the caller's trace
-// context; or, for one the host does not have or the policy hides from
-// the caller, the error of one that does not exist, and for refused
-// arguments an error naming the rule.
-func (ep *Endpoint) publicationRequest(p *plan, extra *mcp.RequestExtra, kind host.PublicationKind, key, uri string, args json.RawMessage) (host.PublicationRequest, error) {
+// (args are what the policy sees of it) by p's caller: the publication of
+// kind and key on p's host; or, for one the host does not have or the
+// policy hides from the caller, the error of one that does not exist,
+// and for refused arguments an error naming the rule.
+func (ep *Endpoint) publicationRequest(p *plan, kind host.PublicationKind, key, uri string, args json.RawMessage) (host.PublicationRequest, error) {
 	pr := host.PublicationRequest{URI: uri, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
-		SubjectToken: tokenIdentity(extra).Token()}
-	if extra != nil && extra.Header != nil {
-		pr.TraceParent = extra.Header.Get("Traceparent")
-		pr.TraceState = extra.Header.Get("Tracestate")
-	}
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState}
 	if p.h != nil {
 		pr.Publication, _ = p.h.Publication(kind, key)
 	}

@@ -93,7 +93,7 @@ func (ep *Endpoint) startExtTask(ctx context.Context, req *mcp.CallToolRequest) 
 	if p.h == nil || !p.tool.AcceptsTasks() {
 		return nil, nil
 	}
-	cr := p.callRequest(req)
+	cr := p.callRequest(req.Params.Arguments)
 	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}

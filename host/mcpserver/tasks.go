@@ -238,7 +238,7 @@ func (ep *Endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, tas
 	}
 	// The requested ttl is advisory (the spec lets the receiver override
 	// it): a job lives for its operation's timeout plus its retention.
-	cr := p.callRequest(req)
+	cr := p.callRequest(req.Params.Arguments)
 	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}
