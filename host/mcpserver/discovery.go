@@ -519,7 +519,7 @@ func (ep *Endpoint) callMetaTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: vt.hostName, Arguments: in.Arguments}}
-	res, err := ep.call(ctx, call, inner)
+	res, err := ep.call(ctx, &call, inner)
 	p.view.renameResult(vt, res)
 	return res, err
 }

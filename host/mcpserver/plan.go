@@ -121,11 +121,11 @@ func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 
 // callOf is the plan of the call call_tool makes of vt, a tool of p's
 // view, under the name it was called by.
-func (ep *Endpoint) callOf(p *plan, name string, vt *viewTool, args json.RawMessage) *plan {
+func (ep *Endpoint) callOf(p *plan, name string, vt *viewTool, args json.RawMessage) plan {
 	q := *p
 	q.toolCall = toolCall{name: name, vt: vt, tool: vt.served}
 	ep.decide(&q, args)
-	return &q
+	return q
 }
 
 // decide is the policy's decision on the call of p.tool with args.
