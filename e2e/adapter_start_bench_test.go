@@ -86,7 +86,7 @@ func BenchmarkAdapterStart(b *testing.B) {
 			return h, sup
 		}
 		call := func(h *host.Host) (*host.Result, error) {
-			return h.Call(ctx, host.CallRequest{Tool: "get_user", Arguments: args})
+			return h.Call(ctx, host.CallRequest{Tool: h.Tool("get_user"), Arguments: args})
 		}
 		report := func(b *testing.B, took []time.Duration, unit string) {
 			slices.Sort(took)

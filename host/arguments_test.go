@@ -141,7 +141,7 @@ operations:
 			t.Errorf("%s input schema %s lacks %s", op.Name, op.InputSchema, want)
 		}
 	}
-	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: "ping"}); err != nil {
+	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("ping")}); err != nil {
 		t.Error(err)
 	}
 }

@@ -20,7 +20,7 @@ func BenchmarkCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := host.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"id": 7, "tags": ["a"]}`)}
+	req := host.CallRequest{Tool: f.h.Tool("echo"), Arguments: json.RawMessage(`{"id": 7, "tags": ["a"]}`)}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -43,7 +43,7 @@ func BenchmarkCallTelemetry(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := host.CallRequest{Tool: "echo", Arguments: json.RawMessage(`{"id": 7, "tags": ["a"]}`)}
+	req := host.CallRequest{Tool: f.h.Tool("echo"), Arguments: json.RawMessage(`{"id": 7, "tags": ["a"]}`)}
 	variants := []struct {
 		name    string
 		metrics bool

@@ -56,7 +56,7 @@ func TestWindowRefusesForgedCursors(t *testing.T) {
 	}
 	call := func(workspace, cursor string) *host.Result {
 		args, _ := json.Marshal(map[string]string{"cursor": cursor})
-		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: "poll_latest", Arguments: args, WorkspaceID: workspace})
+		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("poll_latest"), Arguments: args, WorkspaceID: workspace})
 		if err != nil {
 			t.Fatal(err)
 		}

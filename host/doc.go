@@ -8,8 +8,9 @@
 //
 // The path of a call:
 //
-//	Host.Call(tool, arguments)
-//	  → catalog lookup (unknown tool → ErrUnknownTool)
+//	Host.Call(CallRequest{Tool: h.Tool(name), Arguments: …})
+//	  → the Tool, resolved once by the caller (one the host does not
+//	    serve → ErrUnknownTool)
 //	  → input-schema validation (isError result naming the field)
 //	  → Supervisor.Client (starts or restarts the adapter process)
 //	  → adapter Invoke over go-plugin gRPC, bounded by the operation timeout

@@ -242,7 +242,7 @@ func newFamilyBench(b *testing.B, quiet string) *familyFixture {
 // benchCall calls a tool as benchScope and decodes its structured answer
 // into out (when not nil).
 func benchCall(ctx context.Context, h *host.Host, tool, args string, out any) error {
-	res, err := h.Call(ctx, host.CallRequest{Tool: tool, Arguments: json.RawMessage(args),
+	res, err := h.Call(ctx, host.CallRequest{Tool: h.Tool(tool), Arguments: json.RawMessage(args),
 		WorkspaceID: benchScope.WorkspaceID, AgentID: benchScope.AgentID})
 	if err != nil {
 		return err

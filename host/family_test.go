@@ -214,7 +214,7 @@ func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas, wrap ...func
 // structured answer.
 func famCall(t *testing.T, h *host.Host, agent, tool, args string) (map[string]any, *host.Result) {
 	t.Helper()
-	res, err := h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: json.RawMessage(args),
+	res, err := h.Call(context.Background(), host.CallRequest{Tool: h.Tool(tool), Arguments: json.RawMessage(args),
 		WorkspaceID: "ws", AgentID: agent})
 	if err != nil {
 		t.Fatalf("call %s: %v", tool, err)
@@ -283,8 +283,8 @@ func TestFamilyTools(t *testing.T) {
 	if !strings.Contains(got["report_start"].Description, "report_status") {
 		t.Errorf("start description does not point to the status tool: %q", got["report_start"].Description)
 	}
-	if !f.h.TaskTool("report_start") || f.h.TaskTool("report_status") || f.h.TaskTool("follow_start") {
-		t.Error("TaskTool: only an async_job start tool takes tasks")
+	if !f.h.Tool("report_start").AcceptsTasks() || f.h.Tool("report_status").AcceptsTasks() || f.h.Tool("follow_start").AcceptsTasks() {
+		t.Error("AcceptsTasks: only an async_job start tool takes tasks")
 	}
 }
 
@@ -468,7 +468,7 @@ func TestTasks(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
 	scope := host.Scope{WorkspaceID: "ws", AgentID: "a1"}
-	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: "report_start",
+	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: f.h.Tool("report_start"),
 		Arguments: json.RawMessage(`{"delay_ms":50}`), WorkspaceID: "ws", AgentID: "a1"})
 	if err != nil || res != nil {
 		t.Fatalf("StartTask: %v %+v", err, res)
@@ -487,7 +487,7 @@ func TestTasks(t *testing.T) {
 	if _, err := f.h.GetTask(context.Background(), host.Scope{WorkspaceID: "ws", AgentID: "a2"}, task.ID); err == nil {
 		t.Error("another agent sees the task")
 	}
-	_, res, _ = f.h.StartTask(context.Background(), host.CallRequest{Tool: "report_start", Arguments: json.RawMessage(`{"delay_ms":"x"}`)})
+	_, res, _ = f.h.StartTask(context.Background(), host.CallRequest{Tool: f.h.Tool("report_start"), Arguments: json.RawMessage(`{"delay_ms":"x"}`)})
 	if res == nil || !res.IsError {
 		t.Errorf("bad arguments: %+v", res)
 	}

@@ -405,7 +405,8 @@ func (h *Host) Redactor() *Redactor { return h.redact }
 
 // CallRequest is one tool call.
 type CallRequest struct {
-	Tool string
+	// Tool is the tool called, resolved by Host.Tool.
+	Tool Tool
 	// Arguments is the JSON object of arguments; empty means {}.
 	Arguments   json.RawMessage
 	RequestID   string
@@ -455,16 +456,17 @@ type Result struct {
 	class string
 }
 
-// ErrUnknownTool is returned for a tool the catalog does not have.
+// ErrUnknownTool is returned for a tool the host does not serve.
 var ErrUnknownTool = errors.New("unknown tool")
 
 // Call runs one tool call. Tool-level failures (bad arguments, upstream
 // errors, adapter crashes, timeouts) come back as a Result with IsError
-// set; the error return is kept for protocol-level failures (unknown tool).
+// set; the error return is kept for protocol-level failures (a tool the
+// host does not serve).
 func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error) {
-	op, ok := h.op(req.Tool)
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
+	op := req.Tool.b
+	if op == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool.name)
 	}
 	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
 	defer func() { obs.end(res) }()

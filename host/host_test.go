@@ -219,7 +219,7 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 
 func call(t *testing.T, h *host.Host, tool, args string) *host.Result {
 	t.Helper()
-	res, err := h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: json.RawMessage(args)})
+	res, err := h.Call(context.Background(), host.CallRequest{Tool: h.Tool(tool), Arguments: json.RawMessage(args)})
 	if err != nil {
 		t.Fatalf("call %s: %v", tool, err)
 	}
@@ -259,7 +259,7 @@ func TestCallAndErrors(t *testing.T) {
 		}
 	}
 
-	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: "nope"}); !errors.Is(err, host.ErrUnknownTool) {
+	if _, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("nope")}); !errors.Is(err, host.ErrUnknownTool) {
 		t.Errorf("unknown tool: %v", err)
 	}
 

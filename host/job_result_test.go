@@ -83,7 +83,7 @@ func TestJobResultSizes(t *testing.T) {
 		t.Fatalf("WaitTask of the 900 KB job: %v, %d/%d bytes", err, len(out.Structured), len(out.Text))
 	}
 
-	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: "big_start",
+	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: f.h.Tool("big_start"),
 		Arguments: json.RawMessage(`{"bytes":10000000}`), WorkspaceID: "ws", AgentID: "a1"})
 	if err != nil || res != nil {
 		t.Fatalf("StartTask: %v %+v", err, res)

@@ -36,7 +36,7 @@ func TestReplicaLimits(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Text, "quota max_jobs_per_replica exceeded") {
 		t.Fatalf("a second job on a replica capped at 1: %+v", res)
 	}
-	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: "report_start",
+	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: f.h.Tool("report_start"),
 		Arguments: json.RawMessage(`{"delay_ms":1}`), WorkspaceID: "ws", AgentID: "a2"})
 	if err != nil || task != nil || res == nil || !res.IsError || !strings.Contains(res.Text, "max_jobs_per_replica") {
 		t.Fatalf("a task over the cap: %v, %+v, %+v", err, task, res)

@@ -159,10 +159,9 @@ func (h *Host) Publication(kind PublicationKind, key string) (*Publication, bool
 
 // PublicationRequest is one read of a resource or rendering of a prompt.
 type PublicationRequest struct {
-	// Kind and Key name the publication: the resource's URI, the URI
-	// template that matched, or the prompt's name.
-	Kind PublicationKind
-	Key  string
+	// Publication is the resource, resource template or prompt, resolved
+	// by Host.Publication.
+	Publication *Publication
 	// URI is the URI to read (a resource's, or one the template
 	// matches); Arguments are a prompt's.
 	URI       string
@@ -185,28 +184,26 @@ func (e *PublicationError) Error() string { return e.Message }
 
 // JSON-RPC codes of failed reads and renderings.
 const (
-	codeInvalidParams    = -32602
-	codeInternalError    = -32603
-	codeResourceNotFound = -32002
+	codeInvalidParams = -32602
+	codeInternalError = -32603
 )
 
-// ReadResource reads a resource (Kind KindResource or
+// ReadResource reads a resource (a publication of kind KindResource or
 // KindResourceTemplate) through the adapter of the entry that publishes
 // it: the MCP contents array as JSON, redacted. Failures are
 // *PublicationError.
 func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
-	return h.readPublication(ctx, req, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
+	return h.readPublication(ctx, req, false, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
 		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI})
 	})
 }
 
-// GetPrompt renders a prompt through the adapter of the entry that
-// publishes it: the MCP GetPromptResult as JSON, redacted. Failures are
-// *PublicationError.
+// GetPrompt renders a prompt (a publication of kind KindPrompt) through
+// the adapter of the entry that publishes it: the MCP GetPromptResult as
+// JSON, redacted. Failures are *PublicationError.
 func (h *Host) GetPrompt(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
-	req.Kind = KindPrompt
-	return h.readPublication(ctx, req, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
-		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Key, Arguments: req.Arguments})
+	return h.readPublication(ctx, req, true, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
+		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Publication.Key, Arguments: req.Arguments})
 	})
 }
 
@@ -216,17 +213,14 @@ type publicationClient interface {
 	GetPrompt(context.Context, *sdk.PromptRequest) (json.RawMessage, error)
 }
 
-func (h *Host) readPublication(ctx context.Context, req PublicationRequest,
+func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prompt bool,
 	read func(context.Context, publicationClient, sdk.Operation, sdk.RequestContext) (json.RawMessage, error)) (json.RawMessage, error) {
-	p, ok := h.Publication(req.Kind, req.Key)
-	if !ok {
-		if req.Kind == KindPrompt {
-			return nil, &PublicationError{Code: codeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", req.Key)}
-		}
-		return nil, &PublicationError{Code: codeResourceNotFound, Message: fmt.Sprintf("resource %q not found", req.URI)}
+	p := req.Publication
+	if p == nil || (p.Kind == KindPrompt) != prompt {
+		return nil, &PublicationError{Code: codeInvalidParams, Message: "the request names no publication of this kind"}
 	}
 	what := fmt.Sprintf("prompt %q", p.Key)
-	if req.Kind != KindPrompt {
+	if !prompt {
 		what = fmt.Sprintf("resource %q", req.URI)
 	}
 	op := p.op
@@ -236,7 +230,7 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest,
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	cr := CallRequest{Tool: p.Entry, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID, SubjectToken: req.SubjectToken, RequestID: req.RequestID}
+	cr := CallRequest{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID, SubjectToken: req.SubjectToken, RequestID: req.RequestID}
 	if res := h.obtainUpstreamToken(ctx, op, &cr); res != nil { // upstream_auth.go
 		return nil, &PublicationError{Code: codeInternalError, Message: what + ": " + res.Text}
 	}

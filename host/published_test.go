@@ -109,25 +109,33 @@ func TestPublications(t *testing.T) {
 		t.Errorf("tools: %v", ops)
 	}
 	ctx := context.Background()
-	raw, err := f.h.ReadResource(ctx, host.PublicationRequest{Kind: host.KindResourceTemplate, Key: "file:///logs/{day}", URI: "file:///logs/monday"})
+	pub := func(kind host.PublicationKind, key string) *host.Publication {
+		p, _ := f.h.Publication(kind, key)
+		return p
+	}
+	raw, err := f.h.ReadResource(ctx, host.PublicationRequest{Publication: pub(host.KindResourceTemplate, "file:///logs/{day}"), URI: "file:///logs/monday"})
 	if err != nil || !strings.Contains(string(raw), "contents of file:///logs/monday") || strings.Contains(string(raw), "s3cr3t") {
 		t.Errorf("read: %s, %v", raw, err)
 	}
-	_, err = f.h.ReadResource(ctx, host.PublicationRequest{Kind: host.KindResource, Key: "file:///missing", URI: "file:///missing"})
+	_, err = f.h.ReadResource(ctx, host.PublicationRequest{Publication: pub(host.KindResource, "file:///missing"), URI: "file:///missing"})
 	var pe *host.PublicationError
 	if !errors.As(err, &pe) || pe.Code != -32002 || !strings.Contains(pe.Message, "no such resource") {
 		t.Errorf("read of a missing resource: %v", err)
 	}
-	_, err = f.h.ReadResource(ctx, host.PublicationRequest{Kind: host.KindResource, Key: "file:///other", URI: "file:///other"})
-	if !errors.As(err, &pe) || pe.Code != -32002 {
-		t.Errorf("read of an unpublished resource: %v", err)
+	if _, ok := f.h.Publication(host.KindResource, "file:///other"); ok {
+		t.Error("an unpublished resource is a publication")
 	}
-	raw, err = f.h.GetPrompt(ctx, host.PublicationRequest{Key: "greet", Arguments: map[string]string{"name": "Ada"}})
+	raw, err = f.h.GetPrompt(ctx, host.PublicationRequest{Publication: pub(host.KindPrompt, "greet"), Arguments: map[string]string{"name": "Ada"}})
 	if err != nil || !strings.Contains(string(raw), "Hello Ada") {
 		t.Errorf("prompt: %s, %v", raw, err)
 	}
-	if _, err = f.h.GetPrompt(ctx, host.PublicationRequest{Key: "nope"}); !errors.As(err, &pe) || pe.Code != -32602 {
-		t.Errorf("unknown prompt: %v", err)
+	if _, ok := f.h.Publication(host.KindPrompt, "nope"); ok {
+		t.Error("an unknown prompt is a publication")
+	}
+	for _, req := range []host.PublicationRequest{{}, {Publication: pub(host.KindResource, "file:///readme")}} {
+		if _, err = f.h.GetPrompt(ctx, req); !errors.As(err, &pe) || pe.Code != -32602 {
+			t.Errorf("rendering of no prompt: %v", err)
+		}
 	}
 
 	for _, tc := range []struct{ publish, want string }{

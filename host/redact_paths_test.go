@@ -263,7 +263,7 @@ func oneSupervisor(t *testing.T, cat *host.Catalog, log *zap.Logger) func(string
 
 func (f *echoFixture) call(t *testing.T, tool, args string) *host.Result {
 	t.Helper()
-	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: json.RawMessage(args),
+	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool(tool), Arguments: json.RawMessage(args),
 		WorkspaceID: "ws", AgentID: "a1", Progress: func(_ context.Context, c host.ProgressChunk) {
 			f.mu.Lock()
 			f.progress = append(f.progress, c.Message)
@@ -400,7 +400,7 @@ func TestRedactionOfEchoingUpstream(t *testing.T) {
 	t.Run("task", func(t *testing.T) {
 		hs := host.Scope{WorkspaceID: "ws", AgentID: "a1"}
 		for _, tool := range []string{"job_fail_start", "job_ok_start"} {
-			task, res, err := f.h.StartTask(ctx, host.CallRequest{Tool: tool, Arguments: json.RawMessage(`{}`), WorkspaceID: "ws", AgentID: "a1"})
+			task, res, err := f.h.StartTask(ctx, host.CallRequest{Tool: f.h.Tool(tool), Arguments: json.RawMessage(`{}`), WorkspaceID: "ws", AgentID: "a1"})
 			if err != nil || res != nil {
 				t.Fatalf("StartTask %s: %v %+v", tool, err, res)
 			}

@@ -100,7 +100,7 @@ operations:
 		}
 	}
 	write("c")
-	if changed, err := f.h.Reexpand(ctx, "files"); err != nil || !changed || names() != "first c last" || !f.h.Serves("c") || f.h.Serves("a") {
+	if changed, err := f.h.Reexpand(ctx, "files"); err != nil || !changed || names() != "first c last" || !f.h.Tool("c").Served() || f.h.Tool("a").Served() {
 		t.Fatalf("down to c: %v %v %s", changed, err, names())
 	}
 	if changed, err := f.h.Reexpand(ctx, "first"); err != nil || changed || !slices.Contains(strings.Fields(names()), "first") {

@@ -73,7 +73,7 @@ func TestRunnerPanicFailsTheEntity(t *testing.T) {
 		t.Fatalf("session after its writer panicked: %v", m)
 	}
 
-	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: "snapshot_start",
+	task, res, err := f.h.StartTask(context.Background(), host.CallRequest{Tool: f.h.Tool("snapshot_start"),
 		Arguments: json.RawMessage(`{}`), WorkspaceID: "ws", AgentID: "a1"})
 	if err != nil || res != nil {
 		t.Fatalf("StartTask: %v %+v", err, res)

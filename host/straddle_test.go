@@ -173,7 +173,7 @@ func (f *straddleFixture) call(t *testing.T, tool string, args any) (*host.Resul
 	raw, _ := json.Marshal(args)
 	var mu sync.Mutex
 	var progress []string
-	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: raw, WorkspaceID: "ws", AgentID: "a1",
+	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool(tool), Arguments: raw, WorkspaceID: "ws", AgentID: "a1",
 		Progress: func(_ context.Context, c host.ProgressChunk) {
 			mu.Lock()
 			progress = append(progress, c.Message)

@@ -449,7 +449,7 @@ func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallReque
 		var ok bool
 		if seq, ok = openCursor(key, pollCursor, bind, a.Cursor); !ok {
 			return classed(errorResult(fmt.Sprintf("invalid arguments for tool %q: cursor: not a cursor a poll of session %q returned "+
-				"(pass the cursor of the previous poll unchanged, or leave it out)", req.Tool, a.SessionID)), OutcomeInvalidArguments)
+				"(pass the cursor of the previous poll unchanged, or leave it out)", req.Tool.Name(), a.SessionID)), OutcomeInvalidArguments)
 		}
 	}
 	// The operation is checked before the poll acknowledges anything: a

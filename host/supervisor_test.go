@@ -41,7 +41,7 @@ func TestHungAdapterIsReplaced(t *testing.T) {
 	// would have the call run on a new process).
 	held := make(chan *host.Result, 1)
 	go func() {
-		res, _ := f.h.Call(context.Background(), host.CallRequest{Tool: "held", Arguments: []byte(`{}`)})
+		res, _ := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("held"), Arguments: []byte(`{}`)})
 		held <- res
 	}()
 	waitFor(t, func() bool { _, err := os.Stat(marker); return err == nil })

@@ -38,23 +38,16 @@ var ErrNotTaskTool = fmt.Errorf("tool does not support tasks")
 // taskPollInterval is the poll interval suggested to task clients.
 const taskPollInterval = time.Second
 
-// TaskTool reports whether the named tool accepts task-augmented calls:
-// the start tool of an async_job family.
-func (h *Host) TaskTool(name string) bool {
-	op, ok := h.op(name)
-	return ok && op.Role == RoleStart && op.Mode == ModeAsyncJob
-}
-
 // StartTask starts the job of a task-augmented call. A tool-level problem
 // (bad arguments, a quota, the store unavailable) comes back as an error
 // Result, like Call's; err is ErrUnknownTool or ErrNotTaskTool.
 func (h *Host) StartTask(ctx context.Context, req CallRequest) (_ *Task, res *Result, _ error) {
-	op, ok := h.op(req.Tool)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool)
+	op := req.Tool.b
+	if op == nil {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool.name)
 	}
-	if !h.TaskTool(req.Tool) {
-		return nil, nil, fmt.Errorf("%w: %q (only the start tool of an async_job does)", ErrNotTaskTool, req.Tool)
+	if !req.Tool.AcceptsTasks() {
+		return nil, nil, fmt.Errorf("%w: %q (only the start tool of an async_job does)", ErrNotTaskTool, req.Tool.name)
 	}
 	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
 	defer func() {

@@ -222,10 +222,3 @@ func (s *Supervisor) AdapterName() string { return s.spec.Name }
 
 // Running reports whether the adapter's process runs.
 func (s *Supervisor) Running() bool { return !s.Exited() }
-
-// Serves reports whether the host serves the tool: only such names become
-// telemetry labels and span names.
-func (h *Host) Serves(tool string) bool {
-	_, ok := h.op(tool)
-	return ok
-}

@@ -82,7 +82,7 @@ func TestUpstreamAuth(t *testing.T) {
 	}
 	callAs := func(tool, subject string) *host.Result {
 		t.Helper()
-		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: tool, SubjectToken: subject})
+		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool(tool), SubjectToken: subject})
 		if err != nil {
 			t.Fatal(err)
 		}

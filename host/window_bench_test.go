@@ -168,7 +168,7 @@ operations:
 			b.ResetTimer()
 			for range b.N {
 				c0, t0 := cpuTime(sup.PID()), time.Now()
-				res, err := h.Call(context.Background(), host.CallRequest{Tool: "bench", Arguments: json.RawMessage(`{}`)})
+				res, err := h.Call(context.Background(), host.CallRequest{Tool: h.Tool("bench"), Arguments: json.RawMessage(`{}`)})
 				elapsed += time.Since(t0)
 				cpu += cpuTime(sup.PID()) - c0
 				if err != nil || res.IsError {
@@ -191,7 +191,7 @@ operations:
 			old := debug.SetGCPercent(5)
 			runtime.GC()
 			stop := heapPeak()
-			if _, err := h.Call(context.Background(), host.CallRequest{Tool: "bench", Arguments: json.RawMessage(`{}`)}); err != nil {
+			if _, err := h.Call(context.Background(), host.CallRequest{Tool: h.Tool("bench"), Arguments: json.RawMessage(`{}`)}); err != nil {
 				b.Fatal(err)
 			}
 			peak = stop()

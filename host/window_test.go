@@ -397,7 +397,7 @@ func (f *windowFixture) call(t *testing.T, tool, args string) *window {
 	t.Helper()
 	var mu sync.Mutex
 	var chunks []string
-	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: tool, Arguments: json.RawMessage(args),
+	res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool(tool), Arguments: json.RawMessage(args),
 		Progress: func(_ context.Context, c host.ProgressChunk) {
 			mu.Lock()
 			chunks = append(chunks, c.Message)
@@ -573,11 +573,11 @@ func TestWindowLimits(t *testing.T) {
 	})
 	t.Run("bad cursor", func(t *testing.T) {
 		t.Parallel()
-		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: "poll", Arguments: json.RawMessage(`{"cursor":"crank1:%%%"}`)})
+		res, err := f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("poll"), Arguments: json.RawMessage(`{"cursor":"crank1:%%%"}`)})
 		if err != nil || !res.IsError || !strings.Contains(res.Text, `invalid arguments for tool "poll": cursor: not a cursor this tool returned`) {
 			t.Fatalf("%v %+v", err, res)
 		}
-		res, _ = f.h.Call(context.Background(), host.CallRequest{Tool: "poll", Arguments: json.RawMessage(`{"cursor":5}`)})
+		res, _ = f.h.Call(context.Background(), host.CallRequest{Tool: f.h.Tool("poll"), Arguments: json.RawMessage(`{"cursor":5}`)})
 		if !res.IsError || !strings.Contains(res.Text, "cursor: must be a string, got an integer") {
 			t.Fatalf("%+v", res)
 		}

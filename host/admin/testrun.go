@@ -307,7 +307,7 @@ func (t *testRunner) done(start time.Time) *TestResult {
 func (t *testRunner) one(tool string, args json.RawMessage) *TestResult {
 	start := time.Now()
 	t.res = TestResult{Operation: tool, Tool: tool, Progress: []string{}, Steps: []TestStep{}, Warnings: []string{}}
-	if o, ok := t.h.OperationOf(tool); ok {
+	if o := t.h.Tool(tool).Base(); o != nil {
 		t.res.Operation, t.res.Mode = o.Name, string(o.Mode)
 	}
 	t.final(t.call(tool, args, true))
@@ -334,7 +334,7 @@ func (t *testRunner) warn(format string, args ...any) {
 // call runs one tool call as a client would and records it.
 func (t *testRunner) call(tool string, args json.RawMessage, progress bool) *TestStep {
 	req := t.base
-	req.Tool, req.Arguments = tool, args
+	req.Tool, req.Arguments = t.h.Tool(tool), args
 	if progress {
 		req.Progress = func(_ context.Context, c host.ProgressChunk) { t.chunk(c.Message) }
 	}

@@ -93,7 +93,7 @@ func toolsOf(info EndpointInfo, h *host.Host) []ToolInfo {
 		}
 		if o.Family != nil && o.Role != "" {
 			t.FamilyTools = o.Family.Names
-			if base, ok := h.OperationOf(o.Name); ok {
+			if base := h.Tool(o.Name).Base(); base != nil {
 				t.Family = base.Name
 			}
 		}
@@ -172,7 +172,7 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 			continue
 		}
 		if s := se.Serving(); s != nil {
-			if _, ok := s.OperationOf(tool); ok {
+			if s.Tool(tool).Served() {
 				h, info = s, i
 				break
 			}

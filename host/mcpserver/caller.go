@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -129,33 +128,20 @@ func sessionField(id string) zap.Field {
 	return zap.String("session", store.MCPSessionDigest(id))
 }
 
-// callerScope is the workspace and agent a request runs as.
-func (ep *Endpoint) callerScope(extra *mcp.RequestExtra, ss *mcp.ServerSession) host.Scope {
-	return host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)}
-}
-
-// needsAgent returns the error result of a call that would start an
+// needsAgent returns the error result of a call of t that would start an
 // agent-scoped session or job for a caller without an agent (a sessionless
 // request naming no user and no agent header), nil for any other call.
-func needsAgent(h *host.Host, tool, agent string) *mcp.CallToolResult {
-	if agent != "" || h == nil {
+func needsAgent(t host.Tool, agent string) *mcp.CallToolResult {
+	op := t.Operation()
+	if agent != "" || op == nil || op.Role != host.RoleStart || op.Family == nil || !op.Family.AgentScoped {
 		return nil
 	}
-	for _, op := range h.Operations() {
-		if op.Name != tool {
-			continue
-		}
-		if op.Role != host.RoleStart || op.Family == nil || !op.Family.AgentScoped {
-			return nil
-		}
-		what := "sessions"
-		if op.Family.Job != nil {
-			what = "jobs"
-		}
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-			"tool %q keeps its %s per agent, and this request names no agent: a sessionless request (protocol 2026-07-28, "+
-				"or any request to a stateless endpoint) has no MCP session to own them. Open an MCP session (protocol 2025-11-25) on a stateful endpoint, "+
-				"authenticate callers before crank, configure agent_header (set by a proxy that removes client copies), or give the operation scope: workspace", tool, what)}}}
+	what := "sessions"
+	if op.Family.Job != nil {
+		what = "jobs"
 	}
-	return nil
+	return toolError("tool %q keeps its %s per agent, and this request names no agent: a sessionless request (protocol 2026-07-28, "+
+		"or any request to a stateless endpoint) has no MCP session to own them. Open an MCP session (protocol 2025-11-25) on a stateful endpoint, "+
+		"authenticate callers before crank, configure agent_header (set by a proxy that removes client copies), or give the operation scope: workspace",
+		t.Name(), what)
 }

@@ -113,22 +113,16 @@ func (ep *Endpoint) addDiscovery() {
 	}
 }
 
-// visibleTools are the view's tools the caller of req may see.
-func (ep *Endpoint) visibleTools(req *mcp.CallToolRequest) (*host.Host, *viewState, func(*viewTool) bool) {
-	h := ep.active.Load()
-	st := ep.viewOf(h)
-	if st == nil {
-		return h, nil, nil
-	}
+// visibleTools tells which tools of p's view the caller may see.
+func (ep *Endpoint) visibleTools(p *plan) func(*viewTool) bool {
 	if ep.policy == nil {
-		return h, st, func(*viewTool) bool { return true }
+		return func(*viewTool) bool { return true }
 	}
-	c := ep.policyCaller(req.Extra, req.Session)
 	seen := map[*host.Operation]bool{}
-	return h, st, func(vt *viewTool) bool {
+	return func(vt *viewTool) bool {
 		v, ok := seen[vt.op]
 		if !ok {
-			v = ep.policy.Visible(c, policyTool(vt.op))
+			v = ep.policy.Visible(p.caller, policyTool(vt.op))
 			seen[vt.op] = v
 		}
 		return v
@@ -174,7 +168,7 @@ type searchHit struct {
 	Score       float64  `json:"score"`
 }
 
-func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (ep *Endpoint) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in struct {
 		Query    *string  `json:"query"`
 		Toolsets []string `json:"toolsets"`
@@ -197,7 +191,8 @@ func (ep *Endpoint) searchTools(_ context.Context, req *mcp.CallToolRequest) (*m
 		}
 		limit = *in.Limit
 	}
-	_, st, visible := ep.visibleTools(req)
+	p := planOf(ctx)
+	st, visible := p.view, ep.visibleTools(p)
 	if st == nil {
 		return toolError("search_tools: the server is not ready"), nil
 	}
@@ -430,35 +425,35 @@ func stem(w string) string {
 	return w
 }
 
-// found is the visible tool of a meta-tool's name argument, or the error
-// a model reads: the same for a tool hidden from the caller as for one
-// that does not exist.
-func (ep *Endpoint) found(req *mcp.CallToolRequest, tool, name string) (*host.Host, *viewTool, *mcp.CallToolResult) {
+// found is the visible tool of p's view named by a meta-tool's name
+// argument, or the error a model reads: the same for a tool hidden from
+// the caller as for one that does not exist.
+func (ep *Endpoint) found(p *plan, tool, name string) (*viewTool, *mcp.CallToolResult) {
 	if name == "" {
-		return nil, nil, toolError("%s: name: required (a tool name search_tools returned)", tool)
+		return nil, toolError("%s: name: required (a tool name search_tools returned)", tool)
 	}
 	if len(name) > maxToolNameChars {
-		return nil, nil, toolError("%s: name: at most %d characters (a tool name search_tools returned)", tool, maxToolNameChars)
+		return nil, toolError("%s: name: at most %d characters (a tool name search_tools returned)", tool, maxToolNameChars)
 	}
-	h, st, visible := ep.visibleTools(req)
-	if st == nil {
-		return nil, nil, toolError("%s: the server is not ready", tool)
+	if p.view == nil {
+		return nil, toolError("%s: the server is not ready", tool)
 	}
-	vt := st.byPublished[name]
-	if vt == nil || !visible(vt) {
-		return nil, nil, toolError("%s: unknown tool %q: use search_tools to find the tools you can call", tool, name)
+	vt := p.view.byPublished[name]
+	if vt == nil || !ep.visibleTools(p)(vt) {
+		return nil, toolError("%s: unknown tool %q: use search_tools to find the tools you can call", tool, name)
 	}
-	return h, vt, nil
+	return vt, nil
 }
 
-func (ep *Endpoint) describeTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (ep *Endpoint) describeTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in struct {
 		Name string `json:"name"`
 	}
 	if res := decodeArgs(req.Params.Arguments, describeToolName, &in); res != nil {
 		return res, nil
 	}
-	h, vt, res := ep.found(req, describeToolName, in.Name)
+	p := planOf(ctx)
+	vt, res := ep.found(p, describeToolName, in.Name)
 	if res != nil {
 		return res, nil
 	}
@@ -473,8 +468,8 @@ func (ep *Endpoint) describeTool(_ context.Context, req *mcp.CallToolRequest) (*
 	if t.OutputSchema != nil {
 		out["output_schema"] = t.OutputSchema
 	}
-	if h.TaskTool(vt.hostName) {
-		if o, ok := taskOutputSchemas(h)[vt.hostName]; ok {
+	if vt.served.AcceptsTasks() {
+		if o, ok := taskOutputSchemas(p.h)[vt.hostName]; ok {
 			out["output_schema"] = o
 		}
 	}
@@ -490,8 +485,7 @@ func (ep *Endpoint) describeTool(_ context.Context, req *mcp.CallToolRequest) (*
 		}
 	}
 	if vt.op.Family != nil {
-		_, st, _ := ep.visibleTools(req)
-		out["family"] = st.familyNames(vt.op)
+		out["family"] = p.view.familyNames(vt.op)
 		out["role"] = vt.role
 	}
 	return structuredResult(out)
@@ -511,25 +505,22 @@ func (ep *Endpoint) callMetaTool(ctx context.Context, req *mcp.CallToolRequest) 
 	if a := bytes.TrimSpace(in.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
 		return toolError("call_tool: arguments: must be an object (the tool's arguments, see describe_tool)"), nil
 	}
-	h, vt, res := ep.found(req, callToolName, in.Name)
+	p := planOf(ctx)
+	vt, res := ep.found(p, callToolName, in.Name)
 	if res != nil {
 		return res, nil
 	}
-	if ep.policy != nil {
-		res, err := ep.policyCheck(h, ep.policyCaller(req.Extra, req.Session), vt.hostName, in.Arguments)
-		if err != nil {
-			return toolError("call_tool: unknown tool %q: use search_tools to find the tools you can call", in.Name), nil
-		}
-		if res != nil {
-			return res, nil
-		}
+	call := ep.callOf(p, in.Name, vt, in.Arguments) // plan.go
+	switch {
+	case call.denied != nil:
+		return toolError("call_tool: unknown tool %q: use search_tools to find the tools you can call", in.Name), nil
+	case call.refused != nil:
+		return call.refused, nil
 	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: vt.hostName, Arguments: in.Arguments}}
-	res, err := ep.callTool(ctx, inner)
-	if st := ep.viewOf(h); st != nil {
-		st.renameResult(vt, res)
-	}
+	res, err := ep.call(ctx, &call, inner)
+	p.view.renameResult(vt, res)
 	return res, err
 }
 

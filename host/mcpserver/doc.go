@@ -21,6 +21,10 @@
 //   - endpoint.go: the endpoint, its tool publication and the translation
 //     of tools/call into [host.Host.Call] (a window's chunks become
 //     progress notifications).
+//   - plan.go: the call plan, what the outermost middleware resolves once
+//     per request (the attached host, its view, the caller and, for a
+//     tools/call, the [host.Tool] called and the policy's decision) and
+//     everything inside reads.
 //   - origin.go: the Host check (403 for a non-loopback Host on a loopback
 //     address) and the Origin check (403 for a browser origin not allowed).
 //   - peek.go: the one bounded read of a POST's body before the SDK reads

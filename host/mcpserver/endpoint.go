@@ -181,12 +181,14 @@ func New(opts Options) (*Endpoint, error) {
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
-	// policy.go: the per-tool policy, outermost
+	// policy.go: the per-tool policy, around tasks
 	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
 	ep.server.AddReceivingMiddleware(ep.viewMiddleware) // view.go: the published names, outside the policy
 	ep.addDiscovery()                                   // discovery.go
-	// telemetry.go: metrics and the span of every request, outermost.
+	// telemetry.go: metrics and the span of every request.
 	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
+	// plan.go: what each request is about, resolved once, outermost.
+	ep.server.AddReceivingMiddleware(ep.planMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
@@ -353,11 +355,16 @@ func mcpTool(op *host.Operation) *mcp.Tool {
 	return t
 }
 
-// callTool translates an MCP tools/call into a host call and back.
+// callTool is the SDK's handler of the host's tools: the call of its
+// plan.
 func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	h := ep.active.Load()
-	cr := ep.hostCall(req)
-	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+	return ep.call(ctx, planOf(ctx), req)
+}
+
+// call translates an MCP tools/call into the host call of p and back.
+func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	cr := p.callRequest(req.Params.Arguments)
+	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
@@ -370,38 +377,24 @@ func (ep *Endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		// progress and total.
 		next := 0
 		cr.Progress = func(ctx context.Context, c host.ProgressChunk) {
-			p := &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(next), Message: c.Message}
+			n := &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(next), Message: c.Message}
 			if c.Relayed {
-				p.Progress, p.Total = c.Progress, c.Total
+				n.Progress, n.Total = c.Progress, c.Total
 			}
-			err := req.Session.NotifyProgress(ctx, p)
+			err := req.Session.NotifyProgress(ctx, n)
 			if err != nil {
-				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool), zap.Error(err))
+				ep.logger.Debug("progress notification not sent", zap.String("tool", cr.Tool.Name()), zap.Error(err))
 			}
-			telemetry.ProgressNotification(cr.Tool, err == nil)
+			telemetry.ProgressNotification(cr.Tool.Name(), err == nil)
 			next++
 		}
 	}
 	ep.relayLogs(req, &cr) // logging.go
-	res, err := h.Call(ctx, cr)
+	res, err := p.h.Call(ctx, cr)
 	if err != nil {
 		return nil, err
 	}
 	return toolResult(res), nil
-}
-
-// hostCall is the host call of a tools/call: the tool and its arguments in
-// the caller's scope, with the caller's trace context.
-func (ep *Endpoint) hostCall(req *mcp.CallToolRequest) host.CallRequest {
-	extra := req.Extra
-	s := ep.callerScope(extra, req.Session)
-	cr := host.CallRequest{Tool: req.Params.Name, Arguments: req.Params.Arguments, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID,
-		SubjectToken: tokenIdentity(extra).Token()}
-	if extra != nil && extra.Header != nil {
-		cr.TraceParent = extra.Header.Get("Traceparent")
-		cr.TraceState = extra.Header.Get("Tracestate")
-	}
-	return cr
 }
 
 // toolResult is the CallToolResult of a host result.

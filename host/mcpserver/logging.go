@@ -41,7 +41,7 @@ func (ep *Endpoint) relayLogs(req *mcp.CallToolRequest, cr *host.CallRequest) {
 		//nolint:staticcheck // logging is deprecated as of 2026-07-28, and still served before it
 		err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(m.Level), Logger: m.Logger, Data: json.RawMessage(m.Data)})
 		if err != nil {
-			ep.logger.Debug("log message not sent", zap.String("tool", cr.Tool), zap.Error(err))
+			ep.logger.Debug("log message not sent", zap.String("tool", cr.Tool.Name()), zap.Error(err))
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
@@ -24,66 +23,60 @@ import (
 //     false whatever the arguments);
 //   - tools/call of such a tool is answered as for an unknown tool, and a
 //     call whose arguments a rule refuses gets an isError result naming
-//     the rule (policyCheck, the one decision point);
+//     the rule (policyCheck, the one decision point, which the call's
+//     plan asks: plan.go);
 //   - the tools of a session or async_job family and the tasks of an
 //     async_job are their operation's: hidden with it (tasks/get, result,
 //     cancel and update answer "not found"; tasks/list leaves them out);
 //     only the start tool carries the operation's arguments.
 
-// policyCallerKey is the context key of the caller as the policy sees it,
-// for tasks/list.
-type policyCallerKey struct{}
-
 // policyMiddleware applies the policy to the requests it governs.
 func (ep *Endpoint) policyMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		h := ep.active.Load()
-		if ep.policy == nil || h == nil {
+		p := planOf(ctx)
+		if ep.policy == nil || p.h == nil {
 			return next(ctx, method, req)
 		}
-		ss, _ := req.GetSession().(*mcp.ServerSession)
-		extra := req.GetExtra()
 		taskID := ""
 		switch method {
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				ep.filterTools(h, ep.policyCaller(extra, ss), res)
+				ep.filterTools(p, res)
 			}
 			return res, err
 		case "resources/list", "resources/templates/list", "prompts/list":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				ep.filterPublications(h, ep.policyCaller(extra, ss), res) // published.go
+				ep.filterPublications(p, res) // published.go
 			}
 			return res, err
-		case "tools/call":
-			if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
-				if res, err := ep.policyCheck(h, ep.policyCaller(extra, ss), cr.Params.Name, cr.Params.Arguments); res != nil || err != nil {
-					return res, err
-				}
+		case "tools/call": // decided by the plan
+			switch {
+			case p.denied != nil:
+				return nil, p.denied
+			case p.refused != nil:
+				return p.refused, nil
 			}
 			return next(ctx, method, req)
 		case "ping": // a tasks/* request tunnelled for a restored session (tasks.go)
-			env, marked := envelope(extra)
+			env, marked := envelope(req.GetExtra())
 			if !marked {
 				return next(ctx, method, req)
 			}
 			method = env.Method
-			var p taskIDParams
-			if len(env.Params) > 0 && json.Unmarshal(env.Params, &p) == nil {
-				taskID = p.TaskID
+			var params taskIDParams
+			if len(env.Params) > 0 && json.Unmarshal(env.Params, &params) == nil {
+				taskID = params.TaskID
 			}
 		case methodTasksGet, methodTasksResult, methodTasksCancel, methodTasksUpdate:
-			if p, ok := req.GetParams().(*taskIDParams); ok && p != nil {
-				taskID = p.TaskID
+			if params, ok := req.GetParams().(*taskIDParams); ok && params != nil {
+				taskID = params.TaskID
 			}
 		}
 		switch method {
-		case methodTasksList:
-			return next(context.WithValue(ctx, policyCallerKey{}, ep.policyCaller(extra, ss)), method2(req, method), req)
 		case methodTasksGet, methodTasksResult, methodTasksCancel, methodTasksUpdate:
-			if taskID != "" && !ep.taskVisible(ctx, h, ep.policyCaller(extra, ss), ep.callerScope(extra, ss), taskID) {
+			if taskID != "" && !ep.taskVisible(ctx, p, taskID) {
 				return nil, taskError(store.ErrNotFound, taskID)
 			}
 		}
@@ -99,8 +92,9 @@ func method2(req mcp.Request, method string) string {
 	return method
 }
 
-// policyCaller is the caller of a request as the policy sees it.
-func (ep *Endpoint) policyCaller(extra *mcp.RequestExtra, ss *mcp.ServerSession) *auth.Caller {
+// policyCaller is the caller of a request as the policy sees it, agent
+// the one it runs as (callerAgent).
+func (ep *Endpoint) policyCaller(extra *mcp.RequestExtra, agent string) *auth.Caller {
 	id := tokenIdentity(extra)
 	user := ""
 	if id != nil {
@@ -108,7 +102,7 @@ func (ep *Endpoint) policyCaller(extra *mcp.RequestExtra, ss *mcp.ServerSession)
 	} else if extra != nil && extra.Header != nil {
 		user = extra.Header.Get(authUserHeader)
 	}
-	return auth.NewCaller(ep.callerAgent(extra, ss), user, ep.workspace, id)
+	return auth.NewCaller(agent, user, ep.workspace, id)
 }
 
 // policyTool is an operation as the policy sees it; unset annotations
@@ -133,17 +127,17 @@ func policyTool(op *host.Operation) *auth.Tool {
 	return t
 }
 
-// policyCheck is the policy's decision on one tools/call: nil, nil to go
+// policyCheck is the policy's decision on one call of t: nil, nil to go
 // on; the unknown-tool error for a tool the caller may not see (the
 // SDK's own answer for an unknown tool, so a hidden tool is not
 // revealed); an isError result naming the rule that refused these
 // arguments.
-func (ep *Endpoint) policyCheck(h *host.Host, c *auth.Caller, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	op, ok := h.OperationOf(tool)
-	if !ok {
+func (ep *Endpoint) policyCheck(c *auth.Caller, t host.Tool, args json.RawMessage) (*mcp.CallToolResult, error) {
+	op, tool := t.Base(), t.Name()
+	if op == nil {
 		return nil, nil // the SDK answers an unknown tool
 	}
-	if !h.CarriesArguments(tool) {
+	if !t.CarriesArguments() {
 		args = nil
 	}
 	switch d, ref := ep.policy.Check(c, policyTool(op), args); d {
@@ -151,7 +145,7 @@ func (ep *Endpoint) policyCheck(h *host.Host, c *auth.Caller, tool string, args 
 		deniedCall(tool, op)
 		ep.logger.Info("tool call denied by policy: tool hidden from the caller",
 			zap.String("tool", tool), zap.String("agent", c.ID))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", tool)}
+		return nil, unknownTool(tool)
 	case auth.Refused:
 		deniedCall(tool, op)
 		ep.logger.Info("tool call denied by policy", zap.String("tool", tool), zap.String("agent", c.ID),
@@ -164,7 +158,7 @@ func (ep *Endpoint) policyCheck(h *host.Host, c *auth.Caller, tool string, args 
 
 // filterTools leaves out of a tools/list result the tools the caller may
 // not see.
-func (ep *Endpoint) filterTools(h *host.Host, c *auth.Caller, res mcp.Result) {
+func (ep *Endpoint) filterTools(p *plan, res mcp.Result) {
 	var lr *mcp.ListToolsResult
 	switch r := res.(type) {
 	case *mcp.ListToolsResult:
@@ -178,13 +172,13 @@ func (ep *Endpoint) filterTools(h *host.Host, c *auth.Caller, res mcp.Result) {
 	seen := map[*host.Operation]bool{}
 	kept := make([]*mcp.Tool, 0, len(lr.Tools))
 	for _, t := range lr.Tools {
-		op, ok := h.OperationOf(t.Name)
-		if !ok {
+		op := p.h.Tool(t.Name).Base()
+		if op == nil {
 			continue
 		}
 		visible, done := seen[op]
 		if !done {
-			visible = ep.policy.Visible(c, policyTool(op))
+			visible = ep.policy.Visible(p.caller, policyTool(op))
 			seen[op] = visible
 		}
 		if visible {
@@ -194,29 +188,28 @@ func (ep *Endpoint) filterTools(h *host.Host, c *auth.Caller, res mcp.Result) {
 	lr.Tools = kept
 }
 
-// taskVisible reports whether the caller may see a task: it is not
+// taskVisible reports whether the caller of p may see a task: it is not
 // found, or its operation is visible to the caller.
-func (ep *Endpoint) taskVisible(ctx context.Context, h *host.Host, c *auth.Caller, scope host.Scope, id string) bool {
-	t, err := h.GetTask(ctx, scope, id)
+func (ep *Endpoint) taskVisible(ctx context.Context, p *plan, id string) bool {
+	t, err := p.h.GetTask(ctx, p.scope, id)
 	if err != nil {
 		return true // the method answers not found, or the store's error
 	}
-	return ep.taskOperationVisible(h, c, t)
+	return ep.taskOperationVisible(p, t)
 }
 
-func (ep *Endpoint) taskOperationVisible(h *host.Host, c *auth.Caller, t *host.Task) bool {
-	op, ok := h.OperationOf(t.Tool)
-	return !ok || ep.policy.Visible(c, policyTool(op))
+func (ep *Endpoint) taskOperationVisible(p *plan, t *host.Task) bool {
+	op := p.h.Tool(t.Tool).Base()
+	return op == nil || ep.policy.Visible(p.caller, policyTool(op))
 }
 
 // keepTask is tasks/list's filter of the caller's tasks: nil (keep all)
 // without a policy.
-func (ep *Endpoint) keepTask(ctx context.Context, h *host.Host) func(*host.Task) bool {
-	c, ok := ctx.Value(policyCallerKey{}).(*auth.Caller)
-	if ep.policy == nil || !ok {
+func (ep *Endpoint) keepTask(p *plan) func(*host.Task) bool {
+	if ep.policy == nil || p.caller == nil {
 		return nil
 	}
-	return func(t *host.Task) bool { return ep.taskOperationVisible(h, c, t) }
+	return func(t *host.Task) bool { return ep.taskOperationVisible(p, t) }
 }
 
 // deniedCall counts a call the policy refused (crank_tool_calls_total,

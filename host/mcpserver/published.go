@@ -88,15 +88,14 @@ func gone(had, has []string) []string {
 // readResource reads a resource or a URI a template matched.
 func (ep *Endpoint) readResource(kind host.PublicationKind, key string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		h := ep.active.Load()
+		p := planOf(ctx)
 		uri := req.Params.URI
-		pr := ep.publicationRequest(req.Extra, req.Session, kind, key)
-		pr.URI = uri
 		args, _ := json.Marshal(map[string]string{"uri": uri})
-		if err := ep.publicationPolicy(h, req.Extra, req.Session, pr, args); err != nil {
+		pr, err := ep.publicationRequest(p, kind, key, uri, args)
+		if err != nil {
 			return nil, err
 		}
-		raw, err := h.ReadResource(ctx, pr)
+		raw, err := p.h.ReadResource(ctx, pr)
 		if err != nil {
 			return nil, publicationError(err)
 		}
@@ -111,17 +110,17 @@ func (ep *Endpoint) readResource(kind host.PublicationKind, key string) mcp.Reso
 // getPrompt renders a prompt.
 func (ep *Endpoint) getPrompt(name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		h := ep.active.Load()
-		pr := ep.publicationRequest(req.Extra, req.Session, host.KindPrompt, name)
-		pr.Arguments = req.Params.Arguments
-		args, _ := json.Marshal(pr.Arguments)
-		if pr.Arguments == nil {
+		p := planOf(ctx)
+		args, _ := json.Marshal(req.Params.Arguments)
+		if req.Params.Arguments == nil {
 			args = []byte("{}")
 		}
-		if err := ep.publicationPolicy(h, req.Extra, req.Session, pr, args); err != nil {
+		pr, err := ep.publicationRequest(p, host.KindPrompt, name, "", args)
+		if err != nil {
 			return nil, err
 		}
-		raw, err := h.GetPrompt(ctx, pr)
+		pr.Arguments = req.Params.Arguments
+		raw, err := p.h.GetPrompt(ctx, pr)
 		if err != nil {
 			return nil, publicationError(err)
 		}
@@ -133,17 +132,30 @@ func (ep *Endpoint) getPrompt(name string) mcp.PromptHandler {
 	}
 }
 
-// publicationRequest is the host request of a read or rendering, in the
-// caller's scope with the caller's trace context.
-func (ep *Endpoint) publicationRequest(extra *mcp.RequestExtra, ss *mcp.ServerSession, kind host.PublicationKind, key string) host.PublicationRequest {
-	s := ep.callerScope(extra, ss)
-	pr := host.PublicationRequest{Kind: kind, Key: key, WorkspaceID: s.WorkspaceID, AgentID: s.AgentID,
-		SubjectToken: tokenIdentity(extra).Token()}
-	if extra != nil && extra.Header != nil {
-		pr.TraceParent = extra.Header.Get("Traceparent")
-		pr.TraceState = extra.Header.Get("Tracestate")
+// publicationRequest is the host request of a read of uri or a rendering
+// (args are what the policy sees of it) by p's caller: the publication of
+// kind and key on p's host; or, for one the host does not have or the
+// policy hides from the caller, the error of one that does not exist,
+// and for refused arguments an error naming the rule.
+func (ep *Endpoint) publicationRequest(p *plan, kind host.PublicationKind, key, uri string, args json.RawMessage) (host.PublicationRequest, error) {
+	pr := host.PublicationRequest{URI: uri, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState}
+	if p.h != nil {
+		pr.Publication, _ = p.h.Publication(kind, key)
 	}
-	return pr
+	if pr.Publication == nil {
+		return pr, publicationNotFound(kind, key, uri)
+	}
+	return pr, ep.publicationPolicy(p, pr.Publication, uri, args)
+}
+
+// publicationNotFound is the error of a resource or prompt that does not
+// exist.
+func publicationNotFound(kind host.PublicationKind, key, uri string) error {
+	if kind == host.KindPrompt {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", key)}
+	}
+	return mcp.ResourceNotFoundError(uri)
 }
 
 // publicationError is the JSON-RPC error of a failed read or rendering.
@@ -161,42 +173,34 @@ func policyPublication(p *host.Publication) *auth.Tool {
 		Annotations: auth.ToolAnnotations{ReadOnly: true, Idempotent: true, OpenWorld: true}}
 }
 
-// publicationPolicy is the policy's decision on one read or rendering:
-// nil to go on; for one the caller may not see, the error of one that
-// does not exist; for refused arguments, an error naming the rule.
-func (ep *Endpoint) publicationPolicy(h *host.Host, extra *mcp.RequestExtra, ss *mcp.ServerSession, pr host.PublicationRequest, args json.RawMessage) error {
-	kind, key := pr.Kind, pr.Key
-	if ep.policy == nil || h == nil {
+// publicationPolicy is the policy's decision on one read of uri or
+// rendering of pub: nil to go on; for one the caller may not see, the
+// error of one that does not exist; for refused arguments, an error
+// naming the rule.
+func (ep *Endpoint) publicationPolicy(p *plan, pub *host.Publication, uri string, args json.RawMessage) error {
+	if ep.policy == nil {
 		return nil
 	}
-	p, ok := h.Publication(kind, key)
-	if !ok {
-		return nil // the host answers that it does not exist
-	}
-	c := ep.policyCaller(extra, ss)
-	what := fmt.Sprintf("%s %q", kind, p.Name)
-	switch d, ref := ep.policy.Check(c, policyPublication(p), args); d {
+	kind, c := pub.Kind, p.caller
+	switch d, ref := ep.policy.Check(c, policyPublication(pub), args); d {
 	case auth.Hidden:
 		ep.logger.Info("read denied by policy: hidden from the caller", zap.String("kind", string(kind)),
-			zap.String("name", p.Name), zap.String("agent", c.ID))
-		if kind == host.KindPrompt {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", key)}
-		}
-		return mcp.ResourceNotFoundError(pr.URI)
+			zap.String("name", pub.Name), zap.String("agent", c.ID))
+		return publicationNotFound(kind, pub.Key, uri)
 	case auth.Refused:
-		ep.logger.Info("read denied by policy", zap.String("kind", string(kind)), zap.String("name", p.Name),
+		ep.logger.Info("read denied by policy", zap.String("kind", string(kind)), zap.String("name", pub.Name),
 			zap.String("agent", c.ID), zap.String("rule", ref.Rule), zap.String("reason", ref.Reason))
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: what + ": " + ref.Error()}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s %q: %s", kind, pub.Name, ref.Error())}
 	}
 	return nil
 }
 
 // filterPublications leaves out of a resources, resource templates or
-// prompts list the ones the caller may not see.
-func (ep *Endpoint) filterPublications(h *host.Host, c *auth.Caller, res mcp.Result) {
+// prompts list the ones the caller of p may not see.
+func (ep *Endpoint) filterPublications(p *plan, res mcp.Result) {
 	visible := func(kind host.PublicationKind, key string) bool {
-		p, ok := h.Publication(kind, key)
-		return ok && ep.policy.Visible(c, policyPublication(p))
+		pub, ok := p.h.Publication(kind, key)
+		return ok && ep.policy.Visible(p.caller, policyPublication(pub))
 	}
 	switch r := res.(type) {
 	case *mcp.ListResourcesResult:

@@ -75,7 +75,7 @@ func taskOutputSchemas(h *host.Host) map[string]json.RawMessage {
 	}
 	out := map[string]json.RawMessage{}
 	for name, op := range byName {
-		if !h.TaskTool(name) || op.Family == nil {
+		if !h.Tool(name).AcceptsTasks() || op.Family == nil {
 			continue
 		}
 		var start any = map[string]any{"type": "object"}

@@ -89,15 +89,15 @@ func extTaskOf(t *host.Task, resultType string, res *host.Result) *extTask {
 // the tool's error result when the host refuses at once, nil, nil (a plain
 // call) for any other tool.
 func (ep *Endpoint) startExtTask(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
-	h := ep.active.Load()
-	if h == nil || !h.TaskTool(req.Params.Name) {
+	p := planOf(ctx)
+	if p.h == nil || !p.tool.AcceptsTasks() {
 		return nil, nil
 	}
-	cr := ep.hostCall(req)
-	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+	cr := p.callRequest(req.Params.Arguments)
+	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}
-	t, res, err := h.StartTask(ctx, cr)
+	t, res, err := p.h.StartTask(ctx, cr)
 	switch {
 	case err != nil:
 		return nil, err
@@ -134,7 +134,7 @@ func (ep *Endpoint) serveExtTask(ctx context.Context, method string, params mcp.
 	var err error
 	switch method {
 	case methodTasksGet:
-		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extTask, error) {
+		res, err = serveTask(ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extTask, error) {
 			t, err := h.GetTask(ctx, scope, id)
 			if err != nil {
 				return nil, nil, taskError(err, id)
@@ -150,7 +150,7 @@ func (ep *Endpoint) serveExtTask(ctx context.Context, method string, params mcp.
 	case methodTasksUpdate:
 		// A job never asks the client for input: there is nothing to
 		// update, but the task must exist.
-		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
+		res, err = serveTask(ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
 			t, err := h.GetTask(ctx, scope, id)
 			if err != nil {
 				return nil, nil, taskError(err, id)
@@ -161,7 +161,7 @@ func (ep *Endpoint) serveExtTask(ctx context.Context, method string, params mcp.
 		// Cooperative and eventually consistent: the runner stops the job
 		// on whichever replica runs it; a task that finished first stays
 		// finished.
-		res, err = serveTask(ep, ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
+		res, err = serveTask(ctx, method, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *extAck, error) {
 			t, err := h.CancelTask(ctx, scope, id)
 			if err != nil && !errors.Is(err, store.ErrIllegalTransition) {
 				return nil, nil, taskError(err, id)

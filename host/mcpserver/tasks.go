@@ -32,13 +32,14 @@ import (
 //   - tasks/* are registered as custom methods (mcp.AddReceivingCustomMethod):
 //     the SDK then accepts them, with all its session checks (Mcp-Session-Id,
 //     400/404, replica restore), SSE streams, keep-alives and resumption.
-//   - A receiving middleware, outside the session middleware, passes the
-//     caller's scope to those methods, adds the tasks capability to the
-//     initialize result and execution.taskSupport to the task tools in the
-//     tools/list result (neither mcp.ServerCapabilities nor mcp.Tool has a
-//     field for them: the results are wrapped with a MarshalJSON that adds
-//     the field: results.go), and answers task-augmented tools/call
-//     requests.
+//   - A receiving middleware, outside the session middleware, adds the
+//     tasks capability to the initialize result and execution.taskSupport
+//     to the task tools in the tools/list result (neither
+//     mcp.ServerCapabilities nor mcp.Tool has a field for them: the
+//     results are wrapped with a MarshalJSON that adds the field:
+//     results.go), and answers task-augmented tools/call requests. The
+//     task methods find their host and caller in the request's plan
+//     (plan.go).
 //   - The SDK drops params.task when it parses tools/call params, so
 //     markTasks, run by ServeHTTP before the SDK reads the body, copies
 //     params.task into an internal request header; the middleware finds it
@@ -152,10 +153,6 @@ func rawTaskMethod[P any, R mcp.Result](f func(context.Context, *mcp.ServerSessi
 	}
 }
 
-// callerKey is the context key of the caller's scope, which the middleware
-// hands to the task methods (their handlers do not see RequestExtra).
-type callerKey struct{}
-
 // tasksMiddleware is the receiving middleware of the tasks feature.
 func (ep *Endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -170,7 +167,7 @@ func (ep *Endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-				if h := ep.active.Load(); h != nil && slices.ContainsFunc(lr.Tools, func(t *mcp.Tool) bool { return h.TaskTool(t.Name) }) {
+				if h := planOf(ctx).h; h != nil && slices.ContainsFunc(lr.Tools, func(t *mcp.Tool) bool { return h.Tool(t.Name).AcceptsTasks() }) {
 					return &listToolsResult{ListToolsResult: lr, outputs: taskOutputSchemas(h)}, nil
 				}
 			}
@@ -208,12 +205,10 @@ func (ep *Endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				break
 			}
 			ss, _ := req.GetSession().(*mcp.ServerSession)
-			ctx = ep.withPost(context.WithValue(ctx, callerKey{}, ep.callerScope(req.GetExtra(), ss)), req.GetExtra())
-			return f(ctx, ss, env.Params)
+			return f(ep.withPost(ctx, req.GetExtra()), ss, env.Params)
 		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 			extra := req.GetExtra()
-			ss, _ := req.GetSession().(*mcp.ServerSession)
-			ctx = ep.withPost(context.WithValue(ctx, callerKey{}, ep.callerScope(extra, ss)), extra)
+			ctx = ep.withPost(ctx, extra)
 			if sessionless(extra) {
 				return ep.serveExtTask(ctx, method, req.GetParams())
 			}
@@ -228,8 +223,8 @@ func (ep *Endpoint) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // without params.task would have got, as no task exists to carry it. It
 // returns nil, nil for a tool the host does not know: the SDK answers that.
 func (ep *Endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, task json.RawMessage) (mcp.Result, error) {
-	h := ep.active.Load()
-	if h == nil {
+	p := planOf(ctx)
+	if p.h == nil {
 		return nil, nil
 	}
 	var meta struct {
@@ -243,11 +238,11 @@ func (ep *Endpoint) startTask(ctx context.Context, req *mcp.CallToolRequest, tas
 	}
 	// The requested ttl is advisory (the spec lets the receiver override
 	// it): a job lives for its operation's timeout plus its retention.
-	cr := ep.hostCall(req)
-	if res := needsAgent(h, cr.Tool, cr.AgentID); res != nil {
+	cr := p.callRequest(req.Params.Arguments)
+	if res := needsAgent(cr.Tool, cr.AgentID); res != nil {
 		return res, nil
 	}
-	t, res, err := h.StartTask(ctx, cr)
+	t, res, err := p.h.StartTask(ctx, cr)
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return nil, nil
@@ -282,20 +277,6 @@ func (e methodNotFound) As(target any) bool {
 	return ok
 }
 
-// taskCaller returns the serving host and the caller's scope for a task
-// method, and checks its task id.
-func (ep *Endpoint) taskCaller(ctx context.Context, id string, needID bool) (*host.Host, host.Scope, error) {
-	scope, ok := ctx.Value(callerKey{}).(host.Scope)
-	h := ep.active.Load()
-	if !ok || h == nil {
-		return nil, scope, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tasks are not available on this endpoint"}
-	}
-	if needID && id == "" {
-		return nil, scope, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId: required (the taskId of the CreateTaskResult)"}
-	}
-	return h, scope, nil
-}
-
 // taskError is the JSON-RPC error of a failed task operation.
 func taskError(err error, id string) error {
 	switch {
@@ -313,18 +294,22 @@ func taskError(err error, id string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("task %q: %v", id, err)}
 }
 
-// serveTask runs a task method for the caller in ctx and writes the
-// request's audit record (one per request, whatever host calls it made).
-func serveTask[R any](ep *Endpoint, ctx context.Context, method, id string, needID bool,
+// serveTask runs a task method on the host and for the caller of the
+// request's plan, after checking its task id, and writes the request's
+// audit record (one per request, whatever host calls it made).
+func serveTask[R any](ctx context.Context, method, id string, needID bool,
 	f func(h *host.Host, scope host.Scope) (*host.Task, R, error)) (R, error) {
 	var zero R
-	h, scope, err := ep.taskCaller(ctx, id, needID)
-	if err != nil {
-		return zero, err
+	p := planOf(ctx)
+	switch {
+	case p.h == nil:
+		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tasks are not available on this endpoint"}
+	case needID && id == "":
+		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId: required (the taskId of the CreateTaskResult)"}
 	}
 	start := time.Now()
-	t, res, err := f(h, scope)
-	h.AuditTask(method, scope, id, t, err, time.Since(start))
+	t, res, err := f(p.h, p.scope)
+	p.h.AuditTask(method, p.scope, id, t, err, time.Since(start))
 	if err != nil {
 		return zero, err
 	}
@@ -334,7 +319,7 @@ func serveTask[R any](ep *Endpoint, ctx context.Context, method, id string, need
 // getTask serves tasks/get.
 func (ep *Endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
 	id := p.id()
-	return serveTask(ep, ctx, methodTasksGet, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
+	return serveTask(ctx, methodTasksGet, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
 		t, err := h.GetTask(ctx, scope, id)
 		if err != nil {
 			return nil, nil, taskError(err, id)
@@ -354,7 +339,7 @@ func (ep *Endpoint) getTask(ctx context.Context, _ *mcp.ServerSession, p *taskID
 // per session and ends when its client has gone (taskwait.go).
 func (ep *Endpoint) taskResult(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
 	id := p.id()
-	return serveTask(ep, ctx, methodTasksResult, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *mcp.CallToolResult, error) {
+	return serveTask(ctx, methodTasksResult, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *mcp.CallToolResult, error) {
 		wctx, release, err := ep.resultWait(ctx, ss)
 		if err != nil {
 			return nil, nil, err
@@ -377,8 +362,8 @@ func (ep *Endpoint) taskResult(ctx context.Context, ss *mcp.ServerSession, p *ta
 // started as tasks or with a start tool), newest first, taskListPage at a
 // time.
 func (ep *Endpoint) listTasks(ctx context.Context, _ *mcp.ServerSession, p *listTasksParams) (*listTasksResult, error) {
-	return serveTask(ep, ctx, methodTasksList, "", false, func(h *host.Host, scope host.Scope) (*host.Task, *listTasksResult, error) {
-		out, err := listPage(ctx, h, scope, p.cursor(), ep.keepTask(ctx, h))
+	return serveTask(ctx, methodTasksList, "", false, func(h *host.Host, scope host.Scope) (*host.Task, *listTasksResult, error) {
+		out, err := listPage(ctx, h, scope, p.cursor(), ep.keepTask(planOf(ctx)))
 		return nil, out, err
 	})
 }
@@ -410,7 +395,7 @@ func listPage(ctx context.Context, h *host.Host, scope host.Scope, cursor string
 // final status.
 func (ep *Endpoint) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskObjectResult, error) {
 	id := p.id()
-	return serveTask(ep, ctx, methodTasksCancel, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
+	return serveTask(ctx, methodTasksCancel, id, true, func(h *host.Host, scope host.Scope) (*host.Task, *taskObjectResult, error) {
 		t, err := h.GetTask(ctx, scope, id)
 		if err == nil && t.Status.Terminal() {
 			err = store.ErrIllegalTransition

@@ -33,11 +33,9 @@ func (ep *Endpoint) telemetryMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 		name := label
 		var attrs []attribute.KeyValue
 		attrs = append(attrs, attribute.String("mcp.method.name", label))
-		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
-			if h := ep.active.Load(); h != nil && ep.servesTool(h, p.Name) { // view.go
-				name += " " + telemetry.ToolLabel(p.Name)
-				attrs = append(attrs, attribute.String("gen_ai.tool.name", p.Name))
-			}
+		if p := planOf(ctx); method == "tools/call" && p.served() { // plan.go
+			name += " " + telemetry.ToolLabel(p.name)
+			attrs = append(attrs, attribute.String("gen_ai.tool.name", p.name))
 		}
 		ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		ctx, callOutcome := telemetry.WithCallOutcome(ctx)

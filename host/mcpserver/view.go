@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
@@ -268,6 +267,7 @@ type viewTool struct {
 	name, hostName string
 	role           string          // in its family; "" for a unary or window tool
 	tool           *mcp.Tool       // as published
+	served         host.Tool       // the host's tool, which its calls call
 	op             *host.Operation // the operation (a family's, for its tools)
 	toolsets       []string
 }
@@ -275,7 +275,7 @@ type viewTool struct {
 // unit is an operation of the host with the tools it is published as.
 type unit struct {
 	op    *host.Operation
-	tools []*host.Operation
+	tools []host.Tool
 }
 
 // resolve is the view of h, cached for the latest host.
@@ -294,12 +294,13 @@ func (v *view) build(h *host.Host) *viewState {
 	var units []*unit
 	byOp := map[*host.Operation]*unit{}
 	names := map[string]bool{}
-	for _, t := range h.Operations() {
-		op, ok := h.OperationOf(t.Name)
-		if !ok {
+	for _, o := range h.Operations() {
+		t := h.Tool(o.Name)
+		op := t.Base()
+		if op == nil {
 			continue
 		}
-		names[t.Name] = true
+		names[o.Name] = true
 		names[op.Name] = true
 		u := byOp[op]
 		if u == nil {
@@ -445,7 +446,7 @@ func matches(s selector, u *unit, ann host.Annotations, toolsets []string) bool 
 			return true
 		}
 		for _, t := range u.tools {
-			if ok, _ := path.Match(s.arg, t.Name); ok {
+			if ok, _ := path.Match(s.arg, t.Name()); ok {
 				return true
 			}
 		}
@@ -460,8 +461,9 @@ func matches(s selector, u *unit, ann host.Annotations, toolsets []string) bool 
 	return false
 }
 
-// publish is the published form of tool t of unit u.
-func (v *view) publish(u *unit, t *host.Operation, ann host.Annotations, toolsets []string) *viewTool {
+// publish is the published form of tool served of unit u.
+func (v *view) publish(u *unit, served host.Tool, ann host.Annotations, toolsets []string) *viewTool {
+	t := served.Operation()
 	tool := mcpTool(t)
 	name := t.Name
 	family := u.op.Family != nil && t.Role != ""
@@ -514,7 +516,7 @@ func (v *view) publish(u *unit, t *host.Operation, ann host.Annotations, toolset
 		tool.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: hint(a, "read_only"), DestructiveHint: a.Destructive,
 			IdempotentHint: hint(a, "idempotent"), OpenWorldHint: a.OpenWorld}
 	}
-	return &viewTool{name: name, hostName: t.Name, role: t.Role, tool: tool, op: u.op, toolsets: toolsets}
+	return &viewTool{name: name, hostName: t.Name, role: t.Role, tool: tool, served: served, op: u.op, toolsets: toolsets}
 }
 
 // metaToolNames are the discovery meta-tools (discovery.go).
@@ -540,22 +542,13 @@ func (ep *Endpoint) viewOf(h *host.Host) *viewState {
 	return ep.view.resolve(h)
 }
 
-// servesTool reports whether the endpoint serves a tool of this name: one
-// its view publishes (or a discovery meta-tool), the host's without a
-// view.
-func (ep *Endpoint) servesTool(h *host.Host, name string) bool {
-	st := ep.viewOf(h)
-	if st == nil {
-		return h.Serves(name)
-	}
-	return st.byPublished[name] != nil || ep.view.discovery != DiscoveryOff && slices.Contains(metaToolNames, name)
-}
-
 // viewMiddleware publishes the view: it rewrites tools/list results and
-// translates the tool name of tools/call.
+// translates the tool name of tools/call, as the request's plan resolved
+// it (plan.go).
 func (ep *Endpoint) viewMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		st := ep.viewOf(ep.active.Load())
+		p := planOf(ctx)
+		st := p.view
 		if st == nil {
 			return next(ctx, method, req)
 		}
@@ -572,21 +565,17 @@ func (ep *Endpoint) viewMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		case "tools/call":
 			cr, ok := req.(*mcp.CallToolRequest)
-			if !ok || cr.Params == nil || ep.view.discovery != DiscoveryOff && slices.Contains(metaToolNames, cr.Params.Name) {
-				break
-			}
-			if vt := st.byPublished[cr.Params.Name]; vt != nil {
-				cr.Params.Name = vt.hostName
+			switch {
+			case !ok || cr.Params == nil:
+			case p.vt != nil:
+				cr.Params.Name = p.vt.hostName
 				res, err := next(ctx, method, req)
 				if r, ok := res.(*mcp.CallToolResult); ok {
-					st.renameResult(vt, r)
+					st.renameResult(p.vt, r)
 				}
 				return res, err
-			}
-			if _, known := st.h.OperationOf(cr.Params.Name); known {
-				// A tool the view hides or renamed: unknown here, as
-				// the SDK answers an unknown tool.
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", cr.Params.Name)}
+			case p.hidden:
+				return nil, unknownTool(p.name) // as the SDK answers an unknown tool
 			}
 		}
 		return next(ctx, method, req)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -438,34 +439,6 @@ func TestViewConfigErrors(t *testing.T) {
 	}
 }
 
-// Metrics and spans label a call with the tool name the endpoint serves:
-// the view's published names and the meta-tools, not the names it hides.
-func TestViewServesTool(t *testing.T) {
-	t.Parallel()
-	hst := viewHost(t)
-	for _, c := range []struct {
-		cfg  *ViewConfig
-		want map[string]bool
-	}{
-		{nil, map[string]bool{"get_user": true, "delete_user": true, "call_tool": false}},
-		{&ViewConfig{Discovery: DiscoveryBeside, Exclude: []string{"delete_*"}, Tools: map[string]ToolOverride{"get_user": {Name: "lookup_user"}}},
-			map[string]bool{"lookup_user": true, "get_user": false, "delete_user": false, "call_tool": true, "report_start": true}},
-	} {
-		opts := testOptions("default")
-		opts.View = c.cfg
-		ep, err := New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, want := range c.want {
-			if got := ep.servesTool(hst, name); got != want {
-				t.Errorf("view %+v: servesTool(%s) = %v", c.cfg, name, got)
-			}
-		}
-		_ = ep.Close()
-	}
-}
-
 // Search ranks names over titles over descriptions, and stems words.
 func TestSearchRanking(t *testing.T) {
 	t.Parallel()
@@ -493,16 +466,21 @@ func TestSearchRanking(t *testing.T) {
 
 // BenchmarkViewCall compares one get_user call (the REST adapter, a
 // loopback upstream) through an endpoint without a view, through one
-// whose view renames it, and through call_tool in discovery mode, all
-// over one host: view/plain and call_tool/plain are what the view and
-// the meta-tool cost per call.
+// whose view renames it, through that view with a policy rule that
+// reads the arguments, and through call_tool in discovery mode, all
+// over one host: view/plain, policy/plain and call_tool/plain are what
+// the view, the policy and the meta-tool cost per call.
 func BenchmarkViewCall(b *testing.B) {
 	up := mcptest.NewUsers(b)
 	hst := newTestHost(b, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
 	ctx := context.Background()
-	connect := func(cfg *ViewConfig) *mcp.ClientSession {
+	policy, err := auth.CompilePolicy([]auth.Rule{{Name: "small-ids", Expression: `tool.name != "get_user" || int(args.id) < 100`}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	connect := func(cfg *ViewConfig, p *auth.Policy) *mcp.ClientSession {
 		opts := testOptions("default")
-		opts.View = cfg
+		opts.View, opts.Policy = cfg, p
 		ep, err := New(opts)
 		if err != nil {
 			b.Fatal(err)
@@ -518,15 +496,18 @@ func BenchmarkViewCall(b *testing.B) {
 		b.Cleanup(func() { _ = cs.Close() })
 		return cs
 	}
-	plain := connect(nil)
-	viewed := connect(&ViewConfig{Tools: map[string]ToolOverride{"get_user": {Name: "lookup_user"}}})
-	meta := connect(&ViewConfig{Discovery: DiscoveryOnly})
+	plain := connect(nil, nil)
+	rename := &ViewConfig{Tools: map[string]ToolOverride{"get_user": {Name: "lookup_user"}}}
+	viewed := connect(rename, nil)
+	governed := connect(rename, policy)
+	meta := connect(&ViewConfig{Discovery: DiscoveryOnly}, nil)
 	calls := []struct {
 		cs     *mcp.ClientSession
 		params *mcp.CallToolParams
 	}{
 		{plain, &mcp.CallToolParams{Name: "get_user", Arguments: map[string]any{"id": 7}}},
 		{viewed, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"id": 7}}},
+		{governed, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"id": 7}}},
 		{meta, &mcp.CallToolParams{Name: callToolName, Arguments: map[string]any{"name": "get_user", "arguments": map[string]any{"id": 7}}}},
 	}
 	call := func(i int) {
@@ -539,19 +520,30 @@ func BenchmarkViewCall(b *testing.B) {
 		call(i)
 	}
 	// Interleaved, so that the machine's drift weighs on each alike.
+	// Allocations are the process's (client, endpoint and upstream),
+	// counted around each call, outside its time.
 	took := make([]time.Duration, len(calls))
+	allocs := make([]uint64, len(calls))
+	var before, after runtime.MemStats
 	b.ResetTimer()
 	for range b.N {
 		for i := range calls {
+			runtime.ReadMemStats(&before)
 			start := time.Now()
 			call(i)
 			took[i] += time.Since(start)
+			runtime.ReadMemStats(&after)
+			allocs[i] += after.Mallocs - before.Mallocs
 		}
 	}
 	for i := range took {
 		took[i] /= time.Duration(b.N)
 	}
 	b.ReportMetric(float64(took[0].Microseconds()), "plain-us/op")
-	b.ReportMetric(float64(took[1])/float64(took[0]), "view/plain")
-	b.ReportMetric(float64(took[2])/float64(took[0]), "call_tool/plain")
+	for i, name := range []string{"plain", "view", "policy", "call_tool"} {
+		if i > 0 {
+			b.ReportMetric(float64(took[i])/float64(took[0]), name+"/plain")
+		}
+		b.ReportMetric(float64(allocs[i])/float64(b.N), name+"-allocs/op")
+	}
 }

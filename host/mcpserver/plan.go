@@ -1,0 +1,155 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/auth"
+)
+
+// The call plan. The outermost receiving middleware resolves once what a
+// request is about, and all inside it (telemetry, view, policy, tasks,
+// the handlers of tools, resources, prompts and the meta-tools) reads
+// that plan from the request's context instead of resolving it again:
+// the host attached to the endpoint, loaded once (a request sees one host
+// from end to end, even across a reload), its view, the caller, and for
+// a tools/call (and the call call_tool makes) the view's tool, the
+// host's tool (host.Tool, which host.Host.Call and StartTask take
+// instead of a name) and the policy's decision. A task's tool is known
+// once the task is read, a publication once the SDK has matched the
+// request to its handler: they are resolved there, on the plan's host.
+
+type planKey struct{}
+
+// plan is what one request is about.
+type plan struct {
+	h      *host.Host
+	view   *viewState   // the view of h; nil without a view
+	scope  host.Scope   // the workspace and agent the request runs as
+	caller *auth.Caller // the caller as the policy sees it; nil without a policy
+	// token is the caller's verified access token (a host call's
+	// SubjectToken), traceParent and traceState the request's trace
+	// context headers.
+	token, traceParent, traceState string
+	toolCall
+}
+
+// toolCall is what a plan resolves of a tools/call; zero for other
+// requests.
+type toolCall struct {
+	name string    // the name called, as the endpoint publishes it
+	meta bool      // a discovery meta-tool's
+	vt   *viewTool // the view's tool of that name; nil without a view
+	tool host.Tool // the host's tool: not Served for a name the endpoint does not serve
+	// hidden: the name is a tool of the host that the view hides or
+	// renames, unknown to the endpoint's clients.
+	hidden bool
+	// The policy's decision: an isError result naming the rule that
+	// refused the arguments, or the unknown-tool error for a tool hidden
+	// from the caller; neither to go on.
+	refused *mcp.CallToolResult
+	denied  error
+}
+
+// planMiddleware resolves the plan of every request.
+func (ep *Endpoint) planMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		c := &planContext{Context: ctx}
+		ep.resolve(&c.plan, method, req)
+		return next(c, method, req)
+	}
+}
+
+// planContext is a request's context with its plan: one allocation for
+// both.
+type planContext struct {
+	context.Context
+	plan plan
+}
+
+func (c *planContext) Value(key any) any {
+	if key == (planKey{}) {
+		return &c.plan
+	}
+	return c.Context.Value(key)
+}
+
+// planOf is the plan of the request ctx serves (planMiddleware made it);
+// a context without one gets an empty plan, of no host.
+func planOf(ctx context.Context) *plan {
+	if p, ok := ctx.Value(planKey{}).(*plan); ok {
+		return p
+	}
+	return &plan{}
+}
+
+// resolve makes p the plan of a request.
+func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
+	h := ep.active.Load()
+	extra := req.GetExtra()
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	*p = plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)},
+		token: tokenIdentity(extra).Token()}
+	if extra != nil && extra.Header != nil {
+		p.traceParent, p.traceState = extra.Header.Get("Traceparent"), extra.Header.Get("Tracestate")
+	}
+	if ep.policy != nil {
+		p.caller = ep.policyCaller(extra, p.scope.AgentID)
+	}
+	if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil && h != nil {
+		p.name = cr.Params.Name
+		switch {
+		case p.view == nil:
+			p.tool = h.Tool(p.name)
+		case ep.view.discovery != DiscoveryOff && slices.Contains(metaToolNames, p.name):
+			p.meta = true
+		case p.view.byPublished[p.name] != nil:
+			p.vt = p.view.byPublished[p.name]
+			p.tool = p.vt.served
+		default:
+			p.hidden = h.Tool(p.name).Served()
+		}
+		ep.decide(p, cr.Params.Arguments)
+	}
+}
+
+// callOf is the plan of the call call_tool makes of vt, a tool of p's
+// view, under the name it was called by.
+func (ep *Endpoint) callOf(p *plan, name string, vt *viewTool, args json.RawMessage) plan {
+	q := *p
+	q.toolCall = toolCall{name: name, vt: vt, tool: vt.served}
+	ep.decide(&q, args)
+	return q
+}
+
+// decide is the policy's decision on the call of p.tool with args.
+func (ep *Endpoint) decide(p *plan, args json.RawMessage) {
+	if ep.policy != nil && p.tool.Served() {
+		p.refused, p.denied = ep.policyCheck(p.caller, p.tool, args) // policy.go
+	}
+}
+
+// served reports whether the endpoint serves the tool called: one its
+// view publishes (or a discovery meta-tool), the host's without a view.
+// Only such names become telemetry labels and span names.
+func (p *plan) served() bool { return p.meta || p.tool.Served() }
+
+// callRequest is the host call of the plan's tool with args, by its
+// caller.
+func (p *plan) callRequest(args json.RawMessage) host.CallRequest {
+	return host.CallRequest{Tool: p.tool, Arguments: args, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState}
+}
+
+// unknownTool is the error of a tools/call of a tool the endpoint does
+// not serve, as the SDK words it: what a tool the view or the policy
+// hides gets too, so that it is not revealed.
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}

@@ -1,0 +1,60 @@
+package host
+
+// Tool is a tool name resolved against the tools a host serves, once
+// (Host.Tool): what a call hands to Call and StartTask, so that the host
+// does not look the name up again. A Tool the host does not serve keeps
+// its name, for the error that says so.
+type Tool struct {
+	name string
+	b    *boundOp
+}
+
+// Tool resolves a tool name against the tools the host serves. A Tool
+// outlives a re-expansion that replaces them (reexpand.go): a call of it
+// runs the tool as it was resolved.
+func (h *Host) Tool(name string) Tool {
+	b, _ := h.op(name)
+	return Tool{name: name, b: b}
+}
+
+// Served reports whether the host serves the tool.
+func (t Tool) Served() bool { return t.b != nil }
+
+// Name is the tool's name.
+func (t Tool) Name() string { return t.name }
+
+// Operation is the tool as the host publishes it (a family tool's own
+// role and schemas); nil for a tool the host does not serve.
+func (t Tool) Operation() *Operation {
+	if t.b == nil {
+		return nil
+	}
+	return t.b.Operation
+}
+
+// Base is the operation the tool belongs to, as policies and views judge
+// it: the tool's own, or, for a tool of a session or async_job family
+// ({name}_start, _poll, _status, …), the family's operation, whose Name
+// is the operation's. nil for a tool the host does not serve.
+func (t Tool) Base() *Operation {
+	switch {
+	case t.b == nil:
+		return nil
+	case t.b.base != nil:
+		return t.b.base.Operation
+	}
+	return t.b.Operation
+}
+
+// CarriesArguments reports whether the tool's arguments are its
+// operation's (a unary or window tool, a family's start tool), as
+// opposed to a family tool's own (a session or job id).
+func (t Tool) CarriesArguments() bool {
+	return t.b != nil && (t.b.Role == "" || t.b.Role == RoleStart)
+}
+
+// AcceptsTasks reports whether the tool accepts task-augmented calls:
+// the start tool of an async_job family.
+func (t Tool) AcceptsTasks() bool {
+	return t.b != nil && t.b.Role == RoleStart && t.b.Mode == ModeAsyncJob
+}
