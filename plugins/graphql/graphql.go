@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -72,12 +70,6 @@ func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.
 // returns one tool per operation (and per generated Query field), each
 // with its derived schemas, annotations and a self-contained config.
 func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, diags []sdk.Diagnostic) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "graphql adapter: panic in ExpandOperation: %T\n%s", r, debug.Stack())
-			tools, diags = nil, []sdk.Diagnostic{sdk.Errorf("", "internal error of the graphql adapter (panic), see the adapter log")}
-		}
-	}()
 	p := a.configs.Get(op)
 	if p.Err() != nil {
 		return nil, p.Diagnostics()
@@ -157,13 +149,6 @@ func toolConfig(base map[string]json.RawMessage, spec toolSpec) (json.RawMessage
 
 // Invoke implements sdk.Adapter: one GraphQL request and its answer.
 func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Never crash the plugin process; the stack holds no config.
-			fmt.Fprintf(os.Stderr, "graphql adapter: panic in Invoke: %T\n%s", r, debug.Stack())
-			res, err = nil, errors.New("graphql adapter: internal error (panic), see the adapter log")
-		}
-	}()
 	p := a.configs.Get(&req.Operation)
 	if p.Err() != nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}

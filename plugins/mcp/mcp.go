@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 
@@ -57,11 +55,6 @@ func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.
 // ExpandOperation implements sdk.OperationExpander: it lists the
 // upstream's tools and returns the ones the entry selects.
 func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, diags []sdk.Diagnostic) {
-	defer func() {
-		if r := recover(); r != nil {
-			tools, diags = nil, panicked("ExpandOperation", r)
-		}
-	}()
 	p := a.configs.Get(op)
 	if p.Err() != nil {
 		return nil, p.Diagnostics()
@@ -424,11 +417,4 @@ func bound(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
-}
-
-// panicked logs the panic r of the method what and is the diagnostic that
-// reports it.
-func panicked(what string, r any) []sdk.Diagnostic {
-	fmt.Fprintf(os.Stderr, "mcp adapter: panic in %s: %T\n%s", what, r, debug.Stack())
-	return []sdk.Diagnostic{sdk.Errorf("", "internal error of the mcp adapter (panic), see the adapter log")}
 }

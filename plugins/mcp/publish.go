@@ -170,11 +170,6 @@ func (l *listing) list(ctx context.Context, s *gomcp.ClientSession, u *upstream)
 // templates when the entry has resources, its prompts when it has
 // prompts, named with prefix.
 func (a *adapter) Publish(ctx context.Context, op *sdk.Operation) (pub *sdk.Published, diags []sdk.Diagnostic) {
-	defer func() {
-		if r := recover(); r != nil {
-			pub, diags = nil, panicked("Publish", r)
-		}
-	}()
 	p := a.configs.Get(op)
 	if p.Err() != nil {
 		return nil, nil // ExpandOperation reports the config's diagnostics

@@ -109,8 +109,10 @@ func (a *adapter) relayedCall(ctx context.Context, u *upstream, params *gomcp.Ca
 	}
 	out := make(chan outcome, 1)
 	go func() {
-		res, err := a.callOn(ctx, c, u, params, r.logLevel)
-		out <- outcome{res, err}
+		var o outcome
+		defer func() { out <- o }()
+		defer sdk.Recover("mcp adapter: tools/call", &o.err)
+		o.res, o.err = a.callOn(ctx, c, u, params, r.logLevel)
 	}()
 	var reported int64
 	seen, complete, stopped := false, false, false

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -476,12 +474,6 @@ func prefixMatch(prefixes []string, p string) bool {
 // the part at fault; a document that cannot be used at all is an error on
 // openapi.document.
 func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, out []sdk.Diagnostic) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "rest adapter: panic in ExpandOperation: %T\n%s", r, debug.Stack())
-			tools, out = nil, []sdk.Diagnostic{sdk.Errorf("openapi", "internal error while importing the document (panic), see the adapter log")}
-		}
-	}()
 	// Fresh: the import marks the overrides it uses, in its own settings.
 	p := a.configs.Fresh(op)
 	if p.Value == nil || p.Value.openapi == nil {

@@ -2,11 +2,7 @@ package rest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"os"
-	"runtime/debug"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
@@ -62,13 +58,6 @@ func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.
 
 // Invoke implements sdk.Adapter: one HTTP request and its answer.
 func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Never crash the plugin process; the stack holds no config.
-			fmt.Fprintf(os.Stderr, "rest adapter: panic in Invoke: %T\n%s", r, debug.Stack())
-			res, err = nil, errors.New("rest adapter: internal error (panic), see the adapter log")
-		}
-	}()
 	op, ue := a.operation(&req.Operation)
 	if ue != nil {
 		return nil, ue

@@ -10,8 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
-	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -37,12 +35,6 @@ var errStreamEnd = errors.New("stream ended by the upstream")
 // with go-sse, one item per event; a JSON answer is one item. A dropped
 // stream is reopened with Last-Event-ID when stream.reconnect is on.
 func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "rest adapter: panic in Stream: %T\n%s", r, debug.Stack())
-			err = errors.New("rest adapter: internal error (panic), see the adapter log")
-		}
-	}()
 	op, ue := a.operation(&req.Operation)
 	if ue != nil {
 		return ue

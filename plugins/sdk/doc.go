@@ -34,9 +34,10 @@
 // Failures of the upstream are returned as *[UpstreamError]; the host turns
 // them into tool results with isError set. Its Kind says what failed,
 // Retryable whether repeating the call may succeed. Any other error (and a
-// panic) fails the one call as a bug in the adapter. A goroutine the
-// adapter starts itself defers [Recover], so that its panic fails its
-// call too instead of ending the process.
+// panic) fails the one call as a bug in the adapter; a panic is logged by
+// its type and stack, never its value. A goroutine the adapter starts
+// itself defers [Recover], so that its panic fails its call too instead of
+// ending the process.
 //
 // [Serve] runs the adapter as the host's child process. [WithManagedDebug]
 // runs it in the foreground instead, under a debugger, and prints the

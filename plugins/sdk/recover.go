@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// PanicError is a panic that Recover caught in a goroutine of the
-// adapter's own.
+// PanicError is a panic that the SDK or Recover caught: the error the host
+// or the adapter sees in its place. It never holds the panic's value.
 type PanicError struct {
-	// Where names the goroutine, as given to Recover.
+	// Where names the call or goroutine, as given to Recover.
 	Where string
 }
 
@@ -19,11 +24,12 @@ func (e *PanicError) Error() string {
 
 // Recover, deferred directly in a goroutine the adapter starts itself,
 // turns a panic of that goroutine into a *PanicError in *err (err may be
-// nil) and writes the panic's type and stack to the adapter log (stderr;
-// not the panic's value, which may hold a config value or an argument).
-// The SDK recovers a panic of the calls it makes into the adapter (the
-// call fails with an internal error), but a panic in any other goroutine
-// ends the adapter process and every call in flight with it:
+// nil) and writes the panic's type and stack to the adapter log (Serve's
+// logger, which the host logs, at level Error; never the panic's value,
+// which may hold a config value, a secret or an argument). The SDK recovers a panic of every call it makes into the
+// adapter in the same way (the call fails with that internal error; an
+// adapter needs no recover of its own there), but a panic in any other
+// goroutine ends the adapter process and every call in flight with it:
 //
 //	func (r *reader) run(ctx context.Context) (err error) {
 //		defer sdk.Recover("my adapter: reader", &err)
@@ -39,8 +45,33 @@ func Recover(where string, err *error) {
 	if r == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "%s: panic: %T\n%s", where, r, debug.Stack())
+	pe := panicked(where, r)
 	if err != nil {
-		*err = &PanicError{Where: where}
+		*err = pe
 	}
+}
+
+// recoverPanic, deferred directly in a method of the gRPC server, turns a
+// panic of the adapter code it calls into an INTERNAL error of the call,
+// so one bad request does not take the adapter process down.
+func recoverPanic(method string, err *error) {
+	if r := recover(); r != nil {
+		*err = status.Error(codes.Internal, panicked(method, r).Error())
+	}
+}
+
+// adapterLog is the logger of the latest Serve, nil before Serve. Not
+// os.Stderr: once served, go-plugin sends what the process writes there
+// to a stream the host does not log.
+var adapterLog atomic.Pointer[hclog.Logger]
+
+// panicked writes the panic r of where to the adapter log, its type and
+// stack but not its value, and returns the error that stands for it.
+func panicked(where string, r any) *PanicError {
+	if l := adapterLog.Load(); l != nil {
+		(*l).Error("recovered a panic", "where", where, "panic_type", fmt.Sprintf("%T", r), "stack", string(debug.Stack()))
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: recovered a panic: %T\n%s", where, r, debug.Stack())
+	}
+	return &PanicError{Where: where}
 }

@@ -110,7 +110,7 @@ func TestInvokeOutcomes(t *testing.T) {
 	}
 	// A panic is one failed call, not a dead adapter.
 	_, _, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"panic"}`})
-	if client.CodeOf(err) != client.Internal || !strings.Contains(err.Error(), "adapter panicked: boom") {
+	if client.CodeOf(err) != client.Internal || !strings.Contains(err.Error(), "invoke: internal error (panic), see the adapter log") || strings.Contains(err.Error(), "boom") {
 		t.Fatalf("panic: %v", err)
 	}
 	if _, _, err := h.Invoke(ctx, adaptertest.Call{}); err != nil {

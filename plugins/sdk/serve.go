@@ -124,6 +124,7 @@ func Serve(a Adapter, opts ...ServeOption) error {
 	if o.logger == nil {
 		o.logger = hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Info, JSONFormat: true})
 	}
+	adapterLog.Store(&o.logger) // recover.go
 	cfg := &plugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.PluginSets(&server{impl: a}),

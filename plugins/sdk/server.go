@@ -23,14 +23,6 @@ type server struct {
 	impl Adapter
 }
 
-// recoverPanic turns a panic in adapter code into an INTERNAL error of the
-// call, so one bad request does not take the adapter process down.
-func recoverPanic(method string, err *error) {
-	if r := recover(); r != nil {
-		*err = status.Errorf(codes.Internal, "%s: adapter panicked: %v", method, r)
-	}
-}
-
 func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ *adapterv1.DescribeResponse, err error) {
 	defer recoverPanic("describe", &err)
 	d, err := s.impl.Describe(ctx)

@@ -182,7 +182,7 @@ func TestStreamsFailures(t *testing.T) {
 	if f := failed[7]; codes.Code(f.GetCode()) != codes.Internal || f.GetMessage() != "stream: nil map" {
 		t.Errorf("adapter failure: %v", f)
 	}
-	if f := failed[8]; codes.Code(f.GetCode()) != codes.Internal || f.GetMessage() != "stream: adapter panicked: boom" {
+	if f := failed[8]; codes.Code(f.GetCode()) != codes.Internal || f.GetMessage() != "stream: internal error (panic), see the adapter log" {
 		t.Errorf("panic: %v", f)
 	}
 	if err := call.Send(&adapterv1.StreamsRequest{Id: 9, Message: &adapterv1.StreamsRequest_Cancel{Cancel: &adapterv1.CancelStream{}}}); err != nil {

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -128,12 +126,6 @@ func toolName(s string) string {
 
 // Invoke implements sdk.Adapter: one SOAP call.
 func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "soap adapter: panic in Invoke: %T\n%s", r, debug.Stack())
-			res, err = nil, errors.New("soap adapter: internal error (panic), see the adapter log")
-		}
-	}()
 	p := a.load(&req.Operation, false)
 	if p.Err() != nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}

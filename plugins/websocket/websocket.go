@@ -2,10 +2,6 @@ package websocket
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"runtime/debug"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -86,13 +82,6 @@ func (a *adapter) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, erro
 // connection is lost for good. A lost connection is reopened and
 // resubscribed per the reconnect policy, with a gap event each time.
 func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamSender) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Never crash the plugin process; the stack holds no config.
-			fmt.Fprintf(os.Stderr, "websocket adapter: panic in Stream: %T\n%s", r, debug.Stack())
-			err = errors.New("websocket adapter: internal error (panic), see the adapter log")
-		}
-	}()
 	p := a.configs.Get(&req.Operation)
 	if p.Err() != nil {
 		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}

@@ -312,7 +312,7 @@ func TestSharedStreamFailures(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Kind != sdk.KindTransport || ue.Message != "reset up" {
 			t.Errorf("%s: upstream failure: %v", mode, err)
 		}
-		for fail, want := range map[string]string{"adapter": "stream: broken bad", "panic": "stream: adapter panicked: boom bad"} {
+		for fail, want := range map[string]string{"adapter": "stream: broken bad", "panic": "stream: internal error (panic), see the adapter log"} {
 			err := failure(openFeed(ctx, t, c, mode, feedArgs{Name: "bad", N: 1, Fail: fail}), "bad", 1)
 			var ce *client.Error
 			if !errors.As(err, &ce) || ce.Code != client.Internal || ce.Message != want {
