@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
 // Name is the adapter's name as used in operations files.
@@ -35,22 +36,14 @@ var (
 // sdk.OperationValidator and sdk.OperationExpander. Each adapter has its
 // own HTTP connection pool and config cache.
 func New() sdk.Adapter {
-	return &adapter{client: newClient(), configs: newConfigs()}
+	// GraphQL requests are POSTs: redirects are not followed (a 307/308
+	// would resend the body, credentials included, wherever it points).
+	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Description{
-		Name:         Name,
-		Version:      version,
-		Protocols:    []string{"graphql"},
-		Modes:        []sdk.Mode{sdk.ModeUnary},
-		ConfigSchema: schema,
-	}, nil
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"graphql"}, Modes: []sdk.Mode{sdk.ModeUnary}})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the checks that need

@@ -6,12 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
@@ -26,28 +23,6 @@ const accept = "application/graphql-response+json, application/json;q=0.9"
 // errCallTimeout is the cancellation cause of a call whose own timeout
 // expired, as opposed to the host cancelling it or its deadline passing.
 var errCallTimeout = errors.New("graphql: call timeout")
-
-// newClient returns the HTTP client shared by all calls of an adapter.
-// GraphQL requests are POSTs: redirects are not followed (a 307/308 would
-// resend the body, credentials included, wherever it points).
-func newClient() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		// Every request carries the call's trace context and is traced.
-		Transport: httpadapter.TraceTransport(&http.Transport{
-			Proxy:                  http.ProxyFromEnvironment,
-			DialContext:            dialer.DialContext,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           512,
-			MaxIdleConnsPerHost:    128,
-			IdleConnTimeout:        90 * time.Second,
-			TLSHandshakeTimeout:    10 * time.Second,
-			ExpectContinueTimeout:  1 * time.Second,
-			MaxResponseHeaderBytes: 1 << 20,
-		}),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
 
 // post sends one GraphQL request and returns the parsed GraphQL response
 // and the HTTP status. An answer that is not a GraphQL response is an
@@ -98,16 +73,12 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return gqlResponse{}, resp.StatusCode, c.statusError(t, resp, data)
 	}
-	over = len(data) > errorExcerptBytes
-	if over {
-		data = data[:errorExcerptBytes]
-	}
 	return gqlResponse{}, resp.StatusCode, &sdk.UpstreamError{
 		Kind:     sdk.KindBadResponse,
 		Upstream: c.upstreamLabel(t),
 		Status:   strconv.Itoa(resp.StatusCode),
-		Message:  "the answer is not a GraphQL response (a JSON object with data or errors); Content-Type " + orUnknown(mediaType(resp.Header.Get("Content-Type"))),
-		Body:     excerptText(data, over, errorExcerptBytes),
+		Message:  "the answer is not a GraphQL response (a JSON object with data or errors); Content-Type " + orUnknown(httpadapter.MediaType(resp.Header.Get("Content-Type"))),
+		Body:     httpadapter.Excerpt(data, errorExcerptBytes),
 	}
 }
 
@@ -216,34 +187,9 @@ func (c *config) failure(parent, call context.Context, t *tool, timeout time.Dur
 // statusError turns a non-2xx answer that is not a GraphQL response into
 // an HTTP status error.
 func (c *config) statusError(t *tool, resp *http.Response, body []byte) *sdk.UpstreamError {
-	code := resp.StatusCode
-	status := strconv.Itoa(code)
-	msg := "the GraphQL endpoint answered HTTP " + status
-	if text := http.StatusText(code); text != "" {
-		msg += " " + text
-	}
-	if code >= 300 && code < 400 {
-		msg += " (redirects are not followed: configure the final endpoint URL)"
-	}
-	over := len(body) > errorExcerptBytes
-	if over {
-		body = body[:errorExcerptBytes]
-	}
-	d, _ := json.Marshal(struct {
-		StatusCode  int    `json:"status_code"`
-		ContentType string `json:"content_type,omitempty"`
-		RetryAfter  string `json:"retry_after,omitempty"`
-	}{code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After")})
-	return &sdk.UpstreamError{
-		Kind:      sdk.KindUpstreamStatus,
-		Upstream:  c.upstreamLabel(t),
-		Status:    status,
-		Message:   msg,
-		Body:      excerptText(body, over, errorExcerptBytes),
-		Detail:    d,
-		Retryable: code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout,
-		Rejected:  httpadapter.RejectedStatus(code),
-	}
+	ue := httpadapter.StatusError(resp, "the GraphQL endpoint answered HTTP", "redirects are not followed: configure the final endpoint URL", body, errorExcerptBytes)
+	ue.Upstream = c.upstreamLabel(t)
+	return ue
 }
 
 func (c *config) tooLarge(t *tool, limit int64) *sdk.UpstreamError {
@@ -252,27 +198,6 @@ func (c *config) tooLarge(t *tool, limit int64) *sdk.UpstreamError {
 		Upstream: c.upstreamLabel(t),
 		Message:  fmt.Sprintf("the answer is larger than max_response_bytes (%d bytes)", limit),
 	}
-}
-
-// excerptText makes a valid UTF-8 excerpt, saying when it was truncated.
-func excerptText(b []byte, truncated bool, limit int) string {
-	if truncated {
-		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
-			b = b[:len(b)-1]
-		}
-	}
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if truncated {
-		s += fmt.Sprintf("\n[truncated: only the first %d bytes of the answer are shown]", limit)
-	}
-	return s
-}
-
-func mediaType(ct string) string {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	return strings.TrimSpace(ct)
 }
 
 func orUnknown(s string) string {

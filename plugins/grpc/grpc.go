@@ -54,17 +54,7 @@ func New() sdk.Adapter { return &adapter{configs: newConfigs()} }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Description{
-		Name:         Name,
-		Version:      version,
-		Protocols:    []string{"grpc"},
-		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
-		ConfigSchema: schema,
-	}, nil
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"grpc"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the config's own

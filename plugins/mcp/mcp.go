@@ -37,9 +37,8 @@ func newAdapter() *adapter {
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	return &sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, ConfigSchema: schema, Progress: true, Log: true}, err
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator.

@@ -188,21 +188,15 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	if u.command != "" {
 		return c.stdioTransport() // bounds.go
 	}
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	// Concurrent calls over one upstream session are concurrent POSTs:
-	// keep as many connections as a gateway's callers use (Go's default
-	// keeps 2 per host), as the REST adapter does.
-	base.MaxIdleConns, base.MaxIdleConnsPerHost = 512, 128
-	if u.tls != nil {
-		base.TLSClientConfig = u.tls
-	}
-	var rt http.RoundTripper = limitTransport{base: base, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
+	// Concurrent calls over one upstream session are concurrent POSTs,
+	// on the pool of connections NewClient keeps per upstream. Redirects
+	// stay within the url's origin: the configured headers are added to
+	// every request, so they must never reach another host.
+	client := httpadapter.NewClient(httpadapter.ClientOptions{TLS: u.tls, CheckRedirect: httpadapter.SameOriginRedirects})
+	client.Transport = limitTransport{base: client.Transport, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
 	if len(u.headers) > 0 {
-		rt = headerTransport{base: rt, headers: u.headers}
+		client.Transport = headerTransport{base: client.Transport, headers: u.headers}
 	}
-	// Redirects stay within the url's origin: the configured headers are
-	// added to every request, so they must never reach another host.
-	client := &http.Client{Transport: rt, CheckRedirect: httpadapter.SameOriginRedirects}
 	return &gomcp.StreamableClientTransport{Endpoint: u.url, HTTPClient: client, MaxRetries: 2}, nil
 }
 

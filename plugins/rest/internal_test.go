@@ -2,7 +2,6 @@ package rest
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
@@ -56,29 +55,5 @@ func TestEscapeLiteral(t *testing.T) {
 	}
 	if got := escapeLiteral("a=1&b=x y?", true); got != "a=1&b=x%20y?" {
 		t.Errorf("query literal = %q", got)
-	}
-}
-
-func TestExcerptText(t *testing.T) {
-	t.Parallel()
-	// A 2-byte rune cut in half at the limit is dropped, not mangled.
-	s := excerptText([]byte("ab\xc3"), true, 3)
-	if !strings.HasPrefix(s, "ab\n[truncated") {
-		t.Errorf("excerpt = %q", s)
-	}
-	if s := excerptText([]byte("ok\xff"), false, 10); s != "ok\uFFFD" {
-		t.Errorf("invalid UTF-8 = %q", s)
-	}
-}
-
-func TestIsJSONType(t *testing.T) {
-	t.Parallel()
-	for ct, want := range map[string]bool{
-		"application/json": true, "Application/JSON; charset=utf-8": true, "application/problem+json": true,
-		"text/json": true, "text/plain": false, "": false, "application/jsonx": false, "+json": false,
-	} {
-		if isJSONType(ct) != want {
-			t.Errorf("isJSONType(%q) = %v", ct, !want)
-		}
 	}
 }

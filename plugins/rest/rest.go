@@ -31,22 +31,14 @@ var (
 // sdk.OperationValidator. Each adapter has its own HTTP connection pool and
 // config cache.
 func New() sdk.Adapter {
-	return &adapter{client: newClient(), configs: newConfigs()}
+	// Redirects are followed only within the same origin, so configured
+	// credentials never reach another host.
+	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{CheckRedirect: sameOriginRedirects}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Description{
-		Name:         Name,
-		Version:      version,
-		Protocols:    []string{"http", "https", "sse"},
-		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
-		ConfigSchema: schema,
-	}, nil
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"http", "https", "sse"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
 }
 
 // ValidateOperation implements sdk.OperationValidator. It returns nil for a

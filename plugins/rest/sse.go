@@ -161,7 +161,7 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 			return n, op.failure(ctx, cctx, s.timeout, hreq.URL.Host, err, true)
 		}
 		return n, err
-	case isJSONType(mt) || mt == "":
+	case httpadapter.JSONMediaType(mt) || mt == "":
 		body, over, err := httpadapter.ReadBounded(resp.Body, op.maxBytes, resp.ContentLength)
 		if over {
 			return 0, op.tooLarge()

@@ -102,3 +102,18 @@ func sizeText(n int) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// Describe is d with the JSON Schema of c's config (Schema) as its
+// ConfigSchema: what an adapter's Describe answers.
+//
+//	func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
+//		return a.configs.Describe(sdk.Description{Name: name, Version: version, Modes: []sdk.Mode{sdk.ModeUnary}})
+//	}
+func (c *Config[C, P]) Describe(d Description) (*Description, error) {
+	schema, err := c.Schema()
+	if err != nil {
+		return nil, err
+	}
+	d.ConfigSchema = schema
+	return &d, nil
+}

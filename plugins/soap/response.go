@@ -321,7 +321,7 @@ func result(op *operation, up string, status int, ctype string, body []byte) (*s
 			Kind: sdk.KindUpstreamStatus, Upstream: up, Status: strconv.Itoa(status),
 			Message: fmt.Sprintf("upstream answered HTTP %d without a SOAP fault", status),
 			Body:    excerpt(body), Detail: d,
-			Retryable: status == 429 || status == 502 || status == 503 || status == 504,
+			Retryable: httpadapter.RetryableStatus(status),
 			Rejected:  httpadapter.RejectedStatus(status),
 		}
 	}

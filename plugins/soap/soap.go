@@ -34,23 +34,13 @@ var (
 
 // New returns the SOAP adapter.
 func New() sdk.Adapter {
-	return &adapter{client: &http.Client{
-		// Every request carries the call's trace context and is traced.
-		Transport:     httpadapter.TraceTransport(&http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, configs: newConfigs()}
+	// No redirects: a SOAP request is a POST that may carry credentials.
+	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Description{
-		Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"},
-		Modes: []sdk.Mode{sdk.ModeUnary}, ConfigSchema: schema,
-	}, nil
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"}, Modes: []sdk.Mode{sdk.ModeUnary}})
 }
 
 // load returns op's config with its WSDL loaded, loading it again when

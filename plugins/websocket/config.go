@@ -211,7 +211,9 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 			d.Errorf("tls", "is only used with a wss:// url")
 		}
 	}
-	c.client = newClient(tlsCfg)
+	// No redirects: a redirect must not carry the configured headers to
+	// another place. Each connection is hijacked by its WebSocket.
+	c.client = httpadapter.NewClient(httpadapter.ClientOptions{TLS: tlsCfg})
 	c.compression = compressionModes[enum(d, "compression", f.Compression, "disabled", []string{"disabled", "no_context_takeover", "context_takeover"})]
 	c.maxMessage = integer(d, "max_message_bytes", f.MaxMessageBytes, defaultMaxMessageBytes, minMaxMessageBytes, maxMaxMessageBytes)
 	c.subscribe = messages(d, "subscribe", f.Subscribe)
@@ -384,25 +386,4 @@ func parseFilter(s string, d *diags) *jsonpath.Path {
 		return nil
 	}
 	return p
-}
-
-// newClient is the HTTP client of one config's handshakes: HTTP/1.1 (a
-// WebSocket upgrade), the config's TLS, and no redirects (a redirect must
-// not carry the configured headers to another place).
-func newClient(tlsCfg *tls.Config) *http.Client {
-	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		TLSClientConfig:     tlsCfg,
-		TLSHandshakeTimeout: defaultConnectTimeout,
-		// Each connection is hijacked by its WebSocket; none is reused.
-		MaxIdleConns:      1,
-		DisableKeepAlives: false,
-	}
-	return &http.Client{
-		// The handshake carries the call's trace context and is traced.
-		Transport: httpadapter.TraceTransport(tr),
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
 }

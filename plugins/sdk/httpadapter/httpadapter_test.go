@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"syscall"
@@ -113,5 +114,58 @@ func TestSameOriginRedirects(t *testing.T) {
 	}
 	if err := SameOriginRedirects(req("https://api.example:8443/again"), via); err == nil || !strings.Contains(err.Error(), "stopped after 5 redirects") {
 		t.Errorf("too many: %v", err)
+	}
+}
+
+func TestExcerpt(t *testing.T) {
+	t.Parallel()
+	// A 2-byte rune cut in half at the limit is dropped, not mangled.
+	if s := Excerpt([]byte("ab\xc3\xa9"), 3); !strings.HasPrefix(s, "ab\n[truncated: only the first 3 bytes") {
+		t.Errorf("excerpt = %q", s)
+	}
+	if s := Excerpt([]byte("ok\xff"), 10); s != "ok\uFFFD" {
+		t.Errorf("invalid UTF-8 = %q", s)
+	}
+}
+
+func TestJSONMediaType(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json": true, "Application/JSON; charset=utf-8": true, "application/problem+json": true,
+		"text/json": true, "text/plain": false, "": false, "application/jsonx": false, "+json": false,
+	} {
+		if JSONMediaType(ct) != want {
+			t.Errorf("JSONMediaType(%q) = %v", ct, !want)
+		}
+	}
+}
+
+// NewClient's TLS is the config's, and it follows no redirect unless told.
+func TestNewClient(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/here", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	tlsCfg := srv.Client().Transport.(*http.Transport).TLSClientConfig // trusts srv
+	if _, err := NewClient(ClientOptions{}).Get(srv.URL); err == nil {
+		t.Error("the system roots verified the test server")
+	}
+	for _, tc := range []struct {
+		redirect func(*http.Request, []*http.Request) error
+		want     int
+	}{{nil, http.StatusFound}, {SameOriginRedirects, http.StatusNoContent}} {
+		resp, err := NewClient(ClientOptions{TLS: tlsCfg, CheckRedirect: tc.redirect}).Get(srv.URL + "/moved")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -117,17 +117,12 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *file {
 // Describe implements sdk.Adapter. The host builds sessions and async jobs
 // on unary calls and windows, so those two are the modes to list.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	schema, err := a.configs.Schema()
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Description{
-		Name:         name,
-		Version:      version,
-		Protocols:    []string{"file"},
-		Modes:        []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
-		ConfigSchema: schema,
-	}, nil
+	return a.configs.Describe(sdk.Description{
+		Name:      name,
+		Version:   version,
+		Protocols: []string{"file"},
+		Modes:     []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow},
+	})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the host calls it
