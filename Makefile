@@ -83,7 +83,7 @@ bench: SHELL := /bin/bash
 bench: .SHELLFLAGS := -o pipefail -c
 bench:
 	@mkdir -p $(dir $(BENCH_OUT)) && : > $(BENCH_OUT)
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/rest/openapi/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkAdapterStart -benchtime 10x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
@@ -99,7 +99,7 @@ FUZZ := \
 	host/mcpserver:FuzzPeekMessage \
 	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \
-	plugins/rest:FuzzOpenAPIImport \
+	plugins/rest/openapi:FuzzOpenAPIImport \
 	plugins/websocket:FuzzTemplates \
 	plugins/websocket:FuzzMatchers \
 	plugins/soap:FuzzNormalize \

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/rest/openapi"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
@@ -30,7 +31,7 @@ const (
 )
 
 // config is an operation's rest config as written: a plain REST entry, or
-// an OpenAPI import entry (openapi, alone; openapi.go). Decoding, unknown
+// an OpenAPI import entry (openapi, alone; package openapi). Decoding, unknown
 // fields and the published schema come from it (sdk.Config); prepare
 // checks the values.
 type config struct {
@@ -46,7 +47,7 @@ type config struct {
 	CursorParam      *string                    `json:"cursor_param,omitempty" jsonschema:"Query parameter that carries a window's cursor (mode window): the previous poll's cursor_path value, or the last SSE event id."`
 	Stream           *streamFields              `json:"stream,omitempty" jsonschema:"How a server_stream window reads the answer (text/event-stream, or one JSON document)."`
 	ParamStyles      map[string]paramStyleField `json:"param_styles,omitempty" jsonschema:"OpenAPI style/explode serialization of arguments filling path, query or header_args parameters: {argument: {style, explode, allow_reserved}}."`
-	OpenAPI          *openAPIFields             `json:"openapi,omitempty" jsonschema:"Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field."`
+	OpenAPI          *openapi.Fields            `json:"openapi,omitempty" jsonschema:"Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field."`
 }
 
 // headersSchema is the schema of a headers object.
@@ -97,15 +98,15 @@ func newConfigs() *sdk.Config[config, *prepared] {
 // prepared is a config ready for calls: a plain entry's operation, or an
 // import entry's settings.
 type prepared struct {
-	op      *operation     // nil for an import entry and a config with errors
-	openapi *openAPIConfig // nil for a plain entry
+	op      *operation      // nil for an import entry and a config with errors
+	openapi *openapi.Config // nil for a plain entry
 }
 
 // prepare checks a decoded config. It never echoes config values (they
 // may be secrets) in diagnostics.
 func prepare(sop *sdk.Operation, c *config, d *diags) *prepared {
-	if c.OpenAPI != nil { // an OpenAPI import entry (openapi.go)
-		return &prepared{openapi: prepareOpenAPI(sop.Config, c.OpenAPI, d)}
+	if c.OpenAPI != nil { // an OpenAPI import entry
+		return &prepared{openapi: openapi.Prepare(sop.Config, c.OpenAPI, d)}
 	}
 	op := prepareOperation(c, d)
 	if d.Failed() {
@@ -157,7 +158,7 @@ type operation struct {
 	cursorParam string
 	stream      streamConfig
 	// styles serializes arguments per OpenAPI style/explode rules
-	// (param_styles, openapi_params.go); nil when none is set.
+	// (param_styles, param_styles.go); nil when none is set.
 	styles map[string]*paramStyle
 }
 
@@ -245,7 +246,7 @@ func (a *adapter) operation(op *sdk.Operation) (*operation, *sdk.UpstreamError) 
 	case p.Err() != nil:
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: p.Err().Error()}
 	case p.Value.op == nil:
-		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: errOpenAPIEntry.Error()}
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Message: openapi.ErrEntry.Error()}
 	}
 	return p.Value.op, nil
 }
@@ -317,7 +318,7 @@ func prepareOperation(c *config, d *diags) *operation {
 	}
 
 	parseStreamFields(c, op, d)
-	parseParamStyles(c.ParamStyles, op, d) // openapi_params.go
+	parseParamStyles(c.ParamStyles, op, d) // param_styles.go
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	return op

@@ -1,9 +1,9 @@
 // Package rest is Crank's REST adapter: it turns an operation into one HTTP
 // request to an upstream JSON (or text) API and its answer into a tool
 // result, serves upstream SSE streams, and imports OpenAPI documents as sets
-// of tools. It runs as an adapter plugin (see cmd/crank-adapter-rest) and is
-// built on the adapter SDK (never the host), with go-sse, kin-openapi and
-// oapi-codegen/runtime.
+// of tools (package openapi, the importer). It runs as an adapter plugin
+// (see cmd/crank-adapter-rest) and is built on the adapter SDK (never the
+// host), with go-sse and oapi-codegen/runtime.
 //
 // # Config
 //
@@ -213,8 +213,9 @@
 //
 // An entry whose config is {"openapi": {...}} imports an OpenAPI document
 // (Swagger 2.0, converted; 3.0; 3.1; 3.2 as far as kin-openapi reads it):
-// at load, ExpandOperation turns it into one tool per operation, each with
-// its own ordinary rest config, so a call needs no OpenAPI. A plain rest
+// at load, ExpandOperation turns it into one tool per operation (package
+// openapi's Import), each with its own ordinary rest config, so a call
+// needs no OpenAPI. A plain rest
 // entry is its own tool. openapi is the config's only field:
 //
 //	openapi:

@@ -115,7 +115,7 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 		if !ok {
 			continue // absent: a static header of that name stays
 		}
-		if s, styled, ue := op.styledHeader(ha, v); styled { // param_styles (openapi_params.go)
+		if s, styled, ue := op.styledHeader(ha, v); styled { // param_styles (param_styles.go)
 			if ue != nil {
 				return nil, ue
 			}
@@ -153,7 +153,7 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 		if !ok {
 			return "", op.invalidArg("missing argument %q: it fills the path parameter {%s}", p.param, p.param)
 		}
-		if s, styled, ue := op.styledPath(p.param, v); styled { // param_styles (openapi_params.go)
+		if s, styled, ue := op.styledPath(p.param, v); styled { // param_styles (param_styles.go)
 			if ue != nil {
 				return "", ue
 			}
@@ -183,7 +183,7 @@ func (op *operation) buildURL(a *callArgs) (string, *sdk.UpstreamError) {
 		if !ok {
 			continue
 		}
-		if s, styled, ue := op.styledQuery(q, v); styled { // param_styles (openapi_params.go)
+		if s, styled, ue := op.styledQuery(q, v); styled { // param_styles (param_styles.go)
 			if ue != nil {
 				return "", ue
 			}

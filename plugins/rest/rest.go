@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/crankmcp/crank/plugins/rest/openapi"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
@@ -24,6 +25,7 @@ type adapter struct {
 var (
 	_ sdk.Adapter            = (*adapter)(nil)
 	_ sdk.OperationValidator = (*adapter)(nil)
+	_ sdk.OperationExpander  = (*adapter)(nil)
 	_ sdk.Streamer           = (*adapter)(nil)
 )
 
@@ -46,6 +48,50 @@ func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 // quote config values.
 func (a *adapter) ValidateOperation(_ context.Context, op *sdk.Operation) []sdk.Diagnostic {
 	return a.configs.Get(op).Diagnostics()
+}
+
+// ExpandOperation implements sdk.OperationExpander. A plain REST entry is
+// its own tool (its input schema derived from the config); an import
+// entry ({"openapi": {...}}) becomes one tool per operation of the
+// document, each with its own REST config (package openapi).
+func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk.Tool, []sdk.Diagnostic) {
+	// Fresh: the import marks the overrides it uses, in its own settings.
+	p := a.configs.Fresh(op)
+	if p.Value == nil || p.Value.openapi == nil {
+		// A plain REST operation: the entry itself, with the arguments its
+		// config uses as the input schema unless the entry writes one.
+		var t sdk.Tool
+		if p.Value != nil && p.Value.op != nil {
+			t.InputSchema = p.Value.op.inputSchema()
+		}
+		return []sdk.Tool{t}, nil
+	}
+	if p.Err() != nil {
+		return nil, p.Diagnostics()
+	}
+	var d diags
+	d.Add(p.Diagnostics()...)
+	tools := openapi.Import(ctx, p.Value.openapi, op, a.importTarget(), &d)
+	if d.Failed() {
+		return nil, d.List()
+	}
+	return tools, d.List()
+}
+
+// importTarget is the adapter as the OpenAPI importer writes tools for it.
+func (a *adapter) importTarget() openapi.Target {
+	return openapi.Target{
+		Client:    a.client,
+		UserAgent: userAgent,
+		Sends:     func(m string) bool { _, ok := methods[m]; return ok },
+		ArgName:   validArgName,
+		Check: func(op *sdk.Operation) []sdk.Diagnostic {
+			if p := a.configs.Get(op); p.Err() != nil {
+				return p.Diagnostics()
+			}
+			return nil
+		},
+	}
 }
 
 // Invoke implements sdk.Adapter: one HTTP request and its answer.

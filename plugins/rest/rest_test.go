@@ -40,6 +40,12 @@ func echoHandler(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(e)
 }
 
+// dump renders v as JSON, for checking that no secret leaks into it.
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(h)

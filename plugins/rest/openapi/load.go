@@ -1,4 +1,4 @@
-package rest
+package openapi
 
 import (
 	"bytes"
@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,11 +74,12 @@ type docSource struct {
 
 // readDocument reads the document named by cfg.document: a file (relative
 // to the operations file) or an http(s) URL.
-func (a *adapter) readDocument(ctx context.Context, cfg *openAPIConfig, op *sdk.Operation) (*docSource, error) {
+func (im *importer) readDocument(ctx context.Context) (*docSource, error) {
+	cfg, op := im.cfg, im.op
 	if cfg.documentURL != nil {
 		ctx, cancel := context.WithTimeout(ctx, cfg.fetchTimeout(op.Timeout))
 		defer cancel()
-		data, err := fetchURL(ctx, a.docClient(), cfg.documentURL)
+		data, err := im.fetchURL(ctx, cfg.documentURL)
 		if err != nil {
 			return nil, err
 		}
@@ -108,13 +111,16 @@ func safeURL(u *url.URL) string {
 	return v.String()
 }
 
-func fetchURL(ctx context.Context, client *http.Client, u *url.URL) ([]byte, error) {
+// fetchURL reads a document or an external $ref from an http(s) URL,
+// following redirects within its origin only.
+func (im *importer) fetchURL(ctx context.Context, u *url.URL) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("cannot fetch %s: invalid URL", safeURL(u))
 	}
 	req.Header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", im.t.UserAgent)
+	client := &http.Client{Transport: im.t.Client.Transport, CheckRedirect: httpadapter.SameOriginRedirects}
 	resp, err := client.Do(req)
 	if err != nil {
 		reason := "the request failed"
@@ -156,16 +162,11 @@ func describeNetError(err error) string {
 	return "the connection failed"
 }
 
-// docClient is the HTTP client fetching documents and external $refs. It
-// follows no redirect to another origin.
-func (a *adapter) docClient() *http.Client {
-	return &http.Client{Transport: a.client.Transport, CheckRedirect: httpadapter.SameOriginRedirects}
-}
-
 // loadDocument parses a document, sets aside the operations it cannot use
 // (each reported with the pointer of the bad part), keeps only what the
 // selected operations need and loads the rest with kin-openapi.
-func (a *adapter) loadDocument(ctx context.Context, src *docSource, cfg *openAPIConfig, timeout time.Duration) (*loadedDoc, *docProblem) {
+func (im *importer) loadDocument(ctx context.Context, src *docSource, timeout time.Duration) (*loadedDoc, *docProblem) {
+	cfg := im.cfg
 	tree, err := parseTree(src.data)
 	if err != nil {
 		return nil, &docProblem{pointer: "#", msg: err.Error()}
@@ -210,7 +211,7 @@ func (a *adapter) loadDocument(ctx context.Context, src *docSource, cfg *openAPI
 
 	// Select operations: well-formed, matching the filters, with every
 	// $ref they reach usable.
-	pathKeys := sortedKeys(paths)
+	pathKeys := slices.Sorted(maps.Keys(paths))
 	removed := map[string]bool{} // operation pointers taken out of the tree
 	for _, p := range pathKeys {
 		pptr := "#/paths/" + escapePointer(p)
@@ -241,14 +242,14 @@ func (a *adapter) loadDocument(ctx context.Context, src *docSource, cfg *openAPI
 		// operation uses.
 		var shared []string
 		for k := range item {
-			if !contains(httpMethods, strings.ToLower(k)) {
+			if !slices.Contains(httpMethods, strings.ToLower(k)) {
 				shared = append(shared, pptr+"/"+escapePointer(k))
 			}
 		}
 		left := 0
-		for _, k := range sortedKeys(item) {
+		for _, k := range slices.Sorted(maps.Keys(item)) {
 			m := strings.ToLower(k)
-			if !contains(httpMethods, m) {
+			if !slices.Contains(httpMethods, m) {
 				continue
 			}
 			optr := pptr + "/" + escapePointer(k)
@@ -290,7 +291,7 @@ func (a *adapter) loadDocument(ctx context.Context, src *docSource, cfg *openAPI
 	// Keep only the components the kept operations reach: a broken or
 	// unsupported part that nothing imported uses stays out of the way.
 	var regions []string
-	for _, p := range sortedKeys(paths) {
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
 		regions = append(regions, "#/paths/"+escapePointer(p))
 	}
 	reached := sc.reach(regions)
@@ -304,7 +305,7 @@ func (a *adapter) loadDocument(ctx context.Context, src *docSource, cfg *openAPI
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
 	loader.IsExternalRefsAllowed = cfg.allowExternalRefs
-	loader.ReadFromURIFunc = a.refReader(ctx, src, cfg, timeout)
+	loader.ReadFromURIFunc = im.refReader(ctx, src, timeout)
 	var doc *openapi3.T
 	if v2 {
 		var d2 openapi2.T
@@ -393,7 +394,8 @@ func normalizeYAML(v any) (any, error) {
 
 // refReader reads external $refs when allowed: files and URLs for a file
 // document, URLs only for a document fetched from a URL.
-func (a *adapter) refReader(ctx context.Context, src *docSource, cfg *openAPIConfig, timeout time.Duration) openapi3.ReadFromURIFunc {
+func (im *importer) refReader(ctx context.Context, src *docSource, timeout time.Duration) openapi3.ReadFromURIFunc {
+	cfg := im.cfg
 	n := 0
 	return func(_ *openapi3.Loader, u *url.URL) ([]byte, error) {
 		if !cfg.allowExternalRefs {
@@ -407,7 +409,7 @@ func (a *adapter) refReader(ctx context.Context, src *docSource, cfg *openAPICon
 		case "http", "https":
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			return fetchURL(ctx, a.docClient(), u)
+			return im.fetchURL(ctx, u)
 		case "", "file":
 			if src.remote {
 				return nil, errors.New("a document fetched from a URL cannot refer to local files")

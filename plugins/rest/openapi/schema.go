@@ -1,9 +1,11 @@
-package rest
+package openapi
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -88,7 +90,7 @@ func schemaChildren(s *openapi3.Schema) []*openapi3.SchemaRef {
 	out = append(out, s.Not, s.Items, s.Contains, s.PropertyNames, s.If, s.Then, s.Else, s.ContentSchema,
 		s.AdditionalProperties.Schema, s.UnevaluatedItems.Schema, s.UnevaluatedProperties.Schema)
 	for _, m := range []openapi3.Schemas{s.Properties, s.PatternProperties, s.DependentSchemas} {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			out = append(out, m[k])
 		}
 	}
@@ -157,12 +159,12 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 			if t == "file" { // Swagger 2.0
 				t = "string"
 			}
-			if !contains(types, t) {
+			if !slices.Contains(types, t) {
 				types = append(types, t)
 			}
 		}
 	}
-	if s.Nullable && len(types) > 0 && !contains(types, "null") {
+	if s.Nullable && len(types) > 0 && !slices.Contains(types, "null") {
 		types = append(types, "null")
 	}
 	switch len(types) {
@@ -302,7 +304,7 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 	}
 	if len(s.PatternProperties) > 0 {
 		pp := map[string]any{}
-		for _, k := range sortedKeys(s.PatternProperties) {
+		for _, k := range slices.Sorted(maps.Keys(s.PatternProperties)) {
 			if _, err := regexp.Compile(k); err != nil {
 				c.warnings = append(c.warnings, fmt.Sprintf("patternProperties %q is left out: Go's regexp cannot compile it", k))
 				continue
@@ -313,7 +315,7 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 	}
 	if len(s.DependentSchemas) > 0 {
 		ds := map[string]any{}
-		for _, k := range sortedKeys(s.DependentSchemas) {
+		for _, k := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
 			ds[k] = c.convert(s.DependentSchemas[k])
 		}
 		m["dependentSchemas"] = ds
@@ -361,7 +363,7 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 func (c *schemaConv) properties(props openapi3.Schemas) (map[string]any, []string) {
 	out := map[string]any{}
 	var dropped []string
-	for _, k := range sortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		p := props[k]
 		if p != nil && p.Value != nil && (c.input && p.Value.ReadOnly || !c.input && p.Value.WriteOnly) {
 			dropped = append(dropped, k)
@@ -408,7 +410,7 @@ func containsNil(list []any) bool {
 func filterOut(list, drop []string) []string {
 	var out []string
 	for _, s := range list {
-		if !contains(drop, s) {
+		if !slices.Contains(drop, s) {
 			out = append(out, s)
 		}
 	}
@@ -455,7 +457,7 @@ func isNonObjectSchema(ref *openapi3.SchemaRef) bool {
 	if ref == nil || ref.Value == nil || ref.Value.Type == nil || len(*ref.Value.Type) == 0 {
 		return false
 	}
-	return !contains(*ref.Value.Type, "object")
+	return !slices.Contains(*ref.Value.Type, "object")
 }
 
 // convertRoots converts the schemas of one document with fn, which builds

@@ -1,14 +1,16 @@
-package rest
+package openapi
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,10 +25,10 @@ const maxDescription = 8 << 10
 
 // importer turns one import entry into tools.
 type importer struct {
-	a   *adapter
-	cfg *openAPIConfig
+	t   Target
+	cfg *Config
 	op  *sdk.Operation
-	d   *diags
+	d   *sdk.Diagnostics
 
 	ld     *loadedDoc
 	doc    *openapi3.T
@@ -64,9 +66,8 @@ func (im *importer) skipf(ptr, format string, args ...any) *skip {
 }
 
 func (im *importer) run(ctx context.Context) []sdk.Tool {
-	cfg := im.cfg
 	im.window = im.op.Mode == sdk.ModeWindow
-	src, err := im.a.readDocument(ctx, cfg, im.op)
+	src, err := im.readDocument(ctx)
 	if err != nil {
 		im.d.Errorf("openapi.document", "%v", err)
 		return nil
@@ -77,7 +78,7 @@ func (im *importer) run(ctx context.Context) []sdk.Tool {
 // runSource imports a document that has been read.
 func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	cfg := im.cfg
-	ld, prob := im.a.loadDocument(ctx, src, cfg, cfg.fetchTimeout(im.op.Timeout))
+	ld, prob := im.loadDocument(ctx, src, cfg.fetchTimeout(im.op.Timeout))
 	if prob != nil {
 		im.d.Errorf("openapi.document", "the OpenAPI document cannot be used: %s", prob)
 		return nil
@@ -92,7 +93,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	}
 	im.doc = ld.doc
 	if im.doc.Components != nil {
-		for _, name := range sortedKeys(cfg.credentials) {
+		for _, name := range slices.Sorted(maps.Keys(cfg.credentials)) {
 			if im.doc.Components.SecuritySchemes[name] == nil {
 				im.d.Warnf("openapi.credentials."+name, "the document has no security scheme of this name")
 			}
@@ -104,7 +105,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 	// The operations, in path order then method order.
 	var cands []*candidate
 	paths := im.doc.Paths.Map()
-	for _, p := range sortedKeys(paths) {
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
 		item := paths[p]
 		if item == nil {
 			continue
@@ -140,7 +141,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 			cands = append(cands, c)
 		}
 	}
-	for _, k := range sortedKeys(cfg.overrides) {
+	for _, k := range slices.Sorted(maps.Keys(cfg.overrides)) {
 		if !cfg.overrides[k].used {
 			im.d.Warnf("openapi.overrides."+k, `no imported operation has this operationId or "METHOD /path"`)
 		}
@@ -226,7 +227,7 @@ func truncate(s string, n int) string {
 // build makes the tool of one operation, or says why it cannot.
 func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) {
 	doc := im.doc
-	if _, ok := methods[c.method]; !ok {
+	if !im.t.Sends(c.method) {
 		return nil, im.skipf(c.ptr, "the rest adapter does not send %s requests", c.method)
 	}
 	vopts := []openapi3.ValidationOption{openapi3.DisableExamplesValidation(), openapi3.DisableSchemaDefaultsValidation(),
@@ -341,9 +342,9 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if err != nil {
 		return nil, im.skipf(c.ptr, "cannot encode its rest config: %v", err)
 	}
-	if p := im.a.configs.Get(&sdk.Operation{Config: cfgJSON, BaseDir: im.op.BaseDir}); p.Err() != nil {
-		var d diags
-		d.Add(p.Diagnostics()...)
+	if diags := im.t.Check(&sdk.Operation{Config: cfgJSON, BaseDir: im.op.BaseDir}); len(diags) > 0 {
+		var d sdk.Diagnostics
+		d.Add(diags...)
 		return nil, im.skipf(c.ptr, "%s", d.Summary("it makes no valid rest config"))
 	}
 
@@ -550,7 +551,7 @@ func (im *importer) security(c *candidate, rc *restConfig) (map[string]bool, map
 		hset, qset := map[string]bool{}, map[string]bool{}
 		ok := true
 		var names []string
-		for _, name := range sortedKeys(alt) {
+		for _, name := range slices.Sorted(maps.Keys(alt)) {
 			names = append(names, name)
 			sr, cred := schemes[name], im.cfg.credentials[name]
 			if sr == nil || sr.Value == nil || cred == nil {
@@ -798,7 +799,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 		if schema == nil && len(p.Content) > 0 {
 			mt, media := pickJSON(p.Content)
 			if media == nil {
-				for _, k := range sortedKeys(p.Content) {
+				for _, k := range slices.Sorted(maps.Keys(p.Content)) {
 					mt, media = k, p.Content[k]
 					break
 				}
@@ -821,19 +822,19 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 		}
 		loc := p.In
 		if style == "" {
-			style = map[string]string{"path": styleSimple, "query": styleForm, "header": styleSimple}[loc]
+			style = map[string]string{"path": StyleSimple, "query": StyleForm, "header": StyleSimple}[loc]
 		}
-		explode = style == styleForm || style == styleDeepObject
+		explode = style == StyleForm || style == StyleDeepObject
 		if p.Explode != nil {
 			explode = *p.Explode
 		}
 		if jsonContent {
-			style, explode = styleJSON, false
+			style, explode = StyleJSON, false
 		}
-		if !contains(stylesByLocation[loc], style) {
+		if !slices.Contains(StylesIn[loc], style) {
 			return im.skipf(pp.ptr, "parameter %q: style %s is not supported for a %s parameter", p.Name, style, loc)
 		}
-		if style == styleDeepObject && !explode {
+		if style == StyleDeepObject && !explode {
 			return im.skipf(pp.ptr, "parameter %q: style deepObject must be exploded", p.Name)
 		}
 		prim := isPrimitiveSchema(schema)
@@ -844,17 +845,17 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 				return im.skipf(pp.ptr, "path parameter %q does not appear in the path %s", p.Name, c.path)
 			}
 			rc.pathArgs(p.Name, arg)
-			needStyle = style != styleSimple || !prim
+			needStyle = style != StyleSimple || !prim
 		case "query":
 			rc.query[p.Name] = arg
-			needStyle = style != styleForm || !explode || p.AllowReserved || !(prim || isPrimitiveArray(schema))
+			needStyle = style != StyleForm || !explode || p.AllowReserved || !(prim || isPrimitiveArray(schema))
 		case "header":
 			rc.headerArgs[http.CanonicalHeaderKey(p.Name)] = arg
-			needStyle = style != styleSimple || !prim
+			needStyle = style != StyleSimple || !prim
 		}
 		if needStyle {
 			st := map[string]any{"style": style}
-			if style != styleJSON {
+			if style != StyleJSON {
 				st["explode"] = explode
 			}
 			if p.AllowReserved && loc == "query" {
@@ -917,7 +918,7 @@ func pickJSON(content openapi3.Content) (string, *openapi3.MediaType) {
 	if m := content["application/json"]; m != nil {
 		return "application/json", m
 	}
-	for _, k := range sortedKeys(content) {
+	for _, k := range slices.Sorted(maps.Keys(content)) {
 		if isJSONMediaType(k) && content[k] != nil {
 			return k, content[k]
 		}
@@ -944,7 +945,7 @@ func isSSEMediaType(mt string) bool {
 func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	rb := c.op.RequestBody
 	if rb == nil || rb.Value == nil || len(rb.Value.Content) == 0 {
-		rc.body = bodyNone
+		rc.body = "none"
 		return nil
 	}
 	ptr := c.ptr + "/requestBody"
@@ -953,12 +954,12 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	}
 	mt, media := pickJSON(rb.Value.Content)
 	if media == nil {
-		kinds := strings.Join(sortedKeys(rb.Value.Content), ", ")
+		kinds := strings.Join(slices.Sorted(maps.Keys(rb.Value.Content)), ", ")
 		if rb.Value.Required {
 			return im.skipf(ptr+"/content", "request body %s: the rest adapter sends JSON bodies only", kinds)
 		}
 		im.d.Warnf("openapi.document", "operation %s: optional request body %s left out (%s/content): the rest adapter sends JSON bodies only", c.label(), kinds, ptr)
-		rc.body = bodyNone
+		rc.body = "none"
 		return nil
 	}
 	if mt != "application/json" {
@@ -968,13 +969,13 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	if schema == nil {
 		schema = &openapi3.SchemaRef{Value: &openapi3.Schema{}}
 	}
-	if flattenable(schema, in) {
+	if im.flattenable(schema, in) {
 		in.flat = schema
 		in.flatRequired = rb.Value.Required
 		for k := range schema.Value.Properties {
 			in.used[k] = true
 		}
-		rc.body = bodyArguments
+		rc.body = "arguments"
 		return nil
 	}
 	arg := "body"
@@ -997,7 +998,7 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 // flattenable tells whether a body's properties can be the tool's own
 // arguments: a plain object schema whose property names are valid argument
 // names and clash with no parameter.
-func flattenable(r *openapi3.SchemaRef, in *inputBuilder) bool {
+func (im *importer) flattenable(r *openapi3.SchemaRef, in *inputBuilder) bool {
 	s := r.Value
 	if s == nil || s.Nullable || len(s.Properties) == 0 || len(s.AllOf)+len(s.AnyOf)+len(s.OneOf) > 0 ||
 		s.Not != nil || s.If != nil || len(s.PatternProperties) > 0 || s.Discriminator != nil ||
@@ -1009,7 +1010,7 @@ func flattenable(r *openapi3.SchemaRef, in *inputBuilder) bool {
 		return false
 	}
 	for k := range s.Properties {
-		if in.used[k] || !validArgName(k) {
+		if in.used[k] || !im.t.ArgName(k) {
 			return false
 		}
 	}
@@ -1047,7 +1048,7 @@ func (im *importer) responses(c *candidate) responseInfo {
 			continue
 		}
 		sse := false
-		for _, k := range sortedKeys(r.Value.Content) {
+		for _, k := range slices.Sorted(maps.Keys(r.Value.Content)) {
 			if isSSEMediaType(k) {
 				sse = true
 				if m := r.Value.Content[k]; m != nil && ri.item == nil {

@@ -10,35 +10,17 @@ import (
 
 	"github.com/oapi-codegen/runtime"
 
+	"github.com/crankmcp/crank/plugins/rest/openapi"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// Parameter styles of OpenAPI 3 (plus "json" for parameters declared with
-// content: application/json), by the location of the parameter.
-const (
-	styleSimple         = "simple"
-	styleLabel          = "label"
-	styleMatrix         = "matrix"
-	styleForm           = "form"
-	styleSpaceDelimited = "spaceDelimited"
-	stylePipeDelimited  = "pipeDelimited"
-	styleDeepObject     = "deepObject"
-	styleJSON           = "json"
-)
-
-// Where an argument is sent.
+// Where an argument is sent: a location of openapi.StylesIn.
 const (
 	locPath   = "path"
 	locQuery  = "query"
 	locHeader = "header"
 )
-
-var stylesByLocation = map[string][]string{
-	locPath:   {styleSimple, styleLabel, styleMatrix, styleJSON},
-	locQuery:  {styleForm, styleSpaceDelimited, stylePipeDelimited, styleDeepObject, styleJSON},
-	locHeader: {styleSimple, styleJSON},
-}
 
 // paramStyleField is one argument's param_styles entry as written.
 type paramStyleField struct {
@@ -99,16 +81,16 @@ func parseParamStyles(styles map[string]paramStyleField, op *operation, d *diags
 		default:
 			st.rloc = runtime.ParamLocationHeader
 		}
-		allowed := stylesByLocation[st.loc]
+		allowed := openapi.StylesIn[st.loc]
 		if st.style = spec.Style; !contains(allowed, st.style) {
 			d.Errorf(field+".style", "required for a %s parameter: one of %s", st.loc, strings.Join(allowed, ", "))
 			continue
 		}
-		st.explode = st.style == styleForm || st.style == styleDeepObject
+		st.explode = st.style == openapi.StyleForm || st.style == openapi.StyleDeepObject
 		if spec.Explode != nil {
 			st.explode = *spec.Explode
 		}
-		if st.style == styleDeepObject && !st.explode {
+		if st.style == openapi.StyleDeepObject && !st.explode {
 			d.Errorf(field+".explode", "style deepObject is always exploded")
 		}
 		if st.allowReserved = spec.AllowReserved; st.allowReserved && st.loc != locQuery {
@@ -184,7 +166,7 @@ func (op *operation) styledHeader(h headerArg, v json.RawMessage) (s string, sty
 // serialize renders a (non-null) argument value as the parameter name.
 func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
-	if st.style == styleJSON {
+	if st.style == openapi.StyleJSON {
 		var b bytes.Buffer
 		if err := json.Compact(&b, raw); err != nil {
 			return "", fmt.Errorf("not valid JSON")
@@ -205,7 +187,7 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 	}
 	switch t := v.(type) {
 	case []any:
-		if st.style == styleDeepObject {
+		if st.style == openapi.StyleDeepObject {
 			return "", fmt.Errorf("style deepObject serializes an object, not a list")
 		}
 		list := make([]any, 0, len(t))
@@ -220,10 +202,10 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 		}
 		v = list
 	case map[string]any:
-		if st.style == styleSpaceDelimited || st.style == stylePipeDelimited {
+		if st.style == openapi.StyleSpaceDelimited || st.style == openapi.StylePipeDelimited {
 			return "", fmt.Errorf("style %s serializes a list, not an object", st.style)
 		}
-		if st.style != styleDeepObject {
+		if st.style != openapi.StyleDeepObject {
 			// Keys are written as they are by the runtime: escape them
 			// here so that a key cannot inject a separator.
 			esc := make(map[string]any, len(t))
@@ -242,7 +224,7 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 			v = esc
 		}
 	default:
-		if st.style == styleDeepObject {
+		if st.style == openapi.StyleDeepObject {
 			return "", fmt.Errorf("style deepObject serializes an object")
 		}
 	}

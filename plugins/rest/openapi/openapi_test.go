@@ -1,4 +1,4 @@
-package rest_test
+package openapi_test
 
 import (
 	"bytes"
@@ -19,12 +19,13 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
-var updateOpenAPI = flag.Bool("update-openapi", false, "rewrite the golden files in testdata/openapi/golden")
+var updateOpenAPI = flag.Bool("update-openapi", false, "rewrite the golden files in testdata/golden")
 
 // Credentials of the pet store tests; they must never show in schemas,
 // descriptions or diagnostics.
@@ -33,7 +34,7 @@ const (
 	petToken = "pet-token-0815"
 )
 
-// petServer implements testdata/openapi/petstore.yaml under /v1 on a
+// petServer implements testdata/petstore.yaml under /v1 on a
 // loopback port. It checks the credentials each operation needs and keeps
 // the last request of each kind for the tests to inspect.
 type petServer struct {
@@ -160,7 +161,7 @@ func newPetServer(t testing.TB) *petServer {
 		writeJSONStatus(w, http.StatusOK, map[string]int{"pets": len(ps.pets)})
 	}))
 	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFile(w, r, "testdata/openapi/petstore.yaml")
+		http.ServeFile(w, r, "testdata/petstore.yaml")
 	})
 	ps.Server = httptest.NewServer(mux)
 	t.Cleanup(ps.Close)
@@ -199,7 +200,7 @@ func containsStr(list []string, s string) bool {
 // petEntry is the config of an entry importing the pet store.
 func petEntry(baseURL string, extra map[string]any) map[string]any {
 	o := map[string]any{
-		"document":    "testdata/openapi/petstore.yaml",
+		"document":    "testdata/petstore.yaml",
 		"credentials": map[string]any{"api_key": petKey, "bearerAuth": petToken},
 	}
 	if baseURL != "" {
@@ -257,7 +258,7 @@ func expandOldHost(t *testing.T, h *adaptertest.Harness, cfg any, mode sdk.Mode)
 func expandFor(t *testing.T, h *adaptertest.Harness, cfg any, mode sdk.Mode, oldHost bool) *imported {
 	t.Helper()
 	dir, _ := os.Getwd()
-	tools, diags, err := h.Expand(ctxT(t), adaptertest.Call{Operation: "import", Config: cfg, Mode: mode, BaseDir: dir,
+	tools, diags, err := h.Expand(t.Context(), adaptertest.Call{Operation: "import", Config: cfg, Mode: mode, BaseDir: dir,
 		Timeout: 10 * time.Second, OldHost: oldHost})
 	if err != nil {
 		t.Fatalf("expand: %v", err)
@@ -291,7 +292,7 @@ func callTool(t *testing.T, h *adaptertest.Harness, tool *sdk.Tool, args any) (*
 	if tool == nil {
 		t.Fatal("no such tool")
 	}
-	res, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Operation: tool.Name, Config: json.RawMessage(tool.Config), Args: args})
+	res, ue, err := h.Invoke(t.Context(), adaptertest.Call{Operation: tool.Name, Config: json.RawMessage(tool.Config), Args: args})
 	if err != nil {
 		t.Fatalf("invoke %s: %v", tool.Name, err)
 	}
@@ -323,6 +324,11 @@ func callOK(t *testing.T, h *adaptertest.Harness, tool *sdk.Tool, args any) map[
 	return out
 }
 
+func newHarness(t testing.TB) *adaptertest.Harness {
+	t.Helper()
+	return adaptertest.New(t, rest.New())
+}
+
 // dump renders v as JSON, for checking that no secret leaks into it.
 func dump(v any) string {
 	b, _ := json.Marshal(v)
@@ -345,7 +351,7 @@ func resolveSchema(t *testing.T, raw []byte) *jsonschema.Resolved {
 	return r
 }
 
-// goldenOpenAPI compares JSON with testdata/openapi/golden/name, indented;
+// goldenOpenAPI compares JSON with testdata/golden/name, indented;
 // -update-openapi rewrites it.
 func goldenOpenAPI(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -356,7 +362,7 @@ func goldenOpenAPI(t *testing.T, name string, got []byte) {
 		t.Fatalf("%s: %v", name, err)
 	}
 	buf.WriteByte('\n')
-	path := filepath.Join("testdata", "openapi", "golden", name)
+	path := filepath.Join("testdata", "golden", name)
 	if *updateOpenAPI {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -587,51 +593,6 @@ func TestOpenAPIStyles(t *testing.T) {
 	}
 }
 
-// TestParamStylesConfig: the rest config's param_styles is checked at load
-// like every other field.
-func TestParamStylesConfig(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	base := map[string]any{"method": "GET", "url": "http://h/x/{id}", "query": []string{"q"}, "header_args": map[string]string{"X-A": "a"}}
-	for _, c := range []struct {
-		styles any
-		field  string
-		want   string
-	}{
-		{map[string]any{"id": map[string]any{"style": "form"}}, "param_styles.id.style", "one of simple, label, matrix, json"},
-		{map[string]any{"q": map[string]any{"style": "label"}}, "param_styles.q.style", "query parameter"},
-		{map[string]any{"a": map[string]any{"style": "matrix"}}, "param_styles.a.style", "header parameter"},
-		{map[string]any{"nope": map[string]any{"style": "form"}}, "param_styles.nope", "fills no path parameter"},
-		{map[string]any{"q": map[string]any{"style": "deepObject", "explode": false}}, "param_styles.q.explode", "always exploded"},
-		{map[string]any{"id": map[string]any{"style": "simple", "allow_reserved": true}}, "param_styles.id.allow_reserved", "only applies to query"},
-		{map[string]any{"q": map[string]any{"style": "form", "color": 1}}, "param_styles.q.color", "unknown field"},
-		{"x", "param_styles", "must be an object"},
-	} {
-		cfg := map[string]any{"param_styles": c.styles}
-		for k, v := range base {
-			cfg[k] = v
-		}
-		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, d := range diags {
-			found = found || d.Field == c.field && strings.Contains(d.Message, c.want)
-		}
-		if !found {
-			t.Errorf("param_styles %v: no diagnostic %s ~ %q in %v", c.styles, c.field, c.want, diags)
-		}
-	}
-	cfg := map[string]any{"param_styles": map[string]any{"q": map[string]any{"style": "pipeDelimited", "explode": false}}}
-	for k, v := range base {
-		cfg[k] = v
-	}
-	if diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: cfg}); len(diags) != 0 {
-		t.Errorf("valid param_styles: %v", diags)
-	}
-}
-
 // TestOpenAPIFilters: include and exclude by tag, operationId glob,
 // method and path prefix.
 func TestOpenAPIFilters(t *testing.T) {
@@ -673,7 +634,7 @@ func TestOpenAPIFilters(t *testing.T) {
 		})
 	}
 	// Filters are checked when the entry is validated.
-	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
+	diags, err := h.Validate(t.Context(), adaptertest.Call{Config: petEntry("", map[string]any{
 		"include": map[string]any{"operation_ids": []string{"[x"}, "methods": []string{"FETCH"}, "paths": []string{"pets"}, "colour": []string{}}})})
 	if err != nil {
 		t.Fatal(err)
@@ -754,7 +715,7 @@ func TestOpenAPIOverrides(t *testing.T) {
 	}
 
 	// Shapes are checked here, window fields by the host.
-	diags, _ := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
+	diags, _ := h.Validate(t.Context(), adaptertest.Call{Config: petEntry("", map[string]any{
 		"overrides": map[string]any{
 			"listPets":    map[string]any{"limits": 5, "aggregation": []int{1}, "transport_behavior": 1, "mode": "stream", "name": "bad name"},
 			"showPetById": map[string]any{"mode": "unary", "safety": map[string]any{"drop_duplicates": true}},
@@ -774,7 +735,7 @@ func TestOpenAPIOverrides(t *testing.T) {
 	}
 
 	// Two operations given the same name.
-	diags, _ = h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("", map[string]any{
+	diags, _ = h.Validate(t.Context(), adaptertest.Call{Config: petEntry("", map[string]any{
 		"overrides": map[string]any{"listPets": map[string]any{"name": "same"}, "createPet": map[string]any{"name": "same"}}})})
 	if len(diags) != 1 || !strings.Contains(diags[0].Message, `"same" is also given to`) {
 		t.Errorf("duplicate override names: %v", diags)
@@ -786,22 +747,23 @@ func TestOpenAPIOverrides(t *testing.T) {
 // response's item schema (OpenAPI 3.2 itemSchema) is passed on.
 func TestOpenAPIWindowEntry(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/events":
-			sseHeader(w)
+			w.Header().Set("Content-Type", "text/event-stream")
 			if r.Header.Get("Last-Event-ID") != "" {
 				return // reopened: nothing more
 			}
 			for i := 1; i <= 3; i++ {
-				sseWrite(w, "id: %d\ndata: {\"pet\":\"p%d\",\"kind\":%q}\n\n", i, i, r.URL.Query().Get("kind"))
+				fmt.Fprintf(w, "id: %d\ndata: {\"pet\":\"p%d\",\"kind\":%q}\n\n", i, i, r.URL.Query().Get("kind"))
 			}
 		case "/openapi.yaml":
-			http.ServeFile(w, r, "testdata/openapi/events.yaml")
+			http.ServeFile(w, r, "testdata/events.yaml")
 		default:
 			http.NotFound(w, r)
 		}
-	})
+	}))
+	t.Cleanup(srv.Close)
 	h := newHarness(t)
 	// From a URL: the relative server URL resolves against it.
 	entry := map[string]any{"openapi": map[string]any{"document": srv.URL + "/openapi.yaml",
@@ -824,7 +786,7 @@ func TestOpenAPIWindowEntry(t *testing.T) {
 	if cfg["url"] != srv.URL+"/api/events" {
 		t.Errorf("url = %v", cfg["url"])
 	}
-	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: json.RawMessage(tool.Config), Args: map[string]any{"kind": "born"}}, 0)
+	events, ue, err := h.Stream(t.Context(), adaptertest.Call{Config: json.RawMessage(tool.Config), Args: map[string]any{"kind": "born"}}, 0)
 	if err != nil || ue != nil {
 		t.Fatal(ue, err)
 	}
@@ -999,7 +961,7 @@ func TestOpenAPIBrokenDocuments(t *testing.T) {
 		{"swagger 1.2", write("e.yaml", "swagger: '1.2'\npaths: {}\n"), "openapi.document", `#/swagger: unsupported version`},
 		{"no paths", write("f.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\n"), "openapi.document", "#/paths: the document has no paths"},
 		{"paths list", write("g.yaml", "openapi: 3.0.3\npaths: [1]\n"), "openapi.document", "#/paths: must be an object"},
-		{"missing component", "testdata/openapi/broken.yaml", "openapi.document", "no operation of the document can be served"},
+		{"missing component", "testdata/broken.yaml", "openapi.document", "no operation of the document can be served"},
 		{"missing file", filepath.Join(dir, "nope.yaml"), "openapi.document", "nope.yaml: no such file or directory"},
 		{"malformed operation", write("h.yaml", "openapi: 3.0.3\nservers: [{url: 'http://x.invalid'}]\npaths:\n  /a:\n    get:\n      parameters: 7\n      responses: {'200': {description: ok}}\n"),
 			"openapi.document", "no operation of the document can be served"},
@@ -1021,7 +983,7 @@ func TestOpenAPIBrokenDocuments(t *testing.T) {
 		})
 	}
 	// The broken component is named by its pointer.
-	im := expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/broken.yaml"}}, sdk.ModeUnary)
+	im := expandEntry(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/broken.yaml"}}, sdk.ModeUnary)
 	if !strings.Contains(im.warnings(), `#/components/schemas/Thing/properties/part/$ref: $ref "#/components/schemas/Part" does not resolve`) {
 		t.Errorf("warnings:\n%s", im.warnings())
 	}
@@ -1037,12 +999,12 @@ func TestOpenAPIBrokenDocuments(t *testing.T) {
 func TestOpenAPIExternalRefs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/remote-ref.yaml"}})
+	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/remote-ref.yaml"}})
 	if im.names() != "local" || !strings.Contains(im.warnings(),
 		`operation GET /remote skipped: #/paths/~1remote/get: unusable: #/paths/~1remote/get/responses/200/content/application~1json/schema/$ref: $ref "common.yaml#/components/schemas/Thing" points outside the document and external $refs are off (set openapi.allow_external_refs)`) {
 		t.Errorf("tools %s\n%s", im.names(), im.warnings())
 	}
-	im = expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/remote-ref.yaml", "allow_external_refs": true}})
+	im = expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/remote-ref.yaml", "allow_external_refs": true}})
 	if im.names() != "local,remote" {
 		t.Fatalf("tools %s\n%s", im.names(), im.warnings())
 	}
@@ -1055,7 +1017,7 @@ func TestOpenAPIExternalRefs(t *testing.T) {
 func TestOpenAPIVersions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/petstore-v2.yaml",
+	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/petstore-v2.yaml",
 		"credentials": map[string]any{"api_key": petKey}}})
 	for _, name := range im.order {
 		goldenOpenAPI(t, "v2."+name+".input.json", im.tools[name].InputSchema)
@@ -1064,7 +1026,7 @@ func TestOpenAPIVersions(t *testing.T) {
 	if im.names() != "addPet,getPetById" {
 		t.Errorf("2.0 tools = %s", im.names())
 	}
-	im = expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/petstore-31.yaml"}})
+	im = expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/petstore-31.yaml"}})
 	for _, name := range im.order {
 		goldenOpenAPI(t, "v31."+name+".input.json", im.tools[name].InputSchema)
 		goldenOpenAPI(t, "v31."+name+".output.json", im.tools[name].OutputSchema)
@@ -1080,11 +1042,11 @@ func TestOpenAPIVersions(t *testing.T) {
 func TestOpenAPIEntryValidation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
+	diags, err := h.Validate(t.Context(), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
 	if err != nil || len(diags) != 0 {
 		t.Fatalf("valid entry: %v %v", diags, err)
 	}
-	diags, _ = h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "openapi": map[string]any{
+	diags, _ = h.Validate(t.Context(), adaptertest.Call{Config: map[string]any{"method": "GET", "openapi": map[string]any{
 		"documnet": "x", "base_url": "ftp://h", "timeout": "soon", "headers": map[string]any{"Content-Length": "1"},
 		"credentials": map[string]any{"k": 5, "b": map[string]any{"username": "a:b", "pin": "1"}}, "tool_prefix": "a b",
 		"output_schemas": "yes", "max_response_bytes": -1}}})
@@ -1110,18 +1072,18 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 			t.Errorf("%s: %q, want it to contain %q", field, got[field], want)
 		}
 	}
-	_, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
+	_, ue, err := h.Invoke(t.Context(), adaptertest.Call{Config: petEntry("http://h/v1", nil)})
 	if err != nil || ue == nil || ue.Kind != sdk.KindInvalidArgument || !strings.Contains(ue.Message, "expands it at load") {
 		t.Errorf("invoking the entry: %v %v", ue, err)
 	}
 	// A plain rest entry expands to itself, its input schema the arguments
 	// its config uses.
-	tools, _, err := h.Expand(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x"}})
+	tools, _, err := h.Expand(t.Context(), adaptertest.Call{Config: map[string]any{"method": "GET", "url": "http://h/x"}})
 	if err != nil || len(tools) != 1 || tools[0].Name != "" || len(tools[0].Config) != 0 ||
 		string(tools[0].InputSchema) != `{"additionalProperties":false,"properties":{},"type":"object"}` {
 		t.Errorf("plain entry expands to %v %v", tools, err)
 	}
-	tools, _, err = h.Expand(ctxT(t), adaptertest.Call{Config: map[string]any{"method": "PUT", "url": "http://h/x/{id}/{part}",
+	tools, _, err = h.Expand(t.Context(), adaptertest.Call{Config: map[string]any{"method": "PUT", "url": "http://h/x/{id}/{part}",
 		"query": []string{"id", "q"}, "header_args": map[string]string{"X-A": "a"}, "body": "doc",
 		"param_styles": map[string]any{"part": map[string]any{"style": "label"}}}})
 	want := `{"additionalProperties":false,"properties":{"a":{"description":"Sent as the header X-A."},` +
@@ -1196,7 +1158,7 @@ func TestOpenAPICredentialsStayOut(t *testing.T) {
 func TestOpenAPIConfigSchema(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	d, err := h.Describe(ctxT(t))
+	d, err := h.Describe(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1225,7 +1187,7 @@ func TestOpenAPIConfigSchema(t *testing.T) {
 func TestOpenAPIReusableParts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/openapi/reuse.yaml"}})
+	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/reuse.yaml"}})
 	if got := im.names(); got != "getA,getA_2,head_a_id,head_b_id,postA,postA_2" {
 		t.Errorf("tools = %s", got)
 	}

@@ -1,13 +1,16 @@
-package rest
+package openapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,13 +18,9 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// The REST adapter expands an entry whose config is {"openapi": {...}} into
-// one tool per operation of an OpenAPI document (see doc.go, "OpenAPI
-// import"); a plain REST entry is its own tool.
-var _ sdk.OperationExpander = (*adapter)(nil)
-
-// openAPIFields is an import entry's openapi block as written.
-type openAPIFields struct {
+// Fields is an import entry's openapi block as written, the field
+// "openapi" of a REST config.
+type Fields struct {
 	Document          string                     `reach:"location" json:"document" jsonschema:"The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL."`
 	BaseURL           *string                    `reach:"upstream" json:"base_url,omitempty" jsonschema:"Base URL of the calls; default: the document's first server."`
 	AllowExternalRefs bool                       `reach:"file" json:"allow_external_refs,omitempty" jsonschema:"Follow $refs to other files or URLs."`
@@ -74,12 +73,12 @@ var (
 	toolNameRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 )
 
-// errOpenAPIEntry is what calling an import entry itself answers.
-var errOpenAPIEntry = errors.New("this rest config imports an OpenAPI document: the host expands it at load into one tool per API operation (ExpandOperation); the entry itself cannot be called")
+// ErrEntry is what calling an import entry itself answers.
+var ErrEntry = errors.New("this rest config imports an OpenAPI document: the host expands it at load into one tool per API operation (ExpandOperation); the entry itself cannot be called")
 
-// openAPIConfig is an import entry's config, checked without reading the
-// document.
-type openAPIConfig struct {
+// Config is an import entry's config, checked without reading the
+// document (Prepare).
+type Config struct {
 	document          string
 	documentURL       *url.URL
 	baseURL           string
@@ -151,26 +150,26 @@ type credential struct {
 
 // fetchTimeout bounds reading the document (and external $refs) from a
 // URL: the entry's timeout, default 30s.
-func (c *openAPIConfig) fetchTimeout(op time.Duration) time.Duration {
+func (c *Config) fetchTimeout(op time.Duration) time.Duration {
 	if op > 0 {
 		return op
 	}
 	return defaultFetchTimeout
 }
 
-// prepareOpenAPI checks an import entry's config (raw, decoded as o)
-// without reading the document. The entry passes ValidateOperation when
-// its config is well-formed; calling it fails with errOpenAPIEntry. It
-// never quotes config values in diagnostics.
-func prepareOpenAPI(raw json.RawMessage, o *openAPIFields, d *diags) *openAPIConfig {
+// Prepare checks an import entry's config (raw, decoded as o) without
+// reading the document. The entry passes ValidateOperation when its
+// config is well-formed; calling it fails with ErrEntry. It never quotes
+// config values in diagnostics.
+func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 	var fields map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &fields) // an object: decoded already
-	for _, k := range sortedKeys(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if k != "openapi" {
 			d.Errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFieldNames, ", "))
 		}
 	}
-	c := &openAPIConfig{outputSchemas: true}
+	c := &Config{outputSchemas: true}
 
 	// document
 	if c.document = strings.TrimSpace(o.Document); c.document == "" {
@@ -218,9 +217,8 @@ func prepareOpenAPI(raw json.RawMessage, o *openAPIFields, d *diags) *openAPICon
 
 	// headers: static headers of every tool, checked as rest's headers.
 	if o.Headers != nil {
-		var hd diags
-		parseHeaders(o.Headers, &operation{}, &hd)
-		for _, x := range hd.List() {
+		_, _, hd := httpadapter.StaticHeaders(o.Headers)
+		for _, x := range hd {
 			x.Field = "openapi." + x.Field
 			d.Add(x)
 		}
@@ -266,7 +264,7 @@ func checkBaseURL(s string) string {
 	return ""
 }
 
-func prepareFilter(in *filterFields, field string, d *diags) opFilter {
+func prepareFilter(in *filterFields, field string, d *sdk.Diagnostics) opFilter {
 	f := opFilter{tags: in.Tags}
 	for i, s := range in.OperationIDs {
 		if _, err := path.Match(s, ""); err != nil || s == "" {
@@ -277,7 +275,7 @@ func prepareFilter(in *filterFields, field string, d *diags) opFilter {
 	}
 	for i, s := range in.Methods {
 		m := strings.ToUpper(strings.TrimSpace(s))
-		if !contains(httpMethods, strings.ToLower(m)) {
+		if !slices.Contains(httpMethods, strings.ToLower(m)) {
 			d.Errorf(fmt.Sprintf("%s.methods[%d]", field, i), "unknown HTTP method (GET, PUT, POST, DELETE, OPTIONS, HEAD, PATCH, TRACE, QUERY)")
 			continue
 		}
@@ -293,13 +291,13 @@ func prepareFilter(in *filterFields, field string, d *diags) opFilter {
 	return f
 }
 
-func prepareOverrides(m map[string]overrideFields, d *diags) map[string]*opOverride {
+func prepareOverrides(m map[string]overrideFields, d *sdk.Diagnostics) map[string]*opOverride {
 	if m == nil {
 		return nil
 	}
 	out := map[string]*opOverride{}
 	names := map[string]string{}
-	for _, key := range sortedKeys(m) {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
 		field := "openapi.overrides." + key
 		o := m[key]
 		ov := &opOverride{key: key, name: o.Name, title: o.Title, description: o.Description, mode: o.Mode}
@@ -348,18 +346,18 @@ func prepareOverrides(m map[string]overrideFields, d *diags) map[string]*opOverr
 
 // overrideKey normalizes "get /pets" to "GET /pets"; an operationId stays.
 func overrideKey(k string) string {
-	if m, p, ok := strings.Cut(strings.TrimSpace(k), " "); ok && strings.HasPrefix(strings.TrimSpace(p), "/") && contains(httpMethods, strings.ToLower(m)) {
+	if m, p, ok := strings.Cut(strings.TrimSpace(k), " "); ok && strings.HasPrefix(strings.TrimSpace(p), "/") && slices.Contains(httpMethods, strings.ToLower(m)) {
 		return strings.ToUpper(m) + " " + strings.TrimSpace(p)
 	}
 	return k
 }
 
-func prepareCredentials(m map[string]json.RawMessage, d *diags) map[string]*credential {
+func prepareCredentials(m map[string]json.RawMessage, d *sdk.Diagnostics) map[string]*credential {
 	if m == nil {
 		return nil
 	}
 	out := map[string]*credential{}
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		f := "openapi.credentials." + name
 		var s string
 		if json.Unmarshal(m[name], &s) == nil {
@@ -376,7 +374,7 @@ func prepareCredentials(m map[string]json.RawMessage, d *diags) map[string]*cred
 			continue
 		}
 		c := &credential{basic: true}
-		for _, k := range sortedKeys(up) {
+		for _, k := range slices.Sorted(maps.Keys(up)) {
 			var s string
 			switch {
 			case k != "username" && k != "password":
@@ -398,23 +396,23 @@ func prepareCredentials(m map[string]json.RawMessage, d *diags) map[string]*cred
 }
 
 // match applies the filters to one operation.
-func (c *openAPIConfig) match(p, method string, tags []string, opID string) bool {
+func (c *Config) match(p, method string, tags []string, opID string) bool {
 	in := &c.include
 	if len(in.tags) > 0 && !anyTag(in.tags, tags) ||
 		len(in.operationIDs) > 0 && !globMatch(in.operationIDs, opID) ||
-		len(in.methods) > 0 && !contains(in.methods, method) ||
+		len(in.methods) > 0 && !slices.Contains(in.methods, method) ||
 		len(in.paths) > 0 && !prefixMatch(in.paths, p) {
 		return false
 	}
 	ex := &c.exclude
 	return !(len(ex.tags) > 0 && anyTag(ex.tags, tags) ||
 		len(ex.operationIDs) > 0 && globMatch(ex.operationIDs, opID) ||
-		len(ex.methods) > 0 && contains(ex.methods, method) ||
+		len(ex.methods) > 0 && slices.Contains(ex.methods, method) ||
 		len(ex.paths) > 0 && prefixMatch(ex.paths, p))
 }
 
 // rawMatch applies the filters to an operation as written.
-func (c *openAPIConfig) rawMatch(p, method string, op map[string]any) bool {
+func (c *Config) rawMatch(p, method string, op map[string]any) bool {
 	var tags []string
 	if list, ok := op["tags"].([]any); ok {
 		for _, t := range list {
@@ -429,14 +427,14 @@ func (c *openAPIConfig) rawMatch(p, method string, op map[string]any) bool {
 
 // pathItemRefMayMatch tells whether operations of a path item written as a
 // $ref may pass the filters (the rest is checked once it is loaded).
-func (c *openAPIConfig) pathItemRefMayMatch(p string) bool {
+func (c *Config) pathItemRefMayMatch(p string) bool {
 	return (len(c.include.paths) == 0 || prefixMatch(c.include.paths, p)) &&
 		!(len(c.exclude.paths) > 0 && prefixMatch(c.exclude.paths, p))
 }
 
 func anyTag(want, have []string) bool {
 	for _, t := range have {
-		if contains(want, t) {
+		if slices.Contains(want, t) {
 			return true
 		}
 	}
@@ -467,33 +465,30 @@ func prefixMatch(prefixes []string, p string) bool {
 	return false
 }
 
-// ExpandOperation implements sdk.OperationExpander. A plain REST entry is
-// its own tool (its input schema derived from the config); an import entry ({"openapi": {...}}) becomes one tool per
-// operation of the document, each with its own REST config. Operations that
-// cannot be served are skipped with a warning naming the JSON pointer of
-// the part at fault; a document that cannot be used at all is an error on
-// openapi.document.
-func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools []sdk.Tool, out []sdk.Diagnostic) {
-	// Fresh: the import marks the overrides it uses, in its own settings.
-	p := a.configs.Fresh(op)
-	if p.Value == nil || p.Value.openapi == nil {
-		// A plain REST operation: the entry itself, with the arguments its
-		// config uses as the input schema unless the entry writes one.
-		var t sdk.Tool
-		if p.Value != nil && p.Value.op != nil {
-			t.InputSchema = p.Value.op.inputSchema()
-		}
-		return []sdk.Tool{t}, nil
-	}
-	if p.Err() != nil {
-		return nil, p.Diagnostics()
-	}
-	var d diags
-	d.Add(p.Diagnostics()...)
-	imp := &importer{a: a, cfg: p.Value.openapi, op: op, d: &d}
-	tools = imp.run(ctx)
-	if d.Failed() {
-		return nil, d.List()
-	}
-	return tools, d.List()
+// Target is the REST adapter as the importer writes tools for it.
+type Target struct {
+	// Client reads documents and external $refs from http(s) URLs (with
+	// redirects kept within the first request's origin) and UserAgent
+	// names the reader.
+	Client    *http.Client
+	UserAgent string
+	// Sends reports whether the adapter sends requests of an HTTP method
+	// (upper case); operations of other methods are skipped.
+	Sends func(method string) bool
+	// ArgName reports whether a name can be a tool argument of a config.
+	ArgName func(name string) bool
+	// Check returns the problems of a tool's config that the adapter
+	// refuses, none when it takes it; an operation whose config it
+	// refuses is skipped.
+	Check func(op *sdk.Operation) []sdk.Diagnostic
+}
+
+// Import reads the document of the import entry op (its config prepared
+// as cfg) and returns one tool per operation it selects, each with its
+// REST config, schemas, annotations and mode. Operations that cannot be
+// served are skipped with a warning in d naming the JSON pointer of the
+// part at fault; a document that cannot be used at all is an error on
+// openapi.document. Diagnostics never quote config values.
+func Import(ctx context.Context, cfg *Config, op *sdk.Operation, t Target, d *sdk.Diagnostics) []sdk.Tool {
+	return (&importer{t: t, cfg: cfg, op: op, d: d}).run(ctx)
 }
