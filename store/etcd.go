@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/crankmcp/crank/plugins/sdk/loopback"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // DefaultPrefix is the key prefix used when EtcdConfig.Prefix is empty.
@@ -123,9 +124,9 @@ type Etcd struct {
 
 	ownerTTL    time.Duration
 	replicaName string
-	log         *zap.Logger // the store's own messages (NOSPACE)
-	space       spaceState  // see SpaceStatus
-	events      eventCache  // see AppendEvents
+	log         *zap.Logger                      // the store's own messages (NOSPACE)
+	space       spaceState                       // see SpaceStatus
+	events      *lru.Cache[string, cachedStream] // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
 	keys        sync.Map // shared key name → []byte (SharedKey)
@@ -309,6 +310,7 @@ func newEtcd(cli *clientv3.Client, prefix string, o etcdOptions) *Etcd {
 		watcher:     namespace.NewWatcher(cli.Watcher, prefix),
 		prefix:      prefix,
 		leases:      newLeaseManager(cli.Lease),
+		events:      lru.New[string, cachedStream](maxEventCache, nil),
 		pingTimeout: o.pingTimeout,
 		opTimeout:   o.opTimeout,
 		now:         time.Now,

@@ -104,7 +104,7 @@ func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits) (plannedAppend
 		p.size += len(p.evp) + 20 + len(d)
 	}
 	p.size += len(p.mk) + 64 // the record
-	cached, ok := e.events.get(p.mk)
+	cached, ok := e.events.Get(p.mk)
 	if !ok && s.First != 0 {
 		return plannedAppend{}, false // an unknown stream's record must be read first
 	}
@@ -155,17 +155,17 @@ func (e *Etcd) commitStreams(ctx context.Context, streams []StreamEvents, txn []
 	for _, p := range txn {
 		switch {
 		case err != nil:
-			e.events.drop(p.mk)
+			e.events.Delete(p.mk)
 			errs[p.i] = err
 		case committed:
-			e.events.put(p.mk, cachedStream{rec: p.rec, rev: rev})
+			e.events.Put(p.mk, cachedStream{rec: p.rec, rev: rev})
 			n := 0
 			for _, d := range streams[p.i].Data {
 				n += len(d)
 			}
 			telemetry.EventLogWritten(len(streams[p.i].Data), n)
 		default:
-			e.events.drop(p.mk)
+			e.events.Delete(p.mk)
 			retry = append(retry, p.i)
 		}
 	}

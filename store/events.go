@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -119,50 +118,14 @@ func eventStreamKey(session, stream string) string {
 func eventsPrefix(session, stream string) string { return eventStreamKey(session, stream) + "/ev/" }
 func eventKey(prefix string, n uint64) string    { return fmt.Sprintf("%s%020d", prefix, n) }
 
-// eventCache remembers the last stream record this process wrote, with its
-// mod revision, so that a replica appending to its own stream commits in one
-// round trip instead of reading first. A stale entry only costs a failed
-// compare and a re-read.
-type eventCache struct {
-	mu sync.Mutex
-	m  map[string]cachedStream
-}
-
+// The event cache (Etcd.events) remembers the last stream record this
+// process wrote, with its mod revision, so that a replica appending to its
+// own stream commits in one round trip instead of reading first. A stale
+// entry only costs a failed compare and a re-read; at most maxEventCache
+// are kept, the least recently used going first.
 type cachedStream struct {
 	rec eventStreamRecord
 	rev int64
-}
-
-func (c *eventCache) get(key string) (cachedStream, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[key]
-	return v, ok
-}
-
-func (c *eventCache) put(key string, v cachedStream) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxEventCache {
-		c.m = make(map[string]cachedStream)
-	}
-	c.m[key] = v
-}
-
-func (c *eventCache) drop(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
-}
-
-func (c *eventCache) dropPrefix(prefix string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.m {
-		if strings.HasPrefix(k, prefix) {
-			delete(c.m, k)
-		}
-	}
 }
 
 func validEventIDs(session, stream string) error {
@@ -233,7 +196,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 	evp := eventsPrefix(session, stream)
 	backoff := casBackoffMin
 	for attempt := 0; attempt < casAttempts; attempt++ {
-		cached, ok := e.events.get(mk)
+		cached, ok := e.events.Get(mk)
 		if !ok && first == 0 && attempt == 0 {
 			// A new stream: assume no record, which the compare checks.
 			ok = true
@@ -311,16 +274,16 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			})
 		})
 		if err != nil {
-			e.events.drop(mk)
+			e.events.Delete(mk)
 			return 0, err
 		}
 		if committed {
 			e.wrote()
-			e.events.put(mk, cachedStream{rec: rec, rev: rev})
+			e.events.Put(mk, cachedStream{rec: rec, rev: rev})
 			telemetry.EventLogWritten(len(batch), int(batchBytes))
 			return idx, nil
 		}
-		e.events.drop(mk)
+		e.events.Delete(mk)
 		d := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(d):
@@ -458,7 +421,7 @@ func (e *Etcd) DeleteEventStreams(ctx context.Context, session string) error {
 		return nil
 	}
 	p := streamsPrefix(session)
-	e.events.dropPrefix(p)
+	e.events.DeleteFunc(func(k string, _ cachedStream) bool { return strings.HasPrefix(k, p) })
 	// Sessions close when the process shuts down, too: give up at once
 	// when the store closes (the logs expire on their own).
 	ctx, cancel := context.WithCancel(ctx)
@@ -477,7 +440,7 @@ func (e *Etcd) DeleteEventStream(ctx context.Context, session, stream string) er
 		return err
 	}
 	mk := eventStreamKey(session, stream)
-	e.events.drop(mk)
+	e.events.Delete(mk)
 	return e.do(ctx, "delete event stream "+strconv.Quote(stream)+" of session "+truncate(session), func(ctx context.Context) error {
 		_, err := e.kv.Txn(ctx).Then(clientv3.OpDelete(mk), clientv3.OpDelete(eventsPrefix(session, stream), clientv3.WithPrefix())).Commit()
 		return err

@@ -276,7 +276,7 @@ func (e *Etcd) shedRetained(ctx context.Context, want int64) (ShedReport, []*job
 			return rep, nil, nil
 		}
 		mk := string(kv.Key)
-		e.events.drop(mk)
+		e.events.Delete(mk)
 		err := e.do(ctx, "drop event log "+truncate(mk), func(ctx context.Context) error {
 			_, err := e.kv.Txn(ctx).Then(clientv3.OpDelete(mk), clientv3.OpDelete(mk+"/ev/", clientv3.WithPrefix())).Commit()
 			return err

@@ -9,12 +9,12 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/plugins/sdk/loopback"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // ResourceConfig configures a ResourceServer: the endpoint as an OAuth
@@ -189,8 +189,10 @@ type ResourceServer struct {
 	log       *zap.Logger
 	meta      []byte
 
-	mu     sync.Mutex
-	tokens map[[32]byte]*Identity
+	// tokens are the verified tokens by digest, at most tokenCacheSize
+	// (the least recently used go first; an expired one is verified
+	// again when it comes back).
+	tokens *lru.Cache[[32]byte, *Identity]
 }
 
 // NewResourceServer checks the config and returns its resource server.
@@ -214,7 +216,7 @@ func NewResourceServer(cfg ResourceConfig) (*ResourceServer, error) {
 		cfg.ScopesSupported = cfg.Scopes
 	}
 	rs := &ResourceServer{cfg: cfg, audiences: cfg.Audiences, issuers: map[string]*issuer{}, log: cfg.Logger,
-		tokens: map[[32]byte]*Identity{}}
+		tokens: lru.New[[32]byte, *Identity](tokenCacheSize, nil)}
 	if len(rs.audiences) == 0 {
 		rs.audiences = []string{cfg.Resource}
 	}
@@ -297,12 +299,10 @@ func (rs *ResourceServer) Verify(ctx context.Context, token string) (*Identity, 
 	}
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
-	rs.mu.Lock()
-	id := rs.tokens[key]
-	rs.mu.Unlock()
-	if id != nil && now.Before(id.validUntil) {
+	if id, ok := rs.tokens.Get(key); ok && now.Before(id.validUntil) {
 		return id, nil
 	}
+	var id *Identity
 	var err *Error
 	if strings.Count(token, ".") == 2 {
 		id, err = rs.verifyJWT(ctx, token, now)
@@ -315,16 +315,7 @@ func (rs *ResourceServer) Verify(ctx context.Context, token string) (*Identity, 
 		return nil, err
 	}
 	id.token = token
-	rs.mu.Lock()
-	if len(rs.tokens) >= tokenCacheSize {
-		for k, v := range rs.tokens { // drop the expired, else any tenth
-			if !now.Before(v.validUntil) || k[0] < 26 {
-				delete(rs.tokens, k)
-			}
-		}
-	}
-	rs.tokens[key] = id
-	rs.mu.Unlock()
+	rs.tokens.Put(key, id)
 	return id, nil
 }
 

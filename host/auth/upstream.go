@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // Upstream credentials: the tokens the host obtains for an upstream on a
@@ -92,8 +94,11 @@ type Upstream struct {
 	cfg    UpstreamConfig
 	client *http.Client
 
+	// mu makes a token's lookup and its replacement by a request one
+	// step; tokens are by the subject's digest, at most upstreamCacheSize
+	// (the least recently used go first).
 	mu     sync.Mutex
-	tokens map[[32]byte]*upstreamToken
+	tokens *lru.Cache[[32]byte, *upstreamToken]
 }
 
 type upstreamToken struct {
@@ -123,7 +128,7 @@ func NewUpstream(cfg UpstreamConfig, client *http.Client) (*Upstream, error) {
 	if client == nil {
 		client = newClient()
 	}
-	return &Upstream{cfg: cfg, client: client, tokens: map[[32]byte]*upstreamToken{}}, nil
+	return &Upstream{cfg: cfg, client: client, tokens: lru.New[[32]byte, *upstreamToken](upstreamCacheSize, nil)}, nil
 }
 
 // newClient is the HTTP client of authorization servers: a 10s timeout,
@@ -164,7 +169,7 @@ func (u *Upstream) Token(ctx context.Context, subject string) (string, error) {
 	}
 	now := time.Now()
 	u.mu.Lock()
-	t := u.tokens[key]
+	t, _ := u.tokens.Get(key)
 	if t != nil {
 		select {
 		case <-t.ready:
@@ -176,11 +181,8 @@ func (u *Upstream) Token(ctx context.Context, subject string) (string, error) {
 	}
 	mine := t == nil
 	if mine {
-		if len(u.tokens) >= upstreamCacheSize {
-			u.evict(now)
-		}
 		t = &upstreamToken{ready: make(chan struct{})}
-		u.tokens[key] = t
+		u.tokens.Put(key, t)
 	}
 	u.mu.Unlock()
 	if mine {
@@ -194,19 +196,6 @@ func (u *Upstream) Token(ctx context.Context, subject string) (string, error) {
 		return t.value, t.err
 	case <-ctx.Done():
 		return "", ctx.Err()
-	}
-}
-
-// evict drops expired tokens, else about half of them; u.mu is held.
-func (u *Upstream) evict(now time.Time) {
-	for k, t := range u.tokens {
-		select {
-		case <-t.ready:
-			if !now.Before(t.until) || k[0]&1 == 0 {
-				delete(u.tokens, k)
-			}
-		default:
-		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // Unknown session IDs. A request with an Mcp-Session-Id this replica does
@@ -52,11 +54,9 @@ func wellFormedSessionID(id string) bool {
 // unknownSessions is the negative cache and the miss budgets.
 type unknownSessions struct {
 	mu sync.Mutex
-	// absent maps a session ID to when its entry expires; ring keeps the
-	// IDs in insertion order, so the oldest goes when it is full.
-	absent map[string]time.Time
-	ring   []string
-	next   int
+	// absent maps a session ID to when its entry expires, at most
+	// negativeCacheSize (the least recently used go first).
+	absent *lru.Cache[string, time.Time]
 	// budgets are the miss budgets by client address key.
 	budgets   map[string]*missBudget
 	lastSweep time.Time
@@ -93,11 +93,13 @@ func (u *unknownSessions) check(id, client string) verdict {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	if until, ok := u.absent[id]; ok {
-		if now.Before(until) {
-			return notFound
+	if u.absent != nil {
+		if until, ok := u.absent.Get(id); ok {
+			if now.Before(until) {
+				return notFound
+			}
+			u.absent.Delete(id)
 		}
-		delete(u.absent, id)
 	}
 	b := u.budgetLocked(client, now)
 	if b == nil || b.tokens < 1 {
@@ -120,17 +122,9 @@ func (u *unknownSessions) miss(id, client string, cache bool) {
 		return
 	}
 	if u.absent == nil {
-		u.absent = make(map[string]time.Time, negativeCacheSize)
-		u.ring = make([]string, negativeCacheSize)
+		u.absent = lru.New[string, time.Time](negativeCacheSize, nil)
 	}
-	if _, ok := u.absent[id]; !ok {
-		if old := u.ring[u.next]; old != "" {
-			delete(u.absent, old)
-		}
-		u.ring[u.next] = id
-		u.next = (u.next + 1) % negativeCacheSize
-	}
-	u.absent[id] = now.Add(negativeTTL)
+	u.absent.Put(id, now.Add(negativeTTL))
 }
 
 // budgetLocked returns client's budget, refilled to now; nil when no

@@ -99,14 +99,16 @@ func TestUnknownSessionsBounded(t *testing.T) {
 	if u.check(first, "c") != notFound {
 		t.Fatal("a missed ID is not remembered")
 	}
+	var last string
 	for range negativeCacheSize {
-		u.miss(rand.Text(), fmt.Sprint(now.UnixNano()), true)
+		last = rand.Text()
+		u.miss(last, fmt.Sprint(now.UnixNano()), true)
 	}
-	if len(u.absent) != negativeCacheSize || u.check(first, "d") != lookUp {
-		t.Fatalf("the cache holds %d IDs and still the oldest", len(u.absent))
+	if u.absent.Len() != negativeCacheSize || u.check(first, "d") != lookUp {
+		t.Fatalf("the cache holds %d IDs and still the oldest", u.absent.Len())
 	}
 	now = now.Add(negativeTTL)
-	if id := u.ring[0]; u.check(id, "d") != lookUp {
+	if u.check(last, "d") != lookUp {
 		t.Fatal("an expired entry is still absent")
 	}
 	// Another caller's session is charged but not remembered as absent.

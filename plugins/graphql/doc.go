@@ -167,8 +167,8 @@
 //
 // # Performance
 //
-// Parsed configs are cached by their directory and raw bytes (bounded,
-// lock-free reads); a call builds its body from a precomputed prefix and
-// the coerced variables; all calls share one HTTP client with keep-alive
-// connection pools.
+// Parsed configs are cached by their directory and raw bytes (bounded:
+// the least recently used go first); a call builds its body from a
+// precomputed prefix and the coerced variables; all calls share one HTTP
+// client with keep-alive connection pools.
 package graphql

@@ -35,6 +35,7 @@ import (
 	_ "google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // schemaSet is a loaded set of descriptors: the files a service's types come
@@ -303,12 +304,12 @@ func reflectionError(ctx context.Context, c *config, client *grpcreflect.Client,
 		msg: fmt.Sprintf("server reflection at %s failed: %s: %s", c.target, codeName(st.Code()), st.Message())}
 }
 
-// schemaCache holds loaded descriptor sets by source. A load at
+// schemaCache holds loaded descriptor sets by source, at most
+// maxCachedSchemas (the least recently used go first). A load at
 // ExpandOperation (operations file (re)load) replaces the entry; a call
 // loads it only when missing (e.g. after an adapter restart).
 type schemaCache struct {
-	mu sync.Mutex
-	m  map[string]*schemaEntry
+	sets *lru.Cache[string, *schemaEntry]
 }
 
 type schemaEntry struct {
@@ -319,16 +320,7 @@ type schemaEntry struct {
 const maxCachedSchemas = 64
 
 func (c *schemaCache) get(key string, fresh bool, load func() (*schemaSet, error)) (*schemaSet, error) {
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedSchemas && c.m[key] == nil {
-		c.m = map[string]*schemaEntry{}
-	}
-	e := c.m[key]
-	if e == nil {
-		e = &schemaEntry{}
-		c.m[key] = e
-	}
-	c.mu.Unlock()
+	e, _ := c.sets.GetOrPut(key, func() *schemaEntry { return &schemaEntry{} })
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.set != nil && !fresh {

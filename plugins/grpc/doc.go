@@ -224,7 +224,7 @@
 // # Performance
 //
 // Parsed configs and resolved methods are cached by their directory and
-// raw bytes (bounded, lock-free reads); connections are shared per target
-// and transport settings. A unary call costs one protojson conversion each
+// raw bytes (bounded: the least recently used go first); connections are
+// shared per target and transport settings. A unary call costs one protojson conversion each
 // way over a plain grpc-go call: see BenchmarkUnary.
 package grpcadapter

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // Name is the adapter's name as used in operation files.
@@ -50,7 +51,9 @@ var (
 // New returns the gRPC adapter. The value also implements
 // sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer. Each
 // adapter has its own connections and descriptor caches.
-func New() sdk.Adapter { return &adapter{configs: newConfigs()} }
+func New() sdk.Adapter {
+	return &adapter{configs: newConfigs(), schemas: schemaCache{lru.New[string, *schemaEntry](maxCachedSchemas, nil)}}
+}
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {

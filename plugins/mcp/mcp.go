@@ -25,14 +25,14 @@ const maxMessage = 2048
 
 type adapter struct {
 	configs sdk.Config[config, *upstream]
-	pool    pool
+	pool    *pool
 }
 
 // New returns the MCP upstream adapter.
 func New() sdk.Adapter { return newAdapter() }
 
 func newAdapter() *adapter {
-	return &adapter{configs: sdk.Config[config, *upstream]{Name: Name, Prepare: prepare}}
+	return &adapter{configs: sdk.Config[config, *upstream]{Name: Name, Prepare: prepare}, pool: newPool()}
 }
 
 // Describe implements sdk.Adapter.

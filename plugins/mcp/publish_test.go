@@ -285,7 +285,7 @@ func TestPublishOptions(t *testing.T) {
 	if json.Unmarshal(tools[0].Config, &cfg) != nil || cfg["tool"] == nil || cfg["resources"] != nil || cfg["prompts"] != nil {
 		t.Errorf("derived tool config: %s", tools[0].Config)
 	}
-	if n := len(a.pool.conns); n != 1 {
+	if n := a.pool.conns.Len(); n != 1 {
 		t.Errorf("%d upstream connections, want 1", n)
 	}
 	for _, c := range []struct {

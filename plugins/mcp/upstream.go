@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // maxConns bounds the upstream connections the adapter keeps: the least
@@ -20,10 +20,14 @@ import (
 // such as an exchanged token, make a connection each).
 const maxConns = 64
 
+// newPool returns an empty pool.
+func newPool() *pool {
+	return &pool{conns: lru.New(maxConns, func(_ string, c *conn) { c.drop(nil) })}
+}
+
 // pool holds one upstream session per connection key.
 type pool struct {
-	mu    sync.Mutex
-	conns map[string]*conn
+	conns *lru.Cache[string, *conn]
 	// progress routes the sessions' progress notifications to the calls.
 	progress progressRoutes
 	// watch tells the hosts when upstreams' tools change (watch.go).
@@ -38,8 +42,6 @@ type conn struct {
 	// mu serialises opening the session; calls share an open one.
 	mu      sync.Mutex
 	session *gomcp.ClientSession
-	// used is when the pool last handed the conn out (pool.mu).
-	used time.Time
 	// tooLarge is set when the upstream sent a message beyond
 	// max_message_bytes (bounds.go); the session then breaks.
 	tooLarge atomic.Bool
@@ -61,46 +63,24 @@ type conn struct {
 }
 
 func (p *pool) get(u *upstream) *conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		p.conns = map[string]*conn{}
-	}
-	c := p.conns[u.key]
-	if c == nil {
-		if len(p.conns) >= maxConns {
-			var oldest *conn
-			var key string
-			for k, o := range p.conns {
-				if oldest == nil || o.used.Before(oldest.used) {
-					oldest, key = o, k
-				}
-			}
-			delete(p.conns, key)
-			oldest.drop(nil)
-		}
-		c = &conn{up: u, routes: &p.progress, watch: &p.watch}
-		p.conns[u.key] = c
-	}
-	c.used = time.Now()
+	c, _ := p.conns.GetOrPut(u.key, func() *conn { return &conn{up: u, routes: &p.progress, watch: &p.watch} })
 	return c
 }
 
 // tooLarge reports, once, whether the connection of u broke on a message
 // beyond max_message_bytes.
 func (p *pool) tooLarge(u *upstream) bool {
-	p.mu.Lock()
-	c := p.conns[u.key]
-	p.mu.Unlock()
-	return c != nil && c.tooLarge.CompareAndSwap(true, false)
+	c, ok := p.conns.Get(u.key)
+	return ok && c.tooLarge.CompareAndSwap(true, false)
 }
 
 // closeAll ends every upstream session (and child process).
 func (p *pool) closeAll() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
+	var conns []*conn
+	p.conns.DeleteFunc(func(_ string, c *conn) bool {
+		conns = append(conns, c)
+		return true
+	})
 	for _, c := range conns {
 		c.mu.Lock()
 		s := c.session

@@ -351,7 +351,7 @@
 //
 // # Performance
 //
-// Parsed configs are cached by their raw bytes (bounded, lock-free reads),
-// and all calls of an adapter share one HTTP client with keep-alive
-// connection pools.
+// Parsed configs are cached by their raw bytes (bounded: the least
+// recently used go first), and all calls of an adapter share one HTTP
+// client with keep-alive connection pools.
 package rest

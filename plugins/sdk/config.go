@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
 // DefaultMaxCachedConfigs bounds a Config's cache when Max is 0.
@@ -90,11 +91,11 @@ type Config[C, P any] struct {
 	// A stated "type" replaces the derived one.
 	Keywords map[string]string
 	// Max bounds the number of prepared configs held; DefaultMaxCachedConfigs
-	// when 0. A full cache starts over.
+	// when 0. A full cache drops the least recently used one (package lru).
 	Max int
 
-	mu    sync.Mutex
-	cache atomic.Pointer[preparedSet[P]]
+	cacheOnce sync.Once
+	cache     *lru.Cache[configKey, *Prepared[P]]
 
 	schemaOnce sync.Once
 	schema     json.RawMessage
@@ -106,10 +107,9 @@ type Config[C, P any] struct {
 type Prepared[P any] struct {
 	// Value is what Prepare returned (the zero P when the config is not a
 	// JSON object).
-	Value   P
-	baseDir string
-	diags   []Diagnostic
-	err     error
+	Value P
+	diags []Diagnostic
+	err   error
 }
 
 // Diagnostics returns a copy of the diagnostics, nil when there are none:
@@ -126,91 +126,57 @@ func (p *Prepared[P]) Diagnostics() []Diagnostic {
 // for a call made with a config that does not load.
 func (p *Prepared[P]) Err() error { return p.err }
 
-// preparedSet is an immutable snapshot of the cache: prepared configs by
-// raw config, one per base directory.
-type preparedSet[P any] struct {
-	byConfig map[string][]*Prepared[P]
-	n        int
+// configKey is what a prepared config is cached by.
+type configKey struct{ config, baseDir string }
+
+func keyOf(op *Operation) configKey { return configKey{string(op.Config), op.BaseDir} }
+
+// prepared is the cache of prepared configs.
+func (c *Config[C, P]) prepared() *lru.Cache[configKey, *Prepared[P]] {
+	c.cacheOnce.Do(func() {
+		limit := c.Max
+		if limit <= 0 {
+			limit = DefaultMaxCachedConfigs
+		}
+		c.cache = lru.New[configKey, *Prepared[P]](limit, nil)
+	})
+	return c.cache
 }
 
 // Get returns the prepared form of op's config: the cached one, or else
-// decoded and prepared now. Reads take no lock.
+// decoded and prepared now (the form another caller cached first, when
+// two prepare it at once).
 func (c *Config[C, P]) Get(op *Operation) *Prepared[P] {
-	if s := c.cache.Load(); s != nil {
-		for _, p := range s.byConfig[string(op.Config)] {
-			if p.baseDir == op.BaseDir {
-				return p
-			}
-		}
+	if p, ok := c.prepared().Get(keyOf(op)); ok {
+		return p
 	}
-	return c.store(op, c.prepare(op), false)
+	p := c.prepare(op)
+	p, _ = c.prepared().GetOrPut(keyOf(op), func() *Prepared[P] { return p })
+	return p
 }
 
 // Fresh decodes and prepares op's config now, replacing the cached form:
 // for load time (ValidateOperation, ExpandOperation), so that a reload
 // reads again the files a config names.
 func (c *Config[C, P]) Fresh(op *Operation) *Prepared[P] {
-	return c.store(op, c.prepare(op), true)
+	p := c.prepare(op)
+	c.prepared().Put(keyOf(op), p)
+	return p
 }
 
 // Put caches v, without diagnostics, as the prepared form of op's config:
 // for configs the adapter derives itself, such as the config of a tool
 // that ExpandOperation returns, already prepared.
 func (c *Config[C, P]) Put(op *Operation, v P) {
-	c.store(op, &Prepared[P]{Value: v, baseDir: op.BaseDir}, true)
+	c.prepared().Put(keyOf(op), &Prepared[P]{Value: v})
 }
 
 // Len is the number of prepared configs held.
-func (c *Config[C, P]) Len() int {
-	if s := c.cache.Load(); s != nil {
-		return s.n
-	}
-	return 0
-}
-
-// store publishes p for op's config and returns the form now cached: p,
-// or with replace false one that another caller published first.
-func (c *Config[C, P]) store(op *Operation, p *Prepared[P], replace bool) *Prepared[P] {
-	key := string(op.Config)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.cache.Load()
-	if old == nil {
-		old = &preparedSet[P]{}
-	}
-	list := old.byConfig[key]
-	i := slices.IndexFunc(list, func(q *Prepared[P]) bool { return q.baseDir == op.BaseDir })
-	if i >= 0 && !replace {
-		return list[i]
-	}
-	limit := c.Max
-	if limit <= 0 {
-		limit = DefaultMaxCachedConfigs
-	}
-	n := &preparedSet[P]{byConfig: make(map[string][]*Prepared[P], len(old.byConfig)+1)}
-	if i < 0 && old.n >= limit {
-		list = nil // full: start over
-	} else {
-		for k, v := range old.byConfig {
-			n.byConfig[k] = v
-		}
-		n.n = old.n
-	}
-	list = slices.Clone(list)
-	if i >= 0 {
-		list[i] = p
-	} else {
-		list = append(list, p)
-		n.n++
-	}
-	n.byConfig[key] = list
-	c.cache.Store(n)
-	return p
-}
+func (c *Config[C, P]) Len() int { return c.prepared().Len() }
 
 // prepare decodes op's config into a C and runs Prepare on it.
 func (c *Config[C, P]) prepare(op *Operation) *Prepared[P] {
-	p := &Prepared[P]{baseDir: op.BaseDir}
+	p := &Prepared[P]{}
 	var d Diagnostics
 	var cfg C
 	dec := decoder{d: &d}

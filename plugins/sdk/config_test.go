@@ -267,14 +267,20 @@ func TestConfigCache(t *testing.T) {
 		t.Fatalf("Put: %+v", p)
 	}
 
-	// Bounded: a full cache starts over.
-	small := newTestConfig(nil)
+	// Bounded: a full cache drops the least recently used config.
+	var smallPrepares int
+	small := newTestConfig(&smallPrepares)
 	small.Max = 3
+	kept := small.Get(op("/a", 0))
 	for i := range 10 {
 		small.Get(op("/a", i))
+		small.Get(op("/a", 0))
 		if small.Len() > 3 {
 			t.Fatalf("cache holds %d configs, limit 3", small.Len())
 		}
+	}
+	if small.Get(op("/a", 0)) != kept || smallPrepares != 10 {
+		t.Fatalf("the config used all along was dropped (%d prepares)", smallPrepares)
 	}
 
 	// Concurrent calls share one prepared config.
