@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,13 +25,13 @@ func TestPanicValueNeverShown(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-token-4711" // testdata/panicky's
 	exe := adaptertest.Build(t, "testdata/panicky")
-	// Written under hclog's lock, read once Kill has waited for the
-	// adapter's stderr.
+	// go-plugin's goroutines write the log under mu.
 	var logged bytes.Buffer
+	var mu sync.Mutex
 	cmd := exec.Command(exe.Path)
 	cmd.Env = os.Environ()
 	p, err := client.Start(client.Config{Cmd: cmd,
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "panicky", Level: hclog.Trace, Output: &logged})})
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "panicky", Level: hclog.Trace, Output: &logged, Mutex: &mu})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,9 @@ func TestPanicValueNeverShown(t *testing.T) {
 		t.Fatalf("describe after the panics: %v", err)
 	}
 	p.Kill() // waits for the adapter's stderr to be logged
+	mu.Lock()
 	log := logged.String()
+	mu.Unlock()
 	for what, s := range map[string]string{"invoke": invokeErr.Error(), "expand": expandErr.Error(), "stream": streamErr.Error(), "the log": log} {
 		if strings.Contains(s, secret) {
 			t.Errorf("%s shows the panic's value: %s", what, s)
