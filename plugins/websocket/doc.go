@@ -114,7 +114,9 @@
 //     upstream ends the stream (end_reason upstream_end).
 //
 // The connect timeout is the operation's upstream timeout (the host's
-// upstream_timeout_ms for windows), 10s when unset.
+// upstream_timeout_ms for windows), 10s when unset; within it, the TCP
+// connect and the TLS handshake take at most 10s each (the HTTP adapters'
+// client, httpadapter.NewClient).
 //
 // A panic in the reader or heartbeat goroutine (a bug in handling a
 // message) ends that stream with an internal error and is not retried;
