@@ -1103,7 +1103,7 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 		"openapi.credentials.b.pin":      "unknown field",
 		"openapi.credentials.b.username": "':'",
 		"openapi.tool_prefix":            "at most 64",
-		"openapi.output_schemas":         "true or false",
+		"openapi.output_schemas":         "must be a boolean",
 		"openapi.max_response_bytes":     "non-negative",
 	} {
 		if !strings.Contains(got[field], want) {

@@ -205,8 +205,9 @@ func TestServeOptions(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
-	known := []string{"method", "url", "headers"}
-	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": ""} {
+	known := []string{"method", "url", "headers", "window_duration_ms"}
+	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": "",
+		"window_duration": "window_duration_ms", "zzz": ""} {
 		if got := sdk.Suggest(in, known); got != want {
 			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
 		}
