@@ -20,7 +20,6 @@ var entryKeywords = map[string]string{
 	"":                               `{"description": "One operation of an operations file or catalog: a tool, or a family of tools (mode session or async_job)."}`,
 	"name":                           `{"pattern": "^[A-Za-z0-9_.-]{1,128}$"}`,
 	"transport_behavior":             `{` + windowed + `}`,
-	"preset":                         `{` + windowed + `}`,
 	"limits":                         `{"title": "Collection limits", ` + windowed + `}`,
 	"limits.idle_timeout_ms":         `{"x-crank-modes": ["window", "session"]}`,
 	"limits.max_session_lifetime_ms": `{"x-crank-modes": ["session"]}`,
