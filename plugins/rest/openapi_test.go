@@ -1104,7 +1104,7 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 		"openapi.credentials.b.username": "':'",
 		"openapi.tool_prefix":            "at most 64",
 		"openapi.output_schemas":         "must be a boolean",
-		"openapi.max_response_bytes":     "non-negative",
+		"openapi.max_response_bytes":     "must be at least 0",
 	} {
 		if !strings.Contains(got[field], want) {
 			t.Errorf("%s: %q, want it to contain %q", field, got[field], want)

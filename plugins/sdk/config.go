@@ -54,8 +54,10 @@ const DefaultMaxCachedConfigs = 512
 //     (or writes null), and its schema's default; a field with a default
 //     is never required. It is written as JSON (`default:"10000"`,
 //     `default:"true"`); for a string, or text that is not JSON, as the
-//     text itself (`default:"auto"`, `default:"30s"`). Decoding into a
-//     value that already holds something keeps that for an absent field.
+//     text itself (`default:"auto"`, `default:"30s"`). With
+//     `zero:"default"` a written zero (0, "", false) is the default too,
+//     for a field whose documentation says so. Decoding into a value that
+//     already holds something keeps that for an absent field.
 //   - `minimum:"…"`, `maximum:"…"` and `exclusiveMinimum:"…"` bound a
 //     number; `enum:"a,b,c"` lists the values a field may take. A value
 //     outside them is an error at its path ("must be from 1 to 600000,
@@ -550,7 +552,9 @@ func (dc *decoder) members(a at, m map[string]json.RawMessage, v reflect.Value) 
 			dc.out.written[fa.ptr] = true
 			fv, bad := fieldAlloc(v, f.index), len(dc.out.bad)
 			dc.value(fa, raw, fv)
-			if len(dc.out.bad) == bad {
+			if f.zeroDefault && fv.IsZero() {
+				dc.setDefault(fa, f, fv)
+			} else if len(dc.out.bad) == bad {
 				if msg := f.refuse(reflect.Indirect(fv)); msg != "" {
 					dc.wrongType(fa.path, msg)
 					fv.SetZero()
@@ -580,10 +584,12 @@ func (dc *decoder) setDefault(a at, f *configField, v reflect.Value) {
 type configField struct {
 	name  string
 	index []int
-	// def is the default as JSON, nil for none; nested: a struct (not a
-	// pointer) whose own fields may have defaults.
-	def    json.RawMessage
-	nested bool
+	// def is the default as JSON, nil for none; zeroDefault: a written
+	// zero is the default too; nested: a struct (not a pointer) whose own
+	// fields may have defaults.
+	def         json.RawMessage
+	zeroDefault bool
+	nested      bool
 	// min, max and xmin are the bounds (xmin exclusive), enum the values
 	// allowed, as written in the tags.
 	min, max, xmin string
@@ -685,6 +691,7 @@ func tagged(c configField, f reflect.StructField) configField {
 	}
 	if d, ok := f.Tag.Lookup("default"); ok {
 		c.def = defaultJSON(d, f.Type)
+		c.zeroDefault = f.Tag.Get("zero") == "default"
 	}
 	c.nested = f.Type.Kind() == reflect.Struct && f.Type != rawMessageType && !reflect.PointerTo(f.Type).Implements(unmarshalerType)
 	return c

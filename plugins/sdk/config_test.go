@@ -506,6 +506,7 @@ type tagged struct {
 	Wait    sdk.Duration `json:"wait,omitempty" default:"30s"`
 	Limits  taggedLimits `json:"limits,omitempty"`
 	Pointer *int         `json:"pointer,omitempty" maximum:"3"`
+	Size    int          `json:"size,omitempty" default:"64" zero:"default" minimum:"1"`
 }
 
 type taggedLimits struct {
@@ -529,7 +530,7 @@ func TestDecodeTags(t *testing.T) {
 	v = tagged{}
 	dec, diags = sdk.Decode(json.RawMessage(`{"mode": "s3cr3t", "items": 0, "rate": 0, "floor": -6, "on": false,
 		"limits": {"bytes": 5000}, "pointer": 4, "extra": 1}`), &v)
-	want := "extra: unknown field (known fields: mode, items, rate, floor, on, wait, limits, pointer)\n" +
+	want := "extra: unknown field (known fields: mode, items, rate, floor, on, wait, limits, pointer, size)\n" +
 		"mode: must be one of fast, slow\n" +
 		"items: must be from 1 to 100, got 0\n" +
 		"rate: must be greater than 0 and at most 1, got 0\n" +
@@ -544,6 +545,11 @@ func TestDecodeTags(t *testing.T) {
 	}
 	if !dec.Has("/limits/bytes") || !dec.Has("/on") || dec.Has("/rate/x") {
 		t.Errorf("written: %v %v", dec.Has("/limits/bytes"), dec.Has("/on"))
+	}
+	// zero:"default": a written 0 is the default.
+	v = tagged{}
+	if _, diags := sdk.Decode(json.RawMessage(`{"size": 0}`), &v); diags != nil || v.Size != 64 {
+		t.Errorf("a zero that means the default: %+v %v", v, diags)
 	}
 	// A value already there stays for an absent field (a preset laid under).
 	v = tagged{Items: 50}
