@@ -383,22 +383,40 @@ func (dc *decoder) mismatch(path, want string, raw json.RawMessage) {
 	dc.wrongType(path, "must be "+want+", got "+jsonType(raw))
 }
 
-// jsonType names the JSON type of raw for a message: "a string", "a
-// number", "a boolean", "a list", "an object" or "null".
+// jsonType names the JSON type of raw for a message (TypeName).
 func jsonType(raw json.RawMessage) string {
 	switch raw[0] {
 	case '"':
-		return "a string"
+		return TypeName("string")
 	case '{':
-		return "an object"
+		return TypeName("object")
 	case '[':
-		return "a list"
+		return TypeName("array")
 	case 't', 'f':
-		return "a boolean"
+		return TypeName("boolean")
 	case 'n':
-		return "null"
+		return TypeName("null")
 	}
-	return "a number"
+	return TypeName("number")
+}
+
+// TypeName names a JSON type, as JSON Schema writes it ("string",
+// "integer", "number", "boolean", "array", "object", "null"), for a
+// message: "a string", "an integer", "a number", "a boolean", "a list",
+// "an object", "null"; "a value" for anything else. Config diagnostics
+// and the gateway's argument errors name types with it alone.
+func TypeName(t string) string {
+	switch t {
+	case "array":
+		return "a list"
+	case "null":
+		return "null"
+	case "string", "number", "boolean":
+		return "a " + t
+	case "integer", "object":
+		return "an " + t
+	}
+	return "a value"
 }
 
 // value decodes raw into v; absent and null leave v as it is, but for
@@ -440,14 +458,14 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.Struct:
 		var m map[string]json.RawMessage
 		if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.mismatch(path, "an object "+shape(t), raw)
+			dc.mismatch(path, TypeName("object")+" "+shape(t), raw)
 			return
 		}
 		dc.members(a, m, v)
 	case reflect.Map:
 		var m map[string]json.RawMessage
 		if t.Key().Kind() != reflect.String || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.mismatch(path, "an object", raw)
+			dc.mismatch(path, TypeName("object"), raw)
 			return
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
@@ -465,7 +483,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.Slice:
 		var list []json.RawMessage
 		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
-			dc.mismatch(path, "a list"+listOf(t.Elem()), raw)
+			dc.mismatch(path, TypeName("array")+listOf(t.Elem()), raw)
 			return
 		}
 		out := reflect.MakeSlice(t, len(list), len(list))
@@ -476,7 +494,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.String:
 		var s string
 		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			dc.mismatch(path, "a string", raw)
+			dc.mismatch(path, TypeName("string"), raw)
 			return
 		}
 		v.SetString(s)
@@ -487,13 +505,13 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 		case "false":
 			v.SetBool(false)
 		default:
-			dc.mismatch(path, "a boolean", raw)
+			dc.mismatch(path, TypeName("boolean"), raw)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		switch {
 		case err != nil && !errors.Is(err, strconv.ErrRange):
-			dc.mismatch(path, "an integer", raw)
+			dc.mismatch(path, TypeName("integer"), raw)
 		case err != nil || v.OverflowInt(n):
 			bits := t.Bits()
 			dc.wrongType(path, fmt.Sprintf("must be an integer from %d to %d", -1<<(bits-1), 1<<(bits-1)-1))
@@ -510,7 +528,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.Float32, reflect.Float64:
 		f, err := strconv.ParseFloat(string(raw), t.Bits())
 		if err != nil || !isNumber(raw) {
-			dc.mismatch(path, "a number", raw)
+			dc.mismatch(path, TypeName("number"), raw)
 			return
 		}
 		v.SetFloat(f)
