@@ -46,7 +46,7 @@ type configFields struct {
 	Metadata         json.RawMessage `json:"metadata,omitempty" jsonschema:"Request metadata sent with every call; -bin keys take base64 values."`
 	Timeout          sdk.Duration    `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call deadline as a Go duration; the host's operation timeout wins when set."`
 	MaxResponseBytes int64           `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" maximum:"1073741824" jsonschema:"Largest accepted response message; 0 means the default."`
-	FieldNames       string          `json:"field_names,omitempty" enum:"proto,json" default:"proto" zero:"default" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
+	FieldNames       string          `json:"field_names,omitempty" enum:"proto,json" default:"proto" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
 	EmitDefaults     bool            `json:"emit_defaults,omitempty" default:"true" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
 	CursorField      *string         `json:"cursor_field,omitempty" jsonschema:"The request field that receives a window's cursor when a window resumes."`
 }

@@ -59,7 +59,8 @@ const DefaultMaxCachedConfigs = 512
 //     for a field whose documentation says so. Decoding into a value that
 //     already holds something keeps that for an absent field.
 //   - `minimum:"…"`, `maximum:"…"` and `exclusiveMinimum:"…"` bound a
-//     number; `enum:"a,b,c"` lists the values a field may take. A value
+//     number; `enum:"a,b,c"` lists the values a field may take (written
+//     empty, it is as if left out). A value
 //     outside them is an error at its path ("must be from 1 to 600000,
 //     got 3600000"; "must be one of a, b, c": a number out of its bounds
 //     is a quantity and named, any other value never is), and the field
@@ -304,7 +305,8 @@ type Decoded struct {
 }
 
 // Has reports whether the config wrote the field at ptr, an RFC 6901 JSON
-// pointer such as "/limits/max_items" (a null is not written).
+// pointer such as "/limits/max_items" (a null is not written, nor a zero
+// that stands for the default).
 func (o *Decoded) Has(ptr string) bool { return o.written[ptr] }
 
 // refused reports whether field is a value decoding refused (of the
@@ -570,7 +572,8 @@ func (dc *decoder) members(a at, m map[string]json.RawMessage, v reflect.Value) 
 			dc.out.written[fa.ptr] = true
 			fv, bad := fieldAlloc(v, f.index), len(dc.out.bad)
 			dc.value(fa, raw, fv)
-			if f.zeroDefault && fv.IsZero() {
+			if (f.zeroDefault || len(f.enum) > 0) && fv.IsZero() {
+				delete(dc.out.written, fa.ptr) // as if left out
 				dc.setDefault(fa, f, fv)
 			} else if len(dc.out.bad) == bad {
 				if msg := f.refuse(reflect.Indirect(fv)); msg != "" {

@@ -548,7 +548,7 @@ func TestDecodeTags(t *testing.T) {
 	}
 	// zero:"default": a written 0 is the default.
 	v = tagged{}
-	if _, diags := sdk.Decode(json.RawMessage(`{"size": 0}`), &v); diags != nil || v.Size != 64 {
+	if dec, diags := sdk.Decode(json.RawMessage(`{"size": 0, "mode": ""}`), &v); diags != nil || v.Size != 64 || v.Mode != "fast" || dec.Has("/mode") {
 		t.Errorf("a zero that means the default: %+v %v", v, diags)
 	}
 	// A value already there stays for an absent field (a preset laid under).

@@ -49,14 +49,14 @@ type configFields struct {
 	Subprotocols    []string        `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
 	Headers         json.RawMessage `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
 	TLS             *sdk.ClientTLS  `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
-	Compression     string          `json:"compression,omitempty" enum:"disabled,no_context_takeover,context_takeover" default:"disabled" zero:"default" jsonschema:"permessage-deflate offered to the upstream; it decides."`
+	Compression     string          `json:"compression,omitempty" enum:"disabled,no_context_takeover,context_takeover" default:"disabled" jsonschema:"permessage-deflate offered to the upstream; it decides."`
 	MaxMessageBytes int             `json:"max_message_bytes,omitempty" default:"1048576" minimum:"64" maximum:"33554432" jsonschema:"Largest message read; a larger one is skipped and reported as a gap."`
 	Subscribe       json.RawMessage `json:"subscribe,omitempty" jsonschema:"Sent after every connect: one message, or a list of messages sent in order."`
 	Unsubscribe     json.RawMessage `json:"unsubscribe,omitempty" jsonschema:"Sent before a normal close: one message, or a list of messages sent in order."`
 	Ack             *ackFields      `json:"ack,omitempty" jsonschema:"The upstream's acknowledgement of the subscription."`
 	Filter          string          `json:"filter,omitempty" jsonschema:"RFC 9535 filter expression on the message as @; messages it rejects are not items."`
 	IDPath          string          `json:"id_path,omitempty" jsonschema:"JSONPath of an item's id, also the stream's cursor ({{cursor}})."`
-	Binary          string          `json:"binary,omitempty" enum:"refuse,base64,text,skip" default:"refuse" zero:"default" jsonschema:"What a binary message becomes: refused (the stream fails), base64, text, or skipped."`
+	Binary          string          `json:"binary,omitempty" enum:"refuse,base64,text,skip" default:"refuse" jsonschema:"What a binary message becomes: refused (the stream fails), base64, text, or skipped."`
 	Heartbeat       heartbeatFields `json:"heartbeat,omitzero" jsonschema:"How a dead connection is detected: protocol pings, or an application message."`
 	Reconnect       reconnectFields `json:"reconnect,omitzero" jsonschema:"How a dropped connection is reopened."`
 	CloseTimeoutMS  int             `json:"close_timeout_ms,omitempty" default:"2000" minimum:"1" maximum:"600000" jsonschema:"How long a normal close waits for the upstream's answer."`
