@@ -24,6 +24,7 @@ func init() {
 //	/crank/tools          the tools those handlers serve now, and an
 //	                      operator's call of one
 //	/crank/live/…         open MCP sessions, stream sessions and jobs
+//	GET /crank/schema/operation  the JSON Schema of an operation entry
 //
 // (docs/admin-api.md).
 type Admin struct{}
@@ -68,6 +69,7 @@ func (Admin) Routes() []caddy.AdminRoute {
 		{Pattern: "/crank/tools", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/tools/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/live/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/schema/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 	}
 }
 

@@ -191,7 +191,7 @@ func (h *Handler) loadOperations() (*host.Catalog, error) {
 	}
 	for _, op := range cat.Operations {
 		if _, err := cat.AdapterSpec(op.Adapter, builtinSpec); err != nil {
-			errs = append(errs, &host.ConfigError{File: op.File, Line: op.Line("adapter"), Operation: op.Name, Field: "adapter", Reason: err.Error()})
+			errs = append(errs, op.Problem("/adapter", err.Error()))
 		}
 	}
 	return cat, errors.Join(errs...)

@@ -126,8 +126,8 @@ func TestCatalogNeverRunsACommand(t *testing.T) {
 	if b, err := tryStartGateway(t, opts("b")); err == nil {
 		b.stop()
 		t.Fatal("a replica started serving a catalog entry with a command")
-	} else if !strings.Contains(err.Error(), "config.command") {
-		t.Fatalf("the replica's start failed, but not naming config.command: %v", err)
+	} else if !strings.Contains(err.Error(), "/config/command") {
+		t.Fatalf("the replica's start failed, but not naming /config/command: %v", err)
 	}
 	noMarker("a replica starting on a version written elsewhere")
 }

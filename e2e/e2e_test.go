@@ -351,13 +351,13 @@ func TestBadOperationsFile(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, command, ops, want string }{
 		{"schema", "validate", `operations: [{name: a, description: d, adapter: rest, input_schema: {type: array}, config: {method: GET, url: "http://127.0.0.1:1/x"}}]`,
-			`ops.yaml:1: operation "a": input_schema: must have "type": "object"`},
+			`ops.yaml:1: operation "a": /input_schema: must have "type": "object"`},
 		{"adapter config", "run", `operations: [{name: a, description: d, adapter: rest, config: {method: FETCH, url: "http://127.0.0.1:1/x"}}]`,
-			`ops.yaml:1: operation "a": config.method:`},
+			`ops.yaml:1: operation "a": /config/method:`},
 		{"unknown adapter", "validate", `operations: [{name: a, description: d, adapter: carrier_pigeon, config: {}}]`,
-			`ops.yaml:1: operation "a": adapter: no adapter named "carrier_pigeon"`},
+			`ops.yaml:1: operation "a": /adapter: no adapter named "carrier_pigeon"`},
 		{"misspelled field", "validate", "operations:\n  - name: a\n    descripton: d\n    adapter: rest\n    config: {method: GET, url: \"http://127.0.0.1:1/x\"}\n",
-			`ops.yaml:3: operation "a": descripton: unknown field (did you mean "description"?)`},
+			`ops.yaml:3: operation "a": /descripton: unknown field (did you mean "description"?)`},
 		{"syntax", "validate", "operations: [", `ops.yaml: not valid YAML or JSON`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -301,7 +301,7 @@ func TestOpenAPIBrokenDocument(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "api.yaml"), "openapi: 4.0.0\npaths: {}\n")
 	writeFile(t, filepath.Join(dir, "ops.yaml"), "operations:\n  - {name: api, adapter: rest, config: {openapi: {document: api.yaml}}}\n")
 	out := loadFailure(t, dir, "run")
-	want := `ops.yaml:2: operation \"api\": config.openapi.document: the OpenAPI document cannot be used: #/openapi: unsupported OpenAPI version`
+	want := `ops.yaml:2: operation \"api\": /config/openapi/document: the OpenAPI document cannot be used: #/openapi: unsupported OpenAPI version`
 	if !strings.Contains(out, want) {
 		t.Fatalf("want %s in:\n%s", want, out)
 	}

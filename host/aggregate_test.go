@@ -15,13 +15,17 @@ import (
 func testExecution(t testing.TB, transport, limits, aggregation, safety string) *Execution {
 	t.Helper()
 	var errs []string
-	raw := func(s string) json.RawMessage {
-		if s == "" {
-			return nil
+	blocks := map[string]json.RawMessage{}
+	for k, v := range map[string]string{"limits": limits, "aggregation": aggregation, "safety": safety} {
+		if v != "" {
+			blocks[k] = json.RawMessage(v)
 		}
-		return json.RawMessage(s)
 	}
-	ex := parseExecution(execDecl{mode: ModeWindow, transport: transport, limits: raw(limits), aggregation: raw(aggregation), safety: raw(safety)},
+	if transport != "" {
+		blocks["transport_behavior"], _ = json.Marshal(transport)
+	}
+	raw, _ := json.Marshal(blocks)
+	ex := parseExecutionJSON(ModeWindow, raw,
 		func(field, format string, args ...any) { errs = append(errs, field+": "+fmt.Sprintf(format, args...)) })
 	if len(errs) > 0 {
 		t.Fatalf("execution config: %v", errs)

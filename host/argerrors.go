@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -219,12 +220,12 @@ func plainReason(reason string, s *jsonschema.Schema, top bool) string {
 			types := strings.Split(m[3], ", ")
 			for i, t := range types {
 				if t != "null" {
-					types[i] = article(t)
+					types[i] = sdk.TypeName(t)
 				}
 			}
-			return fmt.Sprintf("must be %s, got %s", strings.Join(types, " or "), article(m[1]))
+			return fmt.Sprintf("must be %s, got %s", strings.Join(types, " or "), sdk.TypeName(m[1]))
 		}
-		return fmt.Sprintf("must be %s, got %s", article(want), article(m[1]))
+		return fmt.Sprintf("must be %s, got %s", sdk.TypeName(want), sdk.TypeName(m[1]))
 	case keyword == "enum" && s != nil && len(s.Enum) > 0:
 		return "must be one of " + jsonList(s.Enum)
 	case keyword == "const" && s != nil && s.Const != nil:
@@ -337,17 +338,6 @@ func quotedList(s string) []string {
 		}
 	}
 	return out
-}
-
-// article names a JSON type with its article: "an integer", "a string".
-func article(t string) string {
-	if t == "" {
-		return "a value"
-	}
-	if strings.ContainsRune("aeiou", rune(t[0])) {
-		return "an " + t
-	}
-	return "a " + t
 }
 
 func plural(n int, word string) string {

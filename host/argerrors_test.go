@@ -44,6 +44,8 @@ func TestArgumentErrorMessages(t *testing.T) {
 		{`{"id": 0}`, "id: must be ≥ 1, got 0"},
 		{`{"id": 101}`, "id: must be ≤ 100, got 101"},
 		{`{"id": "seven"}`, "id: must be an integer, got a string"},
+		{`{"id": [7]}`, "id: must be an integer, got a list"},
+		{`{"id": null}`, "id: must be an integer, got null"},
 		{`{}`, "missing required argument id"},
 		{`{"id": 1, "ratio": 0}`, "ratio: must be > 0, got 0"},
 		{`{"id": 1, "ratio": 1}`, "ratio: must be < 1, got 1"},

@@ -5,102 +5,77 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/plugins/sdk"
 	yaml "go.yaml.in/yaml/v3"
 )
 
 // File is an operations file: the tools a Crank handler serves and the
 // third-party adapters they need. It is written in YAML or JSON.
 type File struct {
-	// Version of the file format; 1 (the default).
-	Version int `json:"version,omitempty"`
-	// Adapters declares third-party adapter executables by name. Built-in
-	// adapters (rest, ...) need no entry.
-	Adapters map[string]AdapterDecl `json:"adapters,omitempty"`
-	// Operations are the tools.
-	Operations []OperationDecl `json:"operations"`
+	Version    int                    `json:"version,omitempty" jsonschema:"The file format: 1 (the default)."`
+	Adapters   map[string]AdapterDecl `json:"adapters,omitempty" jsonschema:"Third-party adapter executables by name; built-in adapters need no entry. Not in a catalog."`
+	Operations []OperationDecl        `json:"operations" jsonschema:"The tools."`
 }
 
 // AdapterDecl declares an adapter executable.
 type AdapterDecl struct {
-	// Command is the executable; a relative path is resolved against the
-	// operations file's directory.
-	Command string   `json:"command"`
-	Args    []string `json:"args,omitempty"`
+	Command string   `json:"command" jsonschema:"The executable; a relative path is resolved against the operations file's directory."`
+	Args    []string `json:"args,omitempty" jsonschema:"Its arguments."`
 	// Env is extra environment for the process. The process inherits only
 	// a few neutral variables of the gateway's environment (PATH, HOME,
 	// TMPDIR, proxy and TLS settings), so secrets reach it only through
 	// operation config or this map.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" jsonschema:"Extra environment for the process, which inherits only PATH, HOME, TMPDIR and the proxy and TLS settings of the gateway's."`
 }
 
-// OperationDecl is one operation as written in the operations file.
+// OperationDecl is one operation as written in an operations file or a
+// catalog: the one definition of an entry. Its tags drive the decoding
+// (every unknown field, wrong type and value out of bounds reported at
+// once, defaults filled in: sdk.Decode), the JSON Schema the admin API
+// publishes (OperationSchema, GET /crank/schema/operation), the console's
+// operation form and the reference table in README.md. What one field
+// cannot say alone (a field that only applies to some modes, a preset's
+// defaults) Parse checks.
 type OperationDecl struct {
-	// Name is the MCP tool name: 1–128 characters of [A-Za-z0-9_.-].
-	Name        string `json:"name"`
-	Title       string `json:"title,omitempty"`
-	Description string `json:"description"`
-	// Adapter names the adapter that runs the operation, e.g. "rest".
-	Adapter string `json:"adapter"`
-	// Mode is the execution mode: "unary" (the default), "window",
-	// "session" (a start/poll/stop tool family) or "async_job" (a
-	// start/status/result/cancel tool family).
-	Mode string `json:"mode,omitempty"`
-	// TransportBehavior is how a window reads its upstream:
-	// "server_stream" (the default for a window) or "request_response"
-	// (polling).
-	TransportBehavior string `json:"transport_behavior,omitempty"`
-	// Preset fills in defaults for a kind of upstream, e.g. "openai_chat".
-	Preset string `json:"preset,omitempty"`
-	// Limits, Aggregation and Safety configure a window (see Execution);
-	// they are checked field by field, naming the operation and field.
-	Limits      json.RawMessage `json:"limits,omitempty"`
-	Aggregation json.RawMessage `json:"aggregation,omitempty"`
-	Safety      json.RawMessage `json:"safety,omitempty"`
-	// Timeout bounds one call, e.g. "5s". Default 30s.
-	Timeout string `json:"timeout,omitempty"`
-	// InputSchema is the JSON Schema (2020-12) of the tool's arguments; it
-	// must be an object schema. Default: an object with no constraints.
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-	// OutputSchema, optional, is the JSON Schema of structuredContent.
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	// Annotations are MCP tool hints.
-	Annotations *Annotations `json:"annotations,omitempty"`
-	// Config is the adapter's own configuration of the operation.
-	// Placeholders such as {env.API_TOKEN} are expanded at load.
-	Config json.RawMessage `json:"config"`
-	// Family renames the tools of a session or async_job family (see
-	// FamilyNames); Job configures an async_job (see JobConfig); Scope is
-	// who sees a session or job: "agent" (the default: only the agent that
-	// started it, within its workspace) or "workspace".
-	Family json.RawMessage `json:"family,omitempty"`
-	Job    json.RawMessage `json:"job,omitempty"`
-	Scope  string          `json:"scope,omitempty"`
-	// UpstreamAuth obtains a token for the upstream per caller (token
-	// exchange) or for the gateway (client credentials); the config puts
-	// it where the upstream wants it with {crank.upstream_token}
-	// (upstream_auth.go).
-	UpstreamAuth *auth.UpstreamConfig `json:"upstream_auth,omitempty"`
+	Name        string `json:"name" jsonschema:"The MCP tool name: 1-128 characters of A-Z a-z 0-9 _ . -"`
+	Title       string `json:"title,omitempty" jsonschema:"A title for people."`
+	Description string `json:"description" jsonschema:"What the tool does; clients show it to the model."`
+	Adapter     string `json:"adapter" jsonschema:"The adapter that runs it: rest, graphql, grpc, soap, websocket, mcp, or one an operations file declares."`
+	Mode        Mode   `json:"mode,omitempty" enum:"unary,window,session,async_job" default:"unary" jsonschema:"How it runs: one call (unary), a bounded window over a stream or polls (window), a start/poll/stop tool family (session) or a start/status/result/cancel family (async_job). With a preset: the preset's."`
+	Preset      string `json:"preset,omitempty" enum:"openai_chat" jsonschema:"Defaults for a kind of upstream, which what the entry writes overrides field by field; openai_chat: an OpenAI-compatible chat completions stream as a streaming text window."`
+	// Timeout bounds one call (see Parse for a window's and a job's).
+	Timeout sdk.Duration `json:"timeout,omitempty" default:"30s" jsonschema:"Bounds one call, e.g. 5s. A window: at least its window_duration_ms, which plus 5s is its default. An async_job of one request: its runtime, by default 1h."`
+	ExecutionDecl
+	Family       FamilyNames          `json:"family,omitzero" jsonschema:"Names of a session's or async_job's tools; each is {name}_{role} unless set here."`
+	Job          JobConfig            `json:"job,omitzero" jsonschema:"An async_job: how long its result stays, and the upstream's own job to follow (status_operation)."`
+	Scope        string               `json:"scope,omitempty" enum:"agent,workspace" default:"agent" jsonschema:"Who sees a session or job: the agent that started it (within its workspace), or its whole workspace."`
+	InputSchema  json.RawMessage      `json:"input_schema,omitempty" jsonschema:"The JSON Schema (2020-12, type object) of the tool's arguments; by default the adapter's, else none."`
+	OutputSchema json.RawMessage      `json:"output_schema,omitempty" jsonschema:"The JSON Schema of structuredContent (not for a window, whose output is fixed)."`
+	Annotations  *Annotations         `json:"annotations,omitempty" jsonschema:"MCP tool hints."`
+	UpstreamAuth *auth.UpstreamConfig `json:"upstream_auth,omitempty" jsonschema:"A token for the upstream per caller (token_exchange) or for the gateway (client_credentials), which the config puts where the upstream wants it with {crank.upstream_token}."`
+	// Config is the adapter's own; placeholders such as {env.API_TOKEN}
+	// are expanded at load.
+	Config json.RawMessage `json:"config" jsonschema:"The adapter's own configuration of the operation (its schema: GET /crank/adapters); placeholders such as {env.API_TOKEN} are expanded at load."`
 }
 
 // Annotations are the MCP tool annotations an operator can set.
 type Annotations struct {
-	ReadOnly    *bool `json:"read_only,omitempty"`
-	Destructive *bool `json:"destructive,omitempty"`
-	Idempotent  *bool `json:"idempotent,omitempty"`
-	OpenWorld   *bool `json:"open_world,omitempty"`
+	ReadOnly    *bool `json:"read_only,omitempty" jsonschema:"It changes nothing."`
+	Destructive *bool `json:"destructive,omitempty" jsonschema:"It may destroy data."`
+	Idempotent  *bool `json:"idempotent,omitempty" jsonschema:"Calling it again with the same arguments does nothing more."`
+	OpenWorld   *bool `json:"open_world,omitempty" jsonschema:"It reaches a world beyond the gateway's."`
 }
 
 // Mode is an execution mode.
@@ -114,9 +89,6 @@ const (
 	ModeSession  Mode = "session"
 	ModeAsyncJob Mode = "async_job"
 )
-
-// DefaultTimeout bounds a call whose operation sets no timeout.
-const DefaultTimeout = 30 * time.Second
 
 // Operation is a loaded, validated operation.
 type Operation struct {
@@ -151,7 +123,8 @@ type Operation struct {
 
 	input         *jsonschema.Resolved
 	inputDeclared bool
-	pos           positions     // of its file, for errors
+	pos           positions     // of its file, for problems
+	at            string        // the pointer of its entry in its file ("" when it has none)
 	allow         *CatalogAllow // what it may reach, for a catalog's entry (reach.go)
 }
 
@@ -170,7 +143,7 @@ type Catalog struct {
 	Secrets []string
 
 	byName map[string]*Operation
-	pos    positions // where each field is written, for errors
+	pos    positions // where each field is written, for problems
 }
 
 // BaseDir is the absolute directory of the operations file; adapters
@@ -209,42 +182,102 @@ type LoadOptions struct {
 	Allow *CatalogAllow
 }
 
-// ConfigError is a problem in an operations file. Its message names the
-// file, the operation and the field.
-type ConfigError struct {
-	File      string
-	Line      int // of the field (or the nearest part of it the file has); 0 when unknown
-	Operation string
-	Field     string
-	Reason    string
-}
-
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	if e.Operation != "" {
-		fmt.Fprintf(&b, ": operation %q", e.Operation)
-	}
-	if e.Field != "" {
-		b.WriteString(": " + e.Field)
-	}
-	b.WriteString(": " + e.Reason)
-	return b.String()
-}
-
 // LoadFile reads and validates an operations file.
 func LoadFile(path string, opts LoadOptions) (*Catalog, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ConfigError{File: path, Reason: fmt.Sprintf("cannot read operations file: %v", err)}
+		return nil, Problems{{File: path, Message: fmt.Sprintf("cannot read operations file: %v", err)}}
 	}
 	return Parse(path, data, opts)
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// ErrAdapters explains why a catalog cannot declare adapter executables.
+var ErrAdapters = errors.New("a catalog cannot declare adapter executables: whoever can write the catalog would run commands on every replica; declare them in an operations file of the handler, and the catalog's operations may use them")
+
+// decodeFile decodes an operations file (as JSON) and checks its shape:
+// unknown fields, wrong types, values outside their tags' bounds, names
+// that are not tool names or are given twice, a version this build does
+// not read, adapters in a catalog. Every problem is reported at once,
+// placed by pointer (no file, no lines); bad lists the entries that had
+// one, which the load checks no further.
+func decodeFile(data []byte, catalog bool) (f *File, dec *sdk.Decoded, bad map[int]bool, probs Problems) {
+	f = &File{}
+	dec, diags := sdk.Decode(data, f)
+	probs, _ = diagnosticProblems("", diags)
+	bad = map[int]bool{}
+	for i := range probs {
+		if n, _ := EntryOf(probs[i].Pointer); n >= 0 && n < len(f.Operations) {
+			bad[n] = true
+			probs[i].Operation = entryLabel(&f.Operations[n])
+		}
+	}
+	if f.Version != 0 && f.Version != 1 {
+		probs = append(probs, Problem{Pointer: "/version", Message: fmt.Sprintf("unsupported version %d (this build reads version 1)", f.Version)})
+	}
+	if catalog && dec.Has("/adapters") {
+		probs = append(probs, Problem{Pointer: "/adapters", Message: ErrAdapters.Error()})
+	}
+	first := map[string]int{}
+	for i := range f.Operations {
+		d, at := &f.Operations[i], EntryPointer(i)
+		if bad[i] {
+			continue
+		}
+		if msg := nameProblem(d.Name); msg != "" {
+			probs, bad[i] = append(probs, Problem{Pointer: at + "/name", Operation: d.Name, Message: msg}), true
+			continue
+		}
+		if j, dup := first[d.Name]; dup {
+			probs, bad[i] = append(probs, Problem{Pointer: at + "/name", Operation: d.Name, Message: fmt.Sprintf("duplicate operation name (also %s)", EntryPointer(j))}), true
+			continue
+		}
+		first[d.Name] = i
+	}
+	return f, dec, bad, probs
+}
+
+// CheckEntry checks the shape of one entry (JSON) as decodeFile checks
+// an entry of a file: the same problems, placed by pointer within the
+// entry. The catalog checks a request's entry with it before it compiles
+// the catalog, so both paths report an entry alike.
+func CheckEntry(raw json.RawMessage) Problems {
+	var d OperationDecl
+	_, diags := sdk.Decode(raw, &d)
+	probs, _ := diagnosticProblems("", diags)
+	if len(probs) == 0 {
+		if msg := nameProblem(d.Name); msg != "" {
+			probs = Problems{{Pointer: "/name", Message: msg}}
+		}
+	}
+	for i := range probs {
+		probs[i].Operation = entryLabel(&d)
+	}
+	return probs
+}
+
+// CheckFile checks the shape of an operations file (JSON) as a catalog's
+// document: what decodeFile finds, adapters refused.
+func CheckFile(data []byte) Problems {
+	_, _, _, probs := decodeFile(data, true)
+	return probs
+}
+
+// nameProblem is what is wrong with an operation's name, "" when nothing.
+func nameProblem(name string) string {
+	switch {
+	case name == "":
+		return "is required: the MCP tool name, 1-128 characters of A-Z a-z 0-9 _ . -"
+	case !toolNameRE.MatchString(name):
+		return fmt.Sprintf("must be 1-128 characters of A-Z a-z 0-9 _ . - (got %q)", name)
+	}
+	return ""
+}
+
+// entryLabel is the operation a problem of the entry names: its name as
+// written.
+func entryLabel(d *OperationDecl) string { return d.Name }
 
 // Parse validates an operations file held in memory; name is used in errors
 // and to resolve relative adapter commands.
@@ -254,39 +287,12 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	}
 	jsonData, pos, err := yamlToJSON(data)
 	if err != nil {
-		return nil, &ConfigError{File: name, Reason: fmt.Sprintf("not valid YAML or JSON: %v", err)}
+		return nil, Problems{{File: name, Message: fmt.Sprintf("not valid YAML or JSON: %v", err)}}
 	}
-	// The file's top level first, then each operation on its own, so that
-	// an error names the operation (and a bad one does not hide the rest).
-	var top struct {
-		Version    int                    `json:"version,omitempty"`
-		Adapters   map[string]AdapterDecl `json:"adapters,omitempty"`
-		Operations []json.RawMessage      `json:"operations"`
+	f, dec, bad, errs := decodeFile(jsonData, opts.Allow != nil)
+	for i := range errs {
+		errs[i].File, errs[i].Line = name, pos.line(errs[i].Pointer)
 	}
-	if err := strictDecode(jsonData, &top); err != nil {
-		field, reason := describeDecodeError(err, JSONFields(reflect.TypeOf(File{})))
-		return nil, &ConfigError{File: name, Line: pos.find(field), Field: field, Reason: reason}
-	}
-	if top.Version != 0 && top.Version != 1 {
-		return nil, &ConfigError{File: name, Line: pos.line("", "version"), Field: "version", Reason: fmt.Sprintf("unsupported version %d (this build reads version 1)", top.Version)}
-	}
-	f := File{Version: top.Version, Adapters: top.Adapters, Operations: make([]OperationDecl, len(top.Operations))}
-	undecoded := map[int]*ConfigError{}
-	for i, raw := range top.Operations {
-		if err := strictDecode(raw, &f.Operations[i]); err != nil {
-			var named struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(raw, &named)
-			label := named.Name
-			if label == "" || !toolNameRE.MatchString(label) {
-				label = fmt.Sprintf("#%d", i+1)
-			}
-			field, reason := describeDecodeError(err, JSONFields(reflect.TypeOf(OperationDecl{})))
-			undecoded[i] = &ConfigError{File: name, Line: pos.line(label, field), Operation: label, Field: field, Reason: reason}
-		}
-	}
-
 	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}, pos: pos}
 	dir := cat.BaseDir()
 	if opts.Dir != "" {
@@ -294,22 +300,17 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 			dir = abs
 		}
 	}
-	var errs []error
-	fail := func(op, field, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: name, Line: pos.line(op, field), Operation: op, Field: field, Reason: fmt.Sprintf(format, args...)})
-	}
 	if a := opts.Allow; a != nil {
 		dir = a.Dir(dir)
 		opts.Expand = a.expander(opts.Expand)
-		if len(f.Adapters) > 0 {
-			fail("", "adapters", "a catalog cannot declare adapters: whoever writes it would run commands on every replica")
-			f.Adapters = nil
-		}
+		f.Adapters = nil
 	}
 
-	for an, ad := range f.Adapters {
+	for _, an := range slices.Sorted(maps.Keys(f.Adapters)) {
+		ad := f.Adapters[an]
 		if ad.Command == "" {
-			fail("", "adapters."+an+".command", "is required")
+			ptr := "/adapters/" + PointerKey(an) + "/command"
+			errs = append(errs, Problem{File: name, Line: pos.line(ptr), Pointer: ptr, Message: "is required"})
 			continue
 		}
 		if !filepath.IsAbs(ad.Command) && strings.ContainsRune(ad.Command, filepath.Separator) {
@@ -320,68 +321,43 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 
 	secrets := map[string]bool{}
 	if len(f.Operations) == 0 && !opts.AllowEmpty {
-		fail("", "operations", "at least one operation is required")
+		errs = append(errs, Problem{File: name, Line: pos.line("/operations"), Pointer: "/operations", Message: "at least one operation is required"})
 	}
-	for i, d := range f.Operations {
-		if e := undecoded[i]; e != nil {
-			errs = append(errs, e)
+	for i := range f.Operations {
+		if bad[i] {
 			continue
 		}
-		label := d.Name
-		if label == "" {
-			label = fmt.Sprintf("#%d", i+1)
-		}
-		if !toolNameRE.MatchString(d.Name) {
-			fail(label, "name", "must be 1-128 characters of A-Z a-z 0-9 _ . - (got %q)", d.Name)
-			continue
-		}
-		if cat.byName[d.Name] != nil {
-			fail(label, "name", "duplicate operation name")
-			continue
-		}
+		d := &f.Operations[i]
 		op := &Operation{
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
-			Mode: Mode(d.Mode), Annotations: d.Annotations, Timeout: DefaultTimeout, File: name, Dir: dir, pos: pos,
-			allow: opts.Allow,
+			Mode: d.Mode, Annotations: d.Annotations, Timeout: time.Duration(d.Timeout), File: name, Dir: dir, pos: pos,
+			at: EntryPointer(i), allow: opts.Allow,
+		}
+		has := func(ptr string) bool { return dec.Has(op.at + ptr) }
+		fail := func(ptr, format string, args ...any) {
+			errs = append(errs, op.Problem(ptr, fmt.Sprintf(format, args...)))
 		}
 		if op.Adapter == "" {
-			fail(label, "adapter", "is required")
+			fail("/adapter", "is required")
 		}
 		pr, hasPreset := presets[d.Preset]
-		switch op.Mode {
-		case "":
-			op.Mode = ModeUnary
-			if hasPreset {
-				op.Mode = pr.mode
-			}
-		case ModeUnary, ModeWindow, ModeSession, ModeAsyncJob:
-		default:
-			fail(label, "mode", "unknown mode %q (one of unary, window, session, async_job)", d.Mode)
+		if hasPreset && !has("/mode") {
+			op.Mode = pr.mode
 		}
-		if d.Timeout != "" {
-			t, err := time.ParseDuration(d.Timeout)
-			if err != nil || t <= 0 {
-				fail(label, "timeout", "must be a positive duration such as 5s (got %q)", d.Timeout)
-			} else {
-				op.Timeout = t
-			}
-		}
-		op.Execution = parseExecution(execDecl{mode: op.Mode, transport: d.TransportBehavior, preset: d.Preset,
-			limits: d.Limits, aggregation: d.Aggregation, safety: d.Safety},
-			func(field, format string, args ...any) { fail(label, field, format, args...) })
-		if op.Mode == ModeAsyncJob && op.Execution == nil && d.Timeout == "" {
+		op.Execution = parseExecution(execDecl{ExecutionDecl: d.ExecutionDecl, mode: op.Mode, preset: d.Preset, has: has}, fail)
+		timeoutSet := has("/timeout")
+		if op.Mode == ModeAsyncJob && op.Execution == nil && !timeoutSet {
 			op.Timeout = DefaultJobRuntime
 		}
-		op.Family = parseFamily(familyDecl{mode: op.Mode, name: op.Name, names: d.Family, job: d.Job, scope: d.Scope},
-			func(field, format string, args ...any) { fail(label, field, format, args...) })
+		op.Family = parseFamily(familyDecl{mode: op.Mode, name: op.Name, names: d.Family, job: d.Job, scope: d.Scope, has: has}, fail)
 		if ex := op.Execution; ex != nil {
-			if d.Timeout == "" {
+			if !timeoutSet {
 				op.Timeout = ex.Window() + windowGrace
 			} else if op.Timeout < ex.Window() {
-				fail(label, "timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
+				fail("/timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
 			}
 			if len(d.OutputSchema) > 0 {
-				fail(label, "output_schema", "the output schema of a %s tool is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out", op.Mode)
+				fail("/output_schema", "the output schema of a %s tool is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out", op.Mode)
 				d.OutputSchema = nil
 			}
 			if len(d.InputSchema) == 0 && hasPreset && pr.input != "" {
@@ -390,33 +366,33 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		}
 		in, resolved, err := compileInputSchema(d.InputSchema)
 		if err != nil {
-			fail(label, "input_schema", "%v", err)
+			fail("/input_schema", "%v", err)
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
 		if op.Mode == ModeWindow && err == nil {
 			if _, err := windowInputSchema(in); err != nil {
-				fail(label, "input_schema", "%v", err)
+				fail("/input_schema", "%v", err)
 			}
 		}
 		if len(d.OutputSchema) > 0 {
 			if err := checkOutputSchema(d.OutputSchema); err != nil {
-				fail(label, "output_schema", "%v", err)
+				fail("/output_schema", "%v", err)
 			}
 			op.OutputSchema = d.OutputSchema
 		}
 		if len(d.Config) == 0 || d.Config[0] != '{' {
-			fail(label, "config", "is required and must be an object")
+			fail("/config", "is required and must be an object")
 		} else {
 			if opts.Allow != nil {
-				opts.Allow.checkPlaceholders(d.Config, func(field, format string, args ...any) { fail(label, field, format, args...) })
+				opts.Allow.checkPlaceholders(d.Config, fail)
 			}
 			cfg, err := expandConfig(d.Config, opts.Expand, secrets)
 			if err != nil {
-				fail(label, "config", "%v", err)
+				fail("/config", "%v", err)
 			}
 			op.Config = cfg
 		}
-		parseUpstreamAuth(d.UpstreamAuth, op, opts.Expand, secrets, func(field, format string, args ...any) { fail(label, field, format, args...) })
+		parseUpstreamAuth(d.UpstreamAuth, op, opts.Expand, secrets, fail)
 		cat.Operations = append(cat.Operations, op)
 		cat.byName[op.Name] = op
 	}
@@ -425,7 +401,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	}
 	slices.Sort(cat.Secrets)
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	return cat, nil
 }
@@ -468,52 +444,6 @@ func StringKeyed(v any) any {
 		}
 	}
 	return v
-}
-
-// strictDecode decodes one JSON value, refusing fields dst does not have.
-func strictDecode(data []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(dst)
-}
-
-// describeDecodeError is the field and reason of a strictDecode error;
-// known are the fields of the value decoded, for a misspelling's
-// suggestion.
-func describeDecodeError(err error, known []string) (field, reason string) {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return te.Field, fmt.Sprintf("expected %s, got %s", jsonTypeName(te.Type), te.Value)
-	}
-	msg := err.Error()
-	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		f, _ = strconv.Unquote(f)
-		if s := closest(f, known); s != "" {
-			return f, fmt.Sprintf("unknown field (did you mean %q?)", s)
-		}
-		return f, "unknown field (known fields: " + strings.Join(known, ", ") + ")"
-	}
-	return "", msg
-}
-
-// jsonTypeName names a Go type as the JSON value it decodes.
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct, reflect.Pointer:
-		return "an object"
-	}
-	return t.String()
 }
 
 func checkOutputSchema(raw json.RawMessage) error {

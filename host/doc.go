@@ -29,43 +29,13 @@
 // as it grows) goes to CallRequest.Progress, which the MCP endpoint turns
 // into progress notifications when the client sent a progress token.
 //
-// The operations-file blocks, all optional, every field checked at load
-// with errors naming the operation and the field (unknown fields too):
-//
-//	operations:
-//	  - name: recent_logs
-//	    mode: window                        # unary (default) | window | session | async_job (below)
-//	    transport_behavior: server_stream   # window default; request_response = poll the upstream
-//	    timeout: 15s                        # whole call; default window_duration_ms + 5s
-//	    preset: openai_chat                 # optional defaults for a kind of upstream (below)
-//	    limits:
-//	      window_duration_ms: 10000         # default 10000, at most 600000
-//	      poll_interval_ms: 1000            # request_response only; default 1000, at least 10
-//	      upstream_timeout_ms: 10000        # each upstream request until it answers; default 10000
-//	      idle_timeout_ms: 0                # end early after this long without an item; 0 = off
-//	      max_items: 1000                   # items counted; default 1000, at most 1000000
-//	      max_bytes: 1048576                # bytes of items received; default 1 MiB, at most 32 MiB
-//	      # max_session_lifetime_ms is for mode session and refused here
-//	    aggregation:
-//	      aggregation_mode: raw_items       # raw_items | summary_only | summary_plus_samples | stats | latest_state | text
-//	      items_path: $.events[*]           # RFC 9535 JSONPath: the items of one upstream document
-//	      cursor_path: $.next               # the cursor after a document (polls; SSE uses event ids)
-//	      done_path: $.done                 # true ends the window (end_reason done)
-//	      status_path: $.state              # reported as the result's status
-//	      summary_path: $.totals            # the upstream's own summary, reported in summary.upstream
-//	      group_by: $.level                 # counts per value (raw_items, summary_only, summary_plus_samples)
-//	      sample_size: 3                    # summary_plus_samples: items kept per group
-//	      value_path: $.latency_ms          # stats: count/min/max/avg/p50/p95/sum (nearest rank)
-//	      key_path: $.host                  # latest_state: the last item per key
-//	      text_path: $.choices[0].delta.content   # text: joined into summary.text
-//	      finish_reason_path: $.choices[0].finish_reason
-//	      usage_path: $.usage
-//	    safety:
-//	      redacted_paths: [$.user.email, $..password]   # replaced by [REDACTED]
-//	      truncate_item_fields: true        # default true
-//	      max_field_length: 4096            # bytes; longer strings are cut and marked
-//	      drop_duplicates: false            # drop items equal to an earlier one of the window
-//	      sampling_rate: 1                  # (0, 1]: keep floor(n*rate) of n items, evenly spaced
+// An entry's fields are defined once, by [OperationDecl]: its tags state
+// every default, bound and allowed value, from which come the decoding
+// (every unknown field, wrong type and value out of bounds reported at
+// load, at once, naming the operation and the field by JSON pointer), the
+// schema [OperationSchema] publishes and the reference table in
+// README.md. A window's blocks are transport_behavior, limits,
+// aggregation and safety ([ExecutionDecl]).
 //
 // A document is one stream event's data or one poll answer. Without
 // items_path a JSON array is split into its elements and anything else is
@@ -147,39 +117,15 @@
 //
 // A session or async_job operation is published as a family of tools
 // (see [Family]) whose state lives in the shared store of Options.Store
-// ([Store]), so any replica serves any of them:
-//
-//	operations:
-//	  - name: follow_logs                   # follow_logs_start / _poll / _stop
-//	    mode: session
-//	    transport_behavior: server_stream   # or request_response (polls the upstream)
-//	    scope: agent                        # agent (default) | workspace: who sees it
-//	    limits:
-//	      idle_timeout_ms: 120000           # no poll for this long ends it; default 2m
-//	      max_session_lifetime_ms: 1800000  # ends it, polled or not; default 30m, at most 24h
-//	      max_items: 1000                   # the item buffer in the store; at most 100000
-//	      max_bytes: 1048576                # the buffer's bytes (and the largest item)
-//	      upstream_timeout_ms: 10000        # poll_interval_ms for request_response
-//	    aggregation: {items_path: ..., cursor_path: ..., done_path: ...}   # raw_items only
-//	    safety: {...}                       # as for a window, applied to every item
-//	    family: {start_tool_name: ..., poll_tool_name: ..., stop_tool_name: ...}
-//	  - name: build_report                  # build_report_start / _status / _result / _cancel
-//	    mode: async_job
-//	    timeout: 10m                        # the job's max runtime; default 1h
-//	    # without job.status_operation the host runs the operation itself: one
-//	    # request, or the window its transport_behavior/limits describe
-//	    job:
-//	      retention_ms: 3600000             # a finished job stays readable; default 1h
-//	      status_operation: report_status   # a unary operation polled until done
-//	      status_arguments: {ticket: $.ticket}   # "$…": JSONPath into the start result
-//	      poll_interval_ms: 2000
-//	      done_path: $.done                 # required with status_operation
-//	      status_path: $.state              # reported as progress.status
-//	      progress_path: $.percent          # reported as progress.progress
-//	      error_path: $.error               # non-empty once done: the job failed
-//	      result_path: $.report             # the result; default the whole answer
-//	      cancel_operation: report_cancel   # called on cancel, with cancel_arguments
-//	      cancel_arguments: {ticket: $.ticket}
+// ([Store]), so any replica serves any of them: follow_logs_start,
+// follow_logs_poll and follow_logs_stop for a session named follow_logs;
+// build_report_start, _status, _result and _cancel for an async_job (the
+// family block renames them; [FamilyNames]). A session reads its upstream
+// as a window does, bounded by idle_timeout_ms and max_session_lifetime_ms
+// instead of a window's duration, into a buffer in the store of at most
+// max_items and max_bytes. An async_job runs the operation itself (one
+// request, or the window its transport_behavior and limits describe), or,
+// with job.status_operation, follows the upstream's own job ([JobConfig]).
 //
 // The start tool takes the operation's arguments and answers at once with
 // the session or job ID; the work runs in the background on the replica

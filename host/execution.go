@@ -1,12 +1,10 @@
 package host
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
+	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -39,34 +37,19 @@ const (
 	AggText               = "text"
 )
 
-var aggregationModes = []string{AggRawItems, AggSummaryOnly, AggSummaryPlusSamples, AggStats, AggLatestState, AggText}
-
-// Defaults and bounds of window limits. A window operation always has
-// every limit: what the operator leaves out gets the default.
+// What the tags of Limits and JobConfig cannot state: the defaults that
+// differ by mode, and the bounds of a session's buffer and of a window's
+// cursor. The other defaults and bounds are the tags'.
 const (
-	DefaultWindowDuration  = 10 * time.Second
-	DefaultPollInterval    = time.Second
-	DefaultUpstreamTimeout = 10 * time.Second
-	DefaultMaxItems        = 1000
-	DefaultMaxBytes        = 1 << 20
-	DefaultMaxFieldLength  = 4096
-	DefaultSampleSize      = 3
-
-	maxWindowDurationMS = 10 * 60 * 1000
-	maxUpstreamTimeout  = 10 * 60 * 1000
-	minPollIntervalMS   = 10
-	maxItemsLimit       = 1_000_000
-	maxBytesLimit       = 32 << 20
-	minFieldLength      = 16
-	maxFieldLengthLimit = 1 << 20
-	maxSampleSize       = 100
-
-	// Sessions: the defaults and bounds of idle_timeout_ms and
-	// max_session_lifetime_ms, and of the item buffer (the store's).
+	// DefaultStreamSessionIdleTimeout is a session's idle_timeout_ms when
+	// the entry sets none (at most its max_session_lifetime_ms); a window
+	// has no idle timeout unless it sets one.
 	DefaultStreamSessionIdleTimeout = 2 * time.Minute
-	DefaultStreamSessionLifetime    = 30 * time.Minute
-	maxSessionLifetimeMS            = 24 * 60 * 60 * 1000
-	maxStreamSessionBufferItems     = 100_000
+	// maxStreamSessionBufferItems bounds a session's max_items (the
+	// store's item buffer); maxItemsLimit is Limits.MaxItems' maximum,
+	// which bounds a window cursor's skip too.
+	maxStreamSessionBufferItems = 100_000
+	maxItemsLimit               = 1_000_000
 
 	// DefaultJobRuntime bounds an async_job of one request that sets no
 	// timeout.
@@ -76,42 +59,52 @@ const (
 	windowGrace = 5 * time.Second
 )
 
+// ExecutionDecl is how an entry (or a tool its adapter derived, in its
+// execution_json) reads its upstream and bounds what it collects: a
+// window, a session's reader, or the window an async_job collects.
+type ExecutionDecl struct {
+	TransportBehavior TransportBehavior `json:"transport_behavior,omitempty" enum:"server_stream,request_response" jsonschema:"How a window, session or async_job reads its upstream: its stream (server_stream, the default) or repeated requests (request_response, polling). A unary operation makes requests."`
+	Limits            Limits            `json:"limits,omitzero" jsonschema:"Bounds of what is collected; every limit applies, a field left out takes its default."`
+	Aggregation       Aggregation       `json:"aggregation,omitzero" jsonschema:"How the items become the result; paths are RFC 9535 JSONPath queries."`
+	Safety            Safety            `json:"safety,omitzero" jsonschema:"What every item goes through where it leaves the adapter boundary, in this order."`
+}
+
 // Limits bound a window. Durations are in milliseconds, as written.
 type Limits struct {
-	WindowDurationMS     int64 `json:"window_duration_ms"`
-	PollIntervalMS       int64 `json:"poll_interval_ms,omitempty"`
-	UpstreamTimeoutMS    int64 `json:"upstream_timeout_ms"`
-	IdleTimeoutMS        int64 `json:"idle_timeout_ms,omitempty"`
-	MaxSessionLifetimeMS int64 `json:"max_session_lifetime_ms,omitempty"`
-	MaxItems             int   `json:"max_items"`
-	MaxBytes             int64 `json:"max_bytes"`
+	WindowDurationMS     int64 `json:"window_duration_ms,omitempty" default:"10000" minimum:"1" maximum:"600000" jsonschema:"How long a window collects, in ms (not for a session: its lifetime bounds its reader)."`
+	PollIntervalMS       int64 `json:"poll_interval_ms,omitempty" default:"1000" minimum:"10" maximum:"600000" jsonschema:"request_response only: the pause between polls, in ms."`
+	UpstreamTimeoutMS    int64 `json:"upstream_timeout_ms,omitempty" default:"10000" minimum:"1" maximum:"600000" jsonschema:"Bounds each upstream request (a poll, or a stream until the upstream answers), in ms."`
+	IdleTimeoutMS        int64 `json:"idle_timeout_ms,omitempty" minimum:"0" maximum:"86400000" jsonschema:"A window: ends early after this long without an item (0 or none: never), shorter than window_duration_ms. A session: ends after this long without a poll (default 120000, at most max_session_lifetime_ms). In ms."`
+	MaxSessionLifetimeMS int64 `json:"max_session_lifetime_ms,omitempty" default:"1800000" minimum:"1" maximum:"86400000" jsonschema:"A session only: it ends this long after its start, polled or not, in ms."`
+	MaxItems             int   `json:"max_items,omitempty" default:"1000" minimum:"1" maximum:"1000000" jsonschema:"Items counted in a window (a session: its buffer in the store, at most 100000)."`
+	MaxBytes             int64 `json:"max_bytes,omitempty" default:"1048576" minimum:"1" maximum:"33554432" jsonschema:"Bytes of items received (a session: its buffer's, and the largest item)."`
 }
 
 // Aggregation says how a window's items become its result. Paths are RFC
 // 9535 JSONPath queries.
 type Aggregation struct {
-	Mode        string `json:"aggregation_mode"`
-	ItemsPath   string `json:"items_path,omitempty"`
-	SummaryPath string `json:"summary_path,omitempty"`
-	CursorPath  string `json:"cursor_path,omitempty"`
-	StatusPath  string `json:"status_path,omitempty"`
-	DonePath    string `json:"done_path,omitempty"`
-	GroupBy     string `json:"group_by,omitempty"`
-	SampleSize  int    `json:"sample_size,omitempty"`
-	ValuePath   string `json:"value_path,omitempty"`
-	KeyPath     string `json:"key_path,omitempty"`
-	TextPath    string `json:"text_path,omitempty"`
-	FinishPath  string `json:"finish_reason_path,omitempty"`
-	UsagePath   string `json:"usage_path,omitempty"`
+	Mode        string `json:"aggregation_mode,omitempty" enum:"raw_items,summary_only,summary_plus_samples,stats,latest_state,text" default:"raw_items" jsonschema:"What the result holds: every item (raw_items), counts (summary_only), counts and samples per group (summary_plus_samples), statistics of a value (stats), the last item per key (latest_state), or the items' text joined (text). A session: raw_items."`
+	ItemsPath   string `json:"items_path,omitempty" jsonschema:"The items of one upstream document (one stream event's data, one poll answer); without it a JSON array is split into its elements and anything else is one item."`
+	SummaryPath string `json:"summary_path,omitempty" jsonschema:"The upstream's own summary of a document, reported in summary.upstream."`
+	CursorPath  string `json:"cursor_path,omitempty" jsonschema:"The cursor after a document (polls; a stream uses its event ids)."`
+	StatusPath  string `json:"status_path,omitempty" jsonschema:"The upstream's status, reported as the result's status."`
+	DonePath    string `json:"done_path,omitempty" jsonschema:"True ends the window (end_reason done)."`
+	GroupBy     string `json:"group_by,omitempty" jsonschema:"Counts per value of this path (raw_items, summary_only, summary_plus_samples)."`
+	SampleSize  int    `json:"sample_size,omitempty" default:"3" minimum:"1" maximum:"100" jsonschema:"summary_plus_samples: the items kept per group."`
+	ValuePath   string `json:"value_path,omitempty" jsonschema:"stats: the numeric value (count, min, max, avg, p50, p95, sum by nearest rank)."`
+	KeyPath     string `json:"key_path,omitempty" jsonschema:"latest_state: the key; the last item per key is kept."`
+	TextPath    string `json:"text_path,omitempty" jsonschema:"text: each chunk's text, joined into summary.text."`
+	FinishPath  string `json:"finish_reason_path,omitempty" jsonschema:"text: the finish reason."`
+	UsagePath   string `json:"usage_path,omitempty" jsonschema:"text: the upstream's token usage."`
 }
 
 // Safety transforms every item before it leaves the adapter boundary.
 type Safety struct {
-	TruncateItemFields bool     `json:"truncate_item_fields"`
-	MaxFieldLength     int      `json:"max_field_length,omitempty"`
-	RedactedPaths      []string `json:"redacted_paths,omitempty"`
-	DropDuplicates     bool     `json:"drop_duplicates"`
-	SamplingRate       float64  `json:"sampling_rate"`
+	TruncateItemFields bool     `json:"truncate_item_fields" default:"true" jsonschema:"Cut strings longer than max_field_length, and mark them."`
+	MaxFieldLength     int      `json:"max_field_length,omitempty" default:"4096" minimum:"16" maximum:"1048576" jsonschema:"With truncate_item_fields: the longest string kept whole, in bytes."`
+	RedactedPaths      []string `json:"redacted_paths,omitempty" jsonschema:"JSONPath queries whose values are replaced by [REDACTED] in the document and each item, before anything is extracted, counted, sent as progress or logged."`
+	DropDuplicates     bool     `json:"drop_duplicates" default:"false" jsonschema:"Drop items equal to an earlier one of the window."`
+	SamplingRate       float64  `json:"sampling_rate" default:"1" exclusiveMinimum:"0" maximum:"1" jsonschema:"Keep floor(n*rate) of n items, evenly spaced."`
 }
 
 // Execution is the validated execution config of a window operation.
@@ -172,181 +165,127 @@ var presets = map[string]preset{
 	},
 }
 
-func presetNames() string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// execDecl is the execution part of an operations-file entry, as written.
+// execDecl is the execution part of an entry, decoded: has says whether
+// the entry wrote the field at a pointer within it.
 type execDecl struct {
-	label       string
-	mode        Mode
-	timeoutSet  bool
-	transport   string
-	preset      string
-	limits      json.RawMessage
-	aggregation json.RawMessage
-	safety      json.RawMessage
+	ExecutionDecl
+	mode   Mode
+	preset string
+	has    func(ptr string) bool
 }
 
-var (
-	limitFields       = []string{"window_duration_ms", "poll_interval_ms", "upstream_timeout_ms", "idle_timeout_ms", "max_session_lifetime_ms", "max_items", "max_bytes"}
-	aggregationFields = []string{"aggregation_mode", "items_path", "summary_path", "cursor_path", "status_path", "done_path",
-		"group_by", "sample_size", "value_path", "key_path", "text_path", "finish_reason_path", "usage_path"}
-	safetyFields = []string{"truncate_item_fields", "max_field_length", "redacted_paths", "drop_duplicates", "sampling_rate"}
-)
-
-// present reports whether an optional block was written.
-func present(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+// underPreset sets the fields of *dst (Limits or Aggregation) the entry
+// left out to the preset's src, where it has one.
+func underPreset[T any](dst *T, src T, block string, has func(string) bool) {
+	dv, sv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for i := range sv.NumField() {
+		name, _, _ := strings.Cut(sv.Type().Field(i).Tag.Get("json"), ",")
+		if f := sv.Field(i); !f.IsZero() && !has(block+"/"+name) {
+			dv.Field(i).Set(f)
+		}
+	}
 }
 
-// parseExecution validates the execution config of one entry: a window, a
+// parseExecutionJSON checks an execution config written as JSON (a
+// derived tool's execution_json, an ExecutionDecl) as an entry's in mode.
+func parseExecutionJSON(mode Mode, raw json.RawMessage, fail func(ptr, format string, args ...any)) *Execution {
+	d := execDecl{mode: mode}
+	dec, diags := sdk.Decode(raw, &d.ExecutionDecl)
+	if errs, _ := diagnosticProblems("", diags); len(errs) > 0 {
+		for _, p := range errs {
+			fail(p.Pointer, "%s", p.Message)
+		}
+		return nil
+	}
+	d.has = dec.Has
+	return parseExecution(d, fail)
+}
+
+// parseExecution checks the execution config of one entry: a window, a
 // session's upstream reader, or the window an async_job collects. It
 // returns nil for an operation that collects nothing (unary, or an
-// async_job of one request). fail reports a problem with a field.
-func parseExecution(d execDecl, fail func(field, format string, args ...any)) *Execution {
-	var pr *preset
-	if d.preset != "" {
-		p, ok := presets[d.preset]
-		if !ok {
-			fail("preset", "unknown preset %q (known: %s)", d.preset, presetNames())
-		} else {
-			pr = &p
-		}
-	}
+// async_job of one request). What one field's tags say, decoding
+// checked; fail reports what only the entry as a whole says, at a
+// pointer within the entry.
+func parseExecution(d execDecl, fail func(ptr, format string, args ...any)) *Execution {
+	pr, hasPreset := presets[d.preset]
+	blocks := d.has("/limits") || d.has("/aggregation") || d.has("/safety")
 	collects := d.mode == ModeWindow || d.mode == ModeSession ||
-		(d.mode == ModeAsyncJob && (d.transport != "" || d.preset != "" || present(d.limits) || present(d.aggregation) || present(d.safety)))
+		(d.mode == ModeAsyncJob && (d.TransportBehavior != "" || hasPreset || blocks))
 	if !collects {
-		if pr != nil {
-			fail("preset", "preset %q needs mode window (this operation is %s)", d.preset, d.mode)
+		if hasPreset {
+			fail("/preset", "preset %q needs mode window (this operation is %s)", d.preset, d.mode)
 		}
-		if d.transport != "" && TransportBehavior(d.transport) != RequestResponse {
-			if TransportBehavior(d.transport) == ServerStream {
-				fail("transport_behavior", "server_stream needs mode window, session or async_job (a %s operation is request_response): a stream must be bounded", d.mode)
-			} else {
-				fail("transport_behavior", "unknown transport_behavior %q (one of request_response, server_stream)", d.transport)
-			}
+		if d.TransportBehavior == ServerStream {
+			fail("/transport_behavior", "server_stream needs mode window, session or async_job (a %s operation is request_response): a stream must be bounded", d.mode)
 		}
-		for _, b := range []struct {
-			name string
-			raw  json.RawMessage
-		}{{"limits", d.limits}, {"aggregation", d.aggregation}, {"safety", d.safety}} {
-			if present(b.raw) {
-				fail(b.name, "only applies to modes window, session and async_job (this operation is %s)", d.mode)
+		for _, b := range []string{"/limits", "/aggregation", "/safety"} {
+			if d.has(b) {
+				fail(b, "only applies to modes window, session and async_job (this operation is %s)", d.mode)
 			}
 		}
 		return nil
 	}
 
-	ex := &Execution{TransportBehavior: ServerStream, Preset: d.preset}
-	if pr != nil {
+	ex := &Execution{TransportBehavior: ServerStream, Preset: d.preset, Limits: d.Limits, Aggregation: d.Aggregation, Safety: d.Safety}
+	if hasPreset {
 		ex.TransportBehavior = pr.transport
-		ex.Limits = pr.limits
-		ex.Aggregation = pr.aggregation
+		underPreset(&ex.Limits, pr.limits, "/limits", d.has)
+		underPreset(&ex.Aggregation, pr.aggregation, "/aggregation", d.has)
 	}
-	switch TransportBehavior(d.transport) {
-	case "":
-	case RequestResponse, ServerStream:
-		ex.TransportBehavior = TransportBehavior(d.transport)
-	default:
-		fail("transport_behavior", "unknown transport_behavior %q (one of request_response, server_stream)", d.transport)
+	if d.TransportBehavior != "" {
+		ex.TransportBehavior = d.TransportBehavior
 	}
 
 	// limits
-	lb := openBlock("limits", d.limits, limitFields, fail)
 	l := &ex.Limits
-	session := d.mode == ModeSession
-	if lb.int64("window_duration_ms", 1, maxWindowDurationMS, &l.WindowDurationMS) && session {
-		fail("limits.window_duration_ms", "does not apply to mode session: idle_timeout_ms and max_session_lifetime_ms bound a session")
-	}
-	lb.int64("poll_interval_ms", minPollIntervalMS, maxWindowDurationMS, &l.PollIntervalMS)
-	lb.int64("upstream_timeout_ms", 1, maxUpstreamTimeout, &l.UpstreamTimeoutMS)
-	if session {
-		lb.int64("idle_timeout_ms", 1, maxSessionLifetimeMS, &l.IdleTimeoutMS)
-		lb.int64("max_session_lifetime_ms", 1, maxSessionLifetimeMS, &l.MaxSessionLifetimeMS)
-	} else {
-		lb.int64("idle_timeout_ms", 0, maxWindowDurationMS, &l.IdleTimeoutMS)
-		var lifetime int64
-		if lb.int64("max_session_lifetime_ms", 1, math.MaxInt32, &lifetime) {
-			fail("limits.max_session_lifetime_ms", "only applies to mode session (this operation is %s: its window_duration_ms bounds it)", d.mode)
-		}
-	}
-	var items int64
-	maxItems := int64(maxItemsLimit)
-	if session {
-		maxItems = maxStreamSessionBufferItems
-	}
-	if lb.int64("max_items", 1, maxItems, &items) {
-		l.MaxItems = int(items)
-	}
-	lb.int64("max_bytes", 1, maxBytesLimit, &l.MaxBytes)
-	if session {
+	if d.mode == ModeSession {
 		// A session reads until stopped, idle or its lifetime ends; the
 		// lifetime stands in for the window duration of its reader.
-		if l.MaxSessionLifetimeMS == 0 {
-			l.MaxSessionLifetimeMS = DefaultStreamSessionLifetime.Milliseconds()
+		if d.has("/limits/window_duration_ms") {
+			fail("/limits/window_duration_ms", "does not apply to mode session: idle_timeout_ms and max_session_lifetime_ms bound a session")
 		}
-		if l.IdleTimeoutMS == 0 {
+		if l.MaxItems > maxStreamSessionBufferItems {
+			fail("/limits/max_items", "must be at most %d for a session (its buffer in the store), got %d", maxStreamSessionBufferItems, l.MaxItems)
+		}
+		switch {
+		case !d.has("/limits/idle_timeout_ms"):
 			l.IdleTimeoutMS = min(DefaultStreamSessionIdleTimeout.Milliseconds(), l.MaxSessionLifetimeMS)
-		}
-		if l.IdleTimeoutMS > l.MaxSessionLifetimeMS {
-			fail("limits.idle_timeout_ms", "must not exceed max_session_lifetime_ms (%d)", l.MaxSessionLifetimeMS)
+		case l.IdleTimeoutMS == 0:
+			fail("/limits/idle_timeout_ms", "must be at least 1 for a session, got 0")
+		case l.IdleTimeoutMS > l.MaxSessionLifetimeMS:
+			fail("/limits/idle_timeout_ms", "must not exceed max_session_lifetime_ms (%d)", l.MaxSessionLifetimeMS)
 		}
 		l.WindowDurationMS = l.MaxSessionLifetimeMS
-	}
-	if l.WindowDurationMS == 0 {
-		l.WindowDurationMS = DefaultWindowDuration.Milliseconds()
-	}
-	if l.UpstreamTimeoutMS == 0 {
-		l.UpstreamTimeoutMS = DefaultUpstreamTimeout.Milliseconds()
-	}
-	if l.MaxItems == 0 {
-		l.MaxItems = DefaultMaxItems
-	}
-	if l.MaxBytes == 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	switch ex.TransportBehavior {
-	case RequestResponse:
-		if l.PollIntervalMS == 0 {
-			l.PollIntervalMS = DefaultPollInterval.Milliseconds()
+	} else {
+		if d.has("/limits/max_session_lifetime_ms") {
+			fail("/limits/max_session_lifetime_ms", "only applies to mode session (this operation is %s: its window_duration_ms bounds it)", d.mode)
 		}
-	case ServerStream:
-		if lb.has("poll_interval_ms") {
-			fail("limits.poll_interval_ms", "only applies to transport_behavior request_response (this window reads a stream)")
+		l.MaxSessionLifetimeMS = 0
+		if d.has("/limits/idle_timeout_ms") && l.IdleTimeoutMS >= l.WindowDurationMS {
+			fail("/limits/idle_timeout_ms", "must be shorter than window_duration_ms (%d)", l.WindowDurationMS)
+		}
+	}
+	if ex.TransportBehavior == ServerStream {
+		if d.has("/limits/poll_interval_ms") {
+			fail("/limits/poll_interval_ms", "only applies to transport_behavior request_response (this window reads a stream)")
 		}
 		l.PollIntervalMS = 0
 	}
-	if !session && l.IdleTimeoutMS >= l.WindowDurationMS && lb.has("idle_timeout_ms") {
-		fail("limits.idle_timeout_ms", "must be shorter than window_duration_ms (%d)", l.WindowDurationMS)
-	}
 
 	// aggregation
-	ab := openBlock("aggregation", d.aggregation, aggregationFields, fail)
 	a := &ex.Aggregation
-	if ab.str("aggregation_mode", &a.Mode) && !slices.Contains(aggregationModes, a.Mode) {
-		fail("aggregation.aggregation_mode", "unknown aggregation_mode %q (one of %s)", a.Mode, strings.Join(aggregationModes, ", "))
-	}
-	if a.Mode == "" {
-		a.Mode = AggRawItems
-	}
-	if session {
+	if d.mode == ModeSession {
 		if a.Mode != AggRawItems {
-			fail("aggregation.aggregation_mode", "a session hands out its items: aggregation_mode must be raw_items (got %s)", a.Mode)
+			fail("/aggregation/aggregation_mode", "a session hands out its items: aggregation_mode must be raw_items (got %s)", a.Mode)
 		}
 		for _, k := range []string{"group_by", "summary_path", "sample_size"} {
-			if ab.has(k) {
-				fail("aggregation."+k, "not used by mode session (its polls return items, not a summary)")
+			if d.has("/aggregation/" + k) {
+				fail("/aggregation/"+k, "not used by mode session (its polls return items, not a summary)")
 			}
 		}
 	}
-	pathFields := []struct {
+	for _, pf := range []struct {
 		key string
 		dst *string
 		out **jsonpath.Path
@@ -362,207 +301,66 @@ func parseExecution(d execDecl, fail func(field, format string, args ...any)) *E
 		{"text_path", &a.TextPath, &ex.paths.text},
 		{"finish_reason_path", &a.FinishPath, &ex.paths.finish},
 		{"usage_path", &a.UsagePath, &ex.paths.usage},
-	}
-	for _, pf := range pathFields {
-		ab.str(pf.key, pf.dst)
+	} {
 		if *pf.dst == "" {
 			continue
 		}
 		p, err := compilePath(*pf.dst)
 		if err != nil {
-			fail("aggregation."+pf.key, "%v", err)
+			fail("/aggregation/"+pf.key, "%v", err)
 			continue
 		}
 		*pf.out = p
-	}
-	var sample int64
-	if ab.int64("sample_size", 1, maxSampleSize, &sample) {
-		a.SampleSize = int(sample)
 	}
 	// Fields that only one mode reads are refused elsewhere, so a typo in
 	// the mode does not silently ignore them.
 	onlyFor := func(key string, set bool, modes ...string) {
 		if set && !slices.Contains(modes, a.Mode) {
-			fail("aggregation."+key, "only used by aggregation_mode %s (this window uses %s)", strings.Join(modes, " or "), a.Mode)
+			fail("/aggregation/"+key, "only used by aggregation_mode %s (this window uses %s)", strings.Join(modes, " or "), a.Mode)
 		}
 	}
 	onlyFor("group_by", a.GroupBy != "", AggRawItems, AggSummaryOnly, AggSummaryPlusSamples)
-	onlyFor("sample_size", a.SampleSize != 0, AggSummaryPlusSamples)
+	onlyFor("sample_size", d.has("/aggregation/sample_size"), AggSummaryPlusSamples)
 	onlyFor("value_path", a.ValuePath != "", AggStats)
 	onlyFor("key_path", a.KeyPath != "", AggLatestState)
 	onlyFor("text_path", a.TextPath != "", AggText)
 	onlyFor("finish_reason_path", a.FinishPath != "", AggText)
 	onlyFor("usage_path", a.UsagePath != "", AggText)
+	if a.Mode != AggSummaryPlusSamples {
+		a.SampleSize = 0
+	}
 	switch a.Mode {
-	case AggSummaryPlusSamples:
-		if a.SampleSize == 0 {
-			a.SampleSize = DefaultSampleSize
-		}
 	case AggStats:
 		if a.ValuePath == "" {
-			fail("aggregation.value_path", "is required by aggregation_mode stats: the JSONPath of the numeric value, e.g. $.latency_ms")
+			fail("/aggregation/value_path", "is required by aggregation_mode stats: the JSONPath of the numeric value, e.g. $.latency_ms")
 		}
 	case AggLatestState:
 		if a.KeyPath == "" {
-			fail("aggregation.key_path", "is required by aggregation_mode latest_state: the JSONPath of the key, e.g. $.host")
+			fail("/aggregation/key_path", "is required by aggregation_mode latest_state: the JSONPath of the key, e.g. $.host")
 		}
 	case AggText:
 		if a.TextPath == "" {
-			fail("aggregation.text_path", "is required by aggregation_mode text: the JSONPath of each chunk's text")
+			fail("/aggregation/text_path", "is required by aggregation_mode text: the JSONPath of each chunk's text")
 		}
 	}
 
 	// safety
-	sb := openBlock("safety", d.safety, safetyFields, fail)
 	s := &ex.Safety
-	s.TruncateItemFields, s.SamplingRate = true, 1
-	truncateSet := sb.boolean("truncate_item_fields", &s.TruncateItemFields)
-	var fieldLen int64
-	if sb.int64("max_field_length", minFieldLength, maxFieldLengthLimit, &fieldLen) {
-		s.MaxFieldLength = int(fieldLen)
-		if truncateSet && !s.TruncateItemFields {
-			fail("safety.max_field_length", "is set but truncate_item_fields is false")
+	if !s.TruncateItemFields {
+		if d.has("/safety/max_field_length") {
+			fail("/safety/max_field_length", "is set but truncate_item_fields is false")
 		}
+		s.MaxFieldLength = 0
 	}
-	if s.TruncateItemFields && s.MaxFieldLength == 0 {
-		s.MaxFieldLength = DefaultMaxFieldLength
-	}
-	if sb.strList("redacted_paths", &s.RedactedPaths) {
-		for i, rp := range s.RedactedPaths {
-			p, err := compilePath(rp)
-			if err != nil {
-				fail(fmt.Sprintf("safety.redacted_paths[%d]", i), "%v", err)
-				continue
-			}
-			ex.paths.redact = append(ex.paths.redact, p)
+	for i, rp := range s.RedactedPaths {
+		p, err := compilePath(rp)
+		if err != nil {
+			fail(fmt.Sprintf("/safety/redacted_paths/%d", i), "%v", err)
+			continue
 		}
-	}
-	sb.boolean("drop_duplicates", &s.DropDuplicates)
-	if sb.float("sampling_rate", &s.SamplingRate) && (s.SamplingRate <= 0 || s.SamplingRate > 1 || math.IsNaN(s.SamplingRate)) {
-		fail("safety.sampling_rate", "must be greater than 0 and at most 1 (got %v)", s.SamplingRate)
+		ex.paths.redact = append(ex.paths.redact, p)
 	}
 	return ex
-}
-
-// block reads the fields of one execution block ("limits", ...), naming
-// the block and field in every problem.
-type block struct {
-	name   string
-	fields map[string]json.RawMessage
-	fail   func(field, format string, args ...any)
-}
-
-func openBlock(name string, raw json.RawMessage, known []string, fail func(field, format string, args ...any)) *block {
-	b := &block{name: name, fail: fail}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return b
-	}
-	if raw[0] != '{' || json.Unmarshal(raw, &b.fields) != nil {
-		fail(name, "must be an object")
-		return b
-	}
-	var unknown []string
-	for k := range b.fields {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		if s := closest(k, known); s != "" {
-			fail(name+"."+k, "unknown field (did you mean %q?)", s)
-		} else {
-			fail(name+"."+k, "unknown field (known fields: %s)", strings.Join(known, ", "))
-		}
-	}
-	return b
-}
-
-func (b *block) has(key string) bool {
-	v, ok := b.fields[key]
-	return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
-}
-
-// int64 reads an integer in [lo, hi] into dst and reports whether the
-// field was given and valid.
-func (b *block) int64(key string, lo, hi int64, dst *int64) bool {
-	if !b.has(key) {
-		return false
-	}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(b.fields[key]))
-	dec.UseNumber()
-	if dec.Decode(&n) != nil {
-		b.fail(b.name+"."+key, "must be an integer (got %s)", b.fields[key])
-		return false
-	}
-	v, err := n.Int64()
-	if err != nil {
-		b.fail(b.name+"."+key, "must be an integer (got %s)", n)
-		return false
-	}
-	if v < lo || v > hi {
-		b.fail(b.name+"."+key, "must be between %d and %d (got %d)", lo, hi, v)
-		return false
-	}
-	*dst = v
-	return true
-}
-
-func (b *block) str(key string, dst *string) bool {
-	if !b.has(key) {
-		return false
-	}
-	if json.Unmarshal(b.fields[key], dst) != nil {
-		b.fail(b.name+"."+key, "must be a string")
-		return false
-	}
-	return true
-}
-
-func (b *block) boolean(key string, dst *bool) bool {
-	if !b.has(key) {
-		return false
-	}
-	if json.Unmarshal(b.fields[key], dst) != nil {
-		b.fail(b.name+"."+key, "must be true or false")
-		return false
-	}
-	return true
-}
-
-func (b *block) float(key string, dst *float64) bool {
-	if !b.has(key) {
-		return false
-	}
-	if json.Unmarshal(b.fields[key], dst) != nil {
-		b.fail(b.name+"."+key, "must be a number")
-		return false
-	}
-	return true
-}
-
-func (b *block) strList(key string, dst *[]string) bool {
-	if !b.has(key) {
-		return false
-	}
-	if json.Unmarshal(b.fields[key], dst) != nil {
-		b.fail(b.name+"."+key, "must be a list of strings")
-		return false
-	}
-	return true
-}
-
-// closest returns the known name nearest to s, if it is near enough.
-func closest(s string, known []string) string {
-	best, bestD := "", 4
-	for _, k := range known {
-		if d := sdk.EditDistance(strings.ToLower(s), k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
 }
 
 // cursorArgument is the argument a window tool takes to continue where

@@ -1,6 +1,10 @@
 package host
 
-import "context"
+import (
+	"context"
+	"maps"
+	"slices"
+)
 
 // OwnRunners gives h a runner set of its own and returns its stop, so a
 // test stops h's runners without stopping those of the tests beside it.
@@ -9,3 +13,15 @@ func OwnRunners(h *Host) func(context.Context) error {
 	h.runners = rs
 	return rs.stop
 }
+
+// What the tests hold the entry's tags to.
+const (
+	MaxItemsLimit         = maxItemsLimit
+	MaxSessionBufferItems = maxStreamSessionBufferItems
+)
+
+// FieldPointer is fieldPointer, the conversion of adapters' dotted fields.
+var FieldPointer = fieldPointer
+
+// PresetNames are the presets the host knows.
+func PresetNames() []string { return slices.Sorted(maps.Keys(presets)) }

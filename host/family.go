@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/theory/jsonpath"
 )
@@ -47,6 +46,23 @@ func (f *Family) Roles() []string {
 	return streamSessionRoles
 }
 
+// FamilyNames renames the tools of a session or async_job family (the
+// entry's family block); a name left out is {operation}_{role}.
+type FamilyNames struct {
+	Start  string `json:"start_tool_name,omitempty" jsonschema:"The tool that starts a session or job."`
+	Poll   string `json:"poll_tool_name,omitempty" jsonschema:"A session's: returns the items after a cursor."`
+	Stop   string `json:"stop_tool_name,omitempty" jsonschema:"A session's: ends it."`
+	Status string `json:"status_tool_name,omitempty" jsonschema:"A job's: its status and progress."`
+	Result string `json:"result_tool_name,omitempty" jsonschema:"A job's: its outcome once ready."`
+	Cancel string `json:"cancel_tool_name,omitempty" jsonschema:"A job's: cancels it wherever it runs."`
+}
+
+// byRole lists the names set, in role order.
+func (n *FamilyNames) byRole() [][2]string {
+	return [][2]string{{RoleStart, n.Start}, {RolePoll, n.Poll}, {RoleStop, n.Stop},
+		{RoleStatus, n.Status}, {RoleResult, n.Result}, {RoleCancel, n.Cancel}}
+}
+
 // JobConfig is the job block of an async_job operation. Without
 // status_operation the host runs the operation itself in the background
 // (one request, or the window it collects) and keeps its result. With it,
@@ -54,119 +70,74 @@ func (f *Family) Roles() []string {
 // status_operation, built from the start result, until done_path says it
 // is done (upstream-native jobs: a 202 with a status URL, a SOAP ticket).
 type JobConfig struct {
-	// RetentionMS: a finished job and its result stay readable this long.
-	RetentionMS int64 `json:"retention_ms"`
-	// StatusOperation names a unary operation (in the same operations
-	// files) that reports the upstream job's status.
-	StatusOperation string `json:"status_operation,omitempty"`
-	// StatusArguments are the status operation's arguments: a value that
-	// is a string starting with "$" is an RFC 9535 JSONPath into the start
-	// result (its structured content), anything else is used as written.
-	StatusArguments map[string]any `json:"status_arguments,omitempty"`
-	// PollIntervalMS is the pause between status polls.
-	PollIntervalMS int64 `json:"poll_interval_ms,omitempty"`
-	// DonePath (required with status_operation): true ends the polling.
-	DonePath string `json:"done_path,omitempty"`
-	// StatusPath: the upstream's status text, reported as progress.
-	StatusPath string `json:"status_path,omitempty"`
-	// ProgressPath: the upstream's progress value, reported as progress.
-	ProgressPath string `json:"progress_path,omitempty"`
-	// ErrorPath: a non-empty value here, once done, fails the job with it.
-	ErrorPath string `json:"error_path,omitempty"`
-	// ResultPath: the job's result inside the final status answer (the
-	// whole answer by default).
-	ResultPath string `json:"result_path,omitempty"`
-	// CancelOperation, optional, names a unary operation that cancels the
-	// upstream job; CancelArguments are built like status_arguments.
-	CancelOperation string         `json:"cancel_operation,omitempty"`
-	CancelArguments map[string]any `json:"cancel_arguments,omitempty"`
+	RetentionMS     int64          `json:"retention_ms,omitempty" default:"3600000" minimum:"1" maximum:"604800000" jsonschema:"A finished job and its result stay readable this long, in ms."`
+	StatusOperation string         `json:"status_operation,omitempty" jsonschema:"A unary operation of the same files that reports the upstream job's status; the host polls it until done_path."`
+	StatusArguments map[string]any `json:"status_arguments,omitempty" jsonschema:"The status operation's arguments: a string starting with $ is an RFC 9535 JSONPath into the start result, anything else is sent as written."`
+	PollIntervalMS  int64          `json:"poll_interval_ms,omitempty" default:"2000" minimum:"10" maximum:"600000" jsonschema:"With status_operation: the pause between status polls, in ms."`
+	DonePath        string         `json:"done_path,omitempty" jsonschema:"Required with status_operation: true once the upstream job is done."`
+	StatusPath      string         `json:"status_path,omitempty" jsonschema:"With status_operation: the upstream's status text, reported as progress."`
+	ProgressPath    string         `json:"progress_path,omitempty" jsonschema:"With status_operation: the upstream's progress value, reported as progress."`
+	ErrorPath       string         `json:"error_path,omitempty" jsonschema:"With status_operation: a non-empty value here, once done, fails the job with it."`
+	ResultPath      string         `json:"result_path,omitempty" jsonschema:"With status_operation: the result inside the final status answer (by default the whole answer)."`
+	CancelOperation string         `json:"cancel_operation,omitempty" jsonschema:"A unary operation that cancels the upstream job, called on cancel."`
+	CancelArguments map[string]any `json:"cancel_arguments,omitempty" jsonschema:"The cancel operation's arguments, built like status_arguments."`
 
 	done, status, progress, errPath, result *jsonpath.Path
 	statusArgs, cancelArgs                  map[string]*jsonpath.Path
 }
 
-// Job defaults and bounds.
-const (
-	DefaultJobRetention    = time.Hour
-	DefaultJobPollInterval = 2 * time.Second
-	maxJobRetentionMS      = 7 * 24 * 60 * 60 * 1000
-)
-
-var (
-	familyFields = []string{"start_tool_name", "poll_tool_name", "stop_tool_name", "status_tool_name", "result_tool_name", "cancel_tool_name"}
-	jobFields    = []string{"retention_ms", "status_operation", "status_arguments", "poll_interval_ms", "done_path",
-		"status_path", "progress_path", "error_path", "result_path", "cancel_operation", "cancel_arguments"}
-)
-
-// familyDecl is the family part of an operations-file entry, as written.
+// familyDecl is the family part of an entry, decoded: has says whether
+// the entry wrote the field at a pointer within it.
 type familyDecl struct {
 	mode  Mode
 	name  string
-	names json.RawMessage
-	job   json.RawMessage
+	names FamilyNames
+	job   JobConfig
 	scope string
+	has   func(ptr string) bool
 }
 
-// parseFamily validates the family, job and scope fields of one entry. It
+// parseFamily checks the family, job and scope fields of one entry. It
 // returns nil for a unary or window operation.
-func parseFamily(d familyDecl, fail func(field, format string, args ...any)) *Family {
+func parseFamily(d familyDecl, fail func(ptr, format string, args ...any)) *Family {
 	if d.mode != ModeSession && d.mode != ModeAsyncJob {
-		for _, b := range []struct {
-			name string
-			set  bool
-		}{{"family", present(d.names)}, {"job", present(d.job)}, {"scope", d.scope != ""}} {
-			if b.set {
-				fail(b.name, "only applies to modes session and async_job (this operation is %s)", d.mode)
+		for _, b := range []string{"/family", "/job", "/scope"} {
+			if d.has(b) {
+				fail(b, "only applies to modes session and async_job (this operation is %s)", d.mode)
 			}
 		}
 		return nil
 	}
-	f := &Family{Names: map[string]string{}, AgentScoped: true}
-	switch d.scope {
-	case "", "agent":
-	case "workspace":
-		f.AgentScoped = false
-	default:
-		fail("scope", "unknown scope %q (one of agent, workspace)", d.scope)
-	}
+	f := &Family{Names: map[string]string{}, AgentScoped: d.scope != "workspace"}
 	roles := streamSessionRoles
 	if d.mode == ModeAsyncJob {
 		roles = jobRoles
-		f.Job = parseJob(d.job, fail)
-	} else if present(d.job) {
-		fail("job", "only applies to mode async_job (this operation is session)")
+		f.Job = parseJob(d.job, d.has, fail)
+	} else if d.has("/job") {
+		fail("/job", "only applies to mode async_job (this operation is session)")
 	}
-	nb := openBlock("family", d.names, familyFields, fail)
-	for _, k := range familyFields {
-		role := strings.TrimSuffix(k, "_tool_name")
-		var name string
-		if !nb.str(k, &name) {
-			continue
-		}
+	for _, rn := range d.names.byRole() {
+		role, name := rn[0], rn[1]
+		ptr := "/family/" + role + "_tool_name"
 		switch {
+		case name == "":
 		case !slices.Contains(roles, role):
-			fail("family."+k, "not a tool of mode %s (its tools: %s)", d.mode, strings.Join(roles, ", "))
+			fail(ptr, "not a tool of mode %s (its tools: %s)", d.mode, strings.Join(roles, ", "))
 		case !toolNameRE.MatchString(name):
-			fail("family."+k, "must be 1-128 characters of A-Z a-z 0-9 _ . - (got %q)", name)
+			fail(ptr, "must be 1-128 characters of A-Z a-z 0-9 _ . - (got %q)", name)
 		default:
 			f.Names[role] = name
 		}
 	}
 	for _, role := range roles {
 		if name := d.name + "_" + role; f.Names[role] == "" && !toolNameRE.MatchString(name) {
-			fail("family", "the tool name %q is longer than 128 characters: set family.%s_tool_name", name, role)
+			fail("/family", "the tool name %q is longer than 128 characters: set family.%s_tool_name", name, role)
 		}
 	}
 	return f
 }
 
-func parseJob(raw json.RawMessage, fail func(field, format string, args ...any)) *JobConfig {
-	jb := openBlock("job", raw, jobFields, fail)
-	j := &JobConfig{RetentionMS: DefaultJobRetention.Milliseconds()}
-	jb.int64("retention_ms", 1, maxJobRetentionMS, &j.RetentionMS)
-	jb.str("status_operation", &j.StatusOperation)
-	jb.str("cancel_operation", &j.CancelOperation)
-	jb.int64("poll_interval_ms", minPollIntervalMS, maxWindowDurationMS, &j.PollIntervalMS)
+func parseJob(j JobConfig, has func(string) bool, fail func(ptr, format string, args ...any)) *JobConfig {
 	for _, pf := range []struct {
 		key string
 		dst *string
@@ -176,60 +147,53 @@ func parseJob(raw json.RawMessage, fail func(field, format string, args ...any))
 		{"progress_path", &j.ProgressPath, &j.progress}, {"error_path", &j.ErrorPath, &j.errPath},
 		{"result_path", &j.ResultPath, &j.result},
 	} {
-		if !jb.str(pf.key, pf.dst) {
+		if *pf.dst == "" {
 			continue
 		}
 		if pf.key != "done_path" && j.StatusOperation == "" {
-			fail("job."+pf.key, "only applies with job.status_operation (it reads the status answers)")
+			fail("/job/"+pf.key, "only applies with job.status_operation (it reads the status answers)")
 			continue
 		}
 		p, err := compilePath(*pf.dst)
 		if err != nil {
-			fail("job."+pf.key, "%v", err)
+			fail("/job/"+pf.key, "%v", err)
 			continue
 		}
 		*pf.out = p
 	}
-	j.statusArgs = argumentPaths(jb, "status_arguments", &j.StatusArguments)
-	j.cancelArgs = argumentPaths(jb, "cancel_arguments", &j.CancelArguments)
+	j.statusArgs = argumentPaths(j.StatusArguments, "/job/status_arguments", fail)
+	j.cancelArgs = argumentPaths(j.CancelArguments, "/job/cancel_arguments", fail)
 	switch {
 	case j.StatusOperation == "":
 		for _, k := range []string{"status_arguments", "poll_interval_ms", "done_path"} {
-			if jb.has(k) {
-				fail("job."+k, "only applies with job.status_operation (the upstream's own job status)")
+			if has("/job/" + k) {
+				fail("/job/"+k, "only applies with job.status_operation (the upstream's own job status)")
 			}
 		}
 	case j.DonePath == "":
-		fail("job.done_path", "is required with status_operation: the JSONPath that is true once the upstream job is done, e.g. $.done")
+		fail("/job/done_path", "is required with status_operation: the JSONPath that is true once the upstream job is done, e.g. $.done")
 	}
-	if j.PollIntervalMS == 0 {
-		j.PollIntervalMS = DefaultJobPollInterval.Milliseconds()
+	if has("/job/cancel_arguments") && j.CancelOperation == "" {
+		fail("/job/cancel_arguments", "only applies with job.cancel_operation")
 	}
-	if jb.has("cancel_arguments") && j.CancelOperation == "" {
-		fail("job.cancel_arguments", "only applies with job.cancel_operation")
-	}
-	return j
+	return &j
 }
 
-// argumentPaths reads an arguments template and compiles its JSONPath
-// values.
-func argumentPaths(b *block, key string, dst *map[string]any) map[string]*jsonpath.Path {
-	if !b.has(key) {
-		return nil
-	}
-	if json.Unmarshal(b.fields[key], dst) != nil {
-		b.fail("job."+key, "must be an object of argument names to values or JSONPath queries")
+// argumentPaths compiles the JSONPath values of an arguments template
+// (at ptr in the entry).
+func argumentPaths(tmpl map[string]any, ptr string, fail func(ptr, format string, args ...any)) map[string]*jsonpath.Path {
+	if tmpl == nil {
 		return nil
 	}
 	paths := map[string]*jsonpath.Path{}
-	for k, v := range *dst {
+	for k, v := range tmpl {
 		s, ok := v.(string)
 		if !ok || !strings.HasPrefix(s, "$") {
 			continue
 		}
 		p, err := compilePath(s)
 		if err != nil {
-			b.fail(fmt.Sprintf("job.%s.%s", key, k), "%v", err)
+			fail(ptr+"/"+PointerKey(k), "%v", err)
 			continue
 		}
 		paths[k] = p

@@ -28,10 +28,10 @@ func (req CallRequest) scope() store.Scope {
 
 // bindFamilies checks what families need: the store, and the status and
 // cancel operations of upstream-native jobs.
-func (h *Host) bindFamilies(opts Options, fail func(op, field, reason string)) {
+func (h *Host) bindFamilies(opts Options, fail func(op *Operation, ptr, reason string)) {
 	for _, x := range h.families {
 		if h.store == nil {
-			fail(x.Name, "mode", fmt.Sprintf("mode %s keeps its state in the store, and this host has none (configure the crank app's etcd)", x.Mode))
+			fail(x.Operation, "/mode", fmt.Sprintf("mode %s keeps its state in the store, and this host has none (configure the crank app's etcd)", x.Mode))
 			continue
 		}
 		j := x.Family.Job
@@ -39,7 +39,7 @@ func (h *Host) bindFamilies(opts Options, fail func(op, field, reason string)) {
 			continue
 		}
 		for _, ref := range []struct{ field, name string }{
-			{"job.status_operation", j.StatusOperation}, {"job.cancel_operation", j.CancelOperation},
+			{"/job/status_operation", j.StatusOperation}, {"/job/cancel_operation", j.CancelOperation},
 		} {
 			if ref.name == "" {
 				continue
@@ -47,9 +47,9 @@ func (h *Host) bindFamilies(opts Options, fail func(op, field, reason string)) {
 			target, ok := h.op(ref.name)
 			switch {
 			case !ok:
-				fail(x.Name, ref.field, fmt.Sprintf("no operation named %q", ref.name))
+				fail(x.Operation, ref.field, fmt.Sprintf("no operation named %q", ref.name))
 			case target.Mode != ModeUnary || target.Role != "":
-				fail(x.Name, ref.field, fmt.Sprintf("operation %q is %s: it must be a unary operation", ref.name, target.Mode))
+				fail(x.Operation, ref.field, fmt.Sprintf("operation %q is %s: it must be a unary operation", ref.name, target.Mode))
 			}
 		}
 	}

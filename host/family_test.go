@@ -496,15 +496,15 @@ func TestTasks(t *testing.T) {
 func TestFamilyLoadErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ ops, want string }{
-		{`{name: s, description: d, adapter: rest, mode: session, limits: {window_duration_ms: 10}, config: {}}`, "limits.window_duration_ms: does not apply to mode session"},
-		{`{name: s, description: d, adapter: rest, mode: session, aggregation: {aggregation_mode: stats, value_path: $.x}, config: {}}`, "aggregation.aggregation_mode: a session hands out its items"},
-		{`{name: s, description: d, adapter: rest, mode: session, limits: {idle_timeout_ms: 5000, max_session_lifetime_ms: 1000}, config: {}}`, "limits.idle_timeout_ms: must not exceed max_session_lifetime_ms"},
-		{`{name: s, description: d, adapter: rest, mode: session, family: {status_tool_name: x}, config: {}}`, "family.status_tool_name: not a tool of mode session"},
-		{`{name: s, description: d, adapter: rest, mode: session, family: {poll_tool_nmae: x}, config: {}}`, `family.poll_tool_nmae: unknown field (did you mean "poll_tool_name"?)`},
-		{`{name: j, description: d, adapter: rest, mode: async_job, job: {status_operation: st}, config: {}}`, "job.done_path: is required with status_operation"},
-		{`{name: j, description: d, adapter: rest, mode: async_job, job: {result_path: $.x}, config: {}}`, "job.result_path: only applies with job.status_operation"},
-		{`{name: j, description: d, adapter: rest, mode: async_job, scope: team, config: {}}`, `scope: unknown scope "team"`},
-		{`{name: u, description: d, adapter: rest, job: {retention_ms: 5}, config: {}}`, "job: only applies to modes session and async_job"},
+		{`{name: s, description: d, adapter: rest, mode: session, limits: {window_duration_ms: 10}, config: {}}`, "/limits/window_duration_ms: does not apply to mode session"},
+		{`{name: s, description: d, adapter: rest, mode: session, aggregation: {aggregation_mode: stats, value_path: $.x}, config: {}}`, "/aggregation/aggregation_mode: a session hands out its items"},
+		{`{name: s, description: d, adapter: rest, mode: session, limits: {idle_timeout_ms: 5000, max_session_lifetime_ms: 1000}, config: {}}`, "/limits/idle_timeout_ms: must not exceed max_session_lifetime_ms"},
+		{`{name: s, description: d, adapter: rest, mode: session, family: {status_tool_name: x}, config: {}}`, "/family/status_tool_name: not a tool of mode session"},
+		{`{name: s, description: d, adapter: rest, mode: session, family: {poll_tool_nmae: x}, config: {}}`, `/family/poll_tool_nmae: unknown field (did you mean "poll_tool_name"?)`},
+		{`{name: j, description: d, adapter: rest, mode: async_job, job: {status_operation: st}, config: {}}`, "/job/done_path: is required with status_operation"},
+		{`{name: j, description: d, adapter: rest, mode: async_job, job: {result_path: $.x}, config: {}}`, "/job/result_path: only applies with job.status_operation"},
+		{`{name: j, description: d, adapter: rest, mode: async_job, scope: team, config: {}}`, `/scope: must be one of agent, workspace`},
+		{`{name: u, description: d, adapter: rest, job: {retention_ms: 5}, config: {}}`, "/job: only applies to modes session and async_job"},
 	} {
 		_, err := host.Parse("ops.yaml", []byte("operations:\n  - "+tc.ops+"\n"), host.LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -74,7 +74,7 @@ type Host struct {
 
 	upstreams upstreamSources // upstream_auth.go
 	// warnings are the adapters' warning diagnostics found at load.
-	warnings []*ConfigError
+	warnings Problems
 	// access receives one record per tool call (telemetry.go).
 	access *zap.Logger
 }
@@ -92,7 +92,7 @@ type boundOp struct {
 // New binds every operation of the catalog to its adapter: it starts the
 // adapters, lets each validate its operations' configs and expand entries
 // into the tools they stand for. Every problem found is reported, as
-// *ConfigError values joined together.
+// Problems.
 func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -103,24 +103,24 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), entries: map[string]*entryTools{},
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
 		access: opts.Logger.Named("access")}
-	var errs []error
-	fail := func(op, field, reason string) {
-		file, line := h.cat.Source, 0
-		if o, ok := h.cat.Lookup(op); ok && o.File != "" {
-			file, line = o.File, o.pos.line(op, field)
+	var errs Problems
+	fail := func(op *Operation, ptr, reason string) {
+		p := op.Problem(ptr, h.redact.String(reason))
+		if p.File == "" {
+			p.File = h.cat.Source
 		}
-		errs = append(errs, &ConfigError{File: file, Line: line, Operation: op, Field: field, Reason: h.redact.String(reason)})
+		errs = append(errs, p)
 	}
 	tab := &toolTable{ops: map[string]*boundOp{}}
 	for _, op := range h.cat.Operations {
 		sup, err := opts.Adapter(op.Adapter)
 		if err != nil {
-			fail(op.Name, "adapter", err.Error())
+			fail(op, "/adapter", err.Error())
 			continue
 		}
 		desc, err := sup.Start(ctx)
 		if err != nil {
-			fail(op.Name, "adapter", err.Error())
+			fail(op, "/adapter", err.Error())
 			continue
 		}
 		if op.allow != nil && h.refusedReach(op, desc.ConfigSchema, fail) { // reach.go
@@ -128,25 +128,25 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		b := bind(op, sup)
 		if !desc.Serves(b.call.Mode) {
-			fail(op.Name, "mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
+			fail(op, "/mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
 		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !desc.Capabilities.Stream {
-			fail(op.Name, "transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
+			fail(op, "/transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
 			continue
 		}
 		c, err := sup.Client(ctx)
 		if err != nil {
-			fail(op.Name, "adapter", err.Error())
+			fail(op, "/adapter", err.Error())
 			continue
 		}
 		if desc.Capabilities.Validate {
 			diags, err := c.Validate(ctx, &b.call)
 			if err != nil && client.CodeOf(err) != client.Unimplemented {
-				fail(op.Name, "config", "adapter could not validate it: "+err.Error())
+				fail(op, "/config", "adapter could not validate it: "+err.Error())
 				continue
 			}
-			if h.report(op.Name, diags, fail) {
+			if h.report(op, diags, fail) {
 				continue
 			}
 		}
@@ -158,18 +158,18 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			switch {
 			case client.CodeOf(err) == client.Unimplemented:
 			case err != nil:
-				fail(op.Name, "config", "adapter could not expand it: "+err.Error())
+				fail(op, "/config", "adapter could not expand it: "+err.Error())
 				continue
 			default:
-				if h.report(op.Name, diags, fail) {
+				if h.report(op, diags, fail) {
 					continue
 				}
 				if pubs, err = publications(op, sup, pub); err != nil { // published.go
-					fail(op.Name, "config", err.Error())
+					fail(op, "/config", err.Error())
 					continue
 				}
 				if bound, err = expand(op, sup, tools, len(pubs) > 0); err != nil {
-					fail(op.Name, "config", err.Error())
+					fail(op, "/config", err.Error())
 					continue
 				}
 			}
@@ -179,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			if x.Mode == ModeWindow {
 				op, err := prepareWindow(x.Operation)
 				if err != nil {
-					fail(x.Name, "input_schema", err.Error())
+					fail(x.Operation, "/input_schema", err.Error())
 					continue
 				}
 				x.Operation = op
@@ -189,27 +189,27 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				continue
 			}
 			if x.Description == "" {
-				fail(x.Name, "description", "is required (clients show it to the model)")
+				fail(x.Operation, "/description", "is required (clients show it to the model)")
 				continue
 			}
 			fam, err := familyTools(x)
 			if err != nil {
-				fail(x.Name, "family", err.Error())
+				fail(x.Operation, "/family", err.Error())
 				continue
 			}
 			tools = append(tools, fam...)
 			h.families[x.Name] = x
 		}
 		if err := tab.addPublications(pubs); err != nil {
-			fail(op.Name, "config", err.Error())
+			fail(op, "/config", err.Error())
 		}
 		et := &entryTools{entry: op, sup: sup, expanded: desc.Capabilities.Expand, publishes: publishes}
 		for _, x := range tools {
 			switch {
 			case x.Description == "":
-				fail(x.Name, "description", "is required (clients show it to the model)")
+				fail(x.Operation, "/description", "is required (clients show it to the model)")
 			case tab.ops[x.Name] != nil:
-				fail(x.Name, "name", "duplicate tool name"+sameName(tab.ops[x.Name].Operation, x.Operation))
+				fail(x.Operation, "/name", "duplicate tool name"+sameName(tab.ops[x.Name].Operation, x.Operation))
 			default:
 				tab.ops[x.Name] = x
 				tab.list = append(tab.list, x.Operation)
@@ -223,7 +223,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		h.bindFamilies(opts, fail)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	return h, nil
 }
@@ -241,27 +241,22 @@ func sameName(first, second *Operation) string {
 // Warnings returns the warnings the adapters reported about the
 // operations as they loaded them (skipped parts of an OpenAPI document,
 // and so on), redacted.
-func (h *Host) Warnings() []*ConfigError { return h.warnings }
+func (h *Host) Warnings() Problems { return h.warnings }
 
-// report logs warning diagnostics, fails on errors and says whether there
-// were any errors.
-func (h *Host) report(op string, diags []sdk.Diagnostic, fail func(op, field, reason string)) bool {
-	bad := false
-	for _, d := range diags {
-		field := "config"
-		if d.Field != "" {
-			field += "." + d.Field
-		}
-		if d.Severity == sdk.SeverityWarning {
-			h.warnings = append(h.warnings, &ConfigError{File: h.cat.Source, Operation: op, Field: field, Reason: h.redact.String(d.Message)})
-			h.log.Warn("operation config", zap.String("file", h.cat.Source), zap.String("operation", op),
-				zap.String("field", field), zap.String("warning", h.redact.String(d.Message)))
-			continue
-		}
-		bad = true
-		fail(op, field, d.Message)
+// report logs an adapter's warning diagnostics of op's config, fails on
+// its errors and says whether there were any errors.
+func (h *Host) report(op *Operation, diags []sdk.Diagnostic, fail func(op *Operation, ptr, reason string)) bool {
+	errs, warns := diagnosticProblems("/config", diags)
+	for _, w := range warns {
+		p := op.Problem(w.Pointer, h.redact.String(w.Message))
+		h.warnings = append(h.warnings, p)
+		h.log.Warn("operation config", zap.String("file", p.File), zap.String("operation", op.Name),
+			zap.String("field", w.Pointer), zap.String("warning", p.Message))
 	}
-	return bad
+	for _, e := range errs {
+		fail(op, e.Pointer, e.Message)
+	}
+	return len(errs) > 0
 }
 
 func bind(op *Operation, sup *Supervisor) *boundOp {
@@ -298,7 +293,7 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool)
 			}
 			op = Operation{Name: t.Name, Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
 				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family,
-				UpstreamAuth: entry.UpstreamAuth, allow: entry.allow}
+				UpstreamAuth: entry.UpstreamAuth, allow: entry.allow, pos: entry.pos, at: entry.at}
 		}
 		if err := entry.derivedReach(t.Config, sup); err != nil { // reach.go
 			return nil, fmt.Errorf("tool %q: %w", op.Name, err)

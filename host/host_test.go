@@ -371,18 +371,18 @@ func TestAttachToDebugAdapter(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"bad yaml", "operations: [", "not valid YAML"},
-		{"unknown field", "operations: []\nfoo: 1", `ops.yaml:2: foo: unknown field (known fields: version, adapters, operations)`},
-		{"misspelled entry field", "operations:\n  - name: a\n    descripton: d\n    adapter: test\n    config: {behavior: echo}", `ops.yaml:3: operation "a": descripton: unknown field (did you mean "description"?)`},
-		{"wrong type", "operations:\n  - name: a\n    description: d\n    adapter: [test]\n    config: {}", `ops.yaml:4: operation "a": adapter: expected a string, got array`},
-		{"json position", "{\"operations\": [\n {\"name\": \"a\", \"description\": \"d\",\n  \"adapter\": \"test\", \"mode\": \"forever\", \"config\": {}}]}", `ops.yaml:3: operation "a": mode: unknown mode "forever"`},
-		{"nested position", "operations:\n  - name: a\n    description: d\n    adapter: test\n    mode: window\n    limits:\n      max_itemz: 5\n    config: {}", `ops.yaml:7: operation "a": limits.max_itemz: unknown field (did you mean "max_items"?)`},
-		{"no ops", "operations: []", "operations: at least one operation is required"},
-		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": name: must be`},
-		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": name: duplicate`},
-		{"bad schema", "operations: [{name: a, description: d, adapter: test, input_schema: {type: string}, config: {behavior: echo}}]", `input_schema: must have "type": "object"`},
-		{"bad timeout", "operations: [{name: a, description: d, adapter: test, timeout: soon, config: {behavior: echo}}]", `timeout: must be a positive duration`},
-		{"bad mode", "operations: [{name: a, description: d, adapter: test, mode: forever, config: {behavior: echo}}]", `mode: unknown mode "forever"`},
-		{"no config", "operations: [{name: a, description: d, adapter: test}]", `config: is required`},
+		{"unknown field", "operations: []\nfoo: 1", `ops.yaml:2: /foo: unknown field (known fields: version, adapters, operations)`},
+		{"misspelled entry field", "operations:\n  - name: a\n    descripton: d\n    adapter: test\n    config: {behavior: echo}", `ops.yaml:3: operation "a": /descripton: unknown field (did you mean "description"?)`},
+		{"wrong type", "operations:\n  - name: a\n    description: d\n    adapter: [test]\n    config: {}", `ops.yaml:4: operation "a": /adapter: must be a string, got a list`},
+		{"json position", "{\"operations\": [\n {\"name\": \"a\", \"description\": \"d\",\n  \"adapter\": \"test\", \"mode\": \"forever\", \"config\": {}}]}", `ops.yaml:3: operation "a": /mode: must be one of unary, window, session, async_job`},
+		{"nested position", "operations:\n  - name: a\n    description: d\n    adapter: test\n    mode: window\n    limits:\n      max_itemz: 5\n    config: {}", `ops.yaml:7: operation "a": /limits/max_itemz: unknown field (did you mean "max_items"?)`},
+		{"no ops", "operations: []", "/operations: at least one operation is required"},
+		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": /name: must be`},
+		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": /name: duplicate operation name (also /operations/0)`},
+		{"bad schema", "operations: [{name: a, description: d, adapter: test, input_schema: {type: string}, config: {behavior: echo}}]", `/input_schema: must have "type": "object"`},
+		{"bad timeout", "operations: [{name: a, description: d, adapter: test, timeout: soon, config: {behavior: echo}}]", `/timeout: not a valid duration: use a Go duration such as "10s" or "1500ms"`},
+		{"bad mode", "operations: [{name: a, description: d, adapter: test, mode: forever, config: {behavior: echo}}]", `/mode: must be one of unary, window, session, async_job`},
+		{"no config", "operations: [{name: a, description: d, adapter: test}]", `/config: is required`},
 	}
 	for _, c := range cases {
 		_, err := host.Parse("ops.yaml", []byte(c.yaml), host.LoadOptions{})
@@ -408,11 +408,11 @@ operations:
 		t.Fatal("want error")
 	}
 	for _, want := range []string{
-		`ops.yaml:5: operation "a": config.behavior: unknown behavior "teleport"`,
-		`ops.yaml:6: operation "b": adapter: no adapter named "missing"`,
-		`ops.yaml:7: operation "c": description: is required`,
-		`ops.yaml:8: operation "d": config: the adapter derived an invalid tool name "x y"`,
-		`ops.yaml:9: operation "e": config: the adapter found no tools to serve in it`,
+		`ops.yaml:5: operation "a": /config/behavior: unknown behavior "teleport"`,
+		`ops.yaml:6: operation "b": /adapter: no adapter named "missing"`,
+		`ops.yaml:7: operation "c": /description: is required`,
+		`ops.yaml:8: operation "d": /config: the adapter derived an invalid tool name "x y"`,
+		`ops.yaml:9: operation "e": /config: the adapter found no tools to serve in it`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)
@@ -421,7 +421,7 @@ operations:
 
 	bad := "adapters: {test: {command: /nonexistent/adapter}}\noperations: [{name: a, description: d, adapter: test, config: {}}]\n#%s"
 	_, err = newFixture(t, bad)
-	if err == nil || !strings.Contains(err.Error(), `operation "a": adapter: adapter "test": cannot start /nonexistent/adapter`) {
+	if err == nil || !strings.Contains(err.Error(), `operation "a": /adapter: adapter "test": cannot start /nonexistent/adapter`) {
 		t.Fatalf("missing binary: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,13 +19,14 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 	}
 	out := &Catalog{Source: strings.Join(sources, ", "), Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
 	from := map[string]string{}
-	var errs []error
+	var errs Problems
 	secrets := map[string]bool{}
 	for _, c := range cats {
 		for name, d := range c.Adapters {
 			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
-				errs = append(errs, &ConfigError{File: c.Source, Line: c.pos.line("", "adapters."+name), Field: "adapters." + name,
-					Reason: fmt.Sprintf("declared differently in %s", from["adapter:"+name])})
+				ptr := "/adapters/" + PointerKey(name)
+				errs = append(errs, Problem{File: c.Source, Line: c.pos.line(ptr), Pointer: ptr,
+					Message: fmt.Sprintf("declared differently in %s", from["adapter:"+name])})
 				continue
 			}
 			out.Adapters[name] = d
@@ -34,8 +34,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 		}
 		for _, op := range c.Operations {
 			if first, ok := from[op.Name]; ok {
-				errs = append(errs, &ConfigError{File: c.Source, Line: op.pos.line(op.Name, "name"), Operation: op.Name, Field: "name",
-					Reason: "duplicate operation name (also in " + first + ")"})
+				errs = append(errs, op.Problem("/name", "duplicate operation name (also in "+first+")"))
 				continue
 			}
 			from[op.Name] = c.Source
@@ -51,7 +50,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 	}
 	slices.Sort(out.Secrets)
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errs
 	}
 	return out, nil
 }

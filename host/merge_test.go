@@ -35,8 +35,8 @@ adapters: {x: {command: /bin/other}}
 operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
 	_, err = host.Merge(a, c)
 	for _, want := range []string{
-		`/srv/c.yaml:2: adapters.x: declared differently in /etc/crank/a.yaml`,
-		`/srv/c.yaml:3: operation "one": name: duplicate operation name (also in /etc/crank/a.yaml)`,
+		`/srv/c.yaml:2: /adapters/x: declared differently in /etc/crank/a.yaml`,
+		`/srv/c.yaml:3: operation "one": /name: duplicate operation name (also in /etc/crank/a.yaml)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in %v", want, err)

@@ -12,16 +12,14 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
-// executionFields are the fields of a tool's execution_json: the
-// execution part of an operations-file entry, without mode and preset
-// (the tool's mode travels in Tool.mode; presets are the operator's).
-var executionFields = []string{"transport_behavior", "limits", "aggregation", "safety"}
-
 // toolExecution gives op, one tool expanded from entry, the mode, window
 // config and item schema its adapter derived (Tool.mode, execution_json,
 // item_schema_json), checked as an entry's are. The entry itself (self)
 // keeps a window config its operator wrote; a derived tool's own config
-// replaces its entry's. Problems name the tool and the field.
+// replaces its entry's. Problems name the tool and the field. A tool's
+// execution_json is an ExecutionDecl: the execution part of an entry,
+// without mode and preset (the tool's mode travels in Tool.mode; presets
+// are the operator's).
 func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor) error {
 	mode := t.Mode
 	raw := bytes.TrimSpace(t.Execution)
@@ -44,24 +42,18 @@ func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor
 	case sdk.ModeWindow:
 		m = ModeWindow
 	default:
-		fail("mode", "the adapter gave it mode %s; a derived tool is unary or window", mode)
+		fail("/mode", "the adapter gave it mode %s; a derived tool is unary or window", mode)
 	}
 	if len(problems) == 0 && (m != entry.Mode || len(raw) > 0) {
 		if m != entry.Mode && !sup.Description().Serves(sdkMode(m)) {
-			fail("mode", "adapter %q does not serve mode %q", entry.Adapter, m)
-		}
-		d := execDecl{label: op.Name, mode: m}
-		if len(raw) > 0 {
-			blocks := openBlock("execution", raw, executionFields, fail)
-			blocks.str("transport_behavior", &d.transport) // checked by parseExecution
-			d.limits, d.aggregation, d.safety = blocks.fields["limits"], blocks.fields["aggregation"], blocks.fields["safety"]
+			fail("/mode", "adapter %q does not serve mode %q", entry.Adapter, m)
 		}
 		var ex *Execution
 		if len(problems) == 0 {
-			ex = parseExecution(d, fail)
+			ex = parseExecutionJSON(m, raw, fail)
 		}
 		if ex != nil && ex.TransportBehavior == ServerStream && !sup.Description().Capabilities.Stream {
-			fail("transport_behavior", "adapter %q cannot stream: use request_response to poll it", entry.Adapter)
+			fail("/transport_behavior", "adapter %q cannot stream: use request_response to poll it", entry.Adapter)
 		}
 		op.Mode, op.Execution = m, ex
 		if ex != nil {
@@ -74,7 +66,7 @@ func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor
 		ex := *op.Execution
 		ex.itemSchema = json.RawMessage(item)
 		if err := checkOutputSchema(windowOutputSchema(&ex)); err != nil {
-			fail("item_schema", "the derived item schema is not usable: %v", err)
+			fail("/item_schema", "the derived item schema is not usable: %v", err)
 		}
 		op.Execution = &ex
 	}

@@ -196,20 +196,20 @@ func TestExpandedToolOverrides(t *testing.T) {
 	w := ops["watch"]
 	if w.Mode != host.ModeWindow || w.Execution == nil || w.Execution.TransportBehavior != host.ServerStream ||
 		w.Execution.Limits.MaxItems != 3 || w.Execution.Limits.WindowDurationMS != 20000 ||
-		w.Execution.Limits.MaxBytes != host.DefaultMaxBytes || w.Execution.Aggregation.Mode != host.AggRawItems ||
+		w.Execution.Limits.MaxBytes != 1<<20 || w.Execution.Aggregation.Mode != host.AggRawItems ||
 		w.Timeout != 25*time.Second {
 		t.Errorf("watch: mode %s timeout %s execution %+v", w.Mode, w.Timeout, w.Execution)
 	}
 	if p := ops["getPet"]; p.Mode != host.ModeUnary || p.Execution != nil || p.Timeout != 2*time.Second || len(p.OutputSchema) == 0 {
 		t.Errorf("getPet: mode %s timeout %s output %s", p.Mode, p.Timeout, p.OutputSchema)
 	}
-	if d := ops["watch_default"]; d.Mode != host.ModeWindow || d.Execution == nil || d.Execution.Limits.MaxItems != host.DefaultMaxItems {
+	if d := ops["watch_default"]; d.Mode != host.ModeWindow || d.Execution == nil || d.Execution.Limits.MaxItems != 1000 {
 		t.Errorf("watch_default: mode %s execution %+v", d.Mode, d.Execution)
 	}
 	if x := ops["win_watchEvents"]; x.Execution == nil || x.Execution.Limits.MaxItems != 2 || x.Execution.Aggregation.SampleSize != 2 {
 		t.Errorf("win_watchEvents: execution %+v", x.Execution)
 	}
-	if g := ops["win_getPet"]; g.Mode != host.ModeUnary || g.Execution != nil || g.Timeout != host.DefaultWindowDuration+5*time.Second {
+	if g := ops["win_getPet"]; g.Mode != host.ModeUnary || g.Execution != nil || g.Timeout != 10*time.Second+5*time.Second {
 		t.Errorf("win_getPet: mode %s timeout %s", g.Mode, g.Timeout)
 	}
 	if res := call(t, h, "win_getPet", `{"id": 4}`); res.IsError || string(res.Structured) != `{"id":4}` {
@@ -311,9 +311,9 @@ func TestExpandedToolBadOverride(t *testing.T) {
 		t.Fatal("a bad override loaded")
 	}
 	for _, want := range []string{
-		`ops.yaml:6: operation "api": config: tool "watch": `,
-		`limits.max_items: must be between 1 and 1000000 (got 0)`,
-		`aggregation.aggregation_mode: unknown aggregation_mode "averages"`,
+		`ops.yaml:6: operation "api": /config: tool "watch": `,
+		`/limits/max_items: must be from 1 to 1000000, got 0`,
+		`/aggregation/aggregation_mode: must be one of raw_items,`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in:\n%v", want, err)

@@ -152,7 +152,7 @@ func (a *CatalogAllow) checkPlaceholders(raw json.RawMessage, fail func(field, f
 	if json.Unmarshal(raw, &v) != nil {
 		return
 	}
-	walkStrings(v, "config", func(path, s string) {
+	walkStrings(v, "/config", func(path, s string) {
 		if ph := a.refusedPlaceholder(s); ph != "" {
 			fail(path, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
 		}
@@ -165,11 +165,11 @@ func walkStrings(v any, path string, f func(path, s string)) {
 		f(path, t)
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			walkStrings(t[k], path+"."+k, f)
+			walkStrings(t[k], path+"/"+PointerKey(k), f)
 		}
 	case []any:
 		for i, e := range t {
-			walkStrings(e, fmt.Sprintf("%s[%d]", path, i), f)
+			walkStrings(e, fmt.Sprintf("%s/%d", path, i), f)
 		}
 	}
 }
@@ -183,14 +183,14 @@ type reachProblem struct{ field, reason string }
 func (a *CatalogAllow) checkConfig(adapter string, cfg, schema json.RawMessage, dir string) []reachProblem {
 	var s map[string]any
 	if json.Unmarshal(schema, &s) != nil || !declaresReach(s) {
-		return []reachProblem{{"adapter", fmt.Sprintf("adapter %q does not say what its config reaches (no %s in its config schema), so catalog entries cannot use it: use it from an operations file", adapter, sdk.ReachKeyword)}}
+		return []reachProblem{{"/adapter", fmt.Sprintf("adapter %q does not say what its config reaches (no %s in its config schema), so catalog entries cannot use it: use it from an operations file", adapter, sdk.ReachKeyword)}}
 	}
 	var v any
 	if json.Unmarshal(cfg, &v) != nil {
 		return nil // the adapter reports a config that is not JSON
 	}
 	var out []reachProblem
-	a.walk(v, s, s, "config", dir, &out)
+	a.walk(v, s, s, "/config", dir, &out)
 	return out
 }
 
@@ -236,13 +236,13 @@ func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out
 				sub = extra
 			}
 			if sub != nil {
-				a.walk(t[k], sub, root, path+"."+k, dir, out)
+				a.walk(t[k], sub, root, path+"/"+PointerKey(k), dir, out)
 			}
 		}
 	case []any:
 		if items, ok := s["items"].(map[string]any); ok {
 			for i, e := range t {
-				a.walk(e, items, root, fmt.Sprintf("%s[%d]", path, i), dir, out)
+				a.walk(e, items, root, fmt.Sprintf("%s/%d", path, i), dir, out)
 			}
 		}
 	}
@@ -258,7 +258,7 @@ func (a *CatalogAllow) value(r sdk.Reach, v any, path, dir string, out *[]reachP
 		return
 	case []any:
 		for i, e := range t {
-			a.value(r, e, fmt.Sprintf("%s[%d]", path, i), dir, out)
+			a.value(r, e, fmt.Sprintf("%s/%d", path, i), dir, out)
 		}
 		return
 	case map[string]any:
@@ -527,15 +527,15 @@ func (r upstreamRule) matches(t target) bool {
 // refusedReach checks a catalog entry as written (placeholders expanded)
 // before its adapter sees it, reporting every problem through fail; it
 // reports whether there was one.
-func (h *Host) refusedReach(op *Operation, schema json.RawMessage, fail func(op, field, reason string)) bool {
+func (h *Host) refusedReach(op *Operation, schema json.RawMessage, fail func(op *Operation, ptr, reason string)) bool {
 	ps := op.allow.checkConfig(op.Adapter, op.Config, schema, op.Dir)
 	if op.UpstreamAuth != nil {
 		if msg := op.allow.upstream(op.UpstreamAuth.TokenEndpoint); msg != "" {
-			ps = append(ps, reachProblem{"upstream_auth.token_endpoint", msg})
+			ps = append(ps, reachProblem{"/upstream_auth/token_endpoint", msg})
 		}
 	}
 	for _, p := range ps {
-		fail(op.Name, p.field, p.reason)
+		fail(op, p.field, p.reason)
 	}
 	return len(ps) > 0
 }

@@ -163,10 +163,10 @@ func TestCatalogAllowPlaceholders(t *testing.T) {
 		t.Fatal("a refused placeholder loaded")
 	}
 	for _, want := range []string{
-		`"bad": config.headers.B: placeholder {env.OTHER} is not allowed`,
-		`"bad": config.headers.C: placeholder {file./etc/hostname} is not allowed`,
-		`"bad": config.headers.D: placeholder {system.hostname} is not allowed`,
-		`"bad": upstream_auth.client_secret: placeholder {env.OTHER} is not allowed`,
+		`"bad": /config/headers/B: placeholder {env.OTHER} is not allowed`,
+		`"bad": /config/headers/C: placeholder {file./etc/hostname} is not allowed`,
+		`"bad": /config/headers/D: placeholder {system.hostname} is not allowed`,
+		`"bad": /upstream_auth/client_secret: placeholder {env.OTHER} is not allowed`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
@@ -224,20 +224,20 @@ func TestCatalogAllowConfig(t *testing.T) {
 		t.Errorf("an allowed config: %s", ps)
 	}
 	for cfg, want := range map[string]string{
-		`{"command": "/bin/sh"}`:                   "config.command: a catalog entry cannot start a process",
-		`{"args": ["-c", "id"]}`:                   "config.args[0]: a catalog entry cannot start a process",
-		`{"url": "http://10.0.0.1/"}`:              "config.url: upstream http://10.0.0.1 is not allowed",
-		`{"spec": "./openapi.yaml"}`:               "config.spec: a catalog entry cannot read local files",
-		`{"spec": "http://internal/openapi.json"}`: "config.spec: upstream http://internal is not allowed",
-		`{"refs": true}`:                           "config.refs: a catalog entry cannot set it",
-		`{"tls": {"ca_file": "/etc/shadow"}}`:      "config.tls.ca_file: a catalog entry cannot read local files",
+		`{"command": "/bin/sh"}`:                   "/config/command: a catalog entry cannot start a process",
+		`{"args": ["-c", "id"]}`:                   "/config/args/0: a catalog entry cannot start a process",
+		`{"url": "http://10.0.0.1/"}`:              "/config/url: upstream http://10.0.0.1 is not allowed",
+		`{"spec": "./openapi.yaml"}`:               "/config/spec: a catalog entry cannot read local files",
+		`{"spec": "http://internal/openapi.json"}`: "/config/spec: upstream http://internal is not allowed",
+		`{"refs": true}`:                           "/config/refs: a catalog entry cannot set it",
+		`{"tls": {"ca_file": "/etc/shadow"}}`:      "/config/tls/ca_file: a catalog entry cannot read local files",
 	} {
 		if ps := problems(cfg); !strings.HasPrefix(ps, want) {
 			t.Errorf("%s: %q, want %q", cfg, ps, want)
 		}
 	}
 	ps := a.checkConfig("third", json.RawMessage(`{"path": "/etc/passwd"}`), json.RawMessage(`{"type": "object", "properties": {"path": {"type": "string"}}}`), "/")
-	if len(ps) != 1 || ps[0].field != "adapter" || !strings.Contains(ps[0].reason, "does not say what its config reaches") {
+	if len(ps) != 1 || ps[0].field != "/adapter" || !strings.Contains(ps[0].reason, "does not say what its config reaches") {
 		t.Errorf("an adapter without reach: %v", ps)
 	}
 	if ps := a.checkConfig("none", json.RawMessage(`{"n": 1}`), json.RawMessage(`{"type": "object", "x-crank-reach": "none"}`), "/"); len(ps) != 0 {

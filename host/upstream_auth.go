@@ -43,11 +43,11 @@ const UpstreamTokenPlaceholder = "{crank.upstream_token}"
 // placeholders (the client secret is a secret) and checks that the config
 // uses the token, and that a config using it has an upstream_auth.
 func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(string) string, secrets map[string]bool,
-	fail func(field, format string, args ...any)) {
+	fail func(ptr, format string, args ...any)) {
 	uses := bytes.Contains(op.Config, []byte(UpstreamTokenPlaceholder))
 	if cfg == nil {
 		if uses {
-			fail("config", "uses %s but the operation has no upstream_auth to obtain it", UpstreamTokenPlaceholder)
+			fail("/config", "uses %s but the operation has no upstream_auth to obtain it", UpstreamTokenPlaceholder)
 		}
 		return
 	}
@@ -56,7 +56,7 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 		for _, f := range []struct{ field, v string }{{"token_endpoint", c.TokenEndpoint}, {"client_id", c.ClientID},
 			{"client_secret", c.ClientSecret}, {"audience", c.Audience}, {"resource", c.Resource}} {
 			if ph := a.refusedPlaceholder(f.v); ph != "" {
-				fail("upstream_auth."+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
+				fail("/upstream_auth/"+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
 			}
 		}
 	}
@@ -70,11 +70,11 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
 	}
 	if err := c.Check(); err != nil {
-		fail("upstream_auth."+authFieldOf(err), "%v", err)
+		fail("/upstream_auth/"+authFieldOf(err), "%v", err)
 		return
 	}
 	if !uses {
-		fail("upstream_auth", "the config never uses %s: put it where the upstream expects its token, e.g. headers: {Authorization: \"Bearer %s\"}",
+		fail("/upstream_auth", "the config never uses %s: put it where the upstream expects its token, e.g. headers: {Authorization: \"Bearer %s\"}",
 			UpstreamTokenPlaceholder, UpstreamTokenPlaceholder)
 		return
 	}

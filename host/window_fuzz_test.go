@@ -43,8 +43,9 @@ func FuzzWindowExtraction(f *testing.F) {
 		aj, _ := json.Marshal(agg)
 		sj, _ := json.Marshal(safety)
 		bad := false
-		ex := parseExecution(execDecl{mode: ModeWindow, limits: json.RawMessage(`{"max_bytes":4096,"max_items":50}`),
-			aggregation: aj, safety: sj}, func(string, string, ...any) { bad = true })
+		raw, _ := json.Marshal(map[string]any{"limits": json.RawMessage(`{"max_bytes":4096,"max_items":50}`),
+			"aggregation": json.RawMessage(aj), "safety": json.RawMessage(sj)})
+		ex := parseExecutionJSON(ModeWindow, raw, func(string, string, ...any) { bad = true })
 		if bad {
 			return // a path that does not parse is refused at load
 		}

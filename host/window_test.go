@@ -646,7 +646,7 @@ adapters:
 operations:
   - {name: w, description: d, adapter: test, mode: window, config: {behavior: echo}}
 `)
-	if err == nil || !strings.Contains(err.Error(), `operation "w": mode: adapter "test" does not serve mode "window"`) {
+	if err == nil || !strings.Contains(err.Error(), `operation "w": /mode: adapter "test" does not serve mode "window"`) {
 		t.Fatalf("got %v", err)
 	}
 }

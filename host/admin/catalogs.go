@@ -22,14 +22,14 @@ type CatalogView struct {
 	Version    *store.CatalogVersion `json:"version,omitempty"`
 	Operations []json.RawMessage     `json:"operations"`
 	// Warnings are the adapters' warnings about the version just written.
-	Warnings catalog.Problems `json:"warnings,omitempty"`
+	Warnings host.Problems `json:"warnings,omitempty"`
 }
 
 // Validation is the answer of a validation without saving.
 type Validation struct {
-	Valid    bool             `json:"valid"`
-	Errors   catalog.Problems `json:"errors"`
-	Warnings catalog.Problems `json:"warnings"`
+	Valid    bool          `json:"valid"`
+	Errors   host.Problems `json:"errors"`
+	Warnings host.Problems `json:"warnings"`
 	// Effective is, for one entry that compiles, what the host makes of
 	// it: every limit, aggregation and safety setting with the defaults
 	// (and its preset's) filled in.
@@ -119,10 +119,10 @@ func versionOf(head *store.CatalogHead) int64 {
 // entries may reach is the business of the handlers that serve it, and
 // no adapter sees an entry before one does. Errors and warnings are
 // placed with place.
-func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns catalog.Problems) {
+func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns host.Problems) {
 	source := "catalog " + name
 	if _, err := doc.Compile(source, shapeOnly); err != nil {
-		return catalog.ProblemsOf(err, doc, place), nil
+		return catalog.ProblemsOf(err, source, doc, place), nil
 	}
 	var builders []func() (*host.Host, error)
 	for _, ep := range g.Endpoints {
@@ -131,13 +131,13 @@ func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document,
 		}
 	}
 	if len(builders) == 0 {
-		warns = append(warns, catalog.Problem{Message: "no handler of this replica serves catalog " + name +
+		warns = append(warns, host.Problem{Message: "no handler of this replica serves catalog " + name +
 			": its entries were checked for their shape only; each replica whose handler serves it checks them in full (adapters, catalog_allow) and serves no version that fails"})
 	}
 	seen := map[string]bool{}
-	add := func(list *catalog.Problems, ps catalog.Problems) {
+	add := func(list *host.Problems, ps host.Problems) {
 		for _, p := range ps {
-			if k := p.String(); !seen[k] {
+			if k := p.Error(); !seen[k] {
 				seen[k] = true
 				*list = append(*list, p)
 			}
@@ -146,14 +146,10 @@ func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document,
 	for _, build := range builders {
 		h, err := build()
 		if err != nil {
-			add(&errs, catalog.ProblemsOf(err, doc, place))
+			add(&errs, catalog.ProblemsOf(err, source, doc, place))
 			continue
 		}
-		var ws []error
-		for _, w := range h.Warnings() {
-			ws = append(ws, w)
-		}
-		add(&warns, catalog.ProblemsOf(errors.Join(ws...), doc, place))
+		add(&warns, catalog.ProblemsOf(h.Warnings().Err(), source, doc, place))
 	}
 	return errs, warns
 }
@@ -178,12 +174,12 @@ type change struct {
 // write checks and stores a change, audits it and answers the new head.
 func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status int) error {
 	ctx := r.Context()
-	var warns catalog.Problems
+	var warns host.Problems
 	if !c.skipCheck {
-		var errs catalog.Problems
+		var errs host.Problems
 		errs, warns = g.check(ctx, c.name, c.next, c.place)
 		if c.body != nil {
-			errs, warns = catalog.Lines(c.body, errs), catalog.Lines(c.body, warns)
+			errs, warns = host.PlaceLines(c.body, errs), host.PlaceLines(c.body, warns)
 		}
 		if len(errs) > 0 {
 			return &Error{Status: http.StatusUnprocessableEntity, Problems: errs, Warnings: warns,
@@ -200,7 +196,7 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status
 		return storeError(err, "catalog "+c.name)
 	}
 	if warns == nil {
-		warns = catalog.Problems{}
+		warns = host.Problems{}
 	}
 	if changes == nil {
 		changes = []catalog.Change{}
@@ -357,14 +353,14 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 		return e
 	}
 	var doc *catalog.Document
-	var probs catalog.Problems
+	var probs host.Problems
 	var entryName string
 	place := catalog.InFile
 	if op := r.URL.Query().Get("operation"); op != "" || queryBool(r, "entry") {
 		// One entry, checked within the catalog's current document.
 		entry, ps := catalog.ParseEntry(body)
 		if ps != nil {
-			return writeJSON(w, http.StatusOK, Validation{Errors: ps, Warnings: catalog.Problems{}})
+			return writeJSON(w, http.StatusOK, Validation{Errors: ps, Warnings: host.Problems{}})
 		}
 		_, cur, _, e := g.current(r.Context(), name)
 		if e != nil {
@@ -377,15 +373,15 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 		entryName = entryNameOf(entry)
 		place = catalog.AsEntry(doc.Index(entryName))
 	} else if doc, probs = catalog.ParseDocument(body); probs != nil {
-		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: catalog.Problems{}})
+		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: host.Problems{}})
 	}
 	errs, warns := g.check(r.Context(), name, doc, place)
-	errs, warns = catalog.Lines(body, errs), catalog.Lines(body, warns)
+	errs, warns = host.PlaceLines(body, errs), host.PlaceLines(body, warns)
 	if errs == nil {
-		errs = catalog.Problems{}
+		errs = host.Problems{}
 	}
 	if warns == nil {
-		warns = catalog.Problems{}
+		warns = host.Problems{}
 	}
 	v := Validation{Valid: len(errs) == 0, Errors: errs, Warnings: warns}
 	if entryName != "" {
@@ -400,4 +396,12 @@ func entryNameOf(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &e)
 	return e.Name
+}
+
+// operationSchema answers the JSON Schema of an operation entry (GET
+// /crank/schema/operation).
+func operationSchema(_ *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) error {
+	w.Header().Set("Content-Type", "application/schema+json")
+	_, err := w.Write(host.OperationSchema())
+	return err
 }

@@ -92,10 +92,10 @@ const MaxBody = 2 << 20
 // Error without problems, warnings or a current version is the shape of
 // Caddy's own admin errors ({"error": "..."}).
 type Error struct {
-	Status   int              `json:"-"`
-	Message  string           `json:"error"`
-	Problems catalog.Problems `json:"errors,omitempty"`
-	Warnings catalog.Problems `json:"warnings,omitempty"`
+	Status   int           `json:"-"`
+	Message  string        `json:"error"`
+	Problems host.Problems `json:"errors,omitempty"`
+	Warnings host.Problems `json:"warnings,omitempty"`
 	// Current is the catalog's current version, for a conflict.
 	Current *int64 `json:"current_version,omitempty"`
 	// Header names the request header a precondition error is about.
@@ -145,7 +145,7 @@ func storeError(err error, what string) *Error {
 // Failures come back as *Error for the caller to write.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	segs := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/crank"), "/"), "/")
-	if g.Store == nil && !(len(segs) == 1 && segs[0] == "endpoints") {
+	if g.Store == nil && !(len(segs) == 1 && segs[0] == "endpoints") && segs[0] != "schema" {
 		return &Error{Status: http.StatusServiceUnavailable, Message: "the crank app has not started (no crank handler in the running config, or the config is still loading)"}
 	}
 	route, args := match(segs)
@@ -193,6 +193,7 @@ var routes = []struct {
 	{[]string{"endpoints"}, methods{"GET": listEndpoints}},
 	{[]string{"tools"}, methods{"GET": listTools}},
 	{[]string{"tools", "*", "call"}, methods{"POST": callTool}},
+	{[]string{"schema", "operation"}, methods{"GET": operationSchema}},
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},

@@ -9,13 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
@@ -24,6 +22,8 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestMain: with CRANK_ADMIN_TEST_ADAPTER=rest this test binary serves
@@ -344,7 +344,7 @@ func TestCatalogProblems(t *testing.T) {
 		pointer, message         string
 	}{
 		{"yaml syntax", "PUT", "/crank/catalogs/served", "operations:\n  - name: [x\n", http.StatusBadRequest, "", ""},
-		{"not a mapping", "PUT", "/crank/catalogs/served", "[1, 2]", http.StatusBadRequest, "", "mapping"},
+		{"not a mapping", "PUT", "/crank/catalogs/served", "[1, 2]", http.StatusBadRequest, "", "must be an object"},
 		{"unknown field", "PUT", "/crank/catalogs/served", "operations:\n  - name: x\n    descripton: d\n", http.StatusBadRequest,
 			"/operations/0/descripton", "unknown field"},
 		{"wrong type", "POST", "/crank/catalogs/served/operations", `{"name": 5, "description": "d", "adapter": "rest", "config": {}}`,
@@ -354,9 +354,12 @@ func TestCatalogProblems(t *testing.T) {
 		{"adapter config", "POST", "/crank/catalogs/served/operations",
 			`{"name": "x", "description": "d", "adapter": "rest", "config": {"method": "GET", "url": "ftp://h/"}}`,
 			http.StatusUnprocessableEntity, "/config/url", "scheme"},
-		{"host check", "POST", "/crank/catalogs/served/operations",
+		{"value outside the schema", "POST", "/crank/catalogs/served/operations",
 			`{"name": "x", "description": "d", "adapter": "rest", "mode": "sideways", "config": {}}`,
-			http.StatusUnprocessableEntity, "/mode", ""},
+			http.StatusBadRequest, "/mode", "must be one of"},
+		{"host check", "POST", "/crank/catalogs/served/operations",
+			`{"name": "x", "description": "d", "adapter": "rest", "mode": "window", "aggregation": {"aggregation_mode": "stats"}, "config": {}}`,
+			http.StatusUnprocessableEntity, "/aggregation/value_path", "is required"},
 		{"clash with a file", "POST", "/crank/catalogs/served/operations", f.entry("file_tool", "F"),
 			http.StatusUnprocessableEntity, "/name", "ops.yaml"},
 		{"bad patch", "PATCH", "/crank/catalogs/served/operations/a", `[1]`, http.StatusBadRequest, "", "JSON merge patch"},
@@ -482,5 +485,32 @@ func TestTestRun(t *testing.T) {
 	}
 	if n := f.audit.FilterField(zap.String("event", "catalog.test")).Len(); n != 2 {
 		t.Fatalf("%d audited test runs, want 2", n)
+	}
+}
+
+// The operation entry's schema is published, even before the app has
+// started, and says what the host checks: defaults, bounds, enums.
+func TestOperationSchemaRoute(t *testing.T) {
+	w := httptest.NewRecorder()
+	if err := (&admin.Gateway{}).ServeHTTP(w, httptest.NewRequest("GET", "/crank/schema/operation", nil)); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("schema: %v %d", err, w.Code)
+	}
+	var s struct {
+		Required   []string
+		Properties map[string]struct {
+			Enum       []string
+			Properties map[string]struct {
+				Default json.RawMessage
+				Maximum float64
+			}
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	max := s.Properties["limits"].Properties["max_items"]
+	if !slices.Equal(s.Required, []string{"name", "description", "adapter", "config"}) || string(max.Default) != "1000" || max.Maximum != 1_000_000 ||
+		!slices.Equal(s.Properties["mode"].Enum, []string{"unary", "window", "session", "async_job"}) {
+		t.Fatalf("schema: %s", w.Body)
 	}
 }

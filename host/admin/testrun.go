@@ -95,39 +95,39 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a test request: " + err.Error(),
-			Problems: catalog.Problems{{Message: err.Error()}}}
+			Problems: host.Problems{{Message: err.Error()}}}
 	}
 	if req.Polls == 0 {
 		req.Polls = 3
 	}
-	var probs catalog.Problems
+	var probs host.Problems
 	if req.Polls < 1 || req.Polls > maxTestPolls {
-		probs = append(probs, catalog.Problem{Pointer: "/polls", Message: fmt.Sprintf("must be from 1 to %d", maxTestPolls)})
+		probs = append(probs, host.Problem{Pointer: "/polls", Message: fmt.Sprintf("must be from 1 to %d", maxTestPolls)})
 	}
 	interval := defPollInterval
 	if req.PollIntervalMS != 0 {
 		interval = time.Duration(req.PollIntervalMS) * time.Millisecond
 	}
 	if interval <= 0 || interval > maxPollInterval {
-		probs = append(probs, catalog.Problem{Pointer: "/poll_interval_ms", Message: fmt.Sprintf("must be from 1 to %d", maxPollInterval.Milliseconds())})
+		probs = append(probs, host.Problem{Pointer: "/poll_interval_ms", Message: fmt.Sprintf("must be from 1 to %d", maxPollInterval.Milliseconds())})
 	}
 	timeout := defTestTimeout
 	if req.TimeoutMS != 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	if timeout <= 0 || timeout > maxTestTimeout {
-		probs = append(probs, catalog.Problem{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())})
+		probs = append(probs, host.Problem{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())})
 	}
 	if len(req.Arguments) > 0 {
 		var m map[string]any
 		if json.Unmarshal(req.Arguments, &m) != nil || m == nil {
-			probs = append(probs, catalog.Problem{Pointer: "/arguments", Message: "must be a JSON object"})
+			probs = append(probs, host.Problem{Pointer: "/arguments", Message: "must be a JSON object"})
 		} else if msg := host.DuplicateMember(req.Arguments); msg != "" {
-			probs = append(probs, catalog.Problem{Pointer: "/arguments", Message: msg})
+			probs = append(probs, host.Problem{Pointer: "/arguments", Message: msg})
 		}
 	}
 	if (req.Operation == "") == (len(req.Entry) == 0) {
-		probs = append(probs, catalog.Problem{Pointer: "/operation", Message: "name a saved operation, or send a draft in entry (one of the two)"})
+		probs = append(probs, host.Problem{Pointer: "/operation", Message: "name a saved operation, or send a draft in entry (one of the two)"})
 	}
 	if len(probs) > 0 {
 		return &Error{Status: http.StatusBadRequest, Problems: probs, Message: "the test request is not valid"}
@@ -152,7 +152,7 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 		place = func(i int) (string, bool) { return "/entry", i == idx }
 	} else if doc.Index(op) < 0 {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("operation %s not found in catalog %s", op, name),
-			Problems: catalog.Problems{{Pointer: "/operation", Message: "no saved operation of this name"}}}
+			Problems: host.Problems{{Pointer: "/operation", Message: "no saved operation of this name"}}}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -163,7 +163,7 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	workspace := ep.Info().Workspace
 	h, err := ep.Build(ctx, doc, true)
 	if err != nil {
-		return &Error{Status: http.StatusUnprocessableEntity, Problems: catalog.ProblemsOf(err, doc, place),
+		return &Error{Status: http.StatusUnprocessableEntity, Problems: catalog.ProblemsOf(err, "catalog "+name, doc, place),
 			Message: fmt.Sprintf("catalog %s: the operation does not load; nothing was run", name)}
 	}
 	who, _ := caller(r)

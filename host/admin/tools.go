@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/crankmcp/crank/host"
-	"github.com/crankmcp/crank/host/catalog"
 	"github.com/crankmcp/crank/internal/telemetry"
+	"go.uber.org/zap"
 )
 
 // ServingEndpoint is an Endpoint that can show the host it serves now
@@ -139,17 +137,17 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a tool call: " + err.Error(),
-			Problems: catalog.Problems{{Message: err.Error()}}}
+			Problems: host.Problems{{Message: err.Error()}}}
 	}
 	if len(req.Arguments) > 0 {
 		var m map[string]any
 		if json.Unmarshal(req.Arguments, &m) != nil || m == nil {
 			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-				Problems: catalog.Problems{{Pointer: "/arguments", Message: "must be a JSON object"}}}
+				Problems: host.Problems{{Pointer: "/arguments", Message: "must be a JSON object"}}}
 		}
 		if msg := host.DuplicateMember(req.Arguments); msg != "" {
 			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-				Problems: catalog.Problems{{Pointer: "/arguments", Message: msg}}}
+				Problems: host.Problems{{Pointer: "/arguments", Message: msg}}}
 		}
 	}
 	timeout := defTestTimeout
@@ -158,7 +156,7 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 	}
 	if timeout <= 0 || timeout > maxTestTimeout {
 		return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-			Problems: catalog.Problems{{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())}}}
+			Problems: host.Problems{{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())}}}
 	}
 	var h *host.Host
 	var info EndpointInfo

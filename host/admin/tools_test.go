@@ -180,7 +180,7 @@ func TestValidateEffective(t *testing.T) {
 	if !v.Valid || v.Effective == nil || v.Effective.Mode != "window" || v.Effective.Execution == nil {
 		t.Fatalf("validation: %+v", v)
 	}
-	if l := v.Effective.Execution.Limits; l.MaxItems != 7 || l.MaxBytes != host.DefaultMaxBytes || l.WindowDurationMS != host.DefaultWindowDuration.Milliseconds() {
+	if l := v.Effective.Execution.Limits; l.MaxItems != 7 || l.MaxBytes != 1<<20 || l.WindowDurationMS != 10_000 {
 		t.Errorf("limits: %+v", l)
 	}
 	if a := v.Effective.Execution.Aggregation; a.Mode != host.AggRawItems {

@@ -35,23 +35,17 @@ const (
 	GrantClientCredentials = "client_credentials"
 )
 
-// UpstreamConfig is how the host obtains an upstream's token.
+// UpstreamConfig is how the host obtains an upstream's token (an
+// operation's upstream_auth; its tags describe its fields in the entry's
+// schema).
 type UpstreamConfig struct {
-	// Grant is GrantTokenExchange or GrantClientCredentials.
-	Grant string `json:"grant"`
-	// TokenEndpoint is the authorization server's token endpoint (https,
-	// http only on loopback).
-	TokenEndpoint string `json:"token_endpoint"`
-	// ClientID and ClientSecret authenticate the gateway there (HTTP
-	// Basic, RFC 6749 §2.3.1).
-	ClientID     string `json:"client_id"`
-	ClientSecret string `json:"client_secret,omitempty"`
-	// Audience and Resource name the upstream the token is for (RFC 8693
-	// audience, RFC 8707 resource); at least one is required.
-	Audience string `json:"audience,omitempty"`
-	Resource string `json:"resource,omitempty"`
-	// Scopes are requested for the token.
-	Scopes []string `json:"scopes,omitempty"`
+	Grant         string   `json:"grant" jsonschema:"token_exchange (RFC 8693: the caller's token exchanged for one of the upstream's) or client_credentials (a token of the gateway's own)."`
+	TokenEndpoint string   `json:"token_endpoint" jsonschema:"The authorization server's token endpoint: https, or http on loopback."`
+	ClientID      string   `json:"client_id" jsonschema:"The gateway's client there (HTTP Basic, RFC 6749 section 2.3.1), with client_secret."`
+	ClientSecret  string   `json:"client_secret,omitempty" jsonschema:"The client's secret, from a placeholder."`
+	Audience      string   `json:"audience,omitempty" jsonschema:"The upstream the token is for (RFC 8693 audience); this or resource is required."`
+	Resource      string   `json:"resource,omitempty" jsonschema:"The upstream the token is for (RFC 8707 resource, an absolute URI)."`
+	Scopes        []string `json:"scopes,omitempty" jsonschema:"Scopes requested for the token."`
 }
 
 // Check reports the first problem of the config, naming its field.

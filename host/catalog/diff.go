@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
+	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -67,17 +70,17 @@ func diffValues(at string, a, b any, out []FieldChange) []FieldChange {
 		if !ok {
 			break
 		}
-		for _, k := range sortedKeys(av) {
-			p := at + "/" + escape(k)
+		for _, k := range slices.Sorted(maps.Keys(av)) {
+			p := at + "/" + host.PointerKey(k)
 			if be, ok := bv[k]; ok {
 				out = diffValues(p, av[k], be, out)
 			} else {
 				out = append(out, FieldChange{Pointer: p, From: canonical(av[k])})
 			}
 		}
-		for _, k := range sortedKeys(bv) {
+		for _, k := range slices.Sorted(maps.Keys(bv)) {
 			if _, ok := av[k]; !ok {
-				out = append(out, FieldChange{Pointer: at + "/" + escape(k), To: canonical(bv[k])})
+				out = append(out, FieldChange{Pointer: at + "/" + host.PointerKey(k), To: canonical(bv[k])})
 			}
 		}
 		return out

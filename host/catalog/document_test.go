@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,21 +54,21 @@ func TestDemoFilesRoundTrip(t *testing.T) {
 func TestParseDocumentPlacesProblems(t *testing.T) {
 	cases := []struct {
 		name, body string
-		want       []catalog.Problem
+		want       []host.Problem
 	}{
-		{"not yaml", "version: 1\nname: a: b\n", []catalog.Problem{{Line: 2}}},
-		{"empty", "  \n", []catalog.Problem{{Pointer: ""}}},
-		{"a list", "- a\n", []catalog.Problem{{Pointer: ""}}},
-		{"unknown top field", "version: 1\noperation: []\n", []catalog.Problem{{Pointer: "/operation", Line: 2}}},
-		{"adapters", "adapters:\n  x: {command: /bin/sh}\noperations: []\n", []catalog.Problem{{Pointer: "/adapters", Line: 1}}},
-		{"version", "version: 2\n", []catalog.Problem{{Pointer: "/version", Line: 1}}},
-		{"operations not a list", "operations: {a: 1}\n", []catalog.Problem{{Pointer: "/operations", Line: 1}}},
-		{"unknown entry field", "operations:\n  - name: a\n    adapter: rest\n    confg: {}\n", []catalog.Problem{{Pointer: "/operations/0/confg", Line: 4}}},
-		{"unknown annotation", "operations:\n  - name: a\n    annotations: {readonly: true}\n", []catalog.Problem{{Pointer: "/operations/0/annotations/readonly", Line: 3}}},
-		{"wrong type", "operations:\n  - name: a\n    timeout: 5\n", []catalog.Problem{{Pointer: "/operations/0/timeout", Line: 3}}},
-		{"wrong nested type", "operations:\n  - name: a\n    annotations: {read_only: yes}\n", []catalog.Problem{{Pointer: "/operations/0/annotations/read_only", Line: 3}}},
-		{"duplicate", "operations:\n  - {name: a}\n  - {name: a}\n", []catalog.Problem{{Pointer: "/operations/1/name", Line: 3}}},
-		{"json duplicate key", `{"operations": [], "operations": []}`, []catalog.Problem{{Line: 1}}},
+		{"not yaml", "version: 1\nname: a: b\n", []host.Problem{{Line: 2}}},
+		{"empty", "  \n", []host.Problem{{Pointer: ""}}},
+		{"a list", "- a\n", []host.Problem{{Pointer: ""}}},
+		{"unknown top field", "version: 1\noperation: []\n", []host.Problem{{Pointer: "/operation", Line: 2}}},
+		{"adapters", "adapters:\n  x: {command: /bin/sh}\noperations: []\n", []host.Problem{{Pointer: "/adapters", Line: 1}}},
+		{"version", "version: 2\n", []host.Problem{{Pointer: "/version", Line: 1}}},
+		{"operations not a list", "operations: {a: 1}\n", []host.Problem{{Pointer: "/operations", Line: 1}}},
+		{"unknown entry field", "operations:\n  - name: a\n    adapter: rest\n    confg: {}\n", []host.Problem{{Pointer: "/operations/0/confg", Line: 4}}},
+		{"unknown annotation", "operations:\n  - name: a\n    annotations: {readonly: true}\n", []host.Problem{{Pointer: "/operations/0/annotations/readonly", Line: 3}}},
+		{"wrong type", "operations:\n  - name: a\n    timeout: 5\n", []host.Problem{{Pointer: "/operations/0/timeout", Line: 3}}},
+		{"wrong nested type", "operations:\n  - name: a\n    annotations: {read_only: yes}\n", []host.Problem{{Pointer: "/operations/0/annotations/read_only", Line: 3}}},
+		{"duplicate", "operations:\n  - {name: a}\n  - {name: a}\n", []host.Problem{{Pointer: "/operations/1/name", Line: 3}}},
+		{"json duplicate key", `{"operations": [], "operations": []}`, []host.Problem{{Line: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,13 +104,15 @@ func TestProblemsOfHostErrors(t *testing.T) {
     adapter: rest
     config: {url: "http://x"}
   - name: bad
-    description: a window
+    description: limits of a unary operation
+    adapter: rest
+    limits: {max_items: 3}
+    config: {url: "http://x"}
+  - name: stats
+    description: a window without its value
     adapter: rest
     mode: window
-    limits: {max_itemz: 3}
-    config: {url: "http://x"}
-  - description: no name
-    adapter: rest
+    aggregation: {aggregation_mode: stats}
     config: {}
 `))
 	if probs != nil {
@@ -119,34 +122,18 @@ func TestProblemsOfHostErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("compiled")
 	}
-	ps := catalog.ProblemsOf(err, doc, catalog.InFile)
+	ps := catalog.ProblemsOf(err, "catalog t", doc, catalog.InFile)
 	var ptrs []string
 	for _, p := range ps {
 		ptrs = append(ptrs, p.Pointer)
 	}
-	if !slices.Contains(ptrs, "/operations/1/limits/max_itemz") && !slices.Contains(ptrs, "/operations/1/limits") {
-		t.Fatalf("pointers: %v (%+v)", ptrs, ps)
-	}
-	if !slices.Contains(ptrs, "/operations/2/name") {
+	if !slices.Equal(ptrs, []string{"/operations/1/limits", "/operations/2/aggregation/value_path"}) {
 		t.Fatalf("pointers: %v (%+v)", ptrs, ps)
 	}
 	// Placed as one entry's body, other entries' problems name them.
-	ps = catalog.ProblemsOf(err, doc, catalog.AsEntry(1))
-	for _, p := range ps {
-		if p.Pointer != "" && !strings.HasPrefix(p.Pointer, "/limits") {
-			t.Fatalf("entry-placed problem: %+v", p)
-		}
-	}
-	for _, c := range []struct{ in, want string }{
-		{"limits.max_items", "/limits/max_items"},
-		{"config.headers[0]", "/config/headers/0"},
-		{"config.paths./users", "/config/paths/~1users"},
-		{"name", "/name"},
-		{"", ""},
-	} {
-		if got := catalog.FieldPointer(c.in); got != c.want {
-			t.Errorf("FieldPointer(%q) = %q, want %q", c.in, got, c.want)
-		}
+	ps = catalog.ProblemsOf(err, "catalog t", doc, catalog.AsEntry(1))
+	if len(ps) != 2 || ps[0].Pointer != "/limits" || ps[1].Pointer != "" || !strings.HasPrefix(ps[1].Message, `operation "stats" of the catalog: /aggregation/value_path: is required`) {
+		t.Fatalf("entry-placed problems: %+v", ps)
 	}
 }
 
@@ -164,5 +151,47 @@ func TestDiffNamesFields(t *testing.T) {
 	want := []string{`/config/q/1 2→3`, `/config/url "a"→"b"`, `/timeout "5s"→`, `/title →"T"`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("fields:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// An entry gets the same problems, to the byte, from an operations file
+// (host.Parse) and from the catalog (ParseEntry, then the compile of the
+// catalog it joins): one decoder and one problem type for both.
+func TestEntryProblemsAlike(t *testing.T) {
+	same := func(s string) string { return s }
+	for _, entry := range []string{
+		`{"name": "a", "descripton": "d", "adapter": "rest", "limits": {"max_itemz": 1, "max_bytes": 0}, "timeout": 5, "mode": "sideways", "config": {}}`,
+		`{"name": "a b", "description": "d", "adapter": "rest", "config": {}}`,
+		`{"description": "d", "adapter": "rest", "config": {}}`,
+		`[1]`,
+		`{"name": "a", "description": "d", "adapter": "rest", "annotations": {"readonly": true, "read_only": "yes"}, "scope": "team", "config": {}}`,
+		`{"name": "a", "description": "d", "adapter": "rest", "limits": {"max_items": 3}, "family": {"poll_tool_name": "p"}, "config": {"url": "x"}}`,
+		`{"name": "a", "description": "d", "adapter": "rest", "mode": "window", "aggregation": {"aggregation_mode": "stats", "group_by": "$.x"},
+		  "safety": {"truncate_item_fields": false, "max_field_length": 100}, "timeout": "1s", "config": {}}`,
+		`{"name": "a", "adapter": "rest", "mode": "session", "limits": {"window_duration_ms": 5, "idle_timeout_ms": 0, "max_items": 200000}, "config": {}}`,
+		`{"name": "a", "adapter": "rest", "mode": "async_job", "job": {"result_path": "$.x", "retention_ms": 0}, "config": {}}`,
+	} {
+		opts := host.LoadOptions{Expand: same, Allow: &host.CatalogAllow{}}
+		_, err := host.Parse("ops.json", []byte(`{"operations": [`+entry+`]}`), opts)
+		var fromFile host.Problems
+		for _, p := range host.ProblemsIn(err) {
+			_, p.Pointer = host.EntryOf(p.Pointer)
+			p.File, p.Line = "", 0
+			fromFile = append(fromFile, p)
+		}
+		raw, fromCatalog := catalog.ParseEntry([]byte(entry))
+		if fromCatalog == nil {
+			doc := (&catalog.Document{}).With(raw)
+			_, err := doc.Compile("catalog t", opts)
+			fromCatalog = catalog.ProblemsOf(err, "catalog t", doc, catalog.AsEntry(0))
+		}
+		for i := range fromCatalog {
+			fromCatalog[i].Line = 0
+		}
+		f, _ := json.Marshal(fromFile)
+		c, _ := json.Marshal(fromCatalog)
+		if len(fromFile) == 0 || string(f) != string(c) {
+			t.Errorf("%s:\nfile:    %s\ncatalog: %s", entry, f, c)
+		}
 	}
 }

@@ -3,9 +3,11 @@ package catalog
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/crankmcp/crank/host"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -21,7 +23,7 @@ func (d *Document) YAML() []byte {
 		if err != nil {
 			continue
 		}
-		ops.Content = append(ops.Content, yamlNode(v, entryFields))
+		ops.Content = append(ops.Content, yamlNode(v, host.EntryFields()))
 	}
 	root := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
 		scalar("version"), {Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"},
@@ -74,7 +76,7 @@ func yamlNode(v any, order []string) *yaml.Node {
 		return n
 	case map[string]any:
 		n := &yaml.Node{Kind: yaml.MappingNode}
-		keys := sortedKeys(t)
+		keys := slices.Sorted(maps.Keys(t))
 		if order != nil {
 			slices.SortStableFunc(keys, func(a, b string) int { return rank(a, order) - rank(b, order) })
 		}

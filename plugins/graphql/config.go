@@ -14,10 +14,9 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// Defaults and bounds.
+// Bounds of what the adapter reads; the config's defaults and bounds are
+// its fields' tags.
 const (
-	defaultTimeout          = 30 * time.Second
-	defaultMaxResponseBytes = 8 << 20
 	// maxIntrospectionBytes bounds an introspection answer: schemas of
 	// large public APIs run to several MiB.
 	maxIntrospectionBytes = 64 << 20
@@ -25,8 +24,6 @@ const (
 	maxDocumentBytes = 16 << 20
 	// errorExcerptBytes bounds the body excerpt of an HTTP error.
 	errorExcerptBytes = 2 << 10
-	defaultMaxDepth   = 2
-	maxMaxDepth       = 5
 )
 
 // configFields is an operation's graphql config as written: an
@@ -42,16 +39,16 @@ type configFields struct {
 	ToolPrefix        string          `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
 	Generate          *generateFields `json:"generate,omitempty" jsonschema:"Generate a query tool per top-level Query field."`
 	Headers           json.RawMessage `json:"headers,omitempty" jsonschema:"Static request headers (e.g. Authorization); values may come from placeholders."`
-	Timeout           sdk.Duration    `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
-	MaxResponseBytes  int64           `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
-	IncludeExtensions bool            `json:"include_extensions,omitempty" jsonschema:"Keep the answer's extensions in results."`
+	Timeout           sdk.Duration    `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes  int64           `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
+	IncludeExtensions bool            `json:"include_extensions,omitempty" default:"false" jsonschema:"Keep the answer's extensions in results."`
 	Tool              json.RawMessage `json:"tool,omitempty" jsonschema:"Derived by the adapter when it expands an entry; never written by hand."`
 }
 
 // generateFields is the generate block as written.
 type generateFields struct {
 	QueryFields json.RawMessage `json:"query_fields" jsonschema:"true for every Query field, or a list of field names."`
-	MaxDepth    *int            `json:"max_depth,omitempty" jsonschema:"How deep results are selected."`
+	MaxDepth    int             `json:"max_depth,omitempty" default:"2" minimum:"1" maximum:"5" jsonschema:"How deep results are selected."`
 }
 
 // configKeywords state what the Go types of configFields cannot.
@@ -60,11 +57,7 @@ var configKeywords = map[string]string{
 	"operations":            `{"minItems": 1}`,
 	"tool_prefix":           `{"maxLength": 64}`,
 	"generate.query_fields": `{"oneOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}`,
-	"generate.max_depth":    `{"minimum": 1, "maximum": 5, "default": 2}`,
 	"headers":               `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
-	"timeout":               `{"default": "30s"}`,
-	"max_response_bytes":    `{"minimum": 0, "default": 8388608}`,
-	"include_extensions":    `{"default": false}`,
 	"tool":                  `{"type": "object"}`,
 }
 
@@ -114,16 +107,13 @@ type generateConfig struct {
 // isEntry reports whether the config describes tools still to be derived.
 func (c *config) isEntry() bool { return c.tool == nil }
 
-// callTimeout is the effective per-call timeout: the host's wins, then the
-// config's, then the default.
+// callTimeout is the effective per-call timeout: the host's wins, else
+// the config's (its default when it sets none).
 func (c *config) callTimeout(host time.Duration) time.Duration {
-	switch {
-	case host > 0:
+	if host > 0 {
 		return host
-	case c.timeout > 0:
-		return c.timeout
 	}
-	return defaultTimeout
+	return c.timeout
 }
 
 // prepared is a config ready for calls.
@@ -154,13 +144,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *prepared {
 	}
 	c.timeout = time.Duration(f.Timeout)
 
-	// max_response_bytes
-	c.maxBytes = defaultMaxResponseBytes
-	if f.MaxResponseBytes < 0 {
-		d.Errorf("max_response_bytes", "must not be negative")
-	} else if f.MaxResponseBytes > 0 {
-		c.maxBytes = f.MaxResponseBytes
-	}
+	c.maxBytes = f.MaxResponseBytes
 	c.includeExtensions = f.IncludeExtensions
 
 	// tool: a per-tool config written by ExpandOperation.
@@ -255,7 +239,7 @@ func nonEmpty(v *string, name string, d *diags) string {
 }
 
 func parseGenerate(f *generateFields, d *diags) *generateConfig {
-	g := &generateConfig{maxDepth: defaultMaxDepth}
+	g := &generateConfig{maxDepth: f.MaxDepth}
 	qf := f.QueryFields
 	if qf == nil {
 		d.Errorf("generate.query_fields", "required: true for every top-level Query field, or a list of field names")
@@ -287,13 +271,6 @@ func parseGenerate(f *generateFields, d *diags) *generateConfig {
 		}
 	default:
 		d.Errorf("generate.query_fields", "must be true or a list of Query field names")
-	}
-	if n := f.MaxDepth; n != nil {
-		if *n < 1 || *n > maxMaxDepth {
-			d.Errorf("generate.max_depth", "must be an integer from 1 to %d", maxMaxDepth)
-		} else {
-			g.maxDepth = *n
-		}
 	}
 	return g
 }

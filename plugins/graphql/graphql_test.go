@@ -630,7 +630,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "headers": map[string]any{"Content-Type": "text/plain"}}, "headers.Content-Type", "set by the adapter"},
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "headers": map[string]any{"Bad Name": "v"}}, "headers.Bad Name", "not a valid HTTP header name"},
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "timeout": "soon"}, "timeout", "not a valid duration"},
-		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "max_response_bytes": -1}, "max_response_bytes", "must not be negative"},
+		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "max_response_bytes": -1}, "max_response_bytes", "must be at least 0"},
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "operations": []string{}}, "operations", "must not be empty"},
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "operations": []string{"a-b"}}, "operations[0]", "not a GraphQL operation name"},
 		{map[string]any{"endpoint": "http://x/g", "query": "{a}", "tool_prefix": "a b"}, "tool_prefix", "A-Z a-z 0-9"},

@@ -19,10 +19,9 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
-// Defaults and bounds of an operation.
+// Bounds of what the adapter reads; the config's defaults and bounds are
+// its fields' tags.
 const (
-	defaultTimeout          = 30 * time.Second
-	defaultMaxResponseBytes = 8 << 20
 	// maxFileBytes bounds a descriptor set or .proto file read at load.
 	maxFileBytes = 64 << 20
 	// maxToolPrefix bounds tool_prefix so derived names stay readable.
@@ -45,20 +44,16 @@ type configFields struct {
 	ProtoSource      string          `json:"proto_source,omitempty" jsonschema:"The text of a .proto file compiled at load, instead of proto_files."`
 	ImportPaths      []string        `reach:"file" json:"import_paths,omitempty" jsonschema:"Directories searched for proto_files (or proto_source's imports); default: the operations file's directory."`
 	Metadata         json.RawMessage `json:"metadata,omitempty" jsonschema:"Request metadata sent with every call; -bin keys take base64 values."`
-	Timeout          sdk.Duration    `json:"timeout,omitempty" jsonschema:"Per-call deadline as a Go duration; the host's operation timeout wins when set."`
-	MaxResponseBytes int64           `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted response message; 0 means the default."`
-	FieldNames       string          `json:"field_names,omitempty" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
-	EmitDefaults     *bool           `json:"emit_defaults,omitempty" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
+	Timeout          sdk.Duration    `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call deadline as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64           `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" maximum:"1073741824" jsonschema:"Largest accepted response message; 0 means the default."`
+	FieldNames       string          `json:"field_names,omitempty" enum:"proto,json" default:"proto" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
+	EmitDefaults     bool            `json:"emit_defaults,omitempty" default:"true" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
 	CursorField      *string         `json:"cursor_field,omitempty" jsonschema:"The request field that receives a window's cursor when a window resumes."`
 }
 
 // configKeywords state what the Go types of configFields cannot.
 var configKeywords = map[string]string{
-	"metadata":           `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
-	"timeout":            `{"default": "30s"}`,
-	"max_response_bytes": `{"minimum": 0, "default": 8388608}`,
-	"field_names":        `{"enum": ["proto", "json"], "default": "proto"}`,
-	"emit_defaults":      `{"default": true}`,
+	"metadata": `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
 }
 
 // newConfigs returns the config declaration of one adapter, with its cache
@@ -114,16 +109,13 @@ func (c *config) upstream() string {
 	return "gRPC " + c.service + "/" + c.method + " at " + c.target
 }
 
-// callTimeout is the effective per-call timeout: the host's wins, then the
-// config's, then the default.
+// callTimeout is the effective per-call timeout: the host's wins, else
+// the config's (its default when it sets none).
 func (c *config) callTimeout(host time.Duration) time.Duration {
-	switch {
-	case host > 0:
+	if host > 0 {
 		return host
-	case c.timeout > 0:
-		return c.timeout
 	}
-	return defaultTimeout
+	return c.timeout
 }
 
 // schemaKey identifies where the descriptors come from.
@@ -147,7 +139,7 @@ type diags = sdk.Diagnostics
 // BaseDir. It reads the TLS files. Diagnostics never quote config values
 // other than names (they may be secrets).
 func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
-	c := &config{maxBytes: defaultMaxResponseBytes, emitDefs: true}
+	c := &config{maxBytes: int(f.MaxResponseBytes), jsonNames: f.FieldNames == "json", emitDefs: f.EmitDefaults}
 
 	// target
 	if f.Target == "" {
@@ -300,28 +292,6 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
 		c.metadata = parseMetadata(f.Metadata, d)
 	}
 	c.timeout = time.Duration(f.Timeout)
-
-	// max_response_bytes
-	if n := f.MaxResponseBytes; n < 0 {
-		d.Errorf("max_response_bytes", "must not be negative")
-	} else if n > 1<<30 {
-		d.Errorf("max_response_bytes", "must be at most 1 GiB")
-	} else if n > 0 {
-		c.maxBytes = int(n)
-	}
-
-	// field_names
-	switch strings.TrimSpace(f.FieldNames) {
-	case "", "proto":
-	case "json":
-		c.jsonNames = true
-	default:
-		d.Errorf("field_names", `must be "proto" (field names as in the .proto) or "json" (lowerCamelCase JSON names)`)
-	}
-
-	if f.EmitDefaults != nil {
-		c.emitDefs = *f.EmitDefaults
-	}
 
 	// cursor_field
 	if f.CursorField != nil {

@@ -690,9 +690,9 @@ func TestConfigDiagnostics(t *testing.T) {
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "metadata": {"key-bin": "` + secret + `!"}}`, "metadata.key-bin", "base64"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "metadata": {"a": "1", "A": "2"}}`, "metadata.a", "set twice"},
 		{`{"target": "127.0.0.1:1", "method": "a.B/C", "timeout": "soon"}`, "timeout", "not a valid duration"},
-		{`{"target": "127.0.0.1:1", "method": "a.B/C", "max_response_bytes": -1}`, "max_response_bytes", "negative"},
-		{`{"target": "127.0.0.1:1", "method": "a.B/C", "field_names": "camel"}`, "field_names", `"proto"`},
-		{`{"target": "127.0.0.1:1", "method": "a.B/C", "emit_defaults": "yes"}`, "emit_defaults", "true or false"},
+		{`{"target": "127.0.0.1:1", "method": "a.B/C", "max_response_bytes": -1}`, "max_response_bytes", "must be from 0 to 1073741824"},
+		{`{"target": "127.0.0.1:1", "method": "a.B/C", "field_names": "camel"}`, "field_names", "must be one of proto, json"},
+		{`{"target": "127.0.0.1:1", "method": "a.B/C", "emit_defaults": "yes"}`, "emit_defaults", "must be a boolean"},
 		{`[1]`, "", "must be a JSON object"},
 	} {
 		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: tc.cfg})

@@ -15,14 +15,6 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// defaultMaxMessageBytes is the default bound of one message from an
-// upstream (max_message_bytes).
-const defaultMaxMessageBytes = 8 << 20
-
-// maxMessageLimit is the largest max_message_bytes: a result must fit in
-// one message of the adapter protocol (64 MiB) with room to spare.
-const maxMessageLimit = 48 << 20
-
 // errTooLarge is the error of reading a message beyond max_message_bytes.
 var errTooLarge = errors.New("an upstream message exceeds max_message_bytes")
 

@@ -47,7 +47,7 @@ func TestMaxMessageBytesConfig(t *testing.T) {
 	for _, c := range []struct {
 		v    any
 		want string
-	}{{-1, "must not be negative"}, {1 << 30, "must be at most"}} {
+	}{{-1, "must be from 0 to 50331648, got -1"}, {1 << 30, "must be from 0 to 50331648, got 1073741824"}} {
 		p := newAdapter().configs.Fresh(&sdk.Operation{Name: "x", Config: []byte(fmt.Sprintf(`{"url":"http://h/mcp","max_message_bytes":%v}`, c.v))})
 		d := p.Diagnostics()
 		if len(d) != 1 || d[0].Field != "max_message_bytes" || !strings.Contains(d[0].Message, c.want) {

@@ -35,8 +35,10 @@ type config struct {
 	Resources bool   `json:"resources,omitempty" jsonschema:"Also serve the upstream's resources and resource templates, under their own URIs; names get prefix."`
 	Prompts   bool   `json:"prompts,omitempty" jsonschema:"Also serve the upstream's prompts, named with prefix."`
 	Prompt    string `json:"prompt,omitempty" jsonschema:"One upstream prompt, by its upstream name: set by the adapter in the config of each prompt it publishes, not in an entry."`
-	// MaxMessageBytes bounds one message from the upstream.
-	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
+	// MaxMessageBytes bounds one message from the upstream; at most 48 MiB,
+	// so that a result fits in one message of the adapter protocol (64
+	// MiB) with room to spare.
+	MaxMessageBytes int64 `json:"max_message_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" maximum:"50331648" jsonschema:"Largest message accepted from the upstream (a tool result, a progress notification), in bytes; 0 means the default, 8 MiB. A larger one fails the call."`
 }
 
 // upstream is a prepared config: how to reach the server and which of its
@@ -80,15 +82,7 @@ var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
-		task: c.Task, resources: c.Resources, prompts: c.Prompts, prompt: c.Prompt, maxMessage: defaultMaxMessageBytes}
-	switch {
-	case c.MaxMessageBytes < 0:
-		d.Errorf("max_message_bytes", "must not be negative")
-	case c.MaxMessageBytes > maxMessageLimit:
-		d.Errorf("max_message_bytes", "must be at most %d (the adapter protocol's bound of a result)", maxMessageLimit)
-	case c.MaxMessageBytes > 0:
-		u.maxMessage = c.MaxMessageBytes
-	}
+		task: c.Task, resources: c.Resources, prompts: c.Prompts, prompt: c.Prompt, maxMessage: c.MaxMessageBytes}
 	switch {
 	case c.URL == "" && c.Command == "":
 		d.Errorf("url", "is required: the upstream's Streamable HTTP endpoint (or command, for a server over stdio)")

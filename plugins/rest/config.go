@@ -15,13 +15,9 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// Defaults and bounds of an operation.
-const (
-	defaultTimeout          = 30 * time.Second
-	defaultMaxResponseBytes = 8 << 20
-	// errorExcerptBytes bounds the body excerpt of an upstream error.
-	errorExcerptBytes = 2 << 10
-)
+// errorExcerptBytes bounds the body excerpt of an upstream error. The
+// config's defaults and bounds are its fields' tags.
+const errorExcerptBytes = 2 << 10
 
 // Body modes.
 const (
@@ -40,12 +36,12 @@ type config struct {
 	Query            json.RawMessage            `json:"query,omitempty" jsonschema:"Tool arguments sent as query parameters: a list of argument names, or an object {query_name: argument_name}."`
 	Headers          json.RawMessage            `json:"headers,omitempty" jsonschema:"Static request headers."`
 	HeaderArgs       map[string]string          `json:"header_args,omitempty" jsonschema:"Request headers filled from tool arguments: {Header-Name: argument_name}."`
-	Body             *string                    `json:"body,omitempty" jsonschema:"auto (POST/PUT/PATCH send the remaining arguments), none, arguments (always send the remaining arguments), or an argument name (send that argument's value)."`
-	Timeout          sdk.Duration               `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
-	MaxResponseBytes int64                      `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
+	Body             string                     `json:"body,omitempty" default:"auto" jsonschema:"auto (POST/PUT/PATCH send the remaining arguments), none, arguments (always send the remaining arguments), or an argument name (send that argument's value)."`
+	Timeout          sdk.Duration               `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64                      `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
 	BodyFields       map[string]json.RawMessage `json:"body_fields,omitempty" jsonschema:"JSON fields set in every request body object, over the arguments (e.g. {\"stream\": true, \"model\": \"llama3\"})."`
 	CursorParam      *string                    `json:"cursor_param,omitempty" jsonschema:"Query parameter that carries a window's cursor (mode window): the previous poll's cursor_path value, or the last SSE event id."`
-	Stream           *streamFields              `json:"stream,omitempty" jsonschema:"How a server_stream window reads the answer (text/event-stream, or one JSON document)."`
+	Stream           streamFields               `json:"stream,omitzero" jsonschema:"How a server_stream window reads the answer (text/event-stream, or one JSON document)."`
 	ParamStyles      map[string]paramStyleField `json:"param_styles,omitempty" jsonschema:"OpenAPI style/explode serialization of arguments filling path, query or header_args parameters: {argument: {style, explode, allow_reserved}}."`
 	OpenAPI          *openapi.Fields            `json:"openapi,omitempty" jsonschema:"Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field."`
 }
@@ -65,15 +61,8 @@ var configKeywords = map[string]string{
 		{"type": "array", "items": {"type": "string"}},
 		{"type": "object", "additionalProperties": {"type": "string"}}]}`,
 	"headers":                                headersSchema,
-	"body":                                   `{"default": "auto"}`,
-	"timeout":                                `{"default": "30s"}`,
-	"max_response_bytes":                     `{"minimum": 0, "default": 8388608}`,
-	"stream.max_event_bytes":                 `{"minimum": 1024, "maximum": 33554432, "default": 1048576}`,
-	"stream.end_data":                        `{"default": "[DONE]"}`,
-	"stream.max_reconnects":                  `{"minimum": 0, "maximum": 100, "default": 5}`,
 	"param_styles.*.style":                   `{"enum": ["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"]}`,
 	"openapi.base_url":                       `{"format": "uri"}`,
-	"openapi.allow_external_refs":            `{"default": false}`,
 	"openapi.tool_prefix":                    `{"maxLength": 64}`,
 	"openapi.overrides.*.name":               `{"pattern": "^[A-Za-z0-9_.-]{1,128}$"}`,
 	"openapi.overrides.*.mode":               `{"enum": ["unary", "window"]}`,
@@ -84,9 +73,7 @@ var configKeywords = map[string]string{
 	"openapi.credentials.*": `{"oneOf": [
 		{"type": "string"},
 		{"type": "object", "additionalProperties": false, "properties": {"username": {"type": "string"}, "password": {"type": "string"}}}]}`,
-	"openapi.headers":            headersSchema,
-	"openapi.max_response_bytes": `{"minimum": 0}`,
-	"openapi.output_schemas":     `{"default": true}`,
+	"openapi.headers": headersSchema,
 }
 
 // newConfigs returns the config declaration of one adapter, with its cache
@@ -141,7 +128,7 @@ type operation struct {
 	headerArgs  []headerArg
 	body        string // bodyAuto, bodyNone, bodyArguments or bodyArg
 	bodyArg     string
-	// timeout is the config's timeout, 0 when unset.
+	// timeout is the config's timeout.
 	timeout  time.Duration
 	maxBytes int64
 	// consumed holds the argument names used by path, query and
@@ -226,16 +213,13 @@ func (op *operation) inputSchema() json.RawMessage {
 	return b
 }
 
-// callTimeout is the effective per-call timeout: the host's wins, then the
-// config's, then the default.
+// callTimeout is the effective per-call timeout: the host's wins, else
+// the config's (its default when it sets none).
 func (op *operation) callTimeout(host time.Duration) time.Duration {
-	switch {
-	case host > 0:
+	if host > 0 {
 		return host
-	case op.timeout > 0:
-		return op.timeout
 	}
-	return defaultTimeout
+	return op.timeout
 }
 
 // operation returns the operation a call's config prepares to, or the
@@ -289,33 +273,23 @@ func prepareOperation(c *config, d *diags) *operation {
 	}
 
 	// body
-	op.body = bodyAuto
-	if c.Body != nil {
-		switch b := strings.TrimSpace(*c.Body); b {
-		case "":
-			d.Errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
-		case bodyAuto, bodyNone, bodyArguments:
-			op.body = b
-		default:
-			if !validArgName(b) {
-				d.Errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
-			}
-			op.body, op.bodyArg = "", b
+	switch b := strings.TrimSpace(c.Body); b {
+	case "":
+		d.Errorf("body", `must not be empty: use "auto", "none", "arguments" or an argument name`)
+	case bodyAuto, bodyNone, bodyArguments:
+		op.body = b
+	default:
+		if !validArgName(b) {
+			d.Errorf("body", "argument name %q is not valid (letters, digits, _ - . only)", b)
 		}
-		if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
-			d.Warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
-		}
+		op.body, op.bodyArg = "", b
+	}
+	if (op.method == http.MethodHead || op.method == http.MethodGet) && op.body != bodyAuto && op.body != bodyNone {
+		d.Warnf("body", "a %s request with a body is unusual and may be refused by the upstream", op.method)
 	}
 
 	op.timeout = time.Duration(c.Timeout)
-
-	// max_response_bytes
-	op.maxBytes = defaultMaxResponseBytes
-	if c.MaxResponseBytes < 0 {
-		d.Errorf("max_response_bytes", "must not be negative")
-	} else if c.MaxResponseBytes > 0 {
-		op.maxBytes = c.MaxResponseBytes
-	}
+	op.maxBytes = c.MaxResponseBytes
 
 	parseStreamFields(c, op, d)
 	parseParamStyles(c.ParamStyles, op, d) // param_styles.go

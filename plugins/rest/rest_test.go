@@ -803,7 +803,7 @@ func TestValidate(t *testing.T) {
 		{"bad timeout", with("timeout", "10 parsecs"), "timeout", "duration"},
 		{"numeric timeout", with("timeout", 10), "timeout", "duration"},
 		{"negative timeout", with("timeout", "-1s"), "timeout", "positive"},
-		{"negative limit", with("max_response_bytes", -1), "max_response_bytes", "negative"},
+		{"negative limit", with("max_response_bytes", -1), "max_response_bytes", "must be at least 0"},
 		{"fractional limit", with("max_response_bytes", 1.5), "max_response_bytes", "integer"},
 		{"unknown field", with("hedaers", map[string]string{}), "hedaers", `did you mean "headers"`},
 		{"unknown field far", with("retries", 3), "retries", "unknown field"},

@@ -291,13 +291,13 @@ func TestStreamConfigErrors(t *testing.T) {
 		cfg  map[string]any
 		want string
 	}{
-		{map[string]any{"stream": map[string]any{"max_event_bytes": 10}}, "stream.max_event_bytes: must be an integer between 1024 and 33554432"},
+		{map[string]any{"stream": map[string]any{"max_event_bytes": 10}}, "stream.max_event_bytes: must be from 1024 to 33554432, got 10"},
 		{map[string]any{"stream": map[string]any{"reconect": true}}, `stream.reconect: unknown field (did you mean "reconnect"?)`},
 		{map[string]any{"stream": "sse"}, "stream: must be an object"},
 		{map[string]any{"cursor_param": ""}, "cursor_param: must be a non-empty query parameter name"},
 		{map[string]any{"query": []string{"since"}, "cursor_param": "since"}, `cursor_param: query parameter "since" is already filled`},
 		{map[string]any{"body_fields": map[string]any{"stream": true}}, `body_fields: this operation sends no body (method GET, body "auto")`},
-		{map[string]any{"stream": map[string]any{"max_reconnects": -1}}, "stream.max_reconnects: must be an integer between 0 and 100"},
+		{map[string]any{"stream": map[string]any{"max_reconnects": -1}}, "stream.max_reconnects: must be from 0 to 100, got -1"},
 	} {
 		cfg := map[string]any{"method": "GET", "url": "http://127.0.0.1:1/x"}
 		for k, v := range c.cfg {

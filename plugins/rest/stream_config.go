@@ -10,16 +10,6 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
-// Defaults and bounds of the stream source.
-const (
-	defaultMaxEventBytes = 1 << 20
-	minMaxEventBytes     = 1 << 10
-	maxMaxEventBytes     = 32 << 20
-	defaultMaxReconnects = 5
-	maxMaxReconnects     = 100
-	defaultEndData       = "[DONE]"
-)
-
 // streamConfig is how Stream reads an upstream stream.
 type streamConfig struct {
 	// reconnect: a dropped stream is reopened (with Last-Event-ID).
@@ -35,21 +25,15 @@ type streamConfig struct {
 // streamFields is the stream block as written.
 type streamFields struct {
 	Reconnect     *bool    `json:"reconnect,omitempty" jsonschema:"Reopen a dropped stream with Last-Event-ID; default true for GET, false otherwise."`
-	MaxEventBytes *int     `json:"max_event_bytes,omitempty" jsonschema:"Largest SSE event read; larger ones are skipped and reported as a gap."`
+	MaxEventBytes int      `json:"max_event_bytes,omitempty" default:"1048576" minimum:"1024" maximum:"33554432" jsonschema:"Largest SSE event read; larger ones are skipped and reported as a gap."`
 	Events        []string `json:"events,omitempty" jsonschema:"SSE event types to keep (message = events without a type); default all."`
-	EndData       *string  `json:"end_data,omitempty" jsonschema:"An event whose data is exactly this ends the stream; \"\" disables."`
-	MaxReconnects *int     `json:"max_reconnects,omitempty" jsonschema:"Consecutive failed reopenings before the stream fails."`
+	EndData       string   `json:"end_data,omitempty" default:"[DONE]" jsonschema:"An event whose data is exactly this ends the stream; \"\" disables."`
+	MaxReconnects int      `json:"max_reconnects,omitempty" default:"5" minimum:"0" maximum:"100" jsonschema:"Consecutive failed reopenings before the stream fails."`
 }
 
 // parseStreamFields reads the fields used by windows: cursor_param,
 // body_fields and the stream block.
 func parseStreamFields(c *config, op *operation, d *diags) {
-	op.stream = streamConfig{
-		reconnect:     op.method == http.MethodGet,
-		maxEventBytes: defaultMaxEventBytes,
-		endData:       defaultEndData,
-		maxReconnects: defaultMaxReconnects,
-	}
 	if c.CursorParam != nil {
 		if strings.TrimSpace(*c.CursorParam) == "" {
 			d.Errorf("cursor_param", "must be a non-empty query parameter name")
@@ -70,35 +54,20 @@ func parseStreamFields(c *config, op *operation, d *diags) {
 			d.Errorf("body_fields", "this operation sends no body (method %s, body %q)", op.method, op.bodyMode())
 		}
 	}
-	sf := c.Stream
-	if sf == nil {
-		return
+	sf := &c.Stream
+	op.stream = streamConfig{
+		reconnect:     op.method == http.MethodGet,
+		maxEventBytes: sf.MaxEventBytes,
+		events:        sf.Events,
+		endData:       sf.EndData,
+		maxReconnects: sf.MaxReconnects,
 	}
-	sc := &op.stream
 	if sf.Reconnect != nil {
-		sc.reconnect = *sf.Reconnect
+		op.stream.reconnect = *sf.Reconnect
 	}
-	if n := sf.MaxEventBytes; n != nil {
-		if *n < minMaxEventBytes || *n > maxMaxEventBytes {
-			d.Errorf("stream.max_event_bytes", "must be an integer between %d and %d", minMaxEventBytes, maxMaxEventBytes)
-		} else {
-			sc.maxEventBytes = *n
-		}
-	}
-	sc.events = sf.Events
-	for i, e := range sc.events {
+	for i, e := range sf.Events {
 		if e == "" || strings.ContainsAny(e, "\r\n") {
 			d.Errorf(fmt.Sprintf("stream.events[%d]", i), "must be a non-empty event type on one line")
-		}
-	}
-	if sf.EndData != nil {
-		sc.endData = *sf.EndData
-	}
-	if n := sf.MaxReconnects; n != nil {
-		if *n < 0 || *n > maxMaxReconnects {
-			d.Errorf("stream.max_reconnects", "must be an integer between 0 and %d", maxMaxReconnects)
-		} else {
-			sc.maxReconnects = *n
 		}
 	}
 }

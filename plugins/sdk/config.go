@@ -48,6 +48,25 @@ const DefaultMaxCachedConfigs = 512
 //     text is the diagnostic's message, so it must not quote the value
 //     (see Duration).
 //
+// Tags named after the JSON Schema keywords they set state what Go types
+// cannot, once for the schema and the decoding:
+//
+//   - `default:"…"` is the field's value when the config leaves it out
+//     (or writes null), and its schema's default; a field with a default
+//     is never required. It is written as JSON (`default:"10000"`,
+//     `default:"true"`); for a string, or text that is not JSON, as the
+//     text itself (`default:"auto"`, `default:"30s"`). With
+//     `zero:"default"` a written zero (0, "", false) is the default too,
+//     for a field whose documentation says so. Decoding into a value that
+//     already holds something keeps that for an absent field.
+//   - `minimum:"…"`, `maximum:"…"` and `exclusiveMinimum:"…"` bound a
+//     number; `enum:"a,b,c"` lists the values a field may take (written
+//     empty, it is as if left out). A value
+//     outside them is an error at its path ("must be from 1 to 600000,
+//     got 3600000"; "must be one of a, b, c": a number out of its bounds
+//     is a quantity and named, any other value never is), and the field
+//     takes its default.
+//
 // A `reach` tag says what a field's value reaches outside the adapter
 // (see Reach): `reach:"command"`, `reach:"file"`, `reach:"upstream"` or
 // `reach:"location"`. The schema carries it as the keyword "x-crank-reach"
@@ -60,11 +79,13 @@ const DefaultMaxCachedConfigs = 512
 //
 // Every unknown field, at any depth, is an error at its dotted path (such
 // as "stream.reconect" or "overrides.list.nmae") with the nearest known
-// name as a suggestion, or else the list of known names. A value of the
-// wrong type is an error at its path naming the expected type ("must be a
-// string", "must be a list of strings"); the field keeps its zero value,
+// name as a suggestion (Suggest), or else the list of known names. A value
+// of the wrong type is an error at its path naming the expected type and
+// the one written ("must be a string, got a number", "must be a list of
+// strings, got an object"); the field keeps its zero value (or default),
 // and Prepare's own diagnostics on it (or below it) are dropped, so a
-// field is reported once. Diagnostics never quote config values.
+// field is reported once. Diagnostics never quote config values. Decode
+// is the same decoding for a struct of the caller's own.
 //
 // The zero value is ready to use once Prepare is set; a Config must not
 // be copied after first use. Its methods are safe for concurrent use.
@@ -87,8 +108,8 @@ type Config[C, P any] struct {
 	// the config itself, "*" a map's values or a list's items, as in
 	// "credentials.*"): for fields that accept several shapes
 	// (json.RawMessage, whose derived schema accepts anything), and for
-	// what Go types cannot say (enum, minimum, default, format, oneOf).
-	// A stated "type" replaces the derived one.
+	// what Go types and tags cannot say (format, oneOf, pattern). A stated
+	// "type" replaces the derived one.
 	Keywords map[string]string
 	// Max bounds the number of prepared configs held; DefaultMaxCachedConfigs
 	// when 0. A full cache drops the least recently used one (package lru).
@@ -183,12 +204,12 @@ func (c *Config[C, P]) prepare(op *Operation) *Prepared[P] {
 	if dec.root(op.Config, reflect.ValueOf(&cfg).Elem(), c.Name) && c.Prepare != nil {
 		before := len(d.List())
 		p.Value = c.Prepare(&Operation{Config: op.Config, BaseDir: op.BaseDir}, &cfg, &d)
-		if len(dec.bad) > 0 {
+		if len(dec.out.bad) > 0 {
 			all := d.List()
 			d = Diagnostics{}
 			d.Add(all[:before]...)
 			for _, x := range all[before:] {
-				if !dec.covers(x.Field) {
+				if !dec.out.refused(x.Field) {
 					d.Add(x)
 				}
 			}
@@ -239,12 +260,54 @@ var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
-// decoder decodes a raw config into a value of the config struct, adding
-// a diagnostic for every unknown field and every value of the wrong type.
-type decoder struct {
-	d *Diagnostics
-	// bad holds the paths of the values of the wrong type.
+// Decoded is what decoding a config found besides its values: the fields
+// it wrote (and the values it refused).
+type Decoded struct {
+	// written holds the JSON pointers of the fields written.
+	written map[string]bool
+	// bad holds the paths of the values refused: of the wrong type, or
+	// outside their tags' bounds.
 	bad []string
+}
+
+// Has reports whether the config wrote the field at ptr, an RFC 6901 JSON
+// pointer such as "/limits/max_items" (a null is not written, nor a zero
+// that stands for the default).
+func (o *Decoded) Has(ptr string) bool { return o.written[ptr] }
+
+// refused reports whether field is a value decoding refused (of the
+// wrong type, or outside its tags' bounds) or lies in one.
+func (o *Decoded) refused(field string) bool {
+	for _, b := range o.bad {
+		if field == b || strings.HasPrefix(field, b) && (b == "" || field[len(b)] == '.' || field[len(b)] == '[') {
+			return true
+		}
+	}
+	return false
+}
+
+// Decode decodes the JSON object raw (empty or null: {}) into the struct
+// v points to, as a Config decodes its C: every unknown field, value of
+// the wrong type and value outside its tags' bounds is an error
+// diagnostic at its dotted path, in one pass; absent fields take their
+// default tags. For a struct of the caller's own that follows the rules
+// of Config (the host's operations-file entry).
+func Decode(raw json.RawMessage, v any) (*Decoded, []Diagnostic) {
+	var d Diagnostics
+	dec := decoder{d: &d}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = []byte("null")
+	}
+	dec.value(at{}, raw, reflect.ValueOf(v).Elem())
+	return &dec.out, d.List()
+}
+
+// decoder decodes a raw config into a value of the config struct, adding
+// a diagnostic for every unknown field and every value refused.
+type decoder struct {
+	d   *Diagnostics
+	out Decoded
 }
 
 // root decodes the config object raw (null or empty: {}) into v. It
@@ -262,33 +325,80 @@ func (dc *decoder) root(raw json.RawMessage, v reflect.Value, name string) bool 
 		dc.d.Errorf("", "the %sconfig must be a JSON object", name)
 		return false
 	}
-	dc.members("", m, v)
+	dc.members(at{}, m, v)
 	return true
 }
 
-// covers reports whether field is a value of the wrong type or lies in
-// one.
-func (dc *decoder) covers(field string) bool {
-	for _, b := range dc.bad {
-		if field == b || strings.HasPrefix(field, b) && (b == "" || field[len(b)] == '.' || field[len(b)] == '[') {
-			return true
-		}
-	}
-	return false
+// at is where a value is: its dotted path, as diagnostics name it, and
+// its JSON pointer.
+type at struct{ path, ptr string }
+
+func (a at) key(k string) at {
+	return at{join(a.path, k), a.ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")}
+}
+
+func (a at) index(i int) at {
+	return at{fmt.Sprintf("%s[%d]", a.path, i), a.ptr + "/" + strconv.Itoa(i)}
 }
 
 func (dc *decoder) wrongType(path, msg string) {
-	dc.bad = append(dc.bad, path)
+	dc.out.bad = append(dc.out.bad, path)
 	dc.d.Errorf(path, "%s", msg)
 }
 
-// value decodes raw into v; absent and null leave v as it is.
-func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
+// mismatch refuses raw, of another JSON type than want.
+func (dc *decoder) mismatch(path, want string, raw json.RawMessage) {
+	dc.wrongType(path, "must be "+want+", got "+jsonType(raw))
+}
+
+// jsonType names the JSON type of raw for a message (TypeName).
+func jsonType(raw json.RawMessage) string {
+	switch raw[0] {
+	case '"':
+		return TypeName("string")
+	case '{':
+		return TypeName("object")
+	case '[':
+		return TypeName("array")
+	case 't', 'f':
+		return TypeName("boolean")
+	case 'n':
+		return TypeName("null")
+	}
+	return TypeName("number")
+}
+
+// TypeName names a JSON type, as JSON Schema writes it ("string",
+// "integer", "number", "boolean", "array", "object", "null"), for a
+// message: "a string", "an integer", "a number", "a boolean", "a list",
+// "an object", "null"; "a value" for anything else. Config diagnostics
+// and the gateway's argument errors name types with it alone.
+func TypeName(t string) string {
+	switch t {
+	case "array":
+		return "a list"
+	case "null":
+		return "null"
+	case "string", "number", "boolean":
+		return "a " + t
+	case "integer", "object":
+		return "an " + t
+	}
+	return "a value"
+}
+
+// value decodes raw into v; absent and null leave v as it is, but for
+// the defaults of a struct's fields.
+func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
+	path := a.path
 	raw = bytes.TrimSpace(raw)
+	t := v.Type()
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		if t.Kind() == reflect.Struct && t != rawMessageType && !reflect.PointerTo(t).Implements(unmarshalerType) {
+			dc.members(a, nil, v)
+		}
 		return
 	}
-	t := v.Type()
 	if t == rawMessageType {
 		v.SetBytes(raw)
 		return
@@ -301,9 +411,9 @@ func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		e, bad := reflect.New(t.Elem()), len(dc.bad)
-		dc.value(path, raw, e.Elem())
-		if len(dc.bad) == bad || dc.bad[len(dc.bad)-1] != path {
+		e, bad := reflect.New(t.Elem()), len(dc.out.bad)
+		dc.value(a, raw, e.Elem())
+		if len(dc.out.bad) == bad || dc.out.bad[len(dc.out.bad)-1] != path {
 			v.Set(e) // absent when of the wrong type itself
 		}
 	case reflect.Interface:
@@ -316,14 +426,14 @@ func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
 	case reflect.Struct:
 		var m map[string]json.RawMessage
 		if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.wrongType(path, "must be an object "+shape(t))
+			dc.mismatch(path, TypeName("object")+" "+shape(t), raw)
 			return
 		}
-		dc.members(path, m, v)
+		dc.members(a, m, v)
 	case reflect.Map:
 		var m map[string]json.RawMessage
 		if t.Key().Kind() != reflect.String || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.wrongType(path, "must be an object")
+			dc.mismatch(path, TypeName("object"), raw)
 			return
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
@@ -334,25 +444,25 @@ func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
 		slices.Sort(keys)
 		for _, k := range keys {
 			e := reflect.New(t.Elem()).Elem()
-			dc.value(join(path, k), m[k], e)
+			dc.value(a.key(k), m[k], e)
 			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)
 		}
 		v.Set(out)
 	case reflect.Slice:
 		var list []json.RawMessage
 		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
-			dc.wrongType(path, "must be a list"+listOf(t.Elem()))
+			dc.mismatch(path, TypeName("array")+listOf(t.Elem()), raw)
 			return
 		}
 		out := reflect.MakeSlice(t, len(list), len(list))
 		for i, r := range list {
-			dc.value(fmt.Sprintf("%s[%d]", path, i), r, out.Index(i))
+			dc.value(a.index(i), r, out.Index(i))
 		}
 		v.Set(out)
 	case reflect.String:
 		var s string
 		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			dc.wrongType(path, "must be a string")
+			dc.mismatch(path, TypeName("string"), raw)
 			return
 		}
 		v.SetString(s)
@@ -363,13 +473,13 @@ func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
 		case "false":
 			v.SetBool(false)
 		default:
-			dc.wrongType(path, "must be true or false")
+			dc.mismatch(path, TypeName("boolean"), raw)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		switch {
 		case err != nil && !errors.Is(err, strconv.ErrRange):
-			dc.wrongType(path, "must be an integer")
+			dc.mismatch(path, TypeName("integer"), raw)
 		case err != nil || v.OverflowInt(n):
 			bits := t.Bits()
 			dc.wrongType(path, fmt.Sprintf("must be an integer from %d to %d", -1<<(bits-1), 1<<(bits-1)-1))
@@ -386,7 +496,7 @@ func (dc *decoder) value(path string, raw json.RawMessage, v reflect.Value) {
 	case reflect.Float32, reflect.Float64:
 		f, err := strconv.ParseFloat(string(raw), t.Bits())
 		if err != nil || !isNumber(raw) {
-			dc.wrongType(path, "must be a number")
+			dc.mismatch(path, TypeName("number"), raw)
 			return
 		}
 		v.SetFloat(f)
@@ -401,29 +511,118 @@ func isNumber(raw []byte) bool {
 	return (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && json.Unmarshal(raw, &n) == nil
 }
 
-// members decodes the members of an object into the struct v.
-func (dc *decoder) members(path string, m map[string]json.RawMessage, v reflect.Value) {
+// members decodes the members of an object (nil: absent) into the struct
+// v: the fields written, checked against their tags, and the defaults of
+// the others.
+func (dc *decoder) members(a at, m map[string]json.RawMessage, v reflect.Value) {
 	fields := structFields(v.Type())
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.name
+	if m != nil {
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.name
+		}
+		prefix := a.path
+		if prefix != "" {
+			prefix += "."
+		}
+		dc.d.UnknownFields(m, names, prefix)
 	}
-	prefix := path
-	if prefix != "" {
-		prefix += "."
-	}
-	dc.d.UnknownFields(m, names, prefix)
-	for _, f := range fields {
-		if raw, ok := m[f.name]; ok {
-			dc.value(join(path, f.name), raw, fieldAlloc(v, f.index))
+	for i := range fields {
+		f := &fields[i]
+		fa := a.key(f.name)
+		raw := bytes.TrimSpace(m[f.name])
+		if len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+			if dc.out.written == nil {
+				dc.out.written = map[string]bool{}
+			}
+			dc.out.written[fa.ptr] = true
+			fv, bad := fieldAlloc(v, f.index), len(dc.out.bad)
+			dc.value(fa, raw, fv)
+			if (f.zeroDefault || len(f.enum) > 0) && fv.IsZero() {
+				delete(dc.out.written, fa.ptr) // as if left out
+				dc.setDefault(fa, f, fv)
+			} else if len(dc.out.bad) == bad {
+				if msg := f.refuse(reflect.Indirect(fv)); msg != "" {
+					dc.wrongType(fa.path, msg)
+					fv.SetZero()
+					dc.setDefault(fa, f, fv)
+				}
+			}
+			continue
+		}
+		if f.def != nil || f.nested {
+			fv := fieldAlloc(v, f.index)
+			if f.nested {
+				dc.members(fa, nil, fv)
+			}
+			dc.setDefault(fa, f, fv)
 		}
 	}
 }
 
-// configField is a struct field as a config member.
+// setDefault sets a field that holds nothing to its default.
+func (dc *decoder) setDefault(a at, f *configField, v reflect.Value) {
+	if f.def != nil && v.IsZero() {
+		dc.value(a, f.def, v)
+	}
+}
+
+// configField is a struct field as a config member, with its tags.
 type configField struct {
 	name  string
 	index []int
+	// def is the default as JSON, nil for none; zeroDefault: a written
+	// zero is the default too; nested: a struct (not a pointer) whose own
+	// fields may have defaults.
+	def         json.RawMessage
+	zeroDefault bool
+	nested      bool
+	// min, max and xmin are the bounds (xmin exclusive), enum the values
+	// allowed, as written in the tags.
+	min, max, xmin string
+	enum           []string
+}
+
+// refuse is the message that refuses the decoded value v of the field,
+// "" when its tags allow it.
+func (f *configField) refuse(v reflect.Value) string {
+	if !v.IsValid() {
+		return ""
+	}
+	if len(f.enum) > 0 && !slices.Contains(f.enum, fmt.Sprint(v.Interface())) {
+		return "must be one of " + strings.Join(f.enum, ", ")
+	}
+	if f.min == "" && f.max == "" && f.xmin == "" {
+		return ""
+	}
+	var x float64
+	var got string
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		x, got = float64(v.Int()), strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		x, got = float64(v.Uint()), strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float32, reflect.Float64:
+		x = v.Float()
+		got = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return ""
+	}
+	num := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	if (f.min == "" || x >= num(f.min)) && (f.xmin == "" || x > num(f.xmin)) && (f.max == "" || x <= num(f.max)) {
+		return ""
+	}
+	switch {
+	case f.min != "" && f.max != "":
+		return fmt.Sprintf("must be from %s to %s, got %s", f.min, f.max, got)
+	case f.xmin != "" && f.max != "":
+		return fmt.Sprintf("must be greater than %s and at most %s, got %s", f.xmin, f.max, got)
+	case f.min != "":
+		return fmt.Sprintf("must be at least %s, got %s", f.min, got)
+	case f.xmin != "":
+		return fmt.Sprintf("must be greater than %s, got %s", f.xmin, got)
+	}
+	return fmt.Sprintf("must be at most %s, got %s", f.max, got)
 }
 
 var structFieldCache sync.Map // reflect.Type → []configField
@@ -463,12 +662,39 @@ func structFields(t reflect.Type) []configField {
 					name = n
 				}
 			}
-			out = append(out, configField{name: name, index: idx})
+			out = append(out, tagged(configField{name: name, index: idx}, f))
 		}
 	}
 	walk(t, nil)
 	structFieldCache.Store(t, out)
 	return out
+}
+
+// tagged reads the tags of f into c.
+func tagged(c configField, f reflect.StructField) configField {
+	c.min, c.max, c.xmin = f.Tag.Get("minimum"), f.Tag.Get("maximum"), f.Tag.Get("exclusiveMinimum")
+	if e := f.Tag.Get("enum"); e != "" {
+		c.enum = strings.Split(e, ",")
+	}
+	if d, ok := f.Tag.Lookup("default"); ok {
+		c.def = defaultJSON(d, f.Type)
+		c.zeroDefault = f.Tag.Get("zero") == "default"
+	}
+	c.nested = f.Type.Kind() == reflect.Struct && f.Type != rawMessageType && !reflect.PointerTo(f.Type).Implements(unmarshalerType)
+	return c
+}
+
+// defaultJSON is a default tag as JSON: the text itself for a string
+// field or text that is not JSON.
+func defaultJSON(tag string, t reflect.Type) json.RawMessage {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.String || !json.Valid([]byte(tag)) {
+		b, _ := json.Marshal(tag)
+		return b
+	}
+	return json.RawMessage(tag)
 }
 
 // fieldAlloc is v.FieldByIndex, allocating embedded struct pointers.
@@ -545,27 +771,39 @@ func (c *Config[C, P]) Schema() (json.RawMessage, error) {
 }
 
 func (c *Config[C, P]) buildSchema() (json.RawMessage, error) {
-	s, err := jsonschema.For[C](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	s, err := SchemaFor[C](c.title("", "operation config"), c.Keywords)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
+	}
+	return s, nil
+}
+
+// SchemaFor returns the JSON Schema (2020-12) of the struct T as Config
+// derives its C's: from T's fields and tags, with keywords (keyed by
+// dotted path, as Config.Keywords) merged over it, and title. An error
+// means T, its tags or keywords are wrong.
+func SchemaFor[T any](title string, keywords map[string]string) (json.RawMessage, error) {
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 		rawMessageType:              {},
 		reflect.TypeFor[Duration](): {Type: "string"},
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
+		return nil, err
 	}
 	dropNull(s)
-	if err := markReach(reflect.TypeFor[C](), s); err != nil {
-		return nil, fmt.Errorf("sdk: the config schema of %s: %w", c.title("the", "adapter"), err)
+	if err := markTags(reflect.TypeFor[T](), s); err != nil {
+		return nil, err
 	}
 	s.Schema = "https://json-schema.org/draft/2020-12/schema"
-	s.Title = c.title("", "operation config")
-	paths := make([]string, 0, len(c.Keywords))
-	for p := range c.Keywords {
+	s.Title = title
+	paths := make([]string, 0, len(keywords))
+	for p := range keywords {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
-		if err := mergeKeywords(s, p, c.Keywords[p]); err != nil {
-			return nil, fmt.Errorf("sdk: the config schema keywords of %q: %w", p, err)
+		if err := mergeKeywords(s, p, keywords[p]); err != nil {
+			return nil, fmt.Errorf("the keywords of %q: %w", p, err)
 		}
 	}
 	return json.Marshal(s)
@@ -598,9 +836,10 @@ const (
 // ReachKeyword is the JSON Schema keyword that carries a field's Reach.
 const ReachKeyword = "x-crank-reach"
 
-// markReach sets ReachKeyword on the subschemas of t's fields that have a
-// reach tag, at any depth.
-func markReach(t reflect.Type, s *jsonschema.Schema) error {
+// markTags sets, at any depth, the keywords of t's fields' tags on their
+// subschemas: ReachKeyword from reach, and default, minimum, maximum,
+// exclusiveMinimum and enum (a field with a default is not required).
+func markTags(t reflect.Type, s *jsonschema.Schema) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -609,9 +848,9 @@ func markReach(t reflect.Type, s *jsonschema.Schema) error {
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
-		return markReach(t.Elem(), s.Items)
+		return markTags(t.Elem(), s.Items)
 	case reflect.Map:
-		return markReach(t.Elem(), s.AdditionalProperties)
+		return markTags(t.Elem(), s.AdditionalProperties)
 	case reflect.Struct:
 	default:
 		return nil
@@ -619,12 +858,12 @@ func markReach(t reflect.Type, s *jsonschema.Schema) error {
 	for _, f := range structFields(t) {
 		sf := t.FieldByIndex(f.index)
 		sub := s.Properties[f.name]
+		if sub == nil {
+			continue
+		}
 		if tag, ok := sf.Tag.Lookup("reach"); ok {
 			switch r := Reach(tag); r {
 			case ReachCommand, ReachFile, ReachUpstream, ReachLocation:
-				if sub == nil {
-					return fmt.Errorf("field %q: no schema to mark", f.name)
-				}
 				if sub.Extra == nil {
 					sub.Extra = map[string]any{}
 				}
@@ -633,9 +872,50 @@ func markReach(t reflect.Type, s *jsonschema.Schema) error {
 				return fmt.Errorf("field %q: reach %q is not command, file, upstream or location", f.name, tag)
 			}
 		}
-		if err := markReach(sf.Type, sub); err != nil {
+		if err := f.keywords(sf.Type, sub); err != nil {
+			return fmt.Errorf("field %q: %w", f.name, err)
+		}
+		if f.def != nil {
+			s.Required = slices.DeleteFunc(s.Required, func(n string) bool { return n == f.name })
+		}
+		if err := markTags(sf.Type, sub); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// keywords sets the keywords of the field's tags on its schema s; t is
+// the field's type, which its default must decode into.
+func (f *configField) keywords(t reflect.Type, s *jsonschema.Schema) error {
+	for _, b := range []struct {
+		tag string
+		dst **float64
+	}{{f.min, &s.Minimum}, {f.max, &s.Maximum}, {f.xmin, &s.ExclusiveMinimum}} {
+		if b.tag == "" {
+			continue
+		}
+		n, err := strconv.ParseFloat(b.tag, 64)
+		if err != nil {
+			return fmt.Errorf("bound %q is not a number", b.tag)
+		}
+		*b.dst = &n
+	}
+	for _, e := range f.enum {
+		var v any = e
+		if n, err := strconv.ParseFloat(e, 64); err == nil && s.Type != "string" {
+			v = n
+		}
+		s.Enum = append(s.Enum, v)
+	}
+	if f.def != nil {
+		var d Diagnostics
+		dc := decoder{d: &d}
+		dc.value(at{}, f.def, reflect.New(t).Elem())
+		if d.Failed() {
+			return fmt.Errorf("default %s: %s", f.def, d.List()[0].Message)
+		}
+		s.Default = f.def
 	}
 	return nil
 }
@@ -682,6 +962,11 @@ func mergeKeywords(s *jsonschema.Schema, path, kw string) error {
 	}
 	if h.Type != "" || h.Types != nil {
 		s.Type, s.Types = "", nil
+	}
+	for k, v := range s.Extra { // keywords of tags stay
+		if _, ok := h.Extra[k]; !ok && h.Extra != nil {
+			h.Extra[k] = v
+		}
 	}
 	dst, src := reflect.ValueOf(s).Elem(), reflect.ValueOf(&h).Elem()
 	for i := range src.NumField() {

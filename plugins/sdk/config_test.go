@@ -189,10 +189,10 @@ func TestConfigTypeErrors(t *testing.T) {
 	const secret = "s3cr3t"
 	c := newTestConfig(nil)
 	for _, tc := range []struct{ config, want string }{
-		{`{"url": 5}`, "url: must be a string"},
+		{`{"url": 5}`, "url: must be a string, got a number"},
 		{`{"url": "` + secret + `", "method": ["` + secret + `"]}`, "method: must be a string"},
-		{`{"url": "u", "tags": "` + secret + `"}`, "tags: must be a list of strings"},
-		{`{"url": "u", "tags": ["a", 1, {"x": "` + secret + `"}]}`, "tags[1]: must be a string\ntags[2]: must be a string"},
+		{`{"url": "u", "tags": "` + secret + `"}`, "tags: must be a list of strings, got a string"},
+		{`{"url": "u", "tags": ["a", 1, {"x": "` + secret + `"}]}`, "tags[1]: must be a string, got a number\ntags[2]: must be a string, got an object"},
 		{`{"url": "u", "limit": "` + secret + `"}`, "limit: must be an integer"},
 		{`{"url": "u", "limit": 1.5}`, "limit: must be an integer"},
 		{`{"url": "u", "limit": 1e3}`, "limit: must be an integer"},
@@ -200,8 +200,8 @@ func TestConfigTypeErrors(t *testing.T) {
 		{`{"url": "u", "small": 300}`, "small: must be an integer from -128 to 127"},
 		{`{"url": "u", "count": -1}`, "count: must be an integer from 0 to 65535"},
 		{`{"url": "u", "ratio": "1"}`, "ratio: must be a number"},
-		{`{"url": "u", "debug": "yes"}`, "debug: must be true or false"},
-		{`{"url": "u", "retry": "` + secret + `"}`, "retry: must be an object {attempts, backoff}"},
+		{`{"url": "u", "debug": "yes"}`, "debug: must be a boolean, got a string"},
+		{`{"url": "u", "retry": "` + secret + `"}`, "retry: must be an object {attempts, backoff}, got a string"},
 		{`{"url": "u", "retry": {"attempts": true}}`, "retry.attempts: must be an integer"},
 		{`{"url": "u", "routes": ["` + secret + `"]}`, "routes: must be an object"},
 		{`{"url": "u", "routes": {"a": 1}}`, "routes.a: must be an object {path, weight}"},
@@ -234,7 +234,7 @@ func TestConfigTypeErrorHidesPrepareDiagnostics(t *testing.T) {
 	t.Parallel()
 	c := newTestConfig(nil)
 	p := c.Get(&sdk.Operation{Config: json.RawMessage(`{"url": 5, "tags": [], "retry": {"attempts": "x"}}`)})
-	want := "url: must be a string\nretry.attempts: must be an integer\ntags: must not be empty\n"
+	want := "url: must be a string, got a number\nretry.attempts: must be an integer, got a string\ntags: must not be empty\n"
 	if got := diagText(p.Diagnostics()); got != want {
 		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
 	}
@@ -463,7 +463,7 @@ func ExampleConfig() {
 	// published schema come from here.
 	type feedConfig struct {
 		URL     string       `json:"url" jsonschema:"The feed's absolute http or https URL."`
-		Timeout sdk.Duration `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration."`
+		Timeout sdk.Duration `json:"timeout,omitempty" default:"10s" jsonschema:"Per-call timeout as a Go duration."`
 		Tags    []string     `json:"tags,omitempty" jsonschema:"Keep only items with one of these tags."`
 	}
 	// What the calls use.
@@ -481,13 +481,8 @@ func ExampleConfig() {
 			if d.Failed() {
 				return nil
 			}
-			f := &feed{url: c.URL, timeout: time.Duration(c.Timeout), tags: c.Tags}
-			if f.timeout == 0 {
-				f.timeout = 10 * time.Second
-			}
-			return f
+			return &feed{url: c.URL, timeout: time.Duration(c.Timeout), tags: c.Tags}
 		},
-		Keywords: map[string]string{"timeout": `{"default": "10s"}`},
 	}
 
 	// In ValidateOperation: p.Diagnostics(); in Invoke: p.Err() or p.Value.
@@ -502,7 +497,99 @@ func ExampleConfig() {
 	fmt.Println(string(schema))
 	// Output:
 	// timout: unknown field (did you mean "timeout"?)
-	// tags: must be a list of strings
+	// tags: must be a list of strings, got a string
 	// <nil> 10s
 	// {"type":"object","properties":{"url":{"type":"string","description":"The feed's absolute http or https URL."},"timeout":{"type":"string","description":"Per-call timeout as a Go duration.","default":"10s"},"tags":{"type":"array","items":{"type":"string"},"description":"Keep only items with one of these tags."}},"$schema":"https://json-schema.org/draft/2020-12/schema","title":"feed operation config","required":["url"],"additionalProperties":false}
+}
+
+// tagged is a config whose tags state defaults, bounds and enums.
+type tagged struct {
+	Mode    string       `json:"mode,omitempty" enum:"fast,slow" default:"fast"`
+	Items   int          `json:"items,omitempty" minimum:"1" maximum:"100" default:"10"`
+	Rate    float64      `json:"rate,omitempty" exclusiveMinimum:"0" maximum:"1" default:"1"`
+	Floor   int64        `json:"floor,omitempty" minimum:"-5"`
+	On      bool         `json:"on" default:"true"`
+	Wait    sdk.Duration `json:"wait,omitempty" default:"30s"`
+	Limits  taggedLimits `json:"limits,omitempty"`
+	Pointer *int         `json:"pointer,omitempty" maximum:"3"`
+	Size    int          `json:"size,omitempty" default:"64" zero:"default" minimum:"1"`
+}
+
+type taggedLimits struct {
+	Bytes int `json:"bytes" default:"1024" maximum:"4096"`
+}
+
+// The tags give the decoded value of an absent field and refuse values
+// outside their bounds, which then take the default; Decoded says what
+// the config wrote.
+func TestDecodeTags(t *testing.T) {
+	t.Parallel()
+	var v tagged
+	dec, diags := sdk.Decode(json.RawMessage(`{"items": 5, "limits": null}`), &v)
+	if diags != nil || v.Mode != "fast" || v.Items != 5 || v.Rate != 1 || !v.On || time.Duration(v.Wait) != 30*time.Second ||
+		v.Limits.Bytes != 1024 || v.Pointer != nil {
+		t.Errorf("defaults: %+v %v", v, diags)
+	}
+	if !dec.Has("/items") || dec.Has("/mode") || dec.Has("/limits") || dec.Has("/limits/bytes") {
+		t.Errorf("written: items %v mode %v limits %v", dec.Has("/items"), dec.Has("/mode"), dec.Has("/limits"))
+	}
+	v = tagged{}
+	dec, diags = sdk.Decode(json.RawMessage(`{"mode": "s3cr3t", "items": 0, "rate": 0, "floor": -6, "on": false,
+		"limits": {"bytes": 5000}, "pointer": 4, "extra": 1}`), &v)
+	want := "extra: unknown field (known fields: mode, items, rate, floor, on, wait, limits, pointer, size)\n" +
+		"mode: must be one of fast, slow\n" +
+		"items: must be from 1 to 100, got 0\n" +
+		"rate: must be greater than 0 and at most 1, got 0\n" +
+		"floor: must be at least -5, got -6\n" +
+		"limits.bytes: must be at most 4096, got 5000\n" +
+		"pointer: must be at most 3, got 4\n"
+	if got := diagText(diags); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+	if v.Mode != "fast" || v.Items != 10 || v.Rate != 1 || v.Floor != 0 || v.On || v.Limits.Bytes != 1024 || v.Pointer != nil {
+		t.Errorf("refused values take their defaults: %+v", v)
+	}
+	if !dec.Has("/limits/bytes") || !dec.Has("/on") || dec.Has("/rate/x") {
+		t.Errorf("written: %v %v", dec.Has("/limits/bytes"), dec.Has("/on"))
+	}
+	// zero:"default": a written 0 is the default.
+	v = tagged{}
+	if dec, diags := sdk.Decode(json.RawMessage(`{"size": 0, "mode": ""}`), &v); diags != nil || v.Size != 64 || v.Mode != "fast" || dec.Has("/mode") {
+		t.Errorf("a zero that means the default: %+v %v", v, diags)
+	}
+	// A value already there stays for an absent field (a preset laid under).
+	v = tagged{Items: 50}
+	if _, diags := sdk.Decode(nil, &v); diags != nil || v.Items != 50 || v.Mode != "fast" {
+		t.Errorf("laid under: %+v %v", v, diags)
+	}
+	if _, diags := sdk.Decode(json.RawMessage(`[1]`), &v); diagText(diags) != ": must be an object {mode, items, rate, floor, on, wait, ...}, got a list\n" {
+		t.Errorf("not an object: %s", diagText(diags))
+	}
+}
+
+// The tags are the schema's keywords; a field with a default is not
+// required.
+func TestSchemaForTags(t *testing.T) {
+	t.Parallel()
+	raw, err := sdk.SchemaFor[tagged]("tagged", map[string]string{"limits": `{"title": "Limits"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	p := s.Properties
+	if s.Title != "tagged" || len(s.Required) != 0 || string(p["mode"].Default) != `"fast"` || fmt.Sprint(p["mode"].Enum) != "[fast slow]" ||
+		*p["items"].Minimum != 1 || *p["items"].Maximum != 100 || string(p["items"].Default) != "10" ||
+		*p["rate"].ExclusiveMinimum != 0 || string(p["on"].Default) != "true" || string(p["wait"].Default) != `"30s"` ||
+		p["limits"].Title != "Limits" || string(p["limits"].Properties["bytes"].Default) != "1024" || len(p["limits"].Required) != 0 {
+		t.Errorf("schema: %s", raw)
+	}
+	type badDefault struct {
+		N int `json:"n,omitempty" default:"many"`
+	}
+	if _, err := sdk.SchemaFor[badDefault]("", nil); err == nil || !strings.Contains(err.Error(), `field "n": default "many"`) {
+		t.Errorf("a default of the wrong type: %v", err)
+	}
 }

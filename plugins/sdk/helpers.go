@@ -13,10 +13,11 @@ import (
 // Helpers that every adapter needs for its config handling.
 
 // Suggest returns the name in known closest to name (edit distance at most
-// 2, name compared in lower case), or "" when none is close: for "did you
-// mean" hints on unknown config fields.
+// 2, and one more for every 12 bytes of name; name compared in lower
+// case), or "" when none is close: for "did you mean" hints on unknown
+// config fields. It is the one such hint of the gateway and the SDK.
 func Suggest(name string, known []string) string {
-	best, bestD := "", 3
+	best, bestD := "", 3+len(name)/12
 	ln := strings.ToLower(name)
 	for _, k := range known {
 		if d := EditDistance(ln, k); d < bestD {

@@ -205,8 +205,14 @@ func TestServeOptions(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
-	known := []string{"method", "url", "headers"}
-	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": ""} {
+	for in, want := range map[string]string{"array": "a list", "integer": "an integer", "object": "an object", "null": "null", "": "a value"} {
+		if got := sdk.TypeName(in); got != want {
+			t.Errorf("TypeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	known := []string{"method", "url", "headers", "window_duration_ms"}
+	for in, want := range map[string]string{"methd": "method", "Header": "headers", "URL": "url", "body": "",
+		"window_duration": "window_duration_ms", "zzz": ""} {
 		if got := sdk.Suggest(in, known); got != want {
 			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
 		}

@@ -24,10 +24,8 @@ type config struct {
 	ToolPrefix       string            `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
 	Headers          map[string]string `json:"headers,omitempty" jsonschema:"Extra HTTP headers (not Content-Length, Connection, SOAPAction...)."`
 	Security         *security         `json:"security,omitempty" jsonschema:"WS-Security UsernameToken (PasswordText) sent with every call."`
-	Timeout          string            `json:"timeout,omitempty" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
-	MaxResponseBytes int64             `json:"max_response_bytes,omitempty" jsonschema:"Largest accepted answer body; 0 means the default."`
-
-	timeout time.Duration
+	Timeout          sdk.Duration      `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes int64             `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
 }
 
 type security struct {
@@ -35,21 +33,10 @@ type security struct {
 	Password string `json:"password,omitempty" jsonschema:"The UsernameToken's password, sent as PasswordText."`
 }
 
-const (
-	defaultTimeout  = 30 * time.Second
-	defaultMaxBytes = 8 << 20
-)
-
-// configKeywords state what the Go types of config cannot.
-var configKeywords = map[string]string{
-	"timeout":            `{"default": "30s"}`,
-	"max_response_bytes": `{"minimum": 0, "default": 8388608}`,
-}
-
 // newConfigs returns the config declaration of one adapter, with its cache
 // of loaded configs.
 func newConfigs() *sdk.Config[config, *loaded] {
-	return &sdk.Config[config, *loaded]{Name: Name, Prepare: prepare, Keywords: configKeywords}
+	return &sdk.Config[config, *loaded]{Name: Name, Prepare: prepare}
 }
 
 // checkConfig checks a decoded config's values; diagnostics name the
@@ -80,19 +67,6 @@ func checkConfig(c *config, d *sdk.Diagnostics) {
 	}
 	if c.Security != nil && c.Security.Username == "" {
 		d.Errorf("security.username", "is required")
-	}
-	c.timeout = defaultTimeout
-	if c.Timeout != "" {
-		t, err := time.ParseDuration(c.Timeout)
-		if err != nil || t <= 0 {
-			d.Errorf("timeout", "must be a positive Go duration such as 10s")
-		}
-		c.timeout = t
-	}
-	if c.MaxResponseBytes < 0 {
-		d.Errorf("max_response_bytes", "must not be negative")
-	} else if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = defaultMaxBytes
 	}
 	if c.Operation != "" && len(c.Operations) > 0 {
 		d.Errorf("operations", "cannot be combined with operation")

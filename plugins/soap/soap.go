@@ -134,7 +134,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 		}
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: up, Message: "cannot build the envelope"}
 	}
-	timeout := l.cfg.timeout
+	timeout := time.Duration(l.cfg.Timeout)
 	if req.Operation.Timeout > 0 {
 		timeout = req.Operation.Timeout
 	}

@@ -145,7 +145,7 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{map[string]any{}, "wsdl", "is required"},
 		{map[string]any{"wsdl": "x", "bogus": 1}, "bogus", "unknown field"},
-		{map[string]any{"wsdl": "x", "timeout": "soon"}, "timeout", "positive Go duration"},
+		{map[string]any{"wsdl": "x", "timeout": "soon"}, "timeout", "not a valid duration"},
 		{map[string]any{"wsdl": "x", "endpoint": "ftp://x"}, "endpoint", "absolute http"},
 		{map[string]any{"wsdl": "x", "headers": map[string]any{"Content-Length": "1"}}, "headers.Content-Length", "set by the adapter"},
 		{map[string]any{"wsdl": "x", "security": map[string]any{"password": "p"}}, "security.username", "required"},

@@ -7,33 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	ws "github.com/coder/websocket"
-	"github.com/theory/jsonpath"
-
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
+	"github.com/theory/jsonpath"
 )
 
-// Defaults and bounds of the config.
+// Bounds the config's fields do not state (theirs are their tags).
 const (
-	defaultConnectTimeout  = 10 * time.Second
-	defaultMaxMessageBytes = 1 << 20
-	minMaxMessageBytes     = 64
-	maxMaxMessageBytes     = 32 << 20
-	defaultAckTimeout      = 5 * time.Second
-	defaultPingInterval    = 15 * time.Second
-	defaultPongTimeout     = 5 * time.Second
-	defaultMaxAttempts     = 5
-	maxMaxAttempts         = 100
-	defaultInitialDelay    = 250 * time.Millisecond
-	defaultMaxDelay        = 5 * time.Second
-	defaultCloseTimeout    = 2 * time.Second
-	maxMS                  = 600000
-	maxTemplates           = 16
+	defaultConnectTimeout = 10 * time.Second
+	maxTemplates          = 16
 )
 
 // Binary frame handling.
@@ -50,7 +36,6 @@ var (
 		"no_context_takeover": ws.CompressionNoContextTakeover,
 		"context_takeover":    ws.CompressionContextTakeover,
 	}
-	binaryModes = []string{binaryRefuse, binaryBase64, binaryText, binarySkip}
 	// managedHeaders are the handshake headers the WebSocket client sets.
 	managedHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions",
 		"Sec-Websocket-Protocol", "Sec-Websocket-Accept"}
@@ -60,42 +45,42 @@ var (
 // unknown fields and the published schema come from it (sdk.Config);
 // prepare checks the values.
 type configFields struct {
-	URL             string           `reach:"upstream" json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
-	Subprotocols    []string         `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
-	Headers         json.RawMessage  `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
-	TLS             *sdk.ClientTLS   `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
-	Compression     string           `json:"compression,omitempty" jsonschema:"permessage-deflate offered to the upstream; it decides."`
-	MaxMessageBytes *int             `json:"max_message_bytes,omitempty" jsonschema:"Largest message read; a larger one is skipped and reported as a gap."`
-	Subscribe       json.RawMessage  `json:"subscribe,omitempty" jsonschema:"Sent after every connect: one message, or a list of messages sent in order."`
-	Unsubscribe     json.RawMessage  `json:"unsubscribe,omitempty" jsonschema:"Sent before a normal close: one message, or a list of messages sent in order."`
-	Ack             *ackFields       `json:"ack,omitempty" jsonschema:"The upstream's acknowledgement of the subscription."`
-	Filter          string           `json:"filter,omitempty" jsonschema:"RFC 9535 filter expression on the message as @; messages it rejects are not items."`
-	IDPath          string           `json:"id_path,omitempty" jsonschema:"JSONPath of an item's id, also the stream's cursor ({{cursor}})."`
-	Binary          string           `json:"binary,omitempty" jsonschema:"What a binary message becomes: refused (the stream fails), base64, text, or skipped."`
-	Heartbeat       *heartbeatFields `json:"heartbeat,omitempty" jsonschema:"How a dead connection is detected: protocol pings, or an application message."`
-	Reconnect       *reconnectFields `json:"reconnect,omitempty" jsonschema:"How a dropped connection is reopened."`
-	CloseTimeoutMS  *int             `json:"close_timeout_ms,omitempty" jsonschema:"How long a normal close waits for the upstream's answer."`
+	URL             string          `reach:"upstream" json:"url" jsonschema:"ws:// or wss:// URL; {{name}} in the path and query is filled from the tool argument of that name. The host is literal."`
+	Subprotocols    []string        `json:"subprotocols,omitempty" jsonschema:"Subprotocols offered in the handshake; the upstream must pick one."`
+	Headers         json.RawMessage `json:"headers,omitempty" jsonschema:"Static handshake headers (secrets via placeholders)."`
+	TLS             *sdk.ClientTLS  `json:"tls,omitempty" jsonschema:"TLS settings of a wss:// url; without ca_file the system roots verify the upstream."`
+	Compression     string          `json:"compression,omitempty" enum:"disabled,no_context_takeover,context_takeover" default:"disabled" jsonschema:"permessage-deflate offered to the upstream; it decides."`
+	MaxMessageBytes int             `json:"max_message_bytes,omitempty" default:"1048576" minimum:"64" maximum:"33554432" jsonschema:"Largest message read; a larger one is skipped and reported as a gap."`
+	Subscribe       json.RawMessage `json:"subscribe,omitempty" jsonschema:"Sent after every connect: one message, or a list of messages sent in order."`
+	Unsubscribe     json.RawMessage `json:"unsubscribe,omitempty" jsonschema:"Sent before a normal close: one message, or a list of messages sent in order."`
+	Ack             *ackFields      `json:"ack,omitempty" jsonschema:"The upstream's acknowledgement of the subscription."`
+	Filter          string          `json:"filter,omitempty" jsonschema:"RFC 9535 filter expression on the message as @; messages it rejects are not items."`
+	IDPath          string          `json:"id_path,omitempty" jsonschema:"JSONPath of an item's id, also the stream's cursor ({{cursor}})."`
+	Binary          string          `json:"binary,omitempty" enum:"refuse,base64,text,skip" default:"refuse" jsonschema:"What a binary message becomes: refused (the stream fails), base64, text, or skipped."`
+	Heartbeat       heartbeatFields `json:"heartbeat,omitzero" jsonschema:"How a dead connection is detected: protocol pings, or an application message."`
+	Reconnect       reconnectFields `json:"reconnect,omitzero" jsonschema:"How a dropped connection is reopened."`
+	CloseTimeoutMS  int             `json:"close_timeout_ms,omitempty" default:"2000" minimum:"1" maximum:"600000" jsonschema:"How long a normal close waits for the upstream's answer."`
 }
 
 // ackFields is the ack block as written.
 type ackFields struct {
 	Path      string          `json:"path" jsonschema:"JSONPath of the acknowledgement's value."`
 	Equals    json.RawMessage `json:"equals,omitempty" jsonschema:"The value the acknowledgement holds (a message template); default: any value."`
-	TimeoutMS *int            `json:"timeout_ms,omitempty" jsonschema:"How long the first connection waits for the acknowledgement."`
+	TimeoutMS int             `json:"timeout_ms,omitempty" default:"5000" minimum:"1" maximum:"600000" jsonschema:"How long the first connection waits for the acknowledgement."`
 }
 
 // heartbeatFields is the heartbeat block as written.
 type heartbeatFields struct {
-	PingIntervalMS *int            `json:"ping_interval_ms,omitempty" jsonschema:"How often a ping (or message) is sent; 0 turns heartbeats off."`
-	PongTimeoutMS  *int            `json:"pong_timeout_ms,omitempty" jsonschema:"How long the answer may take."`
+	PingIntervalMS int             `json:"ping_interval_ms,omitempty" default:"15000" minimum:"0" maximum:"600000" jsonschema:"How often a ping (or message) is sent; 0 turns heartbeats off."`
+	PongTimeoutMS  int             `json:"pong_timeout_ms,omitempty" default:"5000" minimum:"1" maximum:"600000" jsonschema:"How long the answer may take."`
 	Message        json.RawMessage `json:"message,omitempty" jsonschema:"An application message sent instead of protocol pings; any message answers it."`
 }
 
 // reconnectFields is the reconnect block as written.
 type reconnectFields struct {
-	MaxAttempts    *int `json:"max_attempts,omitempty" jsonschema:"Consecutive failed reopenings before the stream fails."`
-	InitialDelayMS *int `json:"initial_delay_ms,omitempty" jsonschema:"The first backoff delay, doubling up to max_delay_ms."`
-	MaxDelayMS     *int `json:"max_delay_ms,omitempty" jsonschema:"The longest backoff delay."`
+	MaxAttempts    int `json:"max_attempts,omitempty" default:"5" minimum:"0" maximum:"100" jsonschema:"Consecutive failed reopenings before the stream fails."`
+	InitialDelayMS int `json:"initial_delay_ms,omitempty" default:"250" minimum:"1" maximum:"600000" jsonschema:"The first backoff delay, doubling up to max_delay_ms."`
+	MaxDelayMS     int `json:"max_delay_ms,omitempty" default:"5000" minimum:"1" maximum:"600000" jsonschema:"The longest backoff delay."`
 }
 
 // Schemas of the fields whose Go type cannot say it all.
@@ -104,28 +89,13 @@ const (
 	messagesSchema = `{"anyOf": [{"description": "One message: a JSON value sent as JSON text, or a string sent as plain text; strings may hold {{argument}} variables and {{cursor}}. A value that would bring a control character (C0, DEL, C1, U+2028, U+2029) into a plain-text message is refused; JSON escapes them."}, {"type": "array"}]}`
 )
 
-// ms is the schema of a duration in milliseconds with its default.
-func ms(def int) string {
-	return fmt.Sprintf(`{"minimum": 0, "maximum": %d, "default": %d}`, maxMS, def)
-}
-
 // configKeywords state what the Go types of configFields cannot.
 var configKeywords = map[string]string{
-	"headers":                    `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
-	"compression":                `{"enum": ["disabled", "no_context_takeover", "context_takeover"], "default": "disabled"}`,
-	"max_message_bytes":          fmt.Sprintf(`{"minimum": %d, "maximum": %d, "default": %d}`, minMaxMessageBytes, maxMaxMessageBytes, defaultMaxMessageBytes),
-	"subscribe":                  messagesSchema,
-	"unsubscribe":                messagesSchema,
-	"ack.equals":                 messageSchema,
-	"ack.timeout_ms":             ms(int(defaultAckTimeout / time.Millisecond)),
-	"binary":                     `{"enum": ["refuse", "base64", "text", "skip"], "default": "refuse"}`,
-	"heartbeat.ping_interval_ms": ms(int(defaultPingInterval / time.Millisecond)),
-	"heartbeat.pong_timeout_ms":  ms(int(defaultPongTimeout / time.Millisecond)),
-	"heartbeat.message":          messageSchema,
-	"reconnect.max_attempts":     fmt.Sprintf(`{"minimum": 0, "maximum": %d, "default": %d}`, maxMaxAttempts, defaultMaxAttempts),
-	"reconnect.initial_delay_ms": ms(int(defaultInitialDelay / time.Millisecond)),
-	"reconnect.max_delay_ms":     ms(int(defaultMaxDelay / time.Millisecond)),
-	"close_timeout_ms":           ms(int(defaultCloseTimeout / time.Millisecond)),
+	"headers":           `{"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}`,
+	"subscribe":         messagesSchema,
+	"unsubscribe":       messagesSchema,
+	"ack.equals":        messageSchema,
+	"heartbeat.message": messageSchema,
 }
 
 // newConfigs returns the config declaration of one adapter, with its cache
@@ -214,8 +184,8 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 	// No redirects: a redirect must not carry the configured headers to
 	// another place. Each connection is hijacked by its WebSocket.
 	c.client = httpadapter.NewClient(httpadapter.ClientOptions{TLS: tlsCfg})
-	c.compression = compressionModes[enum(d, "compression", f.Compression, "disabled", []string{"disabled", "no_context_takeover", "context_takeover"})]
-	c.maxMessage = integer(d, "max_message_bytes", f.MaxMessageBytes, defaultMaxMessageBytes, minMaxMessageBytes, maxMaxMessageBytes)
+	c.compression = compressionModes[f.Compression]
+	c.maxMessage = f.MaxMessageBytes
 	c.subscribe = messages(d, "subscribe", f.Subscribe)
 	c.unsubscribe = messages(d, "unsubscribe", f.Unsubscribe)
 	for _, m := range append(append([]*msgTemplate(nil), c.subscribe...), c.unsubscribe...) {
@@ -231,31 +201,24 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 		c.filter = parseFilter(s, d)
 	}
 	c.idPath = jsonPath(d, "id_path", f.IDPath)
-	c.binary = enum(d, "binary", f.Binary, binaryRefuse, binaryModes)
-	c.pingInterval, c.pongTimeout = defaultPingInterval, defaultPongTimeout
-	if hf := f.Heartbeat; hf != nil {
-		c.pingInterval = millis(d, "heartbeat.ping_interval_ms", hf.PingIntervalMS, defaultPingInterval, 0)
-		c.pongTimeout = millis(d, "heartbeat.pong_timeout_ms", hf.PongTimeoutMS, defaultPongTimeout, 1)
-		if ms := messages(d, "heartbeat.message", hf.Message); len(ms) > 1 {
-			d.Errorf("heartbeat.message", "must be one message")
-		} else if len(ms) == 1 {
-			c.heartbeat = ms[0]
-			uses.addMsg(c.heartbeat)
-			if c.pingInterval == 0 {
-				d.Errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
-			}
+	c.binary = f.Binary
+	hf := &f.Heartbeat
+	c.pingInterval, c.pongTimeout = millis(hf.PingIntervalMS), millis(hf.PongTimeoutMS)
+	if ms := messages(d, "heartbeat.message", hf.Message); len(ms) > 1 {
+		d.Errorf("heartbeat.message", "must be one message")
+	} else if len(ms) == 1 {
+		c.heartbeat = ms[0]
+		uses.addMsg(c.heartbeat)
+		if c.pingInterval == 0 {
+			d.Errorf("heartbeat.ping_interval_ms", "must be above 0 with heartbeat.message: it is how often the message is sent")
 		}
 	}
-	c.maxAttempts, c.initialDelay, c.maxDelay = defaultMaxAttempts, defaultInitialDelay, defaultMaxDelay
-	if rf := f.Reconnect; rf != nil {
-		c.maxAttempts = integer(d, "reconnect.max_attempts", rf.MaxAttempts, defaultMaxAttempts, 0, maxMaxAttempts)
-		c.initialDelay = millis(d, "reconnect.initial_delay_ms", rf.InitialDelayMS, defaultInitialDelay, 1)
-		c.maxDelay = millis(d, "reconnect.max_delay_ms", rf.MaxDelayMS, defaultMaxDelay, 1)
-		if c.maxDelay < c.initialDelay {
-			d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
-		}
+	rf := &f.Reconnect
+	c.maxAttempts, c.initialDelay, c.maxDelay = rf.MaxAttempts, millis(rf.InitialDelayMS), millis(rf.MaxDelayMS)
+	if c.maxDelay < c.initialDelay {
+		d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
 	}
-	c.closeTimeout = millis(d, "close_timeout_ms", f.CloseTimeoutMS, defaultCloseTimeout, 1)
+	c.closeTimeout = millis(f.CloseTimeoutMS)
 	c.inputSchema = uses.inputSchema()
 	if d.Failed() {
 		return nil
@@ -263,34 +226,8 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 	return c
 }
 
-// integer checks an integer field; absent, it is def.
-func integer(d *diags, field string, v *int, def, lo, hi int) int {
-	if v == nil {
-		return def
-	}
-	if *v < lo || *v > hi {
-		d.Errorf(field, "must be an integer from %d to %d", lo, hi)
-		return def
-	}
-	return *v
-}
-
-// millis checks a duration in milliseconds; lo 0 means 0 turns it off.
-func millis(d *diags, field string, v *int, def time.Duration, lo int) time.Duration {
-	return time.Duration(integer(d, field, v, int(def/time.Millisecond), lo, maxMS)) * time.Millisecond
-}
-
-// enum checks a field with a fixed set of values; absent, it is def.
-func enum(d *diags, field, v, def string, allowed []string) string {
-	if v == "" {
-		return def
-	}
-	if !slices.Contains(allowed, v) {
-		d.Errorf(field, "must be one of %s", strings.Join(allowed, ", "))
-		return def
-	}
-	return v
-}
+// millis is a duration written in milliseconds.
+func millis(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // jsonPath compiles a JSONPath field, nil when it is absent.
 func jsonPath(d *diags, field, s string) *jsonpath.Path {
@@ -357,7 +294,7 @@ func messages(d *diags, name string, v json.RawMessage) []*msgTemplate {
 }
 
 func parseAck(af *ackFields, d *diags, uses varUses) *ackMatcher {
-	a := &ackMatcher{timeout: millis(d, "ack.timeout_ms", af.TimeoutMS, defaultAckTimeout, 1)}
+	a := &ackMatcher{timeout: millis(af.TimeoutMS)}
 	if strings.TrimSpace(af.Path) == "" {
 		d.Errorf("ack.path", "is required: the JSONPath of the acknowledgement's value, e.g. $.type")
 	}

@@ -30,7 +30,7 @@ func TestValidateOperation(t *testing.T) {
 		{"bad filter", `{"url":"ws://h/x","filter":"@.a =="}`, "filter: not a valid RFC 9535 filter expression"},
 		{"binary", `{"url":"ws://h/x","binary":"hex"}`, "binary: must be one of refuse, base64, text, skip"},
 		{"compression", `{"url":"ws://h/x","compression":"gzip"}`, "compression: must be one of disabled"},
-		{"max message", `{"url":"ws://h/x","max_message_bytes":1}`, "max_message_bytes: must be an integer from 64 to 33554432"},
+		{"max message", `{"url":"ws://h/x","max_message_bytes":1}`, "max_message_bytes: must be from 64 to 33554432, got 1"},
 		{"managed header", `{"url":"ws://h/x","headers":{"Sec-WebSocket-Key":"k"}}`, "headers.Sec-WebSocket-Key: Sec-Websocket-Key is set by the adapter"},
 		{"header value", `{"url":"ws://h/x","headers":{"X-Token":"a\nb"}}`, "headers.X-Token: value contains a control character"},
 		{"tls on ws", `{"url":"ws://h/x","tls":{"server_name":"h"}}`, "tls: is only used with a wss:// url"},
@@ -38,7 +38,7 @@ func TestValidateOperation(t *testing.T) {
 		{"tls typo", `{"url":"wss://h/x","tls":{"ca":"x"}}`, "tls.ca: unknown field"},
 		{"heartbeat message", `{"url":"ws://h/x","heartbeat":{"ping_interval_ms":0,"message":"ping"}}`, "heartbeat.ping_interval_ms: must be above 0"},
 		{"reconnect delays", `{"url":"ws://h/x","reconnect":{"initial_delay_ms":100,"max_delay_ms":10}}`, "reconnect.max_delay_ms: must not be below"},
-		{"reconnect attempts", `{"url":"ws://h/x","reconnect":{"max_attempts":-1}}`, "reconnect.max_attempts: must be an integer from 0 to 100"},
+		{"reconnect attempts", `{"url":"ws://h/x","reconnect":{"max_attempts":-1}}`, "reconnect.max_attempts: must be from 0 to 100, got -1"},
 		{"subprotocol", `{"url":"ws://h/x","subprotocols":["a b"]}`, "subprotocols[0]: must be a token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,7 @@
 // admin API (docs/admin-api.md), served under ./api/ by the console
 // handler.
 
-import { FAMILY_ROLES, opFields, schemaFields, renderField, readField, setField, fieldError } from "./form.js";
+import { opFields, familyRoles, schemaFields, renderField, readField, setField, fieldError } from "./form.js";
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -16,6 +16,7 @@ const state = {
   editing: null,   // name of the operation in the editor, "" for a new one
   entry: {},       // the entry the form edits
   adapters: [],    // /crank/adapters
+  opSchema: null,  // /crank/schema/operation: the operation form's fields
   tools: [],       // /crank/tools
   configRaw: false, // the adapter config is edited as JSON
   hand: {},        // the hand-driven session or job: {id, cursor}
@@ -111,7 +112,7 @@ async function loadTools() {
 }
 
 async function loadToolsNow() {
-  const [tr, er, cr] = await Promise.all([api("GET", "tools"), api("GET", "endpoints"), api("GET", "catalogs?limit=1000")]);
+  const [tr, er, cr] = await Promise.all([api("GET", "tools"), api("GET", "endpoints"), api("GET", "catalogs?limit=1000"), loadOpSchema()]);
   clearTimeout(state.toolsRetry);
   if (tr.status !== 200) {
     say(tr.body.error || `tools: ${tr.status}`);
@@ -128,7 +129,7 @@ async function loadToolsNow() {
       const key = `${t.endpoint}/${t.family}`;
       if (families.has(key)) continue;
       const tools = {};
-      for (const role of FAMILY_ROLES[t.mode] || Object.keys(t.family_tools || {})) {
+      for (const role of familyRoles(state.opSchema, t.mode)) {
         if (t.family_tools && t.family_tools[role]) tools[role] = t.family_tools[role];
       }
       const calls = { calls: 0, errors: 0 };
@@ -152,7 +153,7 @@ async function loadToolsNow() {
         source: { kind: "catalog", catalog: c.catalog, version: c.version }, unserved: true };
       if (mode === "session" || mode === "async_job") {
         row.tools = {};
-        for (const role of FAMILY_ROLES[mode]) row.tools[role] = (op.family || {})[`${role}_tool_name`] || `${op.name}_${role}`;
+        for (const role of familyRoles(state.opSchema, mode)) row.tools[role] = (op.family || {})[`${role}_tool_name`] || `${op.name}_${role}`;
       }
       rows.push(row);
     }
@@ -270,12 +271,21 @@ async function loadCatalogs() {
   if (r.body.catalogs.length === 0) ul.append(el("li", {}, "No catalog yet."));
 }
 
+// loadOpSchema reads the operation entry's schema once: the operation
+// form and the roles of tool families come from it.
+async function loadOpSchema() {
+  if (state.opSchema) return;
+  const r = await api("GET", "schema/operation");
+  if (r.status === 200 && r.body && r.body.properties) state.opSchema = r.body;
+}
+
 async function loadAdapters() {
   const r = await api("GET", "adapters");
   if (r.status === 200 && Array.isArray(r.body)) state.adapters = r.body;
 }
 
 async function openCatalog(name) {
+  await loadOpSchema();
   if (name !== state.catalog) $("#history-pane").hidden = true;
   state.catalog = name;
   const r = await api("GET", "catalogs/" + encodeURIComponent(name));
@@ -320,14 +330,15 @@ function adapterSchema(name) {
   return a && a.config_schema && typeof a.config_schema === "object" ? a.config_schema : null;
 }
 
-// renderForm builds the form of state.entry: the plan's blocks (Execution
-// mode, Collection limits, Aggregation, Safety, Tool family), the adapter
-// config from the adapter's schema (or as JSON), and the schemas.
+// renderForm builds the form of state.entry from the operation schema:
+// its fields, the adapter config from the adapter's schema (or as JSON)
+// after them, then its blocks (Collection limits, Aggregation, Safety,
+// Tool family, ...) and the schemas.
 function renderForm() {
   const box = $("#op-form");
   box.replaceChildren();
   const entry = state.entry;
-  for (const block of opFields()) {
+  for (const block of opFields(state.opSchema)) {
     const fs = el("fieldset", { id: `block-${block.id}`, "data-modes": block.modes ? block.modes.join(" ") : "" },
       el("legend", {}, block.legend));
     if (block.note) fs.append(el("p", { class: "note" }, block.note));
@@ -335,7 +346,7 @@ function renderForm() {
     for (const f of block.fields) grid.append(renderField(f, entry, onFormInput));
     fs.append(grid);
     box.append(fs);
-    if (block.id === "mode") box.append(configBlock());
+    if (block.id === "basics") box.append(configBlock());
   }
   applyModeVisibility();
   renderArgsForm();
@@ -398,15 +409,13 @@ function awaitSchema() {
   }, 1000);
 }
 
+// applyModeVisibility shows the blocks and fields of the form's mode
+// only (the schema's x-crank-modes).
 function applyModeVisibility() {
   const mode = ($("#f-mode") && $("#f-mode").value) || "unary";
-  for (const fs of document.querySelectorAll("#op-form fieldset[data-modes]")) {
-    const modes = fs.dataset.modes;
-    if (modes) fs.hidden = !modes.split(" ").includes(mode);
-  }
-  for (const role of ["start", "poll", "stop", "status", "result", "cancel"]) {
-    const w = document.getElementById(`w-family-${role}_tool_name`);
-    if (w) w.hidden = !(FAMILY_ROLES[mode] || []).includes(role);
+  for (const e of document.querySelectorAll("#op-form [data-modes]")) {
+    const modes = e.dataset.modes;
+    if (modes) e.hidden = !modes.split(" ").includes(mode);
   }
 }
 

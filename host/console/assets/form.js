@@ -1,88 +1,62 @@
-// Forms of the console: the operation form's blocks (the plan's Execution
-// mode, Collection limits, Aggregation, Safety and Tool family), fields
-// generated from a JSON Schema (an adapter's config, a tool's input), and
-// the placing of the admin API's problems beside their fields.
+// Forms of the console: the operation form's blocks, generated from the
+// operation entry's JSON Schema (GET /crank/schema/operation, derived
+// from the host's one definition of an entry), fields generated from a
+// JSON Schema (an adapter's config, a tool's input), and the placing of
+// the admin API's problems beside their fields.
 
-export const FAMILY_ROLES = {
-  session: ["start", "poll", "stop"],
-  async_job: ["start", "status", "result", "cancel"],
-};
+const MODES = "x-crank-modes";
 
-const WINDOWED = ["window", "session", "async_job"];
-
-const text = (path, label, more = {}) => ({ path, label, type: "text", ...more });
-const num = (path, label, more = {}) => ({ path, label, type: "number", effective: true, ...more });
-
-// opFields are the blocks of the operation form, in order; the adapter
-// config block follows "mode".
-export function opFields() {
-  return [
-    { id: "basics", legend: "Operation", fields: [
-      text(["name"], "Name (the MCP tool name)", { required: true, hint: "1–128 characters of A-Z a-z 0-9 _ . -" }),
-      text(["title"], "Title"),
-      { path: ["description"], label: "Description", type: "textarea", rows: 2, required: true },
-      text(["adapter"], "Adapter", { required: true, hint: "rest, graphql, grpc, soap, websocket, or one an operations file declares" }),
-      text(["timeout"], "Timeout", { hint: "a duration such as 5s", effective: true }),
-      { path: ["scope"], label: "Scope of its sessions and jobs", type: "select", options: [["", "default (agent)"], ["agent", "agent"], ["workspace", "workspace"]] },
-    ] },
-    { id: "mode", legend: "Execution mode", fields: [
-      { path: ["mode"], label: "Mode", type: "select", options: [["", "unary (default)"], ["unary", "unary"], ["window", "window"], ["session", "session"], ["async_job", "async_job"]] },
-      { path: ["transport_behavior"], label: "Transport behaviour", type: "select", effective: true,
-        options: [["", "default"], ["server_stream", "server_stream"], ["request_response", "request_response"]] },
-      text(["preset"], "Preset", { hint: "e.g. openai_chat: defaults for a kind of upstream" }),
-    ] },
-    { id: "limits", legend: "Collection limits", modes: WINDOWED,
-      note: "Every limit applies: a field left empty takes the default, marked as such once the entry is checked.", fields: [
-        num(["limits", "window_duration_ms"], "Window duration (ms)", { min: 1 }),
-        num(["limits", "poll_interval_ms"], "Poll interval (ms)", { min: 10 }),
-        num(["limits", "upstream_timeout_ms"], "Upstream timeout (ms)", { min: 1 }),
-        num(["limits", "idle_timeout_ms"], "Session idle timeout (ms)", { min: 1 }),
-        num(["limits", "max_session_lifetime_ms"], "Session lifetime (ms)", { min: 1 }),
-        num(["limits", "max_items"], "Max items", { min: 1 }),
-        num(["limits", "max_bytes"], "Max bytes", { min: 1 }),
-      ] },
-    { id: "aggregation", legend: "Aggregation", modes: WINDOWED, fields: [
-      { path: ["aggregation", "aggregation_mode"], label: "Aggregation mode", type: "select", effective: true,
-        options: [["", "default"], ...["raw_items", "summary_only", "summary_plus_samples", "stats", "latest_state", "text"].map((m) => [m, m])] },
-      ...["items_path", "summary_path", "cursor_path", "status_path", "done_path", "group_by"].map((k) => text(["aggregation", k], k.replaceAll("_", " "), { hint: "JSONPath, e.g. $.items[*]", mono: true })),
-      num(["aggregation", "sample_size"], "Sample size", { min: 1 }),
-      ...["value_path", "key_path", "text_path", "finish_reason_path", "usage_path"].map((k) => text(["aggregation", k], k.replaceAll("_", " "), { mono: true })),
-    ] },
-    { id: "safety", legend: "Safety", modes: WINDOWED, fields: [
-      { path: ["safety", "redacted_paths"], label: "Redacted paths (one JSONPath a line)", type: "lines", effective: true, rows: 2 },
-      { path: ["safety", "truncate_item_fields"], label: "Truncate long item fields", type: "bool", effective: true },
-      num(["safety", "max_field_length"], "Max field length", { min: 16 }),
-      { path: ["safety", "drop_duplicates"], label: "Drop duplicate items", type: "bool", effective: true },
-      num(["safety", "sampling_rate"], "Sampling rate (0–1]", { step: "any", min: 0, max: 1 }),
-    ] },
-    { id: "family", legend: "Tool family", modes: ["session", "async_job"],
-      note: "The tools a session (start/poll/stop) or job (start/status/result/cancel) is published as; empty: {name}_{role}.",
-      fields: ["start", "poll", "stop", "status", "result", "cancel"].map((role) =>
-        text(["family", `${role}_tool_name`], `${role} tool`, { placeholder: (e) => `${e.name || "{name}"}_${role}` })) },
-    { id: "schemas", legend: "Schemas", fields: [
-      { path: ["input_schema"], label: "Input schema (JSON Schema of the arguments)", type: "json", rows: 6 },
-      { path: ["output_schema"], label: "Output schema (JSON Schema of structuredContent)", type: "json", rows: 4 },
-    ] },
-  ];
+// opFields are the blocks of the operation form, from the entry's schema:
+// its scalar fields first (basics), then a block for each object field
+// that has fields of its own (limits, aggregation, safety, family, job,
+// ...), titled by the schema, then the fields written as JSON (the
+// schemas). A block or field the schema gives x-crank-modes shows only
+// in those modes. The adapter config has a block of its own (app.js).
+export function opFields(schema) {
+  const props = (schema && schema.properties) || {};
+  const pick = (keep) => {
+    const out = { properties: {}, required: schema.required };
+    for (const [name, p] of Object.entries(props)) if (name !== "config" && keep(p)) out.properties[name] = p;
+    return out;
+  };
+  const scalar = (p) => !p.properties && ["string", "integer", "number", "boolean"].includes(p.type);
+  const blocks = [{ id: "basics", legend: schema.title || "Operation", fields: schemaFields(pick(scalar), [], undefined, true) }];
+  for (const [name, p] of Object.entries(props)) {
+    if (name === "config" || !p.properties) continue;
+    blocks.push({ id: name, legend: p.title || name, note: p.description, modes: p[MODES],
+      fields: schemaFields(p, [name], undefined, true) });
+  }
+  blocks.push({ id: "schemas", legend: "Schemas", fields: schemaFields(pick((p) => !scalar(p) && !p.properties), [], undefined, true) });
+  return blocks;
 }
 
-// schemaFields are the fields of a JSON Schema's properties, under base.
-export function schemaFields(schema, base, prefix) {
+// familyRoles are the roles of a mode's tool family, from the schema's
+// family block (its {role}_tool_name fields for that mode).
+export function familyRoles(schema, mode) {
+  const fam = (schema && schema.properties && schema.properties.family && schema.properties.family.properties) || {};
+  return Object.entries(fam).filter(([, p]) => (p[MODES] || []).includes(mode)).map(([k]) => k.replace(/_tool_name$/, ""));
+}
+
+// schemaFields are the fields of a JSON Schema's properties, under base;
+// effective marks them to show the value the host makes of them.
+export function schemaFields(schema, base, prefix, effective = false) {
   const props = (schema && schema.properties) || {};
   const required = new Set((schema && schema.required) || []);
   const out = [];
   for (const [name, p] of Object.entries(props)) {
     let type = Array.isArray(p.type) ? p.type.find((t) => t !== "null") : p.type;
     const f = { path: [...base, name], label: p.title ? `${p.title} (${name})` : name, hint: p.description || "",
-      required: required.has(name), prefix };
-    if (p.default !== undefined) f.placeholder = `default: ${typeof p.default === "string" ? p.default : JSON.stringify(p.default)}`;
+      required: required.has(name), prefix, modes: p[MODES], effective };
+    const def = p.default === undefined ? undefined : (typeof p.default === "string" ? p.default : JSON.stringify(p.default));
+    if (def !== undefined) f.placeholder = `default: ${def}`;
     if (Array.isArray(p.enum)) {
       f.type = "select";
-      f.options = [["", required.has(name) ? "choose…" : "default"], ...p.enum.map((v) => [String(v), String(v)])];
+      f.options = [["", required.has(name) ? "choose…" : (def === undefined ? "default" : `default (${def})`)], ...p.enum.map((v) => [String(v), String(v)])];
       f.enumTypes = type;
     } else if (type === "string") f.type = "text";
-    else if (type === "integer" || type === "number") { f.type = "number"; f.step = type === "integer" ? "1" : "any"; }
-    else if (type === "boolean") f.type = "bool";
+    else if (type === "integer" || type === "number") {
+      f.type = "number"; f.step = type === "integer" ? "1" : "any"; f.min = p.minimum ?? p.exclusiveMinimum; f.max = p.maximum;
+    } else if (type === "boolean") f.type = "bool";
     else if (type === "array" && p.items && p.items.type === "string") f.type = "lines";
     else { f.type = "json"; f.rows = 2; }
     out.push(f);
@@ -144,7 +118,8 @@ export function renderField(f, obj, onInput) {
   const v = get(obj, f.path);
   const pointer = "/" + f.path.map(esc).join("/");
   const described = [];
-  const wrap = node("div", { class: `field ${f.type}`, id: `w${prefix === "f" ? "" : prefix}-${f.path.join("-")}` });
+  const wrap = node("div", { class: `field ${f.type}`, id: `w${prefix === "f" ? "" : prefix}-${f.path.join("-")}`,
+    "data-modes": f.modes ? f.modes.join(" ") : undefined });
   wrap.append(node("label", { for: id }, f.label, f.required ? node("span", { class: "req" }, " (required)") : ""));
   let input;
   const common = { id, "data-path": JSON.stringify(f.path), "data-type": f.type, "data-pointer": pointer };
@@ -175,13 +150,11 @@ export function renderField(f, obj, onInput) {
       input.value = v === undefined ? "" : (typeof v === "string" ? v : JSON.stringify(v, null, 2));
       break;
     case "number":
-      input = node("input", { ...common, type: "number", inputmode: "decimal", min: f.min, max: f.max, step: f.step,
-        placeholder: typeof f.placeholder === "function" ? f.placeholder(obj) : f.placeholder });
+      input = node("input", { ...common, type: "number", inputmode: "decimal", min: f.min, max: f.max, step: f.step, placeholder: f.placeholder });
       input.value = v === undefined ? "" : String(v);
       break;
     default: {
-      const ph = typeof f.placeholder === "function" ? f.placeholder(obj) : f.placeholder;
-      input = node("input", { ...common, type: "text", placeholder: ph, class: f.mono ? "mono" : undefined, spellcheck: "false" });
+      input = node("input", { ...common, type: "text", placeholder: f.placeholder, spellcheck: "false" });
       input.value = v === undefined ? "" : (typeof v === "string" ? v : JSON.stringify(v));
     }
   }

@@ -23,7 +23,7 @@ import (
 type Fields struct {
 	Document          string                     `reach:"location" json:"document" jsonschema:"The OpenAPI 2.0, 3.0 or 3.1 document: a file relative to the operations file, or an http(s) URL."`
 	BaseURL           *string                    `reach:"upstream" json:"base_url,omitempty" jsonschema:"Base URL of the calls; default: the document's first server."`
-	AllowExternalRefs bool                       `reach:"file" json:"allow_external_refs,omitempty" jsonschema:"Follow $refs to other files or URLs."`
+	AllowExternalRefs bool                       `reach:"file" json:"allow_external_refs,omitempty" default:"false" jsonschema:"Follow $refs to other files or URLs."`
 	ToolPrefix        string                     `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
 	Include           filterFields               `json:"include,omitzero" jsonschema:"Keep operations matching every list given."`
 	Exclude           filterFields               `json:"exclude,omitzero" jsonschema:"Drop operations matching any list given."`
@@ -31,8 +31,8 @@ type Fields struct {
 	Credentials       map[string]json.RawMessage `json:"credentials,omitempty" jsonschema:"Per security scheme: an API key or token, or {username, password} for http basic."`
 	Headers           json.RawMessage            `json:"headers,omitempty" jsonschema:"Static headers of every tool."`
 	Timeout           *string                    `json:"timeout,omitempty" jsonschema:"Per-call timeout of every tool, a Go duration."`
-	MaxResponseBytes  int64                      `json:"max_response_bytes,omitempty" jsonschema:"Largest answer of every tool."`
-	OutputSchemas     *bool                      `json:"output_schemas,omitempty" jsonschema:"Derive output schemas from the 2xx JSON answers; default true."`
+	MaxResponseBytes  int64                      `json:"max_response_bytes,omitempty" minimum:"0" jsonschema:"Largest answer of every tool."`
+	OutputSchemas     bool                       `json:"output_schemas,omitempty" default:"true" jsonschema:"Derive output schemas from the 2xx JSON answers."`
 }
 
 // filterFields is include or exclude as written.
@@ -169,7 +169,7 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 			d.Errorf(k, "an openapi entry takes its settings inside openapi (known fields: %s)", strings.Join(openAPIFieldNames, ", "))
 		}
 	}
-	c := &Config{outputSchemas: true}
+	c := &Config{}
 
 	// document
 	if c.document = strings.TrimSpace(o.Document); c.document == "" {
@@ -200,10 +200,7 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 		}
 	}
 
-	c.allowExternalRefs = o.AllowExternalRefs
-	if o.OutputSchemas != nil {
-		c.outputSchemas = *o.OutputSchemas
-	}
+	c.allowExternalRefs, c.outputSchemas = o.AllowExternalRefs, o.OutputSchemas
 
 	// tool_prefix
 	if c.toolPrefix = o.ToolPrefix; len(c.toolPrefix) > 64 || c.toolPrefix != "" && !toolNameRE.MatchString(c.toolPrefix) {
@@ -232,9 +229,7 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 			d.Errorf("openapi.timeout", `must be a positive Go duration such as "10s"`)
 		}
 	}
-	if c.maxResponseBytes = o.MaxResponseBytes; c.maxResponseBytes < 0 {
-		d.Errorf("openapi.max_response_bytes", "must be a non-negative integer number of bytes")
-	}
+	c.maxResponseBytes = o.MaxResponseBytes
 	return c
 }
 

@@ -1065,8 +1065,8 @@ func TestOpenAPIEntryValidation(t *testing.T) {
 		"openapi.credentials.b.pin":      "unknown field",
 		"openapi.credentials.b.username": "':'",
 		"openapi.tool_prefix":            "at most 64",
-		"openapi.output_schemas":         "true or false",
-		"openapi.max_response_bytes":     "non-negative",
+		"openapi.output_schemas":         "must be a boolean",
+		"openapi.max_response_bytes":     "must be at least 0",
 	} {
 		if !strings.Contains(got[field], want) {
 			t.Errorf("%s: %q, want it to contain %q", field, got[field], want)

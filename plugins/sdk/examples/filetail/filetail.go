@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,26 +20,23 @@ const name = "filetail"
 // version is the adapter's build version, which Describe reports.
 const version = "0.1.0"
 
-// Defaults and bounds.
+// What the config's tags do not say: a call's default number of lines,
+// and the shortest poll interval.
 const (
-	defaultLines        = 10
-	defaultMaxLines     = 1000
-	defaultMaxLineBytes = 4096
-	defaultPoll         = 250 * time.Millisecond
-	limitMaxLines       = 100_000
-	limitMaxLineBytes   = 1 << 20
-	minPoll             = 10 * time.Millisecond
+	defaultLines = 10
+	minPoll      = 10 * time.Millisecond
 )
 
 // config is an operation's config as the operations file writes it. It is
-// declared once: sdk.Config decodes it, reports unknown fields and values
-// of the wrong type by their names, and derives the JSON Schema that
-// Describe publishes.
+// declared once: sdk.Config decodes it, reports unknown fields, values of
+// the wrong type and values out of bounds by their names, fills in the
+// defaults, and derives the JSON Schema that Describe publishes, all from
+// its fields' tags.
 type config struct {
 	Path         string       `reach:"file" json:"path" jsonschema:"The text file to serve; a relative path is relative to the operations file."`
-	MaxLines     int          `json:"max_lines,omitempty" jsonschema:"The most lines one call may ask for."`
-	MaxLineBytes int          `json:"max_line_bytes,omitempty" jsonschema:"Longer lines are cut to this many bytes."`
-	PollInterval sdk.Duration `json:"poll_interval,omitempty" jsonschema:"How often a stream looks for new lines, e.g. 100ms."`
+	MaxLines     int          `json:"max_lines,omitempty" default:"1000" zero:"default" minimum:"1" maximum:"100000" jsonschema:"The most lines one call may ask for."`
+	MaxLineBytes int          `json:"max_line_bytes,omitempty" default:"4096" zero:"default" minimum:"1" maximum:"1048576" jsonschema:"Longer lines are cut to this many bytes."`
+	PollInterval sdk.Duration `json:"poll_interval,omitempty" default:"250ms" jsonschema:"How often a stream looks for new lines, e.g. 100ms."`
 }
 
 // file is a checked config: what the calls of an operation use. It is
@@ -68,15 +64,7 @@ var (
 )
 
 func newAdapter() *adapter {
-	return &adapter{configs: sdk.Config[config, *file]{
-		Name:    name,
-		Prepare: prepare,
-		Keywords: map[string]string{
-			"max_lines":      fmt.Sprintf(`{"minimum": 1, "maximum": %d, "default": %d}`, limitMaxLines, defaultMaxLines),
-			"max_line_bytes": fmt.Sprintf(`{"minimum": 1, "maximum": %d, "default": %d}`, limitMaxLineBytes, defaultMaxLineBytes),
-			"poll_interval":  fmt.Sprintf(`{"default": %q}`, defaultPoll),
-		},
-	}}
+	return &adapter{configs: sdk.Config[config, *file]{Name: name, Prepare: prepare}}
 }
 
 // prepare checks a decoded config. Diagnostics name the field and never
@@ -85,9 +73,9 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *file {
 	f := &file{
 		path:         op.ResolvePath(c.Path),
 		upstream:     "file " + c.Path,
-		maxLines:     cmp.Or(c.MaxLines, defaultMaxLines),
-		maxLineBytes: cmp.Or(c.MaxLineBytes, defaultMaxLineBytes),
-		poll:         cmp.Or(time.Duration(c.PollInterval), defaultPoll),
+		maxLines:     c.MaxLines,
+		maxLineBytes: c.MaxLineBytes,
+		poll:         time.Duration(c.PollInterval),
 	}
 	switch fi, err := os.Stat(f.path); {
 	case c.Path == "":
@@ -98,12 +86,6 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *file {
 		d.Errorf("path", "cannot be read: %v", errors.Unwrap(err))
 	case fi.IsDir():
 		d.Errorf("path", "is a directory, not a file")
-	}
-	if f.maxLines < 1 || f.maxLines > limitMaxLines {
-		d.Errorf("max_lines", "must be from 1 to %d", limitMaxLines)
-	}
-	if f.maxLineBytes < 1 || f.maxLineBytes > limitMaxLineBytes {
-		d.Errorf("max_line_bytes", "must be from 1 to %d", limitMaxLineBytes)
 	}
 	if f.poll < minPoll {
 		d.Errorf("poll_interval", "must be at least %s", minPoll)

@@ -75,8 +75,8 @@ func TestValidateOperation(t *testing.T) {
 		{`{"path": "."}`, `error path: is a directory, not a file`},
 		{`{}`, `error path: is required: the file to serve`},
 		{`{"path": "app.log", "max_line": 5}`, `error max_line: unknown field (did you mean "max_lines"?)`},
-		{`{"path": "app.log", "max_lines": "5"}`, `error max_lines: must be an integer`},
-		{`{"path": "app.log", "max_lines": 0, "max_line_bytes": -1}`, `error max_line_bytes: must be from 1 to 1048576`},
+		{`{"path": "app.log", "max_lines": "5"}`, `error max_lines: must be an integer, got a string`},
+		{`{"path": "app.log", "max_lines": 0, "max_line_bytes": -1}`, `error max_line_bytes: must be from 1 to 1048576, got -1`},
 		{`{"path": "app.log", "poll_interval": "1ms"}`, `error poll_interval: must be at least 10ms`},
 	} {
 		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: c.config, BaseDir: dir})

@@ -1,0 +1,167 @@
+package host_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/crankmcp/crank/host"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// The entry's schema builds from OperationDecl's tags, and the bounds the
+// code keeps for itself agree with them.
+func TestOperationSchema(t *testing.T) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(host.OperationSchema(), &s); err != nil {
+		t.Fatal(err)
+	}
+	limits := s.Properties["limits"]
+	if limits == nil || limits.Title != "Collection limits" || *limits.Properties["max_items"].Maximum != host.MaxItemsLimit ||
+		host.MaxSessionBufferItems >= host.MaxItemsLimit {
+		t.Fatalf("limits: %+v", limits)
+	}
+	var modes []string
+	for _, m := range s.Properties["mode"].Enum {
+		modes = append(modes, m.(string))
+	}
+	if !slices.Equal(modes, []string{string(host.ModeUnary), string(host.ModeWindow), string(host.ModeSession), string(host.ModeAsyncJob)}) {
+		t.Errorf("modes: %v", modes)
+	}
+	var presets []string
+	for _, p := range s.Properties["preset"].Enum {
+		presets = append(presets, p.(string))
+	}
+	if !slices.Equal(presets, host.PresetNames()) {
+		t.Errorf("the preset tag lists %v, the host knows %v", presets, host.PresetNames())
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		t.Errorf("the schema does not resolve: %v", err)
+	}
+	// Every field in the export's order is a property, and the other way.
+	if got := host.EntryFields(); len(got) != len(s.Properties) || !slices.Contains(got, "limits") || got[0] != "name" {
+		t.Errorf("entry fields: %v", got)
+	}
+}
+
+func TestFieldPointer(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"limits.max_items", "/limits/max_items"},
+		{"headers[0]", "/headers/0"},
+		{"paths./users", "/paths/~1users"},
+		{"a~b", "/a~0b"},
+		{"", ""},
+	} {
+		if got := host.FieldPointer(c.in); got != c.want {
+			t.Errorf("FieldPointer(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+var updateReference = flag.Bool("update-reference", false, "rewrite the entry reference in README.md")
+
+// The reference table of an entry's fields in README.md is generated from
+// the entry's schema (OperationDecl's tags): this test fails when it is
+// stale, and -update-reference rewrites it.
+func TestEntryReference(t *testing.T) {
+	const readme = "../README.md"
+	const begin = "<!-- entry reference: generated from host.OperationDecl by `go test ./host -run TestEntryReference -update-reference`; do not edit -->\n"
+	const end = "<!-- end of the entry reference -->\n"
+	doc, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(doc), begin)
+	_, after, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("README.md has no %q … %q section", begin, end)
+	}
+	want := entryReference(host.OperationSchema())
+	if got, _, _ := strings.Cut(rest, end); got == want {
+		return
+	}
+	if !*updateReference {
+		t.Fatalf("the entry reference in README.md is stale: run go test ./host -run TestEntryReference -update-reference")
+	}
+	if err := os.WriteFile(readme, []byte(before+begin+want+end+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entryReference renders the schema as a Markdown table, a row per field
+// in the schema's order (a block's fields after it), by JSON pointer
+// within the entry.
+func entryReference(raw json.RawMessage) string {
+	var b strings.Builder
+	b.WriteString("| field | type | default | allowed | modes | what it is |\n| --- | --- | --- | --- | --- | --- |\n")
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
+	var rows func(raw json.RawMessage, at string)
+	rows = func(raw json.RawMessage, at string) {
+		var s jsonschema.Schema
+		var parts struct{ Properties json.RawMessage }
+		_ = json.Unmarshal(raw, &s)
+		_ = json.Unmarshal(raw, &parts)
+		var props map[string]json.RawMessage
+		_ = json.Unmarshal(parts.Properties, &props)
+		for _, name := range keysOf(parts.Properties) {
+			p := s.Properties[name]
+			def := string(p.Default)
+			if slices.Contains(s.Required, name) {
+				def = "required"
+			}
+			var allowed []string
+			for _, e := range p.Enum {
+				allowed = append(allowed, fmt.Sprint(e))
+			}
+			switch {
+			case p.Minimum != nil && p.Maximum != nil:
+				allowed = append(allowed, num(p.Minimum)+" to "+num(p.Maximum))
+			case p.ExclusiveMinimum != nil && p.Maximum != nil:
+				allowed = append(allowed, "over "+num(p.ExclusiveMinimum)+", at most "+num(p.Maximum))
+			}
+			if p.Pattern != "" {
+				allowed = append(allowed, "`"+p.Pattern+"`")
+			}
+			typ := p.Type
+			if typ == "array" && p.Items != nil {
+				typ = "list of " + p.Items.Type + "s"
+			}
+			var modes []string
+			if m, ok := p.Extra["x-crank-modes"].([]any); ok {
+				for _, x := range m {
+					modes = append(modes, fmt.Sprint(x))
+				}
+			}
+			fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s | %s | %s |\n", at, name, typ, cell(def), cell(strings.Join(allowed, ", ")),
+				strings.Join(modes, ", "), cell(p.Description))
+			if len(p.Properties) > 0 {
+				rows(props[name], at+"/"+name)
+			}
+		}
+	}
+	rows(raw, "")
+	return b.String()
+}
+
+// keysOf lists the keys of a JSON object in the order written.
+func keysOf(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		_ = dec.Decode(&skip)
+	}
+	return keys
+}
