@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theory/jsonpath"
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/redact"
 )
 
 // collector turns the documents a window receives (stream events or poll
@@ -21,7 +22,7 @@ type collector struct {
 	progress func(chunk string)
 	// redact are the call's redactors, applied to every string before
 	// max_field_length cuts it (safety.go).
-	redact redactors
+	redact redact.Chain
 
 	// cursor is the upstream cursor after the last fully consumed
 	// document; skip is how many items of the first document to skip
@@ -73,7 +74,7 @@ type windowStats struct {
 // maxGapReasons bounds the gap reasons a result lists (all are counted).
 const maxGapReasons = 10
 
-func newCollector(ex *Execution, rs redactors, cursor string, skip int, progress func(string)) *collector {
+func newCollector(ex *Execution, rs redact.Chain, cursor string, skip int, progress func(string)) *collector {
 	c := &collector{ex: ex, p: &ex.paths, progress: progress, redact: rs, cursor: cursor, skip: skip,
 		smp: sampler{rate: ex.Safety.SamplingRate}}
 	if ex.Safety.DropDuplicates {
@@ -146,7 +147,7 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 		return false
 	}
 
-	doc, err := decodeJSON(raw)
+	doc, err := jsonpath.Decode(raw)
 	if err != nil {
 		c.stats.Received++
 		c.gap("an item that is not valid JSON was skipped")
@@ -154,29 +155,29 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 	}
 	if len(c.p.redact) > 0 {
 		var n int
-		doc, n = redactPaths(c.p.redact, doc)
+		doc, n = jsonpath.Replace(c.p.redact, doc, redact.Mark)
 		c.stats.Redacted += n
 	}
-	if v, ok := selectFirst(c.p.summary, doc); ok {
-		c.upstream = encodeJSON(v)
+	if v, ok := jsonpath.First(c.p.summary, doc); ok {
+		c.upstream = jsonpath.Encode(v)
 	}
-	if v, ok := selectFirst(c.p.status, doc); ok {
-		c.status = encodeJSON(v)
+	if v, ok := jsonpath.First(c.p.status, doc); ok {
+		c.status = jsonpath.Encode(v)
 	}
-	if v, ok := selectFirst(c.p.cursor, doc); ok {
-		if s := scalarText(v); s != "" {
+	if v, ok := jsonpath.First(c.p.cursor, doc); ok {
+		if s := jsonpath.Text(v); s != "" {
 			docCursor = s
 		}
 	}
 	done := false
-	if v, ok := selectFirst(c.p.done, doc); ok {
-		done = truthy(v)
+	if v, ok := jsonpath.First(c.p.done, doc); ok {
+		done = jsonpath.Truthy(v)
 	}
 	var nodes []any
 	split := true
 	switch {
 	case c.p.items != nil:
-		nodes = selectAll(c.p.items, doc)
+		nodes = jsonpath.All(c.p.items, doc)
 	default:
 		if arr, ok := doc.([]any); ok {
 			nodes = arr
@@ -190,7 +191,7 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 		}
 		if split && len(c.p.redact) > 0 {
 			var n int
-			node, n = redactPaths(c.p.redact, node)
+			node, n = jsonpath.Replace(c.p.redact, node, redact.Mark)
 			c.stats.Redacted += n
 		}
 		if limit := c.fieldLimit(); limit > 0 {
@@ -198,7 +199,7 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 			node, n = truncateStrings(node, limit, c.redact)
 			c.stats.FieldsTruncated += n
 		}
-		if c.take(node, encodeJSON(node)) {
+		if c.take(node, jsonpath.Encode(node)) {
 			c.stopAt(before, i+1, len(nodes))
 			if c.end == endMaxItems && i+1 == len(nodes) {
 				c.advance(docCursor)
@@ -341,7 +342,7 @@ type aggregator interface {
 	items() []json.RawMessage
 }
 
-func newAggregator(ex *Execution, rs redactors) aggregator {
+func newAggregator(ex *Execution, rs redact.Chain) aggregator {
 	p := &ex.paths
 	switch ex.Aggregation.Mode {
 	case AggSummaryOnly:
@@ -353,7 +354,7 @@ func newAggregator(ex *Execution, rs redactors) aggregator {
 	case AggLatestState:
 		return &latestAgg{key: p.key, state: map[string]json.RawMessage{}}
 	case AggText:
-		return &textAgg{text: p.text, finish: p.finish, usage: p.usage, progress: redactedStream{rs: rs}}
+		return &textAgg{text: p.text, finish: p.finish, usage: p.usage, progress: rs.Stream()}
 	}
 	return &countAgg{groupBy: p.groupBy, keepAll: true}
 }
@@ -388,7 +389,7 @@ func (a *countAgg) add(item any, raw []byte) (string, bool) {
 	if a.groupBy != nil {
 		group = missingGroup
 		if nodes := a.groupBy.Select(item); len(nodes) > 0 && nodes[0] != nil {
-			group = scalarText(nodes[0])
+			group = jsonpath.Text(nodes[0])
 		}
 		if a.counts == nil {
 			a.counts = map[string]int{}
@@ -447,7 +448,7 @@ func (a *statsAgg) add(item any, raw []byte) (string, bool) {
 	return string(raw), true
 }
 
-func numberAt(nodes jsonpath.NodeList) (float64, bool) {
+func numberAt(nodes []any) (float64, bool) {
 	if len(nodes) == 0 {
 		return 0, false
 	}
@@ -509,7 +510,7 @@ type latestSummary struct {
 func (a *latestAgg) add(item any, raw []byte) (string, bool) {
 	key := missingGroup
 	if nodes := a.key.Select(item); len(nodes) > 0 && nodes[0] != nil {
-		key = scalarText(nodes[0])
+		key = jsonpath.Text(nodes[0])
 	}
 	a.state[key] = raw
 	return string(raw), true
@@ -531,7 +532,7 @@ type textAgg struct {
 	reason              string
 	usageJSON           json.RawMessage
 	chunks              int
-	progress            redactedStream
+	progress            *redact.Stream
 }
 
 type textSummary struct {
@@ -557,7 +558,7 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	if a.usage != nil {
 		if nodes := a.usage.Select(item); len(nodes) > 0 && nodes[0] != nil {
-			a.usageJSON = encodeJSON(nodes[0])
+			a.usageJSON = jsonpath.Encode(nodes[0])
 		}
 	}
 	if delta.Len() == 0 {
@@ -565,12 +566,12 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	a.chunks++
 	a.b.WriteString(delta.String())
-	out := a.progress.add(delta.String())
+	out := a.progress.Add(delta.String())
 	return out, out != ""
 }
 
 // rest is the text its progress chunks held back.
-func (a *textAgg) rest() string { return a.progress.flush() }
+func (a *textAgg) rest() string { return a.progress.Flush() }
 
 func (a *textAgg) summary(*collector) any {
 	return textSummary{Text: a.b.String(), FinishReason: a.reason, Usage: a.usageJSON, Chunks: a.chunks}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host/redact"
 )
 
 // testExecution builds a window config from the blocks as written in an
@@ -68,7 +70,7 @@ func runCollector(t testing.TB, ex *Execution, cursor string, docs ...string) (s
 			break
 		}
 	}
-	h := &Host{log: zap.NewNop(), redact: NewRedactor(nil)}
+	h := &Host{log: zap.NewNop(), redact: redact.New(nil)}
 	op := &boundOp{Operation: &Operation{Name: "t", Execution: ex}}
 	res := h.windowResult(op, col, testCursor(col.resultCursor()), end, "", 0)
 	return string(res.Structured), chunks

@@ -16,9 +16,11 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/crankmcp/crank/host/auth"
-	"github.com/crankmcp/crank/plugins/sdk"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // File is an operations file: the tools a Crank handler serves and the
@@ -561,7 +563,7 @@ func expandString(s string, expand func(string) string, secrets map[string]bool)
 }
 
 func addSecret(secrets map[string]bool, s string) {
-	if len(s) >= MinSecretLength {
+	if len(s) >= redact.MinSecretLength {
 		secrets[s] = true
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/theory/jsonpath"
+	"github.com/crankmcp/crank/host/jsonpath"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -305,7 +305,7 @@ func parseExecution(d execDecl, fail func(ptr, format string, args ...any)) *Exe
 		if *pf.dst == "" {
 			continue
 		}
-		p, err := compilePath(*pf.dst)
+		p, err := jsonpath.Compile(*pf.dst)
 		if err != nil {
 			fail("/aggregation/"+pf.key, "%v", err)
 			continue
@@ -353,7 +353,7 @@ func parseExecution(d execDecl, fail func(ptr, format string, args ...any)) *Exe
 		s.MaxFieldLength = 0
 	}
 	for i, rp := range s.RedactedPaths {
-		p, err := compilePath(rp)
+		p, err := jsonpath.Compile(rp)
 		if err != nil {
 			fail(fmt.Sprintf("/safety/redacted_paths/%d", i), "%v", err)
 			continue

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/theory/jsonpath"
+	"github.com/crankmcp/crank/host/jsonpath"
 )
 
 // Roles of the tools of a family.
@@ -154,7 +154,7 @@ func parseJob(j JobConfig, has func(string) bool, fail func(ptr, format string, 
 			fail("/job/"+pf.key, "only applies with job.status_operation (it reads the status answers)")
 			continue
 		}
-		p, err := compilePath(*pf.dst)
+		p, err := jsonpath.Compile(*pf.dst)
 		if err != nil {
 			fail("/job/"+pf.key, "%v", err)
 			continue
@@ -191,7 +191,7 @@ func argumentPaths(tmpl map[string]any, ptr string, fail func(ptr, format string
 		if !ok || !strings.HasPrefix(s, "$") {
 			continue
 		}
-		p, err := compilePath(s)
+		p, err := jsonpath.Compile(s)
 		if err != nil {
 			fail(ptr+"/"+PointerKey(k), "%v", err)
 			continue
@@ -210,7 +210,7 @@ func buildArguments(tmpl map[string]any, paths map[string]*jsonpath.Path, doc an
 			out[k] = v
 			continue
 		}
-		val, found := selectFirst(p, doc)
+		val, found := jsonpath.First(p, doc)
 		if !found {
 			return nil, fmt.Errorf("argument %q: %s matched nothing in the start result", k, v)
 		}

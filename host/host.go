@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/store"
@@ -54,7 +55,7 @@ type Options struct {
 type Host struct {
 	cat    *Catalog
 	log    *zap.Logger
-	redact *Redactor
+	redact *redact.Redactor
 	// tab is the tools served, replaced whole when an entry is expanded
 	// again (reexpand.go).
 	tab atomic.Pointer[toolTable]
@@ -100,7 +101,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Audit == nil {
 		opts.Audit = opts.Logger.Named("audit")
 	}
-	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), entries: map[string]*entryTools{},
+	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: redact.New(opts.Catalog.Secrets), entries: map[string]*entryTools{},
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
 		access: opts.Logger.Named("access")}
 	var errs Problems
@@ -396,7 +397,7 @@ func (h *Host) Catalog() *Catalog { return h.cat }
 func (h *Host) Operations() []*Operation { return h.tab.Load().list }
 
 // Redactor returns the host's secret redactor, for logs written by callers.
-func (h *Host) Redactor() *Redactor { return h.redact }
+func (h *Host) Redactor() *redact.Redactor { return h.redact }
 
 // CallRequest is one tool call.
 type CallRequest struct {
@@ -613,20 +614,29 @@ func (h *Host) successResult(r *sdk.Result) *Result {
 	return out
 }
 
+// redactorsOf are the redactors of a call: the host's and, for an
+// operation with upstream_auth, the call's upstream credential's.
+func (h *Host) redactorsOf(req CallRequest) redact.Chain {
+	if req.upstream == nil {
+		return redact.Chain{h.redact}
+	}
+	return redact.Chain{h.redact, req.upstream.redactor}
+}
+
 // redacted returns r with its structured content and text redacted: r
 // itself when they hold no secret.
 func (h *Host) redacted(r *Result) *Result { return redactResult(h.redact, r) }
 
 // redactResult is r with rd's secrets redacted.
-func redactResult(rd *Redactor, r *Result) *Result {
-	structured, changed := rd.json(r.Structured)
+func redactResult(rd *redact.Redactor, r *Result) *Result {
+	structured, changed := rd.JSONFound(r.Structured)
 	var text string
 	if changed && r.Text == string(r.Structured) {
 		text = string(structured) // a family tool's text is its structured content
 	} else {
 		text = rd.String(r.Text)
 	}
-	content, contentChanged := rd.json(r.Content)
+	content, contentChanged := rd.JSONFound(r.Content)
 	if !changed && !contentChanged && text == r.Text {
 		return r
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
@@ -264,7 +265,7 @@ func TestCallAndErrors(t *testing.T) {
 	}
 
 	res = call(t, f.h, "leaky", `{}`)
-	if strings.Contains(res.Text, "s3cr3t-value") || !strings.Contains(res.Text, host.Redacted) {
+	if strings.Contains(res.Text, "s3cr3t-value") || !strings.Contains(res.Text, redact.Mark) {
 		t.Errorf("secret not redacted: %q", res.Text)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/jsonpath"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
@@ -277,21 +278,21 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		failures = 0
 		sdoc := resultDoc(r)
 		progress := map[string]any{"polls": polls}
-		if v, ok := selectFirst(j.status, sdoc); ok {
+		if v, ok := jsonpath.First(j.status, sdoc); ok {
 			progress["status"] = v
 		}
-		if v, ok := selectFirst(j.progress, sdoc); ok {
+		if v, ok := jsonpath.First(j.progress, sdoc); ok {
 			progress["progress"] = v
 		}
-		if v, ok := selectFirst(j.done, sdoc); !ok || !truthy(v) {
+		if v, ok := jsonpath.First(j.done, sdoc); !ok || !jsonpath.Truthy(v) {
 			h.recordJobProgress(ctx, id, progress)
 			continue
 		}
-		if v, ok := selectFirst(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
-			return errorResult(h.redact.String("the upstream job failed: " + scalarText(v))), doc
+		if v, ok := jsonpath.First(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
+			return errorResult(h.redact.String("the upstream job failed: " + jsonpath.Text(v))), doc
 		}
-		if v, ok := selectFirst(j.result, sdoc); ok {
-			return h.successResult(&sdk.Result{Structured: encodeJSON(v)}), doc
+		if v, ok := jsonpath.First(j.result, sdoc); ok {
+			return h.successResult(&sdk.Result{Structured: jsonpath.Encode(v)}), doc
 		}
 		return r, doc
 	}
@@ -319,7 +320,7 @@ func resultDoc(r *Result) any {
 	if len(raw) == 0 {
 		raw = []byte(r.Text)
 	}
-	if v, err := decodeJSON(raw); err == nil {
+	if v, err := jsonpath.Decode(raw); err == nil {
 		return v
 	}
 	return r.Text

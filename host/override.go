@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/theory/jsonpath/spec"
-
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
@@ -92,7 +92,7 @@ func itemsWithSchema(root, items map[string]any, ex *Execution) {
 	if json.Unmarshal(ex.itemSchema, &item) != nil {
 		return
 	}
-	names, ok := redactedNames(ex.Safety.RedactedPaths)
+	names, ok := jsonpath.EndNames(ex.Safety.RedactedPaths)
 	if !ok {
 		return
 	}
@@ -111,31 +111,6 @@ func itemsWithSchema(root, items map[string]any, ex *Execution) {
 		}
 	}
 	items["items"] = w.schema(item)
-}
-
-// redactedNames returns the member names redacted_paths end in; ok is
-// false when one path ends elsewhere (an index, a wildcard, a filter or
-// the root), so that any value may be redacted.
-func redactedNames(paths []string) (names map[string]bool, ok bool) {
-	names = map[string]bool{}
-	for _, s := range paths {
-		p, err := parsePath(s)
-		if err != nil {
-			return nil, false
-		}
-		segs := p.Query().Segments()
-		if len(segs) == 0 {
-			return nil, false
-		}
-		for _, sel := range segs[len(segs)-1].Selectors() {
-			n, isName := sel.(spec.Name)
-			if !isName {
-				return nil, false
-			}
-			names[string(n)] = true
-		}
-	}
-	return names, true
 }
 
 // widening loosens an item schema to what the safety layer makes of
@@ -235,5 +210,5 @@ func orRedacted(s any) any {
 	if _, ok := s.(bool); ok {
 		return s
 	}
-	return map[string]any{"anyOf": []any{s, map[string]any{"const": Redacted}}}
+	return map[string]any{"anyOf": []any{s, map[string]any{"const": redact.Mark}}}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -267,7 +268,7 @@ func TestExpandedToolOverrides(t *testing.T) {
 	if err := json.Unmarshal(res.Structured, &win); res.IsError || err != nil || len(win.Items) != 3 || win.EndReason != "max_items" {
 		t.Fatalf("watch: %s", res.Text)
 	}
-	if u := win.Items[0]["user"].(map[string]any); u["email"] != host.Redacted {
+	if u := win.Items[0]["user"].(map[string]any); u["email"] != redact.Mark {
 		t.Errorf("item not redacted: %v", win.Items[0])
 	}
 	var v any

@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/redact/redacttest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -281,14 +283,14 @@ func (f *echoFixture) call(t *testing.T, tool, args string) *host.Result {
 func echoLeaks() []string {
 	var out []string
 	for _, s := range []string{echoToken, echoKey, echoUser, echoPass, echoHook, echoSig} {
-		for _, e := range encodings(s) {
+		for _, e := range redacttest.Encodings(s) {
 			out = append(out, e)
 		}
 	}
 	out = append(out,
-		base64Run(base64.StdEncoding, "Bearer ", echoToken, ""),
+		redacttest.Base64Run(base64.StdEncoding, "Bearer ", echoToken, ""),
 		base64.StdEncoding.EncodeToString([]byte(echoUser+":"+echoPass)),
-		base64Run(base64.StdEncoding, echoUser+":", echoPass, ""))
+		redacttest.Base64Run(base64.StdEncoding, echoUser+":", echoPass, ""))
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -308,7 +310,7 @@ func noLeak(t *testing.T, channel, text string) {
 // channel that never saw the secret proves nothing.
 func mustEcho(t *testing.T, channel, text string) {
 	t.Helper()
-	if !strings.Contains(text, "denied") || !strings.Contains(text, host.Redacted) {
+	if !strings.Contains(text, "denied") || !strings.Contains(text, redact.Mark) {
 		t.Errorf("%s: want the redacted echo, got:\n%s", channel, text)
 	}
 	noLeak(t, channel, text)

@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
-	"go.uber.org/zap"
 )
 
 // StreamSessionStore keeps the stream sessions of session operations: what

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
@@ -121,7 +122,7 @@ func (s *upstreamSources) of(cfg *auth.UpstreamConfig) (*auth.Upstream, error) {
 // upstreamCredential is the upstream token of one call.
 type upstreamCredential struct {
 	token    string
-	redactor *Redactor
+	redactor *redact.Redactor
 }
 
 // obtainUpstreamToken sets req.upstream for a call of an operation with
@@ -143,7 +144,7 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 	if err == nil {
 		var tok string
 		if tok, err = src.Token(ctx, req.SubjectToken); err == nil {
-			req.upstream = &upstreamCredential{token: tok, redactor: NewRedactor([]string{tok})}
+			req.upstream = &upstreamCredential{token: tok, redactor: redact.New([]string{tok})}
 			return nil
 		}
 	}

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
@@ -345,9 +347,9 @@ func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk
 	// A JSON body excerpt goes through redacted_paths too.
 	if body := ue.Body; body != "" && len(op.Execution.paths.redact) > 0 {
 		redacted := *ue
-		if v, err := decodeJSON([]byte(body)); err == nil {
-			v, _ = redactPaths(op.Execution.paths.redact, v)
-			redacted.Body = string(encodeJSON(v))
+		if v, err := jsonpath.Decode([]byte(body)); err == nil {
+			v, _ = jsonpath.Replace(op.Execution.paths.redact, v, redact.Mark)
+			redacted.Body = string(jsonpath.Encode(v))
 		} else {
 			redacted.Body = "(not shown: the excerpt is not JSON and the operation redacts paths)"
 		}

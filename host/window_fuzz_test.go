@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/redact"
 )
 
 // FuzzWindowExtraction drives the JSONPath-driven part of a window with
@@ -68,12 +71,12 @@ func FuzzWindowExtraction(f *testing.F) {
 			return
 		}
 		for _, it := range w.Items {
-			v, err := decodeJSON(it)
+			v, err := jsonpath.Decode(it)
 			if err != nil {
 				t.Fatalf("item is not JSON: %s", it)
 			}
 			for _, node := range ex.paths.redact[0].Select(v) {
-				if str, ok := node.(string); !ok || str != Redacted {
+				if str, ok := node.(string); !ok || str != redact.Mark {
 					t.Fatalf("path %q selects an unredacted node %v in item %s", redactPath, node, it)
 				}
 			}
