@@ -20,6 +20,7 @@ import (
 
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
@@ -109,7 +110,7 @@ type Operation struct {
 	// Execution is the window config of a mode window operation (and the
 	// upstream reader of a session, or of an async_job that collects a
 	// window), nil for a unary one.
-	Execution *Execution
+	Execution *window.Config
 	// Family is the tool family of a session or async_job operation, and
 	// Role the part a published tool plays in it ("" for the operation
 	// itself; start, poll, stop, status, result or cancel).
@@ -354,9 +355,9 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		op.Family = parseFamily(familyDecl{mode: op.Mode, name: op.Name, names: d.Family, job: d.Job, scope: d.Scope, has: has}, fail)
 		if ex := op.Execution; ex != nil {
 			if !timeoutSet {
-				op.Timeout = ex.Window() + windowGrace
-			} else if op.Timeout < ex.Window() {
-				fail("/timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
+				op.Timeout = ex.Limits.Window() + windowGrace
+			} else if op.Timeout < ex.Limits.Window() {
+				fail("/timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Limits.Window())
 			}
 			if len(d.OutputSchema) > 0 {
 				fail("/output_schema", "the output schema of a %s tool is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out", op.Mode)
@@ -372,7 +373,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
 		if op.Mode == ModeWindow && err == nil {
-			if _, err := windowInputSchema(in); err != nil {
+			if _, err := window.InputSchema(in); err != nil {
 				fail("/input_schema", "%v", err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -23,8 +24,8 @@ func TestOperationSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := s.Properties["limits"]
-	if limits == nil || limits.Title != "Collection limits" || *limits.Properties["max_items"].Maximum != host.MaxItemsLimit ||
-		host.MaxSessionBufferItems >= host.MaxItemsLimit {
+	if limits == nil || limits.Title != "Collection limits" || *limits.Properties["max_items"].Maximum != window.MaxItemsLimit ||
+		host.MaxSessionBufferItems >= window.MaxItemsLimit {
 		t.Fatalf("limits: %+v", limits)
 	}
 	var modes []string

@@ -27,7 +27,7 @@ operations:
 	op, _ := cat.Lookup("recent_logs")
 	ex := op.Execution
 	fmt.Println("transport:", ex.TransportBehavior)
-	fmt.Println("window:", ex.Window(), "timeout:", op.Timeout, "each upstream request:", ex.UpstreamTimeout())
+	fmt.Println("window:", ex.Limits.Window(), "timeout:", op.Timeout, "each upstream request:", ex.Limits.UpstreamTimeout())
 	fmt.Println("max items:", ex.Limits.MaxItems, "max bytes:", ex.Limits.MaxBytes, "idle timeout ms:", ex.Limits.IdleTimeoutMS)
 	fmt.Println("aggregation:", ex.Aggregation.Mode, "by", ex.Aggregation.GroupBy)
 	fmt.Println("truncate item fields:", ex.Safety.TruncateItemFields, "at", ex.Safety.MaxFieldLength, "bytes")

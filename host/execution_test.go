@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/window"
 )
 
 func TestWindowLoadErrors(t *testing.T) {
@@ -82,7 +83,7 @@ operations:
 	}
 	logs, _ := cat.Lookup("logs")
 	ex := logs.Execution
-	if ex == nil || ex.TransportBehavior != host.ServerStream || ex.Limits.WindowDurationMS != 10000 ||
+	if ex == nil || ex.TransportBehavior != window.ServerStream || ex.Limits.WindowDurationMS != 10000 ||
 		ex.Limits.MaxItems != 1000 || ex.Limits.MaxBytes != 1<<20 || ex.Limits.UpstreamTimeoutMS != 10000 ||
 		ex.Limits.PollIntervalMS != 0 || ex.Aggregation.Mode != "raw_items" || !ex.Safety.TruncateItemFields ||
 		ex.Safety.MaxFieldLength != 4096 || ex.Safety.SamplingRate != 1 || logs.Timeout != 15*time.Second {
@@ -90,7 +91,7 @@ operations:
 	}
 	poll, _ := cat.Lookup("poll")
 	ex = poll.Execution
-	if ex.TransportBehavior != host.RequestResponse || ex.Limits.PollIntervalMS != 1000 || ex.Limits.MaxItems != 5 ||
+	if ex.TransportBehavior != window.RequestResponse || ex.Limits.PollIntervalMS != 1000 || ex.Limits.MaxItems != 5 ||
 		ex.Aggregation.SampleSize != 3 || poll.Timeout != time.Minute {
 		t.Errorf("poll: %+v timeout %s", ex, poll.Timeout)
 	}

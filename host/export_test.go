@@ -15,10 +15,7 @@ func OwnRunners(h *Host) func(context.Context) error {
 }
 
 // What the tests hold the entry's tags to.
-const (
-	MaxItemsLimit         = maxItemsLimit
-	MaxSessionBufferItems = maxStreamSessionBufferItems
-)
+const MaxSessionBufferItems = maxStreamSessionBufferItems
 
 // FieldPointer is fieldPointer, the conversion of adapters' dotted fields.
 var FieldPointer = fieldPointer

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/window"
 )
 
 // Roles of the tools of a family.
@@ -84,6 +86,14 @@ type JobConfig struct {
 
 	done, status, progress, errPath, result *jsonpath.Path
 	statusArgs, cancelArgs                  map[string]*jsonpath.Path
+}
+
+// Retention is how long a finished job stays readable.
+func (j *JobConfig) Retention() time.Duration { return time.Duration(j.RetentionMS) * time.Millisecond }
+
+// PollInterval is the pause between polls of the status operation.
+func (j *JobConfig) PollInterval() time.Duration {
+	return time.Duration(j.PollIntervalMS) * time.Millisecond
 }
 
 // familyDecl is the family part of an entry, decoded: has says whether
@@ -284,7 +294,7 @@ func familyDescription(op *Operation, role string) string {
 		case RoleStart:
 			return fmt.Sprintf("%s\n\nStarts a session that follows the upstream in the background and returns its session_id. "+
 				"Read what arrived with %s (repeatedly), end it with %s. The session ends by itself %s after the last poll, and at the latest %s after it started.",
-				op.Description, n[RolePoll], n[RoleStop], ms(l.IdleTimeoutMS), ms(l.MaxSessionLifetimeMS))
+				op.Description, n[RolePoll], n[RoleStop], l.Idle(), l.Lifetime())
 		case RolePoll:
 			return fmt.Sprintf("Returns the items that arrived in a session started with %s, after the given cursor, with has_more "+
 				"(more are buffered now) and status (active while it is open). Pass the returned cursor to the next poll. Session of: %s",
@@ -374,7 +384,7 @@ func familyOutputSchema(op *Operation, role string) json.RawMessage {
 			result := map[string]any{"description": "The operation's result (its structured content)."}
 			var rs json.RawMessage
 			if op.Execution != nil {
-				rs = windowOutputSchema(op.Execution)
+				rs = window.OutputSchema(op.Execution)
 			} else if len(op.OutputSchema) > 0 {
 				rs = op.OutputSchema
 			}

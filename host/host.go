@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/store"
@@ -132,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op, "/mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
-		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !desc.Capabilities.Stream {
+		if op.Execution != nil && op.Execution.TransportBehavior == window.ServerStream && !desc.Capabilities.Stream {
 			fail(op, "/transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
 			continue
 		}
@@ -265,7 +266,7 @@ func bind(op *Operation, sup *Supervisor) *boundOp {
 	if op.Execution != nil {
 		// A window's adapter bounds each upstream request (a poll, or a
 		// stream until the upstream answers); the window bounds the rest.
-		timeout = op.Execution.UpstreamTimeout()
+		timeout = op.Execution.Limits.UpstreamTimeout()
 	}
 	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
 		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,

@@ -101,7 +101,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	slot = joinRelease(slot, run.leave)
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
-		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
+		MaxRuntime: op.Timeout, Retention: op.Family.Job.Retention(), Owned: true,
 		Quota:    store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
 		Retained: h.quotas.retained(),
 	})
@@ -257,7 +257,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 	statusOp, _ := h.op(j.StatusOperation)
 	failures, polls := 0, 0
 	for {
-		t := time.NewTimer(ms(j.PollIntervalMS))
+		t := time.NewTimer(j.PollInterval())
 		select {
 		case <-ctx.Done():
 			t.Stop()

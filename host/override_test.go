@@ -16,6 +16,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -195,9 +196,9 @@ func TestExpandedToolOverrides(t *testing.T) {
 	}
 
 	w := ops["watch"]
-	if w.Mode != host.ModeWindow || w.Execution == nil || w.Execution.TransportBehavior != host.ServerStream ||
+	if w.Mode != host.ModeWindow || w.Execution == nil || w.Execution.TransportBehavior != window.ServerStream ||
 		w.Execution.Limits.MaxItems != 3 || w.Execution.Limits.WindowDurationMS != 20000 ||
-		w.Execution.Limits.MaxBytes != 1<<20 || w.Execution.Aggregation.Mode != host.AggRawItems ||
+		w.Execution.Limits.MaxBytes != 1<<20 || w.Execution.Aggregation.Mode != window.AggRawItems ||
 		w.Timeout != 25*time.Second {
 		t.Errorf("watch: mode %s timeout %s execution %+v", w.Mode, w.Timeout, w.Execution)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/crankmcp/crank/host/jsonpath"
 	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 )
 
 // FuzzWindowExtraction drives the JSONPath-driven part of a window with
@@ -55,7 +56,7 @@ func FuzzWindowExtraction(f *testing.F) {
 		out, _ := runCollector(t, ex, "", string(doc), string(doc))
 		var w struct {
 			Items []json.RawMessage
-			Stats windowStats
+			Stats window.Stats
 		}
 		if err := json.Unmarshal([]byte(out), &w); err != nil {
 			t.Fatalf("result is not JSON: %v\n%s", err, out)
@@ -65,7 +66,7 @@ func FuzzWindowExtraction(f *testing.F) {
 			s.Counted+s.DroppedDuplicates+s.SampledOut > s.Received {
 			t.Fatalf("inconsistent stats %+v", s)
 		}
-		if len(ex.paths.redact) == 0 || strings.Contains(redactPath, "?") {
+		if len(ex.Paths.Redact) == 0 || strings.Contains(redactPath, "?") {
 			// A filter may select a node only once its neighbours were
 			// redacted: only filter-free paths have a fixed selection.
 			return
@@ -75,7 +76,7 @@ func FuzzWindowExtraction(f *testing.F) {
 			if err != nil {
 				t.Fatalf("item is not JSON: %s", it)
 			}
-			for _, node := range ex.paths.redact[0].Select(v) {
+			for _, node := range ex.Paths.Redact[0].Select(v) {
 				if str, ok := node.(string); !ok || str != redact.Mark {
 					t.Fatalf("path %q selects an unredacted node %v in item %s", redactPath, node, it)
 				}
@@ -98,23 +99,23 @@ func FuzzWindowCursor(f *testing.F) {
 	f.Add("crank1:!!", "c", 1000, 2)
 	f.Add("plain-upstream-cursor", "crank1:inner", 7, 40)
 	f.Add("crank2:eyJjIjoieCJ9.AAAAAAAAAAAAAAAAAAAAAA", "x", 0, 12)
-	f.Add(sealWindowCursor(key, "ws", "tool", cursorState{Cursor: "42"}), "42", 0, 9)
+	f.Add(sealWindowCursor(key, "ws", "tool", window.Position{Cursor: "42"}), "42", 0, 9)
 	f.Fuzz(func(t *testing.T, sent, upstream string, skip, flip int) {
 		if st, err := openWindowCursor(key, "ws", "tool", sent); err != nil {
 			if err != errForeignCursor {
 				t.Fatalf("openWindowCursor(%q): unexpected error %v", sent, err)
 			}
-		} else if st.Skip < 0 || st.Skip > maxItemsLimit {
+		} else if st.Skip < 0 || st.Skip > window.MaxItemsLimit {
 			t.Fatalf("openWindowCursor(%q) = skip %d, out of range", sent, st.Skip)
 		} else if sent != "" && sent != sealWindowCursor(key, "ws", "tool", st) {
 			t.Fatalf("openWindowCursor took %q, which no window returned", sent)
 		}
-		if skip < 0 || skip > maxItemsLimit || !utf8.ValidString(upstream) {
+		if skip < 0 || skip > window.MaxItemsLimit || !utf8.ValidString(upstream) {
 			return // a window makes no such cursor (upstream cursors are protocol strings: UTF-8)
 		}
-		want := cursorState{Cursor: upstream, Skip: skip}
+		want := window.Position{Cursor: upstream, Skip: skip}
 		c := sealWindowCursor(key, "ws", "tool", want)
-		if want == (cursorState{}) {
+		if want == (window.Position{}) {
 			if c != "" {
 				t.Fatalf("the zero state sealed to %q", c)
 			}

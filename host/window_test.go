@@ -369,8 +369,8 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	return &windowFixture{h: h, up: up, logs: logs}
 }
 
-// window is a decoded window result.
-type window struct {
+// windowOut is a decoded window result.
+type windowOut struct {
 	Items   []json.RawMessage `json:"items"`
 	Summary json.RawMessage   `json:"summary"`
 	Stats   struct {
@@ -393,7 +393,7 @@ type window struct {
 	upstream string
 }
 
-func (f *windowFixture) call(t *testing.T, tool, args string) *window {
+func (f *windowFixture) call(t *testing.T, tool, args string) *windowOut {
 	t.Helper()
 	var mu sync.Mutex
 	var chunks []string
@@ -406,7 +406,7 @@ func (f *windowFixture) call(t *testing.T, tool, args string) *window {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &window{res: res, chunks: chunks}
+	w := &windowOut{res: res, chunks: chunks}
 	if err := json.Unmarshal(res.Structured, w); err != nil {
 		t.Fatalf("%s: structured content: %v\n%s", tool, err, res.Text)
 	}
@@ -414,7 +414,7 @@ func (f *windowFixture) call(t *testing.T, tool, args string) *window {
 	return w
 }
 
-func (w *window) flags() string {
+func (w *windowOut) flags() string {
 	return fmt.Sprintf("end=%s truncated=%t complete=%t more=%t", w.EndReason, w.Truncated, w.WindowComplete, w.HasMore)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -38,9 +39,9 @@ type Validation struct {
 
 // Effective is an operation's execution as the host runs it.
 type Effective struct {
-	Mode      string          `json:"mode"`
-	TimeoutMS int64           `json:"timeout_ms"`
-	Execution *host.Execution `json:"execution,omitempty"`
+	Mode      string         `json:"mode"`
+	TimeoutMS int64          `json:"timeout_ms"`
+	Execution *window.Config `json:"execution,omitempty"`
 }
 
 // effectiveOf compiles doc and describes its entry op (nil when it does
