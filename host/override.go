@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -18,7 +19,7 @@ import (
 // execution_json is an ExecutionDecl: the execution part of an entry,
 // without mode and preset (the tool's mode travels in Tool.mode; presets
 // are the operator's).
-func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor) error {
+func toolExecution(entry, op *opsfile.Operation, t *sdk.Tool, self bool, sup *Supervisor) error {
 	mode := t.Mode
 	raw := bytes.TrimSpace(t.Execution)
 	item := bytes.TrimSpace(t.ItemSchema)
@@ -36,9 +37,9 @@ func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor
 	switch mode {
 	case 0: // the entry's
 	case sdk.ModeUnary:
-		m = ModeUnary
+		m = opsfile.ModeUnary
 	case sdk.ModeWindow:
-		m = ModeWindow
+		m = opsfile.ModeWindow
 	default:
 		fail("/mode", "the adapter gave it mode %s; a derived tool is unary or window", mode)
 	}
@@ -48,7 +49,7 @@ func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor
 		}
 		var ex *window.Config
 		if len(problems) == 0 {
-			ex = parseExecutionJSON(m, raw, fail)
+			ex = opsfile.ParseExecutionJSON(m, raw, fail)
 		}
 		if ex != nil && ex.TransportBehavior == window.ServerStream && !sup.Description().Capabilities.Stream {
 			fail("/transport_behavior", "adapter %q cannot stream: use request_response to poll it", entry.Adapter)
@@ -57,13 +58,13 @@ func toolExecution(entry, op *Operation, t *sdk.Tool, self bool, sup *Supervisor
 		if ex != nil {
 			// The window bounds the call; the entry's timeout is for
 			// its unary tools.
-			op.Timeout = ex.Limits.Window() + windowGrace
+			op.Timeout = ex.Limits.Window() + opsfile.WindowGrace
 		}
 	}
 	if len(problems) == 0 && len(item) > 0 && op.Execution != nil {
 		ex := *op.Execution
 		ex.ItemSchema = json.RawMessage(item)
-		if err := checkOutputSchema(window.OutputSchema(&ex)); err != nil {
+		if err := opsfile.CheckOutputSchema(window.OutputSchema(&ex)); err != nil {
 			fail("/item_schema", "the derived item schema is not usable: %v", err)
 		}
 		op.Execution = &ex

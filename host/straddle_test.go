@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
@@ -152,14 +153,14 @@ func newStraddleFixture(t *testing.T) *straddleFixture {
 		})
 	})
 	ops := strings.ReplaceAll(fmt.Sprintf(straddleOps, exe, straddleCut), "UPSTREAM", up.URL)
-	cat, err := host.Parse("ops.yaml", []byte(ops), host.LoadOptions{Expand: func(s string) string {
+	cat, err := opsfile.Parse("ops.yaml", []byte(ops), opsfile.LoadOptions{Expand: func(s string) string {
 		return strings.ReplaceAll(s, "{env.STRADDLE}", straddleSecret)
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, st := storetest.Embedded(t)
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Logger: zap.NewNop(),
+	h, err := host.New(context.Background(), host.Options{File: cat, Store: st, Logger: zap.NewNop(),
 		Adapter: oneSupervisor(t, cat, zap.NewNop())})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
@@ -73,7 +74,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	slot = joinRelease(slot, run.leave)
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
-		Mode:        string(ModeSession),
+		Mode:        string(opsfile.ModeSession),
 		IdleTimeout: l.Idle(), MaxLifetime: l.Lifetime(),
 		MaxItems: l.MaxItems, MaxBytes: l.MaxBytes, Owned: true,
 		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
@@ -100,7 +101,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	return structured(map[string]any{
 		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,
 		"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
-		"poll_tool": op.Family.Names[RolePoll], "stop_tool": op.Family.Names[RoleStop],
+		"poll_tool": op.Family.Names[opsfile.RolePoll], "stop_tool": op.Family.Names[opsfile.RoleStop],
 	}), ss.ID
 }
 

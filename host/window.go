@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/telemetry"
@@ -46,18 +47,16 @@ type ProgressChunk struct {
 }
 
 // prepareWindow returns a copy of a window operation with its cursor
-// argument and its output schema; the catalog's entry is left as written.
-func prepareWindow(op *Operation) (*Operation, error) {
+// argument and its output schema; the entry is left as written.
+func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
 	in, err := window.InputSchema(op.InputSchema)
 	if err != nil {
 		return nil, err
 	}
-	in, resolved, err := compileInputSchema(in)
-	if err != nil {
+	cp := *op
+	if err := cp.SetInputSchema(in); err != nil {
 		return nil, err
 	}
-	cp := *op
-	cp.InputSchema, cp.input = in, resolved
 	cp.OutputSchema = window.OutputSchema(op.Execution)
 	return &cp, nil
 }
@@ -157,7 +156,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 		idleTimer = time.AfterFunc(idle, func() { cancel(errIdle) })
 		defer idleTimer.Stop()
 	}
-	if op.Mode == ModeSession || op.Mode == ModeAsyncJob {
+	if op.Mode == opsfile.ModeSession || op.Mode == opsfile.ModeAsyncJob {
 		// Read for long: the client carries it on the adapter's shared
 		// Streams call, and the adapter still sees a window.
 		areq.Operation.Mode = sdkMode(op.Mode)

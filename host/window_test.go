@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // windowSecret is expanded from a placeholder into an operation's config;
@@ -344,7 +345,7 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	}
 	up := newStreamUpstream(t)
 	yaml := strings.ReplaceAll(fmt.Sprintf(windowOps, exe), "UPSTREAM", up.URL)
-	cat, err := host.Parse("ops.yaml", []byte(yaml), host.LoadOptions{Expand: func(s string) string {
+	cat, err := opsfile.Parse("ops.yaml", []byte(yaml), opsfile.LoadOptions{Expand: func(s string) string {
 		return strings.ReplaceAll(s, "{env.WINDOW_SECRET}", windowSecret)
 	}})
 	if err != nil {
@@ -352,9 +353,9 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	}
 	core, logs := observer.New(zap.DebugLevel)
 	var sup *host.Supervisor
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Logger: zap.New(core), Adapter: func(name string) (*host.Supervisor, error) {
+	h, err := host.New(context.Background(), host.Options{File: cat, Logger: zap.New(core), Adapter: func(name string) (*host.Supervisor, error) {
 		if sup == nil {
-			spec, err := cat.AdapterSpec(name, nil)
+			spec, err := host.AdapterSpecOf(cat, name, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package host
+package opsfile
 
 import (
 	"encoding/json"
@@ -29,9 +29,9 @@ const (
 	// DefaultJobRuntime bounds an async_job of one request that sets no
 	// timeout.
 	DefaultJobRuntime = time.Hour
-	// windowGrace is added to the window duration for the default call
+	// WindowGrace is added to the window duration for the default call
 	// timeout: time to end the upstream and build the result.
-	windowGrace = 5 * time.Second
+	WindowGrace = 5 * time.Second
 )
 
 // ExecutionDecl is how an entry (or a tool its adapter derived, in its
@@ -93,12 +93,12 @@ func underPreset[T any](dst *T, src T, block string, has func(string) bool) {
 	}
 }
 
-// parseExecutionJSON checks an execution config written as JSON (a
+// ParseExecutionJSON checks an execution config written as JSON (a
 // derived tool's execution_json, an ExecutionDecl) as an entry's in mode.
-func parseExecutionJSON(mode Mode, raw json.RawMessage, fail func(ptr, format string, args ...any)) *window.Config {
+func ParseExecutionJSON(mode Mode, raw json.RawMessage, fail func(ptr, format string, args ...any)) *window.Config {
 	d := execDecl{mode: mode}
 	dec, diags := sdk.Decode(raw, &d.ExecutionDecl)
-	if errs, _ := diagnosticProblems("", diags); len(errs) > 0 {
+	if errs, _ := DiagnosticProblems("", diags); len(errs) > 0 {
 		for _, p := range errs {
 			fail(p.Pointer, "%s", p.Message)
 		}

@@ -1,4 +1,4 @@
-package host
+package window_test
 
 import (
 	"encoding/json"
@@ -7,9 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap"
-
-	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/window"
 )
 
@@ -28,7 +26,7 @@ func testExecution(t testing.TB, transport, limits, aggregation, safety string) 
 		blocks["transport_behavior"], _ = json.Marshal(transport)
 	}
 	raw, _ := json.Marshal(blocks)
-	ex := parseExecutionJSON(ModeWindow, raw,
+	ex := opsfile.ParseExecutionJSON(opsfile.ModeWindow, raw,
 		func(field, format string, args ...any) { errs = append(errs, field+": "+fmt.Sprintf(format, args...)) })
 	if len(errs) > 0 {
 		t.Fatalf("execution config: %v", errs)
@@ -71,10 +69,7 @@ func runCollector(t testing.TB, ex *window.Config, cursor string, docs ...string
 			break
 		}
 	}
-	h := &Host{log: zap.NewNop(), redact: redact.New(nil)}
-	op := &boundOp{Operation: &Operation{Name: "t", Execution: ex}}
-	res := h.windowResult(op, col, testCursor(col.Next()), end, "", 0)
-	return string(res.Structured), chunks
+	return string(col.Result(testCursor(col.Next()), end, "", 0).Encode()), chunks
 }
 
 var logDocs = []string{
