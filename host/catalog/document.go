@@ -195,9 +195,9 @@ func Decode(raw []byte) (*Document, error) {
 	return &Document{Operations: f.Operations}, nil
 }
 
-// Compile checks the document as the host loads an operations file —
-// names, modes, limits, schemas, placeholders — and returns the host's
-// catalog, its placeholders expanded with opts.Expand and its relative
+// Compile checks the document as an operations file is loaded — names,
+// modes, limits, schemas, placeholders — and returns it as a loaded
+// file, its placeholders expanded with opts.Expand and its relative
 // paths resolved against opts.Dir. Its entries reach what opts.Allow
 // allows, nothing when it is nil. source names the catalog in errors
 // ("catalog <name>").
