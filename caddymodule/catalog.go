@@ -15,6 +15,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -41,7 +42,7 @@ func (h *Handler) validateCatalog() error {
 		return errors.New("crank: operations: at least one operations file or a catalog is required")
 	}
 	if h.CatalogAllow == nil {
-		h.CatalogAllow = &host.CatalogAllow{}
+		h.CatalogAllow = &opsfile.CatalogAllow{}
 	} else if h.Catalog == "" {
 		return errors.New("crank: catalog_allow: set only with catalog")
 	}
@@ -68,7 +69,7 @@ func (h *Handler) unmarshalCatalog(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		if h.CatalogAllow == nil {
-			h.CatalogAllow = &host.CatalogAllow{}
+			h.CatalogAllow = &opsfile.CatalogAllow{}
 		}
 		var dst *[]string
 		switch d.Val() {
@@ -97,20 +98,20 @@ func (h *Handler) unmarshalCatalog(d *caddyfile.Dispenser) error {
 func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Document, files bool) (*host.Host, error) {
 	cat := h.cat
 	if !files {
-		cat, _ = host.Merge()
+		cat, _ = opsfile.Merge()
 	}
 	if doc != nil {
 		repl := caddy.NewReplacer()
-		dc, err := doc.Compile("catalog "+h.Catalog, host.LoadOptions{Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
+		dc, err := doc.Compile("catalog "+h.Catalog, opsfile.LoadOptions{Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
 			Allow: h.CatalogAllow})
 		if err != nil {
 			return nil, err
 		}
-		if cat, err = host.Merge(cat, dc); err != nil {
+		if cat, err = opsfile.Merge(cat, dc); err != nil {
 			return nil, err
 		}
 	}
-	hst, err := host.New(ctx, host.Options{Catalog: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
+	hst, err := host.New(ctx, host.Options{File: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -37,7 +38,7 @@ type Handler struct {
 	// CatalogAllow is what the catalog's entries may reach: placeholders,
 	// upstreams and local directories; nothing when absent. Whoever
 	// writes a catalog never starts a process (docs/security.md).
-	CatalogAllow *host.CatalogAllow `json:"catalog_allow,omitempty"`
+	CatalogAllow *opsfile.CatalogAllow `json:"catalog_allow,omitempty"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may call this endpoint. A request with any other Origin header gets
 	// 403. Loopback origins (localhost, 127.0.0.0/8, [::1]) are always
@@ -81,7 +82,7 @@ type Handler struct {
 
 	ctx      caddy.Context
 	logger   *zap.Logger
-	cat      *host.Catalog
+	cat      *opsfile.File
 	ep       *mcpserver.Endpoint
 	epKey    string
 	run      *handlerRun // the host it serves, from the app's Start on (catalog.go)
@@ -168,12 +169,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // loadOperations reads and checks the operations files, and that every
 // operation names an adapter this handler can run. What only the adapters
 // can check waits for start.
-func (h *Handler) loadOperations() (*host.Catalog, error) {
+func (h *Handler) loadOperations() (*opsfile.File, error) {
 	repl := caddy.NewReplacer()
-	var cats []*host.Catalog
+	var cats []*opsfile.File
 	var errs []error
 	for _, path := range h.Operations {
-		cat, err := host.LoadFile(repl.ReplaceKnown(path, ""), host.LoadOptions{
+		cat, err := opsfile.LoadFile(repl.ReplaceKnown(path, ""), opsfile.LoadOptions{
 			Expand: func(s string) string { return repl.ReplaceKnown(s, "") },
 		})
 		if err != nil {
@@ -185,12 +186,12 @@ func (h *Handler) loadOperations() (*host.Catalog, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	cat, err := host.Merge(cats...)
+	cat, err := opsfile.Merge(cats...)
 	if err != nil {
 		return nil, err
 	}
 	for _, op := range cat.Operations {
-		if _, err := cat.AdapterSpec(op.Adapter, builtinSpec); err != nil {
+		if _, err := host.AdapterSpecOf(cat, op.Adapter, builtinSpec); err != nil {
 			errs = append(errs, op.Problem("/adapter", err.Error()))
 		}
 	}
@@ -209,7 +210,7 @@ func (h *Handler) start(st *store.Etcd) error {
 			zap.Int("tools", len(h.currentHost().Operations())), zap.Bool("stateless", h.Stateless))
 		return nil
 	}
-	hst, err := host.New(h.ctx, host.Options{Catalog: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
+	hst, err := host.New(h.ctx, host.Options{File: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter})
 	if err != nil {
 		return err
@@ -227,7 +228,7 @@ func (h *Handler) start(st *store.Etcd) error {
 // adapter returns the pooled supervisor of the named adapter, holding one
 // reference to it for this handler.
 func (h *Handler) adapter(name string) (*host.Supervisor, error) {
-	spec, err := h.cat.AdapterSpec(name, builtinSpec)
+	spec, err := host.AdapterSpecOf(h.cat, name, builtinSpec)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // The view of an endpoint (Handler.View, a "virtual server"): which of
@@ -121,7 +121,7 @@ func unmarshalToolOverride(d *caddyfile.Dispenser, tool string) (mcpserver.ToolO
 				return o, d.Errf("view: tool %s: %s: want true or false, got %q", tool, opt, arg)
 			}
 			if o.Annotations == nil {
-				o.Annotations = &host.Annotations{}
+				o.Annotations = &opsfile.Annotations{}
 			}
 			dst := map[string]**bool{"read_only": &o.Annotations.ReadOnly, "destructive": &o.Annotations.Destructive,
 				"idempotent": &o.Annotations.Idempotent, "open_world": &o.Annotations.OpenWorld}[opt]

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkAdapterStart(b *testing.B) {
 		{"", standalone.Path, "[]"},
 		{"-builtin", crankBin, "[crank-adapter, rest]"},
 	} {
-		cat, err := host.Parse("ops.yaml", fmt.Appendf(nil, startOps, exe.command, exe.args, up.URL), host.LoadOptions{})
+		cat, err := opsfile.Parse("ops.yaml", fmt.Appendf(nil, startOps, exe.command, exe.args, up.URL), opsfile.LoadOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,8 +70,8 @@ func BenchmarkAdapterStart(b *testing.B) {
 		// is returned for the process id.
 		newHost := func(b *testing.B) (*host.Host, *host.Supervisor) {
 			var sup *host.Supervisor
-			h, err := host.New(ctx, host.Options{Catalog: cat, Logger: zap.NewNop(), Adapter: func(name string) (*host.Supervisor, error) {
-				spec, err := cat.AdapterSpec(name, nil)
+			h, err := host.New(ctx, host.Options{File: cat, Logger: zap.NewNop(), Adapter: func(name string) (*host.Supervisor, error) {
+				spec, err := host.AdapterSpecOf(cat, name, nil)
 				if err != nil {
 					return nil, err
 				}

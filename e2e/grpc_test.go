@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/grpc/grpctest"
 )
 
@@ -375,7 +375,7 @@ func TestGRPCDemo(t *testing.T) {
 // grpcWindowSupported reports whether this build's host serves mode window.
 func grpcWindowSupported() bool {
 	probe := "operations:\n  - {name: w, description: d, adapter: grpc, mode: window, config: {target: \"127.0.0.1:1\", method: a.B/C}}\n"
-	_, err := host.Parse("probe.yaml", []byte(probe), host.LoadOptions{})
+	_, err := opsfile.Parse("probe.yaml", []byte(probe), opsfile.LoadOptions{})
 	return err == nil || !strings.Contains(err.Error(), "not supported by this build")
 }
 

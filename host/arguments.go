@@ -16,65 +16,10 @@ import (
 // Undeclared arguments. A tool's arguments are the properties its input
 // schema declares: the host refuses any other one before a request is
 // built, for every adapter (the REST adapter's auto body would forward
-// it to the upstream). An input schema that says nothing about further
-// properties at its top level is closed when it is compiled: with
-// "additionalProperties": false, or "unevaluatedProperties": false when
-// its properties come from allOf, anyOf, oneOf, if/then/else,
-// dependentSchemas or $ref, so that what they declare still passes. An
-// operation opts in to more arguments with a top-level
-// additionalProperties (true or a schema) or unevaluatedProperties.
-// Names in required that no properties declare are declared as any
-// value.
-
-// compositionKeywords let a schema declare properties outside its own
-// properties.
-var compositionKeywords = []string{"allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "$ref", "$dynamicRef"}
-
-// closeInputSchema returns the object schema raw closed to undeclared
-// properties, or raw itself when its top level already says what other
-// properties may be.
-func closeInputSchema(raw json.RawMessage) json.RawMessage {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil || m == nil {
-		return raw // compiling reports it
-	}
-	if _, ok := m["additionalProperties"]; ok {
-		return raw
-	}
-	if _, ok := m["unevaluatedProperties"]; ok {
-		return raw
-	}
-	if req, ok := m["required"].([]any); ok {
-		props, _ := m["properties"].(map[string]any)
-		for _, r := range req {
-			name, ok := r.(string)
-			if _, has := props[name]; !ok || has {
-				continue
-			}
-			if props == nil {
-				props = map[string]any{}
-				m["properties"] = props
-			}
-			props[name] = map[string]any{}
-		}
-	}
-	key := "additionalProperties"
-	for _, k := range compositionKeywords {
-		if _, ok := m[k]; ok {
-			key = "unevaluatedProperties"
-		}
-	}
-	m[key] = false
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return raw // decoded JSON always encodes
-	}
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
+// it to the upstream). The operations file closes an input schema that
+// says nothing about further properties as it compiles it
+// (Operation.SetInputSchema), so that undeclaredArguments can
+// name what it does not declare.
 
 // undeclaredArguments names the arguments a closed input schema does not
 // declare ("" when there are none, or when the schema takes more): an

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -95,7 +96,7 @@ func EvictionNotice(err error) string {
 // redacted like results.
 func (h *Host) auditCall(op *boundOp, req CallRequest, id string, res *Result, took time.Duration) {
 	kind := "session"
-	if op.Mode == ModeAsyncJob {
+	if op.Mode == opsfile.ModeAsyncJob {
 		kind = "job"
 	}
 	fields := []zap.Field{

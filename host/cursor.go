@@ -7,8 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
+
+	"github.com/crankmcp/crank/host/window"
 )
 
 // The cursors the host hands to clients — a window's cursor, a session
@@ -113,4 +117,32 @@ func cursorTag(key []byte, purpose string, bind []string, value string) []byte {
 	}
 	m.Write(b)
 	return m.Sum(nil)[:cursorTagBytes]
+}
+
+// sealWindowCursor is the cursor a window of tool in workspace returns
+// (cursor.go); "" for the zero state.
+func sealWindowCursor(key []byte, workspace, tool string, st window.Position) string {
+	if st == (window.Position{}) {
+		return ""
+	}
+	b, _ := json.Marshal(st)
+	return sealCursor(key, windowCursor, []string{workspace, tool}, string(b))
+}
+
+// errForeignCursor refuses a cursor argument no window of the tool (in
+// the workspace) returned.
+var errForeignCursor = errors.New("not a cursor this tool returned (pass the cursor of its previous window unchanged, or leave it out to start afresh)")
+
+// openWindowCursor reads a cursor argument of tool in workspace: one
+// sealWindowCursor made, else errForeignCursor.
+func openWindowCursor(key []byte, workspace, tool, s string) (window.Position, error) {
+	if s == "" {
+		return window.Position{}, nil
+	}
+	v, ok := openCursor(key, windowCursor, []string{workspace, tool}, s)
+	var st window.Position
+	if !ok || json.Unmarshal([]byte(v), &st) != nil || st.Skip < 0 || st.Skip > window.MaxItemsLimit {
+		return window.Position{}, errForeignCursor
+	}
+	return st, nil
 }

@@ -1,6 +1,10 @@
-// Package host is Crank's runtime: the operation catalog, argument
-// validation, secret redaction, adapter process supervision and the
-// dispatch of tool calls to adapters.
+// Package host is Crank's runtime: it binds a loaded operations file
+// (package host/opsfile) to its adapters, expands entries into the tools
+// they stand for and serves them: argument validation, adapter process
+// supervision, the dispatch of tool calls to adapters, windows (the
+// window engine, package host/window, fed from the upstream), session and
+// async_job families on the shared store, and the redaction (package
+// host/redact) of everything that leaves it.
 //
 // It never imports Caddy and knows nothing of HTTP or MCP framing: the MCP
 // server (package host/mcpserver) translates MCP requests into [Host.Call]
@@ -29,13 +33,9 @@
 // as it grows) goes to CallRequest.Progress, which the MCP endpoint turns
 // into progress notifications when the client sent a progress token.
 //
-// An entry's fields are defined once, by [OperationDecl]: its tags state
-// every default, bound and allowed value, from which come the decoding
-// (every unknown field, wrong type and value out of bounds reported at
-// load, at once, naming the operation and the field by JSON pointer), the
-// schema [OperationSchema] publishes and the reference table in
-// README.md. A window's blocks are transport_behavior, limits,
-// aggregation and safety ([ExecutionDecl]).
+// An entry's fields, their defaults and bounds are the operations file's
+// ([opsfile.OperationDecl]); a window's blocks, transport_behavior,
+// limits, aggregation and safety, become a [window.Config].
 //
 // A document is one stream event's data or one poll answer. Without
 // items_path a JSON array is split into its elements and anything else is
@@ -44,7 +44,7 @@
 // each item, before anything is extracted, counted, sent as progress or
 // logged), max_field_length, drop_duplicates, sampling_rate. Secrets
 // expanded from placeholders are redacted from results, progress, stored
-// records and logs too, in their encoded forms as well ([Redactor]); a
+// records and logs too, in their encoded forms as well ([redact.Redactor]); a
 // string max_field_length cuts has them redacted before the cut, so a
 // cut through a secret never leaves a part of it. A text window's
 // progress messages carry its joined text as it grows, redacted as a
@@ -116,16 +116,16 @@
 // # Session and async_job modes: tool families
 //
 // A session or async_job operation is published as a family of tools
-// (see [Family]) whose state lives in the shared store of Options.Store
+// (see [opsfile.Family]) whose state lives in the shared store of Options.Store
 // ([Store]), so any replica serves any of them: follow_logs_start,
 // follow_logs_poll and follow_logs_stop for a session named follow_logs;
 // build_report_start, _status, _result and _cancel for an async_job (the
-// family block renames them; [FamilyNames]). A session reads its upstream
+// family block renames them; [opsfile.FamilyNames]). A session reads its upstream
 // as a window does, bounded by idle_timeout_ms and max_session_lifetime_ms
 // instead of a window's duration, into a buffer in the store of at most
 // max_items and max_bytes. An async_job runs the operation itself (one
 // request, or the window its transport_behavior and limits describe), or,
-// with job.status_operation, follows the upstream's own job ([JobConfig]).
+// with job.status_operation, follows the upstream's own job ([opsfile.JobConfig]).
 //
 // The start tool takes the operation's arguments and answers at once with
 // the session or job ID; the work runs in the background on the replica

@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"maps"
-	"slices"
 )
 
 // OwnRunners gives h a runner set of its own and returns its stop, so a
@@ -13,15 +11,3 @@ func OwnRunners(h *Host) func(context.Context) error {
 	h.runners = rs
 	return rs.stop
 }
-
-// What the tests hold the entry's tags to.
-const (
-	MaxItemsLimit         = maxItemsLimit
-	MaxSessionBufferItems = maxStreamSessionBufferItems
-)
-
-// FieldPointer is fieldPointer, the conversion of adapters' dotted fields.
-var FieldPointer = fieldPointer
-
-// PresetNames are the presets the host knows.
-func PresetNames() []string { return slices.Sorted(maps.Keys(presets)) }

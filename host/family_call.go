@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
@@ -28,7 +29,7 @@ func (req CallRequest) scope() store.Scope {
 
 // bindFamilies checks what families need: the store, and the status and
 // cancel operations of upstream-native jobs.
-func (h *Host) bindFamilies(opts Options, fail func(op *Operation, ptr, reason string)) {
+func (h *Host) bindFamilies(opts Options, fail func(op *opsfile.Operation, ptr, reason string)) {
 	for _, x := range h.families {
 		if h.store == nil {
 			fail(x.Operation, "/mode", fmt.Sprintf("mode %s keeps its state in the store, and this host has none (configure the crank app's etcd)", x.Mode))
@@ -48,7 +49,7 @@ func (h *Host) bindFamilies(opts Options, fail func(op *Operation, ptr, reason s
 			switch {
 			case !ok:
 				fail(x.Operation, ref.field, fmt.Sprintf("no operation named %q", ref.name))
-			case target.Mode != ModeUnary || target.Role != "":
+			case target.Mode != opsfile.ModeUnary || target.Role != "":
 				fail(x.Operation, ref.field, fmt.Sprintf("operation %q is %s: it must be a unary operation", ref.name, target.Mode))
 			}
 		}
@@ -61,8 +62,8 @@ func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, arg
 	var res *Result
 	var id string
 	switch op.Role {
-	case RoleStart:
-		if op.Mode == ModeSession {
+	case opsfile.RoleStart:
+		if op.Mode == opsfile.ModeSession {
 			res, id = h.startStreamSession(ctx, op.base, req, args)
 		} else {
 			res, id = h.startJob(ctx, op.base, req, args)
@@ -72,15 +73,15 @@ func (h *Host) callFamily(ctx context.Context, op *boundOp, req CallRequest, arg
 		_ = json.Unmarshal(args, &a) // validated against the role's schema
 		id = a.SessionID + a.JobID
 		switch op.Role {
-		case RolePoll:
+		case opsfile.RolePoll:
 			res = h.pollStreamSession(ctx, op.base, req, a)
-		case RoleStop:
+		case opsfile.RoleStop:
 			res = h.stopStreamSession(ctx, op.base, req, a.SessionID)
-		case RoleStatus:
+		case opsfile.RoleStatus:
 			res = h.jobStatus(ctx, op.base, req, a.JobID)
-		case RoleResult:
+		case opsfile.RoleResult:
 			res = h.jobResult(ctx, op.base, req, a.JobID)
-		case RoleCancel:
+		case opsfile.RoleCancel:
 			res = h.cancelJob(ctx, op.base, req, a.JobID)
 		}
 		// What the store holds was redacted when it was written; redacted

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -177,7 +178,7 @@ func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas, wrap ...func
 	}
 	up := newJobUpstream(t)
 	_, st := storetest.Embedded(t)
-	cat, err := host.Parse("ops.yaml", []byte(strings.ReplaceAll(fmt.Sprintf(ops, exe), "UPSTREAM", up.URL)), host.LoadOptions{})
+	cat, err := opsfile.Parse("ops.yaml", []byte(strings.ReplaceAll(fmt.Sprintf(ops, exe), "UPSTREAM", up.URL)), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +189,12 @@ func newFamilyFixture(t testing.TB, ops string, quotas host.Quotas, wrap ...func
 	for _, w := range wrap {
 		hst = w(hst)
 	}
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: hst, Quotas: quotas, Logger: zap.New(core),
+	h, err := host.New(context.Background(), host.Options{File: cat, Store: hst, Quotas: quotas, Logger: zap.New(core),
 		Adapter: func(name string) (*host.Supervisor, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if f.sup == nil {
-				spec, err := cat.AdapterSpec(name, nil)
+				spec, err := host.AdapterSpecOf(cat, name, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -257,7 +258,7 @@ func pollUntil(t *testing.T, h *host.Host, tool, args string, cond func(map[stri
 func TestFamilyTools(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, familyOps, host.Quotas{})
-	got := map[string]*host.Operation{}
+	got := map[string]*opsfile.Operation{}
 	for _, op := range f.h.Operations() {
 		got[op.Name] = op
 	}
@@ -506,7 +507,7 @@ func TestFamilyLoadErrors(t *testing.T) {
 		{`{name: j, description: d, adapter: rest, mode: async_job, scope: team, config: {}}`, `/scope: must be one of agent, workspace`},
 		{`{name: u, description: d, adapter: rest, job: {retention_ms: 5}, config: {}}`, "/job: only applies to modes session and async_job"},
 	} {
-		_, err := host.Parse("ops.yaml", []byte("operations:\n  - "+tc.ops+"\n"), host.LoadOptions{})
+		_, err := opsfile.Parse("ops.yaml", []byte("operations:\n  - "+tc.ops+"\n"), opsfile.LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s:\n got %v\nwant %s", tc.ops, err, tc.want)
 		}

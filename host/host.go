@@ -15,6 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/store"
@@ -35,9 +38,11 @@ var _ Store = (*store.Etcd)(nil)
 
 // Options configure a Host.
 type Options struct {
-	Catalog *Catalog
+	// File is the operations the host serves: an operations file (or
+	// several, merged), or a catalog's document compiled as one.
+	File *opsfile.File
 	// Store holds the stream sessions and jobs of session and async_job
-	// operations; a catalog with such operations needs one.
+	// operations; a file with such operations needs one.
 	Store Store
 	// Quotas bound the open sessions and jobs per workspace and agent.
 	Quotas Quotas
@@ -50,11 +55,11 @@ type Options struct {
 	Logger  *zap.Logger
 }
 
-// Host serves the tool calls of one catalog.
+// Host serves the tool calls of one loaded operations file.
 type Host struct {
-	cat    *Catalog
+	file   *opsfile.File
 	log    *zap.Logger
-	redact *Redactor
+	redact *redact.Redactor
 	// tab is the tools served, replaced whole when an entry is expanded
 	// again (reexpand.go).
 	tab atomic.Pointer[toolTable]
@@ -74,13 +79,13 @@ type Host struct {
 
 	upstreams upstreamSources // upstream_auth.go
 	// warnings are the adapters' warning diagnostics found at load.
-	warnings Problems
+	warnings opsfile.Problems
 	// access receives one record per tool call (telemetry.go).
 	access *zap.Logger
 }
 
 type boundOp struct {
-	*Operation
+	*opsfile.Operation
 	sup *Supervisor
 	// call is the operation as its adapter sees it.
 	call sdk.Operation
@@ -89,7 +94,7 @@ type boundOp struct {
 	base *boundOp
 }
 
-// New binds every operation of the catalog to its adapter: it starts the
+// New binds every operation of the file to its adapter: it starts the
 // adapters, lets each validate its operations' configs and expand entries
 // into the tools they stand for. Every problem found is reported, as
 // Problems.
@@ -100,19 +105,19 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Audit == nil {
 		opts.Audit = opts.Logger.Named("audit")
 	}
-	h := &Host{cat: opts.Catalog, log: opts.Logger, redact: NewRedactor(opts.Catalog.Secrets), entries: map[string]*entryTools{},
+	h := &Host{file: opts.File, log: opts.Logger, redact: redact.New(opts.File.Secrets), entries: map[string]*entryTools{},
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
 		access: opts.Logger.Named("access")}
-	var errs Problems
-	fail := func(op *Operation, ptr, reason string) {
+	var errs opsfile.Problems
+	fail := func(op *opsfile.Operation, ptr, reason string) {
 		p := op.Problem(ptr, h.redact.String(reason))
 		if p.File == "" {
-			p.File = h.cat.Source
+			p.File = h.file.Source
 		}
 		errs = append(errs, p)
 	}
 	tab := &toolTable{ops: map[string]*boundOp{}}
-	for _, op := range h.cat.Operations {
+	for _, op := range h.file.Operations {
 		sup, err := opts.Adapter(op.Adapter)
 		if err != nil {
 			fail(op, "/adapter", err.Error())
@@ -123,7 +128,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op, "/adapter", err.Error())
 			continue
 		}
-		if op.allow != nil && h.refusedReach(op, desc.ConfigSchema, fail) { // reach.go
+		if op.CheckReach(desc.ConfigSchema, func(ptr, reason string) { fail(op, ptr, reason) }) { // a catalog's entry
 			continue
 		}
 		b := bind(op, sup)
@@ -131,7 +136,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			fail(op, "/mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
 		}
-		if op.Execution != nil && op.Execution.TransportBehavior == ServerStream && !desc.Capabilities.Stream {
+		if op.Execution != nil && op.Execution.TransportBehavior == window.ServerStream && !desc.Capabilities.Stream {
 			fail(op, "/transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
 			continue
 		}
@@ -176,7 +181,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		var tools []*boundOp
 		for _, x := range bound {
-			if x.Mode == ModeWindow {
+			if x.Mode == opsfile.ModeWindow {
 				op, err := prepareWindow(x.Operation)
 				if err != nil {
 					fail(x.Operation, "/input_schema", err.Error())
@@ -231,7 +236,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 // sameName says where the two operations that publish one tool name
 // come from, when that is not plain: different files or catalogs, or
 // different entries an adapter expanded.
-func sameName(first, second *Operation) string {
+func sameName(first, second *opsfile.Operation) string {
 	if first.File != second.File && first.File != "" {
 		return fmt.Sprintf(" (also from %s)", first.File)
 	}
@@ -241,12 +246,12 @@ func sameName(first, second *Operation) string {
 // Warnings returns the warnings the adapters reported about the
 // operations as they loaded them (skipped parts of an OpenAPI document,
 // and so on), redacted.
-func (h *Host) Warnings() Problems { return h.warnings }
+func (h *Host) Warnings() opsfile.Problems { return h.warnings }
 
 // report logs an adapter's warning diagnostics of op's config, fails on
 // its errors and says whether there were any errors.
-func (h *Host) report(op *Operation, diags []sdk.Diagnostic, fail func(op *Operation, ptr, reason string)) bool {
-	errs, warns := diagnosticProblems("/config", diags)
+func (h *Host) report(op *opsfile.Operation, diags []sdk.Diagnostic, fail func(op *opsfile.Operation, ptr, reason string)) bool {
+	errs, warns := opsfile.DiagnosticProblems("/config", diags)
 	for _, w := range warns {
 		p := op.Problem(w.Pointer, h.redact.String(w.Message))
 		h.warnings = append(h.warnings, p)
@@ -259,12 +264,12 @@ func (h *Host) report(op *Operation, diags []sdk.Diagnostic, fail func(op *Opera
 	return len(errs) > 0
 }
 
-func bind(op *Operation, sup *Supervisor) *boundOp {
+func bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 	timeout := op.Timeout
 	if op.Execution != nil {
 		// A window's adapter bounds each upstream request (a poll, or a
 		// stream until the upstream answers); the window bounds the rest.
-		timeout = op.Execution.UpstreamTimeout()
+		timeout = op.Execution.Limits.UpstreamTimeout()
 	}
 	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
 		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,
@@ -275,7 +280,7 @@ func bind(op *Operation, sup *Supervisor) *boundOp {
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool) ([]*boundOp, error) {
+func expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publishes bool) ([]*boundOp, error) {
 	if len(tools) == 0 {
 		if publishes {
 			return nil, nil // resources or prompts only
@@ -288,14 +293,12 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool)
 		t := &tools[i]
 		op := *entry
 		if !self {
-			if !toolNameRE.MatchString(t.Name) {
+			if !opsfile.ValidToolName(t.Name) {
 				return nil, fmt.Errorf("the adapter derived an invalid tool name %q", t.Name)
 			}
-			op = Operation{Name: t.Name, Adapter: entry.Adapter, Mode: entry.Mode, Timeout: entry.Timeout,
-				Config: entry.Config, File: entry.File, Dir: entry.Dir, Execution: entry.Execution, Family: entry.Family,
-				UpstreamAuth: entry.UpstreamAuth, allow: entry.allow, pos: entry.pos, at: entry.at}
+			op = entry.Derived(t.Name)
 		}
-		if err := entry.derivedReach(t.Config, sup); err != nil { // reach.go
+		if err := entry.DerivedReach(t.Config, sup.Description().ConfigSchema); err != nil {
 			return nil, fmt.Errorf("tool %q: %w", op.Name, err)
 		}
 		label := op.Name
@@ -311,22 +314,20 @@ func expand(entry *Operation, sup *Supervisor, tools []sdk.Tool, publishes bool)
 		if len(t.Config) > 0 {
 			op.Config = t.Config
 		}
-		if !op.inputDeclared && len(t.InputSchema) > 0 {
-			in, resolved, err := compileInputSchema(t.InputSchema)
-			if err != nil {
+		if !op.InputDeclared() && len(t.InputSchema) > 0 {
+			if err := op.SetInputSchema(t.InputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived input schema: %v", label, err)
 			}
-			op.InputSchema, op.input = in, resolved
 		}
 		if len(op.OutputSchema) == 0 && len(t.OutputSchema) > 0 && op.Execution == nil {
-			if err := checkOutputSchema(t.OutputSchema); err != nil {
+			if err := opsfile.CheckOutputSchema(t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
 			op.OutputSchema = t.OutputSchema
 		}
 		if op.Annotations == nil {
 			a := t.Annotations
-			op.Annotations = &Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
+			op.Annotations = &opsfile.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
 		out = append(out, bind(&op, sup))
 	}
@@ -346,7 +347,7 @@ func expandEntry(ctx context.Context, c *client.Client, op *sdk.Operation, publi
 // adapterMode is the mode an adapter serves an operation in. Sessions and
 // async jobs are the host's own: it builds them on the adapter's unary
 // calls and windows (streams and polls), so adapters see only those two.
-func adapterMode(op *Operation) sdk.Mode {
+func adapterMode(op *opsfile.Operation) sdk.Mode {
 	if op.Execution != nil {
 		return sdk.ModeWindow
 	}
@@ -356,47 +357,47 @@ func adapterMode(op *Operation) sdk.Mode {
 // ModesOf are the modes an operation of an adapter serving the adapter
 // modes can take: the adapter's own (unary calls, windows) and those the
 // host builds on them — an async_job on either, a session on a window.
-func ModesOf(adapter []sdk.Mode) []Mode {
+func ModesOf(adapter []sdk.Mode) []opsfile.Mode {
 	var unary, window bool
 	for _, m := range adapter {
 		unary = unary || m == sdk.ModeUnary
 		window = window || m == sdk.ModeWindow
 	}
-	var out []Mode
+	var out []opsfile.Mode
 	if unary {
-		out = append(out, ModeUnary)
+		out = append(out, opsfile.ModeUnary)
 	}
 	if window {
-		out = append(out, ModeWindow, ModeSession)
+		out = append(out, opsfile.ModeWindow, opsfile.ModeSession)
 	}
 	if unary || window {
-		out = append(out, ModeAsyncJob)
+		out = append(out, opsfile.ModeAsyncJob)
 	}
 	return out
 }
 
 // sdkMode is a mode as adapters list it.
-func sdkMode(m Mode) sdk.Mode {
+func sdkMode(m opsfile.Mode) sdk.Mode {
 	switch m {
-	case ModeWindow:
+	case opsfile.ModeWindow:
 		return sdk.ModeWindow
-	case ModeSession:
+	case opsfile.ModeSession:
 		return sdk.ModeSession
-	case ModeAsyncJob:
+	case opsfile.ModeAsyncJob:
 		return sdk.ModeAsyncJob
 	}
 	return sdk.ModeUnary
 }
 
-// Catalog returns the host's catalog, the operations file as written.
-func (h *Host) Catalog() *Catalog { return h.cat }
+// File returns the operations the host serves, as written.
+func (h *Host) File() *opsfile.File { return h.file }
 
 // Operations returns the tools the host serves, in file order, with
 // entries expanded by their adapters.
-func (h *Host) Operations() []*Operation { return h.tab.Load().list }
+func (h *Host) Operations() []*opsfile.Operation { return h.tab.Load().list }
 
 // Redactor returns the host's secret redactor, for logs written by callers.
-func (h *Host) Redactor() *Redactor { return h.redact }
+func (h *Host) Redactor() *redact.Redactor { return h.redact }
 
 // CallRequest is one tool call.
 type CallRequest struct {
@@ -613,20 +614,29 @@ func (h *Host) successResult(r *sdk.Result) *Result {
 	return out
 }
 
+// redactorsOf are the redactors of a call: the host's and, for an
+// operation with upstream_auth, the call's upstream credential's.
+func (h *Host) redactorsOf(req CallRequest) redact.Chain {
+	if req.upstream == nil {
+		return redact.Chain{h.redact}
+	}
+	return redact.Chain{h.redact, req.upstream.redactor}
+}
+
 // redacted returns r with its structured content and text redacted: r
 // itself when they hold no secret.
 func (h *Host) redacted(r *Result) *Result { return redactResult(h.redact, r) }
 
 // redactResult is r with rd's secrets redacted.
-func redactResult(rd *Redactor, r *Result) *Result {
-	structured, changed := rd.json(r.Structured)
+func redactResult(rd *redact.Redactor, r *Result) *Result {
+	structured, changed := rd.JSONFound(r.Structured)
 	var text string
 	if changed && r.Text == string(r.Structured) {
 		text = string(structured) // a family tool's text is its structured content
 	} else {
 		text = rd.String(r.Text)
 	}
-	content, contentChanged := rd.json(r.Content)
+	content, contentChanged := rd.JSONFound(r.Content)
 	if !changed && !contentChanged && text == r.Text {
 		return r
 	}
@@ -653,7 +663,7 @@ func newRequestID() string {
 
 // validateArguments checks args against the operation's input schema and
 // returns a message naming the failing field, or "".
-func validateArguments(op *Operation, args json.RawMessage) string {
+func validateArguments(op *opsfile.Operation, args json.RawMessage) string {
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
 		return "arguments are not valid JSON: " + err.Error()
@@ -665,12 +675,12 @@ func validateArguments(op *Operation, args json.RawMessage) string {
 	if msg := duplicateMember(args, v); msg != "" {
 		return msg // arguments.go
 	}
-	if msg := undeclaredArguments(op.input.Schema(), m); msg != "" {
+	if msg := undeclaredArguments(op.Input().Schema(), m); msg != "" {
 		return msg // arguments.go
 	}
-	err := op.input.Validate(v)
+	err := op.Input().Validate(v)
 	if err == nil {
 		return ""
 	}
-	return describeValidationError(err, op.input.Schema(), v)
+	return describeValidationError(err, op.Input().Schema(), v)
 }

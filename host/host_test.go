@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
@@ -187,7 +189,7 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := host.Parse("ops.yaml", []byte(fmt.Sprintf(yaml, exe)), host.LoadOptions{})
+	cat, err := opsfile.Parse("ops.yaml", []byte(fmt.Sprintf(yaml, exe)), opsfile.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -199,10 +201,10 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 		}
 	})
 	f := &fixture{}
-	f.h, err = host.New(context.Background(), host.Options{Catalog: cat, Adapter: func(name string) (*host.Supervisor, error) {
+	f.h, err = host.New(context.Background(), host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		spec, err := cat.AdapterSpec(name, nil)
+		spec, err := host.AdapterSpecOf(cat, name, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -264,7 +266,7 @@ func TestCallAndErrors(t *testing.T) {
 	}
 
 	res = call(t, f.h, "leaky", `{}`)
-	if strings.Contains(res.Text, "s3cr3t-value") || !strings.Contains(res.Text, host.Redacted) {
+	if strings.Contains(res.Text, "s3cr3t-value") || !strings.Contains(res.Text, redact.Mark) {
 		t.Errorf("secret not redacted: %q", res.Text)
 	}
 }
@@ -368,30 +370,6 @@ func TestAttachToDebugAdapter(t *testing.T) {
 	}
 }
 
-func TestLoadErrors(t *testing.T) {
-	cases := []struct{ name, yaml, want string }{
-		{"bad yaml", "operations: [", "not valid YAML"},
-		{"unknown field", "operations: []\nfoo: 1", `ops.yaml:2: /foo: unknown field (known fields: version, adapters, operations)`},
-		{"misspelled entry field", "operations:\n  - name: a\n    descripton: d\n    adapter: test\n    config: {behavior: echo}", `ops.yaml:3: operation "a": /descripton: unknown field (did you mean "description"?)`},
-		{"wrong type", "operations:\n  - name: a\n    description: d\n    adapter: [test]\n    config: {}", `ops.yaml:4: operation "a": /adapter: must be a string, got a list`},
-		{"json position", "{\"operations\": [\n {\"name\": \"a\", \"description\": \"d\",\n  \"adapter\": \"test\", \"mode\": \"forever\", \"config\": {}}]}", `ops.yaml:3: operation "a": /mode: must be one of unary, window, session, async_job`},
-		{"nested position", "operations:\n  - name: a\n    description: d\n    adapter: test\n    mode: window\n    limits:\n      max_itemz: 5\n    config: {}", `ops.yaml:7: operation "a": /limits/max_itemz: unknown field (did you mean "max_items"?)`},
-		{"no ops", "operations: []", "/operations: at least one operation is required"},
-		{"bad name", "operations: [{name: 'a b', description: d, adapter: test, config: {}}]", `operation "a b": /name: must be`},
-		{"dup", "operations: [{name: a, description: d, adapter: test, config: {behavior: echo}}, {name: a, description: d, adapter: test, config: {behavior: echo}}]", `operation "a": /name: duplicate operation name (also /operations/0)`},
-		{"bad schema", "operations: [{name: a, description: d, adapter: test, input_schema: {type: string}, config: {behavior: echo}}]", `/input_schema: must have "type": "object"`},
-		{"bad timeout", "operations: [{name: a, description: d, adapter: test, timeout: soon, config: {behavior: echo}}]", `/timeout: not a valid duration: use a Go duration such as "10s" or "1500ms"`},
-		{"bad mode", "operations: [{name: a, description: d, adapter: test, mode: forever, config: {behavior: echo}}]", `/mode: must be one of unary, window, session, async_job`},
-		{"no config", "operations: [{name: a, description: d, adapter: test}]", `/config: is required`},
-	}
-	for _, c := range cases {
-		_, err := host.Parse("ops.yaml", []byte(c.yaml), host.LoadOptions{})
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "ops.yaml") {
-			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
-		}
-	}
-}
-
 func TestLoadErrorsFromAdapter(t *testing.T) {
 	yaml := `
 adapters:
@@ -450,11 +428,11 @@ func TestRelativeAdapterCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join("conf", "ops.yaml"), []byte(ops), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := host.LoadFile(filepath.Join("conf", "ops.yaml"), host.LoadOptions{})
+	cat, err := opsfile.LoadFile(filepath.Join("conf", "ops.yaml"), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := cat.AdapterSpec("acme", nil)
+	spec, err := host.AdapterSpecOf(cat, "acme", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,11 +446,11 @@ func TestRelativeAdapterCommand(t *testing.T) {
 func TestModesOf(t *testing.T) {
 	for _, c := range []struct {
 		adapter []sdk.Mode
-		want    []host.Mode
+		want    []opsfile.Mode
 	}{
-		{[]sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, []host.Mode{host.ModeUnary, host.ModeWindow, host.ModeSession, host.ModeAsyncJob}},
-		{[]sdk.Mode{sdk.ModeUnary}, []host.Mode{host.ModeUnary, host.ModeAsyncJob}},
-		{[]sdk.Mode{sdk.ModeWindow}, []host.Mode{host.ModeWindow, host.ModeSession, host.ModeAsyncJob}},
+		{[]sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, []opsfile.Mode{opsfile.ModeUnary, opsfile.ModeWindow, opsfile.ModeSession, opsfile.ModeAsyncJob}},
+		{[]sdk.Mode{sdk.ModeUnary}, []opsfile.Mode{opsfile.ModeUnary, opsfile.ModeAsyncJob}},
+		{[]sdk.Mode{sdk.ModeWindow}, []opsfile.Mode{opsfile.ModeWindow, opsfile.ModeSession, opsfile.ModeAsyncJob}},
 		{nil, nil},
 	} {
 		if got := host.ModesOf(c.adapter); !slices.Equal(got, c.want) {

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
@@ -82,8 +84,8 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 		return h.storeError("job", "", err), ""
 	}
 	return structured(map[string]any{
-		"job_id": job.ID, "status": job.Status, "status_tool": op.Family.Names[RoleStatus],
-		"result_tool": op.Family.Names[RoleResult], "cancel_tool": op.Family.Names[RoleCancel],
+		"job_id": job.ID, "status": job.Status, "status_tool": op.Family.Names[opsfile.RoleStatus],
+		"result_tool": op.Family.Names[opsfile.RoleResult], "cancel_tool": op.Family.Names[opsfile.RoleCancel],
 	}), job.ID
 }
 
@@ -100,7 +102,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	slot = joinRelease(slot, run.leave)
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
-		MaxRuntime: op.Timeout, Retention: ms(op.Family.Job.RetentionMS), Owned: true,
+		MaxRuntime: op.Timeout, Retention: op.Family.Job.Retention(), Owned: true,
 		Quota:    store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
 		Retained: h.quotas.retained(),
 	})
@@ -249,14 +251,14 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		return start, nil
 	}
 	doc := resultDoc(start)
-	statusArgs, err := buildArguments(j.StatusArguments, j.statusArgs, doc)
+	statusArgs, err := buildArguments(j.StatusArguments, j.Paths.StatusArguments, doc)
 	if err != nil {
 		return errorResult("job.status_arguments: " + err.Error()), doc
 	}
 	statusOp, _ := h.op(j.StatusOperation)
 	failures, polls := 0, 0
 	for {
-		t := time.NewTimer(ms(j.PollIntervalMS))
+		t := time.NewTimer(j.PollInterval())
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -277,21 +279,21 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		failures = 0
 		sdoc := resultDoc(r)
 		progress := map[string]any{"polls": polls}
-		if v, ok := selectFirst(j.status, sdoc); ok {
+		if v, ok := jsonpath.First(j.Paths.Status, sdoc); ok {
 			progress["status"] = v
 		}
-		if v, ok := selectFirst(j.progress, sdoc); ok {
+		if v, ok := jsonpath.First(j.Paths.Progress, sdoc); ok {
 			progress["progress"] = v
 		}
-		if v, ok := selectFirst(j.done, sdoc); !ok || !truthy(v) {
+		if v, ok := jsonpath.First(j.Paths.Done, sdoc); !ok || !jsonpath.Truthy(v) {
 			h.recordJobProgress(ctx, id, progress)
 			continue
 		}
-		if v, ok := selectFirst(j.errPath, sdoc); ok && v != nil && v != "" && v != false {
-			return errorResult(h.redact.String("the upstream job failed: " + scalarText(v))), doc
+		if v, ok := jsonpath.First(j.Paths.Error, sdoc); ok && v != nil && v != "" && v != false {
+			return errorResult(h.redact.String("the upstream job failed: " + jsonpath.Text(v))), doc
 		}
-		if v, ok := selectFirst(j.result, sdoc); ok {
-			return h.successResult(&sdk.Result{Structured: encodeJSON(v)}), doc
+		if v, ok := jsonpath.First(j.Paths.Result, sdoc); ok {
+			return h.successResult(&sdk.Result{Structured: jsonpath.Encode(v)}), doc
 		}
 		return r, doc
 	}
@@ -300,7 +302,7 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 // cancelUpstreamJob calls the job's cancel_operation.
 func (h *Host) cancelUpstreamJob(op *boundOp, req CallRequest, startDoc any, log *zap.Logger) {
 	j := op.Family.Job
-	args, err := buildArguments(j.CancelArguments, j.cancelArgs, startDoc)
+	args, err := buildArguments(j.CancelArguments, j.Paths.CancelArguments, startDoc)
 	if err != nil {
 		log.Warn("upstream job not cancelled", zap.String("field", "job.cancel_arguments"), zap.String("error", h.redact.String(err.Error())))
 		return
@@ -319,7 +321,7 @@ func resultDoc(r *Result) any {
 	if len(raw) == 0 {
 		raw = []byte(r.Text)
 	}
-	if v, err := decodeJSON(raw); err == nil {
+	if v, err := jsonpath.Decode(raw); err == nil {
 		return v
 	}
 	return r.Text

@@ -15,6 +15,9 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -107,7 +110,7 @@ func newOverrideHost(t *testing.T, ops string, opts ...func(*host.Options)) (*ho
 	}
 	yaml := "adapters:\n  rest: {command: " + exe + ", env: {CRANK_HOST_TEST_ADAPTER: rest}}\n" +
 		strings.NewReplacer("DOC", filepath.Join(dir, "events.yaml"), "UPSTREAM", up.URL).Replace(ops)
-	cat, err := host.Parse(filepath.Join(dir, "ops.yaml"), []byte(yaml), host.LoadOptions{})
+	cat, err := opsfile.Parse(filepath.Join(dir, "ops.yaml"), []byte(yaml), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +120,9 @@ func newOverrideHost(t *testing.T, ops string, opts ...func(*host.Options)) (*ho
 			sup.Close()
 		}
 	})
-	o := host.Options{Catalog: cat, Adapter: func(name string) (*host.Supervisor, error) {
+	o := host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		if sup == nil {
-			spec, err := cat.AdapterSpec(name, nil)
+			spec, err := host.AdapterSpecOf(cat, name, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -183,7 +186,7 @@ func TestExpandedToolOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := map[string]*host.Operation{}
+	ops := map[string]*opsfile.Operation{}
 	var names []string
 	for _, op := range h.Operations() {
 		ops[op.Name] = op
@@ -194,22 +197,22 @@ func TestExpandedToolOverrides(t *testing.T) {
 	}
 
 	w := ops["watch"]
-	if w.Mode != host.ModeWindow || w.Execution == nil || w.Execution.TransportBehavior != host.ServerStream ||
+	if w.Mode != opsfile.ModeWindow || w.Execution == nil || w.Execution.TransportBehavior != window.ServerStream ||
 		w.Execution.Limits.MaxItems != 3 || w.Execution.Limits.WindowDurationMS != 20000 ||
-		w.Execution.Limits.MaxBytes != 1<<20 || w.Execution.Aggregation.Mode != host.AggRawItems ||
+		w.Execution.Limits.MaxBytes != 1<<20 || w.Execution.Aggregation.Mode != window.AggRawItems ||
 		w.Timeout != 25*time.Second {
 		t.Errorf("watch: mode %s timeout %s execution %+v", w.Mode, w.Timeout, w.Execution)
 	}
-	if p := ops["getPet"]; p.Mode != host.ModeUnary || p.Execution != nil || p.Timeout != 2*time.Second || len(p.OutputSchema) == 0 {
+	if p := ops["getPet"]; p.Mode != opsfile.ModeUnary || p.Execution != nil || p.Timeout != 2*time.Second || len(p.OutputSchema) == 0 {
 		t.Errorf("getPet: mode %s timeout %s output %s", p.Mode, p.Timeout, p.OutputSchema)
 	}
-	if d := ops["watch_default"]; d.Mode != host.ModeWindow || d.Execution == nil || d.Execution.Limits.MaxItems != 1000 {
+	if d := ops["watch_default"]; d.Mode != opsfile.ModeWindow || d.Execution == nil || d.Execution.Limits.MaxItems != 1000 {
 		t.Errorf("watch_default: mode %s execution %+v", d.Mode, d.Execution)
 	}
 	if x := ops["win_watchEvents"]; x.Execution == nil || x.Execution.Limits.MaxItems != 2 || x.Execution.Aggregation.SampleSize != 2 {
 		t.Errorf("win_watchEvents: execution %+v", x.Execution)
 	}
-	if g := ops["win_getPet"]; g.Mode != host.ModeUnary || g.Execution != nil || g.Timeout != 10*time.Second+5*time.Second {
+	if g := ops["win_getPet"]; g.Mode != opsfile.ModeUnary || g.Execution != nil || g.Timeout != 10*time.Second+5*time.Second {
 		t.Errorf("win_getPet: mode %s timeout %s", g.Mode, g.Timeout)
 	}
 	if res := call(t, h, "win_getPet", `{"id": 4}`); res.IsError || string(res.Structured) != `{"id":4}` {
@@ -267,7 +270,7 @@ func TestExpandedToolOverrides(t *testing.T) {
 	if err := json.Unmarshal(res.Structured, &win); res.IsError || err != nil || len(win.Items) != 3 || win.EndReason != "max_items" {
 		t.Fatalf("watch: %s", res.Text)
 	}
-	if u := win.Items[0]["user"].(map[string]any); u["email"] != host.Redacted {
+	if u := win.Items[0]["user"].(map[string]any); u["email"] != redact.Mark {
 		t.Errorf("item not redacted: %v", win.Items[0])
 	}
 	var v any

@@ -12,6 +12,7 @@ import (
 
 	"github.com/yosida95/uritemplate/v3"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
@@ -64,7 +65,7 @@ type pubKey struct {
 
 // publications turns what an adapter published for entry into the
 // host's, checking each.
-func publications(entry *Operation, sup *Supervisor, pub *sdk.Published) ([]*Publication, error) {
+func publications(entry *opsfile.Operation, sup *Supervisor, pub *sdk.Published) ([]*Publication, error) {
 	if pub == nil {
 		return nil, nil
 	}
@@ -91,7 +92,7 @@ func publications(entry *Operation, sup *Supervisor, pub *sdk.Published) ([]*Pub
 	return out, nil
 }
 
-func publication(entry *Operation, sup *Supervisor, kind PublicationKind, p sdk.Publication) (*Publication, error) {
+func publication(entry *opsfile.Operation, sup *Supervisor, kind PublicationKind, p sdk.Publication) (*Publication, error) {
 	var def struct {
 		URI         string `json:"uri"`
 		URITemplate string `json:"uriTemplate"`
@@ -118,11 +119,11 @@ func publication(entry *Operation, sup *Supervisor, kind PublicationKind, p sdk.
 		}
 	case KindPrompt:
 		x.Key = def.Name
-		if !toolNameRE.MatchString(def.Name) {
+		if !opsfile.ValidToolName(def.Name) {
 			return nil, fmt.Errorf("prompt name %q: use 1 to 128 letters, digits, '_', '-' or '.'", def.Name)
 		}
 	}
-	if err := entry.derivedReach(p.Config, sup); err != nil { // reach.go
+	if err := entry.DerivedReach(p.Config, sup.Description().ConfigSchema); err != nil {
 		return nil, fmt.Errorf("%s %q: %w", kind, x.Key, err)
 	}
 	op := *entry

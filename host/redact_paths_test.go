@@ -18,6 +18,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/redact/redacttest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -222,7 +225,7 @@ func newEchoFixture(t *testing.T) *echoFixture {
 		"{env.HOOK_URL}": up.URL + "/hook/" + echoHook + "?sig=" + echoSig,
 	}
 	ops := strings.NewReplacer("UPSTREAM", up.URL, "UPHOST", strings.TrimPrefix(up.URL, "http://")).Replace(fmt.Sprintf(echoOps, exe))
-	cat, err := host.Parse("ops.yaml", []byte(ops), host.LoadOptions{Expand: func(s string) string {
+	cat, err := opsfile.Parse("ops.yaml", []byte(ops), opsfile.LoadOptions{Expand: func(s string) string {
 		for k, v := range env {
 			s = strings.ReplaceAll(s, k, v)
 		}
@@ -233,7 +236,7 @@ func newEchoFixture(t *testing.T) *echoFixture {
 	}
 	_, st := storetest.Embedded(t)
 	core, logs := observer.New(zap.DebugLevel)
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Logger: zap.New(core), Audit: zap.New(core),
+	h, err := host.New(context.Background(), host.Options{File: cat, Store: st, Logger: zap.New(core), Audit: zap.New(core),
 		Adapter: oneSupervisor(t, cat, zap.New(core))})
 	if err != nil {
 		t.Fatal(err)
@@ -243,14 +246,14 @@ func newEchoFixture(t *testing.T) *echoFixture {
 
 // oneSupervisor binds every adapter a catalog names to one supervisor, of
 // the first adapter asked for.
-func oneSupervisor(t *testing.T, cat *host.Catalog, log *zap.Logger) func(string) (*host.Supervisor, error) {
+func oneSupervisor(t *testing.T, cat *opsfile.File, log *zap.Logger) func(string) (*host.Supervisor, error) {
 	var mu sync.Mutex
 	var sup *host.Supervisor
 	return func(name string) (*host.Supervisor, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if sup == nil {
-			spec, err := cat.AdapterSpec(name, nil)
+			spec, err := host.AdapterSpecOf(cat, name, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -281,14 +284,14 @@ func (f *echoFixture) call(t *testing.T, tool, args string) *host.Result {
 func echoLeaks() []string {
 	var out []string
 	for _, s := range []string{echoToken, echoKey, echoUser, echoPass, echoHook, echoSig} {
-		for _, e := range encodings(s) {
+		for _, e := range redacttest.Encodings(s) {
 			out = append(out, e)
 		}
 	}
 	out = append(out,
-		base64Run(base64.StdEncoding, "Bearer ", echoToken, ""),
+		redacttest.Base64Run(base64.StdEncoding, "Bearer ", echoToken, ""),
 		base64.StdEncoding.EncodeToString([]byte(echoUser+":"+echoPass)),
-		base64Run(base64.StdEncoding, echoUser+":", echoPass, ""))
+		redacttest.Base64Run(base64.StdEncoding, echoUser+":", echoPass, ""))
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -308,7 +311,7 @@ func noLeak(t *testing.T, channel, text string) {
 // channel that never saw the secret proves nothing.
 func mustEcho(t *testing.T, channel, text string) {
 	t.Helper()
-	if !strings.Contains(text, "denied") || !strings.Contains(text, host.Redacted) {
+	if !strings.Contains(text, "denied") || !strings.Contains(text, redact.Mark) {
 		t.Errorf("%s: want the redacted echo, got:\n%s", channel, text)
 	}
 	noLeak(t, channel, text)

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
@@ -34,7 +35,7 @@ import (
 // templates and prompts (published.go).
 type toolTable struct {
 	ops  map[string]*boundOp
-	list []*Operation
+	list []*opsfile.Operation
 	pubs []*Publication
 	// pubIndex indexes pubs.
 	pubIndex map[pubKey]*Publication
@@ -62,7 +63,7 @@ func (t *toolTable) addPublications(pubs []*Publication) error {
 
 // entryTools is one operations-file entry and the tools it stands for.
 type entryTools struct {
-	entry    *Operation
+	entry    *opsfile.Operation
 	sup      *Supervisor
 	expanded bool // the adapter expanded it (Capabilities.Expand)
 	// publishes: the adapter publishes resources or prompts
@@ -142,9 +143,9 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		}
 	}
 	var names []string
-	var added []*Operation
+	var added []*opsfile.Operation
 	for _, x := range bound {
-		if x.Mode == ModeWindow {
+		if x.Mode == opsfile.ModeWindow {
 			op, err := prepareWindow(x.Operation)
 			if err != nil {
 				return false, fmt.Errorf("tool %q of entry %q: input_schema: %v", x.Name, entry, err)
@@ -194,7 +195,7 @@ func (h *Host) entryOf(name string) string {
 
 // sameTools reports whether the tools added publish exactly what the
 // tools named had in old.
-func sameTools(old *toolTable, had []string, added []*Operation) bool {
+func sameTools(old *toolTable, had []string, added []*opsfile.Operation) bool {
 	if len(had) != len(added) {
 		return false
 	}
@@ -216,12 +217,12 @@ func samePublications(a, b []*Publication) bool {
 }
 
 // published is what clients see of a tool, for comparison.
-func published(op *Operation) []byte {
+func published(op *opsfile.Operation) []byte {
 	b, _ := json.Marshal(struct {
 		Name, Title, Description string
 		In, Out                  json.RawMessage
-		Annotations              *Annotations
-		Mode                     Mode
+		Annotations              *opsfile.Annotations
+		Mode                     opsfile.Mode
 		Meta                     map[string]any
 		Config                   json.RawMessage
 	}{op.Name, op.Title, op.Description, op.InputSchema, op.OutputSchema, op.Annotations, op.Mode, op.ToolMeta(), op.Config})

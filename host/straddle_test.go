@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -151,14 +153,14 @@ func newStraddleFixture(t *testing.T) *straddleFixture {
 		})
 	})
 	ops := strings.ReplaceAll(fmt.Sprintf(straddleOps, exe, straddleCut), "UPSTREAM", up.URL)
-	cat, err := host.Parse("ops.yaml", []byte(ops), host.LoadOptions{Expand: func(s string) string {
+	cat, err := opsfile.Parse("ops.yaml", []byte(ops), opsfile.LoadOptions{Expand: func(s string) string {
 		return strings.ReplaceAll(s, "{env.STRADDLE}", straddleSecret)
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, st := storetest.Embedded(t)
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Store: st, Logger: zap.NewNop(),
+	h, err := host.New(context.Background(), host.Options{File: cat, Store: st, Logger: zap.NewNop(),
 		Adapter: oneSupervisor(t, cat, zap.NewNop())})
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +193,8 @@ func (f *straddleFixture) call(t *testing.T, tool string, args any) (*host.Resul
 // in text ("" for none): the padding is dots, so no such run is the
 // client's own.
 func straddleLeak(text string) string {
-	for i := 0; i+host.MinSecretLength <= len(straddleSecret); i++ {
-		if run := straddleSecret[i : i+host.MinSecretLength]; strings.Contains(text, run) {
+	for i := 0; i+redact.MinSecretLength <= len(straddleSecret); i++ {
+		if run := straddleSecret[i : i+redact.MinSecretLength]; strings.Contains(text, run) {
 			return run
 		}
 	}
@@ -202,7 +204,7 @@ func straddleLeak(text string) string {
 // echoed is what of the echo with pad dots must reach the client: the
 // padding, then what max_field_length leaves of the redaction mark.
 func echoed(pad int) string {
-	s := strings.Repeat(".", pad) + host.Redacted
+	s := strings.Repeat(".", pad) + redact.Mark
 	return s[:min(len(s), straddleCut)]
 }
 
@@ -288,7 +290,7 @@ func TestRedactionBeforeTruncation(t *testing.T) {
 			check(t, at, "result text", res.Text)
 			check(t, at, "structuredContent", string(res.Structured))
 			check(t, at, "progress", progress)
-			if joined := strings.ReplaceAll(progress, "\n", ""); joined != "..."+host.Redacted {
+			if joined := strings.ReplaceAll(progress, "\n", ""); joined != "..."+redact.Mark {
 				t.Errorf("split at %d: the progress messages join to %q", at, joined)
 			}
 		}

@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
-	"go.uber.org/zap"
 )
 
 // StreamSessionStore keeps the stream sessions of session operations: what
@@ -71,8 +74,8 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	slot = joinRelease(slot, run.leave)
 	ss, err := h.store.CreateStreamSession(ctx, store.NewStreamSession{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name, Protocol: op.Adapter,
-		Mode:        string(ModeSession),
-		IdleTimeout: ms(l.IdleTimeoutMS), MaxLifetime: ms(l.MaxSessionLifetimeMS),
+		Mode:        string(opsfile.ModeSession),
+		IdleTimeout: l.Idle(), MaxLifetime: l.Lifetime(),
 		MaxItems: l.MaxItems, MaxBytes: l.MaxBytes, Owned: true,
 		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
 	})
@@ -98,7 +101,7 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 	return structured(map[string]any{
 		"session_id": ss.ID, "status": ss.Status, "expires_at": ss.ExpiresAt,
 		"idle_timeout_ms": l.IdleTimeoutMS, "max_session_lifetime_ms": l.MaxSessionLifetimeMS,
-		"poll_tool": op.Family.Names[RolePoll], "stop_tool": op.Family.Names[RoleStop],
+		"poll_tool": op.Family.Names[opsfile.RolePoll], "stop_tool": op.Family.Names[opsfile.RoleStop],
 	}), ss.ID
 }
 
@@ -181,14 +184,15 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	rop.Operation = &rdef
 	w := &streamSessionWriter{h: h, ctx: ctx, cancel: cancel, id: ss.ID, space: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
 	rs := h.redactorsOf(req)
-	col := newCollector(&ex, rs, "", 0, nil)
-	col.sink = func(raw []byte) bool { return w.add(rs.JSON(raw)) }
-	col.onGap = func() { w.gaps.Add(1) }
+	col := window.NewCollector(&ex, window.Options{Redact: rs,
+		Sink:  func(raw []byte) bool { return w.add(rs.JSON(raw)) },
+		OnGap: func() { w.gaps.Add(1) }})
 
 	end, failure := h.readAcrossAdapterRestarts(ctx, &rop, req, args, lifeEnd, col)
 	w.wait()
 
-	state := streamSessionState{Gaps: col.nGaps, GapReasons: col.gaps, Received: col.stats.Received}
+	reasons, gaps := col.Gaps()
+	state := streamSessionState{Gaps: gaps, GapReasons: reasons, Received: col.Stats().Received}
 	status := store.StreamSessionCompleted
 	var errJSON json.RawMessage
 	var panicked *runnerPanic
@@ -229,40 +233,40 @@ const (
 // readAcrossAdapterRestarts is readUpstream, resumed from the session's
 // cursor when the adapter process was lost (it exited or was restarted
 // meanwhile) rather than the upstream failing.
-func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
+func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
 	for attempt := 0; ; attempt++ {
 		starts := op.sup.Starts()
 		end, failure := h.readUpstream(ctx, op, req, args, deadline, col)
 		// The stream may end before the supervisor sees the process
 		// exit: describeCallError names a lost connection as such.
-		lost := end == endUpstreamError && ctx.Err() == nil &&
+		lost := end == window.EndUpstreamError && ctx.Err() == nil &&
 			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure, adapterStoppedDuringCall))
 		if !lost || attempt == sessionAdapterRestarts {
 			return end, failure
 		}
 		h.log.Warn("session reader lost its adapter; resuming from its cursor", zap.String("adapter", op.Adapter),
-			zap.String("tool", op.Name), zap.String("cursor", col.cursor))
-		col.gap("the adapter process stopped; the stream was reopened from the last cursor")
+			zap.String("tool", op.Name), zap.String("cursor", col.Cursor()))
+		col.Gap("the adapter process stopped; the stream was reopened from the last cursor")
 		select {
 		case <-time.After(sessionAdapterBackoff << attempt):
 		case <-ctx.Done():
-			return endCancelled, ""
+			return window.EndCancelled, ""
 		}
 	}
 }
 
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
-func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *collector) (string, string) {
+func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return endUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
+		return window.EndUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
 	}
 	areq := adapterRequest(op, req, args, deadline)
-	if col.cursor != "" {
-		areq.Cursor = col.cursor // resuming after the adapter was lost
+	if col.Cursor() != "" {
+		areq.Cursor = col.Cursor() // resuming after the adapter was lost
 	}
-	if op.Execution.TransportBehavior == RequestResponse {
+	if op.Execution.TransportBehavior == window.RequestResponse {
 		return h.pollWindow(ctx, ctx, op, c, areq, col)
 	}
 	return h.streamWindow(ctx, ctx, op, c, areq, col)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapio"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
@@ -28,6 +29,26 @@ type AdapterSpec struct {
 	Args    []string
 	// Env is extra NAME=value environment for the process.
 	Env []string
+}
+
+// AdapterSpecOf returns how to run the named adapter of f: the file's
+// own declaration when it has one, otherwise builtin's answer (nil
+// builtin: no built-ins).
+func AdapterSpecOf(f *opsfile.File, name string, builtin func(name string) (AdapterSpec, bool)) (AdapterSpec, error) {
+	if d, ok := f.Adapters[name]; ok {
+		spec := AdapterSpec{Name: name, Command: d.Command, Args: d.Args}
+		for k, v := range d.Env {
+			spec.Env = append(spec.Env, k+"="+v)
+		}
+		slices.Sort(spec.Env)
+		return spec, nil
+	}
+	if builtin != nil {
+		if spec, ok := builtin(name); ok {
+			return spec, nil
+		}
+	}
+	return AdapterSpec{}, fmt.Errorf("no adapter named %q: declare it under adapters: in the operations file or use a built-in one", name)
 }
 
 // Key is the identity of the process the spec describes.

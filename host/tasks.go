@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -82,7 +83,7 @@ func (h *Host) task(job *store.AsyncJobHandle) *Task {
 		CreatedAt: job.CreatedAt, UpdatedAt: job.UpdatedAt, TTL: job.MaxRuntime + job.Retention,
 		PollInterval: taskPollInterval}
 	if op, ok := h.families[job.OperationID]; ok {
-		t.Tool = op.Family.Names[RoleStart]
+		t.Tool = op.Family.Names[opsfile.RoleStart]
 	}
 	if job.Status.Terminal() {
 		t.Progress = nil // a final task's status says all (see jobStatusView)
@@ -197,7 +198,7 @@ func (h *Host) ListTasks(ctx context.Context, scope Scope, after string, limit i
 
 // taskRoles are the family roles of the task methods, for the audit.
 var taskRoles = map[string]string{
-	"tasks/get": RoleStatus, "tasks/result": RoleResult, "tasks/cancel": RoleCancel, "tasks/list": "list",
+	"tasks/get": opsfile.RoleStatus, "tasks/result": opsfile.RoleResult, "tasks/cancel": opsfile.RoleCancel, "tasks/list": "list",
 }
 
 // AuditTask writes the audit record of one task request (tasks/get,

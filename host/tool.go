@@ -1,5 +1,7 @@
 package host
 
+import "github.com/crankmcp/crank/host/opsfile"
+
 // Tool is a tool name resolved against the tools a host serves, once
 // (Host.Tool): what a call hands to Call and StartTask, so that the host
 // does not look the name up again. A Tool the host does not serve keeps
@@ -25,7 +27,7 @@ func (t Tool) Name() string { return t.name }
 
 // Operation is the tool as the host publishes it (a family tool's own
 // role and schemas); nil for a tool the host does not serve.
-func (t Tool) Operation() *Operation {
+func (t Tool) Operation() *opsfile.Operation {
 	if t.b == nil {
 		return nil
 	}
@@ -36,7 +38,7 @@ func (t Tool) Operation() *Operation {
 // it: the tool's own, or, for a tool of a session or async_job family
 // ({name}_start, _poll, _status, …), the family's operation, whose Name
 // is the operation's. nil for a tool the host does not serve.
-func (t Tool) Base() *Operation {
+func (t Tool) Base() *opsfile.Operation {
 	switch {
 	case t.b == nil:
 		return nil
@@ -50,11 +52,11 @@ func (t Tool) Base() *Operation {
 // operation's (a unary or window tool, a family's start tool), as
 // opposed to a family tool's own (a session or job id).
 func (t Tool) CarriesArguments() bool {
-	return t.b != nil && (t.b.Role == "" || t.b.Role == RoleStart)
+	return t.b != nil && (t.b.Role == "" || t.b.Role == opsfile.RoleStart)
 }
 
 // AcceptsTasks reports whether the tool accepts task-augmented calls:
 // the start tool of an async_job family.
 func (t Tool) AcceptsTasks() bool {
-	return t.b != nil && t.b.Role == RoleStart && t.b.Mode == ModeAsyncJob
+	return t.b != nil && t.b.Role == opsfile.RoleStart && t.b.Mode == opsfile.ModeAsyncJob
 }

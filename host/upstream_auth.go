@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
 
@@ -34,63 +36,6 @@ import (
 // The caller's own token (CallRequest.SubjectToken) never reaches an
 // adapter. The upstream token does, in the config of this one call only;
 // it is redacted from the call's result like a configured secret.
-
-// UpstreamTokenPlaceholder is where an operation's config takes the token
-// its upstream_auth obtains.
-const UpstreamTokenPlaceholder = "{crank.upstream_token}"
-
-// parseUpstreamAuth checks an operation's upstream_auth, expands its
-// placeholders (the client secret is a secret) and checks that the config
-// uses the token, and that a config using it has an upstream_auth.
-func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(string) string, secrets map[string]bool,
-	fail func(ptr, format string, args ...any)) {
-	uses := bytes.Contains(op.Config, []byte(UpstreamTokenPlaceholder))
-	if cfg == nil {
-		if uses {
-			fail("/config", "uses %s but the operation has no upstream_auth to obtain it", UpstreamTokenPlaceholder)
-		}
-		return
-	}
-	c := *cfg
-	if a := op.allow; a != nil {
-		for _, f := range []struct{ field, v string }{{"token_endpoint", c.TokenEndpoint}, {"client_id", c.ClientID},
-			{"client_secret", c.ClientSecret}, {"audience", c.Audience}, {"resource", c.Resource}} {
-			if ph := a.refusedPlaceholder(f.v); ph != "" {
-				fail("/upstream_auth/"+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
-			}
-		}
-	}
-	c.TokenEndpoint, _ = expandString(c.TokenEndpoint, expand, nil)
-	c.ClientID, _ = expandString(c.ClientID, expand, nil)
-	c.Audience, _ = expandString(c.Audience, expand, nil)
-	c.Resource, _ = expandString(c.Resource, expand, nil)
-	if c.ClientSecret != "" {
-		c.ClientSecret = expand(c.ClientSecret)
-		addSecret(secrets, c.ClientSecret)
-		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
-	}
-	if err := c.Check(); err != nil {
-		fail("/upstream_auth/"+authFieldOf(err), "%v", err)
-		return
-	}
-	if !uses {
-		fail("/upstream_auth", "the config never uses %s: put it where the upstream expects its token, e.g. headers: {Authorization: \"Bearer %s\"}",
-			UpstreamTokenPlaceholder, UpstreamTokenPlaceholder)
-		return
-	}
-	op.UpstreamAuth = &c
-}
-
-// authFieldOf is the field an auth config error starts with ("grant: ...").
-func authFieldOf(err error) string {
-	msg := err.Error()
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == ':' {
-			return msg[:i]
-		}
-	}
-	return msg
-}
 
 // upstreamSources are the token sources of a host's upstream_auth
 // configs, one per distinct config, so operations of one upstream share
@@ -121,7 +66,7 @@ func (s *upstreamSources) of(cfg *auth.UpstreamConfig) (*auth.Upstream, error) {
 // upstreamCredential is the upstream token of one call.
 type upstreamCredential struct {
 	token    string
-	redactor *Redactor
+	redactor *redact.Redactor
 }
 
 // obtainUpstreamToken sets req.upstream for a call of an operation with
@@ -131,7 +76,7 @@ type upstreamCredential struct {
 func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRequest) *Result {
 	base := op
 	if op.base != nil {
-		if op.Role != RoleStart {
+		if op.Role != opsfile.RoleStart {
 			return nil
 		}
 		base = op.base
@@ -143,7 +88,7 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 	if err == nil {
 		var tok string
 		if tok, err = src.Token(ctx, req.SubjectToken); err == nil {
-			req.upstream = &upstreamCredential{token: tok, redactor: NewRedactor([]string{tok})}
+			req.upstream = &upstreamCredential{token: tok, redactor: redact.New([]string{tok})}
 			return nil
 		}
 	}
@@ -163,7 +108,7 @@ func (c *upstreamCredential) operation(op sdk.Operation) sdk.Operation {
 		return op
 	}
 	quoted, _ := json.Marshal(c.token)
-	op.Config = bytes.ReplaceAll(op.Config, []byte(UpstreamTokenPlaceholder), quoted[1:len(quoted)-1])
+	op.Config = bytes.ReplaceAll(op.Config, []byte(opsfile.UpstreamTokenPlaceholder), quoted[1:len(quoted)-1])
 	return op
 }
 

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,22 +11,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
-)
-
-// Why a window ended (the result's end_reason).
-const (
-	endWindowDuration  = "window_duration"
-	endMaxItems        = "max_items"
-	endMaxBytes        = "max_bytes"
-	endUpstreamTimeout = "upstream_timeout"
-	endIdleTimeout     = "idle_timeout"
-	endDone            = "done"
-	endUpstreamEnd     = "upstream_end"
-	endUpstreamError   = "upstream_error"
-	endCancelled       = "cancelled"
 )
 
 // Cancellation causes of a window's upstream call.
@@ -56,35 +46,18 @@ type ProgressChunk struct {
 	Progress, Total float64
 }
 
-// windowResult is a window's structuredContent.
-type windowResult struct {
-	Items          []json.RawMessage `json:"items"`
-	Summary        any               `json:"summary"`
-	Stats          windowStats       `json:"stats"`
-	Truncated      bool              `json:"truncated"`
-	WindowComplete bool              `json:"window_complete"`
-	HasMore        bool              `json:"has_more"`
-	Cursor         string            `json:"cursor,omitempty"`
-	EndReason      string            `json:"end_reason"`
-	Status         json.RawMessage   `json:"status,omitempty"`
-	Gaps           []string          `json:"gaps,omitempty"`
-	Error          string            `json:"error,omitempty"`
-}
-
 // prepareWindow returns a copy of a window operation with its cursor
-// argument and its output schema; the catalog's entry is left as written.
-func prepareWindow(op *Operation) (*Operation, error) {
-	in, err := windowInputSchema(op.InputSchema)
-	if err != nil {
-		return nil, err
-	}
-	in, resolved, err := compileInputSchema(in)
+// argument and its output schema; the entry is left as written.
+func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
+	in, err := window.InputSchema(op.InputSchema)
 	if err != nil {
 		return nil, err
 	}
 	cp := *op
-	cp.InputSchema, cp.input = in, resolved
-	cp.OutputSchema = windowOutputSchema(op.Execution)
+	if err := cp.SetInputSchema(in); err != nil {
+		return nil, err
+	}
+	cp.OutputSchema = window.OutputSchema(op.Execution)
 	return &cp, nil
 }
 
@@ -120,44 +93,44 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	// see: the host decides when it ended and why.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)
-	windowTimer := time.AfterFunc(ex.Window(), func() { wcancel(errWindowElapsed) })
+	windowTimer := time.AfterFunc(ex.Limits.Window(), func() { wcancel(errWindowElapsed) })
 	defer windowTimer.Stop()
-	deadline := start.Add(ex.Window())
+	deadline := start.Add(ex.Limits.Window())
 
 	rs := h.redactorsOf(req)
 	var progress func(string)
 	if req.Progress != nil {
 		progress = func(chunk string) { req.Progress(ctx, ProgressChunk{Message: rs.String(chunk)}) }
 	}
-	col := newCollector(ex, rs, from.Cursor, from.Skip, progress)
+	col := window.NewCollector(ex, window.Options{Redact: rs, From: from, Progress: progress})
 
 	areq := adapterRequest(op, req, args, deadline)
 	areq.Cursor = from.Cursor
 	var end, failure string
-	if ex.TransportBehavior == RequestResponse {
+	if ex.TransportBehavior == window.RequestResponse {
 		end, failure = h.pollWindow(ctx, wctx, op, c, areq, col)
 	} else {
 		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
-	col.finish()
-	cursor := sealWindowCursor(key, req.WorkspaceID, op.Name, col.resultCursor())
+	col.Finish()
+	cursor := sealWindowCursor(key, req.WorkspaceID, op.Name, col.Next())
 	return h.windowResult(op, col, cursor, end, failure, time.Since(start))
 }
 
 // takeCursor removes the cursor argument from the arguments sent upstream.
 func takeCursor(args json.RawMessage) (string, json.RawMessage, error) {
-	if !strings.Contains(string(args), `"`+cursorArgument+`"`) {
+	if !strings.Contains(string(args), `"`+window.CursorArgument+`"`) {
 		return "", args, nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(args, &m); err != nil {
 		return "", nil, err
 	}
-	raw, ok := m[cursorArgument]
+	raw, ok := m[window.CursorArgument]
 	if !ok {
 		return "", args, nil
 	}
-	delete(m, cursorArgument)
+	delete(m, window.CursorArgument)
 	var c string
 	if string(raw) != "null" {
 		if err := json.Unmarshal(raw, &c); err != nil {
@@ -174,16 +147,16 @@ func takeCursor(args json.RawMessage) (string, json.RawMessage, error) {
 // streamWindow reads the adapter's Stream until a limit, the upstream or
 // the caller ends it.
 func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
-	areq *sdk.Request, col *collector) (string, string) {
+	areq *sdk.Request, col *window.Collector) (string, string) {
 	sctx, cancel := context.WithCancelCause(wctx)
 	defer cancel(nil)
-	idle := ms(op.Execution.Limits.IdleTimeoutMS)
+	idle := op.Execution.Limits.Idle()
 	var idleTimer *time.Timer
 	if idle > 0 {
 		idleTimer = time.AfterFunc(idle, func() { cancel(errIdle) })
 		defer idleTimer.Stop()
 	}
-	if op.Mode == ModeSession || op.Mode == ModeAsyncJob {
+	if op.Mode == opsfile.ModeSession || op.Mode == opsfile.ModeAsyncJob {
 		// Read for long: the client carries it on the adapter's shared
 		// Streams call, and the adapter still sees a window.
 		areq.Operation.Mode = sdkMode(op.Mode)
@@ -197,7 +170,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 		var ue *sdk.UpstreamError
 		switch {
 		case errors.Is(err, io.EOF):
-			return endUpstreamEnd, ""
+			return window.EndUpstreamEnd, ""
 		case errors.As(err, &ue):
 			return h.upstreamFailed(ctx, sctx, op, ue)
 		case err != nil:
@@ -212,17 +185,17 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 			if cur == "" {
 				cur = ev.Item.ID
 			}
-			if col.add(ev.Item.Data, cur) {
+			if col.Add(ev.Item.Data, cur) {
 				// Early cut-off: cancelling the call makes the adapter
 				// stop reading and close the upstream.
 				cancel(errLimit)
-				return col.end, ""
+				return col.End(), ""
 			}
 		case client.EventGap:
-			col.gap(h.redact.String(ev.Reason))
+			col.Gap(h.redact.String(ev.Reason))
 		case client.EventEnd:
-			col.advance(ev.Cursor)
-			return endUpstreamEnd, ""
+			col.Advance(ev.Cursor)
+			return window.EndUpstreamEnd, ""
 		}
 	}
 }
@@ -230,17 +203,17 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 // pollWindow polls the adapter's Invoke every poll_interval_ms, following
 // the cursor, until a limit, done_path or the caller ends it.
 func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
-	areq *sdk.Request, col *collector) (string, string) {
+	areq *sdk.Request, col *window.Collector) (string, string) {
 	ex := op.Execution
-	interval := ms(ex.Limits.PollIntervalMS)
-	idle := ms(ex.Limits.IdleTimeoutMS)
+	interval := ex.Limits.PollInterval()
+	idle := ex.Limits.Idle()
 	failures := 0
 	lastItem := time.Now()
 	for {
-		areq.Cursor = col.cursor
-		pctx, pcancel := context.WithTimeoutCause(wctx, ex.UpstreamTimeout()+time.Second, errUpstreamTimeout)
+		areq.Cursor = col.Cursor()
+		pctx, pcancel := context.WithTimeoutCause(wctx, ex.Limits.UpstreamTimeout()+time.Second, errUpstreamTimeout)
 		r, err := c.Invoke(pctx, areq)
-		col.stats.Polls++
+		col.Polled()
 		var ue *sdk.UpstreamError
 		if err != nil && !errors.As(err, &ue) {
 			end, failure := h.interrupted(ctx, pctx, op, err)
@@ -248,13 +221,13 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Clie
 			return end, failure
 		}
 		if ue != nil {
-			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != endUpstreamError || !ue.Retryable || failures >= maxPollRetries {
+			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != window.EndUpstreamError || !ue.Retryable || failures >= maxPollRetries {
 				pcancel()
 				return end, failure
 			}
 			pcancel()
 			failures++
-			col.stats.Retries++
+			col.Retried()
 			if end := waitWindow(ctx, wctx, min(interval<<failures, maxPollBackoff)); end != "" {
 				return end, ""
 			}
@@ -266,14 +239,14 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Clie
 		if len(doc) == 0 {
 			doc, _ = json.Marshal(r.Text)
 		}
-		received := col.stats.Received
-		if col.add(doc, "") {
-			return col.end, ""
+		received := col.Stats().Received
+		if col.Add(doc, "") {
+			return col.End(), ""
 		}
-		if col.stats.Received > received {
+		if col.Stats().Received > received {
 			lastItem = time.Now()
 		} else if idle > 0 && time.Since(lastItem) >= idle {
-			return endIdleTimeout, ""
+			return window.EndIdleTimeout, ""
 		}
 		if end := waitWindow(ctx, wctx, interval); end != "" {
 			return end, ""
@@ -290,9 +263,9 @@ func waitWindow(ctx, wctx context.Context, d time.Duration) string {
 		return ""
 	case <-wctx.Done():
 		if ctx.Err() != nil {
-			return endCancelled
+			return window.EndCancelled
 		}
-		return endWindowDuration
+		return window.EndWindowDuration
 	}
 }
 
@@ -305,11 +278,11 @@ func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error)
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return endUpstreamError, fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
+			return window.EndUpstreamError, fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
 		}
-		return endCancelled, ""
+		return window.EndCancelled, ""
 	}
-	return endUpstreamError, h.redact.String(h.describeCallError(ctx, op, err))
+	return window.EndUpstreamError, h.redact.String(h.describeCallError(ctx, op, err))
 }
 
 // hostCut returns the end reason when the host itself cut the upstream
@@ -317,11 +290,11 @@ func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error)
 func hostCut(callCtx context.Context) string {
 	switch cause := context.Cause(callCtx); {
 	case errors.Is(cause, errWindowElapsed):
-		return endWindowDuration
+		return window.EndWindowDuration
 	case errors.Is(cause, errIdle):
-		return endIdleTimeout
+		return window.EndIdleTimeout
 	case errors.Is(cause, errUpstreamTimeout):
-		return endUpstreamTimeout
+		return window.EndUpstreamTimeout
 	}
 	return ""
 }
@@ -336,89 +309,48 @@ func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk
 	}
 	switch ue.Kind {
 	case sdk.KindTimeout:
-		return endUpstreamTimeout, ""
+		return window.EndUpstreamTimeout, ""
 	case sdk.KindCancelled:
 		if ctx.Err() != nil {
-			return endCancelled, ""
+			return window.EndCancelled, ""
 		}
 	}
 	// A JSON body excerpt goes through redacted_paths too.
-	if body := ue.Body; body != "" && len(op.Execution.paths.redact) > 0 {
+	if body := ue.Body; body != "" && len(op.Execution.Paths.Redact) > 0 {
 		redacted := *ue
-		if v, err := decodeJSON([]byte(body)); err == nil {
-			v, _ = redactPaths(op.Execution.paths.redact, v)
-			redacted.Body = string(encodeJSON(v))
+		if v, err := jsonpath.Decode([]byte(body)); err == nil {
+			v, _ = jsonpath.Replace(op.Execution.Paths.Redact, v, redact.Mark)
+			redacted.Body = string(jsonpath.Encode(v))
 		} else {
 			redacted.Body = "(not shown: the excerpt is not JSON and the operation redacts paths)"
 		}
 		ue = &redacted
 	}
-	return endUpstreamError, h.redact.String(describeUpstreamError(ue))
-}
-
-// encodeResult renders a window result in a buffer sized for it up front
-// (the items' bytes plus room for the rest), so building a result of
-// max_bytes does not double its buffer.
-func encodeResult(r windowResult, itemBytes int64) []byte {
-	b := bytes.NewBuffer(make([]byte, 0, itemBytes+int64(len(r.Items))+16<<10))
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return []byte(`{"error":"the window result could not be encoded"}`)
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return window.EndUpstreamError, h.redact.String(describeUpstreamError(ue))
 }
 
 // windowResult builds the tool result of a window, whose cursor is
 // cursor (sealed).
-func (h *Host) windowResult(op *boundOp, col *collector, cursor, end, failure string, took time.Duration) *Result {
-	if col.end != "" && (end == "" || end == col.end) {
-		end = col.end
-	}
-	r := windowResult{
-		Items:     col.agg.items(),
-		Summary:   col.agg.summary(col),
-		Stats:     col.stats,
-		Cursor:    cursor,
-		EndReason: end,
-		Status:    col.status,
-		Gaps:      col.gaps,
-		Error:     failure,
-	}
-	if r.Items == nil {
-		r.Items = []json.RawMessage{}
-	}
-	r.Stats.Returned = len(r.Items)
-	r.Stats.DurationMS = took.Milliseconds()
-	switch end {
-	case endWindowDuration, endDone, endUpstreamEnd:
-		r.WindowComplete = true
-	}
-	r.HasMore = end != endDone && end != endUpstreamEnd
-	r.Truncated = end == endMaxItems || end == endMaxBytes || col.stats.SkippedOversize > 0 ||
-		col.stats.FieldsTruncated > 0 || col.nGaps > 0
-	if col.nGaps > len(col.gaps) {
-		r.Gaps = append(r.Gaps, fmt.Sprintf("... and %d more", col.nGaps-len(col.gaps)))
-	}
-
-	raw := h.redact.JSON(encodeResult(r, col.stats.Bytes))
+func (h *Host) windowResult(op *boundOp, col *window.Collector, cursor, end, failure string, took time.Duration) *Result {
+	r := col.Result(cursor, end, failure, took)
+	raw := h.redact.JSON(r.Encode())
 	res := &Result{Structured: raw, Text: string(raw)}
-	if ts, ok := r.Summary.(textSummary); ok && failure == "" {
-		res.Text = h.redact.String(ts.Text)
+	if text, ok := r.Text(); ok && failure == "" {
+		res.Text = h.redact.String(text)
 	}
 	if failure != "" {
 		res.IsError = true
 		res.Text = h.redact.String(failure)
-		if col.stats.Counted > 0 {
-			res.Text += fmt.Sprintf("\n(the window had collected %d items before the failure; structuredContent holds them)", col.stats.Counted)
+		if r.Stats.Counted > 0 {
+			res.Text += fmt.Sprintf("\n(the window had collected %d items before the failure; structuredContent holds them)", r.Stats.Counted)
 		}
 	}
-	telemetry.Window(op.Name, end, col.stats.Counted, col.stats.Bytes, r.Truncated)
-	if failure != "" && end == endCancelled {
+	telemetry.Window(op.Name, r.EndReason, r.Stats.Counted, r.Stats.Bytes, r.Truncated)
+	if failure != "" && r.EndReason == window.EndCancelled {
 		res.class = OutcomeCancelled
 	}
-	h.log.Info("window finished", zap.String("tool", op.Name), zap.String("end_reason", end),
-		zap.Int("received", col.stats.Received), zap.Int("counted", col.stats.Counted),
-		zap.Int64("bytes", col.stats.Bytes), zap.Duration("took", took), zap.Bool("error", res.IsError))
+	h.log.Info("window finished", zap.String("tool", op.Name), zap.String("end_reason", r.EndReason),
+		zap.Int("received", r.Stats.Received), zap.Int("counted", r.Stats.Counted),
+		zap.Int64("bytes", r.Stats.Bytes), zap.Duration("took", took), zap.Bool("error", res.IsError))
 	return res
 }

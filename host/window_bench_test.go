@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // maxWindowIterations bounds the windows one benchmark run may be asked
@@ -146,13 +147,13 @@ operations:
     safety: {max_field_length: %d}
     config: {method: GET, url: "%s/", stream: {max_event_bytes: 1048576, reconnect: false}}
 `, exe, c.items, c.maxBytes, 1<<20, srv.URL)
-			cat, err := host.Parse("ops.yaml", []byte(ops), host.LoadOptions{})
+			cat, err := opsfile.Parse("ops.yaml", []byte(ops), opsfile.LoadOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			var sup *host.Supervisor
-			h, err := host.New(context.Background(), host.Options{Catalog: cat, Logger: zap.NewNop(), Adapter: func(name string) (*host.Supervisor, error) {
-				spec, _ := cat.AdapterSpec(name, nil)
+			h, err := host.New(context.Background(), host.Options{File: cat, Logger: zap.NewNop(), Adapter: func(name string) (*host.Supervisor, error) {
+				spec, _ := host.AdapterSpecOf(cat, name, nil)
 				sup = host.NewSupervisor(spec, host.SupervisorOptions{HealthInterval: -1})
 				b.Cleanup(func() { sup.Close() })
 				return sup, nil

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // windowSecret is expanded from a placeholder into an operation's config;
@@ -344,7 +345,7 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	}
 	up := newStreamUpstream(t)
 	yaml := strings.ReplaceAll(fmt.Sprintf(windowOps, exe), "UPSTREAM", up.URL)
-	cat, err := host.Parse("ops.yaml", []byte(yaml), host.LoadOptions{Expand: func(s string) string {
+	cat, err := opsfile.Parse("ops.yaml", []byte(yaml), opsfile.LoadOptions{Expand: func(s string) string {
 		return strings.ReplaceAll(s, "{env.WINDOW_SECRET}", windowSecret)
 	}})
 	if err != nil {
@@ -352,9 +353,9 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	}
 	core, logs := observer.New(zap.DebugLevel)
 	var sup *host.Supervisor
-	h, err := host.New(context.Background(), host.Options{Catalog: cat, Logger: zap.New(core), Adapter: func(name string) (*host.Supervisor, error) {
+	h, err := host.New(context.Background(), host.Options{File: cat, Logger: zap.New(core), Adapter: func(name string) (*host.Supervisor, error) {
 		if sup == nil {
-			spec, err := cat.AdapterSpec(name, nil)
+			spec, err := host.AdapterSpecOf(cat, name, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -369,8 +370,8 @@ func newWindowFixture(t testing.TB) *windowFixture {
 	return &windowFixture{h: h, up: up, logs: logs}
 }
 
-// window is a decoded window result.
-type window struct {
+// windowOut is a decoded window result.
+type windowOut struct {
 	Items   []json.RawMessage `json:"items"`
 	Summary json.RawMessage   `json:"summary"`
 	Stats   struct {
@@ -393,7 +394,7 @@ type window struct {
 	upstream string
 }
 
-func (f *windowFixture) call(t *testing.T, tool, args string) *window {
+func (f *windowFixture) call(t *testing.T, tool, args string) *windowOut {
 	t.Helper()
 	var mu sync.Mutex
 	var chunks []string
@@ -406,7 +407,7 @@ func (f *windowFixture) call(t *testing.T, tool, args string) *window {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &window{res: res, chunks: chunks}
+	w := &windowOut{res: res, chunks: chunks}
 	if err := json.Unmarshal(res.Structured, w); err != nil {
 		t.Fatalf("%s: structured content: %v\n%s", tool, err, res.Text)
 	}
@@ -414,7 +415,7 @@ func (f *windowFixture) call(t *testing.T, tool, args string) *window {
 	return w
 }
 
-func (w *window) flags() string {
+func (w *windowOut) flags() string {
 	return fmt.Sprintf("end=%s truncated=%t complete=%t more=%t", w.EndReason, w.Truncated, w.WindowComplete, w.HasMore)
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -22,14 +24,14 @@ type CatalogView struct {
 	Version    *store.CatalogVersion `json:"version,omitempty"`
 	Operations []json.RawMessage     `json:"operations"`
 	// Warnings are the adapters' warnings about the version just written.
-	Warnings host.Problems `json:"warnings,omitempty"`
+	Warnings opsfile.Problems `json:"warnings,omitempty"`
 }
 
 // Validation is the answer of a validation without saving.
 type Validation struct {
-	Valid    bool          `json:"valid"`
-	Errors   host.Problems `json:"errors"`
-	Warnings host.Problems `json:"warnings"`
+	Valid    bool             `json:"valid"`
+	Errors   opsfile.Problems `json:"errors"`
+	Warnings opsfile.Problems `json:"warnings"`
 	// Effective is, for one entry that compiles, what the host makes of
 	// it: every limit, aggregation and safety setting with the defaults
 	// (and its preset's) filled in.
@@ -38,9 +40,9 @@ type Validation struct {
 
 // Effective is an operation's execution as the host runs it.
 type Effective struct {
-	Mode      string          `json:"mode"`
-	TimeoutMS int64           `json:"timeout_ms"`
-	Execution *host.Execution `json:"execution,omitempty"`
+	Mode      string         `json:"mode"`
+	TimeoutMS int64          `json:"timeout_ms"`
+	Execution *window.Config `json:"execution,omitempty"`
 }
 
 // effectiveOf compiles doc and describes its entry op (nil when it does
@@ -60,7 +62,7 @@ func effectiveOf(name string, doc *catalog.Document, op string) *Effective {
 // shapeOnly compiles a document for its shape alone: no placeholder is
 // expanded, so none is refused yet; the hosts a check builds apply their
 // handler's catalog_allow.
-var shapeOnly = host.LoadOptions{Expand: func(s string) string { return s }, Allow: &host.CatalogAllow{Placeholders: []string{"*"}}}
+var shapeOnly = opsfile.LoadOptions{Expand: func(s string) string { return s }, Allow: &opsfile.CatalogAllow{Placeholders: []string{"*"}}}
 
 func catalogName(name string) *Error {
 	if !store.ValidCatalogName(name) {
@@ -119,7 +121,7 @@ func versionOf(head *store.CatalogHead) int64 {
 // entries may reach is the business of the handlers that serve it, and
 // no adapter sees an entry before one does. Errors and warnings are
 // placed with place.
-func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns host.Problems) {
+func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document, place catalog.Place) (errs, warns opsfile.Problems) {
 	source := "catalog " + name
 	if _, err := doc.Compile(source, shapeOnly); err != nil {
 		return catalog.ProblemsOf(err, source, doc, place), nil
@@ -131,11 +133,11 @@ func (g *Gateway) check(ctx context.Context, name string, doc *catalog.Document,
 		}
 	}
 	if len(builders) == 0 {
-		warns = append(warns, host.Problem{Message: "no handler of this replica serves catalog " + name +
+		warns = append(warns, opsfile.Problem{Message: "no handler of this replica serves catalog " + name +
 			": its entries were checked for their shape only; each replica whose handler serves it checks them in full (adapters, catalog_allow) and serves no version that fails"})
 	}
 	seen := map[string]bool{}
-	add := func(list *host.Problems, ps host.Problems) {
+	add := func(list *opsfile.Problems, ps opsfile.Problems) {
 		for _, p := range ps {
 			if k := p.Error(); !seen[k] {
 				seen[k] = true
@@ -174,12 +176,12 @@ type change struct {
 // write checks and stores a change, audits it and answers the new head.
 func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status int) error {
 	ctx := r.Context()
-	var warns host.Problems
+	var warns opsfile.Problems
 	if !c.skipCheck {
-		var errs host.Problems
+		var errs opsfile.Problems
 		errs, warns = g.check(ctx, c.name, c.next, c.place)
 		if c.body != nil {
-			errs, warns = host.PlaceLines(c.body, errs), host.PlaceLines(c.body, warns)
+			errs, warns = opsfile.PlaceLines(c.body, errs), opsfile.PlaceLines(c.body, warns)
 		}
 		if len(errs) > 0 {
 			return &Error{Status: http.StatusUnprocessableEntity, Problems: errs, Warnings: warns,
@@ -196,7 +198,7 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, c change, status
 		return storeError(err, "catalog "+c.name)
 	}
 	if warns == nil {
-		warns = host.Problems{}
+		warns = opsfile.Problems{}
 	}
 	if changes == nil {
 		changes = []catalog.Change{}
@@ -353,14 +355,14 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 		return e
 	}
 	var doc *catalog.Document
-	var probs host.Problems
+	var probs opsfile.Problems
 	var entryName string
 	place := catalog.InFile
 	if op := r.URL.Query().Get("operation"); op != "" || queryBool(r, "entry") {
 		// One entry, checked within the catalog's current document.
 		entry, ps := catalog.ParseEntry(body)
 		if ps != nil {
-			return writeJSON(w, http.StatusOK, Validation{Errors: ps, Warnings: host.Problems{}})
+			return writeJSON(w, http.StatusOK, Validation{Errors: ps, Warnings: opsfile.Problems{}})
 		}
 		_, cur, _, e := g.current(r.Context(), name)
 		if e != nil {
@@ -373,15 +375,15 @@ func validateCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []
 		entryName = entryNameOf(entry)
 		place = catalog.AsEntry(doc.Index(entryName))
 	} else if doc, probs = catalog.ParseDocument(body); probs != nil {
-		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: host.Problems{}})
+		return writeJSON(w, http.StatusOK, Validation{Errors: probs, Warnings: opsfile.Problems{}})
 	}
 	errs, warns := g.check(r.Context(), name, doc, place)
-	errs, warns = host.PlaceLines(body, errs), host.PlaceLines(body, warns)
+	errs, warns = opsfile.PlaceLines(body, errs), opsfile.PlaceLines(body, warns)
 	if errs == nil {
-		errs = host.Problems{}
+		errs = opsfile.Problems{}
 	}
 	if warns == nil {
-		warns = host.Problems{}
+		warns = opsfile.Problems{}
 	}
 	v := Validation{Valid: len(errs) == 0, Errors: errs, Warnings: warns}
 	if entryName != "" {
@@ -402,6 +404,6 @@ func entryNameOf(raw json.RawMessage) string {
 // /crank/schema/operation).
 func operationSchema(_ *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) error {
 	w.Header().Set("Content-Type", "application/schema+json")
-	_, err := w.Write(host.OperationSchema())
+	_, err := w.Write(opsfile.OperationSchema())
 	return err
 }

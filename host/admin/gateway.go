@@ -15,6 +15,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -92,10 +93,10 @@ const MaxBody = 2 << 20
 // Error without problems, warnings or a current version is the shape of
 // Caddy's own admin errors ({"error": "..."}).
 type Error struct {
-	Status   int           `json:"-"`
-	Message  string        `json:"error"`
-	Problems host.Problems `json:"errors,omitempty"`
-	Warnings host.Problems `json:"warnings,omitempty"`
+	Status   int              `json:"-"`
+	Message  string           `json:"error"`
+	Problems opsfile.Problems `json:"errors,omitempty"`
+	Warnings opsfile.Problems `json:"warnings,omitempty"`
 	// Current is the catalog's current version, for a conflict.
 	Current *int64 `json:"current_version,omitempty"`
 	// Header names the request header a precondition error is about.

@@ -18,6 +18,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
@@ -68,7 +69,7 @@ func (a *adapters) get(t testing.TB) func(string) (*host.Supervisor, error) {
 // endpoint is a crank handler serving catalog "served" beside a file
 // with the tool file_tool.
 type endpoint struct {
-	files *host.Catalog
+	files *opsfile.File
 	st    *store.Etcd
 	ad    func(string) (*host.Supervisor, error)
 	// serving is the host it serves (nil: none yet).
@@ -82,25 +83,25 @@ func (e *endpoint) Info() admin.EndpointInfo {
 }
 
 func (e *endpoint) Build(ctx context.Context, doc *catalog.Document, files bool) (*host.Host, error) {
-	cat, _ := host.Merge()
+	cat, _ := opsfile.Merge()
 	if files {
 		cat = e.files
 	}
 	if doc != nil {
-		dc, err := doc.Compile("catalog served", host.LoadOptions{Allow: loopback})
+		dc, err := doc.Compile("catalog served", opsfile.LoadOptions{Allow: loopback})
 		if err != nil {
 			return nil, err
 		}
-		if cat, err = host.Merge(cat, dc); err != nil {
+		if cat, err = opsfile.Merge(cat, dc); err != nil {
 			return nil, err
 		}
 	}
-	return host.New(ctx, host.Options{Catalog: cat, Store: e.st, Adapter: e.ad})
+	return host.New(ctx, host.Options{File: cat, Store: e.st, Adapter: e.ad})
 }
 
 // loopback lets the test catalogs reach the test upstreams and use
 // environment variables.
-var loopback = &host.CatalogAllow{Upstreams: []string{"127.0.0.1"}, Placeholders: []string{"env.*"}}
+var loopback = &opsfile.CatalogAllow{Upstreams: []string{"127.0.0.1"}, Placeholders: []string{"env.*"}}
 
 type fixture struct {
 	t     *testing.T
@@ -120,13 +121,13 @@ func newFixture(t *testing.T) *fixture {
 	}))
 	t.Cleanup(up.Close)
 	ad := (&adapters{}).get(t)
-	files, err := host.Parse("ops.yaml", []byte(`version: 1
+	files, err := opsfile.Parse("ops.yaml", []byte(`version: 1
 operations:
   - name: file_tool
     description: From the file.
     adapter: rest
     config: {method: GET, url: "`+up.URL+`/file"}
-`), host.LoadOptions{})
+`), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

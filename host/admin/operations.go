@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 func listOperations(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
@@ -108,7 +108,7 @@ func (g *Gateway) putEntry(w http.ResponseWriter, r *http.Request, name, op stri
 	cur := versionOf(head)
 	if action == "create" && prev.Index(op) >= 0 {
 		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("catalog %s already has an operation %s; PUT …/operations/%s replaces it", name, op, op),
-			Problems: host.Problems{{Pointer: "/name", Operation: op, Message: "an operation of this name exists already"}}}
+			Problems: opsfile.Problems{{Pointer: "/name", Operation: op, Message: "an operation of this name exists already"}}}
 	}
 	status := http.StatusOK
 	if prev.Index(op) < 0 {
@@ -122,7 +122,7 @@ func (g *Gateway) putEntry(w http.ResponseWriter, r *http.Request, name, op stri
 	}
 	if newName != op && prev.Index(newName) >= 0 {
 		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("catalog %s already has an operation %s", name, newName),
-			Problems: host.Problems{{Pointer: "/name", Operation: newName, Message: "an operation of this name exists already"}}}
+			Problems: opsfile.Problems{{Pointer: "/name", Operation: newName, Message: "an operation of this name exists already"}}}
 	}
 	next := replaceEntry(prev, op, req.entry)
 	return g.write(w, r, change{name: name, expect: req.x.against(cur), prev: prev, next: next, action: action, message: req.msg,
@@ -155,11 +155,11 @@ func patchOperation(g *Gateway, w http.ResponseWriter, r *http.Request, args []s
 	var patch any
 	if err := json.Unmarshal(body, &patch); err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a JSON merge patch: " + err.Error(),
-			Problems: host.Problems{{Message: "a JSON merge patch (RFC 7386) is a JSON object: " + err.Error()}}}
+			Problems: opsfile.Problems{{Message: "a JSON merge patch (RFC 7386) is a JSON object: " + err.Error()}}}
 	}
 	if _, ok := patch.(map[string]any); !ok {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a JSON merge patch: it must be a JSON object",
-			Problems: host.Problems{{Message: "a JSON merge patch (RFC 7386) is a JSON object"}}}
+			Problems: opsfile.Problems{{Message: "a JSON merge patch (RFC 7386) is a JSON object"}}}
 	}
 	_, prev, _, e := g.current(r.Context(), name)
 	if e != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Test run bounds.
@@ -95,39 +96,39 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a test request: " + err.Error(),
-			Problems: host.Problems{{Message: err.Error()}}}
+			Problems: opsfile.Problems{{Message: err.Error()}}}
 	}
 	if req.Polls == 0 {
 		req.Polls = 3
 	}
-	var probs host.Problems
+	var probs opsfile.Problems
 	if req.Polls < 1 || req.Polls > maxTestPolls {
-		probs = append(probs, host.Problem{Pointer: "/polls", Message: fmt.Sprintf("must be from 1 to %d", maxTestPolls)})
+		probs = append(probs, opsfile.Problem{Pointer: "/polls", Message: fmt.Sprintf("must be from 1 to %d", maxTestPolls)})
 	}
 	interval := defPollInterval
 	if req.PollIntervalMS != 0 {
 		interval = time.Duration(req.PollIntervalMS) * time.Millisecond
 	}
 	if interval <= 0 || interval > maxPollInterval {
-		probs = append(probs, host.Problem{Pointer: "/poll_interval_ms", Message: fmt.Sprintf("must be from 1 to %d", maxPollInterval.Milliseconds())})
+		probs = append(probs, opsfile.Problem{Pointer: "/poll_interval_ms", Message: fmt.Sprintf("must be from 1 to %d", maxPollInterval.Milliseconds())})
 	}
 	timeout := defTestTimeout
 	if req.TimeoutMS != 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	if timeout <= 0 || timeout > maxTestTimeout {
-		probs = append(probs, host.Problem{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())})
+		probs = append(probs, opsfile.Problem{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())})
 	}
 	if len(req.Arguments) > 0 {
 		var m map[string]any
 		if json.Unmarshal(req.Arguments, &m) != nil || m == nil {
-			probs = append(probs, host.Problem{Pointer: "/arguments", Message: "must be a JSON object"})
+			probs = append(probs, opsfile.Problem{Pointer: "/arguments", Message: "must be a JSON object"})
 		} else if msg := host.DuplicateMember(req.Arguments); msg != "" {
-			probs = append(probs, host.Problem{Pointer: "/arguments", Message: msg})
+			probs = append(probs, opsfile.Problem{Pointer: "/arguments", Message: msg})
 		}
 	}
 	if (req.Operation == "") == (len(req.Entry) == 0) {
-		probs = append(probs, host.Problem{Pointer: "/operation", Message: "name a saved operation, or send a draft in entry (one of the two)"})
+		probs = append(probs, opsfile.Problem{Pointer: "/operation", Message: "name a saved operation, or send a draft in entry (one of the two)"})
 	}
 	if len(probs) > 0 {
 		return &Error{Status: http.StatusBadRequest, Problems: probs, Message: "the test request is not valid"}
@@ -152,7 +153,7 @@ func testRun(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) 
 		place = func(i int) (string, bool) { return "/entry", i == idx }
 	} else if doc.Index(op) < 0 {
 		return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("operation %s not found in catalog %s", op, name),
-			Problems: host.Problems{{Pointer: "/operation", Message: "no saved operation of this name"}}}
+			Problems: opsfile.Problems{{Pointer: "/operation", Message: "no saved operation of this name"}}}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -275,7 +276,7 @@ func (t *testRunner) chunk(s string) {
 func (t *testRunner) run(op string, args json.RawMessage) *TestResult {
 	start := time.Now()
 	t.res = TestResult{Operation: op, Progress: []string{}, Steps: []TestStep{}, Warnings: []string{}}
-	o, ok := t.h.Catalog().Lookup(op)
+	o, ok := t.h.File().Lookup(op)
 	if !ok {
 		t.warn("operation %s is not in the catalog the handler serves", op)
 		return &t.res
@@ -316,7 +317,7 @@ func (t *testRunner) one(tool string, args json.RawMessage) *TestResult {
 
 // familyNames are the tool names of a session or job family: as the
 // family block renames them, else {operation}_{role}.
-func familyNames(o *host.Operation) map[string]string {
+func familyNames(o *opsfile.Operation) map[string]string {
 	out := map[string]string{}
 	for _, role := range o.Family.Roles() {
 		out[role] = o.Family.Names[role]
@@ -437,8 +438,8 @@ func (t *testRunner) pause() bool {
 }
 
 func (t *testRunner) session(names map[string]string, args json.RawMessage) {
-	t.res.Tool = names[host.RoleStart]
-	start := t.call(names[host.RoleStart], args, false)
+	t.res.Tool = names[opsfile.RoleStart]
+	start := t.call(names[opsfile.RoleStart], args, false)
 	id := field(start.Result, "session_id")
 	if start.IsError || id == "" {
 		t.final(start)
@@ -449,7 +450,7 @@ func (t *testRunner) session(names map[string]string, args json.RawMessage) {
 		defer cancel()
 		saved := t.ctx
 		t.ctx = ctx
-		stop := t.call(names[host.RoleStop], idArgs("session_id", id), false)
+		stop := t.call(names[opsfile.RoleStop], idArgs("session_id", id), false)
 		t.ctx = saved
 		if stop.IsError {
 			t.warn("stopping session %s: %s", id, stop.Text)
@@ -467,7 +468,7 @@ func (t *testRunner) session(names map[string]string, args json.RawMessage) {
 			pa["cursor"] = cursor
 		}
 		b, _ := json.Marshal(pa)
-		last = t.call(names[host.RolePoll], b, false)
+		last = t.call(names[opsfile.RolePoll], b, false)
 		var p struct {
 			Items  []json.RawMessage `json:"items"`
 			Cursor string            `json:"cursor"`
@@ -490,8 +491,8 @@ func (t *testRunner) session(names map[string]string, args json.RawMessage) {
 }
 
 func (t *testRunner) job(names map[string]string, args json.RawMessage) {
-	t.res.Tool = names[host.RoleStart]
-	start := t.call(names[host.RoleStart], args, false)
+	t.res.Tool = names[opsfile.RoleStart]
+	start := t.call(names[opsfile.RoleStart], args, false)
 	id := field(start.Result, "job_id")
 	if start.IsError || id == "" {
 		t.final(start)
@@ -502,7 +503,7 @@ func (t *testRunner) job(names map[string]string, args json.RawMessage) {
 		if !t.pause() {
 			break
 		}
-		st := t.call(names[host.RoleStatus], idArgs("job_id", id), false)
+		st := t.call(names[opsfile.RoleStatus], idArgs("job_id", id), false)
 		switch field(st.Result, "status") {
 		case "succeeded", "failed", "canceled":
 			done = true
@@ -516,9 +517,9 @@ func (t *testRunner) job(names map[string]string, args json.RawMessage) {
 		ctx, cancel := t.cleanup()
 		defer cancel()
 		t.ctx = ctx
-		c := t.call(names[host.RoleCancel], idArgs("job_id", id), false)
+		c := t.call(names[opsfile.RoleCancel], idArgs("job_id", id), false)
 		t.final(c)
 		return
 	}
-	t.final(t.call(names[host.RoleResult], idArgs("job_id", id), false))
+	t.final(t.call(names[opsfile.RoleResult], idArgs("job_id", id), false))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"go.uber.org/zap"
 )
@@ -87,7 +88,7 @@ func toolsOf(info EndpointInfo, h *host.Host) []ToolInfo {
 		t := ToolInfo{Name: o.Name, Title: o.Title, Description: o.Description, Endpoint: info.ID,
 			Workspace: info.Workspace, Mode: string(o.Mode), Adapter: o.Adapter, Role: o.Role, InputSchema: o.InputSchema}
 		if t.Mode == "" {
-			t.Mode = string(host.ModeUnary)
+			t.Mode = string(opsfile.ModeUnary)
 		}
 		if o.Family != nil && o.Role != "" {
 			t.FamilyTools = o.Family.Names
@@ -137,17 +138,17 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "the body is not a tool call: " + err.Error(),
-			Problems: host.Problems{{Message: err.Error()}}}
+			Problems: opsfile.Problems{{Message: err.Error()}}}
 	}
 	if len(req.Arguments) > 0 {
 		var m map[string]any
 		if json.Unmarshal(req.Arguments, &m) != nil || m == nil {
 			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-				Problems: host.Problems{{Pointer: "/arguments", Message: "must be a JSON object"}}}
+				Problems: opsfile.Problems{{Pointer: "/arguments", Message: "must be a JSON object"}}}
 		}
 		if msg := host.DuplicateMember(req.Arguments); msg != "" {
 			return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-				Problems: host.Problems{{Pointer: "/arguments", Message: msg}}}
+				Problems: opsfile.Problems{{Pointer: "/arguments", Message: msg}}}
 		}
 	}
 	timeout := defTestTimeout
@@ -156,7 +157,7 @@ func callTool(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 	}
 	if timeout <= 0 || timeout > maxTestTimeout {
 		return &Error{Status: http.StatusBadRequest, Message: "the tool call is not valid",
-			Problems: host.Problems{{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())}}}
+			Problems: opsfile.Problems{{Pointer: "/timeout_ms", Message: fmt.Sprintf("must be from 1 to %d", maxTestTimeout.Milliseconds())}}}
 	}
 	var h *host.Host
 	var info EndpointInfo

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/admin"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/mcptest"
 )
 
@@ -183,7 +183,7 @@ func TestValidateEffective(t *testing.T) {
 	if l := v.Effective.Execution.Limits; l.MaxItems != 7 || l.MaxBytes != 1<<20 || l.WindowDurationMS != 10_000 {
 		t.Errorf("limits: %+v", l)
 	}
-	if a := v.Effective.Execution.Aggregation; a.Mode != host.AggRawItems {
+	if a := v.Effective.Execution.Aggregation; a.Mode != window.AggRawItems {
 		t.Errorf("aggregation: %+v", a)
 	}
 }

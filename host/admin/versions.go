@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -153,7 +153,7 @@ func rollback(g *Gateway, w http.ResponseWriter, r *http.Request, args []string)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.Version < 1 {
 			return &Error{Status: http.StatusBadRequest, Message: `say which version to restore: {"version": N} or ?version=N`,
-				Problems: host.Problems{{Pointer: "/version", Message: "a positive version number is required"}}}
+				Problems: opsfile.Problems{{Pointer: "/version", Message: "a positive version number is required"}}}
 		}
 		s = strconv.FormatInt(req.Version, 10)
 	}

@@ -4,7 +4,8 @@
 //
 //   - document.go: the document — entries as the operator wrote them,
 //     parsed from YAML or JSON with every shape problem placed by a JSON
-//     pointer and a line; Compile checks it as the host loads a file.
+//     pointer and a line; Compile checks it as an operations file is
+//     loaded (package host/opsfile).
 //   - export.go: the document as an operations file in YAML (export).
 //   - problems.go: the host's and adapters' load errors as problems
 //     placed in a request body (JSON pointers fit for form fields).

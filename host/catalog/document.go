@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -24,17 +24,17 @@ type Document struct {
 
 // ParseDocument reads an operations file (YAML or JSON) as a catalog
 // document. Its problems are those of its shape, as the host's load
-// reports them (host.CheckFile: text that is not YAML or JSON, unknown
+// reports them (opsfile.CheckFile: text that is not YAML or JSON, unknown
 // fields, wrong types, values out of bounds, names, an adapters block),
 // each placed by pointer and line. What the host and the adapters check
 // beyond is Validate's.
-func ParseDocument(data []byte) (*Document, host.Problems) {
+func ParseDocument(data []byte) (*Document, opsfile.Problems) {
 	v, probs := parseText(data)
 	if probs != nil {
 		return nil, probs
 	}
-	if probs := host.CheckFile(canonical(v)); len(probs) > 0 {
-		return nil, host.PlaceLines(data, probs)
+	if probs := opsfile.CheckFile(canonical(v)); len(probs) > 0 {
+		return nil, opsfile.PlaceLines(data, probs)
 	}
 	doc := &Document{}
 	ops, _ := v.(map[string]any)["operations"].([]any)
@@ -46,46 +46,46 @@ func ParseDocument(data []byte) (*Document, host.Problems) {
 
 // ParseEntry reads one operation entry (YAML or JSON), as in an
 // operations file's list, and checks its shape as the host's load checks
-// an entry of a file (host.CheckEntry). Pointers are relative to the
+// an entry of a file (opsfile.CheckEntry). Pointers are relative to the
 // entry.
-func ParseEntry(data []byte) (json.RawMessage, host.Problems) {
+func ParseEntry(data []byte) (json.RawMessage, opsfile.Problems) {
 	v, probs := parseText(data)
 	if probs != nil {
 		return nil, probs
 	}
 	raw := canonical(v)
-	if ps := host.CheckEntry(raw); len(ps) > 0 {
-		return nil, host.PlaceLines(data, ps)
+	if ps := opsfile.CheckEntry(raw); len(ps) > 0 {
+		return nil, opsfile.PlaceLines(data, ps)
 	}
 	return raw, nil
 }
 
 // parseText reads YAML 1.2 or JSON into a JSON-like value with exact
 // numbers.
-func parseText(data []byte) (any, host.Problems) {
+func parseText(data []byte) (any, opsfile.Problems) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, host.Problems{{Message: "the body is empty: send an operations file (YAML or JSON)"}}
+		return nil, opsfile.Problems{{Message: "the body is empty: send an operations file (YAML or JSON)"}}
 	}
 	var v any
 	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, host.Problems{yamlProblem(err)}
+		return nil, opsfile.Problems{yamlProblem(err)}
 	}
-	raw, err := json.Marshal(host.StringKeyed(v))
+	raw, err := json.Marshal(opsfile.StringKeyed(v))
 	if err != nil {
-		return nil, host.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
+		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}
 	v, err = decodeJSON(raw)
 	if err != nil {
-		return nil, host.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
+		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}
 	return v, nil
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
-func yamlProblem(err error) host.Problem {
+func yamlProblem(err error) opsfile.Problem {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	p := host.Problem{Message: "not valid YAML or JSON: " + msg}
+	p := opsfile.Problem{Message: "not valid YAML or JSON: " + msg}
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		p.Line, _ = strconv.Atoi(m[1])
 	}
@@ -195,16 +195,16 @@ func Decode(raw []byte) (*Document, error) {
 	return &Document{Operations: f.Operations}, nil
 }
 
-// Compile checks the document as the host loads an operations file —
-// names, modes, limits, schemas, placeholders — and returns the host's
-// catalog, its placeholders expanded with opts.Expand and its relative
+// Compile checks the document as an operations file is loaded — names,
+// modes, limits, schemas, placeholders — and returns it as a loaded
+// file, its placeholders expanded with opts.Expand and its relative
 // paths resolved against opts.Dir. Its entries reach what opts.Allow
 // allows, nothing when it is nil. source names the catalog in errors
 // ("catalog <name>").
-func (d *Document) Compile(source string, opts host.LoadOptions) (*host.Catalog, error) {
+func (d *Document) Compile(source string, opts opsfile.LoadOptions) (*opsfile.File, error) {
 	opts.AllowEmpty = true
 	if opts.Allow == nil {
-		opts.Allow = &host.CatalogAllow{}
+		opts.Allow = &opsfile.CatalogAllow{}
 	}
-	return host.Parse(source, d.JSON(), opts)
+	return opsfile.Parse(source, d.JSON(), opts)
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Every demo operations file survives export and re-import unchanged: the
@@ -40,8 +40,8 @@ func TestDemoFilesRoundTrip(t *testing.T) {
 			if d := catalog.Diff(doc, back); len(d) != 0 {
 				t.Fatalf("diff of a round trip: %+v", d)
 			}
-			if _, err := doc.Compile("catalog demo", host.LoadOptions{Dir: "../../demo", Expand: func(s string) string { return s },
-				Allow: &host.CatalogAllow{Placeholders: []string{"env.*"}}}); err != nil {
+			if _, err := doc.Compile("catalog demo", opsfile.LoadOptions{Dir: "../../demo", Expand: func(s string) string { return s },
+				Allow: &opsfile.CatalogAllow{Placeholders: []string{"env.*"}}}); err != nil {
 				t.Fatalf("compile: %v", err)
 			}
 			if strings.Contains(string(data), "{env.CRANK_DEMO_TOKEN}") && !strings.Contains(string(doc.YAML()), "{env.CRANK_DEMO_TOKEN}") {
@@ -54,21 +54,21 @@ func TestDemoFilesRoundTrip(t *testing.T) {
 func TestParseDocumentPlacesProblems(t *testing.T) {
 	cases := []struct {
 		name, body string
-		want       []host.Problem
+		want       []opsfile.Problem
 	}{
-		{"not yaml", "version: 1\nname: a: b\n", []host.Problem{{Line: 2}}},
-		{"empty", "  \n", []host.Problem{{Pointer: ""}}},
-		{"a list", "- a\n", []host.Problem{{Pointer: ""}}},
-		{"unknown top field", "version: 1\noperation: []\n", []host.Problem{{Pointer: "/operation", Line: 2}}},
-		{"adapters", "adapters:\n  x: {command: /bin/sh}\noperations: []\n", []host.Problem{{Pointer: "/adapters", Line: 1}}},
-		{"version", "version: 2\n", []host.Problem{{Pointer: "/version", Line: 1}}},
-		{"operations not a list", "operations: {a: 1}\n", []host.Problem{{Pointer: "/operations", Line: 1}}},
-		{"unknown entry field", "operations:\n  - name: a\n    adapter: rest\n    confg: {}\n", []host.Problem{{Pointer: "/operations/0/confg", Line: 4}}},
-		{"unknown annotation", "operations:\n  - name: a\n    annotations: {readonly: true}\n", []host.Problem{{Pointer: "/operations/0/annotations/readonly", Line: 3}}},
-		{"wrong type", "operations:\n  - name: a\n    timeout: 5\n", []host.Problem{{Pointer: "/operations/0/timeout", Line: 3}}},
-		{"wrong nested type", "operations:\n  - name: a\n    annotations: {read_only: yes}\n", []host.Problem{{Pointer: "/operations/0/annotations/read_only", Line: 3}}},
-		{"duplicate", "operations:\n  - {name: a}\n  - {name: a}\n", []host.Problem{{Pointer: "/operations/1/name", Line: 3}}},
-		{"json duplicate key", `{"operations": [], "operations": []}`, []host.Problem{{Line: 1}}},
+		{"not yaml", "version: 1\nname: a: b\n", []opsfile.Problem{{Line: 2}}},
+		{"empty", "  \n", []opsfile.Problem{{Pointer: ""}}},
+		{"a list", "- a\n", []opsfile.Problem{{Pointer: ""}}},
+		{"unknown top field", "version: 1\noperation: []\n", []opsfile.Problem{{Pointer: "/operation", Line: 2}}},
+		{"adapters", "adapters:\n  x: {command: /bin/sh}\noperations: []\n", []opsfile.Problem{{Pointer: "/adapters", Line: 1}}},
+		{"version", "version: 2\n", []opsfile.Problem{{Pointer: "/version", Line: 1}}},
+		{"operations not a list", "operations: {a: 1}\n", []opsfile.Problem{{Pointer: "/operations", Line: 1}}},
+		{"unknown entry field", "operations:\n  - name: a\n    adapter: rest\n    confg: {}\n", []opsfile.Problem{{Pointer: "/operations/0/confg", Line: 4}}},
+		{"unknown annotation", "operations:\n  - name: a\n    annotations: {readonly: true}\n", []opsfile.Problem{{Pointer: "/operations/0/annotations/readonly", Line: 3}}},
+		{"wrong type", "operations:\n  - name: a\n    timeout: 5\n", []opsfile.Problem{{Pointer: "/operations/0/timeout", Line: 3}}},
+		{"wrong nested type", "operations:\n  - name: a\n    annotations: {read_only: yes}\n", []opsfile.Problem{{Pointer: "/operations/0/annotations/read_only", Line: 3}}},
+		{"duplicate", "operations:\n  - {name: a}\n  - {name: a}\n", []opsfile.Problem{{Pointer: "/operations/1/name", Line: 3}}},
+		{"json duplicate key", `{"operations": [], "operations": []}`, []opsfile.Problem{{Line: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestProblemsOfHostErrors(t *testing.T) {
 	if probs != nil {
 		t.Fatal(probs)
 	}
-	_, err := doc.Compile("catalog t", host.LoadOptions{})
+	_, err := doc.Compile("catalog t", opsfile.LoadOptions{})
 	if err == nil {
 		t.Fatal("compiled")
 	}
@@ -155,7 +155,7 @@ func TestDiffNamesFields(t *testing.T) {
 }
 
 // An entry gets the same problems, to the byte, from an operations file
-// (host.Parse) and from the catalog (ParseEntry, then the compile of the
+// (opsfile.Parse) and from the catalog (ParseEntry, then the compile of the
 // catalog it joins): one decoder and one problem type for both.
 func TestEntryProblemsAlike(t *testing.T) {
 	same := func(s string) string { return s }
@@ -171,11 +171,11 @@ func TestEntryProblemsAlike(t *testing.T) {
 		`{"name": "a", "adapter": "rest", "mode": "session", "limits": {"window_duration_ms": 5, "idle_timeout_ms": 0, "max_items": 200000}, "config": {}}`,
 		`{"name": "a", "adapter": "rest", "mode": "async_job", "job": {"result_path": "$.x", "retention_ms": 0}, "config": {}}`,
 	} {
-		opts := host.LoadOptions{Expand: same, Allow: &host.CatalogAllow{}}
-		_, err := host.Parse("ops.json", []byte(`{"operations": [`+entry+`]}`), opts)
-		var fromFile host.Problems
-		for _, p := range host.ProblemsIn(err) {
-			_, p.Pointer = host.EntryOf(p.Pointer)
+		opts := opsfile.LoadOptions{Expand: same, Allow: &opsfile.CatalogAllow{}}
+		_, err := opsfile.Parse("ops.json", []byte(`{"operations": [`+entry+`]}`), opts)
+		var fromFile opsfile.Problems
+		for _, p := range opsfile.ProblemsIn(err) {
+			_, p.Pointer = opsfile.EntryOf(p.Pointer)
 			p.File, p.Line = "", 0
 			fromFile = append(fromFile, p)
 		}

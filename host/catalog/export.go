@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -23,7 +23,7 @@ func (d *Document) YAML() []byte {
 		if err != nil {
 			continue
 		}
-		ops.Content = append(ops.Content, yamlNode(v, host.EntryFields()))
+		ops.Content = append(ops.Content, yamlNode(v, opsfile.EntryFields()))
 	}
 	root := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
 		scalar("version"), {Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"},

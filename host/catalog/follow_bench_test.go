@@ -7,6 +7,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -55,22 +56,22 @@ func BenchmarkCatalogPropagation(b *testing.B) {
 	b.Run("compile", func(b *testing.B) {
 		d := benchDoc(b, 100)
 		for b.Loop() {
-			if _, err := d.Compile("catalog followed", host.LoadOptions{}); err != nil {
+			if _, err := d.Compile("catalog followed", opsfile.LoadOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("write+serve", func(b *testing.B) {
 		served := make(chan int64, 1)
-		empty, _ := host.Merge()
+		empty, _ := opsfile.Merge()
 		f, err := catalog.Follow(ctx, catalog.FollowOptions{Catalog: "followed", Store: reader,
 			Build: func(ctx context.Context, d *catalog.Document, _ int64) (*host.Host, error) {
 				if d != nil {
-					if _, err := d.Compile("catalog followed", host.LoadOptions{}); err != nil {
+					if _, err := d.Compile("catalog followed", opsfile.LoadOptions{}); err != nil {
 						return nil, err
 					}
 				}
-				return host.New(ctx, host.Options{Catalog: empty})
+				return host.New(ctx, host.Options{File: empty})
 			},
 			Serve: func(_ *host.Host, v int64) {
 				select {

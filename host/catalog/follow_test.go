@@ -11,6 +11,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -66,7 +67,7 @@ func TestFollowerAppliesVersions(t *testing.T) {
 		if slices.Contains(names, "bad") {
 			return nil, errors.New("the adapter refuses operation \"bad\"")
 		}
-		h, err := host.New(ctx, host.Options{Catalog: &host.Catalog{}})
+		h, err := host.New(ctx, host.Options{File: &opsfile.File{}})
 		if err == nil {
 			s.mu.Lock()
 			s.names[version] = names

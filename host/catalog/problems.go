@@ -3,7 +3,7 @@ package catalog
 import (
 	"fmt"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Place says where an entry of a document is in a request body: its JSON
@@ -27,10 +27,10 @@ func AsEntry(index int) Place {
 // body does not hold (a tool an adapter derived, an operation of a file,
 // another entry of the catalog) at the body's root, its message naming
 // it.
-func ProblemsOf(err error, source string, doc *Document, place Place) host.Problems {
-	var out host.Problems
-	for _, p := range host.ProblemsIn(err) {
-		idx, within := host.EntryOf(p.Pointer)
+func ProblemsOf(err error, source string, doc *Document, place Place) opsfile.Problems {
+	var out opsfile.Problems
+	for _, p := range opsfile.ProblemsIn(err) {
+		idx, within := opsfile.EntryOf(p.Pointer)
 		ours := p.File == source || p.File == ""
 		switch {
 		case ours && idx < 0: // the document as a whole

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -133,7 +134,7 @@ func sessionField(id string) zap.Field {
 // request naming no user and no agent header), nil for any other call.
 func needsAgent(t host.Tool, agent string) *mcp.CallToolResult {
 	op := t.Operation()
-	if agent != "" || op == nil || op.Role != host.RoleStart || op.Family == nil || !op.Family.AgentScoped {
+	if agent != "" || op == nil || op.Role != opsfile.RoleStart || op.Family == nil || !op.Family.AgentScoped {
 		return nil
 	}
 	what := "sessions"

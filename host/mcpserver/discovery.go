@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Discovery mode (ViewConfig.Discovery): three meta-tools let an agent
@@ -118,7 +119,7 @@ func (ep *Endpoint) visibleTools(p *plan) func(*viewTool) bool {
 	if ep.policy == nil {
 		return func(*viewTool) bool { return true }
 	}
-	seen := map[*host.Operation]bool{}
+	seen := map[*opsfile.Operation]bool{}
 	return func(vt *viewTool) bool {
 		v, ok := seen[vt.op]
 		if !ok {
@@ -209,7 +210,7 @@ func (ep *Endpoint) searchTools(ctx context.Context, req *mcp.CallToolRequest) (
 	var docs []*searchDoc
 	for _, vt := range st.tools {
 		// A family is found by its start tool; describe_tool names the rest.
-		if vt.role != "" && vt.role != host.RoleStart {
+		if vt.role != "" && vt.role != opsfile.RoleStart {
 			continue
 		}
 		if len(toolsets) > 0 && !slices.ContainsFunc(vt.toolsets, func(s string) bool { return toolsets[s] }) {

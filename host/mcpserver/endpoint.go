@@ -19,6 +19,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
@@ -331,7 +332,7 @@ func (ep *Endpoint) publishLocked(h *host.Host) {
 	ep.publishPublicationsLocked(h) // published.go
 }
 
-func mcpTool(op *host.Operation) *mcp.Tool {
+func mcpTool(op *opsfile.Operation) *mcp.Tool {
 	t := &mcp.Tool{
 		Name:        op.Name,
 		Title:       op.Title,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // An endpoint serving the tools of a host: one REST operation over a
@@ -20,14 +21,14 @@ func ExampleNew() {
 		fmt.Fprintf(w, `{"id":%s,"name":"Ada Lovelace"}`, strings.TrimPrefix(r.URL.Path, "/users/"))
 	}))
 	defer upstream.Close()
-	cat, err := host.Parse("ops.yaml", []byte(`version: 1
+	cat, err := opsfile.Parse("ops.yaml", []byte(`version: 1
 operations:
   - name: get_user
     description: Fetch one user by numeric id.
     adapter: rest
     input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
     config: {method: GET, url: "`+upstream.URL+`/users/{id}"}
-`), host.LoadOptions{})
+`), opsfile.LoadOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -37,7 +38,7 @@ operations:
 	exe, _ := os.Executable()
 	rest := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{"CRANK_MCPSERVER_TEST_ADAPTER=rest"}}, host.SupervisorOptions{})
 	defer rest.Close()
-	h, err := host.New(context.Background(), host.Options{Catalog: cat,
+	h, err := host.New(context.Background(), host.Options{File: cat,
 		Adapter: func(string) (*host.Supervisor, error) { return rest, nil }})
 	if err != nil {
 		fmt.Println(err)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/rest"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
@@ -48,7 +49,7 @@ func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.
 	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := host.LoadFile(path, host.LoadOptions{})
+	cat, err := opsfile.LoadFile(path, opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func newTestHostOf(t testing.TB, adapter, ops string, st host.Store, audit *zap.
 	sup := host.NewSupervisor(host.AdapterSpec{Name: "rest", Command: exe, Env: []string{adapterEnv + "=" + adapter}},
 		host.SupervisorOptions{Logger: zap.NewNop(), HostVersion: "test"})
 	t.Cleanup(func() { _ = sup.Close() })
-	opts := host.Options{Catalog: cat, Store: st, Audit: audit,
+	opts := host.Options{File: cat, Store: st, Audit: audit,
 		Adapter: func(string) (*host.Supervisor, error) { return sup, nil }}
 	for _, o := range options {
 		o(&opts)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
@@ -107,7 +108,7 @@ func (ep *Endpoint) policyCaller(extra *mcp.RequestExtra, agent string) *auth.Ca
 
 // policyTool is an operation as the policy sees it; unset annotations
 // take MCP's defaults (destructive, open world).
-func policyTool(op *host.Operation) *auth.Tool {
+func policyTool(op *opsfile.Operation) *auth.Tool {
 	t := &auth.Tool{Name: op.Name, Title: op.Title, Mode: string(op.Mode), Adapter: op.Adapter,
 		Annotations: auth.ToolAnnotations{Destructive: true, OpenWorld: true}}
 	if a := op.Annotations; a != nil {
@@ -169,7 +170,7 @@ func (ep *Endpoint) filterTools(p *plan, res mcp.Result) {
 	if lr == nil {
 		return
 	}
-	seen := map[*host.Operation]bool{}
+	seen := map[*opsfile.Operation]bool{}
 	kept := make([]*mcp.Tool, 0, len(lr.Tools))
 	for _, t := range lr.Tools {
 		op := p.h.Tool(t.Name).Base()
@@ -214,7 +215,7 @@ func (ep *Endpoint) keepTask(p *plan) func(*host.Task) bool {
 
 // deniedCall counts a call the policy refused (crank_tool_calls_total,
 // outcome "denied"); it never reached the host.
-func deniedCall(tool string, op *host.Operation) {
+func deniedCall(tool string, op *opsfile.Operation) {
 	t := telemetry.ToolSeries(tool, string(op.Mode), op.Role)
 	t.End(t.Begin(), host.OutcomeDenied)
 }

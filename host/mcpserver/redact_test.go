@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -70,7 +70,7 @@ func wireLeaks(t *testing.T, what, text string) {
 			t.Errorf("%s: %q leaks in:\n%s", what, leak, text)
 		}
 	}
-	if !strings.Contains(text, "denied") || !strings.Contains(text, host.Redacted) {
+	if !strings.Contains(text, "denied") || !strings.Contains(text, redact.Mark) {
 		t.Errorf("%s: want the upstream's answer, redacted: %s", what, text)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Results the tasks middleware (tasks.go) wraps to add the fields that
@@ -69,7 +70,7 @@ func (r *listToolsResult) MarshalJSON() ([]byte, error) {
 // against the tool's output schema (the TypeScript SDK does), so it must
 // admit both.
 func taskOutputSchemas(h *host.Host) map[string]json.RawMessage {
-	byName := map[string]*host.Operation{}
+	byName := map[string]*opsfile.Operation{}
 	for _, op := range h.Operations() {
 		byName[op.Name] = op
 	}
@@ -83,7 +84,7 @@ func taskOutputSchemas(h *host.Host) map[string]json.RawMessage {
 			start = op.OutputSchema
 		}
 		var result any = map[string]any{"type": "object"}
-		if rt := byName[op.Family.Names[host.RoleResult]]; rt != nil {
+		if rt := byName[op.Family.Names[opsfile.RoleResult]]; rt != nil {
 			var s struct {
 				Properties struct {
 					Result json.RawMessage `json:"result"`

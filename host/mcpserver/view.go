@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // A view curates what an endpoint publishes of its host's tools (a
@@ -61,10 +62,10 @@ type ViewConfig struct {
 
 // ToolOverride is what a view changes of one tool.
 type ToolOverride struct {
-	Name        string            `json:"name,omitempty"`
-	Title       string            `json:"title,omitempty"`
-	Description string            `json:"description,omitempty"`
-	Annotations *host.Annotations `json:"annotations,omitempty"`
+	Name        string               `json:"name,omitempty"`
+	Title       string               `json:"title,omitempty"`
+	Description string               `json:"description,omitempty"`
+	Annotations *opsfile.Annotations `json:"annotations,omitempty"`
 }
 
 // Discovery modes.
@@ -202,8 +203,8 @@ func parseSelector(s string, toolsets map[string][]string) (selector, error) {
 			return sel, fmt.Errorf("unknown annotation %q (one of %s, optionally negated with !)", arg, strings.Join(annotationHints, ", "))
 		}
 	case "mode":
-		switch host.Mode(arg) {
-		case host.ModeUnary, host.ModeWindow, host.ModeSession, host.ModeAsyncJob:
+		switch opsfile.Mode(arg) {
+		case opsfile.ModeUnary, opsfile.ModeWindow, opsfile.ModeSession, opsfile.ModeAsyncJob:
 		default:
 			return sel, fmt.Errorf("unknown mode %q (one of unary, window, session, async_job)", arg)
 		}
@@ -221,7 +222,7 @@ type viewState struct {
 	byHost      map[string]*viewTool
 	// renames map the host's names of a family's tools to their
 	// published ones, for the families the view renames.
-	renames map[*host.Operation]map[string]string
+	renames map[*opsfile.Operation]map[string]string
 	err     error
 	// docs are the search documents of the tools (discovery.go).
 	docsOnce sync.Once
@@ -265,16 +266,16 @@ func (st *viewState) renameResult(vt *viewTool, res *mcp.CallToolResult) {
 // viewTool is one published tool.
 type viewTool struct {
 	name, hostName string
-	role           string          // in its family; "" for a unary or window tool
-	tool           *mcp.Tool       // as published
-	served         host.Tool       // the host's tool, which its calls call
-	op             *host.Operation // the operation (a family's, for its tools)
+	role           string             // in its family; "" for a unary or window tool
+	tool           *mcp.Tool          // as published
+	served         host.Tool          // the host's tool, which its calls call
+	op             *opsfile.Operation // the operation (a family's, for its tools)
 	toolsets       []string
 }
 
 // unit is an operation of the host with the tools it is published as.
 type unit struct {
-	op    *host.Operation
+	op    *opsfile.Operation
 	tools []host.Tool
 }
 
@@ -292,7 +293,7 @@ func (v *view) resolve(h *host.Host) *viewState {
 func (v *view) build(h *host.Host) *viewState {
 	st := &viewState{h: h, byPublished: map[string]*viewTool{}, byHost: map[string]*viewTool{}}
 	var units []*unit
-	byOp := map[*host.Operation]*unit{}
+	byOp := map[*opsfile.Operation]*unit{}
 	names := map[string]bool{}
 	for _, o := range h.Operations() {
 		t := h.Tool(o.Name)
@@ -347,7 +348,7 @@ func (v *view) build(h *host.Host) *viewState {
 	}
 	// A family's tools name each other (descriptions, the id argument,
 	// start results): by their published names.
-	st.renames = map[*host.Operation]map[string]string{}
+	st.renames = map[*opsfile.Operation]map[string]string{}
 	for _, vt := range st.tools {
 		if vt.role != "" && vt.name != vt.hostName {
 			if st.renames[vt.op] == nil {
@@ -385,7 +386,7 @@ func (v *view) build(h *host.Host) *viewState {
 }
 
 // familyNames maps each role of a family to its published tool name.
-func (st *viewState) familyNames(op *host.Operation) map[string]string {
+func (st *viewState) familyNames(op *opsfile.Operation) map[string]string {
 	out := map[string]string{}
 	for role, name := range op.Family.Names {
 		if vt := st.byHost[name]; vt != nil {
@@ -397,7 +398,7 @@ func (st *viewState) familyNames(op *host.Operation) map[string]string {
 
 // effectiveAnnotations are an operation's hints with the view's override
 // and MCP's defaults (destructive and open world unless said otherwise).
-func (v *view) effectiveAnnotations(op *host.Operation) host.Annotations {
+func (v *view) effectiveAnnotations(op *opsfile.Operation) opsfile.Annotations {
 	a := defaultAnnotations(op)
 	if o := v.cfg.Tools[op.Name].Annotations; o != nil {
 		overlayAnnotations(&a, o)
@@ -406,12 +407,12 @@ func (v *view) effectiveAnnotations(op *host.Operation) host.Annotations {
 }
 
 // defaultAnnotations are an operation's hints, MCP's defaults filled in.
-func defaultAnnotations(op *host.Operation) host.Annotations {
+func defaultAnnotations(op *opsfile.Operation) opsfile.Annotations {
 	pt := policyTool(op).Annotations
-	return host.Annotations{ReadOnly: &pt.ReadOnly, Destructive: &pt.Destructive, Idempotent: &pt.Idempotent, OpenWorld: &pt.OpenWorld}
+	return opsfile.Annotations{ReadOnly: &pt.ReadOnly, Destructive: &pt.Destructive, Idempotent: &pt.Idempotent, OpenWorld: &pt.OpenWorld}
 }
 
-func overlayAnnotations(dst, o *host.Annotations) {
+func overlayAnnotations(dst, o *opsfile.Annotations) {
 	for _, f := range []struct{ dst, src **bool }{
 		{&dst.ReadOnly, &o.ReadOnly}, {&dst.Destructive, &o.Destructive}, {&dst.Idempotent, &o.Idempotent}, {&dst.OpenWorld, &o.OpenWorld},
 	} {
@@ -422,7 +423,7 @@ func overlayAnnotations(dst, o *host.Annotations) {
 	}
 }
 
-func hint(a host.Annotations, name string) bool {
+func hint(a opsfile.Annotations, name string) bool {
 	var p *bool
 	switch name {
 	case "read_only":
@@ -439,7 +440,7 @@ func hint(a host.Annotations, name string) bool {
 
 // matches reports whether a selector selects a unit: a glob its
 // operation's name or one of its tools' names.
-func matches(s selector, u *unit, ann host.Annotations, toolsets []string) bool {
+func matches(s selector, u *unit, ann opsfile.Annotations, toolsets []string) bool {
 	switch s.kind {
 	case "glob":
 		if ok, _ := path.Match(s.arg, u.op.Name); ok {
@@ -462,7 +463,7 @@ func matches(s selector, u *unit, ann host.Annotations, toolsets []string) bool 
 }
 
 // publish is the published form of tool served of unit u.
-func (v *view) publish(u *unit, served host.Tool, ann host.Annotations, toolsets []string) *viewTool {
+func (v *view) publish(u *unit, served host.Tool, ann opsfile.Annotations, toolsets []string) *viewTool {
 	t := served.Operation()
 	tool := mcpTool(t)
 	name := t.Name
@@ -483,7 +484,7 @@ func (v *view) publish(u *unit, served host.Tool, ann host.Annotations, toolsets
 			tool.Description = o.Description
 		}
 	}
-	if family && t.Role == host.RoleStart {
+	if family && t.Role == opsfile.RoleStart {
 		// Keep what the family adds to the operation's description.
 		if rest, ok := strings.CutPrefix(tool.Description, u.op.Description); ok && opOverride.Description != "" {
 			opOverride.Description += rest
@@ -505,7 +506,7 @@ func (v *view) publish(u *unit, served host.Tool, ann host.Annotations, toolsets
 		own = nil // already in ann
 	}
 	a, set := ann, v.cfg.Tools[u.op.Name].Annotations != nil
-	if family && t.Role != host.RoleStart {
+	if family && t.Role != opsfile.RoleStart {
 		a, set = defaultAnnotations(t), false
 	}
 	if own != nil {

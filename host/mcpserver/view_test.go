@@ -17,6 +17,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -209,8 +210,8 @@ func TestViewCuration(t *testing.T) {
 		Exclude:  []string{"delete_*"},
 		Tools: map[string]ToolOverride{
 			"get_user": {Name: "lookup_user", Title: "Look up a user", Description: "Find a user by id.",
-				Annotations: &host.Annotations{Idempotent: new(true)}},
-			"report":        {Name: "audit", Description: "Audit a user.", Annotations: &host.Annotations{Destructive: new(false)}},
+				Annotations: &opsfile.Annotations{Idempotent: new(true)}},
+			"report":        {Name: "audit", Description: "Audit a user.", Annotations: &opsfile.Annotations{Destructive: new(false)}},
 			"report_cancel": {Title: "Stop the audit"},
 		},
 	}, nil)

@@ -1,4 +1,4 @@
-package host
+package opsfile
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ var entrySchema = sync.OnceValues(func() (json.RawMessage, error) {
 func OperationSchema() json.RawMessage {
 	s, err := entrySchema()
 	if err != nil {
-		panic("host: the operation entry's schema: " + err.Error()) // OperationDecl's tags are wrong; a test sees it
+		panic("opsfile: the operation entry's schema: " + err.Error()) // OperationDecl's tags are wrong; a test sees it
 	}
 	return s
 }

@@ -1,4 +1,4 @@
-package host
+package opsfile
 
 import (
 	"fmt"
@@ -125,7 +125,7 @@ func PointerKey(k string) string {
 // path: "headers[0]", "paths./users", "stream.max_event_bytes") into a
 // JSON pointer ("/headers/0", "/paths/~1users", ...). sdk.Diagnostic
 // keeps dotted paths because the adapter protocol (proto/) carries them:
-// this and diagnosticProblems are where the host converts them.
+// this and DiagnosticProblems are where they become pointers.
 func fieldPointer(field string) string {
 	var b strings.Builder
 	for seg := range strings.SplitSeq(field, ".") {
@@ -149,10 +149,10 @@ func fieldPointer(field string) string {
 	return b.String()
 }
 
-// diagnosticProblems are the diagnostics of a decoding or an adapter, at
+// DiagnosticProblems are the diagnostics of a decoding or an adapter, at
 // base (the pointer of what their fields lie in), errors and warnings
 // apart.
-func diagnosticProblems(base string, diags []sdk.Diagnostic) (errs, warns Problems) {
+func DiagnosticProblems(base string, diags []sdk.Diagnostic) (errs, warns Problems) {
 	for _, d := range diags {
 		p := Problem{Pointer: base + fieldPointer(d.Field), Message: d.Message}
 		if d.Severity == sdk.SeverityWarning {

@@ -1,15 +1,16 @@
-package host
+package opsfile
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// Merge combines the catalogs of several operations files into one, as a
-// handler serving them all sees it. Operation names must be unique across
-// the files; an adapter declared in two files must be declared alike.
-func Merge(cats ...*Catalog) (*Catalog, error) {
+// Merge combines several loaded operations files into one, as a handler
+// serving them all sees it. Operation names must be unique across the
+// files; an adapter declared in two files must be declared alike.
+func Merge(cats ...*File) (*File, error) {
 	if len(cats) == 1 {
 		return cats[0], nil
 	}
@@ -17,7 +18,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 	for _, c := range cats {
 		sources = append(sources, c.Source)
 	}
-	out := &Catalog{Source: strings.Join(sources, ", "), Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
+	out := &File{Source: strings.Join(sources, ", "), Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}}
 	from := map[string]string{}
 	var errs Problems
 	secrets := map[string]bool{}
@@ -45,10 +46,7 @@ func Merge(cats ...*Catalog) (*Catalog, error) {
 			secrets[s] = true
 		}
 	}
-	for s := range secrets {
-		out.Secrets = append(out.Secrets, s)
-	}
-	slices.Sort(out.Secrets)
+	out.Secrets = slices.Sorted(maps.Keys(secrets))
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -1,79 +1,22 @@
-package host_test
+package redact_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/xml"
-	"html"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/host/redact/redacttest"
 )
-
-// encodings are the forms of a secret the redactor covers, computed with
-// the standard library (and two hand-written escapes) rather than by the
-// redactor's own code.
-func encodings(s string) map[string]string {
-	jsonOf := func(s string, escapeHTML bool) string {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(escapeHTML)
-		_ = enc.Encode(s)
-		out := strings.TrimSpace(b.String())
-		return out[1 : len(out)-1]
-	}
-	var x strings.Builder
-	_ = xml.EscapeText(&x, []byte(s))
-	m := map[string]string{
-		"raw":          s,
-		"json":         jsonOf(s, true),
-		"json-nohtml":  jsonOf(s, false),
-		"json-json":    jsonOf(jsonOf(s, true), true), // a JSON text quoted in a JSON string
-		"json-3":       jsonOf(jsonOf(jsonOf(s, false), false), false),
-		"xml-json":     jsonOf(x.String(), true),
-		"query":        url.QueryEscape(s),
-		"path":         url.PathEscape(s),
-		"query-lower":  lowerPercent(url.QueryEscape(s)),
-		"xml":          x.String(),
-		"html":         html.EscapeString(s),
-		"xml-named":    strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(s),
-		"base64":       base64.StdEncoding.EncodeToString([]byte(s)),
-		"base64-url":   base64.URLEncoding.EncodeToString([]byte(s)),
-		"base64-raw":   base64.RawStdEncoding.EncodeToString([]byte(s)),
-		"base64-rawur": base64.RawURLEncoding.EncodeToString([]byte(s)),
-	}
-	return m
-}
-
-func lowerPercent(s string) string {
-	b := []byte(s)
-	for i := 0; i+2 < len(b); i++ {
-		if b[i] == '%' {
-			copy(b[i+1:i+3], strings.ToLower(string(b[i+1:i+3])))
-		}
-	}
-	return string(b)
-}
-
-// base64Run returns the characters of enc(prefix+s+suffix) that encode
-// bytes of s alone.
-func base64Run(enc *base64.Encoding, prefix, s, suffix string) string {
-	full := enc.EncodeToString([]byte(prefix + s + suffix))
-	from := (8*len(prefix) + 5) / 6
-	to := 8 * (len(prefix) + len(s)) / 6
-	return full[from:to]
-}
 
 func TestRedactEncodedForms(t *testing.T) {
 	secrets := []string{`p@ss"w<rd>&x+y/z= ~'é`, "sk-live-0123456789abcdef", "alice", "hunter2-pw"}
-	rd := host.NewRedactor(secrets)
+	rd := redact.New(secrets)
 	for _, s := range secrets {
-		for name, e := range encodings(s) {
+		for name, e := range redacttest.Encodings(s) {
 			text := "before " + e + " after"
-			if got := rd.String(text); strings.Contains(got, e) || got != "before "+host.Redacted+" after" &&
+			if got := rd.String(text); strings.Contains(got, e) || got != "before "+redact.Mark+" after" &&
 				!strings.HasPrefix(name, "base64") {
 				t.Errorf("%q as %s: %q", s, name, got)
 			}
@@ -81,7 +24,7 @@ func TestRedactEncodedForms(t *testing.T) {
 	}
 	// Python's json.dumps and PHP's "\/" escapes.
 	for _, e := range []string{`p@ss\"w<rd>&x+y/z= ~'\u00e9`, `p@ss\"w<rd>&x+y\/z= ~'é`} {
-		if got := rd.String(e); got != host.Redacted {
+		if got := rd.String(e); got != redact.Mark {
 			t.Errorf("%q: %q", e, got)
 		}
 	}
@@ -90,9 +33,9 @@ func TestRedactEncodedForms(t *testing.T) {
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for _, prefix := range []string{"", "a", "ab", "abc", "user:"} {
 			for _, s := range secrets {
-				run := base64Run(enc, prefix, s, `","skip":3}`)
+				run := redacttest.Base64Run(enc, prefix, s, `","skip":3}`)
 				text := enc.EncodeToString([]byte(prefix + s + `","skip":3}`))
-				if got := rd.String(text); strings.Contains(got, run) || !strings.Contains(got, host.Redacted) {
+				if got := rd.String(text); strings.Contains(got, run) || !strings.Contains(got, redact.Mark) {
 					t.Errorf("base64 of %q+%q: %s → %s", prefix, s, text, got)
 				}
 			}
@@ -100,15 +43,15 @@ func TestRedactEncodedForms(t *testing.T) {
 	}
 	// A pair the catalog records from username and password is one secret:
 	// its Basic authorization is replaced whole.
-	pair := host.NewRedactor([]string{"alice:hunter2-pw"})
+	pair := redact.New([]string{"alice:hunter2-pw"})
 	basic := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("alice:hunter2-pw"))
-	if got := strings.TrimRight(pair.String(basic), "="); got != "Authorization: Basic "+host.Redacted {
+	if got := strings.TrimRight(pair.String(basic), "="); got != "Authorization: Basic "+redact.Mark {
 		t.Errorf("basic: %q", got)
 	}
 }
 
 func TestRedactLeavesOtherTextAlone(t *testing.T) {
-	rd := host.NewRedactor([]string{"s3cr3t-value", "abc", ""})
+	rd := redact.New([]string{"s3cr3t-value", "abc", ""})
 	text := []byte(`{"user":"abc","note":"nothing secret here","n":[1,2,3]}`)
 	if got := rd.Bytes(text); &got[0] != &text[0] {
 		t.Error("Bytes copied a text without secrets")
@@ -119,12 +62,12 @@ func TestRedactLeavesOtherTextAlone(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { rd.Bytes(text) }); n != 0 {
 		t.Errorf("%v allocations for a text without secrets", n)
 	}
-	var none *host.Redactor
-	if none.String("x") != "x" || host.NewRedactor(nil).String("[REDACTED]") != "[REDACTED]" {
+	var none *redact.Redactor
+	if none.String("x") != "x" || redact.New(nil).String("[REDACTED]") != "[REDACTED]" {
 		t.Error("a redactor without secrets changed a text")
 	}
 	// The mark's own text is never a secret: redacting stays idempotent.
-	mark := host.NewRedactor([]string{"REDACTED", "EDAC"})
+	mark := redact.New([]string{"REDACTED", "EDAC"})
 	if got := mark.String("[REDACTED]"); got != "[REDACTED]" {
 		t.Errorf("mark: %q", got)
 	}
@@ -132,7 +75,7 @@ func TestRedactLeavesOtherTextAlone(t *testing.T) {
 
 // A form that matches across a JSON escape must not leave invalid JSON.
 func TestRedactJSONStaysValid(t *testing.T) {
-	rd := host.NewRedactor([]string{`abc\`, "tok3n-value"})
+	rd := redact.New([]string{`abc\`, "tok3n-value"})
 	for _, doc := range []string{
 		`{"a":"xabc\"d","b":1}`,
 		`{"a":"xabc\\","b":"tok3n-value"}`,
@@ -163,11 +106,11 @@ func FuzzRedact(f *testing.F) {
 		if len(s1) > 64 || len(s2) > 64 || len(text) > 512 {
 			return
 		}
-		rd := host.NewRedactor([]string{s1, s2})
+		rd := redact.New([]string{s1, s2})
 		var secrets []string
 		brackets := false
 		for _, s := range []string{s1, s2} {
-			if len(s) >= host.MinSecretLength && !strings.Contains(host.Redacted, s) {
+			if len(s) >= redact.MinSecretLength && !strings.Contains(redact.Mark, s) {
 				secrets = append(secrets, s)
 				brackets = brackets || strings.ContainsAny(s, "[]")
 			}
@@ -178,8 +121,8 @@ func FuzzRedact(f *testing.F) {
 		}
 		present := false
 		for _, s := range secrets {
-			for _, f := range host.SecretForms(s) {
-				present = present || len(f) >= host.MinSecretLength && !strings.Contains(host.Redacted, f) && strings.Contains(text, f)
+			for _, f := range redact.Forms(s) {
+				present = present || len(f) >= redact.MinSecretLength && !strings.Contains(redact.Mark, f) && strings.Contains(text, f)
 			}
 		}
 		if !present && out != text {
@@ -197,8 +140,8 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("not idempotent: %q → %q → %q", text, out, again)
 		}
 		for _, s := range secrets {
-			for name, e := range encodings(s) {
-				if strings.Contains(host.Redacted, e) {
+			for name, e := range redacttest.Encodings(s) {
+				if strings.Contains(redact.Mark, e) {
 					continue
 				}
 				if got := rd.String(text + e + text); strings.Contains(got, e) {
@@ -208,7 +151,7 @@ func FuzzRedact(f *testing.F) {
 			if len(s) >= 5 {
 				prefix := text[:min(len(text), align&3)]
 				for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
-					run := base64Run(enc, prefix, s, text)
+					run := redacttest.Base64Run(enc, prefix, s, text)
 					if got := rd.String(enc.EncodeToString([]byte(prefix + s + text))); strings.Contains(got, run) {
 						t.Fatalf("%q inside base64 after %q: %q survives in %q", s, prefix, run, got)
 					}

@@ -1,16 +1,16 @@
-package host_test
+package opsfile_test
 
 import (
 	"fmt"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // A window operation's config: what it sets is checked at load, and what
 // it leaves out takes its defaults (the timeout of the whole call is the
 // window's duration plus 5s).
 func Example_window() {
-	cat, err := host.Parse("ops.yaml", []byte(`version: 1
+	cat, err := opsfile.Parse("ops.yaml", []byte(`version: 1
 operations:
   - name: recent_logs
     description: Watch the live log stream for a moment, counts per level.
@@ -19,7 +19,7 @@ operations:
     limits: {window_duration_ms: 20000, max_items: 50}
     aggregation: {aggregation_mode: summary_only, group_by: $.level}
     config: {method: GET, url: "https://logs.example.com/stream"}
-`), host.LoadOptions{})
+`), opsfile.LoadOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -27,7 +27,7 @@ operations:
 	op, _ := cat.Lookup("recent_logs")
 	ex := op.Execution
 	fmt.Println("transport:", ex.TransportBehavior)
-	fmt.Println("window:", ex.Window(), "timeout:", op.Timeout, "each upstream request:", ex.UpstreamTimeout())
+	fmt.Println("window:", ex.Limits.Window(), "timeout:", op.Timeout, "each upstream request:", ex.Limits.UpstreamTimeout())
 	fmt.Println("max items:", ex.Limits.MaxItems, "max bytes:", ex.Limits.MaxBytes, "idle timeout ms:", ex.Limits.IdleTimeoutMS)
 	fmt.Println("aggregation:", ex.Aggregation.Mode, "by", ex.Aggregation.GroupBy)
 	fmt.Println("truncate item fields:", ex.Safety.TruncateItemFields, "at", ex.Safety.MaxFieldLength, "bytes")

@@ -1,12 +1,10 @@
-package host
+package opsfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,14 +14,16 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/crankmcp/crank/host/auth"
-	"github.com/crankmcp/crank/plugins/sdk"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/window"
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
-// File is an operations file: the tools a Crank handler serves and the
-// third-party adapters they need. It is written in YAML or JSON.
-type File struct {
+// fileDecl is an operations file as written: the tools a Crank handler
+// serves and the third-party adapters they need, in YAML or JSON.
+type fileDecl struct {
 	Version    int                    `json:"version,omitempty" jsonschema:"The file format: 1 (the default)."`
 	Adapters   map[string]AdapterDecl `json:"adapters,omitempty" jsonschema:"Third-party adapter executables by name; built-in adapters need no entry. Not in a catalog."`
 	Operations []OperationDecl        `json:"operations" jsonschema:"The tools."`
@@ -107,7 +107,7 @@ type Operation struct {
 	// Execution is the window config of a mode window operation (and the
 	// upstream reader of a session, or of an async_job that collects a
 	// window), nil for a unary one.
-	Execution *Execution
+	Execution *window.Config
 	// Family is the tool family of a session or async_job operation, and
 	// Role the part a published tool plays in it ("" for the operation
 	// itself; start, poll, stop, status, result or cancel).
@@ -128,11 +128,44 @@ type Operation struct {
 	allow         *CatalogAllow // what it may reach, for a catalog's entry (reach.go)
 }
 
-// Catalog is a loaded operations file: its entries as written. An entry
-// may expand into several tools once its adapter has seen it (see
-// Host.Operations).
-type Catalog struct {
-	// Source is the file the catalog was loaded from.
+// Input is the compiled InputSchema, which a call's arguments are
+// validated against.
+func (op *Operation) Input() *jsonschema.Resolved { return op.input }
+
+// InputDeclared reports whether the entry wrote its input_schema (a
+// preset's counts): one an adapter derives does not replace it.
+func (op *Operation) InputDeclared() bool { return op.inputDeclared }
+
+// SetInputSchema makes raw (an object schema; nil for any object) the
+// operation's input schema, closed to undeclared arguments and compiled:
+// the schema of a tool the runtime derives from the operation (an
+// adapter's, a window's with its cursor, a family tool's).
+func (op *Operation) SetInputSchema(raw json.RawMessage) error {
+	in, resolved, err := compileInputSchema(raw)
+	if err != nil {
+		return err
+	}
+	op.InputSchema, op.input = in, resolved
+	return nil
+}
+
+// Derived is where a tool an adapter derived from the entry op starts:
+// named name, with the entry's adapter, mode, timeout, config, file,
+// window config, family and upstream_auth, its problems placed at the
+// entry and reaching no further than the entry may.
+func (op *Operation) Derived(name string) Operation {
+	return Operation{Name: name, Adapter: op.Adapter, Mode: op.Mode, Timeout: op.Timeout,
+		Config: op.Config, File: op.File, Dir: op.Dir, Execution: op.Execution, Family: op.Family,
+		UpstreamAuth: op.UpstreamAuth, allow: op.allow, pos: op.pos, at: op.at}
+}
+
+// File is a loaded operations file (or several merged, or a catalog's
+// document compiled as one): its entries as written. An entry may expand
+// into several tools once its adapter has seen it (see host.Host's
+// Operations).
+type File struct {
+	// Source is the file it was loaded from ("catalog <name>" for a
+	// catalog's document; the files joined by ", " when merged).
 	Source     string
 	Operations []*Operation
 	// Adapters holds the third-party adapters declared by the file, with
@@ -148,7 +181,7 @@ type Catalog struct {
 
 // BaseDir is the absolute directory of the operations file; adapters
 // resolve relative paths in operation configs against it.
-func (c *Catalog) BaseDir() string {
+func (c *File) BaseDir() string {
 	dir, err := filepath.Abs(filepath.Dir(c.Source))
 	if err != nil {
 		return filepath.Dir(c.Source)
@@ -157,12 +190,12 @@ func (c *Catalog) BaseDir() string {
 }
 
 // Lookup returns the operation serving the tool name.
-func (c *Catalog) Lookup(name string) (*Operation, bool) {
+func (c *File) Lookup(name string) (*Operation, bool) {
 	op, ok := c.byName[name]
 	return op, ok
 }
 
-// LoadOptions tune catalog loading.
+// LoadOptions tune the loading of an operations file.
 type LoadOptions struct {
 	// Expand replaces placeholders such as {env.API_TOKEN} in a config
 	// string and leaves unknown ones, such as a URL's {id}, as they are.
@@ -176,14 +209,15 @@ type LoadOptions struct {
 	AllowEmpty bool
 	// Allow, for an operations catalog, is what its entries may reach
 	// (reach.go): only the placeholders it allows are expanded, relative
-	// paths resolve against its first directory, and the host checks
-	// every entry's config against it before an adapter sees it. Nil for
+	// paths resolve against its first directory, and the runtime checks
+	// every entry's config against it before an adapter sees it
+	// (Operation.CheckReach). Nil for
 	// an operations file, whose operator may reach anything.
 	Allow *CatalogAllow
 }
 
 // LoadFile reads and validates an operations file.
-func LoadFile(path string, opts LoadOptions) (*Catalog, error) {
+func LoadFile(path string, opts LoadOptions) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, Problems{{File: path, Message: fmt.Sprintf("cannot read operations file: %v", err)}}
@@ -192,6 +226,10 @@ func LoadFile(path string, opts LoadOptions) (*Catalog, error) {
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// ValidToolName reports whether name is an MCP tool name: 1-128
+// characters of A-Z a-z 0-9 _ . -
+func ValidToolName(name string) bool { return toolNameRE.MatchString(name) }
 
 // ErrAdapters explains why a catalog cannot declare adapter executables.
 var ErrAdapters = errors.New("a catalog cannot declare adapter executables: whoever can write the catalog would run commands on every replica; declare them in an operations file of the handler, and the catalog's operations may use them")
@@ -202,10 +240,10 @@ var ErrAdapters = errors.New("a catalog cannot declare adapter executables: whoe
 // not read, adapters in a catalog. Every problem is reported at once,
 // placed by pointer (no file, no lines); bad lists the entries that had
 // one, which the load checks no further.
-func decodeFile(data []byte, catalog bool) (f *File, dec *sdk.Decoded, bad map[int]bool, probs Problems) {
-	f = &File{}
+func decodeFile(data []byte, catalog bool) (f *fileDecl, dec *sdk.Decoded, bad map[int]bool, probs Problems) {
+	f = &fileDecl{}
 	dec, diags := sdk.Decode(data, f)
-	probs, _ = diagnosticProblems("", diags)
+	probs, _ = DiagnosticProblems("", diags)
 	bad = map[int]bool{}
 	for i := range probs {
 		if n, _ := EntryOf(probs[i].Pointer); n >= 0 && n < len(f.Operations) {
@@ -245,7 +283,7 @@ func decodeFile(data []byte, catalog bool) (f *File, dec *sdk.Decoded, bad map[i
 func CheckEntry(raw json.RawMessage) Problems {
 	var d OperationDecl
 	_, diags := sdk.Decode(raw, &d)
-	probs, _ := diagnosticProblems("", diags)
+	probs, _ := DiagnosticProblems("", diags)
 	if len(probs) == 0 {
 		if msg := nameProblem(d.Name); msg != "" {
 			probs = Problems{{Pointer: "/name", Message: msg}}
@@ -281,7 +319,7 @@ func entryLabel(d *OperationDecl) string { return d.Name }
 
 // Parse validates an operations file held in memory; name is used in errors
 // and to resolve relative adapter commands.
-func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
+func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 	if opts.Expand == nil {
 		opts.Expand = ExpandEnv
 	}
@@ -293,7 +331,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 	for i := range errs {
 		errs[i].File, errs[i].Line = name, pos.line(errs[i].Pointer)
 	}
-	cat := &Catalog{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}, pos: pos}
+	cat := &File{Source: name, Adapters: map[string]AdapterDecl{}, byName: map[string]*Operation{}, pos: pos}
 	dir := cat.BaseDir()
 	if opts.Dir != "" {
 		if abs, err := filepath.Abs(opts.Dir); err == nil {
@@ -352,9 +390,9 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		op.Family = parseFamily(familyDecl{mode: op.Mode, name: op.Name, names: d.Family, job: d.Job, scope: d.Scope, has: has}, fail)
 		if ex := op.Execution; ex != nil {
 			if !timeoutSet {
-				op.Timeout = ex.Window() + windowGrace
-			} else if op.Timeout < ex.Window() {
-				fail("/timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Window())
+				op.Timeout = ex.Limits.Window() + WindowGrace
+			} else if op.Timeout < ex.Limits.Window() {
+				fail("/timeout", "must be at least limits.window_duration_ms (%s): it bounds the whole window", ex.Limits.Window())
 			}
 			if len(d.OutputSchema) > 0 {
 				fail("/output_schema", "the output schema of a %s tool is fixed (items, summary, stats, truncated, window_complete, has_more, cursor): leave it out", op.Mode)
@@ -370,12 +408,12 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
 		if op.Mode == ModeWindow && err == nil {
-			if _, err := windowInputSchema(in); err != nil {
+			if _, err := window.InputSchema(in); err != nil {
 				fail("/input_schema", "%v", err)
 			}
 		}
 		if len(d.OutputSchema) > 0 {
-			if err := checkOutputSchema(d.OutputSchema); err != nil {
+			if err := CheckOutputSchema(d.OutputSchema); err != nil {
 				fail("/output_schema", "%v", err)
 			}
 			op.OutputSchema = d.OutputSchema
@@ -396,10 +434,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*Catalog, error) {
 		cat.Operations = append(cat.Operations, op)
 		cat.byName[op.Name] = op
 	}
-	for s := range secrets {
-		cat.Secrets = append(cat.Secrets, s)
-	}
-	slices.Sort(cat.Secrets)
+	cat.Secrets = slices.Sorted(maps.Keys(secrets))
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -444,222 +479,4 @@ func StringKeyed(v any) any {
 		}
 	}
 	return v
-}
-
-func checkOutputSchema(raw json.RawMessage) error {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("not a JSON Schema: %v", err)
-	}
-	if s.Type != "object" {
-		return errors.New(`must have "type": "object" (structuredContent is an object)`)
-	}
-	_, err := s.Resolve(nil)
-	return err
-}
-
-func compileInputSchema(raw json.RawMessage) (json.RawMessage, *jsonschema.Resolved, error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{"type":"object"}`)
-	}
-	raw = closeInputSchema(raw) // arguments.go
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return raw, nil, fmt.Errorf("not a JSON Schema: %v", err)
-	}
-	if s.Type != "object" {
-		return raw, nil, errors.New(`must have "type": "object" (tool arguments are an object)`)
-	}
-	r, err := s.Resolve(nil)
-	if err != nil {
-		return raw, nil, err
-	}
-	return raw, r, nil
-}
-
-// expandConfig expands placeholders in every string of a JSON config and
-// records as secrets the values that replaced placeholders, except plain
-// addresses (an absolute URL of a host alone, host:port), which error
-// messages need to name the upstream; see secretsOf. A credential pair
-// built from placeholders, an object's username and password or a URL's
-// userinfo, is recorded as "username:password" too: adapters send it as
-// Basic authorization, which the redactor recognises in base64.
-func expandConfig(raw json.RawMessage, expand func(string) string, secrets map[string]bool) (json.RawMessage, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	// walk expands v and reports whether a placeholder expanded in it.
-	var walk func(any) (any, bool)
-	walk = func(v any) (any, bool) {
-		switch t := v.(type) {
-		case string:
-			return expandString(t, expand, secrets)
-		case map[string]any:
-			exp, user, pass := false, false, false
-			for k, e := range t {
-				var x bool
-				t[k], x = walk(e)
-				exp = exp || x
-				user = user || k == "username" && x
-				pass = pass || k == "password" && x
-			}
-			u, uok := t["username"].(string)
-			p, pok := t["password"].(string)
-			if uok && pok && (user || pass) {
-				addSecret(secrets, u+":"+p)
-			}
-			return t, exp
-		case []any:
-			exp := false
-			for i, e := range t {
-				var x bool
-				t[i], x = walk(e)
-				exp = exp || x
-			}
-			return t, exp
-		}
-		return v, false
-	}
-	v, _ = walk(v)
-	return json.Marshal(v)
-}
-
-// placeholderRE matches a placeholder as Caddy's replacer reads one:
-// {env.NAME}, {file./run/secrets/key}, or a brace expression the gateway
-// leaves alone ({id} in a URL path).
-var placeholderRE = regexp.MustCompile(`\{[A-Za-z_][^{}\s]*\}`)
-
-// expandString expands s, records its secrets and reports whether a
-// placeholder expanded in it.
-func expandString(s string, expand func(string) string, secrets map[string]bool) (string, bool) {
-	if !strings.Contains(s, "{") {
-		return s, false
-	}
-	expanded := false
-	for _, ph := range placeholderRE.FindAllString(s, -1) {
-		if val := expand(ph); val != ph {
-			expanded = true
-			for _, sec := range secretsOf(val) {
-				addSecret(secrets, sec)
-			}
-		}
-	}
-	out := expand(s)
-	if expanded {
-		// Credentials written around placeholders, as in
-		// https://{env.USER}:{env.PASS}@host/.
-		if u, err := url.Parse(out); err == nil && u.User != nil {
-			for _, sec := range userinfoSecrets(u.User) {
-				addSecret(secrets, sec)
-			}
-		}
-	}
-	return out, expanded
-}
-
-func addSecret(secrets map[string]bool, s string) {
-	if len(s) >= MinSecretLength {
-		secrets[s] = true
-	}
-}
-
-// secretsOf returns the secrets a placeholder's value stands for: none for
-// a plain address (an absolute URL of a host alone, or host:port); for a
-// URL with a path, query or userinfo (a capability URL, a ?key=) the URL,
-// its path, long path segments, its query and long query values, its
-// credentials, so that an upstream echoing one part does not leak it;
-// otherwise the value itself.
-func secretsOf(val string) []string {
-	u, err := url.Parse(val)
-	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" {
-		host, port, ok := strings.Cut(val, ":")
-		if ok && host != "" && port != "" && !strings.ContainsAny(val, "/@ ") && strings.Trim(port, "0123456789") == "" {
-			return nil // host:port
-		}
-		return []string{val}
-	}
-	if u.User == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
-		return nil // the address of a host
-	}
-	out := []string{val}
-	if len(u.Path) >= minURLPathSecret {
-		out = append(out, u.EscapedPath(), u.Path)
-		for seg := range strings.SplitSeq(u.Path, "/") {
-			if len(seg) >= minURLPathSecret {
-				out = append(out, seg)
-			}
-		}
-	}
-	if u.RawQuery != "" {
-		out = append(out, u.RawQuery)
-		q, _ := url.ParseQuery(u.RawQuery)
-		for _, vs := range q {
-			for _, v := range vs {
-				if len(v) >= minURLValueSecret {
-					out = append(out, v)
-				}
-			}
-		}
-	}
-	if u.User != nil {
-		out = append(out, userinfoSecrets(u.User)...)
-	}
-	return out
-}
-
-// The parts of a secret URL that are secrets of their own: a path, or a
-// path segment, of at least minURLPathSecret bytes (a capability token),
-// a query value of at least minURLValueSecret bytes (a key), so that
-// plain words such as "/api", "services" or "json" are not redacted
-// everywhere.
-const (
-	minURLPathSecret  = 16
-	minURLValueSecret = 8
-)
-
-// userinfoSecrets returns the secrets of a URL's userinfo: as written,
-// and "user:password" and the password decoded.
-func userinfoSecrets(ui *url.Userinfo) []string {
-	out := []string{ui.String()}
-	if pw, ok := ui.Password(); ok {
-		out = append(out, ui.Username()+":"+pw, pw)
-	} else {
-		out = append(out, ui.Username())
-	}
-	return out
-}
-
-var envRE = regexp.MustCompile(`\{env\.([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// ExpandEnv replaces {env.NAME} placeholders with environment variables (an
-// unset variable expands to the empty string, as in Caddy) and leaves every
-// other brace expression alone. The Caddy module uses Caddy's replacer
-// instead, which knows more placeholders.
-func ExpandEnv(s string) string {
-	return envRE.ReplaceAllStringFunc(s, func(m string) string {
-		return os.Getenv(m[len("{env.") : len(m)-1])
-	})
-}
-
-// AdapterSpec returns how to run the named adapter: the file's own
-// declaration when it has one, otherwise builtin's answer (nil builtin: no
-// built-ins).
-func (c *Catalog) AdapterSpec(name string, builtin func(name string) (AdapterSpec, bool)) (AdapterSpec, error) {
-	if d, ok := c.Adapters[name]; ok {
-		spec := AdapterSpec{Name: name, Command: d.Command, Args: d.Args}
-		for k, v := range d.Env {
-			spec.Env = append(spec.Env, k+"="+v)
-		}
-		slices.Sort(spec.Env)
-		return spec, nil
-	}
-	if builtin != nil {
-		if spec, ok := builtin(name); ok {
-			return spec, nil
-		}
-	}
-	return AdapterSpec{}, fmt.Errorf("no adapter named %q: declare it under adapters: in the operations file or use a built-in one", name)
 }

@@ -1,16 +1,16 @@
-package host_test
+package opsfile_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 func TestMerge(t *testing.T) {
-	parse := func(name, yaml string) *host.Catalog {
+	parse := func(name, yaml string) *opsfile.File {
 		t.Helper()
-		c, err := host.Parse(name, []byte(yaml), host.LoadOptions{})
+		c, err := opsfile.Parse(name, []byte(yaml), opsfile.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -22,7 +22,7 @@ operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
 	b := parse("/srv/b.yaml", `
 adapters: {x: {command: /bin/x}}
 operations: [{name: two, description: d, adapter: x, config: {k: v}}]`)
-	m, err := host.Merge(a, b)
+	m, err := opsfile.Merge(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ operations: [{name: two, description: d, adapter: x, config: {k: v}}]`)
 	c := parse("/srv/c.yaml", `
 adapters: {x: {command: /bin/other}}
 operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
-	_, err = host.Merge(a, c)
+	_, err = opsfile.Merge(a, c)
 	for _, want := range []string{
 		`/srv/c.yaml:2: /adapters/x: declared differently in /etc/crank/a.yaml`,
 		`/srv/c.yaml:3: operation "one": /name: duplicate operation name (also in /etc/crank/a.yaml)`,
@@ -45,7 +45,7 @@ operations: [{name: one, description: d, adapter: x, config: {k: v}}]`)
 }
 
 func TestYAML12Keys(t *testing.T) {
-	c, err := host.Parse("ops.yaml", []byte(`
+	c, err := opsfile.Parse("ops.yaml", []byte(`
 operations:
   - name: point
     description: d
@@ -54,7 +54,7 @@ operations:
       type: object
       properties: {x: {type: number}, y: {type: number}, on: {type: boolean}}
     config: {k: v}
-`), host.LoadOptions{})
+`), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

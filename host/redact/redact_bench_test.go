@@ -1,4 +1,4 @@
-package host_test
+package redact_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/redact"
 )
 
 // BenchmarkRedact measures the redaction every result, error and stored
@@ -39,7 +39,7 @@ func BenchmarkRedact(b *testing.B) {
 				bytes func([]byte) []byte
 			}{
 				{"baseline", newBaselineRedactor(c.sec).Bytes},
-				{"redactor", host.NewRedactor(c.sec).Bytes},
+				{"redactor", redact.New(c.sec).Bytes},
 			} {
 				b.Run(fmt.Sprintf("%dKiB/%s/%s", size>>10, c.name, impl.name), func(b *testing.B) {
 					b.SetBytes(int64(len(c.doc)))
@@ -81,7 +81,7 @@ func newBaselineRedactor(secrets []string) *baselineRedactor {
 	var pairs []string
 	for _, v := range s {
 		rd.secrets = append(rd.secrets, []byte(v))
-		pairs = append(pairs, v, host.Redacted)
+		pairs = append(pairs, v, redact.Mark)
 	}
 	if len(pairs) > 0 {
 		rd.r = strings.NewReplacer(pairs...)

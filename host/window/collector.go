@@ -1,27 +1,27 @@
-package host
+package window
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/theory/jsonpath"
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/host/redact"
 )
 
-// collector turns the documents a window receives (stream events or poll
+// Collector turns the documents a window receives (stream events or poll
 // answers) into its result. It applies the safety layer to every item,
 // enforces max_items and max_bytes, tracks the cursor and aggregates. It
 // is used by one goroutine.
-type collector struct {
-	ex       *Execution
-	p        *compiledPaths
+type Collector struct {
+	cfg      *Config
+	p        *Paths
 	progress func(chunk string)
 	// redact are the call's redactors, applied to every string before
 	// max_field_length cuts it (safety.go).
-	redact redactors
+	redact redact.Chain
 
 	// cursor is the upstream cursor after the last fully consumed
 	// document; skip is how many items of the first document to skip
@@ -34,7 +34,7 @@ type collector struct {
 	partialCursor string
 	partialSkip   int
 
-	stats    windowStats
+	stats    Stats
 	end      string // set when the collector ended the window
 	status   json.RawMessage
 	upstream json.RawMessage
@@ -44,18 +44,34 @@ type collector struct {
 	dd  *dedupe
 	smp sampler
 	agg aggregator
-	// sink, when set, receives every kept item instead of the aggregator
-	// (a session's reader): max_bytes then bounds one item only, and the
-	// sink bounds the rest. It returns false to stop the collector.
-	sink func(raw []byte) bool
-	// onGap, when set, is told of every gap as it is recorded.
+	// sink and onGap are Options'.
+	sink  func(raw []byte) bool
 	onGap func()
 	// fast is true when items need no decoding: nothing reads inside them.
 	fast bool
 }
 
-// windowStats are the counters of a window.
-type windowStats struct {
+// Options tune a Collector.
+type Options struct {
+	// Redact are the call's redactors, applied to every string before
+	// max_field_length cuts it.
+	Redact redact.Chain
+	// From is where the window starts.
+	From Position
+	// Progress, when set, receives each counted item's JSON (for
+	// aggregation_mode text, the text as it grows), redacted by Redact
+	// where the text aggregation holds a secret back.
+	Progress func(chunk string)
+	// Sink, when set, receives every kept item instead of the aggregator
+	// (a session's reader): max_bytes then bounds one item only, and the
+	// sink bounds the rest. It returns false to stop the collector.
+	Sink func(raw []byte) bool
+	// OnGap, when set, is told of every gap as it is recorded.
+	OnGap func()
+}
+
+// Stats are the counters of a window.
+type Stats struct {
 	Received          int   `json:"received"`
 	Counted           int   `json:"counted"`
 	Returned          int   `json:"returned"`
@@ -73,24 +89,25 @@ type windowStats struct {
 // maxGapReasons bounds the gap reasons a result lists (all are counted).
 const maxGapReasons = 10
 
-func newCollector(ex *Execution, rs redactors, cursor string, skip int, progress func(string)) *collector {
-	c := &collector{ex: ex, p: &ex.paths, progress: progress, redact: rs, cursor: cursor, skip: skip,
-		smp: sampler{rate: ex.Safety.SamplingRate}}
-	if ex.Safety.DropDuplicates {
+// NewCollector returns the collector of one window of cfg.
+func NewCollector(cfg *Config, o Options) *Collector {
+	c := &Collector{cfg: cfg, p: &cfg.Paths, progress: o.Progress, redact: o.Redact, cursor: o.From.Cursor, skip: o.From.Skip,
+		smp: sampler{rate: cfg.Safety.SamplingRate}, sink: o.Sink, onGap: o.OnGap}
+	if cfg.Safety.DropDuplicates {
 		c.dd = newDedupe()
 	}
-	c.agg = newAggregator(ex, rs)
+	c.agg = newAggregator(cfg, o.Redact)
 	p := c.p
-	c.fast = p.items == nil && p.summary == nil && p.cursor == nil && p.status == nil && p.done == nil &&
-		len(p.redact) == 0 && p.groupBy == nil &&
-		(ex.Aggregation.Mode == AggRawItems || ex.Aggregation.Mode == AggSummaryOnly)
+	c.fast = p.Items == nil && p.Summary == nil && p.Cursor == nil && p.Status == nil && p.Done == nil &&
+		len(p.Redact) == 0 && p.GroupBy == nil &&
+		(cfg.Aggregation.Mode == AggRawItems || cfg.Aggregation.Mode == AggSummaryOnly)
 	return c
 }
 
-// finish sends as progress what the aggregator held back (the end of a
+// Finish sends as progress what the aggregator held back (the end of a
 // text window's text, which a secret may have straddled): the window has
 // ended.
-func (c *collector) finish() {
+func (c *Collector) Finish() {
 	if t, ok := c.agg.(*textAgg); ok && c.progress != nil {
 		if rest := t.rest(); rest != "" {
 			c.progress(rest)
@@ -99,10 +116,30 @@ func (c *collector) finish() {
 }
 
 // stopped reports whether the collector ended the window.
-func (c *collector) stopped() bool { return c.end != "" }
+func (c *Collector) stopped() bool { return c.end != "" }
 
-// gap records a point where items may have been lost.
-func (c *collector) gap(reason string) {
+// End is why the collector ended the window (a limit, or done), "" while
+// it has not.
+func (c *Collector) End() string { return c.end }
+
+// Cursor is the upstream cursor after the last document consumed whole.
+func (c *Collector) Cursor() string { return c.cursor }
+
+// Stats are the window's counters so far.
+func (c *Collector) Stats() Stats { return c.stats }
+
+// Gaps are the reasons of the first gaps recorded (at most
+// maxGapReasons) and how many there were.
+func (c *Collector) Gaps() (reasons []string, n int) { return c.gaps, c.nGaps }
+
+// Polled counts a poll of the upstream.
+func (c *Collector) Polled() { c.stats.Polls++ }
+
+// Retried counts a poll retried after a retryable upstream failure.
+func (c *Collector) Retried() { c.stats.Retries++ }
+
+// Gap records a point where items may have been lost.
+func (c *Collector) Gap(reason string) {
 	c.nGaps++
 	if c.onGap != nil {
 		c.onGap()
@@ -112,11 +149,11 @@ func (c *collector) gap(reason string) {
 	}
 }
 
-// add takes one upstream document: a stream event's data or a poll's
+// Add takes one upstream document: a stream event's data or a poll's
 // answer, and the upstream's cursor after it ("" when it has none). It
 // reports whether the window must stop (a limit was hit or the upstream
 // is done).
-func (c *collector) add(raw []byte, docCursor string) bool {
+func (c *Collector) Add(raw []byte, docCursor string) bool {
 	if c.stopped() {
 		return true
 	}
@@ -127,56 +164,56 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 	if c.fast && !isJSONArray(raw) && !mayNeedTruncation(raw, c.fieldLimit()) {
 		if !json.Valid(raw) {
 			c.stats.Received++
-			c.gap("an item that is not valid JSON was skipped")
+			c.Gap("an item that is not valid JSON was skipped")
 			return false
 		}
 		if skip > 0 {
-			c.advance(docCursor)
+			c.Advance(docCursor)
 			return false
 		}
 		if c.take(nil, raw) {
-			if c.end == endMaxItems {
-				c.advance(docCursor)
+			if c.end == EndMaxItems {
+				c.Advance(docCursor)
 			} else {
 				c.stopAt(before, 1, 1)
 			}
 			return true
 		}
-		c.advance(docCursor)
+		c.Advance(docCursor)
 		return false
 	}
 
-	doc, err := decodeJSON(raw)
+	doc, err := jsonpath.Decode(raw)
 	if err != nil {
 		c.stats.Received++
-		c.gap("an item that is not valid JSON was skipped")
+		c.Gap("an item that is not valid JSON was skipped")
 		return false
 	}
-	if len(c.p.redact) > 0 {
+	if len(c.p.Redact) > 0 {
 		var n int
-		doc, n = redactPaths(c.p.redact, doc)
+		doc, n = jsonpath.Replace(c.p.Redact, doc, redact.Mark)
 		c.stats.Redacted += n
 	}
-	if v, ok := selectFirst(c.p.summary, doc); ok {
-		c.upstream = encodeJSON(v)
+	if v, ok := jsonpath.First(c.p.Summary, doc); ok {
+		c.upstream = jsonpath.Encode(v)
 	}
-	if v, ok := selectFirst(c.p.status, doc); ok {
-		c.status = encodeJSON(v)
+	if v, ok := jsonpath.First(c.p.Status, doc); ok {
+		c.status = jsonpath.Encode(v)
 	}
-	if v, ok := selectFirst(c.p.cursor, doc); ok {
-		if s := scalarText(v); s != "" {
+	if v, ok := jsonpath.First(c.p.Cursor, doc); ok {
+		if s := jsonpath.Text(v); s != "" {
 			docCursor = s
 		}
 	}
 	done := false
-	if v, ok := selectFirst(c.p.done, doc); ok {
-		done = truthy(v)
+	if v, ok := jsonpath.First(c.p.Done, doc); ok {
+		done = jsonpath.Truthy(v)
 	}
 	var nodes []any
 	split := true
 	switch {
-	case c.p.items != nil:
-		nodes = selectAll(c.p.items, doc)
+	case c.p.Items != nil:
+		nodes = jsonpath.All(c.p.Items, doc)
 	default:
 		if arr, ok := doc.([]any); ok {
 			nodes = arr
@@ -188,9 +225,9 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 		if i < skip {
 			continue
 		}
-		if split && len(c.p.redact) > 0 {
+		if split && len(c.p.Redact) > 0 {
 			var n int
-			node, n = redactPaths(c.p.redact, node)
+			node, n = jsonpath.Replace(c.p.Redact, node, redact.Mark)
 			c.stats.Redacted += n
 		}
 		if limit := c.fieldLimit(); limit > 0 {
@@ -198,33 +235,35 @@ func (c *collector) add(raw []byte, docCursor string) bool {
 			node, n = truncateStrings(node, limit, c.redact)
 			c.stats.FieldsTruncated += n
 		}
-		if c.take(node, encodeJSON(node)) {
+		if c.take(node, jsonpath.Encode(node)) {
 			c.stopAt(before, i+1, len(nodes))
-			if c.end == endMaxItems && i+1 == len(nodes) {
-				c.advance(docCursor)
+			if c.end == EndMaxItems && i+1 == len(nodes) {
+				c.Advance(docCursor)
 				if done {
-					c.end = endDone
+					c.end = EndDone
 				}
 			}
 			return true
 		}
 	}
-	c.advance(docCursor)
+	c.Advance(docCursor)
 	if done {
-		c.end = endDone
+		c.end = EndDone
 		return true
 	}
 	return false
 }
 
-func (c *collector) fieldLimit() int {
-	if !c.ex.Safety.TruncateItemFields {
+func (c *Collector) fieldLimit() int {
+	if !c.cfg.Safety.TruncateItemFields {
 		return 0
 	}
-	return c.ex.Safety.MaxFieldLength
+	return c.cfg.Safety.MaxFieldLength
 }
 
-func (c *collector) advance(docCursor string) {
+// Advance moves the cursor past a document (or an upstream's end) that
+// brought no items: "" leaves it.
+func (c *Collector) Advance(docCursor string) {
 	if docCursor != "" {
 		c.cursor = docCursor
 	}
@@ -233,11 +272,11 @@ func (c *collector) advance(docCursor string) {
 // stopAt records where the window stopped inside a document of n items
 // whose first consumed index is next (the item that did not fit, or the one
 // after the last counted item).
-func (c *collector) stopAt(before string, next, n int) {
-	if c.end == endMaxBytes {
+func (c *Collector) stopAt(before string, next, n int) {
+	if c.end == EndMaxBytes {
 		next-- // the item that did not fit is not consumed
 	}
-	if next < n || c.end == endMaxBytes {
+	if next < n || c.end == EndMaxBytes {
 		c.partial, c.partialCursor, c.partialSkip = true, before, next
 	}
 }
@@ -245,19 +284,19 @@ func (c *collector) stopAt(before string, next, n int) {
 // take counts one item after the safety layer; item is its decoded form
 // (nil on the fast path) and raw its final JSON. It reports whether a
 // limit ends the window.
-func (c *collector) take(item any, raw []byte) bool {
+func (c *Collector) take(item any, raw []byte) bool {
 	c.stats.Received++
 	size := int64(len(raw))
-	lim := &c.ex.Limits
+	lim := &c.cfg.Limits
 	if size > lim.MaxBytes {
 		c.stats.SkippedOversize++
-		c.gap("an item of " + strconv.FormatInt(size, 10) + " bytes is larger than max_bytes (" +
+		c.Gap("an item of " + strconv.FormatInt(size, 10) + " bytes is larger than max_bytes (" +
 			strconv.FormatInt(lim.MaxBytes, 10) + ") and was skipped")
 		return false
 	}
 	if c.sink == nil && c.stats.Bytes+size > lim.MaxBytes {
 		c.stats.Received--
-		c.end = endMaxBytes
+		c.end = EndMaxBytes
 		return true
 	}
 	c.stats.Bytes += size
@@ -272,7 +311,7 @@ func (c *collector) take(item any, raw []byte) bool {
 	c.stats.Counted++
 	if c.sink != nil {
 		if !c.sink(raw) {
-			c.end = endCancelled
+			c.end = EndCancelled
 			return true
 		}
 		return false
@@ -282,80 +321,52 @@ func (c *collector) take(item any, raw []byte) bool {
 		c.progress(chunk)
 	}
 	if c.stats.Counted >= lim.MaxItems {
-		c.end = endMaxItems
+		c.end = EndMaxItems
 		return true
 	}
 	return false
 }
 
-// resultCursor is where the next window starts (the zero state: no
-// cursor).
-func (c *collector) resultCursor() cursorState {
+// Next is where the next window starts (the zero Position: at the
+// upstream's start).
+func (c *Collector) Next() Position {
 	if c.partial {
-		return cursorState{Cursor: c.partialCursor, Skip: c.partialSkip}
+		return Position{Cursor: c.partialCursor, Skip: c.partialSkip}
 	}
-	return cursorState{Cursor: c.cursor}
+	return Position{Cursor: c.cursor}
 }
 
-// cursorState is where a window starts: after the upstream cursor Cursor
+// Position is where a window starts: after the upstream cursor Cursor
 // ("" for the upstream's start), skipping the first Skip items of the
 // document there (the previous window stopped inside it).
-type cursorState struct {
+type Position struct {
 	Cursor string `json:"c,omitempty"`
 	Skip   int    `json:"s,omitempty"`
-}
-
-// sealWindowCursor is the cursor a window of tool in workspace returns
-// (cursor.go); "" for the zero state.
-func sealWindowCursor(key []byte, workspace, tool string, st cursorState) string {
-	if st == (cursorState{}) {
-		return ""
-	}
-	b, _ := json.Marshal(st)
-	return sealCursor(key, windowCursor, []string{workspace, tool}, string(b))
-}
-
-// errForeignCursor refuses a cursor argument no window of the tool (in
-// the workspace) returned.
-var errForeignCursor = errors.New("not a cursor this tool returned (pass the cursor of its previous window unchanged, or leave it out to start afresh)")
-
-// openWindowCursor reads a cursor argument of tool in workspace: one
-// sealWindowCursor made, else errForeignCursor.
-func openWindowCursor(key []byte, workspace, tool, s string) (cursorState, error) {
-	if s == "" {
-		return cursorState{}, nil
-	}
-	v, ok := openCursor(key, windowCursor, []string{workspace, tool}, s)
-	var st cursorState
-	if !ok || json.Unmarshal([]byte(v), &st) != nil || st.Skip < 0 || st.Skip > maxItemsLimit {
-		return cursorState{}, errForeignCursor
-	}
-	return st, nil
 }
 
 // aggregator folds counted items into a result. add returns the item's
 // progress chunk and whether there is one.
 type aggregator interface {
 	add(item any, raw []byte) (string, bool)
-	summary(c *collector) any
+	summary(c *Collector) any
 	items() []json.RawMessage
 }
 
-func newAggregator(ex *Execution, rs redactors) aggregator {
-	p := &ex.paths
-	switch ex.Aggregation.Mode {
+func newAggregator(cfg *Config, rs redact.Chain) aggregator {
+	p := &cfg.Paths
+	switch cfg.Aggregation.Mode {
 	case AggSummaryOnly:
-		return &countAgg{groupBy: p.groupBy}
+		return &countAgg{groupBy: p.GroupBy}
 	case AggSummaryPlusSamples:
-		return &countAgg{groupBy: p.groupBy, samples: ex.Aggregation.SampleSize}
+		return &countAgg{groupBy: p.GroupBy, samples: cfg.Aggregation.SampleSize}
 	case AggStats:
-		return &statsAgg{value: p.value}
+		return &statsAgg{value: p.Value}
 	case AggLatestState:
-		return &latestAgg{key: p.key, state: map[string]json.RawMessage{}}
+		return &latestAgg{key: p.Key, state: map[string]json.RawMessage{}}
 	case AggText:
-		return &textAgg{text: p.text, finish: p.finish, usage: p.usage, progress: redactedStream{rs: rs}}
+		return &textAgg{text: p.Text, finish: p.Finish, usage: p.Usage, progress: rs.Stream()}
 	}
-	return &countAgg{groupBy: p.groupBy, keepAll: true}
+	return &countAgg{groupBy: p.GroupBy, keepAll: true}
 }
 
 // maxGroups bounds the distinct group_by values counted one by one; the
@@ -388,7 +399,7 @@ func (a *countAgg) add(item any, raw []byte) (string, bool) {
 	if a.groupBy != nil {
 		group = missingGroup
 		if nodes := a.groupBy.Select(item); len(nodes) > 0 && nodes[0] != nil {
-			group = scalarText(nodes[0])
+			group = jsonpath.Text(nodes[0])
 		}
 		if a.counts == nil {
 			a.counts = map[string]int{}
@@ -413,7 +424,7 @@ func (a *countAgg) add(item any, raw []byte) (string, bool) {
 	return string(raw), true
 }
 
-func (a *countAgg) summary(c *collector) any {
+func (a *countAgg) summary(c *Collector) any {
 	return countSummary{Count: c.stats.Counted, Counts: a.counts, Upstream: c.upstream}
 }
 
@@ -447,7 +458,7 @@ func (a *statsAgg) add(item any, raw []byte) (string, bool) {
 	return string(raw), true
 }
 
-func numberAt(nodes jsonpath.NodeList) (float64, bool) {
+func numberAt(nodes []any) (float64, bool) {
 	if len(nodes) == 0 {
 		return 0, false
 	}
@@ -469,7 +480,7 @@ func numberAt(nodes jsonpath.NodeList) (float64, bool) {
 	return f, true
 }
 
-func (a *statsAgg) summary(c *collector) any {
+func (a *statsAgg) summary(c *Collector) any {
 	s := statsSummary{Count: c.stats.Counted, Numeric: len(a.values), NonNumeric: a.nonNumeric}
 	if n := len(a.values); n > 0 {
 		v := slices.Clone(a.values)
@@ -509,13 +520,13 @@ type latestSummary struct {
 func (a *latestAgg) add(item any, raw []byte) (string, bool) {
 	key := missingGroup
 	if nodes := a.key.Select(item); len(nodes) > 0 && nodes[0] != nil {
-		key = scalarText(nodes[0])
+		key = jsonpath.Text(nodes[0])
 	}
 	a.state[key] = raw
 	return string(raw), true
 }
 
-func (a *latestAgg) summary(c *collector) any {
+func (a *latestAgg) summary(c *Collector) any {
 	return latestSummary{Count: c.stats.Counted, Keys: len(a.state), State: a.state}
 }
 
@@ -531,7 +542,7 @@ type textAgg struct {
 	reason              string
 	usageJSON           json.RawMessage
 	chunks              int
-	progress            redactedStream
+	progress            *redact.Stream
 }
 
 type textSummary struct {
@@ -557,7 +568,7 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	if a.usage != nil {
 		if nodes := a.usage.Select(item); len(nodes) > 0 && nodes[0] != nil {
-			a.usageJSON = encodeJSON(nodes[0])
+			a.usageJSON = jsonpath.Encode(nodes[0])
 		}
 	}
 	if delta.Len() == 0 {
@@ -565,14 +576,14 @@ func (a *textAgg) add(item any, _ []byte) (string, bool) {
 	}
 	a.chunks++
 	a.b.WriteString(delta.String())
-	out := a.progress.add(delta.String())
+	out := a.progress.Add(delta.String())
 	return out, out != ""
 }
 
 // rest is the text its progress chunks held back.
-func (a *textAgg) rest() string { return a.progress.flush() }
+func (a *textAgg) rest() string { return a.progress.Flush() }
 
-func (a *textAgg) summary(*collector) any {
+func (a *textAgg) summary(*Collector) any {
 	return textSummary{Text: a.b.String(), FinishReason: a.reason, Usage: a.usageJSON, Chunks: a.chunks}
 }
 

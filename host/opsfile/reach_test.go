@@ -1,4 +1,4 @@
-package host
+package opsfile
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package host_test
+package opsfile_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/window"
 )
 
 func TestWindowLoadErrors(t *testing.T) {
@@ -44,7 +45,7 @@ func TestWindowLoadErrors(t *testing.T) {
 		{"block not an object", op("    mode: window\n    limits: [1]\n"), `/limits: must be an object {window_duration_ms, poll_interval_ms, upstream_timeout_ms, idle_timeout_ms, max_session_lifetime_ms, max_items, ...}, got a list`},
 	}
 	for _, c := range cases {
-		_, err := host.Parse("ops.yaml", []byte(c.yaml), host.LoadOptions{})
+		_, err := opsfile.Parse("ops.yaml", []byte(c.yaml), opsfile.LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want error containing %q, got %v", c.name, c.want, err)
 		}
@@ -54,7 +55,7 @@ func TestWindowLoadErrors(t *testing.T) {
 // A window operation without limits gets bounded defaults, never
 // unbounded ones.
 func TestWindowDefaults(t *testing.T) {
-	cat, err := host.Parse("ops.yaml", []byte(`
+	cat, err := opsfile.Parse("ops.yaml", []byte(`
 operations:
   - name: logs
     description: d
@@ -76,13 +77,13 @@ operations:
     preset: openai_chat
     limits: {max_items: 10}
     config: {method: POST, url: 'http://127.0.0.1:1/v1/chat/completions'}
-`), host.LoadOptions{})
+`), opsfile.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs, _ := cat.Lookup("logs")
 	ex := logs.Execution
-	if ex == nil || ex.TransportBehavior != host.ServerStream || ex.Limits.WindowDurationMS != 10000 ||
+	if ex == nil || ex.TransportBehavior != window.ServerStream || ex.Limits.WindowDurationMS != 10000 ||
 		ex.Limits.MaxItems != 1000 || ex.Limits.MaxBytes != 1<<20 || ex.Limits.UpstreamTimeoutMS != 10000 ||
 		ex.Limits.PollIntervalMS != 0 || ex.Aggregation.Mode != "raw_items" || !ex.Safety.TruncateItemFields ||
 		ex.Safety.MaxFieldLength != 4096 || ex.Safety.SamplingRate != 1 || logs.Timeout != 15*time.Second {
@@ -90,13 +91,13 @@ operations:
 	}
 	poll, _ := cat.Lookup("poll")
 	ex = poll.Execution
-	if ex.TransportBehavior != host.RequestResponse || ex.Limits.PollIntervalMS != 1000 || ex.Limits.MaxItems != 5 ||
+	if ex.TransportBehavior != window.RequestResponse || ex.Limits.PollIntervalMS != 1000 || ex.Limits.MaxItems != 5 ||
 		ex.Aggregation.SampleSize != 3 || poll.Timeout != time.Minute {
 		t.Errorf("poll: %+v timeout %s", ex, poll.Timeout)
 	}
 	chat, _ := cat.Lookup("chat")
 	ex = chat.Execution
-	if chat.Mode != host.ModeWindow || ex.Aggregation.Mode != "text" || ex.Limits.MaxItems != 10 || ex.Limits.WindowDurationMS != 120000 ||
+	if chat.Mode != opsfile.ModeWindow || ex.Aggregation.Mode != "text" || ex.Limits.MaxItems != 10 || ex.Limits.WindowDurationMS != 120000 ||
 		!strings.Contains(string(chat.InputSchema), `"messages"`) {
 		t.Errorf("chat preset: %+v %s", ex, chat.InputSchema)
 	}

@@ -1,4 +1,4 @@
-package host
+package redact
 
 import (
 	"strings"
@@ -15,22 +15,22 @@ func FuzzRedactedStream(f *testing.F) {
 	f.Add("xxabcd", 2, 2, 2)
 	f.Add("tok%22en tok\"en", 4, 9, 1)
 	secrets := []string{"SK9Q7XW2MZ4PLR8TVN3KHB6JC5DF0GY", "abcd", "abcdef", `tok"en`}
-	rs := redactors{NewRedactor(secrets[:2]), NewRedactor(secrets[2:])}
+	rs := Chain{New(secrets[:2]), New(secrets[2:])}
 	f.Fuzz(func(t *testing.T, text string, a, b, c int) {
 		if len(text) > 1<<12 {
 			return
 		}
-		s := redactedStream{rs: rs}
+		s := rs.Stream()
 		var outs []string
 		rest := text
 		for _, n := range []int{a, b, c, len(text)} {
 			n = min(max(n, 0), len(rest))
-			if out := s.add(rest[:n]); out != "" {
+			if out := s.Add(rest[:n]); out != "" {
 				outs = append(outs, out)
 			}
 			rest = rest[n:]
 		}
-		if out := s.flush(); out != "" {
+		if out := s.Flush(); out != "" {
 			outs = append(outs, out)
 		}
 		joined := strings.Join(outs, "")

@@ -1,4 +1,14 @@
-package host
+// Package redact replaces known secret values — the values placeholders
+// expanded to — in text bound for results, errors, stored records and
+// logs (docs/security.md): each secret as written and in the forms an
+// upstream or an adapter may echo it in, with one scan whatever their
+// number ([Redactor]); the redactors of one call applied in turn
+// ([Chain]); and a text that arrives in pieces, redacted as it grows
+// without showing a secret split between two of them ([Stream]). It
+// reads no files and calls nothing: the runtime builds a Redactor from
+// the secrets a load found and runs every path out of the host through
+// it.
+package redact
 
 import (
 	"bytes"
@@ -13,10 +23,12 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/crankmcp/crank/host/jsonpath"
 )
 
-// Redacted replaces a secret wherever one would surface.
-const Redacted = "[REDACTED]"
+// Mark replaces a secret wherever one would surface.
+const Mark = "[REDACTED]"
 
 // MinSecretLength is the length, in bytes, below which a value is not
 // treated as a secret: redacting every occurrence of a shorter string
@@ -52,18 +64,18 @@ type Redactor struct {
 	first  map[uint32][]int32
 }
 
-// NewRedactor returns a redactor for the given secret values. Values
-// shorter than MinSecretLength and values found inside Redacted itself
-// are not secrets.
-func NewRedactor(secrets []string) *Redactor {
+// New returns a redactor for the given secret values. Values shorter
+// than MinSecretLength and values found inside Mark itself are not
+// secrets.
+func New(secrets []string) *Redactor {
 	seen := map[string]bool{}
 	var pats []string
 	for _, s := range secrets {
 		if len(s) < MinSecretLength {
 			continue
 		}
-		for _, f := range SecretForms(s) {
-			if !seen[f] && len(f) >= MinSecretLength && !strings.Contains(Redacted, f) {
+		for _, f := range Forms(s) {
+			if !seen[f] && len(f) >= MinSecretLength && !strings.Contains(Mark, f) {
 				seen[f] = true
 				pats = append(pats, f)
 			}
@@ -142,10 +154,10 @@ func (rd *Redactor) redact(b []byte) ([]byte, bool) {
 	if at < 0 {
 		return b, false
 	}
-	out := make([]byte, 0, len(b)+len(Redacted))
+	out := make([]byte, 0, len(b)+len(Mark))
 	last := 0
 	for at >= 0 {
-		out = append(append(out, b[last:at]...), Redacted...)
+		out = append(append(out, b[last:at]...), Mark...)
 		last = at + n
 		at, n = rd.find(b, last)
 	}
@@ -177,26 +189,26 @@ func (rd *Redactor) Bytes(b []byte) []byte {
 // across a JSON escape), the document is redacted value by value instead:
 // every string, member names included, is decoded and redacted, and
 // replaced whole when its encoding would still show a secret form; a
-// document that cannot be saved even so becomes the string Redacted.
+// document that cannot be saved even so becomes the string Mark.
 func (rd *Redactor) JSON(raw json.RawMessage) json.RawMessage {
-	out, _ := rd.json(raw)
+	out, _ := rd.JSONFound(raw)
 	return out
 }
 
-// json is JSON, reporting whether there was a secret.
-func (rd *Redactor) json(raw json.RawMessage) (json.RawMessage, bool) {
+// JSONFound is JSON, reporting whether there was a secret.
+func (rd *Redactor) JSONFound(raw json.RawMessage) (json.RawMessage, bool) {
 	out, changed := rd.redact(raw)
 	if !changed || json.Valid(out) {
 		return out, changed
 	}
-	v, err := decodeJSON(raw)
+	v, err := jsonpath.Decode(raw)
 	if err != nil {
 		return out, true // it was not valid JSON before either
 	}
-	if out, _ = rd.redact(encodeJSON(rd.redactValue(v))); json.Valid(out) {
+	if out, _ = rd.redact(jsonpath.Encode(rd.redactValue(v))); json.Valid(out) {
 		return out, true
 	}
-	return json.RawMessage(`"` + Redacted + `"`), true
+	return json.RawMessage(`"` + Mark + `"`), true
 }
 
 // redactValue redacts every string of a decoded JSON value in place.
@@ -220,32 +232,24 @@ func (rd *Redactor) redactValue(v any) any {
 	return v
 }
 
-// redactString redacts a decoded JSON string: Redacted when its encoding
+// redactString redacts a decoded JSON string: Mark when its encoding
 // would still show a secret form.
 func (rd *Redactor) redactString(s string) string {
 	s = rd.String(s)
-	if _, hit := rd.redact(encodeJSON(s)); hit {
-		return Redacted
+	if _, hit := rd.redact(jsonpath.Encode(s)); hit {
+		return Mark
 	}
 	return s
 }
 
-// redactors are the redactors of one call, applied in turn: the host's
-// (the secrets its catalog expanded) and, for an operation with
+// Chain is the redactors of one call, applied in turn: the host's (the
+// secrets its operations files expanded) and, for an operation with
 // upstream_auth, the call's upstream credential's. A nil entry redacts
 // nothing.
-type redactors []*Redactor
-
-// redactorsOf are the redactors of a call.
-func (h *Host) redactorsOf(req CallRequest) redactors {
-	if req.upstream == nil {
-		return redactors{h.redact}
-	}
-	return redactors{h.redact, req.upstream.redactor}
-}
+type Chain []*Redactor
 
 // String redacts s with every redactor.
-func (rs redactors) String(s string) string {
+func (rs Chain) String(s string) string {
 	for _, rd := range rs {
 		s = rd.String(s)
 	}
@@ -253,16 +257,16 @@ func (rs redactors) String(s string) string {
 }
 
 // JSON redacts a JSON text with every redactor.
-func (rs redactors) JSON(raw json.RawMessage) json.RawMessage {
+func (rs Chain) JSON(raw json.RawMessage) json.RawMessage {
 	for _, rd := range rs {
 		raw = rd.JSON(raw)
 	}
 	return raw
 }
 
-// decoded redacts a decoded JSON string with every redactor (Redacted
-// when its encoding would still show a secret form).
-func (rs redactors) decoded(s string) string {
+// Decoded redacts a decoded JSON string with every redactor (Mark when
+// its encoding would still show a secret form).
+func (rs Chain) Decoded(s string) string {
 	for _, rd := range rs {
 		if rd != nil && rd.filter != nil && len(s) >= MinSecretLength {
 			s = rd.redactString(s)
@@ -296,20 +300,23 @@ func (rd *Redactor) openTail(b []byte) int {
 	return 0
 }
 
-// redactedStream redacts a text that arrives in pieces and is shown as it
+// Stream redacts a text that arrives in pieces and is shown as it
 // grows (a text window's progress messages), which redacting each piece
 // alone cannot do: a secret the upstream split between two pieces would
 // show, half in each. It holds back the end of the text that may begin a
 // secret form (or a longer one) until the rest has arrived, and lets out
 // only text that no form can still straddle. Used by one goroutine.
-type redactedStream struct {
-	rs      redactors
+type Stream struct {
+	rs      Chain
 	pending []byte
 }
 
-// add takes the next piece and returns the text it lets out, redacted
+// Stream is a Stream redacted by the chain.
+func (rs Chain) Stream() *Stream { return &Stream{rs: rs} }
+
+// Add takes the next piece and returns the text it lets out, redacted
 // ("" when it holds everything back).
-func (s *redactedStream) add(piece string) string {
+func (s *Stream) Add(piece string) string {
 	s.pending = append(s.pending, piece...)
 	safe := s.safe()
 	out := s.rs.String(string(s.pending[:safe]))
@@ -317,8 +324,8 @@ func (s *redactedStream) add(piece string) string {
 	return out
 }
 
-// flush returns the rest of the text, redacted: the text has ended.
-func (s *redactedStream) flush() string {
+// Flush returns the rest of the text, redacted: the text has ended.
+func (s *Stream) Flush() string {
 	out := s.rs.String(string(s.pending))
 	s.pending = s.pending[:0]
 	return out
@@ -327,7 +334,7 @@ func (s *redactedStream) flush() string {
 // safe is how much of the pending text may go: up to where a form may
 // still begin, and never through a form it holds (whose redaction must
 // see it whole).
-func (s *redactedStream) safe() int {
+func (s *Stream) safe() int {
 	b := s.pending
 	safe := len(b)
 	for _, rd := range s.rs {
@@ -350,10 +357,10 @@ func (s *redactedStream) safe() int {
 	return safe
 }
 
-// SecretForms returns the forms in which the redactor looks for secret s:
+// Forms returns the forms in which the redactor looks for secret s:
 // s itself, its escapes and encodings, and the base64 runs that stand for
 // it inside a longer base64 text.
-func SecretForms(s string) []string {
+func Forms(s string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(f string) {

@@ -1,11 +1,11 @@
-package host_test
+package opsfile_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Placeholders that expand to secrets, and the pairs built from them.
@@ -28,7 +28,7 @@ func TestCatalogSecrets(t *testing.T) {
 		}
 		return s
 	}
-	cat, err := host.Parse("ops.yaml", []byte(`
+	cat, err := opsfile.Parse("ops.yaml", []byte(`
 operations:
   - name: a
     description: d
@@ -43,7 +43,7 @@ operations:
       short: "{env.SHORT}"
       openapi: {credentials: {basic: {username: operator, password: "{env.PASS}"}}}
       inline: "https://{env.USER}:{env.PASS}@x.example.com/"
-`), host.LoadOptions{Expand: expand})
+`), opsfile.LoadOptions{Expand: expand})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host_test
+package opsfile_test
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/window"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -19,33 +20,33 @@ import (
 // code keeps for itself agree with them.
 func TestOperationSchema(t *testing.T) {
 	var s jsonschema.Schema
-	if err := json.Unmarshal(host.OperationSchema(), &s); err != nil {
+	if err := json.Unmarshal(opsfile.OperationSchema(), &s); err != nil {
 		t.Fatal(err)
 	}
 	limits := s.Properties["limits"]
-	if limits == nil || limits.Title != "Collection limits" || *limits.Properties["max_items"].Maximum != host.MaxItemsLimit ||
-		host.MaxSessionBufferItems >= host.MaxItemsLimit {
+	if limits == nil || limits.Title != "Collection limits" || *limits.Properties["max_items"].Maximum != window.MaxItemsLimit ||
+		opsfile.MaxSessionBufferItems >= window.MaxItemsLimit {
 		t.Fatalf("limits: %+v", limits)
 	}
 	var modes []string
 	for _, m := range s.Properties["mode"].Enum {
 		modes = append(modes, m.(string))
 	}
-	if !slices.Equal(modes, []string{string(host.ModeUnary), string(host.ModeWindow), string(host.ModeSession), string(host.ModeAsyncJob)}) {
+	if !slices.Equal(modes, []string{string(opsfile.ModeUnary), string(opsfile.ModeWindow), string(opsfile.ModeSession), string(opsfile.ModeAsyncJob)}) {
 		t.Errorf("modes: %v", modes)
 	}
 	var presets []string
 	for _, p := range s.Properties["preset"].Enum {
 		presets = append(presets, p.(string))
 	}
-	if !slices.Equal(presets, host.PresetNames()) {
-		t.Errorf("the preset tag lists %v, the host knows %v", presets, host.PresetNames())
+	if !slices.Equal(presets, opsfile.PresetNames()) {
+		t.Errorf("the preset tag lists %v, the host knows %v", presets, opsfile.PresetNames())
 	}
 	if _, err := s.Resolve(nil); err != nil {
 		t.Errorf("the schema does not resolve: %v", err)
 	}
 	// Every field in the export's order is a property, and the other way.
-	if got := host.EntryFields(); len(got) != len(s.Properties) || !slices.Contains(got, "limits") || got[0] != "name" {
+	if got := opsfile.EntryFields(); len(got) != len(s.Properties) || !slices.Contains(got, "limits") || got[0] != "name" {
 		t.Errorf("entry fields: %v", got)
 	}
 }
@@ -58,7 +59,7 @@ func TestFieldPointer(t *testing.T) {
 		{"a~b", "/a~0b"},
 		{"", ""},
 	} {
-		if got := host.FieldPointer(c.in); got != c.want {
+		if got := opsfile.FieldPointer(c.in); got != c.want {
 			t.Errorf("FieldPointer(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
@@ -70,8 +71,8 @@ var updateReference = flag.Bool("update-reference", false, "rewrite the entry re
 // the entry's schema (OperationDecl's tags): this test fails when it is
 // stale, and -update-reference rewrites it.
 func TestEntryReference(t *testing.T) {
-	const readme = "../README.md"
-	const begin = "<!-- entry reference: generated from host.OperationDecl by `go test ./host -run TestEntryReference -update-reference`; do not edit -->\n"
+	const readme = "../../README.md"
+	const begin = "<!-- entry reference: generated from opsfile.OperationDecl by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n"
 	const end = "<!-- end of the entry reference -->\n"
 	doc, err := os.ReadFile(readme)
 	if err != nil {
@@ -82,12 +83,12 @@ func TestEntryReference(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatalf("README.md has no %q … %q section", begin, end)
 	}
-	want := entryReference(host.OperationSchema())
+	want := entryReference(opsfile.OperationSchema())
 	if got, _, _ := strings.Cut(rest, end); got == want {
 		return
 	}
 	if !*updateReference {
-		t.Fatalf("the entry reference in README.md is stale: run go test ./host -run TestEntryReference -update-reference")
+		t.Fatalf("the entry reference in README.md is stale: run go test ./host/opsfile -run TestEntryReference -update-reference")
 	}
 	if err := os.WriteFile(readme, []byte(before+begin+want+end+after), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package host
+package opsfile
 
 import (
 	"encoding/json"
@@ -24,9 +24,9 @@ import (
 // local files and upstreams only as far as its handler's CatalogAllow
 // says: nothing by default. Adapters say which config fields reach what
 // with `reach` tags (sdk.Reach, published in the config schema as
-// sdk.ReachKeyword); the host checks an entry's config against them
-// before any adapter sees it, and again every tool config an expansion
-// derives from it. Every path a catalog reaches a host goes through here:
+// sdk.ReachKeyword); the runtime checks an entry's config against them
+// (Operation.CheckReach) before any adapter sees it, and again every tool
+// config an expansion derives from it (Operation.DerivedReach). Every path a catalog reaches a host goes through here:
 // writes, validation, test runs, the console, rollbacks and a replica
 // following a catalog written elsewhere.
 
@@ -524,10 +524,16 @@ func (r upstreamRule) matches(t target) bool {
 	return prefix == "" || t.path == prefix || strings.HasPrefix(t.path, prefix+"/")
 }
 
-// refusedReach checks a catalog entry as written (placeholders expanded)
-// before its adapter sees it, reporting every problem through fail; it
-// reports whether there was one.
-func (h *Host) refusedReach(op *Operation, schema json.RawMessage, fail func(op *Operation, ptr, reason string)) bool {
+// CheckReach checks a catalog's entry as written (placeholders
+// expanded) before its adapter sees it: its config against what the
+// adapter's config schema says each field reaches, and its
+// upstream_auth's token endpoint. It reports every problem through fail,
+// at a pointer within the entry, and whether there was one; an
+// operations file's entry may reach anything.
+func (op *Operation) CheckReach(schema json.RawMessage, fail func(ptr, reason string)) bool {
+	if op.allow == nil {
+		return false
+	}
 	ps := op.allow.checkConfig(op.Adapter, op.Config, schema, op.Dir)
 	if op.UpstreamAuth != nil {
 		if msg := op.allow.upstream(op.UpstreamAuth.TokenEndpoint); msg != "" {
@@ -535,19 +541,19 @@ func (h *Host) refusedReach(op *Operation, schema json.RawMessage, fail func(op 
 		}
 	}
 	for _, p := range ps {
-		fail(op, p.field, p.reason)
+		fail(p.field, p.reason)
 	}
 	return len(ps) > 0
 }
 
-// derivedReach checks a config an adapter derived from a catalog entry (a
-// tool's or a publication's, such as an OpenAPI operation's URL): it
-// reaches no further than its entry may.
-func (op *Operation) derivedReach(cfg json.RawMessage, sup *Supervisor) error {
+// DerivedReach checks a config an adapter derived from a catalog entry (a
+// tool's or a publication's, such as an OpenAPI operation's URL) against
+// the adapter's config schema: it reaches no further than its entry may.
+func (op *Operation) DerivedReach(cfg, schema json.RawMessage) error {
 	if op.allow == nil || len(cfg) == 0 {
 		return nil
 	}
-	if ps := op.allow.checkConfig(op.Adapter, cfg, sup.Description().ConfigSchema, op.Dir); len(ps) > 0 {
+	if ps := op.allow.checkConfig(op.Adapter, cfg, schema, op.Dir); len(ps) > 0 {
 		return fmt.Errorf("%s: %s", ps[0].field, ps[0].reason)
 	}
 	return nil

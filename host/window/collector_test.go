@@ -1,4 +1,4 @@
-package host
+package window_test
 
 import (
 	"encoding/json"
@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap"
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/window"
 )
 
 // testExecution builds a window config from the blocks as written in an
 // operations file (JSON), failing the test on any load error.
-func testExecution(t testing.TB, transport, limits, aggregation, safety string) *Execution {
+func testExecution(t testing.TB, transport, limits, aggregation, safety string) *window.Config {
 	t.Helper()
 	var errs []string
 	blocks := map[string]json.RawMessage{}
@@ -25,7 +26,7 @@ func testExecution(t testing.TB, transport, limits, aggregation, safety string) 
 		blocks["transport_behavior"], _ = json.Marshal(transport)
 	}
 	raw, _ := json.Marshal(blocks)
-	ex := parseExecutionJSON(ModeWindow, raw,
+	ex := opsfile.ParseExecutionJSON(opsfile.ModeWindow, raw,
 		func(field, format string, args ...any) { errs = append(errs, field+": "+fmt.Sprintf(format, args...)) })
 	if len(errs) > 0 {
 		t.Fatalf("execution config: %v", errs)
@@ -36,42 +37,39 @@ func testExecution(t testing.TB, transport, limits, aggregation, safety string) 
 // testCursor writes a window's cursor state as the collector tests do:
 // the upstream cursor, then "+n" when the next window skips n items of
 // its document.
-func testCursor(st cursorState) string {
+func testCursor(st window.Position) string {
 	if st.Skip == 0 {
 		return st.Cursor
 	}
 	return st.Cursor + "+" + strconv.Itoa(st.Skip)
 }
 
-func parseTestCursor(s string) cursorState {
+func parseTestCursor(s string) window.Position {
 	if i := strings.LastIndexByte(s, '+'); i >= 0 {
 		n, _ := strconv.Atoi(s[i+1:])
-		return cursorState{Cursor: s[:i], Skip: n}
+		return window.Position{Cursor: s[:i], Skip: n}
 	}
-	return cursorState{Cursor: s}
+	return window.Position{Cursor: s}
 }
 
 // runCollector feeds docs (JSON, with an optional "#cursor" suffix) to a
 // collector, starting at cursor (testCursor's form), and returns the
 // window's structuredContent with its duration zeroed and its cursor in
 // testCursor's form, and the progress chunks.
-func runCollector(t testing.TB, ex *Execution, cursor string, docs ...string) (string, []string) {
+func runCollector(t testing.TB, ex *window.Config, cursor string, docs ...string) (string, []string) {
 	t.Helper()
 	var chunks []string
 	from := parseTestCursor(cursor)
-	col := newCollector(ex, nil, from.Cursor, from.Skip, func(s string) { chunks = append(chunks, s) })
-	end := endUpstreamEnd
+	col := window.NewCollector(ex, window.Options{From: from, Progress: func(s string) { chunks = append(chunks, s) }})
+	end := window.EndUpstreamEnd
 	for _, d := range docs {
 		doc, cur, _ := strings.Cut(d, "#")
-		if col.add([]byte(doc), cur) {
-			end = col.end
+		if col.Add([]byte(doc), cur) {
+			end = col.End()
 			break
 		}
 	}
-	h := &Host{log: zap.NewNop(), redact: NewRedactor(nil)}
-	op := &boundOp{Operation: &Operation{Name: "t", Execution: ex}}
-	res := h.windowResult(op, col, testCursor(col.resultCursor()), end, "", 0)
-	return string(res.Structured), chunks
+	return string(col.Result(testCursor(col.Next()), end, "", 0).Encode()), chunks
 }
 
 var logDocs = []string{

@@ -1,4 +1,12 @@
-package host
+// Package jsonpath is the gateway's one use of RFC 9535 JSONPath
+// (github.com/theory/jsonpath) over decoded JSON: a query compiled with
+// an error an operator can read (a parser's panic is an error too), the
+// values it selects, values replaced in place (redacted_paths), the
+// member names queries end in, and the decoding and encoding of the JSON
+// values queries read (numbers kept exact, no HTML escaping). It reads no
+// files and calls nothing; the operations file compiles its paths with
+// it and the window engine and the runtime read documents with them.
+package jsonpath
 
 import (
 	"bytes"
@@ -12,25 +20,28 @@ import (
 	"github.com/theory/jsonpath/spec"
 )
 
-// compilePath parses an RFC 9535 JSONPath. Paths come from the operations
+// Path is a compiled query.
+type Path = jsonpath.Path
+
+// Compile parses an RFC 9535 JSONPath. Paths come from the operations
 // file; their errors are reported at load.
-func compilePath(s string) (*jsonpath.Path, error) {
+func Compile(s string) (*Path, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("must not be empty")
 	}
 	if !strings.HasPrefix(strings.TrimSpace(s), "$") {
 		return nil, fmt.Errorf("not a valid RFC 9535 JSONPath: a query starts with $ (got %q)", s)
 	}
-	p, err := parsePath(s)
+	p, err := parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid RFC 9535 JSONPath: %s", strings.TrimPrefix(err.Error(), "jsonpath: "))
 	}
 	return p, nil
 }
 
-// parsePath parses s, turning a panic of the parser into an error: a bad
+// parse parses s, turning a panic of the parser into an error: a bad
 // path in the operations file must never take the gateway down.
-func parsePath(s string) (p *jsonpath.Path, err error) {
+func parse(s string) (p *Path, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = nil, fmt.Errorf("cannot parse %q", s)
@@ -39,16 +50,16 @@ func parsePath(s string) (p *jsonpath.Path, err error) {
 	return jsonpath.Parse(s)
 }
 
-// selectAll returns the nodes p selects from v.
-func selectAll(p *jsonpath.Path, v any) []any {
+// All returns the nodes p selects from v (none for a nil p).
+func All(p *Path, v any) []any {
 	if p == nil {
 		return nil
 	}
 	return p.Select(v)
 }
 
-// selectFirst returns the first node p selects from v.
-func selectFirst(p *jsonpath.Path, v any) (any, bool) {
+// First returns the first node p selects from v (none for a nil p).
+func First(p *Path, v any) (any, bool) {
 	if p == nil {
 		return nil, false
 	}
@@ -59,17 +70,17 @@ func selectFirst(p *jsonpath.Path, v any) (any, bool) {
 	return nodes[0], true
 }
 
-// redactPaths replaces every node the paths select in root with Redacted
-// and returns the (possibly replaced) root and the number of replaced
-// nodes. Objects and arrays are changed in place.
-func redactPaths(paths []*jsonpath.Path, root any) (any, int) {
+// Replace replaces every node the paths select in root with with, and
+// returns the (possibly replaced) root and the number of replaced nodes.
+// Objects and arrays are changed in place.
+func Replace(paths []*Path, root, with any) (any, int) {
 	n := 0
 	for _, p := range paths {
 		for _, loc := range p.SelectLocated(root) {
 			if len(loc.Path) == 0 {
-				return Redacted, n + 1
+				return with, n + 1
 			}
-			if setAt(root, loc.Path, Redacted) {
+			if setAt(root, loc.Path, with) {
 				n++
 			}
 		}
@@ -110,8 +121,8 @@ func setAt(root any, path spec.NormalizedPath, val any) bool {
 	return false
 }
 
-// decodeJSON decodes one JSON value keeping numbers exact (json.Number).
-func decodeJSON(raw []byte) (any, error) {
+// Decode decodes one JSON value keeping numbers exact (json.Number).
+func Decode(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -126,9 +137,9 @@ func decodeJSON(raw []byte) (any, error) {
 
 var encPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// encodeJSON renders v compactly without HTML escaping (log lines keep
+// Encode renders v compactly without HTML escaping (log lines keep
 // their <, > and &), in a new slice.
-func encodeJSON(v any) []byte {
+func Encode(v any) []byte {
 	b := encPool.Get().(*bytes.Buffer)
 	b.Reset()
 	enc := json.NewEncoder(b)
@@ -144,9 +155,9 @@ func encodeJSON(v any) []byte {
 	return out
 }
 
-// scalarText renders a selected scalar as plain text (strings unquoted,
+// Text renders a selected scalar as plain text (strings unquoted,
 // numbers and booleans as written); objects and arrays as compact JSON.
-func scalarText(v any) string {
+func Text(v any) string {
 	switch t := v.(type) {
 	case nil:
 		return ""
@@ -160,12 +171,12 @@ func scalarText(v any) string {
 		}
 		return "false"
 	}
-	return string(encodeJSON(v))
+	return string(Encode(v))
 }
 
-// truthy reports whether a done_path value means "done": true, a non-zero
+// Truthy reports whether a done_path value means "done": true, a non-zero
 // number, or a non-empty string other than "false", "0", "no".
-func truthy(v any) bool {
+func Truthy(v any) bool {
 	switch t := v.(type) {
 	case nil:
 		return false
@@ -186,4 +197,29 @@ func truthy(v any) bool {
 		return len(t) > 0
 	}
 	return true
+}
+
+// EndNames returns the member names the queries end in; ok is false when
+// one ends elsewhere (an index, a wildcard, a filter or the root) or does
+// not parse.
+func EndNames(queries []string) (names map[string]bool, ok bool) {
+	names = map[string]bool{}
+	for _, s := range queries {
+		p, err := parse(s)
+		if err != nil {
+			return nil, false
+		}
+		segs := p.Query().Segments()
+		if len(segs) == 0 {
+			return nil, false
+		}
+		for _, sel := range segs[len(segs)-1].Selectors() {
+			n, isName := sel.(spec.Name)
+			if !isName {
+				return nil, false
+			}
+			names[string(n)] = true
+		}
+	}
+	return names, true
 }

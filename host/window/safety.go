@@ -1,10 +1,12 @@
-package host
+package window
 
 import (
 	"bytes"
 	"hash/maphash"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/crankmcp/crank/host/redact"
 )
 
 // The safety layer of a window: every item passes through it right where
@@ -26,13 +28,13 @@ func truncatedMark(cut int) string {
 // rune boundary) and marks it, after redacting it with rs. It returns the
 // new value and how many strings it cut; objects and arrays are changed
 // in place.
-func truncateStrings(v any, limit int, rs redactors) (any, int) {
+func truncateStrings(v any, limit int, rs redact.Chain) (any, int) {
 	switch t := v.(type) {
 	case string:
 		if len(t) <= limit {
 			return t, 0
 		}
-		if t = rs.decoded(t); len(t) <= limit {
+		if t = rs.Decoded(t); len(t) <= limit {
 			return t, 0
 		}
 		cut := limit

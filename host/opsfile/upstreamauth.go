@@ -1,0 +1,64 @@
+package opsfile
+
+import (
+	"bytes"
+
+	"github.com/crankmcp/crank/host/auth"
+)
+
+// UpstreamTokenPlaceholder is where an operation's config takes the token
+// its upstream_auth obtains.
+const UpstreamTokenPlaceholder = "{crank.upstream_token}"
+
+// parseUpstreamAuth checks an operation's upstream_auth, expands its
+// placeholders (the client secret is a secret) and checks that the config
+// uses the token, and that a config using it has an upstream_auth.
+func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(string) string, secrets map[string]bool,
+	fail func(ptr, format string, args ...any)) {
+	uses := bytes.Contains(op.Config, []byte(UpstreamTokenPlaceholder))
+	if cfg == nil {
+		if uses {
+			fail("/config", "uses %s but the operation has no upstream_auth to obtain it", UpstreamTokenPlaceholder)
+		}
+		return
+	}
+	c := *cfg
+	if a := op.allow; a != nil {
+		for _, f := range []struct{ field, v string }{{"token_endpoint", c.TokenEndpoint}, {"client_id", c.ClientID},
+			{"client_secret", c.ClientSecret}, {"audience", c.Audience}, {"resource", c.Resource}} {
+			if ph := a.refusedPlaceholder(f.v); ph != "" {
+				fail("/upstream_auth/"+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
+			}
+		}
+	}
+	c.TokenEndpoint, _ = expandString(c.TokenEndpoint, expand, nil)
+	c.ClientID, _ = expandString(c.ClientID, expand, nil)
+	c.Audience, _ = expandString(c.Audience, expand, nil)
+	c.Resource, _ = expandString(c.Resource, expand, nil)
+	if c.ClientSecret != "" {
+		c.ClientSecret = expand(c.ClientSecret)
+		addSecret(secrets, c.ClientSecret)
+		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
+	}
+	if err := c.Check(); err != nil {
+		fail("/upstream_auth/"+authFieldOf(err), "%v", err)
+		return
+	}
+	if !uses {
+		fail("/upstream_auth", "the config never uses %s: put it where the upstream expects its token, e.g. headers: {Authorization: \"Bearer %s\"}",
+			UpstreamTokenPlaceholder, UpstreamTokenPlaceholder)
+		return
+	}
+	op.UpstreamAuth = &c
+}
+
+// authFieldOf is the field an auth config error starts with ("grant: ...").
+func authFieldOf(err error) string {
+	msg := err.Error()
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == ':' {
+			return msg[:i]
+		}
+	}
+	return msg
+}
