@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -68,9 +69,18 @@ func conformanceHandler(stateless bool) http.Handler {
 // integrity-protected requestState. TestConformanceThroughCrank runs the
 // suite against it directly and through Crank.
 func conformanceFixture() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "crank-conformance-fixture", Version: "1.0.0"}, &mcp.ServerOptions{
-		CompletionHandler:  fixtureComplete,
-		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+	var s *mcp.Server
+	s = mcp.NewServer(&mcp.Implementation{Name: "crank-conformance-fixture", Version: "1.0.0"}, &mcp.ServerOptions{
+		CompletionHandler: fixtureComplete,
+		// A subscription gets a notifications/resources/updated soon
+		// after (go-sdk sends it to the subscribed sessions only).
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			uri := req.Params.URI
+			time.AfterFunc(50*time.Millisecond, func() {
+				_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			})
+			return nil
+		},
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		// SEP-2549 caching hints on the list results and resources/read
 		// (go-sdk sends them on the 2026-07-28 wire only).
@@ -558,4 +568,44 @@ func fixturePrompts(s *mcp.Server) {
 			return &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{
 				"user_context": elicitOne("What context should the prompt use?", "context", "string")}}, nil
 		})
+}
+
+// TestConformanceFixtureSubscription: a subscription to a fixture resource
+// gets notifications/resources/updated (the suite checks only that
+// resources/subscribe answers, the relaying of updates needs them sent).
+func TestConformanceFixtureSubscription(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	updated := make(chan string, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- req.Params.URI:
+			default:
+			}
+		},
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := conformanceFixture().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "test://watched-resource" {
+			t.Errorf("updated %q", uri)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated after resources/subscribe")
+	}
 }

@@ -139,8 +139,10 @@ func requiredServerScenarios(t *testing.T, revision string) []string {
 	return names
 }
 
-// readConformanceGaps reads the known gaps: "<revision> <scenario> <why>"
-// a line, # comments and blank lines aside.
+// readConformanceGaps reads the known gaps, a line each, # comments and
+// blank lines aside: "<revision> <scenario> <why>" for a gap through
+// either upstream transport, "<revision>/http ..." or "<revision>/stdio
+// ..." for one through that transport only.
 func readConformanceGaps(t *testing.T) map[string]string {
 	t.Helper()
 	f, err := os.Open(conformanceGapsFile)
@@ -157,7 +159,7 @@ func readConformanceGaps(t *testing.T) map[string]string {
 		}
 		fields := strings.Fields(line)
 		if len(fields) < 3 {
-			t.Fatalf("%s:%d: want <revision> <scenario> <reason>, got %q", conformanceGapsFile, n, line)
+			t.Fatalf("%s:%d: want <revision>[/http|/stdio] <scenario> <reason>, got %q", conformanceGapsFile, n, line)
 		}
 		key := fields[0] + " " + fields[1]
 		if _, dup := gaps[key]; dup {
@@ -176,72 +178,97 @@ func readConformanceGaps(t *testing.T) map[string]string {
 // requirement sets 2025-11-25 and 2026-07-28 against the fixture
 // (conformance_fixture_test.go) directly, then against a gateway
 // federating it with the mcp adapter (no prefix, resources and prompts
-// on), and fails when a scenario passes directly but not through Crank,
-// except the known gaps of testdata/conformance-gaps.txt; a listed gap
-// that passes through Crank fails the test too, so that the list only
-// shrinks. The fixture must pass every scored scenario directly.
+// on) over Streamable HTTP (the same fixture) and over stdio (this binary
+// as the fixture), and fails when a scenario passes directly but not
+// through Crank, except the known gaps of testdata/conformance-gaps.txt;
+// a listed gap that passes through Crank fails the test too, so that the
+// list only shrinks. The fixture must pass every scored scenario directly.
 func TestConformanceThroughCrank(t *testing.T) {
 	t.Parallel()
 	requireConformanceSuite(t)
 	gaps := readConformanceGaps(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	known := map[string]bool{}
 	for _, set := range conformanceSets {
 		required := requiredServerScenarios(t, set.revision)
 		for _, s := range required {
-			known[set.revision+" "+s] = true
+			for _, key := range []string{set.revision, set.revision + "/http", set.revision + "/stdio"} {
+				known[key+" "+s] = true
+			}
 		}
 		t.Run(set.revision, func(t *testing.T) {
 			t.Parallel()
 			fixture := httptest.NewServer(conformanceHandler(set.stateless))
 			t.Cleanup(fixture.Close)
-			direct := runConformance(t, fixture.URL+"/mcp", set.revision)
-
-			g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
-operations:
-  - name: conformance
-    description: The conformance fixture over Streamable HTTP.
-    adapter: mcp
-    timeout: 30s
-    config:
-      url: %q
-      resources: true
-      prompts: true
-`, fixture.URL+"/mcp")})
-			crank := runConformance(t, g.MCPURL, set.revision)
-
-			var directPass, crankPass []string
+			url := fixture.URL + "/mcp"
+			direct := runConformance(t, url, set.revision)
+			var directPass []string
 			for _, s := range required {
-				d, c := direct[s], crank[s]
-				if d.passed {
+				if d := direct[s]; d.passed {
 					directPass = append(directPass, s)
-				}
-				if c.passed {
-					crankPass = append(crankPass, s)
-				}
-				why, gap := gaps[set.revision+" "+s]
-				switch {
-				case !d.passed:
+				} else {
 					t.Errorf("the fixture fails %s directly: %s", s, strings.Join(d.failures, "; "))
-				case !c.passed && !gap:
-					t.Errorf("%s passes directly and fails through Crank: %s", s, strings.Join(c.failures, "; "))
-				case !c.passed:
-					t.Logf("known gap %s (%s): %s", s, why, strings.Join(c.failures, "; "))
-				case gap:
-					t.Errorf("%s passes through Crank now: remove its line from %s", s, conformanceGapsFile)
 				}
 			}
 			t.Logf("%s directly: %d/%d pass: %s", set.revision, len(directPass), len(required), strings.Join(directPass, " "))
-			t.Logf("%s through Crank: %d/%d pass: %s", set.revision, len(crankPass), len(required), strings.Join(crankPass, " "))
-			for _, name := range slices.Sorted(maps.Keys(direct)) {
-				if !slices.Contains(required, name) {
-					t.Logf("not scored by %s: %s directly %v, through Crank %v", set.revision, name, direct[name].passed, crank[name].passed)
-				}
+
+			upstreams := []struct{ name, config string }{
+				{"http", fmt.Sprintf("url: %q", url)},
+				{"stdio", fmt.Sprintf("command: %q\n      env: {%s: stdio}", self, conformanceEnv)},
+			}
+			for _, up := range upstreams {
+				t.Run(up.name, func(t *testing.T) {
+					t.Parallel()
+					g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
+operations:
+  - name: conformance
+    description: The conformance fixture.
+    adapter: mcp
+    timeout: 30s
+    config:
+      %s
+      resources: true
+      prompts: true
+`, up.config)})
+					crank := runConformance(t, g.MCPURL, set.revision)
+					var crankPass []string
+					for _, s := range required {
+						c := crank[s]
+						if c.passed {
+							crankPass = append(crankPass, s)
+						}
+						key := set.revision + "/" + up.name + " " + s
+						why, gap := gaps[key]
+						if !gap {
+							key = set.revision + " " + s
+							why, gap = gaps[key]
+						}
+						switch {
+						case !direct[s].passed:
+						case !c.passed && !gap:
+							t.Errorf("%s passes directly and fails through Crank (%s upstream): %s", s, up.name, strings.Join(c.failures, "; "))
+						case !c.passed:
+							t.Logf("known gap %s (%s): %s", s, why, strings.Join(c.failures, "; "))
+						case gap:
+							t.Errorf("%s passes through Crank (%s upstream) now: remove or narrow the line %q of %s", s, up.name, key, conformanceGapsFile)
+						}
+					}
+					t.Logf("%s through Crank (%s upstream): %d/%d pass: %s", set.revision, up.name, len(crankPass), len(required), strings.Join(crankPass, " "))
+					for _, name := range slices.Sorted(maps.Keys(crank)) {
+						if !slices.Contains(required, name) {
+							t.Logf("not scored by %s: %s directly %v, through Crank (%s upstream) %v", set.revision, name, direct[name].passed, up.name, crank[name].passed)
+						}
+					}
+				})
 			}
 		})
 	}
 	for key := range gaps {
 		if !known[key] {
-			t.Errorf("%s: %s is no server scenario of its requirement set", conformanceGapsFile, key)
+			t.Errorf("%s: %s is no server scenario of its requirement set (<revision>[/http|/stdio] <scenario>)", conformanceGapsFile, key)
 		}
 	}
 }
