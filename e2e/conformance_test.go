@@ -110,6 +110,11 @@ func runConformance(t *testing.T, url, revision string) map[string]scenarioResul
 	if len(results) == 0 {
 		t.Fatalf("conformance --requirements %s against %s left no results: %v\n%s", revision, url, err, log.String())
 	}
+	for _, s := range requiredServerScenarios(t, revision) {
+		if _, ok := results[s]; !ok {
+			results[s] = scenarioResult{failures: []string{"the suite left no result"}}
+		}
+	}
 	return results
 }
 
