@@ -114,6 +114,11 @@ type gatewayOptions struct {
 	Binary string
 	// Global holds extra lines for the global options block (e.g. debug).
 	Global string
+	// AnyHost serves the site for every Host (http://:port, still bound to
+	// loopback) rather than for 127.0.0.1 alone, where Caddy answers any
+	// other Host with an empty 200 before Crank sees it: the endpoint's own
+	// DNS rebinding protection then decides.
+	AnyHost bool
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
@@ -125,6 +130,10 @@ func (g *gateway) caddyfile(opts gatewayOptions) string {
 			peer_url http://127.0.0.1:%d
 		}`, filepath.Join(g.dir, "etcd"), g.etcd, g.peer)
 	}
+	site := "http://127.0.0.1"
+	if opts.AnyHost {
+		site = "http://"
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	persist_config off
@@ -134,14 +143,14 @@ func (g *gateway) caddyfile(opts gatewayOptions) string {
 	}
 }
 
-http://127.0.0.1:%d {
+%s:%d {
 	bind 127.0.0.1
 	%s
 	crank %s %s {
 		%s
 	}
 }
-`, g.admin, opts.Global, crank, g.port, opts.Site, cmp.Or(opts.Matcher, "/mcp"), filepath.Join(g.dir, "ops.yaml"),
+`, g.admin, opts.Global, crank, site, g.port, opts.Site, cmp.Or(opts.Matcher, "/mcp"), filepath.Join(g.dir, "ops.yaml"),
 		strings.ReplaceAll(opts.Handler, "{{mcp_url}}", fmt.Sprintf("http://127.0.0.1:%d/mcp", g.port)))
 }
 
