@@ -179,6 +179,9 @@ type PublicationRequest struct {
 type PublicationError struct {
 	Code    int64
 	Message string
+	// Data is the error's data as JSON (the upstream's own, redacted);
+	// nil when it has none.
+	Data json.RawMessage
 }
 
 func (e *PublicationError) Error() string { return e.Message }
@@ -245,6 +248,10 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 	out, err := read(ctx, c, cr.upstream.operation(op.call), rc)
 	var ue *sdk.UpstreamError
 	switch {
+	case errors.As(err, &ue) && ue.Protocol != nil:
+		// The upstream's own JSON-RPC error, as it came.
+		pe := cr.upstream.redactProtocol(redactProtocol(h.redact, ue.Protocol))
+		return nil, &PublicationError{Code: pe.Code, Message: pe.Message, Data: pe.Data}
 	case errors.As(err, &ue):
 		code := int64(codeInternalError)
 		if n, perr := strconv.ParseInt(ue.Status, 10, 64); perr == nil && n >= -32768 && n <= -32000 {

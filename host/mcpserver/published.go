@@ -162,7 +162,7 @@ func publicationNotFound(kind host.PublicationKind, key, uri string) error {
 func publicationError(err error) error {
 	var pe *host.PublicationError
 	if errors.As(err, &pe) {
-		return &jsonrpc.Error{Code: pe.Code, Message: pe.Message}
+		return &jsonrpc.Error{Code: pe.Code, Message: pe.Message, Data: pe.Data}
 	}
 	return err
 }
