@@ -194,8 +194,9 @@ const (
 
 // ReadResource reads a resource (a publication of kind KindResource or
 // KindResourceTemplate) through the adapter of the entry that publishes
-// it: the MCP contents array as JSON, redacted. Failures are
-// *PublicationError.
+// it: the MCP contents array as JSON, or an object of the contents and
+// the upstream's caching hints (sdk.Publisher.ReadResource), redacted.
+// Failures are *PublicationError.
 func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
 	return h.readPublication(ctx, req, false, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
 		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI})
@@ -206,9 +207,34 @@ func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.R
 // the adapter of the entry that publishes it: the MCP GetPromptResult as
 // JSON, redacted. Failures are *PublicationError.
 func (h *Host) GetPrompt(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
+	if err := missingArgument(req); err != nil {
+		return nil, err
+	}
 	return h.readPublication(ctx, req, true, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
 		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Publication.Key, Arguments: req.Arguments})
 	})
+}
+
+// missingArgument is the error of a rendering without an argument its
+// prompt requires, naming it; nil when it has them all.
+func missingArgument(req PublicationRequest) error {
+	p := req.Publication
+	if p == nil || p.Kind != KindPrompt {
+		return nil // readPublication says so
+	}
+	var def struct {
+		Arguments []struct {
+			Name     string `json:"name"`
+			Required bool   `json:"required"`
+		} `json:"arguments"`
+	}
+	_ = json.Unmarshal(p.Definition, &def) // checked at load
+	for _, a := range def.Arguments {
+		if _, ok := req.Arguments[a.Name]; a.Required && !ok {
+			return &PublicationError{Code: codeInvalidParams, Message: fmt.Sprintf("prompt %q: missing required argument %q", p.Key, a.Name)}
+		}
+	}
+	return nil
 }
 
 // publicationClient is what a read needs of an adapter client.

@@ -180,6 +180,7 @@ func New(opts Options) (*Endpoint, error) {
 		GetSessionID:       rand.Text,
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SetCacheable:       ep.setCacheable, // results.go
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
@@ -189,8 +190,11 @@ func New(opts Options) (*Endpoint, error) {
 	ep.addDiscovery()                                   // discovery.go
 	// telemetry.go: metrics and the span of every request.
 	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
-	// plan.go: what each request is about, resolved once, outermost.
+	// plan.go: what each request is about, resolved once.
 	ep.server.AddReceivingMiddleware(ep.planMiddleware)
+	// results.go: no field of 2026-07-28 in an earlier protocol's
+	// results, outermost.
+	ep.server.AddReceivingMiddleware(generationMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,

@@ -89,7 +89,9 @@
 //
 // A read is one resources/read of the client's URI (a published
 // resource's, or one a published template matches) on the shared session,
-// answering the result's contents (text or blob) as they came; rendering
+// answering the result's contents (text or blob) as they came, with the
+// upstream's caching hints (ttlMs, cacheScope) when the session speaks
+// 2026-07-28 and the upstream gave them; rendering
 // a prompt is one prompts/get of the upstream prompt (each published
 // prompt's config names it in prompt, beside the connection fields) with
 // the client's arguments, answering the whole result. Both are retried on

@@ -979,7 +979,10 @@ type isReadResourceResponse_Outcome interface {
 
 type ReadResourceResponse_ContentsJson struct {
 	// The MCP ReadResourceResult's contents (an array of text or blob
-	// resource contents), as JSON.
+	// resource contents), as JSON; or an object of the contents and the
+	// upstream's caching hints ({"contents": [...], "ttlMs": n,
+	// "cacheScope": "public" or "private"}), which hosts that predate it
+	// do not read.
 	ContentsJson []byte `protobuf:"bytes,1,opt,name=contents_json,json=contentsJson,proto3,oneof"`
 }
 
