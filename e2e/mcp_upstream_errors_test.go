@@ -90,7 +90,8 @@ func erringUpstream(t *testing.T) *httptest.Server {
 // TestMCPUpstreamErrors: errors stay errors through the gateway, in both
 // protocol generations. An upstream's JSON-RPC error reaches the go-sdk
 // client as the same JSON-RPC error (code, message, data; -32021 and
-// -32602 at HTTP 400 in 2026-07-28), redacted; its isError result
+// -32602 at HTTP 400 in 2026-07-28, as the upstream answers them),
+// redacted; its isError result
 // arrives unchanged (no text added, every block, its structured
 // content); a malformed answer fails the call at once with an error
 // naming the upstream, not after the entry's timeout.
@@ -180,6 +181,20 @@ operations:
 					t.Errorf("%s: want a tool error naming the upstream and what was wrong, got %+v %q", tool, res, textOf(res))
 				}
 				t.Logf("%s: %s", tool, textOf(res))
+			}
+
+			// On the wire: the error's HTTP status is the generation's
+			// (400 for -32021 and -32602 in 2026-07-28), not 200.
+			raw := rawGeneration(t, g.MCPURL, gen.version, "") // generations_test.go
+			for tool, status := range map[string]int{"up_needs_sampling": http.StatusBadRequest, "up_bad_params": http.StatusBadRequest} {
+				if gen.version < "2026-07-28" {
+					status = http.StatusOK
+				}
+				raw.Header.Set("Mcp-Name", tool)
+				r := raw.Call("tools/call", newGenParams(gen.version, false, "name", tool, "arguments", map[string]any{}))
+				if r.HTTPStatus != status || r.Error == nil || r.Result != nil {
+					t.Errorf("%s on the wire: HTTP %d, result %s, error %+v; want HTTP %d and a JSON-RPC error", tool, r.HTTPStatus, r.Result, r.Error, status)
+				}
 			}
 
 			// The malformed answer left the upstream usable.
