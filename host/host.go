@@ -561,9 +561,10 @@ const adapterStoppedDuringCall = "stopped during the call"
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
 	if c := bytes.TrimSpace(ue.Content); len(c) > 0 && c[0] == '[' {
-		// The upstream's own failed result, served as it came: Crank's
-		// context is in Upstream (the endpoint's _meta) and the log.
-		r = redactResult(h.redact, &Result{Text: ue.Message, IsError: true, Content: c, Upstream: ue.Upstream})
+		// The upstream's own failed result, served as it came; Text,
+		// which logs and jobs keep, and Upstream (the endpoint's _meta)
+		// are Crank's context.
+		r.Content, r.Upstream = h.redact.JSON(c), ue.Upstream
 		if d := bytes.TrimSpace(ue.Detail); len(d) > 0 && d[0] == '{' {
 			r.Structured = h.redact.JSON(d)
 		}
