@@ -445,6 +445,17 @@ type Result struct {
 	// block.
 	Content json.RawMessage
 
+	// Protocol, when set, is the upstream's own JSON-RPC error answer to
+	// the call (an MCP upstream's; sdk.UpstreamError.Protocol), redacted:
+	// the MCP endpoint answers a tools/call with it. Text and IsError
+	// describe the same failure as a tool result, for everything else
+	// (jobs, tasks, logs).
+	Protocol *sdk.ProtocolError
+	// Upstream, on a failed result that is the upstream's own
+	// (sdk.UpstreamError.Content, served unchanged), names the upstream
+	// that answered it, for the endpoint to say in _meta.
+	Upstream string
+
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
@@ -549,6 +560,16 @@ const adapterStoppedDuringCall = "stopped during the call"
 
 func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	r := errorResult(h.redact.String(describeUpstreamError(ue)))
+	if c := bytes.TrimSpace(ue.Content); len(c) > 0 && c[0] == '[' {
+		// The upstream's own failed result, served as it came; Text,
+		// which logs and jobs keep, and Upstream (the endpoint's _meta)
+		// are Crank's context.
+		r.Content, r.Upstream = h.redact.JSON(c), ue.Upstream
+		if d := bytes.TrimSpace(ue.Detail); len(d) > 0 && d[0] == '{' {
+			r.Structured = h.redact.JSON(d)
+		}
+	}
+	r.Protocol = redactProtocol(h.redact, ue.Protocol)
 	r.permanent = ue.Rejected || ue.Kind == sdk.KindInvalidArgument
 	return classed(r, upstreamOutcome(ue))
 }
@@ -637,12 +658,25 @@ func redactResult(rd *redact.Redactor, r *Result) *Result {
 		text = rd.String(r.Text)
 	}
 	content, contentChanged := rd.JSONFound(r.Content)
-	if !changed && !contentChanged && text == r.Text {
+	if !changed && !contentChanged && text == r.Text && r.Protocol == nil {
 		return r
 	}
 	out := *r
 	out.Structured, out.Text, out.Content = structured, text, content
+	out.Protocol = redactProtocol(rd, r.Protocol)
 	return &out
+}
+
+// redactProtocol is pe with its message and data redacted.
+func redactProtocol(rd *redact.Redactor, pe *sdk.ProtocolError) *sdk.ProtocolError {
+	if pe == nil {
+		return nil
+	}
+	out := &sdk.ProtocolError{Code: pe.Code, Message: rd.String(pe.Message)}
+	if len(pe.Data) > 0 {
+		out.Data = rd.JSON(pe.Data)
+	}
+	return out
 }
 
 // normalizeArguments makes absent or null arguments an empty object.

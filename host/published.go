@@ -179,6 +179,9 @@ type PublicationRequest struct {
 type PublicationError struct {
 	Code    int64
 	Message string
+	// Data is the error's data as JSON (the upstream's own, redacted);
+	// nil when it has none.
+	Data json.RawMessage
 }
 
 func (e *PublicationError) Error() string { return e.Message }
@@ -191,8 +194,9 @@ const (
 
 // ReadResource reads a resource (a publication of kind KindResource or
 // KindResourceTemplate) through the adapter of the entry that publishes
-// it: the MCP contents array as JSON, redacted. Failures are
-// *PublicationError.
+// it: the MCP contents array as JSON, or an object of the contents and
+// the upstream's caching hints (sdk.Publisher.ReadResource), redacted.
+// Failures are *PublicationError.
 func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
 	return h.readPublication(ctx, req, false, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
 		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI})
@@ -203,9 +207,34 @@ func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.R
 // the adapter of the entry that publishes it: the MCP GetPromptResult as
 // JSON, redacted. Failures are *PublicationError.
 func (h *Host) GetPrompt(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
+	if err := missingArgument(req); err != nil {
+		return nil, err
+	}
 	return h.readPublication(ctx, req, true, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
 		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Publication.Key, Arguments: req.Arguments})
 	})
+}
+
+// missingArgument is the error of a rendering without an argument its
+// prompt requires, naming it; nil when it has them all.
+func missingArgument(req PublicationRequest) error {
+	p := req.Publication
+	if p == nil || p.Kind != KindPrompt {
+		return nil // readPublication says so
+	}
+	var def struct {
+		Arguments []struct {
+			Name     string `json:"name"`
+			Required bool   `json:"required"`
+		} `json:"arguments"`
+	}
+	_ = json.Unmarshal(p.Definition, &def) // checked at load
+	for _, a := range def.Arguments {
+		if _, ok := req.Arguments[a.Name]; a.Required && !ok {
+			return &PublicationError{Code: codeInvalidParams, Message: fmt.Sprintf("prompt %q: missing required argument %q", p.Key, a.Name)}
+		}
+	}
+	return nil
 }
 
 // publicationClient is what a read needs of an adapter client.
@@ -245,6 +274,10 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 	out, err := read(ctx, c, cr.upstream.operation(op.call), rc)
 	var ue *sdk.UpstreamError
 	switch {
+	case errors.As(err, &ue) && ue.Protocol != nil:
+		// The upstream's own JSON-RPC error, as it came.
+		pe := cr.upstream.redactProtocol(redactProtocol(h.redact, ue.Protocol))
+		return nil, &PublicationError{Code: pe.Code, Message: pe.Message, Data: pe.Data}
 	case errors.As(err, &ue):
 		code := int64(codeInternalError)
 		if n, perr := strconv.ParseInt(ue.Status, 10, 64); perr == nil && n >= -32768 && n <= -32000 {

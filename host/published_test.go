@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +57,9 @@ func (testAdapter) ReadResource(_ context.Context, req *sdk.ResourceRequest) (js
 	var c testConfig
 	_ = json.Unmarshal(req.Operation.Config, &c)
 	if strings.Contains(req.URI, "missing") {
-		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Upstream: "mcp up", Status: "-32002", Message: "no such resource"}
+		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Upstream: "mcp up", Status: "-32002", Message: "no such resource",
+			Protocol: &sdk.ProtocolError{Code: -32002, Message: "no such resource, key " + c.Secret,
+				Data: json.RawMessage(fmt.Sprintf(`{"uri":%q,"key":%q}`, req.URI, c.Secret))}}
 	}
 	return json.Marshal([]map[string]string{{"uri": req.URI, "mimeType": "text/plain", "text": "contents of " + req.URI + ", key " + c.Secret}})
 }
@@ -119,8 +122,10 @@ func TestPublications(t *testing.T) {
 	}
 	_, err = f.h.ReadResource(ctx, host.PublicationRequest{Publication: pub(host.KindResource, "file:///missing"), URI: "file:///missing"})
 	var pe *host.PublicationError
-	if !errors.As(err, &pe) || pe.Code != -32002 || !strings.Contains(pe.Message, "no such resource") {
-		t.Errorf("read of a missing resource: %v", err)
+	// The upstream's own JSON-RPC error, as it came, redacted.
+	if !errors.As(err, &pe) || pe.Code != -32002 || pe.Message != "no such resource, key [REDACTED]" ||
+		string(pe.Data) != `{"uri":"file:///missing","key":"[REDACTED]"}` {
+		t.Errorf("read of a missing resource: %+v", err)
 	}
 	if _, ok := f.h.Publication(host.KindResource, "file:///other"); ok {
 		t.Error("an unpublished resource is a publication")

@@ -128,6 +128,14 @@ func (c *upstreamCredential) redactJSON(raw json.RawMessage) json.RawMessage {
 	return c.redactor.JSON(raw)
 }
 
+// redactProtocol removes the upstream token from a JSON-RPC error.
+func (c *upstreamCredential) redactProtocol(pe *sdk.ProtocolError) *sdk.ProtocolError {
+	if c == nil {
+		return pe
+	}
+	return redactProtocol(c.redactor, pe)
+}
+
 // redact removes the upstream token from a call's result.
 func (c *upstreamCredential) redact(r *Result) *Result {
 	if c == nil || r == nil {

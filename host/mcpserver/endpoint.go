@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -179,6 +180,7 @@ func New(opts Options) (*Endpoint, error) {
 		GetSessionID:       rand.Text,
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SetCacheable:       ep.setCacheable, // results.go
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
 	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
@@ -188,8 +190,11 @@ func New(opts Options) (*Endpoint, error) {
 	ep.addDiscovery()                                   // discovery.go
 	// telemetry.go: metrics and the span of every request.
 	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
-	// plan.go: what each request is about, resolved once, outermost.
+	// plan.go: what each request is about, resolved once.
 	ep.server.AddReceivingMiddleware(ep.planMiddleware)
+	// results.go: no field of 2026-07-28 in an earlier protocol's
+	// results, outermost.
+	ep.server.AddReceivingMiddleware(generationMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
@@ -395,14 +400,28 @@ func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
+	if pe := res.Protocol; pe != nil {
+		// The upstream answered with a JSON-RPC error: so does the
+		// gateway (go-sdk sets the HTTP status 2026-07-28 gives it).
+		ep.logger.Debug("the upstream answered the call with a JSON-RPC error", zap.String("tool", cr.Tool.Name()),
+			zap.Int64("code", pe.Code), zap.String("error", res.Text))
+		return nil, &jsonrpc.Error{Code: pe.Code, Message: pe.Message, Data: pe.Data}
+	}
 	return toolResult(res), nil
 }
+
+// metaUpstream, in the _meta of a failed result that is the upstream's
+// own, names the upstream that answered it.
+const metaUpstream = "io.crank/upstream"
 
 // toolResult is the CallToolResult of a host result.
 func toolResult(res *host.Result) *mcp.CallToolResult {
 	out := &mcp.CallToolResult{Content: contentBlocks(res), IsError: res.IsError}
 	if res.Structured != nil {
 		out.StructuredContent = res.Structured
+	}
+	if res.Upstream != "" {
+		out.Meta = mcp.Meta{metaUpstream: res.Upstream}
 	}
 	return out
 }

@@ -99,11 +99,11 @@ func (ep *Endpoint) readResource(kind host.PublicationKind, key string) mcp.Reso
 		if err != nil {
 			return nil, publicationError(err)
 		}
-		var contents []*mcp.ResourceContents
-		if err := json.Unmarshal(raw, &contents); err != nil {
+		res, err := readResult(raw) // results.go
+		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("resource %q: the adapter's contents are not MCP resource contents: %v", uri, err)}
 		}
-		return &mcp.ReadResourceResult{Contents: contents}, nil
+		return res, nil
 	}
 }
 
@@ -162,7 +162,7 @@ func publicationNotFound(kind host.PublicationKind, key, uri string) error {
 func publicationError(err error) error {
 	var pe *host.PublicationError
 	if errors.As(err, &pe) {
-		return &jsonrpc.Error{Code: pe.Code, Message: pe.Message}
+		return &jsonrpc.Error{Code: pe.Code, Message: pe.Message, Data: pe.Data}
 	}
 	return err
 }

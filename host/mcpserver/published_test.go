@@ -54,12 +54,21 @@ func (publishAdapter) Publish(_ context.Context, op *sdk.Operation) (*sdk.Publis
 	return &sdk.Published{Resources: list(defs.Resources), ResourceTemplates: list(defs.Templates), Prompts: list(defs.Prompts)}, nil
 }
 
+// ReadResource answers the contents of a URI; one whose path starts
+// with hinted- with the upstream's caching hints too, scoped as its path
+// ends (results_test.go).
 func (publishAdapter) ReadResource(_ context.Context, req *sdk.ResourceRequest) (json.RawMessage, error) {
-	return json.Marshal([]map[string]string{{"uri": req.URI, "text": "contents of " + req.URI}})
+	contents := []map[string]string{{"uri": req.URI, "text": "contents of " + req.URI}}
+	if scope, ok := strings.CutPrefix(req.URI, "file:///hinted-"); ok {
+		return json.Marshal(map[string]any{"contents": contents, "ttlMs": 60000, "cacheScope": scope})
+	}
+	return json.Marshal(contents)
 }
 
+// GetPrompt renders a prompt as a 2026-07-28 upstream answers it, with
+// its resultType.
 func (publishAdapter) GetPrompt(_ context.Context, req *sdk.PromptRequest) (json.RawMessage, error) {
-	return json.Marshal(map[string]any{"messages": []any{
+	return json.Marshal(map[string]any{"resultType": "complete", "messages": []any{
 		map[string]any{"role": "user", "content": map[string]string{"type": "text", "text": req.Name + " " + req.Arguments["name"]}}}})
 }
 

@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,3 +109,95 @@ var (
 	_ json.Marshaler = (*initializeResult)(nil)
 	_ json.Marshaler = (*listToolsResult)(nil)
 )
+
+// Results of 2026-07-28 carry fields the earlier protocols do not have:
+// resultType on every result, ttlMs and cacheScope on server/discover,
+// the lists and resources/read. go-sdk's types send ttlMs and cacheScope
+// whatever the protocol, and a resultType an upstream's answer brought
+// (a prompts/get result decoded from it), so generationMiddleware takes
+// them out of the results of a request of an earlier protocol.
+
+// withoutNewFields are the methods whose results may carry them.
+var withoutNewFields = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, "prompts/get": true, "completion/complete": true}
+
+// newResultFields are the result members of 2026-07-28.
+var newResultFields = []string{"ttlMs", "cacheScope", "resultType"}
+
+// generationMiddleware serves the results of a request of a protocol
+// before 2026-07-28 without the fields of 2026-07-28.
+func generationMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || res == nil || !withoutNewFields[method] || sessionless(req.GetExtra()) {
+			return res, err
+		}
+		return legacyResult{res}, nil
+	}
+}
+
+// legacyResult is a result as a protocol before 2026-07-28 has it.
+type legacyResult struct{ mcp.Result }
+
+func (r legacyResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Result)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b, nil
+	}
+	n := len(m)
+	for _, k := range newResultFields {
+		delete(m, k)
+	}
+	if len(m) == n {
+		return b, nil
+	}
+	return json.Marshal(m)
+}
+
+// Caching hints (2026-07-28) are honest. A list is the same for every
+// caller unless a policy decides what each may see: then it is private.
+// A read passes on the hints of the upstream that answered it (the mcp
+// adapter's, when its upstream gave them), private when a policy governs
+// the read, and one without hints (an upstream of an earlier protocol, an
+// adapter that has none) gets ttlMs 0 and private, never go-sdk's
+// default public: nothing narrower is ever made public.
+
+// setCacheable settles the caching hints of a result (go-sdk's
+// ServerOptions.SetCacheable), c holding what its handler set.
+func (ep *Endpoint) setCacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	if _, read := req.(*mcp.ReadResourceRequest); read {
+		if c.CacheScope != "public" && c.CacheScope != "private" {
+			c.TTLMs, c.CacheScope = 0, "private" // no hint, or none Crank knows
+		}
+		c.TTLMs = max(c.TTLMs, 0)
+	}
+	if ep.policy != nil {
+		if _, discover := req.(*mcp.DiscoverRequest); !discover {
+			c.CacheScope = "private"
+		}
+	}
+}
+
+// readResult is what an adapter answers a resources/read with: the
+// contents array, or an object of the contents and the upstream's
+// caching hints (sdk.Publisher.ReadResource).
+func readResult(raw json.RawMessage) (*mcp.ReadResourceResult, error) {
+	res := &mcp.ReadResourceResult{}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '{' {
+		var obj struct {
+			Contents   []*mcp.ResourceContents `json:"contents"`
+			TTLMs      int                     `json:"ttlMs"`
+			CacheScope string                  `json:"cacheScope"`
+		}
+		if err := json.Unmarshal(t, &obj); err != nil {
+			return nil, err
+		}
+		res.Contents, res.TTLMs, res.CacheScope = obj.Contents, obj.TTLMs, obj.CacheScope
+		return res, nil
+	}
+	return res, json.Unmarshal(raw, &res.Contents)
+}

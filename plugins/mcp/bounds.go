@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -87,6 +89,9 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.Body != nil {
 		resp.Body = &frameLimiter{r: resp.Body, max: t.max, marked: t.marked}
+		if req.Method == http.MethodPost && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			resp.Body = &oneMessage{r: resp.Body, req: req}
+		}
 		tag, _ := req.Context().Value(callTagKey{}).(string)
 		switch ct := resp.Header.Get("Content-Type"); {
 		case strings.HasPrefix(ct, "text/event-stream") && (tag != "" || hs || req.Method == http.MethodGet):
@@ -99,6 +104,84 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// oneMessage is an application/json answer, checked to hold one JSON
+// value as Streamable HTTP says. The go-sdk client decodes the first and
+// ignores the rest, so a body with, say, a notification before the
+// response would leave the call waiting until its timeout: such a body
+// is replaced by a JSON-RPC error answering the request, marked as the
+// adapter's own (malformed), which fails the call at once and leaves the
+// session standing.
+type oneMessage struct {
+	r   io.ReadCloser
+	req *http.Request
+	out *bytes.Reader
+}
+
+func (m *oneMessage) Read(p []byte) (int, error) {
+	if m.out == nil {
+		b, err := io.ReadAll(m.r) // bounded by the frameLimiter below
+		if err != nil {
+			return 0, err
+		}
+		if trailing(b) {
+			b = malformedAnswer(m.req, b)
+		}
+		m.out = bytes.NewReader(b)
+	}
+	return m.out.Read(p)
+}
+
+func (m *oneMessage) Close() error { return m.r.Close() }
+
+// trailing reports whether b is a JSON value followed by more than
+// white space.
+func trailing(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v json.RawMessage
+	if dec.Decode(&v) != nil {
+		return false // not JSON at all: the go-sdk client fails on it
+	}
+	_, err := dec.Token()
+	return err != io.EOF
+}
+
+// malformedMark, in the data of a JSON-RPC error, marks the error as the
+// adapter's own answer for a malformed body (oneMessage), not the
+// upstream's.
+const malformedMark = "io.crank/malformed"
+
+// errMalformed is the message of a call whose answer was malformed.
+const errMalformed = "the upstream answered with more than one JSON value in one application/json body (Streamable HTTP allows one JSON-RPC message there)"
+
+// malformedAnswer is the JSON-RPC error answering the request req in
+// place of the malformed body b; b itself when req carries no id.
+func malformedAnswer(req *http.Request, b []byte) []byte {
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if req.GetBody == nil {
+		return b
+	}
+	body, err := req.GetBody()
+	if err != nil || json.NewDecoder(body).Decode(&msg) != nil || len(msg.ID) == 0 || string(msg.ID) == "null" {
+		return b
+	}
+	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{
+		"code": jsonrpc.CodeInternalError, "message": errMalformed, "data": map[string]bool{malformedMark: true}}})
+	return out
+}
+
+// malformed reports whether err is the adapter's answer for a malformed
+// body (malformedAnswer).
+func malformed(err error) bool {
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInternalError || rpc.Message != errMalformed {
+		return false
+	}
+	var data map[string]bool
+	return json.Unmarshal(rpc.Data, &data) == nil && data[malformedMark]
 }
 
 // stdioTransport starts the upstream's command with its stdout bounded

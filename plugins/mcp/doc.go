@@ -89,7 +89,9 @@
 //
 // A read is one resources/read of the client's URI (a published
 // resource's, or one a published template matches) on the shared session,
-// answering the result's contents (text or blob) as they came; rendering
+// answering the result's contents (text or blob) as they came, with the
+// upstream's caching hints (ttlMs, cacheScope) when the session speaks
+// 2026-07-28 and the upstream gave them; rendering
 // a prompt is one prompts/get of the upstream prompt (each published
 // prompt's config names it in prompt, beside the connection fields) with
 // the client's arguments, answering the whole result. Both are retried on
@@ -109,11 +111,16 @@
 // result's content), its structuredContent becomes the tool's structured
 // result, and the text blocks joined are the readable rendering (logs,
 // jobs). An isError result (its text as the message, its
-// structuredContent as the detail), a JSON-RPC error (its code kept as the
-// status, its message as the message), a timeout or a broken connection
-// become an UpstreamError, so the client sees the usual isError result
-// naming the upstream ("mcp host:port" or "mcp stdio <command>", never a
-// URL's path, query or userinfo).
+// structuredContent as the detail, its content blocks as the Content the
+// gateway serves unchanged), a JSON-RPC error (its code kept as the
+// status, its message as the message, the whole error as the Protocol
+// error the gateway answers its client with), a timeout or a broken
+// connection become an UpstreamError; a failure that is not the
+// upstream's own answer is the usual isError result naming the upstream
+// ("mcp host:port" or "mcp stdio <command>", never a URL's path, query or
+// userinfo). An application/json answer with more than one JSON value is
+// such a failure at once (bounds.go), not a call that waits for its
+// timeout.
 //
 // # Progress
 //

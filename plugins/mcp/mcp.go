@@ -325,6 +325,7 @@ func result(u *upstream, res *gomcp.CallToolResult) (*sdk.Result, error) {
 		if res.StructuredContent != nil {
 			ue.Detail, _ = json.Marshal(res.StructuredContent)
 		}
+		ue.Content, _ = json.Marshal(res.Content) // served unchanged
 		return nil, ue
 	}
 	out := &sdk.Result{Text: text}
@@ -375,12 +376,20 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 		ue.Kind, ue.Message = sdk.KindUpstreamStatus, bound(tf.Error())
 	case notSent(err):
 		ue.Message, ue.Retryable = "the request could not be sent: "+a.describe(u, err), true
+	case malformed(err): // bounds.go
+		ue.Kind, ue.Message = sdk.KindBadResponse, errMalformed
 	case errors.As(err, &rpc):
 		ue.Kind, ue.Status, ue.Message = sdk.KindUpstreamStatus, fmt.Sprint(rpc.Code), bound(rpc.Message)
 		ue.Rejected = rpc.Code == jsonrpc.CodeInvalidParams || rpc.Code == jsonrpc.CodeMethodNotFound ||
 			rpc.Code == jsonrpc.CodeInvalidRequest
-		if len(rpc.Data) > 0 && json.Valid(rpc.Data) && len(rpc.Data) <= maxMessage {
-			ue.Detail = rpc.Data
+		// The upstream's own answer: the gateway's client gets the same
+		// JSON-RPC error.
+		ue.Protocol = &sdk.ProtocolError{Code: rpc.Code, Message: rpc.Message}
+		if len(rpc.Data) > 0 && json.Valid(rpc.Data) {
+			ue.Protocol.Data = rpc.Data
+			if len(rpc.Data) <= maxMessage {
+				ue.Detail = rpc.Data
+			}
 		}
 	case lost(err):
 		ue.Message, ue.Retryable = "the upstream session was lost (the server restarted or closed the connection); the next call opens a new one", true

@@ -250,11 +250,20 @@ func (a *adapter) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (j
 			return nil, err
 		}
 		if res.Contents == nil {
-			return []*gomcp.ResourceContents{}, nil
+			res.Contents = []*gomcp.ResourceContents{}
+		}
+		if ir := s.InitializeResult(); ir != nil && ir.ProtocolVersion >= cachingProtocol && res.CacheScope != "" {
+			// The upstream's caching hints, which the gateway passes on.
+			return map[string]any{"contents": res.Contents, "ttlMs": res.TTLMs, "cacheScope": res.CacheScope}, nil
 		}
 		return res.Contents, nil
 	})
 }
+
+// cachingProtocol is the first protocol whose resources/read results
+// carry caching hints (ttlMs, cacheScope): go-sdk's servers send them on
+// earlier ones too, where they mean nothing.
+const cachingProtocol = "2026-07-28"
 
 // GetPrompt implements sdk.Publisher: one prompts/get of the upstream
 // prompt the config names, answering its result.

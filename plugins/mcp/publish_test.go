@@ -38,7 +38,11 @@ func publishServer(withTools bool) *gomcp.Server {
 		}
 	}
 	s.AddResource(&gomcp.Resource{URI: "mem://readme", Name: "readme", Title: "Read me", MIMEType: "text/plain"},
-		text("mem://readme", "text/plain", "hello from the upstream"))
+		func(ctx context.Context, req *gomcp.ReadResourceRequest) (*gomcp.ReadResourceResult, error) {
+			res, err := text("mem://readme", "text/plain", "hello from the upstream")(ctx, req)
+			res.TTLMs, res.CacheScope = 60000, "private" // caching hints of 2026-07-28
+			return res, err
+		})
 	s.AddResource(&gomcp.Resource{URI: "mem://logo.png", Name: "logo", MIMEType: "image/png"},
 		func(context.Context, *gomcp.ReadResourceRequest) (*gomcp.ReadResourceResult, error) {
 			return &gomcp.ReadResourceResult{Contents: []*gomcp.ResourceContents{{URI: "mem://logo.png", MIMEType: "image/png", Blob: logoBytes}}}, nil
@@ -162,11 +166,33 @@ func read(t *testing.T, h *adaptertest.Harness, cfg json.RawMessage, uri string)
 	}
 	var c contents
 	if ue == nil {
+		if len(raw) > 0 && raw[0] == '{' { // with the upstream's caching hints
+			var res struct{ Contents contents }
+			if err := json.Unmarshal(raw, &res); err != nil {
+				t.Fatalf("read %s: %s: %v", uri, raw, err)
+			}
+			return res.Contents, nil
+		}
 		if err := json.Unmarshal(raw, &c); err != nil {
 			t.Fatalf("read %s: %s: %v", uri, raw, err)
 		}
 	}
 	return c, ue
+}
+
+// readHints reads uri and returns the upstream's caching hints the
+// adapter passed on ("ttlMs cacheScope"), "" for none.
+func readHints(t *testing.T, h *adaptertest.Harness, cfg json.RawMessage, uri string) string {
+	t.Helper()
+	raw, ue, err := h.ReadResource(ctxT(t), adaptertest.Call{Config: cfg, Timeout: 20 * time.Second}, uri)
+	if err != nil || ue != nil {
+		t.Fatalf("read %s: %v %v", uri, ue, err)
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil {
+		return ""
+	}
+	return string(res["ttlMs"]) + " " + string(res["cacheScope"])
 }
 
 // An entry with resources and prompts publishes the upstream's resources,
@@ -208,6 +234,16 @@ func TestPublish(t *testing.T) {
 			c, ue := read(t, h, readme.Config, "mem://readme")
 			if ue != nil || len(c) != 1 || c[0].Text != "hello from the upstream" || c[0].URI != "mem://readme" || c[0].MIMEType != "text/plain" {
 				t.Errorf("read readme: %+v %+v", c, ue)
+			}
+			// The upstream's caching hints are passed on where its
+			// protocol has them (2026-07-28: the stateful go-sdk server
+			// speaks 2025-11-25 with the adapter).
+			want := `60000 "private"`
+			if name == "http" {
+				want = ""
+			}
+			if got := readHints(t, h, readme.Config, "mem://readme"); got != want {
+				t.Errorf("read readme: caching hints %q, want %q", got, want)
 			}
 			logo, def := find(t, pub.Resources, "up_logo")
 			if def.URI != "mem://logo.png" {

@@ -24,8 +24,11 @@ type Publisher interface {
 	Publish(ctx context.Context, op *Operation) (*Published, []Diagnostic)
 	// ReadResource reads req.URI: a published resource's URI, or one a
 	// published template matches. It returns the MCP ReadResourceResult's
-	// contents (an array of text or blob resource contents) as JSON;
-	// upstream failures as *UpstreamError.
+	// contents (an array of text or blob resource contents) as JSON, or,
+	// to pass on the upstream's caching hints, an object of the contents
+	// and the upstream's ttlMs and cacheScope ({"contents": [...],
+	// "ttlMs": 60000, "cacheScope": "private"}; hosts that predate it
+	// read arrays only); upstream failures as *UpstreamError.
 	ReadResource(ctx context.Context, req *ResourceRequest) (json.RawMessage, error)
 	// GetPrompt renders the prompt req.Name with the client's arguments.
 	// It returns the MCP GetPromptResult (description, messages) as JSON;

@@ -369,6 +369,29 @@ type UpstreamError struct {
 	// polling the status of an upstream job. KindInvalidArgument implies
 	// it.
 	Rejected bool
+	// Protocol, set by an adapter whose upstream speaks JSON-RPC (an MCP
+	// server), is the upstream's own JSON-RPC error answer to the
+	// request: the host answers its MCP client with the same error (code,
+	// message, data; redacted) rather than a tool result. Set Kind
+	// KindUpstreamStatus, Status the code and Message the message too:
+	// hosts that predate the field, and calls that are not an MCP client's
+	// tools/call (jobs, windows), serve the failure as a tool result.
+	Protocol *ProtocolError
+	// Content, optional, is the upstream's own failed result as a JSON
+	// array of MCP content blocks (an MCP tool's isError result): the
+	// host serves it unchanged as the tool result's content, with Detail
+	// as its structured content, in place of a message of its own
+	// wording. Message should still be its text (logs, jobs, and hosts
+	// that predate the field use it).
+	Content json.RawMessage
+}
+
+// ProtocolError is a JSON-RPC error object (an UpstreamError's Protocol).
+type ProtocolError struct {
+	Code    int64
+	Message string
+	// Data is the error's data as JSON; nil when it has none.
+	Data json.RawMessage
 }
 
 // Error returns "upstream: status: message", leaving out what is empty.

@@ -33,6 +33,12 @@ func (unaryOnly) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "418", Message: "teapot", Retryable: true}
 	case "refused":
 		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "404", Message: "no such thing", Rejected: true}
+	case "rpc":
+		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Status: "-32021", Message: "needs sampling",
+			Protocol: &sdk.ProtocolError{Code: -32021, Message: "needs sampling", Data: json.RawMessage(`{"requiredCapabilities":{"sampling":{}}}`)}}
+	case "failed":
+		return nil, &sdk.UpstreamError{Kind: sdk.KindUpstreamStatus, Message: "no such account",
+			Content: json.RawMessage(`[{"type":"text","text":"no such account"}]`)}
 	case "bug":
 		return nil, errors.New("nil map")
 	case "blocks":
@@ -103,6 +109,17 @@ func TestInvokeOutcomes(t *testing.T) {
 	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"refused"}`})
 	if err != nil || !ue.Rejected || ue.Retryable || ue.Status != "404" {
 		t.Fatalf("refused: %v %v", ue, err)
+	}
+	// An upstream's own JSON-RPC error and failed result cross the
+	// protocol whole.
+	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"rpc"}`})
+	if err != nil || ue.Protocol == nil || ue.Protocol.Code != -32021 || ue.Protocol.Message != "needs sampling" ||
+		string(ue.Protocol.Data) != `{"requiredCapabilities":{"sampling":{}}}` || ue.Content != nil {
+		t.Fatalf("protocol error: %+v %v", ue, err)
+	}
+	_, ue, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"failed"}`})
+	if err != nil || ue.Protocol != nil || string(ue.Content) != `[{"type":"text","text":"no such account"}]` {
+		t.Fatalf("failed result: %+v %v", ue, err)
 	}
 	_, _, err = h.Invoke(ctx, adaptertest.Call{Args: `{"do":"bug"}`})
 	if client.CodeOf(err) != client.Internal || !strings.Contains(err.Error(), "nil map") {

@@ -196,7 +196,7 @@ func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {
 	if !errors.As(err, &ue) {
 		return nil, false
 	}
-	return &adapterv1.UpstreamError{
+	out := &adapterv1.UpstreamError{
 		Kind:        adapterv1.UpstreamError_Kind(ue.Kind),
 		Upstream:    ue.Upstream,
 		Status:      ue.Status,
@@ -205,7 +205,12 @@ func upstreamErrorToProto(err error) (*adapterv1.UpstreamError, bool) {
 		DetailJson:  ue.Detail,
 		Retryable:   ue.Retryable,
 		Rejected:    ue.Rejected,
-	}, true
+		ContentJson: ue.Content,
+	}
+	if pe := ue.Protocol; pe != nil {
+		out.ProtocolError = &adapterv1.ProtocolError{Code: pe.Code, Message: pe.Message, DataJson: pe.Data}
+	}
+	return out, true
 }
 
 func operationFromProto(op *adapterv1.Operation) Operation {

@@ -446,7 +446,7 @@ func toolFromProto(t *adapterv1.Tool) sdk.Tool {
 }
 
 func upstreamErrorFromProto(ue *adapterv1.UpstreamError) *sdk.UpstreamError {
-	return &sdk.UpstreamError{
+	out := &sdk.UpstreamError{
 		Kind:      sdk.ErrorKind(ue.GetKind()),
 		Upstream:  ue.GetUpstream(),
 		Status:    ue.GetStatus(),
@@ -455,5 +455,10 @@ func upstreamErrorFromProto(ue *adapterv1.UpstreamError) *sdk.UpstreamError {
 		Detail:    ue.GetDetailJson(),
 		Retryable: ue.GetRetryable(),
 		Rejected:  ue.GetRejected(),
+		Content:   ue.GetContentJson(),
 	}
+	if pe := ue.GetProtocolError(); pe != nil {
+		out.Protocol = &sdk.ProtocolError{Code: pe.GetCode(), Message: pe.GetMessage(), Data: pe.GetDataJson()}
+	}
+	return out
 }

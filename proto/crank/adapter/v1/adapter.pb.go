@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36, 0}
 }
 
 type DescribeRequest struct {
@@ -979,7 +979,10 @@ type isReadResourceResponse_Outcome interface {
 
 type ReadResourceResponse_ContentsJson struct {
 	// The MCP ReadResourceResult's contents (an array of text or blob
-	// resource contents), as JSON.
+	// resource contents), as JSON; or an object of the contents and the
+	// upstream's caching hints ({"contents": [...], "ttlMs": n,
+	// "cacheScope": "public" or "private"}), which hosts that predate it
+	// do not read.
 	ContentsJson []byte `protobuf:"bytes,1,opt,name=contents_json,json=contentsJson,proto3,oneof"`
 }
 
@@ -1861,7 +1864,18 @@ type UpstreamError struct {
 	// then stops, e.g. polling an upstream job whose status request is
 	// refused. Adapters that predate the field leave it unset, which the
 	// host takes as "may be worth repeating".
-	Rejected      bool `protobuf:"varint,8,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	Rejected bool `protobuf:"varint,8,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	// The upstream's own protocol error, set by an adapter whose upstream
+	// speaks JSON-RPC (an MCP server) when it answered the request with a
+	// JSON-RPC error: the host answers its MCP client with the same error
+	// rather than a tool result. Hosts that predate the field serve the
+	// failure as a tool result, as they do any other.
+	ProtocolError *ProtocolError `protobuf:"bytes,9,opt,name=protocol_error,json=protocolError,proto3" json:"protocol_error,omitempty"`
+	// The upstream's own failed result as a JSON array of MCP content
+	// blocks (an MCP tool's isError result): the host serves it unchanged,
+	// with detail_json as its structured content, rather than a result of
+	// its own wording. Hosts that predate the field word it from message.
+	ContentJson   []byte `protobuf:"bytes,10,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1952,6 +1966,82 @@ func (x *UpstreamError) GetRejected() bool {
 	return false
 }
 
+func (x *UpstreamError) GetProtocolError() *ProtocolError {
+	if x != nil {
+		return x.ProtocolError
+	}
+	return nil
+}
+
+func (x *UpstreamError) GetContentJson() []byte {
+	if x != nil {
+		return x.ContentJson
+	}
+	return nil
+}
+
+// ProtocolError is a JSON-RPC error object.
+type ProtocolError struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The error's data as JSON, optional.
+	DataJson      []byte `protobuf:"bytes,3,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtocolError) Reset() {
+	*x = ProtocolError{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtocolError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtocolError) ProtoMessage() {}
+
+func (x *ProtocolError) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtocolError.ProtoReflect.Descriptor instead.
+func (*ProtocolError) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ProtocolError) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ProtocolError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProtocolError) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
+
 // InvokeEvent is one event of InvokeWithProgress: progress while the call
 // runs, then its response, last.
 type InvokeEvent struct {
@@ -1968,7 +2058,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2070,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2083,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -2070,7 +2160,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2172,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2185,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -2134,7 +2224,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2236,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2249,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2193,7 +2283,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2295,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2308,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -2241,7 +2331,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2343,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2356,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -2295,7 +2385,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2397,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2410,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -2434,7 +2524,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2536,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2549,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -2537,7 +2627,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2639,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2652,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -2582,7 +2672,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2684,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2697,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -2676,7 +2766,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2778,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2791,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -2732,7 +2822,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2834,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2847,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -2790,7 +2880,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2892,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2905,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Gap) GetReason() string {
@@ -2836,7 +2926,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2938,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2951,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *End) GetCursor() string {
@@ -2904,7 +2994,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3006,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3019,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -3026,7 +3116,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3128,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3141,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Attribute) GetKey() string {
@@ -3262,7 +3352,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12!\n" +
-	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xba\x03\n" +
+	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xa5\x04\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
@@ -3272,7 +3362,10 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\vdetail_json\x18\x06 \x01(\fR\n" +
 	"detailJson\x12\x1c\n" +
 	"\tretryable\x18\a \x01(\bR\tretryable\x12\x1a\n" +
-	"\brejected\x18\b \x01(\bR\brejected\"\xa2\x01\n" +
+	"\brejected\x18\b \x01(\bR\brejected\x12F\n" +
+	"\x0eprotocol_error\x18\t \x01(\v2\x1f.crank.adapter.v1.ProtocolErrorR\rprotocolError\x12!\n" +
+	"\fcontent_json\x18\n" +
+	" \x01(\fR\vcontentJson\"\xa2\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14KIND_UPSTREAM_STATUS\x10\x01\x12\x12\n" +
@@ -3280,7 +3373,11 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fKIND_TIMEOUT\x10\x03\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x04\x12\x19\n" +
 	"\x15KIND_INVALID_ARGUMENT\x10\x05\x12\x15\n" +
-	"\x11KIND_BAD_RESPONSE\x10\x06\"\xc2\x01\n" +
+	"\x11KIND_BAD_RESPONSE\x10\x06\"Z\n" +
+	"\rProtocolError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\xc2\x01\n" +
 	"\vInvokeEvent\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
 	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponse\x120\n" +
@@ -3392,7 +3489,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3420,23 +3517,24 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*InvokeResponse)(nil),            // 23: crank.adapter.v1.InvokeResponse
 	(*Result)(nil),                    // 24: crank.adapter.v1.Result
 	(*UpstreamError)(nil),             // 25: crank.adapter.v1.UpstreamError
-	(*InvokeEvent)(nil),               // 26: crank.adapter.v1.InvokeEvent
-	(*LogMessage)(nil),                // 27: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 28: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 29: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 30: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 31: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 32: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 33: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 34: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 35: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 36: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 37: crank.adapter.v1.Gap
-	(*End)(nil),                       // 38: crank.adapter.v1.End
-	(*Span)(nil),                      // 39: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 40: crank.adapter.v1.Attribute
-	nil,                               // 41: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
+	(*ProtocolError)(nil),             // 26: crank.adapter.v1.ProtocolError
+	(*InvokeEvent)(nil),               // 27: crank.adapter.v1.InvokeEvent
+	(*LogMessage)(nil),                // 28: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 29: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 30: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 31: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 32: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 33: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 34: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 35: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 36: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 37: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 38: crank.adapter.v1.Gap
+	(*End)(nil),                       // 39: crank.adapter.v1.End
+	(*Span)(nil),                      // 40: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 41: crank.adapter.v1.Attribute
+	nil,                               // 42: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 43: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -3452,62 +3550,63 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
 	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	40, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	41, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	42, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
 	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	40, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	42, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	43, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
 	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	40, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	28, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	23, // 31: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	27, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	36, // 33: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	37, // 34: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	38, // 35: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	25, // 36: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 37: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	21, // 38: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	33, // 39: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	31, // 40: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	35, // 41: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 42: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	40, // 43: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 44: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 45: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 46: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	21, // 47: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 48: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	32, // 49: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	21, // 50: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	29, // 51: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	13, // 52: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	15, // 53: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	5,  // 54: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 55: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 56: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	23, // 57: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	31, // 58: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	34, // 59: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	26, // 60: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	30, // 61: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	14, // 62: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	16, // 63: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	26, // 30: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
+	29, // 31: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	23, // 32: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	28, // 33: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	37, // 34: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	38, // 35: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	39, // 36: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	25, // 37: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	40, // 38: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	21, // 39: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	34, // 40: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	32, // 41: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	36, // 42: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 43: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	41, // 44: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 45: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 46: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 47: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	21, // 48: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 49: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	33, // 50: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	21, // 51: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	30, // 52: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	13, // 53: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	15, // 54: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	5,  // 55: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 56: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 57: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	23, // 58: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	32, // 59: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	35, // 60: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	27, // 61: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	31, // 62: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	14, // 63: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	16, // 64: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	55, // [55:65] is the sub-list for method output_type
+	45, // [45:55] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -3528,27 +3627,27 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[22].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[23].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[27].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[29].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[30].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[37].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -3560,7 +3659,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
