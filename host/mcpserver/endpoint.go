@@ -143,6 +143,7 @@ type Endpoint struct {
 
 	card    *servercard.Config // servercard.go
 	version string
+	watches watches // complete.go
 
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
@@ -187,9 +188,12 @@ func New(opts Options) (*Endpoint, error) {
 		GetSessionID:       rand.Text,
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// complete.go: offered only while the host has them
+		CompletionHandler: ep.complete, SubscribeHandler: ep.subscribe, UnsubscribeHandler: ep.unsubscribe,
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
-	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
+	ep.server.AddReceivingMiddleware(ep.publishedCapsMiddleware) // complete.go
+	ep.addTasks()                                                // tasks.go: MCP Tasks, around the session middleware
 	// policy.go: the per-tool policy, around tasks
 	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
 	ep.server.AddReceivingMiddleware(ep.viewMiddleware) // view.go: the published names, outside the policy
