@@ -159,6 +159,21 @@ operations:
 		})
 	}
 
+	// A session that ends without unsubscribing: the gateway unsubscribes
+	// upstream at the next update, which reaches no one.
+	cs := g.connect(ctx)
+	subs, unsubs := up.counts()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///notes.txt"}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	waitFor(t, "the gateway subscribes upstream", func() bool { s, _ := up.counts(); return s == subs+1 })
+	_ = cs.Close()
+	waitFor(t, "the gateway unsubscribes upstream for the closed session", func() bool {
+		_ = up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "file:///notes.txt"})
+		_, u := up.counts()
+		return u == unsubs+1
+	})
+
 	plain := publishingUpstream()
 	psrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plain }, nil))
 	t.Cleanup(psrv.Close)
@@ -173,7 +188,7 @@ operations:
       resources: true
       prompts: true
 `, psrv.URL)})
-	cs := g2.connect(ctx)
+	cs = g2.connect(ctx)
 	if caps := serverCaps(cs); caps == nil || caps.Completions != nil || caps.Resources == nil || caps.Resources.Subscribe {
 		t.Errorf("capabilities over an upstream without completions or subscriptions: %+v", caps)
 	}
