@@ -61,6 +61,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    auth   { ... }   (auth.go)
 //	    policy { ... }   (auth.go)
 //	    view   { ... }   (view.go)
+//	    server_card { ... }   (servercard.go)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -136,6 +137,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalView(d); ok || err != nil { // view.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalServerCard(d); ok || err != nil { // servercard.go
 				if err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/mcpserver"
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/servercard"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -79,6 +80,11 @@ type Handler struct {
 	// View curates the tools this endpoint publishes and turns on the
 	// discovery meta-tools (view.go).
 	View *mcpserver.ViewConfig `json:"view,omitempty"`
+	// ServerCard describes the endpoint to clients before they connect:
+	// its server card at <endpoint>/server-card, its entry in
+	// /.well-known/ai-catalog.json and its registry server.json
+	// (servercard.go; the fields are host/servercard's Config).
+	ServerCard *servercard.Config `json:"server_card,omitempty"`
 
 	ctx      caddy.Context
 	logger   *zap.Logger
@@ -88,6 +94,7 @@ type Handler struct {
 	run      *handlerRun // the host it serves, from the app's Start on (catalog.go)
 	adapters []string    // adapterPool keys this handler holds
 	authz    authz       // auth.go
+	app      *App        // the config's app, whose handlers the AI catalog lists
 }
 
 // CaddyModule returns the Caddy module information.
@@ -142,6 +149,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionAuthz(); err != nil { // auth.go
 		return err
 	}
+	if h.ServerCard != nil {
+		if err := h.ServerCard.Check("crank: server_card"); err != nil { // servercard.go
+			return err
+		}
+	}
 	key, _ := json.Marshal(h)
 	h.epKey = string(key)
 	val, _, err := endpointPool.LoadOrNew(h.epKey, func() (caddy.Destructor, error) {
@@ -162,7 +174,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.cat, err = h.loadOperations(); err != nil {
 		return err
 	}
-	appVal.(*App).register(h)
+	h.app = appVal.(*App)
+	h.app.register(h)
 	return nil
 }
 
@@ -274,6 +287,9 @@ func (h *Handler) Cleanup() error {
 // request's context. After a reload, the previous config's host serves
 // until the new one is started.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.serveCatalog(w, r) { // servercard.go
+		return nil
+	}
 	h.ep.ServeHTTP(w, r)
 	return nil
 }
@@ -297,7 +313,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
-		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View,
+		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View, ServerCard: h.ServerCard,
 	}
 	if opts.Resumable {
 		ttl := time.Duration(t.EventTTL)

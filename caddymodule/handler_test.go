@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/servercard"
 )
 
 // TestHandlerProvisionConfigErrors checks config errors Provision reports
@@ -44,6 +45,12 @@ func TestHandlerProvisionConfigErrors(t *testing.T) {
 			h: Handler{Operations: []string{"ops.yaml"}, View: &mcpserver.ViewConfig{
 				Toolsets: map[string][]string{"users": {"*_user"}}, Include: []string{"get_*", "toolset:user"}}},
 			want: []string{"crank: view.include[1]", `unknown toolset "user"`, "toolsets: users"},
+		},
+		{
+			name: "server card without a description, of a bad url",
+			h: Handler{Operations: []string{"ops.yaml"}, ServerCard: &servercard.Config{Name: "com.example/weather",
+				URL: "https://mcp.example.com/mcp#x"}},
+			want: []string{"crank: server_card.description: required", "crank: server_card.url: must have no credentials, query or fragment"},
 		},
 	}
 	for _, tc := range tests {

@@ -47,8 +47,11 @@ operations:
 
 // publishingUpstream is the e2e go-sdk server with a resource, a resource
 // template and a prompt.
-func publishingUpstream() *mcp.Server {
-	up := mcpUpstreamServer()
+func publishingUpstream() *mcp.Server { return publishingUpstreamWith(nil) }
+
+// publishingUpstreamWith is publishingUpstream with the server's options.
+func publishingUpstreamWith(opts *mcp.ServerOptions) *mcp.Server {
+	up := mcpUpstreamServerWith(opts)
 	up.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes", Title: "Notes", MIMEType: "text/plain"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "the notes"}}}, nil

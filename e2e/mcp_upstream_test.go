@@ -55,8 +55,11 @@ type upTicksIn struct {
 // mcpUpstreamServer is a go-sdk MCP server with the tools the gateway
 // tests federate: a structured echo, every kind of content block, a tool
 // that reports progress, and one that ends its process mid-call.
-func mcpUpstreamServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "e2e-upstream", Version: "1"}, nil)
+func mcpUpstreamServer() *mcp.Server { return mcpUpstreamServerWith(nil) }
+
+// mcpUpstreamServerWith is mcpUpstreamServer with the server's options.
+func mcpUpstreamServerWith(opts *mcp.ServerOptions) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "e2e-upstream", Version: "1"}, opts)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text, with the server's process id."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in upEchoIn) (*mcp.CallToolResult, upEchoOut, error) {
 			return nil, upEchoOut{Echo: in.Text, PID: os.Getpid()}, nil

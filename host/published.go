@@ -14,6 +14,7 @@ import (
 
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // Resources, resource templates and prompts.
@@ -54,7 +55,12 @@ type Publication struct {
 	// Entry is the operations-file entry that publishes it; Adapter its
 	// adapter.
 	Entry, Adapter string
-	op             *boundOp
+	// Completes: a prompt's or template's arguments complete
+	// (Host.Complete); Subscribes: a resource or template can be
+	// subscribed to (Host.WatchResource). Both as the adapter said of the
+	// entry (complete.go).
+	Completes, Subscribes bool
+	op                    *boundOp
 }
 
 // pubKey indexes publications by kind and key.
@@ -76,6 +82,8 @@ func publications(entry *opsfile.Operation, sup *Supervisor, pub *sdk.Published)
 			if err != nil {
 				return fmt.Errorf("%s %d the adapter published: %v", kind, i+1, err)
 			}
+			x.Completes = pub.Completions && kind != KindResource // complete.go
+			x.Subscribes = pub.Subscribe && kind != KindPrompt
 			out = append(out, x)
 		}
 		return nil
@@ -241,6 +249,28 @@ func missingArgument(req PublicationRequest) error {
 type publicationClient interface {
 	ReadResource(context.Context, *sdk.ResourceRequest) (json.RawMessage, error)
 	GetPrompt(context.Context, *sdk.PromptRequest) (json.RawMessage, error)
+	Complete(context.Context, *sdk.CompleteRequest) (json.RawMessage, error)
+}
+
+// publicationClient is the adapter client of a request of what (a
+// publication of op), the call request with its upstream token, and the
+// request context, once req has a request id.
+func (h *Host) publicationClient(ctx context.Context, op *boundOp, req *PublicationRequest, what string) (*client.Client, CallRequest, sdk.RequestContext, error) {
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	cr := CallRequest{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID, SubjectToken: req.SubjectToken, RequestID: req.RequestID}
+	rc := sdk.RequestContext{RequestID: req.RequestID, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID,
+		TraceParent: req.TraceParent, TraceState: req.TraceState}
+	if res := h.obtainUpstreamToken(ctx, op, &cr); res != nil { // upstream_auth.go
+		return nil, cr, rc, &PublicationError{Code: codeInternalError, Message: what + ": " + res.Text}
+	}
+	c, err := op.sup.Client(ctx)
+	if err != nil {
+		return nil, cr, rc, &PublicationError{Code: codeInternalError,
+			Message: h.redact.String(fmt.Sprintf("%s: adapter %q is not available: %v", what, op.Adapter, err))}
+	}
+	return c, cr, rc, nil
 }
 
 func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prompt bool,
@@ -257,20 +287,11 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	if req.RequestID == "" {
-		req.RequestID = newRequestID()
+	c, cr, rc, perr := h.publicationClient(ctx, op, &req, what)
+	if perr != nil {
+		return nil, perr
 	}
-	cr := CallRequest{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID, SubjectToken: req.SubjectToken, RequestID: req.RequestID}
-	if res := h.obtainUpstreamToken(ctx, op, &cr); res != nil { // upstream_auth.go
-		return nil, &PublicationError{Code: codeInternalError, Message: what + ": " + res.Text}
-	}
-	c, err := op.sup.Client(ctx)
-	if err != nil {
-		return nil, &PublicationError{Code: codeInternalError,
-			Message: h.redact.String(fmt.Sprintf("%s: adapter %q is not available: %v", what, op.Adapter, err))}
-	}
-	rc := sdk.RequestContext{RequestID: req.RequestID, WorkspaceID: req.WorkspaceID, AgentID: req.AgentID,
-		TraceParent: req.TraceParent, TraceState: req.TraceState, Deadline: deadline}
+	rc.Deadline = deadline
 	out, err := read(ctx, c, cr.upstream.operation(op.call), rc)
 	var ue *sdk.UpstreamError
 	switch {

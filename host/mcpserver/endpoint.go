@@ -21,6 +21,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/servercard"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
@@ -84,8 +85,12 @@ type Options struct {
 	// View curates the tools the endpoint publishes and turns on the
 	// discovery meta-tools (view.go, discovery.go); nil publishes every
 	// tool of the host as it is.
-	View   *ViewConfig
-	Logger *zap.Logger
+	View *ViewConfig
+	// ServerCard, when set, serves the endpoint's server card at
+	// <endpoint path>/server-card to anyone (servercard.go); nil serves
+	// none.
+	ServerCard *servercard.Config
+	Logger     *zap.Logger
 }
 
 // Store is what an endpoint keeps in the shared store (*store.Etcd is
@@ -137,6 +142,10 @@ type Endpoint struct {
 	policy *auth.Policy         // policy.go
 	view   *view                // view.go
 
+	card    *servercard.Config // servercard.go
+	version string
+	watches watches // complete.go
+
 	// replicas are the sessions recorded in the store (sessions.go);
 	// eventStore is the SDK handler's EventStore, given to restored
 	// sessions too.
@@ -169,7 +178,7 @@ func New(opts Options) (*Endpoint, error) {
 		sessionTTL: opts.SessionTimeout, origins: origins, limits: limits,
 		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
 		waits:    resultWaits{grace: resultGrace(opts)},
-		auth:     opts.Auth, policy: opts.Policy, view: v,
+		auth:     opts.Auth, policy: opts.Policy, view: v, card: opts.ServerCard, version: opts.Version,
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
 	slogger := slogFromZap(opts.Logger)
@@ -181,9 +190,12 @@ func New(opts Options) (*Endpoint, error) {
 		InitializedHandler: ep.recordSession,
 		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		SetCacheable:       ep.setCacheable, // results.go
+		// complete.go: offered only while the host has them
+		CompletionHandler: ep.complete, SubscribeHandler: ep.subscribe, UnsubscribeHandler: ep.unsubscribe,
 	})
 	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
-	ep.addTasks() // tasks.go: MCP Tasks, around the session middleware
+	ep.server.AddReceivingMiddleware(ep.publishedCapsMiddleware) // complete.go
+	ep.addTasks()                                                // tasks.go: MCP Tasks, around the session middleware
 	// policy.go: the per-tool policy, around tasks
 	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
 	ep.server.AddReceivingMiddleware(ep.viewMiddleware) // view.go: the published names, outside the policy
@@ -215,6 +227,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ep.serveMetadata(w, r) { // authz.go: protected resource metadata, for any origin
+		return
+	}
+	if ep.serveCard(w, r) { // servercard.go: the server card, for any origin
 		return
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {

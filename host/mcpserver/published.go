@@ -25,8 +25,8 @@ import (
 // "resource_template" or "prompt", tool.name their name and args a
 // prompt's arguments or a read's {"uri": ...}: a hidden one is left out
 // of its list and answered as one that does not exist, a refused read or
-// rendering gets an error naming the rule. Subscriptions
-// (resources/subscribe) are not offered.
+// rendering gets an error naming the rule. Completions and subscriptions
+// are offered where an upstream offers them (complete.go).
 
 // published is what the endpoint has published of a host's publications.
 type published struct {

@@ -99,9 +99,11 @@
 // (such as resource not found) keeps its code as the status and its
 // message. The upstream's notifications/resources/list_changed and
 // notifications/prompts/list_changed name the entries that publish them
-// to the gateway, which expands them again (see Changed tools). Resource
-// subscriptions (resources/subscribe, notifications/resources/updated)
-// are not relayed.
+// to the gateway, which expands them again (see Changed tools). Where
+// the upstream offers them, completions of the published prompts' and
+// templates' arguments (completion/complete) and subscriptions to the
+// published resources (resources/subscribe, its
+// notifications/resources/updated) are relayed too (complete.go).
 //
 // # Calls
 //
@@ -238,7 +240,7 @@
 // Sampling and elicitation requests from an upstream are not relayed: the
 // adapter does not advertise those capabilities, so a conforming upstream
 // does not send them, and one that does gets a JSON-RPC "method not
-// found" error. Log messages an upstream sends outside any call and
-// resource subscriptions are not relayed either; resources and prompts
-// are served on request (see Resources and prompts).
+// found" error. Log messages an upstream sends outside any call are not
+// relayed either; resources and prompts are served on request (see
+// Resources and prompts).
 package mcp

@@ -182,8 +182,10 @@ func (a *adapter) Publish(ctx context.Context, op *sdk.Operation) (pub *sdk.Publ
 	ctx, cancel := withTimeout(ctx, op.Timeout)
 	defer cancel()
 	var l listing
+	var completions, subscribe bool
 	err := a.withSession(ctx, u, true, func(s *gomcp.ClientSession) error {
 		l = listing{}
+		completions, subscribe = offersCompletions(s), offersSubscribe(s) // complete.go
 		return l.list(ctx, s, u)
 	})
 	if err != nil {
@@ -206,6 +208,8 @@ func (a *adapter) Publish(ctx context.Context, op *sdk.Operation) (pub *sdk.Publ
 	if d.Failed() {
 		return nil, d.List()
 	}
+	pub.Completions = completions && len(pub.Prompts)+len(pub.ResourceTemplates) > 0
+	pub.Subscribe = subscribe && len(pub.Resources)+len(pub.ResourceTemplates) > 0
 	return pub, d.List()
 }
 

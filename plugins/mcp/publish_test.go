@@ -30,8 +30,11 @@ var logoBytes = []byte{0x89, 'P', 'N', 'G', 0, 1, 2, 0xff}
 // one), a resource template and a prompt with arguments; withTools adds
 // the tools add_resource and add_prompt, which add the resource
 // mem://grown and the prompt grown (the upstream's lists change).
-func publishServer(withTools bool) *gomcp.Server {
-	s := gomcp.NewServer(&gomcp.Implementation{Name: "publisher", Version: "1"}, nil)
+func publishServer(withTools bool) *gomcp.Server { return publishServerWith(nil, withTools) }
+
+// publishServerWith is publishServer with the server's options.
+func publishServerWith(opts *gomcp.ServerOptions, withTools bool) *gomcp.Server {
+	s := gomcp.NewServer(&gomcp.Implementation{Name: "publisher", Version: "1"}, opts)
 	text := func(uri, mime, text string) gomcp.ResourceHandler {
 		return func(context.Context, *gomcp.ReadResourceRequest) (*gomcp.ReadResourceResult, error) {
 			return &gomcp.ReadResourceResult{Contents: []*gomcp.ResourceContents{{URI: uri, MIMEType: mime, Text: text}}}, nil

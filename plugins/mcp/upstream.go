@@ -45,8 +45,10 @@ type conn struct {
 	// tooLarge is set when the upstream sent a message beyond
 	// max_message_bytes (bounds.go); the session then breaks.
 	tooLarge atomic.Bool
-	// logs routes the upstream's log messages to the calls (logs.go).
-	logs logRoutes
+	// logs routes the upstream's log messages to the calls (logs.go),
+	// updates its resource updates to the watches (complete.go).
+	logs    logRoutes
+	updates resourceRoutes
 	// hs watches the handshake of a session being opened (handshake.go).
 	hs handshake
 	// watch hears of changed tools; opened counts the sessions opened.
@@ -115,6 +117,9 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 			},
 			PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
 				c.watch.listChanged(c.up.key, listPrompts)
+			},
+			ResourceUpdatedHandler: func(_ context.Context, req *gomcp.ResourceUpdatedNotificationRequest) {
+				c.updates.deliver(req.Params.URI) // complete.go
 			}})
 	t, err := c.transport()
 	if err != nil {

@@ -47,6 +47,67 @@ type Published struct {
 	// Prompts are MCP Prompt objects (name, title, description,
 	// arguments, icons).
 	Prompts []Publication
+	// Completions: the arguments of these prompts and resource templates
+	// complete (a Completer's Complete); the host offers completions to
+	// its clients only for entries that say so.
+	Completions bool
+	// Subscribe: these resources can be subscribed to (a
+	// ResourceWatcher's WatchResource).
+	Subscribe bool
+}
+
+// Completer is a Publisher whose prompts' and resource templates'
+// arguments complete, such as an MCP upstream's that offers
+// completion/complete. The host calls Complete for entries whose
+// Published says Completions.
+type Completer interface {
+	Publisher
+	// Complete completes req.Argument of the prompt or template req.Ref.
+	// It returns the MCP CompleteResult's completion (values, total,
+	// hasMore) as JSON; upstream failures as *UpstreamError.
+	Complete(ctx context.Context, req *CompleteRequest) (json.RawMessage, error)
+}
+
+// Completion references: what a CompleteRequest completes.
+const (
+	RefPrompt   = "ref/prompt"
+	RefResource = "ref/resource"
+)
+
+// CompleteRequest is one completion of an argument.
+type CompleteRequest struct {
+	Context   RequestContext
+	Operation Operation
+	// RefType is RefPrompt, with Ref the prompt's name, or RefResource,
+	// with Ref the template's URI template, as the host published them.
+	RefType, Ref string
+	// Argument is the argument's name, Value what the client typed of it.
+	Argument, Value string
+	// Arguments are the ones the client already resolved.
+	Arguments map[string]string
+}
+
+// ResourceWatcher is a Publisher whose resources can be subscribed to,
+// such as an MCP upstream's that offers resources/subscribe. The host
+// watches a URI for entries whose Published says Subscribe, once however
+// many of its clients subscribed to it.
+type ResourceWatcher interface {
+	Publisher
+	// WatchResource subscribes to req.URI: it calls events.Subscribed once
+	// the upstream took the subscription, then events.Updated for each
+	// update, until ctx ends, when it unsubscribes and returns nil. A
+	// subscription that fails, or ends upstream, returns the error
+	// (*UpstreamError for the upstream's).
+	WatchResource(ctx context.Context, req *ResourceRequest, events ResourceEvents) error
+}
+
+// ResourceEvents receives what a watch of a resource reports.
+type ResourceEvents interface {
+	// Subscribed says the upstream took the subscription.
+	Subscribed() error
+	// Updated says the resource at uri (the one watched, or one below it)
+	// changed.
+	Updated(uri string) error
 }
 
 // Publication is one resource, resource template or prompt.
@@ -101,6 +162,65 @@ func (s *server) publish(ctx context.Context, op *Operation, resp *adapterv1.Exp
 	resp.Prompts = publicationsToProto(pub.Prompts, func(def, cfg []byte) *adapterv1.Prompt {
 		return &adapterv1.Prompt{DefinitionJson: def, ConfigJson: cfg}
 	})
+	_, completes := p.(Completer)
+	_, watches := p.(ResourceWatcher)
+	if c := (&adapterv1.PublishedCapabilities{Completions: pub.Completions && completes, Subscribe: pub.Subscribe && watches}); c.Completions || c.Subscribe {
+		resp.PublishedCapabilities = c
+	}
+}
+
+func (s *server) Complete(ctx context.Context, req *adapterv1.CompleteRequest) (_ *adapterv1.CompleteResponse, err error) {
+	defer recoverPanic("complete", &err)
+	c, ok := s.impl.(Completer)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "adapter does not complete arguments")
+	}
+	r := &CompleteRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()),
+		RefType: req.GetRefType(), Ref: req.GetRef(), Argument: req.GetArgumentName(), Value: req.GetArgumentValue(),
+		Arguments: req.GetContextArguments()}
+	ctx, span := withCall(ctx, &r.Context, "adapter complete "+r.Operation.Name) // trace.go
+	res, err := c.Complete(ctx, r)
+	endCallSpan(span, err)
+	if err != nil {
+		if ue, ok := upstreamErrorToProto(err); ok {
+			return &adapterv1.CompleteResponse{Outcome: &adapterv1.CompleteResponse_Error{Error: ue}, Spans: takeSpans()}, nil
+		}
+		return nil, status.Errorf(codes.Internal, "complete: %v", err)
+	}
+	return &adapterv1.CompleteResponse{Outcome: &adapterv1.CompleteResponse_CompletionJson{CompletionJson: res}, Spans: takeSpans()}, nil
+}
+
+// resourceEvents sends a watch's events on its call.
+type resourceEvents struct {
+	stream adapterv1.Adapter_WatchResourceServer
+}
+
+func (e resourceEvents) Subscribed() error {
+	return e.stream.Send(&adapterv1.ResourceWatchEvent{Subscribed: true})
+}
+
+func (e resourceEvents) Updated(uri string) error {
+	return e.stream.Send(&adapterv1.ResourceWatchEvent{UpdatedUri: uri})
+}
+
+func (s *server) WatchResource(req *adapterv1.WatchResourceRequest, stream adapterv1.Adapter_WatchResourceServer) (err error) {
+	defer recoverPanic("watch resource", &err)
+	w, ok := s.impl.(ResourceWatcher)
+	if !ok {
+		return status.Error(codes.Unimplemented, "adapter does not watch resources")
+	}
+	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri()}
+	err = w.WatchResource(stream.Context(), r, resourceEvents{stream})
+	if ctx := stream.Context(); ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err != nil {
+		if ue, ok := upstreamErrorToProto(err); ok {
+			return stream.Send(&adapterv1.ResourceWatchEvent{Error: ue})
+		}
+		return status.Errorf(codes.Internal, "watch resource: %v", err)
+	}
+	return nil
 }
 
 func (s *server) ReadResource(ctx context.Context, req *adapterv1.ReadResourceRequest) (_ *adapterv1.ReadResourceResponse, err error) {

@@ -45,6 +45,12 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if _, ok := s.impl.(Publisher); ok {
 		caps = append(caps, wire.CapabilityResources, wire.CapabilityPrompts)
 	}
+	if _, ok := s.impl.(Completer); ok {
+		caps = append(caps, wire.CapabilityCompletions)
+	}
+	if _, ok := s.impl.(ResourceWatcher); ok {
+		caps = append(caps, wire.CapabilitySubscribe)
+	}
 	if d.Progress {
 		caps = append(caps, wire.CapabilityProgress)
 		if d.Log {

@@ -237,6 +237,31 @@ func (h *Harness) GetPrompt(ctx context.Context, c Call, name string, args map[s
 	return upstreamSplit(res, err)
 }
 
+// Complete completes an argument with the operation's config (a
+// published prompt's or template's Config, typically); ref is
+// sdk.RefPrompt with the prompt's name or sdk.RefResource with the URI
+// template. When err is nil, exactly one of the completion and the
+// upstream error is set.
+func (h *Harness) Complete(ctx context.Context, c Call, refType, ref, argument, value string) (json.RawMessage, *sdk.UpstreamError, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := h.Client.Complete(ctx, &sdk.CompleteRequest{Context: req.Context, Operation: req.Operation, RefType: refType, Ref: ref,
+		Argument: argument, Value: value})
+	return upstreamSplit(res, err)
+}
+
+// WatchResource subscribes to uri with the operation's config until ctx
+// ends, as client.Client.WatchResource does.
+func (h *Harness) WatchResource(ctx context.Context, c Call, uri string, updated func(uri string)) (<-chan error, error) {
+	req, err := c.request()
+	if err != nil {
+		return nil, err
+	}
+	return h.Client.WatchResource(ctx, &sdk.ResourceRequest{Context: req.Context, Operation: req.Operation, URI: uri}, updated)
+}
+
 // upstreamSplit splits an upstream error from other errors.
 func upstreamSplit(res json.RawMessage, err error) (json.RawMessage, *sdk.UpstreamError, error) {
 	var ue *sdk.UpstreamError

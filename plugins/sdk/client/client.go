@@ -77,6 +77,8 @@ type Capabilities struct {
 	Watch    bool // WatchOperations: sdk.OperationWatcher
 	// ReadResource and GetPrompt: sdk.Publisher.
 	Resources, Prompts bool
+	Completions        bool // Complete: sdk.Completer
+	Subscribe          bool // WatchResource: sdk.ResourceWatcher
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -127,6 +129,10 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Resources = true
 		case wire.CapabilityPrompts:
 			info.Capabilities.Prompts = true
+		case wire.CapabilityCompletions:
+			info.Capabilities.Completions = true
+		case wire.CapabilitySubscribe:
+			info.Capabilities.Subscribe = true
 		}
 	}
 	c.streams.Store(info.Capabilities.Streams)

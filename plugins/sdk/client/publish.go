@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
@@ -22,6 +24,8 @@ func (c *Client) ExpandPublished(ctx context.Context, op *sdk.Operation) ([]sdk.
 		ResourceTemplates: publicationsFromProto(resp.GetResourceTemplates()), Prompts: publicationsFromProto(resp.GetPrompts())}
 	if len(pub.Resources)+len(pub.ResourceTemplates)+len(pub.Prompts) == 0 {
 		pub = nil
+	} else if pc := resp.GetPublishedCapabilities(); pc != nil {
+		pub.Completions, pub.Subscribe = pc.GetCompletions(), pc.GetSubscribe()
 	}
 	return tools, pub, diags, nil
 }
@@ -74,4 +78,75 @@ func (c *Client) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (_ json.
 		return nil, upstreamErrorFromProto(ue)
 	}
 	return resp.GetResultJson(), nil
+}
+
+// Complete completes an argument of a prompt or resource template an
+// entry published (Capabilities.Completions, Published.Completions): the
+// MCP CompleteResult's completion as JSON. An upstream failure is
+// returned as an *sdk.UpstreamError.
+func (c *Client) Complete(ctx context.Context, req *sdk.CompleteRequest) (_ json.RawMessage, err error) {
+	done := c.observe(ctx, "complete", &sdk.Request{Context: req.Context, Operation: req.Operation})
+	defer func() { done(err) }()
+	resp, err := c.rpc.Complete(ctx, &adapterv1.CompleteRequest{
+		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), RefType: req.RefType, Ref: req.Ref,
+		ArgumentName: req.Argument, ArgumentValue: req.Value, ContextArguments: req.Arguments})
+	if err != nil {
+		return nil, callError(err)
+	}
+	c.spans(resp.GetSpans())
+	if ue := resp.GetError(); ue != nil {
+		return nil, upstreamErrorFromProto(ue)
+	}
+	return resp.GetCompletionJson(), nil
+}
+
+// WatchResource subscribes to a resource an entry published
+// (Capabilities.Subscribe, Published.Subscribe) until ctx ends: it
+// returns once the adapter says the upstream took the subscription (or
+// with why it did not), then calls updated for each update from a
+// goroutine of its own; done receives how the watch ended (nil when ctx
+// ended it).
+func (c *Client) WatchResource(ctx context.Context, req *sdk.ResourceRequest, updated func(uri string)) (done <-chan error, err error) {
+	st, err := c.rpc.WatchResource(ctx, &adapterv1.WatchResourceRequest{
+		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Uri: req.URI})
+	if err != nil {
+		return nil, callError(err)
+	}
+	recv := func() (string, error) {
+		ev, err := st.Recv()
+		switch {
+		case err == io.EOF:
+			return "", errors.New("the adapter ended the subscription")
+		case err != nil && ctx.Err() != nil:
+			return "", nil
+		case err != nil:
+			return "", callError(err)
+		case ev.GetError() != nil:
+			return "", upstreamErrorFromProto(ev.GetError())
+		}
+		return ev.GetUpdatedUri(), nil
+	}
+	first, err := st.Recv()
+	switch {
+	case err != nil:
+		return nil, callError(err)
+	case first.GetError() != nil:
+		return nil, upstreamErrorFromProto(first.GetError())
+	case !first.GetSubscribed():
+		return nil, errors.New("the adapter answered a subscription with an update before taking it")
+	}
+	ch := make(chan error, 1)
+	go func() {
+		for {
+			uri, err := recv()
+			if err != nil || ctx.Err() != nil {
+				ch <- err
+				return
+			}
+			if uri != "" {
+				updated(uri)
+			}
+		}
+	}()
+	return ch, nil
 }

@@ -53,6 +53,10 @@ const (
 	// GetPrompt (sdk.Publisher).
 	CapabilityResources = "resources"
 	CapabilityPrompts   = "prompts"
+	// CapabilityCompletions: Complete (sdk.Completer).
+	CapabilityCompletions = "completions"
+	// CapabilitySubscribe: WatchResource (sdk.ResourceWatcher).
+	CapabilitySubscribe = "subscribe"
 )
 
 // StreamCreditBytes is a logical stream's credit on a Streams call: the

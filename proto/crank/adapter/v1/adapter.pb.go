@@ -143,7 +143,7 @@ func (x Diagnostic_Severity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Diagnostic_Severity.Descriptor instead.
 func (Diagnostic_Severity) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type UpstreamError_Kind int32
@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41, 0}
 }
 
 type DescribeRequest struct {
@@ -652,8 +652,11 @@ type ExpandOperationResponse struct {
 	Resources         []*Resource `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
 	ResourceTemplates []*Resource `protobuf:"bytes,4,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
 	Prompts           []*Prompt   `protobuf:"bytes,5,rep,name=prompts,proto3" json:"prompts,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the entry's publications offer beyond reads and renderings;
+	// absent: nothing.
+	PublishedCapabilities *PublishedCapabilities `protobuf:"bytes,6,opt,name=published_capabilities,json=publishedCapabilities,proto3" json:"published_capabilities,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ExpandOperationResponse) Reset() {
@@ -721,6 +724,70 @@ func (x *ExpandOperationResponse) GetPrompts() []*Prompt {
 	return nil
 }
 
+func (x *ExpandOperationResponse) GetPublishedCapabilities() *PublishedCapabilities {
+	if x != nil {
+		return x.PublishedCapabilities
+	}
+	return nil
+}
+
+// PublishedCapabilities is what an entry's resources, resource templates
+// and prompts offer beyond reads and renderings (an MCP upstream's
+// capabilities).
+type PublishedCapabilities struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its prompts' and resource templates' arguments complete (Complete).
+	Completions bool `protobuf:"varint,1,opt,name=completions,proto3" json:"completions,omitempty"`
+	// Its resources can be subscribed to (WatchResource).
+	Subscribe     bool `protobuf:"varint,2,opt,name=subscribe,proto3" json:"subscribe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishedCapabilities) Reset() {
+	*x = PublishedCapabilities{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishedCapabilities) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishedCapabilities) ProtoMessage() {}
+
+func (x *PublishedCapabilities) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishedCapabilities.ProtoReflect.Descriptor instead.
+func (*PublishedCapabilities) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PublishedCapabilities) GetCompletions() bool {
+	if x != nil {
+		return x.Completions
+	}
+	return false
+}
+
+func (x *PublishedCapabilities) GetSubscribe() bool {
+	if x != nil {
+		return x.Subscribe
+	}
+	return false
+}
+
 // Resource is one MCP resource or resource template an entry publishes.
 type Resource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -737,7 +804,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +816,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +829,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Resource) GetDefinitionJson() []byte {
@@ -794,7 +861,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +873,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +886,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Prompt) GetDefinitionJson() []byte {
@@ -850,7 +917,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +929,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +942,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadResourceRequest) GetContext() *RequestContext {
@@ -913,7 +980,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +992,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1005,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadResourceResponse) GetOutcome() isReadResourceResponse_Outcome {
@@ -1009,7 +1076,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1088,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1101,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetPromptRequest) GetContext() *RequestContext {
@@ -1079,7 +1146,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1158,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1171,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetPromptResponse) GetOutcome() isGetPromptResponse_Outcome {
@@ -1156,6 +1223,324 @@ func (*GetPromptResponse_ResultJson) isGetPromptResponse_Outcome() {}
 
 func (*GetPromptResponse_Error) isGetPromptResponse_Outcome() {}
 
+type CompleteRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Context *RequestContext        `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// The entry, with the published prompt's or template's config_json.
+	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// What is completed: "ref/prompt" with the prompt's name, or
+	// "ref/resource" with the template's URI template, as the host published
+	// them.
+	RefType string `protobuf:"bytes,3,opt,name=ref_type,json=refType,proto3" json:"ref_type,omitempty"`
+	Ref     string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The argument being completed and what the client typed of it.
+	ArgumentName  string `protobuf:"bytes,5,opt,name=argument_name,json=argumentName,proto3" json:"argument_name,omitempty"`
+	ArgumentValue string `protobuf:"bytes,6,opt,name=argument_value,json=argumentValue,proto3" json:"argument_value,omitempty"`
+	// The arguments the client already resolved (CompleteParams.context).
+	ContextArguments map[string]string `protobuf:"bytes,7,rep,name=context_arguments,json=contextArguments,proto3" json:"context_arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CompleteRequest) Reset() {
+	*x = CompleteRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteRequest) ProtoMessage() {}
+
+func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
+func (*CompleteRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CompleteRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetRefType() string {
+	if x != nil {
+		return x.RefType
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetArgumentName() string {
+	if x != nil {
+		return x.ArgumentName
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetArgumentValue() string {
+	if x != nil {
+		return x.ArgumentValue
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetContextArguments() map[string]string {
+	if x != nil {
+		return x.ContextArguments
+	}
+	return nil
+}
+
+type CompleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*CompleteResponse_CompletionJson
+	//	*CompleteResponse_Error
+	Outcome       isCompleteResponse_Outcome `protobuf_oneof:"outcome"`
+	Spans         []*Span                    `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteResponse) Reset() {
+	*x = CompleteResponse{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteResponse) ProtoMessage() {}
+
+func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
+func (*CompleteResponse) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CompleteResponse) GetOutcome() isCompleteResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *CompleteResponse) GetCompletionJson() []byte {
+	if x != nil {
+		if x, ok := x.Outcome.(*CompleteResponse_CompletionJson); ok {
+			return x.CompletionJson
+		}
+	}
+	return nil
+}
+
+func (x *CompleteResponse) GetError() *UpstreamError {
+	if x != nil {
+		if x, ok := x.Outcome.(*CompleteResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *CompleteResponse) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+type isCompleteResponse_Outcome interface {
+	isCompleteResponse_Outcome()
+}
+
+type CompleteResponse_CompletionJson struct {
+	// The MCP CompleteResult's completion (values, total, hasMore), as
+	// JSON.
+	CompletionJson []byte `protobuf:"bytes,1,opt,name=completion_json,json=completionJson,proto3,oneof"`
+}
+
+type CompleteResponse_Error struct {
+	Error *UpstreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*CompleteResponse_CompletionJson) isCompleteResponse_Outcome() {}
+
+func (*CompleteResponse_Error) isCompleteResponse_Outcome() {}
+
+type WatchResourceRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Context *RequestContext        `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// The entry, with the published resource's or template's config_json.
+	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The URI subscribed to.
+	Uri           string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResourceRequest) Reset() {
+	*x = WatchResourceRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResourceRequest) ProtoMessage() {}
+
+func (x *WatchResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResourceRequest.ProtoReflect.Descriptor instead.
+func (*WatchResourceRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchResourceRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *WatchResourceRequest) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *WatchResourceRequest) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+// ResourceWatchEvent is one event of a WatchResource call: first
+// subscribed (or an error, which ends the call), then the updates.
+type ResourceWatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The upstream took the subscription.
+	Subscribed bool `protobuf:"varint,1,opt,name=subscribed,proto3" json:"subscribed,omitempty"`
+	// The URI the upstream said was updated (the one subscribed to, or one
+	// below it).
+	UpdatedUri string `protobuf:"bytes,2,opt,name=updated_uri,json=updatedUri,proto3" json:"updated_uri,omitempty"`
+	// The subscription failed or ended upstream.
+	Error         *UpstreamError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceWatchEvent) Reset() {
+	*x = ResourceWatchEvent{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceWatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceWatchEvent) ProtoMessage() {}
+
+func (x *ResourceWatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceWatchEvent.ProtoReflect.Descriptor instead.
+func (*ResourceWatchEvent) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResourceWatchEvent) GetSubscribed() bool {
+	if x != nil {
+		return x.Subscribed
+	}
+	return false
+}
+
+func (x *ResourceWatchEvent) GetUpdatedUri() string {
+	if x != nil {
+		return x.UpdatedUri
+	}
+	return ""
+}
+
+func (x *ResourceWatchEvent) GetError() *UpstreamError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Tool is one tool an entry expands to. A single tool with an empty name
 // (or the entry's own name) is the entry itself: what the operator wrote in
 // the operations file (title, description, schemas, annotations) wins over
@@ -1197,7 +1582,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1594,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1607,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Tool) GetName() string {
@@ -1308,7 +1693,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1705,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1718,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolAnnotations) GetReadOnly() bool {
@@ -1378,7 +1763,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1775,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1788,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Diagnostic) GetSeverity() Diagnostic_Severity {
@@ -1451,7 +1836,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1848,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1861,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RequestContext) GetRequestId() string {
@@ -1547,7 +1932,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1944,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1957,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InvokeRequest) GetContext() *RequestContext {
@@ -1626,7 +2011,7 @@ type Relay struct {
 
 func (x *Relay) Reset() {
 	*x = Relay{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2023,7 @@ func (x *Relay) String() string {
 func (*Relay) ProtoMessage() {}
 
 func (x *Relay) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2036,7 @@ func (x *Relay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relay.ProtoReflect.Descriptor instead.
 func (*Relay) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Relay) GetProgress() bool {
@@ -1684,7 +2069,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2081,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2094,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -1784,7 +2169,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2181,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2194,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -1882,7 +2267,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2279,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2292,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -1993,7 +2378,7 @@ type ProtocolError struct {
 
 func (x *ProtocolError) Reset() {
 	*x = ProtocolError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2390,7 @@ func (x *ProtocolError) String() string {
 func (*ProtocolError) ProtoMessage() {}
 
 func (x *ProtocolError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2403,7 @@ func (x *ProtocolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolError.ProtoReflect.Descriptor instead.
 func (*ProtocolError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProtocolError) GetCode() int64 {
@@ -2058,7 +2443,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2455,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2468,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -2160,7 +2545,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2557,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2570,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -2224,7 +2609,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2621,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2634,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2283,7 +2668,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2680,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2693,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -2331,7 +2716,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2728,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2741,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -2385,7 +2770,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2782,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2795,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -2524,7 +2909,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2921,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2934,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -2627,7 +3012,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +3024,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +3037,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -2672,7 +3057,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +3069,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +3082,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -2766,7 +3151,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3163,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3176,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -2822,7 +3207,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3219,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3232,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -2880,7 +3265,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3277,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3290,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Gap) GetReason() string {
@@ -2926,7 +3311,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3323,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3336,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *End) GetCursor() string {
@@ -2994,7 +3379,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3391,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3404,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -3116,7 +3501,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3513,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3526,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Attribute) GetKey() string {
@@ -3250,13 +3635,17 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x01 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\"\x80\x01\n" +
 	"\x16ExpandOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12+\n" +
-	"\x11host_capabilities\x18\x02 \x03(\tR\x10hostCapabilities\"\xc0\x02\n" +
+	"\x11host_capabilities\x18\x02 \x03(\tR\x10hostCapabilities\"\xa0\x03\n" +
 	"\x17ExpandOperationResponse\x12,\n" +
 	"\x05tools\x18\x01 \x03(\v2\x16.crank.adapter.v1.ToolR\x05tools\x12>\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1c.crank.adapter.v1.DiagnosticR\vdiagnostics\x128\n" +
 	"\tresources\x18\x03 \x03(\v2\x1a.crank.adapter.v1.ResourceR\tresources\x12I\n" +
 	"\x12resource_templates\x18\x04 \x03(\v2\x1a.crank.adapter.v1.ResourceR\x11resourceTemplates\x122\n" +
-	"\aprompts\x18\x05 \x03(\v2\x18.crank.adapter.v1.PromptR\aprompts\"T\n" +
+	"\aprompts\x18\x05 \x03(\v2\x18.crank.adapter.v1.PromptR\aprompts\x12^\n" +
+	"\x16published_capabilities\x18\x06 \x01(\v2'.crank.adapter.v1.PublishedCapabilitiesR\x15publishedCapabilities\"W\n" +
+	"\x15PublishedCapabilities\x12 \n" +
+	"\vcompletions\x18\x01 \x01(\bR\vcompletions\x12\x1c\n" +
+	"\tsubscribe\x18\x02 \x01(\bR\tsubscribe\"T\n" +
 	"\bResource\x12'\n" +
 	"\x0fdefinition_json\x18\x01 \x01(\fR\x0edefinitionJson\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
@@ -3287,7 +3676,34 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"resultJson\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"\x98\x03\n" +
+	"\aoutcome\"\xac\x03\n" +
+	"\x0fCompleteRequest\x12:\n" +
+	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
+	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x19\n" +
+	"\bref_type\x18\x03 \x01(\tR\arefType\x12\x10\n" +
+	"\x03ref\x18\x04 \x01(\tR\x03ref\x12#\n" +
+	"\rargument_name\x18\x05 \x01(\tR\fargumentName\x12%\n" +
+	"\x0eargument_value\x18\x06 \x01(\tR\rargumentValue\x12d\n" +
+	"\x11context_arguments\x18\a \x03(\v27.crank.adapter.v1.CompleteRequest.ContextArgumentsEntryR\x10contextArguments\x1aC\n" +
+	"\x15ContextArgumentsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x10CompleteResponse\x12)\n" +
+	"\x0fcompletion_json\x18\x01 \x01(\fH\x00R\x0ecompletionJson\x127\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
+	"\aoutcome\"\x9f\x01\n" +
+	"\x14WatchResourceRequest\x12:\n" +
+	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
+	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x10\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\"\x8c\x01\n" +
+	"\x12ResourceWatchEvent\x12\x1e\n" +
+	"\n" +
+	"subscribed\x18\x01 \x01(\bR\n" +
+	"subscribed\x12\x1f\n" +
+	"\vupdated_uri\x18\x02 \x01(\tR\n" +
+	"updatedUri\x125\n" +
+	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\x98\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -3463,7 +3879,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x8d\a\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xc1\b\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
@@ -3474,7 +3890,9 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
 	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01\x12]\n" +
 	"\fReadResource\x12%.crank.adapter.v1.ReadResourceRequest\x1a&.crank.adapter.v1.ReadResourceResponse\x12T\n" +
-	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponseB<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponse\x12Q\n" +
+	"\bComplete\x12!.crank.adapter.v1.CompleteRequest\x1a\".crank.adapter.v1.CompleteResponse\x12_\n" +
+	"\rWatchResource\x12&.crank.adapter.v1.WatchResourceRequest\x1a$.crank.adapter.v1.ResourceWatchEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -3489,7 +3907,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3502,111 +3920,130 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*ValidateOperationResponse)(nil), // 8: crank.adapter.v1.ValidateOperationResponse
 	(*ExpandOperationRequest)(nil),    // 9: crank.adapter.v1.ExpandOperationRequest
 	(*ExpandOperationResponse)(nil),   // 10: crank.adapter.v1.ExpandOperationResponse
-	(*Resource)(nil),                  // 11: crank.adapter.v1.Resource
-	(*Prompt)(nil),                    // 12: crank.adapter.v1.Prompt
-	(*ReadResourceRequest)(nil),       // 13: crank.adapter.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),      // 14: crank.adapter.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),          // 15: crank.adapter.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),         // 16: crank.adapter.v1.GetPromptResponse
-	(*Tool)(nil),                      // 17: crank.adapter.v1.Tool
-	(*ToolAnnotations)(nil),           // 18: crank.adapter.v1.ToolAnnotations
-	(*Diagnostic)(nil),                // 19: crank.adapter.v1.Diagnostic
-	(*RequestContext)(nil),            // 20: crank.adapter.v1.RequestContext
-	(*InvokeRequest)(nil),             // 21: crank.adapter.v1.InvokeRequest
-	(*Relay)(nil),                     // 22: crank.adapter.v1.Relay
-	(*InvokeResponse)(nil),            // 23: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 24: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 25: crank.adapter.v1.UpstreamError
-	(*ProtocolError)(nil),             // 26: crank.adapter.v1.ProtocolError
-	(*InvokeEvent)(nil),               // 27: crank.adapter.v1.InvokeEvent
-	(*LogMessage)(nil),                // 28: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 29: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 30: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 31: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 32: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 33: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 34: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 35: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 36: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 37: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 38: crank.adapter.v1.Gap
-	(*End)(nil),                       // 39: crank.adapter.v1.End
-	(*Span)(nil),                      // 40: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 41: crank.adapter.v1.Attribute
-	nil,                               // 42: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 43: google.protobuf.Timestamp
+	(*PublishedCapabilities)(nil),     // 11: crank.adapter.v1.PublishedCapabilities
+	(*Resource)(nil),                  // 12: crank.adapter.v1.Resource
+	(*Prompt)(nil),                    // 13: crank.adapter.v1.Prompt
+	(*ReadResourceRequest)(nil),       // 14: crank.adapter.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),      // 15: crank.adapter.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),          // 16: crank.adapter.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),         // 17: crank.adapter.v1.GetPromptResponse
+	(*CompleteRequest)(nil),           // 18: crank.adapter.v1.CompleteRequest
+	(*CompleteResponse)(nil),          // 19: crank.adapter.v1.CompleteResponse
+	(*WatchResourceRequest)(nil),      // 20: crank.adapter.v1.WatchResourceRequest
+	(*ResourceWatchEvent)(nil),        // 21: crank.adapter.v1.ResourceWatchEvent
+	(*Tool)(nil),                      // 22: crank.adapter.v1.Tool
+	(*ToolAnnotations)(nil),           // 23: crank.adapter.v1.ToolAnnotations
+	(*Diagnostic)(nil),                // 24: crank.adapter.v1.Diagnostic
+	(*RequestContext)(nil),            // 25: crank.adapter.v1.RequestContext
+	(*InvokeRequest)(nil),             // 26: crank.adapter.v1.InvokeRequest
+	(*Relay)(nil),                     // 27: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 28: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 29: crank.adapter.v1.Result
+	(*UpstreamError)(nil),             // 30: crank.adapter.v1.UpstreamError
+	(*ProtocolError)(nil),             // 31: crank.adapter.v1.ProtocolError
+	(*InvokeEvent)(nil),               // 32: crank.adapter.v1.InvokeEvent
+	(*LogMessage)(nil),                // 33: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 34: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 35: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 36: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 37: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 38: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 39: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 40: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 41: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 42: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 43: crank.adapter.v1.Gap
+	(*End)(nil),                       // 44: crank.adapter.v1.End
+	(*Span)(nil),                      // 45: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 46: crank.adapter.v1.Attribute
+	nil,                               // 47: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 48: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
 	0,  // 1: crank.adapter.v1.Operation.mode:type_name -> crank.adapter.v1.ExecutionMode
 	6,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	19, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	24, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
 	6,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	17, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
-	19, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	11, // 7: crank.adapter.v1.ExpandOperationResponse.resources:type_name -> crank.adapter.v1.Resource
-	11, // 8: crank.adapter.v1.ExpandOperationResponse.resource_templates:type_name -> crank.adapter.v1.Resource
-	12, // 9: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
-	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	40, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
-	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	42, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	40, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
-	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
-	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
-	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	43, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	40, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	26, // 30: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
-	29, // 31: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	23, // 32: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	28, // 33: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	37, // 34: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	38, // 35: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	39, // 36: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	25, // 37: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	40, // 38: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	21, // 39: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	34, // 40: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	32, // 41: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	36, // 42: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 43: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	41, // 44: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 45: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 46: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 47: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	21, // 48: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 49: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	33, // 50: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	21, // 51: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	30, // 52: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	13, // 53: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	15, // 54: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	5,  // 55: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 56: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 57: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	23, // 58: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	32, // 59: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	35, // 60: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	27, // 61: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	31, // 62: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	14, // 63: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	16, // 64: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	55, // [55:65] is the sub-list for method output_type
-	45, // [45:55] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	22, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
+	24, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	12, // 7: crank.adapter.v1.ExpandOperationResponse.resources:type_name -> crank.adapter.v1.Resource
+	12, // 8: crank.adapter.v1.ExpandOperationResponse.resource_templates:type_name -> crank.adapter.v1.Resource
+	13, // 9: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
+	11, // 10: crank.adapter.v1.ExpandOperationResponse.published_capabilities:type_name -> crank.adapter.v1.PublishedCapabilities
+	25, // 11: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 12: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	30, // 13: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 14: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 15: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 16: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
+	47, // 17: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	30, // 18: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 19: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 20: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 21: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
+	48, // 22: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	30, // 23: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 24: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 25: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 26: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	30, // 27: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	23, // 28: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	0,  // 29: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
+	1,  // 30: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	49, // 31: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	25, // 32: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 33: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	27, // 34: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	29, // 35: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	30, // 36: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 37: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	2,  // 38: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	31, // 39: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
+	34, // 40: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	28, // 41: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	33, // 42: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	42, // 43: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	43, // 44: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	44, // 45: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	30, // 46: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 47: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	26, // 48: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	39, // 49: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	37, // 50: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	41, // 51: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 52: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	46, // 53: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 54: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 55: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 56: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	26, // 57: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	26, // 58: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	38, // 59: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	26, // 60: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	35, // 61: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	14, // 62: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	16, // 63: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	18, // 64: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	20, // 65: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	5,  // 66: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 67: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 68: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	28, // 69: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	37, // 70: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	40, // 71: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	32, // 72: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	36, // 73: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	15, // 74: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	17, // 75: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	19, // 76: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	21, // 77: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	66, // [66:78] is the sub-list for method output_type
+	54, // [54:66] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -3614,40 +4051,44 @@ func file_crank_adapter_v1_adapter_proto_init() {
 	if File_crank_adapter_v1_adapter_proto != nil {
 		return
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[10].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[11].OneofWrappers = []any{
 		(*ReadResourceResponse_ContentsJson)(nil),
 		(*ReadResourceResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[12].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[13].OneofWrappers = []any{
 		(*GetPromptResponse_ResultJson)(nil),
 		(*GetPromptResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[14].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
+		(*CompleteResponse_CompletionJson)(nil),
+		(*CompleteResponse_Error)(nil),
+	}
+	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{}
+	file_crank_adapter_v1_adapter_proto_msgTypes[24].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[23].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[33].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[29].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[34].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[31].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[37].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -3659,7 +4100,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

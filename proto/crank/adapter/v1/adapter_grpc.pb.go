@@ -44,6 +44,8 @@ const (
 	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
 	Adapter_ReadResource_FullMethodName       = "/crank.adapter.v1.Adapter/ReadResource"
 	Adapter_GetPrompt_FullMethodName          = "/crank.adapter.v1.Adapter/GetPrompt"
+	Adapter_Complete_FullMethodName           = "/crank.adapter.v1.Adapter/Complete"
+	Adapter_WatchResource_FullMethodName      = "/crank.adapter.v1.Adapter/WatchResource"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -117,6 +119,23 @@ type AdapterClient interface {
 	// DescribeResponse.capabilities; the host publishes no prompts of an
 	// adapter that does not.
 	GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error)
+	// Complete completes one argument of a prompt or resource template an
+	// entry published, e.g. an MCP upstream's completion/complete. The host
+	// offers completions to its clients only for entries whose expansion
+	// said so (PublishedCapabilities.completions). Optional: adapters that
+	// implement it list "completions" in DescribeResponse.capabilities; the
+	// host never calls it otherwise.
+	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
+	// WatchResource subscribes to the updates of one resource an entry
+	// published (or a URI its templates match), e.g. an MCP upstream's
+	// resources/subscribe, for as long as the call is open: the adapter
+	// answers subscribed once the upstream took the subscription, then one
+	// event per update, and unsubscribes when the host ends the call. The
+	// host holds one call per URI however many of its clients subscribed.
+	// Offered only for entries whose expansion said so
+	// (PublishedCapabilities.subscribe). Optional: adapters that implement
+	// it list "subscribe" in DescribeResponse.capabilities.
+	WatchResource(ctx context.Context, in *WatchResourceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResourceWatchEvent], error)
 }
 
 type adapterClient struct {
@@ -257,6 +276,35 @@ func (c *adapterClient) GetPrompt(ctx context.Context, in *GetPromptRequest, opt
 	return out, nil
 }
 
+func (c *adapterClient) Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteResponse)
+	err := c.cc.Invoke(ctx, Adapter_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adapterClient) WatchResource(ctx context.Context, in *WatchResourceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResourceWatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Adapter_ServiceDesc.Streams[4], Adapter_WatchResource_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchResourceRequest, ResourceWatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_WatchResourceClient = grpc.ServerStreamingClient[ResourceWatchEvent]
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -328,6 +376,23 @@ type AdapterServer interface {
 	// DescribeResponse.capabilities; the host publishes no prompts of an
 	// adapter that does not.
 	GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error)
+	// Complete completes one argument of a prompt or resource template an
+	// entry published, e.g. an MCP upstream's completion/complete. The host
+	// offers completions to its clients only for entries whose expansion
+	// said so (PublishedCapabilities.completions). Optional: adapters that
+	// implement it list "completions" in DescribeResponse.capabilities; the
+	// host never calls it otherwise.
+	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
+	// WatchResource subscribes to the updates of one resource an entry
+	// published (or a URI its templates match), e.g. an MCP upstream's
+	// resources/subscribe, for as long as the call is open: the adapter
+	// answers subscribed once the upstream took the subscription, then one
+	// event per update, and unsubscribes when the host ends the call. The
+	// host holds one call per URI however many of its clients subscribed.
+	// Offered only for entries whose expansion said so
+	// (PublishedCapabilities.subscribe). Optional: adapters that implement
+	// it list "subscribe" in DescribeResponse.capabilities.
+	WatchResource(*WatchResourceRequest, grpc.ServerStreamingServer[ResourceWatchEvent]) error
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -367,6 +432,12 @@ func (UnimplementedAdapterServer) ReadResource(context.Context, *ReadResourceReq
 }
 func (UnimplementedAdapterServer) GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedAdapterServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedAdapterServer) WatchResource(*WatchResourceRequest, grpc.ServerStreamingServer[ResourceWatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchResource not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -537,6 +608,35 @@ func _Adapter_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Adapter_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).Complete(ctx, req.(*CompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Adapter_WatchResource_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchResourceRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdapterServer).WatchResource(m, &grpc.GenericServerStream[WatchResourceRequest, ResourceWatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Adapter_WatchResourceServer = grpc.ServerStreamingServer[ResourceWatchEvent]
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -568,6 +668,10 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetPrompt",
 			Handler:    _Adapter_GetPrompt_Handler,
 		},
+		{
+			MethodName: "Complete",
+			Handler:    _Adapter_Complete_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -589,6 +693,11 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchOperations",
 			Handler:       _Adapter_WatchOperations_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchResource",
+			Handler:       _Adapter_WatchResource_Handler,
 			ServerStreams: true,
 		},
 	},
