@@ -182,8 +182,8 @@ func (e *Etcd) CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (in
 // countPrefix counts the keys under prefix (a count-only range read).
 func (e *Etcd) countPrefix(ctx context.Context, op, prefix string) (int64, error) {
 	var n int64
-	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return err
 		}
