@@ -142,9 +142,9 @@ func (e *Etcd) checkQuota(ctx context.Context, label string, checks []countCheck
 		return nil
 	}
 	var resp *clientv3.TxnResponse
-	err := e.do(ctx, "count "+label+"s for quotas", func(ctx context.Context) error {
+	err := e.read(ctx, "count "+label+"s for quotas", func(ctx context.Context, rd clientv3.KV) error {
 		var err error
-		resp, err = e.kv.Txn(ctx).Then(ops...).Commit()
+		resp, err = rd.Txn(ctx).Then(ops...).Commit()
 		return err
 	})
 	if err != nil {
