@@ -106,10 +106,12 @@ func (r *runner) leave() {
 // and releases it (ReleaseEndpoint) when it is unloaded; a reload loads
 // the new config before it unloads the old, so a reload that keeps the
 // endpoint never lets go of it.
-func HoldEndpoint(key string) {
-	runners.mu.Lock()
-	defer runners.mu.Unlock()
-	runners.held[key]++
+func HoldEndpoint(key string) { runners.hold(key) }
+
+func (rs *runnerSet) hold(key string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.held[key]++
 }
 
 // ReleaseEndpoint drops one config's hold on the endpoint named key. When
