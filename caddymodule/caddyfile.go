@@ -58,6 +58,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    max_mcp_sessions            <n>|off
 //	    max_mcp_sessions_per_client <n>|off
 //	    max_mcp_session_state       <size>
+//	    max_sessionless_requests_per_client <n>|off   (a second)
 //	    auth   { ... }   (auth.go)
 //	    policy { ... }   (auth.go)
 //	    view   { ... }   (view.go)

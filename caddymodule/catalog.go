@@ -26,6 +26,7 @@ type handlerRun struct {
 	mu       sync.Mutex
 	hst      *host.Host
 	follower *catalog.Follower
+	held     bool // the endpoint is held (holdEndpoint)
 
 	// adaptersMu guards Handler.adapters; unloaded: Cleanup released
 	// them, and no host may take new ones.
@@ -112,7 +113,7 @@ func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Docume
 		}
 	}
 	hst, err := host.New(ctx, host.Options{File: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
-		Audit: h.logger.Named("audit"), Adapter: h.adapter})
+		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName()})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,6 +216,7 @@ func (h *Handler) loadOperations() (*opsfile.File, error) {
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
 func (h *Handler) start(st *store.Etcd) error {
+	h.holdEndpoint()
 	if h.Catalog != "" {
 		if err := h.followCatalog(st); err != nil {
 			return err
@@ -224,7 +226,7 @@ func (h *Handler) start(st *store.Etcd) error {
 		return nil
 	}
 	hst, err := host.New(h.ctx, host.Options{File: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
-		Audit: h.logger.Named("audit"), Adapter: h.adapter})
+		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName()})
 	if err != nil {
 		return err
 	}
@@ -270,6 +272,7 @@ func (h *Handler) Cleanup() error {
 		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
 	}
+	h.releaseEndpoint() // before the adapters: an upstream job is cancelled through them
 	if h.run != nil {
 		h.run.adaptersMu.Lock()
 		defer h.run.adaptersMu.Unlock()
@@ -279,6 +282,45 @@ func (h *Handler) Cleanup() error {
 		_, _ = adapterPool.Delete(k)
 	}
 	return nil
+}
+
+// endpointName names the handler's endpoint for its hosts' runners
+// (host.Options.Endpoint): its workspace and the operations it serves. A
+// reload that keeps a handler with both keeps the runners, whatever else
+// it changes; one that leaves none ends them (host.ReleaseEndpoint).
+func (h *Handler) endpointName() string {
+	b, _ := json.Marshal([]any{h.Workspace, h.Operations, h.Catalog})
+	return string(b)
+}
+
+// holdEndpoint and releaseEndpoint hold the handler's endpoint from its
+// start until its config is unloaded.
+func (h *Handler) holdEndpoint() {
+	h.run.mu.Lock()
+	defer h.run.mu.Unlock()
+	if !h.run.held {
+		h.run.held = true
+		host.HoldEndpoint(h.endpointName())
+	}
+}
+
+func (h *Handler) releaseEndpoint() {
+	if h.run == nil || !h.run.letGo() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := host.ReleaseEndpoint(ctx, h.endpointName()); err != nil {
+		h.logger.Warn("sessions and jobs of the removed endpoint still running; they end as orphans", zap.Error(err))
+	}
+}
+
+// letGo reports whether the endpoint was held, and holds it no more.
+func (r *handlerRun) letGo() (held bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held, r.held = r.held, false
+	return held
 }
 
 // ServeHTTP hands the request to the MCP endpoint. Caddy starts its apps

@@ -29,6 +29,14 @@ type SessionLimits struct {
 	// a larger initialize is refused with a JSON-RPC error naming the
 	// limit. Default 16KiB, at most 64KiB.
 	MaxMCPSessionState int64 `json:"max_mcp_session_state,omitempty"`
+	// MaxSessionlessRequestsPerClient bounds, a second, the requests a
+	// client sends without an MCP session (the 2026-07-28 protocol, or
+	// any request to a stateless endpoint), in bursts of up to twice as
+	// many. A client is the user of its bearer token (or of an
+	// authentication handler before crank), else its address as for
+	// max_mcp_sessions_per_client. A request past it gets 429 with
+	// Retry-After. Default 100.
+	MaxSessionlessRequestsPerClient int `json:"max_sessionless_requests_per_client,omitempty"`
 }
 
 // validate checks the session limits.
@@ -42,7 +50,7 @@ func (l *SessionLimits) validate() error {
 // endpoint returns the MCP endpoint's session limits.
 func (l *SessionLimits) endpoint() mcpserver.SessionLimits {
 	return mcpserver.SessionLimits{MaxSessions: l.MaxMCPSessions, MaxSessionsPerClient: l.MaxMCPSessionsPerClient,
-		MaxStateBytes: int(l.MaxMCPSessionState)}
+		MaxStateBytes: int(l.MaxMCPSessionState), MaxSessionlessRequestsPerClient: l.MaxSessionlessRequestsPerClient}
 }
 
 // clientIP is Caddy's client IP of a request: the remote address, or the
@@ -58,6 +66,7 @@ func clientIP(r *http.Request) string {
 //	max_mcp_sessions            <n>|off
 //	max_mcp_sessions_per_client <n>|off
 //	max_mcp_session_state       <size>
+//	max_sessionless_requests_per_client <n>|off   # a second
 func (l *SessionLimits) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, error) {
 	opt := d.Val()
 	var dst *int
@@ -66,6 +75,8 @@ func (l *SessionLimits) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, error)
 		dst = &l.MaxMCPSessions
 	case "max_mcp_sessions_per_client":
 		dst = &l.MaxMCPSessionsPerClient
+	case "max_sessionless_requests_per_client":
+		dst = &l.MaxSessionlessRequestsPerClient
 	case "max_mcp_session_state":
 	default:
 		return false, nil
@@ -86,9 +97,13 @@ func (l *SessionLimits) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, error)
 		*dst = -1
 		return true, nil
 	}
+	what := "sessions"
+	if dst == &l.MaxSessionlessRequestsPerClient {
+		what = "requests a second"
+	}
 	n, err := strconv.Atoi(arg)
 	if err != nil || n <= 0 {
-		return true, d.Errf("%s: must be a whole number of sessions, or off for no limit (got %q)", opt, arg)
+		return true, d.Errf("%s: must be a whole number of %s, or off for no limit (got %q)", opt, what, arg)
 	}
 	*dst = n
 	return true, nil

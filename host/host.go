@@ -53,6 +53,10 @@ type Options struct {
 	// supervisors (they outlive a Host across config reloads).
 	Adapter func(name string) (*Supervisor, error)
 	Logger  *zap.Logger
+	// Endpoint names the endpoint the host serves, for its stream session
+	// readers and job runners: they end when a reload removes it (see
+	// HoldEndpoint). Empty: they end only with the process.
+	Endpoint string
 }
 
 // Host serves the tool calls of one loaded operations file.
@@ -75,6 +79,7 @@ type Host struct {
 	store    Store
 	quotas   Quotas
 	runners  *runnerSet // the process's (runners); a test's own
+	endpoint string     // Options.Endpoint
 	audit    *zap.Logger
 
 	upstreams upstreamSources // upstream_auth.go
@@ -106,7 +111,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts.Audit = opts.Logger.Named("audit")
 	}
 	h := &Host{file: opts.File, log: opts.Logger, redact: redact.New(opts.File.Secrets), entries: map[string]*entryTools{},
-		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners,
+		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners, endpoint: opts.Endpoint,
 		access: opts.Logger.Named("access")}
 	var errs opsfile.Problems
 	fail := func(op *opsfile.Operation, ptr, reason string) {

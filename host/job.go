@@ -90,9 +90,9 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 }
 
 func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
-	run, ok := h.runners.enter()
-	if !ok {
-		return nil, replicaQuotaError(shutdownRefusal)
+	run, refusal := h.runners.enter(h.endpoint)
+	if refusal != "" {
+		return nil, replicaQuotaError(refusal)
 	}
 	slot, refusal := h.quotas.Replica.take(true)
 	if refusal != "" {
@@ -173,6 +173,11 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 			h.cancelUpstreamJob(op, req, startDoc, log)
 		}
 		u = store.JobUpdate{Status: store.JobCanceled}
+	case errors.Is(cause, errEndpointRemoved):
+		if j.CancelOperation != "" && startDoc != nil {
+			h.cancelUpstreamJob(op, req, startDoc, log)
+		}
+		u = store.JobUpdate{Status: store.JobCanceled, Error: failureJSON("endpoint_removed", endpointRemovedMessage)}
 	case errors.Is(cause, errShutdown):
 		if j.CancelOperation != "" && startDoc != nil {
 			h.cancelUpstreamJob(op, req, startDoc, log)

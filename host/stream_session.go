@@ -62,9 +62,9 @@ const (
 // reader in the background; the call returns at once.
 func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*Result, string) {
 	l := op.Execution.Limits
-	run, ok := h.runners.enter()
-	if !ok {
-		return errorResult(shutdownRefusal), ""
+	run, refusal := h.runners.enter(h.endpoint)
+	if refusal != "" {
+		return errorResult(refusal), ""
 	}
 	slot, refusal := h.quotas.Replica.take(false)
 	if refusal != "" {
@@ -207,6 +207,9 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 		status, end = store.StreamSessionStopped, "stopped"
 	case errors.Is(cause, errShutdown):
 		status, end = store.StreamSessionStopped, "shutdown"
+	case errors.Is(cause, errEndpointRemoved):
+		status, end = store.StreamSessionStopped, "endpoint_removed"
+		errJSON = failureJSON("endpoint_removed", endpointRemovedMessage)
 	case errors.Is(cause, errStoreFailed):
 		status, end = store.StreamSessionFailed, "store_failed"
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")

@@ -349,8 +349,8 @@ func (e *Etcd) GetCatalogVersion(ctx context.Context, name string, version int64
 		return nil, ErrNotFound
 	}
 	var meta, doc *mvccpb.KeyValue
-	err := e.do(ctx, fmt.Sprintf("read catalog %s version %d", name, version), func(ctx context.Context) error {
-		resp, err := e.kv.Txn(ctx).Then(clientv3.OpGet(catalogVersionKey(name, version)),
+	err := e.read(ctx, fmt.Sprintf("read catalog %s version %d", name, version), func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Txn(ctx).Then(clientv3.OpGet(catalogVersionKey(name, version)),
 			clientv3.OpGet(catalogDocumentKey(name, version))).Commit()
 		if err != nil {
 			return err
@@ -397,8 +397,8 @@ func (e *Etcd) ListCatalogVersions(ctx context.Context, name string, before int6
 	}
 	var kvs []*mvccpb.KeyValue
 	var more bool
-	err := e.do(ctx, "list catalog "+name+" versions", func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, catalogVersionsPrefix(name), clientv3.WithRange(end),
+	err := e.read(ctx, "list catalog "+name+" versions", func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, catalogVersionsPrefix(name), clientv3.WithRange(end),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
 		if err != nil {
 			return err
@@ -441,8 +441,8 @@ func (e *Etcd) ListCatalogs(ctx context.Context, after string, limit int) ([]*Ca
 	}
 	var kvs []*mvccpb.KeyValue
 	var more bool
-	err := e.do(ctx, "list catalogs", func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(catalogHeadsDir)),
+	err := e.read(ctx, "list catalogs", func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(catalogHeadsDir)),
 			clientv3.WithLimit(int64(limit)))
 		if err != nil {
 			return err

@@ -130,6 +130,9 @@ type Etcd struct {
 	ownerMu     sync.Mutex
 	own         *ownerState
 	keys        sync.Map // shared key name → []byte (SharedKey)
+	// members are per-member clients for reads retried on another
+	// member (reads.go); nil with one endpoint or a caller's client.
+	members *memberReads
 
 	// bgCtx ends background work (keep-alives, watches, sweepers) on Close.
 	bgCtx    context.Context
@@ -167,7 +170,7 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		}
 		return fmt.Errorf("store: etcd at %s: %w", eps, err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	ccfg := clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: timeout, // bounds authentication when credentials are set
 		Username:    cfg.Username,
@@ -184,9 +187,10 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: timeout,
-		}), grpc.WithChainUnaryInterceptor(metricsInterceptor)}, // metrics.go
+		}), grpc.WithChainUnaryInterceptor(metricsInterceptor, peerInterceptor)}, // metrics.go, reads.go
 		MaxCallSendMsgSize: opts.maxRequest + requestOverhead,
-	})
+	}
+	cli, err := clientv3.New(ccfg)
 	if err != nil {
 		return nil, unreachable(err, "")
 	}
@@ -201,6 +205,7 @@ func NewEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		_ = cli.Close()
 		return nil, unreachable(err, state)
 	}
+	e.members = newMemberReads(e.bgCtx, ccfg, e.prefix)
 	return e, nil
 }
 
@@ -370,6 +375,9 @@ func (e *Etcd) Close() error {
 	e.closeOnce.Do(func() {
 		e.releaseOwner()
 		e.bgCancel()
+		if e.members != nil {
+			e.members.close()
+		}
 		if e.ownsClient {
 			e.closeErr = e.cli.Close()
 		}

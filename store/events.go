@@ -366,9 +366,9 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	evp := eventsPrefix(session, stream)
 	want := uint64(index + 1)
 	var resp *clientv3.TxnResponse
-	err := e.do(ctx, op, func(ctx context.Context) error {
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
 		var err error
-		resp, err = e.kv.Txn(ctx).Then(
+		resp, err = rd.Txn(ctx).Then(
 			clientv3.OpGet(mk),
 			clientv3.OpGet(eventKey(evp, want), clientv3.WithRange(clientv3.GetPrefixRangeEnd(evp))),
 		).Commit()

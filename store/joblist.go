@@ -165,8 +165,8 @@ func (e *Etcd) fill(ctx context.Context, r *jobListRange, n int) error {
 	if len(r.buf) > 0 || r.done {
 		return nil
 	}
-	return e.do(ctx, "list jobs", func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, r.start, clientv3.WithRange(r.end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(n)))
+	return e.read(ctx, "list jobs", func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, r.start, clientv3.WithRange(r.end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(n)))
 		if err != nil {
 			return err
 		}

@@ -101,12 +101,12 @@ func (e *Etcd) page(ctx context.Context, op, prefix, after string, limit int, ke
 	var suffixes []string
 	var values [][]byte
 	var more bool
-	err := e.do(ctx, op, func(ctx context.Context) error {
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
 		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
 		if keysOnly {
 			opts = append(opts, clientv3.WithKeysOnly())
 		}
-		resp, err := e.kv.Get(ctx, from, opts...)
+		resp, err := rd.Get(ctx, from, opts...)
 		if err != nil {
 			return err
 		}
@@ -137,8 +137,8 @@ func (e *Etcd) getKeys(ctx context.Context, op string, keys []string) ([]*mvccpb
 		for i, k := range keys[:n] {
 			ops[i] = clientv3.OpGet(k)
 		}
-		err := e.do(ctx, op, func(ctx context.Context) error {
-			resp, err := e.kv.Txn(ctx).Then(ops...).Commit()
+		err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
+			resp, err := rd.Txn(ctx).Then(ops...).Commit()
 			if err != nil {
 				return err
 			}

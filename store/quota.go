@@ -142,9 +142,9 @@ func (e *Etcd) checkQuota(ctx context.Context, label string, checks []countCheck
 		return nil
 	}
 	var resp *clientv3.TxnResponse
-	err := e.do(ctx, "count "+label+"s for quotas", func(ctx context.Context) error {
+	err := e.read(ctx, "count "+label+"s for quotas", func(ctx context.Context, rd clientv3.KV) error {
 		var err error
-		resp, err = e.kv.Txn(ctx).Then(ops...).Commit()
+		resp, err = rd.Txn(ctx).Then(ops...).Commit()
 		return err
 	})
 	if err != nil {
@@ -182,8 +182,8 @@ func (e *Etcd) CountOpen(ctx context.Context, scope Scope, jobs, agent bool) (in
 // countPrefix counts the keys under prefix (a count-only range read).
 func (e *Etcd) countPrefix(ctx context.Context, op, prefix string) (int64, error) {
 	var n int64
-	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return err
 		}

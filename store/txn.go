@@ -74,8 +74,8 @@ func (e *Etcd) do(ctx context.Context, op string, f func(ctx context.Context) er
 // get reads one key (nil when absent) under the operation timeout.
 func (e *Etcd) get(ctx context.Context, op, key string) (*mvccpb.KeyValue, error) {
 	var kv *mvccpb.KeyValue
-	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, key)
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -60,8 +60,8 @@ func (e *Etcd) WatchJob(ctx context.Context, scope Scope, id string) (<-chan Job
 func (e *Etcd) getRev(ctx context.Context, op, key string) (*mvccpb.KeyValue, int64, error) {
 	var kv *mvccpb.KeyValue
 	var rev int64
-	err := e.do(ctx, op, func(ctx context.Context) error {
-		resp, err := e.kv.Get(ctx, key)
+	err := e.read(ctx, op, func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -136,6 +136,7 @@ type Endpoint struct {
 	limits                 SessionLimits
 	sessions               sessionCounter  // limits.go
 	unknown                unknownSessions // unknown.go
+	sessionless            *requestBudgets // ratelimit.go
 	waits                  resultWaits     // taskwait.go
 
 	auth   *auth.ResourceServer // authz.go
@@ -181,6 +182,7 @@ func New(opts Options) (*Endpoint, error) {
 		auth:     opts.Auth, policy: opts.Policy, view: v, card: opts.ServerCard, version: opts.Version,
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
+	ep.sessionless = newRequestBudgets(limits.MaxSessionlessRequestsPerClient) // ratelimit.go
 	slogger := slogFromZap(opts.Logger)
 	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
 		Logger: slogger,
@@ -257,6 +259,9 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	ep.markIdentity(r) // caller.go
 	p := peek(r)       // peek.go: the body, read once before the SDK reads it
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
+		return
+	}
+	if ep.throttled(w, r, p) { // ratelimit.go: requests without a session, per client
 		return
 	}
 	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks

@@ -32,6 +32,10 @@ type SessionLimits struct {
 	// with -32602 naming the limit. Default DefaultMaxSessionStateBytes,
 	// at most MaxSessionStateBytes.
 	MaxStateBytes int
+	// MaxSessionlessRequestsPerClient bounds the requests a client sends
+	// without a session, a second (ratelimit.go); past it they get 429.
+	// Default DefaultMaxSessionlessRequestsPerClient.
+	MaxSessionlessRequestsPerClient int
 }
 
 // Session limit defaults and bounds.
@@ -55,6 +59,7 @@ func (l SessionLimits) withDefaults() SessionLimits {
 	}
 	l.MaxSessions = def(l.MaxSessions, DefaultMaxSessions)
 	l.MaxSessionsPerClient = def(l.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
+	l.MaxSessionlessRequestsPerClient = def(l.MaxSessionlessRequestsPerClient, DefaultMaxSessionlessRequestsPerClient)
 	if l.MaxStateBytes <= 0 {
 		l.MaxStateBytes = DefaultMaxSessionStateBytes
 	}

@@ -79,6 +79,14 @@ func wireTaskOf(t *host.Task) wireTask {
 		w.StatusMessage = "The job completed."
 	case store.JobCanceled:
 		w.StatusMessage = "The job was cancelled."
+		var e struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(t.Error, &e) == nil && e.Message != "" {
+			// Not by the client: e.g. a reload removed its endpoint.
+			w.StatusMessage = "The job was cancelled (" + e.Code + "): " + e.Message
+		}
 	case store.JobFailed:
 		var e struct {
 			Code      string `json:"code"`

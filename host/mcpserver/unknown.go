@@ -58,14 +58,9 @@ type unknownSessions struct {
 	// negativeCacheSize (the least recently used go first).
 	absent *lru.Cache[string, time.Time]
 	// budgets are the miss budgets by client address key.
-	budgets   map[string]*missBudget
+	budgets   map[string]*tokenBucket
 	lastSweep time.Time
 	now       func() time.Time
-}
-
-type missBudget struct {
-	tokens float64
-	at     time.Time
 }
 
 // verdict is what checkUnknown decided about a session ID it does not
@@ -129,21 +124,20 @@ func (u *unknownSessions) miss(id, client string, cache bool) {
 
 // budgetLocked returns client's budget, refilled to now; nil when no
 // budget can be kept for a new client.
-func (u *unknownSessions) budgetLocked(client string, now time.Time) *missBudget {
+func (u *unknownSessions) budgetLocked(client string, now time.Time) *tokenBucket {
 	b := u.budgets[client]
 	if b == nil {
 		if len(u.budgets) >= missClients && !u.sweepLocked(now) {
 			return nil
 		}
 		if u.budgets == nil {
-			u.budgets = map[string]*missBudget{}
+			u.budgets = map[string]*tokenBucket{}
 		}
-		b = &missBudget{tokens: missBurst, at: now}
+		b = &tokenBucket{tokens: missBurst, at: now}
 		u.budgets[client] = b
 		return b
 	}
-	b.tokens = min(b.tokens+now.Sub(b.at).Seconds()*missRate, missBurst)
-	b.at = now
+	b.refill(now, missRate, missBurst)
 	return b
 }
 

@@ -130,9 +130,9 @@ func TestUnknownSessionsBounded(t *testing.T) {
 	}
 	// At most missClients addresses are tracked: a new one past that is
 	// refused until idle ones can be forgotten.
-	u.budgets = map[string]*missBudget{}
+	u.budgets = map[string]*tokenBucket{}
 	for i := range missClients {
-		u.budgets[fmt.Sprint(i)] = &missBudget{tokens: 0, at: now}
+		u.budgets[fmt.Sprint(i)] = &tokenBucket{tokens: 0, at: now}
 	}
 	u.lastSweep = now
 	if u.check(rand.Text(), "new") != tooMany {
