@@ -28,8 +28,10 @@ import (
 // sends it.
 
 // DefaultMaxSessionlessRequestsPerClient is far above what one busy client
-// sends: an agent's calls come a model turn at a time.
-const DefaultMaxSessionlessRequestsPerClient = 100
+// sends (an agent's calls come a model turn at a time), and above what the
+// agents of one host send together when they share an address without a
+// token, as beside a sidecar: a flood is bounded, a fleet of agents is not.
+const DefaultMaxSessionlessRequestsPerClient = 1000
 
 // optMaxSessionlessRequests is the limit's Caddyfile option, for errors.
 const optMaxSessionlessRequests = "max_sessionless_requests_per_client"
