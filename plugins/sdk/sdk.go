@@ -126,6 +126,11 @@ type Description struct {
 	// (ReportLog), so the host asks for them when a client has set a
 	// logging level. It needs Progress, whose RPC carries them.
 	Log bool
+	// ClientRequests: the adapter passes its upstream's requests of the
+	// call's client on (AskClient, e.g. an MCP upstream's elicitation), so
+	// the host tells it the client's capabilities (ClientCapabilities)
+	// and answers them. It needs Progress, whose RPC carries them.
+	ClientRequests bool
 }
 
 // Operation is one configured operation.

@@ -21,6 +21,8 @@ import (
 type server struct {
 	adapterv1.UnimplementedAdapterServer
 	impl Adapter
+	// asks are the client requests waiting for their answers (ask.go).
+	asks clientAsks
 }
 
 func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ *adapterv1.DescribeResponse, err error) {
@@ -49,6 +51,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 		caps = append(caps, wire.CapabilityProgress)
 		if d.Log {
 			caps = append(caps, wire.CapabilityLog)
+		}
+		if d.ClientRequests {
+			caps = append(caps, wire.CapabilityClientRequests)
 		}
 	}
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))

@@ -75,6 +75,9 @@ type Capabilities struct {
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
 	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
 	Watch    bool // WatchOperations: sdk.OperationWatcher
+	// ClientRequests: client requests in InvokeRelayed
+	// (sdk.Description.ClientRequests).
+	ClientRequests bool
 	// ReadResource and GetPrompt: sdk.Publisher.
 	Resources, Prompts bool
 }
@@ -121,6 +124,9 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 		case wire.CapabilityLog:
 			info.Capabilities.Log = true
 			info.Log = true
+		case wire.CapabilityClientRequests:
+			info.Capabilities.ClientRequests = true
+			info.ClientRequests = true
 		case wire.CapabilityWatch:
 			info.Capabilities.Watch = true
 		case wire.CapabilityResources:

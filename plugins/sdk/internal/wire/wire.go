@@ -53,6 +53,9 @@ const (
 	// GetPrompt (sdk.Publisher).
 	CapabilityResources = "resources"
 	CapabilityPrompts   = "prompts"
+	// CapabilityClientRequests: client requests in InvokeWithProgress
+	// and AnswerClientRequest (Description.ClientRequests).
+	CapabilityClientRequests = "client_requests"
 )
 
 // StreamCreditBytes is a logical stream's credit on a Streams call: the

@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39, 0}
 }
 
 type DescribeRequest struct {
@@ -1616,9 +1616,15 @@ type Relay struct {
 	// level and above, an MCP logging level: "debug", "info", "notice",
 	// "warning", "error", "critical", "alert" or "emergency". Empty: none.
 	// Sent only to adapters that list "log" in DescribeResponse.capabilities.
-	LogLevel      string `protobuf:"bytes,2,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogLevel string `protobuf:"bytes,2,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	// The call's MCP client's capabilities (the MCP ClientCapabilities
+	// object as JSON): set, the host answers the adapter's ClientRequests
+	// for the call (InvokeEvent.client_request, AnswerClientRequest). Empty:
+	// it answers none, and the adapter must not send them. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities.
+	ClientCapabilitiesJson []byte `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Relay) Reset() {
@@ -1663,6 +1669,13 @@ func (x *Relay) GetLogLevel() string {
 		return x.LogLevel
 	}
 	return ""
+}
+
+func (x *Relay) GetClientCapabilitiesJson() []byte {
+	if x != nil {
+		return x.ClientCapabilitiesJson
+	}
+	return nil
 }
 
 type InvokeResponse struct {
@@ -1961,6 +1974,7 @@ type InvokeEvent struct {
 	//	*InvokeEvent_Progress
 	//	*InvokeEvent_Response
 	//	*InvokeEvent_Log
+	//	*InvokeEvent_ClientRequest
 	Event         isInvokeEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2030,6 +2044,15 @@ func (x *InvokeEvent) GetLog() *LogMessage {
 	return nil
 }
 
+func (x *InvokeEvent) GetClientRequest() *ClientRequest {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_ClientRequest); ok {
+			return x.ClientRequest
+		}
+	}
+	return nil
+}
+
 type isInvokeEvent_Event interface {
 	isInvokeEvent_Event()
 }
@@ -2048,11 +2071,250 @@ type InvokeEvent_Log struct {
 	Log *LogMessage `protobuf:"bytes,3,opt,name=log,proto3,oneof"`
 }
 
+type InvokeEvent_ClientRequest struct {
+	// A request of the upstream to the call's client (Relay.client_capabilities_json),
+	// answered through AnswerClientRequest while the call goes on.
+	ClientRequest *ClientRequest `protobuf:"bytes,4,opt,name=client_request,json=clientRequest,proto3,oneof"`
+}
+
 func (*InvokeEvent_Progress) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Response) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Log) isInvokeEvent_Event() {}
+
+func (*InvokeEvent_ClientRequest) isInvokeEvent_Event() {}
+
+// ClientRequest is a request an upstream makes of the call's client while
+// the call runs, e.g. an MCP upstream's sampling/createMessage,
+// elicitation/create or roots/list.
+type ClientRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The adapter's id of the request, unique among its calls in flight and
+	// hard to guess; AnswerClientRequest names it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The MCP method, e.g. "elicitation/create".
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The request's params as a JSON object.
+	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientRequest) Reset() {
+	*x = ClientRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientRequest) ProtoMessage() {}
+
+func (x *ClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
+func (*ClientRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ClientRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClientRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *ClientRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+// ClientAnswer is the client's answer to a ClientRequest: its result, or
+// its JSON-RPC error (or the host's, e.g. when the client cannot be
+// asked).
+type ClientAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The result as a JSON object, when the client answered one.
+	ResultJson    []byte       `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Error         *ClientError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientAnswer) Reset() {
+	*x = ClientAnswer{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientAnswer) ProtoMessage() {}
+
+func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientAnswer.ProtoReflect.Descriptor instead.
+func (*ClientAnswer) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ClientAnswer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClientAnswer) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *ClientAnswer) GetError() *ClientError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ClientError is a JSON-RPC error of a client request.
+type ClientError struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The error's data as JSON, possibly empty.
+	DataJson      []byte `protobuf:"bytes,3,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientError) Reset() {
+	*x = ClientError{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientError) ProtoMessage() {}
+
+func (x *ClientError) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientError.ProtoReflect.Descriptor instead.
+func (*ClientError) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClientError) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ClientError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ClientError) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
+
+// ClientAnswerAck acknowledges a ClientAnswer; an answer to a request the
+// adapter no longer waits for is dropped (NOT_FOUND).
+type ClientAnswerAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientAnswerAck) Reset() {
+	*x = ClientAnswerAck{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientAnswerAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientAnswerAck) ProtoMessage() {}
+
+func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientAnswerAck.ProtoReflect.Descriptor instead.
+func (*ClientAnswerAck) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+}
 
 // LogMessage is a log message an upstream sent for a call, as MCP's
 // notifications/message carries it.
@@ -2070,7 +2332,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2344,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2357,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -2134,7 +2396,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2408,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2421,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2193,7 +2455,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2467,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2480,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -2241,7 +2503,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2515,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2528,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -2295,7 +2557,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2569,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2582,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -2434,7 +2696,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2708,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2721,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -2537,7 +2799,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2811,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2824,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -2582,7 +2844,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2856,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2869,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -2676,7 +2938,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2950,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2963,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -2732,7 +2994,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +3006,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +3019,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -2790,7 +3052,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +3064,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3077,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Gap) GetReason() string {
@@ -2836,7 +3098,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3110,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3123,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *End) GetCursor() string {
@@ -2904,7 +3166,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3178,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3191,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -3026,7 +3288,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3300,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3313,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Attribute) GetKey() string {
@@ -3249,10 +3511,11 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12-\n" +
-	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\"@\n" +
+	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\"z\n" +
 	"\x05Relay\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\bR\bprogress\x12\x1b\n" +
-	"\tlog_level\x18\x02 \x01(\tR\blogLevel\"\xb6\x01\n" +
+	"\tlog_level\x18\x02 \x01(\tR\blogLevel\x128\n" +
+	"\x18client_capabilities_json\x18\x03 \x01(\fR\x16clientCapabilitiesJson\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
@@ -3280,12 +3543,28 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fKIND_TIMEOUT\x10\x03\x12\x12\n" +
 	"\x0eKIND_CANCELLED\x10\x04\x12\x19\n" +
 	"\x15KIND_INVALID_ARGUMENT\x10\x05\x12\x15\n" +
-	"\x11KIND_BAD_RESPONSE\x10\x06\"\xc2\x01\n" +
+	"\x11KIND_BAD_RESPONSE\x10\x06\"\x8c\x02\n" +
 	"\vInvokeEvent\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
 	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponse\x120\n" +
-	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03logB\a\n" +
-	"\x05event\"W\n" +
+	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03log\x12H\n" +
+	"\x0eclient_request\x18\x04 \x01(\v2\x1f.crank.adapter.v1.ClientRequestH\x00R\rclientRequestB\a\n" +
+	"\x05event\"X\n" +
+	"\rClientRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1f\n" +
+	"\vparams_json\x18\x03 \x01(\fR\n" +
+	"paramsJson\"t\n" +
+	"\fClientAnswer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vresult_json\x18\x02 \x01(\fR\n" +
+	"resultJson\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.crank.adapter.v1.ClientErrorR\x05error\"X\n" +
+	"\vClientError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\x11\n" +
+	"\x0fClientAnswerAck\"W\n" +
 	"\n" +
 	"LogMessage\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x16\n" +
@@ -3366,7 +3645,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x8d\a\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xe7\a\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
@@ -3377,7 +3656,8 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x12InvokeWithProgress\x12\x1f.crank.adapter.v1.InvokeRequest\x1a\x1d.crank.adapter.v1.InvokeEvent0\x01\x12b\n" +
 	"\x0fWatchOperations\x12(.crank.adapter.v1.WatchOperationsRequest\x1a#.crank.adapter.v1.OperationsChanged0\x01\x12]\n" +
 	"\fReadResource\x12%.crank.adapter.v1.ReadResourceRequest\x1a&.crank.adapter.v1.ReadResourceResponse\x12T\n" +
-	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponseB<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponse\x12X\n" +
+	"\x13AnswerClientRequest\x12\x1e.crank.adapter.v1.ClientAnswer\x1a!.crank.adapter.v1.ClientAnswerAckB<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -3392,7 +3672,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3421,22 +3701,26 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*Result)(nil),                    // 24: crank.adapter.v1.Result
 	(*UpstreamError)(nil),             // 25: crank.adapter.v1.UpstreamError
 	(*InvokeEvent)(nil),               // 26: crank.adapter.v1.InvokeEvent
-	(*LogMessage)(nil),                // 27: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 28: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 29: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 30: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 31: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 32: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 33: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 34: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 35: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 36: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 37: crank.adapter.v1.Gap
-	(*End)(nil),                       // 38: crank.adapter.v1.End
-	(*Span)(nil),                      // 39: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 40: crank.adapter.v1.Attribute
-	nil,                               // 41: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
+	(*ClientRequest)(nil),             // 27: crank.adapter.v1.ClientRequest
+	(*ClientAnswer)(nil),              // 28: crank.adapter.v1.ClientAnswer
+	(*ClientError)(nil),               // 29: crank.adapter.v1.ClientError
+	(*ClientAnswerAck)(nil),           // 30: crank.adapter.v1.ClientAnswerAck
+	(*LogMessage)(nil),                // 31: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 32: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 33: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 34: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 35: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 36: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 37: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 38: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 39: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 40: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 41: crank.adapter.v1.Gap
+	(*End)(nil),                       // 42: crank.adapter.v1.End
+	(*Span)(nil),                      // 43: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 44: crank.adapter.v1.Attribute
+	nil,                               // 45: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 46: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -3452,62 +3736,66 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
 	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	43, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	41, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	45, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
 	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	43, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	42, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	46, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
 	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	43, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	28, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	32, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
 	23, // 31: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	27, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	36, // 33: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	37, // 34: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	38, // 35: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	25, // 36: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	39, // 37: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	21, // 38: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	33, // 39: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	31, // 40: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	35, // 41: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 42: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	40, // 43: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 44: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 45: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 46: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	21, // 47: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 48: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	32, // 49: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	21, // 50: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	29, // 51: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	13, // 52: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	15, // 53: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	5,  // 54: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 55: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 56: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	23, // 57: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	31, // 58: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	34, // 59: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	26, // 60: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	30, // 61: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	14, // 62: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	16, // 63: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	31, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	27, // 33: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	29, // 34: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	40, // 35: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	41, // 36: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	42, // 37: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	25, // 38: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	43, // 39: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	21, // 40: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	37, // 41: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	35, // 42: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	39, // 43: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 44: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	44, // 45: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 46: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 47: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 48: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	21, // 49: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 50: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	36, // 51: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	21, // 52: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	33, // 53: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	13, // 54: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	15, // 55: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	28, // 56: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 57: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 58: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 59: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	23, // 60: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	35, // 61: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	38, // 62: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	26, // 63: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	34, // 64: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	14, // 65: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	16, // 66: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	30, // 67: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	57, // [57:68] is the sub-list for method output_type
+	46, // [46:57] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -3532,23 +3820,24 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
+		(*InvokeEvent_ClientRequest)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[27].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[32].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[30].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[34].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -3560,7 +3849,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,16 +34,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Adapter_Describe_FullMethodName           = "/crank.adapter.v1.Adapter/Describe"
-	Adapter_ValidateOperation_FullMethodName  = "/crank.adapter.v1.Adapter/ValidateOperation"
-	Adapter_ExpandOperation_FullMethodName    = "/crank.adapter.v1.Adapter/ExpandOperation"
-	Adapter_Invoke_FullMethodName             = "/crank.adapter.v1.Adapter/Invoke"
-	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
-	Adapter_Streams_FullMethodName            = "/crank.adapter.v1.Adapter/Streams"
-	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
-	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
-	Adapter_ReadResource_FullMethodName       = "/crank.adapter.v1.Adapter/ReadResource"
-	Adapter_GetPrompt_FullMethodName          = "/crank.adapter.v1.Adapter/GetPrompt"
+	Adapter_Describe_FullMethodName            = "/crank.adapter.v1.Adapter/Describe"
+	Adapter_ValidateOperation_FullMethodName   = "/crank.adapter.v1.Adapter/ValidateOperation"
+	Adapter_ExpandOperation_FullMethodName     = "/crank.adapter.v1.Adapter/ExpandOperation"
+	Adapter_Invoke_FullMethodName              = "/crank.adapter.v1.Adapter/Invoke"
+	Adapter_Stream_FullMethodName              = "/crank.adapter.v1.Adapter/Stream"
+	Adapter_Streams_FullMethodName             = "/crank.adapter.v1.Adapter/Streams"
+	Adapter_InvokeWithProgress_FullMethodName  = "/crank.adapter.v1.Adapter/InvokeWithProgress"
+	Adapter_WatchOperations_FullMethodName     = "/crank.adapter.v1.Adapter/WatchOperations"
+	Adapter_ReadResource_FullMethodName        = "/crank.adapter.v1.Adapter/ReadResource"
+	Adapter_GetPrompt_FullMethodName           = "/crank.adapter.v1.Adapter/GetPrompt"
+	Adapter_AnswerClientRequest_FullMethodName = "/crank.adapter.v1.Adapter/AnswerClientRequest"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -117,6 +118,12 @@ type AdapterClient interface {
 	// DescribeResponse.capabilities; the host publishes no prompts of an
 	// adapter that does not.
 	GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error)
+	// AnswerClientRequest answers a ClientRequest an adapter sent in an
+	// InvokeWithProgress call (InvokeEvent.client_request): the call's
+	// client's result or JSON-RPC error, by the request's id. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities,
+	// for calls whose Relay.client_capabilities_json is set.
+	AnswerClientRequest(ctx context.Context, in *ClientAnswer, opts ...grpc.CallOption) (*ClientAnswerAck, error)
 }
 
 type adapterClient struct {
@@ -257,6 +264,16 @@ func (c *adapterClient) GetPrompt(ctx context.Context, in *GetPromptRequest, opt
 	return out, nil
 }
 
+func (c *adapterClient) AnswerClientRequest(ctx context.Context, in *ClientAnswer, opts ...grpc.CallOption) (*ClientAnswerAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClientAnswerAck)
+	err := c.cc.Invoke(ctx, Adapter_AnswerClientRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -328,6 +345,12 @@ type AdapterServer interface {
 	// DescribeResponse.capabilities; the host publishes no prompts of an
 	// adapter that does not.
 	GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error)
+	// AnswerClientRequest answers a ClientRequest an adapter sent in an
+	// InvokeWithProgress call (InvokeEvent.client_request): the call's
+	// client's result or JSON-RPC error, by the request's id. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities,
+	// for calls whose Relay.client_capabilities_json is set.
+	AnswerClientRequest(context.Context, *ClientAnswer) (*ClientAnswerAck, error)
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -367,6 +390,9 @@ func (UnimplementedAdapterServer) ReadResource(context.Context, *ReadResourceReq
 }
 func (UnimplementedAdapterServer) GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedAdapterServer) AnswerClientRequest(context.Context, *ClientAnswer) (*ClientAnswerAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerClientRequest not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -537,6 +563,24 @@ func _Adapter_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Adapter_AnswerClientRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClientAnswer)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).AnswerClientRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_AnswerClientRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).AnswerClientRequest(ctx, req.(*ClientAnswer))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -567,6 +611,10 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPrompt",
 			Handler:    _Adapter_GetPrompt_Handler,
+		},
+		{
+			MethodName: "AnswerClientRequest",
+			Handler:    _Adapter_AnswerClientRequest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
