@@ -430,7 +430,26 @@ type CallRequest struct {
 	// logging level.
 	Log      func(ctx context.Context, msg LogMessage)
 	LogLevel string
+	// Ask, when set with ClientCapabilities (the client's MCP
+	// ClientCapabilities object as JSON), sends the requests an upstream
+	// makes of the client during a unary call (adapters that relay them,
+	// such as the mcp adapter: sampling/createMessage, elicitation/create,
+	// roots/list; their params redacted) and returns the client's result
+	// as JSON or its *ClientError, from the calling goroutine like
+	// Progress. The MCP endpoint sets it for a client on an MCP session.
+	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	ClientCapabilities json.RawMessage
 }
+
+// ClientError is a JSON-RPC error a client answered a request with
+// (CallRequest.Ask).
+type ClientError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *ClientError) Error() string { return fmt.Sprintf("client error %d: %s", e.Code, e.Message) }
 
 // Result is the outcome of a tool call, in MCP terms.
 type Result struct {

@@ -390,7 +390,8 @@ func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest)
 			next++
 		}
 	}
-	ep.relayLogs(req, &cr) // logging.go
+	ep.relayLogs(req, &cr)           // logging.go
+	ep.relayClientRequests(req, &cr) // clientrequests.go
 	res, err := p.h.Call(ctx, cr)
 	if err != nil {
 		return nil, err

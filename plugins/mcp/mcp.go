@@ -38,7 +38,7 @@ func newAdapter() *adapter {
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true})
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -195,6 +195,8 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		// the call are relayed (logs.go).
 		r.log = func(p *gomcp.LoggingMessageParams) { _ = sdk.ReportLog(ctx, logMessage(p)) }
 	}
+	// The host lets the upstream's requests of the client through (ask.go).
+	r.ask = newAsker(ctx)
 	switch {
 	case u.task:
 		// An MCP Task (tasks.go): its status messages are the progress;
@@ -204,7 +206,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 			progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
 		}
 		res, err = a.taskCall(ctx, u, callParams(u.tool, req), progress)
-	case r.progress != nil || r.log != nil:
+	case r.progress != nil || r.log != nil || r.ask != nil:
 		res, err = a.relayedCall(ctx, u, callParams(u.tool, req), r)
 	default:
 		res, err = a.call(ctx, u, callParams(u.tool, req))
@@ -262,6 +264,11 @@ func (a *adapter) callOn(ctx context.Context, c *conn, u *upstream, params *gomc
 	err := a.withConn(ctx, c, false, func(s *gomcp.ClientSession) error {
 		if logLevel != "" {
 			c.setLevel(ctx, s, logLevel)
+		}
+		if a, _ := ctx.Value(askerKey{}).(*asker); a != nil && sessionlessUpstream(s) {
+			// The sessionless protocol takes the client's capabilities
+			// per request (ask.go).
+			params.Meta[gomcp.MetaKeyClientCapabilities] = a.raw
 		}
 		var err error
 		res, err = s.CallTool(ctx, params)

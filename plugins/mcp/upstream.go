@@ -99,23 +99,26 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	if c.session != nil {
 		return c.session, nil
 	}
-	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version},
-		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
-			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
-				c.routes.deliver(req.Params)
-			},
-			LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
-				c.logs.deliver(req.Params)
-			},
-			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
-				c.watch.changed(c.up.key) // watch.go
-			},
-			ResourceListChangedHandler: func(context.Context, *gomcp.ResourceListChangedRequest) {
-				c.watch.listChanged(c.up.key, listResources)
-			},
-			PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
-				c.watch.listChanged(c.up.key, listPrompts)
-			}})
+	opts := &gomcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+			c.routes.deliver(req.Params)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
+			c.logs.deliver(req.Params)
+		},
+		ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
+			c.watch.changed(c.up.key) // watch.go
+		},
+		ResourceListChangedHandler: func(context.Context, *gomcp.ResourceListChangedRequest) {
+			c.watch.listChanged(c.up.key, listResources)
+		},
+		PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
+			c.watch.listChanged(c.up.key, listPrompts)
+		}}
+	c.askHandlers(opts) // ask.go
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version}, opts)
+	client.AddReceivingMiddleware(c.rootsMiddleware)
+	client.AddSendingMiddleware(c.inputMiddleware)
 	t, err := c.transport()
 	if err != nil {
 		return nil, &connectError{err}

@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// addAskTool adds "ask" to the upstream: during the call it asks its
+// client for a form (with defaults and an enum), for a URL-mode
+// elicitation, for a sampled message and for its roots, and answers what
+// each gave, or the error each got.
+func addAskTool(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{Name: "ask", Description: "Elicits, samples and lists roots during the call.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			out := map[string]any{}
+			record := func(key string, v any, err error) {
+				if err != nil {
+					out[key] = "error: " + err.Error()
+					return
+				}
+				out[key] = v
+			}
+			form, err := req.Session.Elicit(ctx, askForm())
+			record("form", form, err)
+			url, err := req.Session.Elicit(ctx, askURL())
+			record("url", url, err)
+			//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+			msg, err := req.Session.CreateMessage(ctx, askSample())
+			record("sample", msg, err)
+			//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
+			roots, err := req.Session.ListRoots(ctx, nil)
+			record("roots", roots, err)
+			return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
+		})
+	// ask_input asks the same with an input-required result (SEP-2322),
+	// which go-sdk turns into requests for a client of 2025-11-25, and
+	// answers the input responses of the retry that echoes its state.
+	s.AddTool(&mcp.Tool{Name: "ask_input", Description: "Asks for input with an input-required result.", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 {
+				return &mcp.CallToolResult{RequestState: "state-1", InputRequests: mcp.InputRequestMap{
+					"form": askForm(), "url": askURL(), "sample": askSample(), "roots": &mcp.ListRootsParams{}}}, nil
+			}
+			if req.Params.RequestState != "state-1" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "request state " + req.Params.RequestState}}}, nil
+			}
+			out := map[string]any{}
+			for k, v := range req.Params.InputResponses {
+				out[k] = v
+			}
+			return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
+		})
+}
+
+// askForm is a form-mode elicitation with defaults and an enum.
+func askForm() *mcp.ElicitParams {
+	return &mcp.ElicitParams{Message: "Who are you?", RequestedSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name":  map[string]any{"type": "string", "default": "Ada"},
+			"color": map[string]any{"type": "string", "enum": []string{"red", "green"}, "default": "green"},
+			"age":   map[string]any{"type": "integer", "default": 36},
+		},
+		"required": []string{"name"},
+	}}
+}
+
+func askURL() *mcp.ElicitParams {
+	return &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://auth.example/login?x=1", ElicitationID: "el-1"}
+}
+
+//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+func askSample() *mcp.CreateMessageParams {
+	return &mcp.CreateMessageParams{MaxTokens: 16, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "2+2?"}}}}
+}
+
+// askingClient is a go-sdk client that answers elicitation, sampling and
+// roots requests, recording what it was asked.
+type askingClient struct {
+	asked collected[string]
+}
+
+func (a *askingClient) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			a.asked.add(fmt.Sprintf("elicit %s %s %s", req.Params.Mode, req.Params.Message, req.Params.URL))
+			if req.Params.Mode == "url" {
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace"}}, nil
+		},
+		//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			text := ""
+			if len(req.Params.Messages) > 0 {
+				if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+			}
+			a.asked.add("sample " + text)
+			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "4, to " + text}}, nil
+		},
+	}
+}
+
+// TestMCPUpstreamClientRequests: a federated upstream (go-sdk, over
+// Streamable HTTP and over stdio) that elicits (form mode with defaults
+// and an enum, URL mode), samples and lists roots during a call reaches
+// the go-sdk client of the call through the gateway, on the client's MCP
+// session, and gets its answers; for a client without those capabilities
+// the upstream's requests fail with "method not found", as they would
+// talking to that client directly.
+func TestMCPUpstreamClientRequests(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := mcpUpstreamServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
+operations:
+  - name: stdio
+    description: The go-sdk server over stdio (2026-07-28).
+    adapter: mcp
+    timeout: 30s
+    config:
+      command: %q
+      env: {%s: stdio}
+      prefix: stdio_
+      include: [ask_input]
+  - name: http
+    description: The go-sdk server over Streamable HTTP (2025-11-25).
+    adapter: mcp
+    timeout: 30s
+    config:
+      url: %q
+      prefix: http_
+      include: [ask, ask_input]
+`, self, mcpUpstreamEnv, srv.URL)})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	var a askingClient
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, a.options())
+	//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
+	client.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, sessionProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	plain := g.connectWith(ctx, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}) // no sampling, elicitation or roots
+
+	// The upstream asks with requests of its own (ask, on a session of
+	// 2025-11-25), or with an input-required result, that go-sdk turns
+	// into requests (2025-11-25) or the adapter fulfils (2026-07-28).
+	for _, tool := range []string{"http_ask", "http_ask_input", "stdio_ask_input"} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v %s\n%s", tool, err, res, textOf(res), g.log.String())
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var got struct {
+			Form   mcp.ElicitResult             `json:"form"`
+			URL    mcp.ElicitResult             `json:"url"`
+			Sample struct{ Model, Role string } `json:"sample"`
+			Roots  mcp.ListRootsResult          `json:"roots"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %s: %v", tool, b, err)
+		}
+		form, _ := json.Marshal(got.Form.Content)
+		if got.Form.Action != "accept" || string(form) != `{"age":36,"color":"green","name":"Grace"}` {
+			t.Errorf("%s: form elicitation: %s", tool, b)
+		}
+		if got.URL.Action != "accept" {
+			t.Errorf("%s: url elicitation: %s", tool, b)
+		}
+		if got.Sample.Model != "test-model" || !strings.Contains(string(b), "4, to 2+2?") {
+			t.Errorf("%s: sampling: %s", tool, b)
+		}
+		if len(got.Roots.Roots) != 1 || got.Roots.Roots[0].URI != "file:///work/project" || got.Roots.Roots[0].Name != "project" {
+			t.Errorf("%s: roots: %s", tool, b)
+		}
+		asked := a.asked.wait(3, 10*time.Second)
+		slices.Sort(asked) // the input requests of one result are asked in any order
+		want := "elicit form Who are you? |elicit url Sign in https://auth.example/login?x=1|sample 2+2?"
+		if strings.Join(asked, "|") != want {
+			t.Errorf("%s: the client was asked %q, want %q", tool, asked, want)
+		}
+
+		// A client that declared none of the capabilities: the upstream
+		// learns it cannot ask.
+		res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+		if tool != "http_ask" {
+			if err != nil || !res.IsError || !strings.Contains(textOf(res), "does not support") && !strings.Contains(textOf(res), "method not found") {
+				t.Errorf("%s without capabilities: want a tool error, got %v %+v", tool, err, res)
+			}
+			continue
+		}
+		if err != nil || res.IsError {
+			t.Fatalf("%s without capabilities: %v %+v", tool, err, res)
+		}
+		b, _ = json.Marshal(res.StructuredContent)
+		var refused map[string]string
+		if err := json.Unmarshal(b, &refused); err != nil {
+			t.Fatalf("%s without capabilities: %s", tool, b)
+		}
+		for _, k := range []string{"form", "url", "sample", "roots"} {
+			if !strings.Contains(refused[k], "method not found") {
+				t.Errorf("%s without capabilities: %s: %q", tool, k, refused[k])
+			}
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/host"
+)
+
+// The MCP methods an upstream may ask the client of a call (CallRequest.Ask).
+const (
+	methodCreateMessage = "sampling/createMessage"
+	methodElicit        = "elicitation/create"
+	methodListRoots     = "roots/list"
+)
+
+// relayClientRequests makes a tools/call pass its upstream's requests of
+// the client (sampling, elicitation, roots) on to the client, on the
+// client's MCP session with the call's context (so on the call's own
+// stream), when there is a session to ask on: a stateful session of
+// 2025-11-25 or before. A sessionless request (2026-07-28, or any request
+// to a stateless endpoint) gets none relayed: the adapter answers its
+// upstream that the client cannot be asked.
+func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
+	ss := req.Session
+	if ss == nil || ss.ID() == "" || sessionless(req.Extra) {
+		return
+	}
+	ip := ss.InitializeParams()
+	if ip == nil {
+		return
+	}
+	caps := ip.Capabilities
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
+	}
+	b, err := json.Marshal(clientCapabilities{ClientCapabilities: *caps, Roots: caps.RootsV2})
+	if err != nil {
+		return
+	}
+	cr.ClientCapabilities = b
+	cr.Ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		res, err := askClient(ctx, ss, method, params)
+		if err != nil {
+			return nil, clientError(method, err)
+		}
+		return json.Marshal(res)
+	}
+}
+
+// clientCapabilities are a client's capabilities as it declared them:
+// with roots only when it declared roots (go-sdk's ClientCapabilities
+// always marshals its Roots field, its issue #607).
+type clientCapabilities struct {
+	mcp.ClientCapabilities
+	//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
+	Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+}
+
+// askClient sends one request to the client of ss.
+func askClient(ctx context.Context, ss *mcp.ServerSession, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case methodCreateMessage:
+		var p mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalidParams(method, err)
+		}
+		//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+		return ss.CreateMessageWithTools(ctx, &p)
+	case methodElicit:
+		var p mcp.ElicitParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalidParams(method, err)
+		}
+		return ss.Elicit(ctx, &p)
+	case methodListRoots:
+		var p mcp.ListRootsParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalidParams(method, err)
+		}
+		//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
+		return ss.ListRoots(ctx, &p)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the gateway relays no %q requests to its clients", method)}
+}
+
+func invalidParams(method string, err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: params: %v", method, err)}
+}
+
+// clientError is the host's form of the error of a client request: the
+// client's own JSON-RPC error as it answered it, any other failure (the
+// session closed, the call's context ended, the SDK refused to send) as
+// an internal error saying so.
+func clientError(method string, err error) error {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		return &host.ClientError{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	}
+	return &host.ClientError{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s could not be sent to the client: %v", method, err)}
+}
