@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/store/storetest"
 )
 
 // addAskTool adds "ask" to the upstream: during the call it asks its
@@ -84,6 +86,28 @@ func askSample() *mcp.CreateMessageParams {
 	return &mcp.CreateMessageParams{MaxTokens: 16, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "2+2?"}}}}
 }
 
+// askStdioOps is an operations file federating this binary's go-sdk
+// server over stdio (which negotiates 2026-07-28) for its ask_input tool.
+func askStdioOps(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`
+operations:
+  - name: stdio
+    description: The go-sdk server over stdio (2026-07-28).
+    adapter: mcp
+    timeout: 30s
+    config:
+      command: %q
+      env: {%s: stdio}
+      prefix: stdio_
+      include: [ask_input]
+`, self, mcpUpstreamEnv)
+}
+
 // askingClient is a go-sdk client that answers elicitation, sampling and
 // roots requests, recording what it was asked.
 type askingClient struct {
@@ -124,24 +148,10 @@ func (a *askingClient) options() *mcp.ClientOptions {
 // talking to that client directly.
 func TestMCPUpstreamClientRequests(t *testing.T) {
 	t.Parallel()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	up := mcpUpstreamServer()
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	t.Cleanup(srv.Close)
-	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
-operations:
-  - name: stdio
-    description: The go-sdk server over stdio (2026-07-28).
-    adapter: mcp
-    timeout: 30s
-    config:
-      command: %q
-      env: {%s: stdio}
-      prefix: stdio_
-      include: [ask_input]
+	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + fmt.Sprintf(`
   - name: http
     description: The go-sdk server over Streamable HTTP (2025-11-25).
     adapter: mcp
@@ -150,7 +160,7 @@ operations:
       url: %q
       prefix: http_
       include: [ask, ask_input]
-`, self, mcpUpstreamEnv, srv.URL)})
+`, srv.URL)})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -224,6 +234,80 @@ operations:
 			if !strings.Contains(refused[k], "method not found") {
 				t.Errorf("%s without capabilities: %s: %q", tool, k, refused[k])
 			}
+		}
+	}
+}
+
+// TestMCPUpstreamInputRequiredAcrossReplicas: a client of 2026-07-28
+// (sessionless: it cannot be asked during a call) calls a federated
+// upstream that answers with an input-required result: it gets the
+// upstream's input requests with a request state sealed by the gateway,
+// and its retry with the input responses succeeds on another replica
+// (sharing etcd), which hands the upstream its own state back. A state
+// the client changed is refused with invalid params naming requestState.
+func TestMCPUpstreamInputRequiredAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	etcd := storetest.NewServer(t)
+	opts := func(name string) gatewayOptions {
+		return gatewayOptions{Operations: askStdioOps(t), Crank: fmt.Sprintf(`etcd {
+			%s
+			replica_name %s
+		}`, etcd.Caddyfile(), name)}
+	}
+	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lb := &balancer{}
+	lb.to(a)
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, // the test answers and retries itself
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{},
+			//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://balancer/mcp", HTTPClient: &http.Client{Transport: lb}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+		t.Fatalf("negotiated %s", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stdio_ask_input"})
+	if err != nil || !res.NeedsInput() {
+		t.Fatalf("first call: %v %+v %s\n%s", err, res, textOf(res), a.log.String())
+	}
+	if len(res.InputRequests) != 4 || !strings.HasPrefix(res.RequestState, "crank2:") || strings.Contains(res.RequestState, "state-1") {
+		t.Fatalf("input requests %v, state %q", res.InputRequests, res.RequestState)
+	}
+	form, ok := res.InputRequests["form"].(*mcp.ElicitParams)
+	if !ok || form.Message != "Who are you?" || !strings.Contains(fmt.Sprint(form.RequestedSchema), "green") {
+		t.Fatalf("form: %#v", res.InputRequests["form"])
+	}
+	if u, ok := res.InputRequests["url"].(*mcp.ElicitParams); !ok || u.Mode != "url" || u.URL != "https://auth.example/login?x=1" {
+		t.Fatalf("url: %#v", res.InputRequests["url"])
+	}
+	responses := mcp.InputResponseMap{
+		"form": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Grace", "color": "red", "age": 40}},
+		"url":  &mcp.ElicitResult{Action: "accept"},
+		//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+		"sample": &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "4"}},
+		"roots":  &mcp.ListRootsResult{Roots: []*mcp.Root{{URI: "file:///work/project", Name: "project"}}},
+	}
+	// The retry reaches the other replica.
+	lb.to(b)
+	bad, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stdio_ask_input", InputResponses: responses, RequestState: res.RequestState + "A"})
+	if err == nil || !strings.Contains(err.Error(), "requestState") {
+		t.Fatalf("a changed state: want an invalid-params error naming requestState, got %v %+v", err, bad)
+	}
+	done, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stdio_ask_input", InputResponses: responses, RequestState: res.RequestState})
+	if err != nil || done.IsError || done.NeedsInput() {
+		t.Fatalf("retry on b: %v %+v %s\n%s", err, done, textOf(done), b.log.String())
+	}
+	out, _ := json.Marshal(done.StructuredContent)
+	for _, want := range []string{`"name":"Grace"`, `"file:///work/project"`, `"model":"test-model"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the upstream got %s, want %s in it", out, want)
 		}
 	}
 }

@@ -439,6 +439,14 @@ type CallRequest struct {
 	// Progress. The MCP endpoint sets it for a client on an MCP session.
 	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 	ClientCapabilities json.RawMessage
+	// InputRequired, with ClientCapabilities and without Ask: the client
+	// (2026-07-28) takes an input-required result (Result.InputRequests)
+	// for what the upstream would ask it, and Input is its retry
+	// (input.go).
+	InputRequired bool
+	Input         *InputAnswer
+	// input is the adapter's side of Input, its state opened (input.go).
+	input *sdk.InputResponses
 }
 
 // ClientError is a JSON-RPC error a client answered a request with
@@ -463,6 +471,13 @@ type Result struct {
 	// array (sdk.Result.Content, redacted): served in place of the text
 	// block.
 	Content json.RawMessage
+
+	// InputRequests, set, say that the call needs the client's input
+	// first (CallRequest.InputRequired): the MCP inputRequests object,
+	// redacted, with RequestState, the sealed state the client's retry
+	// sends back (input.go). The other fields are then empty.
+	InputRequests json.RawMessage
+	RequestState  string
 
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
@@ -498,6 +513,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil { // upstream_auth.go
 		return res, nil
 	}
+	if res, err := h.openInput(ctx, op, &req, args); res != nil { // input.go
+		return res, err
+	}
 	switch {
 	case op.Role != "":
 		return req.upstream.redact(h.callFamily(ctx, op, req, args)), nil
@@ -517,13 +535,17 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	if err != nil {
 		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
-	res, err := h.invokeAdapter(ctx, c, op, req, adapterRequest(op, req, args, deadline)) // progress.go
+	ar := adapterRequest(op, req, args, deadline)
+	ar.Input = req.input                             // input.go
+	res, err := h.invokeAdapter(ctx, c, op, req, ar) // progress.go
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
 		return req.upstream.redact(h.upstreamErrorResult(op, ue))
 	case err != nil:
 		return classed(errorResult(h.redact.String(h.describeCallError(ctx, op, err))), callErrorOutcome(ctx, op, err))
+	case res.InputRequired != nil && req.InputRequired:
+		return h.inputRequiredResult(ctx, op, req, args, res.InputRequired) // input.go
 	}
 	return req.upstream.redact(h.successResult(res))
 }

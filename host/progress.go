@@ -26,7 +26,7 @@ type LogMessage struct {
 // (Capabilities.Log).
 func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp, req CallRequest, ar *sdk.Request) (*sdk.Result, error) {
 	desc := op.sup.Description()
-	ask := req.Ask != nil && len(req.ClientCapabilities) > 0 && desc != nil && desc.Capabilities.ClientRequests
+	ask := (req.Ask != nil || req.InputRequired) && len(req.ClientCapabilities) > 0 && desc != nil && desc.Capabilities.ClientRequests
 	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) && !ask {
 		return c.Invoke(ctx, ar)
 	}
@@ -44,7 +44,9 @@ func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp,
 				Data: h.redactLogData(req, m.Data)})
 		}
 	}
-	if ask {
+	if ask && req.Ask == nil {
+		r.ClientCapabilities, r.InputRequired = req.ClientCapabilities, true
+	} else if ask {
 		r.ClientCapabilities = req.ClientCapabilities
 		r.Ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 			res, err := req.Ask(ctx, method, h.redactLogData(req, params))

@@ -28,7 +28,11 @@ const (
 // upstream that the client cannot be asked.
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
 	ss := req.Session
-	if ss == nil || ss.ID() == "" || sessionless(req.Extra) {
+	if sessionless(req.Extra) {
+		inputRequired(req, cr)
+		return
+	}
+	if ss == nil || ss.ID() == "" {
 		return
 	}
 	ip := ss.InitializeParams()
@@ -51,6 +55,49 @@ func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallR
 		}
 		return json.Marshal(res)
 	}
+}
+
+// inputRequired makes a sessionless tools/call (2026-07-28) take an
+// input-required result for what its upstream would ask the client, with
+// the client's capabilities of the request's _meta, and passes a retry's
+// input responses and request state on (host/input.go checks the state).
+func inputRequired(req *mcp.CallToolRequest, cr *host.CallRequest) {
+	caps, ok := req.Params.GetMeta()[mcp.MetaKeyClientCapabilities]
+	if !ok {
+		caps = map[string]any{}
+	}
+	b, err := json.Marshal(caps)
+	if err != nil {
+		return
+	}
+	cr.ClientCapabilities, cr.InputRequired = b, true
+	if req.Params.RequestState == "" && len(req.Params.InputResponses) == 0 {
+		return
+	}
+	responses, err := json.Marshal(req.Params.InputResponses)
+	if err != nil {
+		responses = nil
+	}
+	cr.Input = &host.InputAnswer{Responses: responses, State: req.Params.RequestState}
+}
+
+// requestStateError is err, or the invalid-params error of a retry whose
+// requestState the host did not issue (a tampered or foreign state).
+func requestStateError(err error) error {
+	if errors.Is(err, host.ErrInvalidRequestState) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	return err
+}
+
+// inputRequiredResult is the tools/call result of a host result that
+// needs the client's input first.
+func inputRequiredResult(res *host.Result) (*mcp.CallToolResult, error) {
+	var m mcp.InputRequestMap
+	if err := json.Unmarshal(res.InputRequests, &m); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream's input requests cannot be passed on: %v", err)}
+	}
+	return &mcp.CallToolResult{InputRequests: m, RequestState: res.RequestState}, nil
 }
 
 // clientCapabilities are a client's capabilities as it declared them:

@@ -394,7 +394,10 @@ func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest)
 	ep.relayClientRequests(req, &cr) // clientrequests.go
 	res, err := p.h.Call(ctx, cr)
 	if err != nil {
-		return nil, err
+		return nil, requestStateError(err) // clientrequests.go
+	}
+	if res.InputRequests != nil {
+		return inputRequiredResult(res) // clientrequests.go
 	}
 	return toolResult(res), nil
 }

@@ -29,8 +29,12 @@ import (
 // call's tag, set in its _meta as it is read), or the only call in flight
 // on the session when it is read elsewhere (stdio, the standalone
 // stream); or, for an upstream of the sessionless protocol (2026-07-28),
-// an input request of the call's input-required result, which the go-sdk
-// client fulfils with the call's own context.
+// an input request of the call's input-required result, which the
+// adapter fulfils itself (inputMiddleware). A client of 2026-07-28, which
+// cannot be asked during a call (sdk.TakesInputRequired), gets the
+// upstream's input-required result instead (the host seals its state),
+// and its retry (sdk.Request.Input) goes to the upstream with the
+// client's input responses and the upstream's state.
 
 // upstreamCapabilities are the capabilities the adapter's sessions
 // advertise: all the gateway relays.
@@ -49,6 +53,9 @@ type asker struct {
 	ctx  context.Context
 	caps clientCaps
 	raw  json.RawMessage
+	// deferred: the client (2026-07-28) takes an input-required result
+	// rather than requests during the call (sdk.TakesInputRequired).
+	deferred bool
 }
 
 // clientCaps are the capabilities of a call's client that decide what
@@ -74,7 +81,7 @@ func newAsker(ctx context.Context) *asker {
 	if raw == nil {
 		return nil
 	}
-	a := &asker{ctx: ctx, raw: raw}
+	a := &asker{ctx: ctx, raw: raw, deferred: sdk.TakesInputRequired(ctx)}
 	if err := json.Unmarshal(raw, &a.caps); err != nil {
 		return nil
 	}
@@ -151,6 +158,9 @@ func (c *conn) ask(ctx context.Context, a *asker, method string, p gomcp.Params,
 	}
 	if a == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the gateway relays %s only during a tool call whose client it can ask", method)}
+	}
+	if a.deferred {
+		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call (protocol 2026-07-28) cannot be sent %s during a call: answer with an input-required result", method)}
 	}
 	if err := a.refusal(method, p); err != nil {
 		return err
@@ -255,6 +265,9 @@ func (c *conn) inputMiddleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 				return nil, fmt.Errorf("the upstream answered %s with an input-required result without input requests (it is busy)", method)
 			}
 			a, _ := ctx.Value(askerKey{}).(*asker) // the call's, as it sends its request
+			if a != nil && a.deferred && method == "tools/call" {
+				return res, nil // for the client to answer (inputRequired)
+			}
 			responses := gomcp.InputResponseMap{}
 			for id, ir := range asked {
 				resp, err := c.fulfil(ctx, a, ir)
@@ -327,4 +340,29 @@ func retryRequest(req gomcp.Request, responses gomcp.InputResponseMap, state str
 		return nil, fmt.Errorf("cannot send %T again with input responses", r.Params)
 	}
 	return &gomcp.ClientRequest[gomcp.Params]{Session: r.Session, Params: params}, nil
+}
+
+// inputRequired is the input-required result of a call for a client that
+// takes it (asker.deferred): the upstream's input requests and request
+// state as it gave them (the host seals the state).
+func inputRequiredOf(u *upstream, res *gomcp.CallToolResult) (*sdk.Result, error) {
+	b, err := json.Marshal(res.InputRequests)
+	if err != nil {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the input requests of the input-required result cannot be encoded as JSON"}
+	}
+	return &sdk.Result{InputRequired: &sdk.InputRequired{Requests: b, State: res.RequestState}}, nil
+}
+
+// withInput sets the client's input responses of a call sent again on
+// its tools/call params.
+func withInput(u *upstream, params *gomcp.CallToolParams, in *sdk.InputResponses) error {
+	if in == nil {
+		return nil
+	}
+	var m gomcp.InputResponseMap
+	if err := json.Unmarshal(in.Responses, &m); err != nil {
+		return &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label, Message: fmt.Sprintf("inputResponses: %v", err)}
+	}
+	params.InputResponses, params.RequestState = m, in.State
+	return nil
 }

@@ -197,6 +197,10 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 	}
 	// The host lets the upstream's requests of the client through (ask.go).
 	r.ask = newAsker(ctx)
+	params := callParams(u.tool, req)
+	if err := withInput(u, params, req.Input); err != nil { // ask.go
+		return nil, err
+	}
 	switch {
 	case u.task:
 		// An MCP Task (tasks.go): its status messages are the progress;
@@ -205,14 +209,17 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		if r.progress != nil {
 			progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
 		}
-		res, err = a.taskCall(ctx, u, callParams(u.tool, req), progress)
+		res, err = a.taskCall(ctx, u, params, progress)
 	case r.progress != nil || r.log != nil || r.ask != nil:
-		res, err = a.relayedCall(ctx, u, callParams(u.tool, req), r)
+		res, err = a.relayedCall(ctx, u, params, r)
 	default:
-		res, err = a.call(ctx, u, callParams(u.tool, req))
+		res, err = a.call(ctx, u, params)
 	}
 	if err != nil {
 		return nil, a.failure(ctx, u, err)
+	}
+	if res.NeedsInput() && r.ask != nil && r.ask.deferred {
+		return inputRequiredOf(u, res) // ask.go
 	}
 	return result(u, res)
 }

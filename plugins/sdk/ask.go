@@ -37,6 +37,51 @@ func ClientCapabilities(ctx context.Context) json.RawMessage {
 	return nil
 }
 
+// TakesInputRequired reports whether the host takes an input-required
+// result for the call whose context ctx is (its client, of MCP
+// 2026-07-28, cannot be asked during the call: AskClient fails): the
+// adapter then answers what it would ask with Result.InputRequired, and
+// the host sends the call again with Request.Input, the client's answers.
+func TakesInputRequired(ctx context.Context) bool {
+	r, ok := ctx.Value(progressKey{}).(*progressReporter)
+	return ok && r.client != nil && r.inputRequired
+}
+
+// InputRequired is what a call needs of its client before it can answer
+// (MCP SEP-2322's InputRequiredResult).
+type InputRequired struct {
+	// Requests is the inputRequests object: a key of the adapter's for
+	// each request, and the request ({"method": ..., "params": ...}).
+	Requests json.RawMessage
+	// State is what the adapter needs back to go on (e.g. its upstream's
+	// requestState), returned in Request.Input. The host seals it before
+	// the client sees it, so it comes back as the adapter gave it.
+	State string
+}
+
+// InputResponses are the client's answers to an InputRequired.
+type InputResponses struct {
+	// Responses is the inputResponses object: a key of Requests and the
+	// client's result.
+	Responses json.RawMessage
+	// State is InputRequired.State, unchanged.
+	State string
+}
+
+func inputFromProto(in *adapterv1.InputResponses) *InputResponses {
+	if in == nil {
+		return nil
+	}
+	return &InputResponses{Responses: in.GetInputResponsesJson(), State: in.GetRequestState()}
+}
+
+func inputRequiredToProto(ir *InputRequired) *adapterv1.InputRequired {
+	if ir == nil {
+		return nil
+	}
+	return &adapterv1.InputRequired{InputRequestsJson: ir.Requests, RequestState: ir.State}
+}
+
 // AskClient sends a request of the upstream to the client of the call
 // whose context ctx is, e.g. an MCP upstream's elicitation/create with
 // its params as a JSON object, and waits for the answer: the client's
@@ -46,7 +91,7 @@ func ClientCapabilities(ctx context.Context) json.RawMessage {
 // first. Several requests of one call may wait at once.
 func AskClient(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	r, ok := ctx.Value(progressKey{}).(*progressReporter)
-	if !ok || r.client == nil {
+	if !ok || r.client == nil || r.inputRequired {
 		return nil, ErrCallEnded
 	}
 	if len(params) == 0 {

@@ -96,3 +96,38 @@ func TestAskClient(t *testing.T) {
 		}
 	}
 }
+
+// deferring answers with an input-required result when the host takes
+// one, and with the client's answers when the call comes again.
+type deferring struct{ asking }
+
+func (deferring) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, error) {
+	if req.Input != nil {
+		return &sdk.Result{Text: fmt.Sprintf("%s %s", req.Input.Responses, req.Input.State)}, nil
+	}
+	if _, err := sdk.AskClient(ctx, "roots/list", nil); !sdk.TakesInputRequired(ctx) || !errors.Is(err, sdk.ErrCallEnded) {
+		return nil, fmt.Errorf("takes input-required %v, ask %v", sdk.TakesInputRequired(ctx), err)
+	}
+	return &sdk.Result{InputRequired: &sdk.InputRequired{Requests: json.RawMessage(`{"r":{"method":"roots/list"}}`), State: "st"}}, nil
+}
+
+// A host whose client takes input-required results (2026-07-28) gets the
+// adapter's InputRequired in place of client requests, and its retry
+// brings the client's answers and the state back to the adapter.
+func TestInputRequired(t *testing.T) {
+	ctx := context.Background()
+	h := adaptertest.New(t, deferring{})
+	info, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &sdk.Request{Operation: sdk.Operation{Name: "op"}}
+	res, err := h.Client.InvokeRelayed(ctx, req, info.Capabilities, client.Relay{ClientCapabilities: json.RawMessage(`{"roots":{}}`), InputRequired: true})
+	if err != nil || res.InputRequired == nil || string(res.InputRequired.Requests) != `{"r":{"method":"roots/list"}}` || res.InputRequired.State != "st" {
+		t.Fatalf("first: %+v %v", res, err)
+	}
+	req.Input = &sdk.InputResponses{Responses: json.RawMessage(`{"r":{"roots":[]}}`), State: "st"}
+	if res, err = h.Client.Invoke(ctx, req); err != nil || res.Text != `{"r":{"roots":[]}} st` {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+}

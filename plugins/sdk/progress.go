@@ -41,6 +41,8 @@ type progressReporter struct {
 	client  json.RawMessage
 	sendAsk func(*adapterv1.ClientRequest) error
 	asks    *clientAsks
+	// inputRequired: the host takes input-required results instead.
+	inputRequired bool
 }
 
 // WantsProgress reports whether the host asked for the progress of the
@@ -98,7 +100,7 @@ func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapter
 			r.logLevel = rl.GetLogLevel()
 		}
 		if caps := rl.GetClientCapabilitiesJson(); len(caps) > 0 && json.Valid(caps) {
-			r.client, r.asks = caps, &s.asks
+			r.client, r.asks, r.inputRequired = caps, &s.asks, rl.GetInputRequired()
 			r.sendAsk = func(q *adapterv1.ClientRequest) error {
 				return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_ClientRequest{ClientRequest: q}})
 			}

@@ -186,6 +186,9 @@ type Request struct {
 	Arguments json.RawMessage
 	// Cursor is where a stream should resume, empty for a fresh start.
 	Cursor string
+	// Input, set, is the call sent again with the client's answers to the
+	// adapter's Result.InputRequired (ask.go).
+	Input *InputResponses
 }
 
 // Result is a successful upstream answer.
@@ -203,6 +206,10 @@ type Result struct {
 	// be the readable rendering (logs, jobs, and hosts that predate the
 	// field use it).
 	Content json.RawMessage
+	// InputRequired, set only when the host takes it (TakesInputRequired),
+	// says the call needs its client's input first; the other fields are
+	// then empty (ask.go).
+	InputRequired *InputRequired
 }
 
 // Item is one element of an upstream stream.

@@ -144,6 +144,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 		Text:           res.Text,
 		ContentType:    res.ContentType,
 		ContentJson:    res.Content,
+		InputRequired:  inputRequiredToProto(res.InputRequired), // ask.go
 	}}, Spans: takeSpans()}, nil
 }
 
@@ -229,6 +230,7 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 		Operation: operationFromProto(req.GetOperation()),
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
 		Cursor:    req.GetCursor(),
+		Input:     inputFromProto(req.GetInput()), // ask.go
 	}
 }
 

@@ -203,8 +203,12 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, e
 }
 
 func resultFromProto(r *adapterv1.Result) *sdk.Result {
-	return &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType(),
+	res := &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType(),
 		Content: r.GetContentJson()}
+	if ir := r.GetInputRequired(); ir != nil {
+		res.InputRequired = &sdk.InputRequired{Requests: ir.GetInputRequestsJson(), State: ir.GetRequestState()}
+	}
+	return res
 }
 
 // InvokeWithProgress is Invoke for a call whose client asked for
@@ -417,7 +421,15 @@ func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
 		Operation:     operationToProto(&req.Operation),
 		ArgumentsJson: req.Arguments,
 		Cursor:        req.Cursor,
+		Input:         inputToProto(req.Input),
 	}
+}
+
+func inputToProto(in *sdk.InputResponses) *adapterv1.InputResponses {
+	if in == nil {
+		return nil
+	}
+	return &adapterv1.InputResponses{InputResponsesJson: in.Responses, RequestState: in.State}
 }
 
 func contextToProto(c sdk.RequestContext) *adapterv1.RequestContext {

@@ -29,6 +29,10 @@ type Relay struct {
 	// JSON-RPC error).
 	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 	ClientCapabilities json.RawMessage
+	// InputRequired: the client takes input-required results (with
+	// ClientCapabilities, without Ask): the adapter answers what it would
+	// ask with sdk.Result.InputRequired.
+	InputRequired bool
 }
 
 // InvokeRelayed is Invoke for a call whose client asked for progress or
@@ -41,7 +45,7 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 		return c.Invoke(ctx, req)
 	}
 	wantLog := caps.Log && r.Log != nil && slices.Contains(sdk.LogLevels, r.LogLevel)
-	wantAsk := caps.ClientRequests && r.Ask != nil && json.Valid(r.ClientCapabilities)
+	wantAsk := caps.ClientRequests && (r.Ask != nil || r.InputRequired) && json.Valid(r.ClientCapabilities)
 	if r.Progress == nil && !wantLog && !wantAsk {
 		return c.Invoke(ctx, req)
 	}
@@ -60,6 +64,7 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 		}
 		if wantAsk {
 			preq.Relay.ClientCapabilitiesJson = r.ClientCapabilities
+			preq.Relay.InputRequired = r.InputRequired
 		}
 	}
 	st, err := c.rpc.InvokeWithProgress(ctx, preq)
@@ -115,7 +120,7 @@ func (c *Client) answerClient(ctx context.Context, q *adapterv1.ClientRequest, o
 	ans := &adapterv1.ClientAnswer{Id: q.GetId()}
 	var res json.RawMessage
 	err := error(&sdk.ClientError{Code: codeMethodNotFound, Message: "the gateway relays no client requests for this call"})
-	if offered {
+	if offered && ask != nil {
 		res, err = ask(ctx, q.GetMethod(), q.GetParamsJson())
 	}
 	var ce *sdk.ClientError

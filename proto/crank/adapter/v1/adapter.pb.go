@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41, 0}
 }
 
 type DescribeRequest struct {
@@ -1537,7 +1537,11 @@ type InvokeRequest struct {
 	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// What InvokeWithProgress sends besides the response. Unset (hosts that
 	// predate it): progress only. Invoke and Stream ignore it.
-	Relay         *Relay `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	Relay *Relay `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	// The call again after an input-required result (Result.input_required):
+	// the client's input responses and the adapter's request state as it
+	// gave it. Sent only to adapters that list "client_requests".
+	Input         *InputResponses `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1611,70 @@ func (x *InvokeRequest) GetRelay() *Relay {
 	return nil
 }
 
+func (x *InvokeRequest) GetInput() *InputResponses {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// InputResponses are a client's answers to an input-required result
+// (MCP SEP-2322), for the call sent again.
+type InputResponses struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inputResponses object: each input request's key and the client's
+	// result, as JSON.
+	InputResponsesJson []byte `protobuf:"bytes,1,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
+	// The request state of Result.input_required, unchanged.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputResponses) Reset() {
+	*x = InputResponses{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputResponses) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputResponses) ProtoMessage() {}
+
+func (x *InputResponses) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputResponses.ProtoReflect.Descriptor instead.
+func (*InputResponses) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *InputResponses) GetInputResponsesJson() []byte {
+	if x != nil {
+		return x.InputResponsesJson
+	}
+	return nil
+}
+
+func (x *InputResponses) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
 // Relay is what a client asked to receive while its call runs.
 type Relay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1623,13 +1691,19 @@ type Relay struct {
 	// it answers none, and the adapter must not send them. Sent only to
 	// adapters that list "client_requests" in DescribeResponse.capabilities.
 	ClientCapabilitiesJson []byte `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The client takes input-required results (MCP SEP-2322, a client of
+	// 2026-07-28, which cannot be asked during a call): the adapter answers
+	// what it would ask with Result.input_required, and the host sends the
+	// call again with InvokeRequest.input; it sends no ClientRequests.
+	// Sent only with client_capabilities_json.
+	InputRequired bool `protobuf:"varint,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Relay) Reset() {
 	*x = Relay{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1715,7 @@ func (x *Relay) String() string {
 func (*Relay) ProtoMessage() {}
 
 func (x *Relay) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1728,7 @@ func (x *Relay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relay.ProtoReflect.Descriptor instead.
 func (*Relay) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Relay) GetProgress() bool {
@@ -1678,6 +1752,13 @@ func (x *Relay) GetClientCapabilitiesJson() []byte {
 	return nil
 }
 
+func (x *Relay) GetInputRequired() bool {
+	if x != nil {
+		return x.InputRequired
+	}
+	return false
+}
+
 type InvokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Outcome:
@@ -1694,7 +1775,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1787,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1800,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -1787,14 +1868,17 @@ type Result struct {
 	// them as the tool result's content in place of the text block; text
 	// still carries the readable rendering (for hosts that predate this
 	// field, logs and jobs). Empty: the host makes one text block of text.
-	ContentJson   []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	ContentJson []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	// Set, the call needs the client's input first (Relay.input_required):
+	// the other fields are empty.
+	InputRequired *InputRequired `protobuf:"bytes,5,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1890,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1903,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -1848,6 +1932,71 @@ func (x *Result) GetContentJson() []byte {
 		return x.ContentJson
 	}
 	return nil
+}
+
+func (x *Result) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
+// InputRequired is what a call needs of its client before it can answer
+// (MCP SEP-2322's InputRequiredResult).
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inputRequests object: a key of the adapter's for each request
+	// and the request ({"method": ..., "params": ...}), as JSON.
+	InputRequestsJson []byte `protobuf:"bytes,1,opt,name=input_requests_json,json=inputRequestsJson,proto3" json:"input_requests_json,omitempty"`
+	// What the adapter needs back to go on (e.g. the upstream's own
+	// requestState), returned in InvokeRequest.input.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *InputRequired) GetInputRequestsJson() []byte {
+	if x != nil {
+		return x.InputRequestsJson
+	}
+	return nil
+}
+
+func (x *InputRequired) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
 }
 
 // UpstreamError is a failure of the upstream or of reaching it. Adapter bugs
@@ -1881,7 +2030,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2042,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2055,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -1982,7 +2131,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2143,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2156,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -2103,7 +2252,7 @@ type ClientRequest struct {
 
 func (x *ClientRequest) Reset() {
 	*x = ClientRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2264,7 @@ func (x *ClientRequest) String() string {
 func (*ClientRequest) ProtoMessage() {}
 
 func (x *ClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2277,7 @@ func (x *ClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
 func (*ClientRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClientRequest) GetId() string {
@@ -2167,7 +2316,7 @@ type ClientAnswer struct {
 
 func (x *ClientAnswer) Reset() {
 	*x = ClientAnswer{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2328,7 @@ func (x *ClientAnswer) String() string {
 func (*ClientAnswer) ProtoMessage() {}
 
 func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2341,7 @@ func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswer.ProtoReflect.Descriptor instead.
 func (*ClientAnswer) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ClientAnswer) GetId() string {
@@ -2229,7 +2378,7 @@ type ClientError struct {
 
 func (x *ClientError) Reset() {
 	*x = ClientError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2390,7 @@ func (x *ClientError) String() string {
 func (*ClientError) ProtoMessage() {}
 
 func (x *ClientError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2403,7 @@ func (x *ClientError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientError.ProtoReflect.Descriptor instead.
 func (*ClientError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClientError) GetCode() int64 {
@@ -2288,7 +2437,7 @@ type ClientAnswerAck struct {
 
 func (x *ClientAnswerAck) Reset() {
 	*x = ClientAnswerAck{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2449,7 @@ func (x *ClientAnswerAck) String() string {
 func (*ClientAnswerAck) ProtoMessage() {}
 
 func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2462,7 @@ func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswerAck.ProtoReflect.Descriptor instead.
 func (*ClientAnswerAck) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 // LogMessage is a log message an upstream sent for a call, as MCP's
@@ -2332,7 +2481,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2493,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2506,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -2396,7 +2545,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2557,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2570,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2455,7 +2604,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2616,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2629,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -2503,7 +2652,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2664,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2677,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -2557,7 +2706,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2718,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2731,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -2696,7 +2845,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2857,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2870,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -2799,7 +2948,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2960,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2973,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -2844,7 +2993,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3005,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3018,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -2938,7 +3087,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3099,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3112,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -2994,7 +3143,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3155,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3168,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -3052,7 +3201,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3213,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3226,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Gap) GetReason() string {
@@ -3098,7 +3247,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3259,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3272,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *End) GetCursor() string {
@@ -3166,7 +3315,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3327,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3340,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -3288,7 +3437,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3449,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3462,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Attribute) GetKey() string {
@@ -3505,27 +3654,36 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"tracestate\x18\x05 \x01(\tR\n" +
 	"tracestate\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
-	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xf4\x01\n" +
+	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xac\x02\n" +
 	"\rInvokeRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12-\n" +
-	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\"z\n" +
+	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\x126\n" +
+	"\x05input\x18\x06 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\"g\n" +
+	"\x0eInputResponses\x120\n" +
+	"\x14input_responses_json\x18\x01 \x01(\fR\x12inputResponsesJson\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xa1\x01\n" +
 	"\x05Relay\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\bR\bprogress\x12\x1b\n" +
 	"\tlog_level\x18\x02 \x01(\tR\blogLevel\x128\n" +
-	"\x18client_capabilities_json\x18\x03 \x01(\fR\x16clientCapabilitiesJson\"\xb6\x01\n" +
+	"\x18client_capabilities_json\x18\x03 \x01(\fR\x16clientCapabilitiesJson\x12%\n" +
+	"\x0einput_required\x18\x04 \x01(\bR\rinputRequired\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"\x8b\x01\n" +
+	"\aoutcome\"\xd3\x01\n" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12!\n" +
-	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xba\x03\n" +
+	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\x12F\n" +
+	"\x0einput_required\x18\x05 \x01(\v2\x1f.crank.adapter.v1.InputRequiredR\rinputRequired\"d\n" +
+	"\rInputRequired\x12.\n" +
+	"\x13input_requests_json\x18\x01 \x01(\fR\x11inputRequestsJson\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xba\x03\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
@@ -3672,7 +3830,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3696,31 +3854,33 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*Diagnostic)(nil),                // 19: crank.adapter.v1.Diagnostic
 	(*RequestContext)(nil),            // 20: crank.adapter.v1.RequestContext
 	(*InvokeRequest)(nil),             // 21: crank.adapter.v1.InvokeRequest
-	(*Relay)(nil),                     // 22: crank.adapter.v1.Relay
-	(*InvokeResponse)(nil),            // 23: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 24: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 25: crank.adapter.v1.UpstreamError
-	(*InvokeEvent)(nil),               // 26: crank.adapter.v1.InvokeEvent
-	(*ClientRequest)(nil),             // 27: crank.adapter.v1.ClientRequest
-	(*ClientAnswer)(nil),              // 28: crank.adapter.v1.ClientAnswer
-	(*ClientError)(nil),               // 29: crank.adapter.v1.ClientError
-	(*ClientAnswerAck)(nil),           // 30: crank.adapter.v1.ClientAnswerAck
-	(*LogMessage)(nil),                // 31: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 32: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 33: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 34: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 35: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 36: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 37: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 38: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 39: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 40: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 41: crank.adapter.v1.Gap
-	(*End)(nil),                       // 42: crank.adapter.v1.End
-	(*Span)(nil),                      // 43: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 44: crank.adapter.v1.Attribute
-	nil,                               // 45: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 46: google.protobuf.Timestamp
+	(*InputResponses)(nil),            // 22: crank.adapter.v1.InputResponses
+	(*Relay)(nil),                     // 23: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 24: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 25: crank.adapter.v1.Result
+	(*InputRequired)(nil),             // 26: crank.adapter.v1.InputRequired
+	(*UpstreamError)(nil),             // 27: crank.adapter.v1.UpstreamError
+	(*InvokeEvent)(nil),               // 28: crank.adapter.v1.InvokeEvent
+	(*ClientRequest)(nil),             // 29: crank.adapter.v1.ClientRequest
+	(*ClientAnswer)(nil),              // 30: crank.adapter.v1.ClientAnswer
+	(*ClientError)(nil),               // 31: crank.adapter.v1.ClientError
+	(*ClientAnswerAck)(nil),           // 32: crank.adapter.v1.ClientAnswerAck
+	(*LogMessage)(nil),                // 33: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 34: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 35: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 36: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 37: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 38: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 39: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 40: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 41: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 42: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 43: crank.adapter.v1.Gap
+	(*End)(nil),                       // 44: crank.adapter.v1.End
+	(*Span)(nil),                      // 45: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 46: crank.adapter.v1.Attribute
+	nil,                               // 47: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -3735,67 +3895,69 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	12, // 9: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
 	20, // 10: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 11: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	25, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	43, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	27, // 12: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 13: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	20, // 14: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 15: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	45, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	25, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	43, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	47, // 16: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	27, // 17: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 18: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	18, // 19: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 20: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 21: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	46, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	48, // 22: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	20, // 23: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 24: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	22, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	24, // 26: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	25, // 27: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	43, // 28: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	2,  // 29: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	32, // 30: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	23, // 31: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	31, // 32: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	27, // 33: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
-	29, // 34: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
-	40, // 35: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	41, // 36: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	42, // 37: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	25, // 38: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	43, // 39: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	21, // 40: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	37, // 41: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	35, // 42: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	39, // 43: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 44: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	44, // 45: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 46: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 47: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 48: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	21, // 49: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	21, // 50: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	36, // 51: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	21, // 52: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	33, // 53: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	13, // 54: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	15, // 55: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	28, // 56: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
-	5,  // 57: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 58: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 59: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	23, // 60: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	35, // 61: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	38, // 62: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	26, // 63: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	34, // 64: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	14, // 65: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	16, // 66: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	30, // 67: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
-	57, // [57:68] is the sub-list for method output_type
-	46, // [46:57] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	23, // 25: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	22, // 26: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
+	25, // 27: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	27, // 28: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 29: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	26, // 30: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
+	2,  // 31: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	34, // 32: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	24, // 33: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	33, // 34: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	29, // 35: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	31, // 36: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	42, // 37: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	43, // 38: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	44, // 39: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	27, // 40: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	45, // 41: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	21, // 42: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	39, // 43: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	37, // 44: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	41, // 45: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 46: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	46, // 47: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 48: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 49: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 50: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	21, // 51: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	21, // 52: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	38, // 53: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	21, // 54: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	35, // 55: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	13, // 56: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	15, // 57: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	30, // 58: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 59: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 60: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 61: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	24, // 62: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	37, // 63: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	40, // 64: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	28, // 65: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	36, // 66: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	14, // 67: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	16, // 68: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	32, // 69: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	59, // [59:70] is the sub-list for method output_type
+	48, // [48:59] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -3812,32 +3974,32 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*GetPromptResponse_Error)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[14].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[20].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[22].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[24].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 		(*InvokeEvent_ClientRequest)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[31].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[33].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[32].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[34].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[34].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -3849,7 +4011,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
