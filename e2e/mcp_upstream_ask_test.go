@@ -87,7 +87,7 @@ func askSample() *mcp.CreateMessageParams {
 }
 
 // askStdioOps is an operations file federating this binary's go-sdk
-// server over stdio (which negotiates 2026-07-28) for its ask_input tool.
+// server over stdio (which negotiates 2026-07-28) for its ask tools.
 func askStdioOps(t *testing.T) string {
 	t.Helper()
 	self, err := os.Executable()
@@ -104,7 +104,7 @@ operations:
       command: %q
       env: {%s: stdio}
       prefix: stdio_
-      include: [ask_input]
+      include: [ask, ask_input]
 `, self, mcpUpstreamEnv)
 }
 
@@ -175,10 +175,11 @@ func TestMCPUpstreamClientRequests(t *testing.T) {
 	t.Cleanup(func() { _ = cs.Close() })
 	plain := g.connectWith(ctx, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}) // no sampling, elicitation or roots
 
-	// The upstream asks with requests of its own (ask, on a session of
-	// 2025-11-25), or with an input-required result, that go-sdk turns
-	// into requests (2025-11-25) or the adapter fulfils (2026-07-28).
-	for _, tool := range []string{"http_ask", "http_ask_input", "stdio_ask_input"} {
+	// The upstream asks with requests of its own (ask), or with an
+	// input-required result that go-sdk turns into requests for these
+	// clients (ask_input): the stdio server, which speaks 2026-07-28, is
+	// asked for a session of 2025-11-25 for them, as they would open.
+	for _, tool := range []string{"http_ask", "http_ask_input", "stdio_ask", "stdio_ask_input"} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
 		if err != nil || res.IsError {
 			t.Fatalf("%s: %v %+v %s\n%s", tool, err, res, textOf(res), g.log.String())
@@ -216,7 +217,7 @@ func TestMCPUpstreamClientRequests(t *testing.T) {
 		// A client that declared none of the capabilities: the upstream
 		// learns it cannot ask.
 		res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: tool})
-		if tool != "http_ask" {
+		if !strings.HasSuffix(tool, "_ask") {
 			if err != nil || !res.IsError || !strings.Contains(textOf(res), "does not support") && !strings.Contains(textOf(res), "method not found") {
 				t.Errorf("%s without capabilities: want a tool error, got %v %+v", tool, err, res)
 			}

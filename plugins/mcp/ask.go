@@ -366,3 +366,36 @@ func withInput(u *upstream, params *gomcp.CallToolParams, in *sdk.InputResponses
 	params.InputResponses, params.RequestState = m, in.State
 	return nil
 }
+
+// sessionProtocol is the protocol version of the sessions of clients of
+// the older generation (with MCP sessions, asked during a call).
+const sessionProtocol = "2025-11-25"
+
+// generationConn is the connection of a call of the client k: the
+// upstream's own, or, for a stdio upstream whose session speaks the
+// sessionless generation (2026-07-28) when k's client does not (the host
+// asks it during the call), a second child of the same command whose
+// session asks for 2025-11-25. So a stdio server, which serves both
+// generations, sees each client's call in that client's generation, as
+// it would talking to it directly: one that asks with requests of its
+// own during a call can only do so on a session of 2025-11-25 (go-sdk
+// servers refuse them on 2026-07-28). The price: such requests, read off
+// any call's stream, reach a call only while it is the only one in
+// flight (logs.go), where the input-required results of a 2026-07-28
+// session are each their call's. An HTTP upstream keeps one session: a
+// stateful one speaks 2025-11-25 already, and a stateless one cannot ask
+// during a call in either generation.
+func (a *adapter) generationConn(ctx context.Context, u *upstream, k *asker) *conn {
+	c := a.pool.get(u)
+	if k == nil || k.deferred || u.command == "" {
+		return c
+	}
+	s, err := c.open(ctx)
+	if err != nil || !sessionlessUpstream(s) {
+		return c // the call fails or goes on as it would
+	}
+	older, _ := a.pool.conns.GetOrPut(u.key+"\x00"+sessionProtocol, func() *conn {
+		return &conn{up: u, routes: &a.pool.progress, watch: &a.pool.watch, pinned: sessionProtocol}
+	})
+	return older
+}

@@ -60,6 +60,10 @@ type conn struct {
 	raw       rawChannel
 	rawOf     *gomcp.ClientSession
 	taskCalls bool
+	// pinned is the protocol version the session asks for ("" for the
+	// latest): a session of an older generation for the calls of its
+	// clients (ask.go, generationConn).
+	pinned string
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -126,7 +130,7 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	hctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.hs.start(fail)
-	s, err := client.Connect(hctx, t, nil)
+	s, err := client.Connect(hctx, t, &gomcp.ClientSessionOptions{ProtocolVersion: c.pinned})
 	caps := c.hs.stop()
 	if err != nil {
 		if cause := context.Cause(hctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
