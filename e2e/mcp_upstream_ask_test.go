@@ -312,3 +312,54 @@ func TestMCPUpstreamInputRequiredAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPUpstreamClientRequestsTypeScript: the official TypeScript SDK
+// client, on an MCP session (2025-11-25), answers the elicitation (form
+// and URL mode), sampling and roots requests a federated go-sdk upstream
+// makes during a call, through the gateway.
+func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
+	t.Parallel()
+	requireTSClient(t)
+	up := mcpUpstreamServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + fmt.Sprintf(`
+  - name: http
+    description: The go-sdk server over Streamable HTTP (2025-11-25).
+    adapter: mcp
+    timeout: 30s
+    config:
+      url: %q
+      prefix: http_
+      include: [ask]
+`, srv.URL)})
+	out := runTSClient(t, g.MCPURL, `[
+		{"op":"callTool","name":"http_ask"},
+		{"op":"callTool","name":"stdio_ask_input"}
+	]`, "CRANK_E2E_ANSWER=1")
+	var doc struct {
+		Asked []string
+		Steps []struct {
+			OK     bool
+			Result struct {
+				StructuredContent map[string]any
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Steps) != 2 {
+		t.Fatalf("%s: %v", out, err)
+	}
+	for i, st := range doc.Steps {
+		b, _ := json.Marshal(st.Result.StructuredContent)
+		for _, want := range []string{`"name":"Grace"`, `"color":"green"`, `"age":36`, `4, to 2+2?`, `"model":"ts-model"`, `file:///work/project`} {
+			if !st.OK || !strings.Contains(string(b), want) {
+				t.Errorf("step %d: want %s in %s", i, want, b)
+			}
+		}
+	}
+	slices.Sort(doc.Asked)
+	want := "elicit form Who are you?|elicit form Who are you?|elicit url Sign in|elicit url Sign in|roots|roots|sample 2+2?|sample 2+2?"
+	if strings.Join(doc.Asked, "|") != want {
+		t.Errorf("the client was asked %q, want %q", doc.Asked, want)
+	}
+}
