@@ -363,3 +363,58 @@ func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
 		t.Errorf("the client was asked %q, want %q", doc.Asked, want)
 	}
 }
+
+// TestMCPUpstreamClientRequestsAcrossReplicas: a client's MCP session
+// (2025-11-25) moves to another replica between calls (sharing etcd), and
+// the upstream's requests during a call on either replica reach it with
+// its capabilities as it declared them at initialize.
+func TestMCPUpstreamClientRequestsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	up := mcpUpstreamServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	etcd := storetest.NewServer(t)
+	opts := func(name string) gatewayOptions {
+		return gatewayOptions{Operations: fmt.Sprintf(`
+operations:
+  - name: http
+    description: The go-sdk server over Streamable HTTP (2025-11-25).
+    adapter: mcp
+    timeout: 30s
+    config:
+      url: %q
+      prefix: http_
+      include: [ask]
+`, srv.URL), Crank: fmt.Sprintf(`etcd {
+			%s
+			replica_name %s
+		}`, etcd.Caddyfile(), name)}
+	}
+	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lb := &balancer{}
+	lb.to(a)
+	var asking askingClient
+	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, asking.options())
+	//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
+	client.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://balancer/mcp", HTTPClient: &http.Client{Transport: lb}}, sessionProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	for _, g := range []*gateway{a, b} {
+		lb.to(g)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "http_ask"})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v\n%s", g.MCPURL, err, res, g.log.String())
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		for _, want := range []string{`"name":"Grace"`, `"age":36`, `4, to 2+2?`, `file:///work/project`, `"url":{"action":"accept"}`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s: want %s in %s", g.MCPURL, want, b)
+			}
+		}
+	}
+}

@@ -43,7 +43,7 @@ func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallR
 	if caps == nil {
 		caps = &mcp.ClientCapabilities{}
 	}
-	b, err := json.Marshal(clientCapabilities{ClientCapabilities: *caps, Roots: caps.RootsV2})
+	b, err := declaredCapabilities(caps)
 	if err != nil {
 		return
 	}
@@ -107,6 +107,44 @@ type clientCapabilities struct {
 	mcp.ClientCapabilities
 	//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
 	Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+}
+
+// declaredCapabilities is caps as the client declared them (roots only
+// when it declared roots).
+func declaredCapabilities(caps *mcp.ClientCapabilities) (json.RawMessage, error) {
+	return json.Marshal(clientCapabilities{ClientCapabilities: *caps, Roots: caps.RootsV2})
+}
+
+// withDeclaredCapabilities is initialize params as JSON (b) with their
+// capabilities as the client declared them, so that another replica
+// knows whether it declared roots (restoreRoots).
+func withDeclaredCapabilities(b json.RawMessage, caps *mcp.ClientCapabilities) json.RawMessage {
+	var m map[string]json.RawMessage
+	if caps == nil || json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	c, err := declaredCapabilities(caps)
+	if err != nil {
+		return b
+	}
+	m["capabilities"] = c
+	if out, err := json.Marshal(m); err == nil {
+		return out
+	}
+	return b
+}
+
+// restoreRoots sets the roots capability of params restored from raw,
+// their JSON, as declared there (go-sdk's own decoding leaves it unset).
+func restoreRoots(raw json.RawMessage, p *mcp.InitializeParams) {
+	var v struct {
+		Capabilities struct {
+			Roots *mcp.RootCapabilities `json:"roots"` //nolint:staticcheck // deprecated as of 2026-07-28, served before
+		} `json:"capabilities"`
+	}
+	if p.Capabilities != nil && json.Unmarshal(raw, &v) == nil && v.Capabilities.Roots != nil {
+		p.Capabilities.RootsV2 = v.Capabilities.Roots
+	}
 }
 
 // askClient sends one request to the client of ss.
