@@ -108,6 +108,43 @@ operations:
 `, self, mcpUpstreamEnv)
 }
 
+// askHTTPOps is the operations-file entry of a go-sdk server over
+// Streamable HTTP (2025-11-25) for the tools of include, served for the
+// test.
+func askHTTPOps(t *testing.T, include string) string {
+	t.Helper()
+	up := mcpUpstreamServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	return fmt.Sprintf(`
+  - name: http
+    description: The go-sdk server over Streamable HTTP (2025-11-25).
+    adapter: mcp
+    timeout: 30s
+    config:
+      url: %q
+      prefix: http_
+      include: [%s]
+`, srv.URL, include)
+}
+
+// askReplicas starts two gateways serving ops on one etcd, and a
+// balancer pointing at the first.
+func askReplicas(t *testing.T, ops string) (a, b *gateway, lb *balancer) {
+	t.Helper()
+	etcd := storetest.NewServer(t)
+	opts := func(name string) gatewayOptions {
+		return gatewayOptions{Operations: ops, Crank: fmt.Sprintf(`etcd {
+			%s
+			replica_name %s
+		}`, etcd.Caddyfile(), name)}
+	}
+	a, b = startGateway(t, opts("a")), startGateway(t, opts("b"))
+	lb = &balancer{}
+	lb.to(a)
+	return a, b, lb
+}
+
 // askingClient is a go-sdk client that answers elicitation, sampling and
 // roots requests, recording what it was asked.
 type askingClient struct {
@@ -148,19 +185,7 @@ func (a *askingClient) options() *mcp.ClientOptions {
 // talking to that client directly.
 func TestMCPUpstreamClientRequests(t *testing.T) {
 	t.Parallel()
-	up := mcpUpstreamServer()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
-	t.Cleanup(srv.Close)
-	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + fmt.Sprintf(`
-  - name: http
-    description: The go-sdk server over Streamable HTTP (2025-11-25).
-    adapter: mcp
-    timeout: 30s
-    config:
-      url: %q
-      prefix: http_
-      include: [ask, ask_input]
-`, srv.URL)})
+	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + askHTTPOps(t, "ask, ask_input")})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -248,18 +273,9 @@ func TestMCPUpstreamClientRequests(t *testing.T) {
 // the client changed is refused with invalid params naming requestState.
 func TestMCPUpstreamInputRequiredAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	etcd := storetest.NewServer(t)
-	opts := func(name string) gatewayOptions {
-		return gatewayOptions{Operations: askStdioOps(t), Crank: fmt.Sprintf(`etcd {
-			%s
-			replica_name %s
-		}`, etcd.Caddyfile(), name)}
-	}
-	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
+	a, b, lb := askReplicas(t, askStdioOps(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	lb := &balancer{}
-	lb.to(a)
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, &mcp.ClientOptions{
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, // the test answers and retries itself
 		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{},
@@ -320,19 +336,7 @@ func TestMCPUpstreamInputRequiredAcrossReplicas(t *testing.T) {
 func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
 	t.Parallel()
 	requireTSClient(t)
-	up := mcpUpstreamServer()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
-	t.Cleanup(srv.Close)
-	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + fmt.Sprintf(`
-  - name: http
-    description: The go-sdk server over Streamable HTTP (2025-11-25).
-    adapter: mcp
-    timeout: 30s
-    config:
-      url: %q
-      prefix: http_
-      include: [ask]
-`, srv.URL)})
+	g := startGateway(t, gatewayOptions{Operations: askStdioOps(t) + askHTTPOps(t, "ask")})
 	out := runTSClient(t, g.MCPURL, `[
 		{"op":"callTool","name":"http_ask"},
 		{"op":"callTool","name":"stdio_ask_input"}
@@ -370,31 +374,9 @@ func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
 // its capabilities as it declared them at initialize.
 func TestMCPUpstreamClientRequestsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	up := mcpUpstreamServer()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
-	t.Cleanup(srv.Close)
-	etcd := storetest.NewServer(t)
-	opts := func(name string) gatewayOptions {
-		return gatewayOptions{Operations: fmt.Sprintf(`
-operations:
-  - name: http
-    description: The go-sdk server over Streamable HTTP (2025-11-25).
-    adapter: mcp
-    timeout: 30s
-    config:
-      url: %q
-      prefix: http_
-      include: [ask]
-`, srv.URL), Crank: fmt.Sprintf(`etcd {
-			%s
-			replica_name %s
-		}`, etcd.Caddyfile(), name)}
-	}
-	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
+	a, b, lb := askReplicas(t, "\noperations:"+askHTTPOps(t, "ask"))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	lb := &balancer{}
-	lb.to(a)
 	var asking askingClient
 	client := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, asking.options())
 	//nolint:staticcheck // roots are deprecated as of 2026-07-28, and still served before them
