@@ -24,8 +24,12 @@ const (
 // client's MCP session with the call's context (so on the call's own
 // stream), when there is a session to ask on: a stateful session of
 // 2025-11-25 or before. A sessionless request (2026-07-28, or any request
-// to a stateless endpoint) gets none relayed: the adapter answers its
-// upstream that the client cannot be asked.
+// to a stateless endpoint) gets none relayed: a 2026-07-28 request takes
+// an input-required result instead (inputRequired), and the adapter
+// answers its upstream that any other client cannot be asked. A client
+// that declared none of the capabilities is offered too, with none: the
+// adapter then refuses each request, and sends the call in the client's
+// generation (plugins/mcp generationConn).
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
 	ss := req.Session
 	if sessionless(req.Extra) {
