@@ -94,6 +94,7 @@ func mcpUpstreamServerWith(opts *mcp.ServerOptions) *mcp.Server {
 			return nil, upEchoOut{Echo: fmt.Sprintf("%d ticks", in.N), PID: os.Getpid()}, nil
 		})
 	addLogsTool(s) // mcp_upstream_logs_test.go
+	addAskTool(s)  // mcp_upstream_ask_test.go
 	return s
 }
 

@@ -39,6 +39,8 @@ import (
 //   - a session poll's cursor: the session (which only its agent, or its
 //     workspace, can poll at all).
 //   - a tasks/list position: the workspace and the agent.
+//   - an input-required result's request state (input.go): the workspace,
+//     the agent, the tool and the arguments.
 //
 // Cursors issued before sealing (plain upstream cursors, "crank1:…") are
 // refused: the client starts a fresh window or poll without a cursor.

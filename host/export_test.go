@@ -2,6 +2,12 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // OwnRunners gives h a runner set of its own and returns its stop, so a
@@ -10,4 +16,33 @@ func OwnRunners(h *Host) func(context.Context) error {
 	rs := &runnerSet{live: map[*runner]struct{}{}, held: map[string]int{}}
 	h.runners = rs
 	return rs.stop
+}
+
+// SealInput is the request state the host gives a client whose call of
+// tool (by workspace and agent, with args) needs its input, for the
+// adapter's state.
+func SealInput(tool, workspace, agent string, args json.RawMessage, state string) string {
+	h := &Host{redact: redact.New(nil)} // a host without a store: sealed with the process's key
+	op := &boundOp{Operation: &opsfile.Operation{}}
+	op.Name = tool
+	res := h.inputRequiredResult(context.Background(), op, CallRequest{WorkspaceID: workspace, AgentID: agent}, args,
+		&sdk.InputRequired{Requests: json.RawMessage(`{}`), State: state})
+	return res.RequestState
+}
+
+// OpenInput is what a retry of tool (by workspace and agent, with args)
+// with the request state sealed gets: the adapter's state, or the text of
+// the refusal.
+func OpenInput(tool, workspace, agent string, args json.RawMessage, sealed string) (string, string) {
+	h := &Host{redact: redact.New(nil)}
+	op := &boundOp{Operation: &opsfile.Operation{}}
+	op.Name = tool
+	req := CallRequest{WorkspaceID: workspace, AgentID: agent, Input: &InputAnswer{State: sealed}}
+	if res, err := h.openInput(context.Background(), op, &req, args); res != nil {
+		if !errors.Is(err, ErrInvalidRequestState) {
+			return "", "not ErrInvalidRequestState: " + res.Text
+		}
+		return "", res.Text
+	}
+	return req.input.State, ""
 }

@@ -435,7 +435,34 @@ type CallRequest struct {
 	// logging level.
 	Log      func(ctx context.Context, msg LogMessage)
 	LogLevel string
+	// Ask, when set with ClientCapabilities (the client's MCP
+	// ClientCapabilities object as JSON), sends the requests an upstream
+	// makes of the client during a unary call (adapters that relay them,
+	// such as the mcp adapter: sampling/createMessage, elicitation/create,
+	// roots/list; their params redacted) and returns the client's result
+	// as JSON or its *ClientError, from the calling goroutine like
+	// Progress. The MCP endpoint sets it for a client on an MCP session.
+	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	ClientCapabilities json.RawMessage
+	// InputRequired, with ClientCapabilities and without Ask: the client
+	// (2026-07-28) takes an input-required result (Result.InputRequests)
+	// for what the upstream would ask it, and Input is its retry
+	// (input.go).
+	InputRequired bool
+	Input         *InputAnswer
+	// input is the adapter's side of Input, its state opened (input.go).
+	input *sdk.InputResponses
 }
+
+// ClientError is a JSON-RPC error a client answered a request with
+// (CallRequest.Ask).
+type ClientError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *ClientError) Error() string { return fmt.Sprintf("client error %d: %s", e.Code, e.Message) }
 
 // Result is the outcome of a tool call, in MCP terms.
 type Result struct {
@@ -460,6 +487,12 @@ type Result struct {
 	// (sdk.UpstreamError.Content, served unchanged), names the upstream
 	// that answered it, for the endpoint to say in _meta.
 	Upstream string
+	// InputRequests, set, say that the call needs the client's input
+	// first (CallRequest.InputRequired): the MCP inputRequests object,
+	// redacted, with RequestState, the sealed state the client's retry
+	// sends back (input.go). The other fields are then empty.
+	InputRequests json.RawMessage
+	RequestState  string
 
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
@@ -495,6 +528,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil { // upstream_auth.go
 		return res, nil
 	}
+	if res, err := h.openInput(ctx, op, &req, args); res != nil { // input.go
+		return res, err
+	}
 	switch {
 	case op.Role != "":
 		return req.upstream.redact(h.callFamily(ctx, op, req, args)), nil
@@ -514,13 +550,17 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	if err != nil {
 		return classed(errorResult(h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))), OutcomeAdapterUnavailable)
 	}
-	res, err := h.invokeAdapter(ctx, c, op, req, adapterRequest(op, req, args, deadline)) // progress.go
+	ar := adapterRequest(op, req, args, deadline)
+	ar.Input = req.input                             // input.go
+	res, err := h.invokeAdapter(ctx, c, op, req, ar) // progress.go
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
 		return req.upstream.redact(h.upstreamErrorResult(op, ue))
 	case err != nil:
 		return classed(errorResult(h.redact.String(h.describeCallError(ctx, op, err))), callErrorOutcome(ctx, op, err))
+	case res.InputRequired != nil && req.InputRequired:
+		return h.inputRequiredResult(ctx, op, req, args, res.InputRequired) // input.go
 	}
 	return req.upstream.redact(h.successResult(res))
 }

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
@@ -25,7 +26,8 @@ type LogMessage struct {
 // (Capabilities.Log).
 func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp, req CallRequest, ar *sdk.Request) (*sdk.Result, error) {
 	desc := op.sup.Description()
-	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) {
+	ask := (req.Ask != nil || req.InputRequired) && len(req.ClientCapabilities) > 0 && desc != nil && desc.Capabilities.ClientRequests
+	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) && !ask {
 		return c.Invoke(ctx, ar)
 	}
 	var r client.Relay
@@ -40,6 +42,19 @@ func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp,
 		r.Log = func(m sdk.LogMessage) {
 			req.Log(ctx, LogMessage{Level: m.Level, Logger: req.upstream.redactString(h.redact.String(m.Logger)),
 				Data: h.redactLogData(req, m.Data)})
+		}
+	}
+	if ask && req.Ask == nil {
+		r.ClientCapabilities, r.InputRequired = req.ClientCapabilities, true
+	} else if ask {
+		r.ClientCapabilities = req.ClientCapabilities
+		r.Ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+			res, err := req.Ask(ctx, method, h.redactLogData(req, params))
+			var ce *ClientError
+			if errors.As(err, &ce) {
+				return nil, &sdk.ClientError{Code: ce.Code, Message: ce.Message, Data: ce.Data}
+			}
+			return res, err
 		}
 	}
 	return c.InvokeRelayed(ctx, ar, desc.Capabilities, r)

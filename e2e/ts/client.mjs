@@ -39,6 +39,11 @@
 // Environment: CRANK_E2E_CLIENT_ID and CRANK_E2E_CLIENT_SECRET make it an
 // OAuth client of the gateway's authorization server (client_credentials),
 // asking for CRANK_E2E_SCOPE, of the issuer CRANK_E2E_ISSUER.
+// CRANK_E2E_ANSWER=1 makes it declare sampling, elicitation (form and url)
+// and roots and answer them: a form with {"name":"Grace"}, a URL with
+// accept, sampling with "4, to <first message's text>" from "ts-model",
+// roots with file:///work/project; the output's "asked" lists what it was
+// asked, in order ("elicit <mode> <message>", "sample <text>", "roots").
 //
 // Exit codes: 0 script ran (steps may have failed), 1 connect/initialize
 // failure or overall timeout, 2 usage error.
@@ -49,7 +54,12 @@ import {
   StreamableHTTPClientTransport,
   StreamableHTTPError,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  ElicitRequestSchema,
+  CreateMessageRequestSchema,
+  ListRootsRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 
 const OVERALL_TIMEOUT_MS = Number(process.env.CRANK_E2E_TIMEOUT_MS || 30000);
@@ -204,7 +214,26 @@ async function main() {
     });
   }
   const transport = new StreamableHTTPClientTransport(url, { authProvider });
-  const client = new Client({ name: 'crank-e2e-ts', version: '0.0.0' }, { capabilities: {} });
+  const answer = process.env.CRANK_E2E_ANSWER === '1';
+  const capabilities = answer ? { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} } : {};
+  const client = new Client({ name: 'crank-e2e-ts', version: '0.0.0' }, { capabilities });
+  const asked = [];
+  if (answer) {
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      const mode = req.params.mode ?? 'form';
+      asked.push(`elicit ${mode} ${req.params.message}`);
+      return mode === 'url' ? { action: 'accept' } : { action: 'accept', content: { name: 'Grace' } };
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      const text = req.params.messages?.[0]?.content?.text ?? '';
+      asked.push(`sample ${text}`);
+      return { model: 'ts-model', role: 'assistant', content: { type: 'text', text: `4, to ${text}` } };
+    });
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked.push('roots');
+      return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
+    });
+  }
 
   // Record what the server actually answered, so an error thrown after a
   // response arrived (SDK-side result validation) can be told apart from a
@@ -231,6 +260,7 @@ async function main() {
     sessionId: transport.sessionId ?? null,
     steps: [],
   };
+  if (answer) out.asked = asked;
 
   for (const step of script) {
     lastResponse = undefined;

@@ -415,10 +415,14 @@ func (ep *Endpoint) call(ctx context.Context, p *plan, req *mcp.CallToolRequest)
 			next++
 		}
 	}
-	ep.relayLogs(req, &cr) // logging.go
+	ep.relayLogs(req, &cr)           // logging.go
+	ep.relayClientRequests(req, &cr) // clientrequests.go
 	res, err := p.h.Call(ctx, cr)
 	if err != nil {
-		return nil, err
+		return nil, requestStateError(err) // clientrequests.go
+	}
+	if res.InputRequests != nil {
+		return inputRequiredResult(res) // clientrequests.go
 	}
 	if pe := res.Protocol; pe != nil {
 		// The upstream answered with a JSON-RPC error: so does the

@@ -144,7 +144,7 @@ func sessionState(p *mcp.InitializeParams) json.RawMessage {
 		kept.ClientInfo = &mcp.Implementation{Name: c.Name, Title: c.Title, Version: c.Version}
 	}
 	b, _ := json.Marshal(kept)
-	return b
+	return withDeclaredCapabilities(b, p.Capabilities) // clientrequests.go
 }
 
 // stateSize is the size of the initialize state a session's record keeps:
@@ -365,7 +365,9 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *session
 		NegotiatedProtocolVersion: rec.ProtocolVersion,
 		LogLevel:                  mcp.LoggingLevel(rec.LogLevel),
 	}
-	if len(rec.InitializeParams) == 0 || json.Unmarshal(rec.InitializeParams, state.InitializeParams) != nil {
+	if len(rec.InitializeParams) > 0 && json.Unmarshal(rec.InitializeParams, state.InitializeParams) == nil {
+		restoreRoots(rec.InitializeParams, state.InitializeParams) // clientrequests.go
+	} else {
 		// A record without the verbatim params: rebuild what it keeps.
 		state.InitializeParams = &mcp.InitializeParams{
 			ProtocolVersion: rec.ProtocolVersion,

@@ -237,10 +237,11 @@
 // kept; beyond that the least recently used is closed (headers that differ
 // per caller, such as an exchanged token, make a connection each).
 //
-// Sampling and elicitation requests from an upstream are not relayed: the
-// adapter does not advertise those capabilities, so a conforming upstream
-// does not send them, and one that does gets a JSON-RPC "method not
-// found" error. Log messages an upstream sends outside any call are not
-// relayed either; resources and prompts are served on request (see
-// Resources and prompts).
+// Sampling, elicitation and roots requests an upstream makes during a
+// unary call go to the call's client through the gateway
+// (sdk.AskClient), and its answer back: see ask.go for how a request
+// finds its call and what a client that lacks a capability answers. Log
+// messages an upstream sends outside any call are not relayed; resources
+// and prompts are served on request, and resource subscriptions relayed
+// (see Resources and prompts).
 package mcp

@@ -65,6 +65,9 @@ type logSink struct {
 type logRoutes struct {
 	mu    sync.Mutex
 	calls map[string]*logSink
+	// askers are the calls whose clients may be asked the upstream's
+	// requests (ask.go), by the same tags.
+	askers map[string]*asker
 	// inflight counts the connection's calls in flight, of any caller.
 	inflight atomic.Int32
 }
@@ -77,14 +80,55 @@ func newCallTag() string {
 
 // open registers a call that wants log messages.
 func (r *logRoutes) open() (string, *logSink, func()) {
-	tag, s := newCallTag(), &logSink{ch: make(chan *gomcp.LoggingMessageParams, logBuffer)}
+	tag := newCallTag()
+	s, done := r.openAs(tag)
+	return tag, s, done
+}
+
+// openAsker registers the call tagged tag as one whose client may be
+// asked the upstream's requests.
+func (r *logRoutes) openAsker(tag string, a *asker) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.askers == nil {
+		r.askers = map[string]*asker{}
+	}
+	r.askers[tag] = a
+	return func() {
+		r.mu.Lock()
+		delete(r.askers, tag)
+		r.mu.Unlock()
+	}
+}
+
+// asker is the asker of the call tagged tag, nil when there is none.
+func (r *logRoutes) asker(tag string) *asker {
+	if tag == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.askers[tag]
+}
+
+// soleAsker is the tag of the only call in flight, when its client may
+// be asked; "" otherwise.
+func (r *logRoutes) soleAsker() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return soleKey(r.askers, r.inflight.Load())
+}
+
+// openAs registers the call tagged tag as one that wants log messages.
+func (r *logRoutes) openAs(tag string) (*logSink, func()) {
+	s := &logSink{ch: make(chan *gomcp.LoggingMessageParams, logBuffer)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.calls == nil {
 		r.calls = map[string]*logSink{}
 	}
 	r.calls[tag] = s
-	return tag, s, func() {
+	return s, func() {
 		r.mu.Lock()
 		delete(r.calls, tag)
 		r.mu.Unlock()
@@ -96,10 +140,16 @@ func (r *logRoutes) open() (string, *logSink, func()) {
 func (r *logRoutes) soleTag() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.calls) != 1 || r.inflight.Load() != 1 {
+	return soleKey(r.calls, r.inflight.Load())
+}
+
+// soleKey is the one key of calls when it is the only call in flight of
+// inflight, "" otherwise.
+func soleKey[V any](calls map[string]V, inflight int32) string {
+	if len(calls) != 1 || inflight != 1 {
 		return ""
 	}
-	for tag := range r.calls {
+	for tag := range calls {
 		return tag
 	}
 	return ""
@@ -281,9 +331,11 @@ func (m *msgReader) frame() {
 	}
 }
 
-// inspect counts and tags the message of a frame's line.
+// inspect counts and tags the message of a frame's line: a log message,
+// or a request of the client (ask.go).
 func (m *msgReader) inspect(line []byte) []byte {
-	if !bytes.Contains(line, []byte(`"notifications/message"`)) {
+	if !bytes.Contains(line, []byte(`"notifications/message"`)) && !bytes.Contains(line, []byte(`"sampling/createMessage"`)) &&
+		!bytes.Contains(line, []byte(`"elicitation/create"`)) && !bytes.Contains(line, []byte(`"roots/list"`)) {
 		return line
 	}
 	body := bytes.TrimRight(line, "\r\n")
@@ -294,22 +346,33 @@ func (m *msgReader) inspect(line []byte) []byte {
 	}
 	var msg map[string]json.RawMessage
 	var method string
-	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["method"], &method) != nil || method != "notifications/message" {
+	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["method"], &method) != nil {
+		return line
+	}
+	ask := isAsk(method) && msg["id"] != nil
+	if method != "notifications/message" && !ask {
 		return line
 	}
 	var params map[string]json.RawMessage
-	if json.Unmarshal(msg["params"], &params) != nil || params == nil {
+	if len(msg["params"]) == 0 && ask {
+		params = map[string]json.RawMessage{} // roots/list may come without
+	} else if json.Unmarshal(msg["params"], &params) != nil || params == nil {
 		return line
 	}
 	tag := m.tag
 	if tag == "" {
 		// Not read from a call's stream: the only call in flight now,
 		// if any, as the message comes before that call's answer.
-		if tag = m.routes.soleTag(); tag == "" {
+		if ask {
+			tag = m.routes.soleAsker()
+		} else {
+			tag = m.routes.soleTag()
+		}
+		if tag == "" {
 			return line
 		}
 	}
-	if s := m.routes.sink(tag); s != nil {
+	if s := m.routes.sink(tag); s != nil && !ask {
 		s.read.Add(1)
 	}
 	var meta map[string]any

@@ -38,7 +38,7 @@ func newAdapter() *adapter {
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true})
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -195,6 +195,12 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		// the call are relayed (logs.go).
 		r.log = func(p *gomcp.LoggingMessageParams) { _ = sdk.ReportLog(ctx, logMessage(p)) }
 	}
+	// The host lets the upstream's requests of the client through (ask.go).
+	r.ask = newAsker(ctx)
+	params := callParams(u.tool, req)
+	if err := withInput(u, params, req.Input); err != nil { // ask.go
+		return nil, err
+	}
 	switch {
 	case u.task:
 		// An MCP Task (tasks.go): its status messages are the progress;
@@ -203,14 +209,17 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 		if r.progress != nil {
 			progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
 		}
-		res, err = a.taskCall(ctx, u, callParams(u.tool, req), progress)
-	case r.progress != nil || r.log != nil:
-		res, err = a.relayedCall(ctx, u, callParams(u.tool, req), r)
+		res, err = a.taskCall(ctx, u, params, progress)
+	case r.progress != nil || r.log != nil || r.ask != nil:
+		res, err = a.relayedCall(ctx, u, params, r)
 	default:
-		res, err = a.call(ctx, u, callParams(u.tool, req))
+		res, err = a.call(ctx, u, params)
 	}
 	if err != nil {
 		return nil, a.failure(ctx, u, err)
+	}
+	if res.NeedsInput() && r.ask != nil && r.ask.deferred {
+		return inputRequiredOf(u, res) // ask.go
 	}
 	return result(u, res)
 }
@@ -262,6 +271,11 @@ func (a *adapter) callOn(ctx context.Context, c *conn, u *upstream, params *gomc
 	err := a.withConn(ctx, c, false, func(s *gomcp.ClientSession) error {
 		if logLevel != "" {
 			c.setLevel(ctx, s, logLevel)
+		}
+		if a, _ := ctx.Value(askerKey{}).(*asker); a != nil && sessionlessUpstream(s) {
+			// The sessionless protocol takes the client's capabilities
+			// per request (ask.go).
+			params.Meta[gomcp.MetaKeyClientCapabilities] = a.raw
 		}
 		var err error
 		res, err = s.CallTool(ctx, params)

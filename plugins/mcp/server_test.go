@@ -123,6 +123,16 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 		}
 		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%d logs", len(in.Levels))}}}, nil
 	})
+	raw("elicit", "Asks its client for the text with an input-required result, and answers what it got.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		var in struct{ Text string }
+		_ = json.Unmarshal(req.Params.Arguments, &in)
+		got, ok := req.Params.InputResponses["q"].(*gomcp.ElicitResult)
+		if !ok {
+			return &gomcp.CallToolResult{RequestState: "s-" + in.Text, InputRequests: gomcp.InputRequestMap{"q": &gomcp.ElicitParams{Message: in.Text}}}, nil
+		}
+		b, _ := json.Marshal(got.Content)
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf("%s %s %s", got.Action, b, req.Params.RequestState)}}}, nil
+	})
 	raw("grow", "Adds the tool grown to the server.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		raw("grown", "Added by grow.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 			return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: "grown"}}}, nil

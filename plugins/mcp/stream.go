@@ -67,6 +67,8 @@ type relay struct {
 	dropped  func(int64) error
 	log      func(*gomcp.LoggingMessageParams)
 	logLevel string
+	// ask: the call's client may be asked the upstream's requests (ask.go).
+	ask *asker
 }
 
 // relayedCall makes a tools/call and hands what the upstream reports for
@@ -90,18 +92,25 @@ func (a *adapter) relayedCall(ctx context.Context, u *upstream, params *gomcp.Ca
 		params.SetProgressToken(tok)
 		sink, pch = s, s.ch
 	}
-	c := a.pool.get(u)
+	c := a.generationConn(ctx, u, r.ask) // ask.go
 	var logs *logSink
 	var lch <-chan *gomcp.LoggingMessageParams
-	if r.log != nil {
-		tag, s, done := c.logs.open()
-		defer done()
+	if r.log != nil || r.ask != nil {
+		tag := newCallTag()
 		ctx = context.WithValue(ctx, callTagKey{}, tag)
 		if params.Meta == nil {
 			params.Meta = gomcp.Meta{}
 		}
-		params.Meta[metaLogLevel] = r.logLevel
-		logs, lch = s, s.ch
+		if r.log != nil {
+			s, done := c.logs.openAs(tag)
+			defer done()
+			params.Meta[metaLogLevel] = r.logLevel
+			logs, lch = s, s.ch
+		}
+		if r.ask != nil {
+			defer c.logs.openAsker(tag, r.ask)()
+			ctx = context.WithValue(ctx, askerKey{}, r.ask)
+		}
 	}
 	type outcome struct {
 		res *gomcp.CallToolResult

@@ -62,6 +62,10 @@ type conn struct {
 	raw       rawChannel
 	rawOf     *gomcp.ClientSession
 	taskCalls bool
+	// pinned is the protocol version the session asks for ("" for the
+	// latest): a session of an older generation for the calls of its
+	// clients (ask.go, generationConn).
+	pinned string
 }
 
 func (p *pool) get(u *upstream) *conn {
@@ -101,26 +105,29 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	if c.session != nil {
 		return c.session, nil
 	}
-	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version},
-		&gomcp.ClientOptions{Capabilities: &gomcp.ClientCapabilities{},
-			ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
-				c.routes.deliver(req.Params)
-			},
-			LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
-				c.logs.deliver(req.Params)
-			},
-			ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
-				c.watch.changed(c.up.key) // watch.go
-			},
-			ResourceListChangedHandler: func(context.Context, *gomcp.ResourceListChangedRequest) {
-				c.watch.listChanged(c.up.key, listResources)
-			},
-			PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
-				c.watch.listChanged(c.up.key, listPrompts)
-			},
-			ResourceUpdatedHandler: func(_ context.Context, req *gomcp.ResourceUpdatedNotificationRequest) {
-				c.updates.deliver(req.Params.URI) // complete.go
-			}})
+	opts := &gomcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *gomcp.ProgressNotificationClientRequest) {
+			c.routes.deliver(req.Params)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *gomcp.LoggingMessageRequest) {
+			c.logs.deliver(req.Params)
+		},
+		ToolListChangedHandler: func(context.Context, *gomcp.ToolListChangedRequest) {
+			c.watch.changed(c.up.key) // watch.go
+		},
+		ResourceListChangedHandler: func(context.Context, *gomcp.ResourceListChangedRequest) {
+			c.watch.listChanged(c.up.key, listResources)
+		},
+		PromptListChangedHandler: func(context.Context, *gomcp.PromptListChangedRequest) {
+			c.watch.listChanged(c.up.key, listPrompts)
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *gomcp.ResourceUpdatedNotificationRequest) {
+			c.updates.deliver(req.Params.URI) // complete.go
+		}}
+	c.askHandlers(opts) // ask.go
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "crank", Version: version}, opts)
+	client.AddReceivingMiddleware(c.rootsMiddleware)
+	client.AddSendingMiddleware(c.inputMiddleware)
 	t, err := c.transport()
 	if err != nil {
 		return nil, &connectError{err}
@@ -128,7 +135,7 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	hctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.hs.start(fail)
-	s, err := client.Connect(hctx, t, nil)
+	s, err := client.Connect(hctx, t, &gomcp.ClientSessionOptions{ProtocolVersion: c.pinned})
 	caps := c.hs.stop()
 	if err != nil {
 		if cause := context.Cause(hctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -35,6 +36,13 @@ type progressReporter struct {
 	logLevel string
 	send     func(Progress) error
 	sendLog  func(LogMessage) error
+	// client: the call's client's capabilities, when the host answers
+	// its client requests (ask.go); sendAsk sends one.
+	client  json.RawMessage
+	sendAsk func(*adapterv1.ClientRequest) error
+	asks    *clientAsks
+	// inputRequired: the host takes input-required results instead.
+	inputRequired bool
 }
 
 // WantsProgress reports whether the host asked for the progress of the
@@ -90,6 +98,12 @@ func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapter
 		r.progress = rl.GetProgress()
 		if logLevelRank(rl.GetLogLevel()) >= 0 {
 			r.logLevel = rl.GetLogLevel()
+		}
+		if caps := rl.GetClientCapabilitiesJson(); len(caps) > 0 && json.Valid(caps) {
+			r.client, r.asks, r.inputRequired = caps, &s.asks, rl.GetInputRequired()
+			r.sendAsk = func(q *adapterv1.ClientRequest) error {
+				return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_ClientRequest{ClientRequest: q}})
+			}
 		}
 	}
 	resp, err := s.Invoke(context.WithValue(stream.Context(), progressKey{}, r), req)

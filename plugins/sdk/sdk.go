@@ -126,6 +126,11 @@ type Description struct {
 	// (ReportLog), so the host asks for them when a client has set a
 	// logging level. It needs Progress, whose RPC carries them.
 	Log bool
+	// ClientRequests: the adapter passes its upstream's requests of the
+	// call's client on (AskClient, e.g. an MCP upstream's elicitation), so
+	// the host tells it the client's capabilities (ClientCapabilities)
+	// and answers them. It needs Progress, whose RPC carries them.
+	ClientRequests bool
 }
 
 // Operation is one configured operation.
@@ -181,6 +186,9 @@ type Request struct {
 	Arguments json.RawMessage
 	// Cursor is where a stream should resume, empty for a fresh start.
 	Cursor string
+	// Input, set, is the call sent again with the client's answers to the
+	// adapter's Result.InputRequired (ask.go).
+	Input *InputResponses
 }
 
 // Result is a successful upstream answer.
@@ -198,6 +206,10 @@ type Result struct {
 	// be the readable rendering (logs, jobs, and hosts that predate the
 	// field use it).
 	Content json.RawMessage
+	// InputRequired, set only when the host takes it (TakesInputRequired),
+	// says the call needs its client's input first; the other fields are
+	// then empty (ask.go).
+	InputRequired *InputRequired
 }
 
 // Item is one element of an upstream stream.

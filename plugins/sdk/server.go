@@ -21,6 +21,8 @@ import (
 type server struct {
 	adapterv1.UnimplementedAdapterServer
 	impl Adapter
+	// asks are the client requests waiting for their answers (ask.go).
+	asks clientAsks
 }
 
 func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ *adapterv1.DescribeResponse, err error) {
@@ -55,6 +57,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 		caps = append(caps, wire.CapabilityProgress)
 		if d.Log {
 			caps = append(caps, wire.CapabilityLog)
+		}
+		if d.ClientRequests {
+			caps = append(caps, wire.CapabilityClientRequests)
 		}
 	}
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
@@ -145,6 +150,7 @@ func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *a
 		Text:           res.Text,
 		ContentType:    res.ContentType,
 		ContentJson:    res.Content,
+		InputRequired:  inputRequiredToProto(res.InputRequired), // ask.go
 	}}, Spans: takeSpans()}, nil
 }
 
@@ -235,6 +241,7 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 		Operation: operationFromProto(req.GetOperation()),
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
 		Cursor:    req.GetCursor(),
+		Input:     inputFromProto(req.GetInput()), // ask.go
 	}
 }
 

@@ -75,6 +75,9 @@ type Capabilities struct {
 	Progress bool // InvokeWithProgress: sdk.Description.Progress
 	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
 	Watch    bool // WatchOperations: sdk.OperationWatcher
+	// ClientRequests: client requests in InvokeRelayed
+	// (sdk.Description.ClientRequests).
+	ClientRequests bool
 	// ReadResource and GetPrompt: sdk.Publisher.
 	Resources, Prompts bool
 	Completions        bool // Complete: sdk.Completer
@@ -123,6 +126,9 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 		case wire.CapabilityLog:
 			info.Capabilities.Log = true
 			info.Log = true
+		case wire.CapabilityClientRequests:
+			info.Capabilities.ClientRequests = true
+			info.ClientRequests = true
 		case wire.CapabilityWatch:
 			info.Capabilities.Watch = true
 		case wire.CapabilityResources:
@@ -203,8 +209,12 @@ func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, e
 }
 
 func resultFromProto(r *adapterv1.Result) *sdk.Result {
-	return &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType(),
+	res := &sdk.Result{Structured: r.GetStructuredJson(), Text: r.GetText(), ContentType: r.GetContentType(),
 		Content: r.GetContentJson()}
+	if ir := r.GetInputRequired(); ir != nil {
+		res.InputRequired = &sdk.InputRequired{Requests: ir.GetInputRequestsJson(), State: ir.GetRequestState()}
+	}
+	return res
 }
 
 // InvokeWithProgress is Invoke for a call whose client asked for
@@ -417,7 +427,15 @@ func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
 		Operation:     operationToProto(&req.Operation),
 		ArgumentsJson: req.Arguments,
 		Cursor:        req.Cursor,
+		Input:         inputToProto(req.Input),
 	}
+}
+
+func inputToProto(in *sdk.InputResponses) *adapterv1.InputResponses {
+	if in == nil {
+		return nil
+	}
+	return &adapterv1.InputResponses{InputResponsesJson: in.Responses, RequestState: in.State}
 }
 
 func contextToProto(c sdk.RequestContext) *adapterv1.RequestContext {

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 
@@ -20,6 +22,17 @@ type Relay struct {
 	// upstream's log messages for the call at LogLevel and above.
 	Log      func(sdk.LogMessage)
 	LogLevel string
+	// Ask, when set with ClientCapabilities (the MCP ClientCapabilities
+	// object as JSON), answers the upstream's requests of the call's
+	// client (method, params as JSON): the client's result as JSON, or a
+	// *sdk.ClientError (any other error is answered as an internal
+	// JSON-RPC error).
+	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	ClientCapabilities json.RawMessage
+	// InputRequired: the client takes input-required results (with
+	// ClientCapabilities, without Ask): the adapter answers what it would
+	// ask with sdk.Result.InputRequired.
+	InputRequired bool
 }
 
 // InvokeRelayed is Invoke for a call whose client asked for progress or
@@ -32,7 +45,8 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 		return c.Invoke(ctx, req)
 	}
 	wantLog := caps.Log && r.Log != nil && slices.Contains(sdk.LogLevels, r.LogLevel)
-	if r.Progress == nil && !wantLog {
+	wantAsk := caps.ClientRequests && (r.Ask != nil || r.InputRequired) && json.Valid(r.ClientCapabilities)
+	if r.Progress == nil && !wantLog && !wantAsk {
 		return c.Invoke(ctx, req)
 	}
 	done := c.observe(ctx, "invoke", req)
@@ -40,10 +54,18 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	preq := requestToProto(req)
-	if wantLog {
+	if wantLog || wantAsk {
 		// An adapter without the log capability would take a relay as
-		// progress alone: it is sent to adapters that list it only.
-		preq.Relay = &adapterv1.Relay{Progress: r.Progress != nil, LogLevel: r.LogLevel}
+		// progress alone: it is sent to adapters that list it only (or
+		// client requests, which came after it).
+		preq.Relay = &adapterv1.Relay{Progress: r.Progress != nil}
+		if wantLog {
+			preq.Relay.LogLevel = r.LogLevel
+		}
+		if wantAsk {
+			preq.Relay.ClientCapabilitiesJson = r.ClientCapabilities
+			preq.Relay.InputRequired = r.InputRequired
+		}
 	}
 	st, err := c.rpc.InvokeWithProgress(ctx, preq)
 	if err != nil {
@@ -72,6 +94,12 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 			}
 			continue
 		}
+		if q := ev.GetClientRequest(); q != nil {
+			if err := c.answerClient(ctx, q, wantAsk, r.Ask); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		resp := ev.GetResponse()
 		if resp == nil {
 			continue // an event of a later protocol
@@ -83,3 +111,39 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 		return resultFromProto(resp.GetResult()), nil
 	}
 }
+
+// answerClient asks the call's client a request of the adapter's
+// upstream, in the calling goroutine, and sends the answer back. A
+// request the host did not offer to answer is answered "method not
+// found" (a host error, not the client's).
+func (c *Client) answerClient(ctx context.Context, q *adapterv1.ClientRequest, offered bool, ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) error {
+	ans := &adapterv1.ClientAnswer{Id: q.GetId()}
+	var res json.RawMessage
+	err := error(&sdk.ClientError{Code: codeMethodNotFound, Message: "the gateway relays no client requests for this call"})
+	if offered && ask != nil {
+		res, err = ask(ctx, q.GetMethod(), q.GetParamsJson())
+	}
+	var ce *sdk.ClientError
+	switch {
+	case err == nil:
+		ans.ResultJson = res
+	case errors.As(err, &ce):
+		ans.Error = &adapterv1.ClientError{Code: ce.Code, Message: ce.Message, DataJson: ce.Data}
+	default:
+		ans.Error = &adapterv1.ClientError{Code: codeInternalError, Message: err.Error()}
+	}
+	_, err = c.rpc.AnswerClientRequest(ctx, ans)
+	if status.Code(err) == codes.NotFound {
+		return nil // the adapter no longer waits for it (its upstream gave up)
+	}
+	if err != nil {
+		return callError(err)
+	}
+	return nil
+}
+
+// JSON-RPC error codes of the answers the client makes itself.
+const (
+	codeMethodNotFound = -32601
+	codeInternalError  = -32603
+)

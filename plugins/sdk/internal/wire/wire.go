@@ -57,6 +57,9 @@ const (
 	CapabilityCompletions = "completions"
 	// CapabilitySubscribe: WatchResource (sdk.ResourceWatcher).
 	CapabilitySubscribe = "subscribe"
+	// CapabilityClientRequests: client requests in InvokeWithProgress
+	// and AnswerClientRequest (Description.ClientRequests).
+	CapabilityClientRequests = "client_requests"
 )
 
 // StreamCreditBytes is a logical stream's credit on a Streams call: the

@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47, 0}
 }
 
 type DescribeRequest struct {
@@ -1925,7 +1925,11 @@ type InvokeRequest struct {
 	Cursor string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// What InvokeWithProgress sends besides the response. Unset (hosts that
 	// predate it): progress only. Invoke and Stream ignore it.
-	Relay         *Relay `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	Relay *Relay `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	// The call again after an input-required result (Result.input_required):
+	// the client's input responses and the adapter's request state as it
+	// gave it. Sent only to adapters that list "client_requests".
+	Input         *InputResponses `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1995,6 +1999,70 @@ func (x *InvokeRequest) GetRelay() *Relay {
 	return nil
 }
 
+func (x *InvokeRequest) GetInput() *InputResponses {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// InputResponses are a client's answers to an input-required result
+// (MCP SEP-2322), for the call sent again.
+type InputResponses struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inputResponses object: each input request's key and the client's
+	// result, as JSON.
+	InputResponsesJson []byte `protobuf:"bytes,1,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
+	// The request state of Result.input_required, unchanged.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputResponses) Reset() {
+	*x = InputResponses{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputResponses) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputResponses) ProtoMessage() {}
+
+func (x *InputResponses) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputResponses.ProtoReflect.Descriptor instead.
+func (*InputResponses) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *InputResponses) GetInputResponsesJson() []byte {
+	if x != nil {
+		return x.InputResponsesJson
+	}
+	return nil
+}
+
+func (x *InputResponses) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
 // Relay is what a client asked to receive while its call runs.
 type Relay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2004,14 +2072,26 @@ type Relay struct {
 	// level and above, an MCP logging level: "debug", "info", "notice",
 	// "warning", "error", "critical", "alert" or "emergency". Empty: none.
 	// Sent only to adapters that list "log" in DescribeResponse.capabilities.
-	LogLevel      string `protobuf:"bytes,2,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	LogLevel string `protobuf:"bytes,2,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	// The call's MCP client's capabilities (the MCP ClientCapabilities
+	// object as JSON): set, the host answers the adapter's ClientRequests
+	// for the call (InvokeEvent.client_request, AnswerClientRequest). Empty:
+	// it answers none, and the adapter must not send them. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities.
+	ClientCapabilitiesJson []byte `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
+	// The client takes input-required results (MCP SEP-2322, a client of
+	// 2026-07-28, which cannot be asked during a call): the adapter answers
+	// what it would ask with Result.input_required, and the host sends the
+	// call again with InvokeRequest.input; it sends no ClientRequests.
+	// Sent only with client_capabilities_json.
+	InputRequired bool `protobuf:"varint,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Relay) Reset() {
 	*x = Relay{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2103,7 @@ func (x *Relay) String() string {
 func (*Relay) ProtoMessage() {}
 
 func (x *Relay) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2116,7 @@ func (x *Relay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relay.ProtoReflect.Descriptor instead.
 func (*Relay) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Relay) GetProgress() bool {
@@ -2051,6 +2131,20 @@ func (x *Relay) GetLogLevel() string {
 		return x.LogLevel
 	}
 	return ""
+}
+
+func (x *Relay) GetClientCapabilitiesJson() []byte {
+	if x != nil {
+		return x.ClientCapabilitiesJson
+	}
+	return nil
+}
+
+func (x *Relay) GetInputRequired() bool {
+	if x != nil {
+		return x.InputRequired
+	}
+	return false
 }
 
 type InvokeResponse struct {
@@ -2069,7 +2163,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2175,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2188,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -2162,14 +2256,17 @@ type Result struct {
 	// them as the tool result's content in place of the text block; text
 	// still carries the readable rendering (for hosts that predate this
 	// field, logs and jobs). Empty: the host makes one text block of text.
-	ContentJson   []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	ContentJson []byte `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	// Set, the call needs the client's input first (Relay.input_required):
+	// the other fields are empty.
+	InputRequired *InputRequired `protobuf:"bytes,5,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2278,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2291,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -2223,6 +2320,71 @@ func (x *Result) GetContentJson() []byte {
 		return x.ContentJson
 	}
 	return nil
+}
+
+func (x *Result) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
+// InputRequired is what a call needs of its client before it can answer
+// (MCP SEP-2322's InputRequiredResult).
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inputRequests object: a key of the adapter's for each request
+	// and the request ({"method": ..., "params": ...}), as JSON.
+	InputRequestsJson []byte `protobuf:"bytes,1,opt,name=input_requests_json,json=inputRequestsJson,proto3" json:"input_requests_json,omitempty"`
+	// What the adapter needs back to go on (e.g. the upstream's own
+	// requestState), returned in InvokeRequest.input.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *InputRequired) GetInputRequestsJson() []byte {
+	if x != nil {
+		return x.InputRequestsJson
+	}
+	return nil
+}
+
+func (x *InputRequired) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
 }
 
 // UpstreamError is a failure of the upstream or of reaching it. Adapter bugs
@@ -2267,7 +2429,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2441,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2454,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -2378,7 +2540,7 @@ type ProtocolError struct {
 
 func (x *ProtocolError) Reset() {
 	*x = ProtocolError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2552,7 @@ func (x *ProtocolError) String() string {
 func (*ProtocolError) ProtoMessage() {}
 
 func (x *ProtocolError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2565,7 @@ func (x *ProtocolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolError.ProtoReflect.Descriptor instead.
 func (*ProtocolError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProtocolError) GetCode() int64 {
@@ -2436,6 +2598,7 @@ type InvokeEvent struct {
 	//	*InvokeEvent_Progress
 	//	*InvokeEvent_Response
 	//	*InvokeEvent_Log
+	//	*InvokeEvent_ClientRequest
 	Event         isInvokeEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2443,7 +2606,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2618,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2631,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -2505,6 +2668,15 @@ func (x *InvokeEvent) GetLog() *LogMessage {
 	return nil
 }
 
+func (x *InvokeEvent) GetClientRequest() *ClientRequest {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_ClientRequest); ok {
+			return x.ClientRequest
+		}
+	}
+	return nil
+}
+
 type isInvokeEvent_Event interface {
 	isInvokeEvent_Event()
 }
@@ -2523,11 +2695,250 @@ type InvokeEvent_Log struct {
 	Log *LogMessage `protobuf:"bytes,3,opt,name=log,proto3,oneof"`
 }
 
+type InvokeEvent_ClientRequest struct {
+	// A request of the upstream to the call's client (Relay.client_capabilities_json),
+	// answered through AnswerClientRequest while the call goes on.
+	ClientRequest *ClientRequest `protobuf:"bytes,4,opt,name=client_request,json=clientRequest,proto3,oneof"`
+}
+
 func (*InvokeEvent_Progress) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Response) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Log) isInvokeEvent_Event() {}
+
+func (*InvokeEvent_ClientRequest) isInvokeEvent_Event() {}
+
+// ClientRequest is a request an upstream makes of the call's client while
+// the call runs, e.g. an MCP upstream's sampling/createMessage,
+// elicitation/create or roots/list.
+type ClientRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The adapter's id of the request, unique among its calls in flight and
+	// hard to guess; AnswerClientRequest names it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The MCP method, e.g. "elicitation/create".
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The request's params as a JSON object.
+	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientRequest) Reset() {
+	*x = ClientRequest{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientRequest) ProtoMessage() {}
+
+func (x *ClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
+func (*ClientRequest) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ClientRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClientRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *ClientRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+// ClientAnswer is the client's answer to a ClientRequest: its result, or
+// its JSON-RPC error (or the host's, e.g. when the client cannot be
+// asked).
+type ClientAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The result as a JSON object, when the client answered one.
+	ResultJson    []byte       `protobuf:"bytes,2,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Error         *ClientError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientAnswer) Reset() {
+	*x = ClientAnswer{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientAnswer) ProtoMessage() {}
+
+func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientAnswer.ProtoReflect.Descriptor instead.
+func (*ClientAnswer) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ClientAnswer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClientAnswer) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *ClientAnswer) GetError() *ClientError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ClientError is a JSON-RPC error of a client request.
+type ClientError struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    int64                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The error's data as JSON, possibly empty.
+	DataJson      []byte `protobuf:"bytes,3,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientError) Reset() {
+	*x = ClientError{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientError) ProtoMessage() {}
+
+func (x *ClientError) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientError.ProtoReflect.Descriptor instead.
+func (*ClientError) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ClientError) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ClientError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ClientError) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
+
+// ClientAnswerAck acknowledges a ClientAnswer; an answer to a request the
+// adapter no longer waits for is dropped (NOT_FOUND).
+type ClientAnswerAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientAnswerAck) Reset() {
+	*x = ClientAnswerAck{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientAnswerAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientAnswerAck) ProtoMessage() {}
+
+func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientAnswerAck.ProtoReflect.Descriptor instead.
+func (*ClientAnswerAck) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+}
 
 // LogMessage is a log message an upstream sent for a call, as MCP's
 // notifications/message carries it.
@@ -2545,7 +2956,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2968,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2981,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -2609,7 +3020,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +3032,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +3045,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -2668,7 +3079,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +3091,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +3104,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -2716,7 +3127,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +3139,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +3152,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -2770,7 +3181,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +3193,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3206,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -2909,7 +3320,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3332,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3345,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -3012,7 +3423,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3435,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3448,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -3057,7 +3468,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3480,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3493,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -3151,7 +3562,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3574,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3587,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -3207,7 +3618,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3630,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3643,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -3265,7 +3676,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3688,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3701,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Gap) GetReason() string {
@@ -3311,7 +3722,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3734,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3747,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *End) GetCursor() string {
@@ -3379,7 +3790,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3802,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3815,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -3501,7 +3912,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3924,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3937,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Attribute) GetKey() string {
@@ -3749,26 +4160,36 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"tracestate\x18\x05 \x01(\tR\n" +
 	"tracestate\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
-	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xf4\x01\n" +
+	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xac\x02\n" +
 	"\rInvokeRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12-\n" +
-	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\"@\n" +
+	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\x126\n" +
+	"\x05input\x18\x06 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\"g\n" +
+	"\x0eInputResponses\x120\n" +
+	"\x14input_responses_json\x18\x01 \x01(\fR\x12inputResponsesJson\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xa1\x01\n" +
 	"\x05Relay\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\bR\bprogress\x12\x1b\n" +
-	"\tlog_level\x18\x02 \x01(\tR\blogLevel\"\xb6\x01\n" +
+	"\tlog_level\x18\x02 \x01(\tR\blogLevel\x128\n" +
+	"\x18client_capabilities_json\x18\x03 \x01(\fR\x16clientCapabilitiesJson\x12%\n" +
+	"\x0einput_required\x18\x04 \x01(\bR\rinputRequired\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"\x8b\x01\n" +
+	"\aoutcome\"\xd3\x01\n" +
 	"\x06Result\x12'\n" +
 	"\x0fstructured_json\x18\x01 \x01(\fR\x0estructuredJson\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12!\n" +
-	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\"\xa5\x04\n" +
+	"\fcontent_json\x18\x04 \x01(\fR\vcontentJson\x12F\n" +
+	"\x0einput_required\x18\x05 \x01(\v2\x1f.crank.adapter.v1.InputRequiredR\rinputRequired\"d\n" +
+	"\rInputRequired\x12.\n" +
+	"\x13input_requests_json\x18\x01 \x01(\fR\x11inputRequestsJson\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xa5\x04\n" +
 	"\rUpstreamError\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.crank.adapter.v1.UpstreamError.KindR\x04kind\x12\x1a\n" +
 	"\bupstream\x18\x02 \x01(\tR\bupstream\x12\x16\n" +
@@ -3793,12 +4214,28 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\rProtocolError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
-	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\xc2\x01\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\x8c\x02\n" +
 	"\vInvokeEvent\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
 	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponse\x120\n" +
-	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03logB\a\n" +
-	"\x05event\"W\n" +
+	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03log\x12H\n" +
+	"\x0eclient_request\x18\x04 \x01(\v2\x1f.crank.adapter.v1.ClientRequestH\x00R\rclientRequestB\a\n" +
+	"\x05event\"X\n" +
+	"\rClientRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1f\n" +
+	"\vparams_json\x18\x03 \x01(\fR\n" +
+	"paramsJson\"t\n" +
+	"\fClientAnswer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vresult_json\x18\x02 \x01(\fR\n" +
+	"resultJson\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.crank.adapter.v1.ClientErrorR\x05error\"X\n" +
+	"\vClientError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\x11\n" +
+	"\x0fClientAnswerAck\"W\n" +
 	"\n" +
 	"LogMessage\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12\x16\n" +
@@ -3879,7 +4316,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x14EXECUTION_MODE_UNARY\x10\x01\x12\x19\n" +
 	"\x15EXECUTION_MODE_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16EXECUTION_MODE_SESSION\x10\x03\x12\x1c\n" +
-	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\xc1\b\n" +
+	"\x18EXECUTION_MODE_ASYNC_JOB\x10\x042\x9b\t\n" +
 	"\aAdapter\x12Q\n" +
 	"\bDescribe\x12!.crank.adapter.v1.DescribeRequest\x1a\".crank.adapter.v1.DescribeResponse\x12l\n" +
 	"\x11ValidateOperation\x12*.crank.adapter.v1.ValidateOperationRequest\x1a+.crank.adapter.v1.ValidateOperationResponse\x12f\n" +
@@ -3892,7 +4329,8 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\fReadResource\x12%.crank.adapter.v1.ReadResourceRequest\x1a&.crank.adapter.v1.ReadResourceResponse\x12T\n" +
 	"\tGetPrompt\x12\".crank.adapter.v1.GetPromptRequest\x1a#.crank.adapter.v1.GetPromptResponse\x12Q\n" +
 	"\bComplete\x12!.crank.adapter.v1.CompleteRequest\x1a\".crank.adapter.v1.CompleteResponse\x12_\n" +
-	"\rWatchResource\x12&.crank.adapter.v1.WatchResourceRequest\x1a$.crank.adapter.v1.ResourceWatchEvent0\x01B<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
+	"\rWatchResource\x12&.crank.adapter.v1.WatchResourceRequest\x1a$.crank.adapter.v1.ResourceWatchEvent0\x01\x12X\n" +
+	"\x13AnswerClientRequest\x12\x1e.crank.adapter.v1.ClientAnswer\x1a!.crank.adapter.v1.ClientAnswerAckB<Z:github.com/crankmcp/crank/proto/crank/adapter/v1;adapterv1b\x06proto3"
 
 var (
 	file_crank_adapter_v1_adapter_proto_rawDescOnce sync.Once
@@ -3907,7 +4345,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -3936,29 +4374,35 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*Diagnostic)(nil),                // 24: crank.adapter.v1.Diagnostic
 	(*RequestContext)(nil),            // 25: crank.adapter.v1.RequestContext
 	(*InvokeRequest)(nil),             // 26: crank.adapter.v1.InvokeRequest
-	(*Relay)(nil),                     // 27: crank.adapter.v1.Relay
-	(*InvokeResponse)(nil),            // 28: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 29: crank.adapter.v1.Result
-	(*UpstreamError)(nil),             // 30: crank.adapter.v1.UpstreamError
-	(*ProtocolError)(nil),             // 31: crank.adapter.v1.ProtocolError
-	(*InvokeEvent)(nil),               // 32: crank.adapter.v1.InvokeEvent
-	(*LogMessage)(nil),                // 33: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 34: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 35: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 36: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 37: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 38: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 39: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 40: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 41: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 42: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 43: crank.adapter.v1.Gap
-	(*End)(nil),                       // 44: crank.adapter.v1.End
-	(*Span)(nil),                      // 45: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 46: crank.adapter.v1.Attribute
-	nil,                               // 47: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	nil,                               // 48: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
+	(*InputResponses)(nil),            // 27: crank.adapter.v1.InputResponses
+	(*Relay)(nil),                     // 28: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 29: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 30: crank.adapter.v1.Result
+	(*InputRequired)(nil),             // 31: crank.adapter.v1.InputRequired
+	(*UpstreamError)(nil),             // 32: crank.adapter.v1.UpstreamError
+	(*ProtocolError)(nil),             // 33: crank.adapter.v1.ProtocolError
+	(*InvokeEvent)(nil),               // 34: crank.adapter.v1.InvokeEvent
+	(*ClientRequest)(nil),             // 35: crank.adapter.v1.ClientRequest
+	(*ClientAnswer)(nil),              // 36: crank.adapter.v1.ClientAnswer
+	(*ClientError)(nil),               // 37: crank.adapter.v1.ClientError
+	(*ClientAnswerAck)(nil),           // 38: crank.adapter.v1.ClientAnswerAck
+	(*LogMessage)(nil),                // 39: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 40: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 41: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 42: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 43: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 44: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 45: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 46: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 47: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 48: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 49: crank.adapter.v1.Gap
+	(*End)(nil),                       // 50: crank.adapter.v1.End
+	(*Span)(nil),                      // 51: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 52: crank.adapter.v1.Attribute
+	nil,                               // 53: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 54: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 55: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -3974,76 +4418,82 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	11, // 10: crank.adapter.v1.ExpandOperationResponse.published_capabilities:type_name -> crank.adapter.v1.PublishedCapabilities
 	25, // 11: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 12: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	30, // 13: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	45, // 14: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	32, // 13: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 14: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 15: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 16: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	47, // 17: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	30, // 18: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	45, // 19: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	53, // 17: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	32, // 18: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 19: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 20: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 21: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
-	48, // 22: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	30, // 23: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	45, // 24: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
+	54, // 22: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	32, // 23: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 24: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 25: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 26: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	30, // 27: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	32, // 27: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
 	23, // 28: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 29: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 30: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	49, // 31: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	55, // 31: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	25, // 32: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 33: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	27, // 34: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	29, // 35: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	30, // 36: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	45, // 37: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	2,  // 38: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	31, // 39: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
-	34, // 40: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	28, // 41: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	33, // 42: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	42, // 43: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	43, // 44: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	44, // 45: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	30, // 46: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	45, // 47: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	26, // 48: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	39, // 49: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	37, // 50: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	41, // 51: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 52: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	46, // 53: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 54: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 55: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 56: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	26, // 57: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	26, // 58: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	38, // 59: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	26, // 60: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	35, // 61: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	14, // 62: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	16, // 63: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	18, // 64: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
-	20, // 65: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
-	5,  // 66: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 67: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 68: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	28, // 69: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	37, // 70: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	40, // 71: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	32, // 72: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	36, // 73: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	15, // 74: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	17, // 75: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	19, // 76: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
-	21, // 77: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
-	66, // [66:78] is the sub-list for method output_type
-	54, // [54:66] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	28, // 34: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	27, // 35: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
+	30, // 36: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	32, // 37: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 38: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	31, // 39: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
+	2,  // 40: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	33, // 41: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
+	40, // 42: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	29, // 43: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	39, // 44: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	35, // 45: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	37, // 46: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	48, // 47: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	49, // 48: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	50, // 49: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	32, // 50: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 51: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	26, // 52: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	45, // 53: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	43, // 54: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	47, // 55: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 56: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	52, // 57: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 58: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 59: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 60: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	26, // 61: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	26, // 62: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	44, // 63: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	26, // 64: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	41, // 65: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	14, // 66: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	16, // 67: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	18, // 68: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	20, // 69: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	36, // 70: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 71: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 72: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 73: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	29, // 74: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	43, // 75: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	46, // 76: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	34, // 77: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	42, // 78: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	15, // 79: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	17, // 80: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	19, // 81: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	21, // 82: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	38, // 83: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	71, // [71:84] is the sub-list for method output_type
+	58, // [58:71] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -4064,31 +4514,32 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*CompleteResponse_Error)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[24].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[25].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[28].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[30].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
+		(*InvokeEvent_ClientRequest)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[33].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[39].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[34].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[36].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[48].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -4100,7 +4551,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   45,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,18 +34,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Adapter_Describe_FullMethodName           = "/crank.adapter.v1.Adapter/Describe"
-	Adapter_ValidateOperation_FullMethodName  = "/crank.adapter.v1.Adapter/ValidateOperation"
-	Adapter_ExpandOperation_FullMethodName    = "/crank.adapter.v1.Adapter/ExpandOperation"
-	Adapter_Invoke_FullMethodName             = "/crank.adapter.v1.Adapter/Invoke"
-	Adapter_Stream_FullMethodName             = "/crank.adapter.v1.Adapter/Stream"
-	Adapter_Streams_FullMethodName            = "/crank.adapter.v1.Adapter/Streams"
-	Adapter_InvokeWithProgress_FullMethodName = "/crank.adapter.v1.Adapter/InvokeWithProgress"
-	Adapter_WatchOperations_FullMethodName    = "/crank.adapter.v1.Adapter/WatchOperations"
-	Adapter_ReadResource_FullMethodName       = "/crank.adapter.v1.Adapter/ReadResource"
-	Adapter_GetPrompt_FullMethodName          = "/crank.adapter.v1.Adapter/GetPrompt"
-	Adapter_Complete_FullMethodName           = "/crank.adapter.v1.Adapter/Complete"
-	Adapter_WatchResource_FullMethodName      = "/crank.adapter.v1.Adapter/WatchResource"
+	Adapter_Describe_FullMethodName            = "/crank.adapter.v1.Adapter/Describe"
+	Adapter_ValidateOperation_FullMethodName   = "/crank.adapter.v1.Adapter/ValidateOperation"
+	Adapter_ExpandOperation_FullMethodName     = "/crank.adapter.v1.Adapter/ExpandOperation"
+	Adapter_Invoke_FullMethodName              = "/crank.adapter.v1.Adapter/Invoke"
+	Adapter_Stream_FullMethodName              = "/crank.adapter.v1.Adapter/Stream"
+	Adapter_Streams_FullMethodName             = "/crank.adapter.v1.Adapter/Streams"
+	Adapter_InvokeWithProgress_FullMethodName  = "/crank.adapter.v1.Adapter/InvokeWithProgress"
+	Adapter_WatchOperations_FullMethodName     = "/crank.adapter.v1.Adapter/WatchOperations"
+	Adapter_ReadResource_FullMethodName        = "/crank.adapter.v1.Adapter/ReadResource"
+	Adapter_GetPrompt_FullMethodName           = "/crank.adapter.v1.Adapter/GetPrompt"
+	Adapter_Complete_FullMethodName            = "/crank.adapter.v1.Adapter/Complete"
+	Adapter_WatchResource_FullMethodName       = "/crank.adapter.v1.Adapter/WatchResource"
+	Adapter_AnswerClientRequest_FullMethodName = "/crank.adapter.v1.Adapter/AnswerClientRequest"
 )
 
 // AdapterClient is the client API for Adapter service.
@@ -136,6 +137,12 @@ type AdapterClient interface {
 	// (PublishedCapabilities.subscribe). Optional: adapters that implement
 	// it list "subscribe" in DescribeResponse.capabilities.
 	WatchResource(ctx context.Context, in *WatchResourceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResourceWatchEvent], error)
+	// AnswerClientRequest answers a ClientRequest an adapter sent in an
+	// InvokeWithProgress call (InvokeEvent.client_request): the call's
+	// client's result or JSON-RPC error, by the request's id. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities,
+	// for calls whose Relay.client_capabilities_json is set.
+	AnswerClientRequest(ctx context.Context, in *ClientAnswer, opts ...grpc.CallOption) (*ClientAnswerAck, error)
 }
 
 type adapterClient struct {
@@ -305,6 +312,16 @@ func (c *adapterClient) WatchResource(ctx context.Context, in *WatchResourceRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_WatchResourceClient = grpc.ServerStreamingClient[ResourceWatchEvent]
 
+func (c *adapterClient) AnswerClientRequest(ctx context.Context, in *ClientAnswer, opts ...grpc.CallOption) (*ClientAnswerAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClientAnswerAck)
+	err := c.cc.Invoke(ctx, Adapter_AnswerClientRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdapterServer is the server API for Adapter service.
 // All implementations must embed UnimplementedAdapterServer
 // for forward compatibility.
@@ -393,6 +410,12 @@ type AdapterServer interface {
 	// (PublishedCapabilities.subscribe). Optional: adapters that implement
 	// it list "subscribe" in DescribeResponse.capabilities.
 	WatchResource(*WatchResourceRequest, grpc.ServerStreamingServer[ResourceWatchEvent]) error
+	// AnswerClientRequest answers a ClientRequest an adapter sent in an
+	// InvokeWithProgress call (InvokeEvent.client_request): the call's
+	// client's result or JSON-RPC error, by the request's id. Sent only to
+	// adapters that list "client_requests" in DescribeResponse.capabilities,
+	// for calls whose Relay.client_capabilities_json is set.
+	AnswerClientRequest(context.Context, *ClientAnswer) (*ClientAnswerAck, error)
 	mustEmbedUnimplementedAdapterServer()
 }
 
@@ -438,6 +461,9 @@ func (UnimplementedAdapterServer) Complete(context.Context, *CompleteRequest) (*
 }
 func (UnimplementedAdapterServer) WatchResource(*WatchResourceRequest, grpc.ServerStreamingServer[ResourceWatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchResource not implemented")
+}
+func (UnimplementedAdapterServer) AnswerClientRequest(context.Context, *ClientAnswer) (*ClientAnswerAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerClientRequest not implemented")
 }
 func (UnimplementedAdapterServer) mustEmbedUnimplementedAdapterServer() {}
 func (UnimplementedAdapterServer) testEmbeddedByValue()                 {}
@@ -637,6 +663,24 @@ func _Adapter_WatchResource_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Adapter_WatchResourceServer = grpc.ServerStreamingServer[ResourceWatchEvent]
 
+func _Adapter_AnswerClientRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClientAnswer)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdapterServer).AnswerClientRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Adapter_AnswerClientRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdapterServer).AnswerClientRequest(ctx, req.(*ClientAnswer))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Adapter_ServiceDesc is the grpc.ServiceDesc for Adapter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -671,6 +715,10 @@ var Adapter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Complete",
 			Handler:    _Adapter_Complete_Handler,
+		},
+		{
+			MethodName: "AnswerClientRequest",
+			Handler:    _Adapter_AnswerClientRequest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
