@@ -243,8 +243,13 @@ func TestMCPUpstreamClientRequests(t *testing.T) {
 		// learns it cannot ask.
 		res, err = plain.CallTool(ctx, &mcp.CallToolParams{Name: tool})
 		if !strings.HasSuffix(tool, "_ask") {
-			if err != nil || !res.IsError || !strings.Contains(textOf(res), "does not support") && !strings.Contains(textOf(res), "method not found") {
-				t.Errorf("%s without capabilities: want a tool error, got %v %+v", tool, err, res)
+			// The adapter fulfils the input-required result itself and
+			// fails the call (a tool error); a go-sdk server of 2025-11-25
+			// turns it into requests of its own, and answers the refusal
+			// with a JSON-RPC error, which reaches the client as it is.
+			refused := func(s string) bool { return strings.Contains(s, "does not support") || strings.Contains(s, "method not found") }
+			if err != nil && !refused(err.Error()) || err == nil && (!res.IsError || !refused(textOf(res))) {
+				t.Errorf("%s without capabilities: want a tool error or the upstream's JSON-RPC error, got %v %+v", tool, err, res)
 			}
 			continue
 		}

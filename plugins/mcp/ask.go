@@ -272,7 +272,7 @@ func (c *conn) inputMiddleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 			for id, ir := range asked {
 				resp, err := c.fulfil(ctx, a, ir)
 				if err != nil {
-					return nil, fmt.Errorf("input request %q of the upstream: %w", id, err)
+					return nil, &inputRefused{id: id, err: err}
 				}
 				responses[id] = resp
 			}
@@ -282,6 +282,20 @@ func (c *conn) inputMiddleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 		}
 	}
 }
+
+// inputRefused is an input request of the upstream's that the call's
+// client could not answer (it lacks the capability, or refused): the
+// call fails as a tool error, never with the JSON-RPC error of that
+// refusal as though the upstream had answered it (failure, mcp.go).
+type inputRefused struct {
+	id  string
+	err error
+}
+
+func (e *inputRefused) Error() string {
+	return fmt.Sprintf("input request %q of the upstream: %v", e.id, e.err)
+}
+func (e *inputRefused) Unwrap() error { return e.err }
 
 // inputRequired is the input requests and request state of an
 // input-required result; ok is false for any other result.

@@ -396,13 +396,16 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 		ue.Kind, ue.Status, ue.Message = sdk.KindUpstreamStatus, fmt.Sprint(rpc.Code), bound(rpc.Message)
 		ue.Rejected = rpc.Code == jsonrpc.CodeInvalidParams || rpc.Code == jsonrpc.CodeMethodNotFound ||
 			rpc.Code == jsonrpc.CodeInvalidRequest
+		if len(rpc.Data) > 0 && json.Valid(rpc.Data) && len(rpc.Data) <= maxMessage {
+			ue.Detail = rpc.Data
+		}
 		// The upstream's own answer: the gateway's client gets the same
-		// JSON-RPC error.
-		ue.Protocol = &sdk.ProtocolError{Code: rpc.Code, Message: rpc.Message}
-		if len(rpc.Data) > 0 && json.Valid(rpc.Data) {
-			ue.Protocol.Data = rpc.Data
-			if len(rpc.Data) <= maxMessage {
-				ue.Detail = rpc.Data
+		// JSON-RPC error. A refusal of the client's to one of the
+		// upstream's input requests (ask.go) is no answer of the upstream.
+		if ir := (*inputRefused)(nil); !errors.As(err, &ir) {
+			ue.Protocol = &sdk.ProtocolError{Code: rpc.Code, Message: rpc.Message}
+			if len(rpc.Data) > 0 && json.Valid(rpc.Data) {
+				ue.Protocol.Data = rpc.Data
 			}
 		}
 	case lost(err):
