@@ -247,7 +247,9 @@ func TestMCPUpstreamClientRequests(t *testing.T) {
 			// fails the call (a tool error); a go-sdk server of 2025-11-25
 			// turns it into requests of its own, and answers the refusal
 			// with a JSON-RPC error, which reaches the client as it is.
-			refused := func(s string) bool { return strings.Contains(s, "does not support") || strings.Contains(s, "method not found") }
+			refused := func(s string) bool {
+				return strings.Contains(s, "does not support") || strings.Contains(s, "method not found")
+			}
 			if err != nil && !refused(err.Error()) || err == nil && (!res.IsError || !refused(textOf(res))) {
 				t.Errorf("%s without capabilities: want a tool error or the upstream's JSON-RPC error, got %v %+v", tool, err, res)
 			}
