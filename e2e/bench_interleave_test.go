@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,6 +63,18 @@ func reportPeakRSS(b *testing.B, crank, before *gateway) {
 type benchVariant struct {
 	name string
 	call func() error
+	// meter, if set, reads what the variant's server processes use:
+	// interleavedRate reports it per call.
+	meter *serverMeter
+}
+
+// variantAt is the index in vs of the variant named name.
+func variantAt(vs []benchVariant, name string) int {
+	i := slices.IndexFunc(vs, func(v benchVariant) bool { return v.name == name })
+	if i < 0 {
+		panic("no benchmark variant " + name)
+	}
+	return i
 }
 
 // The variants of a benchmark take turns in blocks of calls within one
@@ -95,10 +109,13 @@ func interleavedLatency(b *testing.B, vs []benchVariant, n int) [][]time.Duratio
 
 // interleavedRate makes n calls of each variant from callers concurrent
 // callers, in turns of benchBlock calls per caller, and returns each
-// variant's calls per second.
-func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 {
+// variant's calls per second and what its server processes used during
+// its turns (for a variant with a meter: the turns of others, on the same
+// server or not, are not counted).
+func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) ([]float64, []serverUse) {
 	took := make([]time.Duration, len(vs))
 	calls := make([]int, len(vs))
+	use := make([]serverUse, len(vs))
 	for done := 0; done < n; done += benchBlock * callers {
 		for i, v := range vs {
 			todo := int64(min(benchBlock*callers, n-done))
@@ -106,6 +123,10 @@ func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 
 			left.Store(todo)
 			var failed atomic.Pointer[error]
 			var wg sync.WaitGroup
+			var use0 serverUse
+			if v.meter != nil {
+				use0 = v.meter.read(b)
+			}
 			start := time.Now()
 			for range callers {
 				wg.Go(func() {
@@ -119,6 +140,9 @@ func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 
 			}
 			wg.Wait()
 			took[i] += time.Since(start)
+			if v.meter != nil {
+				use[i] = use[i].plus(v.meter.read(b).minus(use0))
+			}
 			calls[i] += int(todo)
 			if err := failed.Load(); err != nil {
 				b.Fatalf("%s: %v", v.name, *err)
@@ -129,7 +153,7 @@ func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) []float64 
 	for i := range vs {
 		rate[i] = float64(calls[i]) / took[i].Seconds()
 	}
-	return rate
+	return rate, use
 }
 
 // warmUp makes calls of each variant before measuring: connections, the
@@ -179,35 +203,75 @@ func cpuTime(pids ...int) time.Duration {
 	return total
 }
 
-// serverCPU is the CPU time the server processes of a benchmark used
-// since it was started: the bare go-sdk server process, and Crank's
-// gateway with its adapter processes.
-type serverCPU struct {
-	bare, gateway          int
-	adapters               []int
-	bare0, gateway0, adap0 time.Duration
+// A serverMeter reads what the processes serving a benchmark variant
+// have used so far: the server process's CPU time (Crank's gateway with
+// its embedded etcd, or a bare go-sdk server), its adapter processes' and
+// the server's allocation, from its expvar endpoint (/debug/vars: Caddy's
+// admin endpoint serves it, and so does bareMCP's process).
+type serverMeter struct {
+	server   int
+	adapters []int
+	vars     string
+	// gateway, if set, is the gateway whose adapter processes the first
+	// read finds (they start with it, or at its first call).
+	gateway *gateway
 }
 
-func startServerCPU(g *gateway, barePID int) *serverCPU {
-	m := &serverCPU{bare: barePID, gateway: g.cmd.Process.Pid}
-	for _, a := range g.adapters() {
-		m.adapters = append(m.adapters, a.PID)
-	}
-	m.bare0, m.gateway0, m.adap0 = cpuTime(m.bare), cpuTime(m.gateway), cpuTime(m.adapters...)
-	return m
+// serverUse is what a variant's server processes used: totals, or their
+// growth over an interval.
+type serverUse struct {
+	cpu, adapterCPU    time.Duration
+	allocBytes, allocs uint64 // the server process's, not its adapters'
 }
 
-// report reports each process's CPU time per unit (b.N units since the
-// start) and Crank's over the bare server's as the metric ratio.
-func (m *serverCPU) report(b *testing.B, unit, ratio string) {
-	bare, gw, ad := cpuTime(m.bare)-m.bare0, cpuTime(m.gateway)-m.gateway0, cpuTime(m.adapters...)-m.adap0
-	if bare <= 0 {
-		return
+func (u serverUse) plus(v serverUse) serverUse {
+	return serverUse{u.cpu + v.cpu, u.adapterCPU + v.adapterCPU, u.allocBytes + v.allocBytes, u.allocs + v.allocs}
+}
+
+func (u serverUse) minus(v serverUse) serverUse {
+	return serverUse{u.cpu - v.cpu, u.adapterCPU - v.adapterCPU, u.allocBytes - v.allocBytes, u.allocs - v.allocs}
+}
+
+// meter reads what the gateway process and its adapter processes (those
+// running at the first read) used.
+func (g *gateway) meter() *serverMeter {
+	return &serverMeter{server: g.cmd.Process.Pid, vars: g.AdminURL + "/debug/vars", gateway: g}
+}
+
+// read returns the processes' totals so far.
+func (m *serverMeter) read(b *testing.B) serverUse {
+	if m.gateway != nil && m.adapters == nil {
+		for _, a := range m.gateway.adapters() {
+			m.adapters = append(m.adapters, a.PID)
+		}
 	}
-	b.ReportMetric(micros(bare)/float64(b.N), "bare-mcp-process-cpu-µs/"+unit)
-	b.ReportMetric(micros(gw)/float64(b.N), "crank-gateway-cpu-µs/"+unit)
-	b.ReportMetric(micros(ad)/float64(b.N), "crank-adapter-cpu-µs/"+unit)
-	b.ReportMetric(float64(gw+ad)/float64(bare), ratio)
+	u := serverUse{cpu: cpuTime(m.server), adapterCPU: cpuTime(m.adapters...)}
+	resp, err := http.Get(m.vars)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		Memstats struct{ TotalAlloc, Mallocs uint64 }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		b.Fatalf("GET %s: %v", m.vars, err)
+	}
+	u.allocBytes, u.allocs = vars.Memstats.TotalAlloc, vars.Memstats.Mallocs
+	return u
+}
+
+// report reports the use per unit (n units): the server's CPU time, its
+// adapters' (if any) and the server's allocation in bytes and objects,
+// as the metrics name-cpu-µs/unit, name-adapter-cpu-µs/unit,
+// name-alloc-B/unit and name-allocs/unit.
+func (u serverUse) report(b *testing.B, name, unit string, n int, adapters bool) {
+	b.ReportMetric(micros(u.cpu)/float64(n), name+"-cpu-µs/"+unit)
+	if adapters {
+		b.ReportMetric(micros(u.adapterCPU)/float64(n), name+"-adapter-cpu-µs/"+unit)
+	}
+	b.ReportMetric(float64(u.allocBytes)/float64(n), name+"-alloc-B/"+unit)
+	b.ReportMetric(float64(u.allocs)/float64(n), name+"-allocs/"+unit)
 }
 
 // schedCPU sums the time on CPU of the process's threads. A Go process

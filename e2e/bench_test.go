@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"expvar"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // bareMCPEnv makes the test binary serve bareMCP for the upstream it
@@ -28,10 +31,14 @@ const bareMCPEnv = "CRANK_E2E_BARE_MCP_UPSTREAM"
 
 // bareMCP is a bare go-sdk MCP server whose tools call the upstream
 // themselves: the floor any MCP gateway built on the go-sdk pays. get_user
-// makes one call (BenchmarkUnaryREST's upstream); stream reads the SSE
-// stream of BenchmarkStreamingTool's upstream and sends every event as a
-// progress notification, as a window tool does.
-func bareMCP(upstream string) http.Handler {
+// makes one call (BenchmarkUnaryREST's upstream), or, with an adapter
+// process, calls it over the adapter hop (floorGetUser: the design floor);
+// stream reads the SSE stream of BenchmarkStreamingTool's upstream and
+// sends every event as a progress notification, as a window tool does.
+// It serves sessions at any path but /sessionless, where it serves the
+// sessionless 2026-07-28 protocol (bareEndpoint): the go-sdk serves that
+// only from a stateless handler, which in turn opens no sessions.
+func bareMCP(upstream string, adapter *client.Process) http.Handler {
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
 	bare.AddTool(&mcp.Tool{Name: "stream", InputSchema: map[string]any{"type": "object"}},
@@ -53,43 +60,99 @@ func bareMCP(upstream string) http.Handler {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(i)}}}, nil
 		})
-	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			resp, err := httpc.Get(upstream + "/users/1")
-			if err != nil {
-				return nil, err
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
-				StructuredContent: json.RawMessage(body)}, err
-		})
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return bare }, nil)
+	getUser := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		resp, err := httpc.Get(upstream + "/users/1")
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+			StructuredContent: json.RawMessage(body)}, err
+	}
+	if adapter != nil {
+		getUser = floorGetUser(adapter, upstream) // bench_floor_test.go
+	}
+	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}}, getUser)
+	server := func(*http.Request) *mcp.Server { return bare }
+	mux := http.NewServeMux()
+	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
+	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
+	return mux
+}
+
+// bareSessionless is the path at which bareMCP serves the sessionless
+// protocol.
+const bareSessionless = "/sessionless"
+
+// bareEndpoint is the endpoint of the bareMCP server at base (its URL)
+// for a client of the generation.
+func bareEndpoint(base string, gen generation) string {
+	if gen.opts == nil { // the client's own choice: sessionless
+		return strings.TrimSuffix(base, "/") + bareSessionless
+	}
+	return base
 }
 
 // serveBareMCP serves bareMCP on a free loopback port, printed as the
-// first line of stdout, when the environment asks for it; it never
-// returns then.
+// first line of stdout (and the pid of its adapter process, if any, as the
+// second), when the environment asks for it; it never returns then. The
+// process's allocation counters are on /debug/vars (expvar), as the
+// gateway's are on Caddy's admin endpoint.
 func serveBareMCP() {
 	upstream := os.Getenv(bareMCPEnv)
 	if upstream == "" {
 		return
+	}
+	var adapter *client.Process
+	if exe := os.Getenv(bareMCPAdapterEnv); exe != "" {
+		var err error
+		if adapter, err = startFloorAdapter(exe); err != nil {
+			fmt.Fprintln(os.Stderr, "the floor's adapter:", err)
+			os.Exit(1)
+		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/debug/vars", expvar.Handler())
+	mux.Handle("/", bareMCP(upstream, adapter))
 	fmt.Printf("http://%s/\n", l.Addr())
-	fmt.Fprintln(os.Stderr, http.Serve(l, bareMCP(upstream)))
+	if adapter != nil {
+		fmt.Println(adapter.PID())
+	}
+	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
 	os.Exit(1)
 }
 
-// startBareMCPProcess runs bareMCP in a child process (this test binary)
-// and returns its URL and process id.
-func startBareMCPProcess(b *testing.B, upstream string) (string, int) {
+// A bareProcess is bareMCP running in a child process.
+type bareProcess struct {
+	URL        string
+	PID        int
+	AdapterPID int // of the floor's adapter process; 0 for none
+}
+
+// meter reads what the process (and its adapter) used.
+func (p *bareProcess) meter() *serverMeter {
+	m := &serverMeter{server: p.PID, vars: strings.TrimSuffix(p.URL, "/") + "/debug/vars"}
+	if p.AdapterPID != 0 {
+		m.adapters = []int{p.AdapterPID}
+	}
+	return m
+}
+
+// startBareMCPProcess runs bareMCP in a child process (this test binary);
+// with adapterExe (a crank executable) its get_user calls that
+// executable's REST adapter in a process of its own: the design floor.
+func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
+	if adapterExe != "" {
+		cmd.Env = append(cmd.Env, bareMCPAdapterEnv+"="+adapterExe)
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -98,27 +161,71 @@ func startBareMCPProcess(b *testing.B, upstream string) (string, int) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // the adapter sees its parent gone and exits
+	rd := bufio.NewReader(out)
+	line, err := rd.ReadString('\n')
 	if err != nil {
 		b.Fatalf("bare MCP process: %v", err)
 	}
-	return strings.TrimSpace(line), cmd.Process.Pid
+	p := &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
+	if adapterExe != "" {
+		line, err := rd.ReadString('\n')
+		if err == nil {
+			p.AdapterPID, err = strconv.Atoi(strings.TrimSpace(line))
+		}
+		if err != nil {
+			b.Fatalf("bare MCP process: its adapter's pid: %v", err)
+		}
+	}
+	return p
+}
+
+// benchGenerations are the protocol generations BenchmarkUnaryREST
+// measures, each with the suffix of its variants' and ratios' names:
+// 2025-11-25 in a session (the names the benchmark always reported) and
+// 2026-07-28 without one, what go-sdk 1.8 clients speak by default. Each
+// server serves both; a variant's client speaks one.
+var benchGenerations = []struct {
+	generation
+	suffix string
+}{{generationNamed("sessions"), ""}, {generationNamed("sessionless"), "-sessionless"}}
+
+// generationNamed is the generation (generations_test.go) named name.
+func generationNamed(name string) generation {
+	return generations[slices.IndexFunc(generations, func(g generation) bool { return g.name == name })]
 }
 
 // BenchmarkUnaryREST measures a unary REST tool call through Crank (go-sdk
 // client → Caddy → crank handler → host → rest adapter process → upstream)
 // against baselines measured in the same run: calling the upstream
-// directly, a bare go-sdk MCP server (no Caddy, no adapter process) whose
-// tool calls the upstream in-process, the same bare server in a process
-// of its own (paying the process boundaries a gateway pays), and Crank
-// without its SSE event log (event_store off). The variants take turns in
-// blocks of calls (bench_interleave_test.go). It reports p50 and p99
-// latencies, throughputs and their ratios to the bare server process.
+// directly; a bare go-sdk MCP server (no Caddy, no adapter process) whose
+// tool calls the upstream in-process, in the benchmark's process and in a
+// process of its own (paying the process boundaries a gateway pays); the
+// design floor, that bare server process calling the upstream through
+// the REST adapter in a process of its own, over the go-plugin gRPC hop
+// Crank's gateway uses (bench_floor_test.go); and Crank without its SSE
+// event log (event_store off). Each MCP variant but the in-process one is
+// measured in both protocol generations (benchGenerations), all variants
+// taking turns in blocks of calls (bench_interleave_test.go). It reports
+// p50 and p99 latencies, throughputs, the server processes' CPU time and
+// allocation per call, and their ratios: Crank to the bare server process
+// and to the floor, the floor to the bare server process, and each
+// generation's Crank and bare server sessionless to in a session.
 func BenchmarkUnaryREST(b *testing.B) {
 	up := newUpstream(b)
-	g := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
-	gNoLog := startGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", ""), Handler: "event_store off"})
+	ops := opsFile(b, up, "5s", "")
+	// The budget of requests without a session
+	// (max_sessionless_requests_per_client, 1000 a second per client
+	// address by default, in bursts of 2000) would answer the benchmark's 8
+	// sessionless callers, all from one address, with 429 once Crank
+	// outruns it, and no baseline has one: off, so that what is measured
+	// is the call path. A CRANK_BENCH_BEFORE executable must know the
+	// option (any since the budget was added).
+	const noBudget = "max_sessionless_requests_per_client off"
+	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	gNoLog := startGateway(b, gatewayOptions{Operations: ops, Handler: "event_store off\n\t\t" + noBudget})
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	before := gBefore != nil
 	ctx := context.Background()
 
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -140,84 +247,158 @@ func BenchmarkUnaryREST(b *testing.B) {
 			return err
 		}
 	}
-	connect := func(endpoint string) *mcp.ClientSession {
+	// connect opens a client of the generation, which the server must
+	// speak: a bare server that answered an older version would measure
+	// another path than Crank's.
+	connect := func(endpoint string, gen generation) func() error {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = cs.Close() })
-		return cs
+		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
+			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
+		}
+		return mcpCall(cs)
 	}
-	bareHTTP := httptest.NewServer(bareMCP(up.URL))
+	bareHTTP := httptest.NewServer(bareMCP(up.URL, nil))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
-	bareProc, barePID := startBareMCPProcess(b, up.URL)
+	bare := startBareMCPProcess(b, up.URL, "")
+	floor := startBareMCPProcess(b, up.URL, crankBin)
 
-	crankCall := mcpCall(g.connect(ctx))
-	defer profileGateway(b, g, crankCall) // bench_profile_test.go
+	vs := []benchVariant{{name: "direct", call: direct},
+		{name: "bare-mcp", call: connect(bareEndpoint(bareHTTP.URL, benchGenerations[0].generation), benchGenerations[0].generation)}}
+	for _, gen := range benchGenerations {
+		vs = append(vs,
+			benchVariant{"bare-mcp-process" + gen.suffix, connect(bareEndpoint(bare.URL, gen.generation), gen.generation), bare.meter()},
+			benchVariant{"floor" + gen.suffix, connect(bareEndpoint(floor.URL, gen.generation), gen.generation), floor.meter()},
+			benchVariant{"crank" + gen.suffix, connect(g.MCPURL, gen.generation), g.meter()},
+			benchVariant{"crank-no-log" + gen.suffix, connect(gNoLog.MCPURL, gen.generation), gNoLog.meter()})
+		if before {
+			vs = append(vs, benchVariant{"crank-before" + gen.suffix, connect(gBefore.MCPURL, gen.generation), gBefore.meter()})
+		}
+	}
+	at := func(name string) int { return variantAt(vs, name) }
+	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
 
-	vs := []benchVariant{
-		{"direct", direct},
-		{"bare-mcp", mcpCall(connect(bareHTTP.URL))},
-		{"bare-mcp-process", mcpCall(connect(bareProc))},
-		{"crank", crankCall},
-		{"crank-no-log", mcpCall(gNoLog.connect(ctx))},
-	}
-	const vBare, vCrank, vNoLog, vBefore = 2, 3, 4, 5 // indexes in vs
-	gBefore := startBeforeGateway(b, gatewayOptions{Operations: opsFile(b, up, "5s", "")})
-	before := gBefore != nil
-	if before {
-		vs = append(vs, benchVariant{"crank-before", mcpCall(gBefore.connect(ctx))})
-	}
 	warmUp(b, vs, 50)
 	var lat [][]time.Duration
 	var rate []float64
+	var use []serverUse
+	var calls int // of each variant in the throughput run
 	b.Run("latency", func(b *testing.B) {
 		lat = interleavedLatency(b, vs, b.N)
 		for i, v := range vs {
 			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
 			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
 		}
-		b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBare], 50)), "crank/bare-p50")
-		b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), "crank/bare-p99")
-		b.ReportMetric(float64(pct(lat[vNoLog], 50))/float64(pct(lat[vBare], 50)), "no-log/bare-p50")
-		if before {
-			b.ReportMetric(float64(pct(lat[vBefore], 50))/float64(pct(lat[vBare], 50)), "before/bare-p50")
-			b.ReportMetric(float64(pct(lat[vCrank], 50))/float64(pct(lat[vBefore], 50)), "crank/before-p50")
-			b.ReportMetric(float64(pct(lat[vCrank], 99))/float64(pct(lat[vBefore], 99)), "crank/before-p99")
+		ratio := func(metric, of, to string, p int) {
+			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
 		}
+		for _, gen := range benchGenerations {
+			s := gen.suffix
+			ratio("crank/bare-p50"+s, "crank"+s, "bare-mcp-process"+s, 50)
+			ratio("crank/bare-p99"+s, "crank"+s, "bare-mcp-process"+s, 99)
+			ratio("no-log/bare-p50"+s, "crank-no-log"+s, "bare-mcp-process"+s, 50)
+			ratio("crank/floor-p50"+s, "crank"+s, "floor"+s, 50)
+			ratio("crank/floor-p99"+s, "crank"+s, "floor"+s, 99)
+			ratio("floor/bare-p50"+s, "floor"+s, "bare-mcp-process"+s, 50)
+			if before {
+				ratio("before/bare-p50"+s, "crank-before"+s, "bare-mcp-process"+s, 50)
+				ratio("crank/before-p50"+s, "crank"+s, "crank-before"+s, 50)
+				ratio("crank/before-p99"+s, "crank"+s, "crank-before"+s, 99)
+			}
+		}
+		ratio("sessionless/session-crank-p50", "crank-sessionless", "crank", 50)
+		ratio("sessionless/session-bare-p50", "bare-mcp-process-sessionless", "bare-mcp-process", 50)
 	})
 	b.Run("throughput", func(b *testing.B) {
-		// The CPU time the server processes spent on their calls.
-		cpu := startServerCPU(g, barePID)
-		rate = interleavedRate(b, vs, b.N, 8)
-		cpu.report(b, "call", "crank/bare-cpu")
+		rate, use = interleavedRate(b, vs, b.N, 8)
+		calls = b.N
 		for i, v := range vs {
 			b.ReportMetric(rate[i], v.name+"-calls/s")
+			if v.meter != nil {
+				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
+			}
 		}
-		b.ReportMetric(rate[vCrank]/rate[vBare], "crank/bare-calls/s")
-		b.ReportMetric(rate[vNoLog]/rate[vBare], "no-log/bare-calls/s")
+		// What the server processes spent on a call, adapters included.
+		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
+		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
+		for _, gen := range benchGenerations {
+			s := gen.suffix
+			ratio("crank/bare-calls/s"+s, "crank"+s, "bare-mcp-process"+s)
+			ratio("no-log/bare-calls/s"+s, "crank-no-log"+s, "bare-mcp-process"+s)
+			ratio("crank/floor-calls/s"+s, "crank"+s, "floor"+s)
+			ratio("floor/bare-calls/s"+s, "floor"+s, "bare-mcp-process"+s)
+			b.ReportMetric(cpu("crank"+s)/cpu("bare-mcp-process"+s), "crank/bare-cpu"+s)
+			b.ReportMetric(cpu("crank"+s)/cpu("floor"+s), "crank/floor-cpu"+s)
+			b.ReportMetric(cpu("floor"+s)/cpu("bare-mcp-process"+s), "floor/bare-cpu"+s)
+			if before {
+				ratio("before/bare-calls/s"+s, "crank-before"+s, "bare-mcp-process"+s)
+				ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
+			}
+		}
+		ratio("sessionless/session-crank-calls/s", "crank-sessionless", "crank")
+		ratio("sessionless/session-bare-calls/s", "bare-mcp-process-sessionless", "bare-mcp-process")
+		b.ReportMetric(cpu("crank-sessionless")/cpu("crank"), "sessionless/session-crank-cpu")
 		if before {
-			b.ReportMetric(rate[vBefore]/rate[vBare], "before/bare-calls/s")
-			b.ReportMetric(rate[vCrank]/rate[vBefore], "crank/before-calls/s")
 			reportPeakRSS(b, g, gBefore)
 		}
 	})
 	if lat == nil || rate == nil {
 		return // a -bench filter skipped one
 	}
-	p50 := func(i int) time.Duration { return pct(lat[i], 50) }
-	fmt.Printf("\nunary REST tool call, same run, variants interleaved (p50/p99 latency, sequential; throughput, 8 callers):\n"+
-		"  direct HTTP                p50 %9v  p99 %9v  %7.0f calls/s\n"+
-		"  bare go-sdk MCP            p50 %9v  p99 %9v  %7.0f calls/s  (in the benchmark's process)\n"+
-		"  bare go-sdk MCP, process   p50 %9v  p99 %9v  %7.0f calls/s  (in a process of its own)\n"+
-		"  through Crank              p50 %9v  p99 %9v  %7.0f calls/s  (stateful, events logged in etcd for resumption)\n"+
-		"  Crank, no log              p50 %9v  p99 %9v  %7.0f calls/s  (event_store off)\n"+
-		"  Crank/bare MCP process: p50 %.2fx (%.2fx without the log), p99 %.2fx, throughput %.2fx (%.2fx without the log)\n",
-		p50(0), pct(lat[0], 99), rate[0], p50(1), pct(lat[1], 99), rate[1], p50(vBare), pct(lat[vBare], 99), rate[vBare],
-		p50(vCrank), pct(lat[vCrank], 99), rate[vCrank], p50(vNoLog), pct(lat[vNoLog], 99), rate[vNoLog],
-		float64(p50(vCrank))/float64(p50(vBare)), float64(p50(vNoLog))/float64(p50(vBare)),
-		float64(pct(lat[vCrank], 99))/float64(pct(lat[vBare], 99)), rate[vCrank]/rate[vBare], rate[vNoLog]/rate[vBare])
+	printUnary(vs, lat, rate, use, calls, before)
+}
+
+// printUnary prints BenchmarkUnaryREST's figures as a table, a row a
+// variant and a block a protocol generation, and the ratios the goals
+// are about.
+func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
+	at := func(name string) int { return variantAt(vs, name) }
+	row := func(label, name string) {
+		i := at(name)
+		fmt.Printf("  %-36s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
+		if vs[i].meter != nil {
+			u := use[i]
+			fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
+			if len(vs[i].meter.adapters) > 0 {
+				fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
+			} else {
+				fmt.Printf("%15s", "")
+			}
+			fmt.Printf(" %8.1f KB %7.0f", float64(u.allocBytes)/1000/float64(calls), float64(u.allocs)/float64(calls))
+		}
+		fmt.Println()
+	}
+	ratio := func(of, to string, p int) float64 { return float64(pct(lat[at(of)], p)) / float64(pct(lat[at(to)], p)) }
+	speed := func(of, to string) float64 { return rate[at(of)] / rate[at(to)] }
+	fmt.Printf("\nunary REST tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
+		"(adapter processes included) and the server process's allocation per call: 8 callers):\n")
+	fmt.Printf("  %-36s %9s %9s %7s %11s %14s %11s %7s\n", "", "p50", "p99", "calls/s", "CPU/call", "", "alloc/call", "objects")
+	row("direct HTTP", "direct")
+	row("bare go-sdk MCP, in the benchmark", "bare-mcp")
+	for _, gen := range benchGenerations {
+		s := gen.suffix
+		fmt.Printf(" %s (%s):\n", gen.name, gen.version)
+		row("bare go-sdk MCP process", "bare-mcp-process"+s)
+		row("design floor: bare + adapter hop", "floor"+s)
+		row("through Crank", "crank"+s)
+		row("Crank, no event log", "crank-no-log"+s)
+		if before {
+			row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
+		}
+		fmt.Printf("  Crank/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx (no log: p50 %.2fx, throughput %.2fx)\n"+
+			"  Crank/floor: p50 %.2fx, p99 %.2fx, throughput %.2fx; floor/bare process: p50 %.2fx, throughput %.2fx\n",
+			ratio("crank"+s, "bare-mcp-process"+s, 50), ratio("crank"+s, "bare-mcp-process"+s, 99), speed("crank"+s, "bare-mcp-process"+s),
+			ratio("crank-no-log"+s, "bare-mcp-process"+s, 50), speed("crank-no-log"+s, "bare-mcp-process"+s),
+			ratio("crank"+s, "floor"+s, 50), ratio("crank"+s, "floor"+s, 99), speed("crank"+s, "floor"+s),
+			ratio("floor"+s, "bare-mcp-process"+s, 50), speed("floor"+s, "bare-mcp-process"+s))
+	}
+	fmt.Printf(" sessionless/session: Crank p50 %.2fx, throughput %.2fx; bare process p50 %.2fx, throughput %.2fx\n",
+		ratio("crank-sessionless", "crank", 50), speed("crank-sessionless", "crank"),
+		ratio("bare-mcp-process-sessionless", "bare-mcp-process", 50), speed("bare-mcp-process-sessionless", "bare-mcp-process"))
 }
 
 // benchStreamUpstream serves GET /stream?n=N: an SSE stream of N JSON
@@ -351,15 +532,15 @@ operations:
 	// A bare go-sdk server streaming the upstream itself, in this process
 	// and in a process of its own: the floor for a gateway built on the
 	// go-sdk, the second paying the process boundaries a gateway pays.
-	bareHTTP := httptest.NewServer(bareMCP(up.URL))
+	bareHTTP := httptest.NewServer(bareMCP(up.URL, nil))
 	defer bareHTTP.Close()
-	bareProc, barePID := startBareMCPProcess(b, up.URL)
+	bare := startBareMCPProcess(b, up.URL, "")
 
 	vs := []struct {
 		name string
 		call run
 	}{{"direct", directRun}, {"bare-mcp", mcpRun(bareHTTP.URL)}, {"crank", mcpRun(g.MCPURL)}, {"crank-no-log", mcpRun(gNoLog.MCPURL)},
-		{"bare-mcp-process", mcpRun(bareProc)}}
+		{"bare-mcp-process", mcpRun(bare.URL)}}
 	const vBare, vCrank, vNoLog, vBareProc, vBefore = 1, 2, 3, 4, 5 // indexes in vs
 	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops})
 	before := gBefore != nil
@@ -387,8 +568,10 @@ operations:
 	var rate []float64
 	var p50 []time.Duration
 	b.Run("throughput", func(b *testing.B) {
-		// The CPU time the server processes spent per chunk.
-		cpu := startServerCPU(g, barePID)
+		// What the server processes spent per chunk (over the whole run:
+		// one call is many blocks of chunks).
+		crankMeter, bareMeter := g.meter(), bare.meter()
+		crank0, bare0 := crankMeter.read(b), bareMeter.read(b)
 		took := make([]time.Duration, len(vs))
 		calls(b, chunks, func(i, n int) {
 			start := time.Now()
@@ -397,7 +580,10 @@ operations:
 			}
 			took[i] += time.Since(start)
 		})
-		cpu.report(b, "chunk", "crank/bare-process-cpu")
+		crankUse, bareUse := crankMeter.read(b).minus(crank0), bareMeter.read(b).minus(bare0)
+		crankUse.report(b, "crank", "chunk", b.N, true)
+		bareUse.report(b, "bare-mcp-process", "chunk", b.N, false)
+		b.ReportMetric(float64(crankUse.cpu+crankUse.adapterCPU)/float64(bareUse.cpu), "crank/bare-process-cpu")
 		rate = make([]float64, len(vs))
 		for i, v := range vs {
 			rate[i] = float64(b.N) / took[i].Seconds()

@@ -34,13 +34,23 @@ type goal struct {
 	bound  float64
 }
 
-// The goals of the unary call, the streaming path, the adapter process
-// and live stream sessions; the ratios are to a bare go-sdk MCP server
-// measured in the same run.
+// The goals of the unary call (in both protocol generations: a
+// 2025-11-25 session, and 2026-07-28 without one, the metrics suffixed
+// -sessionless), the streaming path, the adapter process and live stream
+// sessions; the ratios are to a bare go-sdk MCP server measured in the
+// same run (the unary call's figures to the design floor, that server
+// calling the upstream over the adapter hop, follow in figures).
 var goals = []goal{
-	{"unary REST p50, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p50", true, 1.5},
-	{"unary REST p99, Crank/bare go-sdk process", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p99", true, 2},
-	{"unary REST throughput (8 callers), Crank/bare", "e2e.BenchmarkUnaryREST/throughput", "crank/bare-calls/s", false, 0.8},
+	{"unary p50 Crank/bare go-sdk process, session", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p50", true, 1},
+	{"unary p50 Crank/bare go-sdk process, sessionless", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p50-sessionless", true, 1},
+	{"unary p99 Crank/bare go-sdk process, session", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p99", true, 2},
+	{"unary p99 Crank/bare go-sdk process, sessionless", "e2e.BenchmarkUnaryREST/latency", "crank/bare-p99-sessionless", true, 2},
+	{"unary throughput (8 callers) Crank/bare, session", "e2e.BenchmarkUnaryREST/throughput", "crank/bare-calls/s", false, 1},
+	{"unary throughput Crank/bare, sessionless", "e2e.BenchmarkUnaryREST/throughput", "crank/bare-calls/s-sessionless", false, 1},
+	{"unary gateway allocation/call, session (KB)", "e2e.BenchmarkUnaryREST/throughput", "crank-alloc-B/call", true, 30e3},
+	{"unary gateway allocation/call, sessionless (KB)", "e2e.BenchmarkUnaryREST/throughput", "crank-sessionless-alloc-B/call", true, 30e3},
+	{"unary p50 Crank sessionless/session", "e2e.BenchmarkUnaryREST/latency", "sessionless/session-crank-p50", true, 1},
+	{"unary throughput Crank sessionless/session", "e2e.BenchmarkUnaryREST/throughput", "sessionless/session-crank-calls/s", false, 1},
 	{"streaming chunks/s, Crank/bare go-sdk process", "e2e.BenchmarkStreamingTool/throughput", "crank/bare-process-chunks/s", false, 0.9},
 	{"streaming added latency per chunk p50 over the bare process (µs)", "e2e.BenchmarkStreamingTool/latency", "crank-bare-process-p50-µs/chunk", true, 100},
 	{"adapter cold start, spawn to first answer (ms)", "e2e.BenchmarkAdapterStart/cold", "ms/start", true, 150},
@@ -64,11 +74,44 @@ type figure struct {
 var figures = []figure{
 	{what: "unary REST p50 Crank (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank-p50-µs"},
 	{what: "unary REST p50 bare go-sdk process (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "bare-mcp-process-p50-µs"},
+	{what: "unary REST p50 design floor (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "floor-p50-µs"},
+	{what: "unary REST p50 upstream directly (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "direct-p50-µs"},
+	{what: "unary REST p50 Crank / design floor", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/floor-p50"},
+	{what: "unary REST p50 design floor / bare", bench: "e2e.BenchmarkUnaryREST/latency", metric: "floor/bare-p50"},
 	{what: "unary REST p50 no log / bare", bench: "e2e.BenchmarkUnaryREST/latency", metric: "no-log/bare-p50"},
 	{what: "unary REST calls/s Crank", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-calls/s"},
 	{what: "unary REST calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-calls/s"},
+	{what: "unary REST calls/s design floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor-calls/s"},
+	{what: "unary REST throughput Crank / design floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/floor-calls/s"},
+	{what: "unary REST throughput design floor / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor/bare-calls/s"},
 	{what: "unary REST throughput no log / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "no-log/bare-calls/s"},
 	{what: "unary REST server CPU per call Crank / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/bare-cpu"},
+	{what: "unary REST server CPU per call Crank / floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/floor-cpu"},
+	{what: "unary REST adapter CPU per call Crank (µs)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-adapter-cpu-µs/call"},
+	{what: "unary REST adapter CPU per call Crank / floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-adapter-cpu-µs/call",
+		perBench: "e2e.BenchmarkUnaryREST/throughput", perMetric: "floor-adapter-cpu-µs/call"},
+	{what: "unary REST allocation per call bare process (KB)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-alloc-B/call"},
+	{what: "unary REST allocation per call design floor (KB)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor-alloc-B/call"},
+	// The same without a session (2026-07-28).
+	{what: "sessionless p50 Crank (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank-sessionless-p50-µs"},
+	{what: "sessionless p50 bare go-sdk process (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "bare-mcp-process-sessionless-p50-µs"},
+	{what: "sessionless p50 design floor (µs)", bench: "e2e.BenchmarkUnaryREST/latency", metric: "floor-sessionless-p50-µs"},
+	{what: "sessionless p50 Crank / design floor", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/floor-p50-sessionless"},
+	{what: "sessionless p50 design floor / bare", bench: "e2e.BenchmarkUnaryREST/latency", metric: "floor/bare-p50-sessionless"},
+	{what: "sessionless p50 no log / bare", bench: "e2e.BenchmarkUnaryREST/latency", metric: "no-log/bare-p50-sessionless"},
+	{what: "sessionless calls/s Crank", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-sessionless-calls/s"},
+	{what: "sessionless calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-sessionless-calls/s"},
+	{what: "sessionless calls/s design floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor-sessionless-calls/s"},
+	{what: "sessionless throughput Crank / design floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/floor-calls/s-sessionless"},
+	{what: "sessionless throughput design floor / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor/bare-calls/s-sessionless"},
+	{what: "sessionless server CPU per call Crank / bare", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/bare-cpu-sessionless"},
+	{what: "sessionless server CPU per call Crank / floor", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/floor-cpu-sessionless"},
+	{what: "sessionless adapter CPU per call Crank (µs)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank-sessionless-adapter-cpu-µs/call"},
+	{what: "sessionless allocation per call bare (KB)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "bare-mcp-process-sessionless-alloc-B/call"},
+	{what: "sessionless allocation per call floor (KB)", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "floor-sessionless-alloc-B/call"},
+	{what: "sessionless/session server CPU per call Crank", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "sessionless/session-crank-cpu"},
+	{what: "sessionless/session p50 bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/latency", metric: "sessionless/session-bare-p50"},
+	{what: "sessionless/session calls/s bare go-sdk process", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "sessionless/session-bare-calls/s"},
 	{what: "streaming chunks/s no log / bare", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "no-log/bare-chunks/s"},
 	{what: "streaming chunks/s Crank / bare in the benchmark's process", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/bare-chunks/s"},
 	{what: "streaming added latency per chunk over the bare server in the benchmark's process (µs)", bench: "e2e.BenchmarkStreamingTool/latency", metric: "crank-bare-p50-µs/chunk"},
@@ -78,6 +121,9 @@ var figures = []figure{
 	{what: "unary REST p50 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p50"},
 	{what: "unary REST p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99"},
 	{what: "unary REST throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s"},
+	{what: "sessionless p50 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p50-sessionless"},
+	{what: "sessionless p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99-sessionless"},
+	{what: "sessionless throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s-sessionless"},
 	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
 	{what: "window ingest 100k small / baseline", bench: "host.BenchmarkWindow/100k_small", metric: "x-baseline"},
 	{what: "window ingest 64 KiB events / baseline", bench: "host.BenchmarkWindow/large_64KiB", metric: "x-baseline"},
@@ -196,10 +242,14 @@ func trim(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// scaleOf converts bytes to KiB for the memory goals.
+// scaleOf converts bytes to KiB for the memory goals and to KB for the
+// allocation per call.
 func scaleOf(metric string) float64 {
-	if strings.HasSuffix(metric, "B/session") {
+	switch {
+	case strings.HasSuffix(metric, "B/session"):
 		return 1024
+	case strings.HasSuffix(metric, "alloc-B/call"):
+		return 1000
 	}
 	return 1
 }
@@ -233,11 +283,15 @@ func report(w io.Writer, before, after results) {
 	}
 	fmt.Fprintln(w, "figures that must not get slower:")
 	for _, f := range figures {
+		scale := 1.0
+		if f.perBench == "" {
+			scale = scaleOf(f.metric)
+		}
 		if before != nil {
-			fmt.Fprintf(w, "  %-48s before %-28s after %s\n", f.what, format(f.values(before), 1), format(f.values(after), 1))
+			fmt.Fprintf(w, "  %-48s before %-28s after %s\n", f.what, format(f.values(before), scale), format(f.values(after), scale))
 			continue
 		}
-		fmt.Fprintf(w, "  %-48s %s\n", f.what, format(f.values(after), 1))
+		fmt.Fprintf(w, "  %-48s %s\n", f.what, format(f.values(after), scale))
 	}
 }
 
