@@ -26,6 +26,9 @@ type handlerRun struct {
 	mu       sync.Mutex
 	hst      *host.Host
 	follower *catalog.Follower
+	// withdraw ends the offer of the handler's host to take over orphaned
+	// jobs (host.OfferAdoption).
+	withdraw func()
 
 	// adaptersMu guards Handler.adapters; unloaded: Cleanup released
 	// them, and no host may take new ones.

@@ -202,6 +202,9 @@ func (h *Handler) loadOperations() (*opsfile.File, error) {
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
 func (h *Handler) start(st *store.Etcd) error {
+	if h.run.withdraw == nil {
+		h.run.withdraw = host.OfferAdoption(st, h.currentHost)
+	}
 	if h.Catalog != "" {
 		if err := h.followCatalog(st); err != nil {
 			return err
@@ -256,6 +259,9 @@ func (h *Handler) Cleanup() error {
 	if h.ep != nil {
 		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
+	}
+	if h.run != nil && h.run.withdraw != nil {
+		h.run.withdraw()
 	}
 	if h.run != nil {
 		h.run.adaptersMu.Lock()
