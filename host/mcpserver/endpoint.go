@@ -100,6 +100,7 @@ type Store interface {
 	// The event logs of their SSE streams, for resumption (events.go).
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
@@ -244,7 +245,8 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
-	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
+	ep.markTasks(r, p)   // taskheader.go: what the SDK cannot take of MCP Tasks
+	r = withCallID(r, p) // events.go: the call a POST's stream answers
 	if ended := ep.linkResult(r, p); ended != nil {
 		defer ended() // taskwait.go: a tasks/result wait sees its POST end
 	}

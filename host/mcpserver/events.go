@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
@@ -24,6 +26,7 @@ const maxPendingEvents = 1024
 type eventLogStore interface {
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
@@ -93,6 +96,39 @@ type pendingLog struct {
 type pendingEvent struct {
 	idx  int64 // -1: the store's next
 	data []byte
+	// request: the JSON-RPC id of the call the stream answers, with its
+	// first event (callID); open: the event itself was refused, only the
+	// stream's record is written, for its request.
+	request json.RawMessage
+	open    bool
+}
+
+// callIDKey is the request context key of the JSON-RPC id of the call a
+// POST carries, which its stream records when it opens: a replay of the
+// stream that cannot be served then fails that call, not the session.
+type callIDKey struct{}
+
+// withCallID returns r with the id of the call its body carries.
+func withCallID(r *http.Request, p *peeked) *http.Request {
+	if p.body == nil {
+		return r
+	}
+	if m := p.message(); m.ok && m.method != "" && m.id != nil {
+		return r.WithContext(context.WithValue(r.Context(), callIDKey{}, m.id))
+	}
+	return r
+}
+
+// interruptedAnswer is the JSON-RPC error answering the call id whose
+// stream cannot be replayed.
+func interruptedAnswer(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code": jsonrpc.CodeInternalError,
+		"message": "the call was interrupted and its answer cannot be replayed (the replica serving it stopped before " +
+			"storing its events, or they expired); call it again",
+		"data": map[string]any{"retryable": true},
+	}})
+	return b
 }
 
 func newEventStore(st func() eventLogStore, lim store.EventLimits, q EventQuota) *eventStore {
@@ -156,7 +192,7 @@ func isResponse(data []byte) bool {
 
 // Append implements mcp.EventStore: it queues the event for the stream's
 // writer.
-func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data []byte) error {
+func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
 	if es.standaloneOnly && streamID != "" {
 		return nil // go-sdk appends a JSON answer's messages too
 	}
@@ -171,17 +207,28 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
 	idx := sl.claimLocked(streamID, data)
+	var request json.RawMessage
+	if idx == 0 && streamID != "" {
+		request, _ = ctx.Value(callIDKey{}).(json.RawMessage)
+	}
 	ok, drop, refusal := es.ledger.admit(sessionID, streamID, client, len(data))
 	if refusal != "" {
 		es.logRefusalLocked(sessionID, refusal)
 	}
-	if !ok && !drop {
+	if !ok && !drop && request == nil {
 		return nil // the index still counts it: the store sees the gap
 	}
 	pl := sl.pending[streamID]
 	if pl == nil {
 		pl = &pendingLog{}
 		sl.pending[streamID] = pl
+	}
+	if !ok && !drop {
+		// Refused, the stream's first event: its record is written all
+		// the same, for its request.
+		pl.queue = append(pl.queue, pendingEvent{idx: 0, request: request, open: true})
+		es.dirtyLocked(sessionID, streamID, sl, pl)
+		return nil
 	}
 	if drop {
 		pl.queue, pl.drop = nil, true
@@ -198,7 +245,7 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 				sessionField(sessionID), zap.Int("dropped", maxPendingEvents/2))
 		}
 	}
-	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
+	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data, request: request})
 	es.dirtyLocked(sessionID, streamID, sl, pl)
 	return nil
 }
@@ -295,15 +342,19 @@ func (es *eventStore) storeBatches(refs []streamRef, batches [][]pendingEvent) {
 	for k, batch := range batches {
 		for i := 0; i < len(batch); {
 			j := i + 1
-			for j < len(batch) && (batch[i].idx < 0) == (batch[j].idx < 0) &&
+			for j < len(batch) && !batch[i].open && !batch[j].open && (batch[i].idx < 0) == (batch[j].idx < 0) &&
 				(batch[i].idx < 0 || batch[j].idx == batch[i].idx+int64(j-i)) {
 				j++
 			}
-			data := make([][]byte, 0, j-i)
-			for _, ev := range batch[i:j] {
-				data = append(data, ev.data)
+			var data [][]byte
+			if !batch[i].open {
+				data = make([][]byte, 0, j-i)
+				for _, ev := range batch[i:j] {
+					data = append(data, ev.data)
+				}
 			}
-			runs = append(runs, store.StreamEvents{Session: refs[k].session, Stream: refs[k].stream, First: batch[i].idx, Data: data})
+			runs = append(runs, store.StreamEvents{Session: refs[k].session, Stream: refs[k].stream, First: batch[i].idx, Data: data,
+				Request: batch[i].request})
 			owner = append(owner, k)
 			i = j
 		}
@@ -380,6 +431,15 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 			return
 		}
 		evs, err := replayRead(ctx, st, sessionID, streamID, int64(index))
+		if errors.Is(err, store.ErrEventsPurged) && streamID != "" {
+			// The call's answer is lost: answer the call with an error, so
+			// the client's session goes on (a failed replay is a 400, on
+			// which a client such as go-sdk's ends the session).
+			if id, rerr := st.EventStreamRequest(ctx, sessionID, streamID); rerr == nil && id != nil {
+				yield(interruptedAnswer(id), nil)
+				return
+			}
+		}
 		if errors.Is(err, store.ErrEventsPurged) {
 			err = fmt.Errorf("%w: %w", mcp.ErrEventsPurged, err)
 		}
