@@ -108,12 +108,17 @@ type pendingEvent struct {
 // stream that cannot be served then fails that call, not the session.
 type callIDKey struct{}
 
+// maxRecordedCallID bounds the call id a stream records (a client picks
+// it; a longer one is not recorded, and its stream's replay fails as
+// before).
+const maxRecordedCallID = 256
+
 // withCallID returns r with the id of the call its body carries.
 func withCallID(r *http.Request, p *peeked) *http.Request {
 	if p.body == nil {
 		return r
 	}
-	if m := p.message(); m.ok && m.method != "" && m.id != nil {
+	if m := p.message(); m.ok && m.method != "" && m.id != nil && len(m.id) <= maxRecordedCallID {
 		return r.WithContext(context.WithValue(r.Context(), callIDKey{}, m.id))
 	}
 	return r

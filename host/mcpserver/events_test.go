@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +268,25 @@ func TestUnservableReplayAnswersTheCall(t *testing.T) {
 	for _, err := range resuming.After(context.Background(), "sess", "", 3) {
 		if !errors.Is(err, mcp.ErrEventsPurged) {
 			t.Fatalf("replay of the standalone stream: %v", err)
+		}
+	}
+}
+
+// A stream records the id of the call its POST carries, unless the id is
+// longer than maxRecordedCallID (a client picks it) or there is no call.
+func TestWithCallID(t *testing.T) {
+	t.Parallel()
+	long := `"` + strings.Repeat("x", maxRecordedCallID) + `"`
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call"}`:            `7`,
+		`{"jsonrpc":"2.0","id":` + long + `,"method":"tools/call"}`: ``,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:    ``,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		r = withCallID(r, peek(r))
+		got, _ := r.Context().Value(callIDKey{}).(json.RawMessage)
+		if string(got) != want {
+			t.Errorf("%.60s: id %s, want %q", body, got, want)
 		}
 	}
 }
