@@ -420,6 +420,37 @@ func (es *eventStore) flushLocked(sl *sessionLogs, streams ...string) {
 	}
 }
 
+// busyLocked reports whether any of the session's streams has events
+// queued or being written (a nil sl: none).
+func (sl *sessionLogs) busyLocked() bool {
+	if sl == nil {
+		return false
+	}
+	for _, pl := range sl.pending {
+		if pl.writing || len(pl.queue) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitStored waits, for at most limit, until what the session's streams
+// have queued is stored (or failed to be).
+func (es *eventStore) awaitStored(session string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	wake := time.AfterFunc(limit, func() {
+		es.mu.Lock()
+		es.changed.Broadcast()
+		es.mu.Unlock()
+	})
+	defer wake.Stop()
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for time.Now().Before(deadline) && es.sessions[session].busyLocked() {
+		es.changed.Wait()
+	}
+}
+
 // After implements mcp.EventStore. It waits for the stream's queued
 // events to be stored first. Events the store no longer holds are reported
 // as mcp.ErrEventsPurged.
