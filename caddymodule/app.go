@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
 )
@@ -122,8 +123,10 @@ type pooledStore struct {
 }
 
 // newPooledStore wraps s and starts its sweeper: one per store, for as long
-// as any config uses it (not once per reload). The sweeper marks sessions
-// and jobs of dead replicas failed and deletes expired entries; it logs
+// as any config uses it (not once per reload). The sweeper takes over the
+// jobs of dead replicas that an endpoint here can follow (host.Adopter),
+// marks their other sessions and jobs failed and deletes expired entries;
+// it logs
 // through Caddy's default logger, which outlives any one config.
 //
 // For the embedded etcd, which only this process uses, the sweeper also
@@ -136,7 +139,7 @@ func newPooledStore(s *store.Etcd, embeddedKey string) *pooledStore {
 	lg := caddy.Log().Named("crank.sweeper")
 	go func() {
 		defer close(p.sweeperDone)
-		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != ""}
+		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != "", Adopt: host.Adopter(s)}
 		if err := s.RunSweeper(ctx, cfg); err != nil && ctx.Err() == nil {
 			lg.Warn("store sweeper stopped", zap.Error(err))
 		}

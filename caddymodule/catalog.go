@@ -27,6 +27,9 @@ type handlerRun struct {
 	hst      *host.Host
 	follower *catalog.Follower
 	held     bool // the endpoint is held (holdEndpoint)
+	// withdraw ends the offer of the handler's host to take over orphaned
+	// jobs (host.OfferAdoption).
+	withdraw func()
 
 	// adaptersMu guards Handler.adapters; unloaded: Cleanup released
 	// them, and no host may take new ones.

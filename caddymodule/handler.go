@@ -217,6 +217,9 @@ func (h *Handler) loadOperations() (*opsfile.File, error) {
 // resulting host to the MCP endpoint, which then serves.
 func (h *Handler) start(st *store.Etcd) error {
 	h.holdEndpoint()
+	if h.run.withdraw == nil {
+		h.run.withdraw = host.OfferAdoption(st, h.currentHost)
+	}
 	if h.Catalog != "" {
 		if err := h.followCatalog(st); err != nil {
 			return err
@@ -271,6 +274,9 @@ func (h *Handler) Cleanup() error {
 	if h.ep != nil {
 		h.ep.Detach(h.currentHost())
 		_, _ = endpointPool.Delete(h.epKey)
+	}
+	if h.run != nil && h.run.withdraw != nil {
+		h.run.withdraw()
 	}
 	h.releaseEndpoint() // before the adapters: an upstream job is cancelled through them
 	if h.run != nil {

@@ -344,20 +344,8 @@ func TestFamiliesDemo(t *testing.T) {
 // running job is marked failed by B within the owner TTL.
 func TestFamiliesAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	etcd := storetest.NewServer(t)
 	up := newFeedUpstream(t)
-	opts := func(name string) gatewayOptions {
-		return gatewayOptions{Operations: familiesOps(up.URL), Crank: fmt.Sprintf(`etcd {
-			%s
-			owner_ttl 2s
-			replica_name %s
-		}`, etcd.Caddyfile(), name)}
-	}
-	a, b := startGateway(t, opts("a")), startGateway(t, opts("b"))
-	ctx := context.Background()
-	lb := &balancer{}
-	lb.to(a)
-	cs := connectThrough(t, ctx, lb)
+	a, b, lb, cs := familyReplicas(t, familiesOps(up.URL))
 
 	session := callOK(t, cs, "follow_start", nil)["session_id"].(string)
 	long := callOK(t, cs, "export_start", map[string]any{"ms": 600000})["job_id"].(string)
@@ -400,6 +388,25 @@ func TestFamiliesAcrossReplicas(t *testing.T) {
 		st := callOK(t, cs, "export_status", map[string]any{"job_id": orphan})
 		return st["status"] == "failed" && strings.Contains(fmt.Sprint(st["error"]), "owner_lost")
 	})
+}
+
+// familyReplicas starts two gateways a and b serving ops on one etcd, with an
+// owner TTL of 2s (a killed replica's work is swept soon), and connects a
+// client through a balancer that sends it to a.
+func familyReplicas(t *testing.T, ops string) (a, b *gateway, lb *balancer, cs *mcp.ClientSession) {
+	t.Helper()
+	etcd := storetest.NewServer(t)
+	opts := func(name string) gatewayOptions {
+		return gatewayOptions{Operations: ops, Crank: fmt.Sprintf(`etcd {
+			%s
+			owner_ttl 2s
+			replica_name %s
+		}`, etcd.Caddyfile(), name)}
+	}
+	a, b = startGateway(t, opts("a")), startGateway(t, opts("b"))
+	lb = &balancer{}
+	lb.to(a)
+	return a, b, lb, connectThrough(t, context.Background(), lb)
 }
 
 // Sessions end by themselves: without polls after idle_timeout_ms (the

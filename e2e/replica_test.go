@@ -25,6 +25,9 @@ import (
 type balancer struct {
 	mu   sync.Mutex
 	host string
+	// sse, when set, is told when the client reads the first event of an
+	// SSE answer to a POST (without blocking).
+	sse chan struct{}
 }
 
 func (b *balancer) to(g *gateway) {
@@ -40,7 +43,31 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	b.mu.Unlock()
 	req = req.Clone(req.Context())
 	req.URL.Host, req.Host = host, host
-	return http.DefaultTransport.RoundTrip(req)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && b.sse != nil && req.Method == http.MethodPost && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &firstRead{ReadCloser: resp.Body, read: b.sse}
+	}
+	return resp, err
+}
+
+// firstRead tells read of the first bytes read from its body.
+type firstRead struct {
+	io.ReadCloser
+	read chan struct{}
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if n > 0 {
+		f.once.Do(func() {
+			select {
+			case f.read <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return n, err
 }
 
 // connectThrough opens a go-sdk client session through lb.

@@ -108,6 +108,7 @@ type jobUpstream struct {
 	reportStarted   chan struct{}
 	reportCancelled chan struct{}
 	exportPolls     atomic.Int32
+	exportStarts    atomic.Int32
 	exportCancelled atomic.Bool
 	idleOpen        atomic.Int32
 	idleSeen        atomic.Int32
@@ -141,6 +142,7 @@ func (u *jobUpstream) routes(mux *http.ServeMux) {
 		<-r.Context().Done()
 	})
 	mux.HandleFunc("POST /exports", func(w http.ResponseWriter, r *http.Request) {
+		u.exportStarts.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprint(w, `{"ticket":"T-7"}`)

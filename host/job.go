@@ -90,16 +90,10 @@ func (h *Host) startJob(ctx context.Context, op *boundOp, req CallRequest, args 
 }
 
 func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) (*store.AsyncJobHandle, error) {
-	run, refusal := h.runners.enter(h.endpoint)
-	if refusal != "" {
-		return nil, replicaQuotaError(refusal)
+	run, slot, err := h.enterJobRunner()
+	if err != nil {
+		return nil, err
 	}
-	slot, refusal := h.quotas.Replica.take(true)
-	if refusal != "" {
-		run.leave()
-		return nil, replicaQuotaError(refusal)
-	}
-	slot = joinRelease(slot, run.leave)
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
 		MaxRuntime: op.Timeout, Retention: op.Family.Job.Retention(), Owned: true,
@@ -110,6 +104,32 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 		slot()
 		return nil, err
 	}
+	if err := h.launchJob(run, slot, job, op, req, args, nil); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// enterJobRunner takes what a job runner of this replica holds: its entry
+// in the process's runners and a slot of the replica's job quota.
+func (h *Host) enterJobRunner() (*runner, func(), error) {
+	run, refusal := h.runners.enter(h.endpoint)
+	if refusal != "" {
+		return nil, nil, replicaQuotaError(refusal)
+	}
+	slot, refusal := h.quotas.Replica.take(true)
+	if refusal != "" {
+		run.leave()
+		return nil, nil, replicaQuotaError(refusal)
+	}
+	return run, joinRelease(slot, run.leave), nil
+}
+
+// launchJob runs job, owned by this replica, in the background, holding
+// run and slot until it ends; ticket is the upstream's job an adopted job
+// follows (adopt.go), nil for a new one. A job it cannot run is failed.
+func (h *Host) launchJob(run *runner, slot func(), job *store.AsyncJobHandle, op *boundOp, req CallRequest,
+	args json.RawMessage, ticket any) error {
 	// A cancel from any replica cancels the run; subscribed before the
 	// client learns the job's ID.
 	rctx, cancel := context.WithCancelCause(context.Background())
@@ -119,13 +139,13 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 		cancel(nil)
 		slot()
 		h.finishJob(job.ID, store.JobUpdate{Status: store.JobFailed, Error: failureJSON("store_unavailable", err.Error())})
-		return nil, err
+		return err
 	}
 	release := func() { unsubscribe(); slot() }
 	rreq := req
 	rreq.Progress, rreq.Log = nil, nil
-	go h.runJob(rctx, cancel, release, job, op, rreq, args)
-	return job, nil
+	go h.runJob(rctx, cancel, release, job, op, rreq, args, ticket)
+	return nil
 }
 
 // runJob runs a job to its end: the operation itself (one request, or the
@@ -133,7 +153,7 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 // status operation. A cancel requested on any replica cancels the
 // running adapter call. It is not tied to the MCP request that started it.
 func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, release func(),
-	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage) {
+	job *store.AsyncJobHandle, op *boundOp, req CallRequest, args json.RawMessage, ticket any) {
 	defer release()
 	defer cancel(nil)
 	telemetry.JobRunning(op.Name, 1)
@@ -155,7 +175,7 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 	var startDoc any
 	switch {
 	case j.StatusOperation != "":
-		res, startDoc = h.followUpstreamJob(ctx, op, req, args, job.ID)
+		res, startDoc = h.followUpstreamJob(ctx, op, req, args, job, ticket)
 	case op.Execution != nil:
 		req.Progress = h.jobProgress(ctx, job.ID)
 		res = h.callWindow(ctx, op, req, args)
@@ -246,22 +266,32 @@ func (h *Host) jobRelayedProgress(ctx context.Context, id string) func(context.C
 	}
 }
 
-// followUpstreamJob starts the upstream's own job and polls its status
-// operation until done_path says it is done. It returns the job's outcome
-// and the start result (for cancel_arguments).
-func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, id string) (*Result, any) {
-	j := op.Family.Job
-	start := h.invoke(ctx, op, req, args)
-	if start.IsError {
-		return start, nil
+// followUpstreamJob starts the upstream's own job — unless ticket, the
+// start result of an adopted job, says it runs already — and polls its
+// status operation until done_path says it is done. The start result is
+// recorded with the job (follow_json), so that another replica can follow
+// it should this one die (adopt.go). It returns the job's outcome and the
+// start result (for cancel_arguments).
+func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage,
+	job *store.AsyncJobHandle, ticket any) (*Result, any) {
+	j, id := op.Family.Job, job.ID
+	doc, polls := ticket, 0
+	if doc == nil {
+		start := h.invoke(ctx, op, req, args)
+		if start.IsError {
+			return start, nil
+		}
+		doc = resultDoc(start)
+		h.recordJobTicket(ctx, id, doc)
+	} else {
+		polls = pollsOf(job.Progress) // the owner's count goes on
 	}
-	doc := resultDoc(start)
 	statusArgs, err := buildArguments(j.StatusArguments, j.Paths.StatusArguments, doc)
 	if err != nil {
 		return errorResult("job.status_arguments: " + err.Error()), doc
 	}
 	statusOp, _ := h.op(j.StatusOperation)
-	failures, polls := 0, 0
+	failures := 0
 	for {
 		t := time.NewTimer(j.PollInterval())
 		select {
@@ -302,6 +332,26 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 		}
 		return r, doc
 	}
+}
+
+// recordJobTicket records the start result of the upstream's job with the
+// job (follow_json), which a replica adopting it follows. A failed write
+// is logged: the job runs on, but cannot be adopted.
+func (h *Host) recordJobTicket(ctx context.Context, id string, doc any) {
+	uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	if _, err := h.updateJob(uctx, id, store.JobUpdate{Follow: jsonpath.Encode(doc)}); err != nil && ctx.Err() == nil {
+		h.log.Warn("upstream job's ticket not recorded: no other replica can take the job over", zap.String("job", id), zap.Error(err))
+	}
+}
+
+// pollsOf is the count of status polls in a followed job's progress.
+func pollsOf(progress json.RawMessage) int {
+	var p struct {
+		Polls int `json:"polls"`
+	}
+	_ = json.Unmarshal(progress, &p)
+	return p.Polls
 }
 
 // cancelUpstreamJob calls the job's cancel_operation.
@@ -370,7 +420,7 @@ func (h *Host) finishJob(id string, u store.JobUpdate) {
 // runner stores is read back by any replica's status, result and task
 // calls.
 func (h *Host) updateJob(ctx context.Context, id string, u store.JobUpdate) (*store.AsyncJobHandle, error) {
-	u.Progress, u.Result, u.Error = h.redact.JSON(u.Progress), h.redact.JSON(u.Result), h.redact.JSON(u.Error)
+	u.Progress, u.Result, u.Error, u.Follow = h.redact.JSON(u.Progress), h.redact.JSON(u.Result), h.redact.JSON(u.Error), h.redact.JSON(u.Follow)
 	return h.store.UpdateJob(ctx, id, u)
 }
 

@@ -147,7 +147,7 @@ func FuzzRecordDecoding(f *testing.F) {
 				t.Fatalf("decoded an impossible span: %+v", rec)
 			}
 			enc, _ := json.Marshal(rec)
-			if rec2, err := decodeEventStream(enc); err != nil || rec2 != rec {
+			if rec2, err := decodeEventStream(enc); err != nil || rec2.First != rec.First || rec2.Next != rec.Next || rec2.Bytes != rec.Bytes {
 				t.Fatalf("round trip: %+v, %v", rec2, err)
 			}
 		case fuzzSharedKey:

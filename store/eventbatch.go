@@ -18,6 +18,10 @@ type StreamEvents struct {
 	Session, Stream string
 	First           int64
 	Data            [][]byte
+	// Request, with First 0, is the JSON-RPC id of the request the stream
+	// answers, recorded with the stream (EventStreamRequest); with no Data,
+	// only the stream's record is written (its events were refused).
+	Request json.RawMessage
 }
 
 // maxStreamsTxnOps bounds the puts of one AppendStreams transaction, within
@@ -54,6 +58,10 @@ func (e *Etcd) AppendStreams(ctx context.Context, streams []StreamEvents, lim Ev
 		txn, ops, size = nil, 0, 0
 	}
 	for i, s := range streams {
+		if len(s.Data) == 0 && s.Request != nil {
+			errs[i] = e.openEventStream(ctx, s, dlim)
+			continue
+		}
 		mk := eventStreamKey(s.Session, s.Stream)
 		p, ok := e.planAppend(i, s, dlim)
 		if !ok || seen[mk] {
@@ -74,7 +82,7 @@ func (e *Etcd) AppendStreams(ctx context.Context, streams []StreamEvents, lim Ev
 	slices.Sort(slow)
 	for _, i := range slow {
 		s := streams[i]
-		_, errs[i] = e.AppendEvents(ctx, s.Session, s.Stream, s.First, s.Data, lim)
+		_, errs[i] = e.appendStream(ctx, s.Session, s.Stream, s.First, s.Data, lim, s.Request)
 	}
 	return errs
 }
@@ -111,6 +119,10 @@ func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits) (plannedAppend
 	rec := cached.rec
 	if s.First >= 0 && uint64(s.First) != rec.Next {
 		return plannedAppend{}, false // a restart, a gap or a conflict
+	}
+	if s.First == 0 && s.Request != nil {
+		rec.Request = s.Request
+		p.size += len(s.Request)
 	}
 	if rec.Next == rec.First {
 		rec.First, rec.Bytes = rec.Next, 0

@@ -39,9 +39,10 @@ const (
 var ErrEventsPurged = errors.New("store: events purged")
 
 // ErrStreamNotStored: a replay names events of a stream the store holds
-// no record of. It wraps ErrEventsPurged too: the stream expired, its
-// replica died before storing any of it, or — which only time tells —
-// the replica that serves it has not stored its first events yet.
+// no record of, or events past those it holds. It wraps ErrEventsPurged
+// too: the stream expired, its replica died before storing them, or —
+// which only time tells — the replica that serves it has not stored them
+// yet.
 var ErrStreamNotStored = errors.New("store: stream not stored")
 
 // EventLimits bounds one SSE stream's event log. Zero fields take the
@@ -85,6 +86,10 @@ type eventStreamRecord struct {
 	First uint64 `json:"first"`
 	Next  uint64 `json:"next"`
 	Bytes int64  `json:"bytes"`
+	// Request is the JSON-RPC id of the request a POST stream answers,
+	// recorded when the stream opens (StreamEvents.Request), so that a
+	// replay that cannot be served answers that request with an error.
+	Request json.RawMessage `json:"request,omitempty"`
 }
 
 // decodeEventStream decodes a stream record: a value that is not one, or
@@ -151,6 +156,12 @@ const maxEventsPerTxn = 100
 // again, e.g. on another replica); any other index already stored is
 // ErrConflict.
 func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
+	return e.appendStream(ctx, session, stream, first, data, lim, nil)
+}
+
+// appendStream is AppendEvents, recording request with a stream that
+// starts at event 0 (StreamEvents.Request).
+func (e *Etcd) appendStream(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits, request json.RawMessage) (uint64, error) {
 	if err := validEventIDs(session, stream); err != nil {
 		return 0, err
 	}
@@ -176,21 +187,21 @@ func (e *Etcd) AppendEvents(ctx context.Context, session, stream string, first i
 			size += len(data[j])
 			j++
 		}
-		idx, err := e.appendEvents(ctx, session, stream, first, data[i:j], lim)
+		idx, err := e.appendEvents(ctx, session, stream, first, data[i:j], lim, request)
 		if err != nil {
 			return 0, err
 		}
 		if i == 0 {
 			firstIdx = idx
 		}
-		first = int64(idx) + int64(j-i)
+		first, request = int64(idx)+int64(j-i), nil
 		i = j
 	}
 	return firstIdx, nil
 }
 
 // appendEvents appends one transaction's worth of events.
-func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits) (uint64, error) {
+func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first int64, data [][]byte, lim EventLimits, request json.RawMessage) (uint64, error) {
 	op := "append events to stream " + strconv.Quote(stream) + " of session " + MCPSessionDigest(session)
 	mk := eventStreamKey(session, stream)
 	evp := eventsPrefix(session, stream)
@@ -223,6 +234,9 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			// The stream was opened again (its session moved to another
 			// replica): the old events' IDs mean nothing now.
 			rec = eventStreamRecord{}
+		}
+		if idx == 0 && request != nil {
+			rec.Request = request
 		}
 		if idx < rec.Next {
 			return 0, fmt.Errorf("store: %s: %w: event %d is already stored (next is %d)", op, ErrConflict, idx, rec.Next)
@@ -388,7 +402,10 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", op, err)
 	}
-	if want >= rec.Next {
+	if want > rec.Next {
+		return nil, fmt.Errorf("store: %s after event %d: %w: %w (events from %d on were never stored, or are not stored yet)", op, index, ErrEventsPurged, ErrStreamNotStored, rec.Next)
+	}
+	if want == rec.Next {
 		return nil, nil
 	}
 	if want < rec.First {
@@ -413,6 +430,49 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 		return nil, fmt.Errorf("store: %s after event %d: %w (event %d has expired)", op, index, ErrEventsPurged, want+uint64(len(out)))
 	}
 	return out, nil
+}
+
+// EventStreamRequest returns the JSON-RPC id of the request the stream
+// answers, as recorded when it opened (nil when none was, or the stream is
+// not stored).
+func (e *Etcd) EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error) {
+	if err := validEventIDs(session, stream); err != nil {
+		return nil, err
+	}
+	kv, err := e.get(ctx, "read stream "+strconv.Quote(stream)+" of session "+MCPSessionDigest(session), eventStreamKey(session, stream))
+	if err != nil || kv == nil {
+		return nil, err
+	}
+	rec, err := decodeEventStream(kv.Value)
+	if err != nil {
+		return nil, fmt.Errorf("store: read stream %q: %w", stream, err)
+	}
+	return rec.Request, nil
+}
+
+// openEventStream writes the record of a stream none of whose events is
+// stored (an event-log quota refused them), for its request: a stream
+// already stored is left alone.
+func (e *Etcd) openEventStream(ctx context.Context, s StreamEvents, lim EventLimits) error {
+	if err := validEventIDs(s.Session, s.Stream); err != nil {
+		return err
+	}
+	mk := eventStreamKey(s.Session, s.Stream)
+	rec := eventStreamRecord{Request: s.Request}
+	val, _ := json.Marshal(rec)
+	if len(val) > e.maxValue {
+		return fmt.Errorf("store: open stream %q: %w: request id is %d bytes", s.Stream, ErrTooLarge, len(s.Request))
+	}
+	return e.do(ctx, "open stream "+strconv.Quote(s.Stream)+" of session "+MCPSessionDigest(s.Session), func(ctx context.Context) error {
+		return e.leases.withLease(ctx, lim.TTL, func(lease clientv3.LeaseID) error {
+			resp, err := e.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(mk), "=", 0)).
+				Then(clientv3.OpPut(mk, string(val), clientv3.WithLease(lease))).Commit()
+			if err == nil && resp.Succeeded {
+				e.events.Put(mk, cachedStream{rec: rec, rev: resp.Header.GetRevision()})
+			}
+			return err
+		})
+	})
 }
 
 // DeleteEventStreams removes every event log of the MCP session.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,9 +85,10 @@ func TestEventsAppendReplay(t *testing.T) {
 	if got := replay(t, st, "sess-1", "S1", 3); len(got) != 0 {
 		t.Fatalf("replay after the last: %q", got)
 	}
-	if got := replay(t, st, "sess-1", "S1", 99); len(got) != 0 {
-		t.Fatalf("replay beyond the last: %q", got)
-	}
+	// Beyond the last: events the client saw that were never stored.
+	_, err = st.EventsAfter(ctx, "sess-1", "S1", 99)
+	wantErr(t, "replay beyond the last", err, store.ErrStreamNotStored)
+	wantErr(t, "replay beyond the last", err, store.ErrEventsPurged)
 
 	// Streams and sessions are separate logs; a session ID with a "/"
 	// cannot reach another session's keys.
@@ -224,6 +226,36 @@ func TestEventsBatch(t *testing.T) {
 	if n, _ := eventKeys(t, st, "s", "y"); n > 20 {
 		t.Fatalf("%d events stored, max 20", n)
 	}
+}
+
+// A POST stream records the request it answers when it opens, with its
+// first events or — when none is stored — alone.
+func TestEventStreamRequest(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	ctx := ctxT(t)
+	errs := st.AppendStreams(ctx, []store.StreamEvents{
+		{Session: "s", Stream: "with", First: 0, Data: [][]byte{nil}, Request: json.RawMessage(`7`)},
+		{Session: "s", Stream: "alone", First: 0, Request: json.RawMessage(`"call-8"`)},
+	}, store.EventLimits{})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for stream, want := range map[string]string{"with": `7`, "alone": `"call-8"`, "none": ``} {
+		if id, err := st.EventStreamRequest(ctx, "s", stream); err != nil || string(id) != want {
+			t.Errorf("%s: request %s, %v; want %s", stream, id, err, want)
+		}
+	}
+	// The request stays with the stream as it grows; a stream with none of
+	// its events stored refuses a replay from one the client saw.
+	if _, err := st.AppendEvents(ctx, "s", "with", 1, [][]byte{[]byte("x")}, store.EventLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := st.EventStreamRequest(ctx, "s", "with"); err != nil || string(id) != `7` {
+		t.Errorf("after an append: %s, %v", id, err)
+	}
+	_, err := st.EventsAfter(ctx, "s", "alone", 0)
+	wantErr(t, "replay of a stream whose events were refused", err, store.ErrEventsPurged)
 }
 
 func TestEventsTwoReplicas(t *testing.T) {

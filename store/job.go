@@ -68,6 +68,11 @@ type AsyncJobHandle struct {
 	// ResultBytes is the size of the stored result (0: none).
 	ResultBytes int
 	Error       json.RawMessage // error_json, when failed
+	// Follow is follow_json, what any replica needs to follow the job's
+	// upstream work in its owner's place (the upstream's ticket): set by
+	// its runner (JobUpdate.Follow), offered with an orphan to
+	// SweeperConfig.Adopt. It is the runner's, never shown to a client.
+	Follow json.RawMessage
 	// ExpiresAt: the job is gone from this instant on — its max runtime
 	// plus retention after creation while unfinished, its retention after
 	// finishing.
@@ -123,12 +128,14 @@ type JobUpdate struct {
 	Progress json.RawMessage // replaces progress_json when non-nil
 	Result   json.RawMessage // replaces result_json when non-nil
 	Error    json.RawMessage // replaces error_json when non-nil
+	Follow   json.RawMessage // replaces follow_json when non-nil
 }
 
 // jobRecord is the stored JSON form of an AsyncJobHandle.
 type jobRecord struct {
 	owned[JobStatus]
 	Progress json.RawMessage `json:"progress_json,omitempty"`
+	Follow   json.RawMessage `json:"follow_json,omitempty"`
 	// Result is a result kept in the record by releases before results
 	// had a key of their own (read, never written).
 	Result json.RawMessage `json:"result_json,omitempty"`
@@ -185,13 +192,13 @@ func (r *jobRecord) corrupt() string {
 }
 
 func (r *jobRecord) sizes() string {
-	return fmt.Sprintf("progress_json %d, error_json %d", len(r.Progress), len(r.Error))
+	return fmt.Sprintf("progress_json %d, error_json %d, follow_json %d", len(r.Progress), len(r.Error), len(r.Follow))
 }
 
 func (r *jobRecord) public(rev int64) *AsyncJobHandle {
 	return &AsyncJobHandle{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
-		OperationID: r.OperationID, Status: r.Status, Progress: r.Progress, Result: r.Result, ResultBytes: r.ResultBytes, Error: r.Error,
+		OperationID: r.OperationID, Status: r.Status, Progress: r.Progress, Follow: r.Follow, Result: r.Result, ResultBytes: r.ResultBytes, Error: r.Error,
 		ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		MaxRuntime: msDur(r.MaxRuntimeMS), Retention: r.retention(),
 		Owner: r.Owner, CancelReason: r.CancelReason, CancelRequestedAt: r.CancelRequestedAt,
@@ -356,7 +363,7 @@ func (e *Etcd) UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJob
 	for _, f := range []struct {
 		name string
 		v    json.RawMessage
-	}{{"progress_json", u.Progress}, {"result_json", u.Result}, {"error_json", u.Error}} {
+	}{{"progress_json", u.Progress}, {"result_json", u.Result}, {"error_json", u.Error}, {"follow_json", u.Follow}} {
 		if err := validJSONField(f.name, f.v); err != nil {
 			return nil, err
 		}
@@ -384,6 +391,9 @@ func (e *Etcd) UpdateJob(ctx context.Context, id string, u JobUpdate) (*AsyncJob
 		}
 		if u.Error != nil {
 			r.Error = u.Error
+		}
+		if u.Follow != nil {
+			r.Follow = u.Follow
 		}
 		if u.Result != nil {
 			r.Result, r.ResultBytes, r.pendingResult = nil, len(u.Result), u.Result

@@ -453,21 +453,20 @@ func (k *ownedKind[S, P, V]) sweep(ctx context.Context, e *Etcd, id, dead string
 		if o.Status == k.stopping {
 			to = k.lostStopping
 		}
-		o.Error = ownerLostError(dead)
+		o.Error = ownerLostError(dead, nil)
 		k.finish(p, r, to, now)
 		return k.put(e, p, r, now, true)
 	})
 	if err != nil {
 		return sweptNone, err
 	}
-	switch {
-	case !adopted:
+	if !adopted {
 		out.settled(ctx, e)
-	case adopt(ctx, out.orphan(dead, rev)):
+	} else if refused := adopt(ctx, out.orphan(dead, rev)); refused == nil {
 		telemetry.OwnerLost(k.label, "adopted")
 		return sweptAdopted, nil
-	default: // refused: this replica owns it now, and fails it
-		if _, _, err := k.end(ctx, e, id, k.failed, func(r P) { r.shared().Error = ownerLostError(dead) }); err != nil {
+	} else { // refused: this replica owns it now, and fails it
+		if _, _, err := k.end(ctx, e, id, k.failed, func(r P) { r.shared().Error = ownerLostError(dead, refused) }); err != nil {
 			return sweptNone, err
 		}
 	}

@@ -262,14 +262,27 @@ func TestOwnerLostAdopt(t *testing.T) {
 	})
 	notResumable := newJob(t, a, func(nj *store.NewJob) { nj.Owned = true })
 	resumableJob := newJob(t, a, func(nj *store.NewJob) { nj.Owned = true })
+	// Its runner recorded the upstream's ticket, which the adopter follows.
+	if _, err := a.UpdateJob(ctx, resumableJob.ID, store.JobUpdate{Follow: json.RawMessage(`{"ticket":"T-1"}`)}); err != nil {
+		t.Fatal(err)
+	}
 	// A graceful Close revokes the owner lease: orphans are visible at once.
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var offered []store.Orphan
-	adopt := func(_ context.Context, o store.Orphan) bool {
+	adopt := func(_ context.Context, o store.Orphan) error {
 		offered = append(offered, o)
-		return o.StreamSession != nil || o.Job.ID == resumableJob.ID
+		if o.StreamSession != nil {
+			return nil
+		}
+		if o.Job.ID == resumableJob.ID {
+			if string(o.Job.Follow) != `{"ticket":"T-1"}` {
+				return fmt.Errorf("follow_json %s", o.Job.Follow)
+			}
+			return nil
+		}
+		return errors.New("its runner needs the caller's token")
 	}
 	var rep store.SweepReport
 	var err error
@@ -292,7 +305,8 @@ func TestOwnerLostAdopt(t *testing.T) {
 	if _, err := b.AppendStreamSessionItems(ctx, s.ID, store.Append{Items: items("resumed")}); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := b.GetJob(ctx, ws1a1, notResumable.ID); err != nil || j.Status != store.JobFailed {
+	if j, err := b.GetJob(ctx, ws1a1, notResumable.ID); err != nil || j.Status != store.JobFailed ||
+		!strings.Contains(string(j.Error), "owner_lost") || !strings.Contains(string(j.Error), "needs the caller's token") {
 		t.Fatalf("declined job: %+v, %v", j, err)
 	}
 	if j, err := b.GetJob(ctx, ws1a1, resumableJob.ID); err != nil || j.Status != store.JobRunning || j.Owner != b.OwnerID() {

@@ -44,8 +44,9 @@ type Orphan struct {
 
 // AdoptFunc decides whether this replica resumes an orphan: it is called
 // after the store made this replica the owner, and must start the runner
-// and return true, or return false to have the orphan marked failed.
-type AdoptFunc func(ctx context.Context, o Orphan) bool
+// and return nil, or return why it cannot to have the orphan marked failed
+// (owner_lost, the reason in its message).
+type AdoptFunc func(ctx context.Context, o Orphan) error
 
 // SweepReport counts what one orphan sweep did.
 type SweepReport struct {
@@ -89,10 +90,16 @@ type SweeperConfig struct {
 	SpaceRecoveryInterval time.Duration
 }
 
-func ownerLostError(owner string) json.RawMessage {
+// ownerLostError is the error_json of an orphan failed; refused, when
+// set, is why no other replica took it over.
+func ownerLostError(owner string, refused error) json.RawMessage {
+	msg := fmt.Sprintf("the replica running it (owner %s) stopped renewing its owner lease", owner)
+	if refused != nil {
+		msg += "; no other replica can take it over: " + refused.Error()
+	}
 	b, _ := json.Marshal(map[string]any{
 		"code":      "owner_lost",
-		"message":   fmt.Sprintf("the replica running it (owner %s) stopped renewing its owner lease", owner),
+		"message":   msg,
 		"retryable": true,
 	})
 	return b

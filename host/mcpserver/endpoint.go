@@ -105,6 +105,7 @@ type Store interface {
 	// The event logs of their SSE streams, for resumption (events.go).
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
@@ -264,12 +265,14 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if ep.throttled(w, r, p) { // ratelimit.go: requests without a session, per client
 		return
 	}
-	ep.markTasks(r, p) // taskheader.go: what the SDK cannot take of MCP Tasks
+	ep.markTasks(r, p)   // taskheader.go: what the SDK cannot take of MCP Tasks
+	r = withCallID(r, p) // events.go: the call a POST's stream answers
 	if ended := ep.linkResult(r, p); ended != nil {
 		defer ended() // taskwait.go: a tasks/result wait sees its POST end
 	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
+	ep.settlePrime(w, r) // primeflush.go
 	ep.handler(r, p)(w, r)
 }
 

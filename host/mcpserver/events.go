@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
@@ -24,6 +26,7 @@ const maxPendingEvents = 1024
 type eventLogStore interface {
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
+	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
@@ -93,6 +96,44 @@ type pendingLog struct {
 type pendingEvent struct {
 	idx  int64 // -1: the store's next
 	data []byte
+	// request: the JSON-RPC id of the call the stream answers, with its
+	// first event (callID); open: the event itself was refused, only the
+	// stream's record is written, for its request.
+	request json.RawMessage
+	open    bool
+}
+
+// callIDKey is the request context key of the JSON-RPC id of the call a
+// POST carries, which its stream records when it opens: a replay of the
+// stream that cannot be served then fails that call, not the session.
+type callIDKey struct{}
+
+// maxRecordedCallID bounds the call id a stream records (a client picks
+// it; a longer one is not recorded, and its stream's replay fails as
+// before).
+const maxRecordedCallID = 256
+
+// withCallID returns r with the id of the call its body carries.
+func withCallID(r *http.Request, p *peeked) *http.Request {
+	if p.body == nil {
+		return r
+	}
+	if m := p.message(); m.ok && m.method != "" && m.id != nil && len(m.id) <= maxRecordedCallID {
+		return r.WithContext(context.WithValue(r.Context(), callIDKey{}, m.id))
+	}
+	return r
+}
+
+// interruptedAnswer is the JSON-RPC error answering the call id whose
+// stream cannot be replayed.
+func interruptedAnswer(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code": jsonrpc.CodeInternalError,
+		"message": "the call was interrupted and its answer cannot be replayed (the replica serving it stopped before " +
+			"storing its events, or they expired); call it again",
+		"data": map[string]any{"retryable": true},
+	}})
+	return b
 }
 
 func newEventStore(st func() eventLogStore, lim store.EventLimits, q EventQuota) *eventStore {
@@ -156,7 +197,7 @@ func isResponse(data []byte) bool {
 
 // Append implements mcp.EventStore: it queues the event for the stream's
 // writer.
-func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data []byte) error {
+func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
 	if es.standaloneOnly && streamID != "" {
 		return nil // go-sdk appends a JSON answer's messages too
 	}
@@ -171,17 +212,28 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
 	idx := sl.claimLocked(streamID, data)
+	var request json.RawMessage
+	if idx == 0 && streamID != "" {
+		request, _ = ctx.Value(callIDKey{}).(json.RawMessage)
+	}
 	ok, drop, refusal := es.ledger.admit(sessionID, streamID, client, len(data))
 	if refusal != "" {
 		es.logRefusalLocked(sessionID, refusal)
 	}
-	if !ok && !drop {
+	if !ok && !drop && request == nil {
 		return nil // the index still counts it: the store sees the gap
 	}
 	pl := sl.pending[streamID]
 	if pl == nil {
 		pl = &pendingLog{}
 		sl.pending[streamID] = pl
+	}
+	if !ok && !drop {
+		// Refused, the stream's first event: its record is written all
+		// the same, for its request.
+		pl.queue = append(pl.queue, pendingEvent{idx: 0, request: request, open: true})
+		es.dirtyLocked(sessionID, streamID, sl, pl)
+		return nil
 	}
 	if drop {
 		pl.queue, pl.drop = nil, true
@@ -198,7 +250,7 @@ func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data
 				sessionField(sessionID), zap.Int("dropped", maxPendingEvents/2))
 		}
 	}
-	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data})
+	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data, request: request})
 	es.dirtyLocked(sessionID, streamID, sl, pl)
 	return nil
 }
@@ -295,15 +347,19 @@ func (es *eventStore) storeBatches(refs []streamRef, batches [][]pendingEvent) {
 	for k, batch := range batches {
 		for i := 0; i < len(batch); {
 			j := i + 1
-			for j < len(batch) && (batch[i].idx < 0) == (batch[j].idx < 0) &&
+			for j < len(batch) && !batch[i].open && !batch[j].open && (batch[i].idx < 0) == (batch[j].idx < 0) &&
 				(batch[i].idx < 0 || batch[j].idx == batch[i].idx+int64(j-i)) {
 				j++
 			}
-			data := make([][]byte, 0, j-i)
-			for _, ev := range batch[i:j] {
-				data = append(data, ev.data)
+			var data [][]byte
+			if !batch[i].open {
+				data = make([][]byte, 0, j-i)
+				for _, ev := range batch[i:j] {
+					data = append(data, ev.data)
+				}
 			}
-			runs = append(runs, store.StreamEvents{Session: refs[k].session, Stream: refs[k].stream, First: batch[i].idx, Data: data})
+			runs = append(runs, store.StreamEvents{Session: refs[k].session, Stream: refs[k].stream, First: batch[i].idx, Data: data,
+				Request: batch[i].request})
 			owner = append(owner, k)
 			i = j
 		}
@@ -364,6 +420,37 @@ func (es *eventStore) flushLocked(sl *sessionLogs, streams ...string) {
 	}
 }
 
+// busyLocked reports whether any of the session's streams has events
+// queued or being written (a nil sl: none).
+func (sl *sessionLogs) busyLocked() bool {
+	if sl == nil {
+		return false
+	}
+	for _, pl := range sl.pending {
+		if pl.writing || len(pl.queue) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitStored waits, for at most limit, until what the session's streams
+// have queued is stored (or failed to be).
+func (es *eventStore) awaitStored(session string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	wake := time.AfterFunc(limit, func() {
+		es.mu.Lock()
+		es.changed.Broadcast()
+		es.mu.Unlock()
+	})
+	defer wake.Stop()
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for time.Now().Before(deadline) && es.sessions[session].busyLocked() {
+		es.changed.Wait()
+	}
+}
+
 // After implements mcp.EventStore. It waits for the stream's queued
 // events to be stored first. Events the store no longer holds are reported
 // as mcp.ErrEventsPurged.
@@ -380,6 +467,15 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 			return
 		}
 		evs, err := replayRead(ctx, st, sessionID, streamID, int64(index))
+		if errors.Is(err, store.ErrEventsPurged) && streamID != "" {
+			// The call's answer is lost: answer the call with an error, so
+			// the client's session goes on (a failed replay is a 400, on
+			// which a client such as go-sdk's ends the session).
+			if id, rerr := st.EventStreamRequest(ctx, sessionID, streamID); rerr == nil && id != nil {
+				yield(interruptedAnswer(id), nil)
+				return
+			}
+		}
 		if errors.Is(err, store.ErrEventsPurged) {
 			err = fmt.Errorf("%w: %w", mcp.ErrEventsPurged, err)
 		}

@@ -2,8 +2,12 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +227,66 @@ func TestReplayWaitsForAStreamNotStoredYet(t *testing.T) {
 	}
 	if _, err := replayRead(ctx, st, "sess", "never", 0); !errors.Is(err, store.ErrStreamNotStored) {
 		t.Fatalf("replay of a stream never stored: %v, want ErrStreamNotStored", err)
+	}
+}
+
+// A POST stream records the call it answers when it opens — even when an
+// event-log quota refuses its events — and a replay that cannot be served
+// answers that call with a JSON-RPC error instead of failing, so that the
+// client's session goes on.
+func TestUnservableReplayAnswersTheCall(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	// A quota below what one stream's log takes: no event is stored.
+	serving := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{PerSession: 1})
+	ctx := context.WithValue(context.Background(), callIDKey{}, json.RawMessage(`"call-7"`))
+	if err := serving.Open(ctx, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := serving.Append(ctx, "sess", "S", nil); err != nil { // the priming event
+		t.Fatal(err)
+	}
+	serving.mu.Lock()
+	if sl := serving.sessions["sess"]; sl != nil {
+		serving.flushLocked(sl, "S")
+	}
+	serving.mu.Unlock()
+	// Another replica resumes the stream after the priming event.
+	resuming := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{})
+	var got []string
+	for data, err := range resuming.After(context.Background(), "sess", "S", 0) {
+		if err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		got = append(got, string(data))
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"id":"call-7"`) || !strings.Contains(got[0], `"code":-32603`) ||
+		!strings.Contains(got[0], "interrupted") {
+		t.Fatalf("replay: %q, want the call's error", got)
+	}
+	// The standalone stream records no call: its replay fails as before.
+	for _, err := range resuming.After(context.Background(), "sess", "", 3) {
+		if !errors.Is(err, mcp.ErrEventsPurged) {
+			t.Fatalf("replay of the standalone stream: %v", err)
+		}
+	}
+}
+
+// A stream records the id of the call its POST carries, unless the id is
+// longer than maxRecordedCallID (a client picks it) or there is no call.
+func TestWithCallID(t *testing.T) {
+	t.Parallel()
+	long := `"` + strings.Repeat("x", maxRecordedCallID) + `"`
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call"}`:            `7`,
+		`{"jsonrpc":"2.0","id":` + long + `,"method":"tools/call"}`: ``,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:    ``,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		r = withCallID(r, peek(r))
+		got, _ := r.Context().Value(callIDKey{}).(json.RawMessage)
+		if string(got) != want {
+			t.Errorf("%.60s: id %s, want %q", body, got, want)
+		}
 	}
 }

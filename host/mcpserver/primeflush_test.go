@@ -1,10 +1,16 @@
 package mcpserver
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crankmcp/crank/store"
+	"github.com/crankmcp/crank/store/storetest"
 )
 
 func (r *lockedRecorder) flushCount() int {
@@ -76,5 +82,48 @@ func TestPrimeFlushAlone(t *testing.T) {
 	w.(*sseWriter).flushHeld() // as the timer would
 	if n := rec.flushCount(); n != 0 {
 		t.Fatalf("flushed %d times after stop", n)
+	}
+}
+
+// TestPrimeFlushAwaitsStore: the held priming event of a longer call is
+// flushed once the event log stored the stream's opening (settle), so a
+// client never holds an id its stream has no record of.
+func TestPrimeFlushAwaitsStore(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	gs := &gatedStore{eventLogStore: st, gate: make(chan struct{})}
+	es := newEventStore(func() eventLogStore { return gs }, store.EventLimits{}, EventQuota{})
+	ep := &Endpoint{transport: transport{keepalive: time.Hour, retry: "1000"}, eventStore: es}
+	rec := newLockedRecorder()
+	w, stop := ep.wrap(rec)
+	defer stop()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set(sessionIDHeader, "sess")
+	ep.settlePrime(w, r)
+	w.(*sseWriter).primeDelay = time.Hour // flushHeld is called below, as the timer would
+	ctx := context.Background()
+	if err := es.Open(ctx, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := es.Append(ctx, "sess", "S", nil); err != nil { // queued; the store's gate is shut
+		t.Fatal(err)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, "event: prime\nid: S_0\ndata: \n\n")
+	_ = http.NewResponseController(w).Flush()
+	var opened atomic.Bool
+	flushed := make(chan bool)
+	go func() { w.(*sseWriter).flushHeld(); flushed <- opened.Load() }()
+	time.Sleep(100 * time.Millisecond) // a chance to flush too early
+	opened.Store(true)
+	close(gs.gate)
+	if !<-flushed {
+		t.Fatal("the priming event was flushed before it was stored")
+	}
+	if n := rec.flushCount(); n != 1 {
+		t.Fatalf("%d flushes once stored, want 1", n)
+	}
+	if _, err := st.EventsAfter(ctx, "sess", "S", -1); err != nil {
+		t.Fatal(err)
 	}
 }

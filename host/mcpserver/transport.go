@@ -136,6 +136,9 @@ type sseWriter struct {
 	holdPrime  bool
 	held       *time.Timer
 	primeDelay time.Duration
+	// settle, when set, waits until the priming event is stored before
+	// its held flush (primeflush.go).
+	settle func()
 }
 
 // wrap returns w wrapped for keep-alives and priming, and the function

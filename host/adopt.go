@@ -1,0 +1,119 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/jsonpath"
+	"github.com/crankmcp/crank/store"
+)
+
+// Adoption: when a replica dies, a surviving one takes over the jobs whose
+// whole state is an upstream handle — an async_job whose upstream runs the
+// job itself, followed through its status_operation (and cancelled through
+// its cancel_operation) with the start result its runner recorded
+// (follow_json). The job keeps its ID, its record (status, progress, place
+// in tasks/list); the adopting replica polls the upstream on and finishes
+// it. The store makes this replica the orphan's owner before offering it
+// (store.AdoptFunc); what cannot be followed from here is refused, and the
+// store fails it owner_lost with the reason:
+//   - a job whose upstream credentials are exchanged from the caller's own
+//     access token (upstream_auth token_exchange), which only the replica
+//     that served the caller held;
+//   - a job over a window, or over one adapter call (an MCP upstream's
+//     task included), whose progress lived in the dead replica's memory;
+//   - a stream session, whose reader did.
+
+// adopterSet is the hosts of one store's endpoints that may take over its
+// orphans, each as its endpoint's current host.
+type adopterSet struct {
+	mu    sync.Mutex
+	hosts []*func() *Host
+}
+
+var adopterSets sync.Map // Store → *adopterSet
+
+func adoptersOf(st Store) *adopterSet {
+	v, _ := adopterSets.LoadOrStore(st, &adopterSet{})
+	return v.(*adopterSet)
+}
+
+// OfferAdoption lets the host current returns (an endpoint's, nil while
+// it has none) take over the orphaned jobs of st that it can follow (see
+// Adopter), until withdraw is called.
+func OfferAdoption(st Store, current func() *Host) (withdraw func()) {
+	set := adoptersOf(st)
+	p := &current
+	set.mu.Lock()
+	set.hosts = append(set.hosts, p)
+	set.mu.Unlock()
+	return func() {
+		set.mu.Lock()
+		set.hosts = slices.DeleteFunc(set.hosts, func(q *func() *Host) bool { return q == p })
+		set.mu.Unlock()
+	}
+}
+
+// Adopter is the store's adoption hook (store.SweeperConfig.Adopt): an
+// orphaned job one of the hosts offered for st (OfferAdoption, the latest
+// first) serves and can follow is resumed on this replica; anything else
+// is refused, saying why.
+func Adopter(st Store) store.AdoptFunc {
+	set := adoptersOf(st)
+	return func(ctx context.Context, o store.Orphan) error {
+		if o.Job == nil {
+			return errors.New("a stream session's reader runs on the replica that started it")
+		}
+		set.mu.Lock()
+		hosts := slices.Clone(set.hosts)
+		set.mu.Unlock()
+		for _, current := range slices.Backward(hosts) {
+			h := (*current)()
+			if h == nil {
+				continue
+			}
+			if op, ok := h.families[o.Job.OperationID]; ok && op.Family.Job != nil {
+				return h.adoptJob(ctx, op, o.Job)
+			}
+		}
+		return fmt.Errorf("no endpoint of this replica serves its operation %q", o.Job.OperationID)
+	}
+}
+
+// adoptJob resumes job, an async job of op whose owner died and which the
+// store made this replica's, or says why it cannot.
+func (h *Host) adoptJob(ctx context.Context, op *boundOp, job *store.AsyncJobHandle) error {
+	j := op.Family.Job
+	switch {
+	case j.StatusOperation == "":
+		return errors.New("it ran as one adapter call (or a window) on the replica that died, which no other replica can rejoin")
+	case len(job.Follow) == 0:
+		return errors.New("the replica that died had not recorded the upstream's job yet")
+	case op.UpstreamAuth != nil && op.UpstreamAuth.Grant == auth.GrantTokenExchange:
+		return errors.New("its upstream credentials are exchanged from the caller's own access token (upstream_auth token_exchange), which only the replica that served the caller held; start the job again")
+	}
+	ticket, err := jsonpath.Decode(job.Follow)
+	if err != nil {
+		return fmt.Errorf("its follow_json is not JSON: %v", err)
+	}
+	req := CallRequest{RequestID: newRequestID(), WorkspaceID: job.WorkspaceID, AgentID: job.AgentID}
+	// The operator's credentials (client_credentials), obtained here.
+	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil {
+		return errors.New(res.Text)
+	}
+	run, slot, err := h.enterJobRunner()
+	if err != nil {
+		return err
+	}
+	if err := h.launchJob(run, slot, job, op, req, nil, ticket); err != nil {
+		return err
+	}
+	h.log.Info("job of a replica that died taken over", zap.String("job", job.ID), zap.String("operation", op.Name))
+	return nil
+}
