@@ -96,14 +96,14 @@ func TestStreamSessionExpiry(t *testing.T) {
 		t.Errorf("after a poll at 8s: %v", got.Sub(c))
 	}
 	r.LastPollAt = c.Add(20e9)
-	if got := r.expiry(); !got.Equal(c.Add(25e9)) {
-		t.Errorf("capped by lifetime: %v", got.Sub(c))
+	if got := r.expiry(); !got.Equal(c.Add(25e9 + lifetimeCloseGrace)) {
+		t.Errorf("capped by lifetime and its close grace: %v", got.Sub(c))
 	}
 	r.Status, r.ClosedAt = StreamSessionStopped, c.Add(21e9)
 	if got := r.expiry(); !got.Equal(c.Add(81e9)) {
 		t.Errorf("closed: %v", got.Sub(c))
 	}
-	if got := r.hardDeadline(); !got.Equal(c.Add(85e9)) || got.Before(r.expiry()) {
+	if got := r.hardDeadline(); !got.Equal(c.Add(85e9+lifetimeCloseGrace)) || got.Before(r.expiry()) {
 		t.Errorf("hard deadline %v before expiry %v", got.Sub(c), r.expiry().Sub(c))
 	}
 }

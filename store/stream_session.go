@@ -288,17 +288,23 @@ func (r *streamSessionRecord) expiry() time.Time {
 		last = r.LastPollAt
 	}
 	idle := last.Add(r.idle())
-	end := r.CreatedAt.Add(r.lifetime())
+	end := r.CreatedAt.Add(r.lifetime() + lifetimeCloseGrace)
 	if end.Before(idle) {
 		return end
 	}
 	return idle
 }
 
+// lifetimeCloseGrace is how long an open session stays readable past its
+// max lifetime: its reader closes it at that instant, and until the close
+// is stored (a moment later, longer on a loaded replica) a poll sees it
+// as it was rather than not at all. Polls keep no session longer.
+const lifetimeCloseGrace = 2 * time.Second
+
 // hardDeadline is the latest the session can possibly exist: closed at the
-// end of its lifetime, then retained.
+// end of its lifetime (at the latest its grace later), then retained.
 func (r *streamSessionRecord) hardDeadline() time.Time {
-	return r.CreatedAt.Add(r.lifetime() + r.retention())
+	return r.CreatedAt.Add(r.lifetime() + lifetimeCloseGrace + r.retention())
 }
 
 // corrupt: negative bounds or durations, an acknowledged cursor past the
