@@ -508,6 +508,9 @@ func (t *testRunner) job(names map[string]string, args json.RawMessage) {
 		case "succeeded", "failed", "canceled":
 			done = true
 		}
+		if t.ctx.Err() != nil {
+			break // the time limit passed during the status call: cancelled below
+		}
 		if st.IsError {
 			done = true
 		}
