@@ -467,18 +467,7 @@ func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
 		{"op":"callTool","name":"http_ask"},
 		{"op":"callTool","name":"stdio_ask_input"}
 	]`, "CRANK_E2E_ANSWER=1")
-	var doc struct {
-		Asked []string
-		Steps []struct {
-			OK     bool
-			Result struct {
-				StructuredContent map[string]any
-			}
-		}
-	}
-	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Steps) != 2 {
-		t.Fatalf("%s: %v", out, err)
-	}
+	doc := tsAnswered[struct{ StructuredContent map[string]any }](t, out, 2) // mcp_upstream_everything_ask_test.go
 	for i, st := range doc.Steps {
 		b, _ := json.Marshal(st.Result.StructuredContent)
 		for _, want := range []string{`"name":"Grace"`, `"color":"green"`, `"age":36`, `4, to 2+2?`, `"model":"ts-model"`, `file:///work/project`} {
