@@ -62,6 +62,38 @@ func addAskTool(s *mcp.Server) {
 			}
 			return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
 		})
+	// ask_prompt and ask://input ask who the client is with an
+	// input-required result, and greet the name of the retry's answer.
+	s.AddPrompt(&mcp.Prompt{Name: "ask_prompt", Description: "Asks who you are before it renders (input-required)."},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			greeting, ir := askedName(req.Params.InputResponses, req.Params.RequestState)
+			if ir != nil {
+				return &mcp.GetPromptResult{InputRequests: ir, RequestState: "read-state"}, nil
+			}
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: greeting}}}}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "ask://input", Name: "ask_input_resource", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			greeting, ir := askedName(req.Params.InputResponses, req.Params.RequestState)
+			if ir != nil {
+				return &mcp.ReadResourceResult{InputRequests: ir, RequestState: "read-state"}, nil
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "ask://input", MIMEType: "text/plain", Text: greeting}}}, nil
+		})
+}
+
+// askedName is the greeting of a read retried with the answer to its
+// form and its state, or the input requests to answer first.
+func askedName(responses mcp.InputResponseMap, state string) (string, mcp.InputRequestMap) {
+	var form mcp.ElicitResult
+	b, _ := json.Marshal(responses["who"])
+	if len(responses) == 0 || json.Unmarshal(b, &form) != nil {
+		return "", mcp.InputRequestMap{"who": askForm()}
+	}
+	if state != "read-state" {
+		return "request state " + state, nil
+	}
+	return fmt.Sprintf("Hello %v", form.Content["name"]), nil
 }
 
 // askForm is a form-mode elicitation with defaults and an enum.
@@ -336,6 +368,93 @@ func TestMCPUpstreamInputRequiredAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestMCPUpstreamReadInputRequired: a federated upstream (go-sdk over
+// stdio, 2026-07-28) that answers a prompts/get or resources/read with an
+// input-required result: a client on an MCP session (2025-11-25) is asked
+// the upstream's elicitation by the gateway, and gets the rendering of
+// its answer; a client of 2026-07-28 gets the input requests with a state
+// sealed by the gateway, and its retry succeeds on another replica; a
+// changed state, or one of another publication, is refused naming
+// requestState.
+func TestMCPUpstreamReadInputRequired(t *testing.T) {
+	t.Parallel()
+	ops := strings.Replace(askStdioOps(t), "include: [ask, ask_input]", "include: [ask, ask_input]\n      resources: true\n      prompts: true", 1)
+	_, b, lb := askReplicas(t, ops)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	text := func(res any) string {
+		switch r := res.(type) {
+		case *mcp.GetPromptResult:
+			if r != nil && len(r.Messages) == 1 {
+				if tc, ok := r.Messages[0].Content.(*mcp.TextContent); ok {
+					return tc.Text
+				}
+			}
+		case *mcp.ReadResourceResult:
+			if r != nil && len(r.Contents) == 1 {
+				return r.Contents[0].Text
+			}
+		}
+		b, _ := json.Marshal(res)
+		return string(b)
+	}
+
+	var a askingClient
+	sc, err := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, a.options()).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://balancer/mcp", HTTPClient: &http.Client{Transport: lb}}, sessionProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Close() })
+	pr, err := sc.GetPrompt(ctx, &mcp.GetPromptParams{Name: "stdio_ask_prompt"})
+	if err != nil || text(pr) != "Hello Grace" {
+		t.Fatalf("prompts/get on a session: %v %s\n%s", err, text(pr), b.log.String())
+	}
+	rr, err := sc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ask://input"})
+	if err != nil || text(rr) != "Hello Grace" {
+		t.Fatalf("resources/read on a session: %v %s", err, text(rr))
+	}
+	if asked := a.asked.wait(2, 10*time.Second); strings.Join(asked, "|") != "elicit form Who are you? |elicit form Who are you? " {
+		t.Errorf("the session's client was asked %q", asked)
+	}
+
+	nc, err := mcp.NewClient(&mcp.Implementation{Name: "crank-e2e", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, // the test answers and retries itself
+		Capabilities:   &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}}).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://balancer/mcp", HTTPClient: &http.Client{Transport: lb}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	answer := mcp.InputResponseMap{"who": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}}
+	first, err := nc.GetPrompt(ctx, &mcp.GetPromptParams{Name: "stdio_ask_prompt"})
+	if err != nil || !first.NeedsInput() || !strings.HasPrefix(first.RequestState, "crank2:") || strings.Contains(first.RequestState, "read-state") {
+		t.Fatalf("prompts/get of 2026-07-28: %v %s", err, text(first))
+	}
+	if f, ok := first.InputRequests["who"].(*mcp.ElicitParams); !ok || f.Message != "Who are you?" {
+		t.Fatalf("prompts/get of 2026-07-28: input requests %s", text(first))
+	}
+	lb.to(b) // the retries reach the other replica
+	if _, err := nc.GetPrompt(ctx, &mcp.GetPromptParams{Name: "stdio_ask_prompt", InputResponses: answer, RequestState: first.RequestState + "A"}); err == nil || !strings.Contains(err.Error(), "requestState") {
+		t.Errorf("a changed state: want an error naming requestState, got %v", err)
+	}
+	if _, err := nc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ask://input", InputResponses: answer, RequestState: first.RequestState}); err == nil || !strings.Contains(err.Error(), "requestState") {
+		t.Errorf("the prompt's state on a read: want an error naming requestState, got %v", err)
+	}
+	pr, err = nc.GetPrompt(ctx, &mcp.GetPromptParams{Name: "stdio_ask_prompt", InputResponses: answer, RequestState: first.RequestState})
+	if err != nil || pr.NeedsInput() || text(pr) != "Hello Ada" {
+		t.Fatalf("the retry on b: %v %s\n%s", err, text(pr), b.log.String())
+	}
+	rfirst, err := nc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ask://input"})
+	if err != nil || !rfirst.NeedsInput() || !strings.HasPrefix(rfirst.RequestState, "crank2:") {
+		t.Fatalf("resources/read of 2026-07-28: %v %s", err, text(rfirst))
+	}
+	rr, err = nc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ask://input", InputResponses: answer, RequestState: rfirst.RequestState})
+	if err != nil || rr.NeedsInput() || text(rr) != "Hello Ada" {
+		t.Fatalf("the read's retry: %v %s", err, text(rr))
+	}
+}
+
 // TestMCPUpstreamClientRequestsTypeScript: the official TypeScript SDK
 // client, on an MCP session (2025-11-25), answers the elicitation (form
 // and URL mode), sampling and roots requests a federated go-sdk upstream
@@ -348,18 +467,7 @@ func TestMCPUpstreamClientRequestsTypeScript(t *testing.T) {
 		{"op":"callTool","name":"http_ask"},
 		{"op":"callTool","name":"stdio_ask_input"}
 	]`, "CRANK_E2E_ANSWER=1")
-	var doc struct {
-		Asked []string
-		Steps []struct {
-			OK     bool
-			Result struct {
-				StructuredContent map[string]any
-			}
-		}
-	}
-	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Steps) != 2 {
-		t.Fatalf("%s: %v", out, err)
-	}
+	doc := tsAnswered[struct{ StructuredContent map[string]any }](t, out, 2) // mcp_upstream_everything_ask_test.go
 	for i, st := range doc.Steps {
 		b, _ := json.Marshal(st.Result.StructuredContent)
 		for _, want := range []string{`"name":"Grace"`, `"color":"green"`, `"age":36`, `4, to 2+2?`, `"model":"ts-model"`, `file:///work/project`} {

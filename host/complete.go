@@ -71,7 +71,7 @@ func (h *Host) Complete(ctx context.Context, req PublicationRequest, arg Complet
 		ref.RefType = sdk.RefResource
 		req.URI = p.Key // names it in messages
 	}
-	return h.readPublication(ctx, req, p.Kind == KindPrompt, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
+	return h.readPublication(ctx, req, p.Kind == KindPrompt, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext, _ readInput) (json.RawMessage, error) {
 		r := ref
 		r.Context, r.Operation = rc, op
 		return c.Complete(ctx, &r)

@@ -53,6 +53,10 @@ func inputBind(op *boundOp, req CallRequest, args json.RawMessage) []string {
 // answers it as invalid params).
 var ErrInvalidRequestState = errors.New("requestState")
 
+// errInputKeys is the error of a request state that cannot be sealed or
+// checked now: the shared keys are unavailable.
+var errInputKeys = errors.New("the shared keys are unavailable")
+
 // openInput opens the request state of a retried call into req.input,
 // or returns the result (and ErrInvalidRequestState, or nil when it is
 // the shared keys that failed) refusing it.
@@ -60,37 +64,58 @@ func (h *Host) openInput(ctx context.Context, op *boundOp, req *CallRequest, arg
 	if req.Input == nil {
 		return nil, nil
 	}
-	refuse := func(msg string) (*Result, error) {
-		return classed(errorResult("requestState "+msg), OutcomeInvalidArguments), fmt.Errorf("%w %s", ErrInvalidRequestState, msg)
+	in, err := h.openSealedInput(ctx, inputBind(op, *req, args), req.Input, "tool")
+	switch {
+	case errors.Is(err, errInputKeys):
+		return classed(errorResult("requestState cannot be checked now (the shared keys are unavailable): retry the call"), OutcomeAdapterUnavailable), nil
+	case err != nil:
+		return classed(errorResult(err.Error()), OutcomeInvalidArguments), err
 	}
+	req.input = in
+	return nil, nil
+}
+
+// openSealedInput is the adapter's side of a retry's answer: its state
+// opened, when the host sealed it bound to bind; else an error wrapping
+// ErrInvalidRequestState (its message starts "requestState"; what is the
+// kind of thing that returned it, "tool" say), or errInputKeys.
+func (h *Host) openSealedInput(ctx context.Context, bind []string, answer *InputAnswer, what string) (*sdk.InputResponses, error) {
 	key, err := h.cursorKey(ctx)
 	if err != nil {
-		return classed(errorResult("requestState cannot be checked now (the shared keys are unavailable): retry the call"), OutcomeAdapterUnavailable), nil
+		return nil, errInputKeys
 	}
-	v, ok := openCursor(key, inputState, inputBind(op, *req, args), req.Input.State)
+	v, ok := openCursor(key, inputState, bind, answer.State)
 	var in sealedInput
 	if !ok || json.Unmarshal([]byte(v), &in) != nil {
-		return refuse("is not one this tool returned for these arguments and this caller: send it unchanged, or call the tool afresh without it")
+		return nil, fmt.Errorf("%w is not one this %s returned for these arguments and this caller: send it unchanged, or call the %s afresh without it", ErrInvalidRequestState, what, what)
 	}
 	if time.Now().Unix() > in.Expires {
-		return refuse("has expired (after " + inputStateTTL.String() + "): call the tool afresh without it")
+		return nil, fmt.Errorf("%w has expired (after %s): call the %s afresh without it", ErrInvalidRequestState, inputStateTTL, what)
 	}
-	responses := req.Input.Responses
+	responses := answer.Responses
 	if len(responses) == 0 {
 		responses = json.RawMessage("{}")
 	}
-	req.input = &sdk.InputResponses{Responses: responses, State: in.State}
-	return nil, nil
+	return &sdk.InputResponses{Responses: responses, State: in.State}, nil
 }
 
 // inputRequiredResult is the result of a call that needs its client's
 // input first: the input requests, redacted, and the sealed state.
 func (h *Host) inputRequiredResult(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, ir *sdk.InputRequired) *Result {
-	key, err := h.cursorKey(ctx)
+	state, err := h.sealInput(ctx, inputBind(op, req, args), ir.State)
 	if err != nil {
 		return classed(errorResult("the call needs the client's input, and its request state cannot be sealed now (the shared keys are unavailable): retry the call"), OutcomeAdapterUnavailable)
 	}
-	b, _ := json.Marshal(sealedInput{State: ir.State, Expires: time.Now().Add(inputStateTTL).Unix()})
-	return &Result{InputRequests: h.redactLogData(req, ir.Requests),
-		RequestState: sealCursor(key, inputState, inputBind(op, req, args), string(b))}
+	return &Result{InputRequests: h.redactLogData(req, ir.Requests), RequestState: state}
+}
+
+// sealInput is the request state the client gets for the adapter's
+// state, bound to bind; errInputKeys when it cannot be sealed now.
+func (h *Host) sealInput(ctx context.Context, bind []string, state string) (string, error) {
+	key, err := h.cursorKey(ctx)
+	if err != nil {
+		return "", errInputKeys
+	}
+	b, _ := json.Marshal(sealedInput{State: state, Expires: time.Now().Add(inputStateTTL).Unix()})
+	return sealCursor(key, inputState, bind, string(b)), nil
 }

@@ -179,7 +179,28 @@ type PublicationRequest struct {
 	WorkspaceID, AgentID    string
 	TraceParent, TraceState string
 	SubjectToken, RequestID string
+	// The read's client, as in CallRequest, for an upstream that needs
+	// its input first (an input-required result, MCP SEP-2322; adapters
+	// that list client_requests): with Ask (a client on an MCP session)
+	// the host asks the client each input request itself and reads again
+	// with its answers; with InputRequired (a client of 2026-07-28) the
+	// read fails with *PublicationInput, and Input is the client's retry.
+	// The state the client sees is sealed as a call's (input.go).
+	Ask                func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	ClientCapabilities json.RawMessage
+	InputRequired      bool
+	Input              *InputAnswer
 }
+
+// PublicationInput is the error of a read or rendering that needs its
+// client's input first (PublicationRequest.InputRequired): the MCP
+// inputRequests object, redacted, and the sealed requestState.
+type PublicationInput struct {
+	Requests     json.RawMessage
+	RequestState string
+}
+
+func (e *PublicationInput) Error() string { return "the request needs the client's input first" }
 
 // PublicationError is a read or rendering that failed: Code is the
 // JSON-RPC error code to answer (the upstream's own, when it answered
@@ -206,8 +227,8 @@ const (
 // the upstream's caching hints (sdk.Publisher.ReadResource), redacted.
 // Failures are *PublicationError.
 func (h *Host) ReadResource(ctx context.Context, req PublicationRequest) (json.RawMessage, error) {
-	return h.readPublication(ctx, req, false, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
-		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI})
+	return h.readPublication(ctx, req, false, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext, in readInput) (json.RawMessage, error) {
+		return c.ReadResource(ctx, &sdk.ResourceRequest{Context: rc, Operation: op, URI: req.URI, ClientCapabilities: in.caps, Input: in.answer})
 	})
 }
 
@@ -218,8 +239,9 @@ func (h *Host) GetPrompt(ctx context.Context, req PublicationRequest) (json.RawM
 	if err := missingArgument(req); err != nil {
 		return nil, err
 	}
-	return h.readPublication(ctx, req, true, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext) (json.RawMessage, error) {
-		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Publication.Key, Arguments: req.Arguments})
+	return h.readPublication(ctx, req, true, func(ctx context.Context, c publicationClient, op sdk.Operation, rc sdk.RequestContext, in readInput) (json.RawMessage, error) {
+		return c.GetPrompt(ctx, &sdk.PromptRequest{Context: rc, Operation: op, Name: req.Publication.Key, Arguments: req.Arguments,
+			ClientCapabilities: in.caps, Input: in.answer})
 	})
 }
 
@@ -273,8 +295,15 @@ func (h *Host) publicationClient(ctx context.Context, op *boundOp, req *Publicat
 	return c, cr, rc, nil
 }
 
+// readInput is what a read tells its adapter of its client: caps, when
+// the host takes input-required answers, and the answers of a retry.
+type readInput struct {
+	caps   json.RawMessage
+	answer *sdk.InputResponses
+}
+
 func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prompt bool,
-	read func(context.Context, publicationClient, sdk.Operation, sdk.RequestContext) (json.RawMessage, error)) (json.RawMessage, error) {
+	read func(context.Context, publicationClient, sdk.Operation, sdk.RequestContext, readInput) (json.RawMessage, error)) (json.RawMessage, error) {
 	p := req.Publication
 	if p == nil || (p.Kind == KindPrompt) != prompt {
 		return nil, &PublicationError{Code: codeInvalidParams, Message: "the request names no publication of this kind"}
@@ -292,7 +321,33 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 		return nil, perr
 	}
 	rc.Deadline = deadline
-	out, err := read(ctx, c, cr.upstream.operation(op.call), rc)
+	in, bind, ierr := h.publicationInput(ctx, op, req, what)
+	if ierr != nil {
+		return nil, ierr
+	}
+	out, err := read(ctx, c, cr.upstream.operation(op.call), rc, in)
+	for round := 1; ; round++ {
+		var ir *sdk.InputRequired
+		if !errors.As(err, &ir) || in.caps == nil {
+			break
+		}
+		if req.Ask == nil { // the client answers it (2026-07-28)
+			state, serr := h.sealInput(ctx, bind, ir.State) // input.go
+			if serr != nil {
+				return nil, &PublicationError{Code: codeInternalError, Message: what + ": it needs the client's input, and its request state cannot be sealed now (the shared keys are unavailable): retry"}
+			}
+			return nil, &PublicationInput{Requests: h.redactLogData(cr, ir.Requests), RequestState: state}
+		}
+		if round > maxPublicationInputRounds {
+			return nil, &PublicationError{Code: codeInternalError, Message: fmt.Sprintf("%s: the upstream asked for the client's input %d times", what, maxPublicationInputRounds)}
+		}
+		responses, aerr := h.askInput(ctx, req, cr, ir.Requests, what)
+		if aerr != nil {
+			return nil, aerr
+		}
+		in.answer = &sdk.InputResponses{Responses: responses, State: ir.State}
+		out, err = read(ctx, c, cr.upstream.operation(op.call), rc, in)
+	}
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue) && ue.Protocol != nil:
@@ -313,4 +368,69 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 		return nil, &PublicationError{Code: codeInternalError, Message: fmt.Sprintf("%s: adapter %q answered something that is not JSON", what, op.Adapter)}
 	}
 	return cr.upstream.redactJSON(h.redact.JSON(out)), nil
+}
+
+// maxPublicationInputRounds bounds the input-required answers of one read
+// the host fulfils for a client on an MCP session (as the mcp adapter
+// bounds a call's).
+const maxPublicationInputRounds = 10
+
+// publicationInput is what a read of op tells its adapter of its client
+// (nothing for an adapter that does not list client_requests, or a read
+// whose client cannot answer), with a retry's state opened, and what the
+// state it hands the client is bound to (the caller, the publication and
+// what is read of it).
+func (h *Host) publicationInput(ctx context.Context, op *boundOp, req PublicationRequest, what string) (readInput, []string, *PublicationError) {
+	args, _ := json.Marshal(req.Arguments)
+	bind := []string{req.WorkspaceID, req.AgentID, string(req.Publication.Kind), req.Publication.Key, req.URI, string(args)}
+	desc := op.sup.Description()
+	if (req.Ask == nil && !req.InputRequired) || len(req.ClientCapabilities) == 0 || desc == nil || !desc.Capabilities.ClientRequests {
+		return readInput{}, bind, nil
+	}
+	in := readInput{caps: req.ClientCapabilities}
+	if req.Input == nil || req.Ask != nil {
+		return in, bind, nil
+	}
+	kind := "prompt"
+	if req.Publication.Kind != KindPrompt {
+		kind = "resource"
+	}
+	answer, err := h.openSealedInput(ctx, bind, req.Input, kind) // input.go
+	switch {
+	case errors.Is(err, errInputKeys):
+		return in, bind, &PublicationError{Code: codeInternalError, Message: what + ": requestState cannot be checked now (the shared keys are unavailable): retry"}
+	case err != nil:
+		return in, bind, &PublicationError{Code: codeInvalidParams, Message: err.Error()}
+	}
+	in.answer = answer
+	return in, bind, nil
+}
+
+// askInput asks the client of req (on its MCP session) each input request
+// of an upstream's input-required answer (the inputRequests object, its
+// params redacted): the inputResponses object of its answers, or the
+// error of one it refused or could not answer.
+func (h *Host) askInput(ctx context.Context, req PublicationRequest, cr CallRequest, requests json.RawMessage, what string) (json.RawMessage, *PublicationError) {
+	var asked map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(requests, &asked); err != nil || len(asked) == 0 {
+		return nil, &PublicationError{Code: codeInternalError, Message: what + ": the upstream's input-required answer has no input requests that can be read"}
+	}
+	responses := map[string]json.RawMessage{}
+	for id, q := range asked {
+		res, err := req.Ask(ctx, q.Method, h.redactLogData(cr, q.Params))
+		if err != nil {
+			var ce *ClientError
+			if errors.As(err, &ce) {
+				err = errors.New(ce.Message)
+			}
+			return nil, &PublicationError{Code: codeInternalError,
+				Message: h.redact.String(fmt.Sprintf("%s: the client did not answer the upstream's input request %q (%s): %v", what, id, q.Method, err))}
+		}
+		responses[id] = res
+	}
+	b, _ := json.Marshal(responses)
+	return b, nil
 }

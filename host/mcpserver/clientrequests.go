@@ -31,17 +31,41 @@ const (
 // adapter then refuses each request, and sends the call in the client's
 // generation (plugins/mcp generationConn).
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
-	ss := req.Session
-	if sessionless(req.Extra) {
-		inputRequired(req, cr)
-		return
+	r := clientOf(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses)
+	cr.Ask, cr.ClientCapabilities, cr.InputRequired, cr.Input = r.ask, r.caps, r.inputRequired, r.input
+}
+
+// relayPublicationInput does for a resources/read or prompts/get what
+// relayClientRequests does for a call: the host asks a client on an MCP
+// session the upstream's input requests itself, and a 2026-07-28 client
+// gets them as an input-required result (publicationInputResult).
+func relayPublicationInput(ss *mcp.ServerSession, extra *mcp.RequestExtra, meta map[string]any, state string, responses mcp.InputResponseMap, pr *host.PublicationRequest) {
+	r := clientOf(ss, extra, meta, state, responses)
+	pr.Ask, pr.ClientCapabilities, pr.InputRequired, pr.Input = r.ask, r.caps, r.inputRequired, r.input
+}
+
+// clientRelay is how the client of a request is asked (host.CallRequest's
+// Ask, ClientCapabilities, InputRequired and Input).
+type clientRelay struct {
+	ask           func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	caps          json.RawMessage
+	inputRequired bool
+	input         *host.InputAnswer
+}
+
+// clientOf is how the client of a request on ss (with extra, and its
+// params' _meta, requestState and inputResponses) is asked: on its
+// session, or for a sessionless request by an input-required result.
+func clientOf(ss *mcp.ServerSession, extra *mcp.RequestExtra, meta map[string]any, state string, responses mcp.InputResponseMap) clientRelay {
+	if sessionless(extra) {
+		return inputRequired(meta, state, responses)
 	}
 	if ss == nil || ss.ID() == "" {
-		return
+		return clientRelay{}
 	}
 	ip := ss.InitializeParams()
 	if ip == nil {
-		return
+		return clientRelay{}
 	}
 	caps := ip.Capabilities
 	if caps == nil {
@@ -49,40 +73,40 @@ func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallR
 	}
 	b, err := declaredCapabilities(caps)
 	if err != nil {
-		return
+		return clientRelay{}
 	}
-	cr.ClientCapabilities = b
-	cr.Ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return clientRelay{caps: b, ask: func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		res, err := askClient(ctx, ss, method, params)
 		if err != nil {
 			return nil, clientError(method, err)
 		}
 		return json.Marshal(res)
-	}
+	}}
 }
 
-// inputRequired makes a sessionless tools/call (2026-07-28) take an
+// inputRequired makes a sessionless request (2026-07-28) take an
 // input-required result for what its upstream would ask the client, with
 // the client's capabilities of the request's _meta, and passes a retry's
 // input responses and request state on (host/input.go checks the state).
-func inputRequired(req *mcp.CallToolRequest, cr *host.CallRequest) {
-	caps, ok := req.Params.GetMeta()[mcp.MetaKeyClientCapabilities]
+func inputRequired(meta map[string]any, state string, responses mcp.InputResponseMap) clientRelay {
+	caps, ok := meta[mcp.MetaKeyClientCapabilities]
 	if !ok {
 		caps = map[string]any{}
 	}
 	b, err := json.Marshal(caps)
 	if err != nil {
-		return
+		return clientRelay{}
 	}
-	cr.ClientCapabilities, cr.InputRequired = b, true
-	if req.Params.RequestState == "" && len(req.Params.InputResponses) == 0 {
-		return
+	r := clientRelay{caps: b, inputRequired: true}
+	if state == "" && len(responses) == 0 {
+		return r
 	}
-	responses, err := json.Marshal(req.Params.InputResponses)
+	raw, err := json.Marshal(responses)
 	if err != nil {
-		responses = nil
+		raw = nil
 	}
-	cr.Input = &host.InputAnswer{Responses: responses, State: req.Params.RequestState}
+	r.input = &host.InputAnswer{Responses: raw, State: state}
+	return r
 }
 
 // requestStateError is err, or the invalid-params error of a retry whose
@@ -97,11 +121,21 @@ func requestStateError(err error) error {
 // inputRequiredResult is the tools/call result of a host result that
 // needs the client's input first.
 func inputRequiredResult(res *host.Result) (*mcp.CallToolResult, error) {
-	var m mcp.InputRequestMap
-	if err := json.Unmarshal(res.InputRequests, &m); err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream's input requests cannot be passed on: %v", err)}
+	m, err := inputRequests(res.InputRequests)
+	if err != nil {
+		return nil, err
 	}
 	return &mcp.CallToolResult{InputRequests: m, RequestState: res.RequestState}, nil
+}
+
+// inputRequests are the input requests of a host answer that needs the
+// client's input first (the inputRequests object as JSON).
+func inputRequests(raw json.RawMessage) (mcp.InputRequestMap, error) {
+	var m mcp.InputRequestMap
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream's input requests cannot be passed on: %v", err)}
+	}
+	return m, nil
 }
 
 // clientCapabilities are a client's capabilities as it declared them:

@@ -95,7 +95,15 @@ func (ep *Endpoint) readResource(kind host.PublicationKind, key string) mcp.Reso
 		if err != nil {
 			return nil, err
 		}
+		relayPublicationInput(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses, &pr) // clientrequests.go
 		raw, err := p.h.ReadResource(ctx, pr)
+		if in := (*host.PublicationInput)(nil); errors.As(err, &in) {
+			m, err := inputRequests(in.Requests)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ReadResourceResult{InputRequests: m, RequestState: in.RequestState}, nil
+		}
 		if err != nil {
 			return nil, publicationError(err)
 		}
@@ -120,7 +128,15 @@ func (ep *Endpoint) getPrompt(name string) mcp.PromptHandler {
 			return nil, err
 		}
 		pr.Arguments = req.Params.Arguments
+		relayPublicationInput(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses, &pr) // clientrequests.go
 		raw, err := p.h.GetPrompt(ctx, pr)
+		if in := (*host.PublicationInput)(nil); errors.As(err, &in) {
+			m, err := inputRequests(in.Requests)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.GetPromptResult{InputRequests: m, RequestState: in.RequestState}, nil
+		}
 		if err != nil {
 			return nil, publicationError(err)
 		}

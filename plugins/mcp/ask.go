@@ -265,7 +265,7 @@ func (c *conn) inputMiddleware(next gomcp.MethodHandler) gomcp.MethodHandler {
 				return nil, fmt.Errorf("the upstream answered %s with an input-required result without input requests (it is busy)", method)
 			}
 			a, _ := ctx.Value(askerKey{}).(*asker) // the call's, as it sends its request
-			if a != nil && a.deferred && method == "tools/call" {
+			if a != nil && a.deferred {
 				return res, nil // for the client to answer (inputRequired)
 			}
 			responses := gomcp.InputResponseMap{}
@@ -360,11 +360,70 @@ func retryRequest(req gomcp.Request, responses gomcp.InputResponseMap, state str
 // takes it (asker.deferred): the upstream's input requests and request
 // state as it gave them (the host seals the state).
 func inputRequiredOf(u *upstream, res *gomcp.CallToolResult) (*sdk.Result, error) {
-	b, err := json.Marshal(res.InputRequests)
+	ir, err := deferredInput(u, res.InputRequests, res.RequestState)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.Result{InputRequired: ir}, nil
+}
+
+// deferredInput is the upstream's input requests and request state as it
+// gave them, for the client to answer.
+func deferredInput(u *upstream, reqs gomcp.InputRequestMap, state string) (*sdk.InputRequired, error) {
+	b, err := json.Marshal(reqs)
 	if err != nil {
 		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: u.label, Message: "the input requests of the input-required result cannot be encoded as JSON"}
 	}
-	return &sdk.Result{InputRequired: &sdk.InputRequired{Requests: b, State: res.RequestState}}, nil
+	return &sdk.InputRequired{Requests: b, State: state}, nil
+}
+
+// readInput is the asker of a resources/read or prompts/get whose host
+// takes the upstream's input-required results for the client (nil when
+// it does not: such a result then fails the request, as inputMiddleware
+// can ask no one), with a retry's input responses and request state set
+// on the request's params. A read is never asked during the request: the
+// host asks a client of 2025-11-25 itself and sends the read again
+// (host/published.go), a client of 2026-07-28 gets the result.
+func readInput(ctx context.Context, u *upstream, in *sdk.InputResponses, responses *gomcp.InputResponseMap, state *string) (*asker, error) {
+	if in != nil {
+		var m gomcp.InputResponseMap
+		if err := json.Unmarshal(in.Responses, &m); err != nil {
+			return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label, Message: fmt.Sprintf("inputResponses: %v", err)}
+		}
+		*responses, *state = m, in.State
+	}
+	if k := newAsker(ctx); k != nil && k.deferred {
+		return k, nil
+	}
+	return nil, nil
+}
+
+// context is ctx for a read's request with params on s: the asker's, for
+// inputMiddleware, and for an upstream of the sessionless protocol the
+// client's capabilities in params' _meta.
+func (k *asker) context(ctx context.Context, s *gomcp.ClientSession, params gomcp.Params) context.Context {
+	if k == nil {
+		return ctx
+	}
+	if sessionlessUpstream(s) {
+		m := params.GetMeta()
+		if m == nil {
+			m = map[string]any{}
+		}
+		m[gomcp.MetaKeyClientCapabilities] = k.raw
+		params.SetMeta(m)
+	}
+	return context.WithValue(ctx, askerKey{}, k)
+}
+
+// inputRequired is the input-required answer of a read whose result
+// needs input (needs, with the upstream's requests and state) for k's
+// client to answer; nil when it needs none or k is nil.
+func (k *asker) inputRequired(u *upstream, needs bool, reqs gomcp.InputRequestMap, state string) (*sdk.InputRequired, error) {
+	if k == nil || !needs {
+		return nil, nil
+	}
+	return deferredInput(u, reqs, state)
 }
 
 // withInput sets the client's input responses of a call sent again on

@@ -97,7 +97,12 @@
 // the client's arguments, answering the whole result. Both are retried on
 // a new session like a listing, and fail like calls: a JSON-RPC error
 // (such as resource not found) keeps its code as the status and its
-// message. The upstream's notifications/resources/list_changed and
+// message. An input-required result of either (SEP-2322) is answered,
+// when the host takes it (sdk.PromptRequest.ClientCapabilities), as
+// *sdk.InputRequired with the upstream's requests and state, and the
+// host's retry (Input) sends the client's answers with that state; the
+// upstream's own requests during a read are refused (ask.go, readInput).
+// The upstream's notifications/resources/list_changed and
 // notifications/prompts/list_changed name the entries that publish them
 // to the gateway, which expands them again (see Changed tools). Where
 // the upstream offers them, completions of the published prompts' and

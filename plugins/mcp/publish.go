@@ -248,9 +248,18 @@ func (a *adapter) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (j
 	if err != nil {
 		return nil, err
 	}
-	return a.ask(ctx, u, req.Operation.Timeout, "the resource's contents", func(ctx context.Context, s *gomcp.ClientSession) (any, error) {
-		res, err := s.ReadResource(ctx, &gomcp.ReadResourceParams{URI: req.URI})
+	params := &gomcp.ReadResourceParams{URI: req.URI}
+	k, err := readInput(ctx, u, req.Input, &params.InputResponses, &params.RequestState) // ask.go
+	if err != nil {
+		return nil, err
+	}
+	var ir *sdk.InputRequired
+	out, err := a.ask(ctx, u, req.Operation.Timeout, "the resource's contents", func(ctx context.Context, s *gomcp.ClientSession) (any, error) {
+		res, err := s.ReadResource(k.context(ctx, s, params), params)
 		if err != nil {
+			return nil, err
+		}
+		if ir, err = k.inputRequired(u, res.NeedsInput(), res.InputRequests, res.RequestState); ir != nil || err != nil {
 			return nil, err
 		}
 		if res.Contents == nil {
@@ -262,6 +271,10 @@ func (a *adapter) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (j
 		}
 		return res.Contents, nil
 	})
+	if ir != nil {
+		return nil, ir // for the client to answer (the host seals the state)
+	}
+	return out, err
 }
 
 // cachingProtocol is the first protocol whose resources/read results
@@ -280,9 +293,18 @@ func (a *adapter) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (json.R
 		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: u.label,
 			Message: "config.prompt: no upstream prompt named: the config of a published prompt names it"}
 	}
-	return a.ask(ctx, u, req.Operation.Timeout, "the prompt's result", func(ctx context.Context, s *gomcp.ClientSession) (any, error) {
-		res, err := s.GetPrompt(ctx, &gomcp.GetPromptParams{Name: u.prompt, Arguments: req.Arguments})
+	params := &gomcp.GetPromptParams{Name: u.prompt, Arguments: req.Arguments}
+	k, err := readInput(ctx, u, req.Input, &params.InputResponses, &params.RequestState) // ask.go
+	if err != nil {
+		return nil, err
+	}
+	var ir *sdk.InputRequired
+	out, err := a.ask(ctx, u, req.Operation.Timeout, "the prompt's result", func(ctx context.Context, s *gomcp.ClientSession) (any, error) {
+		res, err := s.GetPrompt(k.context(ctx, s, params), params)
 		if err != nil {
+			return nil, err
+		}
+		if ir, err = k.inputRequired(u, res.NeedsInput(), res.InputRequests, res.RequestState); ir != nil || err != nil {
 			return nil, err
 		}
 		// The result's _meta is the upstream's to the adapter (its
@@ -290,6 +312,10 @@ func (a *adapter) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (json.R
 		res.Meta = nil
 		return res, nil
 	})
+	if ir != nil {
+		return nil, ir
+	}
+	return out, err
 }
 
 // ask sends one request that is safe to repeat on the upstream's session

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -124,6 +125,9 @@ type ResourceRequest struct {
 	Context   RequestContext
 	Operation Operation
 	URI       string
+	// ClientCapabilities and Input: as PromptRequest's.
+	ClientCapabilities json.RawMessage
+	Input              *InputResponses
 }
 
 // PromptRequest is one rendering of a prompt.
@@ -133,6 +137,41 @@ type PromptRequest struct {
 	// Name is the prompt's name as the host published it.
 	Name      string
 	Arguments map[string]string
+	// ClientCapabilities, set by a host that takes input-required answers
+	// for the request's client (the MCP ClientCapabilities object as
+	// JSON; sent to adapters that list "client_requests" only): the
+	// request's context then says so (ClientCapabilities,
+	// TakesInputRequired), and a read or rendering that needs the
+	// client's input first returns *InputRequired as its error. The host
+	// sends it again with Input, the client's answers. A read is never
+	// asked during the request (AskClient fails).
+	ClientCapabilities json.RawMessage
+	Input              *InputResponses
+}
+
+// Error makes an InputRequired the error of a read or rendering that
+// needs its client's input first (PromptRequest.ClientCapabilities).
+func (ir *InputRequired) Error() string { return "the request needs its client's input first" }
+
+// relayFromProto is the context of a read or rendering for a host that
+// takes input-required answers (relay.input_required with the client's
+// capabilities), ctx otherwise, and the client's capabilities.
+func relayFromProto(ctx context.Context, rl *adapterv1.Relay) (context.Context, json.RawMessage) {
+	caps := rl.GetClientCapabilitiesJson()
+	if !rl.GetInputRequired() || len(caps) == 0 || !json.Valid(caps) {
+		return ctx, nil
+	}
+	return context.WithValue(ctx, progressKey{}, &progressReporter{client: caps, inputRequired: true}), caps
+}
+
+// inputRequiredOf is the input-required answer err carries, nil for any
+// other error.
+func inputRequiredOf(err error) *adapterv1.InputRequired {
+	var ir *InputRequired
+	if errors.As(err, &ir) {
+		return inputRequiredToProto(ir)
+	}
+	return nil
 }
 
 func publicationsToProto[T any](list []Publication, mk func(def, cfg []byte) T) []T {
@@ -229,9 +268,15 @@ func (s *server) ReadResource(ctx context.Context, req *adapterv1.ReadResourceRe
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "adapter does not publish resources")
 	}
-	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri()}
+	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri(),
+		Input: inputFromProto(req.GetInput())}
+	ctx, r.ClientCapabilities = relayFromProto(ctx, req.GetRelay())
 	ctx, span := withCall(ctx, &r.Context, "adapter read resource "+r.Operation.Name) // trace.go
 	contents, err := p.ReadResource(ctx, r)
+	if ir := inputRequiredOf(err); ir != nil && r.ClientCapabilities != nil {
+		endCallSpan(span, nil)
+		return &adapterv1.ReadResourceResponse{Outcome: &adapterv1.ReadResourceResponse_InputRequired{InputRequired: ir}, Spans: takeSpans()}, nil
+	}
 	endCallSpan(span, err)
 	if err != nil {
 		if ue, ok := upstreamErrorToProto(err); ok {
@@ -249,9 +294,14 @@ func (s *server) GetPrompt(ctx context.Context, req *adapterv1.GetPromptRequest)
 		return nil, status.Error(codes.Unimplemented, "adapter does not publish prompts")
 	}
 	r := &PromptRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()),
-		Name: req.GetName(), Arguments: req.GetArguments()}
+		Name: req.GetName(), Arguments: req.GetArguments(), Input: inputFromProto(req.GetInput())}
+	ctx, r.ClientCapabilities = relayFromProto(ctx, req.GetRelay())
 	ctx, span := withCall(ctx, &r.Context, "adapter get prompt "+r.Operation.Name) // trace.go
 	res, err := p.GetPrompt(ctx, r)
+	if ir := inputRequiredOf(err); ir != nil && r.ClientCapabilities != nil {
+		endCallSpan(span, nil)
+		return &adapterv1.GetPromptResponse{Outcome: &adapterv1.GetPromptResponse_InputRequired{InputRequired: ir}, Spans: takeSpans()}, nil
+	}
 	endCallSpan(span, err)
 	if err != nil {
 		if ue, ok := upstreamErrorToProto(err); ok {

@@ -49,14 +49,19 @@ func publicationsFromProto[T interface {
 func (c *Client) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (_ json.RawMessage, err error) {
 	done := c.observe(ctx, "read_resource", &sdk.Request{Context: req.Context, Operation: req.Operation})
 	defer func() { done(err) }()
+	relay, input := readRelay(req.ClientCapabilities, req.Input)
 	resp, err := c.rpc.ReadResource(ctx, &adapterv1.ReadResourceRequest{
-		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Uri: req.URI})
+		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Uri: req.URI,
+		Relay: relay, Input: input})
 	if err != nil {
 		return nil, callError(err)
 	}
 	c.spans(resp.GetSpans())
 	if ue := resp.GetError(); ue != nil {
 		return nil, upstreamErrorFromProto(ue)
+	}
+	if ir := resp.GetInputRequired(); ir != nil && relay != nil {
+		return nil, &sdk.InputRequired{Requests: ir.GetInputRequestsJson(), State: ir.GetRequestState()}
 	}
 	return resp.GetContentsJson(), nil
 }
@@ -67,15 +72,19 @@ func (c *Client) ReadResource(ctx context.Context, req *sdk.ResourceRequest) (_ 
 func (c *Client) GetPrompt(ctx context.Context, req *sdk.PromptRequest) (_ json.RawMessage, err error) {
 	done := c.observe(ctx, "get_prompt", &sdk.Request{Context: req.Context, Operation: req.Operation})
 	defer func() { done(err) }()
+	relay, input := readRelay(req.ClientCapabilities, req.Input)
 	resp, err := c.rpc.GetPrompt(ctx, &adapterv1.GetPromptRequest{
 		Context: contextToProto(req.Context), Operation: operationToProto(&req.Operation), Name: req.Name,
-		Arguments: req.Arguments})
+		Arguments: req.Arguments, Relay: relay, Input: input})
 	if err != nil {
 		return nil, callError(err)
 	}
 	c.spans(resp.GetSpans())
 	if ue := resp.GetError(); ue != nil {
 		return nil, upstreamErrorFromProto(ue)
+	}
+	if ir := resp.GetInputRequired(); ir != nil && relay != nil {
+		return nil, &sdk.InputRequired{Requests: ir.GetInputRequestsJson(), State: ir.GetRequestState()}
 	}
 	return resp.GetResultJson(), nil
 }
@@ -149,4 +158,15 @@ func (c *Client) WatchResource(ctx context.Context, req *sdk.ResourceRequest, up
 		}
 	}()
 	return ch, nil
+}
+
+// readRelay is the relay and input of a read or rendering whose host
+// takes input-required answers for its client (caps, its capabilities;
+// the host sets them only for adapters that list "client_requests"); nil,
+// nil otherwise.
+func readRelay(caps json.RawMessage, in *sdk.InputResponses) (*adapterv1.Relay, *adapterv1.InputResponses) {
+	if len(caps) == 0 || !json.Valid(caps) {
+		return nil, nil
+	}
+	return &adapterv1.Relay{ClientCapabilitiesJson: caps, InputRequired: true}, inputToProto(in)
 }

@@ -910,7 +910,16 @@ type ReadResourceRequest struct {
 	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
 	// The URI to read: a published resource's, or one a published template
 	// matches.
-	Uri           string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	Uri string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	// The read's client, for an upstream that needs its input first (MCP
+	// SEP-2322): only client_capabilities_json and input_required are
+	// read; with input_required the adapter answers with
+	// ReadResourceResponse.input_required, and the host sends the read again
+	// with input. Sent only to adapters that list "client_requests". Unset
+	// (hosts that predate it): no client can be asked.
+	Relay *Relay `protobuf:"bytes,4,opt,name=relay,proto3" json:"relay,omitempty"`
+	// The read again after an input-required answer.
+	Input         *InputResponses `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,12 +975,27 @@ func (x *ReadResourceRequest) GetUri() string {
 	return ""
 }
 
+func (x *ReadResourceRequest) GetRelay() *Relay {
+	if x != nil {
+		return x.Relay
+	}
+	return nil
+}
+
+func (x *ReadResourceRequest) GetInput() *InputResponses {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
 type ReadResourceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Outcome:
 	//
 	//	*ReadResourceResponse_ContentsJson
 	//	*ReadResourceResponse_Error
+	//	*ReadResourceResponse_InputRequired
 	Outcome       isReadResourceResponse_Outcome `protobuf_oneof:"outcome"`
 	Spans         []*Span                        `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1033,6 +1057,15 @@ func (x *ReadResourceResponse) GetError() *UpstreamError {
 	return nil
 }
 
+func (x *ReadResourceResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		if x, ok := x.Outcome.(*ReadResourceResponse_InputRequired); ok {
+			return x.InputRequired
+		}
+	}
+	return nil
+}
+
 func (x *ReadResourceResponse) GetSpans() []*Span {
 	if x != nil {
 		return x.Spans
@@ -1057,9 +1090,17 @@ type ReadResourceResponse_Error struct {
 	Error *UpstreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
 }
 
+type ReadResourceResponse_InputRequired struct {
+	// The read needs its client's input first (relay.input_required):
+	// the upstream's input requests and the adapter's request state.
+	InputRequired *InputRequired `protobuf:"bytes,4,opt,name=input_required,json=inputRequired,proto3,oneof"`
+}
+
 func (*ReadResourceResponse_ContentsJson) isReadResourceResponse_Outcome() {}
 
 func (*ReadResourceResponse_Error) isReadResourceResponse_Outcome() {}
+
+func (*ReadResourceResponse_InputRequired) isReadResourceResponse_Outcome() {}
 
 type GetPromptRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1069,7 +1110,10 @@ type GetPromptRequest struct {
 	// The prompt's name as the host published it.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// The client's arguments.
-	Arguments     map[string]string `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Arguments map[string]string `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// As ReadResourceRequest.relay and .input.
+	Relay         *Relay          `protobuf:"bytes,5,opt,name=relay,proto3" json:"relay,omitempty"`
+	Input         *InputResponses `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1132,12 +1176,27 @@ func (x *GetPromptRequest) GetArguments() map[string]string {
 	return nil
 }
 
+func (x *GetPromptRequest) GetRelay() *Relay {
+	if x != nil {
+		return x.Relay
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetInput() *InputResponses {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
 type GetPromptResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Outcome:
 	//
 	//	*GetPromptResponse_ResultJson
 	//	*GetPromptResponse_Error
+	//	*GetPromptResponse_InputRequired
 	Outcome       isGetPromptResponse_Outcome `protobuf_oneof:"outcome"`
 	Spans         []*Span                     `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1199,6 +1258,15 @@ func (x *GetPromptResponse) GetError() *UpstreamError {
 	return nil
 }
 
+func (x *GetPromptResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		if x, ok := x.Outcome.(*GetPromptResponse_InputRequired); ok {
+			return x.InputRequired
+		}
+	}
+	return nil
+}
+
 func (x *GetPromptResponse) GetSpans() []*Span {
 	if x != nil {
 		return x.Spans
@@ -1219,9 +1287,16 @@ type GetPromptResponse_Error struct {
 	Error *UpstreamError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
 }
 
+type GetPromptResponse_InputRequired struct {
+	// As ReadResourceResponse.input_required.
+	InputRequired *InputRequired `protobuf:"bytes,4,opt,name=input_required,json=inputRequired,proto3,oneof"`
+}
+
 func (*GetPromptResponse_ResultJson) isGetPromptResponse_Outcome() {}
 
 func (*GetPromptResponse_Error) isGetPromptResponse_Outcome() {}
+
+func (*GetPromptResponse_InputRequired) isGetPromptResponse_Outcome() {}
 
 type CompleteRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -4064,28 +4139,34 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x06Prompt\x12'\n" +
 	"\x0fdefinition_json\x18\x01 \x01(\fR\x0edefinitionJson\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
-	"configJson\"\x9e\x01\n" +
+	"configJson\"\x85\x02\n" +
 	"\x13ReadResourceRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x10\n" +
-	"\x03uri\x18\x03 \x01(\tR\x03uri\"\xaf\x01\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\x12-\n" +
+	"\x05relay\x18\x04 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\x126\n" +
+	"\x05input\x18\x05 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\"\xf9\x01\n" +
 	"\x14ReadResourceResponse\x12%\n" +
 	"\rcontents_json\x18\x01 \x01(\fH\x00R\fcontentsJson\x127\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12H\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x1f.crank.adapter.v1.InputRequiredH\x00R\rinputRequired\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
-	"\aoutcome\"\xac\x02\n" +
+	"\aoutcome\"\x93\x03\n" +
 	"\x10GetPromptRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12O\n" +
-	"\targuments\x18\x04 \x03(\v21.crank.adapter.v1.GetPromptRequest.ArgumentsEntryR\targuments\x1a<\n" +
+	"\targuments\x18\x04 \x03(\v21.crank.adapter.v1.GetPromptRequest.ArgumentsEntryR\targuments\x12-\n" +
+	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\x126\n" +
+	"\x05input\x18\x06 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\x1a<\n" +
 	"\x0eArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
 	"\x11GetPromptResponse\x12!\n" +
 	"\vresult_json\x18\x01 \x01(\fH\x00R\n" +
 	"resultJson\x127\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12H\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x1f.crank.adapter.v1.InputRequiredH\x00R\rinputRequired\x12,\n" +
 	"\x05spans\x18\x03 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\t\n" +
 	"\aoutcome\"\xac\x03\n" +
 	"\x0fCompleteRequest\x12:\n" +
@@ -4418,82 +4499,88 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	11, // 10: crank.adapter.v1.ExpandOperationResponse.published_capabilities:type_name -> crank.adapter.v1.PublishedCapabilities
 	25, // 11: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 12: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	32, // 13: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 14: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 15: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 16: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	53, // 17: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	32, // 18: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 19: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 20: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 21: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
-	54, // 22: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	32, // 23: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 24: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 25: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 26: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	32, // 27: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	23, // 28: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
-	0,  // 29: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
-	1,  // 30: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	55, // 31: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	25, // 32: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 33: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	28, // 34: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	27, // 35: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
-	30, // 36: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	32, // 37: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 38: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	31, // 39: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
-	2,  // 40: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	33, // 41: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
-	40, // 42: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	29, // 43: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	39, // 44: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	35, // 45: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
-	37, // 46: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
-	48, // 47: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	49, // 48: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	50, // 49: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	32, // 50: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 51: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	26, // 52: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	45, // 53: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	43, // 54: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	47, // 55: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 56: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	52, // 57: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 58: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 59: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 60: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	26, // 61: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	26, // 62: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	44, // 63: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	26, // 64: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	41, // 65: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	14, // 66: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	16, // 67: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	18, // 68: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
-	20, // 69: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
-	36, // 70: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
-	5,  // 71: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 72: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 73: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	29, // 74: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	43, // 75: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	46, // 76: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	34, // 77: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	42, // 78: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	15, // 79: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	17, // 80: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	19, // 81: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
-	21, // 82: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
-	38, // 83: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
-	71, // [71:84] is the sub-list for method output_type
-	58, // [58:71] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	28, // 13: crank.adapter.v1.ReadResourceRequest.relay:type_name -> crank.adapter.v1.Relay
+	27, // 14: crank.adapter.v1.ReadResourceRequest.input:type_name -> crank.adapter.v1.InputResponses
+	32, // 15: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	31, // 16: crank.adapter.v1.ReadResourceResponse.input_required:type_name -> crank.adapter.v1.InputRequired
+	51, // 17: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 18: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 19: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
+	53, // 20: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	28, // 21: crank.adapter.v1.GetPromptRequest.relay:type_name -> crank.adapter.v1.Relay
+	27, // 22: crank.adapter.v1.GetPromptRequest.input:type_name -> crank.adapter.v1.InputResponses
+	32, // 23: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	31, // 24: crank.adapter.v1.GetPromptResponse.input_required:type_name -> crank.adapter.v1.InputRequired
+	51, // 25: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 26: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 27: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
+	54, // 28: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	32, // 29: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 30: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
+	25, // 31: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 32: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	32, // 33: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	23, // 34: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	0,  // 35: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
+	1,  // 36: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	55, // 37: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	25, // 38: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 39: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	28, // 40: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	27, // 41: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
+	30, // 42: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	32, // 43: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 44: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	31, // 45: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
+	2,  // 46: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	33, // 47: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
+	40, // 48: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	29, // 49: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	39, // 50: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	35, // 51: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	37, // 52: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	48, // 53: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	49, // 54: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	50, // 55: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	32, // 56: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	51, // 57: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	26, // 58: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	45, // 59: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	43, // 60: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	47, // 61: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	3,  // 62: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	52, // 63: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 64: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 65: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 66: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	26, // 67: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	26, // 68: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	44, // 69: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	26, // 70: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	41, // 71: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	14, // 72: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	16, // 73: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	18, // 74: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	20, // 75: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	36, // 76: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 77: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 78: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 79: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	29, // 80: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	43, // 81: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	46, // 82: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	34, // 83: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	42, // 84: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	15, // 85: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	17, // 86: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	19, // 87: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	21, // 88: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	38, // 89: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	77, // [77:90] is the sub-list for method output_type
+	64, // [64:77] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -4504,10 +4591,12 @@ func file_crank_adapter_v1_adapter_proto_init() {
 	file_crank_adapter_v1_adapter_proto_msgTypes[11].OneofWrappers = []any{
 		(*ReadResourceResponse_ContentsJson)(nil),
 		(*ReadResourceResponse_Error)(nil),
+		(*ReadResourceResponse_InputRequired)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[13].OneofWrappers = []any{
 		(*GetPromptResponse_ResultJson)(nil),
 		(*GetPromptResponse_Error)(nil),
+		(*GetPromptResponse_InputRequired)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
 		(*CompleteResponse_CompletionJson)(nil),
