@@ -46,7 +46,11 @@ func tsLoadRun(url string) outcome {
 	var run struct {
 		Steps []struct {
 			OK     bool
-			Error  struct{ Message string }
+			Error  struct {
+				Code    *int
+				Message string
+				Source  string
+			}
 			Result struct {
 				IsError           bool
 				StructuredContent map[string]any
@@ -60,6 +64,12 @@ func tsLoadRun(url string) outcome {
 	}
 	for i, s := range run.Steps {
 		if !s.OK {
+			// An HTTP failure's status is not in the SDK's message (a
+			// balancer's 502 for a replica that died mid-request has an
+			// empty body): name it, for classify.
+			if s.Error.Source == "http" && s.Error.Code != nil {
+				return classify(fmt.Errorf("typescript step %d: HTTP %d: %s", i, *s.Error.Code, s.Error.Message))
+			}
 			return classify(fmt.Errorf("typescript step %d: %s", i, s.Error.Message))
 		}
 		if s.Result.IsError {
