@@ -45,8 +45,8 @@ func tsLoadRun(url string) outcome {
 	}
 	var run struct {
 		Steps []struct {
-			OK     bool
-			Error  struct {
+			OK    bool
+			Error struct {
 				Code    *int
 				Message string
 				Source  string
