@@ -1,6 +1,6 @@
 # Crank: an MCP gateway inside Caddy.
 #   make run    the demo gateway on http://127.0.0.1:8080/mcp (Ctrl-C stops it)
-#   make test   every test: lint, protocol freshness, unit, race, end-to-end (also against a race-built gateway)
+#   make test   every test: lint, protocol freshness, unit, race, end-to-end (also against a race-built gateway), a 2-minute soak
 #   make bench  latency and throughput of a tool call vs its baselines
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
