@@ -51,8 +51,9 @@ func soakDuration(t *testing.T) time.Duration {
 		t.Skip("CRANK_SOAK_DURATION is not set (make soak)")
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < time.Minute {
-		t.Fatalf("CRANK_SOAK_DURATION: %q is not a duration of at least 1m", s)
+	// Shorter, an interval is too short for a fault and its healing.
+	if err != nil || d < 2*time.Minute {
+		t.Fatalf("CRANK_SOAK_DURATION: %q is not a duration of at least 2m", s)
 	}
 	return d
 }
