@@ -45,15 +45,8 @@ func reportPeakRSS(b *testing.B, crank, before *gateway) {
 		name string
 		g    *gateway
 	}{{"crank", crank}, {"before", before}} {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.g.cmd.Process.Pid))
-		if err != nil {
-			return // not Linux
-		}
-		for line := range strings.Lines(string(status)) {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				b.ReportMetric(kb/1024, g.name+"-peak-rss-MiB")
-			}
+		if kb := procStatus(g.g.cmd.Process.Pid, "VmHWM"); kb >= 0 { // not Linux: none
+			b.ReportMetric(float64(kb)/1024, g.name+"-peak-rss-MiB")
 		}
 	}
 }

@@ -59,7 +59,9 @@ type etcdCluster struct {
 
 // startEtcdCluster starts n etcd members and waits until the cluster has
 // a leader. Elections are tuned short (heartbeat 50ms, election 500ms) so
-// that a leader's loss is noticed in well under a second.
+// that a leader's loss is noticed in well under a second. History is
+// compacted every minute, as docs/operations.md recommends (there: an
+// hour), so that a long run (the soak) does not grow the db unbounded.
 func startEtcdCluster(t testing.TB, n int) *etcdCluster {
 	t.Helper()
 	bin, err := etcdBin()
@@ -79,7 +81,7 @@ func startEtcdCluster(t testing.TB, n int) *etcdCluster {
 			"--listen-peer-urls", m.peerURL(), "--initial-advertise-peer-urls", m.peerURL(),
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "crank-e2e", "--heartbeat-interval", "50", "--election-timeout", "500",
-			"--log-level", "error"}
+			"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1m", "--log-level", "error"}
 		c.start(m)
 	}
 	t.Cleanup(func() {
@@ -229,15 +231,24 @@ const clusterOwnerTTL = "3s"
 
 func startCrankCluster(t testing.TB, ops string, replicas int) *crankCluster {
 	t.Helper()
+	return startCrankClusterWith(t, gatewayOptions{Operations: ops}, replicas)
+}
+
+// startCrankClusterWith is startCrankCluster with the replicas' other
+// options (their handler's lines, say) as opts has them; opts.Crank is
+// the cluster's etcd block.
+func startCrankClusterWith(t testing.TB, opts gatewayOptions, replicas int) *crankCluster {
+	t.Helper()
 	c := &crankCluster{etcd: startEtcdCluster(t, 3)}
 	for i := range replicas {
-		c.replicas = append(c.replicas, startGateway(t, gatewayOptions{Operations: ops, Crank: fmt.Sprintf(`etcd {
+		opts.Crank = fmt.Sprintf(`etcd {
 			endpoints %s
 			dial_timeout 2s
 			op_timeout 2s
 			owner_ttl %s
 			replica_name r%d
-		}`, strings.Join(c.etcd.endpoints(), " "), clusterOwnerTTL, i)}))
+		}`, strings.Join(c.etcd.endpoints(), " "), clusterOwnerTTL, i)
+		c.replicas = append(c.replicas, startGateway(t, opts))
 	}
 	c.front = startFront(t, c.replicas)
 	c.URL = c.front.MCPURL

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -111,6 +113,8 @@ type kindStats struct {
 type loadReport struct {
 	mu    sync.Mutex
 	kinds map[string]*kindStats
+	// codes counts the failed operations by failureCode.
+	codes map[string]int
 	// ts: a TypeScript client ran beside the go-sdk ones; faulted: a
 	// fault was injected during the phase.
 	ts, faulted bool
@@ -120,7 +124,7 @@ type loadReport struct {
 }
 
 func newLoadReport() *loadReport {
-	r := &loadReport{kinds: map[string]*kindStats{}}
+	r := &loadReport{kinds: map[string]*kindStats{}, codes: map[string]int{}}
 	for _, k := range reportKinds {
 		r.kinds[k] = &kindStats{}
 	}
@@ -151,6 +155,9 @@ func (r *loadReport) add(kind string, d time.Duration, o outcome) {
 		k.Answered++
 		k.latencies = append(k.latencies, d)
 		return
+	}
+	r.codes[failureCode(o)]++
+	switch {
 	case o.ownerLost:
 		k.OwnerLost++
 	case o.retryable:
@@ -411,6 +418,53 @@ func classify(err error) outcome {
 		}
 	}
 	return outcome{err: err}
+}
+
+// failureCodes name a failure by what its error says, most telling first:
+// the HTTP status a client saw, or the error's reason.
+var failureCodes = []struct{ code, says string }{
+	{"owner_lost", "owner_lost"}, {"400-replay-refused", "Bad Request"},
+	{"503", "503"}, {"503", "Service Unavailable"}, {"502", "502"}, {"502", "Bad Gateway"},
+	{"adapter-stopped", "stopped during the call"}, {"etcd", "etcd"},
+	{"connection-refused", "connection refused"}, {"connection-reset", "connection reset"},
+	{"no-response", "request terminated without response"}, {"session-not-found", "session not found"},
+	{"client-closing", "client is closing"}, {"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
+}
+
+// failureCode is the code a failed operation is counted under in a
+// report: "owner_lost", an HTTP status, a reason, or "other" for a
+// non-retryable failure whose error names none of them.
+func failureCode(o outcome) string {
+	if o.ownerLost {
+		return "owner_lost"
+	}
+	s := o.err.Error()
+	for _, c := range failureCodes {
+		if strings.Contains(s, c.says) {
+			return c.code
+		}
+	}
+	if o.retryable {
+		return "retryable"
+	}
+	return "other"
+}
+
+// codeSummary is the failures by code, most frequent first ("-" for
+// none).
+func (r *loadReport) codeSummary() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	codes := slices.Collect(maps.Keys(r.codes))
+	slices.SortFunc(codes, func(a, b string) int { return cmp.Or(r.codes[b]-r.codes[a], strings.Compare(a, b)) })
+	var parts []string
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%s %d", c, r.codes[c]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // call runs one tool and returns its structured content, or a classified

@@ -25,20 +25,30 @@ type scrape map[string]*dto.MetricFamily
 
 func (g *gateway) scrape() scrape {
 	g.t.Helper()
-	resp, err := http.Get(g.AdminURL + "/metrics")
+	s, err := scrapeURL(g.AdminURL + "/metrics")
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	return s
+}
+
+// scrapeURL reads and parses the Prometheus text at url (a gateway's
+// admin /metrics, an etcd member's /metrics).
+func scrapeURL(url string) (scrape, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		g.t.Fatalf("GET /metrics: %s", resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		g.t.Fatalf("parse /metrics: %v", err)
+		return nil, fmt.Errorf("parse %s: %v", url, err)
 	}
-	return fams
+	return fams, nil
 }
 
 // value is the value of the series of name whose labels include labels

@@ -263,6 +263,7 @@ async function main() {
   if (answer) out.asked = asked;
 
   for (const step of script) {
+    pending = `step ${out.steps.length} (${step.op}${step.name ? ' ' + step.name : ''})`;
     lastResponse = undefined;
     try {
       const result = await runStep(client, transport, step, out.steps);
@@ -276,8 +277,11 @@ async function main() {
   await new Promise((resolve) => process.stdout.write(JSON.stringify(out) + '\n', resolve));
 }
 
+// pending names the step running now, for the overall timeout's message.
+let pending = 'connect';
+
 const timer = setTimeout(() => {
-  process.stderr.write(`client.mjs: overall timeout of ${OVERALL_TIMEOUT_MS}ms exceeded\n`);
+  process.stderr.write(`client.mjs: overall timeout of ${OVERALL_TIMEOUT_MS}ms exceeded in ${pending}\n`);
   process.exit(1);
 }, OVERALL_TIMEOUT_MS);
 timer.unref();
