@@ -567,9 +567,13 @@ func (c *loadClient) session() outcome {
 	var cursor any
 	last, seen := -1, 0
 	var lost, dup int
-	// A session whose replica died ends failed with owner_lost within
-	// the owner TTL (or is resumed): polls wait that long for items.
-	deadline := time.Now().Add(15 * time.Second)
+	// A session whose replica died, or lost its owner lease (an etcd
+	// member stopped under the lease's keep-alive outlives the cluster's
+	// 3s owner TTL), ends failed with owner_lost once a sweep sees the
+	// owner gone — the owner watch or the 10s periodic sweep, after the
+	// client drops the stopped member (5s+1s) — or is resumed: polls
+	// wait that long for items.
+	deadline := time.Now().Add(30 * time.Second)
 	for seen < 6 && time.Now().Before(deadline) {
 		args := map[string]any{"session_id": id, "max_items": 4}
 		if cursor != nil {
@@ -593,7 +597,7 @@ func (c *loadClient) session() outcome {
 		}
 	}
 	if seen < 6 {
-		return outcome{err: fmt.Errorf("session %s: %d items in 15s", id, seen), lost: lost, dup: dup}
+		return outcome{err: fmt.Errorf("session %s: %d items in 30s", id, seen), lost: lost, dup: dup}
 	}
 	s, o := c.call("follow_stop", map[string]any{"session_id": id}, "")
 	if o != nil {
