@@ -250,7 +250,7 @@ operations:
     description: A 10 MB event.
     adapter: rest
     mode: window
-    limits: {window_duration_ms: 5000}
+    limits: {window_duration_ms: 60000}
     config: {method: GET, url: "UPSTREAM/huge"}
   - name: mute
     description: An upstream that never answers.
@@ -319,7 +319,7 @@ operations:
     adapter: rest
     mode: window
     transport_behavior: request_response
-    limits: {window_duration_ms: 5000, poll_interval_ms: 20, idle_timeout_ms: 150}
+    limits: {window_duration_ms: 10000, poll_interval_ms: 20, idle_timeout_ms: 1000}
     aggregation: {items_path: "$.items[*]"}
     config: {method: GET, url: "UPSTREAM/emptypoll"}
   - name: slowpoll
@@ -561,7 +561,7 @@ func TestWindowLimits(t *testing.T) {
 	t.Run("poll with nothing ends with the idle timeout", func(t *testing.T) {
 		t.Parallel()
 		w := f.call(t, "emptypoll", `{}`)
-		if w.flags() != "end=idle_timeout truncated=false complete=false more=true" || w.Stats.Polls < 3 {
+		if w.flags() != "end=idle_timeout truncated=false complete=false more=true" || w.Stats.Polls < 2 {
 			t.Fatalf("flags %s polls %d", w.flags(), w.Stats.Polls)
 		}
 	})

@@ -22,7 +22,7 @@ func TestResultSizeBound(t *testing.T) {
 	for name, base := range transports(t, up) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			_, ue := call(t, h, base, "big", `{"n": 10485760}`, 20*time.Second)
+			_, ue := call(t, h, base, "big", `{"n": 10485760}`, 60*time.Second)
 			if ue == nil || ue.Kind != sdk.KindBadResponse || !strings.Contains(ue.Message, "larger than max_message_bytes (8388608 bytes)") {
 				t.Fatalf("10 MiB result: %+v", ue)
 			}
