@@ -48,32 +48,44 @@ func (s *subStream) sseConnection(ctx context.Context) (established, progressed 
 	if mt != "text/event-stream" || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return false, false, s.notAStream(resp, mt)
 	}
-	n := 0
-	for ev, err := range sse.Read(resp.Body, &sse.ReadConfig{MaxEventSize: c.sub.maxMessage}) {
+	n, err := s.readEvents(resp.Body)
+	if err != nil && ctx.Err() != nil {
+		return true, n > 0, nil
+	}
+	var ue *sdk.UpstreamError
+	if err != nil && !errors.As(err, &ue) && !errors.Is(err, errHostGone) {
+		err = s.httpFailure(ctx, cctx, err, true)
+	}
+	return true, n > 0, err
+}
+
+// readEvents reads an event stream of next events until its complete
+// event (nil), its end without one (a retryable transport error: the
+// connection was lost), an event larger than max_message_bytes (the
+// parser cannot go on after one: a retryable bad response, so run
+// subscribes again with a gap) or a read error (returned as is). n counts
+// the next events.
+func (s *subStream) readEvents(body io.Reader) (n int, err error) {
+	max := s.c.sub.maxMessage
+	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: max}) {
 		switch {
 		case errors.Is(err, bufio.ErrTooLong):
-			// The parser cannot go on after an oversize event: the
-			// connection is dropped, and run subscribes again (a gap).
-			return true, n > 0, s.fail(sdk.KindBadResponse, true,
-				fmt.Sprintf("an event larger than subscriptions.max_message_bytes (%d) was skipped", c.sub.maxMessage))
+			return n, s.fail(sdk.KindBadResponse, true,
+				fmt.Sprintf("an event larger than subscriptions.max_message_bytes (%d) was skipped", max))
 		case err != nil:
-			if ctx.Err() != nil {
-				return true, n > 0, nil
-			}
-			return true, n > 0, s.httpFailure(ctx, cctx, err, true)
+			return n, err
 		}
 		switch ev.Type {
 		case "complete":
-			return true, n > 0, nil
+			return n, nil
 		case "next":
 			n++
 			if err := s.event([]byte(ev.Data)); err != nil {
-				return true, true, err
+				return n, err
 			}
 		}
 	}
-	// The stream ended without a complete event: the connection was lost.
-	return true, n > 0, s.fail(sdk.KindTransport, true, "the event stream ended without a complete event")
+	return n, s.fail(sdk.KindTransport, true, "the event stream ended without a complete event")
 }
 
 // notAStream classifies an answer that is not an event stream: GraphQL

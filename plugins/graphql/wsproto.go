@@ -282,9 +282,13 @@ func (r *wsReader) run(ctx context.Context) (err error) {
 			continue
 		}
 		if err := r.handle(data); err != nil {
-			if errors.Is(err, errHostGone) {
+			var ue *sdk.UpstreamError
+			switch {
+			case errors.Is(err, errHostGone):
 				r.hostGone()
 				continue
+			case errors.As(err, &ue) && ue.Kind == sdk.KindBadResponse:
+				_ = r.conn.Close(4400, "invalid message")
 			}
 			return err
 		}
@@ -301,7 +305,6 @@ func (r *wsReader) hostGone() {
 func (r *wsReader) handle(data []byte) error {
 	m, err := parseWSMessage(data)
 	if err != nil {
-		_ = r.conn.Close(4400, "invalid message")
 		return r.s.fail(sdk.KindBadResponse, false, "the server broke the "+wsSubprotocol+" protocol: "+err.Error())
 	}
 	switch m.Type {
