@@ -123,6 +123,8 @@ FUZZ := \
 	plugins/soap:FuzzBuildEnvelope \
 	plugins/graphql:FuzzVariables \
 	plugins/graphql:FuzzResponse \
+	plugins/graphql:FuzzWSMessage \
+	plugins/graphql:FuzzSSEEvents \
 	plugins/grpc:FuzzJSONProto \
 	store:FuzzRecordDecoding \
 	store:FuzzJobListCursor
