@@ -182,7 +182,7 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 			pongDue = time.After(sc.pongTimeout)
 		case <-pongDue:
 			if r.lastPong.Load() < pingSent {
-				_ = conn.Close(ws.StatusGoingAway, "no pong")
+				_ = conn.CloseNow() // a dead connection answers no close either
 				return true, r.got.Load() > 0, s.fail(sdk.KindTimeout, true,
 					fmt.Sprintf("no Pong within subscriptions.pong_timeout (%s) of a Ping", sc.pongTimeout))
 			}
