@@ -89,7 +89,8 @@
 //	max_response_bytes: 8388608      # default 8 MiB
 //	include_extensions: false        # keep the answer's extensions in results
 //	subscriptions:                   # how subscription operations are read
-//	  transport: websocket           # websocket (graphql-transport-ws) | sse
+//	  transport: websocket           # websocket | sse (GraphQL over SSE)
+//	  protocol: graphql-transport-ws # websocket: or subscriptions-transport-ws (legacy)
 //	  url: wss://api.example.com/graphql   # default: endpoint (ws:// or wss:// for websocket)
 //	  connection_init: {token: "{env.API_TOKEN}"}   # ConnectionInit payload (websocket)
 //	  ack_timeout: 10s               # ConnectionAck within
@@ -200,7 +201,13 @@
 //     pong_timeout. When the host stops the stream the adapter sends
 //     Complete and closes normally (1000), within 2s. A message larger
 //     than max_message_bytes is read to its end and skipped (a gap).
-//     The legacy subscriptions-transport-ws protocol is not spoken.
+//   - websocket with protocol subscriptions-transport-ws: Apollo's
+//     legacy protocol (subprotocol graphql-ws), which older servers
+//     still speak: the same, with start, data and stop for Subscribe,
+//     Next and Complete; the server's ka keep-alives are read, and
+//     liveness is a WebSocket protocol ping every ping_interval that
+//     the pong must answer within pong_timeout; connection_error
+//     refuses ConnectionInit (a rejected error, as a 4403).
 //   - sse: GraphQL over SSE in distinct connections mode: a POST of the
 //     request (Accept: text/event-stream, the configured headers) whose
 //     answer is an event stream of next events ended by a complete

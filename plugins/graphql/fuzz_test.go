@@ -246,6 +246,7 @@ func (r *recorder) Gap(reason string) error {
 func fuzzSubStream(rec *recorder) *subStream {
 	c := &config{upstream: "ws://h"}
 	c.sub.maxMessage = 256
+	c.sub.dialect = dialects[protocolTransportWS]
 	return &subStream{c: c, t: &tool{label: "subscription S"}, send: rec, upstream: "subscription S at ws://h"}
 }
 
@@ -268,9 +269,11 @@ func checkEvents(t *testing.T, rec *recorder, err error) {
 	}
 }
 
-// FuzzWSMessage reads arbitrary graphql-transport-ws messages: a message
-// is refused (a protocol error) or has a known type, and the id those
-// that need one; handling it never panics and sends only JSON items.
+// FuzzWSMessage reads arbitrary messages of both WebSocket protocols
+// (graphql-transport-ws, subscriptions-transport-ws): a message is
+// refused (a protocol error) or has a type of its protocol, and the id
+// those that need one; handling it never panics and sends only JSON
+// items.
 func FuzzWSMessage(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"connection_ack"}`, `{"type":"ping","payload":{"a":1}}`, `{"type":"pong"}`,
@@ -278,30 +281,27 @@ func FuzzWSMessage(f *testing.F) {
 		`{"id":"1","type":"next","payload":{"data":null,"errors":[{"message":"x","path":["a",0]}]}}`,
 		`{"id":"1","type":"error","payload":[{"message":"no","extensions":{"code":"BAD"}}]}`,
 		`{"id":"1","type":"complete"}`, `{"id":"2","type":"next","payload":{}}`, `{"type":"next"}`,
-		`{"type":"data","id":"1"}`, `[]`, `"x"`, ``, `{"type":1}`, `{"id":"1","type":"error","payload":{}}`,
+		`{"type":"data","id":"1","payload":{"data":{"a":1}}}`, `{"type":"ka"}`, `{"type":"connection_error","payload":{"message":"no"}}`,
+		`{"id":"1","type":"error","payload":{"message":"bad"}}`, `[]`, `"x"`, ``, `{"type":1}`, `{"id":"1","type":"error","payload":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := parseWSMessage(data)
-		if err == nil {
-			switch m.Type {
-			case "connection_ack", "ping", "pong":
-			case "next", "error", "complete":
-				if m.ID == "" {
-					t.Fatalf("%s without an id accepted", m.Type)
-				}
-			default:
-				t.Fatalf("type %q accepted", m.Type)
+		for _, d := range dialects {
+			m, err := parseWSMessage(data, d)
+			if err == nil && (!d.types[m.Type] || m.ID == "" && (m.Type == d.next || m.Type == "error" || m.Type == "complete")) {
+				t.Fatalf("%s: message %+v accepted", d.name, m)
 			}
+			rec := &recorder{}
+			s := fuzzSubStream(rec)
+			s.c.sub.dialect = d
+			r := &wsReader{s: s, acked: make(chan struct{}), write: func([]byte) error { return nil }}
+			err = r.handle(data)
+			if errors.Is(err, errCompleted) {
+				err = nil
+			}
+			checkEvents(t, rec, err)
 		}
-		rec := &recorder{}
-		r := &wsReader{s: fuzzSubStream(rec), acked: make(chan struct{}), write: func([]byte) error { return nil }}
-		err = r.handle(data)
-		if errors.Is(err, errCompleted) {
-			err = nil
-		}
-		checkEvents(t, rec, err)
 	})
 }
 

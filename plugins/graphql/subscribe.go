@@ -21,16 +21,24 @@ const (
 	transportSSE       = "sse"
 )
 
-// wsSubprotocol is the WebSocket subprotocol of the GraphQL over
-// WebSocket protocol (graphql-ws): graphql-transport-ws.
-const wsSubprotocol = "graphql-transport-ws"
+// The WebSocket protocols of GraphQL subscriptions, by their
+// subscriptions.protocol names.
+const (
+	// protocolTransportWS is the GraphQL over WebSocket protocol of
+	// graphql-ws (subprotocol graphql-transport-ws).
+	protocolTransportWS = "graphql-transport-ws"
+	// protocolLegacy is Apollo's older subscriptions-transport-ws
+	// (subprotocol graphql-ws), which some servers still speak.
+	protocolLegacy = "subscriptions-transport-ws"
+)
 
 // closeTimeout bounds a stop: complete, then the close handshake.
 const closeTimeout = 2 * time.Second
 
 // subscriptionFields is the subscriptions block as written.
 type subscriptionFields struct {
-	Transport       string          `json:"transport,omitempty" enum:"websocket,sse" default:"websocket" jsonschema:"websocket: the graphql-transport-ws protocol; sse: GraphQL over SSE in distinct connections mode (one POST per subscription)."`
+	Transport       string          `json:"transport,omitempty" enum:"websocket,sse" default:"websocket" jsonschema:"websocket: GraphQL over WebSocket (see protocol); sse: GraphQL over SSE in distinct connections mode (one POST per subscription)."`
+	Protocol        string          `json:"protocol,omitempty" enum:"graphql-transport-ws,subscriptions-transport-ws" default:"graphql-transport-ws" jsonschema:"The websocket transport's protocol: graphql-transport-ws (graphql-ws), or the legacy subscriptions-transport-ws (subprotocol graphql-ws) of older servers."`
 	URL             string          `reach:"upstream" json:"url,omitempty" jsonschema:"URL of the subscription endpoint: ws:// or wss:// for websocket, http:// or https:// for sse. Default: endpoint (as ws:// or wss:// for websocket)."`
 	ConnectionInit  json.RawMessage `json:"connection_init,omitempty" jsonschema:"Payload of graphql-transport-ws ConnectionInit: a JSON object (credentials via placeholders)."`
 	AckTimeout      sdk.Duration    `json:"ack_timeout,omitempty" default:"10s" jsonschema:"How long the server may take to answer ConnectionInit with ConnectionAck."`
@@ -50,6 +58,7 @@ type reconnectFields struct {
 // subConfig is how subscription operations are read.
 type subConfig struct {
 	transport string
+	dialect   *wsDialect
 	// url is the subscription endpoint; upstream names it in errors
 	// (scheme and host).
 	url, upstream, hostport string
@@ -69,6 +78,10 @@ type subConfig struct {
 func parseSubscriptions(f *subscriptionFields, c *config, d *diags) {
 	s := &c.sub
 	s.transport = f.Transport
+	s.dialect = dialects[f.Protocol]
+	if s.transport == transportSSE && f.Protocol != protocolTransportWS {
+		d.Errorf("subscriptions.protocol", "is the websocket transport's: GraphQL over SSE has one protocol")
+	}
 	s.ackTimeout, s.pingInterval, s.pongTimeout = time.Duration(f.AckTimeout), time.Duration(f.PingInterval), time.Duration(f.PongTimeout)
 	s.maxMessage = f.MaxMessageBytes
 	r := &f.Reconnect

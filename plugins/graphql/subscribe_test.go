@@ -48,7 +48,7 @@ type wsPeer struct {
 func newWSServer(t *testing.T, serve func(p *wsPeer)) *wsServer {
 	s := &wsServer{done: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := ws.Accept(w, r, &ws.AcceptOptions{Subprotocols: []string{"graphql-transport-ws"}})
+		c, err := ws.Accept(w, r, &ws.AcceptOptions{Subprotocols: []string{"graphql-transport-ws", "graphql-ws"}})
 		if err != nil {
 			return
 		}
@@ -269,6 +269,52 @@ func TestSubscriptionErrors(t *testing.T) {
 				t.Fatalf("events:\n got %s\nwant %s", s, tc.want)
 			}
 		})
+	}
+}
+
+// TestSubscriptionLegacyProtocol: subscriptions-transport-ws (subprotocol
+// graphql-ws): start, data and stop, keep-alives, protocol pings, and a
+// connection_error that refuses ConnectionInit.
+func TestSubscriptionLegacyProtocol(t *testing.T) {
+	t.Parallel()
+	got := make(chan []any, 1)
+	srv := newWSServer(t, func(p *wsPeer) {
+		init := p.next()
+		if init["payload"].(map[string]any)["token"] != "s3cret" {
+			p.send(map[string]any{"type": "connection_error", "payload": map[string]any{"message": "bad token"}})
+			p.waitClosed()
+			return
+		}
+		p.send(map[string]any{"type": "connection_ack"})
+		p.send(map[string]any{"type": "ka"})
+		start := p.next()
+		for i := 1; i <= 2; i++ {
+			p.send(map[string]any{"id": "1", "type": "data", "payload": map[string]any{"data": map[string]any{"bookAdded": map[string]any{"id": fmt.Sprint(i)}}}})
+			p.send(map[string]any{"type": "ka"})
+		}
+		stop := p.next()
+		p.waitClosed()
+		got <- []any{p.c.Subprotocol(), start["type"], start["id"], stop}
+	})
+	h := adaptertest.New(t, graphql.New())
+	sub := map[string]any{"protocol": "subscriptions-transport-ws", "connection_init": map[string]any{"token": "s3cret"}, "ping_interval": "10ms"}
+	tool := subTool(t, h, srv.url, sub)
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: tool.Config}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := summarize(events, ue); s != `{"bookAdded":{"id":"1"}} | {"bookAdded":{"id":"2"}}` {
+		t.Fatalf("events: %s", s)
+	}
+	if msgs := fmt.Sprint(<-got); msgs != "[graphql-ws start 1 map[id:1 type:stop]]" {
+		t.Errorf("messages: %s", msgs)
+	}
+	sub["connection_init"] = map[string]any{"token": "nope"}
+	tool = subTool(t, h, srv.url, sub)
+	events, ue, _ = h.Stream(ctxT(t), adaptertest.Call{Config: tool.Config}, 0)
+	want := `error upstream_status GRAPHQL_ERROR rejected=true: the GraphQL server refused connection_init (check the credentials in subscriptions.connection_init and headers) with 1 error: bad token`
+	if s := summarize(events, ue); s != want {
+		t.Fatalf("connection_error:\n got %s\nwant %s", s, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -29,31 +30,54 @@ type wsMessage struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// Messages the adapter sends.
+// wsDialect is what tells the two WebSocket protocols apart: the
+// subprotocol, the names of the messages and how liveness is checked.
+type wsDialect struct {
+	name, subprotocol string
+	// subscribe is the type of the message that starts the subscription;
+	// stop the message that ends it.
+	subscribe string
+	stop      []byte
+	// next is the type of an event.
+	next string
+	// appPing: liveness by Ping and Pong messages; otherwise by protocol
+	// pings (coder/websocket's Ping, answered by the reader).
+	appPing bool
+	// types are the message types the server may send.
+	types map[string]bool
+}
+
+var dialects = map[string]*wsDialect{
+	protocolTransportWS: {name: protocolTransportWS, subprotocol: "graphql-transport-ws", subscribe: "subscribe",
+		stop: []byte(`{"id":"` + subscriptionID + `","type":"complete"}`), next: "next", appPing: true,
+		types: map[string]bool{"connection_ack": true, "ping": true, "pong": true, "next": true, "error": true, "complete": true}},
+	protocolLegacy: {name: protocolLegacy, subprotocol: "graphql-ws", subscribe: "start",
+		stop: []byte(`{"id":"` + subscriptionID + `","type":"stop"}`), next: "data",
+		types: map[string]bool{"connection_ack": true, "connection_error": true, "ka": true, "data": true, "error": true, "complete": true}},
+}
+
+// Messages of graphql-transport-ws's heartbeat.
 var (
-	wsPing     = []byte(`{"type":"ping"}`)
-	wsPong     = []byte(`{"type":"pong"}`)
-	wsComplete = []byte(`{"id":"` + subscriptionID + `","type":"complete"}`)
+	wsPing = []byte(`{"type":"ping"}`)
+	wsPong = []byte(`{"type":"pong"}`)
 )
 
-// parseWSMessage reads one graphql-transport-ws message: a JSON object
-// with a string type; next, error and complete carry an id.
-func parseWSMessage(data []byte) (wsMessage, error) {
+// parseWSMessage reads one message of the dialect: a JSON object with a
+// string type the server may send; an event, an error and complete carry
+// an id.
+func parseWSMessage(data []byte, d *wsDialect) (wsMessage, error) {
 	var m wsMessage
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
 		return m, errors.New("a message is not a JSON object")
 	}
-	switch m.Type {
-	case "connection_ack", "ping", "pong":
-	case "next", "error", "complete":
-		if m.ID == "" {
-			return m, fmt.Errorf("a %s message has no id", m.Type)
-		}
-	case "":
+	switch {
+	case m.Type == "":
 		return m, errors.New("a message has no type")
-	default:
+	case !d.types[m.Type]:
 		return m, fmt.Errorf("unknown message type %q", clip(m.Type, 40))
+	case m.ID == "" && (m.Type == d.next || m.Type == "error" || m.Type == "complete"):
+		return m, fmt.Errorf("a %s message has no id", m.Type)
 	}
 	return m, nil
 }
@@ -78,7 +102,7 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 		HTTPClient:   s.client,
 		HTTPHeader:   h,
 		Host:         s.c.host,
-		Subprotocols: []string{wsSubprotocol},
+		Subprotocols: []string{sc.dialect.subprotocol},
 	})
 	cancel()
 	if err != nil {
@@ -87,9 +111,10 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 		return false, false, ue
 	}
 	conn.SetReadLimit(-1) // bounded by readBounded, which skips an oversize message
-	if conn.Subprotocol() != wsSubprotocol {
+	if conn.Subprotocol() != sc.dialect.subprotocol {
 		_ = conn.Close(ws.StatusProtocolError, "subprotocol not acceptable")
-		return false, false, s.fail(sdk.KindBadResponse, false, "the server did not accept the "+wsSubprotocol+" subprotocol (GraphQL over WebSocket): set subscriptions.transport to sse for a GraphQL over SSE server")
+		return false, false, s.fail(sdk.KindBadResponse, false, fmt.Sprintf("the server did not accept the %s subprotocol (%s): "+
+			"set subscriptions.protocol to the one it speaks, or subscriptions.transport to sse for a GraphQL over SSE server", sc.dialect.subprotocol, sc.dialect.name))
 	}
 	r.conn = conn
 	readCtx, kill := context.WithCancel(context.Background())
@@ -107,7 +132,7 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		if r.subscribed.Load() {
-			_ = conn.Write(cctx, ws.MessageText, wsComplete)
+			_ = conn.Write(cctx, ws.MessageText, sc.dialect.stop)
 		}
 		closed := make(chan struct{})
 		go func() {
@@ -150,7 +175,7 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 		return false, false, s.fail(sdk.KindTimeout, true,
 			fmt.Sprintf("the server did not answer ConnectionInit with ConnectionAck within subscriptions.ack_timeout (%s)", sc.ackTimeout))
 	}
-	sub, _ := json.Marshal(wsMessage{Type: "subscribe", ID: subscriptionID, Payload: s.request})
+	sub, _ := json.Marshal(wsMessage{Type: sc.dialect.subscribe, ID: subscriptionID, Payload: s.request})
 	if err := write(sub); err != nil {
 		return false, false, s.fail(sdk.KindTransport, true, "cannot send Subscribe: "+httpadapter.ErrorText(err))
 	}
@@ -176,10 +201,21 @@ func (s *subStream) wsConnection(ctx context.Context) (established, progressed b
 				continue // a Ping is still unanswered
 			}
 			pingSent = time.Now().UnixNano()
+			pongDue = time.After(sc.pongTimeout)
+			if !sc.dialect.appPing {
+				// A protocol ping; the reader reads its pong.
+				go func() {
+					pctx, cancel := context.WithTimeout(context.Background(), sc.pongTimeout)
+					defer cancel()
+					if conn.Ping(pctx) == nil {
+						r.lastPong.Store(time.Now().UnixNano())
+					}
+				}()
+				continue
+			}
 			if err := write(wsPing); err != nil {
 				return true, r.got.Load() > 0, s.fail(sdk.KindTransport, true, "cannot send a Ping: "+httpadapter.ErrorText(err))
 			}
-			pongDue = time.After(sc.pongTimeout)
 		case <-pongDue:
 			if r.lastPong.Load() < pingSent {
 				_ = conn.CloseNow() // a dead connection answers no close either
@@ -199,7 +235,7 @@ var closeReasons = map[ws.StatusCode]string{
 	4400: "the server found a message invalid",
 	4401: "unauthorized: the subscription was sent before the ConnectionAck",
 	4403: "forbidden: the server refused ConnectionInit (check the credentials in subscriptions.connection_init and headers)",
-	4406: "the server does not accept the " + wsSubprotocol + " subprotocol",
+	4406: "the server does not accept the subprotocol",
 	4408: "the connection initialisation timed out",
 	4409: "a subscription with this id already exists",
 	4429: "too many initialisation requests",
@@ -303,11 +339,18 @@ func (r *wsReader) hostGone() {
 
 // handle acts on one message.
 func (r *wsReader) handle(data []byte) error {
-	m, err := parseWSMessage(data)
+	d := r.s.c.sub.dialect
+	m, err := parseWSMessage(data, d)
 	if err != nil {
-		return r.s.fail(sdk.KindBadResponse, false, "the server broke the "+wsSubprotocol+" protocol: "+err.Error())
+		return r.s.fail(sdk.KindBadResponse, false, "the server broke the "+d.name+" protocol: "+err.Error())
 	}
 	switch m.Type {
+	case "ka": // the legacy protocol's keep-alive
+		r.lastPong.Store(time.Now().UnixNano())
+	case "connection_error":
+		ue := r.s.refused(errorList(m.Payload), 0)
+		ue.Message = strings.Replace(ue.Message, "refused the subscription", "refused connection_init (check the credentials in subscriptions.connection_init and headers)", 1)
+		return ue
 	case "connection_ack":
 		if !r.ackSeen {
 			r.ackSeen = true
@@ -317,7 +360,7 @@ func (r *wsReader) handle(data []byte) error {
 		return r.write(wsPong)
 	case "pong":
 		r.lastPong.Store(time.Now().UnixNano())
-	case "next", "error", "complete":
+	case d.next, "error", "complete":
 		if m.ID != subscriptionID {
 			return nil // not this subscription's
 		}
@@ -325,12 +368,22 @@ func (r *wsReader) handle(data []byte) error {
 		case "complete":
 			return errCompleted
 		case "error":
-			return r.s.refused(m.Payload, 0)
+			return r.s.refused(errorList(m.Payload), 0)
 		}
 		r.got.Add(1)
 		return r.s.event(m.Payload)
 	}
 	return nil
+}
+
+// errorList is an error payload as a list of GraphQL errors: the legacy
+// protocol sends one error object (or a list), graphql-transport-ws a
+// list.
+func errorList(p json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(p); len(t) > 0 && t[0] == '{' {
+		return append(append(json.RawMessage{'['}, t...), ']')
+	}
+	return p
 }
 
 // readBounded reads one message or event of at most max bytes; a longer
