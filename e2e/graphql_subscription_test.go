@@ -109,6 +109,15 @@ operations:
       endpoint: "http://ADDR/graphql"
       query: "subscription flaky { flaky { n label } }"
       subscriptions: {connection_init: {token: s3cret}}
+  - name: broken_window
+    description: One tick, then the source breaks (an error message).
+    adapter: graphql
+    mode: window
+    limits: {window_duration_ms: 20000}
+    config:
+      endpoint: "http://ADDR/graphql"
+      query: "subscription broken { broken { n label } }"
+      subscriptions: {connection_init: {token: s3cret}}
   - name: wrong_token
     adapter: graphql
     mode: window
@@ -171,7 +180,7 @@ func TestGraphQLSubscriptionsGoSDK(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	slices.Sort(names)
-	if got := strings.Join(names, ","); got != "flaky_window,gql_countdown,gql_ticks,tick_feed_poll,tick_feed_start,tick_feed_stop,"+
+	if got := strings.Join(names, ","); got != "broken_window,flaky_window,gql_countdown,gql_ticks,tick_feed_poll,tick_feed_start,tick_feed_stop,"+
 		"tick_job_cancel,tick_job_result,tick_job_start,tick_job_status,tick_window,tick_window_sse,wrong_token,wrong_token_sse" {
 		t.Fatalf("tools: %s", got)
 	}
@@ -194,6 +203,14 @@ func TestGraphQLSubscriptionsGoSDK(t *testing.T) {
 	res, w = callWSWindow(ctx, t, cs, "flaky_window", nil)
 	if res.IsError || len(w.Items) != 3 || len(w.Gaps) == 0 || !strings.Contains(strings.Join(w.Gaps, " "), "label service down (at flaky.label)") {
 		t.Fatalf("flaky_window: %s %+v", textOf(res), w)
+	}
+	// A server that errors mid-stream (its source throws: graphql-ws
+	// sends an error message): the window keeps what came and says why
+	// it ended.
+	res, w = callWSWindow(ctx, t, cs, "broken_window", nil)
+	if !res.IsError || w.EndReason != "upstream_error" || len(w.Items) != 1 ||
+		!strings.Contains(textOf(res), "the GraphQL server ended the subscription with 1 error: the feed broke") {
+		t.Fatalf("broken_window: %s %+v", textOf(res), w)
 	}
 	// A subscription the server refuses (onSubscribe): a clear error.
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "gql_countdown", Arguments: map[string]any{"from": -1}})

@@ -31,6 +31,7 @@ const schema = buildSchema(`
     ticks(every: Int = 20): Tick!
     countdown(from: Int!): Tick!
     flaky: Tick!
+    broken: Tick!
   }
 `);
 
@@ -48,6 +49,11 @@ const roots = {
     for (let n = from; n >= 1; n--) {
       yield { countdown: { n, label: `tick ${n}` } };
     }
+  },
+  broken: async function* () {
+    yield { broken: { n: 1, label: 'tick 1' } };
+    await sleep(10);
+    throw new Error('the feed broke');
   },
   flaky: async function* () {
     yield { flaky: { n: 1, label: 'tick 1' } };

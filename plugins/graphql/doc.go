@@ -221,12 +221,16 @@
 //     and a gap saying which fields failed ("an event came with N errors
 //     from the GraphQL server: message (at path)"); errors without data: a
 //     gap ("an event was lost to N errors ..."); the subscription goes on.
-//   - error (websocket), or an SSE answer that is a GraphQL response with
-//     errors and no data (a 4xx with a JSON body): the server refused the
-//     subscription. KindUpstreamStatus, Status the first error's
-//     extensions.code or GRAPHQL_ERROR, Message "the GraphQL server
-//     refused the subscription with N errors: ...", Rejected, not
-//     retried.
+//   - error (websocket) before any event, or an SSE answer that is a
+//     GraphQL response with errors and no data (a 4xx with a JSON body):
+//     the server refused the subscription. KindUpstreamStatus, Status the
+//     first error's extensions.code or GRAPHQL_ERROR, Message "the
+//     GraphQL server refused the subscription with N errors: ...",
+//     Detail {"errors": [...]} (and "http_status" over SSE), Rejected,
+//     not retried. An error after events (a source that broke
+//     mid-stream) says "ended the subscription with N errors", is not
+//     Rejected and not retried either: the window keeps what came
+//     (end_reason upstream_error).
 //   - a close with 4400, 4401, 4403 (ConnectionInit refused: wrong
 //     credentials), 4406, 4409 or 4429: KindUpstreamStatus, Status the
 //     code, a message that says what the code means, Rejected, not

@@ -98,7 +98,7 @@ func (s *subStream) notAStream(resp *http.Response, mt string) error {
 	}
 	if gr, ok := parseResponse(body); ok && !over {
 		if gr.data == nil {
-			return s.refused(gr.rawErrors, resp.StatusCode)
+			return s.refused(gr.rawErrors, resp.StatusCode, false)
 		}
 		return s.event(body) // one result, and the end of the stream
 	}

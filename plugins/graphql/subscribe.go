@@ -281,15 +281,22 @@ func (s *subStream) event(payload []byte) error {
 
 // refused is the error of a subscription the server refused with GraphQL
 // errors (a graphql-transport-ws error message, or an SSE answer that is
-// a GraphQL response): not retryable, and Rejected.
-func (s *subStream) refused(rawErrors []byte, status int) *sdk.UpstreamError {
+// a GraphQL response): not retryable, and Rejected. ended says events
+// came first: the server ended a running subscription with errors (an
+// error message mid-stream), which is not retried either but refuses
+// nothing.
+func (s *subStream) refused(rawErrors []byte, status int, ended bool) *sdk.UpstreamError {
 	gr, ok := parseResponse(append(append([]byte(`{"errors":`), rawErrors...), '}'))
 	if !ok || len(gr.errors) == 0 {
-		gr = gqlResponse{errors: []gqlError{{Message: "the server refused the subscription without an error message"}}, requestError: true}
+		gr = gqlResponse{errors: []gqlError{{Message: "no error message"}}, requestError: true}
 	}
 	_, ue := s.c.result(s.t, gr, status)
 	ue.Upstream = s.upstream
-	ue.Rejected = true
-	ue.Message = strings.Replace(ue.Message, "the GraphQL server answered with", "the GraphQL server refused the subscription with", 1)
+	what := "refused the subscription with"
+	if ended {
+		what = "ended the subscription with"
+	}
+	ue.Rejected = !ended
+	ue.Message = strings.Replace(ue.Message, "answered with", what, 1)
 	return ue
 }

@@ -245,7 +245,12 @@ func TestSubscriptionErrors(t *testing.T) {
 			p.nextEvent("a")
 			p.send(map[string]any{"id": "1", "type": "error", "payload": []any{map[string]any{"message": "feed closed", "extensions": map[string]any{"code": "FEED_GONE"}}}})
 			p.waitClosed()
-		}, `{"bookAdded":{"genre":"FICTION","id":"9","title":"a"}} | error upstream_status FEED_GONE rejected=true: the GraphQL server refused the subscription with 1 error: feed closed [FEED_GONE]`},
+		}, `{"bookAdded":{"genre":"FICTION","id":"9","title":"a"}} | error upstream_status FEED_GONE rejected=false: the GraphQL server ended the subscription with 1 error: feed closed [FEED_GONE]`},
+		{"refused", func(p *wsPeer) {
+			p.handshake()
+			p.send(map[string]any{"id": "1", "type": "error", "payload": []any{map[string]any{"message": "not allowed", "extensions": map[string]any{"code": "FORBIDDEN"}}}})
+			p.waitClosed()
+		}, `error upstream_status FORBIDDEN rejected=true: the GraphQL server refused the subscription with 1 error: not allowed [FORBIDDEN]`},
 		{"wrong credentials", func(p *wsPeer) {
 			p.next()
 			p.c.Close(4403, "Forbidden")

@@ -166,7 +166,7 @@ func errorDetail(rawErrors json.RawMessage, status int) json.RawMessage {
 	d := struct {
 		Errors     json.RawMessage `json:"errors,omitempty"`
 		Truncated  bool            `json:"errors_truncated,omitempty"`
-		HTTPStatus int             `json:"http_status"`
+		HTTPStatus int             `json:"http_status,omitempty"` // none over a WebSocket
 	}{HTTPStatus: status}
 	if len(rawErrors) <= maxDetailErrors {
 		var buf bytes.Buffer

@@ -348,7 +348,7 @@ func (r *wsReader) handle(data []byte) error {
 	case "ka": // the legacy protocol's keep-alive
 		r.lastPong.Store(time.Now().UnixNano())
 	case "connection_error":
-		ue := r.s.refused(errorList(m.Payload), 0)
+		ue := r.s.refused(errorList(m.Payload), 0, false)
 		ue.Message = strings.Replace(ue.Message, "refused the subscription", "refused connection_init (check the credentials in subscriptions.connection_init and headers)", 1)
 		return ue
 	case "connection_ack":
@@ -368,7 +368,7 @@ func (r *wsReader) handle(data []byte) error {
 		case "complete":
 			return errCompleted
 		case "error":
-			return r.s.refused(errorList(m.Payload), 0)
+			return r.s.refused(errorList(m.Payload), 0, r.got.Load() > 0)
 		}
 		r.got.Add(1)
 		return r.s.event(m.Payload)
