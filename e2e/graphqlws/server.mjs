@@ -13,6 +13,8 @@
 //   countdown(from: Int!): Tick!    from..1, then complete
 //   flaky: Tick!                    endless; tick 2's label fails (a
 //                                   next with data and errors)
+//   broken: Tick!                   one tick, then the source throws (an
+//                                   error message mid-stream)
 // A countdown from a negative number is refused (onSubscribe: an error
 // message over the WebSocket, a GraphQL error answer over SSE).
 // The WebSocket wants connection_init {"token":"s3cret"} (else 4403
