@@ -19,8 +19,10 @@ import (
 
 // The demo GraphQL API of `make run` (handler module
 // http.handlers.crank_demo_graphql): a small library of books and authors
-// with the schema in library.graphqls, served at POST /graphql. Book 3's
-// rating always fails, so get_book with id 3 shows a partial result.
+// with the schema in library.graphqls, served at POST /graphql, and its
+// subscription (graphqlsub.go) over graphql-transport-ws (GET /graphql)
+// and GraphQL over SSE (POST /graphql, Accept: text/event-stream). Book
+// 3's rating always fails, so get_book with id 3 shows a partial result.
 
 //go:embed library.graphqls
 var librarySchema string
@@ -71,7 +73,16 @@ func (a *GraphQLAPI) Provision(caddy.Context) error {
 	}
 	api := &relay.Handler{Schema: schema}
 	mux := http.NewServeMux()
-	mux.Handle("POST /graphql", http.MaxBytesHandler(api, 1<<20))
+	mux.HandleFunc("POST /graphql", func(w http.ResponseWriter, r *http.Request) {
+		if wantsEventStream(r) {
+			serveSubscriptionSSE(schema, w, r) // GraphQL over SSE
+			return
+		}
+		http.MaxBytesHandler(api, 1<<20).ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /graphql", func(w http.ResponseWriter, r *http.Request) {
+		serveSubscriptionsWS(schema, w, r) // graphql-transport-ws
+	})
 	a.handler = mux
 	return nil
 }

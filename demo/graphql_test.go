@@ -37,6 +37,7 @@ func TestGraphQLDemo(t *testing.T) {
 	var file struct {
 		Operations []struct {
 			Name   string         `json:"name"`
+			Mode   string         `json:"mode"`
 			Config map[string]any `json:"config"`
 		} `json:"operations"`
 	}
@@ -54,7 +55,10 @@ func TestGraphQLDemo(t *testing.T) {
 		}
 		e.Config["endpoint"] = srv.URL + "/graphql"
 		cfg, _ := json.Marshal(e.Config)
-		op := &sdk.Operation{Name: e.Name, Config: cfg, BaseDir: dir}
+		op := &sdk.Operation{Name: e.Name, Config: cfg, BaseDir: dir, Mode: sdk.ModeUnary, ToolExecution: true}
+		if e.Mode == "window" || e.Mode == "session" {
+			op.Mode = sdk.ModeWindow
+		}
 		if diags := a.(sdk.OperationValidator).ValidateOperation(ctx, op); len(diags) > 0 {
 			t.Fatalf("%s: %v", e.Name, diags)
 		}
@@ -63,6 +67,9 @@ func TestGraphQLDemo(t *testing.T) {
 			t.Fatalf("%s: %v", e.Name, diags)
 		}
 		for _, tool := range derived {
+			if tool.Name == "" {
+				tool.Name = e.Name
+			}
 			tools[tool.Name] = tool
 		}
 	}
@@ -71,7 +78,7 @@ func TestGraphQLDemo(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if strings.Join(names, ",") != "add_book,delete_book,find_books,get_book,list_authors" {
+	if strings.Join(names, ",") != "add_book,book_events,book_events_window,delete_book,find_books,get_book,list_authors" {
 		t.Fatalf("tools = %v", names)
 	}
 	call := func(name, args string) (*sdk.Result, error) {
@@ -96,5 +103,47 @@ func TestGraphQLDemo(t *testing.T) {
 	res, err = call("list_authors", `{}`)
 	if err != nil || !strings.Contains(string(res.Structured), `"name":"Mary Beard"`) {
 		t.Errorf("list_authors: %v %+v", err, res)
+	}
+
+	// The subscription, over graphql-transport-ws (the window) and
+	// GraphQL over SSE (the session): endless events, book 3's with an
+	// error, until the reader stops.
+	for _, name := range []string{"book_events_window", "book_events"} {
+		sctx, stop := context.WithCancel(ctx)
+		rec := &demoEvents{stop: stop, want: 4}
+		req := &sdk.Request{Operation: sdk.Operation{Name: name, Config: tools[name].Config, Mode: sdk.ModeWindow}, Arguments: json.RawMessage(`{"genre":"HISTORY"}`)}
+		if err := a.(sdk.Streamer).Stream(sctx, req, rec); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		stop()
+		if len(rec.items) < 2 || !strings.Contains(rec.items[0], `"kind":"BORROWED"`) || !strings.Contains(rec.items[0], `"title":"SPQR"`) ||
+			len(rec.gaps) == 0 || !strings.Contains(rec.gaps[0], "the ratings service is unavailable") {
+			t.Errorf("%s: items %v gaps %v", name, rec.items, rec.gaps)
+		}
+	}
+}
+
+// demoEvents collects stream events and stops the stream after want.
+type demoEvents struct {
+	items, gaps []string
+	want        int
+	stop        func()
+}
+
+func (d *demoEvents) Item(it sdk.Item) error {
+	d.items = append(d.items, string(it.Data))
+	d.check()
+	return nil
+}
+
+func (d *demoEvents) Gap(reason string) error {
+	d.gaps = append(d.gaps, reason)
+	d.check()
+	return nil
+}
+
+func (d *demoEvents) check() {
+	if len(d.items)+len(d.gaps) >= d.want {
+		d.stop()
 	}
 }

@@ -200,6 +200,7 @@ func TestDemoCaddyfileHosts(t *testing.T) {
 		t.Fatalf("tools/list via localhost: %v %v", tools, err)
 	}
 	demoMCPWindow(t, cs)                                               // mcp_upstream_test.go
+	demoGraphQLSubscription(t, cs)                                     // graphql_subscription_test.go
 	demoMetrics(t, fmt.Sprintf("http://localhost:%d", ports[":2019"])) // metrics_test.go
 }
 

@@ -31,18 +31,19 @@ const (
 // from one (tool). Decoding, unknown fields and the published schema come
 // from it (sdk.Config); prepare checks the values.
 type configFields struct {
-	Endpoint          string          `reach:"upstream" json:"endpoint" jsonschema:"Absolute http or https URL of the GraphQL endpoint (requests are POSTs of JSON)."`
-	Schema            *string         `reach:"file" json:"schema,omitempty" jsonschema:"Path of an SDL file (relative to the operations file). Default: introspect the endpoint at load."`
-	Document          *string         `reach:"file" json:"document,omitempty" jsonschema:"Path of a .graphql file of named queries and mutations, one tool each (relative to the operations file)."`
-	Query             *string         `json:"query,omitempty" jsonschema:"An inline GraphQL document, instead of document."`
-	Operations        []string        `json:"operations,omitempty" jsonschema:"Serve only these operations of the document."`
-	ToolPrefix        string          `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
-	Generate          *generateFields `json:"generate,omitempty" jsonschema:"Generate a query tool per top-level Query field."`
-	Headers           json.RawMessage `json:"headers,omitempty" jsonschema:"Static request headers (e.g. Authorization); values may come from placeholders."`
-	Timeout           sdk.Duration    `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
-	MaxResponseBytes  int64           `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
-	IncludeExtensions bool            `json:"include_extensions,omitempty" default:"false" jsonschema:"Keep the answer's extensions in results."`
-	Tool              json.RawMessage `json:"tool,omitempty" jsonschema:"Derived by the adapter when it expands an entry; never written by hand."`
+	Endpoint          string             `reach:"upstream" json:"endpoint" jsonschema:"Absolute http or https URL of the GraphQL endpoint (requests are POSTs of JSON)."`
+	Schema            *string            `reach:"file" json:"schema,omitempty" jsonschema:"Path of an SDL file (relative to the operations file). Default: introspect the endpoint at load."`
+	Document          *string            `reach:"file" json:"document,omitempty" jsonschema:"Path of a .graphql file of named queries and mutations, one tool each (relative to the operations file)."`
+	Query             *string            `json:"query,omitempty" jsonschema:"An inline GraphQL document, instead of document."`
+	Operations        []string           `json:"operations,omitempty" jsonschema:"Serve only these operations of the document."`
+	ToolPrefix        string             `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
+	Generate          *generateFields    `json:"generate,omitempty" jsonschema:"Generate a query tool per top-level Query field."`
+	Headers           json.RawMessage    `json:"headers,omitempty" jsonschema:"Static request headers (e.g. Authorization); values may come from placeholders."`
+	Timeout           sdk.Duration       `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
+	MaxResponseBytes  int64              `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
+	IncludeExtensions bool               `json:"include_extensions,omitempty" default:"false" jsonschema:"Keep the answer's extensions in results."`
+	Subscriptions     subscriptionFields `json:"subscriptions,omitzero" jsonschema:"How subscription operations are read: transport (graphql-transport-ws or GraphQL over SSE), connection_init, heartbeat, reconnect."`
+	Tool              json.RawMessage    `json:"tool,omitempty" jsonschema:"Derived by the adapter when it expands an entry; never written by hand."`
 }
 
 // generateFields is the generate block as written.
@@ -84,6 +85,8 @@ type config struct {
 	maxBytes int64
 	// includeExtensions keeps the answer's "extensions" in results.
 	includeExtensions bool
+	// sub is how subscription operations are read.
+	sub subConfig
 
 	// Entry fields.
 	schemaFile   string
@@ -146,6 +149,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *prepared {
 
 	c.maxBytes = f.MaxResponseBytes
 	c.includeExtensions = f.IncludeExtensions
+	parseSubscriptions(&f.Subscriptions, c, d)
 
 	// tool: a per-tool config written by ExpandOperation.
 	if f.Tool != nil {
@@ -308,7 +312,9 @@ func parseEndpoint(raw string, c *config, d *diags) {
 func parseHeaders(v json.RawMessage, c *config, d *diags) {
 	var list []sdk.Diagnostic
 	// Content-Type is the adapter's: GraphQL over HTTP posts JSON.
-	c.headers, c.host, list = httpadapter.StaticHeaders(v, "Content-Type")
+	c.headers, c.host, list = httpadapter.StaticHeaders(v, "Content-Type",
+		// The WebSocket client's (subscriptions).
+		"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions", "Sec-Websocket-Protocol", "Sec-Websocket-Accept")
 	d.Add(list...)
 }
 

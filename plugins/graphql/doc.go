@@ -1,7 +1,9 @@
-// Package graphql is Crank's GraphQL adapter: it turns the queries and
-// mutations of a GraphQL API into typed MCP tools. It runs as an adapter
-// plugin (the built-in "graphql", or cmd/crank-adapter-graphql) and is
-// built on the adapter SDK and vektah/gqlparser only.
+// Package graphql is Crank's GraphQL adapter: it turns the queries,
+// mutations and subscriptions of a GraphQL API into typed MCP tools. It
+// runs as an adapter plugin (the built-in "graphql", or
+// cmd/crank-adapter-graphql) and is built on the adapter SDK,
+// vektah/gqlparser, coder/websocket (graphql-transport-ws) and
+// tmaxmax/go-sse (GraphQL over SSE).
 //
 // # Tools
 //
@@ -25,8 +27,13 @@
 //     fields left out; at most 200 fields a tool). Named tool_prefix +
 //     field name, described by the field's description.
 //
-// Subscriptions are refused at load: they are deferred by the product
-// spec (only queries and mutations are served, in unary mode).
+// A subscription is a stream source (see Subscriptions below): in a unary
+// entry it becomes a window tool (Tool.Mode window, the host's default
+// window limits; a host that does not read a tool's mode refuses it at
+// load); an entry of mode window, session or async_job (with
+// transport_behavior server_stream) serves only subscriptions, in its
+// own mode and with its own limits, and names a query, a mutation or
+// generate in it as an error (pick the subscriptions with operations).
 //
 // Each tool gets:
 //
@@ -42,9 +49,13 @@
 //     """description""" or a comment line above the variable.
 //   - an output schema of the structured result (below), with data shaped
 //     by the selection set.
-//   - annotations: a query is read-only (and idempotent); a mutation is not
-//     read-only, possibly destructive and not idempotent, so that clients
-//     can ask the user first.
+//   - annotations: a query or subscription is read-only (and
+//     idempotent); a mutation is not read-only, possibly destructive and
+//     not idempotent, so that clients can ask the user first.
+//   - a subscription has no output schema but an item schema
+//     (Tool.ItemSchema): one item is the data of one event, shaped by the
+//     selection set (the host widens it to what its window aggregation
+//     makes of items).
 //   - a self-contained config: the connection fields of the entry plus
 //     "tool" — the operation and the fragments it uses, its variables and
 //     the enum, input and scalar types they refer to. A call needs neither
@@ -77,6 +88,16 @@
 //	timeout: 10s                     # Go duration; default 30s
 //	max_response_bytes: 8388608      # default 8 MiB
 //	include_extensions: false        # keep the answer's extensions in results
+//	subscriptions:                   # how subscription operations are read
+//	  transport: websocket           # websocket | sse (GraphQL over SSE)
+//	  protocol: graphql-transport-ws # websocket: or subscriptions-transport-ws (legacy)
+//	  url: wss://api.example.com/graphql   # default: endpoint (ws:// or wss:// for websocket)
+//	  connection_init: {token: "{env.API_TOKEN}"}   # ConnectionInit payload (websocket)
+//	  ack_timeout: 10s               # ConnectionAck within
+//	  ping_interval: 15s             # a Ping this often...
+//	  pong_timeout: 5s               # ...answered by a Pong within
+//	  max_message_bytes: 1048576     # a larger message or event is skipped (a gap)
+//	  reconnect: {max_attempts: 5, initial_delay: 250ms, max_delay: 5s}
 //
 // At least one of document, query or generate is required; document and
 // query exclude each other. Header values are strings, numbers or booleans;
@@ -158,6 +179,75 @@
 //   - KindCancelled: the host cancelled the call.
 //   - KindInvalidArgument: arguments that do not fit the variables (above),
 //     or an invalid config.
+//
+// # Subscriptions
+//
+// A subscription tool's Stream makes one subscription and sends the data
+// of each event as an item until the host stops it (a window's duration,
+// max_items or max_bytes, a session's stop, idle or lifetime limit, a
+// job's cancel), the server completes it (end_reason upstream_end), or
+// its connection is lost for good. It is never an endless pipe: the
+// host's window, session or job bounds every subscription, and the
+// adapter holds at most one message (max_message_bytes) per stream.
+//
+//   - websocket: the GraphQL over WebSocket protocol (graphql-ws,
+//     subprotocol graphql-transport-ws). The handshake carries headers and
+//     the call's trace context; ConnectionInit carries connection_init
+//     (placeholders expanded by the host; never logged) and must be
+//     acknowledged within ack_timeout; then Subscribe (id "1") with the
+//     query, operationName and the coerced variables. A reader goroutine
+//     reads all the time: it answers the server's Ping with Pong, and a
+//     Ping is sent every ping_interval, which a Pong must answer within
+//     pong_timeout. When the host stops the stream the adapter sends
+//     Complete and closes normally (1000), within 2s. A message larger
+//     than max_message_bytes is read to its end and skipped (a gap).
+//   - websocket with protocol subscriptions-transport-ws: Apollo's
+//     legacy protocol (subprotocol graphql-ws), which older servers
+//     still speak: the same, with start, data and stop for Subscribe,
+//     Next and Complete; the server's ka keep-alives are read, and
+//     liveness is a WebSocket protocol ping every ping_interval that
+//     the pong must answer within pong_timeout; connection_error
+//     refuses ConnectionInit (a rejected error, as a 4403).
+//   - sse: GraphQL over SSE in distinct connections mode: a POST of the
+//     request (Accept: text/event-stream, the configured headers) whose
+//     answer is an event stream of next events ended by a complete
+//     event. The answer's headers must come within the timeout; the host
+//     bounds the rest. An event larger than max_message_bytes drops the
+//     connection (the parser cannot resynchronise) and counts as a loss.
+//
+// Results and errors:
+//
+//   - next with data: an item (the data); with data and errors: the item
+//     and a gap saying which fields failed ("an event came with N errors
+//     from the GraphQL server: message (at path)"); errors without data: a
+//     gap ("an event was lost to N errors ..."); the subscription goes on.
+//   - error (websocket) before any event, or an SSE answer that is a
+//     GraphQL response with errors and no data (a 4xx with a JSON body):
+//     the server refused the subscription. KindUpstreamStatus, Status the
+//     first error's extensions.code or GRAPHQL_ERROR, Message "the
+//     GraphQL server refused the subscription with N errors: ...",
+//     Detail {"errors": [...]} (and "http_status" over SSE), Rejected,
+//     not retried. An error after events (a source that broke
+//     mid-stream) says "ended the subscription with N errors", is not
+//     Rejected and not retried either: the window keeps what came
+//     (end_reason upstream_error).
+//   - a close with 4400, 4401, 4403 (ConnectionInit refused: wrong
+//     credentials), 4406, 4409 or 4429: KindUpstreamStatus, Status the
+//     code, a message that says what the code means, Rejected, not
+//     retried; 4408 and 4500 and other closes are losses.
+//   - a handshake answered other than 101: as the websocket adapter
+//     (KindUpstreamStatus with the HTTP status); a server that does not
+//     pick graphql-transport-ws, or breaks the protocol (an unknown
+//     message type, a message that is not JSON): KindBadResponse.
+//   - reconnect: a connection that was subscribed and is lost (a broken
+//     read, a close other than the above, a missed Pong, an SSE stream
+//     that ends without complete) is a gap ("events sent meanwhile were
+//     missed": GraphQL subscriptions do not resume) and is reopened after
+//     a jittered exponential backoff from initial_delay up to max_delay,
+//     and subscribed again; after max_attempts consecutive failed
+//     attempts (a connection that delivered an event resets the count; 0
+//     never reconnects) the stream fails. The first connection is not
+//     retried: a wrong URL, credentials or document fails at once.
 //
 // # Without expansion
 //

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // fuzzTool has a variable of every kind: scalars, an enum, nested lists,
@@ -227,4 +229,97 @@ func compact(b []byte) string {
 		return "(invalid) " + string(b)
 	}
 	return buf.String()
+}
+
+// recorder is a StreamSender that keeps what it is sent.
+type recorder struct {
+	items []json.RawMessage
+	gaps  []string
+}
+
+func (r *recorder) Item(it sdk.Item) error { r.items = append(r.items, it.Data); return nil }
+func (r *recorder) Gap(reason string) error {
+	r.gaps = append(r.gaps, reason)
+	return nil
+}
+
+func fuzzSubStream(rec *recorder) *subStream {
+	c := &config{upstream: "ws://h"}
+	c.sub.maxMessage = 256
+	c.sub.dialect = dialects[protocolTransportWS]
+	return &subStream{c: c, t: &tool{label: "subscription S"}, send: rec, upstream: "subscription S at ws://h"}
+}
+
+// checkEvents: every item is one JSON value that is not null, every gap
+// says why, and an error is an upstream error naming the subscription.
+func checkEvents(t *testing.T, rec *recorder, err error) {
+	for _, it := range rec.items {
+		if !json.Valid(it) || isNull(it) {
+			t.Fatalf("item %q", it)
+		}
+	}
+	for _, g := range rec.gaps {
+		if g == "" || !utf8.ValidString(g) {
+			t.Fatalf("gap %q", g)
+		}
+	}
+	var ue *sdk.UpstreamError
+	if err != nil && (!errors.As(err, &ue) || ue.Upstream != "subscription S at ws://h" || ue.Message == "") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// FuzzWSMessage reads arbitrary messages of both WebSocket protocols
+// (graphql-transport-ws, subscriptions-transport-ws): a message is
+// refused (a protocol error) or has a type of its protocol, and the id
+// those that need one; handling it never panics and sends only JSON
+// items.
+func FuzzWSMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"connection_ack"}`, `{"type":"ping","payload":{"a":1}}`, `{"type":"pong"}`,
+		`{"id":"1","type":"next","payload":{"data":{"bookAdded":{"id":"1"}}}}`,
+		`{"id":"1","type":"next","payload":{"data":null,"errors":[{"message":"x","path":["a",0]}]}}`,
+		`{"id":"1","type":"error","payload":[{"message":"no","extensions":{"code":"BAD"}}]}`,
+		`{"id":"1","type":"complete"}`, `{"id":"2","type":"next","payload":{}}`, `{"type":"next"}`,
+		`{"type":"data","id":"1","payload":{"data":{"a":1}}}`, `{"type":"ka"}`, `{"type":"connection_error","payload":{"message":"no"}}`,
+		`{"id":"1","type":"error","payload":{"message":"bad"}}`, `[]`, `"x"`, ``, `{"type":1}`, `{"id":"1","type":"error","payload":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, d := range dialects {
+			m, err := parseWSMessage(data, d)
+			if err == nil && (!d.types[m.Type] || m.ID == "" && (m.Type == d.next || m.Type == "error" || m.Type == "complete")) {
+				t.Fatalf("%s: message %+v accepted", d.name, m)
+			}
+			rec := &recorder{}
+			s := fuzzSubStream(rec)
+			s.c.sub.dialect = d
+			r := &wsReader{s: s, acked: make(chan struct{}), write: func([]byte) error { return nil }}
+			err = r.handle(data)
+			if errors.Is(err, errCompleted) {
+				err = nil
+			}
+			checkEvents(t, rec, err)
+		}
+	})
+}
+
+// FuzzSSEEvents reads arbitrary GraphQL over SSE streams: never a panic,
+// at most max_message_bytes held, items JSON, and the stream ends with
+// nil (complete) or an upstream error.
+func FuzzSSEEvents(f *testing.F) {
+	for _, s := range []string{
+		"event: next\ndata: {\"data\":{\"a\":1}}\n\nevent: complete\ndata:\n\n",
+		"event: next\ndata: {\"data\":null,\"errors\":[{\"message\":\"x\"}]}\n\n",
+		": ping\n\nevent: next\r\ndata: {\"data\":\r\ndata: {\"a\":[1,2]}}\r\n\r\n",
+		"event: next\ndata: " + strings.Repeat("x", 300) + "\n\n", "event: next\ndata: [1]\n\n", "data: {}\n\n", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rec := &recorder{}
+		_, err := fuzzSubStream(rec).readEvents(bytes.NewReader(data))
+		checkEvents(t, rec, err)
+	})
 }

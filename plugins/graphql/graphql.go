@@ -30,10 +30,12 @@ var (
 	_ sdk.Adapter            = (*adapter)(nil)
 	_ sdk.OperationValidator = (*adapter)(nil)
 	_ sdk.OperationExpander  = (*adapter)(nil)
+	_ sdk.Streamer           = (*adapter)(nil)
 )
 
 // New returns the GraphQL adapter. The value also implements
-// sdk.OperationValidator and sdk.OperationExpander. Each adapter has its
+// sdk.OperationValidator, sdk.OperationExpander and sdk.Streamer (the
+// subscriptions). Each adapter has its
 // own HTTP connection pool and config cache.
 func New() sdk.Adapter {
 	// GraphQL requests are POSTs: redirects are not followed (a 307/308
@@ -43,7 +45,7 @@ func New() sdk.Adapter {
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"graphql"}, Modes: []sdk.Mode{sdk.ModeUnary}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"graphql"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the checks that need
@@ -83,14 +85,24 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 		if err != nil {
 			return nil, append(diags, sdk.Errorf("", "%v", err))
 		}
-		tools = append(tools, sdk.Tool{
+		tool := sdk.Tool{
 			Name:         t.name,
 			Description:  t.description,
 			InputSchema:  t.input,
 			OutputSchema: t.output,
 			Annotations:  annotations(t.mutation),
 			Config:       cfg,
-		})
+		}
+		if t.stream {
+			// A subscription is a stream source: a window tool of a
+			// unary entry (the entry's mode otherwise), its items the
+			// data of the events.
+			tool.OutputSchema, tool.ItemSchema = nil, t.output
+			if op.Mode != sdk.ModeWindow {
+				tool.Mode = sdk.ModeWindow
+			}
+		}
+		tools = append(tools, tool)
 	}
 	return tools, diags
 }
@@ -105,7 +117,7 @@ func annotations(mutation bool) sdk.Annotations {
 }
 
 // connectionFieldNames are the entry fields a tool config keeps.
-var connectionFieldNames = []string{"endpoint", "headers", "timeout", "max_response_bytes", "include_extensions"}
+var connectionFieldNames = []string{"endpoint", "headers", "timeout", "max_response_bytes", "include_extensions", "subscriptions"}
 
 func connectionFields(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	var fields map[string]json.RawMessage
@@ -153,6 +165,10 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 		if t, ue = a.entryTool(ctx, p.Value, req); ue != nil {
 			return nil, ue
 		}
+	}
+	if t.subscription {
+		return nil, &sdk.UpstreamError{Kind: sdk.KindInvalidArgument, Upstream: c.upstreamLabel(t),
+			Message: "a subscription is a stream: give it mode window, session or async_job with transport_behavior server_stream (not request_response)"}
 	}
 	vars, verr := t.variables(req.Arguments)
 	if verr != nil {

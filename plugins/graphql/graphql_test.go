@@ -191,11 +191,11 @@ func TestDescribe(t *testing.T) {
 	if d.Name != "graphql" || graphql.Name != "graphql" {
 		t.Errorf("name = %q", d.Name)
 	}
-	if len(d.Modes) != 1 || d.Modes[0] != sdk.ModeUnary {
-		t.Errorf("modes = %v, want unary only", d.Modes)
+	if len(d.Modes) != 2 || d.Modes[0] != sdk.ModeUnary || d.Modes[1] != sdk.ModeWindow {
+		t.Errorf("modes = %v, want unary and window (subscriptions)", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true}) {
-		t.Errorf("capabilities = %+v, want validate and expand", d.Capabilities)
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true}) {
+		t.Errorf("capabilities = %+v, want validate, expand and streams", d.Capabilities)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {
@@ -602,14 +602,6 @@ func TestHTTPFailures(t *testing.T) {
 	}
 }
 
-func TestSubscriptionRefused(t *testing.T) {
-	t.Parallel()
-	u := newUpstream(t)
-	h := adaptertest.New(t, graphql.New())
-	expandErr(t, h, map[string]any{"endpoint": u.URL, "query": "query A { broken }\nsubscription OnBook { bookAdded { id } }"},
-		"query", "subscription OnBook is not supported: GraphQL subscriptions are deferred")
-}
-
 // TestConfigErrors: bad configs are refused at load, naming the field,
 // never quoting a value.
 func TestConfigErrors(t *testing.T) {
@@ -682,7 +674,7 @@ func TestDocumentErrors(t *testing.T) {
 	expandErr(t, h, base(map[string]any{"query": "query A {\n  book(id: 1) { isbn }\n}"}), "query",
 		`does not match the schema: line 2:17: Cannot query field "isbn" on type "Book".`)
 	expandErr(t, h, base(map[string]any{"query": "query A { book(id: 1) { id }"}), "query", "not a valid GraphQL document", "Expected")
-	expandErr(t, h, base(map[string]any{"query": "fragment F on Book { id }"}), "query", "no query or mutation")
+	expandErr(t, h, base(map[string]any{"query": "fragment F on Book { id }"}), "query", "no query, mutation or subscription")
 	expandErr(t, h, base(map[string]any{"document": abs(t, "testdata/library.graphql"), "operations": []string{"GetBook", "Nope"}}),
 		"operations[1]", `no operation named "Nope" in the document (it has: GetBook, ListBooks`)
 	expandErr(t, h, base(map[string]any{"document": abs(t, "testdata/missing.graphql")}), "document", "cannot read", "missing.graphql", "no such file")

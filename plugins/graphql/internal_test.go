@@ -72,7 +72,7 @@ func TestCompileToolRefusesBadSpecs(t *testing.T) {
 		raw  string
 		want string
 	}{
-		{`{"kind":"subscription","document":"subscription { a }"}`, "kind must be query or mutation"},
+		{`{"kind":"event","document":"subscription { a }"}`, "kind must be query, mutation or subscription"},
 		{`{"kind":"query","document":" "}`, "document is empty"},
 		{`{"kind":"query","document":"q","variables":[{"name":"a","type":"Nope"}]}`, "$a: type Nope is not described"},
 		{`{"kind":"query","document":"q","variables":[{"name":"a","type":"Int"},{"name":"a","type":"Int"}]}`, "declared twice"},

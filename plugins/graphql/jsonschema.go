@@ -318,13 +318,15 @@ func commentText(c *ast.CommentGroup) string {
 
 // outputSchema is the JSON Schema of a tool's structured result: the
 // GraphQL response with data shaped by the operation's selection set.
-// errors and partial are present only in a partial result.
+// errors and partial are present only in a partial result. A
+// subscription's is the schema of one item: the data of an event.
 func outputSchema(s *ast.Schema, op *ast.OperationDefinition) json.RawMessage {
-	root := s.Query
-	if op.Operation == ast.Mutation {
-		root = s.Mutation
+	data := selectionSchema(s, rootType(s, op), []ast.SelectionSet{op.SelectionSet})
+	if op.Operation == ast.Subscription {
+		// A subscription's items are the data of its events.
+		b, _ := json.Marshal(data)
+		return b
 	}
-	data := selectionSchema(s, root, []ast.SelectionSet{op.SelectionSet})
 	out := obj{
 		"type": "object",
 		"properties": obj{
@@ -337,6 +339,17 @@ func outputSchema(s *ast.Schema, op *ast.OperationDefinition) json.RawMessage {
 	}
 	b, _ := json.Marshal(out)
 	return b
+}
+
+// rootType is the type an operation selects on.
+func rootType(s *ast.Schema, op *ast.OperationDefinition) *ast.Definition {
+	switch op.Operation {
+	case ast.Mutation:
+		return s.Mutation
+	case ast.Subscription:
+		return s.Subscription
+	}
+	return s.Query
 }
 
 // fieldOccurrence is one selection of a response key.

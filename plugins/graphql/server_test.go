@@ -310,7 +310,7 @@ func (r *root) DeleteBook(args struct{ ID gql.ID }) bool {
 	return ok
 }
 
-func (r *root) BookAdded(ctx context.Context) <-chan *bookResolver {
+func (r *root) BookAdded(ctx context.Context, args struct{ Genre *string }) <-chan *bookResolver {
 	return make(chan *bookResolver)
 }
 

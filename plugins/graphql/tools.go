@@ -28,7 +28,10 @@ type derivedTool struct {
 	input       json.RawMessage
 	output      json.RawMessage
 	mutation    bool
-	spec        toolSpec
+	// stream: a subscription, a stream source (its output is the item
+	// schema of the window or session).
+	stream bool
+	spec   toolSpec
 	// compiled is set when an entry is invoked without expansion.
 	compiled *tool
 }
@@ -49,6 +52,10 @@ func (a *adapter) derive(ctx context.Context, c *config, op *sdk.Operation) ([]*
 		}
 	}
 	var generated []*derivedTool
+	if c.generate != nil && op.Mode == sdk.ModeWindow {
+		d.Errorf("generate", "makes query tools, and this entry reads a stream (mode window, session or async_job with server_stream): only subscriptions are stream sources")
+		return nil, d.List()
+	}
 	if c.generate != nil {
 		generated = generateTools(schema, c, &d)
 		if d.Failed() {
@@ -133,16 +140,8 @@ func documentTools(schema *ast.Schema, c *config, op *sdk.Operation, d *diags) [
 		d.Errorf(field, "not a valid GraphQL document: %v", describeGQLError(err))
 		return nil
 	}
-	for _, o := range doc.Operations {
-		if o.Operation == ast.Subscription {
-			d.Errorf(field, "subscription %s is not supported: GraphQL subscriptions are deferred, only queries and mutations become tools; remove it from the document", opLabel(o))
-		}
-	}
-	if d.Failed() {
-		return nil
-	}
 	if len(doc.Operations) == 0 {
-		d.Errorf(field, "the document has no query or mutation")
+		d.Errorf(field, "the document has no query, mutation or subscription")
 		return nil
 	}
 	if errs := validator.Validate(schema, doc); len(errs) > 0 {
@@ -170,6 +169,16 @@ func documentTools(schema *ast.Schema, c *config, op *sdk.Operation, d *diags) [
 	}
 	var tools []*derivedTool
 	for _, o := range ops {
+		if stream := op.Mode == sdk.ModeWindow; stream != (o.Operation == ast.Subscription) {
+			if stream {
+				d.Errorf(field, "%s %s is one request, and this entry reads a stream (mode window, session or async_job with server_stream): only subscriptions are stream sources; serve queries and mutations from a unary entry, or pick the subscriptions with operations", o.Operation, opLabel(o))
+				continue
+			}
+			if !op.ToolExecution {
+				d.Errorf(field, "subscription %s is a stream, and this host serves every tool of a unary entry as unary: give the entry mode window or session", opLabel(o))
+				continue
+			}
+		}
 		t, err := buildTool(schema, doc, o, describeOperation(schema, o))
 		if err != nil {
 			d.Errorf(field, "operation %s: %v", opLabel(o), err)
@@ -207,6 +216,7 @@ func buildTool(schema *ast.Schema, doc *ast.QueryDocument, o *ast.OperationDefin
 		input:       inputSchema(schema, o.VariableDefinitions),
 		output:      outputSchema(schema, o),
 		mutation:    o.Operation == ast.Mutation,
+		stream:      o.Operation == ast.Subscription,
 		spec:        spec,
 	}, nil
 }
@@ -307,10 +317,7 @@ func describeOperation(schema *ast.Schema, o *ast.OperationDefinition) string {
 	if d := commentText(o.Comment); d != "" {
 		return d
 	}
-	root := schema.Query
-	if o.Operation == ast.Mutation {
-		root = schema.Mutation
-	}
+	root := rootType(schema, o)
 	var b strings.Builder
 	if o.Name == "" {
 		fmt.Fprintf(&b, "GraphQL %s.", o.Operation)

@@ -38,18 +38,7 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	if c.host != "" {
 		req.Host = c.host
 	}
-	h := make(http.Header, len(c.headers)+5)
-	for k, v := range c.headers {
-		h[k] = v // shared, never modified
-	}
-	h["Content-Type"] = []string{"application/json"}
-	if _, ok := h["Accept"]; !ok {
-		h["Accept"] = []string{accept}
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = []string{userAgent}
-	}
-	req.Header = h
+	req.Header = c.requestHeader(accept, false)
 
 	resp, err := a.client.Do(req)
 	if err != nil {
@@ -80,6 +69,25 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 		Message:  "the answer is not a GraphQL response (a JSON object with data or errors); Content-Type " + orUnknown(httpadapter.MediaType(resp.Header.Get("Content-Type"))),
 		Body:     httpadapter.Excerpt(data, errorExcerptBytes),
 	}
+}
+
+// requestHeader is the header of a POST of JSON: the configured headers
+// (their values shared, never modified), the adapter's User-Agent unless
+// configured, and accept unless the config sets Accept (always, with
+// force: an event stream is the only answer a subscription reads).
+func (c *config) requestHeader(accept string, force bool) http.Header {
+	h := make(http.Header, len(c.headers)+5)
+	for k, v := range c.headers {
+		h[k] = v
+	}
+	h["Content-Type"] = []string{"application/json"}
+	if _, ok := h["Accept"]; !ok || force {
+		h["Accept"] = []string{accept}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{userAgent}
+	}
+	return h
 }
 
 // result turns a GraphQL response into a tool result: data alone is a
@@ -158,7 +166,7 @@ func errorDetail(rawErrors json.RawMessage, status int) json.RawMessage {
 	d := struct {
 		Errors     json.RawMessage `json:"errors,omitempty"`
 		Truncated  bool            `json:"errors_truncated,omitempty"`
-		HTTPStatus int             `json:"http_status"`
+		HTTPStatus int             `json:"http_status,omitempty"` // none over a WebSocket
 	}{HTTPStatus: status}
 	if len(rawErrors) <= maxDetailErrors {
 		var buf bytes.Buffer

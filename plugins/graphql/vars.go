@@ -19,7 +19,7 @@ import (
 type toolSpec struct {
 	// Operation is the GraphQL operation name; empty for an anonymous one.
 	Operation string `json:"operation,omitempty"`
-	// Kind is "query" or "mutation".
+	// Kind is "query", "mutation" or "subscription".
 	Kind string `json:"kind"`
 	// Document is the operation and the fragments it uses.
 	Document  string   `json:"document"`
@@ -49,6 +49,8 @@ type typeSpec struct {
 type tool struct {
 	spec     toolSpec
 	mutation bool
+	// subscription: a stream source (Stream), never invoked.
+	subscription bool
 	// label names the operation in errors, e.g. `query GetBook`.
 	label string
 	// prefix is the request body up to the variables:
@@ -153,8 +155,10 @@ func compileTool(raw json.RawMessage) (*tool, error) {
 	case "query":
 	case "mutation":
 		t.mutation = true
+	case "subscription":
+		t.subscription = true
 	default:
-		return nil, fmt.Errorf("kind must be query or mutation")
+		return nil, fmt.Errorf("kind must be query, mutation or subscription")
 	}
 	if strings.TrimSpace(spec.Document) == "" {
 		return nil, errors.New("document is empty")

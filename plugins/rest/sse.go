@@ -123,15 +123,8 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 	defer cancel(nil)
 	// The upstream must answer (send its headers) within the timeout; the
 	// host bounds the rest of the stream.
-	answered := make(chan struct{})
-	timer := time.AfterFunc(s.timeout, func() {
-		select {
-		case <-answered:
-		default:
-			cancel(errCallTimeout)
-		}
-	})
-	defer timer.Stop()
+	answered := httpadapter.CancelUnanswered(s.timeout, cancel, errCallTimeout)
+	defer answered()
 	s.args.cursor = s.lastID
 	hreq, ue := op.newRequest(cctx, &s.args, "text/event-stream", &s.req.Context)
 	if ue != nil {
@@ -142,7 +135,7 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 		hreq.Header.Set("Last-Event-ID", s.lastID)
 	}
 	resp, err := s.a.client.Do(hreq)
-	close(answered)
+	answered()
 	if err != nil {
 		return 0, op.failure(ctx, cctx, s.timeout, hreq.URL.Host, err, false)
 	}

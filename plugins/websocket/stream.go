@@ -9,9 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
-	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,7 +168,7 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 	})
 	cancel()
 	if err != nil {
-		return false, r.progressed(), s.dialError(ctx, dctx, resp, err)
+		return false, r.progressed(), s.upstreamError(httpadapter.HandshakeFailure(ctx, dctx, resp, err, s.timeout))
 	}
 	// Messages are bounded by readMessage, which skips an oversize one
 	// and keeps the connection.
@@ -216,7 +213,7 @@ func (s *stream) connection(ctx context.Context) (established, progressed bool, 
 	// still unsubscribe and close cleanly.
 	for _, m := range c.subscribe {
 		if err := s.write(context.Background(), conn, m, v); err != nil {
-			return false, r.progressed(), s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+errText(err))
+			return false, r.progressed(), s.fail(sdk.KindTransport, true, "cannot send the subscribe message: "+httpadapter.ErrorText(err))
 		}
 	}
 	if c.ack != nil {
@@ -342,7 +339,7 @@ func (s *stream) heartbeat(ctx context.Context, conn *ws.Conn, r *reader, lost c
 		if c.heartbeat != nil {
 			if err := s.write(ctx, conn, c.heartbeat, s.snapshot()); err != nil {
 				if ctx.Err() == nil {
-					lost <- "the heartbeat message could not be sent: " + errText(err)
+					lost <- "the heartbeat message could not be sent: " + httpadapter.ErrorText(err)
 				}
 				return
 			}
@@ -371,46 +368,15 @@ func (s *stream) heartbeat(ctx context.Context, conn *ws.Conn, r *reader, lost c
 	}
 }
 
+// upstreamError names this stream's upstream in ue.
+func (s *stream) upstreamError(ue *sdk.UpstreamError) *sdk.UpstreamError {
+	ue.Upstream = s.cfg.upstream
+	return ue
+}
+
 // fail is an upstream error of this stream.
 func (s *stream) fail(kind sdk.ErrorKind, retryable bool, msg string) *sdk.UpstreamError {
 	return &sdk.UpstreamError{Kind: kind, Upstream: s.cfg.upstream, Message: msg, Retryable: retryable}
-}
-
-// dialError classifies a failed handshake. Messages never hold the URL
-// (its query may carry a credential).
-func (s *stream) dialError(ctx, dctx context.Context, resp *http.Response, err error) error {
-	switch {
-	case ctx.Err() != nil:
-		return s.fail(sdk.KindCancelled, false, "cancelled")
-	case resp != nil && resp.StatusCode != http.StatusSwitchingProtocols:
-		ue := s.fail(sdk.KindUpstreamStatus, retryableStatus(resp.StatusCode),
-			fmt.Sprintf("the WebSocket handshake was answered with HTTP %d %s instead of 101", resp.StatusCode, http.StatusText(resp.StatusCode)))
-		ue.Status = strconv.Itoa(resp.StatusCode)
-		ue.Rejected = httpadapter.RejectedStatus(resp.StatusCode)
-		if resp.Body != nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			if utf8.Valid(b) {
-				ue.Body = string(b)
-			}
-		}
-		return ue
-	case errors.Is(dctx.Err(), context.DeadlineExceeded):
-		return s.fail(sdk.KindTimeout, true, fmt.Sprintf("no WebSocket handshake within %s", s.timeout))
-	}
-	return s.fail(sdk.KindTransport, true, "cannot connect: "+errText(err))
-}
-
-func retryableStatus(code int) bool {
-	return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500
-}
-
-// errText is an error's text without any URL in it.
-func errText(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // readError turns the reader's end into the connection's outcome: nil for
@@ -439,7 +405,7 @@ func (s *stream) readError(err error) error {
 		}
 		return s.fail(sdk.KindTransport, true, msg)
 	}
-	return s.fail(sdk.KindTransport, true, "the connection broke: "+errText(err))
+	return s.fail(sdk.KindTransport, true, "the connection broke: "+httpadapter.ErrorText(err))
 }
 
 // reader reads one connection's messages: it answers pings and reads

@@ -168,6 +168,15 @@ func ReadBounded(r io.Reader, limit, hint int64) (b []byte, over bool, err error
 	}
 }
 
+// CancelUnanswered bounds the wait for an answer's headers, not the
+// stream that follows: unless the returned answered is called within
+// timeout, cancel is called with cause. Call answered once the headers
+// are in (or the request failed), and again when done (it is idempotent).
+func CancelUnanswered(timeout time.Duration, cancel context.CancelCauseFunc, cause error) (answered func()) {
+	t := time.AfterFunc(timeout, func() { cancel(cause) })
+	return func() { t.Stop() }
+}
+
 // DrainAndClose reads a little of what is left of an answer body so the
 // connection can be reused, then closes it.
 func DrainAndClose(body io.ReadCloser) {
