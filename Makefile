@@ -113,9 +113,11 @@ FUZZ := \
 	plugins/websocket:FuzzMatchers \
 	plugins/soap:FuzzNormalize \
 	plugins/soap:FuzzBuildEnvelope \
+	plugins/soap/wsse:FuzzCheck \
 	plugins/graphql:FuzzVariables \
 	plugins/graphql:FuzzResponse \
 	plugins/grpc:FuzzJSONProto \
+	plugins/grpc:FuzzRequests \
 	store:FuzzRecordDecoding \
 	store:FuzzJobListCursor
 
