@@ -3,8 +3,6 @@ package grpcadapter_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -282,21 +280,17 @@ func (ts *testServer) upload(stream grpc.ServerStream, md protoreflect.MethodDes
 	ts.streamCalls.Add(1)
 	var texts []string
 	var sum int64
-	for {
-		in := dynamicpb.NewMessage(md.Input())
-		err := stream.RecvMsg(in)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	err := grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
 		text := getString(in, "text")
 		if code, ok := strings.CutPrefix(text, "fail:"); ok {
 			return status.Error(codeByName[code], "the upload ends with "+code)
 		}
 		texts = append(texts, text)
 		sum += getInt(in, "id")
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	out := dynamicpb.NewMessage(md.Output())
 	out.Set(field(out, "text"), protoreflect.ValueOfString(strings.Join(texts, ",")))
@@ -316,15 +310,7 @@ func (ts *testServer) chat(stream grpc.ServerStream, md protoreflect.MethodDescr
 		out.Set(field(out, "id"), protoreflect.ValueOfInt64(id))
 		return stream.SendMsg(out)
 	}
-	for {
-		in := dynamicpb.NewMessage(md.Input())
-		err := stream.RecvMsg(in)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
 		text := getString(in, "text")
 		if code, ok := strings.CutPrefix(text, "fail:"); ok {
 			return status.Error(codeByName[code], "the chat ends with "+code)
@@ -344,10 +330,8 @@ func (ts *testServer) chat(stream grpc.ServerStream, md protoreflect.MethodDescr
 				}
 			}
 		}
-		if err := reply(strings.ToUpper(text), getInt(in, "id")); err != nil {
-			return err
-		}
-	}
+		return reply(strings.ToUpper(text), getInt(in, "id"))
+	})
 }
 
 // waitEnded waits for the server to report that a call ended early.
