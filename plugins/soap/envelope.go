@@ -83,6 +83,12 @@ func buildEnvelope(op *operation, args json.RawMessage, sec *wsse.Token, now tim
 		return nil, err
 	}
 	doc.Indent(etree.NoIndent)
+	if sec != nil {
+		// Signing, when configured, covers the finished Body.
+		if err := sec.Finish(root); err != nil {
+			return nil, err
+		}
+	}
 	// Character references for carriage returns (and tabs and line
 	// breaks in attributes), which a parser would otherwise normalise.
 	doc.WriteSettings.CanonicalText = true

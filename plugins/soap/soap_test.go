@@ -3,6 +3,7 @@ package soap_test
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -539,6 +540,49 @@ func TestWSSecurityDigestAndTimestamp(t *testing.T) {
 	diags, err := plain.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl",
 		"security": map[string]any{"username": "a", "password_type": "md5", "timestamp": "48h"}}, BaseDir: plain.dir})
 	if err != nil || !strings.Contains(asJSON(diags), "security.password_type") || !strings.Contains(asJSON(diags), "security.timestamp") {
+		t.Errorf("diagnostics: %v %v", diags, err)
+	}
+}
+
+// TestWSSecuritySignature: with security.sign the Body and the Timestamp
+// are signed with the configured X.509 key, and a service that requires
+// the signature accepts the call; a service that trusts another
+// certificate answers a security fault, refused and not retried; a
+// missing key file is a config error on the field.
+func TestWSSecuritySignature(t *testing.T) {
+	t.Parallel()
+	srv := newSOAPServer(t)
+	signer, err := wsse.LoadSigner(filepath.Join("testdata", "sign-cert.pem"), filepath.Join("testdata", "sign-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.checker.RequireSignature, srv.checker.Certs = true, []*x509.Certificate{signer.Certificate()}
+	sign := map[string]any{"cert_file": "sign-cert.pem", "key_file": "sign-key.pem"}
+	for _, port := range []string{"Soap11", "Soap12"} {
+		c := newCall(t, srv, port, map[string]any{"security": map[string]any{
+			"username": "alice", "password": "s3cret", "password_type": "digest", "timestamp": "5m", "sign": sign}})
+		if res, ue := c.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue != nil || asJSON(res) != `{"result":5}` {
+			t.Fatalf("%s signed Add = %v, %v", port, res, ue)
+		}
+		body, _ := srv.last()
+		if !strings.Contains(body, "<ds:SignatureValue>") || !strings.Contains(body, `wsu:Id="Body-1"`) || strings.Contains(body, "PRIVATE KEY") {
+			t.Errorf("%s signed envelope: %s", port, body)
+		}
+	}
+	// Unsigned, or signed by a key the service does not trust.
+	unsigned := newCall(t, srv, "Soap11", map[string]any{"security": map[string]any{"username": "alice", "password": "s3cret", "timestamp": "5m"}})
+	if _, ue := unsigned.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue == nil || ue.Status != "InvalidSecurity" || ue.Retryable {
+		t.Errorf("unsigned: %+v", ue)
+	}
+	srv2 := newSOAPServer(t)
+	srv2.checker.RequireSignature = true
+	other := newCall(t, srv2, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "s3cret", "sign": sign}})
+	if _, ue := other.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue == nil || ue.Status != "SecurityTokenUnavailable" || ue.Retryable || !ue.Rejected {
+		t.Errorf("untrusted: %+v", ue)
+	}
+	diags, err := other.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl",
+		"security": map[string]any{"username": "a", "sign": map[string]any{"cert_file": "sign-cert.pem", "key_file": "nope.pem"}}}, BaseDir: other.dir})
+	if err != nil || !strings.Contains(asJSON(diags), `"security.sign"`) || !strings.Contains(asJSON(diags), "cannot load the certificate and key") {
 		t.Errorf("diagnostics: %v %v", diags, err)
 	}
 }

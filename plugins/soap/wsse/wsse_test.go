@@ -1,6 +1,7 @@
 package wsse
 
 import (
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -95,8 +96,10 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Add(`<e><Header><Security xmlns="` + NS + `"><UsernameToken><Username>alice</Username><Password Type="` + PasswordDigest + `">x</Password><Nonce>!!</Nonce></UsernameToken></Security></Header></e>`)
 	f.Add(`<e><Header><Security xmlns="` + NS + `"><Timestamp xmlns="` + NSUtility + `"><Created>x</Created></Timestamp></Security></Header></e>`)
+	signer := testSigner(f, "sign")
+	f.Add(signedEnvelope(f, signer, now))
 	f.Fuzz(func(t *testing.T, env string) {
-		c := &Checker{Users: map[string]string{"alice": "pw"}}
+		c := &Checker{Users: map[string]string{"alice": "pw"}, Certs: []*x509.Certificate{signer.Certificate()}}
 		user, fault := check(c, env, now)
 		if fault == nil && user != "" && user != "alice" {
 			t.Fatalf("accepted user %q", user)
