@@ -72,6 +72,26 @@ func TestClientStreamingCall(t *testing.T) {
 	wantContains(t, "message", ue.Message, "NOT_FOUND: the upload ends with NOT_FOUND")
 }
 
+// TestRequestsSchemaDefs: the messages a requests array shares or nests
+// recursively are $defs of the whole input schema, which the array's
+// items reference.
+func TestRequestsSchemaDefs(t *testing.T) {
+	t.Parallel()
+	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
+	h := newHarness(t)
+	tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg("Herd")})
+	if len(tools) != 1 || !strings.Contains(string(tools[0].InputSchema), `"$defs":{`) {
+		t.Fatalf("expand: %+v", tools)
+	}
+	schema := resolve(t, tools[0].InputSchema)
+	if err := validate(schema, `{"requests": [{"tree": {"label": "r", "children": [{"label": "c", "children": [{}]}]}}, {}]}`); err != nil {
+		t.Errorf("a recursive request refused: %v", err)
+	}
+	if validate(schema, `{"requests": [{"tree": {"children": [{"label": 5}]}}]}`) == nil {
+		t.Errorf("a bad nested label accepted: %s", tools[0].InputSchema)
+	}
+}
+
 // TestStreamingRequestBounds: a requests list over requests.max_items or
 // requests.max_bytes, or one with a bad message, is refused naming the
 // limit or the message, before the call starts: the server sees none.

@@ -227,13 +227,18 @@ func servable(md protoreflect.MethodDescriptor, windowMode, serviceImport bool) 
 	case md.IsStreamingServer() && !windowMode:
 		return name + " is a server-streaming method: serve it with mode: window (the host collects a bounded window of its messages)"
 	case !md.IsStreamingServer() && windowMode && serviceImport:
-		kind := "a unary"
-		if md.IsStreamingClient() {
-			kind = "a client-streaming"
-		}
-		return name + " is " + kind + " method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)"
+		return name + " is " + onceKind(md) + " method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)"
 	}
 	return ""
+}
+
+// onceKind names the kind of a method that answers once: "a unary" or "a
+// client-streaming".
+func onceKind(md protoreflect.MethodDescriptor) string {
+	if md.IsStreamingClient() {
+		return "a client-streaming"
+	}
+	return "a unary"
 }
 
 func methodName(md protoreflect.MethodDescriptor) string {
@@ -251,11 +256,7 @@ func (m *methodInfo) invokeRefusal() string {
 
 // streamRefusal explains why Stream cannot read a method.
 func (m *methodInfo) streamRefusal() string {
-	kind := "a unary"
-	if m.desc.IsStreamingClient() {
-		kind = "a client-streaming"
-	}
-	return methodName(m.desc) + " is " + kind + " method: it answers once and cannot be read as a stream; poll it in a window with transport_behavior: request_response, or use mode: unary"
+	return methodName(m.desc) + " is " + onceKind(m.desc) + " method: it answers once and cannot be read as a stream; poll it in a window with transport_behavior: request_response, or use mode: unary"
 }
 
 // toolName derives an MCP tool name from a method name: prefix plus the

@@ -324,7 +324,7 @@ func TestServiceImport(t *testing.T) {
 		names = append(names, tool.Name)
 		byName[tool.Name] = tool
 	}
-	want := []string{"test_echo", "test_fail", "test_sleep", "test_big", "test_upload", "test_zoo", "test_now", "test_upper", "test_legacy", "test_old_echo"}
+	want := []string{"test_echo", "test_fail", "test_sleep", "test_big", "test_upload", "test_zoo", "test_now", "test_upper", "test_legacy", "test_old_echo", "test_herd"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
