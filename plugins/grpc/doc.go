@@ -114,9 +114,10 @@
 //     client-streaming or bidirectional call's requests argument: at most
 //     max_items messages (default 100, at most 10000; the input schema's
 //     maxItems says so) of at most max_bytes bytes encoded in all (default
-//     1 MiB, at most 64 MiB). Both are checked once every message is
-//     converted, before the call starts: a list over them is refused
-//     naming the limit, and nothing reaches the server.
+//     1 MiB, at most 64 MiB). The count is checked first, the bytes as
+//     the messages are converted, both before the call starts: a list
+//     over either is refused naming the limit, and nothing reaches the
+//     server.
 //
 // Unknown fields are errors (field names are case-sensitive), reported by
 // ValidateOperation with the field's name, e.g. "tls.ca_file" or
