@@ -121,11 +121,13 @@ FUZZ := \
 	plugins/websocket:FuzzMatchers \
 	plugins/soap:FuzzNormalize \
 	plugins/soap:FuzzBuildEnvelope \
+	plugins/soap/wsse:FuzzCheck \
 	plugins/graphql:FuzzVariables \
 	plugins/graphql:FuzzResponse \
 	plugins/graphql:FuzzWSMessage \
 	plugins/graphql:FuzzSSEEvents \
 	plugins/grpc:FuzzJSONProto \
+	plugins/grpc:FuzzRequests \
 	store:FuzzRecordDecoding \
 	store:FuzzJobListCursor
 

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -74,6 +75,16 @@ service Directory {
   // WatchEvents streams directory events, one every interval_ms, until the
   // call ends (or count events, when count is set).
   rpc WatchEvents(WatchEventsRequest) returns (stream Event);
+  // LookupUsers reads a stream of user ids and answers the users that
+  // exist, in the order asked.
+  rpc LookupUsers(stream GetUserRequest) returns (ListUsersResponse) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+  }
+  // Presence answers each user id it reads at once with that user's latest
+  // event; after the last id it keeps reporting events of those users, one
+  // every 200ms, until the call ends. An unknown id ends the call with
+  // NOT_FOUND.
+  rpc Presence(stream GetUserRequest) returns (stream Event);
 }
 
 // A user's role.
@@ -171,6 +182,8 @@ func (g *GRPCDemo) Provision(caddy.Context) error {
 		svc + "GetUser":     grpctest.Unary(g.getUser),
 		svc + "ListUsers":   grpctest.Unary(g.listUsers),
 		svc + "WatchEvents": grpctest.ServerStream(g.watchEvents),
+		svc + "LookupUsers": grpctest.Stream(g.lookupUsers),
+		svc + "Presence":    grpctest.Stream(g.presence),
 	}, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	return err
 }
@@ -244,15 +257,75 @@ func (g *GRPCDemo) user(u grpcDemoUser) *dynamicpb.Message {
 }
 
 func (g *GRPCDemo) getUser(_ context.Context, in *dynamicpb.Message) (proto.Message, error) {
-	id := grpcGet(in, "id").Int()
+	u, err := findDemoUser(grpcGet(in, "id").Int())
+	if err != nil {
+		return nil, err
+	}
+	return g.user(u), nil
+}
+
+// findDemoUser finds a user by id, or answers NOT_FOUND with an ErrorInfo.
+func findDemoUser(id int64) (grpcDemoUser, error) {
 	for _, u := range grpcDemoUsers {
 		if u.id == id {
-			return g.user(u), nil
+			return u, nil
 		}
 	}
 	st, _ := status.New(codes.NotFound, "no user with id "+strconv.FormatInt(id, 10)).WithDetails(
 		&errdetails.ErrorInfo{Reason: "USER_NOT_FOUND", Domain: "demo.crank", Metadata: map[string]string{"id": strconv.FormatInt(id, 10)}})
-	return nil, st.Err()
+	return grpcDemoUser{}, st.Err()
+}
+
+// lookupUsers is client-streaming: the users of the ids it reads, in
+// order, unknown ids left out.
+func (g *GRPCDemo) lookupUsers(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+	out := g.message("ListUsersResponse")
+	list := out.Mutable(out.Descriptor().Fields().ByName("users")).List()
+	err := grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+		if u, err := findDemoUser(grpcGet(in, "id").Int()); err == nil {
+			list.Append(protoreflect.ValueOfMessage(g.user(u)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return stream.SendMsg(out)
+}
+
+// presence is bidirectional: each id it reads is answered at once with an
+// event of that user; after the client half-closes it reports events of
+// those users every 200ms until the call ends.
+func (g *GRPCDemo) presence(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+	var seq int64
+	var users []grpcDemoUser
+	event := func(u grpcDemoUser) error {
+		seq++
+		return stream.SendMsg(g.event(seq, u.id))
+	}
+	err := grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+		u, err := findDemoUser(grpcGet(in, "id").Int())
+		if err != nil {
+			return err
+		}
+		users = append(users, u)
+		return event(u)
+	})
+	if err != nil || len(users) == 0 {
+		return err
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-t.C:
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+		if err := event(users[n%len(users)]); err != nil {
+			return err
+		}
+	}
 }
 
 func (g *GRPCDemo) listUsers(_ context.Context, in *dynamicpb.Message) (proto.Message, error) {
@@ -269,6 +342,16 @@ func (g *GRPCDemo) listUsers(_ context.Context, in *dynamicpb.Message) (proto.Me
 }
 
 var grpcEventKinds = []string{"login", "update", "logout"}
+
+// event is the directory event seq, of the user userID, now.
+func (g *GRPCDemo) event(seq, userID int64) *dynamicpb.Message {
+	ev := g.message("Event")
+	grpcSet(ev, "seq", protoreflect.ValueOfInt64(seq))
+	grpcSet(ev, "kind", protoreflect.ValueOfString(grpcEventKinds[seq%int64(len(grpcEventKinds))]))
+	grpcSet(ev, "user_id", protoreflect.ValueOfInt64(userID))
+	grpcSet(ev, "at", g.timestamp(time.Now().UTC().Truncate(time.Millisecond)))
+	return ev
+}
 
 func (g *GRPCDemo) watchEvents(ctx context.Context, in *dynamicpb.Message, send func(proto.Message) error) error {
 	interval := time.Duration(grpcGet(in, "interval_ms").Int()) * time.Millisecond
@@ -289,12 +372,7 @@ func (g *GRPCDemo) watchEvents(ctx context.Context, in *dynamicpb.Message, send 
 			}
 		}
 		seq++
-		ev := g.message("Event")
-		grpcSet(ev, "seq", protoreflect.ValueOfInt64(seq))
-		grpcSet(ev, "kind", protoreflect.ValueOfString(grpcEventKinds[seq%int64(len(grpcEventKinds))]))
-		grpcSet(ev, "user_id", protoreflect.ValueOfInt64(grpcDemoUsers[seq%int64(len(grpcDemoUsers))].id))
-		grpcSet(ev, "at", g.timestamp(time.Now().UTC().Truncate(time.Millisecond)))
-		if err := send(ev); err != nil {
+		if err := send(g.event(seq, grpcDemoUsers[seq%int64(len(grpcDemoUsers))].id)); err != nil {
 			return err
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/beevik/etree"
@@ -15,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 // The demo SOAP service of `make run` (handler module
@@ -176,6 +180,20 @@ func serveSOAP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out = fmt.Sprintf("<DivideResponse><result>%s</result></DivideResponse>", strconv.FormatFloat(a/b, 'g', -1, 64))
+	case "RefundOrder":
+		// The refund desk wants a digest UsernameToken and a Timestamp:
+		// the user crank-demo with the demo's secret (SOAPRefundPassword).
+		user, f := soapRefundChecker().Check(doc.Root(), time.Now())
+		if f != nil {
+			soapSecurityFault(w, v12, f)
+			return
+		}
+		id, _ := strconv.Atoi(arg("orderId"))
+		if id < 1 || id > len(demoOrders) {
+			soapFault(w, v12, true, fmt.Sprintf("order %d not found", id))
+			return
+		}
+		out = fmt.Sprintf("<RefundOrderResponse><orderId>%d</orderId><refundedBy>%s</refundedBy></RefundOrderResponse>", id, html.EscapeString(user))
 	case "GetOrder":
 		id, _ := strconv.Atoi(arg("orderId"))
 		for _, o := range demoOrders {
@@ -256,6 +274,40 @@ func serveSOAP(w http.ResponseWriter, r *http.Request) {
 	// namespace on the wrapper, as many .NET services write it).
 	out = strings.Replace(out, "Response>", `Response xmlns="`+demoNS+`" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">`, 1)
 	io.WriteString(w, `<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap="`+env+`"><soap:Body>`+out+`</soap:Body></soap:Envelope>`)
+}
+
+// soapRefundChecker verifies the refund desk's WS-Security headers (its
+// nonce cache is shared by every request).
+var soapRefundChecker = sync.OnceValue(func() *wsse.Checker {
+	return &wsse.Checker{Users: map[string]string{"crank-demo": SOAPRefundPassword()}, RequireDigest: true, RequireTimestamp: true}
+})
+
+// SOAPRefundPassword is the refund desk's password for its user
+// crank-demo: the demo's secret CRANK_DEMO_TOKEN, which demo/soap.yaml
+// sends through a placeholder, or "demo-token" (make run's default) when
+// the variable is unset.
+func SOAPRefundPassword() string {
+	if v := os.Getenv("CRANK_DEMO_TOKEN"); v != "" {
+		return v
+	}
+	return "demo-token"
+}
+
+// soapSecurityFault answers a WS-Security fault: the faultcode
+// wsse:<code> in SOAP 1.1, Sender with that subcode in SOAP 1.2.
+func soapSecurityFault(w http.ResponseWriter, v12 bool, f *wsse.Fault) {
+	reason := html.EscapeString(f.Reason)
+	if v12 {
+		w.Header().Set("Content-Type", "application/soap+xml; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `<soap:Envelope xmlns:soap="`+soapEnv12+`" xmlns:wsse="`+wsse.NS+`"><soap:Body><soap:Fault><soap:Code><soap:Value>soap:Sender</soap:Value><soap:Subcode><soap:Value>wsse:`+f.Code+
+			`</soap:Value></soap:Subcode></soap:Code><soap:Reason><soap:Text xml:lang="en">`+reason+`</soap:Text></soap:Reason></soap:Fault></soap:Body></soap:Envelope>`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.WriteHeader(http.StatusInternalServerError)
+	io.WriteString(w, `<soap:Envelope xmlns:soap="`+soapEnv11+`" xmlns:wsse="`+wsse.NS+`"><soap:Body><soap:Fault><faultcode>wsse:`+f.Code+`</faultcode><faultstring>`+reason+
+		`</faultstring></soap:Fault></soap:Body></soap:Envelope>`)
 }
 
 // soapFault answers a fault of the client (sender) or the server

@@ -257,7 +257,7 @@ func TestFamiliesTypeScript(t *testing.T) {
 	requireTSClient(t)
 	up := newFeedUpstream(t)
 	g := startGateway(t, gatewayOptions{Operations: familiesOps(up.URL)})
-	out := runTSClient(t, g.MCPURL, `[
+	run := runTSCalls(t, g.MCPURL, `[
 		{"op":"callTool","name":"follow_start"},
 		{"op":"callTool","name":"follow_poll","arguments":{"session_id":"{{0.session_id}}","max_items":2},"until":{"field":"has_more","equals":true}},
 		{"op":"callTool","name":"follow_poll","arguments":{"session_id":"{{0.session_id}}","cursor":"{{1.cursor}}","max_items":2}},
@@ -265,23 +265,10 @@ func TestFamiliesTypeScript(t *testing.T) {
 		{"op":"callTool","name":"export_start","arguments":{"ms":200}},
 		{"op":"callTool","name":"export_status","arguments":{"job_id":"{{4.job_id}}"},"until":{"field":"status","equals":"succeeded"}},
 		{"op":"callTool","name":"export_result","arguments":{"job_id":"{{4.job_id}}"}}
-	]`)
-	var run struct {
-		Steps []struct {
-			OK     bool
-			Result struct {
-				StructuredContent map[string]any
-				IsError           bool
-			}
-			Error struct{ Message string }
-		}
-	}
-	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 7 {
-		t.Fatalf("client output: %v\n%s", err, out)
-	}
+	]`, 7)
 	for i, s := range run.Steps {
 		if !s.OK || s.Result.IsError {
-			t.Fatalf("step %d failed: %s\n%s", i, s.Error.Message, out)
+			t.Fatalf("step %d failed: %s\n%+v", i, s.Error.Message, run)
 		}
 	}
 	sc := func(i int) map[string]any { return run.Steps[i].Result.StructuredContent }

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -44,6 +46,12 @@ service Accounts {
   rpc Whoami(SlowRequest) returns (Account);
   // Ticks streams n ticks.
   rpc Ticks(SlowRequest) returns (stream Account);
+  // Merge reads accounts and answers one whose id is the sum of theirs and
+  // whose owner joins their owners.
+  rpc Merge(stream Account) returns (Account);
+  // Follow answers each account id at once; id 0 makes it stream ticks
+  // until the call ends; id 404 ends the call with NOT_FOUND.
+  rpc Follow(stream GetAccountRequest) returns (stream Account);
 }
 
 message GetAccountRequest { int64 id = 1; }
@@ -64,12 +72,16 @@ type grpcUpstream struct {
 	addr    string
 	files   *protoregistry.Files
 	slowEnd chan string
+	// streamCalls counts the Merge and Follow calls that reached the
+	// server; followEnd receives the end of a Follow call cut short.
+	streamCalls atomic.Int64
+	followEnd   chan string
 }
 
 func startGRPCUpstream(t testing.TB) *grpcUpstream {
 	t.Helper()
 	files := grpctest.MustCompile(t, map[string]string{"accounts.proto": grpcE2EProto}, "accounts.proto")
-	u := &grpcUpstream{files: files, slowEnd: make(chan string, 8)}
+	u := &grpcUpstream{files: files, slowEnd: make(chan string, 8), followEnd: make(chan string, 8)}
 	account := func(id int64, owner string) *dynamicpb.Message {
 		m, _ := grpctest.NewMessage(files, "e2e.v1.Account")
 		f := m.Descriptor().Fields()
@@ -117,6 +129,44 @@ func startGRPCUpstream(t testing.TB) *grpcUpstream {
 					return status.FromContextError(ctx.Err()).Err()
 				}
 			}
+		}),
+		svc + "Merge": grpctest.Stream(func(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+			u.streamCalls.Add(1)
+			var sum int64
+			var owners []string
+			err := grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+				sum += intArg(in, "id")
+				owners = append(owners, in.Get(in.Descriptor().Fields().ByName("owner")).String())
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return stream.SendMsg(account(sum, strings.Join(owners, "+")))
+		}),
+		svc + "Follow": grpctest.Stream(func(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+			u.streamCalls.Add(1)
+			ctx := stream.Context()
+			return grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+				switch id := intArg(in, "id"); id {
+				case 404:
+					return status.Error(codes.NotFound, "no account 404")
+				case 0:
+					for i := int64(1); ; i++ {
+						if err := stream.SendMsg(account(i, "tick")); err != nil {
+							return err
+						}
+						select {
+						case <-time.After(5 * time.Millisecond):
+						case <-ctx.Done():
+							u.followEnd <- ctx.Err().Error()
+							return status.FromContextError(ctx.Err()).Err()
+						}
+					}
+				default:
+					return stream.SendMsg(account(id, fmt.Sprintf("owner-%d", id)))
+				}
+			})
 		}),
 	}, grpctest.Options{Reflection: grpctest.ReflectionBoth})
 	return u
@@ -337,9 +387,40 @@ func TestGRPCDemo(t *testing.T) {
 		t.Errorf("list: %s", got)
 	}
 
+	// The client-streaming tool: the users of the ids sent, unknown ones
+	// left out.
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "grpc_lookup_users", Arguments: map[string]any{
+		"requests": []any{map[string]any{"id": "3"}, map[string]any{"id": 9}, map[string]any{"id": 1}}}})
+	got, _ = json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(got), `"users":[{"created":"2023-12-09T08:30:00Z","email":"grace@example.com","id":"3"`) ||
+		strings.Count(string(got), `"email"`) != 2 {
+		t.Errorf("lookup: %s %s", got, textOf(res))
+	}
+
 	if !window {
 		return
 	}
+	// The bidirectional window: an event of each user asked for at once,
+	// then the server's reports until the window (6 events) ends it.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "grpc_presence", Arguments: map[string]any{
+		"requests": []any{map[string]any{"id": 1}, map[string]any{"id": 2}}}})
+	var pw struct {
+		Items []struct {
+			Seq    string `json:"seq"`
+			UserID string `json:"user_id"`
+		} `json:"items"`
+		EndReason string `json:"end_reason"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err != nil || res.IsError || json.Unmarshal(b, &pw) != nil || len(pw.Items) != 6 || pw.EndReason != "max_items" ||
+		pw.Items[0].UserID != "1" || pw.Items[1].UserID != "2" || pw.Items[5].Seq != "6" {
+		t.Errorf("presence: %v %s", err, b)
+	}
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "grpc_presence", Arguments: map[string]any{"requests": []any{map[string]any{"id": 9}}}})
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(textOf(res)+string(b), "NOT_FOUND: no user with id 9") {
+		t.Errorf("presence of a missing user: %s %s", textOf(res), b)
+	}
+
 	// Two windows of the event stream: the second resumes after the first.
 	var w struct {
 		Items     []struct{ Seq string } `json:"items"`
@@ -436,5 +517,213 @@ http://%[2]s {
 			t.Fatalf("the demo gRPC service did not come up:\n%s", log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// grpcStreamOps serves the upstream's client-streaming method Merge as a
+// unary tool and its bidirectional method Follow as a window and as a
+// session.
+func grpcStreamOps(addr string) string {
+	return fmt.Sprintf(`
+operations:
+  # Bidirectional: the requests go out, the answers are a window's items.
+  - name: follow
+    description: Follow some accounts.
+    adapter: grpc
+    mode: window
+    limits: {window_duration_ms: 10000, max_items: 5, upstream_timeout_ms: 5000}
+    aggregation: {aggregation_mode: raw_items}
+    config: {target: "%[1]s", method: e2e.v1.Accounts/Follow, requests: {max_items: 4}}
+  - name: merge
+    adapter: grpc
+    timeout: 5s
+    config: {target: "%[1]s", method: e2e.v1.Accounts/Merge, requests: {max_items: 3, max_bytes: 256}}
+  # The same stream read by a session between polls.
+  - name: follow_live
+    description: Follow some accounts in a session.
+    adapter: grpc
+    mode: session
+    limits: {max_items: 50, idle_timeout_ms: 60000}
+    config: {target: "%[1]s", method: e2e.v1.Accounts/Follow}
+`, addr)
+}
+
+// grpcWindowResult is a window result's structuredContent.
+type grpcWindowResult struct {
+	Items          []map[string]any `json:"items"`
+	Truncated      bool             `json:"truncated"`
+	WindowComplete bool             `json:"window_complete"`
+	EndReason      string           `json:"end_reason"`
+	Error          any              `json:"error"`
+}
+
+// TestGRPCClientAndBidiStreaming drives a real grpc-go server's
+// client-streaming and bidirectional methods through the go-sdk client:
+// the typed, bounded requests array; an oversize array refused before a
+// byte is sent; a window with progress that ends with the server, one
+// that ends before a server that never completes, one the server ends
+// with an error mid-stream; a session's start, poll and stop.
+func TestGRPCClientAndBidiStreaming(t *testing.T) {
+	t.Parallel()
+	if !grpcWindowSupported() {
+		t.Skip("this build's host does not serve mode window")
+	}
+	var progress progressLog
+	up := startGRPCUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: grpcStreamOps(up.addr)})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cs := g.connectProgress(ctx, &progress)
+
+	tools := listToolsNamed(ctx, t, cs, "follow,follow_live_poll,follow_live_start,follow_live_stop,merge")
+	for name, maxItems := range map[string]string{"merge": `"maxItems":3`, "follow": `"maxItems":4`, "follow_live_start": `"maxItems":100`} {
+		b, _ := json.Marshal(tools[name].InputSchema)
+		if s := string(b); !strings.Contains(s, `"requests":{`) || !strings.Contains(s, maxItems) || name == "merge" && !strings.Contains(s, `"owner":{`) {
+			t.Errorf("%s input schema: %s", name, s)
+		}
+	}
+
+	// Client-streaming: the requests in order, the one answer as result.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "merge", Arguments: map[string]any{
+		"requests": []any{map[string]any{"id": 1, "owner": "ann"}, map[string]any{"id": "2", "owner": "bob"}}}})
+	if err != nil || res.IsError {
+		t.Fatalf("merge: %v %s", err, textOf(res))
+	}
+	got, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(got), `"id":"3"`) || !strings.Contains(string(got), `"owner":"ann+bob"`) {
+		t.Errorf("merge = %s", got)
+	}
+
+	// Oversize arrays are refused before anything reaches the server: too
+	// many messages (the schema's maxItems, the host's check) and too many
+	// bytes (requests.max_bytes, the adapter's).
+	calls := up.streamCalls.Load()
+	four := []any{map[string]any{"id": 1}, map[string]any{"id": 2}, map[string]any{"id": 3}, map[string]any{"id": 4}}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "merge", Arguments: map[string]any{"requests": four}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "requests") {
+		t.Errorf("four requests: %v %s", err, textOf(res))
+	}
+	big := strings.Repeat("x", 200)
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "merge", Arguments: map[string]any{
+		"requests": []any{map[string]any{"owner": big}, map[string]any{"owner": big}}}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "more than the 256 a call may send (requests.max_bytes); nothing was sent") {
+		t.Errorf("oversize requests: %v %s", err, textOf(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "follow", Arguments: map[string]any{"requests": []any{map[string]any{"id": 1}, map[string]any{"id": 2}, map[string]any{"id": 3}, map[string]any{"id": 4}, map[string]any{"id": 5}}}})
+	if err != nil || !res.IsError {
+		t.Errorf("five follow requests: %v %s", err, textOf(res))
+	}
+	if n := up.streamCalls.Load(); n != calls {
+		t.Errorf("%d refused calls reached the server", n-calls)
+	}
+
+	follow := func(ids ...int) (*mcp.CallToolResult, grpcWindowResult) {
+		t.Helper()
+		var reqs []any
+		for _, id := range ids {
+			reqs = append(reqs, map[string]any{"id": id})
+		}
+		params := &mcp.CallToolParams{Name: "follow", Arguments: map[string]any{"requests": reqs}}
+		params.SetProgressToken(fmt.Sprint("follow", ids))
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			t.Fatalf("follow %v: %v", ids, err)
+		}
+		var w grpcWindowResult
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &w)
+		return res, w
+	}
+
+	// The server answers each request and ends after the half-close: the
+	// window ends with it; each item came as a progress notification.
+	res, w := follow(1, 2)
+	if res.IsError || len(w.Items) != 2 || w.Items[1]["owner"] != "owner-2" || w.EndReason != "upstream_end" || !w.WindowComplete || w.Truncated {
+		t.Errorf("follow 1 2: %s %+v", textOf(res), w)
+	}
+	if got := progress.take(2); len(got) < 2 || !strings.Contains(got[1].Message, "owner-2") {
+		t.Errorf("progress: %d notifications", len(got))
+	}
+
+	// A server that never completes: the window ends first, and the
+	// cancellation reaches the server.
+	res, w = follow(7, 0)
+	if res.IsError || len(w.Items) != 5 || w.Items[0]["owner"] != "owner-7" || w.EndReason != "max_items" || !w.Truncated {
+		t.Errorf("follow 7 0: %s %+v", textOf(res), w)
+	}
+	select {
+	case e := <-up.followEnd:
+		if e != context.Canceled.Error() {
+			t.Errorf("the server saw %q", e)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the server never saw the window end")
+	}
+
+	// A status mid-stream ends the window with the upstream's error.
+	res, w = follow(1, 404, 2)
+	if text := textOf(res); !strings.Contains(text, "NOT_FOUND: no account 404") && !strings.Contains(fmt.Sprint(w.Error), "NOT_FOUND: no account 404") {
+		t.Errorf("follow 1 404: %s %+v", text, w)
+	}
+
+	// A session reads the same stream in the background between polls.
+	start := callOK(t, cs, "follow_live_start", map[string]any{"requests": []any{map[string]any{"id": 9}, map[string]any{"id": 0}}})
+	id, _ := start["session_id"].(string)
+	if id == "" {
+		t.Fatalf("start: %v", start)
+	}
+	var seen []any
+	waitFor(t, "items in the session", func() bool {
+		items, _ := callOK(t, cs, "follow_live_poll", map[string]any{"session_id": id})["items"].([]any)
+		seen = append(seen, items...)
+		return len(seen) >= 3
+	})
+	if first, _ := seen[0].(map[string]any); first["owner"] != "owner-9" {
+		t.Errorf("session items: %v", seen)
+	}
+	callOK(t, cs, "follow_live_stop", map[string]any{"session_id": id})
+	select {
+	case <-up.followEnd:
+	case <-time.After(20 * time.Second):
+		t.Error("the server never saw the session stop")
+	}
+}
+
+// TestGRPCStreamingTypeScript drives the same tools with the official
+// TypeScript SDK, which checks each structured result against the tool's
+// output schema.
+func TestGRPCStreamingTypeScript(t *testing.T) {
+	t.Parallel()
+	requireTSClient(t)
+	if !grpcWindowSupported() {
+		t.Skip("this build's host does not serve mode window")
+	}
+	up := startGRPCUpstream(t)
+	g := startGateway(t, gatewayOptions{Operations: grpcStreamOps(up.addr)})
+	run := runTSCalls(t, g.MCPURL, `[
+		{"op":"callTool","name":"merge","arguments":{"requests":[{"id":"5","owner":"ann"},{"id":6,"owner":"bob"}]}},
+		{"op":"callTool","name":"merge","arguments":{"requests":[{"owner":"`+strings.Repeat("x", 200)+`"},{"owner":"`+strings.Repeat("y", 200)+`"}]}},
+		{"op":"callTool","name":"follow","arguments":{"requests":[{"id":3},{"id":0}]},"progress":true},
+		{"op":"callTool","name":"follow_live_start","arguments":{"requests":[{"id":0}]}},
+		{"op":"callTool","name":"follow_live_poll","arguments":{"session_id":"{{3.session_id}}","max_items":2},"until":{"field":"has_more","equals":true}},
+		{"op":"callTool","name":"follow_live_stop","arguments":{"session_id":"{{3.session_id}}"}}
+	]`, 6)
+	for i, s := range run.Steps {
+		if !s.OK || s.Result.IsError != (i == 1) {
+			t.Fatalf("step %d: %s\n%+v", i, s.Error.Message, s)
+		}
+	}
+	st := run.Steps
+	if sc := st[0].Result.StructuredContent; sc["id"] != "11" || sc["owner"] != "ann+bob" {
+		t.Errorf("merge: %v", sc)
+	}
+	if c := st[1].Result.Content; len(c) == 0 || !strings.Contains(c[0].Text, "requests.max_bytes") {
+		t.Errorf("oversize: %+v", st[1].Result)
+	}
+	if sc := st[2].Result.StructuredContent; sc["end_reason"] != "max_items" || len(sc["items"].([]any)) != 5 || len(st[2].Result.Progress) != 5 {
+		t.Errorf("follow: %v, %d progress", sc, len(st[2].Result.Progress))
+	}
+	if items, _ := st[4].Result.StructuredContent["items"].([]any); len(items) == 0 {
+		t.Errorf("poll: %v", st[4].Result.StructuredContent)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ operations:
 	defer cancel()
 	cs := g.connect(ctx)
 
-	tools := listSOAPTools(ctx, t, cs, "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12")
+	tools := listToolsNamed(ctx, t, cs, "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12")
 	if d := tools["order_Divide"].Description; !strings.HasPrefix(d, "Divides a by b.") {
 		t.Errorf("order_Divide description = %q", d)
 	}
@@ -161,7 +162,7 @@ func TestSOAPDemoOperations(t *testing.T) {
 			names = append(names, n)
 		}
 	}
-	if got := strings.Join(names, ","); got != "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12,invoice_batch,batch_GetBatchStatus,batch_CancelBatch" {
+	if got := strings.Join(names, ","); got != "order_Add,order_Divide,order_GetOrder,order_ListOrders,order_lookup_soap12,invoice_batch,batch_GetBatchStatus,batch_CancelBatch,order_refund" {
 		t.Errorf("demo tools = %s", got)
 	}
 }
@@ -189,9 +190,9 @@ func demoSOAPService(t *testing.T, check func(w http.ResponseWriter, r *http.Req
 	return up, wsdl
 }
 
-// listSOAPTools lists the gateway's tools by name, failing unless their
+// listToolsNamed lists the gateway's tools by name, failing unless their
 // sorted names are want (comma-separated).
-func listSOAPTools(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want string) map[string]*mcp.Tool {
+func listToolsNamed(ctx context.Context, t *testing.T, cs *mcp.ClientSession, want string) map[string]*mcp.Tool {
 	t.Helper()
 	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -260,7 +261,7 @@ func TestSOAPBatchJob(t *testing.T) {
 	defer cancel()
 	cs := g.connect(ctx)
 
-	tools := listSOAPTools(ctx, t, cs, "batch_CancelBatch,batch_GetBatchStatus,invoice_batch_cancel,invoice_batch_result,invoice_batch_start,invoice_batch_status")
+	tools := listToolsNamed(ctx, t, cs, "batch_CancelBatch,batch_GetBatchStatus,invoice_batch_cancel,invoice_batch_result,invoice_batch_start,invoice_batch_status")
 	// The start tool takes SubmitBatch's arguments, from the WSDL.
 	if in, _ := json.Marshal(tools["invoice_batch_start"].InputSchema); !strings.Contains(string(in), `"orderId":{"items":{"maximum":2147483647,"minimum":-2147483648,"type":"integer"},"maxItems":50,"minItems":1,"type":"array"}`) {
 		t.Errorf("invoice_batch_start input schema: %s", in)
@@ -378,5 +379,86 @@ func TestSOAPDemoBatch(t *testing.T) {
 	r := callOK(t, cs, "invoice_batch_result", map[string]any{"job_id": job})
 	if got, _ := json.Marshal(r["result"]); !strings.Contains(string(got), `"total":{"@currency":"EUR","_value":20}`) {
 		t.Errorf("result: %s", got)
+	}
+}
+
+const soapWrongPassword = "soap-wrong-4c1d-secret"
+
+// soapRefundOps serves the demo's refund desk (a SOAP operation that
+// requires a digest UsernameToken and a Timestamp) with the right
+// password and with a wrong one.
+func soapRefundOps(wsdl, endpoint string) string {
+	entry := func(name, env string) string {
+		return fmt.Sprintf(`
+  - name: %s
+    description: Refunds an order.
+    adapter: soap
+    timeout: 5s
+    config:
+      wsdl: %s
+      endpoint: %s/soap
+      service: RefundDesk
+      operation: RefundOrder
+      security: {username: crank-demo, password: "{env.%s}", password_type: digest, timestamp: 5m}
+`, name, wsdl, endpoint, env)
+	}
+	return "operations:" + entry("refund", "CRANK_E2E_SOAP_REFUND") + entry("refund_wrong", "CRANK_E2E_SOAP_WRONG")
+}
+
+// TestSOAPWSSecurity drives the demo SOAP endpoint that checks the
+// UsernameToken (digest, nonce, created) and Timestamp, through the go-sdk
+// and TypeScript clients: the right password works and never travels,
+// wrong credentials are refused clearly, and no secret reaches a result
+// or the gateway's log.
+func TestSOAPWSSecurity(t *testing.T) {
+	t.Parallel()
+	password := demo.SOAPRefundPassword()
+	var clear atomic.Int64 // requests that carried a password in clear
+	up, wsdl := demoSOAPService(t, func(_ http.ResponseWriter, _ *http.Request, body []byte) bool {
+		if bytes.Contains(body, []byte(password)) || bytes.Contains(body, []byte(soapWrongPassword)) {
+			clear.Add(1)
+		}
+		return true
+	})
+	g := startGateway(t, gatewayOptions{Operations: soapRefundOps(wsdl, up.URL),
+		Env: []string{"CRANK_E2E_SOAP_REFUND=" + password, "CRANK_E2E_SOAP_WRONG=" + soapWrongPassword}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+
+	for i := range 2 { // twice: each call has its own nonce
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"orderId": 2}})
+		if err != nil || res.IsError {
+			t.Fatalf("refund %d: %v %s", i, err, textOf(res))
+		}
+		if got, _ := json.Marshal(res.StructuredContent); string(got) != `{"orderId":2,"refundedBy":"crank-demo"}` {
+			t.Errorf("refund = %s", got)
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_wrong", Arguments: map[string]any{"orderId": 2}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "SOAP security fault FailedAuthentication") ||
+		!strings.Contains(textOf(res), "the service refused the WS-Security header") || strings.Contains(textOf(res), soapWrongPassword) {
+		t.Errorf("wrong credentials: %v %s", err, textOf(res))
+	}
+
+	if tsClientAvailable(t) {
+		run := runTSCalls(t, g.MCPURL, `[
+			{"op":"callTool","name":"refund","arguments":{"orderId":3}},
+			{"op":"callTool","name":"refund_wrong","arguments":{"orderId":3}}
+		]`, 2)
+		if s := run.Steps[0]; !s.OK || s.Result.IsError || s.Result.StructuredContent["refundedBy"] != "crank-demo" {
+			t.Errorf("TypeScript refund: %+v", s)
+		}
+		if s := run.Steps[1]; !s.OK || !s.Result.IsError || len(s.Result.Content) == 0 ||
+			!strings.Contains(s.Result.Content[0].Text, "SOAP security fault FailedAuthentication") {
+			t.Errorf("TypeScript wrong credentials: %+v", s)
+		}
+	}
+
+	if n := clear.Load(); n != 0 {
+		t.Errorf("%d requests carried a password in clear", n)
+	}
+	if log := g.log.String(); strings.Contains(log, soapWrongPassword) || strings.Contains(log, password) {
+		t.Error("a password shows in the gateway's log")
 	}
 }

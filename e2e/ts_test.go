@@ -63,6 +63,32 @@ func runTSClient(t *testing.T, url, script string, env ...string) []byte {
 	return out
 }
 
+// tsCalls is client.mjs's output for a script of callTool steps.
+type tsCalls struct {
+	Steps []struct {
+		OK     bool
+		Result struct {
+			StructuredContent map[string]any
+			Content           []struct{ Text string }
+			IsError           bool
+			Progress          []struct{ Progress float64 }
+		}
+		Error struct{ Message string }
+	}
+}
+
+// runTSCalls runs a script of callTool steps with runTSClient and decodes
+// its output, failing unless it has steps steps.
+func runTSCalls(t *testing.T, url, script string, steps int) tsCalls {
+	t.Helper()
+	out := runTSClient(t, url, script)
+	var run tsCalls
+	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != steps {
+		t.Fatalf("client output: %v\n%s", err, out)
+	}
+	return run
+}
+
 // TestTypeScriptClient drives the gateway with the official TypeScript MCP
 // SDK (e2e/ts/client.mjs; `make test` installs its node_modules first).
 func TestTypeScriptClient(t *testing.T) {

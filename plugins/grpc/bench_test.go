@@ -120,3 +120,37 @@ func BenchmarkInvokeParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkStreamRoundTrip measures one stream call of n items through
+// the adapter protocol (adaptertest, as the host calls it), a
+// server-streaming call (one request, n answers) beside a bidirectional
+// one (n requests out, n answers in), and reports the time per item.
+func BenchmarkStreamRoundTrip(b *testing.B) {
+	ts := startTestServer(b, grpctest.Options{Reflection: grpctest.ReflectionBoth})
+	h := adaptertest.New(b, grpcadapter.New())
+	const n = 10
+	reqs := make([]map[string]any, n)
+	for i := range reqs {
+		reqs[i] = map[string]any{"text": "hello, bench", "id": i}
+	}
+	bidiArgs, _ := json.Marshal(map[string]any{"requests": reqs})
+	for _, c := range []struct {
+		name string
+		call adaptertest.Call
+	}{
+		{"server_stream", adaptertest.Call{Config: ts.cfg("Count"), Args: fmt.Sprintf(`{"count": %d}`, n)}},
+		{"bidi", adaptertest.Call{Config: ts.cfg("Chat"), Args: json.RawMessage(bidiArgs)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				events, ue, err := h.Stream(ctx, c.call, 0)
+				if err != nil || ue != nil || len(events) != n+1 {
+					b.Fatalf("stream: %d events, %v %v", len(events), ue, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/item")
+		})
+	}
+}

@@ -49,6 +49,14 @@ type configFields struct {
 	FieldNames       string          `json:"field_names,omitempty" enum:"proto,json" default:"proto" jsonschema:"Argument and result field names: as in the .proto (proto) or lowerCamelCase (json)."`
 	EmitDefaults     bool            `json:"emit_defaults,omitempty" default:"true" jsonschema:"Include fields at their default values (0, \"\", false, empty lists) in results."`
 	CursorField      *string         `json:"cursor_field,omitempty" jsonschema:"The request field that receives a window's cursor when a window resumes."`
+	Requests         requestLimits   `json:"requests,omitzero" jsonschema:"Client-streaming and bidirectional methods: bounds of the request messages one call sends."`
+}
+
+// requestLimits bound the request array of a client-streaming or
+// bidirectional call, checked before anything is sent.
+type requestLimits struct {
+	MaxItems int64 `json:"max_items,omitempty" default:"100" zero:"default" minimum:"0" maximum:"10000" jsonschema:"Most request messages one call sends; 0 means the default."`
+	MaxBytes int64 `json:"max_bytes,omitempty" default:"1048576" zero:"default" minimum:"0" maximum:"67108864" jsonschema:"Most bytes of request messages (their encoded sizes summed) one call sends; 0 means the default."`
 }
 
 // configKeywords state what the Go types of configFields cannot.
@@ -96,6 +104,10 @@ type config struct {
 	emitDefs  bool
 	// cursorField is the request field that receives a window's cursor.
 	cursorField string
+	// maxReqItems and maxReqBytes bound the request messages of a
+	// client-streaming or bidirectional call.
+	maxReqItems int
+	maxReqBytes int
 }
 
 // fullMethod is "/package.Service/Method".
@@ -139,7 +151,8 @@ type diags = sdk.Diagnostics
 // BaseDir. It reads the TLS files. Diagnostics never quote config values
 // other than names (they may be secrets).
 func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
-	c := &config{maxBytes: int(f.MaxResponseBytes), jsonNames: f.FieldNames == "json", emitDefs: f.EmitDefaults}
+	c := &config{maxBytes: int(f.MaxResponseBytes), jsonNames: f.FieldNames == "json", emitDefs: f.EmitDefaults,
+		maxReqItems: int(f.Requests.MaxItems), maxReqBytes: int(f.Requests.MaxBytes)}
 
 	// target
 	if f.Target == "" {

@@ -15,6 +15,7 @@ func TestConfigDeclaration(t *testing.T) {
 		"tls": map[string]any{"server_name": "users.internal"}, "proto_files": []string{"test.proto"},
 		"import_paths": []string{"."}, "metadata": map[string]any{"authorization": "Bearer x", "n": 1},
 		"timeout": "10s", "max_response_bytes": 1024, "field_names": "json", "emit_defaults": false, "cursor_field": "after",
+		"requests": map[string]any{"max_items": 10, "max_bytes": 4096},
 	}
 	service := map[string]any{
 		"target": "dns:///api.internal:443", "service": "crank.test.Echo", "methods": []string{"Echo"},

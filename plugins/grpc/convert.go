@@ -49,17 +49,22 @@ func (m *methodInfo) newRequest(c *config, args []byte, cursor string) (*dynamic
 		if !ok {
 			return nil, fmt.Errorf("argument %s: required", argWrapKey)
 		}
-		msg := dynamicpb.NewMessage(m.in)
-		if err := m.unmarshal.Unmarshal(v, msg); err != nil {
-			return nil, fmt.Errorf("argument %s: %s", argWrapKey, reasonFor(err, v))
-		}
-		return msg, nil
+		return m.convert(v, argWrapKey)
 	}
+	return m.convert(args, "")
+}
+
+// convert converts one request message's JSON form; path names it in
+// errors ("" for the arguments themselves).
+func (m *methodInfo) convert(raw []byte, path string) (*dynamicpb.Message, error) {
 	msg := dynamicpb.NewMessage(m.in)
-	if err := m.unmarshal.Unmarshal(args, msg); err != nil {
-		path, reason := locate(m.in, args, "", m.unmarshal, 0)
+	if err := m.unmarshal.Unmarshal(raw, msg); err != nil {
+		reason := ""
+		if !m.wrappedIn {
+			path, reason = locate(m.in, raw, path, m.unmarshal, 0)
+		}
 		if reason == "" {
-			reason = reasonFor(err, args)
+			reason = reasonFor(err, raw)
 		}
 		if path == "" {
 			return nil, fmt.Errorf("arguments: %s", reason)
@@ -67,6 +72,56 @@ func (m *methodInfo) newRequest(c *config, args []byte, cursor string) (*dynamic
 		return nil, fmt.Errorf("argument %s: %s", path, reason)
 	}
 	return msg, nil
+}
+
+// requestsKey is the argument of a client-streaming or bidirectional
+// call: the list of request messages it sends.
+const requestsKey = "requests"
+
+// newRequests converts the arguments of a client-streaming or
+// bidirectional call, {"requests": [message, ...]}, to its request
+// messages. More than requests.max_items messages, or more than
+// requests.max_bytes bytes of them encoded, are refused here, before the
+// call starts, so nothing reaches the server.
+func (m *methodInfo) newRequests(args []byte) ([]*dynamicpb.Message, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		args = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil {
+		return nil, fmt.Errorf("arguments must be a JSON object {%q: [...]}", requestsKey)
+	}
+	for k := range obj {
+		if k != requestsKey {
+			return nil, fmt.Errorf("argument %s: unknown: a streaming call's only argument is %s, the list of %s messages", k, requestsKey, m.in.FullName())
+		}
+	}
+	raw := bytes.TrimSpace(obj[requestsKey])
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, fmt.Errorf("argument %s: required: the list of %s messages to send", requestsKey, m.in.FullName())
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("argument %s: must be a list of %s messages", requestsKey, m.in.FullName())
+	}
+	if len(list) > m.maxReqItems {
+		return nil, fmt.Errorf("argument %s: %d messages, more than the %d a call may send (requests.max_items); nothing was sent", requestsKey, len(list), m.maxReqItems)
+	}
+	msgs := make([]*dynamicpb.Message, len(list))
+	total := 0
+	for i, r := range list {
+		msg, err := m.convert(r, fmt.Sprintf("%s[%d]", requestsKey, i))
+		if err != nil {
+			return nil, err
+		}
+		if total += proto.Size(msg); total > m.maxReqBytes {
+			return nil, fmt.Errorf("argument %s: the messages up to %s[%d] take %d bytes encoded, more than the %d a call may send (requests.max_bytes); nothing was sent",
+				requestsKey, requestsKey, i, total, m.maxReqBytes)
+		}
+		msgs[i] = msg
+	}
+	return msgs, nil
 }
 
 var (
@@ -246,6 +301,8 @@ func checkCursorField(c *config, md protoreflect.MethodDescriptor) *sdk.Diagnost
 	}
 	var problem string
 	switch {
+	case md.IsStreamingClient():
+		problem = "a client-streaming or bidirectional method's requests come from the caller's requests argument: cursor_field applies to unary and server-streaming methods"
 	case messageJSONKind(in) != jsonObject:
 		problem = fmt.Sprintf("the request %s is not a message with fields", in.FullName())
 	case fd == nil:

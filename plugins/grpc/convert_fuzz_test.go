@@ -33,14 +33,7 @@ func fuzzMethods(t testing.TB) []fuzzMethod {
 	var out []fuzzMethod
 	for _, jsonNames := range []bool{false, true} {
 		c := &config{importPaths: []string{dir}, protoFiles: []string{"test.proto"}, jsonNames: jsonNames, emitDefs: jsonNames}
-		set, err := compileProtos(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sd, err := set.service("crank.test.v1.Test")
-		if err != nil {
-			t.Fatal(err)
-		}
+		set, sd := fuzzService(t, c)
 		for _, name := range []protoreflect.Name{"Zoo", "Legacy", "Upper"} {
 			m := newMethodInfo(c, set, sd.Methods().ByName(name))
 			tool, err := m.tool("")
@@ -51,6 +44,19 @@ func fuzzMethods(t testing.TB) []fuzzMethod {
 		}
 	}
 	return out
+}
+
+// fuzzService compiles c's test protos and returns the Test service.
+func fuzzService(t testing.TB, c *config) (*schemaSet, protoreflect.ServiceDescriptor) {
+	set, err := compileProtos(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := set.service("crank.test.v1.Test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, sd
 }
 
 func resolveSchema(t testing.TB, raw json.RawMessage) *jsonschema.Resolved {
@@ -133,6 +139,61 @@ func FuzzJSONProto(f *testing.F) {
 			back, err := fm.m.newRequest(fm.c, again, "")
 			if err != nil || !proto.Equal(msg, back) {
 				t.Fatalf("%s %s: result %s does not convert back: %v", fm.m.in.FullName(), args, out, err)
+			}
+		}
+	})
+}
+
+// FuzzRequests converts arbitrary arguments of a client-streaming and a
+// bidirectional method as the adapter does: either an error naming the
+// arguments, or at most requests.max_items messages of at most
+// requests.max_bytes bytes encoded. Arguments the input schema accepts
+// convert unless they are over the byte bound, which no schema keyword
+// states.
+func FuzzRequests(f *testing.F) {
+	for _, s := range []string{
+		`{"requests":[]}`, `{"requests":[{"text":"a","id":"1"},{"id":2}]}`, `{"requests":[{},{},{},{},{}]}`,
+		`{"requests":[{"text":"` + strings.Repeat("x", 80) + `"}]}`, `{"requests":[7]}`, `{"requests":{}}`,
+		`{"requests":null}`, `{}`, `null`, `[]`, `{"requests":[],"x":1}`, `{"requests":[{"id":"12x"}]}`, `{"requests":[{"text":"\ud800"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := &config{importPaths: []string{dir}, protoFiles: []string{"test.proto"}, maxReqItems: 4, maxReqBytes: 64}
+	set, sd := fuzzService(f, c)
+	var methods []fuzzMethod
+	for _, name := range []protoreflect.Name{"Upload", "Chat"} {
+		m := newMethodInfo(c, set, sd.Methods().ByName(name))
+		tool, err := m.tool("")
+		if err != nil {
+			f.Fatal(err)
+		}
+		methods = append(methods, fuzzMethod{c: c, m: m, in: resolveSchema(f, tool.InputSchema)})
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		for _, fm := range methods {
+			msgs, err := fm.m.newRequests(args)
+			var v any
+			schemaOK := json.Unmarshal(args, &v) == nil && v != nil && fm.in.Validate(v) == nil
+			if err != nil {
+				s := err.Error()
+				if !utf8.ValidString(s) || !strings.HasPrefix(s, "argument") {
+					t.Fatalf("%s %s: error %q", fm.m.desc.Name(), args, s)
+				}
+				if schemaOK && utf8.Valid(args) && !hasLoneSurrogate(args) && !strings.Contains(s, "requests.max_bytes") {
+					t.Fatalf("%s %s: the input schema accepts the arguments, the conversion does not: %v", fm.m.desc.Name(), args, err)
+				}
+				continue
+			}
+			total := 0
+			for _, m := range msgs {
+				total += proto.Size(m)
+			}
+			if len(msgs) > c.maxReqItems || total > c.maxReqBytes {
+				t.Fatalf("%s %s: %d messages of %d bytes pass the bounds", fm.m.desc.Name(), args, len(msgs), total)
 			}
 		}
 	})

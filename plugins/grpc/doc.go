@@ -1,8 +1,10 @@
 // Package grpcadapter is Crank's gRPC adapter (directory plugins/grpc,
 // adapter name "grpc"): it turns an operation into a call of one gRPC
 // method, typed from the service's own descriptors, with no generated code.
-// Unary methods serve mode unary (and can be polled by a window);
-// server-streaming methods are a stream source for the host's window mode.
+// Unary and client-streaming methods serve mode unary (and can be polled
+// by a window); server-streaming and bidirectional methods are a stream
+// source for the host's window mode (and the sessions and jobs the host
+// builds on it).
 // It runs as an adapter plugin (see cmd/crank-adapter-grpc) and is built on
 // the adapter SDK only.
 //
@@ -35,6 +37,9 @@
 //	field_names: proto                 # proto (as in the .proto) | json (lowerCamelCase)
 //	emit_defaults: true                # include zero values in results
 //	cursor_field: after_seq            # windows: the request field a resumed window's cursor goes to
+//	requests:                          # client-streaming and bidirectional methods
+//	  max_items: 100                   # most request messages a call sends (default 100)
+//	  max_bytes: 1048576               # most bytes of them, encoded (default 1 MiB)
 //
 // Fields, in detail:
 //
@@ -102,7 +107,17 @@
 //     aggregation cursor_path can pick one from the item (e.g. "$.seq"),
 //     and when a window resumes, its cursor is set as this top-level string
 //     or integer field of the request (overriding the argument). Without
-//     it a resumed window starts the stream afresh.
+//     it a resumed window starts the stream afresh. It applies to unary
+//     and server-streaming methods only: a streaming call's requests are
+//     the caller's.
+//   - requests.max_items, requests.max_bytes: the bounds of a
+//     client-streaming or bidirectional call's requests argument: at most
+//     max_items messages (default 100, at most 10000; the input schema's
+//     maxItems says so) of at most max_bytes bytes encoded in all (default
+//     1 MiB, at most 64 MiB). The count is checked first, the bytes as
+//     the messages are converted, both before the call starts: a list
+//     over either is refused naming the limit, and nothing reaches the
+//     server.
 //
 // Unknown fields are errors (field names are case-sensitive), reported by
 // ValidateOperation with the field's name, e.g. "tls.ca_file" or
@@ -111,18 +126,19 @@
 // reflection ("target"), an unknown service or method ("service",
 // "method"), a broken descriptor set or .proto file ("descriptor_set",
 // "proto_files", with the file and line), a method that does not fit the
-// entry's mode, a cursor_field the request lacks. Client-streaming and
-// bidirectional methods are refused: a tool call has no way to feed a
-// stream of requests. Invoke refuses an invalid config with a
+// entry's mode, a cursor_field the request lacks (or given for a method
+// that streams requests). Invoke refuses an invalid config with a
 // KindInvalidArgument error carrying the same messages.
 //
-// Modes: in mode unary, unary methods are called. In mode window a
-// server-streaming method is read as a stream (transport_behavior:
-// server_stream, the default) and a unary method entry may be polled
-// (transport_behavior: request_response); a whole-service import in mode
-// window takes the server-streaming methods only. Invoke of a streaming
-// method and Stream of a unary one are refused with a message naming the
-// transport_behavior to use.
+// Modes: in mode unary, unary and client-streaming methods are called. In
+// mode window (and session, which the host builds on windows) a
+// server-streaming or bidirectional method is read as a stream
+// (transport_behavior: server_stream, the default) and a unary or
+// client-streaming method entry may be polled (transport_behavior:
+// request_response); a whole-service import in mode window takes the
+// server-streaming and bidirectional methods only. Invoke of a method that
+// streams answers and Stream of one that answers once are refused with a
+// message naming the transport_behavior to use.
 //
 // # Tools and schemas
 //
@@ -155,6 +171,10 @@
 //     Any, {}), Empty (an empty object).
 //   - a request whose JSON form is not an object (a wrapper, a Timestamp)
 //     is taken from the argument "value".
+//   - a client-streaming or bidirectional method takes one argument,
+//     "requests": an array (maxItems: requests.max_items) of request
+//     messages in their JSON form as above (a wrapper's item is its bare
+//     value), sent in order.
 //
 // .proto comments become descriptions. The output schema of a unary method
 // describes its response the same way, as protojson writes it: 64-bit
@@ -162,8 +182,10 @@
 // know); it does not require fields or forbid others. A response whose
 // JSON form is not an object is described under "result", the key the host
 // wraps it in; google.protobuf.Value responses get no output schema.
-// Server-streaming tools have no output schema: the window engine shapes
-// their result; their description names the item message, and their item
+// A client-streaming method's output schema is its response's, as for a
+// unary method. Server-streaming and bidirectional tools have no output
+// schema: the window engine shapes their result; their description names
+// the item message, and their item
 // schema (Tool.item_schema_json, which the host's window output schema
 // gives its items) describes that message as the items are written,
 // unwrapped.
@@ -189,6 +211,22 @@
 // (the host cutting its window) cancels the upstream call, which the server
 // sees at once. When the host's deadline reaches the server first, the
 // stream still ends as the host's own cut.
+//
+// A client-streaming method is served by Invoke: its requests (converted
+// and bounded first, so a refused list sends nothing) go out in order, the
+// call half-closes, and the server's one answer is the result, as for a
+// unary call; the call's timeout bounds the whole call.
+//
+// A bidirectional method is served by Stream: its requests (bounded the
+// same way) go out in order while the answers come in, so a server that
+// answers each request before reading the next is served too; the call
+// half-closes after the last request. Each answer is one item, and the
+// stream ends as a server stream does: the server's status (its details
+// from the trailers, mapped as below), or the host cutting its window,
+// which may come before the server is done (the cancellation reaches the
+// server and stops the sends). The timeout bounds the wait for the
+// server's first answer; the host bounds the rest (items, bytes,
+// duration, idleness).
 //
 // # Errors
 //
@@ -218,13 +256,17 @@
 //   - KindBadResponse: a response larger than max_response_bytes, or one
 //     that is not a valid message of the response type.
 //   - KindInvalidArgument: an invalid config, arguments that cannot be
-//     converted, or a method that does not fit the call (Invoke of a
-//     streaming method, Stream of a unary one).
+//     converted, a requests list over requests.max_items or
+//     requests.max_bytes, or a method that does not fit the call (Invoke
+//     of a method that streams answers, Stream of one that answers once).
 //
 // # Performance
 //
 // Parsed configs and resolved methods are cached by their directory and
 // raw bytes (bounded: the least recently used go first); connections are
-// shared per target and transport settings. A unary call costs one protojson conversion each
-// way over a plain grpc-go call: see BenchmarkUnary.
+// shared per target and transport settings. A unary call costs one
+// protojson conversion each way over a plain grpc-go call: see
+// BenchmarkUnary; a bidirectional round trip (requests out, answers in as
+// items) beside a server stream of as many items: see
+// BenchmarkStreamRoundTrip.
 package grpcadapter

@@ -214,23 +214,31 @@ func methodNames(sd protoreflect.ServiceDescriptor) string {
 }
 
 // servable explains why a method cannot be served in the entry's mode, or
-// returns "". In window mode a server-streaming method is streamed; a
-// unary method can be polled (transport_behavior: request_response), which
-// only a method entry can ask for, so a whole-service import in window
-// mode takes its server-streaming methods only.
+// returns "". In window mode a server-streaming or bidirectional method is
+// streamed; a unary or client-streaming method (one answer each) can be
+// polled (transport_behavior: request_response), which only a method entry
+// can ask for, so a whole-service import in window mode takes its
+// server-streaming and bidirectional methods only.
 func servable(md protoreflect.MethodDescriptor, windowMode, serviceImport bool) string {
 	name := methodName(md)
 	switch {
-	case md.IsStreamingClient() && md.IsStreamingServer():
-		return name + " is a bidirectional-streaming method; the grpc adapter serves unary and server-streaming methods only"
-	case md.IsStreamingClient():
-		return name + " is a client-streaming method; the grpc adapter serves unary and server-streaming methods only"
+	case md.IsStreamingClient() && md.IsStreamingServer() && !windowMode:
+		return name + " is a bidirectional-streaming method: serve it with mode: window or session (the host sends the requests array, then collects a bounded window of the answers)"
 	case md.IsStreamingServer() && !windowMode:
 		return name + " is a server-streaming method: serve it with mode: window (the host collects a bounded window of its messages)"
 	case !md.IsStreamingServer() && windowMode && serviceImport:
-		return name + " is a unary method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)"
+		return name + " is " + onceKind(md) + " method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)"
 	}
 	return ""
+}
+
+// onceKind names the kind of a method that answers once: "a unary" or "a
+// client-streaming".
+func onceKind(md protoreflect.MethodDescriptor) string {
+	if md.IsStreamingClient() {
+		return "a client-streaming"
+	}
+	return "a unary"
 }
 
 func methodName(md protoreflect.MethodDescriptor) string {
@@ -238,20 +246,17 @@ func methodName(md protoreflect.MethodDescriptor) string {
 }
 
 // invokeRefusal explains why Invoke (a unary call or a window's poll)
-// cannot call a streaming method.
+// cannot call a server-streaming or bidirectional method.
 func (m *methodInfo) invokeRefusal() string {
-	if r := servable(m.desc, true, false); r != "" {
-		return r
+	if m.desc.IsStreamingClient() {
+		return methodName(m.desc) + " is a bidirectional-streaming method: it is read as a stream (mode: window or session, with transport_behavior: server_stream), not called"
 	}
 	return methodName(m.desc) + " is a server-streaming method: it is read as a stream (mode: window with transport_behavior: server_stream), not called"
 }
 
 // streamRefusal explains why Stream cannot read a method.
 func (m *methodInfo) streamRefusal() string {
-	if r := servable(m.desc, true, false); r != "" {
-		return r
-	}
-	return methodName(m.desc) + " is a unary method: it cannot be read as a stream; poll it in a window with transport_behavior: request_response, or use mode: unary"
+	return methodName(m.desc) + " is " + onceKind(m.desc) + " method: it answers once and cannot be read as a stream; poll it in a window with transport_behavior: request_response, or use mode: unary"
 }
 
 // toolName derives an MCP tool name from a method name: prefix plus the
@@ -303,21 +308,27 @@ type methodInfo struct {
 	// arguments carry it under argWrapKey.
 	wrappedIn bool
 	jsonNames bool
-	set       *schemaSet
-	unmarshal protojson.UnmarshalOptions
-	marshal   protojson.MarshalOptions
+	// maxReqItems and maxReqBytes bound the requests array of a
+	// client-streaming or bidirectional call.
+	maxReqItems int
+	maxReqBytes int
+	set         *schemaSet
+	unmarshal   protojson.UnmarshalOptions
+	marshal     protojson.MarshalOptions
 }
 
 func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) *methodInfo {
 	return &methodInfo{
-		desc:       md,
-		fullMethod: "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
-		in:         md.Input(),
-		out:        md.Output(),
-		wrappedIn:  messageJSONKind(md.Input()) != jsonObject,
-		jsonNames:  c.jsonNames,
-		set:        set,
-		unmarshal:  protojson.UnmarshalOptions{Resolver: set.types},
+		desc:        md,
+		fullMethod:  "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
+		in:          md.Input(),
+		out:         md.Output(),
+		wrappedIn:   messageJSONKind(md.Input()) != jsonObject,
+		jsonNames:   c.jsonNames,
+		maxReqItems: c.maxReqItems,
+		maxReqBytes: c.maxReqBytes,
+		set:         set,
+		unmarshal:   protojson.UnmarshalOptions{Resolver: set.types},
 		marshal: protojson.MarshalOptions{
 			Resolver:          set.types,
 			UseProtoNames:     !c.jsonNames,
@@ -330,20 +341,9 @@ func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) 
 // window item Stream sends (its protojson form, not wrapped), nil when no
 // schema describes it (google.protobuf.Value).
 func (m *methodInfo) itemSchema() json.RawMessage {
-	s, wrapped, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey)
-	if !ok || !wrapped {
-		return s
-	}
-	var top struct {
-		Properties map[string]map[string]any `json:"properties"`
-		Defs       json.RawMessage           `json:"$defs"`
-	}
-	if json.Unmarshal(s, &top) != nil || top.Properties[resultWrapKey] == nil {
+	item := messageSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true})
+	if item == nil {
 		return nil
-	}
-	item := top.Properties[resultWrapKey]
-	if len(top.Defs) > 0 {
-		item["$defs"] = top.Defs
 	}
 	b, err := json.Marshal(item)
 	if err != nil {
@@ -352,12 +352,77 @@ func (m *methodInfo) itemSchema() json.RawMessage {
 	return b
 }
 
+// messageSchema is the JSON Schema of one message in its protojson form,
+// not wrapped, with its $defs; nil when no schema describes it.
+func messageSchema(md protoreflect.MessageDescriptor, opts schemaOptions) map[string]any {
+	wrapKey := argWrapKey
+	if opts.output {
+		wrapKey = resultWrapKey
+	}
+	s, wrapped, ok := toolSchema(md, opts, wrapKey)
+	if !ok {
+		return nil
+	}
+	var top map[string]any
+	if json.Unmarshal(s, &top) != nil {
+		return nil
+	}
+	if !wrapped {
+		return top
+	}
+	props, _ := top["properties"].(map[string]any)
+	item, _ := props[wrapKey].(map[string]any)
+	if item == nil {
+		return nil
+	}
+	if defs, ok := top["$defs"]; ok {
+		item["$defs"] = defs
+	}
+	return item
+}
+
+// requestsSchema is the input schema of a client-streaming or
+// bidirectional method: {"requests": [message, ...]}, at most maxReqItems
+// messages (the byte bound has no JSON Schema keyword: newRequests checks
+// it).
+func (m *methodInfo) requestsSchema() (json.RawMessage, bool) {
+	item := messageSchema(m.in, schemaOptions{jsonNames: m.jsonNames})
+	if item == nil {
+		return nil, false
+	}
+	defs, hasDefs := item["$defs"]
+	delete(item, "$defs")
+	top := map[string]any{
+		"type": "object",
+		"properties": map[string]any{requestsKey: map[string]any{
+			"type":     "array",
+			"items":    item,
+			"maxItems": m.maxReqItems,
+			"description": fmt.Sprintf("The %s messages sent, in order, before the call half-closes: at most %d, of at most %d bytes encoded in all.",
+				m.in.FullName(), m.maxReqItems, m.maxReqBytes),
+		}},
+		"required":             []string{requestsKey},
+		"additionalProperties": false,
+	}
+	if hasDefs {
+		top["$defs"] = defs
+	}
+	b, err := json.Marshal(top)
+	return b, err == nil
+}
+
 // tool describes the method as a tool named name ("" for the entry
 // itself), with schemas derived from its messages.
 func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	md := m.desc
 	svc := md.Parent().(protoreflect.ServiceDescriptor)
-	in, _, ok := toolSchema(m.in, schemaOptions{jsonNames: m.jsonNames}, argWrapKey)
+	var in json.RawMessage
+	var ok bool
+	if md.IsStreamingClient() {
+		in, ok = m.requestsSchema()
+	} else {
+		in, _, ok = toolSchema(m.in, schemaOptions{jsonNames: m.jsonNames}, argWrapKey)
+	}
 	if !ok {
 		return sdk.Tool{}, fmt.Errorf("cannot derive an input schema from %s", m.in.FullName())
 	}
@@ -370,8 +435,15 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	if desc == "" {
 		desc = "Calls the gRPC method " + strings.TrimPrefix(m.fullMethod, "/") + "."
 	}
-	if md.IsStreamingServer() {
+	switch {
+	case md.IsStreamingClient() && md.IsStreamingServer():
+		desc += "\nBidirectional: the " + requestsKey + " argument's " + string(m.in.FullName()) + " messages are sent in order, then the call half-closes; each " + string(m.out.FullName()) + " message the server sends is one item."
+	case md.IsStreamingClient():
+		desc += "\nClient-streaming: the " + requestsKey + " argument's " + string(m.in.FullName()) + " messages are sent in order, then the call half-closes; the server's one answer is the result."
+	case md.IsStreamingServer():
 		desc += "\nServer-streaming: each " + string(m.out.FullName()) + " message the server sends is one item."
+	}
+	if md.IsStreamingServer() {
 		t.ItemSchema = m.itemSchema()
 	} else if out, _, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey); ok {
 		t.OutputSchema = out
@@ -481,10 +553,18 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 	if ue != nil {
 		return nil, ue
 	}
-	if m.desc.IsStreamingClient() || m.desc.IsStreamingServer() {
+	if m.desc.IsStreamingServer() {
 		return nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: m.invokeRefusal()}
 	}
-	in, err := m.newRequest(c, req.Arguments, req.Cursor)
+	// Every request is converted and bounded before anything is sent.
+	var in *dynamicpb.Message
+	var reqs []*dynamicpb.Message
+	var err error
+	if m.desc.IsStreamingClient() {
+		reqs, err = m.newRequests(req.Arguments)
+	} else {
+		in, err = m.newRequest(c, req.Arguments, req.Cursor)
+	}
 	if err != nil {
 		return nil, &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: err.Error()}
 	}
@@ -497,7 +577,11 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 	defer cancel()
 	out := dynamicpb.NewMessage(m.out)
 	callCtx, span := m.startSpan(callCtx, c)
-	err = conn.Invoke(outgoing(callCtx, c), m.fullMethod, in, out, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	if m.desc.IsStreamingClient() {
+		err = clientStreamCall(outgoing(callCtx, c), conn, m, c, reqs, out)
+	} else {
+		err = conn.Invoke(outgoing(callCtx, c), m.fullMethod, in, out, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	}
 	endSpan(span, err)
 	if err != nil {
 		return nil, callError(ctx, callCtx, c, m, timeout, err)
@@ -520,10 +604,19 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	if ue != nil {
 		return ue
 	}
-	if m.desc.IsStreamingClient() || !m.desc.IsStreamingServer() {
+	if !m.desc.IsStreamingServer() {
 		return &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: m.streamRefusal()}
 	}
-	in, err := m.newRequest(c, req.Arguments, req.Cursor)
+	bidi := m.desc.IsStreamingClient()
+	// Every request is converted and bounded before anything is sent.
+	var reqs []*dynamicpb.Message
+	if bidi {
+		reqs, err = m.newRequests(req.Arguments)
+	} else {
+		var in *dynamicpb.Message
+		in, err = m.newRequest(c, req.Arguments, req.Cursor)
+		reqs = []*dynamicpb.Message{in}
+	}
 	if err != nil {
 		return &sdk.UpstreamError{Kind: kindInvalid, Upstream: c.upstream(), Message: err.Error()}
 	}
@@ -543,7 +636,7 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 		}
 	})
 	defer timer.Stop()
-	desc := &grpc.StreamDesc{StreamName: string(m.desc.Name()), ServerStreams: true}
+	desc := &grpc.StreamDesc{StreamName: string(m.desc.Name()), ServerStreams: true, ClientStreams: bidi}
 	sctx, span := m.startSpan(sctx, c)
 	defer func() { endSpan(span, err) }()
 	cs, err := conn.NewStream(outgoing(sctx, c), desc, m.fullMethod, grpc.MaxCallRecvMsgSize(c.maxBytes))
@@ -559,11 +652,23 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			timer.Stop()
 		}
 	}()
-	if err := cs.SendMsg(in); err != nil && !errors.Is(err, io.EOF) {
-		// io.EOF: the server already ended the call; RecvMsg has its status.
-		return streamEnd(ctx, sctx, c, m, timeout, err)
-	}
-	if err := cs.CloseSend(); err != nil {
+	if bidi {
+		// The requests go out while the answers come in, so a server that
+		// answers each request before reading the next is served too; the
+		// stream half-closes after the last one. A send that fails aborts
+		// the stream, and RecvMsg reports why; the window ending first
+		// cancels sctx, which ends the sends.
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			defer sdk.Recover("grpc adapter: stream requests", nil)
+			_ = sendRequests(cs, reqs)
+		}()
+		defer func() {
+			cancel(nil)
+			<-sent
+		}()
+	} else if err := sendRequests(cs, reqs); err != nil {
 		return streamEnd(ctx, sctx, c, m, timeout, err)
 	}
 	for n := 1; ; n++ {
@@ -588,6 +693,37 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 			return err
 		}
 	}
+}
+
+// clientStreamCall is a client-streaming call: the requests in order, a
+// half-close, and the server's one answer into out.
+func clientStreamCall(ctx context.Context, conn grpc.ClientConnInterface, m *methodInfo, c *config, reqs []*dynamicpb.Message, out *dynamicpb.Message) error {
+	desc := &grpc.StreamDesc{StreamName: string(m.desc.Name()), ClientStreams: true}
+	cs, err := conn.NewStream(ctx, desc, m.fullMethod, grpc.MaxCallRecvMsgSize(c.maxBytes))
+	if err != nil {
+		return err
+	}
+	if err := sendRequests(cs, reqs); err != nil {
+		return err
+	}
+	// For a stream without server streaming RecvMsg reads the one answer
+	// and the status after it.
+	return cs.RecvMsg(out)
+}
+
+// sendRequests sends the requests of a call in order, then half-closes.
+// It stops early, without an error, when the server has already ended
+// the call (io.EOF): RecvMsg then reports its status.
+func sendRequests(cs grpc.ClientStream, reqs []*dynamicpb.Message) error {
+	for _, r := range reqs {
+		if err := cs.SendMsg(r); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+	return cs.CloseSend()
 }
 
 // streamEnd maps the error that ended a stream: the host's cancellation

@@ -324,7 +324,7 @@ func TestServiceImport(t *testing.T) {
 		names = append(names, tool.Name)
 		byName[tool.Name] = tool
 	}
-	want := []string{"test_echo", "test_fail", "test_sleep", "test_big", "test_zoo", "test_now", "test_upper", "test_legacy", "test_old_echo"}
+	want := []string{"test_echo", "test_fail", "test_sleep", "test_big", "test_upload", "test_zoo", "test_now", "test_upper", "test_legacy", "test_old_echo", "test_herd"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
@@ -337,8 +337,7 @@ func TestServiceImport(t *testing.T) {
 	}
 	all := strings.Join(warnings, "\n")
 	wantContains(t, "warnings", all, "Count is a server-streaming method: serve it with mode: window",
-
-		"Upload is a client-streaming method", "Chat is a bidirectional-streaming method")
+		"Chat is a bidirectional-streaming method: serve it with mode: window or session")
 	wantContains(t, "deprecated description", byName["test_old_echo"].Description, "Deprecated.")
 
 	// The derived config names the method and keeps the rest.
@@ -374,9 +373,13 @@ func TestServiceImport(t *testing.T) {
 		if len(tool.OutputSchema) != 0 {
 			t.Errorf("%s: a stream tool has no output schema of its own", tool.Name)
 		}
+		if tool.Name == "t.chat" {
+			wantContains(t, "description", tool.Description, "Bidirectional: the requests argument's crank.test.v1.EchoRequest messages are sent in order")
+			continue
+		}
 		wantContains(t, "description", tool.Description, "Server-streaming: each crank.test.v1.Tick message")
 	}
-	if !slices.Equal(names, []string{"t.count", "t.forever"}) {
+	if !slices.Equal(names, []string{"t.count", "t.forever", "t.chat"}) {
 		t.Errorf("window tools = %v", names)
 	}
 	warnings = nil
@@ -387,8 +390,10 @@ func TestServiceImport(t *testing.T) {
 		"Echo is a unary method: serve it with mode: unary (or poll it in a window from its own entry, with transport_behavior: request_response)")
 }
 
-// TestModesAndStreamingKinds: client-streaming and bidirectional methods
-// are refused at load; a method must match the entry's mode.
+// TestModesAndStreamingKinds: a method must match the entry's mode:
+// unary and client-streaming methods answer once (mode unary, or polled in
+// a window), server-streaming and bidirectional ones are read as streams
+// (mode window, and the host's sessions on it).
 func TestModesAndStreamingKinds(t *testing.T) {
 	t.Parallel()
 	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
@@ -398,11 +403,18 @@ func TestModesAndStreamingKinds(t *testing.T) {
 		mode   sdk.Mode
 		want   string
 	}{
-		{"Upload", sdk.ModeUnary, "Upload is a client-streaming method; the grpc adapter serves unary and server-streaming methods only"},
-		{"Chat", sdk.ModeWindow, "Chat is a bidirectional-streaming method"},
+		{"Chat", sdk.ModeUnary, "Chat is a bidirectional-streaming method: serve it with mode: window or session"},
 		{"Count", sdk.ModeUnary, "Count is a server-streaming method: serve it with mode: window"},
 	} {
 		wantDiag(t, expand(t, h, adaptertest.Call{Config: ts.cfg(tc.method), Mode: tc.mode}).diags, "method", tc.want)
+	}
+	for _, ok := range []struct {
+		method string
+		mode   sdk.Mode
+	}{{"Upload", sdk.ModeUnary}, {"Upload", sdk.ModeWindow}, {"Chat", sdk.ModeWindow}} {
+		if tools := expandTools(t, h, adaptertest.Call{Config: ts.cfg(ok.method), Mode: ok.mode}); len(tools) != 1 {
+			t.Errorf("%s in mode %v: %v", ok.method, ok.mode, tools)
+		}
 	}
 	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: ts.cfg("Echo"), Mode: sdk.ModeSession})
 	if err != nil {
@@ -416,14 +428,23 @@ func TestModesAndStreamingKinds(t *testing.T) {
 		t.Errorf("a unary method in window mode: %v %v", tools, err)
 	}
 
-	// Invoke (a call, or a window's poll) refuses a streaming method.
+	// Invoke (a call, or a window's poll) refuses a streaming method;
+	// Stream refuses a method that answers once.
 	ue := invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Count")})
 	if ue.Kind != sdk.KindInvalidArgument {
 		t.Errorf("kind = %v", ue.Kind)
 	}
 	wantContains(t, "message", ue.Message, "is read as a stream (mode: window with transport_behavior: server_stream)")
-	ue = invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Upload")})
-	wantContains(t, "message", ue.Message, "Upload is a client-streaming method")
+	ue = invokeErr(t, h, adaptertest.Call{Config: ts.cfg("Chat"), Args: `{"requests": []}`})
+	wantContains(t, "message", ue.Message, "Chat is a bidirectional-streaming method: it is read as a stream")
+	_, ue, err = h.Stream(ctxT(t), adaptertest.Call{Config: ts.cfg("Upload"), Args: `{"requests": []}`}, 0)
+	if err != nil || ue == nil {
+		t.Fatalf("stream of a client-streaming method: %v %v", ue, err)
+	}
+	wantContains(t, "message", ue.Message, "Upload is a client-streaming method: it answers once and cannot be read as a stream")
+	if n := ts.streamCalls.Load(); n != 0 {
+		t.Errorf("%d refused calls reached the server", n)
+	}
 }
 
 // TestStatusMapping: every gRPC status code becomes a clear tool error.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,9 @@ type testServer struct {
 	// deadlines receives how far away each Sleep call's deadline was
 	// when it arrived (0: none).
 	deadlines chan time.Duration
+	// streamCalls counts the Upload and Chat calls that reached the
+	// server.
+	streamCalls atomic.Int64
 }
 
 func startTestServer(t testing.TB, opts grpctest.Options) *testServer {
@@ -101,6 +105,8 @@ func startTestServer(t testing.TB, opts grpctest.Options) *testServer {
 		testService + "/Upper":   grpctest.Unary(ts.upper),
 		testService + "/Count":   grpctest.ServerStream(ts.count),
 		testService + "/Forever": grpctest.ServerStream(ts.forever),
+		testService + "/Upload":  grpctest.Stream(ts.upload),
+		testService + "/Chat":    grpctest.Stream(ts.chat),
 	}
 	_, ts.addr = grpctest.Start(t, fs, h, opts)
 	return ts
@@ -265,6 +271,67 @@ func (ts *testServer) forever(ctx context.Context, in *dynamicpb.Message, send f
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// upload is client-streaming: it reads every EchoRequest, then answers
+// their texts joined by "," and the sum of their ids. A text "fail:CODE"
+// ends the call with that status at once.
+func (ts *testServer) upload(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+	ts.streamCalls.Add(1)
+	var texts []string
+	var sum int64
+	err := grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+		text := getString(in, "text")
+		if code, ok := strings.CutPrefix(text, "fail:"); ok {
+			return status.Error(codeByName[code], "the upload ends with "+code)
+		}
+		texts = append(texts, text)
+		sum += getInt(in, "id")
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	out := dynamicpb.NewMessage(md.Output())
+	out.Set(field(out, "text"), protoreflect.ValueOfString(strings.Join(texts, ",")))
+	out.Set(field(out, "id"), protoreflect.ValueOfInt64(sum))
+	return stream.SendMsg(out)
+}
+
+// chat is bidirectional: it answers each EchoRequest at once with its text
+// in upper case and its id, and ends when the client half-closes. A text
+// "fail:CODE" ends the call with that status; "forever" makes it answer
+// "tick" until the call is cancelled.
+func (ts *testServer) chat(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error {
+	ts.streamCalls.Add(1)
+	reply := func(text string, id int64) error {
+		out := dynamicpb.NewMessage(md.Output())
+		out.Set(field(out, "text"), protoreflect.ValueOfString(text))
+		out.Set(field(out, "id"), protoreflect.ValueOfInt64(id))
+		return stream.SendMsg(out)
+	}
+	return grpctest.Receive(stream, md, func(in *dynamicpb.Message) error {
+		text := getString(in, "text")
+		if code, ok := strings.CutPrefix(text, "fail:"); ok {
+			return status.Error(codeByName[code], "the chat ends with "+code)
+		}
+		if text == "forever" {
+			ctx := stream.Context()
+			for n := int64(1); ; n++ {
+				if err := reply("tick", n); err != nil {
+					ts.ended <- "Chat: send: " + err.Error()
+					return err
+				}
+				select {
+				case <-time.After(time.Millisecond):
+				case <-ctx.Done():
+					ts.ended <- "Chat: " + ctx.Err().Error()
+					return status.FromContextError(ctx.Err()).Err()
+				}
+			}
+		}
+		return reply(strings.ToUpper(text), getInt(in, "id"))
+	})
 }
 
 // waitEnded waits for the server to report that a call ended early.

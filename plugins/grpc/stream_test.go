@@ -23,22 +23,26 @@ type tick struct {
 	At string `json:"at"`
 }
 
-func items(t *testing.T, events []client.Event) []tick {
+func items(t *testing.T, events []client.Event) []tick { return decodeItems[tick](t, events) }
+
+// decodeItems decodes the data of a stream's items; gRPC messages have no
+// id or cursor of their own.
+func decodeItems[T any](t *testing.T, events []client.Event) []T {
 	t.Helper()
-	var out []tick
+	var out []T
 	for i, ev := range events {
 		if ev.Kind != client.EventItem {
 			continue
 		}
 		it := ev.Item
-		var tk tick
-		if err := json.Unmarshal(it.Data, &tk); err != nil {
+		var v T
+		if err := json.Unmarshal(it.Data, &v); err != nil {
 			t.Fatalf("item %d: %q: %v", i, it.Data, err)
 		}
 		if it.ID != "" || it.Cursor != "" {
 			t.Errorf("item %d has an id or cursor: gRPC messages have none", i)
 		}
-		out = append(out, tk)
+		out = append(out, v)
 	}
 	return out
 }
@@ -201,7 +205,7 @@ func TestStreamRefusals(t *testing.T) {
 		kind sdk.ErrorKind
 		want string
 	}{
-		{adaptertest.Call{Config: ts.cfg("Echo")}, sdk.KindInvalidArgument, "Echo is a unary method: it cannot be read as a stream; poll it in a window with transport_behavior: request_response"},
+		{adaptertest.Call{Config: ts.cfg("Echo")}, sdk.KindInvalidArgument, "Echo is a unary method: it answers once and cannot be read as a stream; poll it in a window with transport_behavior: request_response"},
 		{adaptertest.Call{Config: ts.cfg("Count"), Args: `{"count": "many"}`}, sdk.KindInvalidArgument, "argument count: invalid value for int32"},
 	} {
 		events, ue, err := h.Stream(ctxT(t), tc.call, 0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 // config is an operation's soap config. Decoding, unknown fields and the
@@ -23,14 +24,55 @@ type config struct {
 	Operations       []string          `json:"operations,omitempty" jsonschema:"Import only these operations of the port."`
 	ToolPrefix       string            `json:"tool_prefix,omitempty" jsonschema:"Prefix of the derived tool names."`
 	Headers          map[string]string `json:"headers,omitempty" jsonschema:"Extra HTTP headers (not Content-Length, Connection, SOAPAction...)."`
-	Security         *security         `json:"security,omitempty" jsonschema:"WS-Security UsernameToken (PasswordText) sent with every call."`
+	Security         *security         `json:"security,omitempty" jsonschema:"WS-Security header sent with every call: a UsernameToken (password as text or digest) and a Timestamp."`
 	Timeout          sdk.Duration      `json:"timeout,omitempty" default:"30s" jsonschema:"Per-call timeout as a Go duration; the host's operation timeout wins when set."`
 	MaxResponseBytes int64             `json:"max_response_bytes,omitempty" default:"8388608" zero:"default" minimum:"0" jsonschema:"Largest accepted answer body; 0 means the default."`
 }
 
 type security struct {
-	Username string `json:"username" jsonschema:"The UsernameToken's username."`
-	Password string `json:"password,omitempty" jsonschema:"The UsernameToken's password, sent as PasswordText."`
+	Username     string       `json:"username" jsonschema:"The UsernameToken's username."`
+	Password     string       `json:"password,omitempty" jsonschema:"The UsernameToken's password, from a placeholder; never logged."`
+	PasswordType string       `json:"password_type,omitempty" enum:"text,digest" default:"text" jsonschema:"How the password travels: text (PasswordText) or digest (PasswordDigest, Base64(SHA-1(nonce + created + password)), with a Nonce and Created)."`
+	Nonce        bool         `json:"nonce,omitempty" jsonschema:"A text token carries a fresh Nonce and Created too (a digest token always does)."`
+	Timestamp    sdk.Duration `json:"timestamp,omitempty" jsonschema:"Adds a wsu:Timestamp that expires this long after the call (a Go duration, e.g. 5m, at most 24h); absent: none."`
+	Sign         *signFields  `json:"sign,omitempty" jsonschema:"Signs the Body and the Timestamp with an X.509 key (XML-DSig: exclusive c14n, SHA-256, RSA or ECDSA P-256)."`
+}
+
+// signFields name the signing certificate and key.
+type signFields struct {
+	CertFile string `reach:"file" json:"cert_file" jsonschema:"PEM certificate sent as the BinarySecurityToken, relative to the operations file."`
+	KeyFile  string `reach:"file" json:"key_file" jsonschema:"PEM private key (RSA or ECDSA P-256) of the certificate; never logged."`
+}
+
+// maxTimestamp bounds security.timestamp.
+const maxTimestamp = 24 * time.Hour
+
+// token is the WS-Security header s asks for, signed by signer when set.
+func (s *security) token(signer *wsse.Signer) *wsse.Token {
+	if s == nil {
+		return nil
+	}
+	return &wsse.Token{Username: s.Username, Password: s.Password, Digest: s.PasswordType == "digest",
+		Nonce: s.Nonce, TTL: time.Duration(s.Timestamp), Signer: signer}
+}
+
+// loadSigner reads security.sign's certificate and key, relative to the
+// operations file.
+func loadSigner(op *sdk.Operation, f *signFields, d *sdk.Diagnostics) *wsse.Signer {
+	switch {
+	case f.CertFile == "":
+		d.Errorf("security.sign.cert_file", "is required")
+	case f.KeyFile == "":
+		d.Errorf("security.sign.key_file", "is required")
+	default:
+		s, err := wsse.LoadSigner(op.ResolvePath(f.CertFile), op.ResolvePath(f.KeyFile))
+		if err != nil {
+			d.Errorf("security.sign", "%v", err)
+			return nil
+		}
+		return s
+	}
+	return nil
 }
 
 // newConfigs returns the config declaration of one adapter, with its cache
@@ -68,6 +110,9 @@ func checkConfig(c *config, d *sdk.Diagnostics) {
 	if c.Security != nil && c.Security.Username == "" {
 		d.Errorf("security.username", "is required")
 	}
+	if c.Security != nil && (c.Security.Timestamp < 0 || time.Duration(c.Security.Timestamp) > maxTimestamp) {
+		d.Errorf("security.timestamp", "must be from 0 to %s", maxTimestamp)
+	}
 	if c.Operation != "" && len(c.Operations) > 0 {
 		d.Errorf("operations", "cannot be combined with operation")
 	}
@@ -78,6 +123,7 @@ type loaded struct {
 	stamps  []fileStamp
 	checked atomic.Int64 // unix nanoseconds of the last change check
 	cfg     *config
+	signer  *wsse.Signer // security.sign's, nil without it
 	ops     []*operation
 	byName  map[string]*operation
 	skipped []error
@@ -99,10 +145,15 @@ func (l *loaded) stale(fresh bool) bool {
 // are diagnostics on the field at fault.
 func prepare(op *sdk.Operation, cfg *config, d *sdk.Diagnostics) *loaded {
 	checkConfig(cfg, d)
+	var signer *wsse.Signer
+	if s := cfg.Security; s != nil && s.Sign != nil {
+		signer = loadSigner(op, s.Sign, d)
+	}
 	if d.Failed() {
 		return nil
 	}
 	l := load(op, cfg, d)
+	l.signer = signer
 	l.checked.Store(time.Now().UnixNano())
 	return l
 }

@@ -8,14 +8,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/beevik/etree"
-)
 
-const (
-	nsWSSE   = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"
-	wsseText = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0#PasswordText"
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 // argError is a tool argument that cannot be sent; path names it.
@@ -47,8 +45,9 @@ func (e *envelope) create(parent *etree.Element, name, ns string) *etree.Element
 	return parent.CreateElement(e.prefix(ns) + ":" + name)
 }
 
-// buildEnvelope renders the SOAP envelope for the arguments.
-func buildEnvelope(op *operation, args json.RawMessage, sec *security) ([]byte, error) {
+// buildEnvelope renders the SOAP envelope for the arguments, with the
+// WS-Security header sec asks for (nil: none), created now.
+func buildEnvelope(op *operation, args json.RawMessage, sec *wsse.Token, now time.Time) ([]byte, error) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -71,14 +70,9 @@ func buildEnvelope(op *operation, args json.RawMessage, sec *security) ([]byte, 
 	e := &envelope{doc: doc, root: root, prefixes: map[string]string{envNS: "soap"}}
 	if sec != nil {
 		h := root.CreateElement("soap:Header")
-		s := h.CreateElement("wsse:Security")
-		s.CreateAttr("xmlns:wsse", nsWSSE)
-		s.CreateAttr("soap:mustUnderstand", map[bool]string{true: "true", false: "1"}[op.Version == "1.2"])
-		ut := s.CreateElement("wsse:UsernameToken")
-		ut.CreateElement("wsse:Username").SetText(sec.Username)
-		pw := ut.CreateElement("wsse:Password")
-		pw.CreateAttr("Type", wsseText)
-		pw.SetText(sec.Password)
+		if err := sec.Append(h, "soap", map[bool]string{true: "true", false: "1"}[op.Version == "1.2"], now, nil); err != nil {
+			return nil, fmt.Errorf("cannot make a nonce: %w", err)
+		}
 	}
 	body := root.CreateElement("soap:Body")
 	w := e.create(body, op.In.Name, op.In.NS)
@@ -89,6 +83,12 @@ func buildEnvelope(op *operation, args json.RawMessage, sec *security) ([]byte, 
 		return nil, err
 	}
 	doc.Indent(etree.NoIndent)
+	if sec != nil {
+		// Signing, when configured, covers the finished Body.
+		if err := sec.Finish(root); err != nil {
+			return nil, err
+		}
+	}
 	// Character references for carriage returns (and tabs and line
 	// breaks in attributes), which a parser would otherwise normalise.
 	doc.WriteSettings.CanonicalText = true

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beevik/etree"
 )
@@ -54,7 +55,7 @@ func FuzzBuildEnvelope(f *testing.F) {
 		for _, version := range []string{"1.1", "1.2"} {
 			op := *fuzzOp
 			op.Version = version
-			env, err := buildEnvelope(&op, args, nil)
+			env, err := buildEnvelope(&op, args, nil, time.Time{})
 			if err != nil {
 				var ae *argError
 				if !errors.As(err, &ae) {

@@ -67,7 +67,7 @@ func TestRecursiveTypes(t *testing.T) {
 			t.Fatalf("schema: %d bytes, %v", len(s), err)
 		}
 		// Unqualified local elements (no elementFormDefault) carry no namespace.
-		env, err := buildEnvelope(l.ops[0], json.RawMessage(`{"root":{"v":"x","a":{"v":"y"}}}`), nil)
+		env, err := buildEnvelope(l.ops[0], json.RawMessage(`{"root":{"v":"x","a":{"v":"y"}}}`), nil, time.Time{})
 		if err != nil || !strings.Contains(string(env), `<ns1:Walk xmlns:ns1="urn:t"><root><a><v>y</v></a><v>x</v></root></ns1:Walk>`) &&
 			!strings.Contains(string(env), `<ns1:Walk><root><a><v>y</v></a><v>x</v></root></ns1:Walk>`) {
 			t.Errorf("envelope: %s %v", env, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 const maxExcerpt = 2048
@@ -149,6 +150,16 @@ func fault(up string, f *etree.Element, envNS string, httpStatus int) *sdk.Upstr
 	status := code
 	if status == "" {
 		status = "Fault"
+	}
+	for _, c := range append([]string{code}, subcodes...) {
+		if wsse.SecurityFault(c) {
+			// The service refused the WS-Security header: the same call
+			// fails the same way until the config changes.
+			return &sdk.UpstreamError{
+				Kind: sdk.KindUpstreamStatus, Upstream: up, Status: c, Detail: d, Rejected: true,
+				Message: "SOAP security fault " + c + ": " + reason + " (the service refused the WS-Security header: check the entry's security config)",
+			}
+		}
 	}
 	return &sdk.UpstreamError{
 		Kind: sdk.KindUpstreamStatus, Upstream: up, Status: status,

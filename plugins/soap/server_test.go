@@ -10,8 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/beevik/etree"
+
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 // A real SOAP service on loopback for the adapter's tests: the calculator
@@ -22,6 +25,8 @@ type soapServer struct {
 	mu       sync.Mutex
 	lastBody string
 	lastHdr  http.Header
+	// checker verifies a request's WS-Security header, when it has one.
+	checker wsse.Checker
 }
 
 const (
@@ -30,7 +35,7 @@ const (
 )
 
 func newSOAPServer(t testing.TB) *soapServer {
-	s := &soapServer{}
+	s := &soapServer{checker: wsse.Checker{Users: map[string]string{"alice": "s3cret"}}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -59,27 +64,24 @@ func (s *soapServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var op *etree.Element
-	var user, pass string
+	secured := false
 	for _, c := range doc.Root().ChildElements() {
 		if c.Tag == "Body" && len(c.ChildElements()) > 0 {
 			op = c.ChildElements()[0]
 		}
-		if c.Tag == "Header" {
-			if u := c.FindElement(".//Username"); u != nil {
-				user = u.Text()
-			}
-			if p := c.FindElement(".//Password"); p != nil {
-				pass = p.Text()
-			}
+		if c.Tag == "Header" && c.FindElement("./Security") != nil {
+			secured = true
 		}
 	}
 	if op == nil {
 		s.fault(w, v12, "Client", "", "no operation")
 		return
 	}
-	if user != "" && (user != "alice" || pass != "s3cret") {
-		s.fault(w, v12, "Client", "Authentication", "bad credentials")
-		return
+	if secured {
+		if _, f := s.checker.Check(doc.Root(), time.Now()); f != nil {
+			s.securityFault(w, v12, f)
+			return
+		}
 	}
 	get := func(name string) string {
 		if e := op.SelectElement(name); e != nil {
@@ -180,6 +182,22 @@ func body2string(el *etree.Element) string {
 	d.SetRoot(el.Copy())
 	s, _ := d.WriteToString()
 	return s
+}
+
+// securityFault answers a WS-Security fault: in SOAP 1.1 the faultcode
+// wsse:<code>, in SOAP 1.2 Sender with the subcode wsse:<code>.
+func (s *soapServer) securityFault(w http.ResponseWriter, v12 bool, f *wsse.Fault) {
+	if v12 {
+		w.Header().Set("Content-Type", "application/soap+xml; charset=utf-8")
+		w.WriteHeader(400)
+		io.WriteString(w, `<s:Envelope xmlns:s="`+env12+`" xmlns:wsse="`+wsse.NS+`"><s:Body><s:Fault><s:Code><s:Value>s:Sender</s:Value><s:Subcode><s:Value>wsse:`+f.Code+
+			`</s:Value></s:Subcode></s:Code><s:Reason><s:Text xml:lang="en">`+f.Reason+`</s:Text></s:Reason></s:Fault></s:Body></s:Envelope>`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.WriteHeader(500)
+	io.WriteString(w, `<s:Envelope xmlns:s="`+env11+`" xmlns:wsse="`+wsse.NS+`"><s:Body><s:Fault><faultcode>wsse:`+f.Code+`</faultcode><faultstring>`+f.Reason+
+		`</faultstring></s:Fault></s:Body></s:Envelope>`)
 }
 
 func (s *soapServer) fault(w http.ResponseWriter, v12 bool, code, sub, reason string) {

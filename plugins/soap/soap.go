@@ -126,7 +126,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	}
 	op := l.byName[l.cfg.Operation]
 	up := "SOAP " + op.Name + " " + redactURL(op.Endpoint)
-	env, err := buildEnvelope(op, req.Arguments, l.cfg.Security)
+	env, err := buildEnvelope(op, req.Arguments, l.cfg.Security.token(l.signer), time.Now())
 	if err != nil {
 		var ae *argError
 		if errors.As(err, &ae) {

@@ -3,8 +3,10 @@ package soap_test
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beevik/etree"
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/soap"
+	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -461,13 +465,125 @@ func TestWSSecurityAndHeaders(t *testing.T) {
 	}
 	bad := newCall(t, srv, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "wrong-pw-123"}})
 	_, ue := bad.invoke(t, "Add", map[string]any{"a": 1, "b": 2})
-	if ue == nil || ue.Status != "Sender" || strings.Contains(asJSON(ue), "wrong-pw-123") {
+	if ue == nil || ue.Status != "FailedAuthentication" || strings.Contains(asJSON(ue), "wrong-pw-123") {
 		t.Errorf("bad credentials: %v", ue)
 	}
 	// Config errors never quote the values.
 	diags, _ := bad.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl", "headers": map[string]any{"X-Key": "secret-val\n"}}, BaseDir: bad.dir})
 	if len(diags) == 0 || strings.Contains(asJSON(diags), "secret-val") {
 		t.Errorf("header diagnostics: %v", diags)
+	}
+}
+
+// TestWSSecurityDigestAndTimestamp: a digest token (nonce, created) and a
+// Timestamp are sent fresh with every call and verified by a checking
+// service; the password never travels; wrong credentials and an expired
+// message are security faults: clear, refused and not retried, in both
+// SOAP versions.
+func TestWSSecurityDigestAndTimestamp(t *testing.T) {
+	t.Parallel()
+	srv := newSOAPServer(t)
+	srv.checker.RequireDigest, srv.checker.RequireTimestamp = true, true
+	var good string // a request the service accepted
+	for _, port := range []string{"Soap11", "Soap12"} {
+		c := newCall(t, srv, port, map[string]any{
+			"security": map[string]any{"username": "alice", "password": "s3cret", "password_type": "digest", "timestamp": "5m"},
+		})
+		var nonces []string
+		for i := range 2 {
+			if res, ue := c.invoke(t, "Add", map[string]any{"a": i, "b": 2}); ue != nil || asJSON(res) != fmt.Sprintf(`{"result":%d}`, i+2) {
+				t.Fatalf("%s Add = %v, %v", port, res, ue)
+			}
+			body, _ := srv.last()
+			doc := etree.NewDocument()
+			if err := doc.ReadFromString(body); err != nil {
+				t.Fatal(err)
+			}
+			ut, ts := doc.FindElement("//UsernameToken"), doc.FindElement("//Timestamp")
+			if ut == nil || ts == nil || ts.FindElement("Expires") == nil || strings.Contains(body, "s3cret") ||
+				ut.FindElement("Password").SelectAttrValue("Type", "") != wsse.PasswordDigest {
+				t.Fatalf("%s security header: %s", port, body)
+			}
+			nonces = append(nonces, ut.FindElement("Nonce").Text())
+			good = body
+		}
+		if nonces[0] == nonces[1] || nonces[0] == "" {
+			t.Errorf("%s nonces %v: want a fresh one per call", port, nonces)
+		}
+
+		for what, cfg := range map[string]map[string]any{
+			"wrong password": {"username": "alice", "password": "wrong-pw-123", "password_type": "digest", "timestamp": "5m"},
+			"unknown user":   {"username": "mallory", "password": "wrong-pw-123", "password_type": "digest", "timestamp": "5m"},
+			"text password":  {"username": "alice", "password": "s3cret", "timestamp": "5m"},
+			"no timestamp":   {"username": "alice", "password": "s3cret", "password_type": "digest"},
+		} {
+			_, ue := newCall(t, srv, port, map[string]any{"security": cfg}).invoke(t, "Add", map[string]any{"a": 1, "b": 2})
+			if ue == nil || ue.Kind != sdk.KindUpstreamStatus || ue.Retryable || !ue.Rejected ||
+				!strings.HasPrefix(ue.Message, "SOAP security fault ") || !strings.Contains(ue.Message, "the service refused the WS-Security header") ||
+				strings.Contains(asJSON(ue), "wrong-pw-123") || strings.Contains(asJSON(ue), "s3cret") {
+				t.Errorf("%s %s: %+v", port, what, ue)
+			}
+		}
+	}
+	// The Checker refuses a replayed nonce and an expired message.
+	doc := etree.NewDocument()
+	_ = doc.ReadFromString(good)
+	if _, f := srv.checker.Check(doc.Root(), time.Now()); f == nil || f.Code != wsse.FailedAuthentication {
+		t.Errorf("a replayed message: %v", f)
+	}
+	if _, f := (&wsse.Checker{Users: map[string]string{"alice": "s3cret"}}).Check(doc.Root(), time.Now().Add(time.Hour)); f == nil || f.Code != wsse.MessageExpired {
+		t.Errorf("an expired message: %v", f)
+	}
+
+	// The config's bounds, named by field.
+	plain := newCall(t, srv, "Soap11", nil)
+	diags, err := plain.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl",
+		"security": map[string]any{"username": "a", "password_type": "md5", "timestamp": "48h"}}, BaseDir: plain.dir})
+	if err != nil || !strings.Contains(asJSON(diags), "security.password_type") || !strings.Contains(asJSON(diags), "security.timestamp") {
+		t.Errorf("diagnostics: %v %v", diags, err)
+	}
+}
+
+// TestWSSecuritySignature: with security.sign the Body and the Timestamp
+// are signed with the configured X.509 key, and a service that requires
+// the signature accepts the call; a service that trusts another
+// certificate answers a security fault, refused and not retried; a
+// missing key file is a config error on the field.
+func TestWSSecuritySignature(t *testing.T) {
+	t.Parallel()
+	srv := newSOAPServer(t)
+	signer, err := wsse.LoadSigner(filepath.Join("testdata", "sign-cert.pem"), filepath.Join("testdata", "sign-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.checker.RequireSignature, srv.checker.Certs = true, []*x509.Certificate{signer.Certificate()}
+	sign := map[string]any{"cert_file": "sign-cert.pem", "key_file": "sign-key.pem"}
+	for _, port := range []string{"Soap11", "Soap12"} {
+		c := newCall(t, srv, port, map[string]any{"security": map[string]any{
+			"username": "alice", "password": "s3cret", "password_type": "digest", "timestamp": "5m", "sign": sign}})
+		if res, ue := c.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue != nil || asJSON(res) != `{"result":5}` {
+			t.Fatalf("%s signed Add = %v, %v", port, res, ue)
+		}
+		body, _ := srv.last()
+		if !strings.Contains(body, "<ds:SignatureValue>") || !strings.Contains(body, `wsu:Id="Body-1"`) || strings.Contains(body, "PRIVATE KEY") {
+			t.Errorf("%s signed envelope: %s", port, body)
+		}
+	}
+	// Unsigned, or signed by a key the service does not trust.
+	unsigned := newCall(t, srv, "Soap11", map[string]any{"security": map[string]any{"username": "alice", "password": "s3cret", "timestamp": "5m"}})
+	if _, ue := unsigned.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue == nil || ue.Status != "InvalidSecurity" || ue.Retryable {
+		t.Errorf("unsigned: %+v", ue)
+	}
+	srv2 := newSOAPServer(t)
+	srv2.checker.RequireSignature = true
+	other := newCall(t, srv2, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "s3cret", "sign": sign}})
+	if _, ue := other.invoke(t, "Add", map[string]any{"a": 2, "b": 3}); ue == nil || ue.Status != "SecurityTokenUnavailable" || ue.Retryable || !ue.Rejected {
+		t.Errorf("untrusted: %+v", ue)
+	}
+	diags, err := other.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl",
+		"security": map[string]any{"username": "a", "sign": map[string]any{"cert_file": "sign-cert.pem", "key_file": "nope.pem"}}}, BaseDir: other.dir})
+	if err != nil || !strings.Contains(asJSON(diags), `"security.sign"`) || !strings.Contains(asJSON(diags), "cannot load the certificate and key") {
+		t.Errorf("diagnostics: %v %v", diags, err)
 	}
 }
 

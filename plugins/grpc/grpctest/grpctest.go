@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -152,6 +153,23 @@ func ServerStream(f func(ctx context.Context, in *dynamicpb.Message, send func(p
 // Stream is the Handler of a client-streaming or bidirectional method.
 func Stream(f func(stream grpc.ServerStream, md protoreflect.MethodDescriptor) error) Handler {
 	return StreamHandler(f)
+}
+
+// Receive reads the request messages of a client-streaming or
+// bidirectional call, calling f with each, until the client half-closes
+// (Receive then returns nil) or f or the stream fails.
+func Receive(stream grpc.ServerStream, md protoreflect.MethodDescriptor, f func(in *dynamicpb.Message) error) error {
+	for {
+		in := dynamicpb.NewMessage(md.Input())
+		if err := stream.RecvMsg(in); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := f(in); err != nil {
+			return err
+		}
+	}
 }
 
 // Reflection selects the server reflection services a server offers.
