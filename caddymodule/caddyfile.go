@@ -50,6 +50,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	        max_event_bytes_per_client           <size>
 //	    }
 //	    mode               stateful|stateless
+//	    sessionless_legacy allow|refuse
 //	    keepalive_interval <duration>|off
 //	    event_store        etcd|off
 //	    event_max_events   <n>

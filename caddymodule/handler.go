@@ -358,7 +358,8 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 	opts := mcpserver.Options{
 		Version: Version, Workspace: h.Workspace, AgentHeader: h.AgentHeader, AuthenticatedUser: authenticatedUser,
 		AllowedOrigins: h.AllowedOrigins, SessionTimeout: time.Duration(h.SessionTimeout),
-		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
+		Stateless: h.Stateless, RefuseSessionlessLegacy: t.SessionlessLegacy == sessionlessRefuse,
+		JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
 		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View, ServerCard: h.ServerCard,

@@ -54,6 +54,11 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Stateless serves every request without an MCP session.
 	Stateless bool
+	// RefuseSessionlessLegacy answers a stateful endpoint's session-less
+	// legacy requests (no Mcp-Session-Id, no 2026-07-28 version, not
+	// initialize: legacy.go) 400 instead of serving them as one-shot
+	// stateless calls.
+	RefuseSessionlessLegacy bool
 	// JSONResponse answers POSTs with application/json instead of an SSE
 	// stream.
 	JSONResponse bool
