@@ -128,8 +128,11 @@ type Endpoint struct {
 	hosts     []*host.Host
 	tools     []string
 	published published // published.go
-	active    atomic.Pointer[host.Host]
-	store     atomic.Pointer[Store]
+	// toolWatchers are told when the tools are published again
+	// (toolwatch.go).
+	toolWatchers toolWatchers
+	active       atomic.Pointer[host.Host]
+	store        atomic.Pointer[Store]
 	// attached is closed by the first Attach; closed by Close.
 	attached, closed chan struct{}
 	closeOnce        sync.Once
@@ -363,6 +366,7 @@ func (ep *Endpoint) publishLocked(h *host.Host) {
 	}
 	ep.tools = names
 	ep.publishPublicationsLocked(h) // published.go
+	ep.toolsChanged()               // toolwatch.go
 }
 
 func mcpTool(op *opsfile.Operation) *mcp.Tool {
