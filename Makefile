@@ -10,13 +10,14 @@ GO       ?= go
 BIN      := bin/crank
 TS_DIR   := e2e/ts
 CONF_DIR := e2e/conformance
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*')
+MESH_DIR := e2e/mesh
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -35,7 +36,7 @@ $(BIN): $(GOFILES) go.mod go.sum
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 
-test: lint deps-check proto-check ts-deps conformance-deps unit e2e-race
+test: lint deps-check proto-check ts-deps conformance-deps mesh-deps unit e2e-race
 
 unit:
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
@@ -81,6 +82,14 @@ conformance-deps: $(CONF_DIR)/node_modules/.package-lock.json
 $(CONF_DIR)/node_modules/.package-lock.json: $(CONF_DIR)/package.json $(CONF_DIR)/package-lock.json
 	cd $(CONF_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
+# The mcp-mesh CLI binaries (meshctl, mcp-mesh-registry: the npm package
+# @mcpmesh/cli-linux-x64), from the lockfile, for host/mesh's TestRegistrar
+# and TestMesh.
+mesh-deps: $(MESH_DIR)/node_modules/.package-lock.json
+
+$(MESH_DIR)/node_modules/.package-lock.json: $(MESH_DIR)/package.json $(MESH_DIR)/package-lock.json
+	cd $(MESH_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
 # iteration of BenchmarkAdapterStart is a whole adapter start. The output
@@ -124,7 +133,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d/; done
 
 clean:
-	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules
+	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(MESH_DIR)/node_modules
 
 # The scale-out proof at length: three replicas behind Caddy's
 # reverse_proxy on a three-member etcd cluster, each fault scenario under

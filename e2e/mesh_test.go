@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crankmcp/crank/store/storetest"
+)
+
+// The mcp-mesh CLI binaries from e2e/mesh's lockfile (`make mesh-deps`).
+var meshBin = filepath.Join(repoRoot, "e2e", "mesh", "node_modules", "@mcpmesh", "cli-linux-x64", "bin")
+
+// requireMesh skips the test (fails it on CI) when the binaries are not
+// installed.
+func requireMesh(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{"meshctl", "mcp-mesh-registry"} {
+		if _, err := os.Stat(filepath.Join(meshBin, f)); err != nil {
+			msg := "e2e/mesh/node_modules is missing: run `make mesh-deps` (npm ci in e2e/mesh)"
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg + "; the mcp-mesh test cannot run")
+			}
+			t.Skip(msg + "; the mcp-mesh test is left out")
+		}
+	}
+}
+
+// meshRegistry is mcp-mesh-registry on a loopback port, its database in a
+// temp dir.
+type meshRegistry struct {
+	t    *testing.T
+	port int
+	db   string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+func startMeshRegistry(t *testing.T, port int, db string) *meshRegistry {
+	t.Helper()
+	r := &meshRegistry{t: t, port: port, db: db, log: &syncBuffer{}}
+	r.cmd = exec.Command(filepath.Join(meshBin, "mcp-mesh-registry"), "--host", "127.0.0.1", "--port", fmt.Sprint(port))
+	r.cmd.Env = append(os.Environ(), "DATABASE_URL="+db)
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.kill)
+	waitFor(t, "the mesh registry answers", func() bool {
+		resp, err := http.Get(r.url() + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	return r
+}
+
+func (r *meshRegistry) url() string { return fmt.Sprintf("http://127.0.0.1:%d", r.port) }
+
+func (r *meshRegistry) kill() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
+
+// meshctl runs meshctl with args against the registry and returns its
+// output.
+func meshctl(t *testing.T, reg *meshRegistry, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(meshBin, "meshctl"), args...)
+	if !slices.Contains(args, "--agent-url") {
+		cmd.Args = append(cmd.Args, "--registry-url", reg.url())
+	}
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home, "NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// meshAgents is `meshctl list --json`: the healthy agents and their tool
+// names.
+func meshAgents(t *testing.T, reg *meshRegistry) map[string][]string {
+	t.Helper()
+	out, err := meshctl(t, reg, "list", "--json")
+	if err != nil {
+		return nil
+	}
+	var list struct {
+		Agents []struct {
+			ID    string `json:"id"`
+			Tools []struct {
+				Name string   `json:"name"`
+				Tags []string `json:"tags"`
+			} `json:"tools"`
+		} `json:"agents"`
+	}
+	if json.Unmarshal([]byte(out), &list) != nil {
+		return nil
+	}
+	agents := map[string][]string{}
+	for _, a := range list.Agents {
+		names := []string{}
+		for _, tl := range a.Tools {
+			names = append(names, tl.Name)
+		}
+		slices.Sort(names)
+		agents[a.ID] = names
+	}
+	return agents
+}
+
+// meshCall is `meshctl call tool args` through the registry's proxy, or
+// straight to agentURL when it is set; it returns the result's text.
+func meshCall(t *testing.T, reg *meshRegistry, agentURL, tool string, args any) string {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	cmdArgs := []string{"call", tool, string(a), "--raw"}
+	if agentURL != "" {
+		cmdArgs = append(cmdArgs, "--agent-url", agentURL)
+	}
+	out, err := meshctl(t, reg, cmdArgs...)
+	if err != nil {
+		t.Fatalf("meshctl %s: %v\n%s", strings.Join(cmdArgs, " "), err, out)
+	}
+	return out
+}
+
+// meshOps: a unary tool, a window over the feed, a session family and a
+// job family (workspace-scoped: mesh callers name no agent).
+func meshOps(base, extra string) string {
+	return fmt.Sprintf(`
+operations:
+  - name: get_user
+    description: Fetch a user by id.
+    adapter: rest
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "%[1]s/users/{id}"}
+  - name: recent
+    description: The feed's next three events.
+    adapter: rest
+    mode: window
+    transport_behavior: server_stream
+    limits: {window_duration_ms: 20000, max_items: 3}
+    config: {method: GET, url: "%[1]s/feed"}
+  - name: follow
+    description: Follow the feed.
+    adapter: rest
+    mode: session
+    scope: workspace
+    limits: {max_items: 50, idle_timeout_ms: 60000}
+    config: {method: GET, url: "%[1]s/feed"}
+  - name: export
+    description: A slow export.
+    adapter: rest
+    mode: async_job
+    scope: workspace
+    timeout: 2m
+    input_schema: {type: object, properties: {ms: {type: integer}}, required: [ms]}
+    config: {method: GET, url: "%[1]s/job", query: [ms]}
+%[2]s`, base, extra)
+}
+
+// Crank in an mcp-mesh (issue 37), with the real mcp-mesh binaries: Crank
+// registers its endpoint with mcp-mesh-registry; meshctl list shows the
+// agent and its capabilities; meshctl call, through the registry's proxy
+// and with --agent-url, calls a unary tool, a window tool (its result), a
+// session family and a job family; a tool added by a reload appears in
+// the registry; a registry killed and started again has the agent again;
+// of two replicas one sends the registration, and when it is killed the
+// other takes over; a clean stop deregisters. One registry serves it all.
+func TestMesh(t *testing.T) {
+	t.Parallel()
+	requireMesh(t)
+	reg := startMeshRegistry(t, freePort(t), filepath.Join(t.TempDir(), "registry.db"))
+	feed := newFeedUpstream(t)
+	users := newUpstream(t)
+	ops := meshOps(users.URL, "")
+	ops = strings.Replace(ops, users.URL+"/feed", feed.URL+"/feed", 2)
+	ops = strings.Replace(ops, users.URL+"/job", feed.URL+"/job", 1)
+
+	// The fleet's public URL: a balancer in front of the replicas.
+	lb := &balancer{}
+	front := httptest.NewServer(&httputil.ReverseProxy{Transport: lb, Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "replica"
+	}, FlushInterval: -1})
+	t.Cleanup(front.Close)
+	etcd := storetest.NewServer(t)
+	opts := func(name, ops string) gatewayOptions {
+		return gatewayOptions{Operations: ops, Crank: fmt.Sprintf(`etcd {
+			%s
+			op_timeout 2s
+			owner_ttl 2s
+			replica_name %s
+		}`, etcd.Caddyfile(), name), Handler: fmt.Sprintf(`mesh {
+			registry %s
+			agent_id crank-e2e
+			url %s/mcp
+			tags crank e2e
+			heartbeat_interval 1s
+		}`, reg.url(), front.URL)}
+	}
+	a := startGateway(t, opts("a", ops))
+	lb.to(a)
+	want := []string{"export_cancel", "export_result", "export_start", "export_status", "follow_poll", "follow_start", "follow_stop", "get_user", "recent"}
+	waitFor(t, "meshctl list shows Crank's agent and its tools", func() bool {
+		return slices.Equal(meshAgents(t, reg)["crank-e2e"], want)
+	})
+
+	// Calls through the registry's proxy and straight to the agent.
+	for _, agentURL := range []string{"", front.URL} {
+		if out := meshCall(t, reg, agentURL, "get_user", map[string]any{"id": 2}); !strings.Contains(out, "User 2") {
+			t.Fatalf("get_user (agent url %q): %s", agentURL, out)
+		}
+		if out := meshCall(t, reg, agentURL, "recent", map[string]any{}); !strings.Contains(out, "event ") || !strings.Contains(out, "max_items") {
+			t.Fatalf("recent (agent url %q): %s", agentURL, out)
+		}
+	}
+	var started struct {
+		SessionID string `json:"session_id"`
+		JobID     string `json:"job_id"`
+	}
+	structured := func(out string) {
+		t.Helper()
+		var res struct {
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		}
+		if json.Unmarshal([]byte(out), &res) != nil || json.Unmarshal(res.StructuredContent, &started) != nil {
+			t.Fatalf("no structured result: %s", out)
+		}
+	}
+	structured(meshCall(t, reg, "", "follow_start", map[string]any{}))
+	waitFor(t, "the session's items through meshctl", func() bool {
+		return strings.Contains(meshCall(t, reg, "", "follow_poll", map[string]any{"session_id": started.SessionID}), "event 1")
+	})
+	if out := meshCall(t, reg, front.URL, "follow_stop", map[string]any{"session_id": started.SessionID}); !strings.Contains(out, `"session_id"`) || !strings.Contains(out, "stop") {
+		t.Fatalf("follow_stop: %s", out)
+	}
+	structured(meshCall(t, reg, "", "export_start", map[string]any{"ms": 10}))
+	waitFor(t, "the job's result through meshctl", func() bool {
+		return strings.Contains(meshCall(t, reg, "", "export_result", map[string]any{"job_id": started.JobID}), `rows`)
+	})
+
+	// A reload adds a tool: the registry has it.
+	added := ops + `  - name: added_user
+    description: The same users, added by a reload.
+    adapter: rest
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "` + users.URL + `/users/{id}"}
+`
+	a.reload(opts("a", added))
+	waitFor(t, "the reload's tool in the registry", func() bool {
+		return slices.Contains(meshAgents(t, reg)["crank-e2e"], "added_user")
+	})
+
+	// The registry is killed and started again: Crank registers again.
+	reg.kill()
+	reg = startMeshRegistry(t, reg.port, filepath.Join(t.TempDir(), "registry.db"))
+	waitFor(t, "registered again after the registry's restart", func() bool {
+		return slices.Contains(meshAgents(t, reg)["crank-e2e"], "added_user")
+	})
+
+	// A second replica: one registration, sent by A; A killed, B takes
+	// over and the mesh reaches B through the balancer.
+	b := startGateway(t, opts("b", added))
+	const sends = "this replica sends the mesh registration"
+	if !strings.Contains(a.log.String(), sends) {
+		t.Fatalf("A does not send the registration:\n%s", a.log.String())
+	}
+	if out := meshCall(t, reg, "", "get_user", map[string]any{"id": 2}); !strings.Contains(out, "User 2") || strings.Contains(b.log.String(), sends) {
+		t.Fatalf("B sends the registration while A holds it, or the call fails: %s", out)
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.exited
+	lb.to(b)
+	waitFor(t, "B takes the registration over", func() bool { return strings.Contains(b.log.String(), sends) })
+	if out := meshCall(t, reg, "", "get_user", map[string]any{"id": 3}); !strings.Contains(out, "User 3") {
+		t.Fatalf("get_user through B: %s", out)
+	}
+
+	// A clean stop deregisters.
+	b.stop()
+	if _, ok := meshAgents(t, reg)["crank-e2e"]; ok {
+		t.Fatal("the agent is still listed after the last replica stopped cleanly")
+	}
+}
