@@ -301,3 +301,30 @@ func TestMesh(t *testing.T) {
 		t.Fatal("the agent is still listed after the last replica stopped cleanly")
 	}
 }
+
+// The demo registers with the registry CRANK_MESH_REGISTRY names (the
+// demo test sets it in the Caddyfile's place of the variable): meshctl
+// lists crank-demo with its LLM stream tagged as mesh's stream, and the
+// issue's own call works against it.
+func TestMeshDemo(t *testing.T) {
+	t.Parallel()
+	requireMesh(t)
+	reg := startMeshRegistry(t, freePort(t), filepath.Join(t.TempDir(), "registry.db"))
+	d := startDemo(t, func(s string) string {
+		if !strings.Contains(s, "{env.CRANK_MESH_REGISTRY}") {
+			t.Fatal("the demo Caddyfile's mesh registry moved; update this test")
+		}
+		return strings.Replace(s, "{env.CRANK_MESH_REGISTRY}", reg.url(), 1)
+	})
+	waitFor(t, "meshctl list shows the demo", func() bool {
+		return slices.Contains(meshAgents(t, reg)["crank-demo"], "ask_demo_llm")
+	})
+	out, err := meshctl(t, reg, "list", "--tools=ask_demo_llm")
+	if err != nil || !strings.Contains(out, "ai.mcpmesh.stream") {
+		t.Errorf("ask_demo_llm's tags: %v\n%s", err, out)
+	}
+	base := strings.TrimSuffix(d.mcpURL(), "/mcp")
+	if out := meshCall(t, reg, base, "get_user", map[string]any{"id": 2}); !strings.Contains(out, `"id\":2`) && !strings.Contains(out, `\"id\": 2`) {
+		t.Errorf("meshctl call get_user --agent-url %s: %s", base, out)
+	}
+}
