@@ -1,105 +1,24 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/crankmcp/crank/internal/meshtest"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-// The mcp-mesh CLI binaries from e2e/mesh's lockfile (`make mesh-deps`).
-var meshBin = filepath.Join(repoRoot, "e2e", "mesh", "node_modules", "@mcpmesh", "cli-linux-x64", "bin")
-
-// requireMesh skips the test (fails it on CI) when the binaries are not
-// installed.
-func requireMesh(t *testing.T) {
-	t.Helper()
-	for _, f := range []string{"meshctl", "mcp-mesh-registry"} {
-		if _, err := os.Stat(filepath.Join(meshBin, f)); err != nil {
-			msg := "e2e/mesh/node_modules is missing: run `make mesh-deps` (npm ci in e2e/mesh)"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg + "; the mcp-mesh test cannot run")
-			}
-			t.Skip(msg + "; the mcp-mesh test is left out")
-		}
-	}
-}
-
-// meshRegistry is mcp-mesh-registry on a loopback port, its database in a
-// temp dir.
-type meshRegistry struct {
-	t    *testing.T
-	port int
-	db   string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-}
-
-func startMeshRegistry(t *testing.T, port int, db string) *meshRegistry {
-	t.Helper()
-	r := &meshRegistry{t: t, port: port, db: db, log: &syncBuffer{}}
-	r.cmd = exec.Command(filepath.Join(meshBin, "mcp-mesh-registry"), "--host", "127.0.0.1", "--port", fmt.Sprint(port))
-	r.cmd.Env = append(os.Environ(), "DATABASE_URL="+db)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.kill)
-	waitFor(t, "the mesh registry answers", func() bool {
-		resp, err := http.Get(r.url() + "/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
-	return r
-}
-
-func (r *meshRegistry) url() string { return fmt.Sprintf("http://127.0.0.1:%d", r.port) }
-
-func (r *meshRegistry) kill() {
-	if r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
-
-// meshctl runs meshctl with args against the registry and returns its
-// output.
-func meshctl(t *testing.T, reg *meshRegistry, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(meshBin, "meshctl"), args...)
-	if !slices.Contains(args, "--agent-url") {
-		cmd.Args = append(cmd.Args, "--registry-url", reg.url())
-	}
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HOME="+home, "NO_COLOR=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
-
 // meshAgents is `meshctl list --json`: the healthy agents and their tool
 // names.
-func meshAgents(t *testing.T, reg *meshRegistry) map[string][]string {
+func meshAgents(t *testing.T, reg *meshtest.Registry) map[string][]string {
 	t.Helper()
-	out, err := meshctl(t, reg, "list", "--json")
+	out, err := reg.Meshctl("list", "--json")
 	if err != nil {
 		return nil
 	}
@@ -129,14 +48,14 @@ func meshAgents(t *testing.T, reg *meshRegistry) map[string][]string {
 
 // meshCall is `meshctl call tool args` through the registry's proxy, or
 // straight to agentURL when it is set; it returns the result's text.
-func meshCall(t *testing.T, reg *meshRegistry, agentURL, tool string, args any) string {
+func meshCall(t *testing.T, reg *meshtest.Registry, agentURL, tool string, args any) string {
 	t.Helper()
 	a, _ := json.Marshal(args)
 	cmdArgs := []string{"call", tool, string(a), "--raw"}
 	if agentURL != "" {
 		cmdArgs = append(cmdArgs, "--agent-url", agentURL)
 	}
-	out, err := meshctl(t, reg, cmdArgs...)
+	out, err := reg.Meshctl(cmdArgs...)
 	if err != nil {
 		t.Fatalf("meshctl %s: %v\n%s", strings.Join(cmdArgs, " "), err, out)
 	}
@@ -188,8 +107,7 @@ operations:
 // other takes over; a clean stop deregisters. One registry serves it all.
 func TestMesh(t *testing.T) {
 	t.Parallel()
-	requireMesh(t)
-	reg := startMeshRegistry(t, freePort(t), filepath.Join(t.TempDir(), "registry.db"))
+	reg := meshtest.StartRegistry(t, 0)
 	feed := newFeedUpstream(t)
 	users := newUpstream(t)
 	ops := meshOps(users.URL, "")
@@ -215,7 +133,7 @@ func TestMesh(t *testing.T) {
 			url %s/mcp
 			tags crank e2e
 			heartbeat_interval 1s
-		}`, reg.url(), front.URL)}
+		}`, reg.URL(), front.URL)}
 	}
 	a := startGateway(t, opts("a", ops))
 	lb.to(a)
@@ -271,8 +189,8 @@ func TestMesh(t *testing.T) {
 	})
 
 	// The registry is killed and started again: Crank registers again.
-	reg.kill()
-	reg = startMeshRegistry(t, reg.port, filepath.Join(t.TempDir(), "registry.db"))
+	reg.Kill()
+	reg = meshtest.StartRegistry(t, reg.Port)
 	waitFor(t, "registered again after the registry's restart", func() bool {
 		return slices.Contains(meshAgents(t, reg)["crank-e2e"], "added_user")
 	})
@@ -308,18 +226,17 @@ func TestMesh(t *testing.T) {
 // issue's own call works against it.
 func TestMeshDemo(t *testing.T) {
 	t.Parallel()
-	requireMesh(t)
-	reg := startMeshRegistry(t, freePort(t), filepath.Join(t.TempDir(), "registry.db"))
+	reg := meshtest.StartRegistry(t, 0)
 	d := startDemo(t, func(s string) string {
 		if !strings.Contains(s, "{env.CRANK_MESH_REGISTRY}") {
 			t.Fatal("the demo Caddyfile's mesh registry moved; update this test")
 		}
-		return strings.Replace(s, "{env.CRANK_MESH_REGISTRY}", reg.url(), 1)
+		return strings.Replace(s, "{env.CRANK_MESH_REGISTRY}", reg.URL(), 1)
 	})
 	waitFor(t, "meshctl list shows the demo", func() bool {
 		return slices.Contains(meshAgents(t, reg)["crank-demo"], "ask_demo_llm")
 	})
-	out, err := meshctl(t, reg, "list", "--tools=ask_demo_llm")
+	out, err := reg.Meshctl("list", "--tools=ask_demo_llm")
 	if err != nil || !strings.Contains(out, "ai.mcpmesh.stream") {
 		t.Errorf("ask_demo_llm's tags: %v\n%s", err, out)
 	}

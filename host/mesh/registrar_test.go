@@ -3,12 +3,6 @@ package mesh_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,112 +11,10 @@ import (
 
 	"github.com/crankmcp/crank/host/mesh"
 	"github.com/crankmcp/crank/internal/mcptest"
+	"github.com/crankmcp/crank/internal/meshtest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
-
-// registryBinary is mcp-mesh's registry from e2e/mesh's lockfile (`make
-// mesh-deps`).
-var registryBinary = filepath.Join("..", "..", "e2e", "mesh", "node_modules", "@mcpmesh", "cli-linux-x64", "bin", "mcp-mesh-registry")
-
-// registry is a real mcp-mesh registry process on a free loopback port.
-type registry struct {
-	t    *testing.T
-	port int
-	db   string
-	cmd  *exec.Cmd
-}
-
-// startRegistry runs the registry binary (skipping the test, or failing it
-// under CI, when it is not installed) with its database in db ("" for a
-// new one).
-func startRegistry(t *testing.T, port int, db string) *registry {
-	t.Helper()
-	bin, _ := filepath.Abs(registryBinary)
-	if _, err := os.Stat(bin); err != nil {
-		msg := "e2e/mesh/node_modules is missing: run `make mesh-deps` (npm ci in e2e/mesh)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + "; the mcp-mesh registration cannot be tested")
-		}
-		t.Skip(msg + "; the mcp-mesh registration test is left out")
-	}
-	if port == 0 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	if db == "" {
-		db = filepath.Join(t.TempDir(), "registry.db")
-	}
-	cmd := exec.Command(bin, "--host", "127.0.0.1", "--port", fmt.Sprint(port))
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+db, "MCP_MESH_LOG_LEVEL=WARNING")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &registry{t: t, port: port, db: db, cmd: cmd}
-	t.Cleanup(r.kill)
-	mcptest.WaitUntil(t, "the registry answers", func() bool {
-		resp, err := http.Get(r.url() + "/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
-	return r
-}
-
-func (r *registry) url() string { return fmt.Sprintf("http://127.0.0.1:%d", r.port) }
-
-func (r *registry) kill() {
-	if r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
-
-// registryAgent is an agent as the registry lists it.
-type registryAgent struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	Endpoint     string `json:"endpoint"`
-	Version      string `json:"version"`
-	Capabilities []struct {
-		Name string   `json:"name"`
-		Tags []string `json:"tags"`
-	} `json:"capabilities"`
-}
-
-// agents lists the healthy agents of the registry.
-func (r *registry) agents() map[string]registryAgent {
-	resp, err := http.Get(r.url() + "/agents")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Agents []registryAgent `json:"agents"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&list)
-	out := map[string]registryAgent{}
-	for _, a := range list.Agents {
-		if a.Status == "healthy" {
-			out[a.ID] = a
-		}
-	}
-	return out
-}
-
-func (a registryAgent) capabilities() []string {
-	var names []string
-	for _, c := range a.Capabilities {
-		names = append(names, c.Name)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // toolSet is a changeable tool list.
 type toolSet struct {
@@ -152,7 +44,7 @@ func TestRegistrar(t *testing.T) {
 	t.Parallel()
 	emb, a := storetest.Embedded(t)
 	b := storetest.Open(t, emb, store.EtcdConfig{OwnerTTL: 2 * time.Second})
-	reg := startRegistry(t, 0, "")
+	reg := meshtest.StartRegistry(t, 0)
 	tools := &toolSet{tools: []mesh.Tool{
 		{Name: "get_user", Description: "Get a user", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		{Name: "ask_llm", Description: "Ask the LLM", Meta: map[string]any{"stream_type": "text",
@@ -160,7 +52,7 @@ func TestRegistrar(t *testing.T) {
 		{Name: "report_start", Description: "Start a report", Meta: map[string]any{
 			"io.crank/execution": map[string]any{"mode": "async_job", "role": "start"}}},
 	}}
-	cfg := mesh.Config{Registry: reg.url(), AgentID: "crank-test", URL: "http://127.0.0.1:18080/mcp",
+	cfg := mesh.Config{Registry: reg.URL(), AgentID: "crank-test", URL: "http://127.0.0.1:18080/mcp",
 		Tags: []string{"crank"}, HeartbeatInterval: "1s"}
 	newRegistrar := func(e *store.Etcd) *mesh.Registrar {
 		r, err := mesh.New(mesh.Options{Config: cfg, Version: "9.9.9", Tools: tools.get, Elector: e})
@@ -173,10 +65,10 @@ func TestRegistrar(t *testing.T) {
 	}
 	ra := newRegistrar(a)
 	mcptest.WaitUntil(t, "the agent is registered", func() bool {
-		ag, ok := reg.agents()["crank-test"]
-		return ok && slices.Equal(ag.capabilities(), []string{"ask_llm", "get_user", "report_start"})
+		ag, ok := reg.Agents()["crank-test"]
+		return ok && slices.Equal(ag.Names(), []string{"ask_llm", "get_user", "report_start"})
 	})
-	ag := reg.agents()["crank-test"]
+	ag := reg.Agents()["crank-test"]
 	if ag.Endpoint != "http://127.0.0.1:18080" || ag.Version != "9.9.9" {
 		t.Errorf("agent %+v", ag)
 	}
@@ -193,14 +85,14 @@ func TestRegistrar(t *testing.T) {
 	tools.add(mesh.Tool{Name: "added", Description: "Added by a reload"})
 	ra.Changed()
 	mcptest.WaitUntil(t, "the added tool is registered", func() bool {
-		return slices.Contains(reg.agents()["crank-test"].capabilities(), "added")
+		return slices.Contains(reg.Agents()["crank-test"].Names(), "added")
 	})
 
 	// The registry restarts with a new database: registered again.
-	reg.kill()
-	reg2 := startRegistry(t, reg.port, "")
+	reg.Kill()
+	reg2 := meshtest.StartRegistry(t, reg.Port)
 	mcptest.WaitUntil(t, "registered again after the registry's restart", func() bool {
-		_, ok := reg2.agents()["crank-test"]
+		_, ok := reg2.Agents()["crank-test"]
 		return ok
 	})
 
@@ -209,19 +101,19 @@ func TestRegistrar(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcptest.WaitUntil(t, "the other replica registers", func() bool {
-		_, ok := reg2.agents()["crank-test"]
+		_, ok := reg2.Agents()["crank-test"]
 		return ok
 	})
 	// The last one stops: the agent is gone.
 	if err := rb.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := reg2.agents()["crank-test"]; ok {
+	if _, ok := reg2.Agents()["crank-test"]; ok {
 		t.Fatal("the agent is still registered after the last replica stopped")
 	}
 
 	// A registry that is down: Start returns, Stop too.
-	reg2.kill()
+	reg2.Kill()
 	down, err := mesh.New(mesh.Options{Config: cfg, Tools: tools.get})
 	if err != nil {
 		t.Fatal(err)
