@@ -13,9 +13,17 @@ import (
 	"github.com/crankmcp/crank/store/storetest"
 )
 
-// legacyOps: a unary tool, a window over an SSE log stream, and a unary
-// tool whose upstream never answers within its 30s timeout.
-const legacyOps = viewOps + `  - name: hang
+// legacyOps: a unary tool, windows over an SSE log stream (three lines,
+// then nothing), and a unary tool whose upstream never answers within its
+// 30s timeout.
+const legacyOps = viewOps + `  - name: long_logs
+    description: Watch the log stream for half a minute.
+    adapter: rest
+    mode: window
+    transport_behavior: server_stream
+    limits: {window_duration_ms: 30000, max_items: 100}
+    config: {method: GET, url: "%[1]s/logs"}
+  - name: hang
     description: An upstream that never answers.
     adapter: rest
     timeout: 30s
@@ -204,6 +212,25 @@ func TestSessionlessLegacyCalls(t *testing.T) {
 	s = readMeshStream(t, resp, nil, json.RawMessage(`3`), true)
 	if s.final == nil || !strings.Contains(string(s.final["result"]), `timed out after 1s, the bound its caller set (X-Mesh-Timeout)`) {
 		t.Errorf("hang with X-Mesh-Timeout 2: %v", s.final)
+	}
+
+	// X-Mesh-Timeout shortens a 30s window: it ends complete, by its
+	// duration, with what it collected.
+	resp = meshPost(t, url, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"long_logs","arguments":{},"_meta":{"progressToken":"t4"}}}`, "X-Mesh-Timeout", "3")
+	s = readMeshStream(t, resp, json.RawMessage(`"t4"`), json.RawMessage(`4`), true)
+	if len(s.chunks) != 3 || s.final == nil || strings.Contains(string(s.final["result"]), `"isError":true`) ||
+		!strings.Contains(string(s.final["result"]), `window_duration`) {
+		t.Errorf("long_logs with X-Mesh-Timeout 3: %d chunks, %s", len(s.chunks), s.final["result"])
+	}
+	var win struct {
+		StructuredContent struct {
+			Stats struct {
+				DurationMS int64 `json:"duration_ms"`
+			} `json:"stats"`
+		} `json:"structuredContent"`
+	}
+	if json.Unmarshal(s.final["result"], &win) != nil || win.StructuredContent.Stats.DurationMS >= 30000 {
+		t.Errorf("long_logs with X-Mesh-Timeout 3 collected for its whole 30s: %s", s.final["result"])
 	}
 
 	// An endpoint that refuses legacy calls answers 400, saying so.
