@@ -63,7 +63,7 @@ func (h *Handler) startMesh(st *store.Etcd) error {
 		return err
 	}
 	reg := val.(pooledRegistrar).Registrar
-	reg.Update(cfg, tools)
+	reg.Update(cfg, tools, st)
 	h.run.mesh = &meshRun{key: key, reg: reg, unwire: h.ep.OnToolsChanged(reg.Changed)}
 	reg.Start()
 	h.logger.Info("registering the endpoint with the mcp-mesh registry", zap.String("registry", cfg.Registry),

@@ -70,7 +70,6 @@ type Options struct {
 type Registrar struct {
 	log    *zap.Logger
 	client *http.Client
-	elect  Elector
 
 	mu      sync.Mutex
 	opts    Options
@@ -103,7 +102,7 @@ func New(o Options) (*Registrar, error) {
 	if o.Tools == nil {
 		o.Tools = func() []Tool { return nil }
 	}
-	return &Registrar{log: o.Logger.Named("mesh"), client: o.Client, elect: o.Elector, opts: o,
+	return &Registrar{log: o.Logger.Named("mesh"), client: o.Client, opts: o,
 		nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -119,18 +118,28 @@ func (r *Registrar) Start() {
 	go r.loop()
 }
 
-// Update replaces the registration's config and tool source (a reload's)
-// and sends it again. The config's registry and agent id stay the ones
-// the registrar was made with: another agent is another registrar.
-func (r *Registrar) Update(cfg Config, tools func() []Tool) {
+// Update replaces the registration's config, tool source and elector (a
+// reload's; nil keeps the current one) and sends it again. The config's
+// registry and agent id stay the ones the registrar was made with:
+// another agent is another registrar.
+func (r *Registrar) Update(cfg Config, tools func() []Tool, elect Elector) {
 	r.mu.Lock()
 	cfg.Registry, cfg.AgentID = r.opts.Config.Registry, r.opts.Config.AgentID
 	r.opts.Config = cfg
 	if tools != nil {
 		r.opts.Tools = tools
 	}
+	if elect != nil {
+		r.opts.Elector = elect
+	}
 	r.mu.Unlock()
 	r.Changed()
+}
+
+func (r *Registrar) elector() Elector {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts.Elector
 }
 
 // Changed says the endpoint's tools changed: the registration is checked
@@ -160,8 +169,8 @@ func (r *Registrar) Stop(ctx context.Context) error {
 		return nil
 	}
 	err := r.deregister(ctx)
-	if r.elect != nil {
-		if rerr := r.elect.ReleaseDuty(ctx, r.config().Duty()); rerr != nil {
+	if elect := r.elector(); elect != nil {
+		if rerr := elect.ReleaseDuty(ctx, r.config().Duty()); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
@@ -208,12 +217,18 @@ func (r *Registrar) loop() {
 func (r *Registrar) beat(ctx context.Context) {
 	cfg := r.config()
 	holder := true
-	if r.elect != nil {
+	if elect := r.elector(); elect != nil {
 		var err error
-		holder, err = r.elect.HoldDuty(ctx, cfg.Duty())
-		if err != nil && ctx.Err() == nil {
-			r.log.Debug("cannot tell whether this replica sends the mesh registration; it does not for now",
-				zap.String("agent", cfg.AgentID), zap.Error(err))
+		holder, err = elect.HoldDuty(ctx, cfg.Duty())
+		if err != nil {
+			// etcd cannot say: go on as before. Two replicas sending the
+			// same registration for a while is harmless; none sending
+			// would let the registry mark the agent unhealthy.
+			holder = r.holder
+			if ctx.Err() == nil {
+				r.log.Debug("cannot tell whether this replica holds the mesh registration; it goes on as before",
+					zap.String("agent", cfg.AgentID), zap.Bool("holder", holder), zap.Error(err))
+			}
 		}
 	}
 	if !holder {
