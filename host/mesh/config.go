@@ -37,10 +37,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/crankmcp/crank/host/configblock"
 )
 
 // Config is an endpoint's mesh block.
@@ -61,64 +63,23 @@ const (
 	defaultNamespace         = "default"
 )
 
-// Field is one field of Config: its name in the JSON config and the
-// Caddyfile, and its documentation.
-type Field struct {
-	Name, Doc string
-	// List: the field takes several values.
-	List bool
-	set  func(c *Config, v []string)
-}
+// Field is one field of Config.
+type Field = configblock.Field
 
 // Fields lists Config's fields in declaration order.
-func Fields() []Field {
-	t := reflect.TypeFor[Config]()
-	out := make([]Field, 0, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		list := f.Type.Kind() == reflect.Slice
-		out = append(out, Field{Name: name, Doc: f.Tag.Get("jsonschema"), List: list, set: func(c *Config, v []string) {
-			fv := reflect.ValueOf(c).Elem().Field(i)
-			if list {
-				fv.Set(reflect.AppendSlice(fv, reflect.ValueOf(v)))
-				return
-			}
-			fv.SetString(v[0])
-		}})
-	}
-	return out
-}
+func Fields() []Field { return configblock.Fields[Config]() }
 
-// Set sets the field named name to vs (one value, or several for a list
-// field), reporting what is wrong: an unknown field or a wrong number of
-// values.
-func (c *Config) Set(name string, vs []string) error {
-	for _, f := range Fields() {
-		if f.Name != name {
-			continue
-		}
-		if len(vs) == 0 || !f.List && len(vs) != 1 {
-			if f.List {
-				return fmt.Errorf("%s: want one or more values", name)
-			}
-			return fmt.Errorf("%s: want one value", name)
-		}
-		f.set(c, vs)
-		return nil
-	}
-	var names []string
-	for _, f := range Fields() {
-		names = append(names, f.Name)
-	}
-	return fmt.Errorf("unrecognized option %q (%s)", name, strings.Join(names, ", "))
-}
+// Set sets the field named name to vs (one value, or several for tags),
+// reporting what is wrong: an unknown field or a wrong number of values.
+func (c *Config) Set(name string, vs []string) error { return configblock.Set(c, name, vs) }
 
 // HasPlaceholders reports whether a field holds a placeholder ({...}),
 // which the config's loader expands before Check.
 func (c *Config) HasPlaceholders() bool {
 	found := false
-	c.Expand(func(s string) string {
+	cp := *c
+	cp.Tags = slices.Clone(c.Tags)
+	configblock.Expand(&cp, func(s string) string {
 		found = found || strings.Contains(s, "{")
 		return s
 	})
@@ -126,20 +87,7 @@ func (c *Config) HasPlaceholders() bool {
 }
 
 // Expand replaces every field's value v with expand(v).
-func (c *Config) Expand(expand func(string) string) {
-	v := reflect.ValueOf(c).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(expand(f.String()))
-		case reflect.Slice:
-			for j := range f.Len() {
-				f.Index(j).SetString(expand(f.Index(j).String()))
-			}
-		}
-	}
-}
+func (c *Config) Expand(expand func(string) string) { configblock.Expand(c, expand) }
 
 // Enabled reports whether the config registers anything: it names a
 // registry.
