@@ -42,6 +42,26 @@ type meshRun struct {
 	unwire func()
 }
 
+// checkMeshAgents refuses a config in which two endpoints register as
+// one mesh agent (the same registry and agent id): each would replace the
+// other's tools. Handlers of one config with the same settings share an
+// endpoint, and so its agent.
+func (a *App) checkMeshAgents() error {
+	seen := map[string]*mcpserver.Endpoint{}
+	for _, h := range a.handlers {
+		if !h.Mesh.Enabled() {
+			continue
+		}
+		key := h.Mesh.Duty()
+		if ep, ok := seen[key]; ok && ep != h.ep {
+			return fmt.Errorf("crank: mesh.agent_id: two endpoints register as the agent %q of %s; give each its own agent_id",
+				h.Mesh.AgentID, h.Mesh.Registry)
+		}
+		seen[key] = h.ep
+	}
+	return nil
+}
+
 // startMesh registers the handler's endpoint, when its mesh block names a
 // registry: it takes the agent's registrar from the pool and makes this
 // handler's endpoint its tool source.
