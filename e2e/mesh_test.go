@@ -222,8 +222,9 @@ func TestMesh(t *testing.T) {
 
 // The demo registers with the registry CRANK_MESH_REGISTRY names (the
 // demo test sets it in the Caddyfile's place of the variable): meshctl
-// lists crank-demo with its LLM stream tagged as mesh's stream, and the
-// issue's own call works against it.
+// lists crank-demo with its LLM stream tagged as mesh's stream, mesh's
+// Java consumer reads that stream through a session-less call, and the
+// issue's own meshctl call works against the default endpoint.
 func TestMeshDemo(t *testing.T) {
 	t.Parallel()
 	reg := meshtest.StartRegistry(t, 0)
@@ -240,6 +241,26 @@ func TestMeshDemo(t *testing.T) {
 	if err != nil || !strings.Contains(out, "ai.mcpmesh.stream") {
 		t.Errorf("ask_demo_llm's tags: %v\n%s", err, out)
 	}
+	// The LLM stream, called as mesh's Java consumer calls a streaming
+	// tool: its chunks as progress, then the whole text as the result.
+	resp, err := meshtest.Post(d.mcpURL(), `{"jsonrpc":"2.0","id":1764660000123,"method":"tools/call","params":{"name":"ask_demo_llm",`+
+		`"arguments":{"messages":[{"role":"user","content":"hello mesh"}]},"_meta":{"progressToken":"6f1c2a9e-6d0b-4c44-9a51-2f0c1f6c9d11"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := meshtest.ReadStream(resp, json.RawMessage(`"6f1c2a9e-6d0b-4c44-9a51-2f0c1f6c9d11"`), json.RawMessage(`1764660000123`), false)
+	resp.Body.Close()
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if len(s.Chunks) < 2 || s.Final == nil || s.After != 0 || json.Unmarshal(s.Final["result"], &res) != nil || res.IsError ||
+		len(res.Content) == 0 || res.Content[0].Text != strings.Join(s.Chunks, "") {
+		t.Errorf("ask_demo_llm as mesh's Java consumer reads it (%s): chunks %q, final %s", s.ContentType, s.Chunks, s.Final["result"])
+	}
+
 	base := strings.TrimSuffix(d.mcpURL(), "/mcp")
 	if out := meshCall(t, reg, base, "get_user", map[string]any{"id": 2}); !strings.Contains(out, `"id\":2`) && !strings.Contains(out, `\"id\": 2`) {
 		t.Errorf("meshctl call get_user --agent-url %s: %s", base, out)

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crankmcp/crank/internal/meshtest"
 	"github.com/crankmcp/crank/store/storetest"
 )
 
@@ -45,18 +45,10 @@ func legacyEndpoint(t *testing.T, refuse bool) string {
 	return url
 }
 
-// meshPost posts body as mcp-mesh's consumers do: no initialize, no
-// Mcp-Session-Id, no MCP-Protocol-Version, an X-Mesh-Timeout.
+// meshPost posts body as mcp-mesh's consumers do (meshtest.Post).
 func meshPost(t *testing.T, url, body string, hdr ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("X-Mesh-Timeout", "30")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := meshtest.Post(url, body, hdr...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,90 +56,14 @@ func meshPost(t *testing.T, url, body string, hdr ...string) *http.Response {
 	return resp
 }
 
-// meshStream is what mcp-mesh's stream consumers read of a response
-// (the rules of shared/spec/streaming-wire-contract.md): the chunks of
-// the progress notifications that carry their token, and the final
-// message whose id is theirs.
-type meshStream struct {
-	chunks   []string
-	progress []float64
-	tokens   []json.RawMessage
-	final    map[string]json.RawMessage
-	after    int // progress notifications after the final message
-}
-
-// readMeshStream reads an SSE response as the Java consumer
-// (McpHttpClient.streamTool) does, with the TypeScript consumer's strict
-// id equality when strict: data lines with or without a space, joined
-// with \n; event: and id: lines ignored; data that is not JSON skipped;
-// the chunk from params.message, else params.data; the end at the first
-// message whose id equals the request's.
-func readMeshStream(t *testing.T, resp *http.Response, token, id json.RawMessage, strict bool) meshStream {
+// readMeshStream reads resp as mcp-mesh's consumers do, failing the test
+// on an answer that is not an SSE stream (the Java consumer fails on it).
+func readMeshStream(t *testing.T, resp *http.Response, token, id json.RawMessage, strict bool) meshtest.Stream {
 	t.Helper()
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		t.Fatalf("Content-Type %q: the Java consumer fails on anything but text/event-stream", ct)
+	s := meshtest.ReadStream(resp, token, id, strict)
+	if !strings.HasPrefix(s.ContentType, "text/event-stream") {
+		t.Fatalf("Content-Type %q: the Java consumer fails on anything but text/event-stream", s.ContentType)
 	}
-	var s meshStream
-	var data []string
-	dispatch := func() {
-		if len(data) == 0 {
-			return
-		}
-		var msg map[string]json.RawMessage
-		raw := strings.Join(data, "\n")
-		data = nil
-		if json.Unmarshal([]byte(raw), &msg) != nil {
-			return
-		}
-		if string(msg["method"]) == `"notifications/progress"` {
-			var p struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-				Progress      float64         `json:"progress"`
-				Message       *string         `json:"message"`
-				Data          *string         `json:"data"`
-			}
-			if json.Unmarshal(msg["params"], &p) != nil || !bytes.Equal(p.ProgressToken, token) {
-				return
-			}
-			if s.final != nil {
-				s.after++
-				return
-			}
-			chunk := p.Data
-			if p.Message != nil {
-				chunk = p.Message
-			}
-			if chunk != nil {
-				s.chunks = append(s.chunks, *chunk)
-				s.progress = append(s.progress, p.Progress)
-				s.tokens = append(s.tokens, p.ProgressToken)
-			}
-			return
-		}
-		got, ok := msg["id"]
-		if !ok || s.final != nil {
-			return
-		}
-		same := bytes.Equal(got, id)
-		if !strict && !same { // Java: the same number as a string matches too
-			same = strings.Trim(string(got), `"`) == strings.Trim(string(id), `"`)
-		}
-		if same {
-			s.final = msg
-		}
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			dispatch()
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-		}
-	}
-	dispatch()
 	return s
 }
 
@@ -166,9 +82,9 @@ func TestSessionlessLegacyCalls(t *testing.T) {
 	// A unary tool, as meshctl calls it.
 	resp := meshPost(t, url, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"id":2},"name":"get_user"}}`)
 	s := readMeshStream(t, resp, nil, json.RawMessage(`1`), true)
-	if resp.StatusCode != http.StatusOK || s.final == nil || !strings.Contains(string(s.final["result"]), `Ada`) ||
+	if resp.StatusCode != http.StatusOK || s.Final == nil || !strings.Contains(string(s.Final["result"]), `Ada`) ||
 		resp.Header.Get(sessionIDHeader) != "" {
-		t.Fatalf("bare tools/call get_user: %d %v", resp.StatusCode, s.final)
+		t.Fatalf("bare tools/call get_user: %d %v", resp.StatusCode, s.Final)
 	}
 
 	// A window, read as the Java consumer (a UUID token, an epoch-millis
@@ -184,19 +100,19 @@ func TestSessionlessLegacyCalls(t *testing.T) {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"recent_logs","arguments":{},"_meta":{"progressToken":%s}}}`, c.id, c.token)
 		resp := meshPost(t, url, body)
 		s := readMeshStream(t, resp, json.RawMessage(c.token), json.RawMessage(c.id), c.strict)
-		if len(s.chunks) != 3 || s.final == nil || s.after != 0 {
-			t.Fatalf("%s consumer: %d chunks %q, final %v, %d after it", c.name, len(s.chunks), s.chunks, s.final, s.after)
+		if len(s.Chunks) != 3 || s.Final == nil || s.After != 0 {
+			t.Fatalf("%s consumer: %d chunks %q, final %v, %d after it", c.name, len(s.Chunks), s.Chunks, s.Final, s.After)
 		}
-		for i, p := range s.progress {
-			if p != float64(i) || !strings.Contains(s.chunks[i], fmt.Sprintf("line %d", i)) {
-				t.Errorf("%s consumer: chunk %d: progress %v, %q", c.name, i, p, s.chunks[i])
+		for i, p := range s.Progress {
+			if p != float64(i) || !strings.Contains(s.Chunks[i], fmt.Sprintf("line %d", i)) {
+				t.Errorf("%s consumer: chunk %d: progress %v, %q", c.name, i, p, s.Chunks[i])
 			}
 		}
 		var res struct {
 			IsError bool `json:"isError"`
 		}
-		if json.Unmarshal(s.final["result"], &res) != nil || res.IsError || string(s.final["id"]) != c.id {
-			t.Errorf("%s consumer: final %s", c.name, s.final["result"])
+		if json.Unmarshal(s.Final["result"], &res) != nil || res.IsError || string(s.Final["id"]) != c.id {
+			t.Errorf("%s consumer: final %s", c.name, s.Final["result"])
 		}
 	}
 
@@ -210,17 +126,17 @@ func TestSessionlessLegacyCalls(t *testing.T) {
 	// the answer needs to get back.
 	resp = meshPost(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hang","arguments":{}}}`, "X-Mesh-Timeout", "2")
 	s = readMeshStream(t, resp, nil, json.RawMessage(`3`), true)
-	if s.final == nil || !strings.Contains(string(s.final["result"]), `timed out after 1s, the bound its caller set (X-Mesh-Timeout)`) {
-		t.Errorf("hang with X-Mesh-Timeout 2: %v", s.final)
+	if s.Final == nil || !strings.Contains(string(s.Final["result"]), `timed out after 1s, the bound its caller set (X-Mesh-Timeout)`) {
+		t.Errorf("hang with X-Mesh-Timeout 2: %v", s.Final)
 	}
 
 	// X-Mesh-Timeout shortens a 30s window: it ends complete, by its
 	// duration, with what it collected.
 	resp = meshPost(t, url, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"long_logs","arguments":{},"_meta":{"progressToken":"t4"}}}`, "X-Mesh-Timeout", "3")
 	s = readMeshStream(t, resp, json.RawMessage(`"t4"`), json.RawMessage(`4`), true)
-	if len(s.chunks) != 3 || s.final == nil || strings.Contains(string(s.final["result"]), `"isError":true`) ||
-		!strings.Contains(string(s.final["result"]), `window_duration`) {
-		t.Errorf("long_logs with X-Mesh-Timeout 3: %d chunks, %s", len(s.chunks), s.final["result"])
+	if len(s.Chunks) != 3 || s.Final == nil || strings.Contains(string(s.Final["result"]), `"isError":true`) ||
+		!strings.Contains(string(s.Final["result"]), `window_duration`) {
+		t.Errorf("long_logs with X-Mesh-Timeout 3: %d chunks, %s", len(s.Chunks), s.Final["result"])
 	}
 	var win struct {
 		StructuredContent struct {
@@ -229,8 +145,8 @@ func TestSessionlessLegacyCalls(t *testing.T) {
 			} `json:"stats"`
 		} `json:"structuredContent"`
 	}
-	if json.Unmarshal(s.final["result"], &win) != nil || win.StructuredContent.Stats.DurationMS >= 30000 {
-		t.Errorf("long_logs with X-Mesh-Timeout 3 collected for its whole 30s: %s", s.final["result"])
+	if json.Unmarshal(s.Final["result"], &win) != nil || win.StructuredContent.Stats.DurationMS >= 30000 {
+		t.Errorf("long_logs with X-Mesh-Timeout 3 collected for its whole 30s: %s", s.Final["result"])
 	}
 
 	// An endpoint that refuses legacy calls answers 400, saying so.

@@ -3,7 +3,8 @@
 // temp dir, its agent listing, and meshctl. The binaries come from the
 // npm package @mcpmesh/cli-linux-x64 that e2e/mesh's lockfile pins (`make
 // mesh-deps`); Require skips a test without them, or fails it under CI.
-// It is for tests only.
+// Post and ReadStream call a tool and read its stream as mcp-mesh's Java
+// and TypeScript consumers do (stream.go). It is for tests only.
 package meshtest
 
 import (
