@@ -11,13 +11,14 @@ BIN      := bin/crank
 TS_DIR   := e2e/ts
 CONF_DIR := e2e/conformance
 GQL_DIR  := e2e/graphqlws
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*')
+MESH_DIR := e2e/mesh
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -36,7 +37,7 @@ $(BIN): $(GOFILES) go.mod go.sum
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 
-test: lint deps-check proto-check ts-deps conformance-deps graphql-deps unit e2e-race
+test: lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps unit e2e-race
 
 unit:
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
@@ -44,7 +45,7 @@ unit:
 # End-to-end tests of the stateful paths (sessions and jobs across replicas,
 # resumption, reloads, adapter crashes, both protocol generations) against a
 # gateway built with the race detector; a race it reports fails the test.
-E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks
+E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks|TestMesh
 e2e-race:
 	CRANK_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^($(E2E_RACE))$$' ./e2e/
 
@@ -88,6 +89,14 @@ graphql-deps: $(GQL_DIR)/node_modules/.package-lock.json
 
 $(GQL_DIR)/node_modules/.package-lock.json: $(GQL_DIR)/package.json $(GQL_DIR)/package-lock.json
 	cd $(GQL_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# The mcp-mesh CLI binaries (meshctl, mcp-mesh-registry: the npm package
+# @mcpmesh/cli-linux-x64), from the lockfile, for host/mesh's TestRegistrar
+# and TestMesh.
+mesh-deps: $(MESH_DIR)/node_modules/.package-lock.json
+
+$(MESH_DIR)/node_modules/.package-lock.json: $(MESH_DIR)/package.json $(MESH_DIR)/package-lock.json
+	cd $(MESH_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
@@ -136,7 +145,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d/; done
 
 clean:
-	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules
+	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules $(MESH_DIR)/node_modules
 
 # The scale-out proof at length: three replicas behind Caddy's
 # reverse_proxy on a three-member etcd cluster, each fault scenario under

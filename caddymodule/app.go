@@ -268,6 +268,9 @@ func (a *App) Start() error {
 	// The admin API serves this app's store from now on: a handler's
 	// endpoint answers as soon as it starts, so a client (or a test) that
 	// saw it answer may call the admin API next.
+	if err := a.checkMeshAgents(); err != nil { // mesh.go
+		return err
+	}
 	prev := runningApp.Swap(a)
 	for _, h := range a.handlers {
 		if err := h.start(a.store.Etcd); err != nil {

@@ -50,6 +50,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	        max_event_bytes_per_client           <size>
 //	    }
 //	    mode               stateful|stateless
+//	    sessionless_legacy allow|refuse
 //	    keepalive_interval <duration>|off
 //	    event_store        etcd|off
 //	    event_max_events   <n>
@@ -63,6 +64,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    policy { ... }   (auth.go)
 //	    view   { ... }   (view.go)
 //	    server_card { ... }   (servercard.go)
+//	    mesh        { ... }   (mesh.go)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -132,6 +134,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalAuthz(d); ok || err != nil { // auth.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalMesh(d); ok || err != nil { // mesh.go
 				if err != nil {
 					return err
 				}

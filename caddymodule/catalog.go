@@ -30,6 +30,8 @@ type handlerRun struct {
 	// withdraw ends the offer of the handler's host to take over orphaned
 	// jobs (host.OfferAdoption).
 	withdraw func()
+	// mesh is the handler's hold on its mcp-mesh registrar (mesh.go).
+	mesh *meshRun
 
 	// adaptersMu guards Handler.adapters; unloaded: Cleanup released
 	// them, and no host may take new ones.

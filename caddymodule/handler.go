@@ -15,6 +15,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/mesh"
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/servercard"
 	"github.com/crankmcp/crank/store"
@@ -86,6 +87,11 @@ type Handler struct {
 	// /.well-known/ai-catalog.json and its registry server.json
 	// (servercard.go; the fields are host/servercard's Config).
 	ServerCard *servercard.Config `json:"server_card,omitempty"`
+	// Mesh registers the endpoint as an agent of an mcp-mesh registry
+	// (mesh.go; the fields are host/mesh's Config). Placeholders such as
+	// {env.CRANK_MESH_REGISTRY} are expanded; an empty registry registers
+	// nothing.
+	Mesh *mesh.Config `json:"mesh,omitempty"`
 
 	ctx      caddy.Context
 	logger   *zap.Logger
@@ -154,6 +160,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := h.ServerCard.Check("crank: server_card"); err != nil { // servercard.go
 			return err
 		}
+	}
+	if err := h.provisionMesh(); err != nil { // mesh.go
+		return err
 	}
 	key, _ := json.Marshal(h)
 	h.epKey = string(key)
@@ -226,7 +235,7 @@ func (h *Handler) start(st *store.Etcd) error {
 		}
 		h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations), zap.String("catalog", h.Catalog),
 			zap.Int("tools", len(h.currentHost().Operations())), zap.Bool("stateless", h.Stateless))
-		return nil
+		return h.startMesh(st) // mesh.go
 	}
 	hst, err := host.New(h.ctx, host.Options{File: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
 		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName()})
@@ -240,7 +249,7 @@ func (h *Handler) start(st *store.Etcd) error {
 	h.ep.Attach(hst, st)
 	h.logger.Info("crank endpoint ready", zap.Strings("operations", h.Operations),
 		zap.Int("tools", len(hst.Operations())), zap.Bool("stateless", h.Stateless))
-	return nil
+	return h.startMesh(st) // mesh.go
 }
 
 // adapter returns the pooled supervisor of the named adapter, holding one
@@ -270,6 +279,7 @@ func (h *Handler) adapter(name string) (*host.Supervisor, error) {
 
 // Cleanup releases this config's references to the endpoint and adapters.
 func (h *Handler) Cleanup() error {
+	h.stopMesh() // mesh.go
 	h.stopCatalog()
 	if h.ep != nil {
 		h.ep.Detach(h.currentHost())
@@ -358,7 +368,8 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 	opts := mcpserver.Options{
 		Version: Version, Workspace: h.Workspace, AgentHeader: h.AgentHeader, AuthenticatedUser: authenticatedUser,
 		AllowedOrigins: h.AllowedOrigins, SessionTimeout: time.Duration(h.SessionTimeout),
-		Stateless: h.Stateless, JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
+		Stateless: h.Stateless, RefuseSessionlessLegacy: t.SessionlessLegacy == sessionlessRefuse,
+		JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
 		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View, ServerCard: h.ServerCard,

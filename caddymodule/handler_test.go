@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/crankmcp/crank/host/mcpserver"
+	"github.com/crankmcp/crank/host/mesh"
 	"github.com/crankmcp/crank/host/servercard"
 )
 
@@ -51,6 +52,12 @@ func TestHandlerProvisionConfigErrors(t *testing.T) {
 			h: Handler{Operations: []string{"ops.yaml"}, ServerCard: &servercard.Config{Name: "com.example/weather",
 				URL: "https://mcp.example.com/mcp#x"}},
 			want: []string{"crank: server_card.description: required", "crank: server_card.url: must have no credentials, query or fragment"},
+		},
+		{
+			name: "mesh registration of a bad agent id, without a url",
+			h: Handler{Operations: []string{"ops.yaml"}, Mesh: &mesh.Config{Registry: "{env.CRANK_TEST_NO_SUCH_VAR}http://127.0.0.1:8000",
+				AgentID: "bad id"}},
+			want: []string{"crank: mesh.agent_id: must be 1 to 64 letters", "crank: mesh.url: required"},
 		},
 	}
 	for _, tc := range tests {

@@ -19,6 +19,12 @@ const (
 	modeStateless = "stateless"
 )
 
+// What a stateful endpoint does with a session-less legacy call.
+const (
+	sessionlessAllow  = "allow"
+	sessionlessRefuse = "refuse"
+)
+
 // Transport defaults.
 const (
 	// DefaultKeepaliveInterval is how long an SSE stream may stay silent
@@ -38,6 +44,12 @@ type TransportConfig struct {
 	// generation, for fleets behind a load balancer). The stateless flag
 	// is the same as mode stateless.
 	Mode string `json:"mode,omitempty"`
+	// SessionlessLegacy is what a stateful endpoint does with a
+	// session-less legacy call (a POST with no Mcp-Session-Id and no
+	// 2026-07-28 MCP-Protocol-Version whose method is not initialize, as
+	// mcp-mesh's meshctl sends): "allow" (the default) serves it as a
+	// one-shot stateless call, "refuse" answers 400.
+	SessionlessLegacy string `json:"sessionless_legacy,omitempty"`
 	// KeepaliveInterval: an SSE stream silent for this long gets an SSE
 	// comment line, so that idle streams survive write timeouts and
 	// proxies. Default 15s; negative turns keep-alives off.
@@ -74,6 +86,15 @@ func (h *Handler) provisionTransport() error {
 	default:
 		return fmt.Errorf("crank: mode: must be %q or %q, got %q", modeStateful, modeStateless, t.Mode)
 	}
+	switch t.SessionlessLegacy {
+	case "", sessionlessAllow:
+	case sessionlessRefuse:
+		if h.Stateless {
+			return errors.New("crank: sessionless_legacy: refuse needs a stateful endpoint (a stateless one serves every request without a session)")
+		}
+	default:
+		return fmt.Errorf("crank: sessionless_legacy: must be %q or %q, got %q", sessionlessAllow, sessionlessRefuse, t.SessionlessLegacy)
+	}
 	switch t.EventStore {
 	case "", "etcd", "off":
 	default:
@@ -106,6 +127,7 @@ func (t *TransportConfig) keepalive() time.Duration {
 // and reports whether it was one. Syntax:
 //
 //	mode               stateful|stateless
+//	sessionless_legacy allow|refuse
 //	keepalive_interval <duration>|off
 //	event_store        etcd|off
 //	event_max_events   <n>
@@ -115,7 +137,7 @@ func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, erro
 	opt := d.Val()
 	var arg string
 	switch opt {
-	case "mode", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes", "event_ttl":
+	case "mode", "sessionless_legacy", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes", "event_ttl":
 		if err := oneArg(d, &arg); err != nil {
 			return true, err
 		}
@@ -128,6 +150,11 @@ func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, erro
 			return true, d.Errf("mode: must be stateful or stateless, got %q", arg)
 		}
 		t.Mode = arg
+	case "sessionless_legacy":
+		if arg != sessionlessAllow && arg != sessionlessRefuse {
+			return true, d.Errf("sessionless_legacy: must be allow or refuse, got %q", arg)
+		}
+		t.SessionlessLegacy = arg
 	case "keepalive_interval":
 		if arg == "off" {
 			t.KeepaliveInterval = -1

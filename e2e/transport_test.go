@@ -164,15 +164,22 @@ func TestTransportStatusCodes(t *testing.T) {
 		t.Fatalf("session id %q: want at least 16 visible ASCII characters", c.session)
 	}
 
-	// Without Mcp-Session-Id only initialize is allowed.
+	// Without Mcp-Session-Id a request other than initialize is a
+	// session-less legacy call, served as a one-shot stateless one; with
+	// sessionless_legacy refuse only initialize is allowed.
+	refusing := startGateway(t, gatewayOptions{Operations: windowOperations(up.URL), Handler: "sessionless_legacy refuse"})
+	r := &rawMCP{t: t, url: refusing.MCPURL}
 	noSession := map[string]string{"Mcp-Session-Id": ""}
-	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	for body, served := range map[string]int{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`:         http.StatusOK,
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}`:               http.StatusOK,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`: http.StatusAccepted,
 	} {
-		if code, resp := c.status(http.MethodPost, body, noSession); code != http.StatusBadRequest || !strings.Contains(resp, "Mcp-Session-Id") {
-			t.Errorf("%s without a session: %d %s, want 400 naming Mcp-Session-Id", body, code, resp)
+		if code, resp := c.status(http.MethodPost, body, noSession); code != served || strings.Contains(resp, "Mcp-Session-Id header") {
+			t.Errorf("%s without a session: %d %s, want %d", body, code, resp, served)
+		}
+		if code, resp := r.status(http.MethodPost, body, noSession); code != http.StatusBadRequest || !strings.Contains(resp, "sessionless_legacy refuse") {
+			t.Errorf("%s without a session, legacy calls refused: %d %s, want 400 naming Mcp-Session-Id", body, code, resp)
 		}
 	}
 	// With it, ping works and a notification is accepted with no body.

@@ -420,6 +420,11 @@ type CallRequest struct {
 	// (upstream_auth token_exchange, RFC 8693). It is a credential: the
 	// host never logs it, stores it or sends it to an adapter.
 	SubjectToken string
+	// MaxTimeout, when positive, bounds the call's timeout: a unary call
+	// times out after the operation's timeout or MaxTimeout, whichever is
+	// shorter, and a window collects for at most MaxTimeout. The MCP
+	// endpoint sets it from a caller's X-Mesh-Timeout.
+	MaxTimeout time.Duration
 	// upstream is the token obtained for the operation's upstream_auth
 	// (upstream_auth.go), set by Call.
 	upstream *upstreamCredential
@@ -542,7 +547,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 
 // invoke makes one unary adapter call, bounded by the operation timeout.
 func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) *Result {
-	ctx, cancel := context.WithTimeout(ctx, op.Timeout+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, req.bounded(op.Timeout)+time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 
@@ -558,11 +563,23 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	case errors.As(err, &ue):
 		return req.upstream.redact(h.upstreamErrorResult(op, ue))
 	case err != nil:
-		return classed(errorResult(h.redact.String(h.describeCallError(ctx, op, err))), callErrorOutcome(ctx, op, err))
+		msg := h.describeCallError(ctx, op, err)
+		if b := req.bounded(op.Timeout); b < op.Timeout && ctx.Err() == context.DeadlineExceeded {
+			msg = fmt.Sprintf("tool %q timed out after %s, the bound its caller set (X-Mesh-Timeout)", op.Name, b)
+		}
+		return classed(errorResult(h.redact.String(msg)), callErrorOutcome(ctx, op, err))
 	case res.InputRequired != nil && req.InputRequired:
 		return h.inputRequiredResult(ctx, op, req, args, res.InputRequired) // input.go
 	}
 	return req.upstream.redact(h.successResult(res))
+}
+
+// bounded is d, bounded by the caller's MaxTimeout.
+func (req CallRequest) bounded(d time.Duration) time.Duration {
+	if req.MaxTimeout > 0 && req.MaxTimeout < d {
+		return req.MaxTimeout
+	}
+	return d
 }
 
 // adapterRequest is the adapter request of a call: the operation, its

@@ -93,9 +93,12 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 	// see: the host decides when it ended and why.
 	wctx, wcancel := context.WithCancelCause(ctx)
 	defer wcancel(nil)
-	windowTimer := time.AfterFunc(ex.Limits.Window(), func() { wcancel(errWindowElapsed) })
+	// A caller's MaxTimeout shortens the window: it still ends complete,
+	// with what it collected, in time for the caller.
+	length := req.bounded(ex.Limits.Window())
+	windowTimer := time.AfterFunc(length, func() { wcancel(errWindowElapsed) })
 	defer windowTimer.Stop()
-	deadline := start.Add(ex.Limits.Window())
+	deadline := start.Add(length)
 
 	rs := h.redactorsOf(req)
 	var progress func(string)

@@ -91,6 +91,10 @@
 //	                                    that runs expiry cleanups: a key
 //	                                    named by its owner lease ID in hex,
 //	                                    on that lease
+//	<prefix>duties/<duty>/<lease>       the lock of a single-owner duty
+//	                                    (HoldDuty, duty.go), such as an
+//	                                    endpoint's mcp-mesh registration:
+//	                                    as the sweep-leader lock
 //	<prefix>ping                        never written; read by Ping
 //	<prefix>streams/<session>/<stream>  an MCP response stream's (SSE) log
 //	                                    position: first retained and next

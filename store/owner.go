@@ -20,7 +20,7 @@ import (
 // When the replica dies its lease expires, the owner key disappears, and the
 // sweeper of any replica marks the entity failed (or lets the runtime adopt
 // it). One lease per replica, not per entity; the sweep-leader lock lives on
-// the same lease.
+// the same lease, as are the locks of other duties (duty.go).
 
 // DefaultOwnerTTL is the owner lease TTL when EtcdConfig.OwnerTTL is zero.
 // A dead replica's running entities are marked failed about this long after
@@ -47,8 +47,11 @@ type ownerState struct {
 	id      string
 	session *concurrency.Session
 
-	leaderMu sync.Mutex         // guards leader, which is not safe for concurrent use
-	leader   *concurrency.Mutex // sweep-leader/<lease>, see sweepLeader
+	// leaderMu guards locks, whose mutexes are not safe for concurrent
+	// use: the locks of this owner's duties by name (duty.go), the
+	// sweep-leader lock among them.
+	leaderMu sync.Mutex
+	locks    map[string]*concurrency.Mutex
 }
 
 // alive reports whether the owner lease is still kept alive: its session
@@ -126,7 +129,7 @@ func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
 		sess, err = concurrency.NewSession(e.cli, concurrency.WithLease(lease),
 			concurrency.WithTTL(int(e.ownerTTL/time.Second)), concurrency.WithContext(e.bgCtx))
 		if err == nil {
-			e.own = &ownerState{id: id, session: sess, leader: concurrency.NewMutex(sess, e.prefix+sweepLeaderLock)}
+			e.own = &ownerState{id: id, session: sess, locks: map[string]*concurrency.Mutex{}}
 			return e.own, nil
 		}
 		err = fmt.Errorf("store: %s: keep lease alive: %w", op, err)

@@ -11,7 +11,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/internal/telemetry"
@@ -478,25 +477,9 @@ func (e *Etcd) watchOwners(ctx context.Context, deleted chan<- struct{}) {
 }
 
 // sweepLeader reports whether this replica holds (or just took) the
-// sweep-leader lock: a concurrency.Mutex under sweep-leader/ whose key lives
-// on this replica's owner lease, so that it passes to another replica when
-// this one closes or its lease expires. The replicas that do not hold it
-// take their key back at once (TryLock), so there is no queue to wait in.
+// sweep-leader lock: the duty (duty.go) of the expiry cleanups, under
+// sweep-leader/.
 func (e *Etcd) sweepLeader(ctx context.Context) bool {
-	o, err := e.owner(ctx)
-	if err != nil {
-		return false
-	}
-	o.leaderMu.Lock()
-	defer o.leaderMu.Unlock()
-	var leader bool
-	err = e.do(ctx, "elect sweep leader", func(ctx context.Context) error {
-		err := o.leader.TryLock(ctx)
-		if errors.Is(err, concurrency.ErrLocked) {
-			return nil
-		}
-		leader = err == nil
-		return err
-	})
-	return err == nil && leader
+	held, _ := e.holdLock(ctx, sweepLeaderLock)
+	return held
 }

@@ -54,6 +54,11 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Stateless serves every request without an MCP session.
 	Stateless bool
+	// RefuseSessionlessLegacy answers a stateful endpoint's session-less
+	// legacy requests (no Mcp-Session-Id, no 2026-07-28 version, not
+	// initialize: legacy.go) 400 instead of serving them as one-shot
+	// stateless calls.
+	RefuseSessionlessLegacy bool
 	// JSONResponse answers POSTs with application/json instead of an SSE
 	// stream.
 	JSONResponse bool
@@ -123,8 +128,11 @@ type Endpoint struct {
 	hosts     []*host.Host
 	tools     []string
 	published published // published.go
-	active    atomic.Pointer[host.Host]
-	store     atomic.Pointer[Store]
+	// toolWatchers are told when the tools are published again
+	// (toolwatch.go).
+	toolWatchers toolWatchers
+	active       atomic.Pointer[host.Host]
+	store        atomic.Pointer[Store]
 	// attached is closed by the first Attach; closed by Close.
 	attached, closed chan struct{}
 	closeOnce        sync.Once
@@ -358,6 +366,7 @@ func (ep *Endpoint) publishLocked(h *host.Host) {
 	}
 	ep.tools = names
 	ep.publishPublicationsLocked(h) // published.go
+	ep.toolsChanged()               // toolwatch.go
 }
 
 func mcpTool(op *opsfile.Operation) *mcp.Tool {

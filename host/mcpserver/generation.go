@@ -25,6 +25,10 @@ import (
 //     the header is missing or differs). It is served by a second SDK
 //     handler in stateless mode over the same MCP server, which checks
 //     Mcp-Method and Mcp-Name against the body (-32020, 400).
+//   - sessionless too, unless the endpoint refuses them: a session-less
+//     legacy request (legacy.go), one with no Mcp-Session-Id and no
+//     2026-07-28 version whose method is not initialize, such as the bare
+//     tools/call of an mcp-mesh caller.
 //   - refused: a 2026-07-28 (or later) request that carries an
 //     Mcp-Session-Id: a session belongs to the older generation, whose
 //     requests name the session's negotiated version. 400, -32600.
@@ -66,6 +70,9 @@ func (ep *Endpoint) generation(r *http.Request, p *peeked) requestGeneration {
 	}
 	if !hasSession && p.body != nil && p.message().meta[mcp.MetaKeyProtocolVersion] != nil &&
 		p.message().method != "initialize" {
+		return genSessionless
+	}
+	if !ep.transport.refuseLegacy && ep.legacySessionless(r, p) { // legacy.go
 		return genSessionless
 	}
 	return genSession

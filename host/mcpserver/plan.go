@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,6 +38,9 @@ type plan struct {
 	// SubjectToken), traceParent and traceState the request's trace
 	// context headers.
 	token, traceParent, traceState string
+	// bound is the upper bound the caller put on the call's timeout
+	// (X-Mesh-Timeout, legacy.go); 0 for none.
+	bound time.Duration
 	toolCall
 }
 
@@ -98,6 +102,7 @@ func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 		token: tokenIdentity(extra).Token()}
 	if extra != nil && extra.Header != nil {
 		p.traceParent, p.traceState = extra.Header.Get("Traceparent"), extra.Header.Get("Tracestate")
+		p.bound = callBound(extra.Header) // legacy.go
 	}
 	if ep.policy != nil {
 		p.caller = ep.policyCaller(extra, p.scope.AgentID)
@@ -144,7 +149,7 @@ func (p *plan) served() bool { return p.meta || p.tool.Served() }
 // caller.
 func (p *plan) callRequest(args json.RawMessage) host.CallRequest {
 	return host.CallRequest{Tool: p.tool, Arguments: args, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
-		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState}
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState, MaxTimeout: p.bound}
 }
 
 // unknownTool is the error of a tools/call of a tool the endpoint does

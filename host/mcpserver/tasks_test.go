@@ -268,12 +268,21 @@ func TestTasks(t *testing.T) {
 	})
 
 	t.Run("session rules", func(t *testing.T) {
+		// Without a session the request is a session-less legacy call
+		// (legacy.go), run as its agent header says: agent-1 reads its
+		// task, agent-2 is told there is none.
+		if r := newTaskClient(t, a, "agent-1", "").Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.HTTPStatus != http.StatusOK ||
+			r.Error != nil || !strings.Contains(string(r.Result), task.TaskID) {
+			t.Errorf("tasks/get without a session as agent-1: HTTP %d %s %+v", r.HTTPStatus, r.Result, r.Error)
+		}
+		if r := newTaskClient(t, a, "agent-2", "").Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil {
+			t.Errorf("tasks/get without a session as agent-2: HTTP %d %s", r.HTTPStatus, r.Result)
+		}
 		for _, tc := range []struct {
 			what   string
 			client *mcptest.Client
 			want   int
 		}{
-			{"without a session", newTaskClient(t, a, "agent-1", ""), http.StatusBadRequest},
 			{"with an unknown session", newTaskClient(t, b, "agent-1", "no-such-session"), http.StatusNotFound},
 			{"in another agent's session", newTaskClient(t, a, "agent-2", c.Session), http.StatusNotFound},
 		} {

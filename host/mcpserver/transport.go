@@ -32,13 +32,16 @@ type transport struct {
 	// sessionless serves the sessionless requests of a stateful endpoint
 	// (generation.go).
 	sessionless *mcp.StreamableHTTPHandler
+	// refuseLegacy answers session-less legacy requests 400 instead of
+	// serving them sessionless (legacy.go).
+	refuseLegacy bool
 }
 
 // streamableOptions completes the SDK handler's options for the endpoint:
 // the event store in stateful mode, cancellation tied to the request for
 // the sessionless protocol.
 func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions) {
-	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval}
+	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval, refuseLegacy: o.RefuseSessionlessLegacy}
 	// The sessionless protocol has no notifications/cancelled: the POST is
 	// the request, so its end cancels the call.
 	opts.PropagateRequestCancellation = true
@@ -75,7 +78,8 @@ func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions
 // checkRequest answers what the SDK would get wrong, and reports whether
 // it did: in stateful mode a POST without Mcp-Session-Id must be an
 // initialize (or a sessionless 2026-07-28 request, which the SDK refuses
-// with -32022 so that the client falls back); anything else is 400.
+// with -32022 so that the client falls back, or a session-less legacy
+// request the endpoint serves, legacy.go); anything else is 400.
 func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request, p *peeked) bool {
 	if p.body == nil || !ep.transport.stateful || r.Header.Get(sessionIDHeader) != "" ||
 		r.Header.Get("MCP-Protocol-Version") >= sessionlessProtocolVersion {
@@ -85,8 +89,15 @@ func (ep *Endpoint) checkRequest(w http.ResponseWriter, r *http.Request, p *peek
 	if !msg.ok || msg.method == "initialize" || msg.method == "server/discover" || msg.meta[mcp.MetaKeyProtocolVersion] != nil {
 		return false // a batch or malformed JSON: the SDK decides
 	}
+	why := " (only initialize opens a session)"
+	if ep.legacySessionless(r, p) { // legacy.go
+		if !ep.transport.refuseLegacy {
+			return false
+		}
+		why = " (only initialize opens a session; this endpoint refuses session-less calls: sessionless_legacy refuse)"
+	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
-		"message": "Bad Request: Mcp-Session-Id header is required for " + msg.describe() + " (only initialize opens a session)"}})
+		"message": "Bad Request: Mcp-Session-Id header is required for " + msg.describe() + why}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(body)

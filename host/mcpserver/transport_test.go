@@ -128,7 +128,8 @@ func TestSSEWriterLeavesJSONAlone(t *testing.T) {
 
 func TestCheckRequest(t *testing.T) {
 	t.Parallel()
-	stateful := &Endpoint{transport: transport{stateful: true}}
+	stateful := &Endpoint{transport: transport{stateful: true, refuseLegacy: true}}
+	legacy := &Endpoint{transport: transport{stateful: true}}
 	for _, c := range []struct {
 		name    string
 		ep      *Endpoint
@@ -140,6 +141,9 @@ func TestCheckRequest(t *testing.T) {
 		{"initialize", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil, false},
 		{"tools/list without session", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil, true},
 		{"notification without session", stateful, http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil, true},
+		{"tools/list without session, legacy allowed", legacy, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil, false},
+		{"notification without session, legacy allowed", legacy, http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil, false},
+		{"response without session, legacy allowed", legacy, http.MethodPost, `{"jsonrpc":"2.0","id":1,"result":{}}`, nil, true},
 		{"response without session", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"result":{}}`, nil, true},
 		{"with session", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": "x"}, false},
 		{"sessionless protocol header", stateful, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"MCP-Protocol-Version": "2026-07-28"}, false},

@@ -18,11 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/crankmcp/crank/host/configblock"
 	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
@@ -40,53 +40,18 @@ type Config struct {
 	AICatalog   string `json:"ai_catalog,omitempty" enum:"on,off" default:"on" jsonschema:"on lists the endpoint in /.well-known/ai-catalog.json (when it has a url), off leaves it out; its card is served either way."`
 }
 
-// Field is one field of Config: its name in the JSON config and the
-// Caddyfile, and its documentation.
-type Field struct {
-	Name, Doc string
-	// Enum lists the values the field may take, nil for any.
-	Enum []string
-	set  func(c *Config, v string)
-}
+// Field is one field of Config.
+type Field = configblock.Field
 
 // Fields lists Config's fields in declaration order.
-func Fields() []Field {
-	t := reflect.TypeFor[Config]()
-	out := make([]Field, 0, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		fd := Field{Name: name, Doc: f.Tag.Get("jsonschema"), set: func(c *Config, v string) {
-			reflect.ValueOf(c).Elem().Field(i).SetString(v)
-		}}
-		if e := f.Tag.Get("enum"); e != "" {
-			fd.Enum = strings.Split(e, ",")
-		}
-		out = append(out, fd)
-	}
-	return out
-}
+func Fields() []Field { return configblock.Fields[Config]() }
 
 // Set sets the field named name to v, reporting whether Config has such
 // a field.
-func (c *Config) Set(name, v string) bool {
-	for _, f := range Fields() {
-		if f.Name == name {
-			f.set(c, v)
-			return true
-		}
-	}
-	return false
-}
+func (c *Config) Set(name, v string) bool { return configblock.Set(c, name, []string{v}) == nil }
 
 // FieldNames lists the fields' names, for a message about an unknown one.
-func FieldNames() string {
-	var names []string
-	for _, f := range Fields() {
-		names = append(names, f.Name)
-	}
-	return strings.Join(names, ", ")
-}
+func FieldNames() string { return configblock.Names[Config]() }
 
 // namePattern is the server name's form in the server card and
 // server.json schemas.

@@ -78,6 +78,10 @@ var (
 	etcdLeaseGrants = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "etcd_lease_grants_total", Help: "Bucket leases this replica granted."})
 	etcdErrors      = counter("etcd_request_errors_total", "Failed etcd requests, by store operation and error (unavailable, no_space, too_large, conflict, cancelled, other).", "operation", "error")
 
+	// mcp-mesh registration (host/mesh).
+	meshRequests   = counter("mesh_registry_requests_total", "Requests to an mcp-mesh registry, by request (register, heartbeat, deregister) and result (ok, error).", "request", "result")
+	meshRegistered = gauge("mesh_registered", "1 while this replica holds an endpoint's mcp-mesh registration and the registry has it, else 0, by agent id.", "agent")
+
 	// Tracing.
 	adapterSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_adapter_spans_dropped_total", Help: "Spans adapters sent back that could not be exported (tracing was off, or the export queue was full)."})
 )
@@ -92,6 +96,7 @@ var collectors = []prometheus.Collector{
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
 	adapterUp,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
+	meshRequests, meshRegistered,
 	adapterSpansDropped,
 }
 
@@ -100,6 +105,11 @@ func init() {
 	// dashboard or an alert sees 0 instead of nothing.
 	for _, how := range []string{"initialize", "restored"} {
 		mcpSessionsOpened.WithLabelValues(how)
+	}
+	for _, req := range []string{"register", "heartbeat", "deregister"} {
+		for _, result := range []string{"ok", "error"} {
+			meshRequests.WithLabelValues(req, result)
+		}
 	}
 	for _, kind := range []string{"session", "job"} {
 		for _, action := range []string{"failed", "adopted"} {
@@ -146,3 +156,26 @@ func SetMetricsEnabled(on bool) { metricsOff.Store(!on) }
 func MetricsEnabled() bool { return !metricsOff.Load() }
 
 func since(start time.Time) float64 { return time.Since(start).Seconds() }
+
+// MeshRequest records a request to an mcp-mesh registry: request is
+// register, heartbeat or deregister.
+func MeshRequest(request string, ok bool) {
+	if metricsOff.Load() {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "error"
+	}
+	meshRequests.WithLabelValues(request, result).Inc()
+}
+
+// MeshRegistered records whether this replica holds the mcp-mesh
+// registration of the agent and the registry has it.
+func MeshRegistered(agent string, registered bool) {
+	v := 0.0
+	if registered {
+		v = 1
+	}
+	meshRegistered.WithLabelValues(agent).Set(v)
+}

@@ -38,8 +38,8 @@
 //	emit_defaults: true                # include zero values in results
 //	cursor_field: after_seq            # windows: the request field a resumed window's cursor goes to
 //	requests:                          # client-streaming and bidirectional methods
-//	  max_items: 100                   # most request messages a call sends (default 100)
-//	  max_bytes: 1048576               # most bytes of them, encoded (default 1 MiB)
+//	  max_items: 100                   # request messages a call sends at most; default 100
+//	  max_bytes: 1048576               # their encoded bytes at most; default 1 MiB
 //
 // Fields, in detail:
 //
@@ -111,10 +111,11 @@
 //     and server-streaming methods only: a streaming call's requests are
 //     the caller's.
 //   - requests.max_items, requests.max_bytes: the bounds of a
-//     client-streaming or bidirectional call's requests argument: at most
-//     max_items messages (default 100, at most 10000; the input schema's
-//     maxItems says so) of at most max_bytes bytes encoded in all (default
-//     1 MiB, at most 64 MiB). The count is checked first, the bytes as
+//     client-streaming or bidirectional call's requests argument, the
+//     most messages it holds, requests.max_items (default 100, at most
+//     10000; the input schema's maxItems says so), and the most bytes they
+//     take encoded in all, requests.max_bytes (default 1 MiB; at
+//     most 64 MiB). The count is checked first, the bytes as
 //     the messages are converted, both before the call starts: a list
 //     over either is refused naming the limit, and nothing reaches the
 //     server.

@@ -1,0 +1,97 @@
+// Package configblock reads a config block declared once as a tagged
+// struct: an endpoint's server_card (host/servercard) and mesh
+// (host/mesh) blocks. The struct's json tags name the fields of the JSON
+// config and the Caddyfile subdirectives, its jsonschema tags document
+// them, an enum tag lists a field's values; a string field takes one
+// value, a []string field one or more. Fields lists them for docs and
+// messages, Set sets one from a subdirective's values. The block's own
+// package checks the values (its Check).
+package configblock
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Field is one field of a block's struct.
+type Field struct {
+	// Name is the field's name in the JSON config and the Caddyfile, Doc
+	// its documentation.
+	Name, Doc string
+	// Enum lists the values the field may take, nil for any.
+	Enum []string
+	// List: the field takes several values.
+	List  bool
+	index int
+}
+
+// Fields lists the string and []string fields of T, a struct, in
+// declaration order.
+func Fields[T any]() []Field {
+	t := reflect.TypeFor[T]()
+	out := make([]Field, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		list := f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.String
+		if name == "" || name == "-" || f.Type.Kind() != reflect.String && !list {
+			continue
+		}
+		fd := Field{Name: name, Doc: f.Tag.Get("jsonschema"), List: list, index: i}
+		if e := f.Tag.Get("enum"); e != "" {
+			fd.Enum = strings.Split(e, ",")
+		}
+		out = append(out, fd)
+	}
+	return out
+}
+
+// Names lists the fields' names, for a message about an unknown one.
+func Names[T any]() string {
+	var names []string
+	for _, f := range Fields[T]() {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Set sets the field named name of c to vs: one value, or one or more
+// for a list field (appended). The error names an unknown field (and the
+// known ones) or a wrong number of values.
+func Set[T any](c *T, name string, vs []string) error {
+	for _, f := range Fields[T]() {
+		if f.Name != name {
+			continue
+		}
+		switch {
+		case f.List && len(vs) == 0:
+			return fmt.Errorf("%s: want one or more values", name)
+		case !f.List && len(vs) != 1:
+			return fmt.Errorf("%s: want one value", name)
+		}
+		fv := reflect.ValueOf(c).Elem().Field(f.index)
+		if f.List {
+			fv.Set(reflect.AppendSlice(fv, reflect.ValueOf(vs)))
+		} else {
+			fv.SetString(vs[0])
+		}
+		return nil
+	}
+	return fmt.Errorf("unrecognized option %q (%s)", name, Names[T]())
+}
+
+// Expand replaces the value v of every field of c with expand(v).
+func Expand[T any](c *T, expand func(string) string) {
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range Fields[T]() {
+		fv := v.Field(f.index)
+		if f.List {
+			for j := range fv.Len() {
+				fv.Index(j).SetString(expand(fv.Index(j).String()))
+			}
+			continue
+		}
+		fv.SetString(expand(fv.String()))
+	}
+}

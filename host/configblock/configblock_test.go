@@ -1,0 +1,54 @@
+package configblock_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/crankmcp/crank/host/configblock"
+)
+
+type block struct {
+	Name    string   `json:"name" jsonschema:"A name."`
+	Mode    string   `json:"mode,omitempty" enum:"on,off" jsonschema:"On or off."`
+	Tags    []string `json:"tags,omitempty" jsonschema:"Tags."`
+	Count   int      `json:"count,omitempty"`
+	private string
+}
+
+// Fields lists the string and []string fields with their docs and enums;
+// Set takes one value for a string, one or more for a list, and names
+// what is wrong; Expand rewrites every value.
+func TestBlock(t *testing.T) {
+	t.Parallel()
+	fs := configblock.Fields[block]()
+	var names []string
+	for _, f := range fs {
+		names = append(names, f.Name)
+	}
+	if !slices.Equal(names, []string{"name", "mode", "tags"}) || fs[0].Doc != "A name." ||
+		!slices.Equal(fs[1].Enum, []string{"on", "off"}) || !fs[2].List || fs[0].List {
+		t.Fatalf("fields %+v", fs)
+	}
+	var b block
+	for _, c := range []struct {
+		name string
+		vs   []string
+		want string
+	}{
+		{"name", []string{"a"}, ""},
+		{"name", []string{"a", "b"}, "name: want one value"},
+		{"tags", []string{"x", "y"}, ""},
+		{"tags", nil, "tags: want one or more values"},
+		{"count", []string{"1"}, `unrecognized option "count" (name, mode, tags)`},
+	} {
+		err := configblock.Set(&b, c.name, c.vs)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("Set(%s, %q): %v, want %q", c.name, c.vs, err, c.want)
+		}
+	}
+	configblock.Expand(&b, strings.ToUpper)
+	if b.Name != "A" || !slices.Equal(b.Tags, []string{"X", "Y"}) || b.private != "" {
+		t.Errorf("after Expand: %+v", b)
+	}
+}
