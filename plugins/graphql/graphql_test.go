@@ -194,7 +194,7 @@ func TestDescribe(t *testing.T) {
 	if len(d.Modes) != 1 || d.Modes[0] != sdk.ModeUnary {
 		t.Errorf("modes = %v, want unary only", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true}) {
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, StreamsInvoke: true}) {
 		t.Errorf("capabilities = %+v, want validate and expand", d.Capabilities)
 	}
 	var schema map[string]any

@@ -58,9 +58,11 @@ func startHopUpstream(b *testing.B) string {
 // launched as the host launches it (go-plugin, AutoMTLS, gRPC) and called
 // through the host's client, against a plain net/http client in this
 // process, both calling the same upstream, which runs in a process of its
-// own so that neither side's CPU counts it. The two take turns in blocks
-// of 50 calls, so that a loaded machine weighs on both alike. It reports
-// per call:
+// own so that neither side's CPU counts it; and, as a baseline, a second
+// adapter process the client never described, which therefore gets an
+// Invoke call per call, as an adapter of an SDK before streams_invoke
+// does. The three take turns in blocks of 50 calls, so that a loaded
+// machine weighs on each alike. It reports per call:
 //
 //	adapter-cpu-µs/call  the adapter process's CPU time
 //	host-cpu-µs/call     this process's CPU time through the adapter (the
@@ -71,11 +73,19 @@ func startHopUpstream(b *testing.B) string {
 //	hop/direct-cpu       both sides of the hop against the direct call
 //	host-allocs/call, host-B/call      the host side's allocation
 //	direct-allocs/call, direct-B/call  the direct call's
+//	invoke-…             the same figures of the Invoke calls
 func BenchmarkHop(b *testing.B) {
 	upstream := startHopUpstream(b)
-	h := adaptertest.Build(b, "./cmd/crank-adapter-rest").Start(b)
-	pid := h.Process.PID()
+	exe := adaptertest.Build(b, "./cmd/crank-adapter-rest")
+	h, old := exe.Start(b), exe.Start(b)
 	ctx := context.Background()
+	// The host describes an adapter before it calls it: the client learns
+	// that the adapter takes unary calls on its Streams call. The other
+	// process, never described, gets Invoke calls, as an adapter of an
+	// SDK before that does.
+	if _, err := h.Describe(ctx); err != nil {
+		b.Fatal(err)
+	}
 	cfg, _ := json.Marshal(map[string]any{
 		"method":  "GET",
 		"url":     upstream + "/users/{id}",
@@ -84,7 +94,7 @@ func BenchmarkHop(b *testing.B) {
 	})
 	args, _ := json.Marshal(benchArgs)
 	op := sdk.Operation{Name: "get_user", Config: cfg, Mode: sdk.ModeUnary, Timeout: 30 * time.Second}
-	viaAdapter := func() {
+	invoke := func(h *adaptertest.Harness) {
 		// As the host calls: a deadline on the context and in the request.
 		cctx, cancel := context.WithTimeout(ctx, op.Timeout)
 		defer cancel()
@@ -101,9 +111,11 @@ func BenchmarkHop(b *testing.B) {
 	b.Cleanup(client.CloseIdleConnections)
 	url := upstream + "/users/42?verbose=true"
 	direct := func() { directGet(b, ctx, client, url) }
-	// Warm both up: connections, the adapter's prepared config.
+	viaAdapter, viaInvoke := func() { invoke(h) }, func() { invoke(old) }
+	// Warm them up: connections, the adapter's prepared config.
 	for range 20 {
 		viaAdapter()
+		viaInvoke()
 		direct()
 	}
 
@@ -111,9 +123,13 @@ func BenchmarkHop(b *testing.B) {
 		cpu, adapterCPU time.Duration
 		allocs, bytes   uint64
 	}
-	var hop, dir use
+	var hop, inv, dir use
 	var ms runtime.MemStats
-	measure := func(into *use, n int, call func()) {
+	measure := func(into *use, n int, h *adaptertest.Harness, call func()) {
+		pid := 0
+		if h != nil {
+			pid = h.Process.PID()
+		}
 		runtime.ReadMemStats(&ms)
 		allocs, bytes := ms.Mallocs, ms.TotalAlloc
 		self, adapter := benchproc.CPU(os.Getpid()), benchproc.CPU(pid)
@@ -130,8 +146,9 @@ func BenchmarkHop(b *testing.B) {
 	b.ResetTimer()
 	for done := 0; done < b.N; done += block {
 		n := min(block, b.N-done)
-		measure(&hop, n, viaAdapter)
-		measure(&dir, n, direct)
+		measure(&hop, n, h, viaAdapter)
+		measure(&inv, n, old, viaInvoke)
+		measure(&dir, n, nil, direct)
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -143,7 +160,12 @@ func BenchmarkHop(b *testing.B) {
 	b.ReportMetric(float64(hop.adapterCPU+hop.cpu)/float64(dir.cpu), "hop/direct-cpu")
 	b.ReportMetric(float64(hop.allocs)/n, "host-allocs/call")
 	b.ReportMetric(float64(hop.bytes)/n, "host-B/call")
+	b.ReportMetric(us(inv.adapterCPU), "invoke-adapter-cpu-µs/call")
+	b.ReportMetric(us(inv.cpu), "invoke-host-cpu-µs/call")
+	b.ReportMetric(float64(inv.adapterCPU)/float64(dir.cpu), "invoke-adapter/direct-cpu")
+	b.ReportMetric(float64(inv.allocs)/n, "invoke-host-allocs/call")
+	b.ReportMetric(float64(inv.bytes)/n, "invoke-host-B/call")
 	b.ReportMetric(float64(dir.allocs)/n, "direct-allocs/call")
 	b.ReportMetric(float64(dir.bytes)/n, "direct-B/call")
-	b.ReportMetric(0, "ns/op") // two calls an op, taking turns: the figures above say it
+	b.ReportMetric(0, "ns/op") // three calls an op, taking turns: the figures above say it
 }
