@@ -43,9 +43,19 @@ func benchConfig(srv *httptest.Server) map[string]any {
 
 var benchArgs = map[string]any{"id": 42, "verbose": true}
 
+// newBenchHarness serves the adapter in this process, described as the
+// host describes it, so that its calls take the host's path.
+func newBenchHarness(b *testing.B) *adaptertest.Harness {
+	h := adaptertest.New(b, rest.New())
+	if _, err := h.Describe(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 func BenchmarkInvoke(b *testing.B) {
 	srv := benchServer(b)
-	h := adaptertest.New(b, rest.New())
+	h := newBenchHarness(b)
 	call := adaptertest.Call{Config: benchConfig(srv), Args: benchArgs}
 	// Pre-marshal so the benchmark measures the call, not the harness's JSON.
 	cfg, _ := json.Marshal(call.Config)
@@ -110,7 +120,7 @@ func directGet(b *testing.B, ctx context.Context, client *http.Client, url strin
 // BenchmarkInvokeParallel shows the adapter under concurrent load.
 func BenchmarkInvokeParallel(b *testing.B) {
 	srv := benchServer(b)
-	h := adaptertest.New(b, rest.New())
+	h := newBenchHarness(b)
 	cfg, _ := json.Marshal(benchConfig(srv))
 	args, _ := json.Marshal(benchArgs)
 	call := adaptertest.Call{Config: json.RawMessage(cfg), Args: json.RawMessage(args)}
