@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -131,6 +132,12 @@ func (c *Client) invokeShared(ctx context.Context, req *adapterv1.InvokeRequest)
 		_ = sh.send(&adapterv1.StreamsRequest{Id: inv.id, Message: &adapterv1.StreamsRequest_Invoke{Invoke: req}})
 		select {
 		case a := <-inv.answer:
+			if d, ok := ctx.Deadline(); ok && a.err != nil && !time.Now().Before(d) {
+				// The adapter's context ended at the same deadline, and
+				// its failure came first: the call is past its deadline,
+				// as an Invoke call would say.
+				return nil, status.FromContextError(context.DeadlineExceeded).Err()
+			}
 			return a.resp, a.err
 		case <-ctx.Done():
 			if sh.forget(inv.id, inv) {
