@@ -2,17 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crankmcp/crank/internal/benchproc"
 )
 
 // benchBeforeEnv names another crank executable, typically built from the
@@ -169,32 +168,8 @@ func pct(sorted []time.Duration, p int) time.Duration {
 // micros is d in microseconds, for b.ReportMetric.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// cpuTime is the CPU time the processes have used so far, in nanoseconds
-// from the scheduler's accounting of each of their threads (Linux:
-// /proc/<pid>/task/*/schedstat), or else in clock ticks of 10ms
-// (/proc/<pid>/stat, which also counts threads that ended); 0 elsewhere.
-func cpuTime(pids ...int) time.Duration {
-	var total time.Duration
-	for _, pid := range pids {
-		if d, ok := schedCPU(pid); ok {
-			total += d
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0
-		}
-		// The fields after the command name, which is in parentheses.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 13 {
-			return 0
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(utime+stime) * 10 * time.Millisecond
-	}
-	return total
-}
+// cpuTime is the CPU time the processes have used so far (benchproc.CPU).
+func cpuTime(pids ...int) time.Duration { return benchproc.CPU(pids...) }
 
 // A serverMeter reads what the processes serving a benchmark variant
 // have used so far: the server process's CPU time (Crank's gateway with
@@ -265,30 +240,4 @@ func (u serverUse) report(b *testing.B, name, unit string, n int, adapters bool)
 	}
 	b.ReportMetric(float64(u.allocBytes)/float64(n), name+"-alloc-B/"+unit)
 	b.ReportMetric(float64(u.allocs)/float64(n), name+"-allocs/"+unit)
-}
-
-// schedCPU sums the time on CPU of the process's threads. A Go process
-// keeps its threads, so what ended threads used is negligible.
-func schedCPU(pid int) (time.Duration, bool) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, false
-	}
-	var total time.Duration
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, false
-		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		total += time.Duration(ns)
-	}
-	return total, true
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/internal/benchproc"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -192,29 +192,7 @@ func startQuietUpstream(b *testing.B) string {
 // env asks for instead of running tests) and returns its process id,
 // stdin and stdout. Closing stdin ends it; the benchmark's end does.
 func startSelf(b *testing.B, env string) (int, io.Writer, *bufio.Reader) {
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), env)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	return cmd.Process.Pid, stdin, bufio.NewReader(out)
+	return benchproc.StartSelf(b, env)
 }
 
 // newFamilyBench is a family fixture serving familyBenchOps; quiet is the

@@ -147,6 +147,10 @@ type operation struct {
 	// styles serializes arguments per OpenAPI style/explode rules
 	// (param_styles, param_styles.go); nil when none is set.
 	styles map[string]*paramStyle
+	// unaryHeader is the whole header of every unary request without a
+	// body, built once, when no header comes from the arguments; nil
+	// otherwise. Shared by the calls: never modified.
+	unaryHeader http.Header
 }
 
 // pathPart is a literal (already percent-encoded) or a parameter.
@@ -295,6 +299,9 @@ func prepareOperation(c *config, d *diags) *operation {
 	parseParamStyles(c.ParamStyles, op, d) // param_styles.go
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
+	if len(op.headerArgs) == 0 {
+		op.unaryHeader = op.staticHeader(acceptJSON, false)
+	}
 	return op
 }
 

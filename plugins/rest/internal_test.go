@@ -1,11 +1,17 @@
 package rest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
 func TestConfigCacheBounded(t *testing.T) {
@@ -55,5 +61,43 @@ func TestEscapeLiteral(t *testing.T) {
 	}
 	if got := escapeLiteral("a=1&b=x y?", true); got != "a=1&b=x%20y?" {
 		t.Errorf("query literal = %q", got)
+	}
+}
+
+// A unary request without header_args or a body gets the operation's
+// header built once, which neither the client nor the trace transport
+// (adding the call's traceparent) nor concurrent calls modify.
+func TestUnaryHeaderShared(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != "k" || r.Header.Get("Accept") != "application/json" || r.Header.Get("Traceparent") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	a := New().(*adapter)
+	h := adaptertest.New(t, a)
+	cfg := json.RawMessage(`{"method":"GET","url":"` + srv.URL + `/x","headers":{"X-Api-Key":"k"}}`)
+	call := adaptertest.Call{Config: cfg, Context: sdk.RequestContext{
+		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", RecordSpans: true}}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ue, err := h.Invoke(context.Background(), call); err != nil || ue != nil {
+				t.Errorf("invoke: %v %v", err, ue)
+			}
+		}()
+	}
+	wg.Wait()
+	op := a.configs.Get(&sdk.Operation{Config: cfg}).Value.op
+	req, ue := op.newRequest(context.Background(), &callArgs{raw: emptyObject}, acceptJSON, nil)
+	if ue != nil {
+		t.Fatal(ue)
+	}
+	want := http.Header{"X-Api-Key": {"k"}, "Accept": {"application/json"}, "User-Agent": {userAgent}}
+	if reflect.ValueOf(req.Header).UnsafePointer() != reflect.ValueOf(op.unaryHeader).UnsafePointer() || !reflect.DeepEqual(op.unaryHeader, want) {
+		t.Errorf("header = %v (shared: %v), want %v", req.Header, reflect.ValueOf(req.Header).UnsafePointer() == reflect.ValueOf(op.unaryHeader).UnsafePointer(), want)
 	}
 }

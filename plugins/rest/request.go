@@ -95,21 +95,14 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 	if op.host != "" {
 		req.Host = op.host
 	}
-	h := make(http.Header, len(op.headers)+len(op.headerArgs)+5)
-	for k, v := range op.headers {
-		h[k] = v // shared, never modified
+	if op.unaryHeader != nil && accept == acceptJSON && body == nil {
+		// Shared by the operation's calls: neither the HTTP client nor
+		// the trace transport modifies a request's header (they clone
+		// the request to add to it), and nothing here does.
+		req.Header = op.unaryHeader
+		return req, nil
 	}
-	if _, ok := h["Accept"]; !ok && accept != "" {
-		h["Accept"] = []string{accept}
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = []string{userAgent}
-	}
-	if body != nil {
-		if _, ok := h["Content-Type"]; !ok {
-			h["Content-Type"] = []string{"application/json"}
-		}
-	}
+	h := op.staticHeader(accept, body != nil)
 	for _, ha := range op.headerArgs {
 		v, ok := a.arg(ha.arg)
 		if !ok {
@@ -137,6 +130,31 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 	}
 	req.Header = h
 	return req, nil
+}
+
+// acceptJSON is the default Accept header of a unary call.
+const acceptJSON = "application/json"
+
+// staticHeader is a new request header of the configured headers, accept
+// as the default Accept header and, for a request with a body, the
+// default Content-Type, before header_args.
+func (op *operation) staticHeader(accept string, body bool) http.Header {
+	h := make(http.Header, len(op.headers)+len(op.headerArgs)+5)
+	for k, v := range op.headers {
+		h[k] = v // shared, never modified
+	}
+	if _, ok := h["Accept"]; !ok && accept != "" {
+		h["Accept"] = []string{accept}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{userAgent}
+	}
+	if body {
+		if _, ok := h["Content-Type"]; !ok {
+			h["Content-Type"] = []string{"application/json"}
+		}
+	}
+	return h
 }
 
 // buildURL fills the url template with the path and query arguments.

@@ -110,7 +110,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
 
-	hreq, ue := op.newRequest(callCtx, &args, "application/json", &req.Context)
+	hreq, ue := op.newRequest(callCtx, &args, acceptJSON, &req.Context)
 	if ue != nil {
 		return nil, ue
 	}

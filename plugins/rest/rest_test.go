@@ -130,7 +130,7 @@ func TestDescribe(t *testing.T) {
 	if len(d.Modes) != 2 || d.Modes[0] != sdk.ModeUnary || d.Modes[1] != sdk.ModeWindow {
 		t.Errorf("modes = %v, want unary and window", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true}) {
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}) {
 		t.Errorf("capabilities = %+v, want validate, expand, stream and streams", d.Capabilities)
 	}
 	var schema map[string]any

@@ -63,7 +63,7 @@ func TestOldHost(t *testing.T) {
 	defer cancel()
 
 	d, err := rpc.Describe(ctx, &adapterv1.DescribeRequest{HostVersion: "old"})
-	if err != nil || !slices.Equal(d.GetCapabilities(), []string{"validate", "expand", "stream", "streams"}) ||
+	if err != nil || !slices.Equal(d.GetCapabilities(), []string{"validate", "expand", "stream", "streams", "streams_invoke"}) ||
 		!slices.Equal(d.GetModes(), []adapterv1.ExecutionMode{adapterv1.ExecutionMode_EXECUTION_MODE_UNARY, adapterv1.ExecutionMode_EXECUTION_MODE_WINDOW}) {
 		t.Errorf("describe: %v %v", d, err)
 	}

@@ -79,7 +79,8 @@ func TestDescribeAdvertisesCapabilities(t *testing.T) {
 	for _, c := range []struct {
 		a    sdk.Adapter
 		caps client.Capabilities
-	}{{unaryOnly{}, client.Capabilities{}}, {streaming{}, client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true}}} {
+	}{{unaryOnly{}, client.Capabilities{StreamsInvoke: true}},
+		{streaming{}, client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}}} {
 		d, err := adaptertest.New(t, c.a).Describe(ctx)
 		if err != nil {
 			t.Fatal(err)

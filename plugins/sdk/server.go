@@ -62,6 +62,8 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 			caps = append(caps, wire.CapabilityClientRequests)
 		}
 	}
+	// Every adapter takes unary calls on Streams (streams.go).
+	caps = append(caps, wire.CapabilityStreamsInvoke)
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {
 		modes[i] = adapterv1.ExecutionMode(m)

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,17 +13,20 @@ import (
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
 )
 
-// Streams serves many logical streams on one call: each open runs the
-// adapter's Stream in a goroutine of its own, as a Stream call would,
-// its events sent on the call within the stream's credit. It ends when
-// the host ends the call, cancelling every stream still running.
+// Streams serves many logical streams and unary calls on one call: each
+// open runs the adapter's Stream in a goroutine of its own, as a Stream
+// call would, its events sent on the call within the stream's credit;
+// each invoke runs the adapter's Invoke in a goroutine of its own (an
+// idle one of the call's, else a new one), as an Invoke call would, and
+// sends its answer. It ends when the host ends the call, cancelling every
+// stream and call still running. An adapter that does not stream serves
+// it for its unary calls, and fails each open UNIMPLEMENTED.
 func (s *server) Streams(call adapterv1.Adapter_StreamsServer) error {
-	if _, ok := s.impl.(Streamer); !ok {
-		return status.Error(codes.Unimplemented, "adapter does not stream")
-	}
 	ctx, cancel := context.WithCancel(call.Context())
 	m := &streamsCall{call: call, open: map[uint64]*logicalStream{}}
+	idle := make(chan func())
 	defer func() {
+		close(idle) // the idle goroutines end
 		cancel()
 		// Streams still running send nothing more: a handler's stream
 		// must not be written to once the handler returned.
@@ -39,13 +43,25 @@ func (s *server) Streams(call adapterv1.Adapter_StreamsServer) error {
 		id := req.GetId()
 		switch msg := req.GetMessage().(type) {
 		case *adapterv1.StreamsRequest_Open:
-			l, err := m.add(ctx, id)
+			l, err := m.add(ctx, id, true)
 			if err != nil {
 				return err
 			}
 			go s.serveLogical(m, l, msg.Open)
+		case *adapterv1.StreamsRequest_Invoke:
+			l, err := m.add(ctx, id, false)
+			if err != nil {
+				return err
+			}
+			if d := msg.Invoke.GetContext().GetDeadline(); d != nil {
+				l.deadline = d.AsTime()
+			}
+			run(idle, func() { s.serveInvocation(m, l, msg.Invoke) })
 		case *adapterv1.StreamsRequest_Cancel:
-			if l := m.get(id); l != nil {
+			// A call past its deadline ends by it, as an Invoke call
+			// does, whether its deadline or the host's cancel (sent when
+			// the host's context ended at that deadline) comes first.
+			if l := m.get(id); l != nil && (l.deadline.IsZero() || time.Now().Before(l.deadline)) {
 				l.cancel()
 			}
 		case *adapterv1.StreamsRequest_Credit:
@@ -68,6 +84,43 @@ func (s *server) serveLogical(m *streamsCall, l *logicalStream, req *adapterv1.I
 	st := status.Convert(err)
 	_ = m.send(nil, &adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Failed{
 		Failed: &adapterv1.StreamFailed{Code: int32(st.Code()), Message: st.Message()}}})
+}
+
+// run runs f in an idle goroutine waiting on idle, or else in a new one
+// that waits there once f returned, until idle is closed: a unary call
+// then costs no new goroutine, nor the growth of its stack, while the
+// call's goroutines are as many as its unary calls at once.
+func run(idle chan func(), f func()) {
+	select {
+	case idle <- f:
+	default:
+		go func() {
+			for ; f != nil; f = <-idle {
+				f()
+			}
+		}()
+	}
+}
+
+// serveInvocation runs one unary call of the Streams call, as the Invoke
+// call would (server.go), bounded by the request's deadline, and sends its
+// answer, or how it failed.
+func (s *server) serveInvocation(m *streamsCall, l *logicalStream, req *adapterv1.InvokeRequest) {
+	defer m.remove(l)
+	ctx := l.ctx
+	if !l.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, l.deadline)
+		defer cancel()
+	}
+	resp, err := s.Invoke(ctx, req)
+	if err != nil {
+		st := status.Convert(err)
+		_ = m.send(l, &adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Failed{
+			Failed: &adapterv1.StreamFailed{Code: int32(st.Code()), Message: st.Message()}}})
+		return
+	}
+	_ = m.send(l, &adapterv1.StreamsEvent{Id: l.id, Message: &adapterv1.StreamsEvent_Invoked{Invoked: resp}})
 }
 
 // send sends ev on the call unless the handler returned, or l (when not
@@ -94,13 +147,17 @@ type streamsCall struct {
 	closed bool
 }
 
-func (m *streamsCall) add(ctx context.Context, id uint64) (*logicalStream, error) {
+// add registers the logical stream (stream) or unary call id.
+func (m *streamsCall) add(ctx context.Context, id uint64, stream bool) (*logicalStream, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.open[id]; ok {
 		return nil, status.Errorf(codes.InvalidArgument, "logical stream %d opened twice", id)
 	}
-	l := &logicalStream{m: m, id: id, credit: make(chan struct{}, 1)}
+	l := &logicalStream{m: m, id: id}
+	if stream {
+		l.credit = make(chan struct{}, 1)
+	}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	m.open[id] = l
 	return l, nil
@@ -119,17 +176,20 @@ func (m *streamsCall) remove(l *logicalStream) {
 	m.mu.Unlock()
 }
 
-// logicalStream is one stream of a Streams call.
+// logicalStream is one stream, or unary call, of a Streams call.
 type logicalStream struct {
 	m      *streamsCall
 	id     uint64
 	ctx    context.Context
 	cancel context.CancelFunc
+	// deadline is a unary call's, if it has one.
+	deadline time.Time
 
 	mu sync.Mutex
 	// outstanding are the bytes sent that the host has not granted back.
 	outstanding int64
-	// credit is signalled when the host grants more.
+	// credit is signalled when the host grants more; nil for a unary
+	// call.
 	credit chan struct{}
 }
 

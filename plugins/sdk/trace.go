@@ -111,16 +111,24 @@ type traceKey struct{}
 // requests made for it. It returns a nil *Span and ctx itself when the
 // host does not trace the call.
 func StartSpan(ctx context.Context, name string, kind SpanKind, attrs ...Attribute) (context.Context, *Span) {
-	tc, _ := ctx.Value(traceKey{}).(*traceContext)
-	if tc == nil || !tc.record {
+	if !Recording(ctx) {
 		return ctx, nil
 	}
+	tc := ctx.Value(traceKey{}).(*traceContext)
 	s := &Span{traceID: tc.traceID, parent: tc.spanID, traceState: tc.state, name: name, kind: kind,
 		start: time.Now(), attrs: attrs}
 	s.spanID = newSpanID()
 	child := *tc
 	child.spanID = s.spanID
 	return context.WithValue(ctx, traceKey{}, &child), s
+}
+
+// Recording reports whether a span started under ctx is recorded (the
+// host traces the call and asked for its spans), for a caller that would
+// otherwise build a span's name and attributes for nothing.
+func Recording(ctx context.Context) bool {
+	tc, _ := ctx.Value(traceKey{}).(*traceContext)
+	return tc != nil && tc.record
 }
 
 // TraceHeaders returns the W3C trace context a request made under ctx

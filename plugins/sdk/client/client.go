@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -42,12 +41,11 @@ type Client struct {
 	observer Observer
 
 	// streams: the adapter said it serves Streams (Capabilities.Streams);
-	// noStreams: it answered the call UNIMPLEMENTED all the same.
-	streams, noStreams atomic.Bool
-	// shared is the Streams call that streams of sessions and jobs are
-	// carried on (streams.go), nil until the first or once it broke.
-	sharedMu sync.Mutex
-	shared   *sharedStreams
+	// streamsInvoke: and unary calls on it (Capabilities.StreamsInvoke).
+	streams, streamsInvoke atomic.Bool
+	// streamsCall is the Streams call that streams of sessions and jobs
+	// are carried on, invokeCall the one of unary calls (streams.go).
+	streamsCall, invokeCall callSlot
 }
 
 // New returns a client of the adapter service on conn, speaking the
@@ -82,6 +80,9 @@ type Capabilities struct {
 	Resources, Prompts bool
 	Completions        bool // Complete: sdk.Completer
 	Subscribe          bool // WatchResource: sdk.ResourceWatcher
+	// StreamsInvoke: unary calls on Streams (every adapter of a current
+	// SDK); Invoke takes them there.
+	StreamsInvoke bool
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -120,6 +121,8 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Stream = true
 		case wire.CapabilityStreams:
 			info.Capabilities.Streams = true
+		case wire.CapabilityStreamsInvoke:
+			info.Capabilities.StreamsInvoke = true
 		case wire.CapabilityProgress:
 			info.Capabilities.Progress = true
 			info.Progress = true
@@ -142,6 +145,7 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 		}
 	}
 	c.streams.Store(info.Capabilities.Streams)
+	c.streamsInvoke.Store(info.Capabilities.StreamsInvoke)
 	return info, nil
 }
 
@@ -194,10 +198,24 @@ func expansionFromProto(resp *adapterv1.ExpandOperationResponse) ([]sdk.Tool, []
 
 // Invoke makes one request-response call. An upstream failure is returned
 // as an *sdk.UpstreamError.
+//
+// To an adapter that takes unary calls on its Streams call
+// (Capabilities.StreamsInvoke, as its Describe answer said) the call
+// travels there (streams.go), else as an Invoke call of its own; either
+// way it answers the same.
 func (c *Client) Invoke(ctx context.Context, req *sdk.Request) (_ *sdk.Result, err error) {
 	done := c.observe(ctx, "invoke", req)
 	defer func() { done(err) }()
-	resp, err := c.rpc.Invoke(ctx, requestToProto(req))
+	p := requestToProto(req)
+	var resp *adapterv1.InvokeResponse
+	if c.streamsInvoke.Load() && !c.invokeCall.unimplemented.Load() {
+		resp, err = c.invokeShared(ctx, p)
+		if status.Code(err) == codes.Unimplemented && c.invokeCall.unimplemented.Load() {
+			resp, err = c.rpc.Invoke(ctx, p) // the adapter does not serve the call after all
+		}
+	} else {
+		resp, err = c.rpc.Invoke(ctx, p)
+	}
 	if err != nil {
 		return nil, callError(err)
 	}
@@ -245,7 +263,7 @@ func (c *Client) Stream(ctx context.Context, req *sdk.Request) (*Stream, error) 
 	}
 	var st eventSource
 	var err error
-	if long && c.streams.Load() && !c.noStreams.Load() {
+	if long && c.streams.Load() && !c.streamsCall.unimplemented.Load() {
 		st, err = c.openLogical(ctx, p) // streams.go
 	} else {
 		st, err = c.rpc.Stream(ctx, p)

@@ -19,7 +19,9 @@ import (
 
 // The test binary doubles as an adapter served with WithManagedDebug when
 // started with CRANK_CLIENT_TEST_DEBUG=1, and as the feed adapter
-// (streams_test.go) when started with CRANK_CLIENT_TEST_FEED=1.
+// (streams_test.go) when started with CRANK_CLIENT_TEST_FEED=1, and as
+// the waiter adapter (invoke_streams_test.go) with
+// CRANK_CLIENT_TEST_WAITER=1.
 func TestMain(m *testing.M) {
 	if os.Getenv("CRANK_CLIENT_TEST_DEBUG") == "1" {
 		if err := sdk.Serve(echo{}, sdk.WithManagedDebug()); err != nil {
@@ -30,6 +32,13 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv("CRANK_CLIENT_TEST_FEED") == "1" {
 		if err := sdk.Serve(newFeed()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv("CRANK_CLIENT_TEST_WAITER") == "1" {
+		if err := sdk.Serve(newWaiter()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

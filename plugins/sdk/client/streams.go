@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
@@ -20,6 +23,12 @@ import (
 // each: a logical stream costs the host no goroutine, and the adapter no
 // call, while it lives. One goroutine reads the call and hands each event
 // to its stream's queue, which the stream's credit bounds.
+//
+// Its unary calls, to an adapter that takes them there
+// (Capabilities.StreamsInvoke), travel on a second Streams call of the
+// same kind: each an invoke and its answer, which the call's reader hands
+// to the waiting caller. The two calls are apart so that a large answer
+// never holds up a stream's events, nor a busy stream an answer.
 
 // eventSource is what a Stream reads its events from: a Stream call, or a
 // logical stream of the Streams call.
@@ -27,9 +36,30 @@ type eventSource interface {
 	Recv() (*adapterv1.StreamEvent, error)
 }
 
-// sharedStreams is one Streams call and the logical streams open on it.
+// callSlot is where a client keeps one of its Streams calls: the one of
+// its streams, or the one of its unary calls.
+type callSlot struct {
+	mu sync.Mutex
+	sh *sharedStreams // nil until the first, or once it broke
+	// unimplemented: the adapter answered the call UNIMPLEMENTED all the
+	// same; the client does without it from then on.
+	unimplemented atomic.Bool
+}
+
+// member is what a Streams call's reader hands the events of one id to:
+// a logical stream, or a unary call waiting for its answer.
+type member interface {
+	// take takes an event of the member's id, from the call's reader.
+	take(ev *adapterv1.StreamsEvent)
+	// end ends the member with the call's error, when the call broke.
+	end(err error)
+}
+
+// sharedStreams is one Streams call and the logical streams, or unary
+// calls, open on it.
 type sharedStreams struct {
-	c *Client
+	c    *Client
+	slot *callSlot
 	// opened is closed once the call is open (call, cancel) or failed to
 	// open (openErr).
 	opened  chan struct{}
@@ -40,7 +70,7 @@ type sharedStreams struct {
 	sendMu sync.Mutex
 
 	mu   sync.Mutex
-	open map[uint64]*logicalStream
+	open map[uint64]member
 	next uint64
 	// err is why the call broke; no stream is opened on it then.
 	err error
@@ -49,14 +79,17 @@ type sharedStreams struct {
 // openLogical opens a logical stream of req on the client's Streams call.
 func (c *Client) openLogical(ctx context.Context, req *adapterv1.InvokeRequest) (*logicalStream, error) {
 	for {
-		sh, err := c.sharedCall(ctx)
+		sh, err := c.sharedCall(ctx, &c.streamsCall)
 		if err != nil {
 			return nil, err
 		}
-		s, ok := sh.add(ctx)
+		m, ok := sh.add(func(id uint64) member {
+			return &logicalStream{sh: sh, id: id, ctx: ctx, ready: make(chan struct{}, 1)}
+		})
 		if !ok {
 			continue // it broke meanwhile
 		}
+		s := m.(*logicalStream)
 		// A failed send broke the call: its reader ends the stream with
 		// the call's error.
 		_ = sh.send(&adapterv1.StreamsRequest{Id: s.id, Message: &adapterv1.StreamsRequest_Open{Open: req}})
@@ -72,20 +105,90 @@ func (c *Client) openLogical(ctx context.Context, req *adapterv1.InvokeRequest) 
 	}
 }
 
-// sharedCall returns the client's Streams call, opening it if there is
-// none; ctx bounds the wait for it to open.
-func (c *Client) sharedCall(ctx context.Context) (*sharedStreams, error) {
+// invokeShared makes a unary call on the client's Streams call of unary
+// calls, answering as the Invoke call would: the adapter's answer, or the
+// gRPC status the call failed with, the context's when it ended first.
+func (c *Client) invokeShared(ctx context.Context, req *adapterv1.InvokeRequest) (*adapterv1.InvokeResponse, error) {
+	if req.Context.Deadline == nil {
+		// The adapter bounds the call by it: there is no gRPC deadline.
+		if d, ok := ctx.Deadline(); ok {
+			req.Context.Deadline = timestamppb.New(d)
+		}
+	}
+	for {
+		sh, err := c.sharedCall(ctx, &c.invokeCall)
+		if err != nil {
+			return nil, err
+		}
+		m, ok := sh.add(func(id uint64) member {
+			return &invocation{id: id, answer: make(chan invokeAnswer, 1)}
+		})
+		if !ok {
+			continue // it broke meanwhile
+		}
+		inv := m.(*invocation)
+		// A failed send broke the call: its reader ends the call with the
+		// call's error.
+		_ = sh.send(&adapterv1.StreamsRequest{Id: inv.id, Message: &adapterv1.StreamsRequest_Invoke{Invoke: req}})
+		select {
+		case a := <-inv.answer:
+			if d, ok := ctx.Deadline(); ok && a.err != nil && !time.Now().Before(d) {
+				// The adapter's context ended at the same deadline, and
+				// its failure came first: the call is past its deadline,
+				// as an Invoke call would say.
+				return nil, status.FromContextError(context.DeadlineExceeded).Err()
+			}
+			return a.resp, a.err
+		case <-ctx.Done():
+			if sh.forget(inv.id, inv) {
+				// A failed send broke the call, which ends it too.
+				_ = sh.send(&adapterv1.StreamsRequest{Id: inv.id, Message: &adapterv1.StreamsRequest_Cancel{Cancel: &adapterv1.CancelStream{}}})
+			}
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// invocation is a unary call on a Streams call, waiting for its answer.
+type invocation struct {
+	id uint64
+	// answer gets the one answer: the call's reader sends it, once.
+	answer chan invokeAnswer
+}
+
+type invokeAnswer struct {
+	resp *adapterv1.InvokeResponse
+	err  error
+}
+
+func (inv *invocation) take(ev *adapterv1.StreamsEvent) {
+	switch m := ev.GetMessage().(type) {
+	case *adapterv1.StreamsEvent_Invoked:
+		inv.answer <- invokeAnswer{resp: m.Invoked}
+	case *adapterv1.StreamsEvent_Failed:
+		inv.end(status.Error(codes.Code(m.Failed.GetCode()), m.Failed.GetMessage()))
+	default:
+		// Not an answer (an adapter bug): fail the call rather than wait.
+		inv.end(status.Error(codes.Internal, "adapter protocol violation: the answer to a unary call is not one"))
+	}
+}
+
+func (inv *invocation) end(err error) { inv.answer <- invokeAnswer{err: err} }
+
+// sharedCall returns the client's Streams call kept in slot, opening it
+// if there is none; ctx bounds the wait for it to open.
+func (c *Client) sharedCall(ctx context.Context, slot *callSlot) (*sharedStreams, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	c.sharedMu.Lock()
-	sh := c.shared
+	slot.mu.Lock()
+	sh := slot.sh
 	if sh == nil {
-		sh = &sharedStreams{c: c, opened: make(chan struct{}), open: map[uint64]*logicalStream{}}
-		c.shared = sh
+		sh = &sharedStreams{c: c, slot: slot, opened: make(chan struct{}), open: map[uint64]member{}}
+		slot.sh = sh
 		go sh.run()
 	}
-	c.sharedMu.Unlock()
+	slot.mu.Unlock()
 	select {
 	case <-sh.opened:
 	case <-ctx.Done():
@@ -114,34 +217,35 @@ func (sh *sharedStreams) run() {
 
 // drop makes the next stream open a new call.
 func (sh *sharedStreams) drop() {
-	sh.c.sharedMu.Lock()
-	defer sh.c.sharedMu.Unlock()
-	if sh.c.shared == sh {
-		sh.c.shared = nil
+	sh.slot.mu.Lock()
+	defer sh.slot.mu.Unlock()
+	if sh.slot.sh == sh {
+		sh.slot.sh = nil
 	}
 }
 
-// add registers a new logical stream; false when the call broke.
-func (sh *sharedStreams) add(ctx context.Context) (*logicalStream, bool) {
+// add registers the member newMember makes of the next id; false when
+// the call broke.
+func (sh *sharedStreams) add(newMember func(id uint64) member) (member, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.err != nil {
 		return nil, false
 	}
 	sh.next++
-	s := &logicalStream{sh: sh, id: sh.next, ctx: ctx, ready: make(chan struct{}, 1)}
-	sh.open[s.id] = s
-	return s, true
+	m := newMember(sh.next)
+	sh.open[sh.next] = m
+	return m, true
 }
 
-// forget removes a stream; false when it was not open any more.
-func (sh *sharedStreams) forget(s *logicalStream) bool {
+// forget removes the member of id; false when it was not open any more.
+func (sh *sharedStreams) forget(id uint64, m member) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.open[s.id] != s {
+	if sh.open[id] != m {
 		return false
 	}
-	delete(sh.open, s.id)
+	delete(sh.open, id)
 	return true
 }
 
@@ -151,8 +255,9 @@ func (sh *sharedStreams) send(req *adapterv1.StreamsRequest) error {
 	return sh.call.Send(req)
 }
 
-// demux reads the call, handing each event to its stream, until the call
-// breaks.
+// demux reads the call, handing each event to its member, until the
+// call breaks. A unary call is answered once: its member is forgotten
+// before it takes its answer.
 func (sh *sharedStreams) demux() {
 	for {
 		ev, err := sh.call.Recv()
@@ -160,21 +265,30 @@ func (sh *sharedStreams) demux() {
 			sh.broke(err)
 			return
 		}
+		id := ev.GetId()
 		sh.mu.Lock()
-		s := sh.open[ev.GetId()]
+		m := sh.open[id]
+		if _, unary := m.(*invocation); unary {
+			delete(sh.open, id)
+		}
 		sh.mu.Unlock()
-		if s == nil {
+		if m == nil {
 			continue // cancelled: what the adapter sent meanwhile is dropped
 		}
-		switch m := ev.GetMessage().(type) {
-		case *adapterv1.StreamsEvent_Event:
-			s.deliver(m.Event)
-		case *adapterv1.StreamsEvent_Failed:
-			sh.forget(s)
-			s.end(status.Error(codes.Code(m.Failed.GetCode()), m.Failed.GetMessage()))
-		}
-		// A message of a newer protocol revision: skip it.
+		m.take(ev)
 	}
+}
+
+// take hands an event of the call to the stream.
+func (s *logicalStream) take(ev *adapterv1.StreamsEvent) {
+	switch m := ev.GetMessage().(type) {
+	case *adapterv1.StreamsEvent_Event:
+		s.deliver(m.Event)
+	case *adapterv1.StreamsEvent_Failed:
+		s.sh.forget(s.id, s)
+		s.end(status.Error(codes.Code(m.Failed.GetCode()), m.Failed.GetMessage()))
+	}
+	// A message of a newer protocol revision: skip it.
 }
 
 // broke fails every stream of a broken call as a broken Stream call
@@ -184,7 +298,7 @@ func (sh *sharedStreams) broke(err error) {
 		err = status.Error(codes.Unavailable, "the adapter ended the streams call")
 	}
 	if status.Code(err) == codes.Unimplemented {
-		sh.c.noStreams.Store(true) // Stream from now on
+		sh.slot.unimplemented.Store(true) // Stream, or Invoke, from now on
 	}
 	sh.drop()
 	sh.mu.Lock()
@@ -192,8 +306,8 @@ func (sh *sharedStreams) broke(err error) {
 	open := sh.open
 	sh.open = nil
 	sh.mu.Unlock()
-	for _, s := range open {
-		s.end(err)
+	for _, m := range open {
+		m.end(err)
 	}
 	sh.cancel()
 }
@@ -231,7 +345,7 @@ func (s *logicalStream) deliver(ev *adapterv1.StreamEvent) {
 	s.mu.Lock()
 	if s.outstanding >= wire.StreamCreditBytes {
 		s.mu.Unlock()
-		if s.sh.forget(s) {
+		if s.sh.forget(s.id, s) {
 			go s.cancelAtAdapter()
 		}
 		s.end(status.Errorf(codes.Internal, "adapter protocol violation: the adapter sent more than the credit of %d bytes of its stream allows", wire.StreamCreditBytes))
@@ -246,7 +360,7 @@ func (s *logicalStream) deliver(ev *adapterv1.StreamEvent) {
 	}
 	s.mu.Unlock()
 	if last {
-		s.sh.forget(s)
+		s.sh.forget(s.id, s)
 		s.end(io.EOF)
 	} else {
 		s.signal()
@@ -280,7 +394,7 @@ func (s *logicalStream) signal() {
 // abandon cancels the stream at the adapter when its context ended
 // first.
 func (s *logicalStream) abandon() {
-	if s.sh.forget(s) {
+	if s.sh.forget(s.id, s) {
 		s.cancelAtAdapter()
 	}
 	s.signal()

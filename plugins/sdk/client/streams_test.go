@@ -329,21 +329,8 @@ func TestSharedStreamFailures(t *testing.T) {
 // naming the violation, and the host cancels it.
 func TestSharedStreamOverrun(t *testing.T) {
 	t.Parallel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	o := &overrunner{cancelled: make(chan uint64, 1)}
-	adapterv1.RegisterAdapterServer(srv, o)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := client.New(conn)
+	c := serveRaw(t, o)
 	describe(t, c)
 	st, err := c.Stream(ctxT(t), &sdk.Request{Operation: sdk.Operation{Mode: sdk.ModeSession}})
 	if err != nil {
@@ -369,6 +356,26 @@ func TestSharedStreamOverrun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the host did not cancel the stream")
 	}
+}
+
+// serveRaw serves an adapter written on the generated code, as a test
+// makes one break the protocol, and returns a client of it.
+func serveRaw(t *testing.T, a adapterv1.AdapterServer) *client.Client {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	adapterv1.RegisterAdapterServer(srv, a)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return client.New(conn)
 }
 
 // overrunner is an adapter that ignores the credit of its streams.
@@ -470,21 +477,30 @@ func (b *breakable) breakCalls() {
 // When the adapter process dies, every stream on its Streams call fails
 // as a Stream call of a dead adapter fails: Unavailable.
 func TestSharedStreamsAdapterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an adapter process")
-	}
-	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = []string{"CRANK_CLIENT_TEST_FEED=1"}
-	p, err := client.Start(client.Config{Cmd: cmd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
+	p := startSelfAdapter(t, "CRANK_CLIENT_TEST_FEED=1")
 	describe(t, p.Client)
 	open := openRunning(ctxT(t), t, p.Client, sdk.ModeSession, sdk.ModeAsyncJob, sdk.ModeSession, sdk.ModeWindow)
 	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	failsWith(t, client.Unavailable, open)
+}
+
+// startSelfAdapter starts this test binary as an adapter process, as env
+// makes TestMain serve one (client_test.go), the way the host starts
+// adapters, for a parallel test; it is killed when the test ends.
+func startSelfAdapter(t *testing.T, env string) *client.Process {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs an adapter process")
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{env}
+	p, err := client.Start(client.Config{Cmd: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	return p
 }

@@ -169,3 +169,22 @@ func TestNewClient(t *testing.T) {
 		}
 	}
 }
+
+type answering struct{ resp *http.Response }
+
+func (a answering) RoundTrip(*http.Request) (*http.Response, error) { return a.resp, nil }
+
+// A request of a call the host does not trace costs the trace transport
+// no allocation: no span, so no span name or attributes either. Not
+// parallel: testing.AllocsPerRun counts the whole process's.
+func TestTraceTransportUntracedAllocs(t *testing.T) {
+	rt := TraceTransport(answering{&http.Response{StatusCode: http.StatusOK}})
+	req := httptest.NewRequest(http.MethodGet, "http://up.example:8080/x", nil)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := rt.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations a request", n)
+	}
+}

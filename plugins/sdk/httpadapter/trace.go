@@ -32,9 +32,12 @@ func TraceTransport(base http.RoundTripper) http.RoundTripper {
 type traceTransport struct{ base http.RoundTripper }
 
 func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, span := sdk.StartSpan(req.Context(), req.Method+" "+req.URL.Hostname(), sdk.SpanClient,
-		sdk.Attr("http.request.method", req.Method), sdk.Attr("server.address", req.URL.Hostname()),
-		sdk.Attr("url.scheme", req.URL.Scheme))
+	ctx, span := req.Context(), (*sdk.Span)(nil)
+	if sdk.Recording(ctx) { // else the span's name and attributes are built for nothing
+		ctx, span = sdk.StartSpan(ctx, req.Method+" "+req.URL.Hostname(), sdk.SpanClient,
+			sdk.Attr("http.request.method", req.Method), sdk.Attr("server.address", req.URL.Hostname()),
+			sdk.Attr("url.scheme", req.URL.Scheme))
+	}
 	if span != nil {
 		if p := req.URL.Port(); p != "" {
 			if n, err := strconv.Atoi(p); err == nil {

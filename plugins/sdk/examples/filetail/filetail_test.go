@@ -58,7 +58,7 @@ func TestDescribe(t *testing.T) {
 	}
 	schema := string(d.ConfigSchema)
 	if d.Name != "filetail" || !d.Serves(sdk.ModeUnary) || !d.Serves(sdk.ModeWindow) ||
-		d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true}) ||
+		d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}) ||
 		!strings.Contains(schema, `"required":["path"]`) || !strings.Contains(schema, `"maximum":100000`) {
 		t.Fatalf("describe: %+v, schema %s", d, schema)
 	}

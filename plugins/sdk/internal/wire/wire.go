@@ -43,6 +43,9 @@ const (
 	CapabilityStream   = "stream"
 	// CapabilityStreams: Streams, many streams on one call (sdk.Streamer).
 	CapabilityStreams = "streams"
+	// CapabilityStreamsInvoke: unary calls on Streams
+	// (StreamsRequest.invoke), which every adapter of this SDK serves.
+	CapabilityStreamsInvoke = "streams_invoke"
 	// CapabilityProgress: InvokeWithProgress (Description.Progress).
 	CapabilityProgress = "progress"
 	// CapabilityLog: log messages in InvokeWithProgress (Description.Log).

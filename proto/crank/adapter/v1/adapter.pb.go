@@ -3388,6 +3388,7 @@ type StreamsRequest struct {
 	//	*StreamsRequest_Open
 	//	*StreamsRequest_Cancel
 	//	*StreamsRequest_Credit
+	//	*StreamsRequest_Invoke
 	Message       isStreamsRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3464,6 +3465,15 @@ func (x *StreamsRequest) GetCredit() uint64 {
 	return 0
 }
 
+func (x *StreamsRequest) GetInvoke() *InvokeRequest {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsRequest_Invoke); ok {
+			return x.Invoke
+		}
+	}
+	return nil
+}
+
 type isStreamsRequest_Message interface {
 	isStreamsRequest_Message()
 }
@@ -3484,11 +3494,25 @@ type StreamsRequest_Credit struct {
 	Credit uint64 `protobuf:"varint,4,opt,name=credit,proto3,oneof"`
 }
 
+type StreamsRequest_Invoke struct {
+	// Run a unary call: the request Invoke would receive. The adapter
+	// answers with one StreamsEvent of the id, invoked with what Invoke
+	// would answer, or failed with the gRPC status a failed Invoke call
+	// would end with; cancel cancels the call as a cancelled Invoke call
+	// is. The call's time budget is RequestContext.deadline (there is no
+	// gRPC deadline of its own). Sent only to adapters that list
+	// "streams_invoke" in DescribeResponse.capabilities; others get
+	// Invoke calls.
+	Invoke *InvokeRequest `protobuf:"bytes,5,opt,name=invoke,proto3,oneof"`
+}
+
 func (*StreamsRequest_Open) isStreamsRequest_Message() {}
 
 func (*StreamsRequest_Cancel) isStreamsRequest_Message() {}
 
 func (*StreamsRequest_Credit) isStreamsRequest_Message() {}
+
+func (*StreamsRequest_Invoke) isStreamsRequest_Message() {}
 
 type CancelStream struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3536,6 +3560,7 @@ type StreamsEvent struct {
 	//
 	//	*StreamsEvent_Event
 	//	*StreamsEvent_Failed
+	//	*StreamsEvent_Invoked
 	Message       isStreamsEvent_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3603,6 +3628,15 @@ func (x *StreamsEvent) GetFailed() *StreamFailed {
 	return nil
 }
 
+func (x *StreamsEvent) GetInvoked() *InvokeResponse {
+	if x != nil {
+		if x, ok := x.Message.(*StreamsEvent_Invoked); ok {
+			return x.Invoked
+		}
+	}
+	return nil
+}
+
 type isStreamsEvent_Message interface {
 	isStreamsEvent_Message()
 }
@@ -3617,13 +3651,21 @@ type StreamsEvent_Failed struct {
 	// The logical stream failed as a Stream call fails with a gRPC
 	// status: e.g. UNIMPLEMENTED, INTERNAL for an adapter failure that is
 	// not the upstream's, CANCELLED after the host's cancel. It ends the
-	// logical stream.
+	// logical stream, or the unary call of StreamsRequest.invoke.
 	Failed *StreamFailed `protobuf:"bytes,3,opt,name=failed,proto3,oneof"`
+}
+
+type StreamsEvent_Invoked struct {
+	// The answer to StreamsRequest.invoke, as Invoke answers it; it ends
+	// the unary call.
+	Invoked *InvokeResponse `protobuf:"bytes,4,opt,name=invoked,proto3,oneof"`
 }
 
 func (*StreamsEvent_Event) isStreamsEvent_Message() {}
 
 func (*StreamsEvent_Failed) isStreamsEvent_Message() {}
+
+func (*StreamsEvent_Invoked) isStreamsEvent_Message() {}
 
 // StreamFailed is the gRPC status a failed logical stream ends with.
 type StreamFailed struct {
@@ -4338,18 +4380,20 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x03end\x18\x03 \x01(\v2\x15.crank.adapter.v1.EndH\x00R\x03end\x127\n" +
 	"\x05error\x18\x04 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
 	"\x05spans\x18\x05 \x03(\v2\x16.crank.adapter.v1.SpanR\x05spansB\a\n" +
-	"\x05event\"\xb6\x01\n" +
+	"\x05event\"\xf1\x01\n" +
 	"\x0eStreamsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\x04open\x18\x02 \x01(\v2\x1f.crank.adapter.v1.InvokeRequestH\x00R\x04open\x128\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x1e.crank.adapter.v1.CancelStreamH\x00R\x06cancel\x12\x18\n" +
-	"\x06credit\x18\x04 \x01(\x04H\x00R\x06creditB\t\n" +
+	"\x06credit\x18\x04 \x01(\x04H\x00R\x06credit\x129\n" +
+	"\x06invoke\x18\x05 \x01(\v2\x1f.crank.adapter.v1.InvokeRequestH\x00R\x06invokeB\t\n" +
 	"\amessage\"\x0e\n" +
-	"\fCancelStream\"\x9a\x01\n" +
+	"\fCancelStream\"\xd8\x01\n" +
 	"\fStreamsEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\x05event\x18\x02 \x01(\v2\x1d.crank.adapter.v1.StreamEventH\x00R\x05event\x128\n" +
-	"\x06failed\x18\x03 \x01(\v2\x1e.crank.adapter.v1.StreamFailedH\x00R\x06failedB\t\n" +
+	"\x06failed\x18\x03 \x01(\v2\x1e.crank.adapter.v1.StreamFailedH\x00R\x06failed\x12<\n" +
+	"\ainvoked\x18\x04 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\ainvokedB\t\n" +
 	"\amessage\"<\n" +
 	"\fStreamFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
@@ -4546,41 +4590,43 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	51, // 57: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
 	26, // 58: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
 	45, // 59: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	43, // 60: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	47, // 61: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	3,  // 62: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	52, // 63: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 64: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 65: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 66: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	26, // 67: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	26, // 68: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	44, // 69: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	26, // 70: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	41, // 71: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	14, // 72: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	16, // 73: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	18, // 74: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
-	20, // 75: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
-	36, // 76: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
-	5,  // 77: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 78: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 79: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	29, // 80: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	43, // 81: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	46, // 82: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	34, // 83: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	42, // 84: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	15, // 85: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	17, // 86: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	19, // 87: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
-	21, // 88: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
-	38, // 89: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
-	77, // [77:90] is the sub-list for method output_type
-	64, // [64:77] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	26, // 60: crank.adapter.v1.StreamsRequest.invoke:type_name -> crank.adapter.v1.InvokeRequest
+	43, // 61: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	47, // 62: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	29, // 63: crank.adapter.v1.StreamsEvent.invoked:type_name -> crank.adapter.v1.InvokeResponse
+	3,  // 64: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	52, // 65: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 66: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 67: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 68: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	26, // 69: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	26, // 70: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	44, // 71: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	26, // 72: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	41, // 73: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	14, // 74: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	16, // 75: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	18, // 76: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	20, // 77: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	36, // 78: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 79: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 80: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 81: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	29, // 82: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	43, // 83: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	46, // 84: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	34, // 85: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	42, // 86: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	15, // 87: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	17, // 88: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	19, // 89: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	21, // 90: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	38, // 91: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	79, // [79:92] is the sub-list for method output_type
+	66, // [66:79] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -4623,10 +4669,12 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
+		(*StreamsRequest_Invoke)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
+		(*StreamsEvent_Invoked)(nil),
 	}
 	file_crank_adapter_v1_adapter_proto_msgTypes[48].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),

@@ -88,6 +88,13 @@ type AdapterClient interface {
 	// it still reads as it fails a broken Stream call. Optional: adapters
 	// that implement it list "streams" in DescribeResponse.capabilities; the
 	// host uses Stream otherwise, and from an UNIMPLEMENTED answer on.
+	//
+	// Unary calls travel on a Streams call too, to adapters that list
+	// "streams_invoke" (StreamsRequest.invoke): a call then costs neither
+	// side a gRPC call of its own (its headers, its context and metadata,
+	// the server's goroutine and the client's), only two messages on a call
+	// that stays open. The host keeps such calls on a Streams call of their
+	// own, apart from the streams of sessions and jobs.
 	Streams(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamsRequest, StreamsEvent], error)
 	// InvokeWithProgress is Invoke for a call whose client asked for
 	// progress: the adapter sends the progress its upstream reports while
@@ -361,6 +368,13 @@ type AdapterServer interface {
 	// it still reads as it fails a broken Stream call. Optional: adapters
 	// that implement it list "streams" in DescribeResponse.capabilities; the
 	// host uses Stream otherwise, and from an UNIMPLEMENTED answer on.
+	//
+	// Unary calls travel on a Streams call too, to adapters that list
+	// "streams_invoke" (StreamsRequest.invoke): a call then costs neither
+	// side a gRPC call of its own (its headers, its context and metadata,
+	// the server's goroutine and the client's), only two messages on a call
+	// that stays open. The host keeps such calls on a Streams call of their
+	// own, apart from the streams of sessions and jobs.
 	Streams(grpc.BidiStreamingServer[StreamsRequest, StreamsEvent]) error
 	// InvokeWithProgress is Invoke for a call whose client asked for
 	// progress: the adapter sends the progress its upstream reports while
