@@ -36,7 +36,9 @@
 //     beside the sessions of the older protocol.
 //   - events.go: the SDK's EventStore over the store's event logs, so a
 //     client resumes a dropped SSE stream with Last-Event-ID on any
-//     replica.
+//     replica; primeflush.go: the priming event's flush held back, and a
+//     POST stream's events kept only once it outlives its first write
+//     (a fast unary call writes nothing to etcd).
 //   - sessions.go: MCP sessions across replicas: each session is recorded
 //     in the store, and a replica serves a session it does not hold by
 //     rebuilding it from its record.

@@ -280,7 +280,7 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
-	ep.settlePrime(w, r) // primeflush.go
+	r = ep.settlePrime(w, r) // primeflush.go
 	ep.handler(r, p)(w, r)
 }
 

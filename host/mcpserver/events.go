@@ -88,6 +88,10 @@ type sessionLogs struct {
 type pendingLog struct {
 	queue   []pendingEvent
 	writing bool // the stream is in the writer's hands (dirty or being stored)
+	// held: a POST stream before its first write ended (streamHold); its
+	// events wait in queue, not yet counted or handed to the writer.
+	// answered: the stream's response is among them.
+	held, answered bool
 	// drop: delete what the store holds of the stream once the events
 	// taken before are written (an event-log quota refused it).
 	drop bool
@@ -159,28 +163,36 @@ func (es *eventStore) sessionLocked(id string) *sessionLogs {
 }
 
 // Open implements mcp.EventStore: a stream starts at event 0. Nothing is
-// written until its first event.
-func (es *eventStore) Open(_ context.Context, sessionID, streamID string) error {
+// written until its first event. The POST stream of a request that
+// carries a streamHold (ctx) is held until its first write ends.
+func (es *eventStore) Open(ctx context.Context, sessionID, streamID string) error {
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	es.sessionLocked(sessionID).next[streamID] = 0
+	sl := es.sessionLocked(sessionID)
+	sl.next[streamID] = 0
+	if h, ok := ctx.Value(streamHoldKey{}).(*streamHold); ok && streamID != "" && !es.standaloneOnly && h.stream == "" {
+		h.session, h.stream = sessionID, streamID
+		sl.pending[streamID] = &pendingLog{held: true}
+	}
 	return nil
 }
 
 // claimLocked returns the index of the stream's next event (-1 when this
-// process did not open the stream: the store picks the next one). A POST
-// stream ends with its response, so its counter goes with it.
-func (sl *sessionLogs) claimLocked(streamID string, data []byte) int64 {
+// process did not open the stream: the store picks the next one) and
+// whether the event is a response. A POST stream ends with its response,
+// so its counter goes with it.
+func (sl *sessionLogs) claimLocked(streamID string, data []byte) (int64, bool) {
+	response := streamID != "" && isResponse(data)
 	idx, ok := sl.next[streamID]
 	if !ok {
-		return -1
+		return -1, response
 	}
-	if streamID != "" && isResponse(data) {
+	if response {
 		delete(sl.next, streamID)
 	} else {
 		sl.next[streamID] = idx + 1
 	}
-	return idx
+	return idx, response
 }
 
 // isResponse reports whether an encoded JSON-RPC message is a response
@@ -211,17 +223,30 @@ func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, da
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
-	idx := sl.claimLocked(streamID, data)
+	idx, response := sl.claimLocked(streamID, data)
 	var request json.RawMessage
 	if idx == 0 && streamID != "" {
 		request, _ = ctx.Value(callIDKey{}).(json.RawMessage)
 	}
+	if pl := sl.pending[streamID]; pl != nil && pl.held {
+		pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data, request: request})
+		pl.answered = pl.answered || response
+		return nil
+	}
+	es.queueLocked(sessionID, streamID, client, sl, pendingEvent{idx: idx, data: data, request: request})
+	return nil
+}
+
+// queueLocked counts an event against the event-log quotas and queues it
+// for the writer.
+func (es *eventStore) queueLocked(sessionID, streamID, client string, sl *sessionLogs, ev pendingEvent) {
+	idx, data, request := ev.idx, ev.data, ev.request
 	ok, drop, refusal := es.ledger.admit(sessionID, streamID, client, len(data))
 	if refusal != "" {
 		es.logRefusalLocked(sessionID, refusal)
 	}
 	if !ok && !drop && request == nil {
-		return nil // the index still counts it: the store sees the gap
+		return // the index still counts it: the store sees the gap
 	}
 	pl := sl.pending[streamID]
 	if pl == nil {
@@ -233,12 +258,12 @@ func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, da
 		// the same, for its request.
 		pl.queue = append(pl.queue, pendingEvent{idx: 0, request: request, open: true})
 		es.dirtyLocked(sessionID, streamID, sl, pl)
-		return nil
+		return
 	}
 	if drop {
 		pl.queue, pl.drop = nil, true
 		es.dirtyLocked(sessionID, streamID, sl, pl)
-		return nil
+		return
 	}
 	if len(pl.queue) >= maxPendingEvents {
 		// etcd is far behind (or down): delivery does not wait for it. The
@@ -252,7 +277,6 @@ func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, da
 	}
 	pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data, request: request})
 	es.dirtyLocked(sessionID, streamID, sl, pl)
-	return nil
 }
 
 // refusalLogEvery spaces the log lines of streams an event-log quota
@@ -409,7 +433,7 @@ func (es *eventStore) flushLocked(sl *sessionLogs, streams ...string) {
 	for {
 		busy := false
 		for _, id := range streams {
-			if pl := sl.pending[id]; pl != nil && (pl.writing || len(pl.queue) > 0) {
+			if pl := sl.pending[id]; pl != nil && pl.busy() {
 				busy = true
 			}
 		}
@@ -427,12 +451,16 @@ func (sl *sessionLogs) busyLocked() bool {
 		return false
 	}
 	for _, pl := range sl.pending {
-		if pl.writing || len(pl.queue) > 0 {
+		if pl.busy() {
 			return true
 		}
 	}
 	return false
 }
+
+// busy reports whether the stream has events queued for the writer or
+// being written (a held stream's wait for its first write).
+func (pl *pendingLog) busy() bool { return pl.writing || len(pl.queue) > 0 && !pl.held }
 
 // awaitStored waits, for at most limit, until what the session's streams
 // have queued is stored (or failed to be).

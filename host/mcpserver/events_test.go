@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -289,4 +291,215 @@ func TestWithCallID(t *testing.T) {
 			t.Errorf("%.60s: id %s, want %q", body, got, want)
 		}
 	}
+}
+
+// heldStream opens stream S of session sess on es as a POST served
+// through an sseWriter would (settlePrime's hold), and returns the writer.
+func heldStream(t *testing.T, es *eventStore, rec *lockedRecorder) (*sseWriter, func()) {
+	t.Helper()
+	ep := &Endpoint{transport: transport{keepalive: time.Hour, retry: "1000", primeDelay: time.Hour}, eventStore: es}
+	w, stop := ep.wrap(rec)
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set(sessionIDHeader, "sess")
+	r = ep.settlePrime(w, r)
+	if err := es.Open(r.Context(), "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	return w.(*sseWriter), stop
+}
+
+// writeEvent appends data to the held stream S and writes it, as the SDK
+// does.
+func writeEvent(t *testing.T, es *eventStore, w *sseWriter, name string, idx int, data string) {
+	t.Helper()
+	var b []byte
+	if data != "" {
+		b = []byte(data)
+	}
+	if err := es.Append(context.Background(), "sess", "S", b); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = fmt.Fprintf(w, "event: %s\nid: S_%d\ndata: %s\n\n", name, idx, data)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// TestAnswerInFirstWriteIsNotStored: a stream whose priming event and
+// answer leave in one write stores nothing; one whose first write carries
+// less than its answer (a progress notification) stores every event, the
+// answer too, and replays as before.
+func TestAnswerInFirstWriteIsNotStored(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	cs := &countingStore{Store: st}
+	es := newEventStore(func() eventLogStore { return cs }, store.EventLimits{}, EventQuota{})
+
+	w, stop := heldStream(t, es, newLockedRecorder())
+	writeEvent(t, es, w, "prime", 0, "")
+	writeEvent(t, es, w, "message", 1, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	stop()
+	es.mu.Lock()
+	pending := len(es.sessions["sess"].pending)
+	es.mu.Unlock()
+	if pending != 0 || cs.writes.Load() != 0 {
+		t.Fatalf("answer in the first write: %d streams pending, %d writes; want none", pending, cs.writes.Load())
+	}
+	if _, err := st.EventsAfter(context.Background(), "sess", "S", 0); !errors.Is(err, store.ErrStreamNotStored) {
+		t.Fatalf("stream stored: %v", err)
+	}
+
+	// Progress first: the stream outlives its first write.
+	w, stop = heldStream(t, es, newLockedRecorder())
+	writeEvent(t, es, w, "prime", 0, "")
+	writeEvent(t, es, w, "message", 1, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`)
+	writeEvent(t, es, w, "message", 2, `{"jsonrpc":"2.0","id":2,"result":{}}`)
+	stop()
+	got, err := replayAll(t, es, "sess", "S", 0)
+	if err != nil || len(got) != 2 || !strings.Contains(got[1], `"id":2`) {
+		t.Fatalf("replay of a stream that outlived its first write: %q %v", got, err)
+	}
+}
+
+// TestPrimeAloneKeepsTheStream: a call slower than the priming event's
+// hold gets its priming event alone; its stream is stored from then on,
+// so a client resumes it from that event's id.
+func TestPrimeAloneKeepsTheStream(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	es := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{})
+	w, stop := heldStream(t, es, newLockedRecorder())
+	defer stop()
+	writeEvent(t, es, w, "prime", 0, "")
+	w.flushHeld() // as the timer does
+	if _, err := st.EventsAfter(context.Background(), "sess", "S", 0); err != nil {
+		t.Fatalf("the flushed priming event's stream is not stored: %v", err)
+	}
+	writeEvent(t, es, w, "message", 1, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	if got, err := replayAll(t, es, "sess", "S", 0); err != nil || len(got) != 1 {
+		t.Fatalf("resume from the priming event: %q %v", got, err)
+	}
+}
+
+// TestUnaryCallWritesNothingToEtcd counts the etcd writes of fast unary
+// calls in an MCP session through the endpoint: none (the session's
+// record was written at initialize; its touch is far off).
+func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	cs := &countingStore{Store: st}
+	up := mcptest.NewUsers(t)
+	hst := newTestHost(t, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
+	ep, err := New(testOptions("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// However slow the machine, every answer follows its priming event
+	// within the hold.
+	ep.transport.primeDelay = time.Hour
+	ep.Attach(hst, cs)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "count", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, sessionProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if _, err := callGetUser(ctx, sess); err != nil { // the adapter starts
+		t.Fatal(err)
+	}
+	es := ep.eventStore.(*eventStore)
+	settled := func() {
+		es.mu.Lock()
+		defer es.mu.Unlock()
+		for es.sessions[sess.ID()].busyLocked() {
+			es.changed.Wait()
+		}
+	}
+	settled()
+	calls, writes := cs.calls.Load(), cs.writes.Load()
+	const n = 20
+	for range n {
+		if _, err := callGetUser(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled()
+	es.mu.Lock()
+	pending := len(es.sessions[sess.ID()].pending)
+	es.mu.Unlock()
+	if d, e := cs.calls.Load()-calls, cs.writes.Load()-writes; d != 0 || e != 0 || pending != 0 {
+		t.Fatalf("%d unary calls: %d session store calls, %d event-log writes, %d streams pending; want none", n, d, e, pending)
+	}
+}
+
+// slowOps is a unary call of the mcptest.Reports upstream at %s, which
+// answers report n once the test releases it.
+const slowOps = `version: 1
+operations:
+  - name: report
+    description: Build a report (one slow request).
+    adapter: rest
+    timeout: 1m
+    input_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+    config: {method: GET, url: "%s/report", query: [n]}
+`
+
+// TestLongCallResumes: a call that outlasts the priming event's hold
+// gets its priming event alone; the client drops the stream and resumes
+// it from that event's id, through the endpoint, and gets the answer.
+func TestLongCallResumes(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	_, url := serveEndpoint(t, newTestHost(t, fmt.Sprintf(slowOps, up.URL), nil, nil), st, testOptions("default"))
+	c := &mcptest.Client{T: t, URL: url}
+	c.Initialize("2025-11-25")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, id, err := c.Request(ctx, "tools/call", map[string]any{"name": "report", "arguments": map[string]any{"n": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Await(t, "arrived", "7")
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n') // "event: prime"
+	for err == nil && !strings.HasPrefix(line, "id: ") {
+		line, err = br.ReadString('\n')
+	}
+	if err != nil {
+		t.Fatalf("no priming event: %v", err)
+	}
+	resp.Body.Close() // the client loses the stream
+	up.Release("7")
+
+	var res *http.Response
+	for { // 409 until the endpoint has seen the POST's connection go
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set(sessionIDHeader, c.Session)
+		req.Header.Set("MCP-Protocol-Version", c.Version)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", strings.TrimSpace(strings.TrimPrefix(line, "id: ")))
+		if res, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusConflict {
+			break
+		}
+		res.Body.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), fmt.Sprintf(`"id":%d`, id)) {
+			if !strings.Contains(sc.Text(), `\"rows\":3`) && !strings.Contains(sc.Text(), `"rows":3`) {
+				t.Fatalf("resumed answer %s", sc.Text())
+			}
+			return
+		}
+	}
+	t.Fatalf("resume (HTTP %d) ended without the answer: %v", res.StatusCode, sc.Err())
 }

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -20,20 +21,89 @@ const primeFlushDelay = 5 * time.Millisecond
 // takes longer then waits for the event log to store it (settlePrime).
 const primeStoreWait = time.Second
 
-// settlePrime makes the priming event of the POST r's stream, held back
-// past primeFlushDelay, wait (up to primeStoreWait) until the event log
-// has stored what the session's streams queued — the stream's opening,
-// with the call it answers — so that a client never holds an event id its
-// stream has no record of when this replica dies: a resume elsewhere then
-// answers the call with an error rather than failing (events.go).
-func (ep *Endpoint) settlePrime(w http.ResponseWriter, r *http.Request) {
+// settlePrime links the POST r's stream to its writer w, and returns r
+// with that link (streamHold): the stream's events wait until its first
+// write ends, and are stored only if its answer was not in that write.
+// It makes the priming event, held back past primeFlushDelay, wait (up to
+// primeStoreWait) until the event log has stored what the session's
+// streams queued — the stream's opening, with the call it answers — so
+// that a client never holds an event id its stream has no record of when
+// this replica dies: a resume elsewhere then answers the call with an
+// error rather than failing (events.go).
+func (ep *Endpoint) settlePrime(w http.ResponseWriter, r *http.Request) *http.Request {
 	sw, ok := w.(*sseWriter)
 	es, logged := ep.eventStore.(*eventStore)
-	session := r.Header.Get(sessionIDHeader)
-	if !ok || !logged || r.Method != http.MethodPost || session == "" {
-		return
+	if !ok || !logged || r.Method != http.MethodPost {
+		return r
 	}
-	sw.settle = func() { es.awaitStored(session, primeStoreWait) }
+	sw.hold = &streamHold{es: es}
+	if session := r.Header.Get(sessionIDHeader); session != "" {
+		sw.settle = func() { es.awaitStored(session, primeStoreWait) }
+	}
+	return r.WithContext(context.WithValue(r.Context(), streamHoldKey{}, sw.hold))
+}
+
+// The event log only where it can serve. A POST stream whose complete
+// answer leaves in its first write needs no stored events: a client that
+// lost that write holds no event id to resume from, and one that got it
+// has the answer. So the events of a POST stream wait in memory until its
+// first write ends — the flush of the priming event with what followed it
+// within primeFlushDelay, the priming event's own flush after that delay,
+// or the end of the handler — and are dropped then if the stream's
+// response was among them; otherwise (a long call, progress, a relayed
+// request or log before the answer) they are queued for the writer then,
+// and so is everything after them, so that every stream a client can
+// resume is resumed as before. A fast unary call thus costs the event log
+// no etcd write at all.
+
+// streamHoldKey is the request context key of a POST's streamHold.
+type streamHoldKey struct{}
+
+// streamHold is a POST stream held until its first write ends. Its fields
+// are guarded by es.mu.
+type streamHold struct {
+	es *eventStore
+	// session and stream name the stream Open held ("" before).
+	session, stream string
+	done            bool // released
+}
+
+// release ends the hold at the stream's first write: its events go when
+// its response is among them, else to the writer. It reports whether the
+// stream is kept; only its first call decides.
+func (h *streamHold) release() bool {
+	es := h.es
+	es.mu.Lock()
+	session, stream := h.session, h.stream
+	if h.done || stream == "" {
+		h.done = true
+		es.mu.Unlock()
+		return false
+	}
+	es.mu.Unlock()
+	client := "" // before es.mu, as in Append
+	if es.clientOf != nil {
+		client = es.clientOf(session)
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if h.done {
+		return false
+	}
+	h.done = true
+	sl := es.sessions[session]
+	if sl == nil || sl.pending[stream] == nil || !sl.pending[stream].held {
+		return false // the session closed meanwhile
+	}
+	pl := sl.pending[stream]
+	delete(sl.pending, stream)
+	if pl.answered {
+		return false // the whole answer left in the first write
+	}
+	for _, ev := range pl.queue {
+		es.queueLocked(session, stream, client, sl, ev)
+	}
+	return true
 }
 
 // holdFlushLocked holds back the flush that follows the priming event,
@@ -50,14 +120,28 @@ func (s *sseWriter) holdFlushLocked() bool {
 		s.held.Stop()
 		s.held = nil
 	}
+	s.firstWriteLocked()
 	return false
+}
+
+// firstWriteLocked ends the stream's hold (streamHold) at its first
+// write: the first flush that sends something, or the handler's end.
+func (s *sseWriter) firstWriteLocked() {
+	if s.hold != nil {
+		s.hold.release()
+		s.hold = nil
+	}
 }
 
 // flushHeld flushes the priming event when nothing followed it in time,
 // once it is stored (settle). A message that follows meanwhile sends it
 // along, and the held flush does nothing.
 func (s *sseWriter) flushHeld() {
-	if s.settle != nil {
+	s.mu.Lock()
+	h := s.hold
+	s.hold = nil
+	s.mu.Unlock()
+	if h != nil && h.release() && s.settle != nil {
 		s.settle()
 	}
 	s.mu.Lock()

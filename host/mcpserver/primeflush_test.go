@@ -99,10 +99,10 @@ func TestPrimeFlushAwaitsStore(t *testing.T) {
 	defer stop()
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	r.Header.Set(sessionIDHeader, "sess")
-	ep.settlePrime(w, r)
+	r = ep.settlePrime(w, r)
 	w.(*sseWriter).primeDelay = time.Hour // flushHeld is called below, as the timer would
 	ctx := context.Background()
-	if err := es.Open(ctx, "sess", "S"); err != nil {
+	if err := es.Open(r.Context(), "sess", "S"); err != nil {
 		t.Fatal(err)
 	}
 	if err := es.Append(ctx, "sess", "S", nil); err != nil { // queued; the store's gate is shut

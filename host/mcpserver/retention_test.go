@@ -292,7 +292,13 @@ func TestEvictedJobSaysWhy(t *testing.T) {
 		t.Fatalf("the second job: %+v", j)
 	}
 
-	res := callTool(c, "small_job_result", map[string]any{"job_id": task.TaskID})
+	// The finish of the second job trims the agent's oldest after the
+	// job's final status is written: its status may be read first.
+	var res mcptest.CallResult
+	mcptest.WaitUntil(t, "the first job to be evicted", func() bool {
+		res = callTool(c, "small_job_result", map[string]any{"job_id": task.TaskID})
+		return res.IsError
+	})
 	if !res.IsError || !strings.Contains(res.Text(), "expired early: evicted") ||
 		!strings.Contains(res.Text(), "by the agent's retention quota (max_retained_jobs_per_agent 1") {
 		t.Errorf("the evicted job's result: %+v", res)

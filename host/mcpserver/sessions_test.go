@@ -24,10 +24,21 @@ import (
 )
 
 // countingStore is a real store that counts the MCP session calls made
-// through it.
+// through it (calls) and the event-log writes (writes: each stream's run
+// of events an append stores, each stream deleted).
 type countingStore struct {
 	Store
-	calls atomic.Int64
+	calls, writes atomic.Int64
+}
+
+func (c *countingStore) AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error {
+	c.writes.Add(int64(len(streams)))
+	return c.Store.AppendStreams(ctx, streams, lim)
+}
+
+func (c *countingStore) DeleteEventStream(ctx context.Context, session, stream string) error {
+	c.writes.Add(1)
+	return c.Store.DeleteEventStream(ctx, session, stream)
 }
 
 func (c *countingStore) PutMCPSession(ctx context.Context, s store.MCPSession) error {

@@ -26,6 +26,9 @@ type transport struct {
 	stateful  bool
 	keepalive time.Duration
 	retry     string // the priming event's retry field, in ms ("" for none)
+	// primeDelay is how long a priming event's flush is held
+	// (primeFlushDelay; tests set it).
+	primeDelay time.Duration
 	// sse serves sessionless json_response calls that carry a progress
 	// token: go-sdk drops progress on a JSON answer, so they get SSE.
 	sse *mcp.StreamableHTTPHandler
@@ -41,7 +44,7 @@ type transport struct {
 // the event store in stateful mode, cancellation tied to the request for
 // the sessionless protocol.
 func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions) {
-	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval, refuseLegacy: o.RefuseSessionlessLegacy}
+	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval, refuseLegacy: o.RefuseSessionlessLegacy, primeDelay: primeFlushDelay}
 	// The sessionless protocol has no notifications/cancelled: the POST is
 	// the request, so its end cancels the call.
 	opts.PropagateRequestCancellation = true
@@ -148,8 +151,10 @@ type sseWriter struct {
 	held       *time.Timer
 	primeDelay time.Duration
 	// settle, when set, waits until the priming event is stored before
-	// its held flush (primeflush.go).
+	// its held flush; hold is the stream's until its first write
+	// (primeflush.go).
 	settle func()
+	hold   *streamHold
 }
 
 // wrap returns w wrapped for keep-alives and priming, and the function
@@ -158,7 +163,10 @@ func (ep *Endpoint) wrap(w http.ResponseWriter) (http.ResponseWriter, func()) {
 	if ep.transport.keepalive <= 0 && ep.transport.retry == "" {
 		return w, func() {}
 	}
-	sw := &sseWriter{ResponseWriter: w, interval: ep.transport.keepalive, retry: ep.transport.retry, primeDelay: primeFlushDelay}
+	sw := &sseWriter{ResponseWriter: w, interval: ep.transport.keepalive, retry: ep.transport.retry, primeDelay: ep.transport.primeDelay}
+	if sw.primeDelay == 0 {
+		sw.primeDelay = primeFlushDelay
+	}
 	return sw, sw.stop
 }
 
@@ -252,6 +260,7 @@ func (s *sseWriter) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true
+	s.firstWriteLocked() // the handler's return sends what is buffered
 	if s.timer != nil {
 		s.timer.Stop()
 	}
