@@ -35,11 +35,23 @@ func TestSessionIDsNeverLoggedOrListed(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"blob": strings.Repeat("x", 64<<10)})
 	}))
 	t.Cleanup(big.Close)
+	// A call that outlives its stream's first write, so that its events
+	// are stored and its stream can be resumed on another replica.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"name": "User 2"})
+	}))
+	t.Cleanup(slow.Close)
 	ops := opsFile(t, newUpstream(t), "2s", fmt.Sprintf(`  - name: big
     description: A result larger than the event log keeps.
     adapter: rest
     config: {method: GET, url: "%s/big"}
-`, big.URL))
+  - name: slow_user
+    description: A user, answered after a while.
+    adapter: rest
+    config: {method: GET, url: "%s/user"}
+`, big.URL, slow.URL))
 	etcd := storetest.NewServer(t)
 	opts := func(name string) gatewayOptions {
 		return gatewayOptions{Operations: ops, Global: "debug",
@@ -89,7 +101,7 @@ func TestSessionIDsNeverLoggedOrListed(t *testing.T) {
 	rc := &mcptest.Client{T: t, URL: a.MCPURL}
 	rc.Initialize("2025-11-25")
 	ids = append(ids, rc.Session)
-	resp, _, err := rc.Request(ctx, "tools/call", map[string]any{"name": "get_user", "arguments": map[string]any{"id": 2}})
+	resp, _, err := rc.Request(ctx, "tools/call", map[string]any{"name": "slow_user", "arguments": map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
