@@ -111,7 +111,14 @@ func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapter
 		}
 		r.resume = rl.GetResume() // sent only to adapters that list "resume"
 	}
-	resp, err := s.Invoke(context.WithValue(stream.Context(), progressKey{}, r), req)
+	ctx := stream.Context()
+	if r.resume {
+		// Its upstream work outlives a host that died (hostgone.go).
+		var done func()
+		ctx, done = outliveHost(ctx)
+		defer done()
+	}
+	resp, err := s.Invoke(context.WithValue(ctx, progressKey{}, r), req)
 	r.mu.Lock()
 	r.ended = true
 	r.mu.Unlock()

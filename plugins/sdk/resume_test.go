@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/sdk/client"
@@ -73,5 +76,65 @@ func TestResume(t *testing.T) {
 	old := adaptertest.New(t, resuming{})
 	if info, err = old.Describe(ctx); err != nil || info.Capabilities.Resume || info.Resume {
 		t.Fatalf("describe without Resume: %+v %v", info, err)
+	}
+}
+
+// holding reports a resume state, then holds its call until the call's
+// context ends, and tells whether it ended because the host went away.
+type holding struct{ ended chan bool }
+
+func (holding) Describe(context.Context) (*sdk.Description, error) {
+	return &sdk.Description{Name: "holding", Modes: []sdk.Mode{sdk.ModeUnary}, Progress: true, Resume: true}, nil
+}
+
+func (a holding) Invoke(ctx context.Context, _ *sdk.Request) (*sdk.Result, error) {
+	if err := sdk.ReportResume(ctx, json.RawMessage(`{"work":1}`)); err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	a.ended <- sdk.HostGone(ctx)
+	return nil, ctx.Err()
+}
+
+// A resumable call the host cancels ends as any call does; one whose
+// host's connection ends (the gateway died) ends with ErrHostGone, so
+// that the adapter leaves the upstream work it reported alone.
+func TestResumableCallOutlivesItsHost(t *testing.T) {
+	a := holding{ended: make(chan bool, 1)}
+	rc := adaptertest.Serve(t, a)
+	call := func(ctx context.Context) (*grpc.ClientConn, <-chan json.RawMessage) {
+		conn, err := grpc.NewClient("unix://"+rc.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.New(conn)
+		info, err := c.Describe(ctx, "test")
+		if err != nil || !info.Capabilities.Resume {
+			t.Fatalf("describe: %+v %v", info, err)
+		}
+		states := make(chan json.RawMessage, 1)
+		go func() {
+			_, _ = c.InvokeRelayed(ctx, &sdk.Request{Operation: sdk.Operation{Name: "op"}}, info.Capabilities,
+				client.Relay{Resume: func(s json.RawMessage) { states <- s }})
+		}()
+		return conn, states
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, states := call(ctx)
+	defer conn.Close()
+	if s := <-states; string(s) != `{"work":1}` {
+		t.Fatalf("resume state %s", s)
+	}
+	cancel()
+	if gone := <-a.ended; gone {
+		t.Error("a call the host cancelled ended as if its host had gone")
+	}
+
+	conn, states = call(context.Background())
+	<-states
+	conn.Close() // as a host that died
+	if gone := <-a.ended; !gone {
+		t.Error("a call whose host's connection ended did not say its host had gone")
 	}
 }
