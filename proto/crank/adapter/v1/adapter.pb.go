@@ -2181,7 +2181,10 @@ type Relay struct {
 	// The host keeps the call's resume state (InvokeEvent.resume): set for
 	// an async job's call, so that another replica can resume it should
 	// this one die. Sent only to adapters that list "resume" in
-	// DescribeResponse.capabilities; unset, the adapter sends none.
+	// DescribeResponse.capabilities; unset, the adapter sends none. Such a
+	// call ends when the host cancels it, or when the host's connection
+	// ends (the host died): the adapter then leaves the upstream work it
+	// reported running, for the replica that resumes it.
 	Resume        bool `protobuf:"varint,5,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
