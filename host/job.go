@@ -186,7 +186,14 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 		req.Progress = h.jobRelayedProgress(ctx, job.ID)
 		// An adapter that resumes calls reports what another replica
 		// needs to take the call over (adopt.go), kept as follow_json.
-		req.onResume = func(state json.RawMessage) { h.recordJobFollow(ctx, job.ID, state) }
+		req.onResume = func(state json.RawMessage) {
+			if len(state) > sdk.MaxResumeBytes {
+				log.Warn("resume state not recorded: no other replica can take the job over",
+					zap.String("field", "follow_json"), zap.Int("bytes", len(state)), zap.Int("limit", sdk.MaxResumeBytes))
+				return
+			}
+			h.recordJobFollow(ctx, job.ID, state)
+		}
 		res = h.invoke(ctx, op, req, args)
 	}
 
