@@ -178,9 +178,11 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 // died: another replica resumes it then (resume.go). dropped, when not
 // nil, is told that the session is lost.
 func followTask(ctx context.Context, raw rawChannel, t *upTask, progress func(sdk.Progress), resumable bool, dropped func()) (*gomcp.CallToolResult, error) {
-	cancelTask := func(ctx context.Context, raw rawChannel, id string) {
+	// abandon ends the call's part in the task: it cancels it, unless
+	// another replica will follow it on.
+	abandon := func() {
 		if !resumable || !sdk.HostGone(ctx) {
-			cancelTask(ctx, raw, id)
+			cancelTask(ctx, raw, t.TaskID)
 		}
 	}
 	follow := func(method string, out any) error {
@@ -193,7 +195,7 @@ func followTask(ctx context.Context, raw rawChannel, t *upTask, progress func(sd
 		}
 		switch {
 		case ctx.Err() != nil:
-			cancelTask(ctx, raw, t.TaskID)
+			abandon()
 			return ctx.Err()
 		case err != nil && lost(err) && dropped != nil:
 			dropped()
@@ -215,7 +217,7 @@ func followTask(ctx context.Context, raw rawChannel, t *upTask, progress func(sd
 		case <-wait.C:
 		case <-ctx.Done():
 			wait.Stop()
-			cancelTask(ctx, raw, t.TaskID)
+			abandon()
 			return nil, ctx.Err()
 		}
 		var next upTask
