@@ -2,11 +2,19 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/crankmcp/crank/internal/mcptest"
 )
 
 // ticketUpstream runs jobs itself: POST /tickets starts one and answers
@@ -126,5 +134,121 @@ func TestTicketJobAdoptedAcrossReplicas(t *testing.T) {
 	}
 	if n := up.starts.Load(); n != 2 {
 		t.Errorf("the upstream started %d jobs, want 2 (adoption starts none)", n)
+	}
+}
+
+// taskServerHTTP starts e2e/ts/task-server.mjs over Streamable HTTP on a
+// free loopback port and returns its MCP endpoint and its output.
+func taskServerHTTP(t *testing.T, node string) (string, *syncBuffer) {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(node, filepath.Join(repoRoot, "e2e", "ts", "task-server.mjs"), "http", strconv.Itoa(port))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitFor(t, "the task server listening on "+addr, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "http://" + addr + "/mcp", out
+}
+
+// mcpTaskJobOps serves two upstream tools that run as MCP Tasks over
+// Streamable HTTP as jobs: server-everything's research query, and the
+// task server's task that works until cancelled.
+const mcpTaskJobOps = `
+operations:
+  - name: research
+    description: server-everything's research query as a job.
+    adapter: mcp
+    mode: async_job
+    timeout: 2m
+    config: {url: %q, tool: simulate-research-query}
+  - name: wait
+    description: A task that works until cancelled, as a job.
+    adapter: mcp
+    mode: async_job
+    timeout: 2m
+    config: {url: %q, tool: waits}
+`
+
+// A job over one adapter call whose progress lives upstream — an MCP
+// upstream's task, over Streamable HTTP — survives its replica: A is
+// killed with SIGKILL once the tasks run, B takes the jobs over from the
+// resume state A's adapter reported and follows the same upstream tasks
+// (no new one is started), and the client's status, tasks/get,
+// tasks/result, tasks/list and cancel through B simply work, under the
+// same IDs; B's cancel reaches the upstream task.
+func TestMCPTaskJobAdoptedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	node, js := serverEverything(t) // mcp_upstream_test.go
+	waits, waitsOut := taskServerHTTP(t, node)
+	a, b, lb, cs := familyReplicas(t, fmt.Sprintf(mcpTaskJobOps, everythingHTTP(t, node, js), waits))
+
+	onA := &mcptest.Client{T: t, URL: a.MCPURL}
+	onA.Initialize("2025-11-25")
+	task := onA.StartTask("research_start", map[string]any{"topic": "adoption"})
+	wait := callOK(t, cs, "wait_start", map[string]any{"text": "adoption"})["job_id"].(string)
+	// Each job's progress is its upstream task's status: the task exists,
+	// and its resume state was recorded before it.
+	waitLong(t, "A to follow both tasks", func() bool {
+		p, _ := callOK(t, cs, "wait_status", map[string]any{"job_id": wait})["progress"].(map[string]any)
+		msg := onA.GetTask(task.TaskID).StatusMessage
+		return p["message"] == "waiting for adoption" && slices.ContainsFunc(researchStages, func(st string) bool { return msg == "The job is running: "+st })
+	})
+
+	_ = a.cmd.Process.Kill()
+	<-a.exited
+	lb.to(b) // the go-sdk client's session, now served by B
+	onB := &mcptest.Client{T: t, URL: b.MCPURL, Session: onA.Session, Version: onA.Version}
+	onB.SkipIDs(1000)
+	waitLong(t, "B to take A's jobs over", func() bool {
+		log := b.log.String()
+		return strings.Count(log, "job of a replica that died taken over") >= 2 && strings.Contains(log, wait) && strings.Contains(log, task.TaskID)
+	})
+
+	// The task that works until cancelled is B's now: its cancel through
+	// B cancels the upstream task.
+	if c := callOK(t, cs, "wait_cancel", map[string]any{"job_id": wait}); c["status"] != "canceling" && c["status"] != "canceled" {
+		t.Errorf("wait_cancel through B: %v", c)
+	}
+	waitLong(t, "the adopted job to be canceled", func() bool {
+		return callOK(t, cs, "wait_status", map[string]any{"job_id": wait})["status"] == "canceled"
+	})
+	waitLong(t, "the upstream task to be cancelled", func() bool { return strings.Contains(waitsOut.String(), "cancelled adoption") })
+
+	// The research task ends upstream, and B finishes its job with the
+	// task's result: tasks/get, tasks/result and the job's tools agree.
+	waitLong(t, "the adopted research task to complete", func() bool { return onB.GetTask(task.TaskID).Status == "completed" })
+	if got := onB.GetTask(task.TaskID); got.CreatedAt != task.CreatedAt {
+		t.Errorf("tasks/get on B = %+v, created %s", got, task.CreatedAt)
+	}
+	var res mcptest.CallResult
+	onB.OK("tasks/result", map[string]any{"taskId": task.TaskID}, &res)
+	if res.IsError || !strings.Contains(res.Text(), "# Research Report: adoption") {
+		t.Errorf("tasks/result on B: %+v", res)
+	}
+	var st mcptest.CallResult
+	onB.OK("tools/call", map[string]any{"name": "research_status", "arguments": map[string]any{"job_id": task.TaskID}}, &st)
+	if st.IsError || st.StructuredContent["status"] != "succeeded" || st.StructuredContent["created_at"] == nil {
+		t.Errorf("research_status on B: %+v", st)
+	}
+	var list struct {
+		Tasks []mcptest.Task `json:"tasks"`
+	}
+	onB.OK("tasks/list", nil, &list)
+	if n := slices.IndexFunc(list.Tasks, func(x mcptest.Task) bool { return x.TaskID == task.TaskID }); n < 0 ||
+		slices.ContainsFunc(list.Tasks[n+1:], func(x mcptest.Task) bool { return x.TaskID == task.TaskID }) {
+		t.Errorf("tasks/list on B does not list the adopted task once: %+v", list.Tasks)
 	}
 }

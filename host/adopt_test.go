@@ -54,7 +54,8 @@ func TestAdopter(t *testing.T) {
 		want string
 	}{
 		{"session", store.Orphan{StreamSession: &store.StreamSession{}}, "a stream session's reader runs on the replica that started it"},
-		{"one call", orphan("report", ""), "it ran as one adapter call"},
+		{"one call", orphan("report", ""), `adapter "rest" does not resume calls (it lists no "resume" capability`},
+		{"window", orphan("snapshot", ""), "it collected a window on the replica that died"},
 		{"no ticket yet", orphan("export", ""), "had not recorded the upstream's job yet"},
 		{"token exchange", orphan("export_exchanged", `{"ticket":"T-7"}`), "exchanged from the caller's own access token (upstream_auth token_exchange)"},
 		{"not served", orphan("elsewhere", `{"ticket":"T-7"}`), `no endpoint of this replica serves its operation "elsewhere"`},

@@ -457,6 +457,12 @@ type CallRequest struct {
 	Input         *InputAnswer
 	// input is the adapter's side of Input, its state opened (input.go).
 	input *sdk.InputResponses
+	// onResume, set by an async job's runner, receives the resume states
+	// an adapter that resumes calls (Capabilities.Resume) reports during
+	// the call, redacted; resume is the state an adopted job's call
+	// resumes from (adopt.go).
+	onResume func(state json.RawMessage)
+	resume   json.RawMessage
 }
 
 // ClientError is a JSON-RPC error a client answered a request with
@@ -557,6 +563,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	}
 	ar := adapterRequest(op, req, args, deadline)
 	ar.Input = req.input                             // input.go
+	ar.Resume = req.resume                           // adopt.go
 	res, err := h.invokeAdapter(ctx, c, op, req, ar) // progress.go
 	var ue *sdk.UpstreamError
 	switch {

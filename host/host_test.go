@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		serve(testAdapter{})
 	case "rest": // the real REST adapter, for window tests
 		serve(rest.New())
+	case "resumer", "resumer_old": // adapters that resume calls, or predate it (resume_test.go)
+		serve(resumer{old: os.Getenv("CRANK_HOST_TEST_ADAPTER") == "resumer_old"})
 	}
 	os.Exit(m.Run())
 }

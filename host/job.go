@@ -127,7 +127,8 @@ func (h *Host) enterJobRunner() (*runner, func(), error) {
 
 // launchJob runs job, owned by this replica, in the background, holding
 // run and slot until it ends; ticket is the upstream's job an adopted job
-// follows (adopt.go), nil for a new one. A job it cannot run is failed.
+// follows (adopt.go), nil for a new one (req.resume is the resume state
+// of an adopted job of one adapter call). A job it cannot run is failed.
 func (h *Host) launchJob(run *runner, slot func(), job *store.AsyncJobHandle, op *boundOp, req CallRequest,
 	args json.RawMessage, ticket any) error {
 	// A cancel from any replica cancels the run; subscribed before the
@@ -183,6 +184,16 @@ func (h *Host) runJob(ctx context.Context, cancel context.CancelCauseFunc, relea
 		// An adapter that reports its upstream's progress (an MCP
 		// upstream's, or its task's status) has it recorded as the job's.
 		req.Progress = h.jobRelayedProgress(ctx, job.ID)
+		// An adapter that resumes calls reports what another replica
+		// needs to take the call over (adopt.go), kept as follow_json.
+		req.onResume = func(state json.RawMessage) {
+			if len(state) > sdk.MaxResumeBytes {
+				log.Warn("resume state not recorded: no other replica can take the job over",
+					zap.String("field", "follow_json"), zap.Int("bytes", len(state)), zap.Int("limit", sdk.MaxResumeBytes))
+				return
+			}
+			h.recordJobFollow(ctx, job.ID, state)
+		}
 		res = h.invoke(ctx, op, req, args)
 	}
 
@@ -335,13 +346,20 @@ func (h *Host) followUpstreamJob(ctx context.Context, op *boundOp, req CallReque
 }
 
 // recordJobTicket records the start result of the upstream's job with the
-// job (follow_json), which a replica adopting it follows. A failed write
-// is logged: the job runs on, but cannot be adopted.
+// job (follow_json), which a replica adopting it follows.
 func (h *Host) recordJobTicket(ctx context.Context, id string, doc any) {
+	h.recordJobFollow(ctx, id, jsonpath.Encode(doc))
+}
+
+// recordJobFollow records what a replica adopting the job follows
+// (follow_json): an upstream job's ticket, or the resume state of the
+// job's adapter call. A failed write is logged: the job runs on, but
+// cannot be adopted.
+func (h *Host) recordJobFollow(ctx context.Context, id string, follow json.RawMessage) {
 	uctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	if _, err := h.updateJob(uctx, id, store.JobUpdate{Follow: jsonpath.Encode(doc)}); err != nil && ctx.Err() == nil {
-		h.log.Warn("upstream job's ticket not recorded: no other replica can take the job over", zap.String("job", id), zap.Error(err))
+	if _, err := h.updateJob(uctx, id, store.JobUpdate{Follow: follow}); err != nil && ctx.Err() == nil {
+		h.log.Warn("what the job follows upstream was not recorded: no other replica can take the job over", zap.String("job", id), zap.Error(err))
 	}
 }
 

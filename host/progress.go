@@ -23,14 +23,19 @@ type LogMessage struct {
 // adapter's progress reports are relayed to req.Progress, redacted, as
 // they come, before the answer; likewise the upstream's log messages to
 // req.Log when the client set a logging level and the adapter relays them
-// (Capabilities.Log).
+// (Capabilities.Log), and the call's resume states to req.onResume when
+// the adapter resumes calls (Capabilities.Resume).
 func (h *Host) invokeAdapter(ctx context.Context, c *client.Client, op *boundOp, req CallRequest, ar *sdk.Request) (*sdk.Result, error) {
 	desc := op.sup.Description()
 	ask := (req.Ask != nil || req.InputRequired) && len(req.ClientCapabilities) > 0 && desc != nil && desc.Capabilities.ClientRequests
-	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) && !ask {
+	resume := req.onResume != nil && desc != nil && desc.Capabilities.Resume
+	if desc == nil || !desc.Capabilities.Progress || req.Progress == nil && (req.Log == nil || !desc.Capabilities.Log) && !ask && !resume {
 		return c.Invoke(ctx, ar)
 	}
 	var r client.Relay
+	if resume {
+		r.Resume = func(state json.RawMessage) { req.onResume(h.redactLogData(req, state)) }
+	}
 	if req.Progress != nil {
 		r.Progress = func(p sdk.Progress) {
 			req.Progress(ctx, ProgressChunk{Relayed: true, Progress: p.Progress, Total: p.Total,

@@ -214,9 +214,17 @@
 // from the raw tools/list and handshake. An async_job entry over such a
 // tool is a Crank job over the task call, so a client that cannot do
 // Tasks gets the job tools, and one that can gets MCP Tasks from the
-// gateway. The upstream task is followed by the replica whose adapter
-// started it: a job whose replica dies fails with owner_lost (retryable),
-// as a job over a plain call does. An input_required task gets no
+// gateway. A job's task over Streamable HTTP survives the replica that
+// started it (resume.go): the call reports the task, its upstream session
+// and a fingerprint of the url as its resume state (sdk.ReportResume),
+// and the replica that adopts the job calls the tool again with it
+// (sdk.Request.Resume), following the same task on the same session
+// (tasks/get, tasks/result, tasks/cancel) without a session of its own;
+// the dying replica's adapter does not cancel the task (sdk.HostGone). A
+// task of an upstream started as a command dies with the adapter that
+// started it: it reports no resume state, and its job fails with
+// owner_lost (retryable) when its replica dies, as a job over a plain call
+// does. An input_required task gets no
 // elicitation through the gateway: the adapter offers none (a conforming
 // upstream does not ask, as server-everything's research query does not,
 // and one that asks is refused), so the upstream goes on without the

@@ -38,7 +38,7 @@ func newAdapter() *adapter {
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true})
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true, Resume: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator.
@@ -201,14 +201,17 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (*sdk.Result, er
 	if err := withInput(u, params, req.Input); err != nil { // ask.go
 		return nil, err
 	}
+	var progress func(sdk.Progress)
+	if r.progress != nil {
+		progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
+	}
 	switch {
+	case len(req.Resume) > 0:
+		// A job's task, followed on from another replica (resume.go).
+		res, err = a.resumeTask(ctx, u, req.Resume, progress)
 	case u.task:
 		// An MCP Task (tasks.go): its status messages are the progress;
 		// log messages are not relayed.
-		var progress func(sdk.Progress)
-		if r.progress != nil {
-			progress = func(p sdk.Progress) { _ = sdk.ReportProgress(ctx, p) }
-		}
 		res, err = a.taskCall(ctx, u, params, progress)
 	case r.progress != nil || r.log != nil || r.ask != nil:
 		res, err = a.relayedCall(ctx, u, params, r)
@@ -368,6 +371,9 @@ func contentText(content []gomcp.Content) string {
 
 // failure classifies an error of talking to the upstream.
 func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.UpstreamError {
+	if own := (*sdk.UpstreamError)(nil); errors.As(err, &own) {
+		return own // classified where it arose (resume.go)
+	}
 	ue := &sdk.UpstreamError{Kind: sdk.KindTransport, Upstream: u.label}
 	var rpc *jsonrpc.Error
 	var ce *connectError
@@ -408,6 +414,8 @@ func (a *adapter) failure(ctx context.Context, u *upstream, err error) *sdk.Upst
 				ue.Protocol.Data = rpc.Data
 			}
 		}
+	case errors.Is(err, errTaskSessionGone): // resume.go
+		ue.Message, ue.Rejected = bound(err.Error()), true
 	case lost(err):
 		ue.Message, ue.Retryable = "the upstream session was lost (the server restarted or closed the connection); the next call opens a new one", true
 	default:

@@ -170,12 +170,16 @@ func (c *rawConn) call(ctx context.Context, method string, params, out any) erro
 	}
 }
 
-// rawHTTP sends raw requests on a Streamable HTTP session.
+// rawHTTP sends raw requests on a Streamable HTTP session: the go-sdk
+// client's session, or (session nil) one another process opened, named
+// by its id and protocol version (a resumed task's, resume.go).
 type rawHTTP struct {
 	client  *http.Client
 	url     string
 	ids     rawIDs
 	session *gomcp.ClientSession // set once the session is open
+	// sessionID and protocol name the session when session is nil.
+	sessionID, protocol string
 }
 
 func (r *rawHTTP) call(ctx context.Context, method string, params, out any) error {
@@ -227,11 +231,18 @@ func (r *rawHTTP) post(ctx context.Context, msg jsonrpc.Message) (*http.Response
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if id := r.session.ID(); id != "" {
+	id, version := r.sessionID, r.protocol
+	if r.session != nil {
+		id, version = r.session.ID(), ""
+		if ir := r.session.InitializeResult(); ir != nil {
+			version = ir.ProtocolVersion
+		}
+	}
+	if id != "" {
 		req.Header.Set("Mcp-Session-Id", id)
 	}
-	if ir := r.session.InitializeResult(); ir != nil {
-		req.Header.Set("Mcp-Protocol-Version", ir.ProtocolVersion)
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -247,10 +258,19 @@ func (r *rawHTTP) post(ctx context.Context, msg jsonrpc.Message) (*http.Response
 	case resp.StatusCode/100 != 2:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxMessage))
 		resp.Body.Close()
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+		return nil, &httpStatusError{code: resp.StatusCode, body: string(bytes.TrimSpace(b))}
 	}
 	return resp, nil
 }
+
+// httpStatusError is a raw request the upstream answered with an HTTP
+// error status.
+type httpStatusError struct {
+	code int
+	body string
+}
+
+func (e *httpStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
 
 // readStream reads an SSE response stream until the response to id. A
 // request the upstream sends on it (an elicitation for the task, say) is

@@ -167,6 +167,24 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		cancelTask(ctx, raw, t.TaskID)
 		return nil, ctx.Err()
 	}
+	resumable := reportResume(ctx, u, st) // resume.go
+	return followTask(ctx, raw, t, progress, resumable, func() { c.drop(st.session) })
+}
+
+// followTask follows the upstream task t on raw until it ends (see above):
+// its status messages to progress, its tools/call result from
+// tasks/result. A call cancelled cancels the task, unless it is
+// resumable (its resume state was reported) and ended because its host
+// died: another replica resumes it then (resume.go). dropped, when not
+// nil, is told that the session is lost.
+func followTask(ctx context.Context, raw rawChannel, t *upTask, progress func(sdk.Progress), resumable bool, dropped func()) (*gomcp.CallToolResult, error) {
+	// abandon ends the call's part in the task: it cancels it, unless
+	// another replica will follow it on.
+	abandon := func() {
+		if !resumable || !sdk.HostGone(ctx) {
+			cancelTask(ctx, raw, t.TaskID)
+		}
+	}
 	follow := func(method string, out any) error {
 		params := map[string]string{"taskId": t.TaskID}
 		err := raw.call(ctx, method, params, out)
@@ -177,10 +195,10 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		}
 		switch {
 		case ctx.Err() != nil:
-			cancelTask(ctx, raw, t.TaskID)
+			abandon()
 			return ctx.Err()
-		case err != nil && lost(err):
-			c.drop(st.session)
+		case err != nil && lost(err) && dropped != nil:
+			dropped()
 		}
 		return err
 	}
@@ -199,7 +217,7 @@ func (a *adapter) taskCall(ctx context.Context, u *upstream, params *gomcp.CallT
 		case <-wait.C:
 		case <-ctx.Done():
 			wait.Stop()
-			cancelTask(ctx, raw, t.TaskID)
+			abandon()
 			return nil, ctx.Err()
 		}
 		var next upTask

@@ -31,6 +31,14 @@
 // host learns these capabilities from Describe's answer, which the SDK
 // fills in.
 //
+// A call that follows work living upstream (an MCP upstream's task) can
+// outlive the gateway replica that makes it: with [Description].Resume an
+// adapter reports what another call needs to follow that work
+// ([ReportResume]), and a replica that takes the call's job over calls
+// the operation again with it ([Request].Resume); a call whose host died
+// ends with [ErrHostGone] ([HostGone]), and the adapter leaves the work
+// running.
+//
 // Failures of the upstream are returned as *[UpstreamError]; the host turns
 // them into tool results with isError set. Its Kind says what failed,
 // Retryable whether repeating the call may succeed. Any other error (and a

@@ -43,6 +43,10 @@ type progressReporter struct {
 	asks    *clientAsks
 	// inputRequired: the host takes input-required results instead.
 	inputRequired bool
+	// resume: the host keeps the call's resume state (resume.go), sent
+	// with sendResume.
+	resume     bool
+	sendResume func(json.RawMessage) error
 }
 
 // WantsProgress reports whether the host asked for the progress of the
@@ -93,7 +97,7 @@ func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapter
 	}, sendLog: func(m LogMessage) error {
 		return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_Log{Log: &adapterv1.LogMessage{
 			Level: m.Level, Logger: m.Logger, DataJson: m.Data}}})
-	}}
+	}, sendResume: func(state json.RawMessage) error { return stream.Send(resumeEvent(state)) }}
 	if rl := req.GetRelay(); rl != nil { // a host that predates it asks for progress alone
 		r.progress = rl.GetProgress()
 		if logLevelRank(rl.GetLogLevel()) >= 0 {
@@ -105,8 +109,16 @@ func (s *server) InvokeWithProgress(req *adapterv1.InvokeRequest, stream adapter
 				return stream.Send(&adapterv1.InvokeEvent{Event: &adapterv1.InvokeEvent_ClientRequest{ClientRequest: q}})
 			}
 		}
+		r.resume = rl.GetResume() // sent only to adapters that list "resume"
 	}
-	resp, err := s.Invoke(context.WithValue(stream.Context(), progressKey{}, r), req)
+	ctx := stream.Context()
+	if r.resume {
+		// Its upstream work outlives a host that died (hostgone.go).
+		var done func()
+		ctx, done = outliveHost(ctx)
+		defer done()
+	}
+	resp, err := s.Invoke(context.WithValue(ctx, progressKey{}, r), req)
 	r.mu.Lock()
 	r.ended = true
 	r.mu.Unlock()

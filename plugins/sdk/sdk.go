@@ -131,6 +131,12 @@ type Description struct {
 	// the host tells it the client's capabilities (ClientCapabilities)
 	// and answers them. It needs Progress, whose RPC carries them.
 	ClientRequests bool
+	// Resume: the adapter reports the resume state of an async job's
+	// call (ReportResume) and resumes a call from one (Request.Resume),
+	// so that another replica can take the job over should the one
+	// running it die (resume.go). It needs Progress, whose RPC carries
+	// the reports.
+	Resume bool
 }
 
 // Operation is one configured operation.
@@ -189,6 +195,13 @@ type Request struct {
 	// Input, set, is the call sent again with the client's answers to the
 	// adapter's Result.InputRequired (ask.go).
 	Input *InputResponses
+	// Resume, set, is the resume state an earlier call of this operation
+	// reported (ReportResume), sent to an adapter whose Description says
+	// Resume when the host takes that call's job over from a replica that
+	// died: the adapter goes on following the upstream work it names,
+	// rather than starting it again (Arguments are the job's, possibly
+	// empty), and answers as that call would have (resume.go).
+	Resume json.RawMessage
 }
 
 // Result is a successful upstream answer.

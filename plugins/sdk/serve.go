@@ -129,7 +129,9 @@ func Serve(a Adapter, opts ...ServeOption) error {
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.PluginSets(&server{impl: a}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, wire.ServerOptions()...)...)
+			// connWatch tells a resumable call whose host died from one
+			// the host cancelled (hostgone.go).
+			return grpc.NewServer(append(opts, append(wire.ServerOptions(), grpc.StatsHandler(connWatch{}))...)...)
 		},
 		Logger: o.logger,
 	}

@@ -61,6 +61,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 		if d.ClientRequests {
 			caps = append(caps, wire.CapabilityClientRequests)
 		}
+		if d.Resume {
+			caps = append(caps, wire.CapabilityResume)
+		}
 	}
 	// Every adapter takes unary calls on Streams (streams.go).
 	caps = append(caps, wire.CapabilityStreamsInvoke)
@@ -244,6 +247,7 @@ func requestFromProto(req *adapterv1.InvokeRequest) *Request {
 		Arguments: json.RawMessage(req.GetArgumentsJson()),
 		Cursor:    req.GetCursor(),
 		Input:     inputFromProto(req.GetInput()), // ask.go
+		Resume:    json.RawMessage(req.GetResumeJson()),
 	}
 }
 

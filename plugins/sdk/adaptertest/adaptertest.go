@@ -133,6 +133,9 @@ type Call struct {
 	// OldHost makes Expand ask as a host that predates tools' own Mode,
 	// Execution and ItemSchema does (Operation.ToolExecution false).
 	OldHost bool
+	// Resume, given like Config, is the resume state the call resumes
+	// from (sdk.Request.Resume); nil for a fresh call.
+	Resume any
 }
 
 func (c Call) operation() (*sdk.Operation, error) {
@@ -161,6 +164,11 @@ func (c Call) request() (*sdk.Request, error) {
 		return nil, err
 	}
 	req := &sdk.Request{Context: c.Context, Operation: *op, Arguments: args, Cursor: c.Cursor}
+	if c.Resume != nil {
+		if req.Resume, err = toJSON(c.Resume); err != nil {
+			return nil, err
+		}
+	}
 	if req.Context.RequestID == "" {
 		req.Context.RequestID = "adaptertest"
 	}

@@ -83,6 +83,9 @@ type Capabilities struct {
 	// StreamsInvoke: unary calls on Streams (every adapter of a current
 	// SDK); Invoke takes them there.
 	StreamsInvoke bool
+	// Resume: resume states in InvokeRelayed (Relay.Resume) and calls
+	// resumed from one (sdk.Request.Resume): sdk.Description.Resume.
+	Resume bool
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -142,6 +145,9 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Completions = true
 		case wire.CapabilitySubscribe:
 			info.Capabilities.Subscribe = true
+		case wire.CapabilityResume:
+			info.Capabilities.Resume = true
+			info.Resume = true
 		}
 	}
 	c.streams.Store(info.Capabilities.Streams)
@@ -446,6 +452,7 @@ func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {
 		ArgumentsJson: req.Arguments,
 		Cursor:        req.Cursor,
 		Input:         inputToProto(req.Input),
+		ResumeJson:    req.Resume,
 	}
 }
 

@@ -60,6 +60,16 @@ func TestOldAdapter(t *testing.T) {
 		t.Errorf("upstream error: %+v %v", ue, err)
 	}
 
+	// It does not list "resume": a host asking a job's call for its
+	// resume state makes a plain call, of which it gets none (and a
+	// replica that takes the job over refuses it, owner_lost).
+	resumed := 0
+	res, err = h.Client.InvokeRelayed(ctx, &sdk.Request{Operation: sdk.Operation{Name: "op"}, Arguments: json.RawMessage(`{"id":7}`)},
+		info.Capabilities, client.Relay{Resume: func(json.RawMessage) { resumed++ }})
+	if err != nil || resumed != 0 || string(res.Structured) != `{"id":7}` {
+		t.Errorf("invoke asking for resume states: %+v %v, %d states", res, err, resumed)
+	}
+
 	events, ue, err := h.Stream(ctx, adaptertest.Call{Cursor: "c", Mode: sdk.ModeWindow}, 0)
 	wantEvents := []client.Event{
 		{Kind: client.EventItem, Item: sdk.Item{Data: json.RawMessage(`{"n":1}`), ID: "id1", Cursor: "c1"}},

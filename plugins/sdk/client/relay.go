@@ -33,20 +33,25 @@ type Relay struct {
 	// ClientCapabilities, without Ask): the adapter answers what it would
 	// ask with sdk.Result.InputRequired.
 	InputRequired bool
+	// Resume, when set, receives the call's resume states
+	// (sdk.ReportResume) as the adapter reports them, of an adapter that
+	// resumes calls (Capabilities.Resume).
+	Resume func(state json.RawMessage)
 }
 
 // InvokeRelayed is Invoke for a call whose client asked for progress or
 // log messages: they are handed to r's functions in order, in the calling
 // goroutine, before InvokeRelayed returns. What the adapter does not
-// report (Capabilities.Progress, Capabilities.Log) is not asked for; with
-// nothing to ask for the call is an Invoke.
+// report (Capabilities.Progress, Capabilities.Log, Capabilities.Resume)
+// is not asked for; with nothing to ask for the call is an Invoke.
 func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capabilities, r Relay) (_ *sdk.Result, err error) {
 	if !caps.Progress {
 		return c.Invoke(ctx, req)
 	}
 	wantLog := caps.Log && r.Log != nil && slices.Contains(sdk.LogLevels, r.LogLevel)
 	wantAsk := caps.ClientRequests && (r.Ask != nil || r.InputRequired) && json.Valid(r.ClientCapabilities)
-	if r.Progress == nil && !wantLog && !wantAsk {
+	wantResume := caps.Resume && r.Resume != nil
+	if r.Progress == nil && !wantLog && !wantAsk && !wantResume {
 		return c.Invoke(ctx, req)
 	}
 	done := c.observe(ctx, "invoke", req)
@@ -54,7 +59,7 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	preq := requestToProto(req)
-	if wantLog || wantAsk {
+	if wantLog || wantAsk || wantResume {
 		// An adapter without the log capability would take a relay as
 		// progress alone: it is sent to adapters that list it only (or
 		// client requests, which came after it).
@@ -66,6 +71,7 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 			preq.Relay.ClientCapabilitiesJson = r.ClientCapabilities
 			preq.Relay.InputRequired = r.InputRequired
 		}
+		preq.Relay.Resume = wantResume
 	}
 	st, err := c.rpc.InvokeWithProgress(ctx, preq)
 	if err != nil {
@@ -91,6 +97,12 @@ func (c *Client) InvokeRelayed(ctx context.Context, req *sdk.Request, caps Capab
 		if l := ev.GetLog(); l != nil {
 			if wantLog && sdk.LogLevelAtLeast(l.GetLevel(), r.LogLevel) {
 				r.Log(sdk.LogMessage{Level: l.GetLevel(), Logger: l.GetLogger(), Data: l.GetDataJson()})
+			}
+			continue
+		}
+		if rs := ev.GetResume(); rs != nil {
+			if wantResume && json.Valid(rs.GetStateJson()) {
+				r.Resume(rs.GetStateJson())
 			}
 			continue
 		}

@@ -63,6 +63,9 @@ const (
 	// CapabilityClientRequests: client requests in InvokeWithProgress
 	// and AnswerClientRequest (Description.ClientRequests).
 	CapabilityClientRequests = "client_requests"
+	// CapabilityResume: resume states in InvokeWithProgress and calls
+	// resumed from one (Description.Resume).
+	CapabilityResume = "resume"
 )
 
 // StreamCreditBytes is a logical stream's credit on a Streams call: the

@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48, 0}
 }
 
 type DescribeRequest struct {
@@ -320,7 +320,10 @@ type DescribeResponse struct {
 	// Upstream protocols served, e.g. "http", "sse", "grpc".
 	Protocols []string `protobuf:"bytes,3,rep,name=protocols,proto3" json:"protocols,omitempty"`
 	// Optional RPCs and features implemented, e.g. "validate", "stream",
-	// "streams".
+	// "streams". "resume": the adapter reports the resume state of an
+	// InvokeWithProgress call that asked for it (Relay.resume,
+	// InvokeEvent.resume) and resumes a call from it
+	// (InvokeRequest.resume_json); it needs "progress", whose RPC carries it.
 	Capabilities []string `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Execution modes the adapter's operations can serve.
 	Modes []ExecutionMode `protobuf:"varint,5,rep,packed,name=modes,proto3,enum=crank.adapter.v1.ExecutionMode" json:"modes,omitempty"`
@@ -2004,7 +2007,15 @@ type InvokeRequest struct {
 	// The call again after an input-required result (Result.input_required):
 	// the client's input responses and the adapter's request state as it
 	// gave it. Sent only to adapters that list "client_requests".
-	Input         *InputResponses `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
+	Input *InputResponses `protobuf:"bytes,6,opt,name=input,proto3" json:"input,omitempty"`
+	// The resume state an earlier call of this operation reported
+	// (InvokeEvent.resume), as it reported it: the adapter goes on following
+	// the upstream work that call started (e.g. an MCP upstream's task)
+	// rather than starting it again, and answers as that call would have.
+	// The host sends it when it takes over an async job whose replica died.
+	// Sent only to adapters that list "resume" in
+	// DescribeResponse.capabilities; empty for a fresh call.
+	ResumeJson    []byte `protobuf:"bytes,7,opt,name=resume_json,json=resumeJson,proto3" json:"resume_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2077,6 +2088,13 @@ func (x *InvokeRequest) GetRelay() *Relay {
 func (x *InvokeRequest) GetInput() *InputResponses {
 	if x != nil {
 		return x.Input
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetResumeJson() []byte {
+	if x != nil {
+		return x.ResumeJson
 	}
 	return nil
 }
@@ -2160,6 +2178,14 @@ type Relay struct {
 	// call again with InvokeRequest.input; it sends no ClientRequests.
 	// Sent only with client_capabilities_json.
 	InputRequired bool `protobuf:"varint,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
+	// The host keeps the call's resume state (InvokeEvent.resume): set for
+	// an async job's call, so that another replica can resume it should
+	// this one die. Sent only to adapters that list "resume" in
+	// DescribeResponse.capabilities; unset, the adapter sends none. Such a
+	// call ends when the host cancels it, or when the host's connection
+	// ends (the host died): the adapter then leaves the upstream work it
+	// reported running, for the replica that resumes it.
+	Resume        bool `protobuf:"varint,5,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2218,6 +2244,13 @@ func (x *Relay) GetClientCapabilitiesJson() []byte {
 func (x *Relay) GetInputRequired() bool {
 	if x != nil {
 		return x.InputRequired
+	}
+	return false
+}
+
+func (x *Relay) GetResume() bool {
+	if x != nil {
+		return x.Resume
 	}
 	return false
 }
@@ -2674,6 +2707,7 @@ type InvokeEvent struct {
 	//	*InvokeEvent_Response
 	//	*InvokeEvent_Log
 	//	*InvokeEvent_ClientRequest
+	//	*InvokeEvent_Resume
 	Event         isInvokeEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2752,6 +2786,15 @@ func (x *InvokeEvent) GetClientRequest() *ClientRequest {
 	return nil
 }
 
+func (x *InvokeEvent) GetResume() *Resume {
+	if x != nil {
+		if x, ok := x.Event.(*InvokeEvent_Resume); ok {
+			return x.Resume
+		}
+	}
+	return nil
+}
+
 type isInvokeEvent_Event interface {
 	isInvokeEvent_Event()
 }
@@ -2776,6 +2819,14 @@ type InvokeEvent_ClientRequest struct {
 	ClientRequest *ClientRequest `protobuf:"bytes,4,opt,name=client_request,json=clientRequest,proto3,oneof"`
 }
 
+type InvokeEvent_Resume struct {
+	// What the host needs to resume the call elsewhere (Relay.resume):
+	// sent once the upstream work it follows exists (e.g. the MCP task a
+	// task-augmented tools/call created), and again when it changes.
+	// Hosts that predate it skip it.
+	Resume *Resume `protobuf:"bytes,5,opt,name=resume,proto3,oneof"`
+}
+
 func (*InvokeEvent_Progress) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_Response) isInvokeEvent_Event() {}
@@ -2783,6 +2834,57 @@ func (*InvokeEvent_Response) isInvokeEvent_Event() {}
 func (*InvokeEvent_Log) isInvokeEvent_Event() {}
 
 func (*InvokeEvent_ClientRequest) isInvokeEvent_Event() {}
+
+func (*InvokeEvent_Resume) isInvokeEvent_Event() {}
+
+// Resume is the state of a call's upstream work that another call of the
+// same operation can resume (InvokeRequest.resume_json): opaque to the
+// host, which stores it with the call's job and never shows it to a
+// client. It names upstream work, never a credential.
+type Resume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A JSON value of the adapter's own.
+	StateJson     []byte `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resume) Reset() {
+	*x = Resume{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resume) ProtoMessage() {}
+
+func (x *Resume) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resume.ProtoReflect.Descriptor instead.
+func (*Resume) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Resume) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
+}
 
 // ClientRequest is a request an upstream makes of the call's client while
 // the call runs, e.g. an MCP upstream's sampling/createMessage,
@@ -2802,7 +2904,7 @@ type ClientRequest struct {
 
 func (x *ClientRequest) Reset() {
 	*x = ClientRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2916,7 @@ func (x *ClientRequest) String() string {
 func (*ClientRequest) ProtoMessage() {}
 
 func (x *ClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2929,7 @@ func (x *ClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
 func (*ClientRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClientRequest) GetId() string {
@@ -2866,7 +2968,7 @@ type ClientAnswer struct {
 
 func (x *ClientAnswer) Reset() {
 	*x = ClientAnswer{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +2980,7 @@ func (x *ClientAnswer) String() string {
 func (*ClientAnswer) ProtoMessage() {}
 
 func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +2993,7 @@ func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswer.ProtoReflect.Descriptor instead.
 func (*ClientAnswer) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClientAnswer) GetId() string {
@@ -2928,7 +3030,7 @@ type ClientError struct {
 
 func (x *ClientError) Reset() {
 	*x = ClientError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3042,7 @@ func (x *ClientError) String() string {
 func (*ClientError) ProtoMessage() {}
 
 func (x *ClientError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3055,7 @@ func (x *ClientError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientError.ProtoReflect.Descriptor instead.
 func (*ClientError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClientError) GetCode() int64 {
@@ -2987,7 +3089,7 @@ type ClientAnswerAck struct {
 
 func (x *ClientAnswerAck) Reset() {
 	*x = ClientAnswerAck{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3101,7 @@ func (x *ClientAnswerAck) String() string {
 func (*ClientAnswerAck) ProtoMessage() {}
 
 func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3114,7 @@ func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswerAck.ProtoReflect.Descriptor instead.
 func (*ClientAnswerAck) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 // LogMessage is a log message an upstream sent for a call, as MCP's
@@ -3031,7 +3133,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3145,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3158,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -3095,7 +3197,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3209,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3222,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3154,7 +3256,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3268,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3281,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -3202,7 +3304,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3316,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3329,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -3256,7 +3358,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3370,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3383,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -3396,7 +3498,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3510,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3523,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -3522,7 +3624,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +3636,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +3649,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -3568,7 +3670,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3682,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3695,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -3679,7 +3781,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3793,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3806,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{43}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -3735,7 +3837,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3747,7 +3849,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3760,7 +3862,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{44}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -3793,7 +3895,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +3907,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +3920,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{45}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Gap) GetReason() string {
@@ -3839,7 +3941,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3851,7 +3953,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3864,7 +3966,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{46}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *End) GetCursor() string {
@@ -3907,7 +4009,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +4021,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +4034,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -4029,7 +4131,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4143,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4156,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Attribute) GetKey() string {
@@ -4283,22 +4385,25 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"tracestate\x18\x05 \x01(\tR\n" +
 	"tracestate\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12!\n" +
-	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xac\x02\n" +
+	"\frecord_spans\x18\a \x01(\bR\vrecordSpans\"\xcd\x02\n" +
 	"\rInvokeRequest\x12:\n" +
 	"\acontext\x18\x01 \x01(\v2 .crank.adapter.v1.RequestContextR\acontext\x129\n" +
 	"\toperation\x18\x02 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\tR\x06cursor\x12-\n" +
 	"\x05relay\x18\x05 \x01(\v2\x17.crank.adapter.v1.RelayR\x05relay\x126\n" +
-	"\x05input\x18\x06 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\"g\n" +
+	"\x05input\x18\x06 \x01(\v2 .crank.adapter.v1.InputResponsesR\x05input\x12\x1f\n" +
+	"\vresume_json\x18\a \x01(\fR\n" +
+	"resumeJson\"g\n" +
 	"\x0eInputResponses\x120\n" +
 	"\x14input_responses_json\x18\x01 \x01(\fR\x12inputResponsesJson\x12#\n" +
-	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xa1\x01\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\"\xb9\x01\n" +
 	"\x05Relay\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\bR\bprogress\x12\x1b\n" +
 	"\tlog_level\x18\x02 \x01(\tR\blogLevel\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\fR\x16clientCapabilitiesJson\x12%\n" +
-	"\x0einput_required\x18\x04 \x01(\bR\rinputRequired\"\xb6\x01\n" +
+	"\x0einput_required\x18\x04 \x01(\bR\rinputRequired\x12\x16\n" +
+	"\x06resume\x18\x05 \x01(\bR\x06resume\"\xb6\x01\n" +
 	"\x0eInvokeResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x18.crank.adapter.v1.ResultH\x00R\x06result\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorH\x00R\x05error\x12,\n" +
@@ -4337,13 +4442,17 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\rProtocolError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
-	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\x8c\x02\n" +
+	"\tdata_json\x18\x03 \x01(\fR\bdataJson\"\xc0\x02\n" +
 	"\vInvokeEvent\x128\n" +
 	"\bprogress\x18\x01 \x01(\v2\x1a.crank.adapter.v1.ProgressH\x00R\bprogress\x12>\n" +
 	"\bresponse\x18\x02 \x01(\v2 .crank.adapter.v1.InvokeResponseH\x00R\bresponse\x120\n" +
 	"\x03log\x18\x03 \x01(\v2\x1c.crank.adapter.v1.LogMessageH\x00R\x03log\x12H\n" +
-	"\x0eclient_request\x18\x04 \x01(\v2\x1f.crank.adapter.v1.ClientRequestH\x00R\rclientRequestB\a\n" +
-	"\x05event\"X\n" +
+	"\x0eclient_request\x18\x04 \x01(\v2\x1f.crank.adapter.v1.ClientRequestH\x00R\rclientRequest\x122\n" +
+	"\x06resume\x18\x05 \x01(\v2\x18.crank.adapter.v1.ResumeH\x00R\x06resumeB\a\n" +
+	"\x05event\"'\n" +
+	"\x06Resume\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x01 \x01(\fR\tstateJson\"X\n" +
 	"\rClientRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1f\n" +
@@ -4470,7 +4579,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -4507,27 +4616,28 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*UpstreamError)(nil),             // 32: crank.adapter.v1.UpstreamError
 	(*ProtocolError)(nil),             // 33: crank.adapter.v1.ProtocolError
 	(*InvokeEvent)(nil),               // 34: crank.adapter.v1.InvokeEvent
-	(*ClientRequest)(nil),             // 35: crank.adapter.v1.ClientRequest
-	(*ClientAnswer)(nil),              // 36: crank.adapter.v1.ClientAnswer
-	(*ClientError)(nil),               // 37: crank.adapter.v1.ClientError
-	(*ClientAnswerAck)(nil),           // 38: crank.adapter.v1.ClientAnswerAck
-	(*LogMessage)(nil),                // 39: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 40: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 41: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 42: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 43: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 44: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 45: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 46: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 47: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 48: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 49: crank.adapter.v1.Gap
-	(*End)(nil),                       // 50: crank.adapter.v1.End
-	(*Span)(nil),                      // 51: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 52: crank.adapter.v1.Attribute
-	nil,                               // 53: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	nil,                               // 54: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 55: google.protobuf.Timestamp
+	(*Resume)(nil),                    // 35: crank.adapter.v1.Resume
+	(*ClientRequest)(nil),             // 36: crank.adapter.v1.ClientRequest
+	(*ClientAnswer)(nil),              // 37: crank.adapter.v1.ClientAnswer
+	(*ClientError)(nil),               // 38: crank.adapter.v1.ClientError
+	(*ClientAnswerAck)(nil),           // 39: crank.adapter.v1.ClientAnswerAck
+	(*LogMessage)(nil),                // 40: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 41: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 42: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 43: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 44: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 45: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 46: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 47: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 48: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 49: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 50: crank.adapter.v1.Gap
+	(*End)(nil),                       // 51: crank.adapter.v1.End
+	(*Span)(nil),                      // 52: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 53: crank.adapter.v1.Attribute
+	nil,                               // 54: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 55: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 56: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
@@ -4547,86 +4657,87 @@ var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	27, // 14: crank.adapter.v1.ReadResourceRequest.input:type_name -> crank.adapter.v1.InputResponses
 	32, // 15: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
 	31, // 16: crank.adapter.v1.ReadResourceResponse.input_required:type_name -> crank.adapter.v1.InputRequired
-	51, // 17: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	52, // 17: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 18: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 19: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	53, // 20: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	54, // 20: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
 	28, // 21: crank.adapter.v1.GetPromptRequest.relay:type_name -> crank.adapter.v1.Relay
 	27, // 22: crank.adapter.v1.GetPromptRequest.input:type_name -> crank.adapter.v1.InputResponses
 	32, // 23: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
 	31, // 24: crank.adapter.v1.GetPromptResponse.input_required:type_name -> crank.adapter.v1.InputRequired
-	51, // 25: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	52, // 25: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 26: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 27: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
-	54, // 28: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	55, // 28: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
 	32, // 29: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 30: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
+	52, // 30: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
 	25, // 31: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 32: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
 	32, // 33: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
 	23, // 34: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
 	0,  // 35: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
 	1,  // 36: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	55, // 37: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	56, // 37: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
 	25, // 38: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
 	6,  // 39: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
 	28, // 40: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
 	27, // 41: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
 	30, // 42: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
 	32, // 43: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 44: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	52, // 44: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
 	31, // 45: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
 	2,  // 46: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
 	33, // 47: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
-	40, // 48: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	41, // 48: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
 	29, // 49: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	39, // 50: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	35, // 51: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
-	37, // 52: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
-	48, // 53: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	49, // 54: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	50, // 55: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	32, // 56: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	51, // 57: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	26, // 58: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	45, // 59: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	26, // 60: crank.adapter.v1.StreamsRequest.invoke:type_name -> crank.adapter.v1.InvokeRequest
-	43, // 61: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	47, // 62: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	29, // 63: crank.adapter.v1.StreamsEvent.invoked:type_name -> crank.adapter.v1.InvokeResponse
-	3,  // 64: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	52, // 65: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 66: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 67: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 68: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	26, // 69: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	26, // 70: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	44, // 71: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	26, // 72: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	41, // 73: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	14, // 74: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	16, // 75: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	18, // 76: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
-	20, // 77: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
-	36, // 78: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
-	5,  // 79: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 80: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 81: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	29, // 82: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	43, // 83: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	46, // 84: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	34, // 85: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	42, // 86: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	15, // 87: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	17, // 88: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	19, // 89: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
-	21, // 90: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
-	38, // 91: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
-	79, // [79:92] is the sub-list for method output_type
-	66, // [66:79] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	40, // 50: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	36, // 51: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	35, // 52: crank.adapter.v1.InvokeEvent.resume:type_name -> crank.adapter.v1.Resume
+	38, // 53: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	49, // 54: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	50, // 55: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	51, // 56: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	32, // 57: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	52, // 58: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	26, // 59: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	46, // 60: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	26, // 61: crank.adapter.v1.StreamsRequest.invoke:type_name -> crank.adapter.v1.InvokeRequest
+	44, // 62: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	48, // 63: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	29, // 64: crank.adapter.v1.StreamsEvent.invoked:type_name -> crank.adapter.v1.InvokeResponse
+	3,  // 65: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	53, // 66: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 67: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	7,  // 68: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	9,  // 69: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	26, // 70: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	26, // 71: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	45, // 72: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	26, // 73: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	42, // 74: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	14, // 75: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	16, // 76: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	18, // 77: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	20, // 78: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	37, // 79: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 80: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	8,  // 81: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	10, // 82: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	29, // 83: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	44, // 84: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	47, // 85: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	34, // 86: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	43, // 87: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	15, // 88: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	17, // 89: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	19, // 90: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	21, // 91: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	39, // 92: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	80, // [80:93] is the sub-list for method output_type
+	67, // [67:80] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -4658,25 +4769,26 @@ func file_crank_adapter_v1_adapter_proto_init() {
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 		(*InvokeEvent_ClientRequest)(nil),
+		(*InvokeEvent_Resume)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[39].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[41].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 		(*StreamsRequest_Invoke)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[43].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 		(*StreamsEvent_Invoked)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[48].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[49].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -4688,7 +4800,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
