@@ -355,16 +355,20 @@ func BenchmarkStreamSessionPoll(b *testing.B) {
 	ids := startSessions(b, f.h, "feed", pollSessions, 8)
 	b.Cleanup(func() { stopSessions(b, f.h, "feed", ids) })
 	awaitItems(b, f.st, ids)
+	// Each side keeps cursors of its own: the store's are its raw
+	// positions, the host's are sealed (crank2:, bound to the workspace,
+	// session and agent) and the host takes no other.
 	cursors := make([]string, len(ids))
+	rawCursors := make([]string, len(ids))
 	var items atomic.Int64
 	ctx := context.Background()
 
 	raw := func(w, _ int) error {
-		res, err := f.st.PollStreamSession(ctx, benchScope, ids[w], store.PollRequest{Cursor: cursors[w], MaxItems: pollItems})
+		res, err := f.st.PollStreamSession(ctx, benchScope, ids[w], store.PollRequest{Cursor: rawCursors[w], MaxItems: pollItems})
 		if err != nil {
 			return err
 		}
-		cursors[w] = res.Cursor
+		rawCursors[w] = res.Cursor
 		items.Add(int64(len(res.Items)))
 		return nil
 	}
