@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -98,6 +99,7 @@ type hotCall struct {
 	version  string // the protocol version header
 	newProto bool   // sessionless (2026-07-28)
 	ls       *liveSession
+	cancel   context.CancelFunc // a session's call's
 }
 
 // serveHot serves r on the hot path and reports whether it did.
@@ -111,6 +113,7 @@ func (ep *Endpoint) serveHot(w http.ResponseWriter, r *http.Request, p *peeked) 
 	}
 	c, ok := ep.hotRequest(r, p)
 	if !ok {
+		ep.cancelHot(r, p) // the SDK serves it as well
 		return false
 	}
 	var ss *mcp.ServerSession
@@ -120,10 +123,13 @@ func (ep *Endpoint) serveHot(w http.ResponseWriter, r *http.Request, p *peeked) 
 	req := &mcp.CallToolRequest{Session: ss, Params: c.params,
 		Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}}
 	ctx := r.Context()
-	if !c.newProto {
+	if c.ls != nil {
 		// A session's calls outlive their POST, as the SDK serves them:
-		// only the session's end or notifications/cancelled end them.
-		ctx = context.WithoutCancel(ctx)
+		// notifications/cancelled ends one (cancelHot).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		c.cancel = cancel
 	}
 	pc := &planContext{Context: ctx}
 	ep.resolve(&pc.plan, "tools/call", req) // plan.go
@@ -348,6 +354,23 @@ func (ep *Endpoint) answerHot(w http.ResponseWriter, r *http.Request, c hotCall,
 		defer c.ls.hotStream(stream)()
 	}
 	h := w.Header()
+	if c.ls != nil {
+		// The SDK refuses a call whose id is in flight on the session,
+		// with the stream's headers set (servePOST).
+		if !c.ls.startCall(c.idJSON, c.cancel) {
+			h.Set("Cache-Control", "no-cache, no-transform")
+			if !ep.transport.jsonResponse || c.ls.transport != nil {
+				h.Set("Connection", "keep-alive")
+			}
+			data, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: c.id, Error: &jsonrpc.Error{
+				Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", c.id.Raw())}})
+			h.Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(data)
+			return
+		}
+		defer c.ls.endCall(c.idJSON)
+	}
 	h.Set("Cache-Control", "no-cache, no-transform")
 	// A restored session's transport is the endpoint's own, which has no
 	// JSON answers (sessions.go restore).
@@ -548,5 +571,60 @@ func (ep *Endpoint) awaitHot(r *http.Request) {
 	select {
 	case <-ch:
 	case <-r.Context().Done():
+	}
+}
+
+// startCall registers a hot path call of the session by its id; false
+// when a call of that id is in flight already.
+func (ls *liveSession) startCall(id []byte, cancel context.CancelFunc) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if _, busy := ls.calls[string(id)]; busy {
+		return false
+	}
+	if ls.calls == nil {
+		ls.calls = make(map[string]context.CancelFunc)
+	}
+	ls.calls[string(id)] = cancel
+	return true
+}
+
+// endCall forgets a hot path call of the session once it answered (or
+// another call of its id was refused: that one stays).
+func (ls *liveSession) endCall(id []byte) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	delete(ls.calls, string(id))
+}
+
+// cancelHot cancels the hot path call a session's notifications/cancelled
+// names; the SDK gets the notification too (for the calls it serves).
+func (ep *Endpoint) cancelHot(r *http.Request, p *peeked) {
+	if r.Method != http.MethodPost || p.body == nil {
+		return
+	}
+	m := p.message()
+	if !m.ok || m.method != "notifications/cancelled" || m.id != nil {
+		return
+	}
+	ls := ep.replicas.get(r.Header.Get(sessionIDHeader))
+	if ls == nil || ls.agent != ep.agentOf(r.Header, auth.TokenInfoFromContext(r.Context())) {
+		return
+	}
+	var params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(m.params, &params) != nil {
+		return
+	}
+	_, id, ok := hotID(params.RequestID)
+	if !ok {
+		return
+	}
+	ls.mu.Lock()
+	cancel := ls.calls[string(id)]
+	ls.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
