@@ -156,7 +156,8 @@ func (ep *Endpoint) hotRequest(r *http.Request, p *peeked) (c hotCall, ok bool) 
 		return c, false
 	}
 	m := p.message()
-	if !m.ok || m.method != "tools/call" || m.task != nil || len(m.id) == 0 || m.progressToken() {
+	if !m.ok || m.version != "2.0" || m.method != "tools/call" || m.task != nil || len(m.id) == 0 || m.progressToken() ||
+		!json.Valid(p.body) { // nothing after the message, as go-sdk decodes it
 		return c, false
 	}
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {

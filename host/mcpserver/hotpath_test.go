@@ -60,17 +60,29 @@ func TestHotPathMatchesSDK(t *testing.T) {
 		name string
 		args map[string]any
 		hot  bool // served by the hot path when it is on
+		// edit, when set, changes the body posted
+		edit func([]byte) []byte
 	}{
-		{"success", "get_user", map[string]any{"id": 7}, true},
-		{"isError", "get_user", map[string]any{"id": 404}, true},
-		{"bad arguments", "get_user", map[string]any{"id": 0}, true},
-		{"arguments the policy cannot read", "get_user", map[string]any{"id": "seven"}, true},
-		{"undeclared argument", "get_user", map[string]any{"id": 7, "x": 1}, true},
-		{"policy refusal", "get_user", map[string]any{"id": 100}, true},
-		{"policy hides", "secret_user", map[string]any{"id": 7}, true},
-		{"view leaves out", "internal_user", map[string]any{"id": 7}, false},
-		{"unknown tool", "no_such_tool", map[string]any{}, false},
-		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true},
+		{"success", "get_user", map[string]any{"id": 7}, true, nil},
+		{"isError", "get_user", map[string]any{"id": 404}, true, nil},
+		{"bad arguments", "get_user", map[string]any{"id": 0}, true, nil},
+		{"arguments the policy cannot read", "get_user", map[string]any{"id": "seven"}, true, nil},
+		{"undeclared argument", "get_user", map[string]any{"id": 7, "x": 1}, true, nil},
+		{"policy refusal", "get_user", map[string]any{"id": 100}, true, nil},
+		{"policy hides", "secret_user", map[string]any{"id": 7}, true, nil},
+		{"view leaves out", "internal_user", map[string]any{"id": 7}, false, nil},
+		{"unknown tool", "no_such_tool", map[string]any{}, false, nil},
+		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true, nil},
+		{"JSON-RPC 1.0", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"1.0"`), 1) }},
+		{"trailing data", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte { return append(b, " {}"...) }},
+		{"string id", "get_user", map[string]any{"id": 7}, true,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"id":3`), []byte(`"id":"<3>"`), 1) }},
+		{"unknown params member", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"arguments":`), []byte(`"other":1,"arguments":`), 1)
+			}},
 	}
 	for _, jsonResponse := range []bool{false, true} {
 		opts := testOptions("default")
@@ -114,7 +126,7 @@ func TestHotPathMatchesSDK(t *testing.T) {
 						params = newParams(sessionlessProtocolVersion, "name", call.name, "arguments", call.args)
 						delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
 					}
-					return hotPost(t, url, hdr, params)
+					return hotPost(t, url, hdr, params, call.edit)
 				}
 				ep.noHotPath.Store(true)
 				sdk := post()
@@ -155,11 +167,14 @@ func (r hotReply) String() string {
 }
 
 // hotPost posts a tools/call with the given headers ("" removes one).
-func hotPost(t *testing.T, url string, hdr map[string]string, params map[string]any) hotReply {
+func hotPost(t *testing.T, url string, hdr map[string]string, params map[string]any, edit func([]byte) []byte) hotReply {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		b = edit(b)
 	}
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
