@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -193,4 +195,84 @@ func hotPost(t *testing.T, url string, hdr map[string]string, params map[string]
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return hotReply{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+// BenchmarkHotPath compares a get_user call (the REST adapter, a loopback
+// upstream) answered by go-sdk and by the hot path, in a 2025-11-25
+// session and sessionless, taking turns; it reports the bytes this
+// process allocates per call (endpoint, host, the raw client and the
+// upstream alike on both paths) and each path's time per call.
+func BenchmarkHotPath(b *testing.B) {
+	_, st := storetest.Embedded(b)
+	up := mcptest.NewUsers(b)
+	hst := newTestHost(b, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
+	ep, url := serveEndpoint(b, hst, st, testOptions("default"))
+	c := &mcptest.Client{T: b, URL: url}
+	c.Initialize("2025-11-25")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	body := func(gen string) []byte {
+		params := map[string]any{"name": "get_user", "arguments": map[string]any{"id": 7}}
+		if gen == "sessionless" {
+			params = newParams(sessionlessProtocolVersion, "name", "get_user", "arguments", map[string]any{"id": 7})
+			delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		return b
+	}
+	call := func(gen string, raw []byte) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if gen == "session" {
+			req.Header.Set(sessionIDHeader, c.Session)
+			req.Header.Set("MCP-Protocol-Version", c.Version)
+		} else {
+			req.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "get_user")
+			req.Header.Set("X-Agent", "bench")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte("Ada Lovelace")) {
+			b.Fatalf("%s: HTTP %d %s", gen, resp.StatusCode, out)
+		}
+	}
+	type variant struct {
+		name, gen string
+		off       bool
+		bytes     uint64
+		took      time.Duration
+	}
+	vs := []*variant{{name: "sdk", gen: "session", off: true}, {name: "hot", gen: "session"},
+		{name: "sdk-sessionless", gen: "sessionless", off: true}, {name: "hot-sessionless", gen: "sessionless"}}
+	bodies := map[string][]byte{"session": body("session"), "sessionless": body("sessionless")}
+	for _, v := range vs { // warm: the adapter process, connections
+		ep.noHotPath.Store(v.off)
+		call(v.gen, bodies[v.gen])
+	}
+	var before, after runtime.MemStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 50 {
+		for _, v := range vs {
+			ep.noHotPath.Store(v.off)
+			n := min(50, b.N-i)
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			for range n {
+				call(v.gen, bodies[v.gen])
+			}
+			v.took += time.Since(start)
+			runtime.ReadMemStats(&after)
+			v.bytes += after.TotalAlloc - before.TotalAlloc
+		}
+	}
+	for _, v := range vs {
+		b.ReportMetric(float64(v.bytes)/float64(b.N), v.name+"-B/call")
+		b.ReportMetric(float64(v.took.Microseconds())/float64(b.N), v.name+"-µs/call")
+	}
 }
