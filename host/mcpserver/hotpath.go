@@ -269,9 +269,7 @@ func hotParams(raw json.RawMessage) (*mcp.CallToolParamsRaw, bool) {
 				return nil, false
 			}
 		case "arguments":
-			if string(v) != "null" {
-				out.Arguments = v
-			}
+			out.Arguments = v
 		case "_meta":
 			if string(v) == "null" {
 				continue
@@ -419,7 +417,9 @@ func (ep *Endpoint) answerHot(w http.ResponseWriter, r *http.Request, c hotCall,
 		status = errorStatus(err)
 	}
 	if es != nil {
-		if err := es.Append(r.Context(), sid, stream, data); err != nil {
+		// The event log keeps what it is given until it is stored; data
+		// is the pooled buffer's.
+		if err := es.Append(r.Context(), sid, stream, bytes.Clone(data)); err != nil {
 			ep.logger.Debug("storing the answer's event", zap.Error(err))
 		}
 		c.ls.answered(stream)

@@ -81,6 +81,9 @@ func TestHotPathMatchesSDK(t *testing.T) {
 			func(b []byte) []byte { return append(b, " {}"...) }},
 		{"string id", "get_user", map[string]any{"id": 7}, true,
 			func(b []byte) []byte { return bytes.Replace(b, []byte(`"id":3`), []byte(`"id":"<3>"`), 1) }},
+		{"null arguments", "get_user", nil, true, nil},
+		{"no arguments", "get_user", map[string]any{"id": 7}, true,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"arguments":{"id":7},`), nil, 1) }},
 		{"unknown params member", "get_user", map[string]any{"id": 7}, false,
 			func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"arguments":`), []byte(`"other":1,"arguments":`), 1)
