@@ -60,3 +60,17 @@ func (t Tool) CarriesArguments() bool {
 func (t Tool) AcceptsTasks() bool {
 	return t.b != nil && t.b.Role == opsfile.RoleStart && t.b.Mode == opsfile.ModeAsyncJob
 }
+
+// Unary reports whether a call of the tool is one plain adapter call that
+// sends its caller nothing before its result unless the caller asked for
+// progress: a unary operation (no family role, no window) whose running
+// adapter relays neither log messages nor client requests (its
+// description is known: an adapter not started yet may). The MCP
+// endpoint serves such a call on its own hot path.
+func (t Tool) Unary() bool {
+	if t.b == nil || t.b.Role != "" || t.b.Execution != nil || t.b.sup == nil {
+		return false
+	}
+	d := t.b.sup.Description()
+	return d != nil && (!d.Capabilities.Progress || !d.Capabilities.Log && !d.Capabilities.ClientRequests)
+}

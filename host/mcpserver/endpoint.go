@@ -162,6 +162,17 @@ type Endpoint struct {
 	replicas   replicaSessions
 	eventStore mcp.EventStore
 	transport  transport // transport.go
+
+	// impl is the server's implementation (results of 2026-07-28 name it
+	// in _meta); receiving are the SDK's receiving middlewares as added,
+	// innermost first; hot serves the calls of the hot path (hotpath.go).
+	impl      *mcp.Implementation
+	receiving []mcp.Middleware
+	hot       mcp.MethodHandler
+	// noHotPath sends every request to the SDK (tests compare the paths);
+	// hotCalls counts the calls the hot path served.
+	noHotPath atomic.Bool
+	hotCalls  atomic.Int64
 }
 
 // New returns an endpoint without a host. It serves requests once a host
@@ -193,7 +204,8 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	ep.sessionless = newRequestBudgets(limits.MaxSessionlessRequestsPerClient) // ratelimit.go
 	slogger := slogFromZap(opts.Logger)
-	ep.server = mcp.NewServer(&mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}, &mcp.ServerOptions{
+	ep.impl = &mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}
+	ep.server = mcp.NewServer(ep.impl, &mcp.ServerOptions{
 		Logger: slogger,
 		// The SDK's default, made explicit: unknown.go refuses an ID of
 		// any other form without a store read.
@@ -204,25 +216,29 @@ func New(opts Options) (*Endpoint, error) {
 		// complete.go: offered only while the host has them
 		CompletionHandler: ep.complete, SubscribeHandler: ep.subscribe, UnsubscribeHandler: ep.unsubscribe,
 	})
-	ep.server.AddReceivingMiddleware(ep.sessionMiddleware)
-	ep.server.AddReceivingMiddleware(ep.publishedCapsMiddleware) // complete.go
-	ep.addTasks()                                                // tasks.go: MCP Tasks, around the session middleware
+	ep.use(ep.sessionMiddleware)
+	ep.use(ep.publishedCapsMiddleware) // complete.go
+	ep.addTasks()                      // tasks.go: MCP Tasks, around the session middleware
 	// policy.go: the per-tool policy, around tasks
-	ep.server.AddReceivingMiddleware(ep.policyMiddleware)
-	ep.server.AddReceivingMiddleware(ep.viewMiddleware) // view.go: the published names, outside the policy
-	ep.addDiscovery()                                   // discovery.go
+	ep.use(ep.policyMiddleware)
+	ep.use(ep.viewMiddleware) // view.go: the published names, outside the policy
+	ep.addDiscovery()         // discovery.go
 	// telemetry.go: metrics and the span of every request.
-	ep.server.AddReceivingMiddleware(ep.telemetryMiddleware)
+	ep.use(ep.telemetryMiddleware)
+	// hotpath.go: the same middlewares around the host's tool handler,
+	// for the calls the endpoint serves without the SDK.
+	ep.hot = ep.hotHandler()
 	// plan.go: what each request is about, resolved once.
-	ep.server.AddReceivingMiddleware(ep.planMiddleware)
+	ep.use(ep.planMiddleware)
 	// results.go: no field of 2026-07-28 in an earlier protocol's
 	// results, outermost.
-	ep.server.AddReceivingMiddleware(generationMiddleware)
+	ep.use(generationMiddleware)
 	sdkOpts := mcp.StreamableHTTPOptions{
-		Stateless:      opts.Stateless,
-		JSONResponse:   opts.JSONResponse,
-		SessionTimeout: opts.SessionTimeout,
-		Logger:         slogger,
+		Stateless:    opts.Stateless,
+		JSONResponse: opts.JSONResponse,
+		// No SessionTimeout: the endpoint times out its sessions itself
+		// (sessions.go idleTimeout), the POSTs the hot path serves too.
+		Logger: slogger,
 	}
 	ep.streamableOptions(opts, &sdkOpts)
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sdkOpts)
@@ -280,7 +296,10 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
-	r = ep.settlePrime(w, r) // primeflush.go
+	r = ep.settlePrime(w, r)  // primeflush.go
+	if ep.serveHot(w, r, p) { // hotpath.go: a plain unary tools/call
+		return
+	}
 	ep.handler(r, p)(w, r)
 }
 

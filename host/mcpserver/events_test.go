@@ -419,7 +419,7 @@ func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
 		}
 	}
 	settled()
-	calls, writes := cs.calls.Load(), cs.writes.Load()
+	calls, writes, hot := cs.calls.Load(), cs.writes.Load(), ep.hotCalls.Load()
 	const n = 20
 	for range n {
 		if _, err := callGetUser(ctx, sess); err != nil {
@@ -427,6 +427,9 @@ func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
 		}
 	}
 	settled()
+	if served := ep.hotCalls.Load() - hot; served != n {
+		t.Errorf("the hot path served %d of the %d calls", served, n)
+	}
 	es.mu.Lock()
 	pending := len(es.sessions[sess.ID()].pending)
 	es.mu.Unlock()

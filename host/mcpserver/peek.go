@@ -62,8 +62,10 @@ func (p *peeked) message() *message {
 type message struct {
 	// ok: the body is one JSON object (not a batch, not malformed).
 	ok bool
-	// method is the request's method ("" for none, or not a string).
-	method string
+	// version is the jsonrpc member ("" for none, or not a string);
+	// method the request's method ("" for none, or not a string).
+	version string
+	method  string
 	// id is the request's id as sent (nil for a notification).
 	id json.RawMessage
 	// params is params as sent; task is params.task, meta params._meta
@@ -83,6 +85,9 @@ func parseMessage(body []byte) message {
 	m.ok = true
 	if raw, ok := top["method"]; ok {
 		_ = json.Unmarshal(raw, &m.method)
+	}
+	if raw, ok := top["jsonrpc"]; ok {
+		_ = json.Unmarshal(raw, &m.version)
 	}
 	m.id = top["id"]
 	m.params = top["params"]

@@ -57,6 +57,9 @@ type liveSession struct {
 	// transport is set when this replica rebuilt the session from the
 	// store; nil when the SDK's handler created (and owns) it.
 	transport *mcp.StreamableServerTransport
+	// tokenUser is the user of the verified token the SDK's handler
+	// bound its session to (it refuses the requests of any other, 403).
+	tokenUser string
 	created   time.Time
 	// slot counts the session against the endpoint's session limits
 	// until it ends (limits.go).
@@ -67,12 +70,22 @@ type liveSession struct {
 	initialized bool
 	logLevel    string
 
+	// hot are the streams of the calls the hot path is serving, each
+	// closed once its answer is in the event log (hotpath.go); guarded
+	// by mu.
+	hot map[string]chan struct{}
+	// calls are the hot path's calls in flight, by their JSON-RPC id as
+	// encoded: notifications/cancelled cancels one; guarded by mu.
+	calls map[string]context.CancelFunc
+
 	closed    atomic.Bool  // closing or closed: not to be served any more
 	recorded  atomic.Bool  // the store holds the record
 	lastTouch atomic.Int64 // unix nanoseconds of the last put or touch
 	touching  atomic.Bool
 
-	// Idle timeout of a restored session (the SDK times out its own).
+	// Idle timeout of the session, paused while a request runs: the
+	// endpoint times out every session, the SDK's own too (whose POSTs
+	// the hot path serves without the SDK's handler, hotpath.go).
 	idle    time.Duration
 	timerMu sync.Mutex
 	refs    int
@@ -232,9 +245,12 @@ func (ep *Endpoint) initializeSession(ctx context.Context, ss *mcp.ServerSession
 			"initialize: the clientInfo and capabilities a session keeps take %d bytes here, over this server's limit of %d bytes (%s)",
 			n, limit, optMaxSessionState)}
 	}
-	var client, agent string
+	var client, agent, tokenUser string
 	if ex := req.GetExtra(); ex != nil {
 		client, agent = ex.Header.Get(clientHeader), ep.agentOf(ex.Header, ex.TokenInfo)
+		if ex.TokenInfo != nil {
+			tokenUser = ex.TokenInfo.UserID
+		}
 	}
 	slot, err := ep.sessions.acquire(client)
 	if err != nil {
@@ -246,8 +262,10 @@ func (ep *Endpoint) initializeSession(ctx context.Context, ss *mcp.ServerSession
 		slot.release()
 		return res, err
 	}
-	ls, fresh := ep.replicas.add(&liveSession{id: ss.ID(), agent: agent, ss: ss, created: time.Now().UTC(), negotiated: ir.ProtocolVersion, slot: slot})
+	ls, fresh := ep.replicas.add(&liveSession{id: ss.ID(), agent: agent, tokenUser: tokenUser, ss: ss, created: time.Now().UTC(),
+		negotiated: ir.ProtocolVersion, slot: slot})
 	if fresh {
+		ep.idleTimeout(ls)
 		ep.replicas.watch(ls)
 	} else {
 		slot.release()
@@ -290,10 +308,17 @@ func (ep *Endpoint) serveMCP(w http.ResponseWriter, r *http.Request) {
 	body := &readTracker{ReadCloser: r.Body}
 	r.Body = body
 	p := &probeWriter{ResponseWriter: w, body: body}
+	if ls != nil && ls.transport == nil && r.Method == http.MethodPost {
+		// The SDK's handler pauses its sessions' idle timeout for a POST
+		// (sessionInfo.startPOST); the endpoint keeps that timeout.
+		ls.startRequest()
+		defer ls.endRequest()
+	}
 	ep.http.ServeHTTP(p, r)
 	if !p.missed {
 		if ls != nil && ls.transport == nil {
 			if r.Method == http.MethodDelete && p.status == http.StatusNoContent {
+				ls.closed.Store(true) // before its watch notices: no hot call serves it
 				ep.deleteRecord(r.Context(), id)
 			} else {
 				ep.touch(ls)
@@ -399,10 +424,7 @@ func (ep *Endpoint) restore(ctx context.Context, id, agent string, slot *session
 	kept = true
 	ls.recorded.Store(true)
 	ls.lastTouch.Store(time.Now().UnixNano())
-	if ep.sessionTTL > 0 {
-		ls.idle = ep.sessionTTL
-		ls.timer = time.AfterFunc(ep.sessionTTL, ls.close)
-	}
+	ep.idleTimeout(ls)
 	if ep.replicas.sessions == nil {
 		ep.replicas.sessions = make(map[string]*liveSession)
 	}
@@ -525,6 +547,17 @@ func (ep *Endpoint) touch(ls *liveSession) {
 			ep.logger.Debug("MCP session expiry not pushed out; retried on its next use", sessionField(ls.id), zap.Error(err))
 		}
 	}()
+}
+
+// idleTimeout starts the session's idle timeout, when sessions have one.
+func (ep *Endpoint) idleTimeout(ls *liveSession) {
+	if ep.sessionTTL <= 0 {
+		return
+	}
+	ls.timerMu.Lock()
+	defer ls.timerMu.Unlock()
+	ls.idle = ep.sessionTTL
+	ls.timer = time.AfterFunc(ep.sessionTTL, ls.close)
 }
 
 // close ends the session on this replica.

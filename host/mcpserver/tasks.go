@@ -115,7 +115,7 @@ func (ep *Endpoint) addTasks() {
 			return
 		}
 	}
-	ep.server.AddReceivingMiddleware(ep.tasksMiddleware)
+	ep.use(ep.tasksMiddleware)
 }
 
 // taskMethod returns the tasks/* method of that name, nil for another

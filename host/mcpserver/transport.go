@@ -23,9 +23,11 @@ const sseRetry = time.Second
 // transport is what the endpoint needs of the transport options at
 // request time.
 type transport struct {
-	stateful  bool
-	keepalive time.Duration
-	retry     string // the priming event's retry field, in ms ("" for none)
+	stateful bool
+	// jsonResponse: POSTs are answered application/json (json_response).
+	jsonResponse bool
+	keepalive    time.Duration
+	retry        string // the priming event's retry field, in ms ("" for none)
 	// primeDelay is how long a priming event's flush is held
 	// (primeFlushDelay; tests set it).
 	primeDelay time.Duration
@@ -44,7 +46,7 @@ type transport struct {
 // the event store in stateful mode, cancellation tied to the request for
 // the sessionless protocol.
 func (ep *Endpoint) streamableOptions(o Options, opts *mcp.StreamableHTTPOptions) {
-	ep.transport = transport{stateful: !o.Stateless, keepalive: o.KeepaliveInterval, refuseLegacy: o.RefuseSessionlessLegacy, primeDelay: primeFlushDelay}
+	ep.transport = transport{stateful: !o.Stateless, jsonResponse: o.JSONResponse, keepalive: o.KeepaliveInterval, refuseLegacy: o.RefuseSessionlessLegacy, primeDelay: primeFlushDelay}
 	// The sessionless protocol has no notifications/cancelled: the POST is
 	// the request, so its end cancels the call.
 	opts.PropagateRequestCancellation = true

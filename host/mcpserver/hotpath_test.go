@@ -1,0 +1,281 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/internal/mcptest"
+	"github.com/crankmcp/crank/store/storetest"
+)
+
+// hotOps are the tools of the hot path's differential test: get_user
+// (the Users upstream), secret_user (hidden by the policy) and
+// internal_user (left out by the view), all unary.
+var hotOps = mcptest.UsersOps + `  - name: secret_user
+    description: A user the policy hides.
+    adapter: rest
+    timeout: 5s
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "%[1]s/users/{id}"}
+  - name: internal_user
+    description: A user the view leaves out.
+    adapter: rest
+    timeout: 5s
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    config: {method: GET, url: "%[1]s/users/{id}"}
+`
+
+// TestHotPathMatchesSDK: the same requests, answered by an endpoint with
+// its hot path off (go-sdk serves every request) and on, get the same
+// status, headers and body bytes, but for the random stream ids of SSE
+// event ids: a success with structured content, an isError result (an
+// upstream 404), bad arguments, a policy refusal, a tool the policy hides
+// and one the view leaves out, an unknown tool, in a 2025-11-25 session
+// and sessionless (2026-07-28), on an SSE and a json_response endpoint.
+func TestHotPathMatchesSDK(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewUsers(t)
+	ops := strings.Replace(hotOps, "%s", "%[1]s", 1)
+	hst := newTestHost(t, fmt.Sprintf(ops, up.URL), nil, nil)
+	policy, err := auth.CompilePolicy([]auth.Rule{
+		{Name: "small-ids", Expression: `tool.name != "get_user" || int(args.id) != 100`},
+		{Name: "no-secrets", Expression: `tool.name != "secret_user"`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		what string
+		name string
+		args map[string]any
+		hot  bool // served by the hot path when it is on
+		// edit, when set, changes the body posted
+		edit func([]byte) []byte
+	}{
+		{"success", "get_user", map[string]any{"id": 7}, true, nil},
+		{"isError", "get_user", map[string]any{"id": 404}, true, nil},
+		{"bad arguments", "get_user", map[string]any{"id": 0}, true, nil},
+		{"arguments the policy cannot read", "get_user", map[string]any{"id": "seven"}, true, nil},
+		{"undeclared argument", "get_user", map[string]any{"id": 7, "x": 1}, true, nil},
+		{"policy refusal", "get_user", map[string]any{"id": 100}, true, nil},
+		{"policy hides", "secret_user", map[string]any{"id": 7}, true, nil},
+		{"view leaves out", "internal_user", map[string]any{"id": 7}, false, nil},
+		{"unknown tool", "no_such_tool", map[string]any{}, false, nil},
+		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true, nil},
+		{"JSON-RPC 1.0", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"1.0"`), 1) }},
+		{"trailing data", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte { return append(b, " {}"...) }},
+		{"string id", "get_user", map[string]any{"id": 7}, true,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"id":3`), []byte(`"id":"<3>"`), 1) }},
+		{"null arguments", "get_user", nil, true, nil},
+		{"no arguments", "get_user", map[string]any{"id": 7}, true,
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"arguments":{"id":7},`), nil, 1) }},
+		{"unknown params member", "get_user", map[string]any{"id": 7}, false,
+			func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"arguments":`), []byte(`"other":1,"arguments":`), 1)
+			}},
+	}
+	for _, jsonResponse := range []bool{false, true} {
+		opts := testOptions("default")
+		opts.Policy = policy
+		opts.View = &ViewConfig{Exclude: []string{"internal_user"}}
+		opts.JSONResponse = jsonResponse
+		serve := func() (*Endpoint, string) {
+			ep, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep.Attach(hst, st)
+			srv := httptest.NewServer(ep)
+			t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+			return ep, srv.URL + "/mcp"
+		}
+		// The session is opened on one replica and restored by another,
+		// whose own transport serves it (SSE on a json_response endpoint
+		// too).
+		first, url := serve()
+		replica, replicaURL := serve()
+		mode := map[bool]string{false: "sse", true: "json_response"}[jsonResponse]
+
+		c := &mcptest.Client{T: t, URL: url}
+		c.Initialize("2025-11-25")
+		(&mcptest.Client{T: t, URL: replicaURL, Session: c.Session, Version: c.Version}).OK("ping", map[string]any{}, &map[string]any{})
+		for _, gen := range []string{"session", "sessionless", "restored"} {
+			ep, url := first, url
+			if gen == "restored" {
+				ep, url = replica, replicaURL
+			}
+			for _, call := range calls {
+				post := func() hotReply {
+					hdr := map[string]string{"X-Agent": "agent-1"}
+					params := map[string]any{"name": call.name, "arguments": call.args}
+					if gen != "sessionless" {
+						hdr[sessionIDHeader], hdr["MCP-Protocol-Version"] = c.Session, c.Version
+						hdr["X-Agent"] = ""
+					} else {
+						hdr["MCP-Protocol-Version"], hdr["Mcp-Method"], hdr["Mcp-Name"] = sessionlessProtocolVersion, "tools/call", call.name
+						params = newParams(sessionlessProtocolVersion, "name", call.name, "arguments", call.args)
+						delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+					}
+					return hotPost(t, url, hdr, params, call.edit)
+				}
+				ep.noHotPath.Store(true)
+				sdk := post()
+				ep.noHotPath.Store(false)
+				before := ep.hotCalls.Load()
+				hot := post()
+				served := ep.hotCalls.Load() - before
+				name := mode + "/" + gen + "/" + call.what
+				if want := map[bool]int64{true: 1, false: 0}[call.hot]; served != want {
+					t.Errorf("%s: the hot path served %d calls, want %d", name, served, want)
+				}
+				if sdk.String() != hot.String() {
+					t.Errorf("%s: go-sdk and the hot path differ\ngo-sdk:\n%s\nhot path:\n%s", name, sdk, hot)
+				}
+			}
+		}
+	}
+}
+
+// hotReply is an HTTP answer as the differential test compares it.
+type hotReply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// eventID is an SSE event id: a random stream id and an index.
+var eventID = regexp.MustCompile(`(?m)^id: [^_\n]+_`)
+
+func (r hotReply) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP %d\n", r.status)
+	for _, k := range []string{"Content-Type", "Cache-Control", "Connection", "Mcp-Session-Id", "X-Content-Type-Options", "Content-Length"} {
+		fmt.Fprintf(&b, "%s: %q\n", k, r.header.Values(k))
+	}
+	b.WriteString(eventID.ReplaceAllString(r.body, "id: STREAM_"))
+	return b.String()
+}
+
+// hotPost posts a tools/call with the given headers ("" removes one).
+func hotPost(t *testing.T, url string, hdr map[string]string, params map[string]any, edit func([]byte) []byte) hotReply {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		b = edit(b)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return hotReply{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+// BenchmarkHotPath compares a get_user call (the REST adapter, a loopback
+// upstream) answered by go-sdk and by the hot path, in a 2025-11-25
+// session and sessionless, taking turns; it reports the bytes this
+// process allocates per call (endpoint, host, the raw client and the
+// upstream alike on both paths) and each path's time per call.
+func BenchmarkHotPath(b *testing.B) {
+	_, st := storetest.Embedded(b)
+	up := mcptest.NewUsers(b)
+	hst := newTestHost(b, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
+	ep, url := serveEndpoint(b, hst, st, testOptions("default"))
+	c := &mcptest.Client{T: b, URL: url}
+	c.Initialize("2025-11-25")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	body := func(gen string) []byte {
+		params := map[string]any{"name": "get_user", "arguments": map[string]any{"id": 7}}
+		if gen == "sessionless" {
+			params = newParams(sessionlessProtocolVersion, "name", "get_user", "arguments", map[string]any{"id": 7})
+			delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		return b
+	}
+	call := func(gen string, raw []byte) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if gen == "session" {
+			req.Header.Set(sessionIDHeader, c.Session)
+			req.Header.Set("MCP-Protocol-Version", c.Version)
+		} else {
+			req.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "get_user")
+			req.Header.Set("X-Agent", "bench")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte("Ada Lovelace")) {
+			b.Fatalf("%s: HTTP %d %s", gen, resp.StatusCode, out)
+		}
+	}
+	type variant struct {
+		name, gen string
+		off       bool
+		bytes     uint64
+		took      time.Duration
+	}
+	vs := []*variant{{name: "sdk", gen: "session", off: true}, {name: "hot", gen: "session"},
+		{name: "sdk-sessionless", gen: "sessionless", off: true}, {name: "hot-sessionless", gen: "sessionless"}}
+	bodies := map[string][]byte{"session": body("session"), "sessionless": body("sessionless")}
+	for _, v := range vs { // warm: the adapter process, connections
+		ep.noHotPath.Store(v.off)
+		call(v.gen, bodies[v.gen])
+	}
+	var before, after runtime.MemStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 50 {
+		for _, v := range vs {
+			ep.noHotPath.Store(v.off)
+			n := min(50, b.N-i)
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			for range n {
+				call(v.gen, bodies[v.gen])
+			}
+			v.took += time.Since(start)
+			runtime.ReadMemStats(&after)
+			v.bytes += after.TotalAlloc - before.TotalAlloc
+		}
+	}
+	for _, v := range vs {
+		b.ReportMetric(float64(v.bytes)/float64(b.N), v.name+"-B/call")
+		b.ReportMetric(float64(v.took.Microseconds())/float64(b.N), v.name+"-µs/call")
+	}
+}
