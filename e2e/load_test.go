@@ -428,7 +428,8 @@ var failureCodes = []struct{ code, says string }{
 	{"adapter-stopped", "stopped during the call"}, {"etcd", "etcd"},
 	{"connection-refused", "connection refused"}, {"connection-reset", "connection reset"},
 	{"no-response", "request terminated without response"}, {"session-not-found", "session not found"},
-	{"client-closing", "client is closing"}, {"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
+	{"client-closing", "client is closing"}, {"stream-broken", "broke before its first event"},
+	{"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
 }
 
 // failureCode is the code a failed operation is counted under in a
