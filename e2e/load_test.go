@@ -630,7 +630,17 @@ func (c *loadClient) job(i int) outcome {
 		if o != nil {
 			return *o
 		}
-		if cm["status"] != "canceling" && cm["status"] != "canceled" {
+		switch cm["status"] {
+		case "canceling", "canceled":
+		case "failed":
+			// The job ended before the cancel reached it — its adapter or
+			// replica died meanwhile; the answer says how, as a status
+			// would.
+			if strings.Contains(fmt.Sprint(cm["error"]), "owner_lost") {
+				return outcome{err: fmt.Errorf("job %s: owner_lost", id), ownerLost: true}
+			}
+			return classify(fmt.Errorf("cancel %s: the job ended first: %v", id, cm))
+		default:
 			return fail("cancel %s: %v", id, cm)
 		}
 	}
