@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -428,7 +430,7 @@ var failureCodes = []struct{ code, says string }{
 	{"adapter-stopped", "stopped during the call"}, {"etcd", "etcd"},
 	{"connection-refused", "connection refused"}, {"connection-reset", "connection reset"},
 	{"no-response", "request terminated without response"}, {"session-not-found", "session not found"},
-	{"client-closing", "client is closing"}, {"stream-broken", "broke before its first event"},
+	{"client-closing", "client is closing"}, {"stream-broken", "broke before its first event"}, {"interrupted", "was interrupted"},
 	{"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
 }
 
@@ -479,7 +481,7 @@ func (c *loadClient) call(name string, args map[string]any, progress string) (ma
 	}
 	res, err := c.cs.CallTool(ctx, p)
 	if err != nil {
-		o := classify(fmt.Errorf("%s: %w", name, err))
+		o := classifyCall(name, err)
 		if c.replayRefused.Swap(false) && strings.Contains(err.Error(), "Bad Request") {
 			o.retryable = true // the events were lost: call again
 		}
@@ -495,6 +497,24 @@ func (c *loadClient) call(name string, args map[string]any, progress string) (ma
 		m = map[string]any{"text": textOf(res)}
 	}
 	return m, nil
+}
+
+// classifyCall sorts the failure of a call of the tool name: as classify
+// does, and retryable too when its JSON-RPC error's data says so.
+func classifyCall(name string, err error) outcome {
+	o := classify(fmt.Errorf("%s: %w", name, err))
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) && retryableData(werr.Data) {
+		o.retryable = true // the answer says so (an interrupted call)
+	}
+	return o
+}
+
+// retryableData reports whether a JSON-RPC error's data says to call
+// again (data.retryable, as the answer of an interrupted call has).
+func retryableData(data []byte) bool {
+	var d struct{ Retryable bool }
+	return json.Unmarshal(data, &d) == nil && d.Retryable
 }
 
 func fail(format string, args ...any) outcome { return outcome{err: fmt.Errorf(format, args...)} }

@@ -224,6 +224,9 @@ func TestUnansweredCallOfDeadReplicaFails(t *testing.T) {
 	if !errors.As(err, &werr) || !strings.Contains(werr.Message, "interrupted") || !strings.Contains(string(werr.Data), `"retryable":true`) {
 		t.Errorf("the call of the killed replica: %v, want the retryable interrupted error", err)
 	}
+	if o := classifyCall("slow", err); !o.retryable || failureCode(o) != "interrupted" {
+		t.Errorf("the load counts %v as %s (retryable %t)", err, failureCode(o), o.retryable)
+	}
 	if got, err := getUser(ctx, cs, 2); err != nil || !strings.Contains(got, "User 2") {
 		t.Errorf("the next call on the same MCP session: %q, %v", got, err)
 	}
