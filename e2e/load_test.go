@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -428,7 +430,8 @@ var failureCodes = []struct{ code, says string }{
 	{"adapter-stopped", "stopped during the call"}, {"etcd", "etcd"},
 	{"connection-refused", "connection refused"}, {"connection-reset", "connection reset"},
 	{"no-response", "request terminated without response"}, {"session-not-found", "session not found"},
-	{"client-closing", "client is closing"}, {"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
+	{"client-closing", "client is closing"}, {"stream-broken", "broke before its first event"}, {"interrupted", "was interrupted"},
+	{"eof", "EOF"}, {"unavailable", "unavailable"}, {"retry", "retry"},
 }
 
 // failureCode is the code a failed operation is counted under in a
@@ -478,7 +481,7 @@ func (c *loadClient) call(name string, args map[string]any, progress string) (ma
 	}
 	res, err := c.cs.CallTool(ctx, p)
 	if err != nil {
-		o := classify(fmt.Errorf("%s: %w", name, err))
+		o := classifyCall(name, err)
 		if c.replayRefused.Swap(false) && strings.Contains(err.Error(), "Bad Request") {
 			o.retryable = true // the events were lost: call again
 		}
@@ -494,6 +497,24 @@ func (c *loadClient) call(name string, args map[string]any, progress string) (ma
 		m = map[string]any{"text": textOf(res)}
 	}
 	return m, nil
+}
+
+// classifyCall sorts the failure of a call of the tool name: as classify
+// does, and retryable too when its JSON-RPC error's data says so.
+func classifyCall(name string, err error) outcome {
+	o := classify(fmt.Errorf("%s: %w", name, err))
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) && retryableData(werr.Data) {
+		o.retryable = true // the answer says so (an interrupted call)
+	}
+	return o
+}
+
+// retryableData reports whether a JSON-RPC error's data says to call
+// again (data.retryable, as the answer of an interrupted call has).
+func retryableData(data []byte) bool {
+	var d struct{ Retryable bool }
+	return json.Unmarshal(data, &d) == nil && d.Retryable
 }
 
 func fail(format string, args ...any) outcome { return outcome{err: fmt.Errorf(format, args...)} }
@@ -629,7 +650,17 @@ func (c *loadClient) job(i int) outcome {
 		if o != nil {
 			return *o
 		}
-		if cm["status"] != "canceling" && cm["status"] != "canceled" {
+		switch cm["status"] {
+		case "canceling", "canceled":
+		case "failed":
+			// The job ended before the cancel reached it — its adapter or
+			// replica died meanwhile; the answer says how, as a status
+			// would.
+			if strings.Contains(fmt.Sprint(cm["error"]), "owner_lost") {
+				return outcome{err: fmt.Errorf("job %s: owner_lost", id), ownerLost: true}
+			}
+			return classify(fmt.Errorf("cancel %s: the job ended first: %v", id, cm))
+		default:
 			return fail("cancel %s: %v", id, cm)
 		}
 	}

@@ -50,6 +50,7 @@ func tsLoadRun(url string) outcome {
 				Code    *int
 				Message string
 				Source  string
+				Data    json.RawMessage
 			}
 			Result struct {
 				IsError           bool
@@ -70,7 +71,9 @@ func tsLoadRun(url string) outcome {
 			if s.Error.Source == "http" && s.Error.Code != nil {
 				return classify(fmt.Errorf("typescript step %d: HTTP %d: %s", i, *s.Error.Code, s.Error.Message))
 			}
-			return classify(fmt.Errorf("typescript step %d: %s", i, s.Error.Message))
+			o := classify(fmt.Errorf("typescript step %d: %s", i, s.Error.Message))
+			o.retryable = o.retryable || retryableData(s.Error.Data) // the answer says so
+			return o
 		}
 		if s.Result.IsError {
 			text := ""

@@ -531,3 +531,36 @@ func TestJobStatusRefused(t *testing.T) {
 		t.Errorf("status after a refused poll: %v (%d polls)", st, f.up.exportPolls.Load())
 	}
 }
+
+// staleJobReads is a store whose next GetJob answers a finished job as
+// still running, as a read just before the job ended does.
+type staleJobReads struct {
+	host.Store
+	stale atomic.Bool
+}
+
+func (s *staleJobReads) GetJob(ctx context.Context, scope store.Scope, id string) (*store.AsyncJobHandle, error) {
+	j, err := s.Store.GetJob(ctx, scope, id)
+	if err == nil && s.stale.Swap(false) {
+		j.Status = store.JobRunning
+	}
+	return j, err
+}
+
+// A cancel that loses the race with the job's end (its read saw it
+// running, the job ended before the cancel's transition) answers the
+// job's state now, not the "running" it read.
+func TestJobCancelAfterItsEnd(t *testing.T) {
+	t.Parallel()
+	ss := &staleJobReads{}
+	f := newFamilyFixture(t, familyOps, host.Quotas{}, func(s host.Store) host.Store { ss.Store = s; return ss })
+	id := famOK(t, f.h, "a1", "report_start", `{"delay_ms":100}`)["job_id"].(string)
+	waitFor(t, func() bool {
+		m, _ := famCall(t, f.h, "a1", "report_status", `{"job_id":"`+id+`"}`)
+		return m["status"] == "succeeded"
+	})
+	ss.stale.Store(true)
+	if c := famOK(t, f.h, "a1", "report_cancel", `{"job_id":"`+id+`"}`); c["status"] != "succeeded" {
+		t.Errorf("cancel of a job that ended meanwhile: %v, want succeeded", c)
+	}
+}

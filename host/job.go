@@ -512,8 +512,18 @@ func (h *Host) cancelJob(ctx context.Context, op *boundOp, req CallRequest, id s
 	}
 	job, err := h.store.CancelJob(ctx, req.scope(), id, "cancelled by the client")
 	if errors.Is(err, store.ErrIllegalTransition) {
-		// Already succeeded or failed: nothing to cancel, not an error.
-		return structured(map[string]any{"job_id": id, "status": cur.Status})
+		// Already succeeded or failed — perhaps only since cur was read
+		// (its adapter died meanwhile, say): nothing to cancel, not an
+		// error. The answer is the job's state now, with its error, not
+		// the "running" read before.
+		if now, gerr := h.getJob(ctx, op, req.scope(), id); gerr == nil {
+			cur = now
+		}
+		out := map[string]any{"job_id": id, "status": cur.Status}
+		if len(cur.Error) > 0 {
+			out["error"] = cur.Error
+		}
+		return structured(out)
 	}
 	if err != nil {
 		return h.storeError("job", id, err)

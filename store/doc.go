@@ -228,7 +228,7 @@
 // the others, and all of a transaction whose compare failed, are appended
 // one by one. A stream opened with StreamEvents.Request records the
 // JSON-RPC id of the call it answers (alone, when none of its events is
-// stored), which EventStreamRequest returns for a replay that cannot be
+// stored), which EventStream returns for a replay that cannot be
 // served; a replay from past the events stored fails with
 // ErrStreamNotStored like one of a stream without record.
 //

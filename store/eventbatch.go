@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -19,7 +20,7 @@ type StreamEvents struct {
 	First           int64
 	Data            [][]byte
 	// Request, with First 0, is the JSON-RPC id of the request the stream
-	// answers, recorded with the stream (EventStreamRequest); with no Data,
+	// answers, recorded with the stream (EventStream); with no Data,
 	// only the stream's record is written (its events were refused).
 	Request json.RawMessage
 }
@@ -51,6 +52,7 @@ func (e *Etcd) AppendStreams(ctx context.Context, streams []StreamEvents, lim Ev
 	var txn []plannedAppend
 	ops, size := 0, 0
 	seen := make(map[string]bool, len(streams))
+	owner, ownerKnown := "", false // the owner ID new streams record
 	commit := func() {
 		if len(txn) > 0 {
 			slow = append(slow, e.commitStreams(ctx, streams, txn, dlim, errs)...)
@@ -63,7 +65,10 @@ func (e *Etcd) AppendStreams(ctx context.Context, streams []StreamEvents, lim Ev
 			continue
 		}
 		mk := eventStreamKey(s.Session, s.Stream)
-		p, ok := e.planAppend(i, s, dlim)
+		if s.First == 0 && s.Request != nil && !ownerKnown {
+			owner, ownerKnown = e.streamOwner(ctx), true
+		}
+		p, ok := e.planAppend(i, s, dlim, owner)
 		if !ok || seen[mk] {
 			seen[mk] = true
 			slow = append(slow, i)
@@ -98,7 +103,8 @@ type plannedAppend struct {
 }
 
 // planAppend reports whether s simply grows its stream, and how.
-func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits) (plannedAppend, bool) {
+// owner is the owner ID a new stream records with its request.
+func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits, owner string) (plannedAppend, bool) {
 	if validEventIDs(s.Session, s.Stream) != nil || len(s.Data) == 0 || 1+len(s.Data) > maxStreamsTxnOps {
 		return plannedAppend{}, false // AppendEvents reports or splits it
 	}
@@ -121,8 +127,8 @@ func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits) (plannedAppend
 		return plannedAppend{}, false // a restart, a gap or a conflict
 	}
 	if s.First == 0 && s.Request != nil {
-		rec.Request = s.Request
-		p.size += len(s.Request)
+		rec.Request, rec.Owner = s.Request, owner
+		p.size += len(s.Request) + len(owner)
 	}
 	if rec.Next == rec.First {
 		rec.First, rec.Bytes = rec.Next, 0
@@ -130,6 +136,7 @@ func (e *Etcd) planAppend(i int, s StreamEvents, lim EventLimits) (plannedAppend
 	p.from = rec.Next
 	rec.Next += uint64(len(s.Data))
 	rec.Bytes += bytes
+	rec.At = time.Now().UnixMilli()
 	if rec.Next-rec.First > uint64(lim.MaxEvents) || rec.Bytes > lim.MaxBytes || p.size > e.maxValue {
 		return plannedAppend{}, false // trimming needed
 	}

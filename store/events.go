@@ -90,6 +90,12 @@ type eventStreamRecord struct {
 	// recorded when the stream opens (StreamEvents.Request), so that a
 	// replay that cannot be served answers that request with an error.
 	Request json.RawMessage `json:"request,omitempty"`
+	// Owner is the owner ID (owner.go) of the replica that opened the
+	// stream with its Request: while owners/<Owner> lives, that replica
+	// may still answer the call; once it is gone, nobody will.
+	Owner string `json:"owner,omitempty"`
+	// At is when the record was last written (Unix milliseconds).
+	At int64 `json:"at,omitempty"`
 }
 
 // decodeEventStream decodes a stream record: a value that is not one, or
@@ -236,7 +242,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			rec = eventStreamRecord{}
 		}
 		if idx == 0 && request != nil {
-			rec.Request = request
+			rec.Request, rec.Owner = request, e.streamOwner(ctx)
 		}
 		if idx < rec.Next {
 			return 0, fmt.Errorf("store: %s: %w: event %d is already stored (next is %d)", op, ErrConflict, idx, rec.Next)
@@ -259,6 +265,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 		}
 		rec.Next = from + uint64(len(batch))
 		rec.Bytes += batchBytes
+		rec.At = time.Now().UnixMilli()
 		if err := e.trimEvents(ctx, op, evp, &rec, from, batchBytes, lim); err != nil {
 			return 0, err
 		}
@@ -432,22 +439,63 @@ func (e *Etcd) EventsAfter(ctx context.Context, session, stream string, index in
 	return out, nil
 }
 
-// EventStreamRequest returns the JSON-RPC id of the request the stream
-// answers, as recorded when it opened (nil when none was, or the stream is
-// not stored).
-func (e *Etcd) EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error) {
+// EventStreamInfo is what the store knows of a stream a replay found
+// without its answer (EventStream).
+type EventStreamInfo struct {
+	// Request is the JSON-RPC id of the request the stream answers, as
+	// recorded when it opened (nil when none was, or the stream is not
+	// stored).
+	Request json.RawMessage
+	// Next is the index of the stream's next event: a client that has
+	// every event before it waits for the rest.
+	Next uint64
+	// Orphaned: the replica that opened the stream is gone (its owner
+	// lease expired or was revoked), so no more of the stream's events,
+	// its answer among them, will be stored.
+	Orphaned bool
+	// Idle is how long ago the stream's record was last written.
+	Idle time.Duration
+}
+
+// EventStream returns what the store knows of a stream: the request it
+// answers, its next index, whether the replica that opened it is gone and
+// how long it has been idle. A stream without record is the zero value.
+func (e *Etcd) EventStream(ctx context.Context, session, stream string) (EventStreamInfo, error) {
 	if err := validEventIDs(session, stream); err != nil {
-		return nil, err
+		return EventStreamInfo{}, err
 	}
-	kv, err := e.get(ctx, "read stream "+strconv.Quote(stream)+" of session "+MCPSessionDigest(session), eventStreamKey(session, stream))
+	op := "read stream " + strconv.Quote(stream) + " of session " + MCPSessionDigest(session)
+	kv, err := e.get(ctx, op, eventStreamKey(session, stream))
 	if err != nil || kv == nil {
-		return nil, err
+		return EventStreamInfo{}, err
 	}
 	rec, err := decodeEventStream(kv.Value)
 	if err != nil {
-		return nil, fmt.Errorf("store: read stream %q: %w", stream, err)
+		return EventStreamInfo{}, fmt.Errorf("store: read stream %q: %w", stream, err)
 	}
-	return rec.Request, nil
+	info := EventStreamInfo{Request: rec.Request, Next: rec.Next}
+	if rec.At > 0 {
+		info.Idle = max(0, time.Since(time.UnixMilli(rec.At)))
+	}
+	if rec.Owner != "" && wellFormedID(rec.Owner, ownerIDPrefix) {
+		owner, err := e.get(ctx, op, ownerKey(rec.Owner))
+		if err != nil {
+			return EventStreamInfo{}, err
+		}
+		info.Orphaned = owner == nil
+	}
+	return info, nil
+}
+
+// streamOwner is the owner ID a stream opened here records (registering
+// this replica as an owner first, once): "" when it cannot register, and
+// the stream then records none.
+func (e *Etcd) streamOwner(ctx context.Context) string {
+	o, err := e.owner(ctx)
+	if err != nil {
+		return ""
+	}
+	return o.id
 }
 
 // openEventStream writes the record of a stream none of whose events is
@@ -458,7 +506,7 @@ func (e *Etcd) openEventStream(ctx context.Context, s StreamEvents, lim EventLim
 		return err
 	}
 	mk := eventStreamKey(s.Session, s.Stream)
-	rec := eventStreamRecord{Request: s.Request}
+	rec := eventStreamRecord{Request: s.Request, Owner: e.streamOwner(ctx), At: time.Now().UnixMilli()}
 	val, _ := json.Marshal(rec)
 	if len(val) > e.maxValue {
 		return fmt.Errorf("store: open stream %q: %w: request id is %d bytes", s.Stream, ErrTooLarge, len(s.Request))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -242,8 +243,8 @@ func TestEventStreamRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for stream, want := range map[string]string{"with": `7`, "alone": `"call-8"`, "none": ``} {
-		if id, err := st.EventStreamRequest(ctx, "s", stream); err != nil || string(id) != want {
-			t.Errorf("%s: request %s, %v; want %s", stream, id, err, want)
+		if info, err := st.EventStream(ctx, "s", stream); err != nil || string(info.Request) != want || info.Orphaned {
+			t.Errorf("%s: %+v, %v; want request %s, not orphaned", stream, info, err, want)
 		}
 	}
 	// The request stays with the stream as it grows; a stream with none of
@@ -251,11 +252,53 @@ func TestEventStreamRequest(t *testing.T) {
 	if _, err := st.AppendEvents(ctx, "s", "with", 1, [][]byte{[]byte("x")}, store.EventLimits{}); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := st.EventStreamRequest(ctx, "s", "with"); err != nil || string(id) != `7` {
-		t.Errorf("after an append: %s, %v", id, err)
+	if info, err := st.EventStream(ctx, "s", "with"); err != nil || string(info.Request) != `7` || info.Next != 2 {
+		t.Errorf("after an append: %+v, %v", info, err)
 	}
 	_, err := st.EventsAfter(ctx, "s", "alone", 0)
 	wantErr(t, "replay of a stream whose events were refused", err, store.ErrEventsPurged)
+}
+
+// A stream names the replica that opened it: once that replica is gone
+// (its owner lease revoked as it closes, or expired as it dies), another
+// replica's read of the stream says it is orphaned — its answer will
+// never come — while a stream of a live replica is not.
+func TestEventStreamOrphaned(t *testing.T) {
+	t.Parallel()
+	emb, b := storetest.Embedded(t)
+	a := storetest.Open(t, emb, store.EtcdConfig{ReplicaName: "a"})
+	ctx := ctxT(t)
+	for _, st := range []*store.Etcd{a, b} {
+		name := "of-b"
+		if st == a {
+			name = "of-a"
+		}
+		errs := st.AppendStreams(ctx, []store.StreamEvents{{Session: "s", Stream: name, First: 0, Data: [][]byte{[]byte("prime")}, Request: json.RawMessage(`1`)}}, store.EventLimits{})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.AppendEvents(ctx, "s", "one-by-one", 0, [][]byte{[]byte("prime")}, store.EventLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"of-a", "of-b"} {
+		if info, err := b.EventStream(ctx, "s", s); err != nil || info.Orphaned || info.Next != 1 || info.Idle > time.Minute {
+			t.Errorf("%s while a lives: %+v, %v", s, info, err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := b.EventStream(ctx, "s", "of-a"); err != nil || !info.Orphaned || string(info.Request) != `1` {
+		t.Errorf("of-a after a closed: %+v, %v; want orphaned", info, err)
+	}
+	if info, err := b.EventStream(ctx, "s", "of-b"); err != nil || info.Orphaned {
+		t.Errorf("of-b after a closed: %+v, %v", info, err)
+	}
+	// A stream opened without a request names no replica.
+	if info, err := b.EventStream(ctx, "s", "one-by-one"); err != nil || info.Orphaned || info.Request != nil {
+		t.Errorf("a stream without request: %+v, %v", info, err)
+	}
 }
 
 func TestEventsTwoReplicas(t *testing.T) {

@@ -35,6 +35,8 @@
 //                (e.g. callTool output-schema checks); result is the raw answer
 //   "http"       transport-level HTTP failure; code is the HTTP status
 //   "other"      anything else (network errors, ...); code is null
+//   "stream"     the call's SSE stream broke before its first event, so it
+//                cannot be resumed: data.retryable is true (retry the call)
 //
 // Environment: CRANK_E2E_CLIENT_ID and CRANK_E2E_CLIENT_SECRET make it an
 // OAuth client of the gateway's authorization server (client_credentials),
@@ -213,7 +215,7 @@ async function main() {
       expectedIssuer: process.env.CRANK_E2E_ISSUER,
     });
   }
-  const transport = new StreamableHTTPClientTransport(url, { authProvider });
+  const transport = new StreamableHTTPClientTransport(url, { authProvider, fetch: watchedFetch });
   const answer = process.env.CRANK_E2E_ANSWER === '1';
   const capabilities = answer ? { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} } : {};
   const client = new Client({ name: 'crank-e2e-ts', version: '0.0.0' }, { capabilities });
@@ -265,16 +267,81 @@ async function main() {
   for (const step of script) {
     pending = `step ${out.steps.length} (${step.op}${step.name ? ' ' + step.name : ''})`;
     lastResponse = undefined;
+    // A POST stream broken before its first event fails the step (watchedFetch).
+    const broken = new Promise((_, reject) => {
+      failStep = reject;
+    });
     try {
-      const result = await runStep(client, transport, step, out.steps);
+      const result = await Promise.race([runStep(client, transport, step, out.steps), broken]);
       out.steps.push({ ok: true, result });
     } catch (e) {
-      out.steps.push({ ok: false, error: errorInfo(e, lastResponse) });
+      out.steps.push({ ok: false, error: e instanceof StreamBrokenError ? e.info : errorInfo(e, lastResponse) });
+    } finally {
+      failStep = undefined;
     }
   }
 
   await client.close().catch(() => {});
   await new Promise((resolve) => process.stdout.write(JSON.stringify(out) + '\n', resolve));
+}
+
+// A POST's SSE stream that breaks before its first event (the replica
+// serving it died before even its priming event left) gives the SDK no
+// event id to resume from: it reports the error to onerror, and the call
+// waits for an answer that never comes, until its timeout. watchedFetch
+// notices such a stream and fails the step running then (failStep) with a
+// retryable error, as a client would retry the call; a stream with an
+// event resumes as the SDK resumes it.
+class StreamBrokenError extends Error {
+  constructor(cause) {
+    const message = `the call's SSE stream broke before its first event (${cause}): nothing to resume; retry the call`;
+    super(message);
+    this.info = { code: null, message, data: { retryable: true }, source: 'stream' };
+  }
+}
+
+let failStep;
+
+// sseEventLine finds the first field of an event (not a comment) in SSE text.
+const sseEventLine = /^(id|data|event):/m;
+
+async function watchedFetch(input, init) {
+  const res = await fetch(input, init);
+  const sse = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  if ((init?.method ?? 'GET') !== 'POST' || !res.ok || !sse || !res.body) return res;
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let seen = '';
+  let event = false;
+  const broke = (cause) => {
+    if (!event) failStep?.(new StreamBrokenError(cause));
+  };
+  const body = new ReadableStream({
+    async pull(controller) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        broke(e?.message ?? String(e));
+        controller.error(e);
+        return;
+      }
+      if (chunk.done) {
+        broke('it ended');
+        controller.close();
+        return;
+      }
+      if (!event) {
+        seen = (seen + decoder.decode(chunk.value, { stream: true })).slice(-4096);
+        event = sseEventLine.test(seen);
+      }
+      controller.enqueue(chunk.value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
 
 // pending names the step running now, for the overall timeout's message.

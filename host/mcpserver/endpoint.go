@@ -110,7 +110,7 @@ type Store interface {
 	// The event logs of their SSE streams, for resumption (events.go).
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
-	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
+	EventStream(ctx context.Context, session, stream string) (store.EventStreamInfo, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 

@@ -26,7 +26,7 @@ const maxPendingEvents = 1024
 type eventLogStore interface {
 	AppendStreams(ctx context.Context, streams []store.StreamEvents, lim store.EventLimits) []error
 	EventsAfter(ctx context.Context, session, stream string, index int64) ([][]byte, error)
-	EventStreamRequest(ctx context.Context, session, stream string) (json.RawMessage, error)
+	EventStream(ctx context.Context, session, stream string) (store.EventStreamInfo, error)
 	DeleteEventStream(ctx context.Context, session, stream string) error
 }
 
@@ -481,12 +481,17 @@ func (es *eventStore) awaitStored(session string, limit time.Duration) {
 
 // After implements mcp.EventStore. It waits for the stream's queued
 // events to be stored first. Events the store no longer holds are reported
-// as mcp.ErrEventsPurged.
+// as mcp.ErrEventsPurged. A POST stream another replica serves, whose
+// stored events the client has all, is held open for its next ones
+// (awaitEvents): a call whose replica died, or that stays unanswered, is
+// answered with a retryable error instead.
 func (es *eventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		es.mu.Lock()
+		servedHere := false
 		if sl := es.sessions[sessionID]; sl != nil {
 			es.flushLocked(sl, streamID)
+			_, servedHere = sl.next[streamID]
 		}
 		es.mu.Unlock()
 		st, err := es.backend()
@@ -495,12 +500,15 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 			return
 		}
 		evs, err := replayRead(ctx, st, sessionID, streamID, int64(index))
+		if err == nil && len(evs) == 0 && streamID != "" && index >= 0 && !servedHere {
+			evs, err = awaitEvents(ctx, st, sessionID, streamID, int64(index))
+		}
 		if errors.Is(err, store.ErrEventsPurged) && streamID != "" {
 			// The call's answer is lost: answer the call with an error, so
 			// the client's session goes on (a failed replay is a 400, on
 			// which a client such as go-sdk's ends the session).
-			if id, rerr := st.EventStreamRequest(ctx, sessionID, streamID); rerr == nil && id != nil {
-				yield(interruptedAnswer(id), nil)
+			if info, rerr := st.EventStream(ctx, sessionID, streamID); rerr == nil && info.Request != nil {
+				yield(interruptedAnswer(info.Request), nil)
 				return
 			}
 		}
@@ -515,6 +523,59 @@ func (es *eventStore) After(ctx context.Context, sessionID, streamID string, ind
 			if !yield(ev, nil) {
 				return
 			}
+		}
+	}
+}
+
+// A resume on one replica of a POST stream another serves, from its last
+// stored event, waits for the call's next events: ended at once, the
+// client would resume again and again (the TypeScript SDK's does, without
+// end) while the call runs. It is held for up to answerHold, polling the
+// store every answerPoll; if the serving replica is gone (its owner lease
+// expired: it died) or the stream was not written for unansweredLimit,
+// nothing will answer the call, and the resume answers it with the
+// retryable "interrupted" error. A call that runs longer than
+// unansweredLimit without a word, resumed on another replica, is thus
+// failed for the client to make again.
+const (
+	answerHold      = 10 * time.Second
+	answerPoll      = 250 * time.Millisecond
+	unansweredLimit = 20 * time.Second
+)
+
+// errUnanswered: the call a stream answers will get no answer (its
+// replica is gone or it stalled); the resume answers it as interrupted.
+var errUnanswered = fmt.Errorf("%w: the replica serving the stream is gone or its call stalled", store.ErrEventsPurged)
+
+// awaitEvents waits, for at most answerHold, for events after index of a
+// stream another replica serves, and returns them (none: the client
+// resumes again), or errUnanswered when none will come.
+func awaitEvents(ctx context.Context, st eventLogStore, session, stream string, index int64) ([][]byte, error) {
+	deadline := time.Now().Add(answerHold)
+	for {
+		info, err := st.EventStream(ctx, session, stream)
+		switch {
+		case err != nil || info.Request == nil:
+			// The store did not answer (the client resumes again), or the
+			// stream answers no call it recorded: nothing to wait for.
+			return nil, nil
+		case info.Next != uint64(index+1):
+			// It moved on (or was opened again elsewhere): replay that.
+			evs, err := st.EventsAfter(ctx, session, stream, index)
+			if err != nil && !errors.Is(err, store.ErrEventsPurged) {
+				return nil, nil
+			}
+			return evs, err
+		case info.Orphaned || info.Idle > unansweredLimit:
+			return nil, errUnanswered
+		}
+		if time.Now().Add(answerPoll).After(deadline) {
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(answerPoll):
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -505,4 +506,80 @@ func TestLongCallResumes(t *testing.T) {
 		}
 	}
 	t.Fatalf("resume (HTTP %d) ended without the answer: %v", res.StatusCode, sc.Err())
+}
+
+// servedElsewhere is a store whose stream S of session sess another
+// replica serves: its info is what EventStream reports, with no events
+// after those the client has, until more (events) come.
+type servedElsewhere struct {
+	eventLogStore
+	mu     sync.Mutex
+	info   store.EventStreamInfo
+	events [][]byte
+	reads  int
+}
+
+func (s *servedElsewhere) EventStream(context.Context, string, string) (store.EventStreamInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	return s.info, nil
+}
+
+func (s *servedElsewhere) EventsAfter(_ context.Context, _, _ string, index int64) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uint64(index+1) > s.info.Next {
+		return nil, store.ErrStreamNotStored
+	}
+	return s.events[index+1:], nil
+}
+
+// TestResumeOfUnansweredCall: a resume from the last stored event of a
+// call another replica serves waits for its next events; when that
+// replica is gone, or the stream stalled past unansweredLimit, it answers
+// the call with the retryable "interrupted" error instead of ending empty.
+func TestResumeOfUnansweredCall(t *testing.T) {
+	t.Parallel()
+	prime := []byte(`{"method":"notifications/progress"}`)
+	for name, info := range map[string]store.EventStreamInfo{
+		"orphaned": {Request: json.RawMessage(`7`), Next: 1, Orphaned: true},
+		"stalled":  {Request: json.RawMessage(`7`), Next: 1, Idle: unansweredLimit + time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fs := &servedElsewhere{info: info, events: [][]byte{prime}}
+			es := newEventStore(func() eventLogStore { return fs }, store.EventLimits{}, EventQuota{})
+			got, err := replayAll(t, es, "sess", "S", 0)
+			if err != nil || len(got) != 1 || got[0] != string(interruptedAnswer(json.RawMessage(`7`))) {
+				t.Fatalf("resume: %q, %v; want the interrupted answer", got, err)
+			}
+			if !strings.Contains(got[0], `"retryable":true`) {
+				t.Fatalf("the answer is not retryable: %s", got[0])
+			}
+		})
+	}
+	t.Run("answered meanwhile", func(t *testing.T) {
+		t.Parallel()
+		fs := &servedElsewhere{info: store.EventStreamInfo{Request: json.RawMessage(`7`), Next: 1}, events: [][]byte{prime}}
+		es := newEventStore(func() eventLogStore { return fs }, store.EventLimits{}, EventQuota{})
+		go func() {
+			// The serving replica stores the answer once the resume waits.
+			for {
+				fs.mu.Lock()
+				if fs.reads > 1 {
+					fs.events = append(fs.events, []byte(`{"id":7,"result":{}}`))
+					fs.info.Next = 2
+					fs.mu.Unlock()
+					return
+				}
+				fs.mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		got, err := replayAll(t, es, "sess", "S", 0)
+		if err != nil || len(got) != 1 || got[0] != `{"id":7,"result":{}}` {
+			t.Fatalf("resume: %q, %v; want the answer", got, err)
+		}
+	})
 }
