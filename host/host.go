@@ -568,17 +568,35 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		return req.upstream.redact(h.upstreamErrorResult(op, ue))
+		res := req.upstream.redact(h.upstreamErrorResult(op, ue))
+		if msg, ok := req.boundExpired(op, ue.Kind == sdk.KindTimeout); ok {
+			// The adapter saw the deadline the caller's bound set
+			// before the host did: the same timeout, told the same way.
+			res.Text = h.redact.String(msg)
+		}
+		return res
 	case err != nil:
 		msg := h.describeCallError(ctx, op, err)
-		if b := req.bounded(op.Timeout); b < op.Timeout && ctx.Err() == context.DeadlineExceeded {
-			msg = fmt.Sprintf("tool %q timed out after %s, the bound its caller set (X-Mesh-Timeout)", op.Name, b)
+		if bound, ok := req.boundExpired(op, ctx.Err() == context.DeadlineExceeded); ok {
+			msg = bound
 		}
 		return classed(errorResult(h.redact.String(msg)), callErrorOutcome(ctx, op, err))
 	case res.InputRequired != nil && req.InputRequired:
 		return h.inputRequiredResult(ctx, op, req, args, res.InputRequired) // input.go
 	}
 	return req.upstream.redact(h.successResult(res))
+}
+
+// boundExpired is the message of a call that timed out (expired) under
+// the caller's MaxTimeout, shorter than the operation's timeout; ok is
+// false when the call did not time out or the operation's own timeout
+// applied.
+func (req CallRequest) boundExpired(op *boundOp, expired bool) (msg string, ok bool) {
+	b := req.bounded(op.Timeout)
+	if !expired || b >= op.Timeout {
+		return "", false
+	}
+	return fmt.Sprintf("tool %q timed out after %s, the bound its caller set (X-Mesh-Timeout)", op.Name, b), true
 }
 
 // bounded is d, bounded by the caller's MaxTimeout.

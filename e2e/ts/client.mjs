@@ -311,10 +311,14 @@ async function watchedFetch(input, init) {
   if ((init?.method ?? 'GET') !== 'POST' || !res.ok || !sse || !res.body) return res;
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
+  // seen is the start of the line in progress: enough to see a field name.
   let seen = '';
   let event = false;
+  // The step that sent this POST: its stream may end after its answer
+  // settled the step, when the next one runs.
+  const fail = failStep;
   const broke = (cause) => {
-    if (!event) failStep?.(new StreamBrokenError(cause));
+    if (!event) fail?.(new StreamBrokenError(cause));
   };
   const body = new ReadableStream({
     async pull(controller) {
@@ -332,8 +336,10 @@ async function watchedFetch(input, init) {
         return;
       }
       if (!event) {
-        seen = (seen + decoder.decode(chunk.value, { stream: true })).slice(-4096);
+        seen += decoder.decode(chunk.value, { stream: true });
         event = sseEventLine.test(seen);
+        const nl = seen.lastIndexOf('\n');
+        seen = seen.slice(nl + 1, nl + 1 + 8);
       }
       controller.enqueue(chunk.value);
     },
