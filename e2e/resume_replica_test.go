@@ -176,6 +176,30 @@ func TestRefusedReplayFailsOnlyTheCall(t *testing.T) {
 func TestRefusedReplayFailsOnlyTheCallTS(t *testing.T) {
 	t.Parallel()
 	_, _, lb := interruptedPair(t)
+	steps := slowThenGetUserTS(t, lb)
+	if s := steps[0]; s.OK || !strings.Contains(s.Error.Message, "interrupted") {
+		t.Errorf("the interrupted call: %+v, want its error", s)
+	}
+	if s := steps[1]; !s.OK || s.Result.StructuredContent["name"] != "User 2" {
+		t.Errorf("the next call on the same MCP session: %+v", s)
+	}
+}
+
+// tsStep is a step of client.mjs's output.
+type tsStep struct {
+	OK     bool
+	Result struct{ StructuredContent map[string]any }
+	Error  struct {
+		Message string
+		Data    map[string]any
+	}
+}
+
+// slowThenGetUserTS runs the TypeScript client through a proxy that
+// follows lb: a call of slow (the one a killed replica interrupts), then
+// get_user on the same MCP session; it returns the two steps.
+func slowThenGetUserTS(t *testing.T, lb *balancer) []tsStep {
+	t.Helper()
 	proxy := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "balancer" },
 		Transport:     lb,
@@ -189,22 +213,11 @@ func TestRefusedReplayFailsOnlyTheCallTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct {
-		Steps []struct {
-			OK     bool
-			Result struct{ StructuredContent map[string]any }
-			Error  struct{ Message string }
-		}
-	}
+	var run struct{ Steps []tsStep }
 	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 2 {
 		t.Fatalf("client.mjs: %s: %v", out, err)
 	}
-	if s := run.Steps[0]; s.OK || !strings.Contains(s.Error.Message, "interrupted") {
-		t.Errorf("the interrupted call: %+v, want its error", s)
-	}
-	if s := run.Steps[1]; !s.OK || s.Result.StructuredContent["name"] != "User 2" {
-		t.Errorf("the next call on the same MCP session: %+v", s)
-	}
+	return run.Steps
 }
 
 // A call in flight on replica A when A is killed, whose stream A stored
@@ -241,36 +254,11 @@ func TestUnansweredCallOfDeadReplicaFailsTS(t *testing.T) {
 		t.Skip("the TypeScript client is not installed (make ts-deps)")
 	}
 	_, _, lb := killedPair(t, "")
-	proxy := httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "balancer" },
-		Transport:     lb,
-		FlushInterval: -1,
-	})
-	t.Cleanup(proxy.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := tsClient(ctx, proxy.URL+"/mcp", `[{"op":"callTool","name":"slow","timeoutMs":60000},
-		{"op":"callTool","name":"get_user","arguments":{"id":2}}]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run struct {
-		Steps []struct {
-			OK     bool
-			Result struct{ StructuredContent map[string]any }
-			Error  struct {
-				Message string
-				Data    map[string]any
-			}
-		}
-	}
-	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 2 {
-		t.Fatalf("client.mjs: %s: %v", out, err)
-	}
-	if s := run.Steps[0]; s.OK || !strings.Contains(s.Error.Message, "interrupted") || s.Error.Data["retryable"] != true {
+	steps := slowThenGetUserTS(t, lb)
+	if s := steps[0]; s.OK || !strings.Contains(s.Error.Message, "interrupted") || s.Error.Data["retryable"] != true {
 		t.Errorf("the call of the killed replica: %+v, want the retryable interrupted error", s)
 	}
-	if s := run.Steps[1]; !s.OK || s.Result.StructuredContent["name"] != "User 2" {
+	if s := steps[1]; !s.OK || s.Result.StructuredContent["name"] != "User 2" {
 		t.Errorf("the next call on the same MCP session: %+v", s)
 	}
 }
