@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"strings"
@@ -94,16 +93,7 @@ func TestHotPathMatchesSDK(t *testing.T) {
 		opts.Policy = policy
 		opts.View = &ViewConfig{Exclude: []string{"internal_user"}}
 		opts.JSONResponse = jsonResponse
-		serve := func() (*Endpoint, string) {
-			ep, err := New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ep.Attach(hst, st)
-			srv := httptest.NewServer(ep)
-			t.Cleanup(func() { srv.Close(); _ = ep.Close() })
-			return ep, srv.URL + "/mcp"
-		}
+		serve := func() (*Endpoint, string) { return serveEndpoint(t, hst, st, opts) }
 		// The session is opened on one replica and restored by another,
 		// whose own transport serves it (SSE on a json_response endpoint
 		// too).
