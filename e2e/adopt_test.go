@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/crankmcp/crank/internal/mcptest"
 )
@@ -143,24 +141,7 @@ func taskServerHTTP(t *testing.T, node string) (string, *syncBuffer) {
 	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(node, filepath.Join(repoRoot, "e2e", "ts", "task-server.mjs"), "http", strconv.Itoa(port))
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitFor(t, "the task server listening on "+addr, func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return "http://" + addr + "/mcp", out
+	return serveHTTPProcess(t, "the task server", cmd, port)
 }
 
 // mcpTaskJobOps serves two upstream tools that run as MCP Tasks over

@@ -27,8 +27,17 @@ func everythingHTTP(t *testing.T, node, js string) string {
 	port := freePort(t)
 	cmd := exec.Command(node, js, "streamableHttp")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	url, _ := serveHTTPProcess(t, "server-everything", cmd, port)
+	return url
+}
+
+// serveHTTPProcess starts cmd, an MCP server that listens on port on
+// loopback, its output kept, killed when the test ends; it returns its MCP
+// endpoint once it accepts connections, and its output.
+func serveHTTPProcess(t *testing.T, what string, cmd *exec.Cmd, port int) (string, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -37,14 +46,14 @@ func everythingHTTP(t *testing.T, node, js string) string {
 		_ = cmd.Wait()
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitFor(t, "server-everything listening on "+addr, func() bool {
+	waitFor(t, what+" listening on "+addr, func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + "/mcp", out
 }
 
 // TestMCPUpstreamServerEverythingClientRequests: the official reference
