@@ -108,7 +108,10 @@ var loadKinds = []string{kindUnary, kindWindow, kindSession, kindJob, kindTask}
 type kindStats struct {
 	Made, Answered, Retryable, Other, OwnerLost, Lost, Duplicated int
 	latencies                                                     []time.Duration
-	firstOther                                                    string
+	// firstOther is the first failure that was not retryable, with when
+	// it started (an offset into the phase, to set beside its faults) and
+	// how long it took.
+	firstOther string
 }
 
 // loadReport is what one load phase did.
@@ -122,11 +125,12 @@ type loadReport struct {
 	ts, faulted bool
 	// lastFailure is when the last failed operation ended.
 	lastFailure time.Time
+	start       time.Time
 	elapsed     time.Duration
 }
 
 func newLoadReport() *loadReport {
-	r := &loadReport{kinds: map[string]*kindStats{}, codes: map[string]int{}}
+	r := &loadReport{kinds: map[string]*kindStats{}, codes: map[string]int{}, start: time.Now()}
 	for _, k := range reportKinds {
 		r.kinds[k] = &kindStats{}
 	}
@@ -167,7 +171,8 @@ func (r *loadReport) add(kind string, d time.Duration, o outcome) {
 	default:
 		k.Other++
 		if k.firstOther == "" {
-			k.firstOther = o.err.Error()
+			began := time.Since(r.start) - d
+			k.firstOther = fmt.Sprintf("%v; began %s into the phase, took %s", o.err, began.Round(100*time.Millisecond), d.Round(100*time.Millisecond))
 		}
 	}
 	if kind != kindTS { // a TypeScript run ends long after its failure
@@ -305,8 +310,7 @@ func loadWorkers() int {
 func runLoad(t *testing.T, url string, workers int, d time.Duration, fault func()) *loadReport {
 	t.Helper()
 	rep := newLoadReport()
-	start := time.Now()
-	deadline := start.Add(d)
+	deadline := rep.start.Add(d)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() { (&loadClient{t: t, url: url, id: w, rep: rep}).run(deadline) })
@@ -320,7 +324,7 @@ func runLoad(t *testing.T, url string, workers int, d time.Duration, fault func(
 		wg.Go(fault)
 	}
 	wg.Wait()
-	rep.elapsed = time.Since(start)
+	rep.elapsed = time.Since(rep.start)
 	return rep
 }
 

@@ -82,6 +82,12 @@ type streamRef struct {
 type sessionLogs struct {
 	next    map[string]int64       // stream → next index, for streams opened here
 	pending map[string]*pendingLog // stream → events not yet written
+	// calls: stream → the JSON-RPC id of the call its POST carries
+	// (callIDKey), from Open until the stream's first event records it.
+	// Only Open has the POST's context: the SDK appends a message the
+	// call's handler sends with the session connection's context, which
+	// carries the id of another POST.
+	calls map[string]json.RawMessage
 }
 
 // pendingLog holds a stream's events waiting for the writer.
@@ -156,7 +162,7 @@ func (es *eventStore) backend() (eventLogStore, error) {
 func (es *eventStore) sessionLocked(id string) *sessionLogs {
 	sl := es.sessions[id]
 	if sl == nil {
-		sl = &sessionLogs{next: make(map[string]int64), pending: make(map[string]*pendingLog)}
+		sl = &sessionLogs{next: make(map[string]int64), pending: make(map[string]*pendingLog), calls: make(map[string]json.RawMessage)}
 		es.sessions[id] = sl
 	}
 	return sl
@@ -170,6 +176,9 @@ func (es *eventStore) Open(ctx context.Context, sessionID, streamID string) erro
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
 	sl.next[streamID] = 0
+	if id, ok := ctx.Value(callIDKey{}).(json.RawMessage); ok && streamID != "" {
+		sl.calls[streamID] = id
+	}
 	if h, ok := ctx.Value(streamHoldKey{}).(*streamHold); ok && streamID != "" && !es.standaloneOnly && h.stream == "" {
 		h.session, h.stream = sessionID, streamID
 		sl.pending[streamID] = &pendingLog{held: true}
@@ -226,7 +235,8 @@ func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, da
 	idx, response := sl.claimLocked(streamID, data)
 	var request json.RawMessage
 	if idx == 0 && streamID != "" {
-		request, _ = ctx.Value(callIDKey{}).(json.RawMessage)
+		request = sl.calls[streamID]
+		delete(sl.calls, streamID)
 	}
 	if pl := sl.pending[streamID]; pl != nil && pl.held {
 		pl.queue = append(pl.queue, pendingEvent{idx: idx, data: data, request: request})

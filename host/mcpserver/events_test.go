@@ -275,6 +275,30 @@ func TestUnservableReplayAnswersTheCall(t *testing.T) {
 	}
 }
 
+// A stream records the call of the POST that opened it, not the call
+// whose context the stream's first event was appended with: the SDK
+// appends a message a call's handler sends (a progress notification, the
+// first event of a stream without a priming event) with the session
+// connection's context, which carries the id of another POST.
+func TestStreamRecordsTheCallOfItsPOST(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	es := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{})
+	post := context.WithValue(context.Background(), callIDKey{}, json.RawMessage(`247`))
+	if err := es.Open(post, "sess", "S"); err != nil {
+		t.Fatal(err)
+	}
+	conn := context.WithValue(context.Background(), callIDKey{}, json.RawMessage(`2`))
+	if err := es.Append(conn, "sess", "S", []byte(`{"jsonrpc":"2.0","method":"notifications/progress"}`)); err != nil {
+		t.Fatal(err)
+	}
+	es.awaitStored("sess", 10*time.Second)
+	info, err := st.EventStream(context.Background(), "sess", "S")
+	if err != nil || string(info.Request) != `247` {
+		t.Fatalf("stream record: request %s (%v), want 247", info.Request, err)
+	}
+}
+
 // A stream records the id of the call its POST carries, unless the id is
 // longer than maxRecordedCallID (a client picks it) or there is no call.
 func TestWithCallID(t *testing.T) {
