@@ -61,34 +61,9 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 	onB := &rawMCP{t: t, url: b.MCPURL, version: onA.version, session: onA.session}
 	// B answers what the event log holds; a stream it ends before the
 	// response (A has not stored the rest yet) is resumed again from its
-	// last event, as the priming event's retry field tells a client to.
-	var out []sseEvent
-	last := seen[len(seen)-1].ID
-	waitFor(t, "the resumed stream on B", func() bool {
-		resp := onB.do(context.Background(), http.MethodGet, "", map[string]string{"Last-Event-ID": last, "Content-Type": ""})
-		defer resp.Body.Close()
-		if resp.StatusCode == http.StatusConflict {
-			return false // A has not noticed the drop yet
-		}
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			t.Fatalf("resume on B: %s %s", resp.Status, body)
-		}
-		rd := newSSEReader(resp.Body)
-		for {
-			ev, ok := rd.next()
-			if !ok {
-				return false
-			}
-			if ev.Comment || ev.Data == "" {
-				continue
-			}
-			out, last = append(out, ev), ev.ID
-			if strings.Contains(ev.Data, `"id":10`) {
-				return true
-			}
-		}
-	})
+	// last event, as the priming event's retry field tells a client to;
+	// 409 while A has not noticed the drop yet.
+	out := resumeUntilAnswer(t, onB, "the resumed stream on B", seen[len(seen)-1].ID, true)
 	all := append(seen[1:], out...)
 	ids := map[string]bool{}
 	for i, ev := range all {
@@ -322,30 +297,8 @@ func TestStreamOfDeadReplicaInterruptedMidway(t *testing.T) {
 	resp.Body.Close()
 
 	onB := &rawMCP{t: t, url: b.MCPURL, version: onA.version, session: onA.session}
-	from := seen[1].ID // the client lost the second chunk
-	var out []sseEvent
-	waitFor(t, "the call's answer on B", func() bool {
-		resp := onB.do(context.Background(), http.MethodGet, "", map[string]string{"Last-Event-ID": from, "Content-Type": ""})
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			t.Fatalf("resume on B: %s %s", resp.Status, body)
-		}
-		rd := newSSEReader(resp.Body)
-		for {
-			ev, ok := rd.next()
-			if !ok {
-				return false
-			}
-			if ev.Comment || ev.Data == "" {
-				continue
-			}
-			out, from = append(out, ev), ev.ID
-			if strings.Contains(ev.Data, `"id":10`) {
-				return true
-			}
-		}
-	})
+	// The client lost the second chunk.
+	out := resumeUntilAnswer(t, onB, "the call's answer on B", seen[1].ID, false)
 	if len(out) != 2 || !strings.Contains(out[0].Data, `"message":"two"`) {
 		t.Fatalf("events replayed on B: %+v, want the second chunk, then the answer", out)
 	}
@@ -417,4 +370,40 @@ func TestTSStreamBrokenBeforeFirstEvent(t *testing.T) {
 	if s := run.Steps[1]; !s.OK || s.Result.StructuredContent["name"] != "User 2" {
 		t.Errorf("the next call on the same MCP session: %+v", s)
 	}
+}
+
+// resumeUntilAnswer resumes a stream on on from the event id from, again
+// from the last event it got each time the stream ends, until the answer
+// to call 10 comes, and returns the events with data it got. A 409 (the
+// replica serving the stream has not noticed the client left) is resumed
+// again when conflictRetried, else fails t as any status but 200 does.
+func resumeUntilAnswer(t *testing.T, on *rawMCP, what, from string, conflictRetried bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	waitFor(t, what, func() bool {
+		resp := on.do(context.Background(), http.MethodGet, "", map[string]string{"Last-Event-ID": from, "Content-Type": ""})
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusConflict && conflictRetried {
+			return false
+		}
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s: %s %s", what, resp.Status, body)
+		}
+		rd := newSSEReader(resp.Body)
+		for {
+			ev, ok := rd.next()
+			if !ok {
+				return false
+			}
+			if ev.Comment || ev.Data == "" {
+				continue
+			}
+			out, from = append(out, ev), ev.ID
+			if strings.Contains(ev.Data, `"id":10`) {
+				return true
+			}
+		}
+	})
+	return out
 }
