@@ -172,6 +172,9 @@ func (es *eventStore) sessionLocked(id string) *sessionLogs {
 // written until its first event. The POST stream of a request that
 // carries a streamHold (ctx) is held until its first write ends.
 func (es *eventStore) Open(ctx context.Context, sessionID, streamID string) error {
+	if es.standaloneOnly && streamID != "" {
+		return nil // a JSON answer's stream: Append keeps nothing of it either
+	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	sl := es.sessionLocked(sessionID)
@@ -218,7 +221,7 @@ func isResponse(data []byte) bool {
 
 // Append implements mcp.EventStore: it queues the event for the stream's
 // writer.
-func (es *eventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
+func (es *eventStore) Append(_ context.Context, sessionID, streamID string, data []byte) error {
 	if es.standaloneOnly && streamID != "" {
 		return nil // go-sdk appends a JSON answer's messages too
 	}

@@ -299,6 +299,29 @@ func TestStreamRecordsTheCallOfItsPOST(t *testing.T) {
 	}
 }
 
+// With JSON answers (json_response) only the standalone stream is kept:
+// a POST's stream leaves nothing behind in the session's logs.
+func TestJSONAnswersKeepNoStreamState(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	es := newEventStore(func() eventLogStore { return st }, store.EventLimits{}, EventQuota{})
+	es.standaloneOnly = true
+	post := context.WithValue(context.Background(), callIDKey{}, json.RawMessage(`7`))
+	for _, stream := range []string{"S1", "S2"} {
+		if err := es.Open(post, "sess", stream); err != nil {
+			t.Fatal(err)
+		}
+		if err := es.Append(post, "sess", stream, []byte(`{"jsonrpc":"2.0","id":7,"result":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if sl := es.sessions["sess"]; sl != nil && (len(sl.next) != 0 || len(sl.calls) != 0 || len(sl.pending) != 0) {
+		t.Fatalf("state kept of JSON answers' streams: next %v, calls %v, pending %v", sl.next, sl.calls, sl.pending)
+	}
+}
+
 // A stream records the id of the call its POST carries, unless the id is
 // longer than maxRecordedCallID (a client picks it) or there is no call.
 func TestWithCallID(t *testing.T) {
