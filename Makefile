@@ -124,6 +124,7 @@ FUZZTIME ?= 30s
 FUZZ := \
 	host:FuzzWindowExtraction \
 	host:FuzzRedact \
+	host:FuzzExcerpt \
 	host:FuzzWindowCursor \
 	host/mcpserver:FuzzPeekMessage \
 	host/mcpserver:FuzzOriginPolicy \

@@ -102,7 +102,7 @@ func (h *Host) WatchResource(ctx context.Context, req PublicationRequest, update
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		return nil, &PublicationError{Code: codeInternalError, Message: cr.upstream.redactString(h.redact.String(what + ": " + describeUpstreamError(ue)))}
+		return nil, &PublicationError{Code: codeInternalError, Message: cr.upstream.redactString(h.redact.String(what + ": " + describeUpstreamError(h.redactorsOf(cr), ue)))}
 	case err != nil:
 		return nil, &PublicationError{Code: codeInternalError, Message: h.redact.String(what + ": " + h.describeCallError(ctx, op, err))}
 	}

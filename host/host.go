@@ -64,6 +64,9 @@ type Host struct {
 	file   *opsfile.File
 	log    *zap.Logger
 	redact *redact.Redactor
+	// excerptMargin is sdk.Operation.ExcerptMargin of every operation:
+	// the longest form of a secret redact redacts.
+	excerptMargin int
 	// tab is the tools served, replaced whole when an entry is expanded
 	// again (reexpand.go).
 	tab atomic.Pointer[toolTable]
@@ -113,6 +116,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h := &Host{file: opts.File, log: opts.Logger, redact: redact.New(opts.File.Secrets), entries: map[string]*entryTools{},
 		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners, endpoint: opts.Endpoint,
 		access: opts.Logger.Named("access")}
+	h.excerptMargin = redact.Chain{h.redact}.Longest()
 	var errs opsfile.Problems
 	fail := func(op *opsfile.Operation, ptr, reason string) {
 		p := op.Problem(ptr, h.redact.String(reason))
@@ -136,7 +140,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		if op.CheckReach(desc.ConfigSchema, func(ptr, reason string) { fail(op, ptr, reason) }) { // a catalog's entry
 			continue
 		}
-		b := bind(op, sup)
+		if op.Egress() != nil && !desc.Capabilities.Egress {
+			fail(op, "/adapter", fmt.Sprintf("adapter %q does not hold its connections to a catalog's upstreams where it dials them (sdk.Description.Egress), so catalog entries cannot use it: use it from an operations file", op.Adapter))
+			continue
+		}
+		b := h.bind(op, sup)
 		if !desc.Serves(b.call.Mode) {
 			fail(op, "/mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
 			continue
@@ -174,11 +182,11 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 				if h.report(op, diags, fail) {
 					continue
 				}
-				if pubs, err = publications(op, sup, pub); err != nil { // published.go
+				if pubs, err = h.publications(op, sup, pub); err != nil { // published.go
 					fail(op, "/config", err.Error())
 					continue
 				}
-				if bound, err = expand(op, sup, tools, len(pubs) > 0); err != nil {
+				if bound, err = h.expand(op, sup, tools, len(pubs) > 0); err != nil {
 					fail(op, "/config", err.Error())
 					continue
 				}
@@ -269,7 +277,7 @@ func (h *Host) report(op *opsfile.Operation, diags []sdk.Diagnostic, fail func(o
 	return len(errs) > 0
 }
 
-func bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
+func (h *Host) bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 	timeout := op.Timeout
 	if op.Execution != nil {
 		// A window's adapter bounds each upstream request (a poll, or a
@@ -279,13 +287,18 @@ func bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
 		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,
 		ToolExecution: true, // the host reads a derived tool's mode, execution and item schema
+		// What the adapter connects to is held to the catalog's rules
+		// (none for an operations file's entry) where it is dialled, and
+		// its excerpts run long enough for the host to redact them before
+		// it cuts them (describeUpstreamError).
+		Egress: op.Egress(), ExcerptMargin: h.excerptMargin,
 	}}
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
 // A single tool named like the entry (or unnamed) is the entry itself, and
 // what the operator wrote wins; otherwise each tool is its own operation.
-func expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publishes bool) ([]*boundOp, error) {
+func (h *Host) expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publishes bool) ([]*boundOp, error) {
 	if len(tools) == 0 {
 		if publishes {
 			return nil, nil // resources or prompts only
@@ -334,7 +347,7 @@ func expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publish
 			a := t.Annotations
 			op.Annotations = &opsfile.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
 		}
-		out = append(out, bind(&op, sup))
+		out = append(out, h.bind(&op, sup))
 	}
 	return out, nil
 }
@@ -568,7 +581,7 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	var ue *sdk.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		res := req.upstream.redact(h.upstreamErrorResult(op, ue))
+		res := req.upstream.redact(h.upstreamErrorResult(h.redactorsOf(req), ue))
 		if msg, ok := req.boundExpired(op, ue.Kind == sdk.KindTimeout); ok {
 			// The adapter saw the deadline the caller's bound set
 			// before the host did: the same timeout, told the same way.
@@ -645,8 +658,8 @@ func (h *Host) describeCallError(ctx context.Context, op *boundOp, err error) st
 // process went away under it.
 const adapterStoppedDuringCall = "stopped during the call"
 
-func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
-	r := errorResult(h.redact.String(describeUpstreamError(ue)))
+func (h *Host) upstreamErrorResult(rs redact.Chain, ue *sdk.UpstreamError) *Result {
+	r := errorResult(h.redact.String(describeUpstreamError(rs, ue)))
 	if c := bytes.TrimSpace(ue.Content); len(c) > 0 && c[0] == '[' {
 		// The upstream's own failed result, served as it came; Text,
 		// which logs and jobs keep, and Upstream (the endpoint's _meta)
@@ -661,8 +674,12 @@ func (h *Host) upstreamErrorResult(_ *boundOp, ue *sdk.UpstreamError) *Result {
 	return classed(r, upstreamOutcome(ue))
 }
 
-// describeUpstreamError explains an upstream failure in one message.
-func describeUpstreamError(ue *sdk.UpstreamError) string {
+// describeUpstreamError explains an upstream failure in one message. Its
+// body excerpt is redacted by the call's redactors rs before it is cut to
+// sdk.ExcerptBytes (the adapter sent it longer by the call's
+// ExcerptMargin), so that no cut leaves part of a secret; the rest is
+// the caller's to redact.
+func describeUpstreamError(rs redact.Chain, ue *sdk.UpstreamError) string {
 	var b strings.Builder
 	switch ue.Kind {
 	case sdk.KindUpstreamStatus:
@@ -692,7 +709,7 @@ func describeUpstreamError(ue *sdk.UpstreamError) string {
 	if ue.Retryable {
 		b.WriteString(" (retrying may succeed)")
 	}
-	if body := strings.TrimSpace(ue.Body); body != "" {
+	if body := strings.TrimSpace(excerpt(rs, ue.Body)); body != "" {
 		fmt.Fprintf(&b, "\nupstream body: %s", body)
 	}
 	if len(ue.Detail) > 0 {
@@ -804,4 +821,17 @@ func validateArguments(op *opsfile.Operation, args json.RawMessage) string {
 		return ""
 	}
 	return describeValidationError(err, op.Input().Schema(), v)
+}
+
+// excerpt is an adapter's excerpt of an upstream's answer as shown: the
+// adapter's truncation note taken off, the text redacted by rs and cut
+// to sdk.ExcerptBytes of it as written (redact.Chain.Excerpt), and the
+// note put back when either side cut it.
+func excerpt(rs redact.Chain, body string) string {
+	body, cut := strings.CutSuffix(body, sdk.TruncatedNote)
+	body, hostCut := rs.Excerpt(body, sdk.ExcerptBytes)
+	if cut || hostCut {
+		body += sdk.TruncatedNote
+	}
+	return body
 }

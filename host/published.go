@@ -71,14 +71,14 @@ type pubKey struct {
 
 // publications turns what an adapter published for entry into the
 // host's, checking each.
-func publications(entry *opsfile.Operation, sup *Supervisor, pub *sdk.Published) ([]*Publication, error) {
+func (h *Host) publications(entry *opsfile.Operation, sup *Supervisor, pub *sdk.Published) ([]*Publication, error) {
 	if pub == nil {
 		return nil, nil
 	}
 	var out []*Publication
 	add := func(kind PublicationKind, list []sdk.Publication) error {
 		for i, p := range list {
-			x, err := publication(entry, sup, kind, p)
+			x, err := h.publication(entry, sup, kind, p)
 			if err != nil {
 				return fmt.Errorf("%s %d the adapter published: %v", kind, i+1, err)
 			}
@@ -100,7 +100,7 @@ func publications(entry *opsfile.Operation, sup *Supervisor, pub *sdk.Published)
 	return out, nil
 }
 
-func publication(entry *opsfile.Operation, sup *Supervisor, kind PublicationKind, p sdk.Publication) (*Publication, error) {
+func (h *Host) publication(entry *opsfile.Operation, sup *Supervisor, kind PublicationKind, p sdk.Publication) (*Publication, error) {
 	var def struct {
 		URI         string `json:"uri"`
 		URITemplate string `json:"uriTemplate"`
@@ -138,7 +138,7 @@ func publication(entry *opsfile.Operation, sup *Supervisor, kind PublicationKind
 	if len(p.Config) > 0 {
 		op.Config = p.Config
 	}
-	x.op = bind(&op, sup)
+	x.op = h.bind(&op, sup)
 	return x, nil
 }
 
@@ -359,7 +359,7 @@ func (h *Host) readPublication(ctx context.Context, req PublicationRequest, prom
 		if n, perr := strconv.ParseInt(ue.Status, 10, 64); perr == nil && n >= -32768 && n <= -32000 {
 			code = n // the upstream's own JSON-RPC error, e.g. -32002 resource not found
 		}
-		return nil, &PublicationError{Code: code, Message: cr.upstream.redactString(h.redact.String(what + ": " + describeUpstreamError(ue)))}
+		return nil, &PublicationError{Code: code, Message: cr.upstream.redactString(h.redact.String(what + ": " + describeUpstreamError(h.redactorsOf(cr), ue)))}
 	case err != nil:
 		msg := h.describeCallError(ctx, op, err)
 		return nil, &PublicationError{Code: codeInternalError, Message: h.redact.String(what + ": " + msg)}

@@ -102,7 +102,7 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 	if err != nil {
 		return false, fmt.Errorf("entry %q: %v", entry, err)
 	}
-	b := bind(et.entry, et.sup)
+	b := h.bind(et.entry, et.sup)
 	tools, pub, diags, err := expandEntry(ctx, c, &b.call, et.publishes)
 	if err != nil {
 		return false, fmt.Errorf("entry %q: the adapter could not expand it: %v", entry, err)
@@ -119,11 +119,11 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 	if len(problems) > 0 {
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(strings.Join(problems, "; ")))
 	}
-	pubs, err := publications(et.entry, et.sup, pub)
+	pubs, err := h.publications(et.entry, et.sup, pub)
 	if err != nil {
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
 	}
-	bound, err := expand(et.entry, et.sup, tools, len(pubs) > 0)
+	bound, err := h.expand(et.entry, et.sup, tools, len(pubs) > 0)
 	if err != nil {
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -108,6 +109,19 @@ operations:
     limits: {window_duration_ms: 10000, max_items: 1}
     safety: {max_field_length: %[2]d}
     config: {method: GET, url: "UPSTREAM/straddle/stream", query: [pad], headers: {X-Token: "{env.STRADDLE}"}}
+  - name: cut_error
+    description: One echoed answer, refused; its body is the error's excerpt.
+    adapter: rest
+    input_schema: {type: object, properties: {pad: {type: string}}}
+    config: {method: GET, url: "UPSTREAM/straddle/error", query: [pad], headers: {X-Token: "{env.STRADDLE}"}}
+  - name: cut_error_window
+    description: A window polling an echoed refusal.
+    adapter: rest
+    mode: window
+    transport_behavior: request_response
+    input_schema: {type: object, properties: {pad: {type: string}}}
+    limits: {window_duration_ms: 10000, poll_interval_ms: 10}
+    config: {method: GET, url: "UPSTREAM/straddle/error", query: [pad], headers: {X-Token: "{env.STRADDLE}"}}
   - name: cut_unary
     description: One echoed answer.
     adapter: rest
@@ -146,6 +160,10 @@ func newStraddleFixture(t *testing.T) *straddleFixture {
 			}
 			f.Flush()
 			<-r.Context().Done()
+		})
+		mux.HandleFunc("GET /straddle/error", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, echo(r), strings.Repeat("-", 100))
 		})
 		mux.HandleFunc("GET /straddle/poll", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -318,4 +336,29 @@ func TestRedactionBeforeTruncation(t *testing.T) {
 			check(t, pad, "stored job", string(stored.Result)+string(stored.Progress))
 		}
 	})
+}
+
+// An upstream's refusal that echoes a secret after padding the client
+// chose is redacted before its excerpt is cut, wherever the cut falls:
+// the adapter keeps the excerpt longer by the secret's length, and the
+// host redacts it and only then cuts it to sdk.ExcerptBytes.
+func TestRedactionBeforeExcerptCut(t *testing.T) {
+	f := newStraddleFixture(t)
+	for _, tool := range []string{"cut_error", "cut_error_window"} {
+		t.Run(tool, func(t *testing.T) {
+			t.Parallel()
+			for pad := sdk.ExcerptBytes - len(straddleSecret) - 2; pad <= sdk.ExcerptBytes+2; pad++ {
+				res, _ := f.call(t, tool, map[string]any{"pad": strings.Repeat(".", pad)})
+				if tool == "cut_error" && !res.IsError || !strings.Contains(res.Text, "upstream body: ...") {
+					t.Fatalf("padding %d: %s", pad, res.Text)
+				}
+				if run := straddleLeak(res.Text + string(res.Structured)); run != "" {
+					t.Fatalf("padding %d: %q of the secret reached the result:\n%s", pad, run, res.Text[max(0, len(res.Text)-200):])
+				}
+				if pad < sdk.ExcerptBytes-len(straddleSecret) && !strings.Contains(res.Text, redact.Mark) {
+					t.Fatalf("padding %d: the secret within the excerpt is not marked:\n%s", pad, res.Text[len(res.Text)-200:])
+				}
+			}
+		})
+	}
 }

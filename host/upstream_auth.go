@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"sync"
 
 	"go.uber.org/zap"
@@ -45,14 +46,15 @@ type upstreamSources struct {
 	sources map[string]*auth.Upstream
 }
 
-func (s *upstreamSources) of(cfg *auth.UpstreamConfig) (*auth.Upstream, error) {
-	key, _ := json.Marshal(cfg)
+func (s *upstreamSources) of(cfg *auth.UpstreamConfig, rs *egress.Rules) (*auth.Upstream, error) {
+	key, _ := json.Marshal([]any{cfg, rs.List()})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u := s.sources[string(key)]; u != nil {
 		return u, nil
 	}
-	u, err := auth.NewUpstream(*cfg, nil)
+	// A catalog's entry reaches its token endpoint under its rules.
+	u, err := auth.NewUpstream(*cfg, auth.NewClient(rs))
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 	if base.UpstreamAuth == nil {
 		return nil
 	}
-	src, err := h.upstreams.of(base.UpstreamAuth)
+	src, err := h.upstreams.of(base.UpstreamAuth, base.Egress())
 	if err == nil {
 		var tok string
 		if tok, err = src.Token(ctx, req.SubjectToken); err == nil {
@@ -102,13 +104,14 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 }
 
 // operation is the adapter's operation of a call: with the upstream
-// token in its config.
+// token in its config, and excerpts long enough to redact it from.
 func (c *upstreamCredential) operation(op sdk.Operation) sdk.Operation {
 	if c == nil {
 		return op
 	}
 	quoted, _ := json.Marshal(c.token)
 	op.Config = bytes.ReplaceAll(op.Config, []byte(opsfile.UpstreamTokenPlaceholder), quoted[1:len(quoted)-1])
+	op.ExcerptMargin = max(op.ExcerptMargin, redact.Chain{c.redactor}.Longest())
 	return op
 }
 

@@ -175,7 +175,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 		case errors.Is(err, io.EOF):
 			return window.EndUpstreamEnd, ""
 		case errors.As(err, &ue):
-			return h.upstreamFailed(ctx, sctx, op, ue)
+			return h.upstreamFailed(ctx, sctx, op, col.Redactors(), ue)
 		case err != nil:
 			return h.interrupted(ctx, sctx, op, err)
 		}
@@ -224,7 +224,7 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Clie
 			return end, failure
 		}
 		if ue != nil {
-			if end, failure := h.upstreamFailed(ctx, pctx, op, ue); end != window.EndUpstreamError || !ue.Retryable || failures >= maxPollRetries {
+			if end, failure := h.upstreamFailed(ctx, pctx, op, col.Redactors(), ue); end != window.EndUpstreamError || !ue.Retryable || failures >= maxPollRetries {
 				pcancel()
 				return end, failure
 			}
@@ -306,7 +306,7 @@ func hostCut(callCtx context.Context) string {
 // limit (the window ends with its flags), anything else fails the call
 // with a redacted failure text (it goes into a window's result, a stream
 // session's stored record and a job's).
-func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk.UpstreamError) (string, string) {
+func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, rs redact.Chain, ue *sdk.UpstreamError) (string, string) {
 	if end := hostCut(callCtx); end != "" {
 		return end, ""
 	}
@@ -329,7 +329,7 @@ func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, ue *sdk
 		}
 		ue = &redacted
 	}
-	return window.EndUpstreamError, h.redact.String(describeUpstreamError(ue))
+	return window.EndUpstreamError, h.redact.String(describeUpstreamError(rs, ue))
 }
 
 // windowResult builds the tool result of a window, whose cursor is

@@ -207,7 +207,7 @@ func NewResourceServer(cfg ResourceConfig) (*ResourceServer, error) {
 		cfg.MinKeyRefresh = DefaultMinKeyRefresh
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = newClient() // upstream.go
+		cfg.HTTPClient = NewClient(nil) // upstream.go
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 	"io"
 	"net/http"
 	"net/url"
@@ -120,26 +122,21 @@ func NewUpstream(cfg UpstreamConfig, client *http.Client) (*Upstream, error) {
 		return nil, err
 	}
 	if client == nil {
-		client = newClient()
+		client = NewClient(nil)
 	}
 	return &Upstream{cfg: cfg, client: client, tokens: lru.New[[32]byte, *upstreamToken](upstreamCacheSize, nil)}, nil
 }
 
-// newClient is the HTTP client of authorization servers: a 10s timeout,
-// and no redirect that would send a form again (a 307 or 308 to a POST
-// of a token endpoint or an introspection endpoint repeats its body, the
-// client secret and the token in it, to wherever it points). A redirected
-// GET (metadata, key sets) is followed as usual.
-func newClient() *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if req.Method != http.MethodGet {
-			return fmt.Errorf("a redirect of a %s to %s is not followed (it would send the form again): configure the endpoint's final URL", req.Method, req.URL.Host)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}}
+// NewClient is the HTTP client of authorization servers (metadata, key
+// sets, introspection, token endpoints): a 10s timeout, redirects
+// followed within the first request's origin only (a 307 or 308 of a
+// token or introspection POST repeats its form, the client secret and
+// the token in it: never to another host), and every connection held to
+// rs where it is dialled (a catalog entry's token endpoint; nil: none).
+func NewClient(rs *egress.Rules) *http.Client {
+	c := httpadapter.NewClient(httpadapter.ClientOptions{Egress: rs})
+	c.Timeout = 10 * time.Second
+	return c
 }
 
 // Grant is the upstream's grant.

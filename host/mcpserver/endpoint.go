@@ -239,6 +239,10 @@ func New(opts Options) (*Endpoint, error) {
 		// No SessionTimeout: the endpoint times out its sessions itself
 		// (sessions.go idleTimeout), the POSTs the hot path serves too.
 		Logger: slogger,
+		// The Host decision is refuseHost's alone (origin.go), made
+		// before either path: the SDK's own check reads localhost case-
+		// sensitively, and two checks would give two answers.
+		DisableLocalhostProtection: true,
 	}
 	ep.streamableOptions(opts, &sdkOpts)
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sdkOpts)

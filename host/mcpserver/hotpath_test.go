@@ -63,30 +63,40 @@ func TestHotPathMatchesSDK(t *testing.T) {
 		hot  bool // served by the hot path when it is on
 		// edit, when set, changes the body posted
 		edit func([]byte) []byte
+		// host, when set, is the Host header's spelling (PORT the port)
+		host string
 	}{
-		{"success", "get_user", map[string]any{"id": 7}, true, nil},
-		{"isError", "get_user", map[string]any{"id": 404}, true, nil},
-		{"bad arguments", "get_user", map[string]any{"id": 0}, true, nil},
-		{"arguments the policy cannot read", "get_user", map[string]any{"id": "seven"}, true, nil},
-		{"undeclared argument", "get_user", map[string]any{"id": 7, "x": 1}, true, nil},
-		{"policy refusal", "get_user", map[string]any{"id": 100}, true, nil},
-		{"policy hides", "secret_user", map[string]any{"id": 7}, true, nil},
-		{"view leaves out", "internal_user", map[string]any{"id": 7}, false, nil},
-		{"unknown tool", "no_such_tool", map[string]any{}, false, nil},
-		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true, nil},
+		{"success", "get_user", map[string]any{"id": 7}, true, nil, ""},
+		{"isError", "get_user", map[string]any{"id": 404}, true, nil, ""},
+		{"bad arguments", "get_user", map[string]any{"id": 0}, true, nil, ""},
+		{"arguments the policy cannot read", "get_user", map[string]any{"id": "seven"}, true, nil, ""},
+		{"undeclared argument", "get_user", map[string]any{"id": 7, "x": 1}, true, nil, ""},
+		{"policy refusal", "get_user", map[string]any{"id": 100}, true, nil, ""},
+		{"policy hides", "secret_user", map[string]any{"id": 7}, true, nil, ""},
+		{"view leaves out", "internal_user", map[string]any{"id": 7}, false, nil, ""},
+		{"unknown tool", "no_such_tool", map[string]any{}, false, nil, ""},
+		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true, nil, ""},
 		{"JSON-RPC 1.0", "get_user", map[string]any{"id": 7}, false,
-			func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"1.0"`), 1) }},
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"1.0"`), 1) }, ""},
 		{"trailing data", "get_user", map[string]any{"id": 7}, false,
-			func(b []byte) []byte { return append(b, " {}"...) }},
+			func(b []byte) []byte { return append(b, " {}"...) }, ""},
 		{"string id", "get_user", map[string]any{"id": 7}, true,
-			func(b []byte) []byte { return bytes.Replace(b, []byte(`"id":3`), []byte(`"id":"<3>"`), 1) }},
-		{"null arguments", "get_user", nil, true, nil},
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"id":3`), []byte(`"id":"<3>"`), 1) }, ""},
+		{"null arguments", "get_user", nil, true, nil, ""},
 		{"no arguments", "get_user", map[string]any{"id": 7}, true,
-			func(b []byte) []byte { return bytes.Replace(b, []byte(`"arguments":{"id":7},`), nil, 1) }},
+			func(b []byte) []byte { return bytes.Replace(b, []byte(`"arguments":{"id":7},`), nil, 1) }, ""},
 		{"unknown params member", "get_user", map[string]any{"id": 7}, false,
 			func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"arguments":`), []byte(`"other":1,"arguments":`), 1)
-			}},
+			}, ""},
+		// One Host decision for both paths, whatever the spelling.
+		{"Host LOCALHOST", "get_user", map[string]any{"id": 7}, true, nil, "LOCALHOST:PORT"},
+		{"Host localhost", "get_user", map[string]any{"id": 7}, true, nil, "localhost:PORT"},
+		{"Host [::1]", "get_user", map[string]any{"id": 7}, true, nil, "[::1]:PORT"},
+		{"Host 127.0.0.1 without a port", "get_user", map[string]any{"id": 7}, true, nil, "127.0.0.1"},
+		{"Host localhost.", "get_user", map[string]any{"id": 7}, false, nil, "localhost.:PORT"},
+		{"Host 127.0.0.1.nip.io", "get_user", map[string]any{"id": 7}, false, nil, "127.0.0.1.nip.io:PORT"},
+		{"Host 2130706433", "get_user", map[string]any{"id": 7}, false, nil, "2130706433:PORT"},
 	}
 	for _, jsonResponse := range []bool{false, true} {
 		opts := testOptions("default")
@@ -120,6 +130,9 @@ func TestHotPathMatchesSDK(t *testing.T) {
 						hdr["MCP-Protocol-Version"], hdr["Mcp-Method"], hdr["Mcp-Name"] = sessionlessProtocolVersion, "tools/call", call.name
 						params = newParams(sessionlessProtocolVersion, "name", call.name, "arguments", call.args)
 						delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+					}
+					if call.host != "" {
+						hdr["Host"] = strings.ReplaceAll(call.host, "PORT", url[strings.LastIndexByte(url, ':')+1:strings.LastIndexByte(url, '/')])
 					}
 					return hotPost(t, url, hdr, params, call.edit)
 				}
@@ -175,11 +188,14 @@ func hotPost(t *testing.T, url string, hdr map[string]string, params map[string]
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
-		if v == "" {
+		switch {
+		case v == "":
 			req.Header.Del(k)
-			continue
+		case k == "Host":
+			req.Host = v
+		default:
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

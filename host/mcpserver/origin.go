@@ -81,10 +81,12 @@ func normalizeOrigin(o string) (string, error) {
 // address but names another host, and reports whether it did. A web page
 // whose DNS name an attacker rebound to 127.0.0.1 sends its own name as
 // Host: a gateway listening on loopback serves local clients only, and
-// they name localhost or a loopback address. The SDK's handler checks the
-// same (its localhost protection, on by default); doing it first keeps such
-// a request from every other check and answers it with a JSON-RPC error.
-// A proxy in front of a loopback-bound gateway must send a loopback Host.
+// they name localhost (in any case: host names are case-insensitive) or a
+// loopback address. It is the endpoint's one Host decision, for the hot
+// path and the SDK's alike (the SDK's own check is off); made first, it
+// keeps such a request from every other check and answers it with a
+// JSON-RPC error. A proxy in front of a loopback-bound gateway must send a
+// loopback Host.
 func (ep *Endpoint) refuseHost(w http.ResponseWriter, r *http.Request) bool {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if local == nil || !loopback.HostPort(local.String()) || loopback.HostPort(r.Host) {

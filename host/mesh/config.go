@@ -36,6 +36,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 	"net/url"
 	"regexp"
 	"slices"
@@ -109,6 +110,10 @@ func (c *Config) Check(prefix string) error {
 	if u, err := url.Parse(c.Registry); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		bad("registry", "must be an absolute http or https URL without credentials, query or fragment, such as http://127.0.0.1:8000")
+	} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+		// The registration carries every tool's schemas, and anyone on
+		// the path of plain http could answer in the registry's name.
+		bad("registry", "must be https off loopback (plain http only to 127.0.0.1, ::1 or localhost)")
 	}
 	if !agentID.MatchString(c.AgentID) {
 		if c.AgentID == "" {

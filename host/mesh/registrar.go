@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 	"io"
 	"net/http"
 	"net/url"
@@ -97,7 +98,10 @@ func New(o Options) (*Registrar, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 10 * time.Second}
+		// Redirects within the registry's origin only: a registration is
+		// never sent anywhere else, whatever the registry answers.
+		o.Client = httpadapter.NewClient(httpadapter.ClientOptions{})
+		o.Client.Timeout = 10 * time.Second
 	}
 	if o.Tools == nil {
 		o.Tools = func() []Tool { return nil }

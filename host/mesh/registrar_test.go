@@ -3,9 +3,12 @@ package mesh_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,5 +149,37 @@ func TestConfigCheck(t *testing.T) {
 	}
 	if err := s.Set("nope", []string{"a"}); err == nil || !strings.Contains(err.Error(), "registry, agent_id") {
 		t.Errorf("unknown option: %v", err)
+	}
+}
+
+// A registry that answers with a redirect elsewhere (its own doing, or
+// anyone's on the path of plain http) never gets the registration sent
+// there: the registrar follows redirects within the registry's origin
+// only. A plain-http registry off loopback is refused at load.
+func TestRegistrarFollowsNoRedirectElsewhere(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	var asked atomic.Int32
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Redirect(w, r, other.URL+"/stop", http.StatusTemporaryRedirect)
+	}))
+	defer reg.Close()
+	r, err := mesh.New(mesh.Options{Config: mesh.Config{Registry: reg.URL, AgentID: "crank-test", URL: "http://127.0.0.1:18080/mcp", HeartbeatInterval: "1s"},
+		Tools: func() []mesh.Tool { return []mesh.Tool{{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	mcptest.WaitUntil(t, "the registrar tries twice", func() bool { return asked.Load() >= 2 })
+	_ = r.Stop(context.Background())
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the registration was sent to the redirect's target %d times", n)
+	}
+	c := mesh.Config{Registry: "http://registry.example:8000", AgentID: "a", URL: "http://127.0.0.1:8080/mcp"}
+	if err := c.Check("mesh"); err == nil || !strings.Contains(err.Error(), "mesh.registry: must be https off loopback") {
+		t.Errorf("a plain-http registry off loopback: %v", err)
 	}
 }

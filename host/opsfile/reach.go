@@ -2,18 +2,16 @@ package opsfile
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/crankmcp/crank/plugins/sdk"
-	"github.com/crankmcp/crank/plugins/sdk/loopback"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 )
 
 // What a catalog entry may reach.
@@ -41,14 +39,21 @@ type CatalogAllow struct {
 	// Upstreams are the addresses entries may connect to: a URL prefix
 	// (https://api.example.com/v1/: scheme, host, port and whole path
 	// segments), a host with or without a port (api.example.com,
-	// 10.0.0.5:8443), every subdomain of one (*.example.com), a unix
-	// socket (unix:///run/api.sock), or * for any host that is not local.
-	// A local address (loopback, private, link-local, unspecified, or a
-	// localhost name) matches only a rule that names it.
+	// 10.0.0.5:8443), every subdomain of one (*.example.com), an address
+	// range (10.0.0.0/8), a unix socket (unix:///run/api.sock,
+	// unix-abstract:name), or * for any host that is not local. They are
+	// checked on the address as written and again on every address
+	// dialled, after DNS resolution (package egress): a name, a wildcard
+	// or * never reaches a loopback, private, link-local, carrier-grade
+	// NAT, unspecified or metadata address; only a rule naming the
+	// address itself (an IP, a range, localhost, a socket) does.
 	Upstreams []string `json:"upstreams,omitempty"`
 	// Files are the directories (absolute) whose files entries may read;
 	// an entry's relative paths resolve against the first.
 	Files []string `json:"files,omitempty"`
+
+	egressOnce sync.Once
+	egress     *egress.Rules
 }
 
 // gatewayPlaceholders are the namespaces of the placeholders the gateway
@@ -71,7 +76,7 @@ func (a *CatalogAllow) Check() error {
 		}
 	}
 	for _, u := range a.Upstreams {
-		if _, err := parseUpstreamRule(u); err != nil {
+		if err := egress.Check(u); err != nil {
 			return fmt.Errorf("upstreams: %q: %v", u, err)
 		}
 	}
@@ -335,193 +340,46 @@ func evalSymlinks(p string) string {
 }
 
 // upstream says why an entry may not connect to addr, "" when it may.
-// Messages name the address by scheme, host and port only.
+// Messages name the address by scheme, host and port only. What the
+// address resolves to is checked again where it is dialled (Egress).
 func (a *CatalogAllow) upstream(addr string) string {
-	t, err := parseTarget(addr)
+	t, err := egress.ParseTarget(addr)
 	if err != nil {
 		return fmt.Sprintf("not an address a catalog entry may use: %v", err)
 	}
-	for _, u := range a.Upstreams {
-		if r, err := parseUpstreamRule(u); err == nil && r.matches(t) {
-			return ""
-		}
+	if a.Egress().Target(t) {
+		return ""
 	}
 	rule := "the handler allows its catalog no upstreams (catalog <name> { upstreams https://api.example.com/ … })"
 	if len(a.Upstreams) > 0 {
 		rule = "the handler allows its catalog only " + strings.Join(a.Upstreams, ", ")
-		if t.local() {
+		if t.Local() {
 			rule += "; a local address must be listed itself"
 		}
 	}
 	return fmt.Sprintf("upstream %s is not allowed for catalog entries: %s", t, rule)
 }
 
-// target is an address an adapter connects to.
-type target struct {
-	scheme string // http, https, ws, wss; "" for host:port (a gRPC target)
-	host   string // lower case, without brackets
-	port   string // "" when the scheme's default
-	path   string // a URL's path; a unix socket's path
-	unix   bool
+// Egress are the rules the entries' connections are held to where they
+// are dialled (sdk.Operation.Egress): the upstreams allowed.
+func (a *CatalogAllow) Egress() *egress.Rules {
+	a.egressOnce.Do(func() {
+		var err error
+		if a.egress, err = egress.New(a.Upstreams); err != nil {
+			a.egress, _ = egress.New(nil) // Check refuses such rules at load
+		}
+	})
+	return a.egress
 }
 
-func (t target) String() string {
-	switch {
-	case t.unix:
-		return "unix://" + t.path
-	case t.scheme == "":
-		return net.JoinHostPort(t.host, t.port)
-	case t.port == "":
-		return t.scheme + "://" + hostLiteral(t.host)
+// Egress are the rules the operation's connections are held to where
+// they are dialled: a catalog's entry's upstreams, nil (none) for an
+// operations file's entry.
+func (op *Operation) Egress() *egress.Rules {
+	if op.allow == nil {
+		return nil
 	}
-	return t.scheme + "://" + net.JoinHostPort(t.host, t.port)
-}
-
-func hostLiteral(h string) string {
-	if strings.Contains(h, ":") {
-		return "[" + h + "]"
-	}
-	return h
-}
-
-var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
-
-// parseTarget reads an absolute URL, a gRPC target (host:port,
-// dns:///host:port, passthrough:///host:port, unix:///path, unix:path) or
-// a host.
-func parseTarget(s string) (target, error) {
-	if p, ok := strings.CutPrefix(s, "unix:"); ok {
-		p = strings.TrimPrefix(p, "//")
-		if !strings.HasPrefix(p, "/") {
-			return target{}, errors.New("a unix socket must be an absolute path (unix:///path)")
-		}
-		return target{unix: true, path: filepath.Clean(p)}, nil
-	}
-	for _, pre := range []string{"dns:", "passthrough:"} {
-		if rest, ok := strings.CutPrefix(s, pre); ok {
-			// dns:[//authority]/host:port: the endpoint is the last segment.
-			rest = strings.TrimPrefix(rest, "//")
-			if i := strings.LastIndexByte(rest, '/'); i >= 0 {
-				rest = rest[i+1:]
-			}
-			s = rest
-			break
-		}
-	}
-	if strings.Contains(s, "://") {
-		u, err := url.Parse(s)
-		if err != nil {
-			return target{}, errors.New("not a valid URL")
-		}
-		scheme := strings.ToLower(u.Scheme)
-		if _, ok := defaultPorts[scheme]; !ok {
-			return target{}, fmt.Errorf("scheme %q is not http, https, ws or wss", u.Scheme)
-		}
-		if u.Host == "" || u.User != nil {
-			return target{}, errors.New("a URL needs a host and no userinfo")
-		}
-		for seg := range strings.SplitSeq(u.Path, "/") {
-			if seg == "." || seg == ".." {
-				return target{}, errors.New("a URL path with . or .. segments")
-			}
-		}
-		port := u.Port()
-		if port == defaultPorts[scheme] {
-			port = ""
-		}
-		if !validHost(u.Hostname()) {
-			return target{}, errors.New("not a host name or IP address")
-		}
-		return target{scheme: scheme, host: strings.ToLower(u.Hostname()), port: port, path: u.EscapedPath()}, nil
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		host, port = strings.Trim(s, "[]"), ""
-	}
-	if !validHost(host) || strings.Trim(port, "0123456789") != "" {
-		return target{}, errors.New("not a host or host:port")
-	}
-	return target{host: strings.ToLower(host), port: port}, nil
-}
-
-// validHost reports whether h is an IP address or a DNS name.
-func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
-	}
-	return h != "" && strings.Trim(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == ""
-}
-
-// local reports whether the target is on the gateway's own host or
-// network: a unix socket, a loopback, private, link-local or unspecified
-// address, or a localhost name.
-func (t target) local() bool {
-	if t.unix {
-		return true
-	}
-	h := strings.TrimSuffix(t.host, ".")
-	if loopback.Host(h) || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	if err != nil {
-		return false
-	}
-	ip = ip.Unmap()
-	return ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
-		ip.Is4() && ip.As4()[0] == 100 && ip.As4()[1]&0xc0 == 64 // 100.64.0.0/10, carrier-grade NAT
-}
-
-// upstreamRule is one entry of CatalogAllow.Upstreams.
-type upstreamRule struct {
-	any    bool   // *
-	suffix string // *.example.com: ".example.com"
-	t      target // a host, host:port, URL prefix or unix socket
-}
-
-func parseUpstreamRule(s string) (upstreamRule, error) {
-	switch {
-	case s == "*":
-		return upstreamRule{any: true}, nil
-	case strings.HasPrefix(s, "*."):
-		d := strings.ToLower(s[1:])
-		if strings.ContainsAny(d, "*/:@ ") || len(d) < 2 {
-			return upstreamRule{}, errors.New("a domain wildcard is *.example.com")
-		}
-		return upstreamRule{suffix: d}, nil
-	}
-	t, err := parseTarget(s)
-	if err != nil {
-		return upstreamRule{}, err
-	}
-	if t.scheme != "" && strings.ContainsAny(s[len(t.scheme)+3:], "?#") {
-		return upstreamRule{}, errors.New("a URL prefix has no query or fragment")
-	}
-	return upstreamRule{t: t}, nil
-}
-
-func (r upstreamRule) matches(t target) bool {
-	switch {
-	case r.any:
-		return !t.local()
-	case r.suffix != "":
-		return !t.local() && strings.HasSuffix(strings.TrimSuffix(t.host, "."), r.suffix)
-	case r.t.unix:
-		return t.unix && t.path == r.t.path
-	case t.unix:
-		return false
-	}
-	if r.t.host != t.host || r.t.port != "" && r.t.port != t.port {
-		return false
-	}
-	if r.t.scheme == "" {
-		return true // a host (and port): any scheme, any path
-	}
-	if r.t.scheme != t.scheme || r.t.port != t.port {
-		return false
-	}
-	prefix := strings.TrimSuffix(r.t.path, "/")
-	return prefix == "" || t.path == prefix || strings.HasPrefix(t.path, prefix+"/")
+	return op.allow.Egress()
 }
 
 // CheckReach checks a catalog's entry as written (placeholders

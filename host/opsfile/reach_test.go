@@ -67,7 +67,18 @@ func TestCatalogAllowUpstreams(t *testing.T) {
 		"https://8.8.8.8/":               true,
 		"http://[fd00::1]/":              false,
 		"http://[fe80::1%25eth0]/":       false,
-		"http://2130706433/":             true, // a name to Go; resolvers may read it as 127.0.0.1: list hosts to be sure
+		// Numeric spellings, read as the resolver (inet_aton) reads them.
+		"http://2130706433/":      false,
+		"http://0x7f000001/":      false,
+		"http://0177.0.0.1/":      false,
+		"http://127.1/":           false,
+		"http://0x08080808/":      true, // 8.8.8.8
+		"127.0.0.1.:80":           false,
+		"http://LOCALHOST./":      false,
+		"unix-abstract:4242":      false,
+		"unix-abstract:/a/b":      false,
+		"xds:///svc":              false,
+		"http://[::ffff:7f00:1]/": false,
 	} {
 		if msg := any.upstream(addr); (msg == "") != ok {
 			t.Errorf("*: %s: allowed = %v, want %v (%s)", addr, msg == "", ok, msg)

@@ -12,6 +12,7 @@ package redact
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -541,4 +542,59 @@ func entityEscape(s string, m map[rune]string) string {
 		i += w
 	}
 	return b.String()
+}
+
+// Longest is the length of the longest secret form the chain redacts, 0
+// when it redacts none: how much longer than its bound a text must be
+// for Excerpt to see whole every secret that starts within the bound
+// (sdk.Operation.ExcerptMargin).
+func (rs Chain) Longest() int {
+	n := 0
+	for _, rd := range rs {
+		if rd != nil && len(rd.pats) > 0 {
+			n = max(n, len(rd.pats[0]))
+		}
+	}
+	return n
+}
+
+// Excerpt is s redacted and cut to its first bound bytes as written, and
+// whether it cut: every secret form that starts within the bound is
+// replaced whole, and the text from the bound on is dropped, partial
+// secrets and all. Forms are found in s itself, before the cut, so no cut
+// leaves part of a secret behind when s runs on past the bound by at
+// least Longest bytes (or ends). The cut falls on a UTF-8 boundary.
+func (rs Chain) Excerpt(s string, bound int) (string, bool) {
+	type span struct{ at, end int }
+	var spans []span
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	for _, rd := range rs {
+		if rd == nil || rd.filter == nil {
+			continue
+		}
+		for at, n := rd.find(b, 0); at >= 0 && at < bound; at, n = rd.find(b, at+n) {
+			spans = append(spans, span{at, at + n})
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Or(a.at-b.at, b.end-a.end) })
+	var out strings.Builder
+	last := 0
+	for _, sp := range spans {
+		if sp.at < last {
+			last = max(last, sp.end) // overlaps the one replaced already
+			continue
+		}
+		out.WriteString(s[last:sp.at])
+		out.WriteString(Mark)
+		last = sp.end
+	}
+	cut := len(s) > max(bound, last)
+	if last < bound {
+		end := min(bound, len(s))
+		for end > last && end < len(s) && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		out.WriteString(s[last:end])
+	}
+	return out.String(), cut
 }

@@ -588,3 +588,6 @@ func (a *textAgg) summary(*Collector) any {
 }
 
 func (a *textAgg) items() []json.RawMessage { return nil }
+
+// Redactors are the call's redactors (Options.Redact).
+func (c *Collector) Redactors() redact.Chain { return c.redact }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,6 +128,12 @@ func newExporter(cfg *TracingConfig) (sdktrace.SpanExporter, error) {
 		if len(cfg.Headers) > 0 {
 			opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
 		}
+		// The gateway's one HTTP client: redirects within the collector's
+		// origin only (an export is a POST whose headers may carry the
+		// collector's credentials), the exporter's own 10s timeout.
+		client := httpadapter.NewClient(httpadapter.ClientOptions{})
+		client.Timeout = 10 * time.Second
+		opts = append(opts, otlptracehttp.WithHTTPClient(client))
 		return otlptracehttp.New(ctx, opts...)
 	}
 	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.Endpoint)}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
@@ -22,8 +23,6 @@ const (
 	maxIntrospectionBytes = 64 << 20
 	// maxDocumentBytes bounds a .graphql document or SDL file.
 	maxDocumentBytes = 16 << 20
-	// errorExcerptBytes bounds the body excerpt of an HTTP error.
-	errorExcerptBytes = 2 << 10
 )
 
 // configFields is an operation's graphql config as written: an
@@ -81,6 +80,8 @@ type config struct {
 	hostport string
 	headers  http.Header
 	host     string // a static Host header
+	// egress are the rules the entry's connections are held to.
+	egress   *egress.Rules
 	timeout  time.Duration
 	maxBytes int64
 	// includeExtensions keeps the answer's "extensions" in results.
@@ -133,7 +134,7 @@ type diags = sdk.Diagnostics
 // prepare checks a decoded config. It never echoes config values (they
 // may be secrets) in diagnostics.
 func prepare(op *sdk.Operation, f *configFields, d *diags) *prepared {
-	c := &config{}
+	c := &config{egress: op.Egress}
 
 	// endpoint
 	if f.Endpoint == "" {

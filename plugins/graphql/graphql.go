@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -21,7 +20,7 @@ const version = "0.1.0"
 
 // adapter is the GraphQL adapter. It is safe for concurrent use.
 type adapter struct {
-	client  *http.Client
+	clients *httpadapter.Clients
 	configs *sdk.Config[configFields, *prepared]
 }
 
@@ -38,14 +37,15 @@ var (
 // subscriptions). Each adapter has its
 // own HTTP connection pool and config cache.
 func New() sdk.Adapter {
-	// GraphQL requests are POSTs: redirects are not followed (a 307/308
-	// would resend the body, credentials included, wherever it points).
-	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{}), configs: newConfigs()}
+	// Redirects are followed within the endpoint's origin only (a 307/308
+	// resends the body, credentials included); one client per egress
+	// rules.
+	return &adapter{clients: httpadapter.NewClients(httpadapter.ClientOptions{}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"graphql"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"graphql"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Egress: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the checks that need

@@ -194,8 +194,8 @@ func TestDescribe(t *testing.T) {
 	if len(d.Modes) != 2 || d.Modes[0] != sdk.ModeUnary || d.Modes[1] != sdk.ModeWindow {
 		t.Errorf("modes = %v, want unary and window (subscriptions)", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}) {
-		t.Errorf("capabilities = %+v, want validate, expand, streams and unary calls on streams", d.Capabilities)
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true, Egress: true}) {
+		t.Errorf("capabilities = %+v, want validate, expand, streams, unary calls on streams and egress", d.Capabilities)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {

@@ -174,7 +174,7 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 	body = append(body, `,"variables":`...)
 	body = append(body, vars...)
 	body = append(body, '}')
-	s := &subStream{c: c, t: t, send: send, client: a.client, timeout: c.callTimeout(req.Operation.Timeout),
+	s := &subStream{c: c, t: t, send: send, client: a.clients.For(c.egress), timeout: c.callTimeout(req.Operation.Timeout),
 		request: body, upstream: t.label + " at " + c.sub.upstream}
 	err := s.run(ctx)
 	if ctx.Err() != nil {

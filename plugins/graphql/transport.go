@@ -40,7 +40,7 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 	}
 	req.Header = c.requestHeader(accept, false)
 
-	resp, err := a.client.Do(req)
+	resp, err := a.clients.For(c.egress).Do(req)
 	if err != nil {
 		return gqlResponse{}, 0, c.failure(ctx, callCtx, t, timeout, err, false)
 	}
@@ -67,7 +67,7 @@ func (a *adapter) post(ctx context.Context, c *config, t *tool, body []byte, lim
 		Upstream: c.upstreamLabel(t),
 		Status:   strconv.Itoa(resp.StatusCode),
 		Message:  "the answer is not a GraphQL response (a JSON object with data or errors); Content-Type " + orUnknown(httpadapter.MediaType(resp.Header.Get("Content-Type"))),
-		Body:     httpadapter.Excerpt(data, errorExcerptBytes),
+		Body:     sdk.Excerpt(ctx, data),
 	}
 }
 
@@ -195,7 +195,7 @@ func (c *config) failure(parent, call context.Context, t *tool, timeout time.Dur
 // statusError turns a non-2xx answer that is not a GraphQL response into
 // an HTTP status error.
 func (c *config) statusError(t *tool, resp *http.Response, body []byte) *sdk.UpstreamError {
-	ue := httpadapter.StatusError(resp, "the GraphQL endpoint answered HTTP", "redirects are not followed: configure the final endpoint URL", body, errorExcerptBytes)
+	ue := httpadapter.StatusError(resp, "the GraphQL endpoint answered HTTP", "a redirect to another origin is not followed: configure the final endpoint URL", body)
 	ue.Upstream = c.upstreamLabel(t)
 	return ue
 }

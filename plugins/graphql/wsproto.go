@@ -266,7 +266,7 @@ func (s *subStream) readError(err error, established bool) error {
 	if why, ok := closeReasons[ce.Code]; ok {
 		msg += " (" + why + ")"
 	}
-	if reason := clip(ce.Reason, 120); reason != "" && utf8.ValidString(reason) {
+	if reason := ce.Reason; reason != "" && utf8.ValidString(reason) { // at most 123 bytes (RFC 6455): never cut
 		msg += ": " + reason
 	}
 	final := ce.Code >= 4400 && ce.Code < 4500 && ce.Code != 4408

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"github.com/crankmcp/crank/plugins/sdk/loopback"
 )
 
@@ -77,8 +78,11 @@ type config struct {
 	local     bool
 	plaintext bool
 	tls       *tls.Config // nil when plaintext
+	// egress are the rules the connections are held to where dialled.
+	egress *egress.Rules
 	// connKey identifies the connection settings (target, transport
-	// security and the content of the key material), never a secret.
+	// security and the content of the key material, egress rules), never
+	// a secret.
 	connKey string
 
 	// service is the full service name; method the method's short name,
@@ -151,7 +155,7 @@ type diags = sdk.Diagnostics
 // BaseDir. It reads the TLS files. Diagnostics never quote config values
 // other than names (they may be secrets).
 func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
-	c := &config{maxBytes: int(f.MaxResponseBytes), jsonNames: f.FieldNames == "json", emitDefs: f.EmitDefaults,
+	c := &config{egress: op.Egress, maxBytes: int(f.MaxResponseBytes), jsonNames: f.FieldNames == "json", emitDefs: f.EmitDefaults,
 		maxReqItems: int(f.Requests.MaxItems), maxReqBytes: int(f.Requests.MaxBytes)}
 
 	// target
@@ -191,7 +195,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *opState {
 	if !c.plaintext {
 		mode = "tls\x00" + tlsKey
 	}
-	c.connKey = c.target + "\x00" + mode
+	c.connKey = c.target + "\x00" + mode + op.Egress.Key()
 
 	// method / service
 	method, service := f.Method, f.Service

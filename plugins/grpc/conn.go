@@ -1,6 +1,11 @@
 package grpcadapter
 
 import (
+	"context"
+	"net"
+	"strings"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,10 +54,11 @@ func (p *connPool) get(c *config) (*grpc.ClientConn, error) {
 	if !c.plaintext {
 		creds = credentials.NewTLS(c.tls.Clone())
 	}
-	cc, err := grpc.NewClient(c.target,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithUserAgent("crank-grpc/"+version),
-	)
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithUserAgent("crank-grpc/" + version)}
+	if c.egress != nil {
+		opts = append(opts, grpc.WithContextDialer(egressDialer(c.egress)))
+	}
+	cc, err := grpc.NewClient(c.target, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,5 +86,24 @@ func (p *connPool) close() {
 	for k, pc := range p.m {
 		_ = pc.cc.Close()
 		delete(p.m, k)
+	}
+}
+
+// egressDialer is a connection's dialer under an entry's egress rules:
+// every address gRPC connects to (what its resolver found, or a name the
+// dialer resolves) is checked as it is dialled. gRPC hands a custom
+// dialer a unix target as unix://path or unix:path, an abstract one as
+// NUL and its name.
+func egressDialer(rs *egress.Rules) func(context.Context, string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 20 * time.Second, KeepAlive: 30 * time.Second, Control: rs.Control}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		network := "tcp"
+		switch {
+		case strings.HasPrefix(addr, "\x00"):
+			network, addr = "unix", "@"+addr[1:]
+		case strings.HasPrefix(addr, "unix:"):
+			network, addr = "unix", strings.TrimPrefix(strings.TrimPrefix(addr, "unix:"), "//")
+		}
+		return d.DialContext(ctx, network, addr)
 	}
 }

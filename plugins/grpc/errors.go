@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 )
 
 type sdkKind = sdk.ErrorKind
@@ -71,7 +72,13 @@ func codeName(c codes.Code) string {
 func callError(parent, call context.Context, c *config, m *methodInfo, timeout time.Duration, err error) *sdk.UpstreamError {
 	st := status.Convert(err)
 	ue := &sdk.UpstreamError{Upstream: c.upstream(), Status: codeName(st.Code())}
-	msg := bounded(st.Message(), maxMessageBytes)
+	msg := st.Message()
+	if len(msg) > maxMessageBytes {
+		// Never cut here, where the host could not redact a secret
+		// the cut split: a long status message is the excerpt.
+		ue.Body = sdk.Excerpt(parent, []byte(msg))
+		msg = fmt.Sprintf("(a status message of %d bytes: see the upstream body)", len(msg))
+	}
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
 		ue.Kind = kindCancelled
@@ -104,7 +111,8 @@ func callError(parent, call context.Context, c *config, m *methodInfo, timeout t
 	case codes.Unavailable:
 		ue.Kind = kindTransport
 		ue.Message = "UNAVAILABLE: " + transportReason(c, msg)
-		ue.Retryable = true
+		// A connection the entry's egress rules refused stays refused.
+		ue.Retryable = !strings.Contains(msg, egress.ErrRefused.Error())
 	case codes.ResourceExhausted:
 		if strings.HasPrefix(msg, "grpc: received message larger than max") ||
 			strings.HasPrefix(msg, "grpc: received message after decompression larger than max") {
@@ -171,6 +179,8 @@ func orNoMessage(msg string) string {
 func transportReason(c *config, msg string) string {
 	low := strings.ToLower(msg)
 	switch {
+	case strings.Contains(msg, egress.ErrRefused.Error()):
+		return strings.ReplaceAll(strings.TrimRight(msg[strings.Index(msg, egress.ErrRefused.Error()):], `"`), `\"`, `"`)
 	case strings.Contains(low, "connection refused"):
 		return "cannot connect to " + c.target + ": connection refused"
 	case strings.Contains(low, "no such host"), strings.Contains(low, "name resolver"), strings.Contains(low, "produced zero addresses"):
@@ -204,7 +214,10 @@ func statusDetail(st *status.Status, m *methodInfo) json.RawMessage {
 		Message    string   `json:"message,omitempty"`
 		Details    []detail `json:"details,omitempty"`
 		Truncated  bool     `json:"details_truncated,omitempty"`
-	}{Code: codeName(st.Code()), CodeNumber: uint32(st.Code()), Message: bounded(st.Message(), maxMessageBytes)}
+	}{Code: codeName(st.Code()), CodeNumber: uint32(st.Code())}
+	if len(st.Message()) <= maxMessageBytes {
+		out.Message = st.Message() // a longer one is the error's body
+	}
 	mo := protojson.MarshalOptions{}
 	if m != nil {
 		mo.Resolver = m.set.types

@@ -57,7 +57,7 @@ func New() sdk.Adapter {
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"grpc"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"grpc"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Egress: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator: the config's own

@@ -36,7 +36,7 @@ func TestDescribe(t *testing.T) {
 	if !slices.Equal(d.Modes, []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}) {
 		t.Errorf("modes = %v, want unary and window", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}) {
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true, Egress: true}) {
 		t.Errorf("capabilities = %+v", d.Capabilities)
 	}
 	var schema map[string]any

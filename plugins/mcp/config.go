@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
@@ -54,6 +55,8 @@ type upstream struct {
 	url     string
 	headers http.Header
 	tls     *tls.Config
+	// egress are the rules the url's connections are held to.
+	egress *egress.Rules
 
 	command string
 	args    []string
@@ -81,7 +84,7 @@ type upstream struct {
 var managedHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Content-Type", "Accept", "Last-Event-Id"}
 
 func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
-	u := &upstream{prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
+	u := &upstream{egress: op.Egress, prefix: c.Prefix, include: c.Include, exclude: c.Exclude, rename: c.Rename, tool: c.Tool,
 		task: c.Task, resources: c.Resources, prompts: c.Prompts, prompt: c.Prompt, maxMessage: c.MaxMessageBytes}
 	switch {
 	case c.URL == "" && c.Command == "":
@@ -156,7 +159,7 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 		d.Errorf("tool", "selects one tool under the entry's name: prefix, include, exclude and rename do not apply")
 	}
 	checkPublishing(c, d) // publish.go
-	u.key = connKey(c)
+	u.key = connKey(c, op.Egress)
 	var all map[string]json.RawMessage
 	if json.Unmarshal(op.Config, &all) == nil {
 		for _, k := range []string{"prefix", "include", "exclude", "rename", "tool", "task", "resources", "prompts", "prompt"} {
@@ -167,9 +170,15 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	return u
 }
 
-// connKey hashes the fields that make a connection.
-func connKey(c *config) string {
-	b, _ := json.Marshal([]any{c.URL, c.Headers, c.TLS, c.Command, c.Args, c.Env, c.MaxMessageBytes})
+// connKey hashes the fields that make a connection, and the egress rules
+// it is held to (an entry's connection is never another's under other
+// rules).
+func connKey(c *config, rs *egress.Rules) string {
+	fields := []any{c.URL, c.Headers, c.TLS, c.Command, c.Args, c.Env, c.MaxMessageBytes}
+	if rs != nil {
+		fields = append(fields, rs.List())
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

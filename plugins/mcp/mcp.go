@@ -38,7 +38,7 @@ func newAdapter() *adapter {
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
 	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"mcp"},
-		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true, Resume: true})
+		Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Progress: true, Log: true, ClientRequests: true, Resume: true, Egress: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator.

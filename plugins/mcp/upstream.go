@@ -184,7 +184,7 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	// on the pool of connections NewClient keeps per upstream. Redirects
 	// stay within the url's origin: the configured headers are added to
 	// every request, so they must never reach another host.
-	client := httpadapter.NewClient(httpadapter.ClientOptions{TLS: u.tls, CheckRedirect: httpadapter.SameOriginRedirects})
+	client := httpadapter.NewClient(httpadapter.ClientOptions{TLS: u.tls, Egress: u.egress})
 	client.Transport = limitTransport{base: client.Transport, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
 	if len(u.headers) > 0 {
 		client.Transport = headerTransport{base: client.Transport, headers: u.headers}

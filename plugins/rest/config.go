@@ -15,9 +15,7 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// errorExcerptBytes bounds the body excerpt of an upstream error. The
-// config's defaults and bounds are its fields' tags.
-const errorExcerptBytes = 2 << 10
+// The config's defaults and bounds are its fields' tags.
 
 // Body modes.
 const (

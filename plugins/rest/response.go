@@ -38,14 +38,13 @@ func (op *operation) failure(parent, call context.Context, timeout time.Duration
 
 // statusError turns a non-2xx answer into an upstream status error.
 func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
-	body, _, _ := httpadapter.ReadBounded(resp.Body, errorExcerptBytes+1, -1)
-	ue := httpadapter.StatusError(resp, "upstream answered", "a redirect to another origin is not followed", body, errorExcerptBytes)
+	ue := httpadapter.StatusError(resp, "upstream answered", "a redirect to another origin is not followed", httpadapter.ReadExcerpt(resp))
 	ue.Upstream = op.called(resp.Request)
 	return ue
 }
 
 // result turns a 2xx answer body into a result.
-func (op *operation) result(body []byte, contentType string) (*sdk.Result, *sdk.UpstreamError) {
+func (op *operation) result(ctx context.Context, body []byte, contentType string) (*sdk.Result, *sdk.UpstreamError) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return &sdk.Result{Structured: emptyObject, ContentType: contentType}, nil
@@ -60,7 +59,7 @@ func (op *operation) result(body []byte, contentType string) (*sdk.Result, *sdk.
 				Kind:     sdk.KindBadResponse,
 				Upstream: op.upstream,
 				Message:  "the answer is not valid JSON although its Content-Type says " + httpadapter.MediaType(contentType),
-				Body:     httpadapter.Excerpt(body, errorExcerptBytes),
+				Body:     sdk.Excerpt(ctx, body),
 			}
 		}
 	}

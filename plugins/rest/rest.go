@@ -18,7 +18,7 @@ const version = "0.1.0"
 // Adapter is the REST adapter. It implements sdk.Adapter and
 // sdk.OperationValidator and is safe for concurrent use.
 type adapter struct {
-	client  *http.Client
+	clients *httpadapter.Clients
 	configs *sdk.Config[config, *prepared]
 }
 
@@ -34,13 +34,13 @@ var (
 // config cache.
 func New() sdk.Adapter {
 	// Redirects are followed only within the same origin, so configured
-	// credentials never reach another host.
-	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{CheckRedirect: sameOriginRedirects}), configs: newConfigs()}
+	// credentials never reach another host; one client per egress rules.
+	return &adapter{clients: httpadapter.NewClients(httpadapter.ClientOptions{CheckRedirect: sameOriginRedirects}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"http", "https", "sse"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"http", "https", "sse"}, Modes: []sdk.Mode{sdk.ModeUnary, sdk.ModeWindow}, Egress: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator. It returns nil for a
@@ -71,17 +71,18 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 	}
 	var d diags
 	d.Add(p.Diagnostics()...)
-	tools := openapi.Import(ctx, p.Value.openapi, op, a.importTarget(), &d)
+	tools := openapi.Import(ctx, p.Value.openapi, op, a.importTarget(op), &d)
 	if d.Failed() {
 		return nil, d.List()
 	}
 	return tools, d.List()
 }
 
-// importTarget is the adapter as the OpenAPI importer writes tools for it.
-func (a *adapter) importTarget() openapi.Target {
+// importTarget is the adapter as the OpenAPI importer writes tools for
+// an entry: its documents read under the entry's egress rules.
+func (a *adapter) importTarget(op *sdk.Operation) openapi.Target {
 	return openapi.Target{
-		Client:    a.client,
+		Client:    a.clients.For(op.Egress),
 		UserAgent: userAgent,
 		Sends:     func(m string) bool { _, ok := methods[m]; return ok },
 		ArgName:   validArgName,
@@ -114,7 +115,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if ue != nil {
 		return nil, ue
 	}
-	resp, err := a.client.Do(hreq)
+	resp, err := a.clients.For(req.Operation.Egress).Do(hreq)
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, false)
 	}
@@ -137,7 +138,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, true)
 	}
-	res, ue = op.result(body, resp.Header.Get("Content-Type"))
+	res, ue = op.result(ctx, body, resp.Header.Get("Content-Type"))
 	if ue != nil {
 		return nil, ue
 	}

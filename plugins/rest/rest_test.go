@@ -130,8 +130,8 @@ func TestDescribe(t *testing.T) {
 	if len(d.Modes) != 2 || d.Modes[0] != sdk.ModeUnary || d.Modes[1] != sdk.ModeWindow {
 		t.Errorf("modes = %v, want unary and window", d.Modes)
 	}
-	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true}) {
-		t.Errorf("capabilities = %+v, want validate, expand, stream and streams", d.Capabilities)
+	if d.Capabilities != (client.Capabilities{Validate: true, Expand: true, Stream: true, Streams: true, StreamsInvoke: true, Egress: true}) {
+		t.Errorf("capabilities = %+v, want validate, expand, stream, streams and egress", d.Capabilities)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(d.ConfigSchema, &schema); err != nil {
@@ -1007,5 +1007,49 @@ func TestAllowReservedQuery(t *testing.T) {
 	q := u.Query()
 	if len(q) != 4 || q.Get("q") != "a/b?c:d@e&admin=true#frag+x" || q.Get("k") != "v=1&role=admin" || q.Has("admin") || q.Has("role") {
 		t.Errorf("the upstream read %v", q)
+	}
+}
+
+// An operation held to egress rules (a catalog's entry) connects only
+// where they allow, checked on the address dialled: a loopback upstream
+// under * is refused, clearly and for good; one the rules name is
+// reached; a Host header naming another host is refused before anything
+// is sent; a same-origin redirect is followed under the rules.
+func TestEgress(t *testing.T) {
+	t.Parallel()
+	var hits sync.Map
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Store(r.URL.Path, true)
+		if r.URL.Path == "/same" {
+			http.Redirect(w, r, "/final", http.StatusFound)
+			return
+		}
+		echoHandler(w, r)
+	})
+	h := newHarness(t)
+	call := func(path string, rules []string, headers map[string]string) adaptertest.Call {
+		return adaptertest.Call{Config: map[string]any{"method": "GET", "url": srv.URL + path, "headers": headers}, Egress: rules}
+	}
+	ue := invokeErr(t, h, call("/refused", []string{"*"}, nil))
+	wantKind(t, ue, sdk.KindTransport)
+	wantContains(t, "message", ue.Message, "egress refused", "is a loopback address", "(*)")
+	if ue.Retryable {
+		t.Error("an egress refusal is retryable")
+	}
+	if _, ok := hits.Load("/refused"); ok {
+		t.Error("the refused request reached the upstream")
+	}
+	if e := invokeEcho(t, h, call("/same", []string{srv.URL + "/"}, nil)); e.URI != "/final" {
+		t.Errorf("a named upstream: %+v", e)
+	}
+	ue = invokeErr(t, h, call("/admin", []string{srv.URL + "/"}, map[string]string{"Host": "localhost:2019"}))
+	wantContains(t, "message", ue.Message, "egress refused", `Host header "localhost:2019"`)
+	if _, ok := hits.Load("/admin"); ok {
+		t.Error("the request with another Host reached the upstream")
+	}
+	// The same config without rules (an operations file's entry) is
+	// another client, and reaches anything.
+	if e := invokeEcho(t, h, call("/free", nil, map[string]string{"Host": "virtual.example"})); e.Host != "virtual.example" {
+		t.Errorf("no rules: %+v", e)
 	}
 }

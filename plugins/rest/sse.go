@@ -134,7 +134,7 @@ func (s *stream) connection(ctx context.Context) (int, error) {
 	if s.lastID != "" {
 		hreq.Header.Set("Last-Event-ID", s.lastID)
 	}
-	resp, err := s.a.client.Do(hreq)
+	resp, err := s.a.clients.For(s.req.Operation.Egress).Do(hreq)
 	answered()
 	if err != nil {
 		return 0, op.failure(ctx, cctx, s.timeout, hreq.URL.Host, err, false)

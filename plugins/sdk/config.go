@@ -25,7 +25,7 @@ const DefaultMaxCachedConfigs = 512
 // raw config, the diagnostics of unknown fields and of values of the wrong
 // JSON type, and the JSON Schema that Describe publishes (Schema). Prepare,
 // the adapter's code, checks the values and builds P. Prepared forms are
-// cached by the operation's BaseDir and raw config.
+// cached by the operation's BaseDir, raw config and egress rules.
 //
 // C's fields are named by their json tags (the Go field name without one;
 // "-" leaves a field out; embedded structs lend their fields) and matched
@@ -96,8 +96,8 @@ type Config[C, P any] struct {
 	Name string
 	// Prepare checks the decoded config c and returns its prepared form,
 	// reporting problems through d. It runs about once per distinct
-	// (BaseDir, Config); op carries only those two (resolve relative
-	// paths with op.ResolvePath). It runs even when decoding reported
+	// (BaseDir, Config, Egress); op carries only those three (resolve
+	// relative paths with op.ResolvePath; build clients under op.Egress). It runs even when decoding reported
 	// errors (with the faulty fields left zero), so every problem is
 	// reported at once; what it returns is kept as is, so it should
 	// return the zero P when d.Failed(). It never runs for a config that
@@ -148,9 +148,9 @@ func (p *Prepared[P]) Diagnostics() []Diagnostic {
 func (p *Prepared[P]) Err() error { return p.err }
 
 // configKey is what a prepared config is cached by.
-type configKey struct{ config, baseDir string }
+type configKey struct{ config, baseDir, egress string }
 
-func keyOf(op *Operation) configKey { return configKey{string(op.Config), op.BaseDir} }
+func keyOf(op *Operation) configKey { return configKey{string(op.Config), op.BaseDir, op.Egress.Key()} }
 
 // prepared is the cache of prepared configs.
 func (c *Config[C, P]) prepared() *lru.Cache[configKey, *Prepared[P]] {
@@ -203,7 +203,7 @@ func (c *Config[C, P]) prepare(op *Operation) *Prepared[P] {
 	dec := decoder{d: &d}
 	if dec.root(op.Config, reflect.ValueOf(&cfg).Elem(), c.Name) && c.Prepare != nil {
 		before := len(d.List())
-		p.Value = c.Prepare(&Operation{Config: op.Config, BaseDir: op.BaseDir}, &cfg, &d)
+		p.Value = c.Prepare(&Operation{Config: op.Config, BaseDir: op.BaseDir, Egress: op.Egress}, &cfg, &d)
 		if len(dec.out.bad) > 0 {
 			all := d.List()
 			d = Diagnostics{}

@@ -217,7 +217,7 @@ func (s *server) Complete(ctx context.Context, req *adapterv1.CompleteRequest) (
 	r := &CompleteRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()),
 		RefType: req.GetRefType(), Ref: req.GetRef(), Argument: req.GetArgumentName(), Value: req.GetArgumentValue(),
 		Arguments: req.GetContextArguments()}
-	ctx, span := withCall(ctx, &r.Context, "adapter complete "+r.Operation.Name) // trace.go
+	ctx, span := withCall(ctx, &r.Context, &r.Operation, "adapter complete "+r.Operation.Name) // trace.go
 	res, err := c.Complete(ctx, r)
 	endCallSpan(span, err)
 	if err != nil {
@@ -249,7 +249,7 @@ func (s *server) WatchResource(req *adapterv1.WatchResourceRequest, stream adapt
 		return status.Error(codes.Unimplemented, "adapter does not watch resources")
 	}
 	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri()}
-	err = w.WatchResource(stream.Context(), r, resourceEvents{stream})
+	err = w.WatchResource(withOperation(stream.Context(), &r.Operation), r, resourceEvents{stream})
 	if ctx := stream.Context(); ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -271,7 +271,7 @@ func (s *server) ReadResource(ctx context.Context, req *adapterv1.ReadResourceRe
 	r := &ResourceRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()), URI: req.GetUri(),
 		Input: inputFromProto(req.GetInput())}
 	ctx, r.ClientCapabilities = relayFromProto(ctx, req.GetRelay())
-	ctx, span := withCall(ctx, &r.Context, "adapter read resource "+r.Operation.Name) // trace.go
+	ctx, span := withCall(ctx, &r.Context, &r.Operation, "adapter read resource "+r.Operation.Name) // trace.go
 	contents, err := p.ReadResource(ctx, r)
 	if ir := inputRequiredOf(err); ir != nil && r.ClientCapabilities != nil {
 		endCallSpan(span, nil)
@@ -296,7 +296,7 @@ func (s *server) GetPrompt(ctx context.Context, req *adapterv1.GetPromptRequest)
 	r := &PromptRequest{Context: contextFromProto(req.GetContext()), Operation: operationFromProto(req.GetOperation()),
 		Name: req.GetName(), Arguments: req.GetArguments(), Input: inputFromProto(req.GetInput())}
 	ctx, r.ClientCapabilities = relayFromProto(ctx, req.GetRelay())
-	ctx, span := withCall(ctx, &r.Context, "adapter get prompt "+r.Operation.Name) // trace.go
+	ctx, span := withCall(ctx, &r.Context, &r.Operation, "adapter get prompt "+r.Operation.Name) // trace.go
 	res, err := p.GetPrompt(ctx, r)
 	if ir := inputRequiredOf(err); ir != nil && r.ClientCapabilities != nil {
 		endCallSpan(span, nil)

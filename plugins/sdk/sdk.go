@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -137,6 +138,10 @@ type Description struct {
 	// running it die (resume.go). It needs Progress, whose RPC carries
 	// the reports.
 	Resume bool
+	// Egress: the adapter opens every connection of an operation under
+	// its Operation.Egress (see there), so the host lets an operations
+	// catalog's entries use it; it serves none of an adapter without.
+	Egress bool
 }
 
 // Operation is one configured operation.
@@ -154,6 +159,19 @@ type Operation struct {
 	// Tool's Mode, Execution and ItemSchema; an older host serves every
 	// tool in its entry's mode and window config. The SDK sets it.
 	ToolExecution bool
+	// Egress are the rules every connection of the operation is held to
+	// (a catalog's entry), nil for none (an operations file's entry).
+	// Open connections through them — httpadapter.NewClient or
+	// httpadapter.Clients with them, or Egress.DialContext and
+	// Egress.Control for a dialer of your own — so that the address
+	// dialled, after DNS resolution, on every redirect and reconnect, is
+	// checked; and say so (Description.Egress).
+	Egress *egress.Rules
+	// ExcerptMargin is how much longer than its bound an excerpt of
+	// upstream text may be (Excerpt does the cutting): the host redacts
+	// secrets from it and cuts it then, so that no cut leaves part of a
+	// secret behind.
+	ExcerptMargin int
 }
 
 // ResolvePath returns path made absolute against the operation's BaseDir.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"slices"
 	"time"
 
@@ -65,6 +66,9 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 			caps = append(caps, wire.CapabilityResume)
 		}
 	}
+	if d.Egress {
+		caps = append(caps, wire.CapabilityEgress)
+	}
 	// Every adapter takes unary calls on Streams (streams.go).
 	caps = append(caps, wire.CapabilityStreamsInvoke)
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
@@ -88,7 +92,7 @@ func (s *server) ValidateOperation(ctx context.Context, req *adapterv1.ValidateO
 		return nil, status.Error(codes.Unimplemented, "adapter does not validate operations")
 	}
 	op := operationFromProto(req.GetOperation())
-	return &adapterv1.ValidateOperationResponse{Diagnostics: diagnosticsToProto(v.ValidateOperation(ctx, &op))}, nil
+	return &adapterv1.ValidateOperationResponse{Diagnostics: diagnosticsToProto(v.ValidateOperation(withOperation(ctx, &op), &op))}, nil
 }
 
 func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOperationRequest) (_ *adapterv1.ExpandOperationResponse, err error) {
@@ -99,6 +103,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 	}
 	op := operationFromProto(req.GetOperation())
 	op.ToolExecution = slices.Contains(req.GetHostCapabilities(), wire.HostToolExecution)
+	ctx = withOperation(ctx, &op)
 	tools, diags := x.ExpandOperation(ctx, &op)
 	resp := &adapterv1.ExpandOperationResponse{Diagnostics: diagnosticsToProto(diags)}
 	for _, t := range tools {
@@ -138,7 +143,7 @@ func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
 func (s *server) Invoke(ctx context.Context, req *adapterv1.InvokeRequest) (_ *adapterv1.InvokeResponse, err error) {
 	defer recoverPanic("invoke", &err)
 	r := requestFromProto(req)
-	ctx, span := withCall(ctx, &r.Context, "adapter invoke "+r.Operation.Name) // trace.go
+	ctx, span := withCall(ctx, &r.Context, &r.Operation, "adapter invoke "+r.Operation.Name) // trace.go
 	res, err := s.impl.Invoke(ctx, r)
 	endCallSpan(span, err)
 	if err != nil {
@@ -175,7 +180,7 @@ func (s *server) serveStream(ctx context.Context, req *adapterv1.InvokeRequest, 
 	}
 	snd := &sender{send: send}
 	r := requestFromProto(req)
-	cctx, span := withCall(ctx, &r.Context, "adapter stream "+r.Operation.Name) // trace.go
+	cctx, span := withCall(ctx, &r.Context, &r.Operation, "adapter stream "+r.Operation.Name) // trace.go
 	err = st.Stream(cctx, r, snd)
 	endCallSpan(span, err)
 	if ue, ok := upstreamErrorToProto(err); ok {
@@ -237,7 +242,24 @@ func operationFromProto(op *adapterv1.Operation) Operation {
 		Timeout: time.Duration(op.GetTimeoutMs()) * time.Millisecond,
 		Mode:    Mode(op.GetMode()),
 		BaseDir: op.GetBaseDir(),
+		Egress:  egressFromProto(op.GetEgress()),
+
+		ExcerptMargin: int(max(0, op.GetExcerptMargin())),
 	}
+}
+
+// egressFromProto reads an operation's egress rules; rules the SDK
+// cannot read allow nothing (a host of a later version may write rules
+// this one does not know).
+func egressFromProto(e *adapterv1.Egress) *egress.Rules {
+	if e == nil {
+		return nil
+	}
+	rs, err := egress.New(e.GetAllow())
+	if err != nil {
+		rs, _ = egress.New(nil)
+	}
+	return rs
 }
 
 func requestFromProto(req *adapterv1.InvokeRequest) *Request {

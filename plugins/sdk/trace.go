@@ -213,7 +213,8 @@ func newSpanID() [8]byte {
 
 // withCall returns ctx carrying the call's trace context, and the span of
 // the adapter serving the call (nil when the host does not trace it).
-func withCall(ctx context.Context, rc *RequestContext, name string) (context.Context, *Span) {
+func withCall(ctx context.Context, rc *RequestContext, op *Operation, name string) (context.Context, *Span) {
+	ctx = withOperation(ctx, op) // excerpt.go
 	tc, ok := parseTraceparent(rc.TraceParent)
 	if !ok {
 		return ctx, nil

@@ -43,7 +43,7 @@ func TestSpansOnlyWhenAsked(t *testing.T) {
 		{TraceParent: tp[:53] + "00", RecordSpans: true}, // not sampled
 		{TraceParent: "bad", RecordSpans: true},
 	} {
-		ctx, span := withCall(context.Background(), &rc, "call")
+		ctx, span := withCall(context.Background(), &rc, &Operation{}, "call")
 		_, child := StartSpan(ctx, "upstream", SpanClient, Attr("k", "v"))
 		if span != nil || child != nil {
 			t.Errorf("%+v: recorded spans", rc)
@@ -62,7 +62,7 @@ func TestSpansOnlyWhenAsked(t *testing.T) {
 		t.Errorf("spans queued: %d", len(s))
 	}
 
-	ctx, span := withCall(context.Background(), &RequestContext{TraceParent: tp, TraceState: "k=v", RecordSpans: true}, "call")
+	ctx, span := withCall(context.Background(), &RequestContext{TraceParent: tp, TraceState: "k=v", RecordSpans: true}, &Operation{}, "call")
 	cctx, child := StartSpan(ctx, "upstream", SpanClient)
 	h := http.Header{"Traceparent": {"configured"}}
 	SetTraceHeaders(cctx, h)

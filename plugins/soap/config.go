@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
 
@@ -32,7 +33,7 @@ type config struct {
 type security struct {
 	Username     string       `json:"username" jsonschema:"The UsernameToken's username."`
 	Password     string       `json:"password,omitempty" jsonschema:"The UsernameToken's password, from a placeholder; never logged."`
-	PasswordType string       `json:"password_type,omitempty" enum:"text,digest" default:"text" jsonschema:"How the password travels: text (PasswordText) or digest (PasswordDigest, Base64(SHA-1(nonce + created + password)), with a Nonce and Created)."`
+	PasswordType string       `json:"password_type,omitempty" enum:"text,digest" default:"digest" jsonschema:"How the password travels: digest (PasswordDigest, Base64(SHA-1(nonce + created + password)), with a Nonce and Created: the password itself never travels) or text (PasswordText: only over https, or http to loopback)."`
 	Nonce        bool         `json:"nonce,omitempty" jsonschema:"A text token carries a fresh Nonce and Created too (a digest token always does)."`
 	Timestamp    sdk.Duration `json:"timestamp,omitempty" jsonschema:"Adds a wsu:Timestamp that expires this long after the call (a Go duration, e.g. 5m, at most 24h); absent: none."`
 	Sign         *signFields  `json:"sign,omitempty" jsonschema:"Signs the Body and the Timestamp with an X.509 key (XML-DSig: exclusive c14n, SHA-256, RSA or ECDSA P-256)."`
@@ -201,6 +202,10 @@ func load(op *sdk.Operation, cfg *config, d *sdk.Diagnostics) *loaded {
 			l.skipped = append(l.skipped, fmt.Errorf("operation %s: port %s has no soap:address and no endpoint is configured", o.Name, pi.name))
 			continue
 		}
+		if s := cfg.Security; s != nil && s.PasswordType == "text" && s.Password != "" && !textPasswordSafe(o.Endpoint) {
+			d.Errorf("security.password_type", "text sends the password itself, readable by anyone on the path of %s: use digest, or an https endpoint", redactURL(o.Endpoint))
+			return l
+		}
 		l.ops = append(l.ops, o)
 		l.byName[o.Name] = o
 	}
@@ -246,4 +251,11 @@ func load(op *sdk.Operation, cfg *config, d *sdk.Diagnostics) *loaded {
 		d.Errorf("wsdl", "%s", msg)
 	}
 	return l
+}
+
+// textPasswordSafe reports whether a PasswordText token may travel to
+// endpoint: over https, or over http to loopback.
+func textPasswordSafe(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http" && loopback.Host(u.Hostname()))
 }

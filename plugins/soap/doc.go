@@ -24,7 +24,7 @@
 //	security:                    # optional WS-Security header, with every call
 //	  username: svc-crank        # required with security: a UsernameToken
 //	  password: "{env.ERP_PASSWORD}"
-//	  password_type: digest      # text (default: PasswordText) | digest (PasswordDigest)
+//	  password_type: digest      # digest (default: PasswordDigest) | text (PasswordText: https or loopback only)
 //	  nonce: true                # text tokens: add a Nonce and Created (a digest always has them)
 //	  timestamp: 5m              # add a wsu:Timestamp expiring this long after the call; default none
 //	  sign:                      # optional: sign the Body and the Timestamp (XML-DSig)
@@ -35,9 +35,10 @@
 //
 // security sends a wsse:Security header (mustUnderstand) with every call,
 // built fresh each time (package wsse): a UsernameToken whose password
-// travels as PasswordText, or with password_type digest as PasswordDigest,
-// Base64(SHA-1(nonce + created + password)), so the password itself never
-// travels; a digest token (and a text token with nonce) carries a fresh
+// travels as PasswordDigest, Base64(SHA-1(nonce + created + password)),
+// so the password itself never travels, or with password_type text as
+// PasswordText, which the adapter refuses at load for an endpoint that is
+// neither https nor http to loopback; a digest token (and a text token with nonce) carries a fresh
 // 16-byte random Nonce and its Created time (UTC, milliseconds); timestamp
 // adds a wsu:Timestamp whose Expires is that long after its Created (at
 // most 24h). The password comes from a placeholder, is never logged and

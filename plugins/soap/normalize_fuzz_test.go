@@ -1,6 +1,7 @@
 package soap
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 )
@@ -28,7 +29,7 @@ func FuzzNormalize(f *testing.F) {
 		Fields: []*xsdField{{Name: "order", Type: order, Min: 0, Max: -1}}}, Min: 1, Max: 1}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, status := range []int{200, 500} {
-			res, err := result(op, "SOAP Op", status, "text/xml", body)
+			res, err := result(context.Background(), op, "SOAP Op", status, "text/xml", body)
 			if (res == nil) == (err == nil) {
 				t.Fatalf("result %v, error %v", res, err)
 			}

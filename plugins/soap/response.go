@@ -2,11 +2,11 @@ package soap
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/beevik/etree"
 
@@ -14,19 +14,6 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 	"github.com/crankmcp/crank/plugins/soap/wsse"
 )
-
-const maxExcerpt = 2048
-
-func excerpt(b []byte) string {
-	if len(b) > maxExcerpt {
-		cut := maxExcerpt
-		for cut > 0 && !utf8.RuneStart(b[cut]) {
-			cut--
-		}
-		return strings.ToValidUTF8(string(b[:cut]), "?") + fmt.Sprintf(" … (%d bytes in all)", len(b))
-	}
-	return strings.ToValidUTF8(string(b), "?")
-}
 
 // parseEnvelope returns the Body element of a SOAP envelope, or nil when
 // the bytes are not one; perr is why XML could not be read (too deep
@@ -319,7 +306,7 @@ func deeperThan(el *etree.Element, max int) bool {
 }
 
 // result turns an answer into a tool result or an error.
-func result(op *operation, up string, status int, ctype string, body []byte) (*sdk.Result, error) {
+func result(ctx context.Context, op *operation, up string, status int, ctype string, body []byte) (*sdk.Result, error) {
 	b, envNS, perr := parseEnvelope(body)
 	if b != nil {
 		if f := firstChild(b); f != nil && f.Tag == "Fault" && f.NamespaceURI() == envNS {
@@ -331,7 +318,7 @@ func result(op *operation, up string, status int, ctype string, body []byte) (*s
 		return nil, &sdk.UpstreamError{
 			Kind: sdk.KindUpstreamStatus, Upstream: up, Status: strconv.Itoa(status),
 			Message: fmt.Sprintf("upstream answered HTTP %d without a SOAP fault", status),
-			Body:    excerpt(body), Detail: d,
+			Body:    sdk.Excerpt(ctx, body), Detail: d,
 			Retryable: httpadapter.RetryableStatus(status),
 			Rejected:  httpadapter.RejectedStatus(status),
 		}
@@ -349,7 +336,7 @@ func result(op *operation, up string, status int, ctype string, body []byte) (*s
 			what = "empty"
 		}
 		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: up,
-			Message: "the answer is " + what + " (content type " + strconv.Quote(ctype) + ")", Body: excerpt(body)}
+			Message: "the answer is " + what + " (content type " + strconv.Quote(ctype) + ")", Body: sdk.Excerpt(ctx, body)}
 	}
 	var v any = obj{}
 	if w := firstChild(b); w != nil {

@@ -22,7 +22,7 @@ const Name = "soap"
 const version = "0.1.0"
 
 type adapter struct {
-	client  *http.Client
+	clients *httpadapter.Clients
 	configs *sdk.Config[config, *loaded]
 }
 
@@ -34,13 +34,14 @@ var (
 
 // New returns the SOAP adapter.
 func New() sdk.Adapter {
-	// No redirects: a SOAP request is a POST that may carry credentials.
-	return &adapter{client: httpadapter.NewClient(httpadapter.ClientOptions{}), configs: newConfigs()}
+	// Redirects within the endpoint's origin only: a SOAP request is a
+	// POST that may carry credentials. One client per egress rules.
+	return &adapter{clients: httpadapter.NewClients(httpadapter.ClientOptions{}), configs: newConfigs()}
 }
 
 // Describe implements sdk.Adapter.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"}, Modes: []sdk.Mode{sdk.ModeUnary}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"soap1.1", "soap1.2"}, Modes: []sdk.Mode{sdk.ModeUnary}, Egress: true})
 }
 
 // load returns op's config with its WSDL loaded, loading it again when
@@ -164,7 +165,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 		}
 		hreq.Header.Set(k, v)
 	}
-	resp, err := a.client.Do(hreq)
+	resp, err := a.clients.For(req.Operation.Egress).Do(hreq)
 	if err != nil {
 		return nil, transportError(ctx, callCtx, up, timeout, err)
 	}
@@ -177,7 +178,7 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 		return nil, &sdk.UpstreamError{Kind: sdk.KindBadResponse, Upstream: up,
 			Message: fmt.Sprintf("the answer is larger than max_response_bytes (%d)", l.cfg.MaxResponseBytes)}
 	}
-	return result(op, up, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	return result(ctx, op, up, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 }
 
 func transportError(ctx, callCtx context.Context, up string, timeout time.Duration, err error) *sdk.UpstreamError {

@@ -453,7 +453,7 @@ func TestWSSecurityAndHeaders(t *testing.T) {
 	t.Parallel()
 	srv := newSOAPServer(t)
 	c := newCall(t, srv, "Soap11", map[string]any{
-		"security": map[string]any{"username": "alice", "password": "s3cret"},
+		"security": map[string]any{"username": "alice", "password": "s3cret", "password_type": "text"}, // loopback: allowed
 		"headers":  map[string]any{"X-Tenant": "acme"},
 	})
 	if res, ue := c.invoke(t, "Add", map[string]any{"a": 1, "b": 2}); ue != nil || asJSON(res) != `{"result":3}` {
@@ -463,7 +463,7 @@ func TestWSSecurityAndHeaders(t *testing.T) {
 	if !strings.Contains(body, `<wsse:Username>alice</wsse:Username><wsse:Password Type="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0#PasswordText">s3cret</wsse:Password>`) || hdr.Get("X-Tenant") != "acme" {
 		t.Errorf("security header: %s %v", body, hdr)
 	}
-	bad := newCall(t, srv, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "wrong-pw-123"}})
+	bad := newCall(t, srv, "Soap12", map[string]any{"security": map[string]any{"username": "alice", "password": "wrong-pw-123", "password_type": "text"}})
 	_, ue := bad.invoke(t, "Add", map[string]any{"a": 1, "b": 2})
 	if ue == nil || ue.Status != "FailedAuthentication" || strings.Contains(asJSON(ue), "wrong-pw-123") {
 		t.Errorf("bad credentials: %v", ue)
@@ -514,7 +514,7 @@ func TestWSSecurityDigestAndTimestamp(t *testing.T) {
 		for what, cfg := range map[string]map[string]any{
 			"wrong password": {"username": "alice", "password": "wrong-pw-123", "password_type": "digest", "timestamp": "5m"},
 			"unknown user":   {"username": "mallory", "password": "wrong-pw-123", "password_type": "digest", "timestamp": "5m"},
-			"text password":  {"username": "alice", "password": "s3cret", "timestamp": "5m"},
+			"text password":  {"username": "alice", "password": "s3cret", "password_type": "text", "timestamp": "5m"},
 			"no timestamp":   {"username": "alice", "password": "s3cret", "password_type": "digest"},
 		} {
 			_, ue := newCall(t, srv, port, map[string]any{"security": cfg}).invoke(t, "Add", map[string]any{"a": 1, "b": 2})
@@ -541,6 +541,18 @@ func TestWSSecurityDigestAndTimestamp(t *testing.T) {
 		"security": map[string]any{"username": "a", "password_type": "md5", "timestamp": "48h"}}, BaseDir: plain.dir})
 	if err != nil || !strings.Contains(asJSON(diags), "security.password_type") || !strings.Contains(asJSON(diags), "security.timestamp") {
 		t.Errorf("diagnostics: %v %v", diags, err)
+	}
+	// A password as text only over https or to loopback; a digest by
+	// default.
+	for endpoint, ok := range map[string]bool{"http://erp.example:8080/soap": false, "https://erp.example/soap": true, "http://127.0.0.1:1/soap": true} {
+		for typ, want := range map[string]bool{"text": ok, "": true} {
+			diags, err := plain.h.Validate(ctxT(t), adaptertest.Call{Config: map[string]any{"wsdl": "service.wsdl", "endpoint": endpoint,
+				"security": map[string]any{"username": "a", "password": "pw-of-a", "password_type": typ}}, BaseDir: plain.dir})
+			refused := strings.Contains(asJSON(diags), "security.password_type")
+			if err != nil || refused == want {
+				t.Errorf("%s, password_type %q: %v %v", endpoint, typ, diags, err)
+			}
+		}
 	}
 }
 

@@ -181,9 +181,11 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 			d.Errorf("tls", "is only used with a wss:// url")
 		}
 	}
-	// No redirects: a redirect must not carry the configured headers to
-	// another place. Each connection is hijacked by its WebSocket.
-	c.client = httpadapter.NewClient(httpadapter.ClientOptions{TLS: tlsCfg})
+	// Redirects within the URL's origin only: a redirect must not carry
+	// the configured headers to another place. Every connection, each
+	// reconnect's too, is held to the entry's egress rules. Each
+	// connection is hijacked by its WebSocket.
+	c.client = httpadapter.NewClient(httpadapter.ClientOptions{TLS: tlsCfg, Egress: op.Egress})
 	c.compression = compressionModes[f.Compression]
 	c.maxMessage = f.MaxMessageBytes
 	c.subscribe = messages(d, "subscribe", f.Subscribe)

@@ -395,10 +395,7 @@ func (s *stream) readError(err error) error {
 		if ce.Code == ws.StatusNormalClosure {
 			return nil
 		}
-		reason := ce.Reason
-		if len(reason) > 120 {
-			reason = reason[:120]
-		}
+		reason := ce.Reason // at most 123 bytes (RFC 6455): never cut
 		msg := fmt.Sprintf("the upstream closed the connection with status %d (%s)", int(ce.Code), ce.Code)
 		if reason != "" && utf8.ValidString(reason) {
 			msg += ": " + reason

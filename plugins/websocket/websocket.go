@@ -33,7 +33,7 @@ func New() sdk.Adapter {
 // Describe implements sdk.Adapter. The adapter is a stream source only:
 // windows, sessions and async jobs read its Stream.
 func (a *adapter) Describe(context.Context) (*sdk.Description, error) {
-	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"ws", "wss"}, Modes: []sdk.Mode{sdk.ModeWindow}})
+	return a.configs.Describe(sdk.Description{Name: Name, Version: version, Protocols: []string{"ws", "wss"}, Modes: []sdk.Mode{sdk.ModeWindow}, Egress: true})
 }
 
 // ValidateOperation implements sdk.OperationValidator: nil for a good

@@ -35,6 +35,7 @@ import (
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
 )
 
@@ -136,6 +137,11 @@ type Call struct {
 	// Resume, given like Config, is the resume state the call resumes
 	// from (sdk.Request.Resume); nil for a fresh call.
 	Resume any
+	// Egress are the rules the operation's connections are held to, as
+	// for a catalog's entry (sdk.Operation.Egress); nil: none.
+	Egress []string
+	// ExcerptMargin is the operation's sdk.Operation.ExcerptMargin.
+	ExcerptMargin int
 }
 
 func (c Call) operation() (*sdk.Operation, error) {
@@ -144,7 +150,12 @@ func (c Call) operation() (*sdk.Operation, error) {
 		return nil, err
 	}
 	op := &sdk.Operation{Name: c.Operation, Config: cfg, Timeout: c.Timeout, Mode: c.Mode, BaseDir: c.BaseDir,
-		ToolExecution: !c.OldHost}
+		ToolExecution: !c.OldHost, ExcerptMargin: c.ExcerptMargin}
+	if c.Egress != nil {
+		if op.Egress, err = egress.New(c.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if op.Name == "" {
 		op.Name = "test_operation"
 	}

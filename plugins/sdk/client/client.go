@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"io"
 	"sync/atomic"
 
@@ -86,6 +87,9 @@ type Capabilities struct {
 	// Resume: resume states in InvokeRelayed (Relay.Resume) and calls
 	// resumed from one (sdk.Request.Resume): sdk.Description.Resume.
 	Resume bool
+	// Egress: the adapter holds an operation's connections to its
+	// egress rules where they are dialled (sdk.Description.Egress).
+	Egress bool
 }
 
 // Serves reports whether the adapter lists mode among its modes.
@@ -145,6 +149,8 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 			info.Capabilities.Completions = true
 		case wire.CapabilitySubscribe:
 			info.Capabilities.Subscribe = true
+		case wire.CapabilityEgress:
+			info.Capabilities.Egress = true
 		case wire.CapabilityResume:
 			info.Capabilities.Resume = true
 			info.Resume = true
@@ -442,7 +448,17 @@ func operationToProto(op *sdk.Operation) *adapterv1.Operation {
 		TimeoutMs:  op.Timeout.Milliseconds(),
 		Mode:       adapterv1.ExecutionMode(op.Mode),
 		BaseDir:    op.BaseDir,
+		Egress:     egressToProto(op.Egress),
+
+		ExcerptMargin: int32(min(op.ExcerptMargin, 1<<30)),
 	}
+}
+
+func egressToProto(rs *egress.Rules) *adapterv1.Egress {
+	if rs == nil {
+		return nil
+	}
+	return &adapterv1.Egress{Allow: rs.List()}
 }
 
 func requestToProto(req *sdk.Request) *adapterv1.InvokeRequest {

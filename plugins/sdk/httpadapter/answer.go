@@ -1,12 +1,11 @@
 package httpadapter
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -14,11 +13,11 @@ import (
 // StatusError is the *sdk.UpstreamError of an answer whose status fails
 // the call: kind upstream status, Status the code, a Message of prefix,
 // the code and its text ("upstream answered 503 Service Unavailable"; on
-// a 3xx, redirect in parentheses after it), Body an [Excerpt] of body
-// within limit bytes, Detail {"status_code", "content_type",
-// "retry_after"}, Retryable per [RetryableStatus] and Rejected per
-// [RejectedStatus]. The caller sets Upstream.
-func StatusError(resp *http.Response, prefix, redirect string, body []byte, limit int) *sdk.UpstreamError {
+// a 3xx, redirect in parentheses after it), Body an sdk.Excerpt of body
+// (read with [ReadExcerpt], or more), Detail {"status_code",
+// "content_type", "retry_after"}, Retryable per [RetryableStatus] and
+// Rejected per [RejectedStatus]. The caller sets Upstream.
+func StatusError(resp *http.Response, prefix, redirect string, body []byte) *sdk.UpstreamError {
 	code := resp.StatusCode
 	status := strconv.Itoa(code)
 	msg := prefix + " " + status
@@ -37,7 +36,7 @@ func StatusError(resp *http.Response, prefix, redirect string, body []byte, limi
 		Kind:      sdk.KindUpstreamStatus,
 		Status:    status,
 		Message:   msg,
-		Body:      Excerpt(body, limit),
+		Body:      sdk.Excerpt(requestContext(resp), body),
 		Detail:    d,
 		Retryable: RetryableStatus(code),
 		Rejected:  RejectedStatus(code),
@@ -52,22 +51,21 @@ func RetryableStatus(code int) bool {
 		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// Excerpt is b as valid UTF-8 text for an error's Body: at most limit
-// bytes of it (never half a UTF-8 sequence), followed by a line that says
-// so when b is longer.
-func Excerpt(b []byte, limit int) string {
-	truncated := len(b) > limit
-	if truncated {
-		b = b[:limit]
-		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
-			b = b[:len(b)-1]
-		}
+// ReadExcerpt reads as much of an answer's body as an excerpt of it
+// needs (sdk.Excerpt: its bound and the call's margin, and a byte more),
+// for an error.
+func ReadExcerpt(resp *http.Response) []byte {
+	b, _, _ := ReadBounded(resp.Body, int64(sdk.ExcerptLimit(requestContext(resp))+1), -1)
+	return b
+}
+
+// requestContext is the context of the request resp answers: the call's,
+// which carries its excerpt margin.
+func requestContext(resp *http.Response) context.Context {
+	if resp.Request != nil {
+		return resp.Request.Context()
 	}
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if truncated {
-		s += fmt.Sprintf("\n[truncated: only the first %d bytes of the answer are shown]", limit)
-	}
-	return s
+	return context.Background()
 }
 
 // MediaType is a Content-Type without its parameters.

@@ -97,6 +97,8 @@ func (c Call) describeTransport(err error, reading bool) (string, retryClass) {
 		netErr  net.Error
 	)
 	switch {
+	case Refused(err):
+		return ErrorText(err), retryNever
 	case errors.As(err, &dnsErr):
 		retry := retryNever
 		if dnsErr.IsTemporary || dnsErr.IsTimeout {

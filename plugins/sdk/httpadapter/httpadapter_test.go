@@ -117,17 +117,6 @@ func TestSameOriginRedirects(t *testing.T) {
 	}
 }
 
-func TestExcerpt(t *testing.T) {
-	t.Parallel()
-	// A 2-byte rune cut in half at the limit is dropped, not mangled.
-	if s := Excerpt([]byte("ab\xc3\xa9"), 3); !strings.HasPrefix(s, "ab\n[truncated: only the first 3 bytes") {
-		t.Errorf("excerpt = %q", s)
-	}
-	if s := Excerpt([]byte("ok\xff"), 10); s != "ok\uFFFD" {
-		t.Errorf("invalid UTF-8 = %q", s)
-	}
-}
-
 func TestJSONMediaType(t *testing.T) {
 	t.Parallel()
 	for ct, want := range map[string]bool{
@@ -140,7 +129,8 @@ func TestJSONMediaType(t *testing.T) {
 	}
 }
 
-// NewClient's TLS is the config's, and it follows no redirect unless told.
+// NewClient's TLS is the config's, and it follows redirects within the
+// origin only, unless told otherwise.
 func TestNewClient(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +148,7 @@ func TestNewClient(t *testing.T) {
 	for _, tc := range []struct {
 		redirect func(*http.Request, []*http.Request) error
 		want     int
-	}{{nil, http.StatusFound}, {SameOriginRedirects, http.StatusNoContent}} {
+	}{{func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, http.StatusFound}, {nil, http.StatusNoContent}} {
 		resp, err := NewClient(ClientOptions{TLS: tlsCfg, CheckRedirect: tc.redirect}).Get(srv.URL + "/moved")
 		if err != nil {
 			t.Fatal(err)

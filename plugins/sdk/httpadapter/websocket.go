@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,10 +16,10 @@ import (
 // HandshakeFailure classifies a WebSocket handshake that failed (the
 // websocket adapter's feeds, the graphql adapter's subscriptions): the
 // call's cancellation (ctx), an answer other than 101 (resp: its status,
-// retryable for 408, 429 and 5xx, Rejected for the other 4xx, and the
-// first KiB of its body), the handshake's own timeout (dial, bounded by
-// timeout), or a transport failure. Messages never quote the URL; the
-// caller sets Upstream.
+// retryable for 408, 429 and 5xx, Rejected for the other 4xx, and an
+// sdk.Excerpt of its body), the handshake's own timeout (dial, bounded by
+// timeout), a connection the egress rules refused, or a transport
+// failure. Messages never quote the URL; the caller sets Upstream.
 func HandshakeFailure(ctx, dial context.Context, resp *http.Response, err error, timeout time.Duration) *sdk.UpstreamError {
 	switch {
 	case ctx.Err() != nil:
@@ -32,14 +31,15 @@ func HandshakeFailure(ctx, dial context.Context, resp *http.Response, err error,
 			Rejected:  RejectedStatus(code),
 			Message:   fmt.Sprintf("the WebSocket handshake was answered with HTTP %d %s instead of 101", code, http.StatusText(code))}
 		if resp.Body != nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			if utf8.Valid(b) {
-				ue.Body = string(b)
+			if b := ReadExcerpt(resp); utf8.Valid(b) {
+				ue.Body = sdk.Excerpt(ctx, b)
 			}
 		}
 		return ue
 	case errors.Is(dial.Err(), context.DeadlineExceeded):
 		return &sdk.UpstreamError{Kind: sdk.KindTimeout, Retryable: true, Message: fmt.Sprintf("no WebSocket handshake within %s", timeout)}
+	case Refused(err):
+		return &sdk.UpstreamError{Kind: sdk.KindTransport, Message: "cannot connect: " + ErrorText(err)}
 	}
 	return &sdk.UpstreamError{Kind: sdk.KindTransport, Retryable: true, Message: "cannot connect: " + ErrorText(err)}
 }

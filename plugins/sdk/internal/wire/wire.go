@@ -66,6 +66,9 @@ const (
 	// CapabilityResume: resume states in InvokeWithProgress and calls
 	// resumed from one (Description.Resume).
 	CapabilityResume = "resume"
+	// CapabilityEgress: every connection of an operation is held to its
+	// Operation.egress rules where it is dialled (Description.Egress).
+	CapabilityEgress = "egress"
 )
 
 // StreamCreditBytes is a logical stream's credit on a Streams call: the

@@ -143,7 +143,7 @@ func (x Diagnostic_Severity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Diagnostic_Severity.Descriptor instead.
 func (Diagnostic_Severity) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type UpstreamError_Kind int32
@@ -211,7 +211,7 @@ func (x UpstreamError_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpstreamError_Kind.Descriptor instead.
 func (UpstreamError_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type Span_Kind int32
@@ -263,7 +263,7 @@ func (x Span_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Span_Kind.Descriptor instead.
 func (Span_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48, 0}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{49, 0}
 }
 
 type DescribeRequest struct {
@@ -421,7 +421,21 @@ type Operation struct {
 	// Absolute directory of the operations file the operation comes from:
 	// relative file paths in config (documents, descriptor sets, CA files)
 	// are relative to it.
-	BaseDir       string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	BaseDir string `protobuf:"bytes,5,opt,name=base_dir,json=baseDir,proto3" json:"base_dir,omitempty"`
+	// What the operation's connections may reach, checked where they are
+	// dialled (after DNS resolution, on every redirect and reconnect): set
+	// for a catalog's entry, absent for an operations file's (no limit).
+	// Adapters listing the `egress` capability enforce it; the host lets a
+	// catalog's entries use no other adapter. Hosts that predate the field
+	// never set it.
+	Egress *Egress `protobuf:"bytes,6,opt,name=egress,proto3" json:"egress,omitempty"`
+	// How much longer than its own bound an excerpt of upstream text (an
+	// error body, a fault text, a close reason) may be: the length of the
+	// longest form of a secret the host redacts from it. The host redacts
+	// the excerpt, then cuts it to the bound, so that no cut leaves a
+	// fragment of a secret. 0 (hosts that predate the field, or no
+	// secrets): the adapter cuts at its bound.
+	ExcerptMargin int32 `protobuf:"varint,7,opt,name=excerpt_margin,json=excerptMargin,proto3" json:"excerpt_margin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +505,68 @@ func (x *Operation) GetBaseDir() string {
 	return ""
 }
 
+func (x *Operation) GetEgress() *Egress {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+func (x *Operation) GetExcerptMargin() int32 {
+	if x != nil {
+		return x.ExcerptMargin
+	}
+	return 0
+}
+
+// Egress are the rules an operation's connections are held to.
+type Egress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each a URL prefix, a host[:port], *.domain, an address range
+	// (10.0.0.0/8), a unix socket (unix:///path, unix-abstract:name) or *
+	// (any public address). An empty list allows nothing.
+	Allow         []string `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Egress) Reset() {
+	*x = Egress{}
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Egress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Egress) ProtoMessage() {}
+
+func (x *Egress) ProtoReflect() protoreflect.Message {
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Egress.ProtoReflect.Descriptor instead.
+func (*Egress) Descriptor() ([]byte, []int) {
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Egress) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 type ValidateOperationRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Operation     *Operation             `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
@@ -500,7 +576,7 @@ type ValidateOperationRequest struct {
 
 func (x *ValidateOperationRequest) Reset() {
 	*x = ValidateOperationRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[3]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +588,7 @@ func (x *ValidateOperationRequest) String() string {
 func (*ValidateOperationRequest) ProtoMessage() {}
 
 func (x *ValidateOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[3]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +601,7 @@ func (x *ValidateOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateOperationRequest.ProtoReflect.Descriptor instead.
 func (*ValidateOperationRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{3}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ValidateOperationRequest) GetOperation() *Operation {
@@ -544,7 +620,7 @@ type ValidateOperationResponse struct {
 
 func (x *ValidateOperationResponse) Reset() {
 	*x = ValidateOperationResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[4]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +632,7 @@ func (x *ValidateOperationResponse) String() string {
 func (*ValidateOperationResponse) ProtoMessage() {}
 
 func (x *ValidateOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[4]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +645,7 @@ func (x *ValidateOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateOperationResponse.ProtoReflect.Descriptor instead.
 func (*ValidateOperationResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{4}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ValidateOperationResponse) GetDiagnostics() []*Diagnostic {
@@ -598,7 +674,7 @@ type ExpandOperationRequest struct {
 
 func (x *ExpandOperationRequest) Reset() {
 	*x = ExpandOperationRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +686,7 @@ func (x *ExpandOperationRequest) String() string {
 func (*ExpandOperationRequest) ProtoMessage() {}
 
 func (x *ExpandOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[5]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +699,7 @@ func (x *ExpandOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpandOperationRequest.ProtoReflect.Descriptor instead.
 func (*ExpandOperationRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{5}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExpandOperationRequest) GetOperation() *Operation {
@@ -664,7 +740,7 @@ type ExpandOperationResponse struct {
 
 func (x *ExpandOperationResponse) Reset() {
 	*x = ExpandOperationResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +752,7 @@ func (x *ExpandOperationResponse) String() string {
 func (*ExpandOperationResponse) ProtoMessage() {}
 
 func (x *ExpandOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[6]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +765,7 @@ func (x *ExpandOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpandOperationResponse.ProtoReflect.Descriptor instead.
 func (*ExpandOperationResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{6}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExpandOperationResponse) GetTools() []*Tool {
@@ -749,7 +825,7 @@ type PublishedCapabilities struct {
 
 func (x *PublishedCapabilities) Reset() {
 	*x = PublishedCapabilities{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +837,7 @@ func (x *PublishedCapabilities) String() string {
 func (*PublishedCapabilities) ProtoMessage() {}
 
 func (x *PublishedCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[7]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +850,7 @@ func (x *PublishedCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishedCapabilities.ProtoReflect.Descriptor instead.
 func (*PublishedCapabilities) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{7}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PublishedCapabilities) GetCompletions() bool {
@@ -807,7 +883,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +895,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[8]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +908,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{8}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Resource) GetDefinitionJson() []byte {
@@ -864,7 +940,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +952,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[9]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +965,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{9}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Prompt) GetDefinitionJson() []byte {
@@ -929,7 +1005,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1017,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[10]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1030,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{10}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadResourceRequest) GetContext() *RequestContext {
@@ -1007,7 +1083,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1095,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[11]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1108,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{11}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadResourceResponse) GetOutcome() isReadResourceResponse_Outcome {
@@ -1123,7 +1199,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1211,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[12]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1224,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{12}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetPromptRequest) GetContext() *RequestContext {
@@ -1208,7 +1284,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1296,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[13]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1309,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{13}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetPromptResponse) GetOutcome() isGetPromptResponse_Outcome {
@@ -1322,7 +1398,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1410,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[14]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1423,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{14}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompleteRequest) GetContext() *RequestContext {
@@ -1413,7 +1489,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1501,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[15]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1514,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{15}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompleteResponse) GetOutcome() isCompleteResponse_Outcome {
@@ -1504,7 +1580,7 @@ type WatchResourceRequest struct {
 
 func (x *WatchResourceRequest) Reset() {
 	*x = WatchResourceRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1592,7 @@ func (x *WatchResourceRequest) String() string {
 func (*WatchResourceRequest) ProtoMessage() {}
 
 func (x *WatchResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[16]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1605,7 @@ func (x *WatchResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResourceRequest.ProtoReflect.Descriptor instead.
 func (*WatchResourceRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{16}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchResourceRequest) GetContext() *RequestContext {
@@ -1570,7 +1646,7 @@ type ResourceWatchEvent struct {
 
 func (x *ResourceWatchEvent) Reset() {
 	*x = ResourceWatchEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1658,7 @@ func (x *ResourceWatchEvent) String() string {
 func (*ResourceWatchEvent) ProtoMessage() {}
 
 func (x *ResourceWatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[17]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1671,7 @@ func (x *ResourceWatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceWatchEvent.ProtoReflect.Descriptor instead.
 func (*ResourceWatchEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{17}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResourceWatchEvent) GetSubscribed() bool {
@@ -1660,7 +1736,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1748,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[18]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1761,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{18}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Tool) GetName() string {
@@ -1771,7 +1847,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1859,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[19]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1872,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{19}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolAnnotations) GetReadOnly() bool {
@@ -1841,7 +1917,7 @@ type Diagnostic struct {
 
 func (x *Diagnostic) Reset() {
 	*x = Diagnostic{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1929,7 @@ func (x *Diagnostic) String() string {
 func (*Diagnostic) ProtoMessage() {}
 
 func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[20]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1942,7 @@ func (x *Diagnostic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
 func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{20}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Diagnostic) GetSeverity() Diagnostic_Severity {
@@ -1914,7 +1990,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2002,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[21]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2015,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{21}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RequestContext) GetRequestId() string {
@@ -2022,7 +2098,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2110,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[22]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2123,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{22}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InvokeRequest) GetContext() *RequestContext {
@@ -2114,7 +2190,7 @@ type InputResponses struct {
 
 func (x *InputResponses) Reset() {
 	*x = InputResponses{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2202,7 @@ func (x *InputResponses) String() string {
 func (*InputResponses) ProtoMessage() {}
 
 func (x *InputResponses) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[23]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2215,7 @@ func (x *InputResponses) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputResponses.ProtoReflect.Descriptor instead.
 func (*InputResponses) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{23}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InputResponses) GetInputResponsesJson() []byte {
@@ -2192,7 +2268,7 @@ type Relay struct {
 
 func (x *Relay) Reset() {
 	*x = Relay{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2280,7 @@ func (x *Relay) String() string {
 func (*Relay) ProtoMessage() {}
 
 func (x *Relay) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[24]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2293,7 @@ func (x *Relay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relay.ProtoReflect.Descriptor instead.
 func (*Relay) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{24}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Relay) GetProgress() bool {
@@ -2271,7 +2347,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2359,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[25]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2372,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{25}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InvokeResponse) GetOutcome() isInvokeResponse_Outcome {
@@ -2374,7 +2450,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2462,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[26]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2475,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{26}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Result) GetStructuredJson() []byte {
@@ -2453,7 +2529,7 @@ type InputRequired struct {
 
 func (x *InputRequired) Reset() {
 	*x = InputRequired{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2541,7 @@ func (x *InputRequired) String() string {
 func (*InputRequired) ProtoMessage() {}
 
 func (x *InputRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[27]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2554,7 @@ func (x *InputRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
 func (*InputRequired) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{27}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InputRequired) GetInputRequestsJson() []byte {
@@ -2537,7 +2613,7 @@ type UpstreamError struct {
 
 func (x *UpstreamError) Reset() {
 	*x = UpstreamError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2625,7 @@ func (x *UpstreamError) String() string {
 func (*UpstreamError) ProtoMessage() {}
 
 func (x *UpstreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[28]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2638,7 @@ func (x *UpstreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamError.ProtoReflect.Descriptor instead.
 func (*UpstreamError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{28}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpstreamError) GetKind() UpstreamError_Kind {
@@ -2648,7 +2724,7 @@ type ProtocolError struct {
 
 func (x *ProtocolError) Reset() {
 	*x = ProtocolError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2736,7 @@ func (x *ProtocolError) String() string {
 func (*ProtocolError) ProtoMessage() {}
 
 func (x *ProtocolError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[29]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2749,7 @@ func (x *ProtocolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolError.ProtoReflect.Descriptor instead.
 func (*ProtocolError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{29}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProtocolError) GetCode() int64 {
@@ -2715,7 +2791,7 @@ type InvokeEvent struct {
 
 func (x *InvokeEvent) Reset() {
 	*x = InvokeEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2803,7 @@ func (x *InvokeEvent) String() string {
 func (*InvokeEvent) ProtoMessage() {}
 
 func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[30]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2816,7 @@ func (x *InvokeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeEvent.ProtoReflect.Descriptor instead.
 func (*InvokeEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{30}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InvokeEvent) GetEvent() isInvokeEvent_Event {
@@ -2851,7 +2927,7 @@ type Resume struct {
 
 func (x *Resume) Reset() {
 	*x = Resume{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +2939,7 @@ func (x *Resume) String() string {
 func (*Resume) ProtoMessage() {}
 
 func (x *Resume) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[31]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +2952,7 @@ func (x *Resume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resume.ProtoReflect.Descriptor instead.
 func (*Resume) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{31}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Resume) GetStateJson() []byte {
@@ -2904,7 +2980,7 @@ type ClientRequest struct {
 
 func (x *ClientRequest) Reset() {
 	*x = ClientRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +2992,7 @@ func (x *ClientRequest) String() string {
 func (*ClientRequest) ProtoMessage() {}
 
 func (x *ClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[32]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3005,7 @@ func (x *ClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
 func (*ClientRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{32}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClientRequest) GetId() string {
@@ -2968,7 +3044,7 @@ type ClientAnswer struct {
 
 func (x *ClientAnswer) Reset() {
 	*x = ClientAnswer{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3056,7 @@ func (x *ClientAnswer) String() string {
 func (*ClientAnswer) ProtoMessage() {}
 
 func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[33]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3069,7 @@ func (x *ClientAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswer.ProtoReflect.Descriptor instead.
 func (*ClientAnswer) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{33}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClientAnswer) GetId() string {
@@ -3030,7 +3106,7 @@ type ClientError struct {
 
 func (x *ClientError) Reset() {
 	*x = ClientError{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3118,7 @@ func (x *ClientError) String() string {
 func (*ClientError) ProtoMessage() {}
 
 func (x *ClientError) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[34]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3131,7 @@ func (x *ClientError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientError.ProtoReflect.Descriptor instead.
 func (*ClientError) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{34}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClientError) GetCode() int64 {
@@ -3089,7 +3165,7 @@ type ClientAnswerAck struct {
 
 func (x *ClientAnswerAck) Reset() {
 	*x = ClientAnswerAck{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3177,7 @@ func (x *ClientAnswerAck) String() string {
 func (*ClientAnswerAck) ProtoMessage() {}
 
 func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[35]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3190,7 @@ func (x *ClientAnswerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAnswerAck.ProtoReflect.Descriptor instead.
 func (*ClientAnswerAck) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{35}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
 }
 
 // LogMessage is a log message an upstream sent for a call, as MCP's
@@ -3133,7 +3209,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3221,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[36]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3234,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{36}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LogMessage) GetLevel() string {
@@ -3197,7 +3273,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3285,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[37]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3298,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{37}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -3256,7 +3332,7 @@ type WatchOperationsRequest struct {
 
 func (x *WatchOperationsRequest) Reset() {
 	*x = WatchOperationsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3344,7 @@ func (x *WatchOperationsRequest) String() string {
 func (*WatchOperationsRequest) ProtoMessage() {}
 
 func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[38]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3357,7 @@ func (x *WatchOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOperationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{38}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchOperationsRequest) GetHostVersion() string {
@@ -3304,7 +3380,7 @@ type OperationsChanged struct {
 
 func (x *OperationsChanged) Reset() {
 	*x = OperationsChanged{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3392,7 @@ func (x *OperationsChanged) String() string {
 func (*OperationsChanged) ProtoMessage() {}
 
 func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[39]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3405,7 @@ func (x *OperationsChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsChanged.ProtoReflect.Descriptor instead.
 func (*OperationsChanged) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{39}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OperationsChanged) GetOperations() []string {
@@ -3358,7 +3434,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3446,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[40]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3459,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{40}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamEvent) GetEvent() isStreamEvent_Event {
@@ -3498,7 +3574,7 @@ type StreamsRequest struct {
 
 func (x *StreamsRequest) Reset() {
 	*x = StreamsRequest{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3586,7 @@ func (x *StreamsRequest) String() string {
 func (*StreamsRequest) ProtoMessage() {}
 
 func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[41]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3599,7 @@ func (x *StreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsRequest.ProtoReflect.Descriptor instead.
 func (*StreamsRequest) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{41}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamsRequest) GetId() uint64 {
@@ -3624,7 +3700,7 @@ type CancelStream struct {
 
 func (x *CancelStream) Reset() {
 	*x = CancelStream{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3712,7 @@ func (x *CancelStream) String() string {
 func (*CancelStream) ProtoMessage() {}
 
 func (x *CancelStream) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[42]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3725,7 @@ func (x *CancelStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelStream.ProtoReflect.Descriptor instead.
 func (*CancelStream) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{42}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{43}
 }
 
 // StreamsEvent is what the adapter sends on Streams about one logical
@@ -3670,7 +3746,7 @@ type StreamsEvent struct {
 
 func (x *StreamsEvent) Reset() {
 	*x = StreamsEvent{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3682,7 +3758,7 @@ func (x *StreamsEvent) String() string {
 func (*StreamsEvent) ProtoMessage() {}
 
 func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[43]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3695,7 +3771,7 @@ func (x *StreamsEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamsEvent.ProtoReflect.Descriptor instead.
 func (*StreamsEvent) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{43}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StreamsEvent) GetId() uint64 {
@@ -3781,7 +3857,7 @@ type StreamFailed struct {
 
 func (x *StreamFailed) Reset() {
 	*x = StreamFailed{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3869,7 @@ func (x *StreamFailed) String() string {
 func (*StreamFailed) ProtoMessage() {}
 
 func (x *StreamFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[44]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3882,7 @@ func (x *StreamFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFailed.ProtoReflect.Descriptor instead.
 func (*StreamFailed) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{44}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StreamFailed) GetCode() int32 {
@@ -3837,7 +3913,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +3925,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[45]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +3938,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{45}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Item) GetDataJson() []byte {
@@ -3895,7 +3971,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +3983,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[46]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +3996,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{46}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Gap) GetReason() string {
@@ -3941,7 +4017,7 @@ type End struct {
 
 func (x *End) Reset() {
 	*x = End{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4029,7 @@ func (x *End) String() string {
 func (*End) ProtoMessage() {}
 
 func (x *End) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[47]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4042,7 @@ func (x *End) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use End.ProtoReflect.Descriptor instead.
 func (*End) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{47}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *End) GetCursor() string {
@@ -4009,7 +4085,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4097,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[48]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4110,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{48}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Span) GetTraceId() []byte {
@@ -4131,7 +4207,7 @@ type Attribute struct {
 
 func (x *Attribute) Reset() {
 	*x = Attribute{}
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4143,7 +4219,7 @@ func (x *Attribute) String() string {
 func (*Attribute) ProtoMessage() {}
 
 func (x *Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[49]
+	mi := &file_crank_adapter_v1_adapter_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4156,7 +4232,7 @@ func (x *Attribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribute.ProtoReflect.Descriptor instead.
 func (*Attribute) Descriptor() ([]byte, []int) {
-	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{49}
+	return file_crank_adapter_v1_adapter_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Attribute) GetKey() string {
@@ -4250,7 +4326,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\tprotocols\x18\x03 \x03(\tR\tprotocols\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x125\n" +
 	"\x05modes\x18\x05 \x03(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x05modes\x12,\n" +
-	"\x12config_schema_json\x18\x06 \x01(\fR\x10configSchemaJson\"\xaf\x01\n" +
+	"\x12config_schema_json\x18\x06 \x01(\fR\x10configSchemaJson\"\x88\x02\n" +
 	"\tOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
@@ -4258,7 +4334,11 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x123\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\x12\x19\n" +
-	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\"U\n" +
+	"\bbase_dir\x18\x05 \x01(\tR\abaseDir\x120\n" +
+	"\x06egress\x18\x06 \x01(\v2\x18.crank.adapter.v1.EgressR\x06egress\x12%\n" +
+	"\x0eexcerpt_margin\x18\a \x01(\x05R\rexcerptMargin\"\x1e\n" +
+	"\x06Egress\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\"U\n" +
 	"\x18ValidateOperationRequest\x129\n" +
 	"\toperation\x18\x01 \x01(\v2\x1b.crank.adapter.v1.OperationR\toperation\"[\n" +
 	"\x19ValidateOperationResponse\x12>\n" +
@@ -4579,7 +4659,7 @@ func file_crank_adapter_v1_adapter_proto_rawDescGZIP() []byte {
 }
 
 var file_crank_adapter_v1_adapter_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_crank_adapter_v1_adapter_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(ExecutionMode)(0),                // 0: crank.adapter.v1.ExecutionMode
 	(Diagnostic_Severity)(0),          // 1: crank.adapter.v1.Diagnostic.Severity
@@ -4588,156 +4668,158 @@ var file_crank_adapter_v1_adapter_proto_goTypes = []any{
 	(*DescribeRequest)(nil),           // 4: crank.adapter.v1.DescribeRequest
 	(*DescribeResponse)(nil),          // 5: crank.adapter.v1.DescribeResponse
 	(*Operation)(nil),                 // 6: crank.adapter.v1.Operation
-	(*ValidateOperationRequest)(nil),  // 7: crank.adapter.v1.ValidateOperationRequest
-	(*ValidateOperationResponse)(nil), // 8: crank.adapter.v1.ValidateOperationResponse
-	(*ExpandOperationRequest)(nil),    // 9: crank.adapter.v1.ExpandOperationRequest
-	(*ExpandOperationResponse)(nil),   // 10: crank.adapter.v1.ExpandOperationResponse
-	(*PublishedCapabilities)(nil),     // 11: crank.adapter.v1.PublishedCapabilities
-	(*Resource)(nil),                  // 12: crank.adapter.v1.Resource
-	(*Prompt)(nil),                    // 13: crank.adapter.v1.Prompt
-	(*ReadResourceRequest)(nil),       // 14: crank.adapter.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),      // 15: crank.adapter.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),          // 16: crank.adapter.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),         // 17: crank.adapter.v1.GetPromptResponse
-	(*CompleteRequest)(nil),           // 18: crank.adapter.v1.CompleteRequest
-	(*CompleteResponse)(nil),          // 19: crank.adapter.v1.CompleteResponse
-	(*WatchResourceRequest)(nil),      // 20: crank.adapter.v1.WatchResourceRequest
-	(*ResourceWatchEvent)(nil),        // 21: crank.adapter.v1.ResourceWatchEvent
-	(*Tool)(nil),                      // 22: crank.adapter.v1.Tool
-	(*ToolAnnotations)(nil),           // 23: crank.adapter.v1.ToolAnnotations
-	(*Diagnostic)(nil),                // 24: crank.adapter.v1.Diagnostic
-	(*RequestContext)(nil),            // 25: crank.adapter.v1.RequestContext
-	(*InvokeRequest)(nil),             // 26: crank.adapter.v1.InvokeRequest
-	(*InputResponses)(nil),            // 27: crank.adapter.v1.InputResponses
-	(*Relay)(nil),                     // 28: crank.adapter.v1.Relay
-	(*InvokeResponse)(nil),            // 29: crank.adapter.v1.InvokeResponse
-	(*Result)(nil),                    // 30: crank.adapter.v1.Result
-	(*InputRequired)(nil),             // 31: crank.adapter.v1.InputRequired
-	(*UpstreamError)(nil),             // 32: crank.adapter.v1.UpstreamError
-	(*ProtocolError)(nil),             // 33: crank.adapter.v1.ProtocolError
-	(*InvokeEvent)(nil),               // 34: crank.adapter.v1.InvokeEvent
-	(*Resume)(nil),                    // 35: crank.adapter.v1.Resume
-	(*ClientRequest)(nil),             // 36: crank.adapter.v1.ClientRequest
-	(*ClientAnswer)(nil),              // 37: crank.adapter.v1.ClientAnswer
-	(*ClientError)(nil),               // 38: crank.adapter.v1.ClientError
-	(*ClientAnswerAck)(nil),           // 39: crank.adapter.v1.ClientAnswerAck
-	(*LogMessage)(nil),                // 40: crank.adapter.v1.LogMessage
-	(*Progress)(nil),                  // 41: crank.adapter.v1.Progress
-	(*WatchOperationsRequest)(nil),    // 42: crank.adapter.v1.WatchOperationsRequest
-	(*OperationsChanged)(nil),         // 43: crank.adapter.v1.OperationsChanged
-	(*StreamEvent)(nil),               // 44: crank.adapter.v1.StreamEvent
-	(*StreamsRequest)(nil),            // 45: crank.adapter.v1.StreamsRequest
-	(*CancelStream)(nil),              // 46: crank.adapter.v1.CancelStream
-	(*StreamsEvent)(nil),              // 47: crank.adapter.v1.StreamsEvent
-	(*StreamFailed)(nil),              // 48: crank.adapter.v1.StreamFailed
-	(*Item)(nil),                      // 49: crank.adapter.v1.Item
-	(*Gap)(nil),                       // 50: crank.adapter.v1.Gap
-	(*End)(nil),                       // 51: crank.adapter.v1.End
-	(*Span)(nil),                      // 52: crank.adapter.v1.Span
-	(*Attribute)(nil),                 // 53: crank.adapter.v1.Attribute
-	nil,                               // 54: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	nil,                               // 55: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	(*timestamppb.Timestamp)(nil),     // 56: google.protobuf.Timestamp
+	(*Egress)(nil),                    // 7: crank.adapter.v1.Egress
+	(*ValidateOperationRequest)(nil),  // 8: crank.adapter.v1.ValidateOperationRequest
+	(*ValidateOperationResponse)(nil), // 9: crank.adapter.v1.ValidateOperationResponse
+	(*ExpandOperationRequest)(nil),    // 10: crank.adapter.v1.ExpandOperationRequest
+	(*ExpandOperationResponse)(nil),   // 11: crank.adapter.v1.ExpandOperationResponse
+	(*PublishedCapabilities)(nil),     // 12: crank.adapter.v1.PublishedCapabilities
+	(*Resource)(nil),                  // 13: crank.adapter.v1.Resource
+	(*Prompt)(nil),                    // 14: crank.adapter.v1.Prompt
+	(*ReadResourceRequest)(nil),       // 15: crank.adapter.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),      // 16: crank.adapter.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),          // 17: crank.adapter.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),         // 18: crank.adapter.v1.GetPromptResponse
+	(*CompleteRequest)(nil),           // 19: crank.adapter.v1.CompleteRequest
+	(*CompleteResponse)(nil),          // 20: crank.adapter.v1.CompleteResponse
+	(*WatchResourceRequest)(nil),      // 21: crank.adapter.v1.WatchResourceRequest
+	(*ResourceWatchEvent)(nil),        // 22: crank.adapter.v1.ResourceWatchEvent
+	(*Tool)(nil),                      // 23: crank.adapter.v1.Tool
+	(*ToolAnnotations)(nil),           // 24: crank.adapter.v1.ToolAnnotations
+	(*Diagnostic)(nil),                // 25: crank.adapter.v1.Diagnostic
+	(*RequestContext)(nil),            // 26: crank.adapter.v1.RequestContext
+	(*InvokeRequest)(nil),             // 27: crank.adapter.v1.InvokeRequest
+	(*InputResponses)(nil),            // 28: crank.adapter.v1.InputResponses
+	(*Relay)(nil),                     // 29: crank.adapter.v1.Relay
+	(*InvokeResponse)(nil),            // 30: crank.adapter.v1.InvokeResponse
+	(*Result)(nil),                    // 31: crank.adapter.v1.Result
+	(*InputRequired)(nil),             // 32: crank.adapter.v1.InputRequired
+	(*UpstreamError)(nil),             // 33: crank.adapter.v1.UpstreamError
+	(*ProtocolError)(nil),             // 34: crank.adapter.v1.ProtocolError
+	(*InvokeEvent)(nil),               // 35: crank.adapter.v1.InvokeEvent
+	(*Resume)(nil),                    // 36: crank.adapter.v1.Resume
+	(*ClientRequest)(nil),             // 37: crank.adapter.v1.ClientRequest
+	(*ClientAnswer)(nil),              // 38: crank.adapter.v1.ClientAnswer
+	(*ClientError)(nil),               // 39: crank.adapter.v1.ClientError
+	(*ClientAnswerAck)(nil),           // 40: crank.adapter.v1.ClientAnswerAck
+	(*LogMessage)(nil),                // 41: crank.adapter.v1.LogMessage
+	(*Progress)(nil),                  // 42: crank.adapter.v1.Progress
+	(*WatchOperationsRequest)(nil),    // 43: crank.adapter.v1.WatchOperationsRequest
+	(*OperationsChanged)(nil),         // 44: crank.adapter.v1.OperationsChanged
+	(*StreamEvent)(nil),               // 45: crank.adapter.v1.StreamEvent
+	(*StreamsRequest)(nil),            // 46: crank.adapter.v1.StreamsRequest
+	(*CancelStream)(nil),              // 47: crank.adapter.v1.CancelStream
+	(*StreamsEvent)(nil),              // 48: crank.adapter.v1.StreamsEvent
+	(*StreamFailed)(nil),              // 49: crank.adapter.v1.StreamFailed
+	(*Item)(nil),                      // 50: crank.adapter.v1.Item
+	(*Gap)(nil),                       // 51: crank.adapter.v1.Gap
+	(*End)(nil),                       // 52: crank.adapter.v1.End
+	(*Span)(nil),                      // 53: crank.adapter.v1.Span
+	(*Attribute)(nil),                 // 54: crank.adapter.v1.Attribute
+	nil,                               // 55: crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 56: crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	(*timestamppb.Timestamp)(nil),     // 57: google.protobuf.Timestamp
 }
 var file_crank_adapter_v1_adapter_proto_depIdxs = []int32{
 	0,  // 0: crank.adapter.v1.DescribeResponse.modes:type_name -> crank.adapter.v1.ExecutionMode
 	0,  // 1: crank.adapter.v1.Operation.mode:type_name -> crank.adapter.v1.ExecutionMode
-	6,  // 2: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	24, // 3: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	6,  // 4: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
-	22, // 5: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
-	24, // 6: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
-	12, // 7: crank.adapter.v1.ExpandOperationResponse.resources:type_name -> crank.adapter.v1.Resource
-	12, // 8: crank.adapter.v1.ExpandOperationResponse.resource_templates:type_name -> crank.adapter.v1.Resource
-	13, // 9: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
-	11, // 10: crank.adapter.v1.ExpandOperationResponse.published_capabilities:type_name -> crank.adapter.v1.PublishedCapabilities
-	25, // 11: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 12: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	28, // 13: crank.adapter.v1.ReadResourceRequest.relay:type_name -> crank.adapter.v1.Relay
-	27, // 14: crank.adapter.v1.ReadResourceRequest.input:type_name -> crank.adapter.v1.InputResponses
-	32, // 15: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	31, // 16: crank.adapter.v1.ReadResourceResponse.input_required:type_name -> crank.adapter.v1.InputRequired
-	52, // 17: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 18: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 19: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
-	54, // 20: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
-	28, // 21: crank.adapter.v1.GetPromptRequest.relay:type_name -> crank.adapter.v1.Relay
-	27, // 22: crank.adapter.v1.GetPromptRequest.input:type_name -> crank.adapter.v1.InputResponses
-	32, // 23: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	31, // 24: crank.adapter.v1.GetPromptResponse.input_required:type_name -> crank.adapter.v1.InputRequired
-	52, // 25: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 26: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 27: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
-	55, // 28: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
-	32, // 29: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	52, // 30: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
-	25, // 31: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 32: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
-	32, // 33: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	23, // 34: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
-	0,  // 35: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
-	1,  // 36: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
-	56, // 37: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
-	25, // 38: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
-	6,  // 39: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
-	28, // 40: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
-	27, // 41: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
-	30, // 42: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
-	32, // 43: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
-	52, // 44: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
-	31, // 45: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
-	2,  // 46: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
-	33, // 47: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
-	41, // 48: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
-	29, // 49: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
-	40, // 50: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
-	36, // 51: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
-	35, // 52: crank.adapter.v1.InvokeEvent.resume:type_name -> crank.adapter.v1.Resume
-	38, // 53: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
-	49, // 54: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
-	50, // 55: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
-	51, // 56: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
-	32, // 57: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
-	52, // 58: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
-	26, // 59: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
-	46, // 60: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
-	26, // 61: crank.adapter.v1.StreamsRequest.invoke:type_name -> crank.adapter.v1.InvokeRequest
-	44, // 62: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
-	48, // 63: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
-	29, // 64: crank.adapter.v1.StreamsEvent.invoked:type_name -> crank.adapter.v1.InvokeResponse
-	3,  // 65: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
-	53, // 66: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
-	4,  // 67: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
-	7,  // 68: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
-	9,  // 69: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
-	26, // 70: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
-	26, // 71: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
-	45, // 72: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
-	26, // 73: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
-	42, // 74: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
-	14, // 75: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
-	16, // 76: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
-	18, // 77: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
-	20, // 78: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
-	37, // 79: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
-	5,  // 80: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
-	8,  // 81: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
-	10, // 82: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
-	29, // 83: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
-	44, // 84: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
-	47, // 85: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
-	34, // 86: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
-	43, // 87: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
-	15, // 88: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
-	17, // 89: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
-	19, // 90: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
-	21, // 91: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
-	39, // 92: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
-	80, // [80:93] is the sub-list for method output_type
-	67, // [67:80] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	7,  // 2: crank.adapter.v1.Operation.egress:type_name -> crank.adapter.v1.Egress
+	6,  // 3: crank.adapter.v1.ValidateOperationRequest.operation:type_name -> crank.adapter.v1.Operation
+	25, // 4: crank.adapter.v1.ValidateOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	6,  // 5: crank.adapter.v1.ExpandOperationRequest.operation:type_name -> crank.adapter.v1.Operation
+	23, // 6: crank.adapter.v1.ExpandOperationResponse.tools:type_name -> crank.adapter.v1.Tool
+	25, // 7: crank.adapter.v1.ExpandOperationResponse.diagnostics:type_name -> crank.adapter.v1.Diagnostic
+	13, // 8: crank.adapter.v1.ExpandOperationResponse.resources:type_name -> crank.adapter.v1.Resource
+	13, // 9: crank.adapter.v1.ExpandOperationResponse.resource_templates:type_name -> crank.adapter.v1.Resource
+	14, // 10: crank.adapter.v1.ExpandOperationResponse.prompts:type_name -> crank.adapter.v1.Prompt
+	12, // 11: crank.adapter.v1.ExpandOperationResponse.published_capabilities:type_name -> crank.adapter.v1.PublishedCapabilities
+	26, // 12: crank.adapter.v1.ReadResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 13: crank.adapter.v1.ReadResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	29, // 14: crank.adapter.v1.ReadResourceRequest.relay:type_name -> crank.adapter.v1.Relay
+	28, // 15: crank.adapter.v1.ReadResourceRequest.input:type_name -> crank.adapter.v1.InputResponses
+	33, // 16: crank.adapter.v1.ReadResourceResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	32, // 17: crank.adapter.v1.ReadResourceResponse.input_required:type_name -> crank.adapter.v1.InputRequired
+	53, // 18: crank.adapter.v1.ReadResourceResponse.spans:type_name -> crank.adapter.v1.Span
+	26, // 19: crank.adapter.v1.GetPromptRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 20: crank.adapter.v1.GetPromptRequest.operation:type_name -> crank.adapter.v1.Operation
+	55, // 21: crank.adapter.v1.GetPromptRequest.arguments:type_name -> crank.adapter.v1.GetPromptRequest.ArgumentsEntry
+	29, // 22: crank.adapter.v1.GetPromptRequest.relay:type_name -> crank.adapter.v1.Relay
+	28, // 23: crank.adapter.v1.GetPromptRequest.input:type_name -> crank.adapter.v1.InputResponses
+	33, // 24: crank.adapter.v1.GetPromptResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	32, // 25: crank.adapter.v1.GetPromptResponse.input_required:type_name -> crank.adapter.v1.InputRequired
+	53, // 26: crank.adapter.v1.GetPromptResponse.spans:type_name -> crank.adapter.v1.Span
+	26, // 27: crank.adapter.v1.CompleteRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 28: crank.adapter.v1.CompleteRequest.operation:type_name -> crank.adapter.v1.Operation
+	56, // 29: crank.adapter.v1.CompleteRequest.context_arguments:type_name -> crank.adapter.v1.CompleteRequest.ContextArgumentsEntry
+	33, // 30: crank.adapter.v1.CompleteResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	53, // 31: crank.adapter.v1.CompleteResponse.spans:type_name -> crank.adapter.v1.Span
+	26, // 32: crank.adapter.v1.WatchResourceRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 33: crank.adapter.v1.WatchResourceRequest.operation:type_name -> crank.adapter.v1.Operation
+	33, // 34: crank.adapter.v1.ResourceWatchEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	24, // 35: crank.adapter.v1.Tool.annotations:type_name -> crank.adapter.v1.ToolAnnotations
+	0,  // 36: crank.adapter.v1.Tool.mode:type_name -> crank.adapter.v1.ExecutionMode
+	1,  // 37: crank.adapter.v1.Diagnostic.severity:type_name -> crank.adapter.v1.Diagnostic.Severity
+	57, // 38: crank.adapter.v1.RequestContext.deadline:type_name -> google.protobuf.Timestamp
+	26, // 39: crank.adapter.v1.InvokeRequest.context:type_name -> crank.adapter.v1.RequestContext
+	6,  // 40: crank.adapter.v1.InvokeRequest.operation:type_name -> crank.adapter.v1.Operation
+	29, // 41: crank.adapter.v1.InvokeRequest.relay:type_name -> crank.adapter.v1.Relay
+	28, // 42: crank.adapter.v1.InvokeRequest.input:type_name -> crank.adapter.v1.InputResponses
+	31, // 43: crank.adapter.v1.InvokeResponse.result:type_name -> crank.adapter.v1.Result
+	33, // 44: crank.adapter.v1.InvokeResponse.error:type_name -> crank.adapter.v1.UpstreamError
+	53, // 45: crank.adapter.v1.InvokeResponse.spans:type_name -> crank.adapter.v1.Span
+	32, // 46: crank.adapter.v1.Result.input_required:type_name -> crank.adapter.v1.InputRequired
+	2,  // 47: crank.adapter.v1.UpstreamError.kind:type_name -> crank.adapter.v1.UpstreamError.Kind
+	34, // 48: crank.adapter.v1.UpstreamError.protocol_error:type_name -> crank.adapter.v1.ProtocolError
+	42, // 49: crank.adapter.v1.InvokeEvent.progress:type_name -> crank.adapter.v1.Progress
+	30, // 50: crank.adapter.v1.InvokeEvent.response:type_name -> crank.adapter.v1.InvokeResponse
+	41, // 51: crank.adapter.v1.InvokeEvent.log:type_name -> crank.adapter.v1.LogMessage
+	37, // 52: crank.adapter.v1.InvokeEvent.client_request:type_name -> crank.adapter.v1.ClientRequest
+	36, // 53: crank.adapter.v1.InvokeEvent.resume:type_name -> crank.adapter.v1.Resume
+	39, // 54: crank.adapter.v1.ClientAnswer.error:type_name -> crank.adapter.v1.ClientError
+	50, // 55: crank.adapter.v1.StreamEvent.item:type_name -> crank.adapter.v1.Item
+	51, // 56: crank.adapter.v1.StreamEvent.gap:type_name -> crank.adapter.v1.Gap
+	52, // 57: crank.adapter.v1.StreamEvent.end:type_name -> crank.adapter.v1.End
+	33, // 58: crank.adapter.v1.StreamEvent.error:type_name -> crank.adapter.v1.UpstreamError
+	53, // 59: crank.adapter.v1.StreamEvent.spans:type_name -> crank.adapter.v1.Span
+	27, // 60: crank.adapter.v1.StreamsRequest.open:type_name -> crank.adapter.v1.InvokeRequest
+	47, // 61: crank.adapter.v1.StreamsRequest.cancel:type_name -> crank.adapter.v1.CancelStream
+	27, // 62: crank.adapter.v1.StreamsRequest.invoke:type_name -> crank.adapter.v1.InvokeRequest
+	45, // 63: crank.adapter.v1.StreamsEvent.event:type_name -> crank.adapter.v1.StreamEvent
+	49, // 64: crank.adapter.v1.StreamsEvent.failed:type_name -> crank.adapter.v1.StreamFailed
+	30, // 65: crank.adapter.v1.StreamsEvent.invoked:type_name -> crank.adapter.v1.InvokeResponse
+	3,  // 66: crank.adapter.v1.Span.kind:type_name -> crank.adapter.v1.Span.Kind
+	54, // 67: crank.adapter.v1.Span.attributes:type_name -> crank.adapter.v1.Attribute
+	4,  // 68: crank.adapter.v1.Adapter.Describe:input_type -> crank.adapter.v1.DescribeRequest
+	8,  // 69: crank.adapter.v1.Adapter.ValidateOperation:input_type -> crank.adapter.v1.ValidateOperationRequest
+	10, // 70: crank.adapter.v1.Adapter.ExpandOperation:input_type -> crank.adapter.v1.ExpandOperationRequest
+	27, // 71: crank.adapter.v1.Adapter.Invoke:input_type -> crank.adapter.v1.InvokeRequest
+	27, // 72: crank.adapter.v1.Adapter.Stream:input_type -> crank.adapter.v1.InvokeRequest
+	46, // 73: crank.adapter.v1.Adapter.Streams:input_type -> crank.adapter.v1.StreamsRequest
+	27, // 74: crank.adapter.v1.Adapter.InvokeWithProgress:input_type -> crank.adapter.v1.InvokeRequest
+	43, // 75: crank.adapter.v1.Adapter.WatchOperations:input_type -> crank.adapter.v1.WatchOperationsRequest
+	15, // 76: crank.adapter.v1.Adapter.ReadResource:input_type -> crank.adapter.v1.ReadResourceRequest
+	17, // 77: crank.adapter.v1.Adapter.GetPrompt:input_type -> crank.adapter.v1.GetPromptRequest
+	19, // 78: crank.adapter.v1.Adapter.Complete:input_type -> crank.adapter.v1.CompleteRequest
+	21, // 79: crank.adapter.v1.Adapter.WatchResource:input_type -> crank.adapter.v1.WatchResourceRequest
+	38, // 80: crank.adapter.v1.Adapter.AnswerClientRequest:input_type -> crank.adapter.v1.ClientAnswer
+	5,  // 81: crank.adapter.v1.Adapter.Describe:output_type -> crank.adapter.v1.DescribeResponse
+	9,  // 82: crank.adapter.v1.Adapter.ValidateOperation:output_type -> crank.adapter.v1.ValidateOperationResponse
+	11, // 83: crank.adapter.v1.Adapter.ExpandOperation:output_type -> crank.adapter.v1.ExpandOperationResponse
+	30, // 84: crank.adapter.v1.Adapter.Invoke:output_type -> crank.adapter.v1.InvokeResponse
+	45, // 85: crank.adapter.v1.Adapter.Stream:output_type -> crank.adapter.v1.StreamEvent
+	48, // 86: crank.adapter.v1.Adapter.Streams:output_type -> crank.adapter.v1.StreamsEvent
+	35, // 87: crank.adapter.v1.Adapter.InvokeWithProgress:output_type -> crank.adapter.v1.InvokeEvent
+	44, // 88: crank.adapter.v1.Adapter.WatchOperations:output_type -> crank.adapter.v1.OperationsChanged
+	16, // 89: crank.adapter.v1.Adapter.ReadResource:output_type -> crank.adapter.v1.ReadResourceResponse
+	18, // 90: crank.adapter.v1.Adapter.GetPrompt:output_type -> crank.adapter.v1.GetPromptResponse
+	20, // 91: crank.adapter.v1.Adapter.Complete:output_type -> crank.adapter.v1.CompleteResponse
+	22, // 92: crank.adapter.v1.Adapter.WatchResource:output_type -> crank.adapter.v1.ResourceWatchEvent
+	40, // 93: crank.adapter.v1.Adapter.AnswerClientRequest:output_type -> crank.adapter.v1.ClientAnswerAck
+	81, // [81:94] is the sub-list for method output_type
+	68, // [68:81] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_crank_adapter_v1_adapter_proto_init() }
@@ -4745,50 +4827,50 @@ func file_crank_adapter_v1_adapter_proto_init() {
 	if File_crank_adapter_v1_adapter_proto != nil {
 		return
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[11].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[12].OneofWrappers = []any{
 		(*ReadResourceResponse_ContentsJson)(nil),
 		(*ReadResourceResponse_Error)(nil),
 		(*ReadResourceResponse_InputRequired)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[13].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[14].OneofWrappers = []any{
 		(*GetPromptResponse_ResultJson)(nil),
 		(*GetPromptResponse_Error)(nil),
 		(*GetPromptResponse_InputRequired)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[15].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[16].OneofWrappers = []any{
 		(*CompleteResponse_CompletionJson)(nil),
 		(*CompleteResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[19].OneofWrappers = []any{}
-	file_crank_adapter_v1_adapter_proto_msgTypes[25].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[20].OneofWrappers = []any{}
+	file_crank_adapter_v1_adapter_proto_msgTypes[26].OneofWrappers = []any{
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[30].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[31].OneofWrappers = []any{
 		(*InvokeEvent_Progress)(nil),
 		(*InvokeEvent_Response)(nil),
 		(*InvokeEvent_Log)(nil),
 		(*InvokeEvent_ClientRequest)(nil),
 		(*InvokeEvent_Resume)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[40].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[41].OneofWrappers = []any{
 		(*StreamEvent_Item)(nil),
 		(*StreamEvent_Gap)(nil),
 		(*StreamEvent_End)(nil),
 		(*StreamEvent_Error)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[41].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[42].OneofWrappers = []any{
 		(*StreamsRequest_Open)(nil),
 		(*StreamsRequest_Cancel)(nil),
 		(*StreamsRequest_Credit)(nil),
 		(*StreamsRequest_Invoke)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[43].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[44].OneofWrappers = []any{
 		(*StreamsEvent_Event)(nil),
 		(*StreamsEvent_Failed)(nil),
 		(*StreamsEvent_Invoked)(nil),
 	}
-	file_crank_adapter_v1_adapter_proto_msgTypes[49].OneofWrappers = []any{
+	file_crank_adapter_v1_adapter_proto_msgTypes[50].OneofWrappers = []any{
 		(*Attribute_StringValue)(nil),
 		(*Attribute_BoolValue)(nil),
 		(*Attribute_IntValue)(nil),
@@ -4800,7 +4882,7 @@ func file_crank_adapter_v1_adapter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crank_adapter_v1_adapter_proto_rawDesc), len(file_crank_adapter_v1_adapter_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
