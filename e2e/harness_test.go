@@ -91,6 +91,7 @@ type gateway struct {
 	MCPURL   string
 	AdminURL string
 	binary   string // gatewayOptions.Binary
+	hosts    string // the hosts file of gatewayOptions.Hosts, "" for none
 }
 
 type gatewayOptions struct {
@@ -119,6 +120,11 @@ type gatewayOptions struct {
 	// other Host with an empty 200 before Crank sees it: the endpoint's own
 	// DNS rebinding protection then decides.
 	AnyHost bool
+	// Hosts, when set, is the /etc/hosts the gateway and its adapters
+	// resolve names with: crank runs in a mount namespace of its own
+	// with this file over /etc/hosts (needsHostsFile says whether the
+	// machine can).
+	Hosts string
 }
 
 func (g *gateway) caddyfile(opts gatewayOptions) string {
@@ -181,6 +187,10 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 	writeFile(t, filepath.Join(g.dir, "Caddyfile"), g.caddyfile(opts))
 
 	g.binary = opts.Binary
+	if opts.Hosts != "" {
+		g.hosts = filepath.Join(g.dir, "hosts")
+		writeFile(t, g.hosts, opts.Hosts)
+	}
 	if err := g.launch(opts.Env); err != nil {
 		return nil, err
 	}
@@ -226,6 +236,11 @@ func tryStartGateway(t testing.TB, opts gatewayOptions) (*gateway, error) {
 func (g *gateway) launch(env []string) error {
 	g.exited = make(chan struct{})
 	g.cmd = exec.Command(cmp.Or(g.binary, crankBin), "run", "--config", filepath.Join(g.dir, "Caddyfile"), "--adapter", "caddyfile")
+	if g.hosts != "" {
+		// Its own /etc/hosts, in a mount namespace of its own.
+		g.cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
+			`mount --bind "$1" /etc/hosts && shift && exec "$@"`, "sh", g.hosts}, g.cmd.Args...)...)
+	}
 	g.cmd.Dir = g.dir
 	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir, "HOME="+g.dir)
 	g.cmd.Env = append(g.cmd.Env, env...)
@@ -458,4 +473,23 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// needsHostsFile skips the test (fails it on CI) when crank cannot be
+// given a hosts file of its own: that takes root and unshare(1).
+func needsHostsFile(t *testing.T) {
+	t.Helper()
+	msg := ""
+	if _, err := exec.LookPath("unshare"); err != nil {
+		msg = "unshare(1) is not installed (Debian's util-linux)"
+	} else if os.Geteuid() != 0 {
+		msg = "not root: a hosts file of the gateway's own needs a mount namespace"
+	}
+	if msg == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }

@@ -349,6 +349,33 @@ func TestSubscriptionReconnects(t *testing.T) {
 	}
 }
 
+// A subscription held to egress rules (a catalog's entry) is checked on
+// every connection it dials, its reconnect too: rules naming the server's
+// address carry it through a dropped connection; under * the loopback
+// server is never connected to and the stream ends with the refusal.
+func TestSubscriptionEgress(t *testing.T) {
+	t.Parallel()
+	srv := newWSServer(t, func(p *wsPeer) {
+		p.handshake()
+		p.nextEvent(fmt.Sprint("conn ", p.n))
+		if p.n == 1 {
+			p.c.CloseNow() // dropped
+			return
+		}
+		p.waitClosed()
+	})
+	h := adaptertest.New(t, graphql.New())
+	tool := subTool(t, h, srv.url, fastReconnect(nil))
+	events, ue, err := h.Stream(ctxT(t), adaptertest.Call{Config: tool.Config, Egress: []string{srv.url}}, 3)
+	if s := summarize(events, ue); err != nil || !strings.HasSuffix(s, `"title":"conn 2"}}`) || srv.conns.Load() != 2 {
+		t.Fatalf("named: %s %v after %d connections", s, err, srv.conns.Load())
+	}
+	events, ue, err = h.Stream(ctxT(t), adaptertest.Call{Config: tool.Config, Egress: []string{"*"}}, 0)
+	if s := summarize(events, ue); err != nil || !strings.Contains(s, "egress refused") || !strings.Contains(s, "is a loopback address") || srv.conns.Load() != 2 {
+		t.Fatalf("under *: %s %v after %d connections", s, err, srv.conns.Load())
+	}
+}
+
 // TestSubscriptionPongLost: a server that answers no Ping loses the
 // connection; without reconnect the stream fails naming the timeout.
 func TestSubscriptionPongLost(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"github.com/crankmcp/crank/plugins/sdk/lru"
 )
 
@@ -515,7 +516,7 @@ func (a *adapter) prepare(ctx context.Context, req *sdk.Request) (*config, *meth
 	set, le := a.loadSet(ctx, c, op.Timeout, false)
 	if le != nil {
 		return nil, nil, &sdk.UpstreamError{Kind: le.kind, Upstream: c.upstream(), Message: "cannot load the method's descriptors: " + le.msg,
-			Retryable: le.kind == kindTransport || le.kind == kindTimeout}
+			Retryable: (le.kind == kindTransport || le.kind == kindTimeout) && !strings.Contains(le.msg, egress.ErrRefused.Error())}
 	}
 	sd, err := set.service(c.service)
 	if err != nil {

@@ -805,3 +805,34 @@ func TestConversionErrorDeepArgument(t *testing.T) {
 		t.Errorf("a message of %d bytes: %.200s…", len(ue.Message), ue.Message)
 	}
 }
+
+// An entry held to egress rules (a catalog's) dials only what they
+// allow, checked on the address gRPC connects to: rules naming the
+// server's address reach it; under * a loopback server and an abstract
+// unix socket are refused, for good, naming the address.
+func TestEgress(t *testing.T) {
+	t.Parallel()
+	ts := startTestServer(t, grpctest.Options{Reflection: grpctest.ReflectionBoth})
+	h := newHarness(t)
+	cfg := ts.cfg("Echo")
+	if _, ue, err := h.Invoke(ctxT(t), adaptertest.Call{Config: cfg, Args: `{"text":"hi"}`, Egress: []string{ts.addr}}); err != nil || ue != nil {
+		t.Fatalf("named: %v %+v", err, ue)
+	}
+	ue := invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{"text":"hi"}`, Egress: []string{"*"}})
+	if ue.Retryable {
+		t.Errorf("under *: %+v", ue)
+	}
+	wantContains(t, "message", ue.Message, "egress refused", "is a loopback address")
+	// With its descriptors at hand, the call itself is refused.
+	set := writeDescriptorSet(t, t.TempDir())
+	cfg["descriptor_set"] = set
+	ue = invokeErr(t, h, adaptertest.Call{Config: cfg, Args: `{"text":"hi"}`, Egress: []string{"*"}})
+	if ue.Kind != sdk.KindTransport || ue.Retryable {
+		t.Errorf("under *, a call: %+v", ue)
+	}
+	wantContains(t, "message", ue.Message, "UNAVAILABLE: egress refused", "is a loopback address")
+	abstract := ts.cfg("Echo")
+	abstract["target"], abstract["plaintext"], abstract["descriptor_set"] = "unix-abstract:crank-egress-test", true, set
+	ue = invokeErr(t, h, adaptertest.Call{Config: abstract, Args: `{"text":"hi"}`, Egress: []string{"*"}})
+	wantContains(t, "message", ue.Message, "egress refused", "unix-abstract:crank-egress-test is a local socket")
+}

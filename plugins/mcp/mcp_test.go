@@ -208,6 +208,26 @@ func TestInvoke(t *testing.T) {
 	}
 }
 
+// An entry held to egress rules (a catalog's) opens its upstream session
+// only where they allow, checked on the address dialled: rules naming the
+// upstream's address reach it; under * the loopback upstream is refused,
+// naming the address, and is never connected to.
+func TestEgress(t *testing.T) {
+	t.Parallel()
+	up := newHTTPUpstream(t, false)
+	h := newHarness(t)
+	base := map[string]any{"url": up.srv.URL}
+	c := adaptertest.Call{Config: withTool(base, "echo"), Args: `{"text": "hi"}`, Timeout: 5 * time.Second, Egress: []string{up.srv.URL + "/"}}
+	if _, ue, err := h.Invoke(ctxT(t), c); err != nil || ue != nil {
+		t.Fatalf("named: %v %+v", err, ue)
+	}
+	c.Egress = []string{"*"}
+	_, ue, err := h.Invoke(ctxT(t), c)
+	if err != nil || ue == nil || !strings.Contains(ue.Message, "egress refused") || !strings.Contains(ue.Message, "is a loopback address") {
+		t.Fatalf("under *: %v %+v", err, ue)
+	}
+}
+
 func TestHeadersAndNoClientToken(t *testing.T) {
 	t.Parallel()
 	up := newHTTPUpstream(t, false)

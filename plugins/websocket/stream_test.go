@@ -372,3 +372,39 @@ func TestNeverAcksNorCloses(t *testing.T) {
 		t.Fatalf("events: %s", got)
 	}
 }
+
+// Every connection of an entry held to egress rules is checked where it
+// is dialled, its reconnects too: rules that name the feed's address
+// let the stream through a dropped connection and its reconnect; under
+// * the loopback feed is never connected to, and the stream ends with
+// the refusal rather than retrying it.
+func TestEgressOnEveryConnect(t *testing.T) {
+	t.Parallel()
+	f := newFeed(t, func(p *peer) {
+		p.next()
+		p.send(map[string]any{"type": "subscribed"})
+		p.send(alert(p.n))
+		if p.n == 1 {
+			p.c.CloseNow() // the stream reconnects
+			return
+		}
+		p.hold()
+	}, nil)
+	call := adaptertest.Call{Config: alertConfig(f.url), Args: map[string]any{"channel": "c"}, Egress: []string{f.url}}
+	events, ue, err := newHarness(t).Stream(ctxT(t), call, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summarize(events, ue); len(got) != 3 || !strings.HasPrefix(got[1], "gap:") || f.conns.Load() != 2 {
+		t.Fatalf("named: events %q after %d connections", got, f.conns.Load())
+	}
+	call.Egress = []string{"*"}
+	events, ue, err = newHarness(t).Stream(ctxT(t), call, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(summarize(events, ue), " | ")
+	if !strings.Contains(got, "egress refused") || !strings.Contains(got, "is a loopback address") || f.conns.Load() != 2 {
+		t.Fatalf("under *: %s after %d connections", got, f.conns.Load())
+	}
+}

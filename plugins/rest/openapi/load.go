@@ -153,6 +153,9 @@ func (im *importer) fetchURL(ctx context.Context, u *url.URL) ([]byte, error) {
 // describeNetError names a transport failure without quoting addresses
 // from the config.
 func describeNetError(err error) string {
+	if httpadapter.Refused(err) {
+		return httpadapter.ErrorText(err) // names the host and address dialled, no path
+	}
 	s := err.Error()
 	for _, k := range []string{"connection refused", "no such host", "connection reset", "i/o timeout", "certificate", "tls"} {
 		if strings.Contains(s, k) {
