@@ -50,7 +50,7 @@ operations:
       port: Soap11
       endpoint: %[2]s/soap
       tool_prefix: order_
-      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}"}
+      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}", password_type: text}
   - name: order_lookup_soap12
     description: Looks an order up over SOAP 1.2.
     adapter: soap
@@ -59,7 +59,7 @@ operations:
       port: Soap12
       endpoint: %[2]s/soap
       operation: GetOrder
-      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}"}
+      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}", password_type: text}
 `, wsdl, up.URL)
 	g := startGateway(t, gatewayOptions{Operations: ops, Env: []string{"CRANK_E2E_SOAP_PASSWORD=" + soapSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
