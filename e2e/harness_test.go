@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/crankmcp/crank/internal/missing"
 	"io"
 	"net"
 	"net/http"
@@ -479,17 +480,9 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // given a hosts file of its own: that takes root and unshare(1).
 func needsHostsFile(t *testing.T) {
 	t.Helper()
-	msg := ""
 	if _, err := exec.LookPath("unshare"); err != nil {
-		msg = "unshare(1) is not installed (Debian's util-linux)"
+		missing.Tool(t, "unshare(1) is not installed", "apt-get install util-linux")
 	} else if os.Geteuid() != 0 {
-		msg = "not root: a hosts file of the gateway's own needs a mount namespace"
+		missing.Tool(t, "not root: a hosts file of the gateway's own needs a mount namespace", "run the test as root, as CI does")
 	}
-	if msg == "" {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }

@@ -48,9 +48,10 @@
 // ds:Signature covers the Body (given wsu:Id Body-1) and the Timestamp
 // (TS-1) with exclusive c14n, SHA-256 digests and RSA-SHA256 or
 // ECDSA-SHA256, its KeyInfo a SecurityTokenReference to the token. The
-// canonicalization is the adapter's own (wsse/c14n.go: no maintained Go
-// XML-DSig module was at hand), the part of Exclusive XML
-// Canonicalization 1.0 an envelope needs. The files are read at load (a
+// canonicalization is goxmldsig's Exclusive XML Canonicalization 1.0
+// (wsse/c14n.go), and an envelope Crank signs verifies with xmlsec1, an
+// implementation that shares nothing with it (e2e
+// TestSOAPSignatureVerifiesWithXMLSec). The files are read at load (a
 // reload picks up rotated ones), relative to the operations file; the key
 // is never logged.
 //
