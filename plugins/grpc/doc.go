@@ -69,7 +69,11 @@
 //     (grpc.reflection.v1, falling back to v1alpha) at load, so the server
 //     must be up then; an upstream served by the same Caddy is not (Caddy
 //     listens only once every handler is provisioned) and needs one of the
-//     others. descriptor_set names a binary FileDescriptorSet (protoc
+//     others. Any server's reflection serves: the descriptors another
+//     implementation answers (grpc-js's @grpc/reflection: map entries
+//     named like their fields, type names relative to their scope, files
+//     without imports) are normalised as protoc would have written them
+//     before they are built (reflectnorm.go). descriptor_set names a binary FileDescriptorSet (protoc
 //     --include_imports --descriptor_set_out, buf build -o); imports it
 //     lacks are taken from the well-known types. proto_files are .proto
 //     sources compiled at load with bufbuild/protocompile, named relative
