@@ -204,8 +204,10 @@
 // conversion failure is a KindInvalidArgument error naming the argument's
 // path, e.g. `argument items[2].price: invalid value for int64: "12x"`, at
 // most 16 messages deep (a deeper failure names the field at that depth,
-// followed by "…"); a string with an unpaired UTF-16 surrogate escape
-// (\ud800), which is no Unicode text, is refused as such.
+// followed by "…"); a bytes value that is not base64 says that bytes are
+// base64 (the standard or URL-safe alphabet, padding optional); a string
+// with an unpaired UTF-16 surrogate escape (\ud800), which is no Unicode
+// text, is refused as such.
 //
 // A unary answer becomes Structured: the response as compact protojson
 // (Text empty, ContentType application/json).
