@@ -12,7 +12,9 @@ TS_DIR   := e2e/ts
 CONF_DIR := e2e/conformance
 GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*')
+GRPCJS_DIR := e2e/grpcjs
+OCTOKIT_DIR := e2e/octokit
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
@@ -23,7 +25,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -44,7 +46,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -109,6 +111,20 @@ mesh-deps: $(MESH_DIR)/node_modules/.package-lock.json
 
 $(MESH_DIR)/node_modules/.package-lock.json: $(MESH_DIR)/package.json $(MESH_DIR)/package-lock.json
 	cd $(MESH_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# A gRPC server built the standard Node way (@grpc/grpc-js, @grpc/proto-loader,
+# @grpc/reflection), from the lockfile, for TestGrpcJSReflection.
+grpcjs-deps: $(GRPCJS_DIR)/node_modules/.package-lock.json
+
+$(GRPCJS_DIR)/node_modules/.package-lock.json: $(GRPCJS_DIR)/package.json $(GRPCJS_DIR)/package-lock.json
+	cd $(GRPCJS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# GitHub's published GraphQL schema (@octokit/graphql-schema), from the
+# lockfile, for plugins/graphql's TestGitHubSchema.
+octokit-deps: $(OCTOKIT_DIR)/node_modules/.package-lock.json
+
+$(OCTOKIT_DIR)/node_modules/.package-lock.json: $(OCTOKIT_DIR)/package.json $(OCTOKIT_DIR)/package-lock.json
+	cd $(OCTOKIT_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An

@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"github.com/crankmcp/crank/internal/missing"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,35 +18,7 @@ import (
 // CI): `make graphql-deps` installs them.
 func startGraphQLReference(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "e2e", "graphqlws")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "graphql-ws")); err != nil {
-		missing.Tool(t, "e2e/graphqlws/node_modules is missing", "make graphql-deps: npm ci in e2e/graphqlws")
-	} else if _, err := exec.LookPath("node"); err != nil {
-		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
-	}
-	cmd := exec.Command("node", filepath.Join(dir, "server.mjs"))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close() // the server exits when its stdin ends
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	var addr struct{ Port int }
-	if err != nil || json.Unmarshal([]byte(line), &addr) != nil || addr.Port == 0 {
-		t.Fatalf("the reference GraphQL server did not start: %q %v", line, err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", addr.Port)
+	return startNodeServer(t, "graphqlws", "graphql-ws", "graphql-deps")
 }
 
 // graphqlSubscriptionOps are the subscription tools over the reference

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -485,4 +486,42 @@ func needsHostsFile(t *testing.T) {
 	} else if os.Geteuid() != 0 {
 		missing.Tool(t, "not root: a hosts file of the gateway's own needs a mount namespace", "run the test as root, as CI does")
 	}
+}
+
+// startNodeServer starts e2e/<dir>/server.mjs, a server of the npm
+// packages of its lockfile, which listens on a free loopback port, prints
+// {"port":N} and serves until its stdin closes; it returns its address.
+// It skips the test when the package pkg is not installed in its
+// node_modules (fails it on CI): `make <target>` installs them.
+func startNodeServer(t *testing.T, dir, pkg, target string) string {
+	t.Helper()
+	path := filepath.Join(repoRoot, "e2e", dir)
+	if _, err := os.Stat(filepath.Join(path, "node_modules", pkg)); err != nil {
+		missing.Tool(t, fmt.Sprintf("e2e/%s/node_modules is missing", dir), fmt.Sprintf("make %s: npm ci in e2e/%s", target, dir))
+	} else if _, err := exec.LookPath("node"); err != nil {
+		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
+	}
+	cmd := exec.Command("node", filepath.Join(path, "server.mjs"))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the server exits when its stdin ends
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	var addr struct{ Port int }
+	if err != nil || json.Unmarshal([]byte(line), &addr) != nil || addr.Port == 0 {
+		t.Fatalf("e2e/%s/server.mjs did not start: %q %v", dir, line, err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", addr.Port)
 }

@@ -90,7 +90,7 @@ func Adopter(st Store) store.AdoptFunc {
 			if h == nil {
 				continue
 			}
-			if op, ok := h.families[o.Job.OperationID]; ok && op.Family.Job != nil {
+			if op, ok := h.tab.Load().families[o.Job.OperationID]; ok && op.Family.Job != nil {
 				return h.adoptJob(ctx, op, o.Job)
 			}
 		}

@@ -185,7 +185,8 @@ func newFixture(t testing.TB, yaml string) (*fixture, error) {
 }
 
 // newFixtureWith is newFixture with the adapters' supervisor options.
-func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fixture, error) {
+// with, when given, changes the host's options.
+func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions, with ...func(*host.Options)) (*fixture, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -203,7 +204,7 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 		}
 	})
 	f := &fixture{}
-	f.h, err = host.New(context.Background(), host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
+	hopts := host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		spec, err := host.AdapterSpecOf(cat, name, nil)
@@ -217,7 +218,11 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 		sups[spec.Key()] = s
 		f.sup = s
 		return s, nil
-	}})
+	}}
+	for _, w := range with {
+		w(&hopts)
+	}
+	f.h, err = host.New(context.Background(), hopts)
 	return f, err
 }
 

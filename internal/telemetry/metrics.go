@@ -69,6 +69,7 @@ var (
 	adapterPingFailures  = counter("adapter_health_ping_failures_total", "Failed health pings (each stops the process; the next call restarts it), by adapter.", "adapter")
 	adapterCalls         = counter("adapter_calls_total", "Calls across the adapter hop, by adapter, rpc (invoke, stream) and result.", "adapter", "rpc", "result")
 	adapterCallDuration  = histogram("adapter_call_duration_seconds", "Duration of calls across the adapter hop (for a stream, until it ends), by adapter and rpc.", callBuckets, "adapter", "rpc")
+	entryLoadFailures    = counter("entry_load_failures_total", "Failed loads of an operations-file or catalog entry (its adapter did not start, its expansion failed), the first and every retry, by entry.", "entry")
 
 	// etcd (store).
 	etcdDuration    = histogram("etcd_request_duration_seconds", "Duration of etcd requests, by store operation.", etcdBuckets, "operation")
@@ -94,7 +95,7 @@ var collectors = []prometheus.Collector{
 	sessionsRunning, sessionsEnded, sessionFill,
 	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
-	adapterUp,
+	adapterUp, entryLoadFailures, entriesFailed,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
 	meshRequests, meshRegistered,
 	adapterSpansDropped,

@@ -24,8 +24,11 @@
 //     Query field, every argument a variable, the result selected
 //     max_depth levels deep (scalar and enum fields always; object fields
 //     while the depth allows; fields that need arguments and deprecated
-//     fields left out; at most 200 fields a tool). Named tool_prefix +
-//     field name, described by the field's description.
+//     fields left out; at most 200 fields a tool; a union's members'
+//     fields that share a name but not a type — String and String!, a
+//     list and not — selected under an alias, <field>_<Member>, after the
+//     first, so the query validates). Named tool_prefix + field name,
+//     described by the field's description.
 //
 // A subscription is a stream source (see Subscriptions below): in a unary
 // entry it becomes a window tool (Tool.Mode window, the host's default
@@ -65,7 +68,9 @@
 // config reload (caddy reload --force) refreshes it. An endpoint that does
 // not answer introspection within the operation's timeout fails the load
 // with a message naming it; a server with introspection disabled needs
-// schema.
+// schema. A field an SDL file defines twice in one type the same way
+// (type, arguments, directives: GitHub's published schema does) is merged
+// into one with a warning; two different definitions are an error.
 //
 // # Config
 //

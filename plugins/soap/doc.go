@@ -99,9 +99,11 @@
 //     (int, long, short, byte, unsigned..., integer) are integers, decimal,
 //     float and double numbers, boolean booleans, everything else strings
 //     (dateTime, date, time with a format). Enumerations become enum,
-//     patterns an anchored pattern (left out when Go's regexp cannot
-//     compile it), lengths and bounds their JSON Schema
-//     keywords.
+//     patterns an anchored pattern both JavaScript (u) and Go compile
+//     (sdk.PortablePattern: \d as \p{Nd}, \i and \c as XML's name
+//     characters, ^ and $ as plain characters), or — where neither can say
+//     it (class subtraction, Unicode blocks) — left out with a warning
+//     naming the facet; lengths and bounds their JSON Schema keywords.
 //   - an element of a complex type is an object: child elements by local
 //     name, attributes as "@name", and the text of a type with simple
 //     content as "_value" (a simple-content type without attributes is

@@ -143,6 +143,12 @@ async function loadToolsNow() {
       rows.push({ ...t, op: t.name });
     }
   }
+  // Entries that could not load serve no tools: one row each, with why
+  // and when the gateway tries again.
+  for (const f of tr.body.failed || []) {
+    rows.push({ name: f.entry, op: f.entry, adapter: f.adapter, source: f.source, endpoint: f.endpoint,
+      workspace: f.workspace, failed: f });
+  }
   const served = new Set(((er.body && er.body.endpoints) || []).map((e) => e.catalog).filter(Boolean));
   const unserved = ((cr.body && cr.body.catalogs) || []).filter((c) => !c.deleted && !served.has(c.catalog));
   const lists = await Promise.all(unserved.map((c) => api("GET", `catalogs/${encodeURIComponent(c.catalog)}/operations`)));
@@ -202,15 +208,16 @@ function renderTools() {
   let shown = 0;
   for (const r of state.toolRows || []) {
     const famText = r.tools ? Object.entries(r.tools).map(([role, n]) => `${role}: ${n}`).join(" · ") : "";
-    const hay = [r.name, r.mode, r.adapter, famText, sourceText(r), r.description, r.workspace].join(" ").toLowerCase();
+    const hay = [r.name, r.mode, r.adapter, famText, sourceText(r), r.description, r.workspace, r.failed ? `not loaded ${r.failed.error}` : ""].join(" ").toLowerCase();
     if (q && !hay.includes(q)) continue;
     shown++;
     const fam = r.tools ? el("ul", { class: "family", "aria-label": `tools of ${r.name}` },
       ...Object.entries(r.tools).map(([role, n]) => el("li", {}, el("span", { class: "role" }, role), " ", el("code", {}, n)))) : "";
-    tbody.append(el("tr", { "data-row": r.name },
+    tbody.append(el("tr", { "data-row": r.name, class: r.failed ? "failed" : "" },
       el("th", { scope: "row" }, el("button", { type: "button", "data-tool": r.name, onclick: () => openTool(r) }, r.name),
-        r.description ? el("div", { class: "desc" }, r.description) : ""),
-      el("td", {}, badge(r.mode)),
+        r.description ? el("div", { class: "desc" }, r.description) : "",
+        r.failed ? el("div", { class: "load-error", "data-load-error": r.name }, loadErrorText(r.failed)) : ""),
+      el("td", {}, r.failed ? el("span", { class: "badge failed" }, "not loaded") : badge(r.mode)),
       el("td", {}, r.adapter || ""),
       el("td", {}, fam),
       el("td", {}, sourceText(r)),
@@ -218,6 +225,13 @@ function renderTools() {
       el("td", {}, callsChart(r.calls, most))));
   }
   if (!shown) tbody.append(el("tr", {}, el("td", { colspan: "7" }, q ? "No tool matches the filter." : "No tool is served.")));
+}
+
+// loadErrorText says why an entry could not load, how often it failed
+// and when the gateway tries again.
+function loadErrorText(f) {
+  const next = f.next_attempt ? `; next attempt ${new Date(f.next_attempt).toLocaleTimeString()}` : "";
+  return `Could not load (${f.attempts} attempt${f.attempts === 1 ? "" : "s"}${next}): ${f.error}`;
 }
 
 // openTool opens a catalog tool's operation in the editor, or shows a
@@ -233,14 +247,15 @@ async function openTool(r) {
   dl.replaceChildren();
   const row = (k, v) => dl.append(el("div", {}, el("dt", {}, k), el("dd", {}, v)));
   row("Name", r.name);
-  row("Mode", badge(r.mode));
+  if (r.failed) row("Load error", loadErrorText(r.failed));
+  else row("Mode", badge(r.mode));
   row("Adapter", r.adapter || "");
   row("Source", sourceText(r));
   if (r.tools) row("Family", Object.entries(r.tools).map(([role, n]) => `${role}: ${n}`).join(", "));
   row("Description", r.description || "");
   $("#tool-detail-title").textContent = `Tool ${r.name}`;
   state.detail = r;
-  const served = r.endpoint !== undefined;
+  const served = r.endpoint !== undefined && !r.failed;
   $("#call-form").hidden = !served || !!r.tools;
   $("#call-args").value = "{}";
   $("#dhand-args").value = "{}";
