@@ -87,6 +87,9 @@ type Host struct {
 	warnings opsfile.Problems
 	// access receives one record per tool call (telemetry.go).
 	access *zap.Logger
+	// outputs are the tools' output schemas, compiled for the check of
+	// every result (outputschema.go).
+	outputs outputChecks
 }
 
 type boundOp struct {
@@ -328,7 +331,7 @@ func expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publish
 			if err := opsfile.CheckOutputSchema(t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
-			op.OutputSchema = t.OutputSchema
+			op.OutputSchema = lenientSchema(t.OutputSchema, op.StrictOutput) // outputschema.go
 		}
 		if op.Annotations == nil {
 			a := t.Annotations
@@ -525,7 +528,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool.name)
 	}
 	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
-	defer func() { obs.end(res) }()
+	defer func() {
+		res = h.checkOutput(op, res) // outputschema.go
+		obs.end(res)
+	}()
 	args := normalizeArguments(req.Arguments)
 	validated := validationSpan(ctx)
 	if msg := validateArguments(op.Operation, args); msg != "" {

@@ -49,7 +49,7 @@ type ProgressChunk struct {
 // prepareWindow returns a copy of a window operation with its cursor
 // argument and its output schema; the entry is left as written.
 func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
-	in, err := window.InputSchema(op.InputSchema)
+	in, err := window.InputSchema(op.InputSchema, window.Continues(op.Execution))
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
 	if err := cp.SetInputSchema(in); err != nil {
 		return nil, err
 	}
-	cp.OutputSchema = window.OutputSchema(op.Execution)
+	cp.OutputSchema = outputSchema(&cp, "") // outputschema.go
 	return &cp, nil
 }
 
@@ -116,7 +116,10 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
 	col.Finish()
-	cursor := sealWindowCursor(key, req.WorkspaceID, op.Name, col.Next())
+	var cursor string
+	if window.Continues(ex) {
+		cursor = sealWindowCursor(key, req.WorkspaceID, op.Name, col.Next())
+	}
 	return h.windowResult(op, col, cursor, end, failure, time.Since(start))
 }
 
@@ -187,6 +190,9 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 			cur := ev.Item.Cursor
 			if cur == "" {
 				cur = ev.Item.ID
+			}
+			if ev.Item.Partial != "" {
+				col.Partial()
 			}
 			if col.Add(ev.Item.Data, cur) {
 				// Early cut-off: cancelling the call makes the adapter

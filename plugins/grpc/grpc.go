@@ -312,9 +312,11 @@ type methodInfo struct {
 	// client-streaming or bidirectional call.
 	maxReqItems int
 	maxReqBytes int
-	set         *schemaSet
-	unmarshal   protojson.UnmarshalOptions
-	marshal     protojson.MarshalOptions
+	// resumes: a request field takes a window's cursor (cursor_field).
+	resumes   bool
+	set       *schemaSet
+	unmarshal protojson.UnmarshalOptions
+	marshal   protojson.MarshalOptions
 }
 
 func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) *methodInfo {
@@ -327,6 +329,7 @@ func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) 
 		jsonNames:   c.jsonNames,
 		maxReqItems: c.maxReqItems,
 		maxReqBytes: c.maxReqBytes,
+		resumes:     c.cursorField != "",
 		set:         set,
 		unmarshal:   protojson.UnmarshalOptions{Resolver: set.types},
 		marshal: protojson.MarshalOptions{
@@ -445,6 +448,8 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	}
 	if md.IsStreamingServer() {
 		t.ItemSchema = m.itemSchema()
+		// A window resumes only where a request field takes its cursor.
+		t.ResumesStream = m.resumes
 	} else if out, _, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey); ok {
 		t.OutputSchema = out
 	}
