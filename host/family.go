@@ -48,6 +48,9 @@ func familyTools(x *boundOp) ([]*boundOp, error) {
 	for _, role := range f.Roles() {
 		op := *x.Operation
 		op.Name, op.Role = f.Names[role], role
+		if op.Title != "" {
+			op.Title += " (" + role + ")" // each tool of the family its own title
+		}
 		op.OutputSchema = outputSchema(x.Operation, role) // outputschema.go
 		op.Description = familyDescription(x.Operation, role)
 		op.Annotations = familyAnnotations(x.Operation, role)

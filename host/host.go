@@ -231,6 +231,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		h.entries[op.Name] = et
 	}
+	uniqueTitles(tab.list, nil)
 	h.tab.Store(tab)
 	if len(h.families) > 0 {
 		h.bindFamilies(opts, fail)
@@ -239,6 +240,27 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, errs
 	}
 	return h, nil
+}
+
+// uniqueTitles makes the titles of the tools in added unique among
+// themselves and the tools in kept (which keep theirs): a title two
+// tools share says which each is, "Get order (order_GetOrder)". Titles
+// are for people choosing among an endpoint's tools; two alike say
+// nothing.
+func uniqueTitles(added, kept []*opsfile.Operation) {
+	n := map[string]int{}
+	for _, ops := range [][]*opsfile.Operation{added, kept} {
+		for _, op := range ops {
+			if op.Title != "" {
+				n[op.Title]++
+			}
+		}
+	}
+	for _, op := range added {
+		if op.Title != "" && n[op.Title] > 1 {
+			op.Title += " (" + op.Name + ")"
+		}
+	}
 }
 
 // sameName says where the two operations that publish one tool name

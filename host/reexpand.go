@@ -164,6 +164,13 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		names = append(names, x.Name)
 		added = append(added, x.Operation)
 	}
+	var kept []*opsfile.Operation
+	for _, o := range old.list {
+		if !slices.Contains(et.tools, o.Name) {
+			kept = append(kept, o)
+		}
+	}
+	uniqueTitles(added, kept)
 	if sameTools(old, et.tools, added) && samePublications(old.pubs, next.pubs) {
 		return false, nil
 	}

@@ -431,7 +431,7 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	}
 	t := sdk.Tool{
 		Name:        name,
-		Title:       string(svc.Name()) + "." + string(md.Name()),
+		Title:       sdk.Humanize(string(md.Name())) + " (" + sdk.Humanize(string(svc.Name())) + ")", // "Get user (Directory)"
 		InputSchema: in,
 	}
 	desc := comment(md)
@@ -459,10 +459,14 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 		}
 		switch opts.GetIdempotencyLevel() {
 		case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
-			t.Annotations.ReadOnly, t.Annotations.Idempotent = sdk.Bool(true), sdk.Bool(true)
+			t.Annotations.ReadOnly, t.Annotations.Destructive, t.Annotations.Idempotent = sdk.Bool(true), sdk.Bool(false), sdk.Bool(true)
 		case descriptorpb.MethodOptions_IDEMPOTENT:
-			t.Annotations.Idempotent = sdk.Bool(true)
+			t.Annotations.ReadOnly, t.Annotations.Idempotent = sdk.Bool(false), sdk.Bool(true)
 		}
+	}
+	if t.Annotations == (sdk.Annotations{}) {
+		// No idempotency_level: the method's name says (the SDK's rule).
+		t.Annotations = sdk.NameAnnotations(string(md.Name()))
 	}
 	t.Description = desc
 	return t, nil
