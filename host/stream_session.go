@@ -217,13 +217,13 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")
 	case errors.Is(cause, errLifetime):
 		status, end = store.StreamSessionStopped, "max_session_lifetime"
-	case failure != "":
-		status, errJSON = store.StreamSessionFailed, failureJSON("upstream_error", failure)
+	case failure.failed():
+		status, errJSON = store.StreamSessionFailed, failureJSON("upstream_error", failure.text)
 	}
 	state.EndReason = end
 	h.finishStreamSession(ss.ID, status, errJSON, state)
 	telemetry.StreamSessionEnded(op.Name, string(status))
-	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
+	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end), zap.String("outcome", failure.class))
 }
 
 // Adapter restarts a session's reader rides out: when the adapter process
@@ -238,14 +238,14 @@ const (
 // readAcrossAdapterRestarts is readUpstream, resumed from the session's
 // cursor when the adapter process was lost (it exited or was restarted
 // meanwhile) rather than the upstream failing.
-func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
+func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, windowFailure) {
 	for attempt := 0; ; attempt++ {
 		starts := op.sup.Starts()
 		end, failure := h.readUpstream(ctx, op, req, args, deadline, col)
 		// The stream may end before the supervisor sees the process
 		// exit: describeCallError names a lost connection as such.
 		lost := end == window.EndUpstreamError && ctx.Err() == nil &&
-			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure, adapterStoppedDuringCall))
+			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure.text, adapterStoppedDuringCall))
 		if !lost || attempt == sessionAdapterRestarts {
 			return end, failure
 		}
@@ -255,17 +255,17 @@ func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req C
 		select {
 		case <-time.After(sessionAdapterBackoff << attempt):
 		case <-ctx.Done():
-			return window.EndCancelled, ""
+			return window.EndCancelled, windowFailure{}
 		}
 	}
 }
 
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
-func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
+func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, windowFailure) {
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return window.EndUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
+		return window.EndUpstreamError, windowFailure{h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)), OutcomeAdapterUnavailable}
 	}
 	areq := adapterRequest(op, req, args, deadline)
 	if col.Cursor() != "" {
