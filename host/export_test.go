@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -45,4 +47,25 @@ func OpenInput(tool, workspace, agent string, args json.RawMessage, sealed strin
 		return "", res.Text
 	}
 	return req.input.State, ""
+}
+
+// MismatchAt is where doc first fails schema, as the note of a result
+// that does not match says it: "<pointer>: <reason>".
+func MismatchAt(schema json.RawMessage, doc string) string {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return err.Error()
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return err.Error()
+	}
+	var v any
+	_ = json.Unmarshal([]byte(doc), &v)
+	err = r.Validate(v)
+	if err == nil {
+		return "valid"
+	}
+	ptr, reason := mismatchAt(r, v, err)
+	return ptr + ": " + reason
 }
