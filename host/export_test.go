@@ -69,3 +69,12 @@ func MismatchAt(schema json.RawMessage, doc string) string {
 	ptr, reason := mismatchAt(r, v, err)
 	return ptr + ": " + reason
 }
+
+// CheckOutputBench is checkOutput of a result with structured content
+// raw against schema, for its benchmark.
+func CheckOutputBench(schema, raw json.RawMessage) func() bool {
+	h := &Host{redact: redact.New(nil)}
+	op := &boundOp{Operation: &opsfile.Operation{Name: "bench", OutputSchema: schema}}
+	res := &Result{Structured: raw, Text: string(raw)}
+	return func() bool { return h.checkOutput(op, res) == res }
+}

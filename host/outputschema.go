@@ -222,8 +222,9 @@ func lenient(s any) any {
 // outputChecks are the compiled output schemas of a host's tools, by the
 // tool resolved (a Tool's boundOp): compiled on a tool's first result.
 type outputChecks struct {
-	byTool sync.Map // *boundOp → *outputCheck
-	logged sync.Map // tool name → *atomic.Int64, when its mismatch was last logged (unix ns)
+	off    atomic.Bool // SetOutputCheck(false): for benchmarks of its cost
+	byTool sync.Map    // *boundOp → *outputCheck
+	logged sync.Map    // tool name → *atomic.Int64, when its mismatch was last logged (unix ns)
 }
 
 type outputCheck struct {
@@ -251,11 +252,16 @@ func (oc *outputChecks) compiled(op *boundOp) *jsonschema.Resolved {
 	return c.schema
 }
 
+// SetOutputCheck turns the check of results against their tools'
+// output schemas on (the default) or off. Only benchmarks turn it off,
+// to measure what it costs a call in the same run.
+func (h *Host) SetOutputCheck(on bool) { h.outputs.off.Store(!on) }
+
 // checkOutput returns res when its structured content matches the output
 // schema op publishes, else res delivered as text with a note naming the
 // first mismatch (see the top of this file), counted and logged.
 func (h *Host) checkOutput(op *boundOp, res *Result) *Result {
-	if res == nil || len(res.Structured) == 0 || len(op.OutputSchema) == 0 {
+	if res == nil || len(res.Structured) == 0 || len(op.OutputSchema) == 0 || h.outputs.off.Load() {
 		return res
 	}
 	schema := h.outputs.compiled(op)
