@@ -97,6 +97,25 @@ func judgeContract(t *testing.T, where string, run contractRun) {
 			t.Errorf("%s %s: %s reads (by its name) but is not marked readOnlyHint: %v", where, run.Client, tool.Name, tool.Annotations)
 		}
 	}
+	// A tool that takes a cursor must hand one out: every window of the
+	// demo that can continue gets items, and so a cursor, in the sweep.
+	cursorIn, answered, cursorOut := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, tool := range run.Tools {
+		_, cursorIn[tool.Name] = tool.InputSchema.Properties["cursor"]
+	}
+	for _, c := range run.Calls {
+		if c.Error == nil && !c.IsError {
+			answered[c.Tool] = true
+			if cur, _ := c.StructuredContent["cursor"].(string); cur != "" {
+				cursorOut[c.Tool] = true
+			}
+		}
+	}
+	for name := range cursorIn {
+		if cursorIn[name] && answered[name] && !cursorOut[name] && !strings.HasSuffix(name, "_poll") {
+			t.Errorf("%s %s: %s takes a cursor but none of its results carried one", where, run.Client, name)
+		}
+	}
 	for _, c := range run.Calls {
 		if c.Error != nil {
 			if c.Error.Code != nil && (*c.Error.Code == -32602 || *c.Error.Code == -32600) {
