@@ -78,3 +78,6 @@ func CheckOutputBench(schema, raw json.RawMessage) func() bool {
 	res := &Result{Structured: raw, Text: string(raw)}
 	return func() bool { return h.checkOutput(op, res) == res }
 }
+
+// OutcomeOf is a result's outcome class (telemetry.go).
+func OutcomeOf(r *Result) string { return r.outcome() }

@@ -524,6 +524,10 @@ func TestWindowLimits(t *testing.T) {
 			!strings.Contains(w.res.Text, "collected 2 items before the failure") || w.Error == "" {
 			t.Fatalf("isError=%v end=%s items=%d text=%s", w.res.IsError, w.EndReason, len(w.Items), w.res.Text)
 		}
+		// Classed as a unary call with the same answer would be.
+		if o := host.OutcomeOf(w.res); o != host.OutcomeUpstreamStatus {
+			t.Errorf("outcome %s, want %s", o, host.OutcomeUpstreamStatus)
+		}
 		// redacted_paths apply to a JSON error body too.
 		if strings.Contains(w.res.Text, "ops@example.com") || !strings.Contains(w.res.Text, `"owner":"[REDACTED]"`) {
 			t.Fatalf("error body not redacted: %s", w.res.Text)
