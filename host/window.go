@@ -58,7 +58,20 @@ func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
 		return nil, err
 	}
 	cp.OutputSchema = outputSchema(&cp, "") // outputschema.go
+	cp.Description = windowDescription(cp.Description, window.Continues(op.Execution))
 	return &cp, nil
+}
+
+// windowDescription says in a window tool's description whether it can
+// continue a window, unless the description speaks of cursors already.
+func windowDescription(desc string, continues bool) string {
+	if desc == "" || strings.Contains(strings.ToLower(desc), "cursor") {
+		return desc
+	}
+	if continues {
+		return desc + "\n\nPass the cursor a window returns back as the cursor argument to continue where it ended."
+	}
+	return desc + "\n\nEach call is a fresh window: it cannot continue an earlier one (has_more is always false)."
 }
 
 // callWindow runs one window: it opens the upstream (a stream, or polls),
