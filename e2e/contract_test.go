@@ -78,10 +78,16 @@ func runContract(t *testing.T, url, client string, plan map[string]any) contract
 // client refused (its output schema, -32602; structuredContent missing,
 // -32600), has_more with no cursor to go on with, a cursor argument on a
 // tool whose results have none, a tool whose name reads as a lookup
-// (sdk.Verb; a family's status and result tools) without readOnlyHint.
+// (sdk.Verb; a family's status and result tools) without readOnlyHint,
+// two tools of one endpoint with the same title.
 func judgeContract(t *testing.T, where string, run contractRun) {
 	t.Helper()
+	titles := map[string]string{}
 	for _, tool := range run.Tools {
+		if other, dup := titles[tool.Title]; dup && tool.Title != "" {
+			t.Errorf("%s %s: %s and %s are both titled %q", where, run.Client, other, tool.Name, tool.Title)
+		}
+		titles[tool.Title] = tool.Name
 		_, cursorIn := tool.InputSchema.Properties["cursor"]
 		cursorOut := tool.OutputSchema != nil && tool.OutputSchema.Properties["cursor"] != nil
 		if cursorIn && !cursorOut {

@@ -231,7 +231,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		h.entries[op.Name] = et
 	}
-	uniqueTitles(tab.list, nil)
+	var all []*boundOp
+	for _, op := range tab.list {
+		all = append(all, tab.ops[op.Name])
+	}
+	uniqueTitles(all, nil)
+	for i, x := range all {
+		tab.list[i] = x.Operation
+	}
 	h.tab.Store(tab)
 	if len(h.families) > 0 {
 		h.bindFamilies(opts, fail)
@@ -246,19 +253,25 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 // themselves and the tools in kept (which keep theirs): a title two
 // tools share says which each is, "Get order (order_GetOrder)". Titles
 // are for people choosing among an endpoint's tools; two alike say
-// nothing.
-func uniqueTitles(added, kept []*opsfile.Operation) {
+// nothing. A tool retitled gets an operation of its own (a copy: the
+// file's entry stays as written); added is changed in place.
+func uniqueTitles(added []*boundOp, kept []*opsfile.Operation) {
 	n := map[string]int{}
-	for _, ops := range [][]*opsfile.Operation{added, kept} {
-		for _, op := range ops {
-			if op.Title != "" {
-				n[op.Title]++
-			}
+	for _, op := range kept {
+		if op.Title != "" {
+			n[op.Title]++
 		}
 	}
-	for _, op := range added {
-		if op.Title != "" && n[op.Title] > 1 {
-			op.Title += " (" + op.Name + ")"
+	for _, x := range added {
+		if x.Title != "" {
+			n[x.Title]++
+		}
+	}
+	for _, x := range added {
+		if x.Title != "" && n[x.Title] > 1 {
+			cp := *x.Operation
+			cp.Title += " (" + cp.Name + ")"
+			x.Operation = &cp
 		}
 	}
 }

@@ -162,7 +162,6 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		}
 		next.ops[x.Name] = x
 		names = append(names, x.Name)
-		added = append(added, x.Operation)
 	}
 	var kept []*opsfile.Operation
 	for _, o := range old.list {
@@ -170,7 +169,10 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 			kept = append(kept, o)
 		}
 	}
-	uniqueTitles(added, kept)
+	uniqueTitles(bound, kept)
+	for _, x := range bound {
+		added = append(added, x.Operation)
+	}
 	if sameTools(old, et.tools, added) && samePublications(old.pubs, next.pubs) {
 		return false, nil
 	}
