@@ -140,6 +140,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/rest/openapi/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkAdapterStart -benchtime 10x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkOutputCheck -benchtime 4000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
 	@echo; $(GO) run ./internal/benchgoals $(BENCH_OUT)
 

@@ -99,6 +99,9 @@ type Host struct {
 	warnings opsfile.Problems
 	// access receives one record per tool call (telemetry.go).
 	access *zap.Logger
+	// outputs are the tools' output schemas, compiled for the check of
+	// every result (outputschema.go).
+	outputs outputChecks
 }
 
 type boundOp struct {
@@ -147,6 +150,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		families = append(families, res.families...)
 		h.entries[op.Name] = res.et
 	}
+	var all []*boundOp
+	for _, op := range tab.list {
+		all = append(all, tab.ops[op.Name])
+	}
+	uniqueTitles(all, nil)
+	for i, x := range all {
+		tab.list[i] = x.Operation
+	}
 	h.tab.Store(tab)
 	if len(families) > 0 {
 		errs = append(errs, h.checkFamilies(tab, families)...)
@@ -155,6 +166,33 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, errs
 	}
 	return h, nil
+}
+
+// uniqueTitles makes the titles of the tools in added unique among
+// themselves and the tools in kept (which keep theirs): a title two
+// tools share says which each is, "Get order (order_GetOrder)". Titles
+// are for people choosing among an endpoint's tools; two alike say
+// nothing. A tool retitled gets an operation of its own (a copy: the
+// file's entry stays as written); added is changed in place.
+func uniqueTitles(added []*boundOp, kept []*opsfile.Operation) {
+	n := map[string]int{}
+	for _, op := range kept {
+		if op.Title != "" {
+			n[op.Title]++
+		}
+	}
+	for _, x := range added {
+		if x.Title != "" {
+			n[x.Title]++
+		}
+	}
+	for _, x := range added {
+		if x.Title != "" && n[x.Title] > 1 {
+			cp := *x.Operation
+			cp.Title += " (" + cp.Name + ")"
+			x.Operation = &cp
+		}
+	}
 }
 
 // sameName says where the two operations that publish one tool name
@@ -258,7 +296,7 @@ func (h *Host) expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Too
 			if err := opsfile.CheckOutputSchema(t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
-			op.OutputSchema = t.OutputSchema
+			op.OutputSchema = lenientSchema(t.OutputSchema, op.StrictOutput) // outputschema.go
 		}
 		if op.Annotations == nil {
 			a := t.Annotations
@@ -455,7 +493,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool.name)
 	}
 	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
-	defer func() { obs.end(res) }()
+	defer func() {
+		res = h.checkOutput(op, res) // outputschema.go
+		obs.end(res)
+	}()
 	args := normalizeArguments(req.Arguments)
 	validated := validationSpan(ctx)
 	if msg := validateArguments(op.Operation, args); msg != "" {

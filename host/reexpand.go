@@ -168,6 +168,15 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		}
 		next.ops[x.Name] = x
 		names = append(names, x.Name)
+	}
+	var kept []*opsfile.Operation
+	for _, o := range old.list {
+		if !slices.Contains(et.tools, o.Name) {
+			kept = append(kept, o)
+		}
+	}
+	uniqueTitles(bound, kept)
+	for _, x := range bound {
 		added = append(added, x.Operation)
 	}
 	if sameTools(old, et.tools, added) && samePublications(old.pubs, next.pubs) {

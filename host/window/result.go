@@ -62,7 +62,9 @@ func (c *Collector) Result(cursor, end, failure string, took time.Duration) *Res
 	case EndWindowDuration, EndDone, EndUpstreamEnd:
 		r.WindowComplete = true
 	}
-	r.HasMore = end != EndDone && end != EndUpstreamEnd
+	// has_more only with a cursor that continues (Continues): a window
+	// that cannot continue says so in its tool's schema instead.
+	r.HasMore = cursor != "" && end != EndDone && end != EndUpstreamEnd
 	r.Truncated = end == EndMaxItems || end == EndMaxBytes || c.stats.SkippedOversize > 0 ||
 		c.stats.FieldsTruncated > 0 || c.nGaps > 0
 	if c.nGaps > len(c.gaps) {

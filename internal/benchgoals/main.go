@@ -59,6 +59,8 @@ var goals = []goal{
 	// executables beside it: an xcaddy build).
 	{"adapter cold start, gateway executable (ms)", "e2e.BenchmarkAdapterStart/cold-builtin", "ms/start", true, 150},
 	{"adapter crash to answer, gateway executable (ms)", "e2e.BenchmarkAdapterStart/crash-builtin", "ms/recovery", true, 500},
+	{"output schema check's share of a hot-path call's CPU, session (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%", true, 3},
+	{"output schema check's share of a hot-path call's CPU, sessionless (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%-sessionless", true, 3},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }

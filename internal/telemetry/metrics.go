@@ -43,6 +43,7 @@ var (
 	// Tool calls (host).
 	toolCalls        = counter("tool_calls_total", "Tool calls, by tool, mode, role in a session or job family (call for unary and window tools) and outcome.", "tool", "mode", "role", "outcome")
 	toolCallDuration = histogram("tool_call_duration_seconds", "Duration of tool calls, by tool and mode.", callBuckets, "tool", "mode")
+	outputMismatches = counter("output_mismatch_total", "Tool results whose structuredContent did not match the output schema the tool publishes, delivered as text instead, by tool.", "tool")
 	toolCallsRunning = gauge("tool_calls_in_flight", "Tool calls being served, by tool and mode.", "tool", "mode")
 
 	// Windows (host).
@@ -90,7 +91,7 @@ var (
 // collectors are every collector Register registers.
 var collectors = []prometheus.Collector{
 	mcpRequests, mcpRequestDuration, mcpSessions, mcpSessionsOpened, progressSent,
-	toolCalls, toolCallDuration, toolCallsRunning,
+	toolCalls, toolCallDuration, toolCallsRunning, outputMismatches,
 	windows, windowItems, windowBytes, windowsTruncated,
 	sessionsRunning, sessionsEnded, sessionFill,
 	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,

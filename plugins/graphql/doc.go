@@ -222,10 +222,11 @@
 //
 // Results and errors:
 //
-//   - next with data: an item (the data); with data and errors: the item
-//     and a gap saying which fields failed ("an event came with N errors
-//     from the GraphQL server: message (at path)"); errors without data: a
-//     gap ("an event was lost to N errors ..."); the subscription goes on.
+//   - next with data: an item (the data); with data and errors: a partial
+//     item (sdk.Item.Partial says which fields failed: "N errors from the
+//     GraphQL server: message (at path)"), counted as partial, not as a
+//     gap, since nothing was missed; errors without data: a gap ("an event
+//     was lost to N errors ..."); the subscription goes on.
 //   - error (websocket) before any event, or an SSE answer that is a
 //     GraphQL response with errors and no data (a 4xx with a JSON body):
 //     the server refused the subscription. KindUpstreamStatus, Status the

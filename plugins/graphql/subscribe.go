@@ -253,27 +253,25 @@ func (s *subStream) fail(kind sdk.ErrorKind, retryable bool, msg string) *sdk.Up
 }
 
 // event handles one execution result of the subscription (a next message
-// or an SSE next event): its data is an item; errors beside data are a
-// gap that says which fields failed; errors alone are a gap too (the
-// event is lost, the subscription goes on).
+// or an SSE next event): its data is an item; errors beside data make it
+// a partial item that says which fields failed (nothing was missed);
+// errors alone are a gap (the event is lost, the subscription goes on).
 func (s *subStream) event(payload []byte) error {
 	gr, ok := parseResponse(payload)
 	if !ok {
 		return s.fail(sdk.KindBadResponse, false, "a subscription event is not a GraphQL execution result (a JSON object with data or errors)")
 	}
+	var why string
 	if len(gr.errors) > 0 {
-		what := "an event came with"
-		if gr.data == nil {
-			what = "an event was lost to"
-		}
-		if s.send.Gap(fmt.Sprintf("%s %s from the GraphQL server: %s", what, plural(len(gr.errors), "error"), summarizeErrors(gr.errors))) != nil {
-			return errHostGone
-		}
+		why = fmt.Sprintf("%s from the GraphQL server: %s", plural(len(gr.errors), "error"), summarizeErrors(gr.errors))
 	}
 	if gr.data == nil {
+		if why != "" && s.send.Gap("an event was lost to "+why) != nil {
+			return errHostGone
+		}
 		return nil
 	}
-	if s.send.Item(sdk.Item{Data: gr.data}) != nil {
+	if s.send.Item(sdk.Item{Data: gr.data, Partial: why}) != nil {
 		return errHostGone
 	}
 	return nil

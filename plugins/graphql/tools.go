@@ -31,7 +31,9 @@ type derivedTool struct {
 	// stream: a subscription, a stream source (its output is the item
 	// schema of the window or session).
 	stream bool
-	spec   toolSpec
+	// generated: a tool of generate.query_fields, named after its field.
+	generated bool
+	spec      toolSpec
 	// compiled is set when an entry is invoked without expansion.
 	compiled *tool
 }
@@ -397,7 +399,7 @@ func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 			d.Warnf("generate.query_fields", "Query.%s is skipped: %v", f.Name, err)
 			continue
 		}
-		t.name = c.prefix + f.Name
+		t.name, t.generated = c.prefix+f.Name, true
 		tools = append(tools, t)
 	}
 	return tools

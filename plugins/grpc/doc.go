@@ -149,11 +149,15 @@
 //
 // A method entry expands to one tool, the entry itself: what the operator
 // wrote (description, schemas, annotations) wins over what is derived. The
-// derived tool has the title Service.Method, the method's .proto comment
+// derived tool has a title humanised from the method and service names
+// ("Get user (Directory)"), the method's .proto comment
 // (when the descriptors carry source info: .proto files always, descriptor
 // sets built with --include_source_info) or "Calls the gRPC method ...",
 // and annotations from the method's idempotency_level (NO_SIDE_EFFECTS:
-// read-only and idempotent; IDEMPOTENT: idempotent).
+// read-only and idempotent; IDEMPOTENT: idempotent, not read-only), or,
+// without one, from its name by the SDK's rule (sdk.NameAnnotations:
+// WatchEvents reads). A server-streaming window resumes (its tool says
+// ResumesStream) only with cursor_field.
 //
 // The input schema (JSON Schema 2020-12) is generated from the request
 // message following the proto3 JSON mapping, as protojson reads it:

@@ -63,7 +63,7 @@ func TestUnaryReflection(t *testing.T) {
 	tool := tools[0]
 	wantContains(t, "input schema", string(tool.InputSchema), `"text":{"description":"The text to echo.","type":"string"}`, `"additionalProperties":false`)
 	wantContains(t, "output schema", string(tool.OutputSchema), `"metadata":{`)
-	if tool.Title != "Test.Echo" || tool.Description == "" {
+	if tool.Title != "Echo (Test)" || tool.Description == "" {
 		t.Errorf("title %q description %q", tool.Title, tool.Description)
 	}
 	if a := tool.Annotations; !isTrue(a.ReadOnly) || !isTrue(a.Idempotent) {

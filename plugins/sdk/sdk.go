@@ -62,6 +62,11 @@ type Tool struct {
 	Mode       Mode
 	Execution  json.RawMessage
 	ItemSchema json.RawMessage
+	// ResumesStream says that the tool's stream resumes after an item's
+	// ID or Cursor (Request.Cursor): a window of it returns a cursor that
+	// continues it. Without it a stream window offers no cursor, since
+	// one would only start the upstream over.
+	ResumesStream bool
 }
 
 // Annotations are MCP tool hints; nil means "not said".
@@ -248,6 +253,10 @@ type Item struct {
 	Data   json.RawMessage
 	ID     string
 	Cursor string
+	// Partial, set, says why the item is incomplete (a GraphQL event's
+	// data with errors beside it): it is delivered, and counted as
+	// partial, not as a gap, since nothing was missed.
+	Partial string
 }
 
 // Severity of a Diagnostic.

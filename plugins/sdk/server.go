@@ -111,7 +111,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		resp.Tools = append(resp.Tools, &adapterv1.Tool{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
-			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
+			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema, ResumesStream: t.ResumesStream,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},
@@ -205,7 +205,7 @@ func (s *sender) Item(it Item) error {
 		s.cursor = it.Cursor
 	}
 	return s.send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
-		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor,
+		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor, Partial: it.Partial,
 	}}, Spans: takeSpans()})
 }
 

@@ -65,7 +65,9 @@
 //
 // Without operation, ExpandOperation makes one tool per operation of the
 // port: named tool_prefix + the operation name (characters MCP does not
-// allow become '_'), titled with the operation name, described by the
+// allow become '_'), titled with the operation name humanised ("GetOrder":
+// "Get order"), annotated by its name (sdk.NameAnnotations: GetOrder and
+// ListOrders read, CancelBatch destroys), described by the
 // portType operation's wsdl:documentation. Each tool's config is the
 // entry's config with operation set, so the host sends it back on a call.
 // With operation, the entry itself is that operation's tool and what the

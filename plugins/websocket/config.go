@@ -132,6 +132,9 @@ type config struct {
 	closeTimeout time.Duration
 	// inputSchema is derived from the templates' variables.
 	inputSchema json.RawMessage
+	// resumes: items carry ids (id_path) that the subscription sends
+	// back as {{cursor}}, so a window's cursor continues the stream.
+	resumes bool
 }
 
 // ackMatcher recognises the upstream's acknowledgement of the
@@ -222,6 +225,7 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 	}
 	c.closeTimeout = millis(f.CloseTimeoutMS)
 	c.inputSchema = uses.inputSchema()
+	c.resumes = c.idPath != nil && usesCursor(c.url, c.subscribe)
 	if d.Failed() {
 		return nil
 	}

@@ -132,9 +132,11 @@ async function loadToolsNow() {
       for (const role of familyRoles(state.opSchema, t.mode)) {
         if (t.family_tools && t.family_tools[role]) tools[role] = t.family_tools[role];
       }
-      const calls = { calls: 0, errors: 0 };
+      const calls = { calls: 0, errors: 0, output_mismatches: 0 };
       for (const x of state.tools) {
-        if (x.endpoint === t.endpoint && x.family === t.family && x.calls) { calls.calls += x.calls.calls; calls.errors += x.calls.errors; }
+        if (x.endpoint === t.endpoint && x.family === t.family && x.calls) {
+          calls.calls += x.calls.calls; calls.errors += x.calls.errors; calls.output_mismatches += x.calls.output_mismatches || 0;
+        }
       }
       const row = { ...t, name: t.family, tools, op: t.family, calls };
       families.set(key, row);
@@ -184,10 +186,13 @@ function sourceText(r) {
 }
 
 // callsChart is a row's bar of calls, its failed part in red, scaled to
-// the busiest tool.
+// the busiest tool, and the answers that did not match the tool's
+// published output schema (delivered as text instead), when there were.
 function callsChart(c, most) {
   if (!c) return "—";
-  const label = `${c.calls} call${c.calls === 1 ? "" : "s"}, ${c.errors} error${c.errors === 1 ? "" : "s"}`;
+  const mism = c.output_mismatches || 0;
+  const label = `${c.calls} call${c.calls === 1 ? "" : "s"}, ${c.errors} error${c.errors === 1 ? "" : "s"}` +
+    (mism ? `, ${mism} output mismatch${mism === 1 ? "" : "es"}` : "");
   const w = most ? Math.max(c.calls ? 4 : 0, Math.round((100 * c.calls) / most)) : 0;
   const e = c.calls ? Math.round((w * c.errors) / c.calls) : 0;
   // Widths through the CSSOM: the page's CSP refuses style attributes.
@@ -195,7 +200,8 @@ function callsChart(c, most) {
   ok.style.width = `${w - e}%`;
   const err = el("span", { class: "err" });
   err.style.width = `${e}%`;
-  return el("div", { class: "calls", "data-calls": c.calls, "data-errors": c.errors },
+  return el("div", { class: "calls", "data-calls": c.calls, "data-errors": c.errors, "data-output-mismatches": mism,
+    title: mism ? "Answers that did not match the output schema the tool publishes were delivered as text (crank_output_mismatch_total)." : "" },
     el("div", { class: "bar", "aria-hidden": "true" }, ok, err),
     el("span", { class: "count" }, label));
 }

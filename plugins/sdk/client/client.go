@@ -324,10 +324,14 @@ type Event struct {
 func (e Event) String() string {
 	switch e.Kind {
 	case EventItem:
+		s := string(e.Item.Data)
 		if e.Item.Cursor != "" {
-			return string(e.Item.Data) + "#" + e.Item.Cursor
+			s += "#" + e.Item.Cursor
 		}
-		return string(e.Item.Data)
+		if e.Item.Partial != "" {
+			s += " (partial: " + e.Item.Partial + ")"
+		}
+		return s
 	case EventGap:
 		return "gap: " + e.Reason
 	case EventEnd:
@@ -358,7 +362,7 @@ func (s *Stream) Recv() (_ Event, err error) {
 		switch e := ev.GetEvent().(type) {
 		case *adapterv1.StreamEvent_Item:
 			return Event{Kind: EventItem, Item: sdk.Item{
-				Data: e.Item.GetDataJson(), ID: e.Item.GetId(), Cursor: e.Item.GetCursor(),
+				Data: e.Item.GetDataJson(), ID: e.Item.GetId(), Cursor: e.Item.GetCursor(), Partial: e.Item.GetPartial(),
 			}}, nil
 		case *adapterv1.StreamEvent_Gap:
 			return Event{Kind: EventGap, Reason: e.Gap.GetReason()}, nil
@@ -502,7 +506,7 @@ func toolFromProto(t *adapterv1.Tool) sdk.Tool {
 	tool := sdk.Tool{
 		Name: t.GetName(), Title: t.GetTitle(), Description: t.GetDescription(),
 		InputSchema: t.GetInputSchemaJson(), OutputSchema: t.GetOutputSchemaJson(), Config: t.GetConfigJson(),
-		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(),
+		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(), ResumesStream: t.GetResumesStream(),
 	}
 	if a := t.GetAnnotations(); a != nil {
 		tool.Annotations = sdk.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
