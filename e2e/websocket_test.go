@@ -30,6 +30,7 @@ type wsWindow struct {
 	Cursor         string           `json:"cursor"`
 	EndReason      string           `json:"end_reason"`
 	Gaps           []string         `json:"gaps"`
+	Partial        []string         `json:"partial"`
 	Error          string           `json:"error"`
 }
 

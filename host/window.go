@@ -206,7 +206,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 				cur = ev.Item.ID
 			}
 			if ev.Item.Partial != "" {
-				col.Partial()
+				col.Partial(ev.Item.Partial)
 			}
 			if col.Add(ev.Item.Data, cur) {
 				// Early cut-off: cancelling the call makes the adapter

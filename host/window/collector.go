@@ -40,6 +40,8 @@ type Collector struct {
 	upstream json.RawMessage
 	gaps     []string
 	nGaps    int
+	// partials are why the first partial items were incomplete.
+	partials []string
 
 	dd  *dedupe
 	smp sampler
@@ -136,12 +138,16 @@ func (c *Collector) Stats() Stats { return c.stats }
 // maxGapReasons) and how many there were.
 func (c *Collector) Gaps() (reasons []string, n int) { return c.gaps, c.nGaps }
 
-// Partial counts an item the upstream delivered incomplete
-// (sdk.Item.Partial); the item itself is added as any other.
-func (c *Collector) Partial() {
+// Partial counts an item the upstream delivered incomplete, and records
+// why (sdk.Item.Partial: a GraphQL event's field errors), the first
+// maxGapReasons of them; the item itself is added as any other.
+func (c *Collector) Partial(reason string) {
 	c.stats.Partial++
 	if c.onPartial != nil {
 		c.onPartial()
+	}
+	if len(c.partials) < maxGapReasons {
+		c.partials = append(c.partials, c.redact.String(reason))
 	}
 }
 

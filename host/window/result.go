@@ -32,6 +32,7 @@ type Result struct {
 	EndReason      string            `json:"end_reason"`
 	Status         json.RawMessage   `json:"status,omitempty"`
 	Gaps           []string          `json:"gaps,omitempty"`
+	Partial        []string          `json:"partial,omitempty"`
 	Error          string            `json:"error,omitempty"`
 }
 
@@ -51,6 +52,7 @@ func (c *Collector) Result(cursor, end, failure string, took time.Duration) *Res
 		EndReason: end,
 		Status:    c.status,
 		Gaps:      c.gaps,
+		Partial:   c.partials,
 		Error:     failure,
 	}
 	if r.Items == nil {
@@ -69,6 +71,9 @@ func (c *Collector) Result(cursor, end, failure string, took time.Duration) *Res
 		c.stats.FieldsTruncated > 0 || c.nGaps > 0
 	if c.nGaps > len(c.gaps) {
 		r.Gaps = append(r.Gaps, fmt.Sprintf("... and %d more", c.nGaps-len(c.gaps)))
+	}
+	if c.stats.Partial > len(c.partials) {
+		r.Partial = append(r.Partial, fmt.Sprintf("... and %d more", c.stats.Partial-len(c.partials)))
 	}
 	return r
 }

@@ -116,9 +116,10 @@ func OutputSchema(ex *Config) json.RawMessage {
 		"cursor":          map[string]any{"type": "string", "description": "Pass it back as the cursor argument to get the next window."},
 		"end_reason": map[string]any{"type": "string", "enum": []string{
 			EndWindowDuration, EndMaxItems, EndMaxBytes, EndUpstreamTimeout, EndIdleTimeout, EndDone, EndUpstreamEnd, EndUpstreamError, EndCancelled}},
-		"status": map[string]any{"description": "The upstream's status (status_path) in its last answer."},
-		"gaps":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Points where items were missed (skipped or unreadable items, reconnects)."},
-		"error":  map[string]any{"type": "string", "description": "Why the upstream failed, when it did."},
+		"status":  map[string]any{"description": "The upstream's status (status_path) in its last answer."},
+		"gaps":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Points where items were missed (skipped or unreadable items, reconnects)."},
+		"partial": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Why items the upstream delivered incomplete are (a GraphQL event's field errors): the items are in items, nothing was missed."},
+		"error":   map[string]any{"type": "string", "description": "Why the upstream failed, when it did."},
 	}, "items", "summary", "stats", "truncated", "window_complete", "has_more", "end_reason")
 	if !Continues(ex) {
 		delete(schema["properties"].(map[string]any), "cursor")
