@@ -320,7 +320,7 @@ func (u *Upstream) Revoke(ctx context.Context, token, hint string) error {
 		_ = json.Unmarshal(body, &a)
 		msg := fmt.Sprintf("revocation endpoint %s refused: %d %s", e.Revocation, status, http.StatusText(status))
 		if a.Error != "" {
-			msg += ": " + printable(a.Error)
+			msg += ": " + Printable(a.Error)
 		}
 		return errors.New(msg)
 	}

@@ -299,9 +299,9 @@ func (u *Upstream) postToken(ctx context.Context, endpoint, grant string, form u
 	if status != http.StatusOK || a.Error != "" {
 		msg := fmt.Sprintf("token endpoint %s refused the %s request: %d %s", endpoint, grant, status, http.StatusText(status))
 		if a.Error != "" {
-			msg += ": " + printable(a.Error)
+			msg += ": " + Printable(a.Error)
 			if a.ErrorDescription != "" {
-				msg += " (" + printable(a.ErrorDescription) + ")"
+				msg += " (" + Printable(a.ErrorDescription) + ")"
 			}
 		}
 		return nil, &RefusedError{Code: a.Error, msg: msg}
@@ -310,7 +310,7 @@ func (u *Upstream) postToken(ctx context.Context, endpoint, grant string, form u
 		return nil, fmt.Errorf("token endpoint %s: the answer has no access_token", endpoint)
 	}
 	if a.TokenType != "" && !strings.EqualFold(a.TokenType, "Bearer") && !strings.EqualFold(a.TokenType, "N_A") {
-		return nil, fmt.Errorf("token endpoint %s: token_type %q is not Bearer", endpoint, printable(a.TokenType))
+		return nil, fmt.Errorf("token endpoint %s: token_type %q is not Bearer", endpoint, Printable(a.TokenType))
 	}
 	return &a, nil
 }
@@ -353,8 +353,8 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string { return e.msg }
 
-// printable keeps what an authorization server says short and printable.
-func printable(s string) string {
+// Printable keeps what an authorization server says short and printable.
+func Printable(s string) string {
 	if len(s) > 200 {
 		s = s[:200]
 	}

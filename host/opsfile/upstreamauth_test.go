@@ -54,7 +54,9 @@ func TestUpstreamAuthAuthorizationCode(t *testing.T) {
     upstream_auth: {grant: authorization_code, metadata_url: "https://idp.example/.well-known/oauth-authorization-server",
       client_id: gw, token_key: "{env.CRANK_TEST_KEY}", scopes: [notes.read]}
     config: {method: GET, url: "https://api.example/notes", headers: {Authorization: "Bearer {crank.upstream_token}"}}
-`), opsfile.LoadOptions{Expand: func(s string) string { return strings.ReplaceAll(s, "{env.CRANK_TEST_KEY}", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=") }})
+`), opsfile.LoadOptions{Expand: func(s string) string {
+		return strings.ReplaceAll(s, "{env.CRANK_TEST_KEY}", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
