@@ -98,7 +98,7 @@ operations:
 			Env:     []string{"NOTES_CLIENT_SECRET=" + secret, "CRANK_TOKEN_KEY=" + tokenKey},
 			Matcher: "@mcp",
 			Site: "@mcp path /mcp /mcp/oauth/callback\n\t@callback path /mcp/oauth/callback\n\tbasic_auth @callback {\n\t\talice " +
-				strings.TrimSpace(string(hash)) + "\n\t\tbob " + strings.TrimSpace(string(hash)) + "\n\t}",
+				strings.TrimSpace(string(hash)) + "\n\t\tbob " + strings.TrimSpace(string(hash)) + "\n\t}\n\tcrank_console /console* {\n\t\tloopback_without_login\n\t}",
 			Handler: fmt.Sprintf("auth {\n\t\t\tresource {{mcp_url}}\n\t\t\tissuer %s\n\t\t\taudience crank-e2e\n\t\t}", is.URL),
 			Crank:   fmt.Sprintf("etcd {\n\t\t\t%s\n\t\t\treplica_name %s\n\t\t}", etcd.Caddyfile(), name),
 		}
@@ -188,7 +188,13 @@ operations:
 	if n, ok := b.scrape().value("crank_upstream_consents_total", "upstream=notes", "stage=refused"); !ok || n < 2 {
 		t.Errorf("refused callbacks counted: %v", n)
 	}
-	metrics := []string{scrapeText(t, a), scrapeText(t, b)}
+	// The console shows operators how many users connected the upstream,
+	// never a token.
+	page := getText(t, strings.TrimSuffix(a.MCPURL, "/mcp")+"/console/api/upstream-grants")
+	if !strings.Contains(page, `"upstream": "notes"`) || !strings.Contains(page, `"users": 2`) {
+		t.Errorf("the console's connected upstreams: %s", page)
+	}
+	metrics := []string{scrapeText(t, a), scrapeText(t, b), page}
 	for _, g := range []*gateway{a, b} {
 		g.stop()
 	}
@@ -533,8 +539,12 @@ func (r *consentRun) result(t *testing.T) *consentResult {
 	return out
 }
 
-func scrapeText(t *testing.T, g *gateway) string {
-	resp, err := http.Get(g.AdminURL + "/metrics")
+func scrapeText(t *testing.T, g *gateway) string { return getText(t, g.AdminURL+"/metrics") }
+
+// getText is the body of a GET of u.
+func getText(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
