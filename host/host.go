@@ -95,6 +95,9 @@ type Host struct {
 	audit    *zap.Logger
 
 	upstreams upstreamSources // upstream_auth.go
+	// grants are the authorization_code upstreams by name
+	// (upstream_grant.go).
+	grants map[string]*userGrant
 	// warnings are the adapters' warning diagnostics found at load.
 	warnings opsfile.Problems
 	// access receives one record per tool call (telemetry.go).
@@ -112,6 +115,9 @@ type boundOp struct {
 	// base is the session or async_job operation a family tool belongs
 	// to (nil for other tools).
 	base *boundOp
+	// builtin serves a tool of the host's own, without an adapter (the
+	// grants tool, upstream_grant.go).
+	builtin func(ctx context.Context, req CallRequest, args json.RawMessage) *Result
 }
 
 // New binds every operation of the file to its adapter: it starts the
@@ -158,6 +164,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	for i, x := range all {
 		tab.list[i] = x.Operation
 	}
+	fail := func(op *opsfile.Operation, ptr, reason string) { errs = append(errs, h.problem(op, ptr, reason)) }
+	h.bindUserGrants(fail) // upstream_grant.go
+	h.addGrantsTool(tab, fail)
 	h.tab.Store(tab)
 	if len(families) > 0 {
 		errs = append(errs, h.checkFamilies(tab, families)...)
@@ -388,6 +397,18 @@ type CallRequest struct {
 	// (upstream_auth token_exchange, RFC 8693). It is a credential: the
 	// host never logs it, stores it or sends it to an adapter.
 	SubjectToken string
+	// User is the caller's OAuth subject: the user of the verified access
+	// token of the endpoint's auth ("" for none), whose own grants the
+	// calls of authorization_code upstreams use (upstream_grant.go).
+	// Session is the digest of the call's MCP session ("" for none), which
+	// a consent's state is bound to. ConsentRedirect is the redirect URI
+	// of a consent whose config names none: the endpoint's callback.
+	// ElicitationComplete, when set, tells the client that a URL-mode
+	// elicitation it was sent is complete.
+	User                string
+	Session             string
+	ConsentRedirect     string
+	ElicitationComplete func(ctx context.Context, elicitationID string)
 	// MaxTimeout, when positive, bounds the call's timeout: a unary call
 	// times out after the operation's timeout or MaxTimeout, whichever is
 	// shorter, and a window collects for at most MaxTimeout. The MCP
@@ -506,6 +527,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 	validated(false)
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
+	}
+	if op.builtin != nil {
+		return op.builtin(ctx, req, args), nil
 	}
 	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil { // upstream_auth.go
 		return res, nil

@@ -1,6 +1,9 @@
 package host
 
-import "github.com/crankmcp/crank/host/opsfile"
+import (
+	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/opsfile"
+)
 
 // Tool is a tool name resolved against the tools a host serves, once
 // (Host.Tool): what a call hands to Call and StartTask, so that the host
@@ -70,6 +73,9 @@ func (t Tool) AcceptsTasks() bool {
 func (t Tool) Unary() bool {
 	if t.b == nil || t.b.Role != "" || t.b.Execution != nil || t.b.sup == nil {
 		return false
+	}
+	if ua := t.b.UpstreamAuth; ua != nil && ua.Grant == auth.GrantAuthorizationCode {
+		return false // a consent may ask its client (upstream_grant.go)
 	}
 	d := t.b.sup.Description()
 	return d != nil && (!d.Capabilities.Progress || !d.Capabilities.Log && !d.Capabilities.ClientRequests)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
 )
@@ -33,6 +34,13 @@ const (
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
 	r := clientOf(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses)
 	cr.Ask, cr.ClientCapabilities, cr.InputRequired, cr.Input = r.ask, r.caps, r.inputRequired, r.input
+	if ss := req.Session; r.ask != nil && ss != nil {
+		cr.ElicitationComplete = func(ctx context.Context, id string) {
+			if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+				ep.logger.Debug("elicitation complete notification not sent", zap.Error(err))
+			}
+		}
+	}
 }
 
 // relayPublicationInput does for a resources/read or prompts/get what

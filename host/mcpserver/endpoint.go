@@ -263,6 +263,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep.serveCard(w, r) { // servercard.go: the server card, for any origin
 		return
 	}
+	if ep.serveConsent(w, r) { // consent.go: a consent's callback, a browser's navigation
+		return
+	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{

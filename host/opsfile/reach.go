@@ -393,9 +393,15 @@ func (op *Operation) CheckReach(schema json.RawMessage, fail func(ptr, reason st
 		return false
 	}
 	ps := op.allow.checkConfig(op.Adapter, op.Config, schema, op.Dir)
-	if op.UpstreamAuth != nil {
-		if msg := op.allow.upstream(op.UpstreamAuth.TokenEndpoint); msg != "" {
-			ps = append(ps, reachProblem{"/upstream_auth/token_endpoint", msg})
+	if ua := op.UpstreamAuth; ua != nil {
+		for _, f := range []struct{ field, v string }{{"token_endpoint", ua.TokenEndpoint}, {"metadata_url", ua.MetadataURL},
+			{"revocation_endpoint", ua.RevocationEndpoint}} {
+			if f.v == "" {
+				continue
+			}
+			if msg := op.allow.upstream(f.v); msg != "" {
+				ps = append(ps, reachProblem{"/upstream_auth/" + f.field, msg})
+			}
 		}
 	}
 	for _, p := range ps {

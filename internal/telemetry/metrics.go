@@ -84,6 +84,11 @@ var (
 	meshRequests   = counter("mesh_registry_requests_total", "Requests to an mcp-mesh registry, by request (register, heartbeat, deregister) and result (ok, error).", "request", "result")
 	meshRegistered = gauge("mesh_registered", "1 while this replica holds an endpoint's mcp-mesh registration and the registry has it, else 0, by agent id.", "agent")
 
+	// Users' grants at upstreams (host, upstream_auth authorization_code).
+	upstreamConsents    = counter("upstream_consents_total", "Consents to upstreams (authorization_code), by upstream and stage (started, completed, failed, refused: a callback refused as another user's, replayed or not issued).", "upstream", "stage")
+	upstreamRefreshes   = counter("upstream_grant_refreshes_total", "Refreshes of users' upstream tokens, by upstream and result (ok, error, invalid: the provider refused the refresh token, so the user consents again).", "upstream", "result")
+	upstreamRevocations = counter("upstream_grant_revocations_total", "Users' grants revoked, by upstream and where (gateway: the grant deleted; provider: its token revoked there, RFC 7009) and result (ok, error, unsupported).", "upstream", "where", "result")
+
 	// Tracing.
 	adapterSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_adapter_spans_dropped_total", Help: "Spans adapters sent back that could not be exported (tracing was off, or the export queue was full)."})
 )
@@ -99,6 +104,7 @@ var collectors = []prometheus.Collector{
 	adapterUp, entryLoadFailures, entriesFailed,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
 	meshRequests, meshRegistered,
+	upstreamConsents, upstreamRefreshes, upstreamRevocations,
 	adapterSpansDropped,
 }
 
@@ -170,6 +176,33 @@ func MeshRequest(request string, ok bool) {
 		result = "error"
 	}
 	meshRequests.WithLabelValues(request, result).Inc()
+}
+
+// UpstreamConsent counts a consent to an upstream reaching stage
+// (started, completed, failed, refused).
+func UpstreamConsent(upstream, stage string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamConsents.WithLabelValues(upstream, stage).Inc()
+}
+
+// UpstreamRefresh counts a refresh of a user's upstream token (ok,
+// error, invalid).
+func UpstreamRefresh(upstream, result string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamRefreshes.WithLabelValues(upstream, result).Inc()
+}
+
+// UpstreamRevocation counts a grant's revocation at the gateway or the
+// provider (ok, error, unsupported).
+func UpstreamRevocation(upstream, where, result string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamRevocations.WithLabelValues(upstream, where, result).Inc()
 }
 
 // MeshRegistered records whether this replica holds the mcp-mesh

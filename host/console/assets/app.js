@@ -926,6 +926,40 @@ async function loadLiveNow() {
         .map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...rows))));
   });
+  await loadGrants();
+}
+
+// loadGrants shows each endpoint's authorization_code upstreams: how many
+// users connected each, and the console user's own grants, to revoke.
+async function loadGrants() {
+  const box = $("#grants");
+  box.replaceChildren();
+  const r = await api("GET", "upstream-grants");
+  if (r.status !== 200) { box.append(el("p", { class: "problem" }, r.body.error || `Connected upstreams: ${r.status}`)); return; }
+  if (!r.body.endpoints.length) { box.append(el("p", {}, "No endpoint has an upstream its users connect to.")); return; }
+  for (const e of r.body.endpoints) {
+    const mine = new Map((e.mine || []).map((g) => [g.upstream, g]));
+    const rows = e.upstreams.map((u) => {
+      const g = mine.get(u.upstream);
+      return el("tr", { "data-upstream": u.upstream },
+        el("th", { scope: "row" }, u.upstream),
+        el("td", {}, e.workspace),
+        el("td", {}, String(u.users)),
+        el("td", {}, g ? `connected (${g.scope || "no scope"}) since ${new Date(g.granted).toLocaleString()}` : (r.body.user ? "not connected" : "—")),
+        el("td", {}, g ? el("button", { type: "button", "data-revoke": u.upstream, "aria-label": `Revoke ${u.upstream}`,
+          onclick: () => revokeGrant(e.workspace, u.upstream) }, "Revoke") : ""));
+    });
+    box.append(el("div", { class: "scroll" }, el("table", { "aria-labelledby": "grants-title" },
+      el("thead", {}, el("tr", {}, ...["Upstream", "Workspace", "Users connected", "You", "Action"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows))));
+  }
+}
+
+async function revokeGrant(ws, upstream) {
+  const r = await api("DELETE", `upstream-grants/${encodeURIComponent(ws)}/${encodeURIComponent(upstream)}`);
+  if (r.status !== 200) { say(r.body.error || `Revoke: ${r.status}`); return; }
+  say(`${upstream}: ${r.body.revoked ? "revoked" : "was not connected"}${r.body.provider ? ` (provider: ${r.body.provider})` : ""}`);
+  await loadGrants();
 }
 
 async function stopLive(ws, k, id) {
