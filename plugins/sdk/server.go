@@ -32,45 +32,7 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describe: %v", err)
 	}
-	caps := []string{}
-	if _, ok := s.impl.(OperationValidator); ok {
-		caps = append(caps, wire.CapabilityValidate)
-	}
-	if _, ok := s.impl.(OperationExpander); ok {
-		caps = append(caps, wire.CapabilityExpand)
-	}
-	if _, ok := s.impl.(Streamer); ok {
-		caps = append(caps, wire.CapabilityStream, wire.CapabilityStreams)
-	}
-	if _, ok := s.impl.(OperationWatcher); ok {
-		caps = append(caps, wire.CapabilityWatch)
-	}
-	if _, ok := s.impl.(Publisher); ok {
-		caps = append(caps, wire.CapabilityResources, wire.CapabilityPrompts)
-	}
-	if _, ok := s.impl.(Completer); ok {
-		caps = append(caps, wire.CapabilityCompletions)
-	}
-	if _, ok := s.impl.(ResourceWatcher); ok {
-		caps = append(caps, wire.CapabilitySubscribe)
-	}
-	if d.Progress {
-		caps = append(caps, wire.CapabilityProgress)
-		if d.Log {
-			caps = append(caps, wire.CapabilityLog)
-		}
-		if d.ClientRequests {
-			caps = append(caps, wire.CapabilityClientRequests)
-		}
-		if d.Resume {
-			caps = append(caps, wire.CapabilityResume)
-		}
-	}
-	if d.Egress {
-		caps = append(caps, wire.CapabilityEgress)
-	}
-	// Every adapter takes unary calls on Streams (streams.go).
-	caps = append(caps, wire.CapabilityStreamsInvoke)
+	caps := capabilitiesOf(s.impl, d) // capabilities.go
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {
 		modes[i] = adapterv1.ExecutionMode(m)
