@@ -126,9 +126,8 @@ type config struct {
 	pingInterval time.Duration
 	pongTimeout  time.Duration
 	heartbeat    *msgTemplate // an application heartbeat instead of pings
-	maxAttempts  int
-	initialDelay time.Duration
-	maxDelay     time.Duration
+	// reconnect is the policy of a lost connection.
+	reconnect sdk.Reconnect
 	closeTimeout time.Duration
 	// inputSchema is derived from the templates' variables.
 	inputSchema json.RawMessage
@@ -219,8 +218,9 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 		}
 	}
 	rf := &f.Reconnect
-	c.maxAttempts, c.initialDelay, c.maxDelay = rf.MaxAttempts, millis(rf.InitialDelayMS), millis(rf.MaxDelayMS)
-	if c.maxDelay < c.initialDelay {
+	c.reconnect = sdk.Reconnect{MaxAttempts: rf.MaxAttempts, Field: "reconnect.max_attempts",
+		Backoff: sdk.Backoff{Initial: millis(rf.InitialDelayMS), Max: millis(rf.MaxDelayMS)}}
+	if rf.MaxDelayMS < rf.InitialDelayMS {
 		d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
 	}
 	c.closeTimeout = millis(f.CloseTimeoutMS)
