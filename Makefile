@@ -5,6 +5,7 @@
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
+#   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
 
 GO       ?= go
 BIN      := bin/crank
@@ -18,7 +19,7 @@ GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' 
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps conformance graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -85,6 +86,15 @@ conformance-deps: $(CONF_DIR)/node_modules/.package-lock.json
 
 $(CONF_DIR)/node_modules/.package-lock.json: $(CONF_DIR)/package.json $(CONF_DIR)/package-lock.json
 	cd $(CONF_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# TestConformanceThroughCrank over every fixture (make test runs the
+# go-sdk and TypeScript SDK fixtures): the reference servers
+# server-everything, server-filesystem and server-memory and the TypeScript
+# fixture asking on its session's standalone stream too.
+conformance: SHELL := /bin/bash
+conformance: .SHELLFLAGS := -o pipefail -c
+conformance: ts-deps conformance-deps
+	CRANK_CONFORMANCE=full $(GO) test -count=1 -timeout 30m -run '^TestConformanceThroughCrank$$' -v ./e2e/ 2>&1 | grep -E 'pass:|known gap|fails through|^(---|ok|FAIL|PASS)'
 
 # The reference GraphQL subscription server (graphql-js, graphql-ws,
 # graphql-sse) of the GraphQL subscription end-to-end tests, from the lockfile.
