@@ -69,6 +69,9 @@ func TestExpand(t *testing.T) {
 		echo.Annotations.ReadOnly == nil || !*echo.Annotations.ReadOnly || echo.Annotations.Idempotent == nil {
 		t.Errorf("echo tool: %+v", echo)
 	}
+	if string(echo.Meta) != `{"ui":{"resourceUri":"ui://echo/view.html","visibility":["model","app"]},"ui/resourceUri":"ui://echo/view.html"}` {
+		t.Errorf("echo _meta: %s", echo.Meta)
+	}
 	var in, out map[string]any
 	if json.Unmarshal(echo.InputSchema, &in) != nil || in["properties"].(map[string]any)["text"] == nil {
 		t.Errorf("echo input schema: %s", echo.InputSchema)

@@ -51,7 +51,10 @@ type echoOut struct {
 func testServer(cancelled chan<- struct{}) *gomcp.Server {
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	gomcp.AddTool(s, &gomcp.Tool{Name: "echo", Title: "Echo", Description: "Echoes text.",
-		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		// An MCP App renders its results (both forms of the resource URI).
+		Meta: gomcp.Meta{"ui": map[string]any{"resourceUri": "ui://echo/view.html", "visibility": []string{"model", "app"}},
+			"ui/resourceUri": "ui://echo/view.html"}},
 		func(_ context.Context, _ *gomcp.CallToolRequest, in echoIn) (*gomcp.CallToolResult, echoOut, error) {
 			return nil, echoOut{Echo: in.Text}, nil
 		})

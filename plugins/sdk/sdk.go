@@ -61,6 +61,11 @@ type Tool struct {
 	Mode       Mode
 	Execution  json.RawMessage
 	ItemSchema json.RawMessage
+	// Meta is the tool's _meta, a JSON object the host publishes as the
+	// tool's own: an MCP upstream's, such as MCP Apps' "ui" (resourceUri,
+	// visibility). Keys under "io.crank/" are the host's and are dropped;
+	// hosts that predate it drop it all.
+	Meta json.RawMessage
 }
 
 // Annotations are MCP tool hints; nil means "not said".

@@ -106,7 +106,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		resp.Tools = append(resp.Tools, &adapterv1.Tool{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
-			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
+			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema, MetaJson: t.Meta,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},

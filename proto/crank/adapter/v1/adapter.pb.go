@@ -1654,8 +1654,12 @@ type Tool struct {
 	// raw_items, summary_plus_samples). Read only by hosts listing
 	// "tool_execution".
 	ItemSchemaJson []byte `protobuf:"bytes,10,opt,name=item_schema_json,json=itemSchemaJson,proto3" json:"item_schema_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tool's _meta as a JSON object, published as the tool's own (an
+	// MCP upstream's, such as MCP Apps' "ui" with its resourceUri); keys
+	// under "io.crank/" are the host's and are dropped. Empty means none.
+	MetaJson      []byte `protobuf:"bytes,20,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -1754,6 +1758,13 @@ func (x *Tool) GetExecutionJson() []byte {
 func (x *Tool) GetItemSchemaJson() []byte {
 	if x != nil {
 		return x.ItemSchemaJson
+	}
+	return nil
+}
+
+func (x *Tool) GetMetaJson() []byte {
+	if x != nil {
+		return x.MetaJson
 	}
 	return nil
 }
@@ -4339,7 +4350,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"subscribed\x12\x1f\n" +
 	"\vupdated_uri\x18\x02 \x01(\tR\n" +
 	"updatedUri\x125\n" +
-	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\x98\x03\n" +
+	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\xb5\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -4352,7 +4363,8 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x04mode\x18\b \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\x12%\n" +
 	"\x0eexecution_json\x18\t \x01(\fR\rexecutionJson\x12(\n" +
 	"\x10item_schema_json\x18\n" +
-	" \x01(\fR\x0eitemSchemaJson\"\xdf\x01\n" +
+	" \x01(\fR\x0eitemSchemaJson\x12\x1b\n" +
+	"\tmeta_json\x18\x14 \x01(\fR\bmetaJson\"\xdf\x01\n" +
 	"\x0fToolAnnotations\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
