@@ -13,13 +13,14 @@ TS_DIR   := e2e/ts
 CONF_DIR := e2e/conformance
 GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*')
+APPS_DIR := e2e/apps
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps conformance graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps conformance apps-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -40,7 +41,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps unit e2e-race
+test: lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps unit e2e-race
 	$(MAKE) soak-short
 
 unit:
@@ -95,6 +96,14 @@ conformance: SHELL := /bin/bash
 conformance: .SHELLFLAGS := -o pipefail -c
 conformance: ts-deps conformance-deps
 	CRANK_CONFORMANCE=full $(GO) test -count=1 -timeout 30m -run '^TestConformanceThroughCrank$$' -v ./e2e/ 2>&1 | grep -E 'pass:|known gap|fails through|^(---|ok|FAIL|PASS)'
+
+# MCP Apps: the ext-apps SDK (its AppBridge, bundled for the browser with
+# esbuild) and its example servers server-basic-vanillajs and server-map,
+# from the lockfile, for the MCP Apps end-to-end tests.
+apps-deps: $(APPS_DIR)/node_modules/.package-lock.json
+
+$(APPS_DIR)/node_modules/.package-lock.json: $(APPS_DIR)/package.json $(APPS_DIR)/package-lock.json
+	cd $(APPS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # The reference GraphQL subscription server (graphql-js, graphql-ws,
 # graphql-sse) of the GraphQL subscription end-to-end tests, from the lockfile.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,24 +342,6 @@ func expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Tool, publish
 		out = append(out, bind(&op, sup))
 	}
 	return out, nil
-}
-
-// toolMeta is a derived tool's _meta (sdk.Tool.Meta) without the keys of
-// the gateway ("io.crank/..."), nil when it has none; an error when it is
-// no JSON object.
-func toolMeta(raw json.RawMessage) (map[string]any, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	var meta map[string]any
-	if err := json.Unmarshal(raw, &meta); err != nil || meta == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	maps.DeleteFunc(meta, func(k string, _ any) bool { return strings.HasPrefix(k, "io.crank/") })
-	if len(meta) == 0 {
-		return nil, nil
-	}
-	return meta, nil
 }
 
 // expandEntry asks the adapter to expand an entry, with what it

@@ -64,8 +64,11 @@ type conn struct {
 	taskCalls bool
 	// pinned is the protocol version the session asks for ("" for the
 	// latest): a session of an older generation for the calls of its
-	// clients (ask.go, generationConn).
+	// clients (ask.go, callConn).
 	pinned string
+	// caps are the client capabilities the session declares, nil for all
+	// the gateway relays (ask.go, callConn).
+	caps *gomcp.ClientCapabilities
 }
 
 func (p *pool) get(u *upstream) *conn {
