@@ -389,6 +389,13 @@ func inputRequired(res gomcp.Result) (gomcp.InputRequestMap, string, bool) {
 func (c *conn) fulfil(ctx context.Context, a *asker, ir gomcp.InputRequest) (gomcp.InputResponse, error) {
 	switch p := ir.(type) {
 	case *gomcp.ElicitParams:
+		if (p.Mode == "url" || p.URL != "") && p.ElicitationID == "" {
+			// A URL-mode elicitation of 2026-07-28 has no elicitationId,
+			// which a client of 2025-11-25 requires of one.
+			q := *p
+			q.ElicitationID = newCallTag()
+			p = &q
+		}
 		var res gomcp.ElicitResult
 		return &res, c.ask(ctx, a, methodElicit, p, p.Meta, &res)
 	case *gomcp.CreateMessageWithToolsParams:
