@@ -206,8 +206,10 @@ var conformanceFull = os.Getenv("CRANK_CONFORMANCE") == "full"
 
 // conformanceUpstreams are the fixtures: the go-sdk one (this binary), a
 // TypeScript SDK McpServer built for the suite (e2e/ts/conformance-server.mjs,
-// its tools asking the client on the call's stream), the same with its
-// requests on the session's standalone stream, and the reference servers
+// its tools asking the client on the call's stream), one of the TypeScript
+// SDK v2 with the input-required-result tools (e2e/ts/ask-server-v2.mjs,
+// both generations), the v1 one with its requests on the session's
+// standalone stream, and the reference servers
 // server-everything, server-filesystem and server-memory from npm (the
 // last two speak stdio only: directly, and through Crank over HTTP, the
 // suite reaches them through supergateway, a stdio to Streamable HTTP
@@ -221,6 +223,7 @@ func conformanceUpstreams(t *testing.T) []conformanceUpstream {
 		return filepath.Join(append([]string{repoRoot, "e2e", "ts", "node_modules"}, path...)...)
 	}
 	fixture := filepath.Join(repoRoot, "e2e", "ts", "conformance-server.mjs")
+	fixtureV2 := filepath.Join(repoRoot, "e2e", "ts", "ask-server-v2.mjs")
 	everything := ts("@modelcontextprotocol", "server-everything", "dist", "index.js")
 	memory := ts("@modelcontextprotocol", "server-memory", "dist", "index.js")
 	filesystem := ts("@modelcontextprotocol", "server-filesystem", "dist", "index.js")
@@ -279,6 +282,11 @@ func conformanceUpstreams(t *testing.T) []conformanceUpstream {
 				return nodeHTTP(t, "the TypeScript fixture", nil, fixture, "http", "{port}")
 			},
 			stdio: func(t *testing.T) string { return stdio(t, "", fixture) }},
+		{name: "ts-sdk-v2", quick: true,
+			http: func(t *testing.T, _ bool) string {
+				return nodeHTTP(t, "the TypeScript SDK v2 fixture", nil, fixtureV2, "http", "{port}")
+			},
+			stdio: func(t *testing.T) string { return stdio(t, "", fixtureV2) }},
 		{name: "ts-sdk-standalone",
 			http: func(t *testing.T, _ bool) string {
 				return nodeHTTP(t, "the TypeScript fixture", []string{"CRANK_FIXTURE_ASK=standalone"}, fixture, "http", "{port}")

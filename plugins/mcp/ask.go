@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -566,4 +567,41 @@ func (a *adapter) callConn(ctx context.Context, u *upstream, k *asker) *conn {
 		return &conn{up: u, routes: &a.pool.progress, watch: &a.pool.watch, pinned: pinned, caps: caps}
 	})
 	return own
+}
+
+// inputParams is the message b with "params": {} given to each input
+// request of an input-required result that has none (a roots/list input
+// request may come without, as the TypeScript SDK v2 sends it): go-sdk's
+// client fails to decode the whole result otherwise. Any other message is
+// b itself.
+func inputParams(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"inputRequests"`)) {
+		return b
+	}
+	var msg, result map[string]json.RawMessage
+	var reqs map[string]map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || json.Unmarshal(msg["result"], &result) != nil || json.Unmarshal(result["inputRequests"], &reqs) != nil {
+		return b
+	}
+	fixed := false
+	for _, r := range reqs {
+		if r != nil && (len(r["params"]) == 0 || string(r["params"]) == "null") {
+			r["params"], fixed = json.RawMessage("{}"), true
+		}
+	}
+	if !fixed {
+		return b
+	}
+	var err error
+	if result["inputRequests"], err = json.Marshal(reqs); err != nil {
+		return b
+	}
+	if msg["result"], err = json.Marshal(result); err != nil {
+		return b
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
 }

@@ -203,3 +203,25 @@ func TestSessionDeclaresClientCapabilities(t *testing.T) {
 		}
 	})
 }
+
+// An input request without params (the TypeScript SDK v2's roots/list)
+// gets empty ones, which go-sdk's client needs to decode the result; other
+// messages pass unchanged.
+func TestInputParams(t *testing.T) {
+	in := `{"jsonrpc":"2.0","id":3,"result":{"resultType":"input_required","inputRequests":{"r":{"method":"roots/list"},"e":{"method":"elicitation/create","params":{"message":"m"}}},"requestState":"s"}}`
+	var res struct {
+		Result gomcp.CallToolResult `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(in), &res); err == nil {
+		t.Fatal("go-sdk decodes an input request without params now: inputParams may go")
+	}
+	out := inputParams([]byte(in))
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Result.InputRequests) != 2 || res.Result.RequestState != "s" {
+		t.Fatalf("%s: %v %+v", out, err, res.Result)
+	}
+	for _, same := range []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, `{"result":{"inputRequests":{"r":{"method":"roots/list","params":{}}}}}`, `not json "inputRequests"`} {
+		if got := inputParams([]byte(same)); string(got) != same {
+			t.Errorf("%s became %s", same, got)
+		}
+	}
+}

@@ -127,6 +127,8 @@ func (m *oneMessage) Read(p []byte) (int, error) {
 		}
 		if trailing(b) {
 			b = malformedAnswer(m.req, b)
+		} else {
+			b = inputParams(b) // ask.go
 		}
 		m.out = bytes.NewReader(b)
 	}
