@@ -50,7 +50,7 @@ unit:
 # End-to-end tests of the stateful paths (sessions and jobs across replicas,
 # resumption, reloads, adapter crashes, both protocol generations) against a
 # gateway built with the race detector; a race it reports fails the test.
-E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks|TestMesh
+E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks|TestMCPUpstreamTSClientRequests|TestMesh
 e2e-race:
 	CRANK_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^($(E2E_RACE))$$' ./e2e/
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,8 +61,22 @@ const (
 
 // relayedExtensions are the extensions of a client the adapter declares to
 // an upstream for the client's calls: those whose messages the gateway
-// relays unchanged (an App's tool _meta and ui:// resources).
-var relayedExtensions = []string{extensionUI}
+// relays unchanged (an App's tool _meta and ui:// resources), each with
+// the settings it passes on (known values only, so that clients cannot
+// make connections without bound: each set of declared capabilities is a
+// connection, a child process over stdio).
+var relayedExtensions = map[string]func(json.RawMessage) map[string]any{
+	extensionUI: func(raw json.RawMessage) map[string]any {
+		var s struct {
+			MIMETypes []string `json:"mimeTypes"`
+		}
+		_ = json.Unmarshal(raw, &s)
+		if slices.Contains(s.MIMETypes, mimeApp) {
+			return map[string]any{"mimeTypes": []string{mimeApp}}
+		}
+		return map[string]any{}
+	},
+}
 
 // declared are the capabilities a session of the upstream declares for
 // the calls of k's client, as that client declared them: sampling,
@@ -95,10 +110,9 @@ func (k *asker) declared() *gomcp.ClientCapabilities {
 			c.RootsV2 = &gomcp.RootCapabilities{} //nolint:staticcheck // roots is deprecated as of 2026-07-28, and still served before it
 		}
 	}
-	for _, id := range relayedExtensions {
-		var settings map[string]any
-		if raw, ok := k.caps.Extensions[id]; ok && json.Unmarshal(raw, &settings) == nil {
-			c.AddExtension(id, settings)
+	for id, settings := range relayedExtensions {
+		if raw, ok := k.caps.Extensions[id]; ok {
+			c.AddExtension(id, settings(raw))
 		}
 	}
 	return c

@@ -192,6 +192,10 @@ func TestSessionDeclaresClientCapabilities(t *testing.T) {
 			`{"elicitation":{}}`:                   `{"elicitation":{"form":{}},"extensions":null,"roots":false,"sampling":null}`,
 			`{"sampling":{"tools":{}},"roots":{}}`: `{"elicitation":null,"extensions":null,"roots":true,"sampling":{"tools":{}}}`,
 			`{"extensions":{` + ui + `,"com.example/other":{}},"experimental":{"x":{}}}`: `{"elicitation":null,"extensions":{` + ui + `},"roots":false,"sampling":null}`,
+			// Only the settings the gateway knows pass: a client cannot
+			// make connections without bound by varying them.
+			`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["x/y","text/html;profile=mcp-app"],"n":1}}}`: `{"elicitation":null,"extensions":{` + ui + `},"roots":false,"sampling":null}`,
+			`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["x/y"]}}}`:                                   `{"elicitation":null,"extensions":{"io.modelcontextprotocol/ui":{}},"roots":false,"sampling":null}`,
 		} {
 			if got := seen(caps); got != want {
 				t.Errorf("client %s: the upstream saw %s, want %s", caps, got, want)
