@@ -90,8 +90,7 @@ $(CONF_DIR)/node_modules/.package-lock.json: $(CONF_DIR)/package.json $(CONF_DIR
 
 # TestConformanceThroughCrank over every fixture (make test runs the
 # go-sdk and TypeScript SDK fixtures): the reference servers
-# server-everything, server-filesystem and server-memory and the TypeScript
-# fixture asking on its session's standalone stream too.
+# server-everything, server-filesystem and server-memory too.
 conformance: SHELL := /bin/bash
 conformance: .SHELLFLAGS := -o pipefail -c
 conformance: ts-deps conformance-deps

@@ -196,8 +196,9 @@ type conformanceUpstream struct {
 	http func(t *testing.T, stateless bool) string
 	// stdio is the mcp adapter's config of it as a child process.
 	stdio func(t *testing.T) string
-	// quick marks the fixtures of `make test`; the full matrix runs with
-	// CRANK_CONFORMANCE=full (`make conformance`).
+	// quick marks the fixtures of `make test` (those built for the suite);
+	// the reference servers run with CRANK_CONFORMANCE=full (`make
+	// conformance`).
 	quick bool
 }
 
@@ -287,7 +288,7 @@ func conformanceUpstreams(t *testing.T) []conformanceUpstream {
 				return nodeHTTP(t, "the TypeScript SDK v2 fixture", nil, fixtureV2, "http", "{port}")
 			},
 			stdio: func(t *testing.T) string { return stdio(t, "", fixtureV2) }},
-		{name: "ts-sdk-standalone",
+		{name: "ts-sdk-standalone", quick: true,
 			http: func(t *testing.T, _ bool) string {
 				return nodeHTTP(t, "the TypeScript fixture", []string{"CRANK_FIXTURE_ASK=standalone"}, fixture, "http", "{port}")
 			},
