@@ -5,6 +5,7 @@
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
+#   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
 
 GO       ?= go
 BIN      := bin/crank
@@ -14,7 +15,8 @@ GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
 GRPCJS_DIR := e2e/grpcjs
 OCTOKIT_DIR := e2e/octokit
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*')
+APPS_DIR := e2e/apps
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
@@ -25,7 +27,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -46,7 +48,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -59,7 +61,7 @@ unit:
 # End-to-end tests of the stateful paths (sessions and jobs across replicas,
 # resumption, reloads, adapter crashes, both protocol generations) against a
 # gateway built with the race detector; a race it reports fails the test.
-E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks|TestMesh
+E2E_RACE := TestGoSDKClient|TestAdapterCrash|TestReloadChangesOperations|TestFamiliesAcrossReplicas|TestStreamSessionMovesBetweenReplicas|TestTasksAcrossReplicas|TestTransportResume|TestTransportCancellation|TestWindowGoSDK|TestBothGenerations|TestMCPUpstreamToolsChange|TestMCPUpstreamLogs|TestMCPUpstreamTasks|TestMCPUpstreamTSClientRequests|TestMesh
 e2e-race:
 	CRANK_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^($(E2E_RACE))$$' ./e2e/
 
@@ -99,6 +101,22 @@ conformance-deps: $(CONF_DIR)/node_modules/.package-lock.json
 
 $(CONF_DIR)/node_modules/.package-lock.json: $(CONF_DIR)/package.json $(CONF_DIR)/package-lock.json
 	cd $(CONF_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# TestConformanceThroughCrank over every fixture (make test runs the
+# go-sdk and TypeScript SDK fixtures): the reference servers
+# server-everything, server-filesystem and server-memory too.
+conformance: SHELL := /bin/bash
+conformance: .SHELLFLAGS := -o pipefail -c
+conformance: ts-deps conformance-deps
+	CRANK_CONFORMANCE=full $(GO) test -count=1 -timeout 30m -run '^TestConformanceThroughCrank$$' -v ./e2e/ 2>&1 | grep -E 'conformance_test.go|_test.go:[0-9]+: |^ *--- |^(ok|FAIL|PASS)' | grep -v 'not scored by'
+
+# MCP Apps: the ext-apps SDK (its AppBridge, bundled for the browser with
+# esbuild) and its example servers server-basic-vanillajs and server-map,
+# from the lockfile, for the MCP Apps end-to-end tests.
+apps-deps: $(APPS_DIR)/node_modules/.package-lock.json
+
+$(APPS_DIR)/node_modules/.package-lock.json: $(APPS_DIR)/package.json $(APPS_DIR)/package-lock.json
+	cd $(APPS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 # The reference GraphQL subscription server (graphql-js, graphql-ws,
 # graphql-sse) of the GraphQL subscription end-to-end tests, from the lockfile.

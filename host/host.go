@@ -307,6 +307,11 @@ func (h *Host) expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Too
 			}
 			op.OutputSchema = lenientSchema(t.OutputSchema, op.StrictOutput) // outputschema.go
 		}
+		meta, err := toolMeta(t.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: derived _meta: %v", label, err)
+		}
+		op.Meta = meta
 		if op.Annotations == nil {
 			a := t.Annotations
 			op.Annotations = &opsfile.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}

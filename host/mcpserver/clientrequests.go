@@ -30,7 +30,7 @@ const (
 // answers its upstream that any other client cannot be asked. A client
 // that declared none of the capabilities is offered too, with none: the
 // adapter then refuses each request, and sends the call in the client's
-// generation (plugins/mcp generationConn).
+// generation (plugins/mcp callConn).
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
 	r := clientOf(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses)
 	cr.Ask, cr.ClientCapabilities, cr.InputRequired, cr.Input = r.ask, r.caps, r.inputRequired, r.input

@@ -288,8 +288,9 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !ep.awaitHost(w, r) {
 		return
 	}
-	ep.markIdentity(r) // caller.go
-	p := peek(r)       // peek.go: the body, read once before the SDK reads it
+	ep.markIdentity(r)      // caller.go
+	p := peek(r)            // peek.go: the body, read once before the SDK reads it
+	ep.sessionRequest(r, p) // generation.go: a session's request in its generation
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}

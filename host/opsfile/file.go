@@ -106,6 +106,10 @@ type Operation struct {
 	// derives as derived, rather than lenient (host: outputschema.go).
 	StrictOutput bool
 	Annotations  *Annotations
+	// Meta is the _meta its adapter derived for the tool (sdk.Tool.Meta:
+	// an MCP upstream's own, such as MCP Apps' "ui"), without the
+	// gateway's "io.crank/" keys; ToolMeta publishes it.
+	Meta map[string]any
 	// Config is the adapter config with placeholders expanded. It may hold
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage

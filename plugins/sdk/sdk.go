@@ -67,6 +67,11 @@ type Tool struct {
 	// continues it. Without it a stream window offers no cursor, since
 	// one would only start the upstream over.
 	ResumesStream bool
+	// Meta is the tool's _meta, a JSON object the host publishes as the
+	// tool's own: an MCP upstream's, such as MCP Apps' "ui" (resourceUri,
+	// visibility). Keys under "io.crank/" are the host's and are dropped;
+	// hosts that predate it drop it all.
+	Meta json.RawMessage
 }
 
 // Annotations are MCP tool hints; nil means "not said".

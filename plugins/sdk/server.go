@@ -74,6 +74,7 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
 			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema, ResumesStream: t.ResumesStream,
+			MetaJson: t.Meta,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},

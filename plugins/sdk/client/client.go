@@ -450,6 +450,7 @@ func toolFromProto(t *adapterv1.Tool) sdk.Tool {
 		Name: t.GetName(), Title: t.GetTitle(), Description: t.GetDescription(),
 		InputSchema: t.GetInputSchemaJson(), OutputSchema: t.GetOutputSchemaJson(), Config: t.GetConfigJson(),
 		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(), ResumesStream: t.GetResumesStream(),
+		Meta: t.GetMetaJson(),
 	}
 	if a := t.GetAnnotations(); a != nil {
 		tool.Annotations = sdk.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}

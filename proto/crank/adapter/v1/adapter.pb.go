@@ -1735,6 +1735,10 @@ type Tool struct {
 	// it. Without it a stream window's cursor would restart the upstream,
 	// so the host offers none.
 	ResumesStream bool `protobuf:"varint,20,opt,name=resumes_stream,json=resumesStream,proto3" json:"resumes_stream,omitempty"`
+	// The tool's _meta as a JSON object, published as the tool's own (an
+	// MCP upstream's, such as MCP Apps' "ui" with its resourceUri); keys
+	// under "io.crank/" are the host's and are dropped. Empty means none.
+	MetaJson      []byte `protobuf:"bytes,21,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1844,6 +1848,13 @@ func (x *Tool) GetResumesStream() bool {
 		return x.ResumesStream
 	}
 	return false
+}
+
+func (x *Tool) GetMetaJson() []byte {
+	if x != nil {
+		return x.MetaJson
+	}
+	return nil
 }
 
 // ToolAnnotations are MCP tool hints; unset means "not said".
@@ -4442,7 +4453,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"subscribed\x12\x1f\n" +
 	"\vupdated_uri\x18\x02 \x01(\tR\n" +
 	"updatedUri\x125\n" +
-	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\xbf\x03\n" +
+	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\xdc\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -4456,7 +4467,8 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x0eexecution_json\x18\t \x01(\fR\rexecutionJson\x12(\n" +
 	"\x10item_schema_json\x18\n" +
 	" \x01(\fR\x0eitemSchemaJson\x12%\n" +
-	"\x0eresumes_stream\x18\x14 \x01(\bR\rresumesStream\"\xdf\x01\n" +
+	"\x0eresumes_stream\x18\x14 \x01(\bR\rresumesStream\x12\x1b\n" +
+	"\tmeta_json\x18\x15 \x01(\fR\bmetaJson\"\xdf\x01\n" +
 	"\x0fToolAnnotations\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
