@@ -329,6 +329,10 @@ func (g *gateway) reload(opts gatewayOptions) {
 	if code, body := g.tryReload(opts); code != http.StatusOK {
 		g.t.Fatalf("reload: %d %s: %s", code, http.StatusText(code), body)
 	}
+	// The old config's server closes the keep-alive connections it had;
+	// a POST on one of them, which the transport does not retry, would
+	// fail with EOF. Clients dial afresh, as after any server restart.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 // tryReload is reload that returns the admin API's answer instead of

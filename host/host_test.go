@@ -465,3 +465,27 @@ func TestModesOf(t *testing.T) {
 		}
 	}
 }
+
+// An adapter's diagnostic of a member whose name holds a dot (a header
+// "X.Api.Key") points at that member and its line: the SDK sends a JSON
+// pointer beside the dotted field, which would split at the dot.
+func TestDiagnosticOfDottedKey(t *testing.T) {
+	yaml := `
+adapters:
+  rest: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: rest}}
+operations:
+  - name: a
+    description: d
+    adapter: rest
+    config:
+      method: GET
+      url: http://127.0.0.1:1/x
+      headers:
+        X-Fine: ok
+        X.Api.Key: "a\nb"
+`
+	_, err := newFixture(t, yaml)
+	if want := `ops.yaml:13: operation "a": /config/headers/X.Api.Key: value contains a control character`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want %q in %v", want, err)
+	}
+}

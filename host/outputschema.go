@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.uber.org/zap"
 
@@ -349,7 +351,7 @@ func mismatchAt(schema *jsonschema.Resolved, v any, err error) (string, string) 
 			if len(segs) < 2 {
 				continue
 			}
-			name := unescapePointer(segs[1])
+			name := pointer.Unkey(segs[1])
 			if segs[0] == "patternProperties" {
 				name = ""
 			}
@@ -358,7 +360,7 @@ func mismatchAt(schema *jsonschema.Resolved, v any, err error) (string, string) 
 				cur = nil
 				continue
 			}
-			ptr.WriteString("/" + escapePointer(name))
+			ptr.WriteString("/" + pointer.Key(name))
 			cur = obj[name]
 		case "prefixItems":
 			if len(segs) < 2 {
@@ -428,8 +430,4 @@ func failingElement(schema *jsonschema.Resolved, root any, list []any) int {
 		}
 	}
 	return -1
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

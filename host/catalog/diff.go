@@ -7,7 +7,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/crankmcp/crank/store"
 )
 
@@ -71,7 +72,7 @@ func diffValues(at string, a, b any, out []FieldChange) []FieldChange {
 			break
 		}
 		for _, k := range slices.Sorted(maps.Keys(av)) {
-			p := at + "/" + opsfile.PointerKey(k)
+			p := at + "/" + pointer.Key(k)
 			if be, ok := bv[k]; ok {
 				out = diffValues(p, av[k], be, out)
 			} else {
@@ -80,7 +81,7 @@ func diffValues(at string, a, b any, out []FieldChange) []FieldChange {
 		}
 		for _, k := range slices.Sorted(maps.Keys(bv)) {
 			if _, ok := av[k]; !ok {
-				out = append(out, FieldChange{Pointer: at + "/" + opsfile.PointerKey(k), To: canonical(bv[k])})
+				out = append(out, FieldChange{Pointer: at + "/" + pointer.Key(k), To: canonical(bv[k])})
 			}
 		}
 		return out

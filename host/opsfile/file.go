@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/google/jsonschema-go/jsonschema"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -356,7 +358,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 	for _, an := range slices.Sorted(maps.Keys(f.Adapters)) {
 		ad := f.Adapters[an]
 		if ad.Command == "" {
-			ptr := "/adapters/" + PointerKey(an) + "/command"
+			ptr := "/adapters/" + pointer.Key(an) + "/command"
 			errs = append(errs, Problem{File: name, Line: pos.line(ptr), Pointer: ptr, Message: "is required"})
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/egress"
 )
@@ -170,7 +172,7 @@ func walkStrings(v any, path string, f func(path, s string)) {
 		f(path, t)
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			walkStrings(t[k], path+"/"+PointerKey(k), f)
+			walkStrings(t[k], path+"/"+pointer.Key(k), f)
 		}
 	case []any:
 		for i, e := range t {
@@ -241,7 +243,7 @@ func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out
 				sub = extra
 			}
 			if sub != nil {
-				a.walk(t[k], sub, root, path+"/"+PointerKey(k), dir, out)
+				a.walk(t[k], sub, root, path+"/"+pointer.Key(k), dir, out)
 			}
 		}
 	case []any:

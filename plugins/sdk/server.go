@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"slices"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -98,7 +99,7 @@ func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
 		if sev == 0 {
 			sev = SeverityError
 		}
-		out = append(out, &adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_Severity(sev), Field: d.Field, Message: d.Message})
+		out = append(out, &adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_Severity(sev), Field: d.Field, Message: d.Message, Pointer: d.Where()})
 	}
 	return out
 }

@@ -18,9 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"io"
 	"sync/atomic"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -440,7 +441,7 @@ func contextToProto(c sdk.RequestContext) *adapterv1.RequestContext {
 func diagnosticsFromProto(diags []*adapterv1.Diagnostic) []sdk.Diagnostic {
 	var out []sdk.Diagnostic
 	for _, d := range diags {
-		out = append(out, sdk.Diagnostic{Severity: sdk.Severity(d.GetSeverity()), Field: d.GetField(), Message: d.GetMessage()})
+		out = append(out, sdk.Diagnostic{Severity: sdk.Severity(d.GetSeverity()), Field: d.GetField(), Message: d.GetMessage(), Pointer: d.GetPointer()})
 	}
 	return out
 }

@@ -22,12 +22,13 @@
 package adapterv1
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 )
 
 const (
@@ -1931,9 +1932,14 @@ type Diagnostic struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Severity Diagnostic_Severity    `protobuf:"varint,1,opt,name=severity,proto3,enum=crank.adapter.v1.Diagnostic_Severity" json:"severity,omitempty"`
 	// Dotted path of the offending field inside the adapter config, e.g.
-	// "headers.Authorization" or "url".
-	Field         string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// "headers.Authorization" or "url", for hosts that predate pointer.
+	Field   string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The same field as a JSON pointer (RFC 6901) into the adapter config,
+	// e.g. "/headers/X-Api.Key": a member name holding a dot is
+	// unambiguous here. Hosts read it when set, else they read field;
+	// adapters that predate it leave it unset.
+	Pointer       string `protobuf:"bytes,20,opt,name=pointer,proto3" json:"pointer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1985,6 +1991,13 @@ func (x *Diagnostic) GetField() string {
 func (x *Diagnostic) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetPointer() string {
+	if x != nil {
+		return x.Pointer
 	}
 	return ""
 }
@@ -4481,12 +4494,13 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"_read_onlyB\x0e\n" +
 	"\f_destructiveB\r\n" +
 	"\v_idempotentB\r\n" +
-	"\v_open_world\"\xcf\x01\n" +
+	"\v_open_world\"\xe9\x01\n" +
 	"\n" +
 	"Diagnostic\x12A\n" +
 	"\bseverity\x18\x01 \x01(\x0e2%.crank.adapter.v1.Diagnostic.SeverityR\bseverity\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"N\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
+	"\apointer\x18\x14 \x01(\tR\apointer\"N\n" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
