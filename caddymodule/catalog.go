@@ -28,7 +28,7 @@ type handlerRun struct {
 	follower *catalog.Follower
 	held     bool // the endpoint is held (holdEndpoint)
 	// withdraw ends the offer of the handler's host to take over orphaned
-	// jobs (host.OfferAdoption).
+	// jobs (host.Adopters.Offer).
 	withdraw func()
 	// mesh is the handler's hold on its mcp-mesh registrar (mesh.go).
 	mesh *meshRun

@@ -236,10 +236,10 @@ func (h *Handler) loadOperations() (*opsfile.File, error) {
 // start runs the handler's operations on the store st: it starts their
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
-func (h *Handler) start(st *store.Etcd) error {
+func (h *Handler) start(st *store.Etcd, adopters *host.Adopters) error {
 	h.holdEndpoint()
 	if h.run.withdraw == nil {
-		h.run.withdraw = host.OfferAdoption(st, h.currentHost)
+		h.run.withdraw = adopters.Offer(h.currentHost)
 	}
 	if h.Catalog != "" {
 		if err := h.followCatalog(st); err != nil {
