@@ -69,7 +69,7 @@ func TestCacheBoundAndConcurrency(t *testing.T) {
 // first entry it keeps.
 func TestDropOldest(t *testing.T) {
 	t.Parallel()
-	c := New[int, int](10, nil)
+	c := lru.New[int, int](10, nil)
 	for i := range 5 {
 		c.Put(i, i)
 	}
