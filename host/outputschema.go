@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -165,10 +167,8 @@ func lenientSchema(raw json.RawMessage, strict bool) json.RawMessage {
 	if strict || len(raw) == 0 || !bytes.Contains(raw, []byte(`"format"`)) && !bytes.Contains(raw, []byte(`Properties"`)) {
 		return raw
 	}
-	var s any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&s) != nil {
+	s, err := jsonpath.Decode(raw)
+	if err != nil {
 		return raw // its check reports it
 	}
 	var b bytes.Buffer

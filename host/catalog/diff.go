@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
 
 	"github.com/crankmcp/crank/store"
@@ -42,8 +44,8 @@ func Diff(from, to *Document) []Change {
 		case old == nil:
 			out = append(out, Change{Operation: name, Change: "added"})
 		case !bytes.Equal(old, e):
-			a, _ := decodeJSON(old)
-			b, _ := decodeJSON(e)
+			a, _ := jsonpath.Decode(old)
+			b, _ := jsonpath.Decode(e)
 			out = append(out, Change{Operation: name, Change: "changed", Fields: diffValues("", a, b, nil)})
 		}
 	}

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/jsonpath"
+
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // YAML renders the document as an operations file in YAML, for export
@@ -19,7 +22,7 @@ import (
 func (d *Document) YAML() []byte {
 	ops := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, e := range d.Operations {
-		v, err := decodeJSON(e)
+		v, err := jsonpath.Decode(e)
 		if err != nil {
 			continue
 		}
