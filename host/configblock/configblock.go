@@ -2,7 +2,8 @@
 // struct: an endpoint's server_card (host/servercard) and mesh
 // (host/mesh) blocks. The struct's json tags name the fields of the JSON
 // config and the Caddyfile subdirectives, its jsonschema tags document
-// them, an enum tag lists a field's values; a string field takes one
+// them, an enum tag lists a field's values, a default tag gives the value
+// of an empty one (Value); a string field takes one
 // value, a []string field one or more. Fields lists them for docs and
 // messages, Set sets one from a subdirective's values. The block's own
 // package checks the values (its Check).
@@ -23,8 +24,11 @@ type Field struct {
 	// Enum lists the values the field may take, nil for any.
 	Enum []string
 	// List: the field takes several values.
-	List  bool
-	index int
+	List bool
+	// Default is the value an empty field takes (its default tag), ""
+	// for none; Doc ends by saying it.
+	Default string
+	index   int
 }
 
 // Fields lists the string and []string fields of T, a struct, in
@@ -39,7 +43,10 @@ func Fields[T any]() []Field {
 		if name == "" || name == "-" || f.Type.Kind() != reflect.String && !list {
 			continue
 		}
-		fd := Field{Name: name, Doc: f.Tag.Get("jsonschema"), List: list, index: i}
+		fd := Field{Name: name, Doc: f.Tag.Get("jsonschema"), List: list, Default: f.Tag.Get("default"), index: i}
+		if fd.Default != "" {
+			fd.Doc += " Default: " + fd.Default + "."
+		}
 		if e := f.Tag.Get("enum"); e != "" {
 			fd.Enum = strings.Split(e, ",")
 		}
@@ -80,6 +87,19 @@ func Set[T any](c *T, name string, vs []string) error {
 		return nil
 	}
 	return fmt.Errorf("unrecognized option %q (%s)", name, Names[T]())
+}
+
+// Value is the value of field f of c: its own, or its default when empty.
+func Value[T any](c *T, name string) string {
+	for _, f := range Fields[T]() {
+		if f.Name == name && !f.List {
+			if v := reflect.ValueOf(c).Elem().Field(f.index).String(); v != "" {
+				return v
+			}
+			return f.Default
+		}
+	}
+	return ""
 }
 
 // Expand replaces the value v of every field of c with expand(v).

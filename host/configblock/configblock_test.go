@@ -71,3 +71,24 @@ func TestCheckEnums(t *testing.T) {
 		}
 	}
 }
+
+// A default tag gives an empty field's value and ends its doc.
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	type block struct {
+		Every string `json:"every,omitempty" default:"5s" jsonschema:"How often."`
+		Name  string `json:"name,omitempty"`
+	}
+	fs := configblock.Fields[block]()
+	if fs[0].Default != "5s" || fs[0].Doc != "How often. Default: 5s." || fs[1].Default != "" {
+		t.Errorf("fields: %+v", fs)
+	}
+	var b block
+	if v := configblock.Value(&b, "every"); v != "5s" {
+		t.Errorf("empty: %q", v)
+	}
+	b.Every = "1m"
+	if v := configblock.Value(&b, "every"); v != "1m" {
+		t.Errorf("set: %q", v)
+	}
+}

@@ -36,12 +36,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/loopback"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/loopback"
 
 	"github.com/crankmcp/crank/host/configblock"
 )
@@ -52,17 +53,11 @@ type Config struct {
 	AgentID           string   `json:"agent_id,omitempty" jsonschema:"The agent's id in the registry: 1 to 64 letters, digits, '-' or '_'. Required with a registry; every replica of a fleet uses the same."`
 	Name              string   `json:"name,omitempty" jsonschema:"The agent's name as meshctl lists it, at most 64 characters; default agent_id."`
 	URL               string   `json:"url,omitempty" jsonschema:"The endpoint's public URL as mesh agents reach it (a fleet's: its load balancer's), http or https, ending in /mcp: mesh consumers POST to <host:port>/mcp. Required with a registry."`
-	Namespace         string   `json:"namespace,omitempty" jsonschema:"The agent's namespace in the registry; default default."`
+	Namespace         string   `json:"namespace,omitempty" default:"default" jsonschema:"The agent's namespace in the registry."`
 	Version           string   `json:"version,omitempty" jsonschema:"The version of the agent and of each capability; default Crank's."`
 	Tags              []string `json:"tags,omitempty" jsonschema:"Tags added to every capability (besides the ones that mark streaming and family tools)."`
-	HeartbeatInterval string   `json:"heartbeat_interval,omitempty" jsonschema:"How often the registration is confirmed (a Go duration, 1s to 1m); default 5s, well inside the registry's 20s timeout."`
+	HeartbeatInterval string   `json:"heartbeat_interval,omitempty" default:"5s" jsonschema:"How often the registration is confirmed (a Go duration, 1s to 1m), well inside the registry's 20s timeout."`
 }
-
-// Defaults.
-const (
-	DefaultHeartbeatInterval = 5 * time.Second
-	defaultNamespace         = "default"
-)
 
 // Field is one field of Config.
 type Field = configblock.Field
@@ -170,12 +165,10 @@ func (c *Config) hostPort() (string, int, error) {
 	return u.Hostname(), port, nil
 }
 
-// interval is the heartbeat interval in effect.
+// interval is the heartbeat interval in effect (Check took it).
 func (c Config) interval() time.Duration {
-	if d, err := time.ParseDuration(c.HeartbeatInterval); err == nil && d > 0 {
-		return d
-	}
-	return DefaultHeartbeatInterval
+	d, _ := time.ParseDuration(configblock.Value(&c, "heartbeat_interval"))
+	return d
 }
 
 // Duty is the name of the fleet-wide duty of sending the config's

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crankmcp/crank/host/configblock"
+	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 
 	"go.uber.org/zap"
 
@@ -401,10 +403,7 @@ func (r *Registrar) registration(cfg Config) ([]byte, int) {
 	if name == "" {
 		name = cfg.AgentID
 	}
-	namespace := cfg.Namespace
-	if namespace == "" {
-		namespace = defaultNamespace
-	}
+	namespace := configblock.Value(&cfg, "namespace")
 	caps := []capability{}
 	for _, t := range tools() {
 		caps = append(caps, capabilityOf(t, version, cfg.Tags))
