@@ -11,8 +11,6 @@ import (
 
 	"github.com/crankmcp/crank/host/jsonpath"
 
-	yaml "go.yaml.in/yaml/v3"
-
 	"github.com/crankmcp/crank/host/opsfile"
 )
 
@@ -69,15 +67,11 @@ func parseText(data []byte) (any, opsfile.Problems) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, opsfile.Problems{{Message: "the body is empty: send an operations file (YAML or JSON)"}}
 	}
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
+	raw, err := opsfile.YAMLToJSON(data)
+	if err != nil {
 		return nil, opsfile.Problems{yamlProblem(err)}
 	}
-	raw, err := json.Marshal(opsfile.StringKeyed(v))
-	if err != nil {
-		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
-	}
-	v, err = jsonpath.Decode(raw)
+	v, err := jsonpath.Decode(raw)
 	if err != nil {
 		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}

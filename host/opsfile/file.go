@@ -453,6 +453,13 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 	return cat, nil
 }
 
+// YAMLToJSON reads YAML 1.2 or JSON as yamlToJSON does, returning it as
+// JSON: the one conversion of Crank's YAML texts.
+func YAMLToJSON(data []byte) ([]byte, error) {
+	out, _, err := yamlToJSON(data)
+	return out, err
+}
+
 // yamlToJSON reads YAML 1.2 (so keys such as y, n, on or yes stay strings,
 // unlike YAML 1.1) or JSON, and returns it as JSON, with where each of its
 // fields is written (one parse serves both).
@@ -467,27 +474,27 @@ func yamlToJSON(data []byte) ([]byte, positions, error) {
 			return nil, positions{}, err
 		}
 	}
-	out, err := json.Marshal(StringKeyed(v))
+	out, err := json.Marshal(stringKeyed(v))
 	return out, positionsOf(&doc), err
 }
 
-// StringKeyed turns the maps YAML decodes with non-string keys into
+// stringKeyed turns the maps YAML decodes with non-string keys into
 // string-keyed ones, so the value can be encoded as JSON.
-func StringKeyed(v any) any {
+func stringKeyed(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			t[k] = StringKeyed(e)
+			t[k] = stringKeyed(e)
 		}
 	case map[any]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
-			m[fmt.Sprint(k)] = StringKeyed(e)
+			m[fmt.Sprint(k)] = stringKeyed(e)
 		}
 		return m
 	case []any:
 		for i, e := range t {
-			t[i] = StringKeyed(e)
+			t[i] = stringKeyed(e)
 		}
 	}
 	return v
