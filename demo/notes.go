@@ -339,7 +339,9 @@ func renderNotesPage(w http.ResponseWriter, status int, d notesPageData) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	// No form-action: browsers apply it to the redirect that follows the
+	// form, to the client's redirect URI.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	w.WriteHeader(status)
 	_ = notesPage.Execute(w, d)

@@ -338,16 +338,22 @@ func (tr *tokenRecorder) all() []string {
 
 // consentBrowser is one user's browser: signed in to the gateway's
 // callback route as the user (basic_auth, a header on every request),
-// and to the provider through its login form.
+// and to the provider through its login form, with the same password;
+// callback is the path of the gateway's callback.
 type consentBrowser struct {
 	*browsertest.Browser
-	mu    sync.Mutex
-	pages []string
+	password, callback string
+	mu                 sync.Mutex
+	pages              []string
 }
 
 func newConsentBrowser(t *testing.T, user string) *consentBrowser {
-	b := &consentBrowser{Browser: browsertest.New(t, 1024, 768)}
-	basic := base64.StdEncoding.EncodeToString([]byte(user + ":pw"))
+	return newConsentBrowserAt(t, user, "pw", "/mcp/oauth/callback")
+}
+
+func newConsentBrowserAt(t *testing.T, user, password, callback string) *consentBrowser {
+	b := &consentBrowser{Browser: browsertest.New(t, 1024, 768), password: password, callback: callback}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 	b.Step("sign in to the gateway as "+user, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
 			return err
@@ -364,8 +370,8 @@ func (b *consentBrowser) consent(t *testing.T, link, user string, want int) stri
 	t.Helper()
 	b.open(t, link)
 	b.Until("the provider's sign-in page shows", `!!document.querySelector('#username')`)
-	b.Step("sign in as "+user, browsertest.Fill(`#username`, user), browsertest.Fill(`#password`, "pw"), chromedp.Click(chromedp.CSS(`#login`)))
-	b.Until("the gateway's callback page shows", `location.pathname === '/mcp/oauth/callback' && !!document.querySelector('#outcome')`)
+	b.Step("sign in as "+user, browsertest.Fill(`#username`, user), browsertest.Fill(`#password`, b.password), chromedp.Click(chromedp.CSS(`#login`)))
+	b.Until("the gateway's callback page shows", fmt.Sprintf(`location.pathname === %q && !!document.querySelector('#outcome')`, b.callback))
 	outcome := "Not connected"
 	if want == http.StatusOK {
 		outcome = "Connected"
@@ -404,9 +410,44 @@ func (b *consentBrowser) texts() string {
 }
 
 // consentRun is one run of e2e/ts/consent.mjs.
-type consentRun struct {
+type consentRun struct{ *nodeRun }
+
+// nodeRun is a Node program of e2e/ts a test runs: the lines it prints,
+// its stdin, and its end.
+type nodeRun struct {
 	lines chan string
+	stdin io.WriteCloser
 	done  chan struct{}
+}
+
+// startNode runs e2e/ts/<script> with args, for three minutes at most.
+func startNode(t *testing.T, script string, args ...string) *nodeRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(repoRoot, "e2e", "ts", script)}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &nodeRun{lines: make(chan string, 16), done: make(chan struct{})}
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+	}()
+	go func() { _ = cmd.Wait(); cancel(); close(r.done) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
 }
 
 // consentElicitation is a URL elicitation the client was sent.
@@ -450,28 +491,7 @@ func (o *consentOutputs) all() []string {
 
 func startConsentClient(t *testing.T, mcpURL, token, tool, args, era string) *consentRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "consent.mjs"), mcpURL, token, tool, args, era)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &consentRun{lines: make(chan string, 16), done: make(chan struct{})}
-	go func() {
-		defer close(r.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			r.lines <- sc.Text()
-		}
-	}()
-	go func() { _ = cmd.Wait(); cancel(); close(r.done) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
+	return &consentRun{startNode(t, "consent.mjs", mcpURL, token, tool, args, era)}
 }
 
 // elicitation waits for the client's next URL elicitation.
