@@ -176,11 +176,38 @@ operations:
 			t.Error("Hydra still accepts a token of bob's revoked grant")
 		}
 	}
+	// From here on Hydra's access tokens for the gateway live an hour.
+	hydraAdmin(t, "PUT", hydra.admin+"/admin/clients/"+clientID+"/lifespans", map[string]any{
+		"authorization_code_grant_access_token_lifespan": "1h", "refresh_token_grant_access_token_lifespan": "1h"}, &map[string]any{})
 	run = startConsentClient(t, a.MCPURL, token("bob"), "my_notes", "{}", "2025")
 	el = run.elicitation(t)
 	bob.consent(t, el.URL, "bob", http.StatusOK)
 	if res = run.result(t); !strings.Contains(res.text(), "bob's only note") {
 		t.Fatalf("bob after consenting again: %s", res.raw)
+	}
+
+	// bob revokes the gateway's access at Hydra itself (RFC 7009, which
+	// ends the token's whole grant there), behind the gateway's back: his
+	// next call's token, an hour from its expiry, is refused by the notes
+	// API; the gateway's refresh is refused too, so the grant ends and
+	// the same call asks bob to consent again, rather than failing.
+	invalid, _ := a.scrape().value("crank_upstream_grant_refreshes_total", "upstream=notes", "result=invalid")
+	bobs := notes.tokensOf("bob")
+	rv, _ := http.NewRequest(http.MethodPost, hydra.issuer+"/oauth2/revoke", strings.NewReader(url.Values{"token": {bobs[len(bobs)-1]}}.Encode()))
+	rv.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rv.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret))
+	if resp, err := http.DefaultClient.Do(rv); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoking bob's token at Hydra: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	run = startConsentClient(t, a.MCPURL, token("bob"), "my_notes", "{}", "2025")
+	bob.consent(t, run.elicitation(t).URL, "bob", http.StatusOK)
+	if res = run.result(t); !strings.Contains(res.text(), "bob's only note") {
+		t.Fatalf("bob after revoking at Hydra and consenting again: %s", res.raw)
+	}
+	if n, _ := a.scrape().value("crank_upstream_grant_refreshes_total", "upstream=notes", "result=invalid"); n != invalid+1 {
+		t.Errorf("refreshes refused after the revocation at Hydra: %v, want 1", n-invalid)
 	}
 
 	// A caller the endpoint's auth does not name has no grant of its
