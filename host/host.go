@@ -452,6 +452,9 @@ type CallRequest struct {
 	// resumes from (adopt.go).
 	onResume func(state json.RawMessage)
 	resume   json.RawMessage
+	// background: an async job runs the call, after the request that
+	// started it ended (job.go).
+	background bool
 }
 
 // ClientError is a JSON-RPC error a client answered a request with

@@ -308,7 +308,13 @@ func (h *Host) renewRefused(ctx context.Context, op *boundOp, req *CallRequest) 
 		}
 	}
 	h.log.Info("the upstream refused a user's token; the user consents again", zap.String("tool", op.Name), zap.String("upstream", name))
-	tok, res := h.consent(ctx, gs, op, ug, req)
+	asking := req
+	if req.background { // a job's call: the link is its result, the request that could show it is gone
+		bg := *req
+		bg.Ask, bg.InputRequired = nil, false
+		asking = &bg
+	}
+	tok, res := h.consent(ctx, gs, op, ug, asking)
 	if res != nil {
 		return res
 	}

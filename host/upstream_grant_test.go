@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/crankmcp/crank/host"
@@ -156,7 +157,7 @@ operations:
   - name: whoami
     description: The user as the API sees them.
     adapter: rest
-    upstream_auth:
+    upstream_auth: &api
       grant: authorization_code
       name: api
       authorization_endpoint: PROVIDER/authorize
@@ -165,6 +166,12 @@ operations:
       client_secret: client-secret-of-crank
       scopes: [read]
       token_key: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=
+    config: {method: GET, url: "PROVIDER/api", headers: {Authorization: "Bearer {crank.upstream_token}"}}
+  - name: whoami_later
+    description: The same, as a job.
+    adapter: rest
+    mode: async_job
+    upstream_auth: *api
     config: {method: GET, url: "PROVIDER/api", headers: {Authorization: "Bearer {crank.upstream_token}"}}
 `
 
@@ -292,6 +299,17 @@ func TestUpstreamGrantRefusedToken(t *testing.T) {
 		t.Error("a grant without a refresh token was refreshed")
 	}
 
+	// A job's call, after the request that started it: its refused token
+	// is refreshed likewise, and, refused again, its result is the link.
+	p.revoke("ann", false)
+	if res := jobResultAs(t, h, "ann"); res.IsError || !strings.Contains(res.Text, `"user":"ann"`) {
+		t.Errorf("a job after a refused access token: %s", res.Text)
+	}
+	p.revoke("ann", true)
+	if res := jobResultAs(t, h, "ann"); !res.IsError || !strings.Contains(res.Text, p.URL+"/authorize?") {
+		t.Errorf("a job after a refused grant: %s", res.Text)
+	}
+
 	// No token in any result.
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -302,4 +320,40 @@ func TestUpstreamGrantRefusedToken(t *testing.T) {
 			}
 		}
 	}
+}
+
+// jobResultAs runs whoami_later for user and returns its job's result.
+func jobResultAs(t *testing.T, h *host.Host, user string) *host.Result {
+	t.Helper()
+	var asked atomic.Bool
+	t.Cleanup(func() {
+		if asked.Load() {
+			t.Error("a job's call asked the request that started it, which had ended")
+		}
+	})
+	call := func(tool, args string) *host.Result {
+		res, err := h.Call(context.Background(), host.CallRequest{Tool: h.Tool(tool), Arguments: json.RawMessage(args),
+			WorkspaceID: "ws", AgentID: "user:" + user, User: user, ConsentRedirect: "http://127.0.0.1:1/mcp/oauth/callback",
+			ClientCapabilities: json.RawMessage(`{"elicitation":{"url":{}}}`),
+			Ask: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+				asked.Store(true)
+				return json.RawMessage(`{"action":"accept"}`), nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	var start struct {
+		ID string `json:"job_id"`
+	}
+	if res := call("whoami_later_start", `{}`); res.IsError || json.Unmarshal(res.Structured, &start) != nil {
+		t.Fatalf("whoami_later_start: %s", res.Text)
+	}
+	waitFor(t, func() bool {
+		var st struct{ Status string }
+		_ = json.Unmarshal(call("whoami_later_status", `{"job_id":"`+start.ID+`"}`).Structured, &st)
+		return st.Status != "running"
+	})
+	return call("whoami_later_result", `{"job_id":"`+start.ID+`"}`)
 }
