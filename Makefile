@@ -42,7 +42,8 @@ $(BIN): $(GOFILES) go.mod go.sum
 
 # The demo: Caddy with Crank in the foreground (the gateway on
 # 127.0.0.1:8080, an embedded etcd in .crank/etcd, the demo REST, GraphQL,
-# gRPC and SOAP upstreams on 8081-8084) and the adapter processes it starts.
+# gRPC and SOAP upstreams on 8081-8084, the demo notes service with its
+# OAuth server on 8085) and the adapter processes it starts.
 run: $(BIN)
 	CRANK_DEMO_TOKEN=$${CRANK_DEMO_TOKEN:-demo-token} ./$(BIN) run --config Caddyfile --adapter caddyfile
 

@@ -19,6 +19,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -165,6 +166,16 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// DemoSecret is the secret the demo's upstreams expect of the gateway:
+// CRANK_DEMO_TOKEN, which the operations files send through a
+// placeholder, or "demo-token" (make run's default) when it is unset.
+func DemoSecret() string {
+	if v := os.Getenv("CRANK_DEMO_TOKEN"); v != "" {
+		return v
+	}
+	return "demo-token"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

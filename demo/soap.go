@@ -6,7 +6,6 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,15 +282,9 @@ var soapRefundChecker = sync.OnceValue(func() *wsse.Checker {
 })
 
 // SOAPRefundPassword is the refund desk's password for its user
-// crank-demo: the demo's secret CRANK_DEMO_TOKEN, which demo/soap.yaml
-// sends through a placeholder, or "demo-token" (make run's default) when
-// the variable is unset.
-func SOAPRefundPassword() string {
-	if v := os.Getenv("CRANK_DEMO_TOKEN"); v != "" {
-		return v
-	}
-	return "demo-token"
-}
+// crank-demo: the demo's secret (DemoSecret), which demo/soap.yaml sends
+// through a placeholder.
+func SOAPRefundPassword() string { return DemoSecret() }
 
 // soapSecurityFault answers a WS-Security fault: the faultcode
 // wsse:<code> in SOAP 1.1, Sender with that subcode in SOAP 1.2.

@@ -33,7 +33,7 @@ type demoRun struct {
 }
 
 // demoPorts are the ports of the demo's Caddyfile and operations files.
-var demoPorts = regexp.MustCompile(`:(8080|8081|8082|8083|8084|2019|23790|23800)\b`)
+var demoPorts = regexp.MustCompile(`:(8080|8081|8082|8083|8084|8085|2019|23790|23800)\b`)
 
 // startDemo copies the demo to a temporary directory, its ports replaced
 // by free ones and its Caddyfile changed by edits, and runs it.

@@ -176,11 +176,38 @@ operations:
 			t.Error("Hydra still accepts a token of bob's revoked grant")
 		}
 	}
+	// From here on Hydra's access tokens for the gateway live an hour.
+	hydraAdmin(t, "PUT", hydra.admin+"/admin/clients/"+clientID+"/lifespans", map[string]any{
+		"authorization_code_grant_access_token_lifespan": "1h", "refresh_token_grant_access_token_lifespan": "1h"}, &map[string]any{})
 	run = startConsentClient(t, a.MCPURL, token("bob"), "my_notes", "{}", "2025")
 	el = run.elicitation(t)
 	bob.consent(t, el.URL, "bob", http.StatusOK)
 	if res = run.result(t); !strings.Contains(res.text(), "bob's only note") {
 		t.Fatalf("bob after consenting again: %s", res.raw)
+	}
+
+	// bob revokes the gateway's access at Hydra itself (RFC 7009, which
+	// ends the token's whole grant there), behind the gateway's back: his
+	// next call's token, an hour from its expiry, is refused by the notes
+	// API; the gateway's refresh is refused too, so the grant ends and
+	// the same call asks bob to consent again, rather than failing.
+	invalid, _ := a.scrape().value("crank_upstream_grant_refreshes_total", "upstream=notes", "result=invalid")
+	bobs := notes.tokensOf("bob")
+	rv, _ := http.NewRequest(http.MethodPost, hydra.issuer+"/oauth2/revoke", strings.NewReader(url.Values{"token": {bobs[len(bobs)-1]}}.Encode()))
+	rv.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rv.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret))
+	if resp, err := http.DefaultClient.Do(rv); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoking bob's token at Hydra: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	run = startConsentClient(t, a.MCPURL, token("bob"), "my_notes", "{}", "2025")
+	bob.consent(t, run.elicitation(t).URL, "bob", http.StatusOK)
+	if res = run.result(t); !strings.Contains(res.text(), "bob's only note") {
+		t.Fatalf("bob after revoking at Hydra and consenting again: %s", res.raw)
+	}
+	if n, _ := a.scrape().value("crank_upstream_grant_refreshes_total", "upstream=notes", "result=invalid"); n != invalid+1 {
+		t.Errorf("refreshes refused after the revocation at Hydra: %v, want 1", n-invalid)
 	}
 
 	// A caller the endpoint's auth does not name has no grant of its
@@ -338,16 +365,22 @@ func (tr *tokenRecorder) all() []string {
 
 // consentBrowser is one user's browser: signed in to the gateway's
 // callback route as the user (basic_auth, a header on every request),
-// and to the provider through its login form.
+// and to the provider through its login form, with the same password;
+// callback is the path of the gateway's callback.
 type consentBrowser struct {
 	*browsertest.Browser
-	mu    sync.Mutex
-	pages []string
+	password, callback string
+	mu                 sync.Mutex
+	pages              []string
 }
 
 func newConsentBrowser(t *testing.T, user string) *consentBrowser {
-	b := &consentBrowser{Browser: browsertest.New(t, 1024, 768)}
-	basic := base64.StdEncoding.EncodeToString([]byte(user + ":pw"))
+	return newConsentBrowserAt(t, user, "pw", "/mcp/oauth/callback")
+}
+
+func newConsentBrowserAt(t *testing.T, user, password, callback string) *consentBrowser {
+	b := &consentBrowser{Browser: browsertest.New(t, 1024, 768), password: password, callback: callback}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 	b.Step("sign in to the gateway as "+user, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
 			return err
@@ -364,8 +397,8 @@ func (b *consentBrowser) consent(t *testing.T, link, user string, want int) stri
 	t.Helper()
 	b.open(t, link)
 	b.Until("the provider's sign-in page shows", `!!document.querySelector('#username')`)
-	b.Step("sign in as "+user, browsertest.Fill(`#username`, user), browsertest.Fill(`#password`, "pw"), chromedp.Click(chromedp.CSS(`#login`)))
-	b.Until("the gateway's callback page shows", `location.pathname === '/mcp/oauth/callback' && !!document.querySelector('#outcome')`)
+	b.Step("sign in as "+user, browsertest.Fill(`#username`, user), browsertest.Fill(`#password`, b.password), chromedp.Click(chromedp.CSS(`#login`)))
+	b.Until("the gateway's callback page shows", fmt.Sprintf(`location.pathname === %q && !!document.querySelector('#outcome')`, b.callback))
 	outcome := "Not connected"
 	if want == http.StatusOK {
 		outcome = "Connected"
@@ -404,9 +437,44 @@ func (b *consentBrowser) texts() string {
 }
 
 // consentRun is one run of e2e/ts/consent.mjs.
-type consentRun struct {
+type consentRun struct{ *nodeRun }
+
+// nodeRun is a Node program of e2e/ts a test runs: the lines it prints,
+// its stdin, and its end.
+type nodeRun struct {
 	lines chan string
+	stdin io.WriteCloser
 	done  chan struct{}
+}
+
+// startNode runs e2e/ts/<script> with args, for three minutes at most.
+func startNode(t *testing.T, script string, args ...string) *nodeRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(repoRoot, "e2e", "ts", script)}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &nodeRun{lines: make(chan string, 16), done: make(chan struct{})}
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+	}()
+	go func() { _ = cmd.Wait(); cancel(); close(r.done) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
 }
 
 // consentElicitation is a URL elicitation the client was sent.
@@ -450,28 +518,7 @@ func (o *consentOutputs) all() []string {
 
 func startConsentClient(t *testing.T, mcpURL, token, tool, args, era string) *consentRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "consent.mjs"), mcpURL, token, tool, args, era)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &consentRun{lines: make(chan string, 16), done: make(chan struct{})}
-	go func() {
-		defer close(r.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			r.lines <- sc.Text()
-		}
-	}()
-	go func() { _ = cmd.Wait(); cancel(); close(r.done) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
+	return &consentRun{startNode(t, "consent.mjs", mcpURL, token, tool, args, era)}
 }
 
 // elicitation waits for the client's next URL elicitation.

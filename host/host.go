@@ -457,6 +457,9 @@ type CallRequest struct {
 	// resumes from (adopt.go).
 	onResume func(state json.RawMessage)
 	resume   json.RawMessage
+	// background: an async job runs the call, after the request that
+	// started it ended (job.go).
+	background bool
 }
 
 // ClientError is a JSON-RPC error a client answered a request with
@@ -553,6 +556,7 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 
 // invoke makes one unary adapter call, bounded by the operation timeout.
 func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage) *Result {
+	outer := ctx // a consent after a refused token takes the user's time, not the operation's
 	ctx, cancel := context.WithTimeout(ctx, req.bounded(op.Timeout)+time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
@@ -567,6 +571,11 @@ func (h *Host) invoke(ctx context.Context, op *boundOp, req CallRequest, args js
 	res, err := h.invokeAdapter(ctx, c, op, req, ar) // progress.go
 	var ue *sdk.UpstreamError
 	switch {
+	case errors.As(err, &ue) && req.upstream.refusedBy(ue): // the user's token, refused (upstream_grant.go)
+		if res := h.renewRefused(outer, op, &req); res != nil {
+			return res
+		}
+		return h.invoke(outer, op, req, args)
 	case errors.As(err, &ue):
 		res := req.upstream.redact(h.upstreamErrorResult(h.redactorsOf(req), ue))
 		if msg, ok := req.boundExpired(op, ue.Kind == sdk.KindTimeout); ok {

@@ -144,7 +144,7 @@ func (h *Host) launchJob(run *runner, slot func(), job *store.AsyncJobHandle, op
 	}
 	release := func() { unsubscribe(); slot() }
 	rreq := req
-	rreq.Progress, rreq.Log = nil, nil
+	rreq.Progress, rreq.Log, rreq.background = nil, nil, true
 	go h.runJob(rctx, cancel, release, job, op, rreq, args, ticket)
 	return nil
 }

@@ -69,6 +69,23 @@ func (s *upstreamSources) of(cfg *auth.UpstreamConfig, rs *egress.Rules) (*auth.
 type upstreamCredential struct {
 	token    string
 	redactor *redact.Redactor
+	// grant, for a user's token (authorization_code), is its upstream;
+	// renewals counts the tokens the call had after the upstream refused
+	// one (upstream_grant.go, renewRefused).
+	grant    *userGrant
+	renewals int
+}
+
+// renewed is the credential of the call made again with tok; both
+// tokens are redacted from its result.
+func (c *upstreamCredential) renewed(tok string) *upstreamCredential {
+	return &upstreamCredential{token: tok, redactor: redact.New([]string{c.token, tok}), grant: c.grant, renewals: c.renewals + 1}
+}
+
+// refusedBy reports whether ue is the upstream refusing the call's user
+// token, which the call may still renew.
+func (c *upstreamCredential) refusedBy(ue *sdk.UpstreamError) bool {
+	return c != nil && c.grant != nil && c.renewals < maxRenewals && refusedToken(ue)
 }
 
 // obtainUpstreamToken sets req.upstream for a call of an operation with
@@ -91,7 +108,7 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 		if res != nil {
 			return res
 		}
-		req.upstream = &upstreamCredential{token: tok, redactor: redact.New([]string{tok})}
+		req.upstream = &upstreamCredential{token: tok, redactor: redact.New([]string{tok}), grant: ug}
 		return nil
 	}
 	src, err := h.upstreams.of(base.UpstreamAuth, base.Egress())

@@ -19,6 +19,7 @@ import (
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -55,6 +56,11 @@ import (
 //     replica at a time per grant (the store's refresh lock; the others
 //     wait for its result); a refresh token the provider refuses ends the
 //     grant, and the user consents again.
+//   - A token the upstream refuses (HTTP 401, gRPC UNAUTHENTICATED: the
+//     user revoked it at the provider) is refreshed once and the unary
+//     call made again; refused again, or without a refresh token, the
+//     grant ends and the call asks the user to consent again
+//     (renewRefused).
 //   - A user revokes a grant (the upstream_grants tool, the console): the
 //     record goes, and the tokens are revoked at the provider where it
 //     offers RFC 7009.
@@ -189,7 +195,7 @@ func (h *Host) userToken(ctx context.Context, op *boundOp, ug *userGrant, req *C
 			}
 		}
 	}
-	tok, err := h.grantToken(ctx, gs, ug, req.WorkspaceID, req.User)
+	tok, err := h.grantToken(ctx, gs, ug, req.WorkspaceID, req.User, "")
 	switch {
 	case err == nil:
 		return tok, nil
@@ -210,7 +216,10 @@ var errNoGrant = errors.New("no grant")
 // grantToken is the user's access token at the upstream: the stored one,
 // or a refreshed one when it is due; errNoGrant when there is none, it
 // lacks a configured scope, or the provider refused its refresh.
-func (h *Host) grantToken(ctx context.Context, gs GrantStore, ug *userGrant, workspace, user string) (string, error) {
+// refused, when set, is a token the upstream refused (HTTP 401): while it
+// is the stored one, it is refreshed now, or, without a refresh token,
+// the grant ends (errNoGrant).
+func (h *Host) grantToken(ctx context.Context, gs GrantStore, ug *userGrant, workspace, user, refused string) (string, error) {
 	name := ug.cfg.Name
 	for attempt := 0; ; attempt++ {
 		g, err := gs.GetUpstreamGrant(ctx, workspace, name, user)
@@ -230,12 +239,18 @@ func (h *Host) grantToken(ctx context.Context, gs GrantStore, ug *userGrant, wor
 			return "", errNoGrant // insufficient: consent again for the scopes asked now
 		}
 		now := time.Now()
-		if now.Before(toks.Renew) {
+		// usable: the token may serve until it expires (not one the
+		// upstream refused).
+		usable := refused == "" || toks.Access != refused
+		if usable && now.Before(toks.Renew) {
 			return toks.Access, nil
 		}
 		if toks.Refresh == "" {
-			if now.Before(toks.Expires) {
+			if usable && now.Before(toks.Expires) {
 				return toks.Access, nil
+			}
+			if !usable {
+				_, _ = gs.DeleteUpstreamGrant(ctx, workspace, name, user, g.Revision)
 			}
 			return "", errNoGrant
 		}
@@ -245,7 +260,7 @@ func (h *Host) grantToken(ctx context.Context, gs GrantStore, ug *userGrant, wor
 		}
 		if !ok { // another replica refreshes it: wait for its grant
 			if attempt > 0 || !h.awaitRefresh(ctx, gs, workspace, name, user, g.Revision) {
-				if now.Before(toks.Expires) {
+				if usable && now.Before(toks.Expires) {
 					return toks.Access, nil
 				}
 				return "", fmt.Errorf("a refresh of your token in flight elsewhere did not end within %s: retry the call", refreshWait)
@@ -254,13 +269,68 @@ func (h *Host) grantToken(ctx context.Context, gs GrantStore, ug *userGrant, wor
 		}
 		tok, err := h.refreshGrant(ctx, gs, ug, g, toks)
 		unlock()
-		if err != nil && !errors.Is(err, errNoGrant) && now.Before(toks.Expires) {
+		if err != nil && !errors.Is(err, errNoGrant) && usable && now.Before(toks.Expires) {
 			h.log.Warn("refreshing a user's upstream token failed; using it until it expires", zap.String("upstream", name),
 				zap.String("error", h.redact.String(err.Error())))
 			return toks.Access, nil
 		}
 		return tok, err
 	}
+}
+
+// renewRefused answers an upstream's refusal of a call's user token
+// (HTTP 401, gRPC UNAUTHENTICATED: revoked at the provider, or expired
+// early): the first refusal refreshes the grant once (unless another
+// call replaced the token meanwhile: then that one), a refusal after
+// that, or of a grant without a refresh token, ends the grant and asks
+// the user to consent again, as for a user who never did. It sets the
+// call's new token and returns nil for the call to be made again, or
+// returns the result that answers the call (the consent's link, or why
+// no token could be had).
+func (h *Host) renewRefused(ctx context.Context, op *boundOp, req *CallRequest) *Result {
+	c := req.upstream
+	ug, name := c.grant, c.grant.cfg.Name
+	gs := h.grantStore()
+	if c.renewals == 0 {
+		h.log.Info("the upstream refused a user's token; refreshing it", zap.String("tool", op.Name), zap.String("upstream", name))
+		tok, err := h.grantToken(ctx, gs, ug, req.WorkspaceID, req.User, c.token)
+		switch {
+		case err == nil:
+			req.upstream = c.renewed(tok)
+			return nil
+		case !errors.Is(err, errNoGrant):
+			return classed(errorResult(h.redact.String(fmt.Sprintf("tool %q: %s refused your token, and a new one could not be obtained: %v", op.Name, name, err))), OutcomeUpstreamError)
+		}
+	} else if g, err := gs.GetUpstreamGrant(ctx, req.WorkspaceID, name, req.User); err == nil {
+		// Refused again once refreshed: the grant is of no use.
+		if toks, err := h.openGrant(ug, g); err != nil || toks.Access == c.token {
+			_, _ = gs.DeleteUpstreamGrant(ctx, req.WorkspaceID, name, req.User, g.Revision)
+		}
+	}
+	h.log.Info("the upstream refused a user's token; the user consents again", zap.String("tool", op.Name), zap.String("upstream", name))
+	asking := req
+	if req.background { // a job's call: the link is its result, the request that could show it is gone
+		bg := *req
+		bg.Ask, bg.InputRequired = nil, false
+		asking = &bg
+	}
+	tok, res := h.consent(ctx, gs, op, ug, asking)
+	if res != nil {
+		return res
+	}
+	req.upstream = c.renewed(tok)
+	req.upstream.renewals = maxRenewals // a token just granted is not renewed again
+	return nil
+}
+
+// maxRenewals bounds how often one call renews a refused token: a
+// refresh, then a consent.
+const maxRenewals = 2
+
+// refusedToken reports whether an upstream error is its refusal of the
+// call's token: HTTP 401, or gRPC UNAUTHENTICATED.
+func refusedToken(ue *sdk.UpstreamError) bool {
+	return ue.Kind == sdk.KindUpstreamStatus && (ue.Status == "401" || ue.Status == "UNAUTHENTICATED")
 }
 
 // openGrant opens a grant's tokens.
@@ -425,7 +495,7 @@ func (h *Host) consent(ctx context.Context, gs GrantStore, op *boundOp, ug *user
 		if req.ElicitationComplete != nil {
 			req.ElicitationComplete(ctx, rec.ID)
 		}
-		tok, err := h.grantToken(ctx, gs, ug, req.WorkspaceID, req.User)
+		tok, err := h.grantToken(ctx, gs, ug, req.WorkspaceID, req.User, "")
 		if err != nil {
 			return "", classed(errorResult(h.redact.String(fmt.Sprintf("tool %q: your token for %s could not be read after the consent: %v", op.Name, name, err))), OutcomeError)
 		}
