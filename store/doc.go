@@ -95,6 +95,12 @@
 //	                                    (HoldDuty, duty.go), such as an
 //	                                    endpoint's mcp-mesh registration:
 //	                                    as the sweep-leader lock
+//	<prefix>limits/<limit id>/<owner-id>
+//	                                    a replica that enforces a fleet-wide
+//	                                    rate limit (JoinLimit, limits.go), on
+//	                                    its owner lease; every replica
+//	                                    watches limits/ once to compute its
+//	                                    share (WatchLimitMembers)
 //	<prefix>ping                        never written; read by Ping
 //	<prefix>streams/<session>/<stream>  an MCP response stream's (SSE) log
 //	                                    position: first retained and next
