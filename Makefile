@@ -116,6 +116,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkAdapterStart -benchtime 10x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkRateLimit -benchtime 2000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	@echo; $(GO) run ./internal/benchgoals $(BENCH_OUT)
 
 # Fuzz targets as <package dir>:<target>; `go test` runs their seed corpora

@@ -65,6 +65,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    view   { ... }   (view.go)
 //	    server_card { ... }   (servercard.go)
 //	    mesh        { ... }   (mesh.go)
+//	    rate_limit <name> [<rate>] { ... }   (ratelimits.go; repeatable)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -134,6 +135,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalAuthz(d); ok || err != nil { // auth.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalRateLimit(d); ok || err != nil { // ratelimits.go
 				if err != nil {
 					return err
 				}

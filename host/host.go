@@ -100,6 +100,9 @@ type boundOp struct {
 	// base is the session or async_job operation a family tool belongs
 	// to (nil for other tools).
 	base *boundOp
+	// upstreams are the addresses its config reaches (Tool.Upstreams),
+	// read once.
+	upstreams func() []string
 }
 
 // New binds every operation of the file to its adapter: it starts the
@@ -284,7 +287,7 @@ func (h *Host) bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 		// stream until the upstream answers); the window bounds the rest.
 		timeout = op.Execution.Limits.UpstreamTimeout()
 	}
-	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
+	b := &boundOp{Operation: op, sup: sup, call: sdk.Operation{
 		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,
 		ToolExecution: true, // the host reads a derived tool's mode, execution and item schema
 		// What the adapter connects to is held to the catalog's rules
@@ -293,6 +296,8 @@ func (h *Host) bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 		// it cuts them (describeUpstreamError).
 		Egress: op.Egress(), ExcerptMargin: h.excerptMargin,
 	}}
+	b.upstreams = readUpstreams(b)
+	return b
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
@@ -521,8 +526,17 @@ type Result struct {
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
-	// class is the outcome class of an error (telemetry.go).
-	class string
+	// class is the outcome class of an error (telemetry.go); limit names
+	// the quota that refused the call (the access record's limit).
+	class, limit string
+}
+
+// limitName is the quota that refused the call, "" for none.
+func (r *Result) limitName() string {
+	if r == nil {
+		return ""
+	}
+	return r.limit
 }
 
 // ErrUnknownTool is returned for a tool the host does not serve.

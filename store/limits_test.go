@@ -50,11 +50,11 @@ func TestLimitMembers(t *testing.T) {
 	}
 	members("stripe", a.OwnerID(), b.OwnerID())
 	rev := func() int64 {
-		resp, err := store.EtcdClient(a).Get(ctx, "ping")
+		rev, err := a.Revision(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.Header.Revision
+		return rev
 	}
 	before := rev()
 	for range 5 {

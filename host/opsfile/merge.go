@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/crankmcp/crank/host/ratelimit"
 )
 
 // Merge combines several loaded operations files into one, as a handler
@@ -22,6 +24,7 @@ func Merge(cats ...*File) (*File, error) {
 	from := map[string]string{}
 	var errs Problems
 	secrets := map[string]bool{}
+	limits := map[string]ratelimit.Limit{}
 	for _, c := range cats {
 		for name, d := range c.Adapters {
 			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
@@ -44,6 +47,19 @@ func Merge(cats ...*File) (*File, error) {
 		}
 		for _, s := range c.Secrets {
 			secrets[s] = true
+		}
+		for i, l := range c.RateLimits {
+			key := "rate_limit:" + l.Name
+			switch prev, ok := limits[l.Name]; {
+			case !ok:
+				limits[l.Name] = l
+				from[key] = c.Source
+				out.RateLimits = append(out.RateLimits, l)
+			case prev.ID() != l.ID():
+				ptr := fmt.Sprintf("/rate_limits/%d/name", i)
+				errs = append(errs, Problem{File: c.Source, Line: c.pos.line(ptr), Pointer: ptr,
+					Message: fmt.Sprintf("rate limit %q is defined differently in %s", l.Name, from[key])})
+			}
 		}
 	}
 	out.Secrets = slices.Sorted(maps.Keys(secrets))

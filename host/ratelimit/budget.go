@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,18 +90,38 @@ type Budget struct {
 	keyed  *lru.Cache[string, *bucket]
 
 	admitted, refused atomic.Int64
+	// clock is the time in nanoseconds since epoch (SetClock).
+	clock func() int64
+}
+
+func monotonic() int64 { return int64(time.Since(epoch)) }
+
+// SetClock makes now the budget's clock, for tests; set it before the
+// budget is used.
+func (b *Budget) SetClock(now func() time.Time) {
+	b.clock = func() int64 { return int64(now().Sub(epoch)) }
 }
 
 // NewBudget returns the budget of l, of its own: not shared, not fleet
 // wide (l.Fleet is ignored). l must pass Check.
 func NewBudget(l Limit) *Budget {
 	r, burst := l.rate()
-	b := &Budget{limit: l, id: l.ID(), scope: l.Scope(), allows: l.Describe(), rate: r.PerSecond() / 1e9, burst: burst}
+	b := &Budget{limit: l, id: l.ID(), scope: l.Scope(), allows: l.Describe(), rate: r.PerSecond() / 1e9, burst: burst, clock: monotonic}
 	if l.Per != "" {
 		b.keyed = lru.New[string, *bucket](maxKeys, nil)
 	}
 	b.single = bucket{tokens: burst}
 	b.members.Store(1)
+	return b
+}
+
+// NewRequestBudget is NewBudget for a limit of HTTP requests rather than
+// calls (ScopeRequests), such as the endpoint's requests without a
+// session.
+func NewRequestBudget(l Limit) *Budget {
+	b := NewBudget(l)
+	b.scope = ScopeRequests
+	b.allows = strings.Replace(b.allows, " calls ", " requests ", 1)
 	return b
 }
 
@@ -169,7 +190,7 @@ func (s Set) Admit(c *Caller) *Refusal {
 	if len(s) == 0 {
 		return nil
 	}
-	now := int64(time.Since(epoch))
+	now := s[0].clock()
 	for i, b := range s {
 		wait, ok := b.take(b.limit.key(c), now)
 		if ok {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crankmcp/crank/host/configblock"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/egress"
 )
@@ -33,7 +34,24 @@ type Limit struct {
 	Toolset  string `json:"toolset,omitempty" jsonschema:"Limits the calls of the tools of this toolset of the endpoint's view."`
 	Upstream string `json:"upstream,omitempty" jsonschema:"Limits the calls of every tool whose entry reaches this upstream: an address rule as catalog_allow's upstreams write them (api.example.com, *.example.com, https://api.example.com/v1/, 10.0.0.0/8)."`
 	Fleet    bool   `json:"fleet,omitempty" jsonschema:"The rate holds across every replica of the fleet that enforces the limit (each enforces its share, from the live replicas in etcd), instead of on each replica."`
+	// Namespace, when set, is who declared the limit beyond the handler's
+	// config: "catalog <name>" for a catalog's. It is part of the limit's
+	// ID, so that a catalog's limit never spends the budget of the
+	// handler's, or another catalog's, of the same name and definition.
+	// Not written in configs: the loader sets it.
+	Namespace string `json:"-"`
 }
+
+// Field is one field of Limit, as a Caddyfile subdirective.
+type Field = configblock.Field
+
+// Fields lists Limit's fields in declaration order (the Caddyfile's
+// subdirectives of a rate_limit block).
+func Fields() []Field { return configblock.Fields[Limit]() }
+
+// Set sets the field named name to vs, as a Caddyfile subdirective
+// writes it: the error names an unknown field or a wrong value.
+func (l *Limit) Set(name string, vs []string) error { return configblock.Set(l, name, vs) }
 
 // Scopes of a limit (the scope label of crank_rate_limited_total): what
 // it limits.
@@ -284,7 +302,7 @@ func (l *Limit) rate() (Rate, float64) {
 // other by it.
 func (l *Limit) ID() string {
 	r, burst := l.rate()
-	b, _ := json.Marshal([]any{l.Name, r.Count, r.Period, burst, l.Per, l.Tool, l.Family, l.Toolset, l.Upstream, l.Fleet})
+	b, _ := json.Marshal([]any{l.Name, r.Count, r.Period, burst, l.Per, l.Tool, l.Family, l.Toolset, l.Upstream, l.Fleet, l.Namespace})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -60,6 +60,7 @@ var (
 	ownerLost       = counter("owner_lost_total", "Stream sessions and jobs of a replica that died, swept by this replica, by kind (session, job) and action (failed, adopted).", "kind", "action")
 	expiredDeleted  = counter("expired_deleted_total", "Expired stream sessions and jobs deleted by this replica's cleanup (the sweep leader's), by kind (session, job).", "kind")
 	quotaRefusals   = counter("quota_refusals_total", "Session and job starts refused by a quota, by quota.", "quota")
+	rateLimited     = counter("rate_limited_total", "Tool calls (and requests without a session) a rate limit refused, by limit (its name) and scope (endpoint, tool, family, toolset, upstream, requests).", "limit", "scope")
 
 	// Adapters (host).
 	adapterStarts        = counter("adapter_starts_total", "Adapter processes started (or attached to), by adapter.", "adapter")
@@ -92,7 +93,7 @@ var collectors = []prometheus.Collector{
 	toolCalls, toolCallDuration, toolCallsRunning,
 	windows, windowItems, windowBytes, windowsTruncated,
 	sessionsRunning, sessionsEnded, sessionFill,
-	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,
+	jobsRunning, jobsEnded, quotaRefusals, rateLimited, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
 	adapterUp,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
