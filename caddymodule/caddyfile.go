@@ -42,10 +42,14 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	        max_sessions_per_agent               <n>
 //	        max_jobs_per_workspace               <n>
 //	        max_jobs_per_agent                   <n>
+//	        max_sessions_per_client              <n>
+//	        max_jobs_per_client                  <n>
 //	        max_retained_jobs_per_workspace      <n>
 //	        max_retained_jobs_per_agent          <n>
 //	        max_retained_job_bytes_per_workspace <size>
 //	        max_retained_job_bytes_per_agent     <size>
+//	        max_retained_jobs_per_client         <n>
+//	        max_retained_job_bytes_per_client    <size>
 //	        max_event_bytes_per_session          <size>
 //	        max_event_bytes_per_client           <size>
 //	    }

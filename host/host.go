@@ -431,6 +431,10 @@ type CallRequest struct {
 	RequestID   string
 	WorkspaceID string
 	AgentID     string
+	// ClientID is the client that sends the call (its user, else its agent
+	// header, else its address: ratelimit.ClientOf), whose per-client
+	// quotas count the sessions and jobs it starts; "" for none.
+	ClientID    string
 	TraceParent string
 	TraceState  string
 	// SubjectToken is the caller's verified access token ("" for none),

@@ -309,9 +309,9 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !ep.awaitHost(w, r) {
 		return
 	}
-	ep.markIdentity(r)  // caller.go
-	p := peek(r)        // peek.go: the body, read once before the SDK reads it
-	ep.markClient(r, p) // ratelimit.go: the client's address, for what counts per client
+	ep.markIdentity(r) // caller.go
+	p := peek(r)       // peek.go: the body, read once before the SDK reads it
+	ep.markClient(r)   // ratelimit.go: the client's address, for what counts per client
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}

@@ -83,16 +83,12 @@ func (ep *Endpoint) limitCaller(h http.Header, ti *sdkauth.TokenInfo, agent stri
 	return c
 }
 
-// markClient hands the client's address key of a POST on to the session
-// middleware (which counts a session it opens against it) and to the
-// rate limits, when something needs it.
-func (ep *Endpoint) markClient(r *http.Request, p *peeked) {
-	if r.Method != http.MethodPost {
-		return
-	}
-	t := ep.limitTab.Load()
-	if t != nil && len(t.budgets) > 0 || ep.sessionless != nil && ep.sessionlessRequest(r, p) ||
-		ep.transport.stateful && r.Header.Get(sessionIDHeader) == "" {
+// markClient hands the client's address key of a POST on to what counts
+// per client: the session middleware (a session it opens), the rate
+// limits, and the per-client quotas of the sessions and jobs a call
+// starts (plan.callRequest).
+func (ep *Endpoint) markClient(r *http.Request) {
+	if r.Method == http.MethodPost {
 		r.Header.Set(clientHeader, ep.clientOf(r))
 	}
 }

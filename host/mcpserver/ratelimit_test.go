@@ -219,3 +219,67 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	}
 	return 0
 }
+
+// The job lock of the security review: one anonymous client, a new agent
+// in every MCP session, fills its own budget of finished jobs kept and
+// its next start is refused, naming the per-client quota and when room
+// frees; another client's start in the same workspace is not refused.
+func TestClientJobBudget(t *testing.T) {
+	t.Parallel()
+	_, st := storetest.Embedded(t)
+	up := mcptest.NewReports(t)
+	hst := newTestHostOf(t, "rest", fmt.Sprintf(tasksOps, up.URL), st, nil, func(o *host.Options) {
+		o.Quotas = host.Quotas{JobsPerWorkspace: 100, RetainedJobsPerWorkspace: 100, RetainedJobsPerClient: 2, JobsPerClient: 5}
+	})
+	opts := testOptions("default")
+	opts.ClientAddress = func(r *http.Request) string { return r.Header.Get("X-Test-Client") }
+	_, url := serveEndpoint(t, hst, st, opts)
+	start := func(address string) startAnswer {
+		t.Helper()
+		c := &mcptest.Client{T: t, URL: url, Header: http.Header{"X-Test-Client": {address}}}
+		c.Initialize("2025-11-25") // a new session: a new agent
+		r := c.Call("tools/call", map[string]any{"name": "report_start", "arguments": map[string]any{"n": 1000}})
+		var res struct {
+			IsError           bool `json:"isError"`
+			StructuredContent struct {
+				JobID string `json:"job_id"`
+			} `json:"structuredContent"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
+			t.Fatalf("report_start: %d %s", r.HTTPStatus, r.Body)
+		}
+		out := startAnswer{isError: res.IsError, job: res.StructuredContent.JobID}
+		if len(res.Content) > 0 {
+			out.text = res.Content[0].Text
+		}
+		if !res.IsError {
+			mcptest.WaitUntil(t, "the job finishes", func() bool {
+				s := c.Call("tools/call", map[string]any{"name": "report_status", "arguments": map[string]any{"job_id": out.job}})
+				return strings.Contains(string(s.Result), `"succeeded"`)
+			})
+		}
+		return out
+	}
+	for i := range 2 {
+		if r := start("10.0.0.1"); r.isError {
+			t.Fatalf("start %d of the first client: %s", i, r.text)
+		}
+	}
+	r := start("10.0.0.1")
+	if !r.isError || !strings.Contains(r.text, `quota max_retained_jobs_per_client exceeded: client "addr:10.0.0.1" of workspace "default" keeps 2 finished jobs (limit 2)`) ||
+		!strings.Contains(r.text, "there is room again when the oldest of them expires, at ") {
+		t.Fatalf("the first client past its budget: %+v", r)
+	}
+	if r := start("10.0.0.2"); r.isError {
+		t.Fatalf("another client's start was refused: %s", r.text)
+	}
+}
+
+// startAnswer is a start's answer: an error's text, or the job started.
+type startAnswer struct {
+	isError   bool
+	text, job string
+}

@@ -128,6 +128,7 @@ var Quotas = []string{
 	"max_sessions_per_workspace", "max_sessions_per_agent", "max_jobs_per_workspace", "max_jobs_per_agent",
 	"max_sessions_per_replica", "max_jobs_per_replica",
 	"max_retained_jobs_per_workspace", "max_retained_job_bytes_per_workspace", "max_retained_job_bytes_per_agent",
+	"max_sessions_per_client", "max_jobs_per_client", "max_retained_jobs_per_client", "max_retained_job_bytes_per_client",
 }
 
 // Register registers every collector with reg. A collector reg already
