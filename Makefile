@@ -4,6 +4,7 @@
 #   make bench  latency and throughput of a tool call vs its baselines
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
+#   make ratelimit-fleet  a fleet-wide rate limit over three replicas for 30s, one killed half-way
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 
 GO       ?= go
@@ -18,7 +19,7 @@ GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' 
 # SDK's example adapter, which depends on the SDK alone.
 MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 
-.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -160,6 +161,13 @@ LOAD_DURATION ?= 40s
 loadtest:
 	CRANK_LOAD_DURATION=$(LOAD_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestClusterUnderFaults$$' -v ./e2e/ | grep -E '^\s+(scenario|steady|replica|etcd|adapter|recovery)|^(ok|FAIL|---)|scale_test.go'
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkClusterThroughput$$' -benchtime 2000x ./e2e/
+
+# A fleet-wide rate limit measured at length (TestFleetRateLimit: three
+# replicas behind the balancer on a three-member etcd, a replica killed
+# half-way; docs/security.md, "Rate limits"): make test runs it for 12s.
+FLEET_DURATION ?= 30s
+ratelimit-fleet:
+	CRANK_FLEET_DURATION=$(FLEET_DURATION) $(GO) test -count=1 -timeout 20m -run '^TestFleetRateLimit$$' -v ./e2e/ | grep -E 'ratelimit_test.go|^(ok|FAIL|---)'
 
 # The soak (TestSoak, e2e/soak_test.go; docs/operations.md, "Soak"): the
 # cluster test's mixed load through the balancer over three replicas on a

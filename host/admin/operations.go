@@ -136,7 +136,7 @@ func replaceEntry(d *catalog.Document, op string, entry json.RawMessage) *catalo
 	if i < 0 {
 		return d.With(entry)
 	}
-	out := &catalog.Document{Operations: append([]json.RawMessage(nil), d.Operations...)}
+	out := &catalog.Document{Operations: append([]json.RawMessage(nil), d.Operations...), RateLimits: d.RateLimits}
 	out.Operations[i] = entry
 	return out
 }

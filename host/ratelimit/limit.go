@@ -111,18 +111,23 @@ func Schema() json.RawMessage {
 }
 
 // Decode decodes one limit written as JSON with its tags' decoding:
-// every unknown field and wrong type, then Check's problems.
+// every unknown field, wrong type and value out of its tags' bounds, and
+// Check's problems of the other fields.
 func Decode(raw json.RawMessage) (Limit, []Problem) {
 	var l Limit
 	_, diags := sdk.Decode(raw, &l)
 	var out []Problem
+	seen := map[string]bool{}
 	for _, d := range diags {
 		out = append(out, Problem{Field: d.Field, Message: d.Message})
+		seen[d.Field] = true
 	}
-	if len(out) > 0 {
-		return l, out
+	for _, p := range l.Check() {
+		if !seen[p.Field] {
+			out = append(out, p)
+		}
 	}
-	return l, l.Check()
+	return l, out
 }
 
 // Problem is what is wrong with one field of a limit.
