@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,14 +132,7 @@ func TestSessionlessDefaultFitsAgentHost(t *testing.T) {
 // fleetDuration is how long TestFleetRateLimit loads the cluster: 12s, or
 // CRANK_FLEET_DURATION (make ratelimit-fleet: 30s).
 func fleetDuration(t testing.TB) time.Duration {
-	if s := os.Getenv("CRANK_FLEET_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("CRANK_FLEET_DURATION: %v", err)
-		}
-		return d
-	}
-	return 12 * time.Second
+	return envDuration(t, "CRANK_FLEET_DURATION", 12*time.Second)
 }
 
 // TestFleetRateLimit: a fleet-wide limit of R calls a second on a tool,

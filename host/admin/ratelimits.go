@@ -37,23 +37,7 @@ func liveRateLimits(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []stri
 }
 
 func listCatalogRateLimits(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
-	name := args[0]
-	if e := catalogName(name); e != nil {
-		return e
-	}
-	head, doc, _, e := g.current(r.Context(), name)
-	if e != nil {
-		return e
-	}
-	if head == nil {
-		return errorf(http.StatusNotFound, "catalog %s not found", name)
-	}
-	w.Header().Set("ETag", etag(head.Version))
-	limits := doc.RateLimits
-	if limits == nil {
-		limits = []json.RawMessage{}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"version": head.Version, "rate_limits": limits})
+	return g.listOf(w, r, args[0], "rate_limits", func(d *catalog.Document) []json.RawMessage { return d.RateLimits })
 }
 
 // putCatalogRateLimits replaces a catalog's rate limits with the body's
