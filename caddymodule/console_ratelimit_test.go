@@ -81,5 +81,4 @@ func TestConsoleRateLimitsInBrowser(t *testing.T) {
 	if row := br.Text(`#rate-limits tr[data-rate-limit="catalog_users"]`); !strings.Contains(row, "5 calls a minute per user, for tool cat_user") {
 		t.Errorf("the catalog's limit on the live screen: %q", row)
 	}
-	br.Screenshot("live.png")
 }
