@@ -129,6 +129,7 @@ FUZZ := \
 	host:FuzzExcerpt \
 	host:FuzzWindowCursor \
 	host/mcpserver:FuzzPeekMessage \
+	host/ratelimit:FuzzDecodeLimit \
 	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \
 	plugins/rest/openapi:FuzzOpenAPIImport \

@@ -148,7 +148,7 @@ func (b *Budget) take(key string, now int64) (wait time.Duration, ok bool) {
 		t.tokens--
 		return 0, true
 	}
-	return time.Duration((1 - t.tokens) / rate), false
+	return max(time.Duration((1-t.tokens)/rate), time.Nanosecond), false
 }
 
 // refund gives back the call take spent for key (a later limit refused
