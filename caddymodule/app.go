@@ -117,6 +117,9 @@ var (
 type pooledStore struct {
 	*store.Etcd
 	embeddedKey string
+	// adopters are the endpoints' hosts that may take over the store's
+	// orphaned jobs (its sweeper asks them).
+	adopters *host.Adopters
 
 	stopSweeper context.CancelFunc
 	sweeperDone chan struct{}
@@ -124,7 +127,7 @@ type pooledStore struct {
 
 // newPooledStore wraps s and starts its sweeper: one per store, for as long
 // as any config uses it (not once per reload). The sweeper takes over the
-// jobs of dead replicas that an endpoint here can follow (host.Adopter),
+// jobs of dead replicas that an endpoint here can follow (host.Adopters),
 // marks their other sessions and jobs failed and deletes expired entries;
 // it logs
 // through Caddy's default logger, which outlives any one config.
@@ -135,11 +138,11 @@ type pooledStore struct {
 // is its operator's to manage.
 func newPooledStore(s *store.Etcd, embeddedKey string) *pooledStore {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pooledStore{Etcd: s, embeddedKey: embeddedKey, stopSweeper: cancel, sweeperDone: make(chan struct{})}
+	p := &pooledStore{Etcd: s, embeddedKey: embeddedKey, adopters: &host.Adopters{}, stopSweeper: cancel, sweeperDone: make(chan struct{})}
 	lg := caddy.Log().Named("crank.sweeper")
 	go func() {
 		defer close(p.sweeperDone)
-		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != "", Adopt: host.Adopter(s)}
+		cfg := store.SweeperConfig{Logger: lg, RecoverSpace: embeddedKey != "", Adopt: p.adopters.Adopt}
 		if err := s.RunSweeper(ctx, cfg); err != nil && ctx.Err() == nil {
 			lg.Warn("store sweeper stopped", zap.Error(err))
 		}
@@ -273,7 +276,7 @@ func (a *App) Start() error {
 	}
 	prev := runningApp.Swap(a)
 	for _, h := range a.handlers {
-		if err := h.start(a.store.Etcd); err != nil {
+		if err := h.start(a.store.Etcd, a.store.adopters); err != nil {
 			runningApp.CompareAndSwap(a, prev) // the previous config serves on
 			return err
 		}

@@ -64,6 +64,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    max_mcp_sessions_per_client <n>|off
 //	    max_mcp_session_state       <size>
 //	    max_sessionless_requests_per_client <n>|off   (a second)
+//	    on_load_error      retry|fail   (load.go)
 //	    auth   { ... }   (auth.go)
 //	    policy { ... }   (auth.go)
 //	    view   { ... }   (view.go)
@@ -163,6 +164,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalServerCard(d); ok || err != nil { // servercard.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalLoad(d); ok || err != nil { // load.go
 				if err != nil {
 					return err
 				}

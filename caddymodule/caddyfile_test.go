@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/crankmcp/crank/host"
 )
 
 // TestCaddyfileErrors adapts bad Caddyfiles: each must fail with an error
@@ -51,6 +53,16 @@ func TestCaddyfileErrors(t *testing.T) {
 			name:      "stateless takes no argument",
 			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tstateless yes\n\t}"),
 			want:      []string{"wrong argument count", "'yes'", "Caddyfile:3"},
+		},
+		{
+			name:      "on_load_error takes retry or fail",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\ton_load_error skip\n\t}"),
+			want:      []string{`on_load_error: must be retry or fail, got "skip"`, "Caddyfile:3"},
+		},
+		{
+			name:      "on_load_error takes one value",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\ton_load_error\n\t}"),
+			want:      []string{`on_load_error: want one value`, "Caddyfile:3"},
 		},
 		{
 			name:      "json_response takes no argument",
@@ -227,6 +239,7 @@ func TestHandlerUnmarshalCaddyfile(t *testing.T) {
 				json_response
 				workspace ws-1
 				agent_header X-Agent
+				on_load_error fail
 			}`,
 			want: Handler{
 				Operations:     []string{"ops.yaml"},
@@ -236,6 +249,7 @@ func TestHandlerUnmarshalCaddyfile(t *testing.T) {
 				JSONResponse:   true,
 				Workspace:      "ws-1",
 				AgentHeader:    "X-Agent",
+				LoadConfig:     host.LoadConfig{OnLoadError: "fail"},
 			},
 		},
 		{

@@ -28,7 +28,7 @@ type handlerRun struct {
 	follower *catalog.Follower
 	held     bool // the endpoint is held (holdEndpoint)
 	// withdraw ends the offer of the handler's host to take over orphaned
-	// jobs (host.OfferAdoption).
+	// jobs (host.Adopters.Offer).
 	withdraw func()
 	// mesh is the handler's hold on its mcp-mesh registrar (mesh.go).
 	mesh *meshRun
@@ -99,9 +99,9 @@ func (h *Handler) unmarshalCatalog(d *caddyfile.Dispenser) error {
 
 // build builds the host the handler serves for a version of its catalog
 // (doc nil: none) with its operations files when files is set, without
-// serving it. A tool name both a file and the catalog define is an error
-// naming both.
-func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Document, files bool) (*host.Host, error) {
+// serving it, an entry that cannot load as policy says. A tool name both a
+// file and the catalog define is an error naming both.
+func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Document, files bool, policy host.LoadPolicy) (*host.Host, error) {
 	cat := h.cat
 	if !files {
 		cat, _ = opsfile.Merge()
@@ -118,7 +118,7 @@ func (h *Handler) build(ctx context.Context, st *store.Etcd, doc *catalog.Docume
 		}
 	}
 	hst, err := host.New(ctx, host.Options{File: cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
-		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName()})
+		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName(), OnLoadError: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (h *Handler) followCatalog(st *store.Etcd) error {
 	f, err := catalog.Follow(h.ctx, catalog.FollowOptions{
 		Catalog: h.Catalog, Store: st, Logger: h.logger,
 		Build: func(ctx context.Context, doc *catalog.Document, _ int64) (*host.Host, error) {
-			return h.build(ctx, st, doc, true)
+			return h.build(ctx, st, doc, true, h.LoadConfig.Policy())
 		},
 		Serve: func(hst *host.Host, version int64) {
 			h.ep.Attach(hst, st)
@@ -213,8 +213,10 @@ func (e adminEndpoint) Info() admin.EndpointInfo {
 // Serving is the host the handler serves now.
 func (e adminEndpoint) Serving() *host.Host { return e.h.currentHost() }
 
+// Build builds a host for the admin API's checks and test runs: an entry
+// that cannot load fails it (a draft that does not load is refused).
 func (e adminEndpoint) Build(ctx context.Context, doc *catalog.Document, files bool) (*host.Host, error) {
-	return e.h.build(ctx, e.st, doc, files)
+	return e.h.build(ctx, e.st, doc, files, host.LoadFail)
 }
 
 // runningApp is the crank app of the running config, from its Start on;

@@ -24,8 +24,11 @@
 //     processes this Caddy runs, and the catalog, endpoint and live-state
 //     routes of package host/admin (docs/admin-api.md).
 //
-// So `caddy validate` and `caddy adapt` start no etcd, bind no port, run no
-// adapter and call no upstream. Caddy starts apps in no fixed order: a
+// So `caddy adapt` starts nothing, and no command starts an etcd or binds a
+// port before Start. Caddy's validate command (`crank validate`) is the
+// one exception to a Provision free of side effects: there a handler runs
+// the load Start would run, short of serving, with adapters of its own
+// that it stops before Provision returns (load.go). Caddy starts apps in no fixed order: a
 // request that reaches a handler before the crank app has started it waits
 // for that, bounded by the request's context.
 //

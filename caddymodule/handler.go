@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
+	"github.com/crankmcp/crank/host/configblock"
 	"github.com/crankmcp/crank/host/mcpserver"
 	"github.com/crankmcp/crank/host/mesh"
 	"github.com/crankmcp/crank/host/opsfile"
@@ -69,6 +70,9 @@ type Handler struct {
 	// Quotas bound the sessions and jobs open at once per workspace and
 	// per agent.
 	Quotas *Quotas `json:"quotas,omitempty"`
+	// LoadConfig: what the endpoint does with an entry that cannot load,
+	// on_load_error (load.go; the field is host's LoadConfig).
+	host.LoadConfig
 	// TransportConfig: mode, SSE keep-alives, the resumability event
 	// store (transport.go).
 	TransportConfig
@@ -172,6 +176,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionMesh(); err != nil { // mesh.go
 		return err
 	}
+	if err := configblock.CheckEnums(&h.LoadConfig); err != nil { // load.go
+		return fmt.Errorf("crank: %w", err)
+	}
 	key, _ := json.Marshal(h)
 	h.epKey = string(key)
 	val, _, err := endpointPool.LoadOrNew(h.epKey, func() (caddy.Destructor, error) {
@@ -191,6 +198,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.cat, err = h.loadOperations(); err != nil {
 		return err
+	}
+	if validating() { // load.go: `crank validate` runs the load
+		if err := h.checkLoad(); err != nil {
+			return err
+		}
 	}
 	h.app = appVal.(*App)
 	h.app.register(h)
@@ -232,10 +244,10 @@ func (h *Handler) loadOperations() (*opsfile.File, error) {
 // start runs the handler's operations on the store st: it starts their
 // adapters, which validate and expand the operations, and attaches the
 // resulting host to the MCP endpoint, which then serves.
-func (h *Handler) start(st *store.Etcd) error {
+func (h *Handler) start(st *store.Etcd, adopters *host.Adopters) error {
 	h.holdEndpoint()
 	if h.run.withdraw == nil {
-		h.run.withdraw = host.OfferAdoption(st, h.currentHost)
+		h.run.withdraw = adopters.Offer(h.currentHost)
 	}
 	if h.Catalog != "" {
 		if err := h.followCatalog(st); err != nil {
@@ -246,7 +258,7 @@ func (h *Handler) start(st *store.Etcd) error {
 		return h.startMesh(st) // mesh.go
 	}
 	hst, err := host.New(h.ctx, host.Options{File: h.cat, Logger: h.logger, Store: st, Quotas: h.Quotas.host(),
-		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName()})
+		Audit: h.logger.Named("audit"), Adapter: h.adapter, Endpoint: h.endpointName(), OnLoadError: h.LoadConfig.Policy()})
 	if err != nil {
 		return err
 	}

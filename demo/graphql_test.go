@@ -106,8 +106,8 @@ func TestGraphQLDemo(t *testing.T) {
 	}
 
 	// The subscription, over graphql-transport-ws (the window) and
-	// GraphQL over SSE (the session): endless events, book 3's with an
-	// error, until the reader stops.
+	// GraphQL over SSE (the session): endless events, book 3's partial
+	// (data with an error beside it), until the reader stops.
 	for _, name := range []string{"book_events_window", "book_events"} {
 		sctx, stop := context.WithCancel(ctx)
 		rec := &demoEvents{stop: stop, want: 4}
@@ -117,21 +117,24 @@ func TestGraphQLDemo(t *testing.T) {
 		}
 		stop()
 		if len(rec.items) < 2 || !strings.Contains(rec.items[0], `"kind":"BORROWED"`) || !strings.Contains(rec.items[0], `"title":"SPQR"`) ||
-			len(rec.gaps) == 0 || !strings.Contains(rec.gaps[0], "the ratings service is unavailable") {
-			t.Errorf("%s: items %v gaps %v", name, rec.items, rec.gaps)
+			len(rec.gaps) > 0 || len(rec.partial) == 0 || !strings.Contains(rec.partial[0], "the ratings service is unavailable") {
+			t.Errorf("%s: items %v gaps %v partial %v", name, rec.items, rec.gaps, rec.partial)
 		}
 	}
 }
 
 // demoEvents collects stream events and stops the stream after want.
 type demoEvents struct {
-	items, gaps []string
-	want        int
-	stop        func()
+	items, gaps, partial []string
+	want                 int
+	stop                 func()
 }
 
 func (d *demoEvents) Item(it sdk.Item) error {
 	d.items = append(d.items, string(it.Data))
+	if it.Partial != "" {
+		d.partial = append(d.partial, it.Partial)
+	}
 	d.check()
 	return nil
 }
@@ -145,5 +148,73 @@ func (d *demoEvents) Gap(reason string) error {
 func (d *demoEvents) check() {
 	if len(d.items)+len(d.gaps) >= d.want {
 		d.stop()
+	}
+}
+
+// wrappedWriter is a response writer as Caddy's handlers get one: it
+// hides the connection's http.Flusher behind Unwrap, which only an
+// http.ResponseController finds. Its second SSE event waits until the
+// client read the first (or 10 s), and says whether it had to.
+type wrappedWriter struct {
+	w        http.ResponseWriter
+	events   int
+	read     <-chan struct{}
+	heldBack chan<- bool
+}
+
+func (w *wrappedWriter) Header() http.Header         { return w.w.Header() }
+func (w *wrappedWriter) WriteHeader(code int)        { w.w.WriteHeader(code) }
+func (w *wrappedWriter) Unwrap() http.ResponseWriter { return w.w }
+
+func (w *wrappedWriter) Write(b []byte) (int, error) {
+	if strings.HasPrefix(string(b), "event: next") {
+		if w.events++; w.events == 2 {
+			select {
+			case <-w.read:
+				w.heldBack <- false
+			case <-time.After(10 * time.Second):
+				w.heldBack <- true
+			}
+		}
+	}
+	return w.w.Write(b)
+}
+
+// TestGraphQLSSEFlushesEachEvent: behind a writer that hides
+// http.Flusher (Caddy's), each GraphQL over SSE event reaches the client
+// before the upstream sends the next, rather than the events waiting in
+// the buffer for seconds and arriving in a burst.
+func TestGraphQLSSEFlushesEachEvent(t *testing.T) {
+	api := new(GraphQLAPI)
+	if err := api.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{})
+	heldBack := make(chan bool, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = api.ServeHTTP(&wrappedWriter{w: w, read: read, heldBack: heldBack}, r, nil)
+	}))
+	defer srv.Close()
+	body := `{"query":"subscription { bookEvents { seq kind } }"}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/graphql", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "event: next") {
+		n, err := res.Body.Read(buf)
+		if err != nil {
+			t.Fatalf("read: %v (got %q)", err, got.String())
+		}
+		got.Write(buf[:n])
+	}
+	close(read)
+	if <-heldBack {
+		t.Fatalf("the first event reached the client only after the second was written: %q", got.String())
 	}
 }

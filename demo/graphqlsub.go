@@ -230,7 +230,10 @@ func serveSubscriptionSSE(schema *gql.Schema, w http.ResponseWriter, r *http.Req
 		writeGraphQLErrors(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	flusher, _ := w.(http.Flusher)
+	// Caddy's response writer wraps the connection's: only a
+	// ResponseController reaches its Flush (a type assertion finds none,
+	// and the events would wait in the buffer).
+	rc := http.NewResponseController(w)
 	keepAlive := time.NewTicker(12 * time.Second)
 	defer keepAlive.Stop()
 	first := true
@@ -259,9 +262,7 @@ func serveSubscriptionSSE(schema *gql.Schema, w http.ResponseWriter, r *http.Req
 			b, _ := json.Marshal(res)
 			fmt.Fprintf(w, "event: next\ndata: %s\n\n", b)
 		}
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush()
 	}
 }
 

@@ -74,7 +74,9 @@ service Directory {
   }
   // WatchEvents streams directory events, one every interval_ms, until the
   // call ends (or count events, when count is set).
-  rpc WatchEvents(WatchEventsRequest) returns (stream Event);
+  rpc WatchEvents(WatchEventsRequest) returns (stream Event) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+  }
   // LookupUsers reads a stream of user ids and answers the users that
   // exist, in the order asked.
   rpc LookupUsers(stream GetUserRequest) returns (ListUsersResponse) {
@@ -84,7 +86,9 @@ service Directory {
   // event; after the last id it keeps reporting events of those users, one
   // every 200ms, until the call ends. An unknown id ends the call with
   // NOT_FOUND.
-  rpc Presence(stream GetUserRequest) returns (stream Event);
+  rpc Presence(stream GetUserRequest) returns (stream Event) {
+    option idempotency_level = NO_SIDE_EFFECTS;
+  }
 }
 
 // A user's role.

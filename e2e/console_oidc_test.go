@@ -41,7 +41,7 @@ func TestConsoleBehindOpenIDProvider(t *testing.T) {
 	t.Logf("built hydra and oauth2-proxy in %s", time.Since(start).Round(time.Second))
 
 	const email, password = "ann@example.com", "ann-secret-pw"
-	login := newHydraLogin(t, "ann", password, email)
+	login := newHydraLogin(t, map[string]hydraUser{"ann": {password, email}})
 	hydra := startHydra(t, hydraBin, login.URL)
 	login.admin = hydra.admin
 
@@ -74,7 +74,7 @@ operations:
 	}`, proxyPort),
 	})
 	site := strings.TrimSuffix(g.MCPURL, "/mcp")
-	clientID, secret := hydra.client(t, site+"/oauth2/callback")
+	clientID, secret := hydra.client(t, site+"/oauth2/callback", "openid email")
 	startProcess(t, "oauth2-proxy", nil, proxyBin,
 		"--http-address=127.0.0.1:"+fmt.Sprint(proxyPort),
 		"--provider=oidc", "--oidc-issuer-url="+hydra.issuer,
@@ -213,18 +213,19 @@ type hydraProvider struct {
 }
 
 // startHydra runs Hydra in memory on free loopback ports, sending the
-// browser to loginURL's /login and /consent, and waits until it is ready.
-func startHydra(t *testing.T, bin, loginURL string) *hydraProvider {
+// browser to loginURL's /login and /consent, with env added to its
+// environment (such as TTL_ACCESS_TOKEN=5s), and waits until it is ready.
+func startHydra(t *testing.T, bin, loginURL string, env ...string) *hydraProvider {
 	t.Helper()
 	pub, adm := freePort(t), freePort(t)
 	h := &hydraProvider{issuer: fmt.Sprintf("http://127.0.0.1:%d", pub), admin: fmt.Sprintf("http://127.0.0.1:%d", adm)}
-	startProcess(t, "hydra", []string{
+	startProcess(t, "hydra", append([]string{
 		"DSN=memory", "SECRETS_SYSTEM=crank-e2e-hydra-system-secret-0123456789",
 		"URLS_SELF_ISSUER=" + h.issuer, "URLS_LOGIN=" + loginURL + "/login", "URLS_CONSENT=" + loginURL + "/consent",
 		"SERVE_PUBLIC_HOST=127.0.0.1", fmt.Sprintf("SERVE_PUBLIC_PORT=%d", pub),
 		"SERVE_ADMIN_HOST=127.0.0.1", fmt.Sprintf("SERVE_ADMIN_PORT=%d", adm),
 		"LOG_LEVEL=warn", "SQA_OPT_OUT=true",
-	}, bin, "serve", "all", "--dev", "--sqa-opt-out")
+	}, env...), bin, "serve", "all", "--dev", "--sqa-opt-out")
 	deadline := time.Now().Add(2 * time.Minute) // the first start makes its keys
 	for httpStatus(h.admin+"/health/ready") != http.StatusOK || httpStatus(h.issuer+"/.well-known/openid-configuration") != http.StatusOK {
 		if time.Now().After(deadline) {
@@ -235,18 +236,19 @@ func startHydra(t *testing.T, bin, loginURL string) *hydraProvider {
 	return h
 }
 
-// client registers an OAuth client for the authorization code flow
-// redirecting to redirect, and answers its id and secret.
-func (h *hydraProvider) client(t *testing.T, redirect string) (id, secret string) {
+// client registers an OAuth client for the authorization code flow (and
+// refresh tokens) redirecting to redirect, with scope, and answers its id
+// and secret.
+func (h *hydraProvider) client(t *testing.T, redirect, scope string) (id, secret string) {
 	t.Helper()
 	var c struct {
 		ID     string `json:"client_id"`
 		Secret string `json:"client_secret"`
 	}
 	hydraAdmin(t, "POST", h.admin+"/admin/clients", map[string]any{
-		"client_name": "crank console", "client_secret": "crank-console-client-secret",
+		"client_name": "crank", "client_secret": "crank-client-secret",
 		"grant_types": []string{"authorization_code", "refresh_token"}, "response_types": []string{"code"},
-		"scope": "openid email", "redirect_uris": []string{redirect},
+		"scope": scope, "redirect_uris": []string{redirect},
 		"token_endpoint_auth_method": "client_secret_basic",
 	}, &c)
 	if c.ID == "" || c.Secret == "" {
@@ -279,14 +281,18 @@ func hydraAdmin(t *testing.T, method, u string, body, out any) {
 }
 
 // hydraLogin is the login and consent app of Hydra, which has no login
-// page of its own: a form that checks one user's password and accepts the
-// login through Hydra's admin API, and a consent granted at once with the
-// user's email in the ID token.
+// page of its own: a form that checks a user's password and accepts the
+// login through Hydra's admin API (remembering nothing, so every
+// authorization asks), and a consent granted at once for the scopes
+// asked, with the user's email in the ID token.
 type hydraLogin struct {
 	*httptest.Server
-	admin                 string
-	user, password, email string
+	admin string
+	users map[string]hydraUser
 }
+
+// hydraUser is a user of the login app.
+type hydraUser struct{ password, email string }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <title>Log in</title>
@@ -298,8 +304,8 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <button id="login" type="submit">Log in</button>
 </form>`))
 
-func newHydraLogin(t *testing.T, user, password, email string) *hydraLogin {
-	l := &hydraLogin{user: user, password: password, email: email}
+func newHydraLogin(t *testing.T, users map[string]hydraUser) *hydraLogin {
+	l := &hydraLogin{users: users}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var redirect struct {
 			To string `json:"redirect_to"`
@@ -310,22 +316,24 @@ func newHydraLogin(t *testing.T, user, password, email string) *hydraLogin {
 			return
 		case r.URL.Path == "/login" && r.Method == http.MethodPost:
 			ch := r.PostFormValue("challenge")
-			if r.PostFormValue("username") != l.user || r.PostFormValue("password") != l.password {
+			u, ok := l.users[r.PostFormValue("username")]
+			if !ok || r.PostFormValue("password") != u.password {
 				_ = loginPage.Execute(w, map[string]string{"Challenge": ch, "Error": "Wrong user name or password."})
 				return
 			}
 			hydraAdmin(t, "PUT", l.admin+"/admin/oauth2/auth/requests/login/accept?login_challenge="+url.QueryEscape(ch),
-				map[string]any{"subject": l.user}, &redirect)
+				map[string]any{"subject": r.PostFormValue("username")}, &redirect)
 		case r.URL.Path == "/consent":
 			ch := r.URL.Query().Get("consent_challenge")
 			var consent struct {
+				Subject  string   `json:"subject"`
 				Scope    []string `json:"requested_scope"`
 				Audience []string `json:"requested_access_token_audience"`
 			}
 			hydraAdmin(t, "GET", l.admin+"/admin/oauth2/auth/requests/consent?consent_challenge="+url.QueryEscape(ch), nil, &consent)
 			hydraAdmin(t, "PUT", l.admin+"/admin/oauth2/auth/requests/consent/accept?consent_challenge="+url.QueryEscape(ch),
 				map[string]any{"grant_scope": consent.Scope, "grant_access_token_audience": consent.Audience,
-					"session": map[string]any{"id_token": map[string]any{"email": l.email, "email_verified": true}}}, &redirect)
+					"session": map[string]any{"id_token": map[string]any{"email": l.users[consent.Subject].email, "email_verified": true}}}, &redirect)
 		default:
 			http.NotFound(w, r)
 			return

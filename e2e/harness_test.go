@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/crankmcp/crank/internal/missing"
 	"io"
 	"net"
 	"net/http"
@@ -327,6 +329,10 @@ func (g *gateway) reload(opts gatewayOptions) {
 	if code, body := g.tryReload(opts); code != http.StatusOK {
 		g.t.Fatalf("reload: %d %s: %s", code, http.StatusText(code), body)
 	}
+	// The old config's server closes the keep-alive connections it had;
+	// a POST on one of them, which the transport does not retry, would
+	// fail with EOF. Clients dial afresh, as after any server restart.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
 // tryReload is reload that returns the admin API's answer instead of
@@ -479,17 +485,54 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // given a hosts file of its own: that takes root and unshare(1).
 func needsHostsFile(t *testing.T) {
 	t.Helper()
-	msg := ""
 	if _, err := exec.LookPath("unshare"); err != nil {
-		msg = "unshare(1) is not installed (Debian's util-linux)"
+		missing.Tool(t, "unshare(1) is not installed", "apt-get install util-linux")
 	} else if os.Geteuid() != 0 {
-		msg = "not root: a hosts file of the gateway's own needs a mount namespace"
+		missing.Tool(t, "not root: a hosts file of the gateway's own needs a mount namespace", "run the test as root, as CI does")
 	}
-	if msg == "" {
-		return
+}
+
+// startNodeServer starts e2e/<dir>/server.mjs, a server of the npm
+// packages of its lockfile, which listens on a free loopback port, prints
+// {"port":N} and serves until its stdin closes; it returns its address.
+// It skips the test when the package pkg is not installed in its
+// node_modules (fails it on CI): `make <target>` installs them.
+func startNodeServer(t *testing.T, dir, pkg, target string) string {
+	t.Helper()
+	path := filepath.Join(repoRoot, "e2e", dir)
+	requireNode(t, dir, pkg, target)
+	cmd := exec.Command("node", filepath.Join(path, "server.mjs"))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
+	t.Cleanup(func() {
+		_ = stdin.Close() // the server exits when its stdin ends
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	var addr struct{ Port int }
+	if err != nil || json.Unmarshal([]byte(line), &addr) != nil || addr.Port == 0 {
+		t.Fatalf("e2e/%s/server.mjs did not start: %q %v", dir, line, err)
 	}
-	t.Skip(msg)
+	return fmt.Sprintf("127.0.0.1:%d", addr.Port)
+}
+
+// requireNode skips the test (fails it on CI) without node or the npm
+// package pkg in e2e/<dir>, which `make <target>` installs.
+func requireNode(t *testing.T, dir, pkg, target string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(repoRoot, "e2e", dir, "node_modules", pkg)); err != nil {
+		missing.Tool(t, fmt.Sprintf("e2e/%s/node_modules/%s is missing", dir, pkg), fmt.Sprintf("make %s: npm ci in e2e/%s", target, dir))
+	} else if _, err := exec.LookPath("node"); err != nil {
+		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
+	}
 }

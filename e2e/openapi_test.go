@@ -292,15 +292,16 @@ operations:
 	}
 }
 
-// TestOpenAPIBrokenDocument: a document that cannot be used fails the
-// start (the adapter reads it) with the file, the entry, the field and the
-// JSON pointer of the bad part.
+// TestOpenAPIBrokenDocument: a document that cannot be used fails `crank
+// validate` (the adapter reads it) with the file, the entry, the field and
+// the JSON pointer of the bad part; `crank run` serves the other entries
+// and retries it (TestOneBadEntry).
 func TestOpenAPIBrokenDocument(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "api.yaml"), "openapi: 4.0.0\npaths: {}\n")
 	writeFile(t, filepath.Join(dir, "ops.yaml"), "operations:\n  - {name: api, adapter: rest, config: {openapi: {document: api.yaml}}}\n")
-	out := loadFailure(t, dir, "run")
+	out := loadFailure(t, dir, "validate")
 	want := `ops.yaml:2: operation \"api\": /config/openapi/document: the OpenAPI document cannot be used: #/openapi: unsupported OpenAPI version`
 	if !strings.Contains(out, want) {
 		t.Fatalf("want %s in:\n%s", want, out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crankmcp/crank/internal/missing"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,7 +99,7 @@ func TestReadme(t *testing.T) {
 
 	t.Run("curl", func(t *testing.T) {
 		if _, err := exec.LookPath("curl"); err != nil {
-			t.Skip("curl is not installed")
+			missing.Tool(t, "curl is not installed", "apt-get install curl")
 		}
 		block := regexp.MustCompile("(?s)```sh\n(curl .*?)```").FindStringSubmatch(firstCall)
 		if block == nil {

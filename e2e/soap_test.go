@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/crankmcp/crank/internal/missing"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,7 +53,7 @@ operations:
       port: Soap11
       endpoint: %[2]s/soap
       tool_prefix: order_
-      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}"}
+      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}", password_type: text}
   - name: order_lookup_soap12
     description: Looks an order up over SOAP 1.2.
     adapter: soap
@@ -59,7 +62,7 @@ operations:
       port: Soap12
       endpoint: %[2]s/soap
       operation: GetOrder
-      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}"}
+      security: {username: demo, password: "{env.CRANK_E2E_SOAP_PASSWORD}", password_type: text}
 `, wsdl, up.URL)
 	g := startGateway(t, gatewayOptions{Operations: ops, Env: []string{"CRANK_E2E_SOAP_PASSWORD=" + soapSecret}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -460,5 +463,77 @@ func TestSOAPWSSecurity(t *testing.T) {
 	}
 	if log := g.log.String(); strings.Contains(log, soapWrongPassword) || strings.Contains(log, password) {
 		t.Error("a password shows in the gateway's log")
+	}
+}
+
+// A Crank-signed envelope verifies with xmlsec1 (Debian's, libxmlsec1 on
+// OpenSSL: an implementation that shares nothing with Crank's signer):
+// the SOAP adapter signs the Body and the Timestamp with an X.509 key
+// (exclusive c14n, SHA-256, RSA), and xmlsec1 checks the references and
+// the signature value with the certificate; an envelope whose Body was
+// changed afterwards does not verify.
+func TestSOAPSignatureVerifiesWithXMLSec(t *testing.T) {
+	t.Parallel()
+	xmlsec, err := exec.LookPath("xmlsec1")
+	if err != nil {
+		missing.Tool(t, "xmlsec1 is not installed", "apt-get install xmlsec1")
+	}
+	var mu sync.Mutex
+	var envelopes [][]byte
+	up, wsdl := demoSOAPService(t, func(_ http.ResponseWriter, _ *http.Request, body []byte) bool {
+		mu.Lock()
+		envelopes = append(envelopes, body)
+		mu.Unlock()
+		return true
+	})
+	dir := t.TempDir()
+	for _, f := range []string{"sign-cert.pem", "sign-key.pem"} {
+		b, err := os.ReadFile(filepath.Join("..", "plugins", "soap", "testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, f), string(b))
+	}
+	ops := fmt.Sprintf(`
+operations:
+  - name: orders
+    adapter: soap
+    timeout: 5s
+    config:
+      wsdl: %s
+      port: Soap11
+      endpoint: %s/soap
+      tool_prefix: order_
+      security: {username: crank-demo, password: "{env.CRANK_E2E_SOAP_SIGNER}", timestamp: 5m, sign: {cert_file: %s, key_file: %s}}
+`, wsdl, up.URL, filepath.Join(dir, "sign-cert.pem"), filepath.Join(dir, "sign-key.pem"))
+	g := startGateway(t, gatewayOptions{Operations: ops, Env: []string{"CRANK_E2E_SOAP_SIGNER=" + soapSecret}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := g.connect(ctx)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "order_Add", Arguments: map[string]any{"a": 2, "b": 3}})
+	if err != nil || res.IsError {
+		t.Fatalf("a signed call: %v %s", err, textOf(res))
+	}
+	mu.Lock()
+	signed := envelopes[len(envelopes)-1]
+	mu.Unlock()
+	verify := func(name string, envelope []byte) (string, error) {
+		path := filepath.Join(dir, name)
+		writeFile(t, path, string(envelope))
+		out, err := exec.Command(xmlsec, "--verify", "--pubkey-cert-pem", filepath.Join(dir, "sign-cert.pem"),
+			"--id-attr:Id", "http://schemas.xmlsoap.org/soap/envelope/:Body",
+			"--id-attr:Id", "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd:Timestamp",
+			path).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify("signed.xml", signed); err != nil || !strings.Contains(out, "OK") {
+		t.Fatalf("xmlsec1 refuses Crank's signature: %v\n%s\n%s", err, out, signed)
+	}
+	tampered := bytes.Replace(signed, []byte("<ns1:a>2</ns1:a>"), []byte("<ns1:a>9</ns1:a>"), 1)
+	if bytes.Equal(tampered, signed) {
+		t.Fatalf("the envelope has no <ns1:a>2</ns1:a> to change:\n%s", signed)
+	}
+	if out, err := verify("tampered.xml", tampered); err == nil {
+		t.Fatalf("xmlsec1 verifies a changed Body:\n%s", out)
 	}
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -10,12 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 )
 
-// TestValidateStartsNothing: `crank validate` checks a config without
-// starting any of it. It starts no etcd (the demo's etcd ports, held by
-// the test, do not make it fail) and dials none (an external cluster that
-// does not exist is fine), runs no adapter process, and logs no error.
+// TestValidateStartsNothing: `crank validate` checks a config as `crank
+// run` loads it without serving any of it. It starts no etcd (the demo's
+// etcd ports, held by the test, do not make it fail) and dials none (an
+// external cluster that does not exist is fine), and logs no error; it
+// runs the adapters the load runs, and stops them before it exits.
 func TestValidateStartsNothing(t *testing.T) {
 	t.Parallel()
 	t.Run("demo", func(t *testing.T) {
@@ -32,14 +37,15 @@ func TestValidateStartsNothing(t *testing.T) {
 	t.Run("external etcd", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		started, probe := filepath.Join(dir, "adapter-started"), filepath.Join(dir, "probe.sh")
-		if err := os.WriteFile(probe, []byte("#!/bin/sh\ntouch "+started+"\nexit 1\n"), 0o755); err != nil {
+		pidFile, probe := filepath.Join(dir, "adapter-pid"), filepath.Join(dir, "probe.sh")
+		// An adapter that says its pid and is the built-in rest adapter.
+		if err := os.WriteFile(probe, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec "+crankBin+" crank-adapter rest\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		writeFile(t, filepath.Join(dir, "ops.yaml"), `adapters:
   probe: {command: `+probe+`}
 operations:
-  - {name: probed, description: d, adapter: probe, config: {}}
+  - {name: probed, description: d, adapter: probe, config: {method: GET, url: "http://127.0.0.1:1/x"}}
   - {name: fetched, description: d, adapter: rest, config: {method: GET, url: "http://127.0.0.1:1/x"}}
 `)
 		writeFile(t, filepath.Join(dir, "Caddyfile"), `{
@@ -55,72 +61,98 @@ http://127.0.0.1:`+strconv.Itoa(freePort(t))+` {
 }
 `)
 		validate(t, dir)
-		if _, err := os.Stat(started); err == nil {
-			t.Error("crank validate ran the adapter probe.sh")
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatalf("crank validate did not run the adapter: %v", err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if alive(pid) {
+			t.Errorf("the adapter crank validate ran (pid %d) outlives it", pid)
 		}
 	})
 }
 
+// TestValidateLoads: `crank validate` fails where `crank run` would not
+// serve an entry, naming the file, the line, the entry and the reason: a
+// missing OpenAPI document, an SDL that does not parse, a gRPC server
+// whose reflection cannot be used, an expansion over the adapter
+// protocol's message limit (a third-party adapter's). Each is checked
+// alone, so that its message is not one of several.
+func TestValidateLoads(t *testing.T) {
+	t.Parallel()
+	big := adaptertest.Build(t, filepath.Join(repoRoot, "e2e", "testdata", "bigexpand"))
+	closed := freePort(t)
+	for _, c := range []struct{ name, ops, want string }{
+		{"missing OpenAPI document", `
+operations:
+  - name: petstore
+    description: d
+    adapter: rest
+    config: {openapi: {document: missing.json}}
+`, `ops.yaml:6: operation "petstore": /config/openapi/document: cannot read `},
+		{"SDL that does not parse", `
+operations:
+  - name: library
+    adapter: graphql
+    config: {endpoint: "http://127.0.0.1:1/graphql", schema: bad.graphqls, generate: {query_fields: [books]}}
+`, `ops.yaml:5: operation "library": /config/schema: not a valid GraphQL schema: bad.graphqls:3:1: Expected Name, found <EOF>`},
+		{"unusable reflection server", fmt.Sprintf(`
+operations:
+  - name: directory
+    adapter: grpc
+    config: {target: "127.0.0.1:%d", service: crank.demo.v1.Directory}
+`, closed), fmt.Sprintf(`ops.yaml:5: operation "directory": /config/target: cannot reach 127.0.0.1:%d for server reflection`, closed)},
+		{"expansion over the message limit", fmt.Sprintf(`
+adapters:
+  big: {command: %s}
+operations:
+  - name: huge
+    adapter: big
+    config: {mib: 70}
+`, big.Path), `ops.yaml:7: operation "huge": /config: adapter could not expand it: the expansion is over the adapter protocol's message limit (`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "ops.yaml"), c.ops)
+			writeFile(t, filepath.Join(dir, "bad.graphqls"), "type Query {\n  books: Int\n")
+			out := loadFailure(t, dir, "validate")
+			// Caddy logs the error as JSON, so quotes come escaped.
+			if !strings.Contains(out, strings.ReplaceAll(c.want, `"`, `\"`)) {
+				t.Fatalf("want %q in:\n%s", c.want, out)
+			}
+		})
+	}
+}
+
 // validate runs `crank validate` on dir/Caddyfile and checks that it
-// succeeds with no child process seen while it ran and no error-level log
-// line.
+// succeeds and logs no error-level line.
 func validate(t *testing.T, dir string) {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command(crankBin, "validate", "--config", "Caddyfile", "--adapter", "caddyfile")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, crankBin, "validate", "--config", "Caddyfile", "--adapter", "caddyfile")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home, "HOME="+home)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var children []string
-	var err error
-watch:
-	for {
-		select {
-		case err = <-done:
-			break watch
-		default:
-			children = append(children, childrenOf(cmd.Process.Pid)...)
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if err != nil || !strings.Contains(out.String(), "Valid configuration") {
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Valid configuration") {
 		t.Fatalf("crank validate: %v\n%s", err, out)
 	}
-	if len(children) > 0 {
-		t.Errorf("crank validate started processes: %q", children)
-	}
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, `"level":"error"`) {
 			t.Errorf("crank validate logged an error: %s", line)
 		}
 	}
 }
 
-// childrenOf returns the command lines of the processes whose parent is
-// pid (from Linux's /proc; none where there is no /proc).
-func childrenOf(pid int) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		i := bytes.LastIndexByte(stat, ')')
-		if err != nil || i < 0 {
-			continue
-		}
-		// After "pid (comm)": state, then the parent's pid.
-		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			out = append(out, strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
-		}
+// alive reports whether the process pid runs (and is no zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
 	}
-	return out
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }

@@ -42,60 +42,51 @@ import (
 //     beside the dead replica, or no task was created yet);
 //   - a stream session, whose reader ran on the dead replica.
 
-// adopterSet is the hosts of one store's endpoints that may take over its
-// orphans, each as its endpoint's current host.
-type adopterSet struct {
+// Adopters are the hosts that may take over a store's orphaned jobs: one
+// value per store, held by whoever holds the store (the gateway's store
+// pool), offered to by its endpoints (Offer) and asked by its sweeper
+// (Adopt). The zero value is ready to use.
+type Adopters struct {
 	mu    sync.Mutex
 	hosts []*func() *Host
 }
 
-var adopterSets sync.Map // Store → *adopterSet
-
-func adoptersOf(st Store) *adopterSet {
-	v, _ := adopterSets.LoadOrStore(st, &adopterSet{})
-	return v.(*adopterSet)
-}
-
-// OfferAdoption lets the host current returns (an endpoint's, nil while
-// it has none) take over the orphaned jobs of st that it can follow (see
-// Adopter), until withdraw is called.
-func OfferAdoption(st Store, current func() *Host) (withdraw func()) {
-	set := adoptersOf(st)
+// Offer lets the host current returns (an endpoint's, nil while it has
+// none) take over the orphaned jobs it can follow (see Adopt), until
+// withdraw is called.
+func (a *Adopters) Offer(current func() *Host) (withdraw func()) {
 	p := &current
-	set.mu.Lock()
-	set.hosts = append(set.hosts, p)
-	set.mu.Unlock()
+	a.mu.Lock()
+	a.hosts = append(a.hosts, p)
+	a.mu.Unlock()
 	return func() {
-		set.mu.Lock()
-		set.hosts = slices.DeleteFunc(set.hosts, func(q *func() *Host) bool { return q == p })
-		set.mu.Unlock()
+		a.mu.Lock()
+		a.hosts = slices.DeleteFunc(a.hosts, func(q *func() *Host) bool { return q == p })
+		a.mu.Unlock()
 	}
 }
 
-// Adopter is the store's adoption hook (store.SweeperConfig.Adopt): an
-// orphaned job one of the hosts offered for st (OfferAdoption, the latest
-// first) serves and can follow is resumed on this replica; anything else
-// is refused, saying why.
-func Adopter(st Store) store.AdoptFunc {
-	set := adoptersOf(st)
-	return func(ctx context.Context, o store.Orphan) error {
-		if o.Job == nil {
-			return errors.New("a stream session's reader runs on the replica that started it")
-		}
-		set.mu.Lock()
-		hosts := slices.Clone(set.hosts)
-		set.mu.Unlock()
-		for _, current := range slices.Backward(hosts) {
-			h := (*current)()
-			if h == nil {
-				continue
-			}
-			if op, ok := h.families[o.Job.OperationID]; ok && op.Family.Job != nil {
-				return h.adoptJob(ctx, op, o.Job)
-			}
-		}
-		return fmt.Errorf("no endpoint of this replica serves its operation %q", o.Job.OperationID)
+// Adopt is the store's adoption hook (store.SweeperConfig.Adopt): an
+// orphaned job one of the offered hosts (the latest first) serves and can
+// follow is resumed on this replica; anything else is refused, saying
+// why.
+func (a *Adopters) Adopt(ctx context.Context, o store.Orphan) error {
+	if o.Job == nil {
+		return errors.New("a stream session's reader runs on the replica that started it")
 	}
+	a.mu.Lock()
+	hosts := slices.Clone(a.hosts)
+	a.mu.Unlock()
+	for _, current := range slices.Backward(hosts) {
+		h := (*current)()
+		if h == nil {
+			continue
+		}
+		if op, ok := h.tab.Load().families[o.Job.OperationID]; ok && op.Family.Job != nil {
+			return h.adoptJob(ctx, op, o.Job)
+		}
+	}
+	return fmt.Errorf("no endpoint of this replica serves its operation %q", o.Job.OperationID)
 }
 
 // adoptJob resumes job, an async job of op whose owner died and which the
@@ -107,6 +98,8 @@ func (h *Host) adoptJob(ctx context.Context, op *boundOp, job *store.AsyncJobHan
 		return errors.New("it collected a window on the replica that died, whose items lived in that replica's memory; start the job again")
 	case op.UpstreamAuth != nil && op.UpstreamAuth.Grant == auth.GrantTokenExchange:
 		return errors.New("its upstream credentials are exchanged from the caller's own access token (upstream_auth token_exchange), which only the replica that served the caller held; start the job again")
+	case op.UpstreamAuth != nil && op.UpstreamAuth.Grant == auth.GrantAuthorizationCode:
+		return errors.New("its upstream credentials are its user's own (upstream_auth authorization_code), and a job's record does not say which user started it; start the job again")
 	case j.StatusOperation == "":
 		if err := h.resumable(ctx, op, job); err != nil {
 			return err

@@ -29,9 +29,10 @@ var adoptOps = strings.Replace(familyOps, "  - name: ticket_status\n", `  - name
 func TestAdopter(t *testing.T) {
 	t.Parallel()
 	f := newFamilyFixture(t, adoptOps, host.Quotas{})
-	withdraw := host.OfferAdoption(f.st, func() *host.Host { return f.h })
+	adopters := &host.Adopters{}
+	withdraw := adopters.Offer(func() *host.Host { return f.h })
 	defer withdraw()
-	adopt := host.Adopter(f.st)
+	adopt := adopters.Adopt
 	ctx := context.Background()
 	scope := store.Scope{WorkspaceID: "ws", AgentID: "a1"}
 	orphan := func(op string, follow string) store.Orphan {

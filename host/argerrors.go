@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // Argument errors in plain words. The JSON Schema validator explains a
@@ -63,13 +66,13 @@ func fieldOf(ptr string, root *jsonschema.Schema, args any) (string, *jsonschema
 		segs = nil
 	}
 	for i := 0; i < len(segs); i++ {
-		key := unescapePointer(segs[i])
+		key := pointer.Unkey(segs[i])
 		next := func() (string, bool) {
 			if i+1 >= len(segs) {
 				return "", false
 			}
 			i++
-			return unescapePointer(segs[i]), true
+			return pointer.Unkey(segs[i]), true
 		}
 		switch key {
 		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
@@ -133,10 +136,6 @@ func fieldOf(ptr string, root *jsonschema.Schema, args any) (string, *jsonschema
 		}
 	}
 	return field.String(), s
-}
-
-func unescapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 }
 
 // lookupSchema is one step of fieldOf; nil when it cannot be taken.

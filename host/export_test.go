@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -46,3 +48,36 @@ func OpenInput(tool, workspace, agent string, args json.RawMessage, sealed strin
 	}
 	return req.input.State, ""
 }
+
+// MismatchAt is where doc first fails schema, as the note of a result
+// that does not match says it: "<pointer>: <reason>".
+func MismatchAt(schema json.RawMessage, doc string) string {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return err.Error()
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return err.Error()
+	}
+	var v any
+	_ = json.Unmarshal([]byte(doc), &v)
+	err = r.Validate(v)
+	if err == nil {
+		return "valid"
+	}
+	ptr, reason := mismatchAt(r, v, err)
+	return ptr + ": " + reason
+}
+
+// CheckOutputBench is checkOutput of a result with structured content
+// raw against schema, for its benchmark.
+func CheckOutputBench(schema, raw json.RawMessage) func() bool {
+	h := &Host{redact: redact.New(nil)}
+	op := &boundOp{Operation: &opsfile.Operation{Name: "bench", OutputSchema: schema}}
+	res := &Result{Structured: raw, Text: string(raw)}
+	return func() bool { return h.checkOutput(op, res) == res }
+}
+
+// OutcomeOf is a result's outcome class (telemetry.go).
+func OutcomeOf(r *Result) string { return r.outcome() }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/crankmcp/crank/host/jsonpath"
 	"github.com/crankmcp/crank/host/opsfile"
-	"github.com/crankmcp/crank/host/window"
 )
 
 // buildArguments fills an arguments template from a result document.
@@ -49,7 +48,10 @@ func familyTools(x *boundOp) ([]*boundOp, error) {
 	for _, role := range f.Roles() {
 		op := *x.Operation
 		op.Name, op.Role = f.Names[role], role
-		op.OutputSchema = familyOutputSchema(x.Operation, role)
+		if op.Title != "" {
+			op.Title += " (" + role + ")" // each tool of the family its own title
+		}
+		op.OutputSchema = outputSchema(x.Operation, role) // outputschema.go
 		op.Description = familyDescription(x.Operation, role)
 		op.Annotations = familyAnnotations(x.Operation, role)
 		if in := familyInputSchema(x.Operation, role); in != nil {
@@ -135,69 +137,4 @@ func familyAnnotations(op *opsfile.Operation, role string) *opsfile.Annotations 
 	default: // cancel
 		return &opsfile.Annotations{ReadOnly: &f, Destructive: &t, Idempotent: &t, OpenWorld: &t}
 	}
-}
-
-func familyOutputSchema(op *opsfile.Operation, role string) json.RawMessage {
-	str := map[string]any{"type": "string"}
-	integer := map[string]any{"type": "integer"}
-	dateTime := map[string]any{"type": "string", "format": "date-time"}
-	var props map[string]any
-	var required []string
-	if op.Mode == opsfile.ModeSession {
-		status := map[string]any{"type": "string", "enum": []string{"active", "stopping", "stopped", "completed", "failed"},
-			"description": "active: open, items may still arrive; stopping: a stop is under way; stopped, completed (the upstream ended) and failed are final."}
-		switch role {
-		case opsfile.RoleStart:
-			props = map[string]any{"session_id": str, "status": status, "expires_at": dateTime,
-				"idle_timeout_ms": integer, "max_session_lifetime_ms": integer, "poll_tool": str, "stop_tool": str}
-			required = []string{"session_id", "status"}
-		case opsfile.RolePoll:
-			props = map[string]any{"session_id": str, "status": status,
-				"items":      map[string]any{"type": "array", "description": "Items that arrived after the cursor, oldest first."},
-				"cursor":     map[string]any{"type": "string", "description": "Pass it to the next poll."},
-				"has_more":   map[string]any{"type": "boolean", "description": "More items are buffered now: poll again at once."},
-				"gaps":       map[string]any{"type": "integer", "description": "Points where the session may have missed items (skipped or unreadable items, reconnects)."},
-				"error":      map[string]any{"description": "Why the session failed, when it did."},
-				"expires_at": dateTime, "end_reason": str}
-			required = []string{"session_id", "status", "items", "cursor", "has_more"}
-		default:
-			props = map[string]any{"session_id": str, "status": status, "buffered_items": integer}
-			required = []string{"session_id", "status"}
-		}
-	} else {
-		status := map[string]any{"type": "string", "enum": []string{"queued", "running", "canceling", "succeeded", "failed", "canceled"},
-			"description": "succeeded, failed and canceled are final."}
-		switch role {
-		case opsfile.RoleStart:
-			props = map[string]any{"job_id": str, "status": status, "status_tool": str, "result_tool": str, "cancel_tool": str}
-			required = []string{"job_id", "status"}
-		case opsfile.RoleStatus:
-			props = map[string]any{"job_id": str, "status": status, "progress": map[string]any{"description": "The job's latest progress."},
-				"created_at": dateTime, "updated_at": dateTime, "finished_at": dateTime, "expires_at": dateTime,
-				"error": map[string]any{"description": "Why the job failed, when it did."}}
-			required = []string{"job_id", "status"}
-		case opsfile.RoleResult:
-			result := map[string]any{"description": "The operation's result (its structured content)."}
-			var rs json.RawMessage
-			if op.Execution != nil {
-				rs = window.OutputSchema(op.Execution)
-			} else if len(op.OutputSchema) > 0 {
-				rs = op.OutputSchema
-			}
-			var s map[string]any
-			if json.Unmarshal(rs, &s) == nil && s != nil {
-				result = s
-			}
-			props = map[string]any{"job_id": str, "status": status,
-				"ready":  map[string]any{"type": "boolean", "description": "The job finished and its outcome is here."},
-				"result": result, "text": str,
-				"error": map[string]any{"description": "Why the job failed, when it did."}}
-			required = []string{"job_id", "status", "ready"}
-		default:
-			props = map[string]any{"job_id": str, "status": status}
-			required = []string{"job_id", "status"}
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
-	return b
 }

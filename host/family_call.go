@@ -27,11 +27,13 @@ func (req CallRequest) scope() store.Scope {
 	return store.Scope{WorkspaceID: req.WorkspaceID, AgentID: req.AgentID}
 }
 
-// bindFamilies checks what families need: the store, and the status and
-// cancel operations of upstream-native jobs.
-func (h *Host) bindFamilies(opts Options, fail func(op *opsfile.Operation, ptr, reason string)) {
-	for _, x := range h.families {
-		if h.store == nil {
+// checkFamilies checks what the families of tab need: the store, and the
+// status and cancel operations of upstream-native jobs.
+func (h *Host) checkFamilies(tab *toolTable, fams []*boundOp) opsfile.Problems {
+	var probs opsfile.Problems
+	fail := func(op *opsfile.Operation, ptr, reason string) { probs = append(probs, h.problem(op, ptr, reason)) }
+	for _, x := range fams {
+		if h.store == nil && !h.check {
 			fail(x.Operation, "/mode", fmt.Sprintf("mode %s keeps its state in the store, and this host has none (configure the crank app's etcd)", x.Mode))
 			continue
 		}
@@ -45,7 +47,7 @@ func (h *Host) bindFamilies(opts Options, fail func(op *opsfile.Operation, ptr, 
 			if ref.name == "" {
 				continue
 			}
-			target, ok := h.op(ref.name)
+			target, ok := tab.ops[ref.name]
 			switch {
 			case !ok:
 				fail(x.Operation, ref.field, fmt.Sprintf("no operation named %q", ref.name))
@@ -54,6 +56,7 @@ func (h *Host) bindFamilies(opts Options, fail func(op *opsfile.Operation, ptr, 
 			}
 		}
 	}
+	return probs
 }
 
 // callFamily runs one tool of a session or async_job family.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
-	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 	"github.com/crankmcp/crank/store"
@@ -57,6 +57,12 @@ type Options struct {
 	// readers and job runners: they end when a reload removes it (see
 	// HoldEndpoint). Empty: they end only with the process.
 	Endpoint string
+	// OnLoadError is what the load does with an entry that cannot load
+	// (load.go): LoadFail (the default) fails it, LoadRetry serves the
+	// other entries and loads the entry again while the host is watched.
+	OnLoadError LoadPolicy
+
+	check bool // Check
 }
 
 // Host serves the tool calls of one loaded operations file.
@@ -77,8 +83,11 @@ type Host struct {
 	reexpand sync.Mutex
 	watch    watchState
 
-	// Session and async_job families.
-	families map[string]*boundOp // by operation name
+	// failed are the entries that could not load (load.go).
+	failed failures
+	// check: the host only checks the file (Check).
+	check bool
+
 	store    Store
 	quotas   Quotas
 	runners  *runnerSet // the process's (runners); a test's own
@@ -86,10 +95,16 @@ type Host struct {
 	audit    *zap.Logger
 
 	upstreams upstreamSources // upstream_auth.go
+	// grants are the authorization_code upstreams by name
+	// (upstream_grant.go).
+	grants map[string]*userGrant
 	// warnings are the adapters' warning diagnostics found at load.
 	warnings opsfile.Problems
 	// access receives one record per tool call (telemetry.go).
 	access *zap.Logger
+	// outputs are the tools' output schemas, compiled for the check of
+	// every result (outputschema.go).
+	outputs outputChecks
 }
 
 type boundOp struct {
@@ -103,12 +118,16 @@ type boundOp struct {
 	// upstreams are the addresses its config reaches (Tool.Upstreams),
 	// read once.
 	upstreams func() []string
+	// builtin serves a tool of the host's own, without an adapter (the
+	// grants tool, upstream_grant.go).
+	builtin func(ctx context.Context, req CallRequest, args json.RawMessage) *Result
 }
 
 // New binds every operation of the file to its adapter: it starts the
 // adapters, lets each validate its operations' configs and expand entries
 // into the tools they stand for. Every problem found is reported, as
-// Problems.
+// Problems; an entry that cannot load (load.go) fails the load too, unless
+// opts.OnLoadError is LoadRetry.
 func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -117,136 +136,75 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		opts.Audit = opts.Logger.Named("audit")
 	}
 	h := &Host{file: opts.File, log: opts.Logger, redact: redact.New(opts.File.Secrets), entries: map[string]*entryTools{},
-		families: map[string]*boundOp{}, store: opts.Store, quotas: opts.Quotas, audit: opts.Audit, runners: runners, endpoint: opts.Endpoint,
+		store: opts.Store, check: opts.check, quotas: opts.Quotas, audit: opts.Audit, runners: runners, endpoint: opts.Endpoint,
 		access: opts.Logger.Named("access")}
 	h.excerptMargin = redact.Chain{h.redact}.Longest()
 	var errs opsfile.Problems
-	fail := func(op *opsfile.Operation, ptr, reason string) {
-		p := op.Problem(ptr, h.redact.String(reason))
-		if p.File == "" {
-			p.File = h.file.Source
-		}
-		errs = append(errs, p)
-	}
-	tab := &toolTable{ops: map[string]*boundOp{}}
+	tab := &toolTable{ops: map[string]*boundOp{}, families: map[string]*boundOp{}}
+	var families []*boundOp
 	for _, op := range h.file.Operations {
-		sup, err := opts.Adapter(op.Adapter)
-		if err != nil {
-			fail(op, "/adapter", err.Error())
+		res := h.loadEntry(ctx, op, opts.Adapter)
+		errs = append(errs, res.config...)
+		switch {
+		case len(res.config) > 0:
+			continue
+		case len(res.load) > 0 && opts.loadPolicy() == LoadFail:
+			errs = append(errs, res.load...)
+			continue
+		case len(res.load) > 0:
+			h.failEntry(res) // load.go
 			continue
 		}
-		desc, err := sup.Start(ctx)
-		if err != nil {
-			fail(op, "/adapter", err.Error())
-			continue
-		}
-		if op.CheckReach(desc.ConfigSchema, func(ptr, reason string) { fail(op, ptr, reason) }) { // a catalog's entry
-			continue
-		}
-		if op.Egress() != nil && !desc.Capabilities.Egress {
-			fail(op, "/adapter", fmt.Sprintf("adapter %q does not hold its connections to a catalog's upstreams where it dials them (sdk.Description.Egress), so catalog entries cannot use it: use it from an operations file", op.Adapter))
-			continue
-		}
-		b := h.bind(op, sup)
-		if !desc.Serves(b.call.Mode) {
-			fail(op, "/mode", fmt.Sprintf("adapter %q does not serve mode %q", op.Adapter, op.Mode))
-			continue
-		}
-		if op.Execution != nil && op.Execution.TransportBehavior == window.ServerStream && !desc.Capabilities.Stream {
-			fail(op, "/transport_behavior", fmt.Sprintf("adapter %q cannot stream: use request_response to poll it", op.Adapter))
-			continue
-		}
-		c, err := sup.Client(ctx)
-		if err != nil {
-			fail(op, "/adapter", err.Error())
-			continue
-		}
-		if desc.Capabilities.Validate {
-			diags, err := c.Validate(ctx, &b.call)
-			if err != nil && client.CodeOf(err) != client.Unimplemented {
-				fail(op, "/config", "adapter could not validate it: "+err.Error())
-				continue
-			}
-			if h.report(op, diags, fail) {
-				continue
-			}
-		}
-		bound := []*boundOp{b}
-		publishes := desc.Capabilities.Resources || desc.Capabilities.Prompts
-		var pubs []*Publication
-		if desc.Capabilities.Expand {
-			tools, pub, diags, err := expandEntry(ctx, c, &b.call, publishes)
-			switch {
-			case client.CodeOf(err) == client.Unimplemented:
-			case err != nil:
-				fail(op, "/config", "adapter could not expand it: "+err.Error())
-				continue
-			default:
-				if h.report(op, diags, fail) {
-					continue
-				}
-				if pubs, err = h.publications(op, sup, pub); err != nil { // published.go
-					fail(op, "/config", err.Error())
-					continue
-				}
-				if bound, err = h.expand(op, sup, tools, len(pubs) > 0); err != nil {
-					fail(op, "/config", err.Error())
-					continue
-				}
-			}
-		}
-		var tools []*boundOp
-		for _, x := range bound {
-			if x.Mode == opsfile.ModeWindow {
-				op, err := prepareWindow(x.Operation)
-				if err != nil {
-					fail(x.Operation, "/input_schema", err.Error())
-					continue
-				}
-				x.Operation = op
-			}
-			if x.Family == nil {
-				tools = append(tools, x)
-				continue
-			}
-			if x.Description == "" {
-				fail(x.Operation, "/description", "is required (clients show it to the model)")
-				continue
-			}
-			fam, err := familyTools(x)
-			if err != nil {
-				fail(x.Operation, "/family", err.Error())
-				continue
-			}
-			tools = append(tools, fam...)
-			h.families[x.Name] = x
-		}
-		if err := tab.addPublications(pubs); err != nil {
-			fail(op, "/config", err.Error())
-		}
-		et := &entryTools{entry: op, sup: sup, expanded: desc.Capabilities.Expand, publishes: publishes}
-		for _, x := range tools {
-			switch {
-			case x.Description == "":
-				fail(x.Operation, "/description", "is required (clients show it to the model)")
-			case tab.ops[x.Name] != nil:
-				fail(x.Operation, "/name", "duplicate tool name"+sameName(tab.ops[x.Name].Operation, x.Operation))
-			default:
-				tab.ops[x.Name] = x
-				tab.list = append(tab.list, x.Operation)
-				et.tools = append(et.tools, x.Name)
-			}
-		}
-		h.entries[op.Name] = et
+		errs = append(errs, tab.add(h, res)...)
+		families = append(families, res.families...)
+		h.entries[op.Name] = res.et
 	}
+	var all []*boundOp
+	for _, op := range tab.list {
+		all = append(all, tab.ops[op.Name])
+	}
+	uniqueTitles(all, nil)
+	for i, x := range all {
+		tab.list[i] = x.Operation
+	}
+	fail := func(op *opsfile.Operation, ptr, reason string) { errs = append(errs, h.problem(op, ptr, reason)) }
+	h.bindUserGrants(fail) // upstream_grant.go
+	h.addGrantsTool(tab, fail)
 	h.tab.Store(tab)
-	if len(h.families) > 0 {
-		h.bindFamilies(opts, fail)
+	if len(families) > 0 {
+		errs = append(errs, h.checkFamilies(tab, families)...)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return h, nil
+}
+
+// uniqueTitles makes the titles of the tools in added unique among
+// themselves and the tools in kept (which keep theirs): a title two
+// tools share says which each is, "Get order (order_GetOrder)". Titles
+// are for people choosing among an endpoint's tools; two alike say
+// nothing. A tool retitled gets an operation of its own (a copy: the
+// file's entry stays as written); added is changed in place.
+func uniqueTitles(added []*boundOp, kept []*opsfile.Operation) {
+	n := map[string]int{}
+	for _, op := range kept {
+		if op.Title != "" {
+			n[op.Title]++
+		}
+	}
+	for _, x := range added {
+		if x.Title != "" {
+			n[x.Title]++
+		}
+	}
+	for _, x := range added {
+		if x.Title != "" && n[x.Title] > 1 {
+			cp := *x.Operation
+			cp.Title += " (" + cp.Name + ")"
+			x.Operation = &cp
+		}
+	}
 }
 
 // sameName says where the two operations that publish one tool name
@@ -262,7 +220,11 @@ func sameName(first, second *opsfile.Operation) string {
 // Warnings returns the warnings the adapters reported about the
 // operations as they loaded them (skipped parts of an OpenAPI document,
 // and so on), redacted.
-func (h *Host) Warnings() opsfile.Problems { return h.warnings }
+func (h *Host) Warnings() opsfile.Problems {
+	h.failed.mu.Lock() // a retried entry's load adds to them (load.go)
+	defer h.failed.mu.Unlock()
+	return slices.Clone(h.warnings)
+}
 
 // report logs an adapter's warning diagnostics of op's config, fails on
 // its errors and says whether there were any errors.
@@ -270,7 +232,9 @@ func (h *Host) report(op *opsfile.Operation, diags []sdk.Diagnostic, fail func(o
 	errs, warns := opsfile.DiagnosticProblems("/config", diags)
 	for _, w := range warns {
 		p := op.Problem(w.Pointer, h.redact.String(w.Message))
+		h.failed.mu.Lock()
 		h.warnings = append(h.warnings, p)
+		h.failed.mu.Unlock()
 		h.log.Warn("operation config", zap.String("file", p.File), zap.String("operation", op.Name),
 			zap.String("field", w.Pointer), zap.String("warning", p.Message))
 	}
@@ -346,8 +310,13 @@ func (h *Host) expand(entry *opsfile.Operation, sup *Supervisor, tools []sdk.Too
 			if err := opsfile.CheckOutputSchema(t.OutputSchema); err != nil {
 				return nil, fmt.Errorf("tool %q: derived output schema: %v", label, err)
 			}
-			op.OutputSchema = t.OutputSchema
+			op.OutputSchema = lenientSchema(t.OutputSchema, op.StrictOutput) // outputschema.go
 		}
+		meta, err := toolMeta(t.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: derived _meta: %v", label, err)
+		}
+		op.Meta = meta
 		if op.Annotations == nil {
 			a := t.Annotations
 			op.Annotations = &opsfile.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}
@@ -442,6 +411,18 @@ type CallRequest struct {
 	// (upstream_auth token_exchange, RFC 8693). It is a credential: the
 	// host never logs it, stores it or sends it to an adapter.
 	SubjectToken string
+	// User is the caller's OAuth subject: the user of the verified access
+	// token of the endpoint's auth ("" for none), whose own grants the
+	// calls of authorization_code upstreams use (upstream_grant.go).
+	// Session is the digest of the call's MCP session ("" for none), which
+	// a consent's state is bound to. ConsentRedirect is the redirect URI
+	// of a consent whose config names none: the endpoint's callback.
+	// ElicitationComplete, when set, tells the client that a URL-mode
+	// elicitation it was sent is complete.
+	User                string
+	Session             string
+	ConsentRedirect     string
+	ElicitationComplete func(ctx context.Context, elicitationID string)
 	// MaxTimeout, when positive, bounds the call's timeout: a unary call
 	// times out after the operation's timeout or MaxTimeout, whichever is
 	// shorter, and a window collects for at most MaxTimeout. The MCP
@@ -556,7 +537,10 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, req.Tool.name)
 	}
 	ctx, obs := h.observeCall(ctx, op, &req) // telemetry.go
-	defer func() { obs.end(res) }()
+	defer func() {
+		res = h.checkOutput(op, res) // outputschema.go
+		obs.end(res)
+	}()
 	args := normalizeArguments(req.Arguments)
 	validated := validationSpan(ctx)
 	if msg := validateArguments(op.Operation, args); msg != "" {
@@ -566,6 +550,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (res *Result, _ error)
 	validated(false)
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
+	}
+	if op.builtin != nil {
+		return op.builtin(ctx, req, args), nil
 	}
 	if res := h.obtainUpstreamToken(ctx, op, &req); res != nil { // upstream_auth.go
 		return res, nil

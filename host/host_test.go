@@ -185,7 +185,8 @@ func newFixture(t testing.TB, yaml string) (*fixture, error) {
 }
 
 // newFixtureWith is newFixture with the adapters' supervisor options.
-func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fixture, error) {
+// with, when given, changes the host's options.
+func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions, with ...func(*host.Options)) (*fixture, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -203,7 +204,7 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 		}
 	})
 	f := &fixture{}
-	f.h, err = host.New(context.Background(), host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
+	hopts := host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		spec, err := host.AdapterSpecOf(cat, name, nil)
@@ -217,7 +218,11 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions) (*fi
 		sups[spec.Key()] = s
 		f.sup = s
 		return s, nil
-	}})
+	}}
+	for _, w := range with {
+		w(&hopts)
+	}
+	f.h, err = host.New(context.Background(), hopts)
 	return f, err
 }
 
@@ -458,5 +463,29 @@ func TestModesOf(t *testing.T) {
 		if got := host.ModesOf(c.adapter); !slices.Equal(got, c.want) {
 			t.Errorf("ModesOf(%v) = %v, want %v", c.adapter, got, c.want)
 		}
+	}
+}
+
+// An adapter's diagnostic of a member whose name holds a dot (a header
+// "X.Api.Key") points at that member and its line: the SDK sends a JSON
+// pointer beside the dotted field, which would split at the dot.
+func TestDiagnosticOfDottedKey(t *testing.T) {
+	yaml := `
+adapters:
+  rest: {command: %s, env: {CRANK_HOST_TEST_ADAPTER: rest}}
+operations:
+  - name: a
+    description: d
+    adapter: rest
+    config:
+      method: GET
+      url: http://127.0.0.1:1/x
+      headers:
+        X-Fine: ok
+        X.Api.Key: "a\nb"
+`
+	_, err := newFixture(t, yaml)
+	if want := `ops.yaml:13: operation "a": /config/headers/X.Api.Key: value contains a control character`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want %q in %v", want, err)
 	}
 }

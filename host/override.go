@@ -61,11 +61,14 @@ func toolExecution(entry, op *opsfile.Operation, t *sdk.Tool, self bool, sup *Su
 			op.Timeout = ex.Limits.Window() + opsfile.WindowGrace
 		}
 	}
-	if len(problems) == 0 && len(item) > 0 && op.Execution != nil {
+	if len(problems) == 0 && op.Execution != nil && (len(item) > 0 || t.ResumesStream) {
 		ex := *op.Execution
-		ex.ItemSchema = json.RawMessage(item)
-		if err := opsfile.CheckOutputSchema(window.OutputSchema(&ex)); err != nil {
-			fail("/item_schema", "the derived item schema is not usable: %v", err)
+		ex.Resumes = t.ResumesStream
+		if len(item) > 0 {
+			ex.ItemSchema = lenientSchema(json.RawMessage(item), op.StrictOutput) // outputschema.go
+			if err := opsfile.CheckOutputSchema(window.OutputSchema(&ex)); err != nil {
+				fail("/item_schema", "the derived item schema is not usable: %v", err)
+			}
 		}
 		op.Execution = &ex
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
@@ -39,6 +40,9 @@ type toolTable struct {
 	pubs []*Publication
 	// pubIndex indexes pubs.
 	pubIndex map[pubKey]*Publication
+	// families are the session and async_job operations whose family
+	// tools the table has, by operation name.
+	families map[string]*boundOp
 }
 
 // addPublications adds an entry's publications to the table, failing on
@@ -70,6 +74,8 @@ type entryTools struct {
 	// (Capabilities.Resources, Capabilities.Prompts).
 	publishes bool
 	tools     []string
+	// failed: the entry could not load (load.go); it serves no tools.
+	failed bool
 }
 
 // op is the bound operation of the tool name.
@@ -92,8 +98,8 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 	h.reexpand.Lock()
 	defer h.reexpand.Unlock()
 	et := h.entries[entry]
-	if et == nil || !et.expanded {
-		return false, nil
+	if et == nil || !et.expanded || et.failed {
+		return false, nil // a failed entry is loaded again by its own retry (load.go)
 	}
 	if et.entry.Family != nil {
 		return false, fmt.Errorf("entry %q is a %s family: its tools change at the next reload", entry, et.entry.Mode)
@@ -128,7 +134,7 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		return false, fmt.Errorf("entry %q: %s", entry, h.redact.String(err.Error()))
 	}
 	old := h.tab.Load()
-	next := &toolTable{ops: make(map[string]*boundOp, len(old.ops))}
+	next := &toolTable{ops: make(map[string]*boundOp, len(old.ops)), families: old.families}
 	for _, p := range old.pubs {
 		if p.Entry != entry {
 			_ = next.addPublications([]*Publication{p}) // they did not collide before
@@ -162,6 +168,15 @@ func (h *Host) Reexpand(ctx context.Context, entry string) (changed bool, err er
 		}
 		next.ops[x.Name] = x
 		names = append(names, x.Name)
+	}
+	var kept []*opsfile.Operation
+	for _, o := range old.list {
+		if !slices.Contains(et.tools, o.Name) {
+			kept = append(kept, o)
+		}
+	}
+	uniqueTitles(bound, kept)
+	for _, x := range bound {
 		added = append(added, x.Operation)
 	}
 	if sameTools(old, et.tools, added) && samePublications(old.pubs, next.pubs) {
@@ -241,7 +256,9 @@ type watchState struct {
 // each re-expansion that changed the tools served. A failed re-expansion
 // is logged and changes nothing. When an adapter restarts, its entries
 // are expanded again (the upstream may have changed meanwhile, and a new
-// process knows of no entry until it expands it). The watch runs until
+// process knows of no entry until it expands it). Entries that could not
+// load are loaded again with backoff (load.go), changed called after each
+// that loads, and crank_entries_failed reports them. The watch runs until
 // Unwatch or ctx ends; a second Watch replaces the first.
 func (h *Host) Watch(ctx context.Context, changed func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -251,6 +268,9 @@ func (h *Host) Watch(ctx context.Context, changed func()) {
 	}
 	h.watch.cancel = cancel
 	h.watch.mu.Unlock()
+	h.retryFailed(ctx, changed) // load.go
+	unwatch := telemetry.WatchLoadFailures(h)
+	context.AfterFunc(ctx, unwatch)
 	var sups []*Supervisor
 	for _, et := range h.entries {
 		d := et.sup.Description()

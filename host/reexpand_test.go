@@ -30,6 +30,30 @@ func expandFile(path string) ([]sdk.Tool, []sdk.Diagnostic) {
 	return tools, nil
 }
 
+// fileEntryBetween is an operations file of an entry "files" expanded
+// from file (behavior "file") between two plain entries, first and last.
+func fileEntryBetween(file string) string {
+	cfg, _ := json.Marshal(map[string]string{"behavior": "file", "file": file})
+	return `
+adapters:
+  test:
+    command: %s
+    env: {CRANK_HOST_TEST_ADAPTER: "1"}
+operations:
+  - name: first
+    description: First.
+    adapter: test
+    config: {behavior: echo}
+  - name: files
+    adapter: test
+    config: ` + string(cfg) + `
+  - name: last
+    description: Last.
+    adapter: test
+    config: {behavior: echo}
+`
+}
+
 // An entry expanded again serves its new tools in place of its old ones,
 // in one step; the same tools change nothing; a failed expansion, a
 // collision with another entry's tool and an invalid name keep the last
@@ -43,25 +67,7 @@ func TestReexpand(t *testing.T) {
 		}
 	}
 	write("a b")
-	cfg, _ := json.Marshal(map[string]string{"behavior": "file", "file": file})
-	f, err := newFixture(t, `
-adapters:
-  test:
-    command: %s
-    env: {CRANK_HOST_TEST_ADAPTER: "1"}
-operations:
-  - name: first
-    description: First.
-    adapter: test
-    config: {behavior: echo}
-  - name: files
-    adapter: test
-    config: `+string(cfg)+`
-  - name: last
-    description: Last.
-    adapter: test
-    config: {behavior: echo}
-`)
+	f, err := newFixture(t, fileEntryBetween(file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,9 +121,10 @@ func TestAdopterResumesAdapterCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withdraw := host.OfferAdoption(st, func() *host.Host { return h })
+	adopters := &host.Adopters{}
+	withdraw := adopters.Offer(func() *host.Host { return h })
 	defer withdraw()
-	adopt := host.Adopter(st)
+	adopt := adopters.Adopt
 	ctx := context.Background()
 	scope := store.Scope{WorkspaceID: "ws", AgentID: "a1"}
 

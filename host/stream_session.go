@@ -111,8 +111,10 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 type streamSessionState struct {
 	Gaps       int      `json:"gaps,omitempty"`
 	GapReasons []string `json:"gap_reasons,omitempty"`
-	Received   int      `json:"received,omitempty"`
-	EndReason  string   `json:"end_reason,omitempty"`
+	// Partial counts the items the upstream delivered incomplete.
+	Partial   int    `json:"partial,omitempty"`
+	Received  int    `json:"received,omitempty"`
+	EndReason string `json:"end_reason,omitempty"`
 }
 
 // runStreamSession reads the upstream into the session's buffer until the
@@ -188,13 +190,13 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 	rs := h.redactorsOf(req)
 	col := window.NewCollector(&ex, window.Options{Redact: rs,
 		Sink:  func(raw []byte) bool { return w.add(rs.JSON(raw)) },
-		OnGap: func() { w.gaps.Add(1) }})
+		OnGap: func() { w.gaps.Add(1) }, OnPartial: func() { w.partial.Add(1) }})
 
 	end, failure := h.readAcrossAdapterRestarts(ctx, &rop, req, args, lifeEnd, col)
 	w.wait()
 
 	reasons, gaps := col.Gaps()
-	state := streamSessionState{Gaps: gaps, GapReasons: reasons, Received: col.Stats().Received}
+	state := streamSessionState{Gaps: gaps, GapReasons: reasons, Received: col.Stats().Received, Partial: col.Stats().Partial}
 	status := store.StreamSessionCompleted
 	var errJSON json.RawMessage
 	var panicked *runnerPanic
@@ -217,13 +219,13 @@ func (h *Host) runStreamSession(ctx context.Context, cancel context.CancelCauseF
 		errJSON = failureJSON("store_failed", "the session's items could not be stored")
 	case errors.Is(cause, errLifetime):
 		status, end = store.StreamSessionStopped, "max_session_lifetime"
-	case failure != "":
-		status, errJSON = store.StreamSessionFailed, failureJSON("upstream_error", failure)
+	case failure.failed():
+		status, errJSON = store.StreamSessionFailed, failureJSON("upstream_error", failure.text)
 	}
 	state.EndReason = end
 	h.finishStreamSession(ss.ID, status, errJSON, state)
 	telemetry.StreamSessionEnded(op.Name, string(status))
-	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end))
+	log.Debug("session ended", zap.String("status", string(status)), zap.String("end_reason", end), zap.String("outcome", failure.class))
 }
 
 // Adapter restarts a session's reader rides out: when the adapter process
@@ -238,14 +240,14 @@ const (
 // readAcrossAdapterRestarts is readUpstream, resumed from the session's
 // cursor when the adapter process was lost (it exited or was restarted
 // meanwhile) rather than the upstream failing.
-func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
+func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, windowFailure) {
 	for attempt := 0; ; attempt++ {
 		starts := op.sup.Starts()
 		end, failure := h.readUpstream(ctx, op, req, args, deadline, col)
 		// The stream may end before the supervisor sees the process
 		// exit: describeCallError names a lost connection as such.
 		lost := end == window.EndUpstreamError && ctx.Err() == nil &&
-			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure, adapterStoppedDuringCall))
+			(op.sup.Exited() || op.sup.Starts() != starts || strings.Contains(failure.text, adapterStoppedDuringCall))
 		if !lost || attempt == sessionAdapterRestarts {
 			return end, failure
 		}
@@ -255,17 +257,17 @@ func (h *Host) readAcrossAdapterRestarts(ctx context.Context, op *boundOp, req C
 		select {
 		case <-time.After(sessionAdapterBackoff << attempt):
 		case <-ctx.Done():
-			return window.EndCancelled, ""
+			return window.EndCancelled, windowFailure{}
 		}
 	}
 }
 
 // readUpstream runs the operation's upstream reader — its stream, or
 // polls — feeding col until ctx ends or the upstream does.
-func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, string) {
+func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, args json.RawMessage, deadline time.Time, col *window.Collector) (string, windowFailure) {
 	c, err := op.sup.Client(ctx)
 	if err != nil {
-		return window.EndUpstreamError, h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err))
+		return window.EndUpstreamError, windowFailure{h.redact.String(fmt.Sprintf("adapter %q is not available: %v", op.Adapter, err)), OutcomeAdapterUnavailable}
 	}
 	areq := adapterRequest(op, req, args, deadline)
 	if col.Cursor() != "" {
@@ -283,19 +285,20 @@ func (h *Host) readUpstream(ctx context.Context, op *boundOp, req CallRequest, a
 // meanwhile items pile up to streamSessionQueue and the reader blocks, which
 // slows the upstream read instead of growing memory.
 type streamSessionWriter struct {
-	h      *Host
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	id     string
-	gaps   atomic.Int64  // gaps so far, told to the store with the items
-	space  chan struct{} // a write took items (capacity 1)
-	idle   chan struct{} // the write goroutine ended (capacity 1)
+	h       *Host
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	id      string
+	gaps    atomic.Int64  // gaps so far, told to the store with the items
+	partial atomic.Int64  // partial items so far, told alike
+	space   chan struct{} // a write took items (capacity 1)
+	idle    chan struct{} // the write goroutine ended (capacity 1)
 
 	mu       sync.Mutex
 	pending  [][]byte
 	writing  bool
-	reported int64  // gaps the store knows of
-	taken    uint64 // items the store took, the next write's Append.First
+	reported [2]int64 // gaps and partial items the store knows of
+	taken    uint64   // items the store took, the next write's Append.First
 }
 
 // add queues one item, waiting while streamSessionQueue items are pending; it
@@ -354,16 +357,16 @@ func (w *streamSessionWriter) write() {
 		w.mu.Unlock()
 
 		var st json.RawMessage
-		if g := w.gaps.Load(); g != w.reported {
-			w.reported = g
-			st, _ = json.Marshal(streamSessionState{Gaps: int(g)})
+		if n := [2]int64{w.gaps.Load(), w.partial.Load()}; n != w.reported {
+			w.reported = n
+			st, _ = json.Marshal(streamSessionState{Gaps: int(n[0]), Partial: int(n[1])})
 		}
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(w.ctx), storeCallTimeout)
 		took, err := w.h.store.AppendStreamSessionItems(wctx, w.id, store.Append{Items: batch, State: st, Sequenced: true, First: w.taken})
 		wcancel()
 		w.taken += uint64(took)
 		if err != nil && st != nil {
-			w.reported = -1 // tell the gaps again with the retry
+			w.reported = [2]int64{-1, -1} // tell the counts again with the retry
 		}
 		if took > 0 {
 			w.mu.Lock()
@@ -481,6 +484,9 @@ func (h *Host) pollStreamSession(ctx context.Context, op *boundOp, req CallReque
 	if json.Unmarshal(res.StreamSession.State, &st) == nil {
 		if st.Gaps > 0 {
 			out["gaps"] = st.Gaps
+		}
+		if st.Partial > 0 {
+			out["partial"] = st.Partial
 		}
 		if st.EndReason != "" {
 			out["end_reason"] = st.EndReason

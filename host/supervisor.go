@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"os"
 	"os/exec"
 	"slices"
@@ -224,8 +225,7 @@ func (s *Supervisor) Client(ctx context.Context) (*client.Client, error) {
 		telemetry.AdapterStartFailed(s.spec.Name)
 		s.failures++
 		s.lastErr = err
-		backoff := min(100*time.Millisecond<<min(s.failures-1, 16), s.opts.MaxBackoff)
-		s.nextStart = time.Now().Add(backoff)
+		s.nextStart = time.Now().Add(sdk.Backoff{Initial: 100 * time.Millisecond, Max: s.opts.MaxBackoff}.Delay(s.failures))
 		return nil, err
 	}
 	s.failures, s.lastErr, s.nextStart = 0, nil, time.Time{}

@@ -82,7 +82,7 @@ func (h *Host) task(job *store.AsyncJobHandle) *Task {
 	t := &Task{ID: job.ID, Tool: job.OperationID, Status: job.Status, Progress: h.redact.JSON(job.Progress), Error: h.redact.JSON(job.Error),
 		CreatedAt: job.CreatedAt, UpdatedAt: job.UpdatedAt, TTL: job.MaxRuntime + job.Retention,
 		PollInterval: taskPollInterval}
-	if op, ok := h.families[job.OperationID]; ok {
+	if op, ok := h.tab.Load().families[job.OperationID]; ok {
 		t.Tool = op.Family.Names[opsfile.RoleStart]
 	}
 	if job.Status.Terminal() {

@@ -34,6 +34,10 @@ const (
 	OutcomeQuota               = "quota"
 	OutcomeStoreUnavailable    = "store_unavailable"
 	OutcomeNotFound            = "not_found"
+	// OutcomeOutputMismatch: the answer did not match the tool's
+	// published output schema and was delivered as text
+	// (outputschema.go).
+	OutcomeOutputMismatch = "output_mismatch"
 	// OutcomeDenied: the endpoint's policy hid the tool or refused the
 	// arguments; the call never reached the host.
 	OutcomeDenied = "denied"

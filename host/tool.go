@@ -3,6 +3,7 @@ package host
 import (
 	"sync"
 
+	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/opsfile"
 )
 
@@ -74,6 +75,9 @@ func (t Tool) AcceptsTasks() bool {
 func (t Tool) Unary() bool {
 	if t.b == nil || t.b.Role != "" || t.b.Execution != nil || t.b.sup == nil {
 		return false
+	}
+	if ua := t.b.UpstreamAuth; ua != nil && ua.Grant == auth.GrantAuthorizationCode {
+		return false // a consent may ask its client (upstream_grant.go)
 	}
 	d := t.b.sup.Description()
 	return d != nil && (!d.Capabilities.Progress || !d.Capabilities.Log && !d.Capabilities.ClientRequests)

@@ -86,6 +86,14 @@ func (h *Host) obtainUpstreamToken(ctx context.Context, op *boundOp, req *CallRe
 	if base.UpstreamAuth == nil {
 		return nil
 	}
+	if ug := h.grants[base.UpstreamAuth.Name]; ug != nil && base.UpstreamAuth.Grant == auth.GrantAuthorizationCode {
+		tok, res := h.userToken(ctx, op, ug, req) // upstream_grant.go
+		if res != nil {
+			return res
+		}
+		req.upstream = &upstreamCredential{token: tok, redactor: redact.New([]string{tok})}
+		return nil
+	}
 	src, err := h.upstreams.of(base.UpstreamAuth, base.Egress())
 	if err == nil {
 		var tok string

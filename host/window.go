@@ -49,7 +49,7 @@ type ProgressChunk struct {
 // prepareWindow returns a copy of a window operation with its cursor
 // argument and its output schema; the entry is left as written.
 func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
-	in, err := window.InputSchema(op.InputSchema)
+	in, err := window.InputSchema(op.InputSchema, window.Continues(op.Execution))
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +57,21 @@ func prepareWindow(op *opsfile.Operation) (*opsfile.Operation, error) {
 	if err := cp.SetInputSchema(in); err != nil {
 		return nil, err
 	}
-	cp.OutputSchema = window.OutputSchema(op.Execution)
+	cp.OutputSchema = outputSchema(&cp, "") // outputschema.go
+	cp.Description = windowDescription(cp.Description, window.Continues(op.Execution))
 	return &cp, nil
+}
+
+// windowDescription says in a window tool's description whether it can
+// continue a window, unless the description speaks of cursors already.
+func windowDescription(desc string, continues bool) string {
+	if desc == "" || strings.Contains(strings.ToLower(desc), "cursor") {
+		return desc
+	}
+	if continues {
+		return desc + "\n\nPass the cursor a window returns back as the cursor argument to continue where it ended."
+	}
+	return desc + "\n\nEach call is a fresh window: it cannot continue an earlier one (has_more is always false)."
 }
 
 // callWindow runs one window: it opens the upstream (a stream, or polls),
@@ -109,14 +122,18 @@ func (h *Host) callWindow(ctx context.Context, op *boundOp, req CallRequest, arg
 
 	areq := adapterRequest(op, req, args, deadline)
 	areq.Cursor = from.Cursor
-	var end, failure string
+	var end string
+	var failure windowFailure
 	if ex.TransportBehavior == window.RequestResponse {
 		end, failure = h.pollWindow(ctx, wctx, op, c, areq, col)
 	} else {
 		end, failure = h.streamWindow(ctx, wctx, op, c, areq, col)
 	}
 	col.Finish()
-	cursor := sealWindowCursor(key, req.WorkspaceID, op.Name, col.Next())
+	var cursor string
+	if window.Continues(ex) {
+		cursor = sealWindowCursor(key, req.WorkspaceID, op.Name, col.Next())
+	}
 	return h.windowResult(op, col, cursor, end, failure, time.Since(start))
 }
 
@@ -150,7 +167,7 @@ func takeCursor(args json.RawMessage) (string, json.RawMessage, error) {
 // streamWindow reads the adapter's Stream until a limit, the upstream or
 // the caller ends it.
 func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
-	areq *sdk.Request, col *window.Collector) (string, string) {
+	areq *sdk.Request, col *window.Collector) (string, windowFailure) {
 	sctx, cancel := context.WithCancelCause(wctx)
 	defer cancel(nil)
 	idle := op.Execution.Limits.Idle()
@@ -173,7 +190,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 		var ue *sdk.UpstreamError
 		switch {
 		case errors.Is(err, io.EOF):
-			return window.EndUpstreamEnd, ""
+			return window.EndUpstreamEnd, windowFailure{}
 		case errors.As(err, &ue):
 			return h.upstreamFailed(ctx, sctx, op, col.Redactors(), ue)
 		case err != nil:
@@ -188,17 +205,20 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 			if cur == "" {
 				cur = ev.Item.ID
 			}
+			if ev.Item.Partial != "" {
+				col.Partial(ev.Item.Partial)
+			}
 			if col.Add(ev.Item.Data, cur) {
 				// Early cut-off: cancelling the call makes the adapter
 				// stop reading and close the upstream.
 				cancel(errLimit)
-				return col.End(), ""
+				return col.End(), windowFailure{}
 			}
 		case client.EventGap:
 			col.Gap(h.redact.String(ev.Reason))
 		case client.EventEnd:
 			col.Advance(ev.Cursor)
-			return window.EndUpstreamEnd, ""
+			return window.EndUpstreamEnd, windowFailure{}
 		}
 	}
 }
@@ -206,7 +226,7 @@ func (h *Host) streamWindow(ctx, wctx context.Context, op *boundOp, c *client.Cl
 // pollWindow polls the adapter's Invoke every poll_interval_ms, following
 // the cursor, until a limit, done_path or the caller ends it.
 func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Client,
-	areq *sdk.Request, col *window.Collector) (string, string) {
+	areq *sdk.Request, col *window.Collector) (string, windowFailure) {
 	ex := op.Execution
 	interval := ex.Limits.PollInterval()
 	idle := ex.Limits.Idle()
@@ -232,7 +252,7 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Clie
 			failures++
 			col.Retried()
 			if end := waitWindow(ctx, wctx, min(interval<<failures, maxPollBackoff)); end != "" {
-				return end, ""
+				return end, windowFailure{}
 			}
 			continue
 		}
@@ -244,15 +264,15 @@ func (h *Host) pollWindow(ctx, wctx context.Context, op *boundOp, c *client.Clie
 		}
 		received := col.Stats().Received
 		if col.Add(doc, "") {
-			return col.End(), ""
+			return col.End(), windowFailure{}
 		}
 		if col.Stats().Received > received {
 			lastItem = time.Now()
 		} else if idle > 0 && time.Since(lastItem) >= idle {
-			return window.EndIdleTimeout, ""
+			return window.EndIdleTimeout, windowFailure{}
 		}
 		if end := waitWindow(ctx, wctx, interval); end != "" {
-			return end, ""
+			return end, windowFailure{}
 		}
 	}
 }
@@ -272,20 +292,29 @@ func waitWindow(ctx, wctx context.Context, d time.Duration) string {
 	}
 }
 
+// windowFailure is why a window's upstream read failed: the text its
+// result, a session's record or a job's says (redacted), and the
+// outcome class of the failure, as a unary call's would be (an upstream
+// that refused is upstream_status, a timeout timeout, …). The zero value
+// is no failure.
+type windowFailure struct{ text, class string }
+
+func (f windowFailure) failed() bool { return f.text != "" }
+
 // interrupted explains why an upstream call ended with a call error: a
 // window limit (the host's own cancellation) or a failure, its text
 // redacted.
-func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error) (string, string) {
+func (h *Host) interrupted(ctx, callCtx context.Context, op *boundOp, err error) (string, windowFailure) {
 	if end := hostCut(callCtx); end != "" {
-		return end, ""
+		return end, windowFailure{}
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return window.EndUpstreamError, fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout)
+			return window.EndUpstreamError, windowFailure{fmt.Sprintf("tool %q timed out after %s", op.Name, op.Timeout), OutcomeTimeout}
 		}
-		return window.EndCancelled, ""
+		return window.EndCancelled, windowFailure{}
 	}
-	return window.EndUpstreamError, h.redact.String(h.describeCallError(ctx, op, err))
+	return window.EndUpstreamError, windowFailure{h.redact.String(h.describeCallError(ctx, op, err)), callErrorOutcome(ctx, op, err)}
 }
 
 // hostCut returns the end reason when the host itself cut the upstream
@@ -306,16 +335,16 @@ func hostCut(callCtx context.Context) string {
 // limit (the window ends with its flags), anything else fails the call
 // with a redacted failure text (it goes into a window's result, a stream
 // session's stored record and a job's).
-func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, rs redact.Chain, ue *sdk.UpstreamError) (string, string) {
+func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, rs redact.Chain, ue *sdk.UpstreamError) (string, windowFailure) {
 	if end := hostCut(callCtx); end != "" {
-		return end, ""
+		return end, windowFailure{}
 	}
 	switch ue.Kind {
 	case sdk.KindTimeout:
-		return window.EndUpstreamTimeout, ""
+		return window.EndUpstreamTimeout, windowFailure{}
 	case sdk.KindCancelled:
 		if ctx.Err() != nil {
-			return window.EndCancelled, ""
+			return window.EndCancelled, windowFailure{}
 		}
 	}
 	// A JSON body excerpt goes through redacted_paths too.
@@ -329,27 +358,28 @@ func (h *Host) upstreamFailed(ctx, callCtx context.Context, op *boundOp, rs reda
 		}
 		ue = &redacted
 	}
-	return window.EndUpstreamError, h.redact.String(describeUpstreamError(rs, ue))
+	return window.EndUpstreamError, windowFailure{h.redact.String(describeUpstreamError(rs, ue)), upstreamOutcome(ue)}
 }
 
 // windowResult builds the tool result of a window, whose cursor is
 // cursor (sealed).
-func (h *Host) windowResult(op *boundOp, col *window.Collector, cursor, end, failure string, took time.Duration) *Result {
-	r := col.Result(cursor, end, failure, took)
+func (h *Host) windowResult(op *boundOp, col *window.Collector, cursor, end string, failure windowFailure, took time.Duration) *Result {
+	r := col.Result(cursor, end, failure.text, took)
 	raw := h.redact.JSON(r.Encode())
 	res := &Result{Structured: raw, Text: string(raw)}
-	if text, ok := r.Text(); ok && failure == "" {
+	if text, ok := r.Text(); ok && !failure.failed() {
 		res.Text = h.redact.String(text)
 	}
-	if failure != "" {
+	if failure.failed() {
 		res.IsError = true
-		res.Text = h.redact.String(failure)
+		res.Text = h.redact.String(failure.text)
+		res.class = failure.class
 		if r.Stats.Counted > 0 {
 			res.Text += fmt.Sprintf("\n(the window had collected %d items before the failure; structuredContent holds them)", r.Stats.Counted)
 		}
 	}
 	telemetry.Window(op.Name, r.EndReason, r.Stats.Counted, r.Stats.Bytes, r.Truncated)
-	if failure != "" && r.EndReason == window.EndCancelled {
+	if failure.failed() && r.EndReason == window.EndCancelled {
 		res.class = OutcomeCancelled
 	}
 	h.log.Info("window finished", zap.String("tool", op.Name), zap.String("end_reason", r.EndReason),

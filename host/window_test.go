@@ -480,7 +480,9 @@ func TestWindowLimits(t *testing.T) {
 	t.Run("upstream that never answers", func(t *testing.T) {
 		t.Parallel()
 		w := f.call(t, "mute", `{}`)
-		if w.flags() != "end=upstream_timeout truncated=false complete=false more=true" || w.res.IsError || len(w.Items) != 0 {
+		// Nothing came, so no cursor: has_more only with a cursor that
+		// continues.
+		if w.flags() != "end=upstream_timeout truncated=false complete=false more=false" || w.res.IsError || len(w.Items) != 0 {
 			t.Fatalf("flags %s: %s", w.flags(), w.res.Text)
 		}
 		f.waitClosed(t, "mute")
@@ -522,6 +524,10 @@ func TestWindowLimits(t *testing.T) {
 			!strings.Contains(w.res.Text, "collected 2 items before the failure") || w.Error == "" {
 			t.Fatalf("isError=%v end=%s items=%d text=%s", w.res.IsError, w.EndReason, len(w.Items), w.res.Text)
 		}
+		// Classed as a unary call with the same answer would be.
+		if o := host.OutcomeOf(w.res); o != host.OutcomeUpstreamStatus {
+			t.Errorf("outcome %s, want %s", o, host.OutcomeUpstreamStatus)
+		}
 		// redacted_paths apply to a JSON error body too.
 		if strings.Contains(w.res.Text, "ops@example.com") || !strings.Contains(w.res.Text, `"owner":"[REDACTED]"`) {
 			t.Fatalf("error body not redacted: %s", w.res.Text)
@@ -561,14 +567,14 @@ func TestWindowLimits(t *testing.T) {
 	t.Run("poll with nothing ends with the idle timeout", func(t *testing.T) {
 		t.Parallel()
 		w := f.call(t, "emptypoll", `{}`)
-		if w.flags() != "end=idle_timeout truncated=false complete=false more=true" || w.Stats.Polls < 2 {
+		if w.flags() != "end=idle_timeout truncated=false complete=false more=false" || w.Stats.Polls < 2 {
 			t.Fatalf("flags %s polls %d", w.flags(), w.Stats.Polls)
 		}
 	})
 	t.Run("poll that never answers", func(t *testing.T) {
 		t.Parallel()
 		w := f.call(t, "slowpoll", `{}`)
-		if w.flags() != "end=upstream_timeout truncated=false complete=false more=true" || w.res.IsError {
+		if w.flags() != "end=upstream_timeout truncated=false complete=false more=false" || w.res.IsError {
 			t.Fatalf("flags %s: %s", w.flags(), w.res.Text)
 		}
 	})

@@ -534,38 +534,20 @@ func (e *Etcd) WatchCatalog(ctx context.Context, name string) (<-chan CatalogEve
 		defer close(out)
 		defer stop()
 		defer cancel()
-		next := rev + 1
-		backoff := watchBackoffMin
-		for {
-			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range e.watcher.Watch(wctx, key, clientv3.WithRev(next)) {
-				if wr.Err() != nil {
-					break // compacted, no leader, canceled: re-read below
-				}
-				backoff = watchBackoffMin
-				for _, ev := range wr.Events {
-					next = ev.Kv.ModRevision + 1
-					if ev.Type == mvccpb.DELETE {
-						sendLatest(out, CatalogEvent{})
-					} else {
-						sendLatest(out, conv(ev.Kv))
-					}
-				}
+		e.resumeWatch(ctx, key, rev, nil, func(ev *clientv3.Event) bool {
+			if ev.Type == mvccpb.DELETE {
+				sendLatest(out, CatalogEvent{})
+			} else {
+				sendLatest(out, conv(ev.Kv))
 			}
-			wcancel()
-			for {
-				if !waitBackoff(ctx, &backoff) {
-					return
-				}
-				kv, r, err := e.getRev(ctx, op, key)
-				if err != nil {
-					continue
-				}
+			return true
+		}, func() (int64, bool, error) {
+			kv, r, err := e.getRev(ctx, op, key)
+			if err == nil {
 				sendLatest(out, conv(kv))
-				next = r + 1
-				break
 			}
-		}
+			return r, true, err
+		})
 	}()
 	return out, nil
 }

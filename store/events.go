@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"strconv"
 	"strings"
@@ -211,7 +210,6 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 	op := "append events to stream " + strconv.Quote(stream) + " of session " + MCPSessionDigest(session)
 	mk := eventStreamKey(session, stream)
 	evp := eventsPrefix(session, stream)
-	backoff := casBackoffMin
 	for attempt := 0; attempt < casAttempts; attempt++ {
 		cached, ok := e.events.Get(mk)
 		if !ok && first == 0 && attempt == 0 {
@@ -305,13 +303,9 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 			return idx, nil
 		}
 		e.events.Delete(mk)
-		d := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
+		if !casBackoff.Wait(ctx, attempt+1) {
 			return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
 		}
-		backoff = min(2*backoff, casBackoffMax)
 	}
 	return 0, fmt.Errorf("store: %s: %w: still contended after %d attempts", op, ErrConflict, casAttempts)
 }

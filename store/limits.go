@@ -89,49 +89,52 @@ func (e *Etcd) LeaveLimit(ctx context.Context, id string) error {
 // WatchLimitMembers calls members with the owner IDs of the members of
 // every fleet-wide limit, by limit ID: once with what etcd holds, then
 // after every change, until ctx ends or the Etcd closes (it returns nil
-// then). It re-reads and watches again after a watch error (compaction,
-// a lost leader, etcd down), meanwhile keeping the last members. members
-// runs on the watch's goroutine and owns its map.
+// then). It reads again and watches again after a watch error
+// (compaction, a lost leader, etcd down: resumeWatch), meanwhile keeping
+// the last members. members runs on the watch's goroutine and owns its
+// map.
 func (e *Etcd) WatchLimitMembers(ctx context.Context, members func(map[string][]string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(e.bgCtx, cancel)
 	defer stop()
-	backoff := watchBackoffMin
-	for {
-		cur, rev, err := e.limitMembers(ctx)
-		if err == nil {
-			members(limitMemberLists(cur))
-			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range e.watcher.Watch(wctx, limitsDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-				if wr.Err() != nil {
-					break
-				}
-				backoff = watchBackoffMin
-				for _, ev := range wr.Events {
-					id, owner, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), limitsDir), "/")
-					if !ok {
-						continue
-					}
-					if ev.Type == mvccpb.DELETE {
-						delete(cur[id], owner)
-						continue
-					}
-					if cur[id] == nil {
-						cur[id] = map[string]bool{}
-					}
-					cur[id][owner] = true
-				}
-				if len(wr.Events) > 0 {
-					members(limitMemberLists(cur))
-				}
-			}
-			wcancel()
+	var cur map[string]map[string]bool
+	read := func() (int64, bool, error) {
+		m, rev, err := e.limitMembers(ctx)
+		if err != nil {
+			return 0, ctx.Err() == nil, err
 		}
-		if !waitBackoff(ctx, &backoff) {
+		cur = m
+		members(limitMemberLists(cur))
+		return rev, true, nil
+	}
+	rev, ok, err := read()
+	for failures := 1; err != nil && ok; failures++ {
+		if !watchBackoff.Wait(ctx, failures) {
 			return nil
 		}
+		rev, ok, err = read()
 	}
+	if err != nil {
+		return nil
+	}
+	e.resumeWatch(ctx, limitsDir, rev, []clientv3.OpOption{clientv3.WithPrefix()}, func(ev *clientv3.Event) bool {
+		id, owner, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), limitsDir), "/")
+		if !ok {
+			return true
+		}
+		if ev.Type == mvccpb.DELETE {
+			delete(cur[id], owner)
+		} else {
+			if cur[id] == nil {
+				cur[id] = map[string]bool{}
+			}
+			cur[id][owner] = true
+		}
+		members(limitMemberLists(cur))
+		return true
+	}, read)
+	return nil
 }
 
 // limitMembers reads the members of every limit and the revision read.

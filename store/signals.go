@@ -58,36 +58,26 @@ func (e *Etcd) WatchSignals(ctx context.Context) (<-chan Signal, error) {
 				return false
 			}
 		}
-		backoff := watchBackoffMin
-		for {
+		sendAll := func() bool {
 			for _, kv := range kvs {
 				if !send(kv) {
-					return
+					return false
 				}
 			}
-			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range e.watcher.Watch(wctx, signalsDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterDelete()) {
-				if wr.Err() != nil {
-					break // compacted, no leader, canceled: re-list below
-				}
-				backoff = watchBackoffMin
-				for _, ev := range wr.Events {
-					if !send(ev.Kv) {
-						wcancel()
-						return
-					}
-				}
-			}
-			wcancel()
-			for {
-				if !waitBackoff(ctx, &backoff) {
-					return
-				}
-				if kvs, rev, err = e.listRev(ctx, op, signalsDir); err == nil {
-					break
-				}
-			}
+			return true
 		}
+		if !sendAll() {
+			return
+		}
+		e.resumeWatch(ctx, signalsDir, rev, []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterDelete()},
+			func(ev *clientv3.Event) bool { return send(ev.Kv) },
+			func() (int64, bool, error) {
+				var err error
+				if kvs, rev, err = e.listRev(ctx, op, signalsDir); err != nil {
+					return 0, true, err
+				}
+				return rev, sendAll(), nil
+			})
 	}()
 	return out, nil
 }

@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -20,6 +20,10 @@ const (
 	casBackoffMin = time.Millisecond
 	casBackoffMax = 50 * time.Millisecond
 )
+
+// casBackoff is the wait between contended attempts (sdk.Backoff: jittered,
+// so writers in lockstep part).
+var casBackoff = sdk.Backoff{Initial: casBackoffMin, Max: casBackoffMax}
 
 // opCtx bounds one store operation by the operation timeout (unless the
 // caller's deadline is sooner), so that an unreachable etcd fails the call
@@ -151,16 +155,10 @@ func (e *Etcd) cas(ctx context.Context, op, key string, step func(kv *mvccpb.Key
 		return 0, err
 	}
 	giveUp := time.Now().Add(e.opTimeout)
-	backoff := casBackoffMin
 	attempt := 0
 	for ; attempt < casAttempts || time.Now().Before(giveUp); attempt++ {
-		if attempt >= casAttempts {
-			select {
-			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
-			case <-ctx.Done():
-				return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
-			}
-			backoff = min(2*backoff, casBackoffMax)
+		if attempt >= casAttempts && !casBackoff.Wait(ctx, attempt-casAttempts+1) {
+			return 0, fmt.Errorf("store: %s: %w", op, ctx.Err())
 		}
 		// Lease grants inside step run under their own operation timeout.
 		sctx, cancel := e.opCtx(ctx)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"github.com/crankmcp/crank/plugins/sdk"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -100,68 +101,78 @@ func watchKey[T any](e *Etcd, ctx context.Context, op, key string, first *mvccpb
 			return
 		}
 		sent := first.ModRevision
-		next := rev + 1
-		backoff := watchBackoffMin
-		for {
-			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			wch := e.watcher.Watch(wctx, key, clientv3.WithRev(next))
-			for wr := range wch {
-				if wr.Err() != nil {
-					break // compacted, no leader, canceled: re-sync below
-				}
-				backoff = watchBackoffMin
-				for _, ev := range wr.Events {
-					next = ev.Kv.ModRevision + 1
-					if ev.Type == mvccpb.DELETE {
-						wcancel()
-						sendLatest(out, gone)
-						return
-					}
-					sent = ev.Kv.ModRevision
-					if !emit(ev.Kv) {
-						wcancel()
-						return
-					}
-				}
+		e.resumeWatch(ctx, key, rev, nil, func(ev *clientv3.Event) bool {
+			if ev.Type == mvccpb.DELETE {
+				sendLatest(out, gone)
+				return false
 			}
-			wcancel()
-			// The watch ended: re-read the key and resume after it.
-			for {
-				if !waitBackoff(ctx, &backoff) {
-					return
-				}
-				kv, r, err := e.getRev(ctx, op, key)
-				if err != nil {
-					continue
-				}
-				if kv == nil {
-					sendLatest(out, gone)
-					return
-				}
-				if kv.ModRevision != sent {
-					sent = kv.ModRevision
-					if !emit(kv) {
-						return
-					}
-				}
-				next = r + 1
-				break
+			sent = ev.Kv.ModRevision
+			return emit(ev.Kv)
+		}, func() (int64, bool, error) {
+			kv, r, err := e.getRev(ctx, op, key)
+			switch {
+			case err != nil:
+				return 0, true, err
+			case kv == nil:
+				sendLatest(out, gone)
+				return 0, false, nil
+			case kv.ModRevision != sent:
+				sent = kv.ModRevision
+				return r, emit(kv), nil
 			}
-		}
+			return r, true, nil
+		})
 	}()
 	return out
 }
 
-// waitBackoff waits out a re-watch backoff and doubles it (up to
-// watchBackoffMax); it reports false when ctx ended first.
-func waitBackoff(ctx context.Context, backoff *time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(*backoff):
+// watchBackoff is the wait before a broken watch's state is read again.
+var watchBackoff = sdk.Backoff{Initial: watchBackoffMin, Max: watchBackoffMax}
+
+// resumeWatch watches key (with opts: a prefix, a filter) from the
+// revision after rev, handing each event to event, until ctx ends or a
+// callback says to stop (false). When the watch breaks (compacted, no
+// leader, etcd down) it waits out a backoff and calls resync, which reads
+// the state again, hands on what changed while the watch was down and
+// returns the revision of its read (an error: try again after the next
+// backoff); the watch resumes after that revision. The one
+// watch-reread-resume loop of the store.
+func (e *Etcd) resumeWatch(ctx context.Context, key string, rev int64, opts []clientv3.OpOption,
+	event func(*clientv3.Event) bool, resync func() (rev int64, ok bool, err error),
+) {
+	failures := 0
+	for {
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range e.watcher.Watch(wctx, key, append([]clientv3.OpOption{clientv3.WithRev(rev + 1)}, opts...)...) {
+			if wr.Err() != nil {
+				break // compacted, no leader, canceled: re-read below
+			}
+			failures = 0
+			for _, ev := range wr.Events {
+				rev = ev.Kv.ModRevision
+				if !event(ev) {
+					wcancel()
+					return
+				}
+			}
+		}
+		wcancel()
+		for {
+			failures++
+			if !watchBackoff.Wait(ctx, failures) {
+				return
+			}
+			r, ok, err := resync()
+			if err != nil {
+				continue
+			}
+			if !ok {
+				return
+			}
+			rev = r
+			break
+		}
 	}
-	*backoff = min(2**backoff, watchBackoffMax)
-	return true
 }
 
 // sendLatest puts v in out (capacity 1) without blocking, replacing a value

@@ -21,11 +21,8 @@
 // Each task suggests a poll interval of 1ms; the first three end after
 // 50ms.
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { InMemoryTaskStore } from "@modelcontextprotocol/sdk/experimental/tasks";
-import { createServer } from "node:http";
-import { randomUUID } from "node:crypto";
+import { serve } from "./serve.mjs";
 import { z } from "zod";
 
 const taskStore = new InMemoryTaskStore();
@@ -72,25 +69,4 @@ function newServer() {
   return server;
 }
 
-if (process.argv[2] === "http") {
-  const transports = new Map();
-  createServer(async (req, res) => {
-    const sid = req.headers["mcp-session-id"];
-    let transport = sid ? transports.get(sid) : undefined;
-    if (!transport) {
-      if (sid) {
-        res.writeHead(404, { "Content-Type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
-        return;
-      }
-      transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => transports.set(id, transport),
-      });
-      transport.onclose = () => transports.delete(transport.sessionId);
-      await newServer().connect(transport);
-    }
-    await transport.handleRequest(req, res);
-  }).listen(Number(process.argv[3]), "127.0.0.1");
-} else {
-  await newServer().connect(new StdioServerTransport());
-}
+await serve(newServer);

@@ -42,6 +42,7 @@ type Store interface {
 	DeleteMCPSession(ctx context.Context, id string) error
 	CloseStreamSession(ctx context.Context, scope store.Scope, id, reason string) (*store.StreamSession, error)
 	CancelJob(ctx context.Context, scope store.Scope, id, reason string) (*store.AsyncJobHandle, error)
+	CountUpstreamGrants(ctx context.Context, workspace string) (map[string]int, error)
 }
 
 var _ Store = (*store.Etcd)(nil)
@@ -205,6 +206,8 @@ var routes = []struct {
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},
+	{[]string{"upstream-grants"}, methods{"GET": listUpstreamGrants}},
+	{[]string{"upstream-grants", "*", "*"}, methods{"DELETE": revokeUpstreamGrant}},
 }
 
 func match(segs []string) (methods, []string) {

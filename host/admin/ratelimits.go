@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/crankmcp/crank/host/catalog"
 	"github.com/crankmcp/crank/host/opsfile"
@@ -62,7 +61,7 @@ func putCatalogRateLimits(g *Gateway, w http.ResponseWriter, r *http.Request, ar
 	for i, raw := range limits {
 		l, ps := ratelimit.Decode(raw)
 		for _, p := range ps {
-			probs = append(probs, opsfile.Problem{Pointer: fmt.Sprintf("/%d/%s", i, strings.ReplaceAll(p.Field, ".", "/")), Message: p.Message})
+			probs = append(probs, opsfile.Problem{Pointer: fmt.Sprintf("/%d/%s", i, p.Field), Message: p.Message}) // a limit's fields are flat
 		}
 		if j, dup := names[l.Name]; dup && len(ps) == 0 {
 			probs = append(probs, opsfile.Problem{Pointer: fmt.Sprintf("/%d/name", i), Message: fmt.Sprintf("duplicate rate limit name (also /%d)", j)})

@@ -55,11 +55,24 @@ type ToolSource struct {
 	Version int64  `json:"version,omitempty"`
 }
 
+// FailedEntry is an entry of a crank handler that could not load: it
+// serves no tools until a load of it works (host.EntryFailure).
+type FailedEntry struct {
+	host.EntryFailure
+	// Endpoint and Workspace are the handler whose entry it is.
+	Endpoint  string `json:"endpoint"`
+	Workspace string `json:"workspace"`
+	// Source is where the entry is defined.
+	Source ToolSource `json:"source"`
+}
+
 // listTools answers every tool every handler of this replica serves now,
-// and which handlers are still loading theirs (a replica that is
-// starting builds its handlers' tools one after the other).
+// the entries that could not load (failed), and which handlers are still
+// loading theirs (a replica that is starting builds its handlers' tools
+// one after the other).
 func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) error {
 	out := []ToolInfo{}
+	failed := []FailedEntry{}
 	loading := []string{}
 	counts := telemetry.ToolCalls()
 	for _, ep := range g.Endpoints {
@@ -72,17 +85,32 @@ func listTools(g *Gateway, w http.ResponseWriter, _ *http.Request, _ []string) e
 			loading = append(loading, ep.Info().ID)
 			continue
 		}
-		for _, t := range toolsOf(ep.Info(), h) {
+		info := ep.Info()
+		for _, t := range toolsOf(info, h) {
 			t.Calls = counts[t.Name]
 			out = append(out, t)
 		}
+		for _, f := range h.FailedEntries() {
+			failed = append(failed, FailedEntry{EntryFailure: f, Endpoint: info.ID, Workspace: info.Workspace, Source: sourceOf(info, f.File)})
+		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"tools": out, "loading": loading})
+	return writeJSON(w, http.StatusOK, map[string]any{"tools": out, "failed": failed, "loading": loading})
+}
+
+// sourceOf is where a handler's tool or entry written in file is defined.
+func sourceOf(info EndpointInfo, file string) ToolSource {
+	if info.Catalog != "" && file == "catalog "+info.Catalog {
+		s := ToolSource{Kind: "catalog", Catalog: info.Catalog}
+		if info.Serving != nil {
+			s.Version = info.Serving.Version
+		}
+		return s
+	}
+	return ToolSource{Kind: "file", File: file}
 }
 
 // toolsOf lists the tools of a handler's host.
 func toolsOf(info EndpointInfo, h *host.Host) []ToolInfo {
-	catSource := "catalog " + info.Catalog
 	var out []ToolInfo
 	for _, o := range h.Operations() {
 		t := ToolInfo{Name: o.Name, Title: o.Title, Description: o.Description, Endpoint: info.ID,
@@ -96,14 +124,7 @@ func toolsOf(info EndpointInfo, h *host.Host) []ToolInfo {
 				t.Family = base.Name
 			}
 		}
-		if info.Catalog != "" && o.File == catSource {
-			t.Source = ToolSource{Kind: "catalog", Catalog: info.Catalog}
-			if info.Serving != nil {
-				t.Source.Version = info.Serving.Version
-			}
-		} else {
-			t.Source = ToolSource{Kind: "file", File: o.File}
-		}
+		t.Source = sourceOf(info, o.File)
 		out = append(out, t)
 	}
 	return out

@@ -7,7 +7,10 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/jsonpath"
+
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/crankmcp/crank/store"
 )
 
@@ -44,8 +47,8 @@ func Diff(from, to *Document) []Change {
 		case old == nil:
 			out = append(out, Change{Operation: name, Change: "added"})
 		case !bytes.Equal(old, e):
-			a, _ := decodeJSON(old)
-			b, _ := decodeJSON(e)
+			a, _ := jsonpath.Decode(old)
+			b, _ := jsonpath.Decode(e)
 			out = append(out, Change{Operation: name, Change: "changed", Fields: diffValues("", a, b, nil)})
 		}
 	}
@@ -75,8 +78,8 @@ func diffLimits(from, to []json.RawMessage) []Change {
 		case old == nil:
 			out = append(out, Change{RateLimit: name, Change: "added"})
 		case !bytes.Equal(old, l):
-			a, _ := decodeJSON(old)
-			b, _ := decodeJSON(l)
+			a, _ := jsonpath.Decode(old)
+			b, _ := jsonpath.Decode(l)
 			out = append(out, Change{RateLimit: name, Change: "changed", Fields: diffValues("", a, b, nil)})
 		}
 	}
@@ -109,7 +112,7 @@ func diffValues(at string, a, b any, out []FieldChange) []FieldChange {
 			break
 		}
 		for _, k := range slices.Sorted(maps.Keys(av)) {
-			p := at + "/" + opsfile.PointerKey(k)
+			p := at + "/" + pointer.Key(k)
 			if be, ok := bv[k]; ok {
 				out = diffValues(p, av[k], be, out)
 			} else {
@@ -118,7 +121,7 @@ func diffValues(at string, a, b any, out []FieldChange) []FieldChange {
 		}
 		for _, k := range slices.Sorted(maps.Keys(bv)) {
 			if _, ok := av[k]; !ok {
-				out = append(out, FieldChange{Pointer: at + "/" + opsfile.PointerKey(k), To: canonical(bv[k])})
+				out = append(out, FieldChange{Pointer: at + "/" + pointer.Key(k), To: canonical(bv[k])})
 			}
 		}
 		return out

@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/jsonpath"
+
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/crankmcp/crank/host/opsfile"
 )
 
 // Document is a catalog's content: an operations file (format version 1)
@@ -81,7 +84,7 @@ func parseText(data []byte) (any, opsfile.Problems) {
 	if err != nil {
 		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}
-	v, err = decodeJSON(raw)
+	v, err = jsonpath.Decode(raw)
 	if err != nil {
 		return nil, opsfile.Problems{{Message: "not valid YAML or JSON: " + err.Error()}}
 	}
@@ -97,16 +100,6 @@ func yamlProblem(err error) opsfile.Problem {
 		p.Line, _ = strconv.Atoi(m[1])
 	}
 	return p
-}
-
-func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // canonical is v as JSON with sorted keys and no HTML escaping.
@@ -205,7 +198,7 @@ func writeList(b *bytes.Buffer, vs []json.RawMessage) {
 func (d *Document) WithRateLimits(limits []json.RawMessage) *Document {
 	out := &Document{Operations: d.Operations}
 	for _, l := range limits {
-		v, err := decodeJSON(l)
+		v, err := jsonpath.Decode(l)
 		if err != nil {
 			continue
 		}

@@ -7,9 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+
+	yaml "go.yaml.in/yaml/v3"
+
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/ratelimit"
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // YAML renders the document as an operations file in YAML, for export
@@ -21,7 +24,7 @@ import (
 func (d *Document) YAML() []byte {
 	ops := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, e := range d.Operations {
-		v, err := decodeJSON(e)
+		v, err := jsonpath.Decode(e)
 		if err != nil {
 			continue
 		}
@@ -38,7 +41,7 @@ func (d *Document) YAML() []byte {
 		}
 		limits := &yaml.Node{Kind: yaml.SequenceNode}
 		for _, l := range d.RateLimits {
-			if v, err := decodeJSON(l); err == nil {
+			if v, err := jsonpath.Decode(l); err == nil {
 				limits.Content = append(limits.Content, yamlNode(v, order))
 			}
 		}

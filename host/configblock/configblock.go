@@ -12,6 +12,7 @@ package configblock
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -125,4 +126,30 @@ func Expand[T any](c *T, expand func(string) string) {
 		}
 		fv.SetString(expand(fv.String()))
 	}
+}
+
+// CheckEnums reports the first field of c whose value its enum tag does
+// not list (an empty value is the field's default, not checked), naming
+// the field, the values it takes and the value found.
+func CheckEnums[T any](c *T) error {
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range Fields[T]() {
+		if f.Enum == nil || f.Kind != reflect.String {
+			continue
+		}
+		vals := []string{}
+		if fv := v.Field(f.index); f.List {
+			for j := range fv.Len() {
+				vals = append(vals, fv.Index(j).String())
+			}
+		} else if fv.String() != "" {
+			vals = append(vals, fv.String())
+		}
+		for _, x := range vals {
+			if !slices.Contains(f.Enum, x) {
+				return fmt.Errorf("%s: must be %s, got %q", f.Name, strings.Join(f.Enum, " or "), x)
+			}
+		}
+	}
+	return nil
 }

@@ -58,3 +58,22 @@ func TestBlock(t *testing.T) {
 		t.Errorf("after Expand: %+v", b)
 	}
 }
+
+// CheckEnums names a field whose value its enum does not list; an empty
+// value is the default.
+func TestCheckEnums(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		b    block
+		want string
+	}{
+		{block{}, ""},
+		{block{Mode: "on"}, ""},
+		{block{Mode: "maybe"}, `mode: must be on or off, got "maybe"`},
+	} {
+		err := configblock.CheckEnums(&c.b)
+		if (err == nil) != (c.want == "") || err != nil && err.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", c.b, err, c.want)
+		}
+	}
+}

@@ -223,3 +223,37 @@ func EndNames(queries []string) (names map[string]bool, ok bool) {
 	}
 	return names, true
 }
+
+// Step is one step of a query that Steps can follow in a document's
+// schema: a member by name (Name set), or any element of an array (Name
+// empty: a wildcard, an index or a slice).
+type Step struct {
+	Name string
+}
+
+// Steps returns the steps of a query made of child segments of one
+// selector each, every one a member name, a wildcard, an index or a
+// slice ($.a.b, $.items[*], $.pages[0].rows); ok is false for any other
+// query (a descendant segment, a filter, several selectors in one
+// segment) or one that does not parse.
+func Steps(query string) (steps []Step, ok bool) {
+	p, err := parse(query)
+	if err != nil {
+		return nil, false
+	}
+	for _, seg := range p.Query().Segments() {
+		sels := seg.Selectors()
+		if seg.IsDescendant() || len(sels) != 1 {
+			return nil, false
+		}
+		switch s := sels[0].(type) {
+		case spec.Name:
+			steps = append(steps, Step{Name: string(s)})
+		case spec.WildcardSelector, spec.Index, spec.SliceSelector, *spec.SliceSelector:
+			steps = append(steps, Step{})
+		default:
+			return nil, false
+		}
+	}
+	return steps, true
+}

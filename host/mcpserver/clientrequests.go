@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host"
 )
@@ -29,10 +30,17 @@ const (
 // answers its upstream that any other client cannot be asked. A client
 // that declared none of the capabilities is offered too, with none: the
 // adapter then refuses each request, and sends the call in the client's
-// generation (plugins/mcp generationConn).
+// generation (plugins/mcp callConn).
 func (ep *Endpoint) relayClientRequests(req *mcp.CallToolRequest, cr *host.CallRequest) {
 	r := clientOf(req.Session, req.Extra, req.Params.GetMeta(), req.Params.RequestState, req.Params.InputResponses)
 	cr.Ask, cr.ClientCapabilities, cr.InputRequired, cr.Input = r.ask, r.caps, r.inputRequired, r.input
+	if ss := req.Session; r.ask != nil && ss != nil {
+		cr.ElicitationComplete = func(ctx context.Context, id string) {
+			if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+				ep.logger.Debug("elicitation complete notification not sent", zap.Error(err))
+			}
+		}
+	}
 }
 
 // relayPublicationInput does for a resources/read or prompts/get what

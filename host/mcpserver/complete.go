@@ -37,7 +37,8 @@ import (
 // that moves to another replica (sessions.go) keeps none, and its client
 // must subscribe again (docs/architecture.md, "MCP upstreams").
 
-// offerPublished removes from caps what the host h does not offer.
+// offerPublished removes from caps what the host h does not offer, and
+// adds the MCP Apps extension when it serves an App.
 func offerPublished(caps *mcp.ServerCapabilities, h *host.Host) {
 	if caps == nil {
 		return
@@ -48,10 +49,17 @@ func offerPublished(caps *mcp.ServerCapabilities, h *host.Host) {
 	if caps.Resources != nil && (h == nil || !h.Subscriptions()) {
 		caps.Resources.Subscribe = false
 	}
+	if h != nil && h.Apps() {
+		// A federated tool has an MCP App (its _meta names its ui
+		// resource): the gateway serves the extension's tools and
+		// ui:// resources as they are.
+		caps.AddExtension(host.ExtensionUI, nil)
+	}
 }
 
-// publishedCapsMiddleware offers completions and subscriptions in the
-// initialize and server/discover results only when the host has them.
+// publishedCapsMiddleware offers completions, subscriptions and the MCP
+// Apps extension in the initialize and server/discover results only when
+// the host has them.
 func (ep *Endpoint) publishedCapsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)

@@ -227,7 +227,7 @@ func (ep *Endpoint) searchTools(ctx context.Context, req *mcp.CallToolRequest) (
 	}{Tools: []searchHit{}, Total: len(hits)}
 	for _, h := range hits[:min(limit, len(hits))] {
 		vt := h.doc.vt
-		out.Tools = append(out.Tools, searchHit{Name: vt.name, Title: vt.tool.Title, Description: snippet(vt.tool.Description),
+		out.Tools = append(out.Tools, searchHit{Name: vt.name, Title: vt.tool.Title, Description: snippet(sentences(vt.tool.Title, vt.tool.Description)),
 			Mode: string(vt.op.Mode), Toolsets: vt.toolsets, Score: math.Round(h.score*100) / 100})
 	}
 	return structuredResult(out)
@@ -357,9 +357,53 @@ func rank(docs []*searchDoc, q []string) []hit {
 		if out[i].score != out[j].score {
 			return out[i].score > out[j].score
 		}
+		if a, b := harm(out[i].doc.vt.tool), harm(out[j].doc.vt.tool); a != b {
+			return a < b
+		}
 		return out[i].doc.vt.name < out[j].doc.vt.name
 	})
 	return out
+}
+
+// harm orders equally good matches: read-only tools first, then those
+// that say they destroy nothing, then the rest (MCP's default is
+// destructive), so a lookup comes before a delete.
+func harm(t *mcp.Tool) int {
+	switch a := t.Annotations; {
+	case a == nil:
+		return 2
+	case a.ReadOnlyHint:
+		return 0
+	case a.DestructiveHint != nil && !*a.DestructiveHint:
+		return 1
+	}
+	return 2
+}
+
+// sentences joins a tool's title and description as sentences: each
+// line ends in punctuation (a period where it has none), and a title the
+// description already starts with is not repeated.
+func sentences(title, description string) string {
+	var parts []string
+	if t := strings.TrimSpace(title); t != "" && !strings.HasPrefix(strings.TrimSpace(description), t) {
+		parts = append(parts, t)
+	}
+	parts = append(parts, strings.Split(description, "\n")...)
+	var b strings.Builder
+	for _, p := range parts {
+		p = strings.Join(strings.Fields(p), " ")
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(p)
+		if !strings.ContainsRune(".!?:;…", rune(p[len(p)-1])) && !strings.HasSuffix(p, "…") {
+			b.WriteByte('.')
+		}
+	}
+	return b.String()
 }
 
 func (d *searchDoc) weight(t string) (float64, bool) {

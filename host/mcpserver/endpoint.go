@@ -287,6 +287,9 @@ func (ep *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep.serveCard(w, r) { // servercard.go: the server card, for any origin
 		return
 	}
+	if ep.serveConsent(w, r) { // consent.go: a consent's callback, a browser's navigation
+		return
+	}
 	if origin := r.Header.Get("Origin"); origin != "" && !ep.origins.allows(origin) {
 		ep.logger.Warn("request from a disallowed origin refused", zap.String("origin", origin))
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
@@ -309,9 +312,10 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !ep.awaitHost(w, r) {
 		return
 	}
-	ep.markIdentity(r) // caller.go
-	p := peek(r)       // peek.go: the body, read once before the SDK reads it
-	ep.markClient(r)   // ratelimit.go: the client's address, for what counts per client
+	ep.markIdentity(r)      // caller.go
+	p := peek(r)            // peek.go: the body, read once before the SDK reads it
+	ep.sessionRequest(r, p) // generation.go: a session's request in its generation
+	ep.markClient(r)        // ratelimit.go: the client's address, for what counts per client
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
@@ -532,19 +536,36 @@ func (ep *Endpoint) Close() error {
 	return nil
 }
 
-// slogFromZap is the SDK's logger: l, with the SDK's session_id
-// attributes naming the session as sessionField does.
+// slogFromZap is the SDK's logger: l's core under l's name plus ".sdk",
+// with the SDK's session_id attributes naming the session as
+// sessionField does and its lines about each connection at debug.
 func slogFromZap(l *zap.Logger) *slog.Logger {
-	return slog.New(sdkLogHandler{zapslog.NewHandler(l.Core())})
+	name := "sdk"
+	if n := l.Name(); n != "" {
+		name = n + ".sdk"
+	}
+	return slog.New(sdkLogHandler{zapslog.NewHandler(l.Core(), zapslog.WithName(name))})
+}
+
+// sdkConnectionLines are the SDK's info lines about each connection: a
+// sessionless request opens and closes one, so at info they would say
+// three things per request about nothing an operator acts on.
+var sdkConnectionLines = map[string]bool{
+	"server connecting": true, "server session connected": true, "server session disconnected": true,
+	"server session ended": true, "server run start": true, "session initialized": true,
 }
 
 // sdkLogHandler replaces the MCP session IDs the SDK logs (attribute
 // session_id: "server session connected", "resource subscribed", …) by
-// their digest.
+// their digest, and writes its connection lines at debug.
 type sdkLogHandler struct{ slog.Handler }
 
 func (h sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	level := r.Level
+	if level == slog.LevelInfo && sdkConnectionLines[r.Message] {
+		level = slog.LevelDebug
+	}
+	out := slog.NewRecord(r.Time, level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(sdkLogAttr(a))
 		return true

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -76,5 +79,29 @@ func TestRequestWaitingWhenClosed(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" ||
 		!strings.Contains(w.Body.String(), `"retryable":true`) {
 		t.Fatalf("answer %d %v %s, want 503 with Retry-After and a retryable JSON-RPC error", w.Code, w.Header(), w.Body)
+	}
+}
+
+// The SDK's lines about each connection (three per sessionless request)
+// are at debug, under the endpoint's logger name plus ".sdk"; its other
+// lines keep their level, and session IDs become their digest.
+func TestSDKLogLines(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.InfoLevel)
+	l := slogFromZap(zap.New(core).Named("http.handlers.crank"))
+	l.Info("server connecting")
+	l.Info("server session connected", "session_id", "S3CR3T-SESSION")
+	l.Info("resource subscribed", "uri", "demo://x", "session_id", "S3CR3T-SESSION")
+	all := logs.All()
+	if len(all) != 1 || all[0].Message != "resource subscribed" || all[0].LoggerName != "http.handlers.crank.sdk" {
+		t.Fatalf("logged %+v", all)
+	}
+	if s := fmt.Sprint(all[0].ContextMap()); strings.Contains(s, "S3CR3T-SESSION") {
+		t.Errorf("a session ID logged: %s", s)
+	}
+	debug, dlogs := observer.New(zap.DebugLevel)
+	slogFromZap(zap.New(debug)).Info("server session disconnected")
+	if d := dlogs.All(); len(d) != 1 || d[0].Level != zap.DebugLevel || d[0].LoggerName != "sdk" {
+		t.Errorf("at debug: %+v", d)
 	}
 }

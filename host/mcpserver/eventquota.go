@@ -1,10 +1,10 @@
 package mcpserver
 
 import (
-	"container/list"
 	"fmt"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -50,10 +50,11 @@ type eventLedger struct {
 	keep      time.Duration // how long a stream counts after its last append
 	now       func() time.Time
 
-	streams  map[ledgerKey]*ledgerStream
+	// streams are the streams counted, least recently appended last:
+	// beyond maxLedgerStreams the oldest are forgotten early.
+	streams  *lru.Cache[ledgerKey, *ledgerStream]
 	sessions map[string]int64
 	clients  map[string]int64
-	lru      list.List // *ledgerStream, least recently appended first
 }
 
 type ledgerKey struct{ session, stream string }
@@ -65,7 +66,6 @@ type ledgerStream struct {
 	bytes   int64 // what it counts: its data (at most maxStream) and overhead
 	refused string
 	last    time.Time
-	elem    *list.Element
 }
 
 func newEventLedger(q EventQuota, lim store.EventLimits) *eventLedger {
@@ -75,8 +75,10 @@ func newEventLedger(q EventQuota, lim store.EventLimits) *eventLedger {
 	if lim.TTL <= 0 {
 		lim.TTL = store.DefaultEventTTL
 	}
-	return &eventLedger{quota: q, maxStream: lim.MaxBytes, keep: store.KeyLifetime(lim.TTL), now: time.Now,
-		streams: map[ledgerKey]*ledgerStream{}, sessions: map[string]int64{}, clients: map[string]int64{}}
+	l := &eventLedger{quota: q, maxStream: lim.MaxBytes, keep: store.KeyLifetime(lim.TTL), now: time.Now,
+		sessions: map[string]int64{}, clients: map[string]int64{}}
+	l.streams = lru.New[ledgerKey, *ledgerStream](maxLedgerStreams, func(_ ledgerKey, s *ledgerStream) { l.uncount(s) })
+	return l
 }
 
 // admit counts an event of n bytes on a stream of session, from client
@@ -88,14 +90,7 @@ func (l *eventLedger) admit(session, stream, client string, n int) (ok, drop boo
 	now := l.now()
 	l.expire(now)
 	k := ledgerKey{session, stream}
-	s := l.streams[k]
-	if s == nil {
-		s = &ledgerStream{key: k, client: client}
-		s.elem = l.lru.PushBack(s)
-		l.streams[k] = s
-	} else {
-		l.lru.MoveToBack(s.elem)
-	}
+	s, _ := l.streams.GetOrPut(k, func() *ledgerStream { return &ledgerStream{key: k, client: client} })
 	s.last = now
 	if s.refused != "" {
 		return false, false, ""
@@ -122,18 +117,15 @@ func (l *eventLedger) admit(session, stream, client string, n int) (ok, drop boo
 	return true, false, ""
 }
 
-// expire forgets the streams etcd no longer keeps, and the oldest beyond
-// maxLedgerStreams.
+// expire forgets the streams etcd no longer keeps.
 func (l *eventLedger) expire(now time.Time) {
-	for e := l.lru.Front(); e != nil; e = l.lru.Front() {
-		s := e.Value.(*ledgerStream)
-		if now.Sub(s.last) < l.keep && len(l.streams) < maxLedgerStreams {
-			return
+	l.streams.DropOldest(func(_ ledgerKey, s *ledgerStream) bool {
+		if now.Sub(s.last) < l.keep {
+			return false
 		}
 		l.uncount(s)
-		l.lru.Remove(e)
-		delete(l.streams, s.key)
-	}
+		return true
+	})
 }
 
 // uncount takes what s counts off its session and client.

@@ -61,7 +61,7 @@ func TestEventLedger(t *testing.T) {
 	}
 	// Past the TTL (and the lease's slack) nothing counts, refusals end.
 	now = now.Add(store.KeyLifetime(time.Minute))
-	if ok, _, _ := admit("s1", "c", "c1", 8); !ok || len(l.streams) != 1 || l.clients["c1"] != 9*kib {
-		t.Fatalf("after expiry: %v, %d streams, client %d bytes", ok, len(l.streams), l.clients["c1"])
+	if ok, _, _ := admit("s1", "c", "c1", 8); !ok || l.streams.Len() != 1 || l.clients["c1"] != 9*kib {
+		t.Fatalf("after expiry: %v, %d streams, client %d bytes", ok, l.streams.Len(), l.clients["c1"])
 	}
 }

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +35,12 @@ import (
 //     Mcp-Session-Id: a session belongs to the older generation, whose
 //     requests name the session's negotiated version. 400, -32600.
 //   - everything else (initialize, GET, DELETE, requests of a session):
-//     the session protocol, as before.
+//     the session protocol, as before. A session's request is served in
+//     the session's generation even when its params._meta carries the
+//     2026-07-28 envelope (a client that stamps it on every request):
+//     go-sdk would take the request as sessionless and refuse
+//     resources/subscribe, logging/setLevel and ping as removed, or answer
+//     -32022, so the endpoint drops the envelope first (sessionRequest).
 //
 // A stateless endpoint serves every request without a session, both
 // generations alike.
@@ -140,4 +147,42 @@ func (ep *Endpoint) sessionlessHandler(opts mcp.StreamableHTTPOptions) *mcp.Stre
 	opts.EventStore = nil
 	opts.PropagateRequestCancellation = true
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &opts)
+}
+
+// sessionEnvelope are the _meta keys of the sessionless protocol's
+// per-request envelope (SEP-2575), which mean nothing in a session.
+var sessionEnvelope = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel}
+
+// sessionRequest drops the sessionless envelope from the params._meta of a
+// request of a session (Mcp-Session-Id, a session protocol version), so
+// that the SDK serves it in the session's generation: the request's body
+// (r's and p's) is rewritten without those keys, the rest as it was sent.
+func (ep *Endpoint) sessionRequest(r *http.Request, p *peeked) {
+	if p.body == nil || r.Header.Get(sessionIDHeader) == "" || ep.generation(r, p) != genSession {
+		return
+	}
+	m := p.message()
+	if m.meta[mcp.MetaKeyProtocolVersion] == nil {
+		return
+	}
+	var top, params, meta map[string]json.RawMessage
+	if json.Unmarshal(p.body, &top) != nil || json.Unmarshal(top["params"], &params) != nil || json.Unmarshal(params["_meta"], &meta) != nil {
+		return
+	}
+	for _, k := range sessionEnvelope {
+		delete(meta, k)
+	}
+	var err error
+	if params["_meta"], err = json.Marshal(meta); err != nil {
+		return
+	}
+	if top["params"], err = json.Marshal(params); err != nil {
+		return
+	}
+	body, err := json.Marshal(top)
+	if err != nil {
+		return
+	}
+	*p = peeked{body: body}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 }

@@ -236,6 +236,22 @@ func TestGenerationClassification(t *testing.T) {
 	}
 	// The session is unharmed.
 	old.OK("tools/list", map[string]any{}, &tools)
+	// A session's request whose _meta carries the sessionless envelope
+	// (with the session's own version header, or none) is served in the
+	// session's generation: ping and logging/setLevel, which the
+	// sessionless protocol removed, answer as the session's.
+	for _, h := range []map[string]string{hdr("MCP-Protocol-Version", tasksProtocolVersion, sessionIDHeader, old.Session), hdr(sessionIDHeader, old.Session)} {
+		for _, m := range []string{"ping", "logging/setLevel", "tools/list"} {
+			params := newParams(v)
+			if m == "logging/setLevel" {
+				params["level"] = "debug"
+			}
+			r := rawPost(t, url, h, req(m, params))
+			if r.status != http.StatusOK || r.err != nil || r.result == nil {
+				t.Errorf("%s of a session with the sessionless envelope (%v): %d %s", m, h, r.status, r.body)
+			}
+		}
+	}
 
 	// An unknown future version: -32022 naming every version served.
 	future := "2099-01-01"

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/ratelimit"
+	"github.com/crankmcp/crank/internal/benchproc"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store/storetest"
 )
@@ -35,13 +38,21 @@ var hotOps = mcptest.UsersOps + `  - name: secret_user
     timeout: 5s
     input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
     config: {method: GET, url: "%[1]s/users/{id}"}
+  - name: drifting_user
+    description: A user whose answer breaks the output schema the tool publishes.
+    adapter: rest
+    timeout: 5s
+    input_schema: {type: object, properties: {id: {type: integer}}, required: [id]}
+    output_schema: {type: object, properties: {id: {type: string}}, required: [id, nickname]}
+    config: {method: GET, url: "%[1]s/users/{id}"}
 `
 
 // TestHotPathMatchesSDK: the same requests, answered by an endpoint with
 // its hot path off (go-sdk serves every request) and on, get the same
 // status, headers and body bytes, but for the random stream ids of SSE
 // event ids: a success with structured content, an isError result (an
-// upstream 404), bad arguments, a policy refusal, a tool the policy hides
+// upstream 404), an answer that does not match the output schema, bad
+// arguments, a policy refusal, a tool the policy hides
 // and one the view leaves out, an unknown tool, in a 2025-11-25 session
 // and sessionless (2026-07-28), on an SSE and a json_response endpoint.
 func TestHotPathMatchesSDK(t *testing.T) {
@@ -77,6 +88,7 @@ func TestHotPathMatchesSDK(t *testing.T) {
 		{"view leaves out", "internal_user", map[string]any{"id": 7}, false, nil, ""},
 		{"unknown tool", "no_such_tool", map[string]any{}, false, nil, ""},
 		{"html in arguments", "get_user", map[string]any{"id": 7, "<b>": "&"}, true, nil, ""},
+		{"output mismatch", "drifting_user", map[string]any{"id": 7}, true, nil, ""},
 		{"JSON-RPC 1.0", "get_user", map[string]any{"id": 7}, false,
 			func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"1.0"`), 1) }, ""},
 		{"trailing data", "get_user", map[string]any{"id": 7}, false,
@@ -149,6 +161,10 @@ func TestHotPathMatchesSDK(t *testing.T) {
 				}
 				if sdk.String() != hot.String() {
 					t.Errorf("%s: go-sdk and the hot path differ\ngo-sdk:\n%s\nhot path:\n%s", name, sdk, hot)
+				}
+				if call.what == "output mismatch" && (!strings.Contains(hot.body, `"isError":true`) ||
+					strings.Contains(hot.body, `"structuredContent":`) || !strings.Contains(hot.body, `does not match the output schema tool \"drifting_user\" publishes (at /id`)) {
+					t.Errorf("%s: %s", name, hot.body)
 				}
 			}
 		}
@@ -366,5 +382,105 @@ func benchGetUser(b *testing.B, client *http.Client, url string, body []byte, h 
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte("Ada Lovelace")) {
 		b.Fatalf("HTTP %d %s", resp.StatusCode, out)
+	}
+}
+
+// BenchmarkOutputCheck measures what checking a result against its tool's
+// output schema costs a unary call on the hot path: the same call (a
+// user, against an output schema of three members) with the check on and
+// off, taking turns in blocks of 50, in a session and sessionless. It
+// reports the process's CPU time per call of each (Linux /proc: the
+// endpoint, host, client and upstream of this process; the adapter runs
+// in its own) and the check's share of it, output-check-cpu-%: the
+// median over adjacent blocks of the ratio of their CPU, less one. The
+// goal is at most 3 %.
+func BenchmarkOutputCheck(b *testing.B) {
+	_, st := storetest.Embedded(b)
+	up := mcptest.NewUsers(b)
+	ops := strings.Replace(mcptest.UsersOps, "    config:\n", "    output_schema:\n      type: object\n      required: [id, name]\n"+
+		"      properties: {id: {type: integer}, name: {type: string}, email: {type: string}}\n    config:\n", 1)
+	hst := newTestHost(b, fmt.Sprintf(ops, up.URL), nil, nil)
+	_, url := serveEndpoint(b, hst, st, testOptions("default"))
+	c := &mcptest.Client{T: b, URL: url}
+	c.Initialize("2025-11-25")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	bodies := map[string][]byte{}
+	for _, gen := range []string{"session", "sessionless"} {
+		params := map[string]any{"name": "get_user", "arguments": map[string]any{"id": 7}}
+		if gen == "sessionless" {
+			params = newParams(sessionlessProtocolVersion, "name", "get_user", "arguments", map[string]any{"id": 7})
+			delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+		}
+		bodies[gen], _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	}
+	call := func(gen string) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(bodies[gen]))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if gen == "session" {
+			req.Header.Set(sessionIDHeader, c.Session)
+			req.Header.Set("MCP-Protocol-Version", c.Version)
+		} else {
+			req.Header.Set("MCP-Protocol-Version", sessionlessProtocolVersion)
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "get_user")
+			req.Header.Set("X-Agent", "bench")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"structuredContent":{"id":7`)) {
+			b.Fatalf("%s: HTTP %d %s", gen, resp.StatusCode, out)
+		}
+	}
+	type variant struct {
+		gen   string
+		check bool
+		cpu   time.Duration
+		last  time.Duration // of its latest block
+	}
+	vs := []*variant{{gen: "session", check: true}, {gen: "session"}, {gen: "sessionless", check: true}, {gen: "sessionless"}}
+	for _, v := range vs { // warm: the adapter process, connections, the compiled schema
+		hst.SetOutputCheck(v.check)
+		call(v.gen)
+	}
+	// ratios are each generation's on/off CPU of adjacent blocks: their
+	// median is robust against the load other processes put on the
+	// machine during some blocks.
+	ratios := map[string][]float64{}
+	pid := os.Getpid()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 50 {
+		for _, v := range vs {
+			hst.SetOutputCheck(v.check)
+			n := min(50, b.N-i)
+			start := benchproc.CPU(pid)
+			for range n {
+				call(v.gen)
+			}
+			v.last = benchproc.CPU(pid) - start
+			v.cpu += v.last
+		}
+		for j := 0; j < len(vs); j += 2 {
+			if vs[j+1].last > 0 {
+				ratios[vs[j].gen] = append(ratios[vs[j].gen], float64(vs[j].last)/float64(vs[j+1].last))
+			}
+		}
+	}
+	hst.SetOutputCheck(true)
+	per := func(v *variant) float64 { return float64(v.cpu.Nanoseconds()) / 1e3 / float64(b.N) }
+	for i := 0; i < len(vs); i += 2 {
+		on, off := vs[i], vs[i+1]
+		sfx := map[string]string{"session": "", "sessionless": "-sessionless"}[on.gen]
+		b.ReportMetric(per(on), "check-cpu-µs/call"+sfx)
+		b.ReportMetric(per(off), "nocheck-cpu-µs/call"+sfx)
+		r := ratios[on.gen]
+		slices.Sort(r)
+		if len(r) > 0 {
+			b.ReportMetric(100*(r[len(r)/2]-1), "output-check-cpu-%"+sfx)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/ratelimit"
+	"github.com/crankmcp/crank/store"
 )
 
 // The call plan. The outermost receiving middleware resolves once what a
@@ -39,6 +40,10 @@ type plan struct {
 	// SubjectToken), traceParent and traceState the request's trace
 	// context headers.
 	token, traceParent, traceState string
+	// user is the verified access token's user ("" for none), session the
+	// digest of the MCP session ("" for none), redirect the consent
+	// callback of the endpoint (consent.go).
+	user, session, redirect string
 	// bound is the upper bound the caller put on the call's timeout
 	// (X-Mesh-Timeout, legacy.go); 0 for none.
 	bound time.Duration
@@ -101,8 +106,15 @@ func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 	h := ep.active.Load()
 	extra := req.GetExtra()
 	ss, _ := req.GetSession().(*mcp.ServerSession)
+	id := tokenIdentity(extra)
 	*p = plan{h: h, view: ep.viewOf(h), scope: host.Scope{WorkspaceID: ep.workspace, AgentID: ep.callerAgent(extra, ss)},
-		token: tokenIdentity(extra).Token()}
+		token: id.Token(), redirect: ep.consentRedirect()}
+	if id != nil {
+		p.user = id.User
+	}
+	if ss != nil && ss.ID() != "" {
+		p.session = store.MCPSessionDigest(ss.ID())
+	}
 	if extra != nil && extra.Header != nil {
 		p.traceParent, p.traceState = extra.Header.Get("Traceparent"), extra.Header.Get("Tracestate")
 		p.bound = callBound(extra.Header) // legacy.go
@@ -154,7 +166,8 @@ func (p *plan) served() bool { return p.meta || p.tool.Served() }
 func (p *plan) callRequest(args json.RawMessage) host.CallRequest {
 	return host.CallRequest{Tool: p.tool, Arguments: args, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
 		ClientID:     ratelimit.ClientOf(p.scope.AgentID, p.address),
-		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState, MaxTimeout: p.bound}
+		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState, MaxTimeout: p.bound,
+		User: p.user, Session: p.session, ConsentRedirect: p.redirect}
 }
 
 // unknownTool is the error of a tools/call of a tool the endpoint does

@@ -86,18 +86,26 @@ func taskOutputSchemas(h *host.Host) map[string]json.RawMessage {
 			start = op.OutputSchema
 		}
 		var result any = map[string]any{"type": "object"}
+		var defs json.RawMessage
 		if rt := byName[op.Family.Names[opsfile.RoleResult]]; rt != nil {
 			var s struct {
 				Properties struct {
 					Result json.RawMessage `json:"result"`
 				} `json:"properties"`
+				Defs json.RawMessage `json:"$defs"`
 			}
 			if json.Unmarshal(rt.OutputSchema, &s) == nil && len(s.Properties.Result) > 0 {
-				result = s.Properties.Result
+				// The result's references resolve in the result tool's
+				// $defs, which come along.
+				result, defs = s.Properties.Result, s.Defs
 			}
 		}
-		out[name], _ = json.Marshal(map[string]any{"type": "object", "anyOf": []any{start, result},
-			"description": "A plain call returns the job handle; the result of the call run as a task (tasks/result) is the operation's result."})
+		schema := map[string]any{"type": "object", "anyOf": []any{start, result},
+			"description": "A plain call returns the job handle; the result of the call run as a task (tasks/result) is the operation's result."}
+		if len(defs) > 0 {
+			schema["$defs"] = defs
+		}
+		out[name], _ = json.Marshal(schema)
 	}
 	return out
 }

@@ -463,6 +463,44 @@ func TestSearchRanking(t *testing.T) {
 	if hits := rank(docs, terms("zzz")); len(hits) != 0 {
 		t.Errorf("no match: %+v", hits)
 	}
+
+	// Equal scores: a read-only tool before one that destroys nothing,
+	// before a destructive one (MCP's default), then by name.
+	yes, no := true, false
+	annotated := func(name string, a *mcp.ToolAnnotations) *searchDoc {
+		d := mk(name, "", "A user by id.")
+		d.vt.tool.Annotations = a
+		return d
+	}
+	ties := []*searchDoc{
+		annotated("api_delete_user", &mcp.ToolAnnotations{DestructiveHint: &yes}),
+		annotated("api_create_user", &mcp.ToolAnnotations{DestructiveHint: &no}),
+		annotated("api_get_user", &mcp.ToolAnnotations{ReadOnlyHint: true}),
+		annotated("api_ban_user", nil),
+	}
+	var order []string
+	for _, h := range rank(ties, terms("user by id")) {
+		order = append(order, h.doc.vt.name)
+	}
+	if got := strings.Join(order, ","); got != "api_get_user,api_create_user,api_ban_user,api_delete_user" {
+		t.Errorf("ties ranked %s", got)
+	}
+}
+
+// A search hit's description is the tool's title and description as
+// sentences.
+func TestSearchSentences(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ title, desc, want string }{
+		{"Get a user", "Fetch one user by id", "Get a user. Fetch one user by id."},
+		{"Get user (Directory)", "GetUser returns one user.\nServer-streaming: each User", "Get user (Directory). GetUser returns one user. Server-streaming: each User."},
+		{"Recent logs", "Recent logs of the demo: counts per level.", "Recent logs of the demo: counts per level."},
+		{"", "Ends with a question?", "Ends with a question?"},
+	} {
+		if got := sentences(c.title, c.desc); got != c.want {
+			t.Errorf("sentences(%q, %q) = %q, want %q", c.title, c.desc, got, c.want)
+		}
+	}
 }
 
 // BenchmarkViewCall compares one get_user call (the REST adapter, a

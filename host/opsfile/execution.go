@@ -3,6 +3,7 @@ package opsfile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -270,14 +271,28 @@ func parseExecution(d execDecl, fail func(ptr, format string, args ...any)) *win
 	return ex
 }
 
-// ToolMeta is what a tool's _meta says about its execution, so clients can
-// tell a streaming tool: {"io.crank/execution": {...}} and, for text
-// streams, "stream_type": "text".
+// ToolMeta is a tool's _meta: what its adapter derived for it (op.Meta, an
+// MCP upstream's own such as MCP Apps' "ui"; not on the tools of a family,
+// which are the gateway's) and, over it, what the gateway says of its
+// execution (executionMeta).
+func (op *Operation) ToolMeta() map[string]any {
+	own := op.executionMeta()
+	if len(op.Meta) == 0 || op.Role != "" {
+		return own
+	}
+	meta := maps.Clone(op.Meta)
+	maps.Copy(meta, own)
+	return meta
+}
+
+// executionMeta is what a tool's _meta says about its execution, so
+// clients can tell a streaming tool: {"io.crank/execution": {...}} and,
+// for text streams, "stream_type": "text".
 //
 // The tools of a session or async_job family say which family and role
 // they are: {"io.crank/execution": {"mode": "session", "role": "poll",
 // "tools": {"start": ..., "poll": ..., "stop": ...}, ...}}.
-func (op *Operation) ToolMeta() map[string]any {
+func (op *Operation) executionMeta() map[string]any {
 	if op.Family != nil && op.Role != "" {
 		m := map[string]any{"mode": string(op.Mode), "role": op.Role, "tools": op.Family.Names}
 		if op.Mode == ModeSession {

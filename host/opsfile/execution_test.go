@@ -108,4 +108,16 @@ operations:
 	if logs.ToolMeta() == nil {
 		t.Error("a window tool has no _meta")
 	}
+	// What the adapter derived (an MCP upstream's MCP Apps "ui") is
+	// published beside the gateway's own execution meta, which wins.
+	logs.Meta = map[string]any{"ui": map[string]any{"resourceUri": "ui://logs/view.html"}, "stream_type": "theirs"}
+	meta, _ = json.Marshal(logs.ToolMeta())
+	if !strings.Contains(string(meta), `"ui":{"resourceUri":"ui://logs/view.html"}`) || !strings.Contains(string(meta), `"io.crank/execution"`) ||
+		strings.Contains(string(meta), "theirs") && logs.Execution.Aggregation.Mode == window.AggText {
+		t.Errorf("logs meta with the upstream's: %s", meta)
+	}
+	unary := opsfile.Operation{Meta: map[string]any{"ui/resourceUri": "ui://x"}}
+	if m := unary.ToolMeta(); m["ui/resourceUri"] != "ui://x" || len(m) != 1 {
+		t.Errorf("a unary tool's derived _meta: %v", m)
+	}
 }

@@ -8,8 +8,5 @@ import (
 // What the tests hold the entry's tags to.
 const MaxSessionBufferItems = maxStreamSessionBufferItems
 
-// FieldPointer is fieldPointer, the conversion of adapters' dotted fields.
-var FieldPointer = fieldPointer
-
 // PresetNames are the presets the operations file knows.
 func PresetNames() []string { return slices.Sorted(maps.Keys(presets)) }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/crankmcp/crank/host/jsonpath"
 )
 
@@ -208,7 +210,7 @@ func argumentPaths(tmpl map[string]any, ptr string, fail func(ptr, format string
 		}
 		p, err := jsonpath.Compile(s)
 		if err != nil {
-			fail(ptr+"/"+PointerKey(k), "%v", err)
+			fail(ptr+"/"+pointer.Key(k), "%v", err)
 			continue
 		}
 		paths[k] = p

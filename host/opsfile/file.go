@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/google/jsonschema-go/jsonschema"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -61,13 +63,15 @@ type OperationDecl struct {
 	// Timeout bounds one call (see Parse for a window's and a job's).
 	Timeout sdk.Duration `json:"timeout,omitempty" default:"30s" jsonschema:"Bounds one call, e.g. 5s. A window: at least its window_duration_ms, which plus 5s is its default. An async_job of one request: its runtime, by default 1h."`
 	ExecutionDecl
-	Family       FamilyNames          `json:"family,omitzero" jsonschema:"Names of a session's or async_job's tools; each is {name}_{role} unless set here."`
-	Job          JobConfig            `json:"job,omitzero" jsonschema:"An async_job: how long its result stays, and the upstream's own job to follow (status_operation)."`
-	Scope        string               `json:"scope,omitempty" enum:"agent,workspace" default:"agent" jsonschema:"Who sees a session or job: the agent that started it (within its workspace), or its whole workspace."`
-	InputSchema  json.RawMessage      `json:"input_schema,omitempty" jsonschema:"The JSON Schema (2020-12, type object) of the tool's arguments; by default the adapter's, else none."`
-	OutputSchema json.RawMessage      `json:"output_schema,omitempty" jsonschema:"The JSON Schema of structuredContent (not for a window, whose output is fixed)."`
-	Annotations  *Annotations         `json:"annotations,omitempty" jsonschema:"MCP tool hints."`
-	UpstreamAuth *auth.UpstreamConfig `json:"upstream_auth,omitempty" jsonschema:"A token for the upstream per caller (token_exchange) or for the gateway (client_credentials), which the config puts where the upstream wants it with {crank.upstream_token}."`
+	Family       FamilyNames     `json:"family,omitzero" jsonschema:"Names of a session's or async_job's tools; each is {name}_{role} unless set here."`
+	Job          JobConfig       `json:"job,omitzero" jsonschema:"An async_job: how long its result stays, and the upstream's own job to follow (status_operation)."`
+	Scope        string          `json:"scope,omitempty" enum:"agent,workspace" default:"agent" jsonschema:"Who sees a session or job: the agent that started it (within its workspace), or its whole workspace."`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty" jsonschema:"The JSON Schema (2020-12, type object) of the tool's arguments; by default the adapter's, else none."`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty" jsonschema:"The JSON Schema of structuredContent (not for a window, whose output is fixed)."`
+	// StrictOutputSchema: see Operation.StrictOutput.
+	StrictOutputSchema bool                 `json:"strict_output_schema,omitempty" jsonschema:"Publish the output and item schemas the adapter derives (from an imported document, a .proto, a GraphQL or MCP schema) as derived. By default they are lenient where vendors drift from their documents: objects admit members the document does not name, and formats (date-time, byte, …) are said in the description rather than checked by clients."`
+	Annotations        *Annotations         `json:"annotations,omitempty" jsonschema:"MCP tool hints."`
+	UpstreamAuth       *auth.UpstreamConfig `json:"upstream_auth,omitempty" jsonschema:"A token for the upstream per caller (token_exchange) or for the gateway (client_credentials), which the config puts where the upstream wants it with {crank.upstream_token}."`
 	// Config is the adapter's own; placeholders such as {env.API_TOKEN}
 	// are expanded at load.
 	Config json.RawMessage `json:"config" jsonschema:"The adapter's own configuration of the operation (its schema: GET /crank/adapters); placeholders such as {env.API_TOKEN} are expanded at load."`
@@ -103,7 +107,14 @@ type Operation struct {
 	Timeout      time.Duration
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
+	// StrictOutput publishes the output and item schemas the adapter
+	// derives as derived, rather than lenient (host: outputschema.go).
+	StrictOutput bool
 	Annotations  *Annotations
+	// Meta is the _meta its adapter derived for the tool (sdk.Tool.Meta:
+	// an MCP upstream's own, such as MCP Apps' "ui"), without the
+	// gateway's "io.crank/" keys; ToolMeta publishes it.
+	Meta map[string]any
 	// Config is the adapter config with placeholders expanded. It may hold
 	// secrets: it is only ever sent to the adapter.
 	Config json.RawMessage
@@ -157,7 +168,7 @@ func (op *Operation) SetInputSchema(raw json.RawMessage) error {
 // window config, family and upstream_auth, its problems placed at the
 // entry and reaching no further than the entry may.
 func (op *Operation) Derived(name string) Operation {
-	return Operation{Name: name, Adapter: op.Adapter, Mode: op.Mode, Timeout: op.Timeout,
+	return Operation{Name: name, Adapter: op.Adapter, Mode: op.Mode, Timeout: op.Timeout, StrictOutput: op.StrictOutput,
 		Config: op.Config, File: op.File, Dir: op.Dir, Execution: op.Execution, Family: op.Family,
 		UpstreamAuth: op.UpstreamAuth, allow: op.allow, pos: op.pos, at: op.at}
 }
@@ -354,7 +365,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 	for _, an := range slices.Sorted(maps.Keys(f.Adapters)) {
 		ad := f.Adapters[an]
 		if ad.Command == "" {
-			ptr := "/adapters/" + PointerKey(an) + "/command"
+			ptr := "/adapters/" + pointer.Key(an) + "/command"
 			errs = append(errs, Problem{File: name, Line: pos.line(ptr), Pointer: ptr, Message: "is required"})
 			continue
 		}
@@ -376,7 +387,8 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 		op := &Operation{
 			Name: d.Name, Title: d.Title, Description: d.Description, Adapter: d.Adapter,
 			Mode: d.Mode, Annotations: d.Annotations, Timeout: time.Duration(d.Timeout), File: name, Dir: dir, pos: pos,
-			at: EntryPointer(i), allow: opts.Allow,
+			StrictOutput: d.StrictOutputSchema,
+			at:           EntryPointer(i), allow: opts.Allow,
 		}
 		has := func(ptr string) bool { return dec.Has(op.at + ptr) }
 		fail := func(ptr, format string, args ...any) {
@@ -415,7 +427,7 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 		}
 		op.InputSchema, op.input, op.inputDeclared = in, resolved, len(d.InputSchema) > 0
 		if op.Mode == ModeWindow && err == nil {
-			if _, err := window.InputSchema(in); err != nil {
+			if _, err := window.InputSchema(in, false); err != nil {
 				fail("/input_schema", "%v", err)
 			}
 		}
@@ -466,7 +478,7 @@ func checkRateLimits(ls []ratelimit.Limit, decoded Problems) Problems {
 			continue
 		}
 		for _, p := range ls[i].Check() {
-			probs = append(probs, Problem{Pointer: at + fieldPointer(p.Field), Message: p.Message})
+			probs = append(probs, Problem{Pointer: at + pointer.FromDotted(p.Field), Message: p.Message})
 		}
 		if j, dup := first[ls[i].Name]; dup {
 			probs = append(probs, Problem{Pointer: at + "/name", Message: fmt.Sprintf("duplicate rate limit name (also /rate_limits/%d)", j)})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/crankmcp/crank/host/jsonpath"
+
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -30,10 +32,9 @@ var compositionKeywords = []string{"allOf", "anyOf", "oneOf", "if", "then", "els
 // properties, or raw itself when its top level already says what other
 // properties may be.
 func closeInputSchema(raw json.RawMessage) json.RawMessage {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil || m == nil {
+	v, err := jsonpath.Decode(raw)
+	m, _ := v.(map[string]any)
+	if err != nil || m == nil {
 		return raw // compiling reports it
 	}
 	if _, ok := m["additionalProperties"]; ok {

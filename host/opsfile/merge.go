@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crankmcp/crank/host/ratelimit"
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
 )
 
 // Merge combines several loaded operations files into one, as a handler
@@ -28,7 +29,7 @@ func Merge(cats ...*File) (*File, error) {
 	for _, c := range cats {
 		for name, d := range c.Adapters {
 			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
-				ptr := "/adapters/" + PointerKey(name)
+				ptr := "/adapters/" + pointer.Key(name)
 				errs = append(errs, Problem{File: c.Source, Line: c.pos.line(ptr), Pointer: ptr,
 					Message: fmt.Sprintf("declared differently in %s", from["adapter:"+name])})
 				continue

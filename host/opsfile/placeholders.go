@@ -1,12 +1,13 @@
 package opsfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/crankmcp/crank/host/jsonpath"
 
 	"github.com/crankmcp/crank/host/redact"
 )
@@ -19,10 +20,8 @@ import (
 // userinfo, is recorded as "username:password" too: adapters send it as
 // Basic authorization, which the redactor recognises in base64.
 func expandConfig(raw json.RawMessage, expand func(string) string, secrets map[string]bool) (json.RawMessage, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonpath.Decode(raw)
+	if err != nil {
 		return nil, err
 	}
 	// walk expands v and reports whether a placeholder expanded in it.

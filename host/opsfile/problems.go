@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -116,45 +118,12 @@ func EntryOf(ptr string) (index int, within string) {
 	return i, within
 }
 
-// PointerKey escapes a member name for a JSON pointer (RFC 6901).
-func PointerKey(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
-}
-
-// fieldPointer turns a field as adapters name it on the wire (a dotted
-// path: "headers[0]", "paths./users", "stream.max_event_bytes") into a
-// JSON pointer ("/headers/0", "/paths/~1users", ...). sdk.Diagnostic
-// keeps dotted paths because the adapter protocol (proto/) carries them:
-// this and DiagnosticProblems are where they become pointers.
-func fieldPointer(field string) string {
-	var b strings.Builder
-	for seg := range strings.SplitSeq(field, ".") {
-		for seg != "" {
-			key, rest, _ := strings.Cut(seg, "[")
-			if key != "" {
-				b.WriteString("/" + PointerKey(key))
-			}
-			if rest == "" {
-				break
-			}
-			idx, after, ok := strings.Cut(rest, "]")
-			if !ok {
-				b.WriteString("/" + PointerKey("["+rest))
-				break
-			}
-			b.WriteString("/" + PointerKey(idx))
-			seg = after
-		}
-	}
-	return b.String()
-}
-
 // DiagnosticProblems are the diagnostics of a decoding or an adapter, at
 // base (the pointer of what their fields lie in), errors and warnings
 // apart.
 func DiagnosticProblems(base string, diags []sdk.Diagnostic) (errs, warns Problems) {
 	for _, d := range diags {
-		p := Problem{Pointer: base + fieldPointer(d.Field), Message: d.Message}
+		p := Problem{Pointer: base + d.Where(), Message: d.Message}
 		if d.Severity == sdk.SeverityWarning {
 			warns = append(warns, p)
 		} else {
@@ -190,7 +159,7 @@ func (p positions) line(ptr string) int {
 		return line
 	}
 	for seg := range strings.SplitSeq(strings.TrimPrefix(ptr, "/"), "/") {
-		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		seg = pointer.Unkey(seg)
 		next, l := child(n, seg)
 		if next == nil {
 			break

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/egress"
 )
@@ -170,7 +172,7 @@ func walkStrings(v any, path string, f func(path, s string)) {
 		f(path, t)
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			walkStrings(t[k], path+"/"+PointerKey(k), f)
+			walkStrings(t[k], path+"/"+pointer.Key(k), f)
 		}
 	case []any:
 		for i, e := range t {
@@ -272,7 +274,7 @@ func walkReach(v any, s, root map[string]any, path string, visit func(r sdk.Reac
 				sub = extra
 			}
 			if sub != nil {
-				walkReach(t[k], sub, root, path+"/"+PointerKey(k), visit)
+				walkReach(t[k], sub, root, path+"/"+pointer.Key(k), visit)
 			}
 		}
 	case []any:
@@ -424,9 +426,15 @@ func (op *Operation) CheckReach(schema json.RawMessage, fail func(ptr, reason st
 		return false
 	}
 	ps := op.allow.checkConfig(op.Adapter, op.Config, schema, op.Dir)
-	if op.UpstreamAuth != nil {
-		if msg := op.allow.upstream(op.UpstreamAuth.TokenEndpoint); msg != "" {
-			ps = append(ps, reachProblem{"/upstream_auth/token_endpoint", msg})
+	if ua := op.UpstreamAuth; ua != nil {
+		for _, f := range []struct{ field, v string }{{"token_endpoint", ua.TokenEndpoint}, {"metadata_url", ua.MetadataURL},
+			{"revocation_endpoint", ua.RevocationEndpoint}} {
+			if f.v == "" {
+				continue
+			}
+			if msg := op.allow.upstream(f.v); msg != "" {
+				ps = append(ps, reachProblem{"/upstream_auth/" + f.field, msg})
+			}
 		}
 	}
 	for _, p := range ps {

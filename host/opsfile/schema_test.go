@@ -11,10 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/host/window"
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // The entry's schema builds from OperationDecl's tags, and the bounds the
@@ -49,20 +50,6 @@ func TestOperationSchema(t *testing.T) {
 	// Every field in the export's order is a property, and the other way.
 	if got := opsfile.EntryFields(); len(got) != len(s.Properties) || !slices.Contains(got, "limits") || got[0] != "name" {
 		t.Errorf("entry fields: %v", got)
-	}
-}
-
-func TestFieldPointer(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"limits.max_items", "/limits/max_items"},
-		{"headers[0]", "/headers/0"},
-		{"paths./users", "/paths/~1users"},
-		{"a~b", "/a~0b"},
-		{"", ""},
-	} {
-		if got := opsfile.FieldPointer(c.in); got != c.want {
-			t.Errorf("FieldPointer(%q) = %q, want %q", c.in, got, c.want)
-		}
 	}
 }
 

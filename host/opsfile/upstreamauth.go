@@ -2,6 +2,7 @@ package opsfile
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/crankmcp/crank/host/auth"
 )
@@ -23,22 +24,44 @@ func parseUpstreamAuth(cfg *auth.UpstreamConfig, op *Operation, expand func(stri
 		return
 	}
 	c := *cfg
+	c.PreviousTokenKeys = append([]string(nil), c.PreviousTokenKeys...)
+	plain := []struct {
+		field string
+		v     *string
+	}{{"token_endpoint", &c.TokenEndpoint}, {"client_id", &c.ClientID}, {"audience", &c.Audience}, {"resource", &c.Resource},
+		{"metadata_url", &c.MetadataURL}, {"authorization_endpoint", &c.AuthorizationEndpoint},
+		{"revocation_endpoint", &c.RevocationEndpoint}, {"redirect_uri", &c.RedirectURI}}
+	secret := []struct {
+		field string
+		v     *string
+	}{{"client_secret", &c.ClientSecret}, {"token_key", &c.TokenKey}}
+	for i := range c.PreviousTokenKeys {
+		secret = append(secret, struct {
+			field string
+			v     *string
+		}{fmt.Sprintf("previous_token_keys/%d", i), &c.PreviousTokenKeys[i]})
+	}
 	if a := op.allow; a != nil {
-		for _, f := range []struct{ field, v string }{{"token_endpoint", c.TokenEndpoint}, {"client_id", c.ClientID},
-			{"client_secret", c.ClientSecret}, {"audience", c.Audience}, {"resource", c.Resource}} {
-			if ph := a.refusedPlaceholder(f.v); ph != "" {
+		for _, f := range append(plain, secret...) {
+			if ph := a.refusedPlaceholder(*f.v); ph != "" {
 				fail("/upstream_auth/"+f.field, "placeholder %s is not allowed in a catalog entry: %s", ph, a.placeholderRule())
 			}
 		}
 	}
-	c.TokenEndpoint, _ = expandString(c.TokenEndpoint, expand, nil)
-	c.ClientID, _ = expandString(c.ClientID, expand, nil)
-	c.Audience, _ = expandString(c.Audience, expand, nil)
-	c.Resource, _ = expandString(c.Resource, expand, nil)
+	for _, f := range plain {
+		*f.v, _ = expandString(*f.v, expand, nil)
+	}
+	for _, f := range secret {
+		if *f.v != "" {
+			*f.v = expand(*f.v)
+			addSecret(secrets, *f.v)
+		}
+	}
 	if c.ClientSecret != "" {
-		c.ClientSecret = expand(c.ClientSecret)
-		addSecret(secrets, c.ClientSecret)
 		addSecret(secrets, c.ClientID+":"+c.ClientSecret)
+	}
+	if c.Grant == auth.GrantAuthorizationCode && c.Name == "" {
+		c.Name = op.Name // an entry's own grant, shared by the tools it expands to
 	}
 	if err := c.Check(); err != nil {
 		fail("/upstream_auth/"+authFieldOf(err), "%v", err)

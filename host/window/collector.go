@@ -40,13 +40,15 @@ type Collector struct {
 	upstream json.RawMessage
 	gaps     []string
 	nGaps    int
+	// partials are why the first partial items were incomplete.
+	partials []string
 
 	dd  *dedupe
 	smp sampler
 	agg aggregator
 	// sink and onGap are Options'.
-	sink  func(raw []byte) bool
-	onGap func()
+	sink             func(raw []byte) bool
+	onGap, onPartial func()
 	// fast is true when items need no decoding: nothing reads inside them.
 	fast bool
 }
@@ -66,24 +68,28 @@ type Options struct {
 	// (a session's reader): max_bytes then bounds one item only, and the
 	// sink bounds the rest. It returns false to stop the collector.
 	Sink func(raw []byte) bool
-	// OnGap, when set, is told of every gap as it is recorded.
-	OnGap func()
+	// OnGap, when set, is told of every gap as it is recorded, and
+	// OnPartial of every partial item.
+	OnGap, OnPartial func()
 }
 
 // Stats are the counters of a window.
 type Stats struct {
-	Received          int   `json:"received"`
-	Counted           int   `json:"counted"`
-	Returned          int   `json:"returned"`
-	DroppedDuplicates int   `json:"dropped_duplicates"`
-	SampledOut        int   `json:"sampled_out"`
-	SkippedOversize   int   `json:"skipped_oversize"`
-	FieldsTruncated   int   `json:"fields_truncated"`
-	Redacted          int   `json:"redacted"`
-	Bytes             int64 `json:"bytes"`
-	DurationMS        int64 `json:"duration_ms"`
-	Polls             int   `json:"polls,omitempty"`
-	Retries           int   `json:"retries,omitempty"`
+	Received          int `json:"received"`
+	Counted           int `json:"counted"`
+	Returned          int `json:"returned"`
+	DroppedDuplicates int `json:"dropped_duplicates"`
+	SampledOut        int `json:"sampled_out"`
+	SkippedOversize   int `json:"skipped_oversize"`
+	FieldsTruncated   int `json:"fields_truncated"`
+	Redacted          int `json:"redacted"`
+	// Partial counts the items the upstream delivered incomplete
+	// (sdk.Item.Partial): counted as items, not as gaps.
+	Partial    int   `json:"partial,omitempty"`
+	Bytes      int64 `json:"bytes"`
+	DurationMS int64 `json:"duration_ms"`
+	Polls      int   `json:"polls,omitempty"`
+	Retries    int   `json:"retries,omitempty"`
 }
 
 // maxGapReasons bounds the gap reasons a result lists (all are counted).
@@ -92,7 +98,7 @@ const maxGapReasons = 10
 // NewCollector returns the collector of one window of cfg.
 func NewCollector(cfg *Config, o Options) *Collector {
 	c := &Collector{cfg: cfg, p: &cfg.Paths, progress: o.Progress, redact: o.Redact, cursor: o.From.Cursor, skip: o.From.Skip,
-		smp: sampler{rate: cfg.Safety.SamplingRate}, sink: o.Sink, onGap: o.OnGap}
+		smp: sampler{rate: cfg.Safety.SamplingRate}, sink: o.Sink, onGap: o.OnGap, onPartial: o.OnPartial}
 	if cfg.Safety.DropDuplicates {
 		c.dd = newDedupe()
 	}
@@ -131,6 +137,19 @@ func (c *Collector) Stats() Stats { return c.stats }
 // Gaps are the reasons of the first gaps recorded (at most
 // maxGapReasons) and how many there were.
 func (c *Collector) Gaps() (reasons []string, n int) { return c.gaps, c.nGaps }
+
+// Partial counts an item the upstream delivered incomplete, and records
+// why (sdk.Item.Partial: a GraphQL event's field errors), the first
+// maxGapReasons of them; the item itself is added as any other.
+func (c *Collector) Partial(reason string) {
+	c.stats.Partial++
+	if c.onPartial != nil {
+		c.onPartial()
+	}
+	if len(c.partials) < maxGapReasons {
+		c.partials = append(c.partials, c.redact.String(reason))
+	}
+}
 
 // Polled counts a poll of the upstream.
 func (c *Collector) Polled() { c.stats.Polls++ }

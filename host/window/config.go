@@ -108,6 +108,33 @@ type Config struct {
 	// ItemSchema is the JSON Schema of one upstream item, when the
 	// adapter derived one (ExpandOperation's Tool.item_schema_json).
 	ItemSchema json.RawMessage `json:"-"`
+	// Resumes says that the adapter resumes the operation's stream after
+	// an item's id or cursor (its tool's sdk.Tool.ResumesStream).
+	Resumes bool `json:"-"`
+}
+
+// Continues reports whether a window can return a cursor that continues
+// it: its polls follow cursor_path, or its stream resumes after an
+// item's position (Resumes). A text window never does: a reply is not
+// resumed. A window that cannot continue returns no cursor, takes none,
+// and says has_more false: its tool's description says each call is a
+// fresh window.
+func Continues(ex *Config) bool {
+	switch {
+	case ex.Aggregation.Mode == AggText:
+		return false
+	case ex.TransportBehavior == RequestResponse:
+		return ex.Paths.Cursor != nil
+	}
+	return ex.Resumes
+}
+
+// HasMoreDescription is the description of a window result's has_more.
+func HasMoreDescription(ex *Config) string {
+	if Continues(ex) {
+		return "More may follow after this window: pass cursor back as the cursor argument to get it."
+	}
+	return "Always false: this tool cannot continue a window (the upstream gives no position to resume from); call it again for a fresh window."
 }
 
 // Paths are a window's compiled queries, nil where the config sets none.

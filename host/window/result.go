@@ -32,6 +32,7 @@ type Result struct {
 	EndReason      string            `json:"end_reason"`
 	Status         json.RawMessage   `json:"status,omitempty"`
 	Gaps           []string          `json:"gaps,omitempty"`
+	Partial        []string          `json:"partial,omitempty"`
 	Error          string            `json:"error,omitempty"`
 }
 
@@ -51,6 +52,7 @@ func (c *Collector) Result(cursor, end, failure string, took time.Duration) *Res
 		EndReason: end,
 		Status:    c.status,
 		Gaps:      c.gaps,
+		Partial:   c.partials,
 		Error:     failure,
 	}
 	if r.Items == nil {
@@ -62,11 +64,16 @@ func (c *Collector) Result(cursor, end, failure string, took time.Duration) *Res
 	case EndWindowDuration, EndDone, EndUpstreamEnd:
 		r.WindowComplete = true
 	}
-	r.HasMore = end != EndDone && end != EndUpstreamEnd
+	// has_more only with a cursor that continues (Continues): a window
+	// that cannot continue says so in its tool's schema instead.
+	r.HasMore = cursor != "" && end != EndDone && end != EndUpstreamEnd
 	r.Truncated = end == EndMaxItems || end == EndMaxBytes || c.stats.SkippedOversize > 0 ||
 		c.stats.FieldsTruncated > 0 || c.nGaps > 0
 	if c.nGaps > len(c.gaps) {
 		r.Gaps = append(r.Gaps, fmt.Sprintf("... and %d more", c.nGaps-len(c.gaps)))
+	}
+	if c.stats.Partial > len(c.partials) {
+		r.Partial = append(r.Partial, fmt.Sprintf("... and %d more", c.stats.Partial-len(c.partials)))
 	}
 	return r
 }

@@ -32,6 +32,7 @@ var external = map[string][]string{
 	"go-plugin":            {"github.com/hashicorp/go-plugin"},
 	"go-sdk":               {"github.com/modelcontextprotocol/go-sdk"},
 	"go-sse":               {"github.com/tmaxmax/go-sse"},
+	"goxmldsig":            {"github.com/russellhaering/goxmldsig"},
 	"gqlparser":            {"github.com/vektah/gqlparser"},
 	"graphql-go":           {"github.com/graph-gophers/graphql-go"},
 	"grpc":                 {"google.golang.org/grpc"},

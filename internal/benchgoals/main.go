@@ -62,6 +62,8 @@ var goals = []goal{
 	// Rate limits on the hot path: the limiter's step of a call (three
 	// limits), in ns; its figures show the call with and without limits.
 	{"rate limits' cost per call on the hot path (ns)", "mcpserver.BenchmarkRateLimit/admit", "limiter-ns/call", true, 1000},
+	{"output schema check's share of a hot-path call's CPU, session (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%", true, 3},
+	{"output schema check's share of a hot-path call's CPU, sessionless (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%-sessionless", true, 3},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }

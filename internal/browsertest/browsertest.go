@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/crankmcp/crank/internal/missing"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +31,7 @@ func Chromium(t testing.TB) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed (.ci/run installs Debian's chromium)")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
+	missing.Tool(t, "chromium is not installed", "apt-get install chromium")
 	return ""
 }
 

@@ -69,3 +69,70 @@ func (c *adapterUpCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name)
 	}
 }
+
+// LoadFailures is a host whose entries may have failed to load, as
+// crank_entries_failed reports it.
+type LoadFailures interface {
+	// FailedEntryNames names the entries that could not load.
+	FailedEntryNames() []string
+}
+
+// WatchLoadFailures makes crank_entries_failed report the failed entries
+// of p until the returned function is called.
+func WatchLoadFailures(p LoadFailures) (unwatch func()) {
+	entriesFailed.mu.Lock()
+	entriesFailed.srcs[p]++
+	entriesFailed.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			entriesFailed.mu.Lock()
+			defer entriesFailed.mu.Unlock()
+			if entriesFailed.srcs[p]--; entriesFailed.srcs[p] <= 0 {
+				delete(entriesFailed.srcs, p)
+			}
+		})
+	}
+}
+
+// EntryLoadFailed counts a failed load of the entry.
+func EntryLoadFailed(entry string) {
+	if metricsOff.Load() {
+		return
+	}
+	entryLoadFailures.WithLabelValues(entry).Inc()
+}
+
+// entriesFailedCollector reports, at each scrape, the entries of the
+// watched hosts that could not load.
+type entriesFailedCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	srcs map[LoadFailures]int
+}
+
+var entriesFailed = &entriesFailedCollector{
+	desc: prometheus.NewDesc(ns+"_entries_failed", "Operations-file and catalog entries that could not load and serve no tools (on_load_error retry loads them again with backoff), by entry; 0 for none.",
+		[]string{"entry"}, nil),
+	srcs: map[LoadFailures]int{},
+}
+
+func (c *entriesFailedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *entriesFailedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	srcs := make([]LoadFailures, 0, len(c.srcs))
+	for p := range c.srcs {
+		srcs = append(srcs, p)
+	}
+	c.mu.Unlock()
+	n := map[string]int{}
+	for _, p := range srcs {
+		for _, e := range p.FailedEntryNames() {
+			n[e]++
+		}
+	}
+	for e, v := range n {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), e)
+	}
+}

@@ -11,6 +11,9 @@ import (
 type ToolCallCount struct {
 	Calls  int64 `json:"calls"`
 	Errors int64 `json:"errors"`
+	// OutputMismatches are the results that did not match the tool's
+	// published output schema (crank_output_mismatch_total).
+	OutputMismatches int64 `json:"output_mismatches"`
 }
 
 // ToolCalls reads crank_tool_calls_total by tool name (the operator
@@ -43,6 +46,33 @@ func ToolCalls() map[string]ToolCallCount {
 			c.Errors += n
 		}
 		out[tool] = c
+	}
+	for tool, n := range counted(outputMismatches) {
+		c := out[tool]
+		c.OutputMismatches = n
+		out[tool] = c
+	}
+	return out
+}
+
+// counted reads a counter with a tool label by tool.
+func counted(cv *prometheus.CounterVec) map[string]int64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		cv.Collect(ch)
+		close(ch)
+	}()
+	out := map[string]int64{}
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "tool" {
+				out[l.GetValue()] += int64(d.GetCounter().GetValue())
+			}
+		}
 	}
 	return out
 }

@@ -43,6 +43,7 @@ var (
 	// Tool calls (host).
 	toolCalls        = counter("tool_calls_total", "Tool calls, by tool, mode, role in a session or job family (call for unary and window tools) and outcome.", "tool", "mode", "role", "outcome")
 	toolCallDuration = histogram("tool_call_duration_seconds", "Duration of tool calls, by tool and mode.", callBuckets, "tool", "mode")
+	outputMismatches = counter("output_mismatch_total", "Tool results whose structuredContent did not match the output schema the tool publishes, delivered as text instead, by tool.", "tool")
 	toolCallsRunning = gauge("tool_calls_in_flight", "Tool calls being served, by tool and mode.", "tool", "mode")
 
 	// Windows (host).
@@ -70,6 +71,7 @@ var (
 	adapterPingFailures  = counter("adapter_health_ping_failures_total", "Failed health pings (each stops the process; the next call restarts it), by adapter.", "adapter")
 	adapterCalls         = counter("adapter_calls_total", "Calls across the adapter hop, by adapter, rpc (invoke, stream) and result.", "adapter", "rpc", "result")
 	adapterCallDuration  = histogram("adapter_call_duration_seconds", "Duration of calls across the adapter hop (for a stream, until it ends), by adapter and rpc.", callBuckets, "adapter", "rpc")
+	entryLoadFailures    = counter("entry_load_failures_total", "Failed loads of an operations-file or catalog entry (its adapter did not start, its expansion failed), the first and every retry, by entry.", "entry")
 
 	// etcd (store).
 	etcdDuration    = histogram("etcd_request_duration_seconds", "Duration of etcd requests, by store operation.", etcdBuckets, "operation")
@@ -83,6 +85,11 @@ var (
 	meshRequests   = counter("mesh_registry_requests_total", "Requests to an mcp-mesh registry, by request (register, heartbeat, deregister) and result (ok, error).", "request", "result")
 	meshRegistered = gauge("mesh_registered", "1 while this replica holds an endpoint's mcp-mesh registration and the registry has it, else 0, by agent id.", "agent")
 
+	// Users' grants at upstreams (host, upstream_auth authorization_code).
+	upstreamConsents    = counter("upstream_consents_total", "Consents to upstreams (authorization_code), by upstream and stage (started, completed, failed, refused: a callback refused as another user's, replayed or not issued).", "upstream", "stage")
+	upstreamRefreshes   = counter("upstream_grant_refreshes_total", "Refreshes of users' upstream tokens, by upstream and result (ok, error, invalid: the provider refused the refresh token, so the user consents again).", "upstream", "result")
+	upstreamRevocations = counter("upstream_grant_revocations_total", "Users' grants revoked, by upstream and where (gateway: the grant deleted; provider: its token revoked there, RFC 7009) and result (ok, error, unsupported).", "upstream", "where", "result")
+
 	// Tracing.
 	adapterSpansDropped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "trace_adapter_spans_dropped_total", Help: "Spans adapters sent back that could not be exported (tracing was off, or the export queue was full)."})
 )
@@ -90,14 +97,15 @@ var (
 // collectors are every collector Register registers.
 var collectors = []prometheus.Collector{
 	mcpRequests, mcpRequestDuration, mcpSessions, mcpSessionsOpened, progressSent,
-	toolCalls, toolCallDuration, toolCallsRunning,
+	toolCalls, toolCallDuration, toolCallsRunning, outputMismatches,
 	windows, windowItems, windowBytes, windowsTruncated,
 	sessionsRunning, sessionsEnded, sessionFill,
 	jobsRunning, jobsEnded, quotaRefusals, rateLimited, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
-	adapterUp,
+	adapterUp, entryLoadFailures, entriesFailed,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
 	meshRequests, meshRegistered,
+	upstreamConsents, upstreamRefreshes, upstreamRevocations,
 	adapterSpansDropped,
 }
 
@@ -170,6 +178,33 @@ func MeshRequest(request string, ok bool) {
 		result = "error"
 	}
 	meshRequests.WithLabelValues(request, result).Inc()
+}
+
+// UpstreamConsent counts a consent to an upstream reaching stage
+// (started, completed, failed, refused).
+func UpstreamConsent(upstream, stage string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamConsents.WithLabelValues(upstream, stage).Inc()
+}
+
+// UpstreamRefresh counts a refresh of a user's upstream token (ok,
+// error, invalid).
+func UpstreamRefresh(upstream, result string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamRefreshes.WithLabelValues(upstream, result).Inc()
+}
+
+// UpstreamRevocation counts a grant's revocation at the gateway or the
+// provider (ok, error, unsupported).
+func UpstreamRevocation(upstream, where, result string) {
+	if metricsOff.Load() {
+		return
+	}
+	upstreamRevocations.WithLabelValues(upstream, where, result).Inc()
 }
 
 // MeshRegistered records whether this replica holds the mcp-mesh

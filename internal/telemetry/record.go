@@ -107,6 +107,14 @@ func (t *Tool) End(start time.Time, outcome string) {
 	toolCalls.WithLabelValues(t.tool, t.mode, t.role, outcome).Inc()
 }
 
+// OutputMismatch counts a result of tool whose structuredContent did not
+// match the tool's published output schema.
+func OutputMismatch(tool string) {
+	if !metricsOff.Load() {
+		outputMismatches.WithLabelValues(ToolLabel(tool)).Inc()
+	}
+}
+
 // Window records one finished window of tool: why it ended, the items and
 // bytes it counted, whether its result is truncated.
 func Window(tool, endReason string, items int, bytes int64, truncated bool) {

@@ -24,8 +24,11 @@
 //     Query field, every argument a variable, the result selected
 //     max_depth levels deep (scalar and enum fields always; object fields
 //     while the depth allows; fields that need arguments and deprecated
-//     fields left out; at most 200 fields a tool). Named tool_prefix +
-//     field name, described by the field's description.
+//     fields left out; at most 200 fields a tool; a union's members'
+//     fields that share a name but not a type — String and String!, a
+//     list and not — selected under an alias, <field>_<Member>, after the
+//     first, so the query validates). Named tool_prefix + field name,
+//     described by the field's description.
 //
 // A subscription is a stream source (see Subscriptions below): in a unary
 // entry it becomes a window tool (Tool.Mode window, the host's default
@@ -65,7 +68,9 @@
 // config reload (caddy reload --force) refreshes it. An endpoint that does
 // not answer introspection within the operation's timeout fails the load
 // with a message naming it; a server with introspection disabled needs
-// schema.
+// schema. A field an SDL file defines twice in one type the same way
+// (type, arguments, directives: GitHub's published schema does) is merged
+// into one with a warning; two different definitions are an error.
 //
 // # Config
 //
@@ -217,10 +222,11 @@
 //
 // Results and errors:
 //
-//   - next with data: an item (the data); with data and errors: the item
-//     and a gap saying which fields failed ("an event came with N errors
-//     from the GraphQL server: message (at path)"); errors without data: a
-//     gap ("an event was lost to N errors ..."); the subscription goes on.
+//   - next with data: an item (the data); with data and errors: a partial
+//     item (sdk.Item.Partial says which fields failed: "N errors from the
+//     GraphQL server: message (at path)"), counted as partial, not as a
+//     gap, since nothing was missed; errors without data: a gap ("an event
+//     was lost to N errors ..."); the subscription goes on.
 //   - error (websocket) before any event, or an SSE answer that is a
 //     GraphQL response with errors and no data (a 4xx with a JSON body):
 //     the server refused the subscription. KindUpstreamStatus, Status the

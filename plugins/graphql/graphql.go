@@ -85,8 +85,13 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) (tools
 		if err != nil {
 			return nil, append(diags, sdk.Errorf("", "%v", err))
 		}
+		title := sdk.Humanize(t.spec.Operation) // get_book: "Get book"
+		if t.generated {
+			title = sdk.Humanize(t.name) // list_authors: "List authors"
+		}
 		tool := sdk.Tool{
 			Name:         t.name,
+			Title:        title,
 			Description:  t.description,
 			InputSchema:  t.input,
 			OutputSchema: t.output,

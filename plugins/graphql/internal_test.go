@@ -119,7 +119,7 @@ func TestIntrospectionSDL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := loadSDL("introspection", sdl)
+	schema, _, err := loadSDL("introspection", sdl)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, sdl)
 	}

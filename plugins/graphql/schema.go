@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"github.com/crankmcp/crank/plugins/sdk"
@@ -59,13 +59,75 @@ func readFile(path string) (string, error) {
 	return string(b), nil
 }
 
-// loadSDL parses and validates an SDL schema.
-func loadSDL(name, sdl string) (*ast.Schema, error) {
-	s, err := gqlparser.LoadSchema(&ast.Source{Name: name, Input: sdl})
-	if err != nil {
-		return nil, describeGQLError(err)
+// loadSDL parses and validates an SDL schema. A field a type (or an
+// extension of it) defines twice the same way — GitHub's published
+// schema does — is merged into one, and merged says so; two different
+// definitions of one field stay an error.
+func loadSDL(name, sdl string) (s *ast.Schema, merged []string, err error) {
+	doc, perr := parser.ParseSchemas(validator.Prelude, &ast.Source{Name: name, Input: sdl})
+	if perr != nil {
+		return nil, nil, describeGQLError(perr)
 	}
-	return s, nil
+	for _, defs := range []ast.DefinitionList{doc.Definitions, doc.Extensions} {
+		for _, def := range defs {
+			def.Fields, merged = mergeFields(def, def.Fields, merged)
+		}
+	}
+	s, verr := validator.ValidateSchemaDocument(doc)
+	if verr != nil {
+		return nil, nil, describeGQLError(verr)
+	}
+	return s, merged, nil
+}
+
+// mergeFields drops the fields of def that repeat an earlier field of the
+// same name with the same type, arguments and directives, noting each in
+// merged.
+func mergeFields(def *ast.Definition, fields ast.FieldList, merged []string) (ast.FieldList, []string) {
+	seen := map[string]*ast.FieldDefinition{}
+	out := fields[:0:0]
+	for _, f := range fields {
+		first := seen[f.Name]
+		if first == nil {
+			seen[f.Name] = f
+			out = append(out, f)
+			continue
+		}
+		if fieldSignature(first) != fieldSignature(f) {
+			out = append(out, f) // the validator names the conflict
+			continue
+		}
+		merged = append(merged, fmt.Sprintf("%s.%s is defined twice the same way (lines %d and %d): merged into one",
+			def.Name, f.Name, lineOf(first.Position), lineOf(f.Position)))
+	}
+	return out, merged
+}
+
+// fieldSignature is what makes two definitions of a field the same one:
+// its type, its arguments (name, type, default) and its directives.
+func fieldSignature(f *ast.FieldDefinition) string {
+	var b strings.Builder
+	b.WriteString(f.Type.String())
+	for _, a := range f.Arguments {
+		fmt.Fprintf(&b, "|%s:%s", a.Name, a.Type.String())
+		if a.DefaultValue != nil {
+			b.WriteString("=" + a.DefaultValue.String())
+		}
+	}
+	for _, d := range f.Directives {
+		b.WriteString("|@" + d.Name)
+		for _, a := range d.Arguments {
+			b.WriteString(" " + a.Name + ":" + a.Value.String())
+		}
+	}
+	return b.String()
+}
+
+func lineOf(p *ast.Position) int {
+	if p == nil {
+		return 0
+	}
+	return p.Line
 }
 
 // describeGQLError renders a gqlparser error as "file:line:col: message".
@@ -136,7 +198,7 @@ func (a *adapter) introspect(ctx context.Context, c *config, timeout time.Durati
 	if err != nil {
 		return nil, err
 	}
-	s, err := loadSDL("introspection", sdl)
+	s, _, err := loadSDL("introspection", sdl)
 	if err != nil {
 		return nil, fmt.Errorf("the introspected schema is not valid: %v", err)
 	}

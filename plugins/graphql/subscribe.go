@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,9 +67,8 @@ type subConfig struct {
 	pingInterval time.Duration
 	pongTimeout  time.Duration
 	maxMessage   int
-	maxAttempts  int
-	initialDelay time.Duration
-	maxDelay     time.Duration
+	// reconnect is the policy of a lost connection.
+	reconnect sdk.Reconnect
 }
 
 // parseSubscriptions checks the subscriptions block. The url defaults to
@@ -85,8 +83,9 @@ func parseSubscriptions(f *subscriptionFields, c *config, d *diags) {
 	s.ackTimeout, s.pingInterval, s.pongTimeout = time.Duration(f.AckTimeout), time.Duration(f.PingInterval), time.Duration(f.PongTimeout)
 	s.maxMessage = f.MaxMessageBytes
 	r := &f.Reconnect
-	s.maxAttempts, s.initialDelay, s.maxDelay = r.MaxAttempts, time.Duration(r.InitialDelay), time.Duration(r.MaxDelay)
-	if s.maxDelay < s.initialDelay {
+	s.reconnect = sdk.Reconnect{MaxAttempts: r.MaxAttempts, Field: "subscriptions.reconnect.max_attempts",
+		Backoff: sdk.Backoff{Initial: time.Duration(r.InitialDelay), Max: time.Duration(r.MaxDelay)}}
+	if r.MaxDelay < r.InitialDelay {
 		d.Errorf("subscriptions.reconnect.max_delay", "must not be below subscriptions.reconnect.initial_delay")
 	}
 	init := map[string]json.RawMessage{"type": json.RawMessage(`"connection_init"`)}
@@ -188,63 +187,21 @@ func (a *adapter) Stream(ctx context.Context, req *sdk.Request, send sdk.StreamS
 // established and lost is a gap: events meanwhile are missed, and the
 // subscription is made again (GraphQL subscriptions do not resume).
 func (s *subStream) run(ctx context.Context) error {
-	failures := 0
-	for attempt := 0; ; attempt++ {
-		var established, progressed bool
-		var err error
+	r := s.c.sub.reconnect
+	r.Lost = func(ue *sdk.UpstreamError) error {
+		return s.send.Gap("the subscription's connection was lost (" + ue.Message + "); subscribing again: events sent meanwhile were missed")
+	}
+	return r.Run(ctx, func(ctx context.Context) (established, progressed bool, err error) {
 		if s.c.sub.transport == transportSSE {
 			established, progressed, err = s.sseConnection(ctx)
 		} else {
 			established, progressed, err = s.wsConnection(ctx)
 		}
-		if ctx.Err() != nil || err == nil || errors.Is(err, errHostGone) {
-			return nil
+		if errors.Is(err, errHostGone) {
+			err = nil // the host stopped taking events: the stream ends
 		}
-		var ue *sdk.UpstreamError
-		if !errors.As(err, &ue) {
-			return err // a panic: no reconnect
-		}
-		if !ue.Retryable || attempt == 0 && !established {
-			// A first connection that fails says the config, the
-			// credentials or the server is wrong: fail fast.
-			return ue
-		}
-		if progressed {
-			failures = 0
-		}
-		failures++
-		if failures > s.c.sub.maxAttempts {
-			if s.c.sub.maxAttempts == 0 {
-				ue.Message += " (reconnect is off: subscriptions.reconnect.max_attempts is 0)"
-			} else {
-				ue.Message = fmt.Sprintf("gave up after %d reconnect attempts: %s", s.c.sub.maxAttempts, ue.Message)
-			}
-			return ue
-		}
-		if established {
-			if s.send.Gap("the subscription's connection was lost ("+ue.Message+"); subscribing again: events sent meanwhile were missed") != nil {
-				return nil
-			}
-		}
-		t := time.NewTimer(s.c.sub.backoff(failures))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// backoff is the delay before reconnect attempt n (from 1): exponential
-// from initial_delay up to max_delay, half of it random (jitter).
-func (c *subConfig) backoff(n int) time.Duration {
-	d := c.initialDelay << min(n-1, 20)
-	if d > c.maxDelay || d <= 0 {
-		d = c.maxDelay
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
+		return established, progressed, err
+	})
 }
 
 // fail is an upstream error of this subscription.
@@ -253,27 +210,25 @@ func (s *subStream) fail(kind sdk.ErrorKind, retryable bool, msg string) *sdk.Up
 }
 
 // event handles one execution result of the subscription (a next message
-// or an SSE next event): its data is an item; errors beside data are a
-// gap that says which fields failed; errors alone are a gap too (the
-// event is lost, the subscription goes on).
+// or an SSE next event): its data is an item; errors beside data make it
+// a partial item that says which fields failed (nothing was missed);
+// errors alone are a gap (the event is lost, the subscription goes on).
 func (s *subStream) event(payload []byte) error {
 	gr, ok := parseResponse(payload)
 	if !ok {
 		return s.fail(sdk.KindBadResponse, false, "a subscription event is not a GraphQL execution result (a JSON object with data or errors)")
 	}
+	var why string
 	if len(gr.errors) > 0 {
-		what := "an event came with"
-		if gr.data == nil {
-			what = "an event was lost to"
-		}
-		if s.send.Gap(fmt.Sprintf("%s %s from the GraphQL server: %s", what, plural(len(gr.errors), "error"), summarizeErrors(gr.errors))) != nil {
-			return errHostGone
-		}
+		why = fmt.Sprintf("%s from the GraphQL server: %s", plural(len(gr.errors), "error"), summarizeErrors(gr.errors))
 	}
 	if gr.data == nil {
+		if why != "" && s.send.Gap("an event was lost to "+why) != nil {
+			return errHostGone
+		}
 		return nil
 	}
-	if s.send.Item(sdk.Item{Data: gr.data}) != nil {
+	if s.send.Item(sdk.Item{Data: gr.data, Partial: why}) != nil {
 		return errHostGone
 	}
 	return nil

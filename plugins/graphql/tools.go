@@ -31,7 +31,9 @@ type derivedTool struct {
 	// stream: a subscription, a stream source (its output is the item
 	// schema of the window or session).
 	stream bool
-	spec   toolSpec
+	// generated: a tool of generate.query_fields, named after its field.
+	generated bool
+	spec      toolSpec
 	// compiled is set when an entry is invoked without expansion.
 	compiled *tool
 }
@@ -107,10 +109,13 @@ func (a *adapter) loadSchema(ctx context.Context, c *config, op *sdk.Operation, 
 			d.Errorf("schema", "%v", err)
 			return nil
 		}
-		s, err := loadSDL(filepath.Base(path), sdl)
+		s, merged, err := loadSDL(filepath.Base(path), sdl)
 		if err != nil {
 			d.Errorf("schema", "not a valid GraphQL schema: %v", err)
 			return nil
+		}
+		for _, m := range merged {
+			d.Warnf("schema", "%s", m)
 		}
 		return s
 	}
@@ -394,7 +399,7 @@ func generateTools(schema *ast.Schema, c *config, d *diags) []*derivedTool {
 			d.Warnf("generate.query_fields", "Query.%s is skipped: %v", f.Name, err)
 			continue
 		}
-		t.name = c.prefix + f.Name
+		t.name, t.generated = c.prefix+f.Name, true
 		tools = append(tools, t)
 	}
 	return tools
@@ -444,6 +449,15 @@ func isLeaf(def *ast.Definition) bool { return def.Kind == ast.Scalar || def.Kin
 // depth allows; fields that need arguments and deprecated fields are left
 // out. The selection is never empty (__typename at worst).
 func selectionText(schema *ast.Schema, def *ast.Definition, depth, maxDepth int, budget *int) string {
+	return memberSelection(schema, def, depth, maxDepth, budget, nil)
+}
+
+// memberSelection is selectionText of def; for a member of a union, taken
+// (nil otherwise) holds the type of each field an earlier member selects
+// by name: a field of this name and another type (String and String!, a
+// list and not) would make the selections conflict, so it is selected
+// under an alias, <field>_<Member>.
+func memberSelection(schema *ast.Schema, def *ast.Definition, depth, maxDepth int, budget *int, taken map[string]string) string {
 	var parts []string
 	switch def.Kind {
 	case ast.Object, ast.Interface:
@@ -461,24 +475,32 @@ func selectionText(schema *ast.Schema, def *ast.Definition, depth, maxDepth int,
 			if ft == nil {
 				continue
 			}
-			if isLeaf(ft) {
-				parts = append(parts, f.Name)
-				*budget--
+			if !isLeaf(ft) && depth >= maxDepth {
 				continue
 			}
-			if depth >= maxDepth {
-				continue
+			name := f.Name
+			if taken != nil {
+				if t, ok := taken[f.Name]; ok && t != f.Type.String() {
+					name = f.Name + "_" + def.Name + ": " + f.Name
+				} else if !ok {
+					taken[f.Name] = f.Type.String()
+				}
 			}
 			*budget--
-			parts = append(parts, f.Name+" "+selectionText(schema, ft, depth+1, maxDepth, budget))
+			if isLeaf(ft) {
+				parts = append(parts, name)
+				continue
+			}
+			parts = append(parts, name+" "+selectionText(schema, ft, depth+1, maxDepth, budget))
 		}
 	case ast.Union:
 		parts = append(parts, "__typename")
+		taken := map[string]string{}
 		for _, m := range schema.GetPossibleTypes(def) {
 			if *budget <= 0 {
 				break
 			}
-			parts = append(parts, "... on "+m.Name+" "+selectionText(schema, m, depth, maxDepth, budget))
+			parts = append(parts, "... on "+m.Name+" "+memberSelection(schema, m, depth, maxDepth, budget, taken))
 		}
 	}
 	if len(parts) == 0 {

@@ -398,23 +398,22 @@ func parseMetadata(v json.RawMessage, d *diags) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, k := range keys {
-		field := "metadata." + k
 		key := strings.ToLower(k)
 		switch {
 		case !validMetadataKey(key):
-			d.Errorf(field, "not a valid metadata key (letters, digits, - _ . only)")
+			d.KeyErrorf("metadata", k, "not a valid metadata key (letters, digits, - _ . only)")
 			continue
 		case strings.HasPrefix(key, "grpc-") || reservedMetadata[key]:
-			d.Errorf(field, "%s is set by gRPC or the adapter and cannot be configured", key)
+			d.KeyErrorf("metadata", k, "%s is set by gRPC or the adapter and cannot be configured", key)
 			continue
 		case seen[key]:
-			d.Errorf(field, "key %s is set twice (metadata keys are case-insensitive)", key)
+			d.KeyErrorf("metadata", k, "key %s is set twice (metadata keys are case-insensitive)", key)
 			continue
 		}
 		seen[key] = true
 		value, ok := sdk.ScalarText(obj[k])
 		if !ok {
-			d.Errorf(field, "value must be a string, number or boolean")
+			d.KeyErrorf("metadata", k, "value must be a string, number or boolean")
 			continue
 		}
 		if strings.HasSuffix(key, "-bin") {
@@ -423,13 +422,13 @@ func parseMetadata(v json.RawMessage, d *diags) []string {
 				b, err = base64.RawStdEncoding.DecodeString(value)
 			}
 			if err != nil {
-				d.Errorf(field, "a -bin key's value must be base64")
+				d.KeyErrorf("metadata", k, "a -bin key's value must be base64")
 				continue
 			}
 			value = string(b)
 		} else if !printableASCII(value) {
 			// Never echo the value: it is likely a secret.
-			d.Errorf(field, "value must be printable ASCII (use a -bin key for binary values)")
+			d.KeyErrorf("metadata", k, "value must be printable ASCII (use a -bin key for binary values)")
 			continue
 		}
 		out = append(out, key, value)

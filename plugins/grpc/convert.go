@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -134,8 +135,15 @@ var (
 // the caller sees the path instead).
 func cleanProtoError(err error) string {
 	s := protoErrPrefix.ReplaceAllString(err.Error(), "")
-	return protoErrField.ReplaceAllString(s, "$1:")
+	s = protoErrField.ReplaceAllString(s, "$1:")
+	if strings.HasPrefix(s, "invalid value for bytes:") {
+		s += " " + bytesHint
+	}
+	return s
 }
+
+// bytesHint says what a bytes field takes (the proto3 JSON mapping).
+const bytesHint = "(bytes are base64: the standard or URL-safe alphabet, padding optional)"
 
 // maxLocateDepth is how many messages deep locate descends: each level
 // converts its subtree again, so past it the error names the field at

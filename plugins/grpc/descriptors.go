@@ -255,7 +255,7 @@ func registerWithImports(files *protoregistry.Files, fd protoreflect.FileDescrip
 func loadByReflection(ctx context.Context, c *config, conn *grpc.ClientConn) (*schemaSet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	client := grpcreflect.NewClientAuto(ctx, conn)
+	client := grpcreflect.NewClientAuto(ctx, newReflectionConn(conn)) // reflectnorm.go
 	defer client.Reset()
 	fd, err := client.FileContainingSymbol(protoreflect.FullName(c.service))
 	if err != nil {

@@ -69,7 +69,11 @@
 //     (grpc.reflection.v1, falling back to v1alpha) at load, so the server
 //     must be up then; an upstream served by the same Caddy is not (Caddy
 //     listens only once every handler is provisioned) and needs one of the
-//     others. descriptor_set names a binary FileDescriptorSet (protoc
+//     others. Any server's reflection serves: the descriptors another
+//     implementation answers (grpc-js's @grpc/reflection: map entries
+//     named like their fields, type names relative to their scope, files
+//     without imports) are normalised as protoc would have written them
+//     before they are built (reflectnorm.go). descriptor_set names a binary FileDescriptorSet (protoc
 //     --include_imports --descriptor_set_out, buf build -o); imports it
 //     lacks are taken from the well-known types. proto_files are .proto
 //     sources compiled at load with bufbuild/protocompile, named relative
@@ -145,11 +149,15 @@
 //
 // A method entry expands to one tool, the entry itself: what the operator
 // wrote (description, schemas, annotations) wins over what is derived. The
-// derived tool has the title Service.Method, the method's .proto comment
+// derived tool has a title humanised from the method and service names
+// ("Get user (Directory)"), the method's .proto comment
 // (when the descriptors carry source info: .proto files always, descriptor
 // sets built with --include_source_info) or "Calls the gRPC method ...",
 // and annotations from the method's idempotency_level (NO_SIDE_EFFECTS:
-// read-only and idempotent; IDEMPOTENT: idempotent).
+// read-only and idempotent; IDEMPOTENT: idempotent, not read-only), or,
+// without one, from its name by the SDK's rule (sdk.NameAnnotations:
+// WatchEvents reads). A server-streaming window resumes (its tool says
+// ResumesStream) only with cursor_field.
 //
 // The input schema (JSON Schema 2020-12) is generated from the request
 // message following the proto3 JSON mapping, as protojson reads it:
@@ -200,8 +208,10 @@
 // conversion failure is a KindInvalidArgument error naming the argument's
 // path, e.g. `argument items[2].price: invalid value for int64: "12x"`, at
 // most 16 messages deep (a deeper failure names the field at that depth,
-// followed by "…"); a string with an unpaired UTF-16 surrogate escape
-// (\ud800), which is no Unicode text, is refused as such.
+// followed by "…"); a bytes value that is not base64 says that bytes are
+// base64 (the standard or URL-safe alphabet, padding optional); a string
+// with an unpaired UTF-16 surrogate escape (\ud800), which is no Unicode
+// text, is refused as such.
 //
 // A unary answer becomes Structured: the response as compact protojson
 // (Text empty, ContentType application/json).

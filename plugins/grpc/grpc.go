@@ -313,9 +313,11 @@ type methodInfo struct {
 	// client-streaming or bidirectional call.
 	maxReqItems int
 	maxReqBytes int
-	set         *schemaSet
-	unmarshal   protojson.UnmarshalOptions
-	marshal     protojson.MarshalOptions
+	// resumes: a request field takes a window's cursor (cursor_field).
+	resumes   bool
+	set       *schemaSet
+	unmarshal protojson.UnmarshalOptions
+	marshal   protojson.MarshalOptions
 }
 
 func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) *methodInfo {
@@ -328,6 +330,7 @@ func newMethodInfo(c *config, set *schemaSet, md protoreflect.MethodDescriptor) 
 		jsonNames:   c.jsonNames,
 		maxReqItems: c.maxReqItems,
 		maxReqBytes: c.maxReqBytes,
+		resumes:     c.cursorField != "",
 		set:         set,
 		unmarshal:   protojson.UnmarshalOptions{Resolver: set.types},
 		marshal: protojson.MarshalOptions{
@@ -429,7 +432,7 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	}
 	t := sdk.Tool{
 		Name:        name,
-		Title:       string(svc.Name()) + "." + string(md.Name()),
+		Title:       sdk.Humanize(string(md.Name())) + " (" + sdk.Humanize(string(svc.Name())) + ")", // "Get user (Directory)"
 		InputSchema: in,
 	}
 	desc := comment(md)
@@ -446,6 +449,8 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 	}
 	if md.IsStreamingServer() {
 		t.ItemSchema = m.itemSchema()
+		// A window resumes only where a request field takes its cursor.
+		t.ResumesStream = m.resumes
 	} else if out, _, ok := toolSchema(m.out, schemaOptions{jsonNames: m.jsonNames, output: true}, resultWrapKey); ok {
 		t.OutputSchema = out
 	}
@@ -455,10 +460,14 @@ func (m *methodInfo) tool(name string) (sdk.Tool, error) {
 		}
 		switch opts.GetIdempotencyLevel() {
 		case descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
-			t.Annotations.ReadOnly, t.Annotations.Idempotent = sdk.Bool(true), sdk.Bool(true)
+			t.Annotations.ReadOnly, t.Annotations.Destructive, t.Annotations.Idempotent = sdk.Bool(true), sdk.Bool(false), sdk.Bool(true)
 		case descriptorpb.MethodOptions_IDEMPOTENT:
-			t.Annotations.Idempotent = sdk.Bool(true)
+			t.Annotations.ReadOnly, t.Annotations.Idempotent = sdk.Bool(false), sdk.Bool(true)
 		}
+	}
+	if t.Annotations == (sdk.Annotations{}) {
+		// No idempotency_level: the method's name says (the SDK's rule).
+		t.Annotations = sdk.NameAnnotations(string(md.Name()))
 	}
 	t.Description = desc
 	return t, nil

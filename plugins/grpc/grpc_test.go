@@ -63,7 +63,7 @@ func TestUnaryReflection(t *testing.T) {
 	tool := tools[0]
 	wantContains(t, "input schema", string(tool.InputSchema), `"text":{"description":"The text to echo.","type":"string"}`, `"additionalProperties":false`)
 	wantContains(t, "output schema", string(tool.OutputSchema), `"metadata":{`)
-	if tool.Title != "Test.Echo" || tool.Description == "" {
+	if tool.Title != "Echo (Test)" || tool.Description == "" {
 		t.Errorf("title %q description %q", tool.Title, tool.Description)
 	}
 	if a := tool.Annotations; !isTrue(a.ReadOnly) || !isTrue(a.Idempotent) {
@@ -610,7 +610,7 @@ func TestConversionErrors(t *testing.T) {
 	h := newHarness(t)
 	cfg := ts.cfg("Zoo")
 	for _, tc := range []struct{ args, want string }{
-		{`{"f_bytes": "%%%"}`, "argument f_bytes: invalid value for bytes: \"%%%\""},
+		{`{"f_bytes": "%%%"}`, "argument f_bytes: invalid value for bytes: \"%%%\" (bytes are base64: the standard or URL-safe alphabet, padding optional)"},
 		{`{"f_int64": "12x"}`, "argument f_int64: invalid value for int64: \"12x\""},
 		{`{"f_int32": 3000000000}`, "argument f_int32: invalid value for int32: 3000000000"},
 		{`{"color": "BLUE"}`, "argument color: invalid value for enum: \"BLUE\""},

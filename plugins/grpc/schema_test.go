@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -199,5 +200,34 @@ func TestSchemaMatchesProtojson(t *testing.T) {
 	res, ue, _ = h.Invoke(ctxT(t), adaptertest.Call{Config: ts.cfg("Legacy"), Args: `{"id": "a", "extra": {"note": "n"}}`})
 	if ue != nil || !strings.Contains(string(res.Structured), `"id":"a"`) {
 		t.Errorf("legacy: %v %s", ue, res.Structured)
+	}
+}
+
+// Every pattern a protobuf-derived schema carries (the goldens: int64 as
+// digits, NaN and Infinity, durations, map keys) is one JavaScript with
+// the u flag and Go's regexp both read alike: sdk.PortablePattern leaves
+// it as it is.
+func TestSchemaPatternsPortable(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("testdata/golden/*.json")
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`"pattern":\s*("(?:[^"\\]|\\.)*")`).FindAllSubmatch(b, -1) {
+			var p string
+			if err := json.Unmarshal(m[1], &p); err != nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			if got, err := sdk.PortablePattern(p, sdk.PatternRE2); err != nil || got != p {
+				t.Errorf("%s: pattern %q: %q, %v", f, p, got, err)
+			}
+		}
+	}
+	if len(seen) < 3 {
+		t.Errorf("only %d patterns in the goldens", len(seen))
 	}
 }

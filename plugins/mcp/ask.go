@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,15 +38,84 @@ import (
 // and its retry (sdk.Request.Input) goes to the upstream with the
 // client's input responses and the upstream's state.
 
-// upstreamCapabilities are the capabilities the adapter's sessions
-// advertise: all the gateway relays.
+// upstreamCapabilities are the capabilities the adapter's shared session
+// of an upstream advertises (the one of its listings, reads, windows and
+// jobs): all the gateway relays.
 func upstreamCapabilities() *gomcp.ClientCapabilities {
-	return &gomcp.ClientCapabilities{
+	c := &gomcp.ClientCapabilities{
 		//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
 		Sampling:    &gomcp.SamplingCapabilities{Tools: &gomcp.SamplingToolsCapabilities{}, Context: &gomcp.SamplingContextCapabilities{}},
 		Elicitation: &gomcp.ElicitationCapabilities{Form: &gomcp.FormElicitationCapabilities{}, URL: &gomcp.URLElicitationCapabilities{}},
 		RootsV2:     &gomcp.RootCapabilities{},
 	}
+	c.AddExtension(extensionUI, map[string]any{"mimeTypes": []string{mimeApp}})
+	return c
+}
+
+// The MCP Apps extension (SEP-1865): its identifier in capabilities'
+// extensions, and the MIME type of an App's HTML resource.
+const (
+	extensionUI = "io.modelcontextprotocol/ui"
+	mimeApp     = "text/html;profile=mcp-app"
+)
+
+// relayedExtensions are the extensions of a client the adapter declares to
+// an upstream for the client's calls: those whose messages the gateway
+// relays unchanged (an App's tool _meta and ui:// resources), each with
+// the settings it passes on (known values only, so that clients cannot
+// make connections without bound: each set of declared capabilities is a
+// connection, a child process over stdio).
+var relayedExtensions = map[string]func(json.RawMessage) map[string]any{
+	extensionUI: func(raw json.RawMessage) map[string]any {
+		var s struct {
+			MIMETypes []string `json:"mimeTypes"`
+		}
+		_ = json.Unmarshal(raw, &s)
+		if slices.Contains(s.MIMETypes, mimeApp) {
+			return map[string]any{"mimeTypes": []string{mimeApp}}
+		}
+		return map[string]any{}
+	},
+}
+
+// declared are the capabilities a session of the upstream declares for
+// the calls of k's client, as that client declared them: sampling,
+// elicitation and roots when the host may ask it during a call (not a
+// client of 2026-07-28, which cannot be asked then), and the extensions
+// the gateway relays. So the upstream asks, and shapes its answers, as it
+// would talking to that client directly.
+func (k *asker) declared() *gomcp.ClientCapabilities {
+	c := &gomcp.ClientCapabilities{}
+	if !k.deferred {
+		if s := k.caps.Sampling; s != nil {
+			//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+			c.Sampling = &gomcp.SamplingCapabilities{}
+			if s.Tools != nil {
+				c.Sampling.Tools = &gomcp.SamplingToolsCapabilities{} //nolint:staticcheck // as above
+			}
+			if s.Context != nil {
+				c.Sampling.Context = &gomcp.SamplingContextCapabilities{} //nolint:staticcheck // as above
+			}
+		}
+		if e := k.caps.Elicitation; e != nil {
+			c.Elicitation = &gomcp.ElicitationCapabilities{}
+			if e.Form != nil || e.URL == nil { // no mode said is form
+				c.Elicitation.Form = &gomcp.FormElicitationCapabilities{}
+			}
+			if e.URL != nil {
+				c.Elicitation.URL = &gomcp.URLElicitationCapabilities{}
+			}
+		}
+		if k.caps.Roots != nil {
+			c.RootsV2 = &gomcp.RootCapabilities{} //nolint:staticcheck // roots is deprecated as of 2026-07-28, and still served before it
+		}
+	}
+	for id, settings := range relayedExtensions {
+		if raw, ok := k.caps.Extensions[id]; ok {
+			c.AddExtension(id, settings(raw))
+		}
+	}
+	return c
 }
 
 // asker is a call whose client the host lets the adapter ask: the call's
@@ -69,7 +140,8 @@ type clientCaps struct {
 		Form json.RawMessage `json:"form"`
 		URL  json.RawMessage `json:"url"`
 	} `json:"elicitation"`
-	Roots json.RawMessage `json:"roots"`
+	Roots      json.RawMessage            `json:"roots"`
+	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
 type askerKey struct{}
@@ -190,22 +262,39 @@ func (c *conn) ask(ctx context.Context, a *asker, method string, p gomcp.Params,
 // askHandlers are the client options of a session of c that relay the
 // upstream's sampling and elicitation requests.
 func (c *conn) askHandlers(o *gomcp.ClientOptions) {
-	o.Capabilities = upstreamCapabilities()
+	o.Capabilities = c.caps
+	if o.Capabilities == nil {
+		o.Capabilities = upstreamCapabilities()
+	}
 	o.MultiRoundTrip = &gomcp.MultiRoundTripOptions{Disabled: true} // inputMiddleware
-	o.CreateMessageWithToolsHandler = func(ctx context.Context, req *gomcp.CreateMessageWithToolsRequest) (*gomcp.CreateMessageWithToolsResult, error) {
-		var res gomcp.CreateMessageWithToolsResult
-		if err := c.ask(ctx, nil, methodCreateMessage, req.Params, req.Params.Meta, &res); err != nil {
-			return nil, err
-		}
-		return &res, nil
+	// go-sdk declares sampling and elicitation for the handlers it is
+	// given: a session that does not declare one has no handler, and
+	// go-sdk answers such a request "method not found" itself.
+	//nolint:staticcheck // sampling is deprecated as of 2026-07-28, and still served before it
+	if o.Capabilities.Sampling != nil {
+		o.CreateMessageWithToolsHandler = c.sampling
 	}
-	o.ElicitationHandler = func(ctx context.Context, req *gomcp.ElicitRequest) (*gomcp.ElicitResult, error) {
-		var res gomcp.ElicitResult
-		if err := c.ask(ctx, nil, methodElicit, req.Params, req.Params.Meta, &res); err != nil {
-			return nil, err
-		}
-		return &res, nil
+	if o.Capabilities.Elicitation != nil {
+		o.ElicitationHandler = c.elicitation
 	}
+}
+
+// sampling relays the upstream's sampling/createMessage.
+func (c *conn) sampling(ctx context.Context, req *gomcp.CreateMessageWithToolsRequest) (*gomcp.CreateMessageWithToolsResult, error) {
+	var res gomcp.CreateMessageWithToolsResult
+	if err := c.ask(ctx, nil, methodCreateMessage, req.Params, req.Params.Meta, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// elicitation relays the upstream's elicitation/create.
+func (c *conn) elicitation(ctx context.Context, req *gomcp.ElicitRequest) (*gomcp.ElicitResult, error) {
+	var res gomcp.ElicitResult
+	if err := c.ask(ctx, nil, methodElicit, req.Params, req.Params.Meta, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // rootsMiddleware relays the upstream's roots/list, which the go-sdk
@@ -315,6 +404,13 @@ func inputRequired(res gomcp.Result) (gomcp.InputRequestMap, string, bool) {
 func (c *conn) fulfil(ctx context.Context, a *asker, ir gomcp.InputRequest) (gomcp.InputResponse, error) {
 	switch p := ir.(type) {
 	case *gomcp.ElicitParams:
+		if (p.Mode == "url" || p.URL != "") && p.ElicitationID == "" {
+			// A URL-mode elicitation of 2026-07-28 has no elicitationId,
+			// which a client of 2025-11-25 requires of one.
+			q := *p
+			q.ElicitationID = newCallTag()
+			p = &q
+		}
 		var res gomcp.ElicitResult
 		return &res, c.ask(ctx, a, methodElicit, p, p.Meta, &res)
 	case *gomcp.CreateMessageWithToolsParams:
@@ -444,31 +540,82 @@ func withInput(u *upstream, params *gomcp.CallToolParams, in *sdk.InputResponses
 // the older generation (with MCP sessions, asked during a call).
 const sessionProtocol = "2025-11-25"
 
-// generationConn is the connection of a call of the client k: the
-// upstream's own, or, for a stdio upstream whose session speaks the
-// sessionless generation (2026-07-28) when k's client does not (the host
-// asks it during the call), a second child of the same command whose
-// session asks for 2025-11-25. So a stdio server, which serves both
-// generations, sees each client's call in that client's generation, as
-// it would talking to it directly: one that asks with requests of its
-// own during a call can only do so on a session of 2025-11-25 (go-sdk
-// servers refuse them on 2026-07-28). The price: such requests, read off
-// any call's stream, reach a call only while it is the only one in
-// flight (logs.go), where the input-required results of a 2026-07-28
-// session are each their call's. An HTTP upstream keeps one session: a
-// stateful one speaks 2025-11-25 already, and a stateless one cannot ask
-// during a call in either generation.
-func (a *adapter) generationConn(ctx context.Context, u *upstream, k *asker) *conn {
+// callConn is the connection of a call of the client k: the upstream's
+// shared one, or one whose session declares k's client's capabilities
+// (asker.declared), shared by the calls of clients that declare the same.
+// An upstream of the sessionless generation (2026-07-28) over Streamable
+// HTTP, or any for a client of 2026-07-28, gets each call's client
+// capabilities in its _meta and keeps the shared connection. A stdio
+// upstream whose session speaks the sessionless generation gets, for the
+// calls of clients the host asks during the call, a second child of the
+// same command whose session asks for 2025-11-25: so a stdio server,
+// which serves both generations, sees each client's call in that
+// client's generation, as it would talking to it directly (go-sdk
+// servers refuse requests of their own during a call on 2026-07-28). The
+// price: such requests, read off any call's stream, reach a call only
+// while it is the only one in flight (logs.go), where the input-required
+// results of a 2026-07-28 session are each their call's. A stateless
+// HTTP upstream cannot ask during a call in either generation.
+func (a *adapter) callConn(ctx context.Context, u *upstream, k *asker) *conn {
 	c := a.pool.get(u)
-	if k == nil || k.deferred || u.command == "" {
+	if k == nil {
 		return c
 	}
 	s, err := c.open(ctx)
-	if err != nil || !sessionlessUpstream(s) {
+	if err != nil {
 		return c // the call fails or goes on as it would
 	}
-	older, _ := a.pool.conns.GetOrPut(u.key+"\x00"+sessionProtocol, func() *conn {
-		return &conn{up: u, routes: &a.pool.progress, watch: &a.pool.watch, pinned: sessionProtocol}
+	pinned := ""
+	if sessionlessUpstream(s) {
+		if k.deferred || u.command == "" {
+			return c
+		}
+		pinned = sessionProtocol
+	}
+	caps := k.declared()
+	key, err := json.Marshal(caps)
+	if err != nil {
+		return c
+	}
+	own, _ := a.pool.conns.GetOrPut(u.key+"\x00"+pinned+"\x00"+string(key), func() *conn {
+		return &conn{up: u, routes: &a.pool.progress, watch: &a.pool.watch, pinned: pinned, caps: caps}
 	})
-	return older
+	return own
+}
+
+// inputParams is the message b with "params": {} given to each input
+// request of an input-required result that has none (a roots/list input
+// request may come without, as the TypeScript SDK v2 sends it): go-sdk's
+// client fails to decode the whole result otherwise. Any other message is
+// b itself.
+func inputParams(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"inputRequests"`)) {
+		return b
+	}
+	var msg, result map[string]json.RawMessage
+	var reqs map[string]map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || json.Unmarshal(msg["result"], &result) != nil || json.Unmarshal(result["inputRequests"], &reqs) != nil {
+		return b
+	}
+	fixed := false
+	for _, r := range reqs {
+		if r != nil && (len(r["params"]) == 0 || string(r["params"]) == "null") {
+			r["params"], fixed = json.RawMessage("{}"), true
+		}
+	}
+	if !fixed {
+		return b
+	}
+	var err error
+	if result["inputRequests"], err = json.Marshal(reqs); err != nil {
+		return b
+	}
+	if msg["result"], err = json.Marshal(result); err != nil {
+		return b
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
 }

@@ -8,63 +8,61 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // Concurrent calls over one upstream session each get their own client's
 // requests and no other's: all of them over Streamable HTTP (go-sdk sends
 // them on the call's stream), and over stdio (a session of 2025-11-25 for
-// these clients, generationConn) those made while the call was the only
+// these clients, callConn) those made while the call was the only
 // one in flight, the others refused; the answer reaches the upstream,
 // which sees its request state as it gave it.
 func TestClientRequestsOfConcurrentCalls(t *testing.T) {
 	t.Parallel()
-	up := newHTTPUpstream(t, false)
-	for name, base := range transports(t, up) {
-		t.Run(name, func(t *testing.T) {
-			h := newHarness(t)
-			info, err := h.Describe(ctxT(t))
-			if err != nil || !info.Capabilities.ClientRequests {
-				t.Fatalf("describe: %+v %v", info, err)
-			}
-			cj, _ := json.Marshal(withTool(base, "elicit"))
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			for i := range 6 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					text := fmt.Sprintf("call-%d", i)
-					req := &sdk.Request{Operation: sdk.Operation{Name: "elicit", Config: cj}, Arguments: json.RawMessage(`{"text": "` + text + `"}`)}
-					for range 3 {
-						res, err := h.Client.InvokeRelayed(ctxT(t), req, info.Capabilities, client.Relay{
-							ClientCapabilities: json.RawMessage(`{"elicitation":{"form":{}}}`),
-							Ask: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-								var p gomcp.ElicitParams
-								if method != "elicitation/create" || json.Unmarshal(params, &p) != nil || p.Message != text || p.Meta[metaCallTag] != nil {
-									errs <- fmt.Errorf("%s was asked %s %s", text, method, params)
-								}
-								return json.Marshal(map[string]any{"action": "accept", "content": map[string]any{"who": p.Message}})
-							}})
-						want := `accept {"who":"` + text + `"} s-` + text
-						if (err != nil || res.Text != want) && (name == "http" || err == nil) {
-							errs <- fmt.Errorf("%s: %+v %v, want %s", text, res, err, want)
-						}
+	eachTransport(t, newHTTPUpstream(t, false), func(t *testing.T, h *adaptertest.Harness, info *client.Info, base map[string]any) {
+		name := t.Name()[strings.LastIndex(t.Name(), "/")+1:]
+		if !info.Capabilities.ClientRequests {
+			t.Fatalf("describe: %+v", info)
+		}
+		cj, _ := json.Marshal(withTool(base, "elicit"))
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				text := fmt.Sprintf("call-%d", i)
+				req := &sdk.Request{Operation: sdk.Operation{Name: "elicit", Config: cj}, Arguments: json.RawMessage(`{"text": "` + text + `"}`)}
+				for range 3 {
+					res, err := h.Client.InvokeRelayed(ctxT(t), req, info.Capabilities, client.Relay{
+						ClientCapabilities: json.RawMessage(`{"elicitation":{"form":{}}}`),
+						Ask: func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+							var p gomcp.ElicitParams
+							if method != "elicitation/create" || json.Unmarshal(params, &p) != nil || p.Message != text || p.Meta[metaCallTag] != nil {
+								errs <- fmt.Errorf("%s was asked %s %s", text, method, params)
+							}
+							return json.Marshal(map[string]any{"action": "accept", "content": map[string]any{"who": p.Message}})
+						}})
+					want := `accept {"who":"` + text + `"} s-` + text
+					if (err != nil || res.Text != want) && (name == "http" || err == nil) {
+						errs <- fmt.Errorf("%s: %+v %v, want %s", text, res, err, want)
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-		})
-	}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }
 
 // A call whose client lacks the capability, or that the host does not
@@ -168,5 +166,66 @@ func TestMsgReaderTagsClientRequests(t *testing.T) {
 	routes.inflight.Add(1)
 	if m := read(elicit, ""); m[metaCallTag] != nil {
 		t.Errorf("one of two calls in flight: %v", m)
+	}
+}
+
+// The upstream session of a call declares the capabilities of the call's
+// client (and the extensions the gateway relays), shared by the clients
+// that declare the same; a call the host cannot ask mid-call and the
+// adapter's own listings use the session that declares all it relays.
+func TestSessionDeclaresClientCapabilities(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, newHTTPUpstream(t, false), func(t *testing.T, h *adaptertest.Harness, info *client.Info, base map[string]any) {
+		cj, _ := json.Marshal(withTool(base, "caps"))
+		req := &sdk.Request{Operation: sdk.Operation{Name: "caps", Config: cj}, Arguments: json.RawMessage(`{}`)}
+		seen := func(caps string) string {
+			t.Helper()
+			res, err := h.Client.InvokeRelayed(ctxT(t), req, info.Capabilities, client.Relay{ClientCapabilities: json.RawMessage(caps),
+				Ask: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, io.EOF }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Text
+		}
+		ui := `"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}`
+		for caps, want := range map[string]string{
+			`{"elicitation":{}}`:                   `{"elicitation":{"form":{}},"extensions":null,"roots":false,"sampling":null}`,
+			`{"sampling":{"tools":{}},"roots":{}}`: `{"elicitation":null,"extensions":null,"roots":true,"sampling":{"tools":{}}}`,
+			`{"extensions":{` + ui + `,"com.example/other":{}},"experimental":{"x":{}}}`: `{"elicitation":null,"extensions":{` + ui + `},"roots":false,"sampling":null}`,
+			// Only the settings the gateway knows pass: a client cannot
+			// make connections without bound by varying them.
+			`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["x/y","text/html;profile=mcp-app"],"n":1}}}`: `{"elicitation":null,"extensions":{` + ui + `},"roots":false,"sampling":null}`,
+			`{"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["x/y"]}}}`:                                   `{"elicitation":null,"extensions":{"io.modelcontextprotocol/ui":{}},"roots":false,"sampling":null}`,
+		} {
+			if got := seen(caps); got != want {
+				t.Errorf("client %s: the upstream saw %s, want %s", caps, got, want)
+			}
+		}
+		res, ue := call(t, h, base, "caps", `{}`, 10*time.Second)
+		if ue != nil || !strings.Contains(res.Text, `"roots":true,"sampling":{"context":{},"tools":{}}`) || !strings.Contains(res.Text, ui) {
+			t.Errorf("a call the host cannot ask: the upstream saw %+v %v", res, ue)
+		}
+	})
+}
+
+// An input request without params (the TypeScript SDK v2's roots/list)
+// gets empty ones, which go-sdk's client needs to decode the result; other
+// messages pass unchanged.
+func TestInputParams(t *testing.T) {
+	in := `{"jsonrpc":"2.0","id":3,"result":{"resultType":"input_required","inputRequests":{"r":{"method":"roots/list"},"e":{"method":"elicitation/create","params":{"message":"m"}}},"requestState":"s"}}`
+	var res struct {
+		Result gomcp.CallToolResult `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(in), &res); err == nil {
+		t.Fatal("go-sdk decodes an input request without params now: inputParams may go")
+	}
+	out := inputParams([]byte(in))
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Result.InputRequests) != 2 || res.Result.RequestState != "s" {
+		t.Fatalf("%s: %v %+v", out, err, res.Result)
+	}
+	for _, same := range []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, `{"result":{"inputRequests":{"r":{"method":"roots/list","params":{}}}}}`, `not json "inputRequests"`} {
+		if got := inputParams([]byte(same)); string(got) != same {
+			t.Errorf("%s became %s", same, got)
+		}
 	}
 }

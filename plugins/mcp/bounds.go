@@ -76,6 +76,8 @@ type limitTransport struct {
 	marked *atomic.Bool
 	logs   *logRoutes
 	hs     *handshake
+	// listened is told of the answer to a GET (the standalone stream).
+	listened func()
 }
 
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -87,6 +89,9 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if req.Method == http.MethodGet && t.listened != nil {
+		t.listened() // answered or failed: either way, waiting longer is useless
+	}
 	if err == nil && resp.Body != nil {
 		resp.Body = &frameLimiter{r: resp.Body, max: t.max, marked: t.marked}
 		if req.Method == http.MethodPost && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
@@ -127,6 +132,8 @@ func (m *oneMessage) Read(p []byte) (int, error) {
 		}
 		if trailing(b) {
 			b = malformedAnswer(m.req, b)
+		} else {
+			b = inputParams(b) // ask.go
 		}
 		m.out = bytes.NewReader(b)
 	}

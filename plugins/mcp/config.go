@@ -152,7 +152,7 @@ func prepare(op *sdk.Operation, c *config, d *sdk.Diagnostics) *upstream {
 	}
 	for from, to := range c.Rename {
 		if to == "" {
-			d.Errorf("rename."+from, "must name the tool")
+			d.KeyErrorf("rename", from, "must name the tool")
 		}
 	}
 	if c.Tool != "" && (c.Prefix != "" || len(c.Include) > 0 || len(c.Exclude) > 0 || len(c.Rename) > 0) {

@@ -253,7 +253,12 @@
 // Sampling, elicitation and roots requests an upstream makes during a
 // unary call go to the call's client through the gateway
 // (sdk.AskClient), and its answer back: see ask.go for how a request
-// finds its call and what a client that lacks a capability answers. Log
+// finds its call and what a client that lacks a capability answers. Such
+// a call goes on a session that declares its client's capabilities and
+// MCP Apps extension (callConn), shared by the clients that declare the
+// same, so the upstream asks as it would that client; the shared session
+// above declares all the gateway relays. A tool's _meta (an MCP App's
+// ui.resourceUri) is passed on with it (sdk.Tool.Meta). Log
 // messages an upstream sends outside any call are not relayed; resources
 // and prompts are served on request, and resource subscriptions relayed
 // (see Resources and prompts).

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"github.com/crankmcp/crank/internal/missing"
 	"net"
 	"os"
 	"os/exec"
@@ -25,13 +26,10 @@ func everything(t *testing.T) string {
 		_, err = os.Stat(js)
 	}
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("server-everything is missing: run `make ts-deps` (npm ci in e2e/ts)")
-		}
-		t.Skip("server-everything is missing: run `make ts-deps` (npm ci in e2e/ts)")
+		missing.Tool(t, "server-everything is missing", "make ts-deps: npm ci in e2e/ts")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
+		missing.Tool(t, "node is not installed", "apt-get install nodejs npm")
 	}
 	return js
 }

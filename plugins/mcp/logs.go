@@ -320,7 +320,7 @@ func (m *msgReader) frame() {
 			}
 			m.check(body)
 		}
-		lines[data] = m.inspect(lines[data])
+		lines[data] = m.inspect(m.inputParams(lines[data]))
 	}
 	if len(lines) == 1 {
 		m.out = lines[0]
@@ -331,6 +331,31 @@ func (m *msgReader) frame() {
 	}
 }
 
+// split parts a frame's line into its message and what the frame puts
+// around it: the "data: " of an SSE event, and the line's end.
+func (m *msgReader) split(line []byte) (prefix, body, end []byte) {
+	body = bytes.TrimRight(line, "\r\n")
+	end = line[len(body):]
+	if m.mode == framedByEvent {
+		prefix, body = []byte("data: "), bytes.TrimPrefix(bytes.TrimPrefix(body, []byte("data:")), []byte(" "))
+	}
+	return prefix, body, end
+}
+
+// inputParams is inputParams of a frame's line (an SSE event's data line,
+// or a line over stdio).
+func (m *msgReader) inputParams(line []byte) []byte {
+	if !bytes.Contains(line, []byte(`"inputRequests"`)) {
+		return line
+	}
+	prefix, body, end := m.split(line)
+	fixed := inputParams(body)
+	if bytes.Equal(fixed, body) {
+		return line
+	}
+	return append(append(append([]byte(nil), prefix...), fixed...), end...)
+}
+
 // inspect counts and tags the message of a frame's line: a log message,
 // or a request of the client (ask.go).
 func (m *msgReader) inspect(line []byte) []byte {
@@ -338,12 +363,7 @@ func (m *msgReader) inspect(line []byte) []byte {
 		!bytes.Contains(line, []byte(`"elicitation/create"`)) && !bytes.Contains(line, []byte(`"roots/list"`)) {
 		return line
 	}
-	body := bytes.TrimRight(line, "\r\n")
-	end := line[len(body):]
-	prefix := []byte(nil)
-	if m.mode == framedByEvent {
-		prefix, body = []byte("data: "), bytes.TrimPrefix(bytes.TrimPrefix(body, []byte("data:")), []byte(" "))
-	}
+	prefix, body, end := m.split(line)
 	var msg map[string]json.RawMessage
 	var method string
 	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["method"], &method) != nil {

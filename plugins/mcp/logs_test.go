@@ -13,6 +13,7 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
 	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
@@ -75,49 +76,42 @@ func TestInvokeRelaysLogs(t *testing.T) {
 // while the call was the only one in flight.
 func TestLogsOfConcurrentCalls(t *testing.T) {
 	t.Parallel()
-	up := newHTTPUpstream(t, false)
-	for name, base := range transports(t, up) {
-		t.Run(name, func(t *testing.T) {
-			h := newHarness(t)
-			info, err := h.Describe(ctxT(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cj, _ := json.Marshal(withTool(base, "logs"))
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			var total atomic.Int64
-			for i := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					text := fmt.Sprintf("call-%d", i)
-					req := &sdk.Request{Operation: sdk.Operation{Name: "logs", Config: cj},
-						Arguments: json.RawMessage(`{"levels": ["info", "info", "info", "info", "info"], "text": "` + text + `"}`)}
-					for range 5 {
-						n := 0
-						_, err := h.Client.InvokeRelayed(ctxT(t), req, info.Capabilities, client.Relay{LogLevel: "info",
-							Log: func(m sdk.LogMessage) {
-								if !strings.Contains(string(m.Data), `"`+text+`"`) {
-									errs <- fmt.Errorf("%s got %s", text, m.Data)
-								}
-								n++
-							}})
-						if err != nil || n > 5 || name == "http" && n != 5 {
-							errs <- fmt.Errorf("%s: %v, %d logs", text, err, n)
-						}
-						total.Add(int64(n))
+	eachTransport(t, newHTTPUpstream(t, false), func(t *testing.T, h *adaptertest.Harness, info *client.Info, base map[string]any) {
+		name := t.Name()[strings.LastIndex(t.Name(), "/")+1:]
+		cj, _ := json.Marshal(withTool(base, "logs"))
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		var total atomic.Int64
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				text := fmt.Sprintf("call-%d", i)
+				req := &sdk.Request{Operation: sdk.Operation{Name: "logs", Config: cj},
+					Arguments: json.RawMessage(`{"levels": ["info", "info", "info", "info", "info"], "text": "` + text + `"}`)}
+				for range 5 {
+					n := 0
+					_, err := h.Client.InvokeRelayed(ctxT(t), req, info.Capabilities, client.Relay{LogLevel: "info",
+						Log: func(m sdk.LogMessage) {
+							if !strings.Contains(string(m.Data), `"`+text+`"`) {
+								errs <- fmt.Errorf("%s got %s", text, m.Data)
+							}
+							n++
+						}})
+					if err != nil || n > 5 || name == "http" && n != 5 {
+						errs <- fmt.Errorf("%s: %v, %d logs", text, err, n)
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			t.Logf("%d of %d log messages relayed", total.Load(), 8*5*5)
-		})
-	}
+					total.Add(int64(n))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		t.Logf("%d of %d log messages relayed", total.Load(), 8*5*5)
+	})
 }
 
 // The message reader tags the log messages of an SSE stream, counts them,

@@ -154,6 +154,14 @@ func (a *adapter) tool(u *upstream, t *gomcp.Tool, task bool) (sdk.Tool, error) 
 	}
 	tool := sdk.Tool{Name: u.crankName(t.Name), Title: t.Title, Description: t.Description,
 		InputSchema: in, OutputSchema: out, Config: cfg}
+	if len(t.Meta) > 0 {
+		// The tool's _meta as the upstream gave it: MCP Apps' "ui" (the
+		// nested resourceUri and visibility, the flat "ui/resourceUri")
+		// tells a host which App renders its results.
+		if tool.Meta, err = json.Marshal(t.Meta); err != nil {
+			return sdk.Tool{}, fmt.Errorf("_meta: %v", err)
+		}
+	}
 	if an := t.Annotations; an != nil {
 		if tool.Title == "" {
 			tool.Title = an.Title

@@ -60,7 +60,7 @@ func TestExpand(t *testing.T) {
 	if err != nil || len(diags) > 0 {
 		t.Fatalf("expand: %v %v", diags, err)
 	}
-	want := []string{"up_big", "up_echo", "up_elicit", "up_fail", "up_grow", "up_image", "up_logs", "up_protocol_error", "up_slow", "up_ticks"}
+	want := []string{"up_big", "up_caps", "up_echo", "up_elicit", "up_fail", "up_grow", "up_image", "up_logs", "up_protocol_error", "up_slow", "up_ticks"}
 	if got := toolNames(tools); !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
@@ -68,6 +68,9 @@ func TestExpand(t *testing.T) {
 	if echo.Title != "Echo" || echo.Description != "Echoes text." ||
 		echo.Annotations.ReadOnly == nil || !*echo.Annotations.ReadOnly || echo.Annotations.Idempotent == nil {
 		t.Errorf("echo tool: %+v", echo)
+	}
+	if string(echo.Meta) != `{"ui":{"resourceUri":"ui://echo/view.html","visibility":["model","app"]},"ui/resourceUri":"ui://echo/view.html"}` {
+		t.Errorf("echo _meta: %s", echo.Meta)
 	}
 	var in, out map[string]any
 	if json.Unmarshal(echo.InputSchema, &in) != nil || in["properties"].(map[string]any)["text"] == nil {
@@ -111,7 +114,7 @@ func TestExpandErrors(t *testing.T) {
 		{"collision", map[string]any{"url": up.srv.URL, "rename": map[string]string{"fail": "echo"}},
 			"rename", []string{`"echo"`, `"fail"`, "both served as"}},
 		{"no such tool", map[string]any{"url": up.srv.URL, "tool": "nope"}, "tool", []string{`has no tool "nope"`}},
-		{"nothing selected", map[string]any{"url": up.srv.URL, "include": []string{"zz*"}}, "include", []string{"selects none of the 12 tools"}},
+		{"nothing selected", map[string]any{"url": up.srv.URL, "include": []string{"zz*"}}, "include", []string{"selects none of the 13 tools"}},
 		{"garbage", map[string]any{"url": garbage.URL}, "url", []string{"listing the tools of mcp " + garbage.Listener.Addr().String() + " failed: cannot open an MCP session"}},
 		{"garbage over stdio", map[string]any{"command": "sh", "args": []string{"-c", "echo '<html>not MCP</html>'; exec sleep 30"}},
 			"command", []string{"listing the tools of mcp stdio sh failed: cannot open an MCP session", "invalid character '<'"}},
@@ -280,7 +283,7 @@ func TestStdio(t *testing.T) {
 	h := newHarness(t)
 	base := stdioConfig(t)
 	tools, diags, err := h.Expand(ctxT(t), adaptertest.Call{Config: base, Timeout: 10 * time.Second})
-	if err != nil || len(diags) > 0 || len(tools) != 12 {
+	if err != nil || len(diags) > 0 || len(tools) != 13 {
 		t.Fatalf("expand: %v %v %v", toolNames(tools), diags, err)
 	}
 	res, ue := call(t, h, base, "echo", `{"text": "hi"}`, 10*time.Second)

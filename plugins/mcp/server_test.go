@@ -16,6 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
+	"github.com/crankmcp/crank/plugins/sdk/client"
 )
 
 // serverEnv, set in a child's environment, makes the test binary an MCP
@@ -51,7 +54,10 @@ type echoOut struct {
 func testServer(cancelled chan<- struct{}) *gomcp.Server {
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	gomcp.AddTool(s, &gomcp.Tool{Name: "echo", Title: "Echo", Description: "Echoes text.",
-		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		// An MCP App renders its results (both forms of the resource URI).
+		Meta: gomcp.Meta{"ui": map[string]any{"resourceUri": "ui://echo/view.html", "visibility": []string{"model", "app"}},
+			"ui/resourceUri": "ui://echo/view.html"}},
 		func(_ context.Context, _ *gomcp.CallToolRequest, in echoIn) (*gomcp.CallToolResult, echoOut, error) {
 			return nil, echoOut{Echo: in.Text}, nil
 		})
@@ -63,6 +69,11 @@ func testServer(cancelled chan<- struct{}) *gomcp.Server {
 			&gomcp.ImageContent{Data: []byte("PNG"), MIMEType: "image/png"},
 			&gomcp.TextContent{Text: "a tiny image"},
 		}}, nil
+	})
+	raw("caps", "Answers the client capabilities its session declared.", func(_ context.Context, req *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
+		c := req.Session.InitializeParams().Capabilities
+		b, _ := json.Marshal(map[string]any{"sampling": c.Sampling, "elicitation": c.Elicitation, "roots": c.RootsV2 != nil, "extensions": c.Extensions}) //nolint:staticcheck // as the client declared them
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: string(b)}}}, nil
 	})
 	raw("fail", "Fails as a tool.", func(context.Context, *gomcp.CallToolRequest) (*gomcp.CallToolResult, error) {
 		return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: "no such account"}}}, nil
@@ -215,4 +226,19 @@ func withTool(base map[string]any, tool string) map[string]any {
 		cfg[k] = v
 	}
 	return cfg
+}
+
+// eachTransport runs f in a subtest per transport of up (transports), each
+// with an adapter of its own and the adapter's description.
+func eachTransport(t *testing.T, up *httpUpstream, f func(t *testing.T, h *adaptertest.Harness, info *client.Info, base map[string]any)) {
+	for name, base := range transports(t, up) {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			info, err := h.Describe(ctxT(t))
+			if err != nil {
+				t.Fatalf("describe: %v", err)
+			}
+			f(t, h, info, base)
+		})
+	}
 }

@@ -92,7 +92,7 @@ func (a *adapter) relayedCall(ctx context.Context, u *upstream, params *gomcp.Ca
 		params.SetProgressToken(tok)
 		sink, pch = s, s.ch
 	}
-	c := a.generationConn(ctx, u, r.ask) // ask.go
+	c := a.callConn(ctx, u, r.ask) // ask.go
 	var logs *logSink
 	var lch <-chan *gomcp.LoggingMessageParams
 	if r.log != nil || r.ask != nil {

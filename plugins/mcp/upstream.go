@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,9 +65,20 @@ type conn struct {
 	taskCalls bool
 	// pinned is the protocol version the session asks for ("" for the
 	// latest): a session of an older generation for the calls of its
-	// clients (ask.go, generationConn).
+	// clients (ask.go, callConn).
 	pinned string
+	// caps are the client capabilities the session declares, nil for all
+	// the gateway relays (ask.go, callConn).
+	caps *gomcp.ClientCapabilities
+	// listening is closed once the session being opened over Streamable
+	// HTTP got the answer to its standalone GET (c.mu; nil over stdio): a
+	// server without an event store drops what it sends there before.
+	listening chan struct{}
 }
+
+// listenWait bounds how long a new session over Streamable HTTP waits
+// for its standalone stream before its first use.
+const listenWait = 2 * time.Second
 
 func (p *pool) get(u *upstream) *conn {
 	c, _ := p.conns.GetOrPut(u.key, func() *conn { return &conn{up: u, routes: &p.progress, watch: &p.watch} })
@@ -132,6 +144,10 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 	if err != nil {
 		return nil, &connectError{err}
 	}
+	// The session outlives the call that opens it: its standalone stream
+	// (whose GET keeps the values of this context) must not read as that
+	// call's stream, nor its requests find that call's asker.
+	ctx = context.WithValue(context.WithValue(ctx, callTagKey{}, ""), askerKey{}, (*asker)(nil))
 	hctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	c.hs.start(fail)
@@ -142,6 +158,17 @@ func (c *conn) open(ctx context.Context) (*gomcp.ClientSession, error) {
 			err = cause // the handshake watch failed it
 		}
 		return nil, &connectError{err}
+	}
+	if c.listening != nil {
+		// An upstream may send a request of the session (one that names no
+		// call: TypeScript's server.createMessage) on the standalone
+		// stream only; a session opened for a call must listen on it
+		// before the call goes out, or the request finds no one.
+		select {
+		case <-c.listening:
+		case <-time.After(listenWait):
+		case <-ctx.Done():
+		}
 	}
 	c.session = s
 	c.raw, c.rawOf, c.taskCalls = rawOf(t, s), s, taskCallsIn(caps)
@@ -185,7 +212,10 @@ func (c *conn) transport() (gomcp.Transport, error) {
 	// stay within the url's origin: the configured headers are added to
 	// every request, so they must never reach another host.
 	client := httpadapter.NewClient(httpadapter.ClientOptions{TLS: u.tls, Egress: u.egress})
-	client.Transport = limitTransport{base: client.Transport, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs}
+	listening := make(chan struct{})
+	c.listening = listening
+	client.Transport = limitTransport{base: client.Transport, max: u.maxMessage, marked: &c.tooLarge, logs: &c.logs, hs: &c.hs,
+		listened: sync.OnceFunc(func() { close(listening) })}
 	if len(u.headers) > 0 {
 		client.Transport = headerTransport{base: client.Transport, headers: u.headers}
 	}

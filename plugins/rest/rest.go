@@ -60,7 +60,8 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 	if p.Value == nil || p.Value.openapi == nil {
 		// A plain REST operation: the entry itself, with the arguments its
 		// config uses as the input schema unless the entry writes one.
-		var t sdk.Tool
+		// Its stream resumes after an event's id (Last-Event-ID).
+		t := sdk.Tool{ResumesStream: true}
 		if p.Value != nil && p.Value.op != nil {
 			t.InputSchema = p.Value.op.inputSchema()
 		}
@@ -74,6 +75,9 @@ func (a *adapter) ExpandOperation(ctx context.Context, op *sdk.Operation) ([]sdk
 	tools := openapi.Import(ctx, p.Value.openapi, op, a.importTarget(op), &d)
 	if d.Failed() {
 		return nil, d.List()
+	}
+	for i := range tools {
+		tools[i].ResumesStream = true // an event stream resumes after an event's id (Last-Event-ID)
 	}
 	return tools, d.List()
 }

@@ -19,11 +19,8 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// Reconnect backoff of a dropped stream.
-const (
-	reconnectBase = 250 * time.Millisecond
-	reconnectMax  = 5 * time.Second
-)
+// reconnectBackoff is the wait before a dropped stream is reopened.
+var reconnectBackoff = sdk.Backoff{Initial: 250 * time.Millisecond, Max: 5 * time.Second}
 
 // errStreamEnd ends a stream normally: the upstream said so (end_data, a
 // 204, or a plain JSON answer that is the whole stream).
@@ -104,13 +101,8 @@ func (s *stream) run(ctx context.Context) error {
 				return nil
 			}
 		}
-		delay := min(reconnectBase<<min(failures, 8), reconnectMax)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !reconnectBackoff.Wait(ctx, failures+1) {
 			return nil
-		case <-t.C:
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (current) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.Tool
 		mode = 0 // an older host serves every tool in its entry's mode
 	}
 	return []sdk.Tool{{Name: op.Name + "_a", Mode: mode, Annotations: sdk.Annotations{ReadOnly: sdk.Bool(true)}}},
-		[]sdk.Diagnostic{{Field: "x", Message: "no severity is an error"}}
+		[]sdk.Diagnostic{{Field: "x", Message: "no severity is an error"}, sdk.KeyErrorf("headers", "X.Api.Key", "a dotted key")}
 }
 
 func (current) Invoke(_ context.Context, req *sdk.Request) (*sdk.Result, error) {
@@ -77,7 +77,9 @@ func TestOldHost(t *testing.T) {
 	// Asked without host capabilities, as before tools had modes of their own.
 	x, err := rpc.ExpandOperation(ctx, &adapterv1.ExpandOperationRequest{Operation: op})
 	if err != nil || len(x.GetTools()) != 1 || x.GetTools()[0].GetMode() != adapterv1.ExecutionMode_EXECUTION_MODE_UNSPECIFIED ||
-		!x.GetTools()[0].GetAnnotations().GetReadOnly() || x.GetDiagnostics()[0].GetSeverity() != adapterv1.Diagnostic_SEVERITY_ERROR {
+		!x.GetTools()[0].GetAnnotations().GetReadOnly() || x.GetDiagnostics()[0].GetSeverity() != adapterv1.Diagnostic_SEVERITY_ERROR ||
+		// An earlier host reads the dotted field; a current one the pointer.
+		x.GetDiagnostics()[1].GetField() != "headers.X.Api.Key" || x.GetDiagnostics()[1].GetPointer() != "/headers/X.Api.Key" {
 		t.Errorf("expand: %v %v", x, err)
 	}
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
+
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/plugins/sdk/lru"
@@ -334,21 +336,21 @@ func (dc *decoder) root(raw json.RawMessage, v reflect.Value, name string) bool 
 type at struct{ path, ptr string }
 
 func (a at) key(k string) at {
-	return at{join(a.path, k), a.ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")}
+	return at{join(a.path, k), pointer.Join(a.ptr, k)}
 }
 
 func (a at) index(i int) at {
 	return at{fmt.Sprintf("%s[%d]", a.path, i), a.ptr + "/" + strconv.Itoa(i)}
 }
 
-func (dc *decoder) wrongType(path, msg string) {
-	dc.out.bad = append(dc.out.bad, path)
-	dc.d.Errorf(path, "%s", msg)
+func (dc *decoder) wrongType(a at, msg string) {
+	dc.out.bad = append(dc.out.bad, a.path)
+	dc.d.Add(Errorf(a.path, "%s", msg).At(a.ptr)) // a map's key may hold a dot
 }
 
 // mismatch refuses raw, of another JSON type than want.
-func (dc *decoder) mismatch(path, want string, raw json.RawMessage) {
-	dc.wrongType(path, "must be "+want+", got "+jsonType(raw))
+func (dc *decoder) mismatch(a at, want string, raw json.RawMessage) {
+	dc.wrongType(a, "must be "+want+", got "+jsonType(raw))
 }
 
 // jsonType names the JSON type of raw for a message (TypeName).
@@ -405,7 +407,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if err := v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
-			dc.wrongType(path, err.Error())
+			dc.wrongType(a, err.Error())
 		}
 		return
 	}
@@ -419,21 +421,21 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.Interface:
 		var x any
 		if t.NumMethod() > 0 || json.Unmarshal(raw, &x) != nil {
-			dc.wrongType(path, "cannot be read")
+			dc.wrongType(a, "cannot be read")
 			return
 		}
 		v.Set(reflect.ValueOf(x))
 	case reflect.Struct:
 		var m map[string]json.RawMessage
 		if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.mismatch(path, TypeName("object")+" "+shape(t), raw)
+			dc.mismatch(a, TypeName("object")+" "+shape(t), raw)
 			return
 		}
 		dc.members(a, m, v)
 	case reflect.Map:
 		var m map[string]json.RawMessage
 		if t.Key().Kind() != reflect.String || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
-			dc.mismatch(path, TypeName("object"), raw)
+			dc.mismatch(a, TypeName("object"), raw)
 			return
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
@@ -451,7 +453,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.Slice:
 		var list []json.RawMessage
 		if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
-			dc.mismatch(path, TypeName("array")+listOf(t.Elem()), raw)
+			dc.mismatch(a, TypeName("array")+listOf(t.Elem()), raw)
 			return
 		}
 		out := reflect.MakeSlice(t, len(list), len(list))
@@ -462,7 +464,7 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 	case reflect.String:
 		var s string
 		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			dc.mismatch(path, TypeName("string"), raw)
+			dc.mismatch(a, TypeName("string"), raw)
 			return
 		}
 		v.SetString(s)
@@ -473,35 +475,35 @@ func (dc *decoder) value(a at, raw json.RawMessage, v reflect.Value) {
 		case "false":
 			v.SetBool(false)
 		default:
-			dc.mismatch(path, TypeName("boolean"), raw)
+			dc.mismatch(a, TypeName("boolean"), raw)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		switch {
 		case err != nil && !errors.Is(err, strconv.ErrRange):
-			dc.mismatch(path, TypeName("integer"), raw)
+			dc.mismatch(a, TypeName("integer"), raw)
 		case err != nil || v.OverflowInt(n):
 			bits := t.Bits()
-			dc.wrongType(path, fmt.Sprintf("must be an integer from %d to %d", -1<<(bits-1), 1<<(bits-1)-1))
+			dc.wrongType(a, fmt.Sprintf("must be an integer from %d to %d", -1<<(bits-1), 1<<(bits-1)-1))
 		default:
 			v.SetInt(n)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, err := strconv.ParseUint(string(raw), 10, 64)
 		if err != nil || v.OverflowUint(n) {
-			dc.wrongType(path, fmt.Sprintf("must be an integer from 0 to %d", uint64(1)<<t.Bits()-1))
+			dc.wrongType(a, fmt.Sprintf("must be an integer from 0 to %d", uint64(1)<<t.Bits()-1))
 			return
 		}
 		v.SetUint(n)
 	case reflect.Float32, reflect.Float64:
 		f, err := strconv.ParseFloat(string(raw), t.Bits())
 		if err != nil || !isNumber(raw) {
-			dc.mismatch(path, TypeName("number"), raw)
+			dc.mismatch(a, TypeName("number"), raw)
 			return
 		}
 		v.SetFloat(f)
 	default:
-		dc.wrongType(path, "cannot be read")
+		dc.wrongType(a, "cannot be read")
 	}
 }
 
@@ -543,7 +545,7 @@ func (dc *decoder) members(a at, m map[string]json.RawMessage, v reflect.Value) 
 				dc.setDefault(fa, f, fv)
 			} else if len(dc.out.bad) == bad {
 				if msg := f.refuse(reflect.Indirect(fv)); msg != "" {
-					dc.wrongType(fa.path, msg)
+					dc.wrongType(fa, msg)
 					fv.SetZero()
 					dc.setDefault(fa, f, fv)
 				}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
+	"github.com/crankmcp/crank/plugins/sdk/pointer"
 )
 
 // Adapter is the interface every adapter implements.
@@ -62,6 +64,16 @@ type Tool struct {
 	Mode       Mode
 	Execution  json.RawMessage
 	ItemSchema json.RawMessage
+	// ResumesStream says that the tool's stream resumes after an item's
+	// ID or Cursor (Request.Cursor): a window of it returns a cursor that
+	// continues it. Without it a stream window offers no cursor, since
+	// one would only start the upstream over.
+	ResumesStream bool
+	// Meta is the tool's _meta, a JSON object the host publishes as the
+	// tool's own: an MCP upstream's, such as MCP Apps' "ui" (resourceUri,
+	// visibility). Keys under "io.crank/" are the host's and are dropped;
+	// hosts that predate it drop it all.
+	Meta json.RawMessage
 }
 
 // Annotations are MCP tool hints; nil means "not said".
@@ -248,6 +260,10 @@ type Item struct {
 	Data   json.RawMessage
 	ID     string
 	Cursor string
+	// Partial, set, says why the item is incomplete (a GraphQL event's
+	// data with errors beside it): it is delivered, and counted as
+	// partial, not as a gap, since nothing was missed.
+	Partial string
 }
 
 // Severity of a Diagnostic.
@@ -279,6 +295,11 @@ type Diagnostic struct {
 	// Field is the dotted path inside the adapter config, e.g. "url".
 	Field   string
 	Message string
+	// Pointer is the field as a JSON pointer into the config (RFC 6901,
+	// "/headers/X-Api.Key"), for a field whose path has a member name
+	// holding a dot, where Field is ambiguous; "" means Field's. The SDK
+	// sends both; a host of before reads Field.
+	Pointer string
 }
 
 // Errorf returns an error diagnostic for field.
@@ -286,10 +307,42 @@ func Errorf(field, format string, args ...any) Diagnostic {
 	return Diagnostic{Severity: SeverityError, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// KeyErrorf returns an error diagnostic for the member key of the object
+// at parent (a dotted path: "headers"), a key of the config's own choosing
+// that may hold a dot, so placed by a pointer too.
+func KeyErrorf(parent, key, format string, args ...any) Diagnostic {
+	field := key
+	if parent != "" {
+		field = parent + "." + key
+	}
+	return Errorf(field, format, args...).At(pointer.Join(pointer.FromDotted(parent), key))
+}
+
+// At is d placed at a JSON pointer into the config (pointer.Join builds
+// one), for a field whose dotted path is ambiguous.
+func (d Diagnostic) At(ptr string) Diagnostic {
+	d.Pointer = ptr
+	return d
+}
+
+// Where is the diagnostic's field as a JSON pointer into the config.
+func (d Diagnostic) Where() string {
+	if d.Pointer != "" {
+		return d.Pointer
+	}
+	return pointer.FromDotted(d.Field)
+}
+
 // Diagnostics collects the problems found while reading an operation's
 // config, in order; the zero value is ready to use. An adapter returns
 // List from ValidateOperation and ExpandOperation.
 type Diagnostics struct{ list []Diagnostic }
+
+// KeyErrorf adds an error diagnostic for a member key of the object at
+// parent (the package function KeyErrorf).
+func (d *Diagnostics) KeyErrorf(parent, key, format string, args ...any) {
+	d.list = append(d.list, KeyErrorf(parent, key, format, args...))
+}
 
 // Errorf adds an error diagnostic for field.
 func (d *Diagnostics) Errorf(field, format string, args ...any) {

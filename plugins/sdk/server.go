@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"slices"
 	"time"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,45 +33,7 @@ func (s *server) Describe(ctx context.Context, _ *adapterv1.DescribeRequest) (_ 
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describe: %v", err)
 	}
-	caps := []string{}
-	if _, ok := s.impl.(OperationValidator); ok {
-		caps = append(caps, wire.CapabilityValidate)
-	}
-	if _, ok := s.impl.(OperationExpander); ok {
-		caps = append(caps, wire.CapabilityExpand)
-	}
-	if _, ok := s.impl.(Streamer); ok {
-		caps = append(caps, wire.CapabilityStream, wire.CapabilityStreams)
-	}
-	if _, ok := s.impl.(OperationWatcher); ok {
-		caps = append(caps, wire.CapabilityWatch)
-	}
-	if _, ok := s.impl.(Publisher); ok {
-		caps = append(caps, wire.CapabilityResources, wire.CapabilityPrompts)
-	}
-	if _, ok := s.impl.(Completer); ok {
-		caps = append(caps, wire.CapabilityCompletions)
-	}
-	if _, ok := s.impl.(ResourceWatcher); ok {
-		caps = append(caps, wire.CapabilitySubscribe)
-	}
-	if d.Progress {
-		caps = append(caps, wire.CapabilityProgress)
-		if d.Log {
-			caps = append(caps, wire.CapabilityLog)
-		}
-		if d.ClientRequests {
-			caps = append(caps, wire.CapabilityClientRequests)
-		}
-		if d.Resume {
-			caps = append(caps, wire.CapabilityResume)
-		}
-	}
-	if d.Egress {
-		caps = append(caps, wire.CapabilityEgress)
-	}
-	// Every adapter takes unary calls on Streams (streams.go).
-	caps = append(caps, wire.CapabilityStreamsInvoke)
+	caps := capabilitiesOf(s.impl, d) // capabilities.go
 	modes := make([]adapterv1.ExecutionMode, len(d.Modes))
 	for i, m := range d.Modes {
 		modes[i] = adapterv1.ExecutionMode(m)
@@ -111,7 +74,8 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 		resp.Tools = append(resp.Tools, &adapterv1.Tool{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: t.InputSchema, OutputSchemaJson: t.OutputSchema, ConfigJson: t.Config,
-			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema,
+			Mode: adapterv1.ExecutionMode(t.Mode), ExecutionJson: t.Execution, ItemSchemaJson: t.ItemSchema, ResumesStream: t.ResumesStream,
+			MetaJson: t.Meta,
 			Annotations: &adapterv1.ToolAnnotations{
 				ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld,
 			},
@@ -135,7 +99,7 @@ func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {
 		if sev == 0 {
 			sev = SeverityError
 		}
-		out = append(out, &adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_Severity(sev), Field: d.Field, Message: d.Message})
+		out = append(out, &adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_Severity(sev), Field: d.Field, Message: d.Message, Pointer: d.Where()})
 	}
 	return out
 }
@@ -205,7 +169,7 @@ func (s *sender) Item(it Item) error {
 		s.cursor = it.Cursor
 	}
 	return s.send(&adapterv1.StreamEvent{Event: &adapterv1.StreamEvent_Item{Item: &adapterv1.Item{
-		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor,
+		DataJson: it.Data, Id: it.ID, Cursor: it.Cursor, Partial: it.Partial,
 	}}, Spans: takeSpans()})
 }
 

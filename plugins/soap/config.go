@@ -103,9 +103,9 @@ func checkConfig(c *config, d *sdk.Diagnostics) {
 	for _, k := range keys {
 		lk := strings.ToLower(k)
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(c.Headers[k], "\r\n") {
-			d.Errorf("headers."+k, "is not a valid header")
+			d.KeyErrorf("headers", k, "is not a valid header")
 		} else if lk == "content-length" || lk == "transfer-encoding" || lk == "connection" || lk == "soapaction" {
-			d.Errorf("headers."+k, "is set by the adapter")
+			d.KeyErrorf("headers", k, "is set by the adapter")
 		}
 	}
 	if c.Security != nil && c.Security.Username == "" {

@@ -48,9 +48,10 @@
 // ds:Signature covers the Body (given wsu:Id Body-1) and the Timestamp
 // (TS-1) with exclusive c14n, SHA-256 digests and RSA-SHA256 or
 // ECDSA-SHA256, its KeyInfo a SecurityTokenReference to the token. The
-// canonicalization is the adapter's own (wsse/c14n.go: no maintained Go
-// XML-DSig module was at hand), the part of Exclusive XML
-// Canonicalization 1.0 an envelope needs. The files are read at load (a
+// canonicalization is goxmldsig's Exclusive XML Canonicalization 1.0
+// (wsse/c14n.go), and an envelope Crank signs verifies with xmlsec1, an
+// implementation that shares nothing with it (e2e
+// TestSOAPSignatureVerifiesWithXMLSec). The files are read at load (a
 // reload picks up rotated ones), relative to the operations file; the key
 // is never logged.
 //
@@ -64,7 +65,9 @@
 //
 // Without operation, ExpandOperation makes one tool per operation of the
 // port: named tool_prefix + the operation name (characters MCP does not
-// allow become '_'), titled with the operation name, described by the
+// allow become '_'), titled with the operation name humanised ("GetOrder":
+// "Get order"), annotated by its name (sdk.NameAnnotations: GetOrder and
+// ListOrders read, CancelBatch destroys), described by the
 // portType operation's wsdl:documentation. Each tool's config is the
 // entry's config with operation set, so the host sends it back on a call.
 // With operation, the entry itself is that operation's tool and what the
@@ -98,9 +101,11 @@
 //     (int, long, short, byte, unsigned..., integer) are integers, decimal,
 //     float and double numbers, boolean booleans, everything else strings
 //     (dateTime, date, time with a format). Enumerations become enum,
-//     patterns an anchored pattern (left out when Go's regexp cannot
-//     compile it), lengths and bounds their JSON Schema
-//     keywords.
+//     patterns an anchored pattern both JavaScript (u) and Go compile
+//     (sdk.PortablePattern: \d as \p{Nd}, \i and \c as XML's name
+//     characters, ^ and $ as plain characters), or — where neither can say
+//     it (class subtraction, Unicode blocks) — left out with a warning
+//     naming the facet; lengths and bounds their JSON Schema keywords.
 //   - an element of a complex type is an object: child elements by local
 //     name, attributes as "@name", and the text of a type with simple
 //     content as "_value" (a simple-content type without attributes is

@@ -121,6 +121,13 @@ func (s *wsdlSet) operations(pi *portInfo) ([]*operation, []error, error) {
 		}
 		ops = append(ops, op)
 	}
+	seen := map[string]bool{}
+	for _, n := range s.notes {
+		if !seen[n.Error()] {
+			seen[n.Error()] = true
+			skipped = append(skipped, n)
+		}
+	}
 	return ops, skipped, nil
 }
 

@@ -87,7 +87,11 @@ func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.T
 		if err != nil {
 			return nil, append(diags, sdk.Errorf("wsdl", "operation %s: input schema: %v", o.Name, err))
 		}
-		t := sdk.Tool{Name: toolName(l.cfg.ToolPrefix + o.Name), Title: o.Name, Description: o.Doc, InputSchema: in}
+		// A WSDL says nothing of what an operation does: its name does,
+		// by the SDK's naming rule (GetOrder reads; an entry's
+		// annotations override it).
+		t := sdk.Tool{Name: toolName(l.cfg.ToolPrefix + o.Name), Title: sdk.Humanize(o.Name), Description: o.Doc, InputSchema: in,
+			Annotations: sdk.NameAnnotations(o.Name)}
 		if t.Description == "" {
 			t.Description = fmt.Sprintf("SOAP %s operation %s (port %s).", o.Version, o.Name, l.port)
 		}

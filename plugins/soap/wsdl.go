@@ -60,6 +60,9 @@ type wsdlSet struct {
 	services     []*etree.Element
 	loaded       map[string]bool
 	stamps       []fileStamp // every file read, to notice changes
+	// notes are what the types' resolution left out (a pattern neither
+	// JavaScript nor Go can check), reported with the skipped operations.
+	notes []error
 }
 
 // loadError names the WSDL element at fault.

@@ -2,6 +2,8 @@ package soap
 
 import (
 	"github.com/beevik/etree"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // Kinds of xsdType.
@@ -205,7 +207,12 @@ func (r *resolver) restriction(el *etree.Element) (*xsdType, error) {
 		case "enumeration":
 			enum = append(enum, v)
 		case "pattern":
-			t.Pattern = v
+			p, err := sdk.PortablePattern(v, sdk.PatternXSD)
+			if err != nil {
+				r.s.notes = append(r.s.notes, errAt(c, "%v", err))
+				continue
+			}
+			t.Pattern = p
 		case "length":
 			n, err := atoiFacet(c, v)
 			if err != nil {

@@ -126,12 +126,14 @@ type config struct {
 	pingInterval time.Duration
 	pongTimeout  time.Duration
 	heartbeat    *msgTemplate // an application heartbeat instead of pings
-	maxAttempts  int
-	initialDelay time.Duration
-	maxDelay     time.Duration
+	// reconnect is the policy of a lost connection.
+	reconnect sdk.Reconnect
 	closeTimeout time.Duration
 	// inputSchema is derived from the templates' variables.
 	inputSchema json.RawMessage
+	// resumes: items carry ids (id_path) that the subscription sends
+	// back as {{cursor}}, so a window's cursor continues the stream.
+	resumes bool
 }
 
 // ackMatcher recognises the upstream's acknowledgement of the
@@ -216,12 +218,14 @@ func prepare(op *sdk.Operation, f *configFields, d *diags) *config {
 		}
 	}
 	rf := &f.Reconnect
-	c.maxAttempts, c.initialDelay, c.maxDelay = rf.MaxAttempts, millis(rf.InitialDelayMS), millis(rf.MaxDelayMS)
-	if c.maxDelay < c.initialDelay {
+	c.reconnect = sdk.Reconnect{MaxAttempts: rf.MaxAttempts, Field: "reconnect.max_attempts",
+		Backoff: sdk.Backoff{Initial: millis(rf.InitialDelayMS), Max: millis(rf.MaxDelayMS)}}
+	if rf.MaxDelayMS < rf.InitialDelayMS {
 		d.Errorf("reconnect.max_delay_ms", "must not be below reconnect.initial_delay_ms")
 	}
 	c.closeTimeout = millis(f.CloseTimeoutMS)
 	c.inputSchema = uses.inputSchema()
+	c.resumes = c.idPath != nil && usesCursor(c.url, c.subscribe)
 	if d.Failed() {
 		return nil
 	}

@@ -58,7 +58,10 @@
 //     when absent); other strings have {{name}} replaced by the argument's
 //     text. {{cursor}} is the stream's cursor: the id of the last item
 //     (id_path), or the cursor the window was called with, so a feed that
-//     can resume is asked to. Object keys are literal. A list of messages
+//     can resume is asked to; with id_path and {{cursor}} in the url or a
+//     subscribe message the tool resumes its stream (sdk.Tool's
+//     ResumesStream), and only then does a window take and return a
+//     cursor. Object keys are literal. A list of messages
 //     is sent in order; a message that is itself a JSON list is written
 //     inside a list. In a JSON message every value is JSON-escaped. In a
 //     plain-text message a value is inserted as it is, so a value holding

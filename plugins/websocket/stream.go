@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,61 +82,11 @@ func (s *stream) textRefusal(m *msgTemplate, name string, r rune, v *vars) *sdk.
 // the reconnect policy gives up. A connection that was established and
 // lost is reported as a gap: messages sent while it was down are missed.
 func (s *stream) run(ctx context.Context) error {
-	failures := 0
-	for attempt := 0; ; attempt++ {
-		established, progressed, err := s.connection(ctx)
-		if ctx.Err() != nil || err == nil {
-			return nil
-		}
-		var ue *sdk.UpstreamError
-		if !errors.As(err, &ue) {
-			return err
-		}
-		if !ue.Retryable || attempt == 0 && !established {
-			// A first connection that fails says the config or the
-			// upstream is wrong: fail fast instead of retrying.
-			return ue
-		}
-		if progressed {
-			// Only a connection that got somewhere (an ack, a message)
-			// resets the count: an upstream that accepts and drops every
-			// subscription still runs out of attempts.
-			failures = 0
-		}
-		failures++
-		if failures > s.cfg.maxAttempts {
-			if s.cfg.maxAttempts == 0 {
-				ue.Message += " (reconnect is off: reconnect.max_attempts is 0)"
-			} else {
-				ue.Message = fmt.Sprintf("gave up after %d reconnect attempts: %s", s.cfg.maxAttempts, ue.Message)
-			}
-			return ue
-		}
-		if established {
-			if s.send.Gap("the upstream connection was lost ("+ue.Message+"); reconnecting and subscribing again: messages sent meanwhile may have been missed") != nil {
-				return nil
-			}
-		}
-		t := time.NewTimer(s.cfg.backoff(failures))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
+	r := s.cfg.reconnect
+	r.Lost = func(ue *sdk.UpstreamError) error {
+		return s.send.Gap("the upstream connection was lost (" + ue.Message + "); reconnecting and subscribing again: messages sent meanwhile may have been missed")
 	}
-}
-
-// backoff is the delay before reconnect attempt n (from 1): exponential
-// from initial_delay_ms up to max_delay_ms, with jitter (half fixed, half
-// random) so that many clients do not reconnect in step.
-func (c *config) backoff(n int) time.Duration {
-	d := c.initialDelay << min(n-1, 20)
-	if d > c.maxDelay || d <= 0 {
-		d = c.maxDelay
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return r.Run(ctx, s.connection)
 }
 
 // connection runs one connection: dial, subscribe, await the ack, then

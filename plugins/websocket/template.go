@@ -525,3 +525,31 @@ func decodeJSON(raw []byte) (any, error) {
 	}
 	return v, nil
 }
+
+// usesCursor reports whether the url or the messages send {{cursor}}:
+// with id_path, a stream that resumes after its items' ids.
+func usesCursor(u *urlTemplate, msgs []*msgTemplate) bool {
+	found := false
+	check := func(t *strTemplate) {
+		if t == nil {
+			return
+		}
+		for _, p := range t.parts {
+			found = found || p.arg == cursorVar
+		}
+	}
+	if u != nil {
+		check(u.path)
+		check(u.query)
+	}
+	for _, m := range msgs {
+		switch {
+		case m == nil:
+		case m.text != nil:
+			check(m.text)
+		default:
+			walkTree(m.tree, check)
+		}
+	}
+	return found
+}

@@ -51,7 +51,7 @@ func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.T
 	if p.Err() != nil {
 		return nil, p.Diagnostics()
 	}
-	return []sdk.Tool{{InputSchema: p.Value.inputSchema}}, nil
+	return []sdk.Tool{{InputSchema: p.Value.inputSchema, ResumesStream: p.Value.resumes}}, nil
 }
 
 // Invoke implements sdk.Adapter. A WebSocket feed has no request-response

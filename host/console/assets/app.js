@@ -135,9 +135,11 @@ async function loadToolsNow() {
       for (const role of familyRoles(state.opSchema, t.mode)) {
         if (t.family_tools && t.family_tools[role]) tools[role] = t.family_tools[role];
       }
-      const calls = { calls: 0, errors: 0 };
+      const calls = { calls: 0, errors: 0, output_mismatches: 0 };
       for (const x of state.tools) {
-        if (x.endpoint === t.endpoint && x.family === t.family && x.calls) { calls.calls += x.calls.calls; calls.errors += x.calls.errors; }
+        if (x.endpoint === t.endpoint && x.family === t.family && x.calls) {
+          calls.calls += x.calls.calls; calls.errors += x.calls.errors; calls.output_mismatches += x.calls.output_mismatches || 0;
+        }
       }
       const row = { ...t, name: t.family, tools, op: t.family, calls };
       families.set(key, row);
@@ -145,6 +147,12 @@ async function loadToolsNow() {
     } else {
       rows.push({ ...t, op: t.name });
     }
+  }
+  // Entries that could not load serve no tools: one row each, with why
+  // and when the gateway tries again.
+  for (const f of tr.body.failed || []) {
+    rows.push({ name: f.entry, op: f.entry, adapter: f.adapter, source: f.source, endpoint: f.endpoint,
+      workspace: f.workspace, failed: f });
   }
   const served = new Set(((er.body && er.body.endpoints) || []).map((e) => e.catalog).filter(Boolean));
   const unserved = ((cr.body && cr.body.catalogs) || []).filter((c) => !c.deleted && !served.has(c.catalog));
@@ -181,10 +189,13 @@ function sourceText(r) {
 }
 
 // callsChart is a row's bar of calls, its failed part in red, scaled to
-// the busiest tool.
+// the busiest tool, and the answers that did not match the tool's
+// published output schema (delivered as text instead), when there were.
 function callsChart(c, most) {
   if (!c) return "—";
-  const label = `${c.calls} call${c.calls === 1 ? "" : "s"}, ${c.errors} error${c.errors === 1 ? "" : "s"}`;
+  const mism = c.output_mismatches || 0;
+  const label = `${c.calls} call${c.calls === 1 ? "" : "s"}, ${c.errors} error${c.errors === 1 ? "" : "s"}` +
+    (mism ? `, ${mism} output mismatch${mism === 1 ? "" : "es"}` : "");
   const w = most ? Math.max(c.calls ? 4 : 0, Math.round((100 * c.calls) / most)) : 0;
   const e = c.calls ? Math.round((w * c.errors) / c.calls) : 0;
   // Widths through the CSSOM: the page's CSP refuses style attributes.
@@ -192,7 +203,8 @@ function callsChart(c, most) {
   ok.style.width = `${w - e}%`;
   const err = el("span", { class: "err" });
   err.style.width = `${e}%`;
-  return el("div", { class: "calls", "data-calls": c.calls, "data-errors": c.errors },
+  return el("div", { class: "calls", "data-calls": c.calls, "data-errors": c.errors, "data-output-mismatches": mism,
+    title: mism ? "Answers that did not match the output schema the tool publishes were delivered as text (crank_output_mismatch_total)." : "" },
     el("div", { class: "bar", "aria-hidden": "true" }, ok, err),
     el("span", { class: "count" }, label));
 }
@@ -205,15 +217,16 @@ function renderTools() {
   let shown = 0;
   for (const r of state.toolRows || []) {
     const famText = r.tools ? Object.entries(r.tools).map(([role, n]) => `${role}: ${n}`).join(" · ") : "";
-    const hay = [r.name, r.mode, r.adapter, famText, sourceText(r), r.description, r.workspace].join(" ").toLowerCase();
+    const hay = [r.name, r.mode, r.adapter, famText, sourceText(r), r.description, r.workspace, r.failed ? `not loaded ${r.failed.error}` : ""].join(" ").toLowerCase();
     if (q && !hay.includes(q)) continue;
     shown++;
     const fam = r.tools ? el("ul", { class: "family", "aria-label": `tools of ${r.name}` },
       ...Object.entries(r.tools).map(([role, n]) => el("li", {}, el("span", { class: "role" }, role), " ", el("code", {}, n)))) : "";
-    tbody.append(el("tr", { "data-row": r.name },
+    tbody.append(el("tr", { "data-row": r.name, class: r.failed ? "failed" : "" },
       el("th", { scope: "row" }, el("button", { type: "button", "data-tool": r.name, onclick: () => openTool(r) }, r.name),
-        r.description ? el("div", { class: "desc" }, r.description) : ""),
-      el("td", {}, badge(r.mode)),
+        r.description ? el("div", { class: "desc" }, r.description) : "",
+        r.failed ? el("div", { class: "load-error", "data-load-error": r.name }, loadErrorText(r.failed)) : ""),
+      el("td", {}, r.failed ? el("span", { class: "badge failed" }, "not loaded") : badge(r.mode)),
       el("td", {}, r.adapter || ""),
       el("td", {}, fam),
       el("td", {}, sourceText(r)),
@@ -221,6 +234,13 @@ function renderTools() {
       el("td", {}, callsChart(r.calls, most))));
   }
   if (!shown) tbody.append(el("tr", {}, el("td", { colspan: "7" }, q ? "No tool matches the filter." : "No tool is served.")));
+}
+
+// loadErrorText says why an entry could not load, how often it failed
+// and when the gateway tries again.
+function loadErrorText(f) {
+  const next = f.next_attempt ? `; next attempt ${new Date(f.next_attempt).toLocaleTimeString()}` : "";
+  return `Could not load (${f.attempts} attempt${f.attempts === 1 ? "" : "s"}${next}): ${f.error}`;
 }
 
 // openTool opens a catalog tool's operation in the editor, or shows a
@@ -236,14 +256,15 @@ async function openTool(r) {
   dl.replaceChildren();
   const row = (k, v) => dl.append(el("div", {}, el("dt", {}, k), el("dd", {}, v)));
   row("Name", r.name);
-  row("Mode", badge(r.mode));
+  if (r.failed) row("Load error", loadErrorText(r.failed));
+  else row("Mode", badge(r.mode));
   row("Adapter", r.adapter || "");
   row("Source", sourceText(r));
   if (r.tools) row("Family", Object.entries(r.tools).map(([role, n]) => `${role}: ${n}`).join(", "));
   row("Description", r.description || "");
   $("#tool-detail-title").textContent = `Tool ${r.name}`;
   state.detail = r;
-  const served = r.endpoint !== undefined;
+  const served = r.endpoint !== undefined && !r.failed;
   $("#call-form").hidden = !served || !!r.tools;
   $("#call-args").value = "{}";
   $("#dhand-args").value = "{}";
@@ -987,6 +1008,40 @@ async function loadLiveNow() {
         .map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...rows))));
   });
+  await loadGrants();
+}
+
+// loadGrants shows each endpoint's authorization_code upstreams: how many
+// users connected each, and the console user's own grants, to revoke.
+async function loadGrants() {
+  const box = $("#grants");
+  box.replaceChildren();
+  const r = await api("GET", "upstream-grants");
+  if (r.status !== 200) { box.append(el("p", { class: "problem" }, r.body.error || `Connected upstreams: ${r.status}`)); return; }
+  if (!r.body.endpoints.length) { box.append(el("p", {}, "No endpoint has an upstream its users connect to.")); return; }
+  for (const e of r.body.endpoints) {
+    const mine = new Map((e.mine || []).map((g) => [g.upstream, g]));
+    const rows = e.upstreams.map((u) => {
+      const g = mine.get(u.upstream);
+      return el("tr", { "data-upstream": u.upstream },
+        el("th", { scope: "row" }, u.upstream),
+        el("td", {}, e.workspace),
+        el("td", {}, String(u.users)),
+        el("td", {}, g ? `connected (${g.scope || "no scope"}) since ${new Date(g.granted).toLocaleString()}` : (r.body.user ? "not connected" : "—")),
+        el("td", {}, g ? el("button", { type: "button", "data-revoke": u.upstream, "aria-label": `Revoke ${u.upstream}`,
+          onclick: () => revokeGrant(e.workspace, u.upstream) }, "Revoke") : ""));
+    });
+    box.append(el("div", { class: "scroll" }, el("table", { "aria-labelledby": "grants-title" },
+      el("thead", {}, el("tr", {}, ...["Upstream", "Workspace", "Users connected", "You", "Action"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows))));
+  }
+}
+
+async function revokeGrant(ws, upstream) {
+  const r = await api("DELETE", `upstream-grants/${encodeURIComponent(ws)}/${encodeURIComponent(upstream)}`);
+  if (r.status !== 200) { say(r.body.error || `Revoke: ${r.status}`); return; }
+  say(`${upstream}: ${r.body.revoked ? "revoked" : "was not connected"}${r.body.provider ? ` (provider: ${r.body.provider})` : ""}`);
+  await loadGrants();
 }
 
 // loadLiveLimits shows this replica's rate limits: what each allows, how

@@ -10,6 +10,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/crankmcp/crank/plugins/sdk"
 )
 
 // maxSchemaNodes bounds the schemas of one tool written inline; past it
@@ -32,8 +34,10 @@ var errSchemaTooLarge = fmt.Errorf("schema too large")
 //     (directly or through others), which go to $defs and are referred to
 //     as "#/$defs/Name"; a very large schema puts every $ref in $defs;
 //   - example becomes examples; discriminator, xml, externalDocs and
-//     extensions are left out; a pattern Go's regexp cannot compile is
-//     left out with a warning.
+//     extensions are left out; a pattern (and a patternProperties key) is
+//     written as one both JavaScript with the u flag and Go's regexp
+//     compile (sdk.PortablePattern), or left out with a warning saying
+//     why.
 type schemaConv struct {
 	input   bool
 	allDefs bool
@@ -239,10 +243,10 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 		m["maxLength"] = *s.MaxLength
 	}
 	if s.Pattern != "" {
-		if _, err := regexp.Compile(s.Pattern); err != nil {
-			c.warnings = append(c.warnings, fmt.Sprintf("pattern %q is left out: Go's regexp cannot compile it", s.Pattern))
+		if p, err := sdk.PortablePattern(s.Pattern, sdk.PatternECMA); err != nil {
+			c.warnings = append(c.warnings, err.Error())
 		} else {
-			m["pattern"] = s.Pattern
+			m["pattern"] = p
 		}
 	}
 	setStr(m, "contentMediaType", s.ContentMediaType)
@@ -305,11 +309,12 @@ func (c *schemaConv) body(s *openapi3.Schema) any {
 	if len(s.PatternProperties) > 0 {
 		pp := map[string]any{}
 		for _, k := range slices.Sorted(maps.Keys(s.PatternProperties)) {
-			if _, err := regexp.Compile(k); err != nil {
-				c.warnings = append(c.warnings, fmt.Sprintf("patternProperties %q is left out: Go's regexp cannot compile it", k))
+			p, err := sdk.PortablePattern(k, sdk.PatternECMA)
+			if err != nil {
+				c.warnings = append(c.warnings, "patternProperties: "+err.Error())
 				continue
 			}
-			pp[k] = c.convert(s.PatternProperties[k])
+			pp[p] = c.convert(s.PatternProperties[k])
 		}
 		m["patternProperties"] = pp
 	}

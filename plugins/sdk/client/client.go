@@ -18,9 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/crankmcp/crank/plugins/sdk/egress"
 	"io"
 	"sync/atomic"
+
+	"github.com/crankmcp/crank/plugins/sdk/egress"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -65,32 +66,9 @@ type Info struct {
 }
 
 // Capabilities are the optional calls of the protocol an adapter
-// implements (the SDK derives them from the interfaces it implements).
-type Capabilities struct {
-	Validate bool // Validate: sdk.OperationValidator
-	Expand   bool // Expand: sdk.OperationExpander
-	Stream   bool // Stream: sdk.Streamer
-	Streams  bool // Streams, many streams on one call: sdk.Streamer
-	Progress bool // InvokeWithProgress: sdk.Description.Progress
-	Log      bool // log messages in InvokeRelayed: sdk.Description.Log
-	Watch    bool // WatchOperations: sdk.OperationWatcher
-	// ClientRequests: client requests in InvokeRelayed
-	// (sdk.Description.ClientRequests).
-	ClientRequests bool
-	// ReadResource and GetPrompt: sdk.Publisher.
-	Resources, Prompts bool
-	Completions        bool // Complete: sdk.Completer
-	Subscribe          bool // WatchResource: sdk.ResourceWatcher
-	// StreamsInvoke: unary calls on Streams (every adapter of a current
-	// SDK); Invoke takes them there.
-	StreamsInvoke bool
-	// Resume: resume states in InvokeRelayed (Relay.Resume) and calls
-	// resumed from one (sdk.Request.Resume): sdk.Description.Resume.
-	Resume bool
-	// Egress: the adapter holds an operation's connections to its
-	// egress rules where they are dialled (sdk.Description.Egress).
-	Egress bool
-}
+// implements (sdk.Capabilities: the SDK derives them from the interfaces
+// it implements and its description).
+type Capabilities = sdk.Capabilities
 
 // Serves reports whether the adapter lists mode among its modes.
 func (i *Info) Serves(mode sdk.Mode) bool {
@@ -118,44 +96,10 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Info, error
 	for _, m := range d.GetModes() {
 		info.Modes = append(info.Modes, sdk.Mode(m))
 	}
-	for _, c := range d.GetCapabilities() {
-		switch c {
-		case wire.CapabilityValidate:
-			info.Capabilities.Validate = true
-		case wire.CapabilityExpand:
-			info.Capabilities.Expand = true
-		case wire.CapabilityStream:
-			info.Capabilities.Stream = true
-		case wire.CapabilityStreams:
-			info.Capabilities.Streams = true
-		case wire.CapabilityStreamsInvoke:
-			info.Capabilities.StreamsInvoke = true
-		case wire.CapabilityProgress:
-			info.Capabilities.Progress = true
-			info.Progress = true
-		case wire.CapabilityLog:
-			info.Capabilities.Log = true
-			info.Log = true
-		case wire.CapabilityClientRequests:
-			info.Capabilities.ClientRequests = true
-			info.ClientRequests = true
-		case wire.CapabilityWatch:
-			info.Capabilities.Watch = true
-		case wire.CapabilityResources:
-			info.Capabilities.Resources = true
-		case wire.CapabilityPrompts:
-			info.Capabilities.Prompts = true
-		case wire.CapabilityCompletions:
-			info.Capabilities.Completions = true
-		case wire.CapabilitySubscribe:
-			info.Capabilities.Subscribe = true
-		case wire.CapabilityEgress:
-			info.Capabilities.Egress = true
-		case wire.CapabilityResume:
-			info.Capabilities.Resume = true
-			info.Resume = true
-		}
-	}
+	info.Capabilities = sdk.ReadCapabilities(d.GetCapabilities())
+	// What the adapter's description says, as its capabilities say it.
+	info.Progress, info.Log, info.ClientRequests = info.Capabilities.Progress, info.Capabilities.Log, info.Capabilities.ClientRequests
+	info.Resume, info.Egress = info.Capabilities.Resume, info.Capabilities.Egress
 	c.streams.Store(info.Capabilities.Streams)
 	c.streamsInvoke.Store(info.Capabilities.StreamsInvoke)
 	return info, nil
@@ -324,10 +268,14 @@ type Event struct {
 func (e Event) String() string {
 	switch e.Kind {
 	case EventItem:
+		s := string(e.Item.Data)
 		if e.Item.Cursor != "" {
-			return string(e.Item.Data) + "#" + e.Item.Cursor
+			s += "#" + e.Item.Cursor
 		}
-		return string(e.Item.Data)
+		if e.Item.Partial != "" {
+			s += " (partial: " + e.Item.Partial + ")"
+		}
+		return s
 	case EventGap:
 		return "gap: " + e.Reason
 	case EventEnd:
@@ -358,7 +306,7 @@ func (s *Stream) Recv() (_ Event, err error) {
 		switch e := ev.GetEvent().(type) {
 		case *adapterv1.StreamEvent_Item:
 			return Event{Kind: EventItem, Item: sdk.Item{
-				Data: e.Item.GetDataJson(), ID: e.Item.GetId(), Cursor: e.Item.GetCursor(),
+				Data: e.Item.GetDataJson(), ID: e.Item.GetId(), Cursor: e.Item.GetCursor(), Partial: e.Item.GetPartial(),
 			}}, nil
 		case *adapterv1.StreamEvent_Gap:
 			return Event{Kind: EventGap, Reason: e.Gap.GetReason()}, nil
@@ -493,7 +441,7 @@ func contextToProto(c sdk.RequestContext) *adapterv1.RequestContext {
 func diagnosticsFromProto(diags []*adapterv1.Diagnostic) []sdk.Diagnostic {
 	var out []sdk.Diagnostic
 	for _, d := range diags {
-		out = append(out, sdk.Diagnostic{Severity: sdk.Severity(d.GetSeverity()), Field: d.GetField(), Message: d.GetMessage()})
+		out = append(out, sdk.Diagnostic{Severity: sdk.Severity(d.GetSeverity()), Field: d.GetField(), Message: d.GetMessage(), Pointer: d.GetPointer()})
 	}
 	return out
 }
@@ -502,7 +450,8 @@ func toolFromProto(t *adapterv1.Tool) sdk.Tool {
 	tool := sdk.Tool{
 		Name: t.GetName(), Title: t.GetTitle(), Description: t.GetDescription(),
 		InputSchema: t.GetInputSchemaJson(), OutputSchema: t.GetOutputSchemaJson(), Config: t.GetConfigJson(),
-		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(),
+		Mode: sdk.Mode(t.GetMode()), Execution: t.GetExecutionJson(), ItemSchema: t.GetItemSchemaJson(), ResumesStream: t.GetResumesStream(),
+		Meta: t.GetMetaJson(),
 	}
 	if a := t.GetAnnotations(); a != nil {
 		tool.Annotations = sdk.Annotations{ReadOnly: a.ReadOnly, Destructive: a.Destructive, Idempotent: a.Idempotent, OpenWorld: a.OpenWorld}

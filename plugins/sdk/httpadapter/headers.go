@@ -67,27 +67,26 @@ func StaticHeaders(raw json.RawMessage, managed ...string) (h http.Header, host 
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		field := "headers." + name
 		if !ValidHeaderName(name) {
-			diags = append(diags, sdk.Errorf(field, "not a valid HTTP header name"))
+			diags = append(diags, sdk.KeyErrorf("headers", name, "not a valid HTTP header name"))
 			continue
 		}
 		canon := http.CanonicalHeaderKey(name)
 		if HopByHopHeader(canon) || slices.Contains(managed, canon) {
-			diags = append(diags, sdk.Errorf(field, "%s is set by the adapter and cannot be configured", canon))
+			diags = append(diags, sdk.KeyErrorf("headers", name, "%s is set by the adapter and cannot be configured", canon))
 			continue
 		}
 		value, ok := sdk.ScalarText(obj[name])
 		if !ok {
-			diags = append(diags, sdk.Errorf(field, "value must be a string, number or boolean"))
+			diags = append(diags, sdk.KeyErrorf("headers", name, "value must be a string, number or boolean"))
 			continue
 		}
 		if !ValidHeaderValue(value) {
-			diags = append(diags, sdk.Errorf(field, "value contains a control character such as a line break"))
+			diags = append(diags, sdk.KeyErrorf("headers", name, "value contains a control character such as a line break"))
 			continue
 		}
 		if _, dup := h[canon]; dup || (canon == "Host" && host != "") {
-			diags = append(diags, sdk.Errorf(field, "header %s is set twice (header names are case-insensitive)", canon))
+			diags = append(diags, sdk.KeyErrorf("headers", name, "header %s is set twice (header names are case-insensitive)", canon))
 			continue
 		}
 		if canon == "Host" {

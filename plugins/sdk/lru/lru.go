@@ -107,6 +107,18 @@ func (c *Cache[K, V]) DeleteFunc(del func(K, V) bool) {
 	}
 }
 
+// DropOldest drops the least recently used entries, oldest first, for as
+// long as drop returns true for them (entries that expire in the order
+// they were last used, such as ones kept for a while after their last
+// use): it stops at the first it keeps. drop runs under the cache's lock.
+func (c *Cache[K, V]) DropOldest(drop func(K, V) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := c.root.prev; e != &c.root && drop(e.key, e.value); e = c.root.prev {
+		c.remove(e)
+	}
+}
+
 // Len is the number of entries.
 func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()

@@ -64,3 +64,23 @@ func TestCacheBoundAndConcurrency(t *testing.T) {
 		t.Errorf("len %d, want 16", n)
 	}
 }
+
+// DropOldest drops from the least recently used on, and stops at the
+// first entry it keeps.
+func TestDropOldest(t *testing.T) {
+	t.Parallel()
+	c := lru.New[int, int](10, nil)
+	for i := range 5 {
+		c.Put(i, i)
+	}
+	c.Get(0) // 0 is now the most recently used
+	c.DropOldest(func(k, _ int) bool { return k < 3 })
+	if c.Len() != 3 {
+		t.Fatalf("%d entries left, want 3 (0, 3, 4)", c.Len())
+	}
+	for _, k := range []int{0, 3, 4} {
+		if _, ok := c.Get(k); !ok {
+			t.Errorf("%d was dropped", k)
+		}
+	}
+}

@@ -123,10 +123,18 @@ func (s *Signer) Sign(envelope *etree.Element) error {
 		ref.CreateAttr("URI", "#"+el.SelectAttrValue("wsu:Id", ""))
 		ref.CreateElement("ds:Transforms").CreateElement("ds:Transform").CreateAttr("Algorithm", AlgExcC14N)
 		ref.CreateElement("ds:DigestMethod").CreateAttr("Algorithm", AlgSHA256)
-		sum := sha256.Sum256(Canonical(el))
+		c, err := Canonical(el)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(c)
 		ref.CreateElement("ds:DigestValue").SetText(base64.StdEncoding.EncodeToString(sum[:]))
 	}
-	sum := sha256.Sum256(Canonical(si))
+	c, err := Canonical(si)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(c)
 	value, err := s.key.Sign(rand.Reader, sum[:], crypto.SHA256)
 	if err != nil {
 		return fmt.Errorf("cannot sign: %v", err)
@@ -207,8 +215,9 @@ func checkSignature(envelope *etree.Element, p securityParts, trusted []*x509.Ce
 			}
 		}
 		want, err := base64.StdEncoding.DecodeString(strings.TrimSpace(textOf(child(ref, "DigestValue", NSDSig))))
-		sum := sha256.Sum256(Canonical(target))
-		if err != nil || subtle.ConstantTimeCompare(want, sum[:]) != 1 {
+		c, cerr := Canonical(target)
+		sum := sha256.Sum256(c)
+		if err != nil || cerr != nil || subtle.ConstantTimeCompare(want, sum[:]) != 1 {
 			return bad("the digest of #" + id + " does not match")
 		}
 		covered[target] = true
@@ -220,7 +229,11 @@ func checkSignature(envelope *etree.Element, p securityParts, trusted []*x509.Ce
 	if err != nil {
 		return bad("the SignatureValue is not base64")
 	}
-	sum := sha256.Sum256(Canonical(si))
+	c, err := Canonical(si)
+	if err != nil {
+		return bad("the SignedInfo cannot be canonicalized")
+	}
+	sum := sha256.Sum256(c)
 	method := alg(child(si, "SignatureMethod", NSDSig))
 	switch pub := cert.PublicKey.(type) {
 	case *rsa.PublicKey:
@@ -245,8 +258,8 @@ func byID(root *etree.Element, id string) *etree.Element {
 	n := 0
 	var walk func(e *etree.Element)
 	walk = func(e *etree.Element) {
-		for _, a := range e.Attr {
-			if a.Key == "Id" && a.Value == id && (a.Space == "" || attrNS(e, a) == NSUtility) {
+		for i := range e.Attr {
+			if a := &e.Attr[i]; a.Key == "Id" && a.Value == id && (a.Space == "" || a.NamespaceURI() == NSUtility) {
 				found = e
 				n++
 			}

@@ -93,7 +93,11 @@ func TestCanonical(t *testing.T) {
 	if err := doc.ReadFromString(`<r xmlns="urn:d" xmlns:a="urn:a" xmlns:b="urn:b" xmlns:z="urn:z"><a:x b:k="1" k="&#x9;&quot;&amp;" a:j="2"><y>t &amp; &lt; &gt; &#xD;</y><a:w/></a:x></r>`); err != nil {
 		t.Fatal(err)
 	}
-	got := string(Canonical(doc.Root().ChildElements()[0]))
+	c, err := Canonical(doc.Root().ChildElements()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(c)
 	want := `<a:x xmlns:a="urn:a" xmlns:b="urn:b" k="&#x9;&quot;&amp;" a:j="2" b:k="1"><y xmlns="urn:d">t &amp; &lt; &gt; &#xD;</y><a:w></a:w></a:x>`
 	if got != want {
 		t.Errorf("canonical\n got %s\nwant %s", got, want)

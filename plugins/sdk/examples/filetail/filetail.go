@@ -138,10 +138,11 @@ func (a *adapter) ExpandOperation(_ context.Context, op *sdk.Operation) ([]sdk.T
 		lines = fmt.Sprintf(followFrom, p.Value.maxLines)
 	}
 	return []sdk.Tool{{
-		InputSchema:  json.RawMessage(fmt.Sprintf(argsSchema, lines)),
-		OutputSchema: json.RawMessage(tailSchema),
-		ItemSchema:   json.RawMessage(lineSchema),
-		Annotations:  sdk.Annotations{ReadOnly: sdk.Bool(true), OpenWorld: sdk.Bool(false)},
+		InputSchema:   json.RawMessage(fmt.Sprintf(argsSchema, lines)),
+		OutputSchema:  json.RawMessage(tailSchema),
+		ItemSchema:    json.RawMessage(lineSchema),
+		ResumesStream: true, // a window resumes at the byte offset of its cursor
+		Annotations:   sdk.Annotations{ReadOnly: sdk.Bool(true), OpenWorld: sdk.Bool(false)},
 	}}, nil
 }
 

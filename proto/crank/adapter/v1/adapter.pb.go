@@ -22,12 +22,13 @@
 package adapterv1
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 )
 
 const (
@@ -1730,8 +1731,17 @@ type Tool struct {
 	// raw_items, summary_plus_samples). Read only by hosts listing
 	// "tool_execution".
 	ItemSchemaJson []byte `protobuf:"bytes,10,opt,name=item_schema_json,json=itemSchemaJson,proto3" json:"item_schema_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tool's stream resumes after an item's id or cursor
+	// (Request.cursor): a window of it can return a cursor that continues
+	// it. Without it a stream window's cursor would restart the upstream,
+	// so the host offers none.
+	ResumesStream bool `protobuf:"varint,20,opt,name=resumes_stream,json=resumesStream,proto3" json:"resumes_stream,omitempty"`
+	// The tool's _meta as a JSON object, published as the tool's own (an
+	// MCP upstream's, such as MCP Apps' "ui" with its resourceUri); keys
+	// under "io.crank/" are the host's and are dropped. Empty means none.
+	MetaJson      []byte `protobuf:"bytes,21,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tool) Reset() {
@@ -1834,6 +1844,20 @@ func (x *Tool) GetItemSchemaJson() []byte {
 	return nil
 }
 
+func (x *Tool) GetResumesStream() bool {
+	if x != nil {
+		return x.ResumesStream
+	}
+	return false
+}
+
+func (x *Tool) GetMetaJson() []byte {
+	if x != nil {
+		return x.MetaJson
+	}
+	return nil
+}
+
 // ToolAnnotations are MCP tool hints; unset means "not said".
 type ToolAnnotations struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1908,9 +1932,14 @@ type Diagnostic struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Severity Diagnostic_Severity    `protobuf:"varint,1,opt,name=severity,proto3,enum=crank.adapter.v1.Diagnostic_Severity" json:"severity,omitempty"`
 	// Dotted path of the offending field inside the adapter config, e.g.
-	// "headers.Authorization" or "url".
-	Field         string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// "headers.Authorization" or "url", for hosts that predate pointer.
+	Field   string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The same field as a JSON pointer (RFC 6901) into the adapter config,
+	// e.g. "/headers/X-Api.Key": a member name holding a dot is
+	// unambiguous here. Hosts read it when set, else they read field;
+	// adapters that predate it leave it unset.
+	Pointer       string `protobuf:"bytes,20,opt,name=pointer,proto3" json:"pointer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1962,6 +1991,13 @@ func (x *Diagnostic) GetField() string {
 func (x *Diagnostic) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *Diagnostic) GetPointer() string {
+	if x != nil {
+		return x.Pointer
 	}
 	return ""
 }
@@ -3906,7 +3942,11 @@ type Item struct {
 	// Upstream event id (e.g. SSE id), optional.
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// Cursor to resume after this item, optional.
-	Cursor        string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Set when the item is incomplete, saying why (a GraphQL event's data
+	// with errors beside it): the item is delivered, and counted as
+	// partial rather than as a gap (nothing was missed).
+	Partial       string `protobuf:"bytes,20,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3958,6 +3998,13 @@ func (x *Item) GetId() string {
 func (x *Item) GetCursor() string {
 	if x != nil {
 		return x.Cursor
+	}
+	return ""
+}
+
+func (x *Item) GetPartial() string {
+	if x != nil {
+		return x.Partial
 	}
 	return ""
 }
@@ -4419,7 +4466,7 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"subscribed\x12\x1f\n" +
 	"\vupdated_uri\x18\x02 \x01(\tR\n" +
 	"updatedUri\x125\n" +
-	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\x98\x03\n" +
+	"\x05error\x18\x03 \x01(\v2\x1f.crank.adapter.v1.UpstreamErrorR\x05error\"\xdc\x03\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -4432,7 +4479,9 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\x04mode\x18\b \x01(\x0e2\x1f.crank.adapter.v1.ExecutionModeR\x04mode\x12%\n" +
 	"\x0eexecution_json\x18\t \x01(\fR\rexecutionJson\x12(\n" +
 	"\x10item_schema_json\x18\n" +
-	" \x01(\fR\x0eitemSchemaJson\"\xdf\x01\n" +
+	" \x01(\fR\x0eitemSchemaJson\x12%\n" +
+	"\x0eresumes_stream\x18\x14 \x01(\bR\rresumesStream\x12\x1b\n" +
+	"\tmeta_json\x18\x15 \x01(\fR\bmetaJson\"\xdf\x01\n" +
 	"\x0fToolAnnotations\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
@@ -4445,12 +4494,13 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"_read_onlyB\x0e\n" +
 	"\f_destructiveB\r\n" +
 	"\v_idempotentB\r\n" +
-	"\v_open_world\"\xcf\x01\n" +
+	"\v_open_world\"\xe9\x01\n" +
 	"\n" +
 	"Diagnostic\x12A\n" +
 	"\bseverity\x18\x01 \x01(\x0e2%.crank.adapter.v1.Diagnostic.SeverityR\bseverity\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"N\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
+	"\apointer\x18\x14 \x01(\tR\apointer\"N\n" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
@@ -4586,11 +4636,12 @@ const file_crank_adapter_v1_adapter_proto_rawDesc = "" +
 	"\amessage\"<\n" +
 	"\fStreamFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"K\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"e\n" +
 	"\x04Item\x12\x1b\n" +
 	"\tdata_json\x18\x01 \x01(\fR\bdataJson\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
-	"\x06cursor\x18\x03 \x01(\tR\x06cursor\"\x1d\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x18\n" +
+	"\apartial\x18\x14 \x01(\tR\apartial\"\x1d\n" +
 	"\x03Gap\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"5\n" +
 	"\x03End\x12\x16\n" +
