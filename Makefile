@@ -4,6 +4,7 @@
 #   make bench  latency and throughput of a tool call vs its baselines
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
+#   make ratelimit-fleet  a fleet-wide rate limit over three replicas for 30s, one killed half-way
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 #   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
 
@@ -27,7 +28,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -164,6 +165,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkOutputCheck -benchtime 4000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkRateLimit -benchtime 2000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	@echo; $(GO) run ./internal/benchgoals $(BENCH_OUT)
 
 # Fuzz targets as <package dir>:<target>; `go test` runs their seed corpora
@@ -175,6 +177,7 @@ FUZZ := \
 	host:FuzzExcerpt \
 	host:FuzzWindowCursor \
 	host/mcpserver:FuzzPeekMessage \
+	host/ratelimit:FuzzDecodeLimit \
 	host/mcpserver:FuzzOriginPolicy \
 	plugins/rest:FuzzEventReader \
 	plugins/rest/openapi:FuzzOpenAPIImport \
@@ -207,6 +210,13 @@ LOAD_DURATION ?= 40s
 loadtest:
 	CRANK_LOAD_DURATION=$(LOAD_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestClusterUnderFaults$$' -v ./e2e/ | grep -E '^\s+(scenario|steady|replica|etcd|adapter|recovery)|^(ok|FAIL|---)|scale_test.go'
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkClusterThroughput$$' -benchtime 2000x ./e2e/
+
+# A fleet-wide rate limit measured at length (TestFleetRateLimit: three
+# replicas behind the balancer on a three-member etcd, a replica killed
+# half-way; docs/security.md, "Rate limits"): make test runs it for 12s.
+FLEET_DURATION ?= 30s
+ratelimit-fleet:
+	CRANK_FLEET_DURATION=$(FLEET_DURATION) $(GO) test -count=1 -timeout 20m -run '^TestFleetRateLimit$$' -v ./e2e/ | grep -E 'ratelimit_test.go|^(ok|FAIL|---)'
 
 # The soak (TestSoak, e2e/soak_test.go; docs/operations.md, "Soak"): the
 # cluster test's mixed load through the balancer over three replicas on a

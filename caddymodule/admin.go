@@ -24,7 +24,10 @@ func init() {
 //	/crank/tools          the tools those handlers serve now, and an
 //	                      operator's call of one
 //	/crank/live/…         open MCP sessions, stream sessions and jobs
+//	GET /crank/rate-limits       this replica's rate limits: shares, calls
+//	                             admitted and refused
 //	GET /crank/schema/operation  the JSON Schema of an operation entry
+//	GET /crank/schema/rate_limit the JSON Schema of a rate limit
 //
 // (docs/admin-api.md).
 type Admin struct{}
@@ -70,6 +73,7 @@ func (Admin) Routes() []caddy.AdminRoute {
 		{Pattern: "/crank/tools/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/live/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 		{Pattern: "/crank/schema/", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
+		{Pattern: "/crank/rate-limits", Handler: caddy.AdminHandlerFunc(serveCatalogAdmin)},
 	}
 }
 

@@ -42,10 +42,14 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	        max_sessions_per_agent               <n>
 //	        max_jobs_per_workspace               <n>
 //	        max_jobs_per_agent                   <n>
+//	        max_sessions_per_client              <n>
+//	        max_jobs_per_client                  <n>
 //	        max_retained_jobs_per_workspace      <n>
 //	        max_retained_jobs_per_agent          <n>
 //	        max_retained_job_bytes_per_workspace <size>
 //	        max_retained_job_bytes_per_agent     <size>
+//	        max_retained_jobs_per_client         <n>
+//	        max_retained_job_bytes_per_client    <size>
 //	        max_event_bytes_per_session          <size>
 //	        max_event_bytes_per_client           <size>
 //	    }
@@ -66,6 +70,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    view   { ... }   (view.go)
 //	    server_card { ... }   (servercard.go)
 //	    mesh        { ... }   (mesh.go)
+//	    rate_limit <name> [<rate>] { ... }   (ratelimits.go; repeatable)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -135,6 +140,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				continue
 			}
 			if ok, err := h.unmarshalAuthz(d); ok || err != nil { // auth.go
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := h.unmarshalRateLimit(d); ok || err != nil { // ratelimits.go
 				if err != nil {
 					return err
 				}

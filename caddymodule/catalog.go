@@ -226,7 +226,7 @@ var runningApp atomic.Pointer[App]
 // adminGateway is the admin API's view of the running config.
 func adminGateway() *admin.Gateway {
 	a := runningApp.Load()
-	g := &admin.Gateway{Audit: caddy.Log().Named("admin.api.crank.audit")}
+	g := &admin.Gateway{Audit: caddy.Log().Named("admin.api.crank.audit"), RateLimits: budgets.States}
 	if a == nil || a.store == nil {
 		return g
 	}

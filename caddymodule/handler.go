@@ -18,6 +18,7 @@ import (
 	"github.com/crankmcp/crank/host/mcpserver"
 	"github.com/crankmcp/crank/host/mesh"
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/host/servercard"
 	"github.com/crankmcp/crank/store"
 )
@@ -91,6 +92,10 @@ type Handler struct {
 	// /.well-known/ai-catalog.json and its registry server.json
 	// (servercard.go; the fields are host/servercard's Config).
 	ServerCard *servercard.Config `json:"server_card,omitempty"`
+	// RateLimits are the endpoint's rate limits (the fields are
+	// host/ratelimit's Limit; ratelimits.go), besides those of its
+	// operations files and catalog: all that apply to a call must pass.
+	RateLimits []ratelimit.Limit `json:"rate_limits,omitempty"`
 	// Mesh registers the endpoint as an agent of an mcp-mesh registry
 	// (mesh.go; the fields are host/mesh's Config). Placeholders such as
 	// {env.CRANK_MESH_REGISTRY} are expanded; an empty registry registers
@@ -155,6 +160,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := h.SessionLimits.validate(); err != nil {
+		return err
+	}
+	if err := h.validateRateLimits(); err != nil { // ratelimits.go
 		return err
 	}
 	if err := h.provisionAuthz(); err != nil { // auth.go
@@ -385,6 +393,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,
 		Auth: h.authz.rs, Policy: h.authz.policy, View: h.View, ServerCard: h.ServerCard,
+		RateLimits: h.RateLimits, Budgets: budgets,
 	}
 	if opts.Resumable {
 		ttl := time.Duration(t.EventTTL)

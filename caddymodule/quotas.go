@@ -11,8 +11,8 @@ import (
 	"github.com/crankmcp/crank/store"
 )
 
-// Quotas bound the sessions and jobs open at once per workspace and per
-// agent, and what finished jobs and SSE event logs keep. A quota left out
+// Quotas bound the sessions and jobs open at once per workspace, per
+// agent and per client, and what finished jobs and SSE event logs keep. A quota left out
 // takes its default (host.DefaultStreamSessionsPerWorkspace and its
 // siblings: 100 sessions and 100 jobs per workspace, 10 of each per agent;
 // host.DefaultRetainedJobsPerAgent and its siblings;
@@ -24,6 +24,17 @@ type Quotas struct {
 	MaxSessionsPerAgent     *int `json:"max_sessions_per_agent,omitempty"`
 	MaxJobsPerWorkspace     *int `json:"max_jobs_per_workspace,omitempty"`
 	MaxJobsPerAgent         *int `json:"max_jobs_per_agent,omitempty"`
+	// MaxSessionsPerClient and MaxJobsPerClient bound them per client
+	// (its user, else its agent header, else its address) within the
+	// workspace's (defaults 20 each), so that one client — an anonymous
+	// one, whose every MCP session is a new agent — fills its own budget.
+	MaxSessionsPerClient *int `json:"max_sessions_per_client,omitempty"`
+	MaxJobsPerClient     *int `json:"max_jobs_per_client,omitempty"`
+	// MaxRetainedJobsPerClient and MaxRetainedJobBytesPerClient: finished
+	// jobs a client keeps and the bytes they wrote within their retention
+	// (defaults 1000 and 128 MiB); a start past either is refused.
+	MaxRetainedJobsPerClient     *int   `json:"max_retained_jobs_per_client,omitempty"`
+	MaxRetainedJobBytesPerClient *int64 `json:"max_retained_job_bytes_per_client,omitempty"`
 	// MaxRetainedJobsPerAgent: finished jobs an agent keeps (default 100);
 	// past it the agent's own oldest are evicted, and reading one says so.
 	MaxRetainedJobsPerAgent *int `json:"max_retained_jobs_per_agent,omitempty"`
@@ -79,6 +90,10 @@ func (q *Quotas) host() host.Quotas {
 		RetainedJobsPerWorkspace:     orDefault(q.MaxRetainedJobsPerWorkspace, host.DefaultRetainedJobsPerWorkspace),
 		RetainedJobBytesPerAgent:     orDefault(q.MaxRetainedJobBytesPerAgent, host.DefaultRetainedJobBytesPerAgent),
 		RetainedJobBytesPerWorkspace: orDefault(q.MaxRetainedJobBytesPerWorkspace, host.DefaultRetainedJobBytesPerWorkspace),
+		StreamSessionsPerClient:      orDefault(q.MaxSessionsPerClient, host.DefaultStreamSessionsPerClient),
+		JobsPerClient:                orDefault(q.MaxJobsPerClient, host.DefaultJobsPerClient),
+		RetainedJobsPerClient:        orDefault(q.MaxRetainedJobsPerClient, host.DefaultRetainedJobsPerClient),
+		RetainedJobBytesPerClient:    orDefault(q.MaxRetainedJobBytesPerClient, host.DefaultRetainedJobBytesPerClient),
 		Replica:                      replicaLimits,
 	}
 }
@@ -117,6 +132,9 @@ type quotaField struct {
 func (q *Quotas) fields() []quotaField {
 	return []quotaField{{name: "max_sessions_per_workspace", v: &q.MaxSessionsPerWorkspace}, {name: "max_sessions_per_agent", v: &q.MaxSessionsPerAgent},
 		{name: "max_jobs_per_workspace", v: &q.MaxJobsPerWorkspace}, {name: "max_jobs_per_agent", v: &q.MaxJobsPerAgent},
+		{name: "max_sessions_per_client", v: &q.MaxSessionsPerClient}, {name: "max_jobs_per_client", v: &q.MaxJobsPerClient},
+		{name: "max_retained_jobs_per_client", v: &q.MaxRetainedJobsPerClient},
+		{name: "max_retained_job_bytes_per_client", size: &q.MaxRetainedJobBytesPerClient},
 		{name: "max_retained_jobs_per_workspace", v: &q.MaxRetainedJobsPerWorkspace}, {name: "max_retained_jobs_per_agent", v: &q.MaxRetainedJobsPerAgent},
 		{name: "max_retained_job_bytes_per_workspace", size: &q.MaxRetainedJobBytesPerWorkspace},
 		{name: "max_retained_job_bytes_per_agent", size: &q.MaxRetainedJobBytesPerAgent},
@@ -178,10 +196,14 @@ func (q *ReplicaQuotas) validate() error {
 //	    max_sessions_per_agent               <n>
 //	    max_jobs_per_workspace               <n>
 //	    max_jobs_per_agent                   <n>
+//	    max_sessions_per_client              <n>
+//	    max_jobs_per_client                  <n>
 //	    max_retained_jobs_per_workspace      <n>
 //	    max_retained_jobs_per_agent          <n>
 //	    max_retained_job_bytes_per_workspace <size>
 //	    max_retained_job_bytes_per_agent     <size>
+//	    max_retained_jobs_per_client         <n>
+//	    max_retained_job_bytes_per_client    <size>
 //	    max_event_bytes_per_session          <size>
 //	    max_event_bytes_per_client           <size>
 //	}

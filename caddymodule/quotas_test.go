@@ -20,9 +20,12 @@ func TestQuotaDefaults(t *testing.T) {
 		JobsPerWorkspace: host.DefaultJobsPerWorkspace, JobsPerAgent: host.DefaultJobsPerAgent,
 		RetainedJobsPerAgent: host.DefaultRetainedJobsPerAgent, RetainedJobsPerWorkspace: host.DefaultRetainedJobsPerWorkspace,
 		RetainedJobBytesPerAgent: host.DefaultRetainedJobBytesPerAgent, RetainedJobBytesPerWorkspace: host.DefaultRetainedJobBytesPerWorkspace,
+		StreamSessionsPerClient: host.DefaultStreamSessionsPerClient, JobsPerClient: host.DefaultJobsPerClient,
+		RetainedJobsPerClient: host.DefaultRetainedJobsPerClient, RetainedJobBytesPerClient: host.DefaultRetainedJobBytesPerClient,
 		Replica: replicaLimits,
 	}
-	if got != want || want.StreamSessionsPerAgent == 0 || want.JobsPerAgent == 0 || want.RetainedJobBytesPerAgent == 0 {
+	if got != want || want.StreamSessionsPerAgent == 0 || want.JobsPerAgent == 0 || want.RetainedJobBytesPerAgent == 0 ||
+		want.JobsPerClient == 0 || want.RetainedJobsPerClient == 0 || want.RetainedJobBytesPerClient == 0 {
 		t.Fatalf("no quotas configured: %+v, want the defaults %+v", got, want)
 	}
 	if ev := (*Quotas)(nil).events(0); ev.PerSession != mcpserver.DefaultEventBytesPerSession || ev.PerClient != mcpserver.DefaultEventBytesPerClient || ev.PerSession == 0 {

@@ -35,7 +35,7 @@ type SessionLimits struct {
 	// many. A client is the user of its bearer token (or of an
 	// authentication handler before crank), else its address as for
 	// max_mcp_sessions_per_client. A request past it gets 429 with
-	// Retry-After. Default 100.
+	// Retry-After. Default 10000.
 	MaxSessionlessRequestsPerClient int `json:"max_sessionless_requests_per_client,omitempty"`
 }
 

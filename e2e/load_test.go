@@ -286,14 +286,20 @@ func recovered(t *testing.T, url, name string) (problems []string) {
 // loadDuration is how long each load phase runs: a few seconds, or
 // CRANK_LOAD_DURATION (make loadtest).
 func loadDuration(t testing.TB) time.Duration {
-	if s := os.Getenv("CRANK_LOAD_DURATION"); s != "" {
+	return envDuration(t, "CRANK_LOAD_DURATION", 3*time.Second)
+}
+
+// envDuration is the duration the environment variable name gives, def
+// when it is unset.
+func envDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	if s := os.Getenv(name); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			t.Fatalf("CRANK_LOAD_DURATION: %v", err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		return d
 	}
-	return 3 * time.Second
+	return def
 }
 
 // loadWorkers is how many concurrent MCP clients a phase runs.

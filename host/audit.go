@@ -21,6 +21,16 @@ type Quotas struct {
 	StreamSessionsPerAgent     int
 	JobsPerWorkspace           int
 	JobsPerAgent               int
+	// StreamSessionsPerClient and JobsPerClient bound them per client
+	// (CallRequest.ClientID) within the workspace's, so that one client —
+	// an anonymous one with a new agent in every MCP session, say — fills
+	// its own budget and not its workspace's.
+	StreamSessionsPerClient int
+	JobsPerClient           int
+	// RetainedJobsPerClient and RetainedJobBytesPerClient: what the
+	// finished jobs of one client keep; a start past either is refused.
+	RetainedJobsPerClient     int
+	RetainedJobBytesPerClient int64
 	// RetainedJobsPerAgent: finished jobs an agent keeps; past it its
 	// oldest are evicted. RetainedJobsPerWorkspace: finished jobs a
 	// workspace keeps; a start past it is refused.
@@ -40,18 +50,25 @@ type Quotas struct {
 // retained is what the store bounds finished jobs by.
 func (q Quotas) retained() store.RetainedQuota {
 	return store.RetainedQuota{JobsPerAgent: q.RetainedJobsPerAgent, JobsPerWorkspace: q.RetainedJobsPerWorkspace,
-		BytesPerAgent: q.RetainedJobBytesPerAgent, BytesPerWorkspace: q.RetainedJobBytesPerWorkspace}
+		BytesPerAgent: q.RetainedJobBytesPerAgent, BytesPerWorkspace: q.RetainedJobBytesPerWorkspace,
+		JobsPerClient: q.RetainedJobsPerClient, BytesPerClient: q.RetainedJobBytesPerClient}
 }
 
-// quotaMessage names the exceeded quota as the operator configured it.
+// quotaMessage names the exceeded quota as the operator configured it,
+// and says when room frees.
 func (h *Host) quotaMessage(qe *store.QuotaError) string {
+	frees := "as they reach the end of their operation's retention"
+	if !qe.FreesAt.IsZero() {
+		frees = fmt.Sprintf("when the oldest of them expires, at %s (in %s)", qe.FreesAt.UTC().Format(time.RFC3339),
+			max(time.Until(qe.FreesAt), 0).Round(time.Second))
+	}
 	switch qe.Retained {
 	case store.RetainedJobs:
 		return fmt.Sprintf("quota %s exceeded: %s keeps %d finished jobs (limit %d); "+
-			"a finished job is kept for its operation's retention, after which there is room again", quotaName(qe), qe.Scope, qe.Open, qe.Limit)
+			"a finished job is kept for its operation's retention: there is room again %s", quotaName(qe), qe.Scope, qe.Open, qe.Limit, frees)
 	case store.RetainedBytes:
 		return fmt.Sprintf("quota %s exceeded: the finished jobs of %s wrote %d bytes of results that are still within their retention (limit %d); "+
-			"there is room again as they reach the end of their operation's retention", quotaName(qe), qe.Scope, qe.Open, qe.Limit)
+			"there is room again %s", quotaName(qe), qe.Scope, qe.Open, qe.Limit, frees)
 	}
 	kind := "sessions"
 	if qe.Kind == "job" {

@@ -120,7 +120,9 @@ func (h *Host) storeError(kind, id string, err error) *Result {
 	switch {
 	case errors.As(err, &qe):
 		telemetry.QuotaRefusal(quotaName(qe))
-		return classed(errorResult(h.quotaMessage(qe)), OutcomeQuota)
+		r := classed(errorResult(h.quotaMessage(qe)), OutcomeQuota)
+		r.limit = quotaName(qe)
+		return r
 	case errors.As(err, &rq):
 		return classed(errorResult(string(rq)), OutcomeQuota)
 	case EvictionNotice(err) != "":

@@ -115,6 +115,9 @@ type boundOp struct {
 	// base is the session or async_job operation a family tool belongs
 	// to (nil for other tools).
 	base *boundOp
+	// upstreams are the addresses its config reaches (Tool.Upstreams),
+	// read once.
+	upstreams func() []string
 	// builtin serves a tool of the host's own, without an adapter (the
 	// grants tool, upstream_grant.go).
 	builtin func(ctx context.Context, req CallRequest, args json.RawMessage) *Result
@@ -248,7 +251,7 @@ func (h *Host) bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 		// stream until the upstream answers); the window bounds the rest.
 		timeout = op.Execution.Limits.UpstreamTimeout()
 	}
-	return &boundOp{Operation: op, sup: sup, call: sdk.Operation{
+	b := &boundOp{Operation: op, sup: sup, call: sdk.Operation{
 		Name: op.Name, Config: op.Config, Timeout: timeout, Mode: adapterMode(op), BaseDir: op.Dir,
 		ToolExecution: true, // the host reads a derived tool's mode, execution and item schema
 		// What the adapter connects to is held to the catalog's rules
@@ -257,6 +260,8 @@ func (h *Host) bind(op *opsfile.Operation, sup *Supervisor) *boundOp {
 		// it cuts them (describeUpstreamError).
 		Egress: op.Egress(), ExcerptMargin: h.excerptMargin,
 	}}
+	b.upstreams = readUpstreams(b)
+	return b
 }
 
 // expand turns the tools an adapter derived from an entry into operations.
@@ -395,6 +400,10 @@ type CallRequest struct {
 	RequestID   string
 	WorkspaceID string
 	AgentID     string
+	// ClientID is the client that sends the call (its user, else its agent
+	// header, else its address: ratelimit.ClientOf), whose per-client
+	// quotas count the sessions and jobs it starts; "" for none.
+	ClientID    string
 	TraceParent string
 	TraceState  string
 	// SubjectToken is the caller's verified access token ("" for none),
@@ -505,8 +514,17 @@ type Result struct {
 	// permanent: the upstream refused the request itself (the adapter
 	// said so, sdk.UpstreamError.Rejected); repeating it cannot succeed.
 	permanent bool
-	// class is the outcome class of an error (telemetry.go).
-	class string
+	// class is the outcome class of an error (telemetry.go); limit names
+	// the quota that refused the call (the access record's limit).
+	class, limit string
+}
+
+// limitName is the quota that refused the call, "" for none.
+func (r *Result) limitName() string {
+	if r == nil {
+		return ""
+	}
+	return r.limit
 }
 
 // ErrUnknownTool is returned for a tool the host does not serve.

@@ -97,7 +97,8 @@ func (h *Host) createJob(ctx context.Context, op *boundOp, req CallRequest, args
 	job, err := h.store.CreateJob(ctx, store.NewJob{
 		Scope: req.scope(), AgentScoped: op.Family.AgentScoped, OperationID: op.Name,
 		MaxRuntime: op.Timeout, Retention: op.Family.Job.Retention(), Owned: true,
-		Quota:    store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent},
+		Quota:    store.Quota{PerWorkspace: h.quotas.JobsPerWorkspace, PerAgent: h.quotas.JobsPerAgent, PerClient: h.quotas.JobsPerClient},
+		ClientID: req.ClientID,
 		Retained: h.quotas.retained(),
 	})
 	if err != nil {

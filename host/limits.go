@@ -24,6 +24,14 @@ const (
 	DefaultRetainedJobsPerWorkspace     = 10_000
 	DefaultRetainedJobBytesPerAgent     = 64 << 20
 	DefaultRetainedJobBytesPerWorkspace = 1 << 30
+	// Per client (its user, else its agent header, else its address): a
+	// fifth of the workspace's open sessions and jobs, a tenth of what
+	// its finished jobs keep, so that one client fills its own budget and
+	// never the workspace's.
+	DefaultStreamSessionsPerClient   = 20
+	DefaultJobsPerClient             = 20
+	DefaultRetainedJobsPerClient     = 1000
+	DefaultRetainedJobBytesPerClient = 128 << 20
 )
 
 // ReplicaLimits caps how many stream sessions and jobs run at once on

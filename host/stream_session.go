@@ -77,7 +77,9 @@ func (h *Host) startStreamSession(ctx context.Context, op *boundOp, req CallRequ
 		Mode:        string(opsfile.ModeSession),
 		IdleTimeout: l.Idle(), MaxLifetime: l.Lifetime(),
 		MaxItems: l.MaxItems, MaxBytes: l.MaxBytes, Owned: true,
-		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent},
+		Quota: store.Quota{PerWorkspace: h.quotas.StreamSessionsPerWorkspace, PerAgent: h.quotas.StreamSessionsPerAgent,
+			PerClient: h.quotas.StreamSessionsPerClient},
+		ClientID: req.ClientID,
 	})
 	if err != nil {
 		slot()

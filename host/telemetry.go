@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/client"
@@ -40,6 +41,9 @@ const (
 	// OutcomeDenied: the endpoint's policy hid the tool or refused the
 	// arguments; the call never reached the host.
 	OutcomeDenied = "denied"
+	// OutcomeRateLimited: a rate limit of the endpoint refused the call;
+	// it never reached the host (RecordRefused).
+	OutcomeRateLimited = "rate_limited"
 )
 
 // classed sets the outcome class of an error result.
@@ -142,15 +146,43 @@ func (o *callObservation) end(res *Result) {
 	}
 	o.span.SetAttributes(attribute.String("crank.outcome", outcome))
 	o.span.End()
-	if ce := o.h.access.Check(zap.InfoLevel, "tool call"); ce != nil {
-		fields := []zap.Field{zap.String("tool", o.op.Name), zap.String("mode", string(o.op.Mode)),
-			zap.String("outcome", outcome), zap.Duration("duration", took), zap.String("request_id", o.req.RequestID),
-			zap.String("workspace", o.req.WorkspaceID), zap.String("agent", o.req.AgentID)}
-		if sc := o.span.SpanContext(); sc.HasTraceID() {
-			fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
-		}
-		ce.Write(fields...)
+	o.h.writeAccess(o.op.Operation, o.req, outcome, took, o.span.SpanContext(), res.limitName())
+}
+
+// writeAccess writes a call's access record (tool, mode, outcome,
+// duration, request, trace, workspace and agent, and the limit or quota
+// that refused it; never arguments or results).
+func (h *Host) writeAccess(op *opsfile.Operation, req *CallRequest, outcome string, took time.Duration, sc trace.SpanContext, limit string) {
+	ce := h.access.Check(zap.InfoLevel, "tool call")
+	if ce == nil {
+		return
 	}
+	fields := []zap.Field{zap.String("tool", op.Name), zap.String("mode", string(op.Mode)),
+		zap.String("outcome", outcome), zap.Duration("duration", took), zap.String("request_id", req.RequestID),
+		zap.String("workspace", req.WorkspaceID), zap.String("agent", req.AgentID)}
+	if sc.HasTraceID() {
+		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
+	}
+	if limit != "" {
+		fields = append(fields, zap.String("limit", limit))
+	}
+	ce.Write(fields...)
+}
+
+// RecordRefused records a call of req.Tool that a limit of the endpoint
+// refused before it reached the host: crank_tool_calls_total with outcome
+// and the access record naming limit.
+func (h *Host) RecordRefused(req CallRequest, outcome, limit string) {
+	op := req.Tool.Operation()
+	if op == nil {
+		return
+	}
+	t := telemetry.ToolSeries(op.Name, string(op.Mode), op.Role)
+	t.End(t.Begin(), outcome)
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	h.writeAccess(op, &req, outcome, 0, trace.SpanContext{}, limit)
 }
 
 // validationSpan times the validation of a call's arguments.

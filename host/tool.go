@@ -1,6 +1,8 @@
 package host
 
 import (
+	"sync"
+
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/opsfile"
 )
@@ -79,4 +81,36 @@ func (t Tool) Unary() bool {
 	}
 	d := t.b.sup.Description()
 	return d != nil && (!d.Capabilities.Progress || !d.Capabilities.Log && !d.Capabilities.ClientRequests)
+}
+
+// Upstreams are the addresses the tool's config connects to (a family
+// tool's: its operation's), as its adapter's config schema says: what a
+// rate limit scoped to an upstream matches. Read once per tool.
+func (t Tool) Upstreams() []string {
+	if t.b == nil {
+		return nil
+	}
+	if t.b.base != nil {
+		return Tool{b: t.b.base}.Upstreams()
+	}
+	if t.b.upstreams == nil {
+		return nil
+	}
+	return t.b.upstreams()
+}
+
+// readUpstreams is the Upstreams of b, read once its adapter described
+// itself (its config schema says what each field reaches).
+func readUpstreams(b *boundOp) func() []string {
+	var mu sync.Mutex
+	var list []string
+	read := false
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if !read && b.sup != nil && b.sup.Description() != nil {
+			list, read = opsfile.Upstreams(b.Config, b.sup.Description().ConfigSchema), true
+		}
+		return list
+	}
 }

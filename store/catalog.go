@@ -108,7 +108,7 @@ type CatalogVersion struct {
 	Operator string `json:"operator,omitempty"`
 	Message  string `json:"message,omitempty"`
 	// Action is what made the version: create, replace, import, patch,
-	// delete, rollback (the caller's word, stored as given).
+	// delete, rollback, rate_limits (the caller's word, stored as given).
 	Action string `json:"action"`
 	// RollbackOf is the version a rollback restored.
 	RollbackOf int64           `json:"rollback_of,omitempty"`

@@ -60,14 +60,22 @@
 //	                                    path-escaped: what quotas count; on
 //	                                    the record's lease, deleted with the
 //	                                    transition to a final status
+//	<prefix>active-client/<kind>/<ws>/<client>/<id>
+//	                                    the same per client, for a record
+//	                                    that names its client (client_id):
+//	                                    what per-client quotas count
 //	<prefix>retained/jobs/<ws>/<agent>/<t>/<id>
-//	                                    one empty key per finished job,
-//	                                    <t> its 19-digit finish time in
-//	                                    Unix nanoseconds (oldest first); on
-//	                                    the record's lease, deleted with it
-//	                                    or when it is evicted
+//	<prefix>retained-client/jobs/<ws>/<client>/<t>/<id>
+//	                                    one key per finished job (the second
+//	                                    for one that names its client), <t>
+//	                                    its 19-digit finish time in Unix
+//	                                    nanoseconds (oldest first), its value
+//	                                    the job's expiry (empty before this
+//	                                    release); on the record's lease,
+//	                                    deleted with it or when it is evicted
 //	<prefix>retained-bytes/64k/<ws>/<agent>/<id>/<k>
 //	<prefix>retained-bytes/4k/<ws>/<agent>/<id>/<k>
+//	<prefix>retained-client-bytes/64k|4k/<ws>/<client>/<id>/<k>
 //	                                    one empty key per whole 64 KiB of a
 //	                                    finished job's bytes, then per 4 KiB
 //	                                    of the rest: the byte budgets; on
@@ -95,6 +103,12 @@
 //	                                    (HoldDuty, duty.go), such as an
 //	                                    endpoint's mcp-mesh registration:
 //	                                    as the sweep-leader lock
+//	<prefix>limits/<limit id>/<owner-id>
+//	                                    a replica that enforces a fleet-wide
+//	                                    rate limit (JoinLimit, limits.go), on
+//	                                    its owner lease; every replica
+//	                                    watches limits/ once to compute its
+//	                                    share (WatchLimitMembers)
 //	<prefix>ping                        never written; read by Ping
 //	<prefix>streams/<session>/<stream>  an MCP response stream's (SSE) log
 //	                                    position: first retained and next

@@ -361,6 +361,20 @@ func (e *Etcd) Ping(ctx context.Context) error {
 	return classify(ctx, "ping etcd", e.ping(pctx))
 }
 
+// Revision is etcd's current revision, which every write moves (a
+// count-only read): how a test shows that something wrote nothing.
+func (e *Etcd) Revision(ctx context.Context) (int64, error) {
+	var rev int64
+	err := e.read(ctx, "read revision", func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, pingKey, clientv3.WithCountOnly())
+		if err == nil {
+			rev = resp.Header.GetRevision()
+		}
+		return err
+	})
+	return rev, err
+}
+
 func (e *Etcd) ping(ctx context.Context) error {
 	_, err := e.kv.Get(ctx, pingKey, clientv3.WithCountOnly())
 	return err

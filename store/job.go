@@ -96,7 +96,11 @@ func (j *AsyncJobHandle) Expired(now time.Time) bool { return !now.Before(j.Expi
 
 // NewJob describes a job to create.
 type NewJob struct {
-	Scope       Scope
+	Scope Scope
+	// ClientID is the client that starts it ("" for none): its per-client
+	// quotas count the job (Quota.PerClient, RetainedQuota's per-client
+	// bounds).
+	ClientID    string
 	AgentScoped bool
 	OperationID string
 	Progress    json.RawMessage
@@ -255,7 +259,7 @@ func (r *jobRecord) settled(ctx context.Context, e *Etcd) { e.trimRetained(ctx, 
 // CreateJob creates a job — running and owned by this replica with
 // nj.Owned, queued otherwise — and returns it with its new ID.
 func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error) {
-	if err := validIdentity(nj.Scope, nj.AgentScoped, nj.OperationID); err != nil {
+	if err := validIdentity(nj.Scope, nj.ClientID, nj.AgentScoped, nj.OperationID); err != nil {
 		return nil, err
 	}
 	if nj.MaxRuntime < time.Millisecond {
@@ -270,7 +274,7 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 	if nj.Retained.JobsPerAgent < 0 {
 		return nil, fmt.Errorf("store: %w: quota must not be negative", ErrInvalid)
 	}
-	checks := append(openChecks(jobKind.index, nj.Scope, nj.Quota), retainedChecks(nj.Scope, nj.Retained)...)
+	checks := append(openChecks(jobKind.index, nj.Scope, nj.ClientID, nj.Quota), retainedChecks(nj.Scope, nj.ClientID, nj.Retained)...)
 	if err := e.checkQuota(ctx, jobKind.name, checks); err != nil {
 		return nil, err
 	}
@@ -279,7 +283,7 @@ func (e *Etcd) CreateJob(ctx context.Context, nj NewJob) (*AsyncJobHandle, error
 	}
 	return jobKind.create(ctx, e, &jobRecord{
 		owned: owned[JobStatus]{WorkspaceID: nj.Scope.WorkspaceID, AgentID: nj.Scope.AgentID, AgentScoped: nj.AgentScoped,
-			OperationID: nj.OperationID, Status: JobQueued, RetentionMS: durMS(nj.Retention)},
+			ClientID: nj.ClientID, OperationID: nj.OperationID, Status: JobQueued, RetentionMS: durMS(nj.Retention)},
 		Progress: nj.Progress, MaxRuntimeMS: durMS(nj.MaxRuntime), RetainLimit: nj.Retained.JobsPerAgent,
 	}, nj.Owned)
 }

@@ -41,10 +41,13 @@ type ownedStatus[S any] interface {
 // finished, why it was stopped) are the kind's, set through its
 // ownedRecord methods.
 type owned[S ownedStatus[S]] struct {
-	ID          string          `json:"id"`
-	WorkspaceID string          `json:"workspace_id"`
-	AgentID     string          `json:"agent_id,omitempty"`
-	AgentScoped bool            `json:"agent_scoped,omitempty"`
+	ID          string `json:"id"`
+	WorkspaceID string `json:"workspace_id"`
+	AgentID     string `json:"agent_id,omitempty"`
+	AgentScoped bool   `json:"agent_scoped,omitempty"`
+	// ClientID is the client that started it, whose quotas count it
+	// (Quota.PerClient, RetainedQuota's per-client bounds); "" for none.
+	ClientID    string          `json:"client_id,omitempty"`
 	OperationID string          `json:"operation_id"`
 	Status      S               `json:"status"`
 	Error       json.RawMessage `json:"error_json,omitempty"`
@@ -60,6 +63,16 @@ func (o *owned[S]) visibleTo(s Scope) bool {
 }
 
 func (o *owned[S]) retention() time.Duration { return msDur(o.RetentionMS) }
+
+// activeKeys are the record's open-entity index entries: its agent's,
+// and its client's when it has one.
+func (o *owned[S]) activeKeys(kind string) []string {
+	keys := []string{activeKey(kind, o.WorkspaceID, o.AgentID, o.ID)}
+	if o.ClientID != "" {
+		keys = append(keys, activeClientPrefix(kind, o.WorkspaceID, o.ClientID)+o.ID)
+	}
+	return keys
+}
 
 // ownedRecord is a kind's record (a pointer to it), V its public form.
 type ownedRecord[S ownedStatus[S], V any] interface {
@@ -174,8 +187,7 @@ func (k *ownedKind[S, P, V]) put(e *Etcd, p *plan, r P, now time.Time, refresh b
 		return fmt.Errorf("store: %s %s: %w: record is %d bytes (%s), over the %d-byte limit",
 			k.name, o.ID, ErrTooLarge, len(val), r.sizes(), e.maxValue)
 	}
-	if err := p.putEntity(k.key(o.ID), val, o.ExpiresAt, now, refresh,
-		activeKey(k.index, o.WorkspaceID, o.AgentID, o.ID), !o.Status.Terminal()); err != nil {
+	if err := p.putEntity(k.key(o.ID), val, o.ExpiresAt, now, refresh, o.activeKeys(k.index), !o.Status.Terminal()); err != nil {
 		return err
 	}
 	return r.putMore(p, len(val), now, refresh)
@@ -183,11 +195,14 @@ func (k *ownedKind[S, P, V]) put(e *Etcd, p *plan, r P, now time.Time, refresh b
 
 // validIdentity checks what every create names: who a new record belongs
 // to and what it runs.
-func validIdentity(scope Scope, agentScoped bool, operationID string) error {
+func validIdentity(scope Scope, client string, agentScoped bool, operationID string) error {
 	if err := validLabel("workspace_id", scope.WorkspaceID, false); err != nil {
 		return err
 	}
 	if err := validLabel("agent_id", scope.AgentID, agentScoped); err != nil {
+		return err
+	}
+	if err := validLabel("client_id", client, false); err != nil {
 		return err
 	}
 	return validLabel("operation_id", operationID, true)
@@ -487,7 +502,9 @@ func (k *ownedKind[S, P, V]) cleanup(ctx context.Context, e *Etcd, now time.Time
 		p := e.newPlan(ctx)
 		p.del(k.key(o.ID))
 		p.del(runningKey(k.index, o.ID))
-		p.del(activeKey(k.index, o.WorkspaceID, o.AgentID, o.ID))
+		for _, a := range o.activeKeys(k.index) {
+			p.del(a)
+		}
 		p.del(signalKey(k.index, o.ID))
 		r.delMore(p)
 		ok, err := e.deleteAt(ctx, "delete "+k.name+" "+o.ID, k.key(o.ID), kv.ModRevision, p.ops...)

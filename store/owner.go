@@ -52,6 +52,9 @@ type ownerState struct {
 	// sweep-leader lock among them.
 	leaderMu sync.Mutex
 	locks    map[string]*concurrency.Mutex
+	// limits are the fleet-wide rate limits this owner joined (limits.go),
+	// also under leaderMu.
+	limits map[string]bool
 }
 
 // alive reports whether the owner lease is still kept alive: its session
@@ -129,7 +132,7 @@ func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
 		sess, err = concurrency.NewSession(e.cli, concurrency.WithLease(lease),
 			concurrency.WithTTL(int(e.ownerTTL/time.Second)), concurrency.WithContext(e.bgCtx))
 		if err == nil {
-			e.own = &ownerState{id: id, session: sess, locks: map[string]*concurrency.Mutex{}}
+			e.own = &ownerState{id: id, session: sess, locks: map[string]*concurrency.Mutex{}, limits: map[string]bool{}}
 			return e.own, nil
 		}
 		err = fmt.Errorf("store: %s: keep lease alive: %w", op, err)

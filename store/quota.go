@@ -26,6 +26,11 @@ var ErrQuota = errors.New("store: quota exceeded")
 type Quota struct {
 	PerWorkspace int
 	PerAgent     int
+	// PerClient bounds the open entities of one client within the
+	// workspace (NewJob.ClientID, NewStreamSession.ClientID), counted from
+	// an index of their own (active-client/…), so that one client fills
+	// its own budget, not its workspace's.
+	PerClient int
 }
 
 // QuotaError names the quota a create would exceed.
@@ -40,6 +45,10 @@ type QuotaError struct {
 	// Open is what was counted: open entities, finished jobs kept or
 	// bytes they wrote.
 	Open int64
+	// FreesAt is when room frees for a quota of what finished jobs keep:
+	// the expiry of the oldest finished job counted (zero when not known;
+	// for a quota of open entities, room frees as one of them ends).
+	FreesAt time.Time
 }
 
 // Retained quota kinds (QuotaError.Retained).
@@ -64,7 +73,15 @@ func (e *QuotaError) Error() string {
 // Is makes errors.Is(err, ErrQuota) true.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
-const activeDir = "active/"
+const (
+	activeDir       = "active/"
+	activeClientDir = "active-client/"
+)
+
+// activeClientPrefix is the open-entity index of one client.
+func activeClientPrefix(kind, workspace, client string) string {
+	return activeClientDir + kind + "/" + url.PathEscape(workspace) + "/" + url.PathEscape(client) + "/"
+}
 
 func activeScopePrefix(kind, workspace string) string {
 	return activeDir + kind + "/" + url.PathEscape(workspace) + "/"
@@ -80,9 +97,10 @@ func activeKey(kind, workspace, agent, id string) string {
 
 // putEntity adds the put of a session or job record to p — on a bucket
 // lease until expiresAt when refresh is set, otherwise on the lease it has
-// — and keeps its open-entity index entry (activeKey) in step: on the same
-// lease while the entity is open, deleted once it is final.
-func (p *plan) putEntity(key string, val []byte, expiresAt, now time.Time, refresh bool, activeKey string, open bool) error {
+// — and keeps its open-entity index entries (activeKeys: the agent's, and
+// the client's when it has one) in step: on the same lease while the
+// entity is open, deleted once it is final.
+func (p *plan) putEntity(key string, val []byte, expiresAt, now time.Time, refresh bool, activeKeys []string, open bool) error {
 	ttl := leaseKeep
 	if refresh {
 		ttl = expiresAt.Sub(now)
@@ -93,11 +111,16 @@ func (p *plan) putEntity(key string, val []byte, expiresAt, now time.Time, refre
 	if err := p.put(key, val, ttl); err != nil {
 		return err
 	}
-	if !open {
-		p.del(activeKey)
-		return nil
+	for _, k := range activeKeys {
+		if !open {
+			p.del(k)
+			continue
+		}
+		if err := p.put(k, nil, ttl); err != nil {
+			return err
+		}
 	}
-	return p.put(activeKey, nil, ttl)
+	return nil
 }
 
 // countCheck is one bound a create must fit in: the keys under prefixes,
@@ -107,17 +130,30 @@ type countCheck struct {
 	limit                  int64
 	prefixes               []string
 	units                  []int64
+	// jobs, for a check of what finished jobs keep, is the retained index
+	// of the scope's jobs: the oldest of them says when room frees.
+	jobs string
 }
 
-// openChecks are the quotas of open entities a new one of scope must fit
-// in.
-func openChecks(kind string, scope Scope, q Quota) []countCheck {
-	return []countCheck{
+// openChecks are the quotas of open entities a new one of scope and
+// client ("" for none) must fit in.
+func openChecks(kind string, scope Scope, client string, q Quota) []countCheck {
+	checks := []countCheck{
 		{quota: "per_workspace", scope: fmt.Sprintf("workspace %q", scope.WorkspaceID), limit: int64(q.PerWorkspace),
 			prefixes: []string{activeScopePrefix(kind, scope.WorkspaceID)}, units: []int64{1}},
 		{quota: "per_agent", scope: fmt.Sprintf("agent %q of workspace %q", scope.AgentID, scope.WorkspaceID), limit: int64(q.PerAgent),
 			prefixes: []string{activeAgentPrefix(kind, scope.WorkspaceID, scope.AgentID)}, units: []int64{1}},
 	}
+	if client != "" {
+		checks = append(checks, countCheck{quota: "per_client", scope: clientScope(scope.WorkspaceID, client), limit: int64(q.PerClient),
+			prefixes: []string{activeClientPrefix(kind, scope.WorkspaceID, client)}, units: []int64{1}})
+	}
+	return checks
+}
+
+// clientScope names a client of a workspace in a quota's error.
+func clientScope(workspace, client string) string {
+	return fmt.Sprintf("client %q of workspace %q", client, workspace)
 }
 
 // checkQuota counts, with count-only range reads in one transaction, what
@@ -158,7 +194,11 @@ func (e *Etcd) checkQuota(ctx context.Context, label string, checks []countCheck
 			i++
 		}
 		if n >= c.limit {
-			return &QuotaError{Kind: label, Quota: c.quota, Retained: c.retained, Scope: c.scope, Limit: c.limit, Open: n}
+			qe := &QuotaError{Kind: label, Quota: c.quota, Retained: c.retained, Scope: c.scope, Limit: c.limit, Open: n}
+			if c.jobs != "" {
+				qe.FreesAt = e.oldestRetainedExpiry(ctx, c.jobs)
+			}
+			return qe
 		}
 	}
 	return nil

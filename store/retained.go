@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,13 +46,28 @@ import (
 //	                                              of the rest
 //	evicted/jobs/<id>                             an evicted job's marker
 //
+// A job that names its client (NewJob.ClientID) is counted for its client
+// too, in indexes of their own, so that one client fills its own budget
+// and not its workspace's (the client: its user, else its agent header,
+// else its address):
+//
+//	retained-client/jobs/<ws>/<client>/<t>/<id>
+//	retained-client-bytes/64k/<ws>/<client>/<id>/<k>
+//	retained-client-bytes/4k/<ws>/<client>/<id>/<k>
+//
+// The value of a job's retained index entries is its expiry (Unix
+// nanoseconds): a refusal says when room frees from the oldest.
+//
 // The byte keys of an evicted job stay on their lease until the job would
 // have expired, which is what makes the budget a budget.
 const (
-	retainedDir      = "retained/"
-	retainedJobsDir  = retainedDir + "jobs/"
-	retainedBytesDir = "retained-bytes/"
-	evictedJobsDir   = "evicted/jobs/"
+	retainedDir            = "retained/"
+	retainedJobsDir        = retainedDir + "jobs/"
+	retainedBytesDir       = "retained-bytes/"
+	retainedClientDir      = "retained-client/"
+	retainedClientJobsDir  = retainedClientDir + "jobs/"
+	retainedClientBytesDir = "retained-client-bytes/"
+	evictedJobsDir         = "evicted/jobs/"
 
 	// RetainedBigUnit and RetainedSmallUnit are the byte units a job's
 	// retained bytes are counted in: whole big units, then small units
@@ -66,6 +83,12 @@ type RetainedQuota struct {
 	// JobsPerAgent: finished jobs one agent keeps; past it its oldest are
 	// evicted.
 	JobsPerAgent int
+	// JobsPerClient and BytesPerClient: finished jobs one client keeps,
+	// and the bytes they wrote within their retention, within its
+	// workspace's; a start past either is refused. They count only jobs
+	// that name their client (NewJob.ClientID).
+	JobsPerClient  int
+	BytesPerClient int64
 	// BytesPerAgent and BytesPerWorkspace: bytes the finished jobs of an
 	// agent (of a workspace) wrote within their retention; a start past
 	// either is refused.
@@ -112,6 +135,7 @@ type evictedRecord struct {
 	WorkspaceID string    `json:"workspace_id"`
 	AgentID     string    `json:"agent_id,omitempty"`
 	AgentScoped bool      `json:"agent_scoped,omitempty"`
+	ClientID    string    `json:"client_id,omitempty"`
 	Reason      string    `json:"reason"`
 	Limit       int       `json:"limit,omitempty"`
 	EvictedAt   time.Time `json:"evicted_at"`
@@ -132,23 +156,50 @@ func retainedKey(r *jobRecord) string {
 	return retainedAgentPrefix(r.WorkspaceID, r.AgentID) + fmt.Sprintf("%019d/%s", r.FinishedAt.UnixNano(), r.ID)
 }
 
-// retainedBytesUnits are the two unit directories, big first.
+// retainedClientPrefix is the retained index of a client of a workspace.
+func retainedClientPrefix(workspace, client string) string {
+	return retainedClientJobsDir + url.PathEscape(workspace) + "/" + url.PathEscape(client) + "/"
+}
+
+// retainedKeys are a finished job's retained index entries: its agent's
+// and, when it names its client, its client's.
+func retainedKeys(r *jobRecord) []string {
+	keys := []string{retainedKey(r)}
+	if r.ClientID != "" {
+		keys = append(keys, retainedClientPrefix(r.WorkspaceID, r.ClientID)+fmt.Sprintf("%019d/%s", r.FinishedAt.UnixNano(), r.ID))
+	}
+	return keys
+}
+
+// retainedBytesUnits are the two unit directories (under a byte budget's
+// directory), big first.
 var retainedBytesUnits = [2]struct {
 	dir  string
 	size int64
-}{{retainedBytesDir + "64k/", RetainedBigUnit}, {retainedBytesDir + "4k/", RetainedSmallUnit}}
+}{{"64k/", RetainedBigUnit}, {"4k/", RetainedSmallUnit}}
 
-// retainedBytesPrefix is the range of one unit's keys of a workspace, of an
-// agent of it (agent set) or of one job of that agent (id set too).
-func retainedBytesPrefix(unit int, workspace string, agent *string, id string) string {
-	p := retainedBytesUnits[unit].dir + url.PathEscape(workspace) + "/"
-	if agent != nil {
-		p += url.PathEscape(*agent) + "/"
+// retainedBytesPrefix is the range of one unit's keys under dir (of the
+// agents' budgets, or the clients') of a workspace, of an agent or client
+// of it (owner set) or of one job of that one (id set too).
+func retainedBytesPrefix(dir string, unit int, workspace string, owner *string, id string) string {
+	p := dir + retainedBytesUnits[unit].dir + url.PathEscape(workspace) + "/"
+	if owner != nil {
+		p += url.PathEscape(*owner) + "/"
 		if id != "" {
 			p += id + "/"
 		}
 	}
 	return p
+}
+
+// bytesOwners are the byte budgets a job counts against: its agent's and,
+// when it names its client, its client's (directory and owner).
+func bytesOwners(r *jobRecord) [][2]string {
+	out := [][2]string{{retainedBytesDir, r.AgentID}}
+	if r.ClientID != "" {
+		out = append(out, [2]string{retainedClientBytesDir, r.ClientID})
+	}
+	return out
 }
 
 // retainedUnits splits n bytes into whole big units and small units
@@ -172,15 +223,20 @@ func (p *plan) putRetained(r *jobRecord, recordBytes int, now time.Time) error {
 	if ttl <= 0 {
 		return nil
 	}
-	if err := p.put(retainedKey(r), nil, ttl); err != nil {
-		return err
+	expiry := []byte(strconv.FormatInt(r.ExpiresAt.UnixNano(), 10))
+	for _, k := range retainedKeys(r) {
+		if err := p.put(k, expiry, ttl); err != nil {
+			return err
+		}
 	}
 	big, small := retainedUnits(retainedBytes(r.ResultBytes, recordBytes))
-	for u, n := range [2]int64{big, small} {
-		prefix := retainedBytesPrefix(u, r.WorkspaceID, &r.AgentID, r.ID)
-		for k := range n {
-			if err := p.put(fmt.Sprintf("%s%04d", prefix, k), nil, ttl); err != nil {
-				return err
+	for _, o := range bytesOwners(r) {
+		for u, n := range [2]int64{big, small} {
+			prefix := retainedBytesPrefix(o[0], u, r.WorkspaceID, &o[1], r.ID)
+			for k := range n {
+				if err := p.put(fmt.Sprintf("%s%04d", prefix, k), nil, ttl); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -188,42 +244,94 @@ func (p *plan) putRetained(r *jobRecord, recordBytes int, now time.Time) error {
 }
 
 // delRetained adds the deletion of a job's retained keys to p: its index
-// entry and, with bytes, its byte units.
+// entries and, with bytes, its byte units.
 func (p *plan) delRetained(r *jobRecord, bytes bool) {
 	if !r.FinishedAt.IsZero() {
-		p.del(retainedKey(r))
+		for _, k := range retainedKeys(r) {
+			p.del(k)
+		}
 	}
 	if bytes {
-		for u := range retainedBytesUnits {
-			p.del(retainedBytesPrefix(u, r.WorkspaceID, &r.AgentID, r.ID), clientv3.WithPrefix())
+		for _, o := range bytesOwners(r) {
+			for u := range retainedBytesUnits {
+				p.del(retainedBytesPrefix(o[0], u, r.WorkspaceID, &o[1], r.ID), clientv3.WithPrefix())
+			}
 		}
 	}
 }
 
-// retainedChecks are the retained-job bounds a new job of scope must fit
-// in: the count of the workspace, the bytes of the workspace and of the
-// agent.
-func retainedChecks(scope Scope, q RetainedQuota) []countCheck {
+// retainedChecks are the retained-job bounds a new job of scope and
+// client ("" for none) must fit in: the count of the workspace, the bytes
+// of the workspace and of the agent, and the count and bytes of the
+// client.
+func retainedChecks(scope Scope, client string, q RetainedQuota) []countCheck {
 	ws := fmt.Sprintf("workspace %q", scope.WorkspaceID)
 	agent := fmt.Sprintf("agent %q of workspace %q", scope.AgentID, scope.WorkspaceID)
 	checks := []countCheck{
 		{quota: "per_workspace", retained: RetainedJobs, scope: ws, limit: int64(q.JobsPerWorkspace),
-			prefixes: []string{retainedScopePrefix(scope.WorkspaceID)}, units: []int64{1}},
-		bytesCheck("per_workspace", ws, q.BytesPerWorkspace, scope.WorkspaceID, nil),
+			prefixes: []string{retainedScopePrefix(scope.WorkspaceID)}, units: []int64{1}, jobs: retainedScopePrefix(scope.WorkspaceID)},
+		bytesCheck("per_workspace", ws, q.BytesPerWorkspace, retainedBytesDir, scope.WorkspaceID, nil, retainedScopePrefix(scope.WorkspaceID)),
 	}
 	if scope.AgentID != "" {
-		checks = append(checks, bytesCheck("per_agent", agent, q.BytesPerAgent, scope.WorkspaceID, &scope.AgentID))
+		checks = append(checks, bytesCheck("per_agent", agent, q.BytesPerAgent, retainedBytesDir, scope.WorkspaceID, &scope.AgentID,
+			retainedAgentPrefix(scope.WorkspaceID, scope.AgentID)))
+	}
+	if client != "" {
+		cs, jobs := clientScope(scope.WorkspaceID, client), retainedClientPrefix(scope.WorkspaceID, client)
+		checks = append(checks,
+			countCheck{quota: "per_client", retained: RetainedJobs, scope: cs, limit: int64(q.JobsPerClient),
+				prefixes: []string{jobs}, units: []int64{1}, jobs: jobs},
+			bytesCheck("per_client", cs, q.BytesPerClient, retainedClientBytesDir, scope.WorkspaceID, &client, jobs))
 	}
 	return checks
 }
 
-func bytesCheck(quota, scope string, limit int64, workspace string, agent *string) countCheck {
-	c := countCheck{quota: quota, retained: RetainedBytes, scope: scope, limit: limit}
+// bytesCheck is the byte budget of a workspace, or of an agent or client
+// of it (owner), under dir; jobs is the retained index of its jobs.
+func bytesCheck(quota, scope string, limit int64, dir, workspace string, owner *string, jobs string) countCheck {
+	c := countCheck{quota: quota, retained: RetainedBytes, scope: scope, limit: limit, jobs: jobs}
 	for u, unit := range retainedBytesUnits {
-		c.prefixes = append(c.prefixes, retainedBytesPrefix(u, workspace, agent, ""))
+		c.prefixes = append(c.prefixes, retainedBytesPrefix(dir, u, workspace, owner, ""))
 		c.units = append(c.units, unit.size)
 	}
 	return c
+}
+
+// oldestRetainedExpiry is when the oldest finished job in the retained
+// index prefix expires (the first entry written there; zero when none or
+// not known): room frees for a retained-job quota then. One read, only on
+// a refusal; a job finished before its entry held its expiry costs one
+// more, of its record.
+func (e *Etcd) oldestRetainedExpiry(ctx context.Context, prefix string) time.Time {
+	var kv *mvccpb.KeyValue
+	err := e.read(ctx, "read the oldest retained job", func(ctx context.Context, rd clientv3.KV) error {
+		resp, err := rd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err == nil && len(resp.Kvs) > 0 {
+			kv = resp.Kvs[0]
+		}
+		return err
+	})
+	if err != nil || kv == nil {
+		return time.Time{}
+	}
+	if ns, err := strconv.ParseInt(string(kv.Value), 10, 64); err == nil {
+		return time.Unix(0, ns).UTC()
+	}
+	key := string(kv.Key)
+	id := key[strings.LastIndexByte(key, '/')+1:]
+	if !wellFormedID(id, JobIDPrefix) {
+		return time.Time{}
+	}
+	rec, err := e.get(ctx, "get job "+id, jobKind.key(id))
+	if err != nil || rec == nil {
+		return time.Time{}
+	}
+	r, err := jobKind.decode(rec)
+	if err != nil {
+		return time.Time{}
+	}
+	return r.ExpiresAt
 }
 
 // trimRetained evicts the oldest finished jobs of r's agent past its
@@ -293,7 +401,7 @@ func (e *Etcd) evictJob(ctx context.Context, key, reason string, limit int, mark
 		p.del(jobResultKey(id))
 		p.del(jobListKey(r))
 		p.delRetained(r, false) // its bytes stay counted until it would have expired
-		if key != retainedKey(r) {
+		if !slices.Contains(retainedKeys(r), key) {
 			p.del(key)
 		}
 		if !mark {
@@ -311,7 +419,7 @@ func (p *plan) putEvicted(r *jobRecord, reason string, limit int, now time.Time)
 		return nil
 	}
 	val, _ := json.Marshal(evictedRecord{ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
-		Reason: reason, Limit: limit, EvictedAt: now, ExpiresAt: r.ExpiresAt})
+		ClientID: r.ClientID, Reason: reason, Limit: limit, EvictedAt: now, ExpiresAt: r.ExpiresAt})
 	return p.put(evictedKey(r.ID), val, ttl)
 }
 
@@ -358,7 +466,7 @@ func (e *Etcd) cleanupEvicted(ctx context.Context, now time.Time, rep *CleanupRe
 		}
 		p := e.newPlan(ctx)
 		if err == nil && wellFormedID(m.ID, JobIDPrefix) && string(kv.Key) == evictedKey(m.ID) {
-			p.delRetained(&jobRecord{owned: owned[JobStatus]{ID: m.ID, WorkspaceID: m.WorkspaceID, AgentID: m.AgentID}}, true)
+			p.delRetained(&jobRecord{owned: owned[JobStatus]{ID: m.ID, WorkspaceID: m.WorkspaceID, AgentID: m.AgentID, ClientID: m.ClientID}}, true)
 		}
 		p.del(string(kv.Key))
 		deleted, err := e.deleteAt(ctx, "delete eviction marker", string(kv.Key), kv.ModRevision, p.ops...)

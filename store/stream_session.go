@@ -163,8 +163,11 @@ type NewStreamSession struct {
 	// becomes its owner (registering as an owner if needed).
 	Owned bool
 	// Quota, when set, refuses the session (a *QuotaError) when its
-	// workspace or agent already has that many open sessions.
+	// workspace, agent or client already has that many open sessions.
 	Quota Quota
+	// ClientID is the client that starts it ("" for none), whose
+	// Quota.PerClient counts it.
+	ClientID string
 }
 
 // Advance moves a request/response session forward after a poll.
@@ -381,19 +384,19 @@ func (e *Etcd) CreateStreamSession(ctx context.Context, ns NewStreamSession) (*S
 	if err := validateNewStreamSession(&ns); err != nil {
 		return nil, err
 	}
-	if err := e.checkQuota(ctx, streamSessionKind.name, openChecks(streamSessionKind.index, ns.Scope, ns.Quota)); err != nil {
+	if err := e.checkQuota(ctx, streamSessionKind.name, openChecks(streamSessionKind.index, ns.Scope, ns.ClientID, ns.Quota)); err != nil {
 		return nil, err
 	}
 	return streamSessionKind.create(ctx, e, &streamSessionRecord{
 		owned: owned[StreamSessionStatus]{WorkspaceID: ns.Scope.WorkspaceID, AgentID: ns.Scope.AgentID, AgentScoped: ns.AgentScoped,
-			OperationID: ns.OperationID, Status: StreamSessionActive, RetentionMS: durMS(ns.Retention)},
+			ClientID: ns.ClientID, OperationID: ns.OperationID, Status: StreamSessionActive, RetentionMS: durMS(ns.Retention)},
 		Protocol: ns.Protocol, Mode: ns.Mode, Cursor: ns.Cursor, State: ns.State,
 		IdleMS: durMS(ns.IdleTimeout), LifetimeMS: durMS(ns.MaxLifetime), MaxItems: ns.MaxItems, MaxBytes: ns.MaxBytes,
 	}, ns.Owned)
 }
 
 func validateNewStreamSession(ns *NewStreamSession) error {
-	if err := validIdentity(ns.Scope, ns.AgentScoped, ns.OperationID); err != nil {
+	if err := validIdentity(ns.Scope, ns.ClientID, ns.AgentScoped, ns.OperationID); err != nil {
 		return err
 	}
 	for _, f := range [][2]string{{"protocol", ns.Protocol}, {"mode", ns.Mode}, {"cursor", ns.Cursor}} {

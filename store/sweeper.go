@@ -216,11 +216,11 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	errs = append(errs, err)
 	errs = append(errs, e.cleanupItemSets(ctx, &rep))
 	// Index entries left by entities that no longer exist: the open-entity
-	// index (active/<kind>/<workspace>/<agent>/<id>) and the running index
-	// (running/<kind>/<id>).
-	errs = append(errs, e.cleanupIndex(ctx, activeDir, &rep, func(kind, rest string) string {
-		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
-	}))
+	// indexes (active/<kind>/<workspace>/<agent>/<id>, active-client/…)
+	// and the running index (running/<kind>/<id>).
+	lastIsID := func(kind, rest string) string { return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:]) }
+	errs = append(errs, e.cleanupIndex(ctx, activeDir, &rep, lastIsID))
+	errs = append(errs, e.cleanupIndex(ctx, activeClientDir, &rep, lastIsID))
 	errs = append(errs, e.cleanupIndex(ctx, runningDir, &rep, entityKey))
 	// The job list index (job-list/<workspace>/…/<id>) and job results
 	// (job-results/<id>).
@@ -230,9 +230,8 @@ func (e *Etcd) CleanupExpired(ctx context.Context) (CleanupReport, error) {
 	errs = append(errs, e.cleanupIndex(ctx, jobResultsDir, &rep, func(id, _ string) string { return jobKind.key(id) }))
 	// What finished jobs keep (retained.go): index entries of jobs gone,
 	// and expired eviction markers with the byte units of their jobs.
-	errs = append(errs, e.cleanupIndex(ctx, retainedDir, &rep, func(kind, rest string) string {
-		return entityKey(kind, rest[strings.LastIndexByte(rest, '/')+1:])
-	}))
+	errs = append(errs, e.cleanupIndex(ctx, retainedDir, &rep, lastIsID))
+	errs = append(errs, e.cleanupIndex(ctx, retainedClientDir, &rep, lastIsID))
 	errs = append(errs, e.cleanupEvicted(ctx, now, &rep))
 	return rep, errors.Join(errs...)
 }

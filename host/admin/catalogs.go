@@ -23,6 +23,8 @@ type CatalogView struct {
 	Catalog    *store.CatalogHead    `json:"catalog"`
 	Version    *store.CatalogVersion `json:"version,omitempty"`
 	Operations []json.RawMessage     `json:"operations"`
+	// RateLimits are the catalog's rate limits (none: left out).
+	RateLimits []json.RawMessage `json:"rate_limits,omitempty"`
 	// Warnings are the adapters' warnings about the version just written.
 	Warnings opsfile.Problems `json:"warnings,omitempty"`
 }
@@ -270,7 +272,7 @@ func getCatalog(g *Gateway, w http.ResponseWriter, r *http.Request, args []strin
 	if ops == nil {
 		ops = []json.RawMessage{}
 	}
-	return writeJSON(w, http.StatusOK, CatalogView{Catalog: head, Version: ver, Operations: ops})
+	return writeJSON(w, http.StatusOK, CatalogView{Catalog: head, Version: ver, Operations: ops, RateLimits: doc.RateLimits})
 }
 
 // putCatalog replaces (or creates) a catalog with an operations file:

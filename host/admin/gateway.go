@@ -16,6 +16,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/catalog"
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -84,6 +85,9 @@ type Gateway struct {
 	Audit *zap.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// RateLimits returns the state of this replica's rate-limit budgets
+	// (nil: none).
+	RateLimits func() []ratelimit.State
 }
 
 // MaxBody bounds a request body.
@@ -195,7 +199,10 @@ var routes = []struct {
 	{[]string{"endpoints"}, methods{"GET": listEndpoints}},
 	{[]string{"tools"}, methods{"GET": listTools}},
 	{[]string{"tools", "*", "call"}, methods{"POST": callTool}},
+	{[]string{"catalogs", "*", "rate_limits"}, methods{"GET": listCatalogRateLimits, "PUT": putCatalogRateLimits}},
 	{[]string{"schema", "operation"}, methods{"GET": operationSchema}},
+	{[]string{"schema", "rate_limit"}, methods{"GET": rateLimitSchema}},
+	{[]string{"rate-limits"}, methods{"GET": liveRateLimits}},
 	{[]string{"live", "*"}, methods{"GET": liveSummary}},
 	{[]string{"live", "*", "*"}, methods{"GET": liveList}},
 	{[]string{"live", "*", "*", "*"}, methods{"DELETE": liveStop}},

@@ -10,7 +10,12 @@ import (
 )
 
 func listOperations(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
-	name := args[0]
+	return g.listOf(w, r, args[0], "operations", func(d *catalog.Document) []json.RawMessage { return d.Operations })
+}
+
+// listOf answers a list of the current version of the catalog name (its
+// entries, or its rate limits), as {"version": …, key: […]}.
+func (g *Gateway) listOf(w http.ResponseWriter, r *http.Request, name, key string, list func(*catalog.Document) []json.RawMessage) error {
 	if e := catalogName(name); e != nil {
 		return e
 	}
@@ -22,11 +27,11 @@ func listOperations(g *Gateway, w http.ResponseWriter, r *http.Request, args []s
 		return errorf(http.StatusNotFound, "catalog %s not found", name)
 	}
 	w.Header().Set("ETag", etag(head.Version))
-	ops := doc.Operations
-	if ops == nil {
-		ops = []json.RawMessage{}
+	out := list(doc)
+	if out == nil {
+		out = []json.RawMessage{}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"version": head.Version, "operations": ops})
+	return writeJSON(w, http.StatusOK, map[string]any{"version": head.Version, key: out})
 }
 
 func getOperation(g *Gateway, w http.ResponseWriter, r *http.Request, args []string) error {
@@ -136,7 +141,7 @@ func replaceEntry(d *catalog.Document, op string, entry json.RawMessage) *catalo
 	if i < 0 {
 		return d.With(entry)
 	}
-	out := &catalog.Document{Operations: append([]json.RawMessage(nil), d.Operations...)}
+	out := &catalog.Document{Operations: append([]json.RawMessage(nil), d.Operations...), RateLimits: d.RateLimits}
 	out.Operations[i] = entry
 	return out
 }

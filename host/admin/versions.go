@@ -79,7 +79,11 @@ func getVersion(g *Gateway, w http.ResponseWriter, r *http.Request, args []strin
 		ops = []json.RawMessage{}
 	}
 	ver.Document = nil
-	return writeJSON(w, http.StatusOK, map[string]any{"version": ver, "operations": ops})
+	out := map[string]any{"version": ver, "operations": ops}
+	if len(doc.RateLimits) > 0 {
+		out["rate_limits"] = doc.RateLimits
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // diffVersions answers what changed from one version to another

@@ -17,7 +17,10 @@ import (
 // Change is what one catalog version did to one operation, compared with
 // another version.
 type Change struct {
-	Operation string `json:"operation"`
+	// Operation names the operation changed; RateLimit, for a change of
+	// the catalog's rate limits, the limit (Operation is empty then).
+	Operation string `json:"operation,omitempty"`
+	RateLimit string `json:"rate_limit,omitempty"`
 	// Change is "added", "removed" or "changed".
 	Change string `json:"change"`
 	// Fields lists a changed operation's differing fields.
@@ -54,6 +57,37 @@ func Diff(from, to *Document) []Change {
 			out = append(out, Change{Operation: name, Change: "removed"})
 		}
 	}
+	return append(out, diffLimits(from.RateLimits, to.RateLimits)...)
+}
+
+// diffLimits compares two lists of rate limits by name, as Diff compares
+// entries.
+func diffLimits(from, to []json.RawMessage) []Change {
+	var out []Change
+	find := func(ls []json.RawMessage, name string) json.RawMessage {
+		for _, l := range ls {
+			if entryName(l) == name {
+				return l
+			}
+		}
+		return nil
+	}
+	for _, l := range to {
+		name := entryName(l)
+		switch old := find(from, name); {
+		case old == nil:
+			out = append(out, Change{RateLimit: name, Change: "added"})
+		case !bytes.Equal(old, l):
+			a, _ := jsonpath.Decode(old)
+			b, _ := jsonpath.Decode(l)
+			out = append(out, Change{RateLimit: name, Change: "changed", Fields: diffValues("", a, b, nil)})
+		}
+	}
+	for _, l := range from {
+		if name := entryName(l); find(to, name) == nil {
+			out = append(out, Change{RateLimit: name, Change: "removed"})
+		}
+	}
 	return out
 }
 
@@ -61,7 +95,11 @@ func Diff(from, to *Document) []Change {
 func StoreChanges(cs []Change) []store.CatalogChange {
 	out := make([]store.CatalogChange, len(cs))
 	for i, c := range cs {
-		out[i] = store.CatalogChange{Operation: c.Operation, Change: c.Change}
+		op := c.Operation
+		if c.RateLimit != "" {
+			op = "rate_limit:" + c.RateLimit
+		}
+		out[i] = store.CatalogChange{Operation: op, Change: c.Change}
 	}
 	return out
 }

@@ -21,6 +21,9 @@ import (
 // stable; YAML comments and key order are not kept).
 type Document struct {
 	Operations []json.RawMessage
+	// RateLimits are the catalog's rate limits (rate_limits), kept as
+	// the entries are; they add to the handler's, never replace them.
+	RateLimits []json.RawMessage
 }
 
 // ParseDocument reads an operations file (YAML or JSON) as a catalog
@@ -41,6 +44,10 @@ func ParseDocument(data []byte) (*Document, opsfile.Problems) {
 	ops, _ := v.(map[string]any)["operations"].([]any)
 	for _, e := range ops {
 		doc.Operations = append(doc.Operations, canonical(e))
+	}
+	limits, _ := v.(map[string]any)["rate_limits"].([]any)
+	for _, l := range limits {
+		doc.RateLimits = append(doc.RateLimits, canonical(l))
 	}
 	return doc, nil
 }
@@ -137,7 +144,7 @@ func (d *Document) Entry(name string) json.RawMessage {
 // With returns a copy of d with entry in place of the entry of the same
 // name, or added at the end.
 func (d *Document) With(entry json.RawMessage) *Document {
-	out := &Document{Operations: slices.Clone(d.Operations)}
+	out := &Document{Operations: slices.Clone(d.Operations), RateLimits: d.RateLimits}
 	if i := d.Index(entryName(entry)); i >= 0 {
 		out.Operations[i] = entry
 	} else {
@@ -148,7 +155,7 @@ func (d *Document) With(entry json.RawMessage) *Document {
 
 // Without returns a copy of d without the entry named name.
 func (d *Document) Without(name string) *Document {
-	out := &Document{}
+	out := &Document{RateLimits: d.RateLimits}
 	for _, e := range d.Operations {
 		if entryName(e) != name {
 			out.Operations = append(out.Operations, e)
@@ -161,25 +168,49 @@ func (d *Document) Without(name string) *Document {
 func (d *Document) JSON() json.RawMessage {
 	var b bytes.Buffer
 	b.WriteString(`{"version":1,"operations":[`)
-	for i, e := range d.Operations {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(e)
+	writeList(&b, d.Operations)
+	if len(d.RateLimits) > 0 {
+		b.WriteString(`],"rate_limits":[`)
+		writeList(&b, d.RateLimits)
 	}
 	b.WriteString("]}")
 	return b.Bytes()
+}
+
+// writeList writes the JSON values of a list, comma-separated.
+func writeList(b *bytes.Buffer, vs []json.RawMessage) {
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(v)
+	}
+}
+
+// WithRateLimits returns a copy of d whose rate limits are limits (each
+// as written, JSON).
+func (d *Document) WithRateLimits(limits []json.RawMessage) *Document {
+	out := &Document{Operations: d.Operations}
+	for _, l := range limits {
+		v, err := jsonpath.Decode(l)
+		if err != nil {
+			continue
+		}
+		out.RateLimits = append(out.RateLimits, canonical(v))
+	}
+	return out
 }
 
 // Decode reads a stored document (Document.JSON's form).
 func Decode(raw []byte) (*Document, error) {
 	var f struct {
 		Operations []json.RawMessage `json:"operations"`
+		RateLimits []json.RawMessage `json:"rate_limits"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return nil, fmt.Errorf("catalog document: %w", err)
 	}
-	return &Document{Operations: f.Operations}, nil
+	return &Document{Operations: f.Operations, RateLimits: f.RateLimits}, nil
 }
 
 // Compile checks the document as an operations file is loaded — names,

@@ -195,3 +195,54 @@ func TestEntryProblemsAlike(t *testing.T) {
 		}
 	}
 }
+
+// A catalog's rate limits survive storing, export and re-import, editing
+// an entry keeps them, a diff names the limit changed, and the compiled
+// catalog's limits are its own budgets (their ID names the catalog).
+func TestDocumentRateLimits(t *testing.T) {
+	t.Parallel()
+	src := `operations:
+  - {name: get_user, description: d, adapter: rest, config: {url: "https://api.example.com/users"}}
+rate_limits:
+  - {name: users, rate: 10/m, per: user, tool: get_user}
+  - {name: all, rate: 100/s, fleet: true}
+`
+	doc, probs := catalog.ParseDocument([]byte(src))
+	if probs != nil {
+		t.Fatal(probs)
+	}
+	back, err := catalog.Decode(doc.JSON())
+	if err != nil || len(back.RateLimits) != 2 {
+		t.Fatalf("stored and read: %v %v", back, err)
+	}
+	again, probs := catalog.ParseDocument(doc.YAML())
+	if probs != nil || string(again.JSON()) != string(doc.JSON()) {
+		t.Fatalf("export and re-import:\n%s\n%s\n%v", doc.YAML(), again.JSON(), probs)
+	}
+	edited := doc.With(json.RawMessage(`{"name":"get_user","description":"e","adapter":"rest","config":{}}`))
+	if len(edited.RateLimits) != 2 || len(doc.Without("get_user").RateLimits) != 2 {
+		t.Fatal("editing an entry lost the rate limits")
+	}
+	changed := doc.WithRateLimits([]json.RawMessage{json.RawMessage(`{"name":"users","rate":"20/m","per":"user","tool":"get_user"}`)})
+	cs := catalog.Diff(doc, changed)
+	if len(cs) != 2 || cs[0].RateLimit != "users" || cs[0].Change != "changed" || cs[0].Fields[0].Pointer != "/rate" ||
+		cs[1].RateLimit != "all" || cs[1].Change != "removed" {
+		t.Errorf("diff %+v", cs)
+	}
+	f, err := doc.Compile("catalog c", opsfile.LoadOptions{Allow: &opsfile.CatalogAllow{Upstreams: []string{"api.example.com"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.RateLimits) != 2 || f.RateLimits[0].Namespace != "catalog c" {
+		t.Fatalf("compiled limits %+v", f.RateLimits)
+	}
+	own := f.RateLimits[0]
+	own.Namespace = ""
+	if own.ID() == f.RateLimits[0].ID() {
+		t.Error("a catalog's limit shares the ID of the handler's limit of the same definition")
+	}
+	if _, probs := catalog.ParseDocument([]byte("operations: []\nrate_limits: [{name: x, rate: often}]")); len(probs) != 1 ||
+		probs[0].Pointer != "/rate_limits/0/rate" || probs[0].Line != 2 {
+		t.Errorf("a bad limit: %v", probs)
+	}
+}

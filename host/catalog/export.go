@@ -12,13 +12,15 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/ratelimit"
 )
 
 // YAML renders the document as an operations file in YAML, for export
-// (GitOps): version 1 and the operations, each entry's fields in the
-// order the operations file format lists them (name, title, description,
+// (GitOps): version 1, the operations, each entry's fields in the order
+// the operations file format lists them (name, title, description,
 // adapter, mode, ...), nested keys sorted, multi-line strings as literal
-// blocks. ParseDocument reads it back to the same document.
+// blocks, and the rate limits, fields in ratelimit.Limit's order.
+// ParseDocument reads it back to the same document.
 func (d *Document) YAML() []byte {
 	ops := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, e := range d.Operations {
@@ -32,6 +34,19 @@ func (d *Document) YAML() []byte {
 		scalar("version"), {Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"},
 		scalar("operations"), ops,
 	}}
+	if len(d.RateLimits) > 0 {
+		var order []string
+		for _, f := range ratelimit.Fields() {
+			order = append(order, f.Name)
+		}
+		limits := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, l := range d.RateLimits {
+			if v, err := jsonpath.Decode(l); err == nil {
+				limits.Content = append(limits.Content, yamlNode(v, order))
+			}
+		}
+		root.Content = append(root.Content, scalar("rate_limits"), limits)
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)

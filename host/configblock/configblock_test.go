@@ -13,6 +13,8 @@ type block struct {
 	Mode    string   `json:"mode,omitempty" enum:"on,off" jsonschema:"On or off."`
 	Tags    []string `json:"tags,omitempty" jsonschema:"Tags."`
 	Count   int      `json:"count,omitempty"`
+	On      bool     `json:"on,omitempty"`
+	Ratio   float64  `json:"ratio,omitempty"`
 	private string
 }
 
@@ -26,7 +28,7 @@ func TestBlock(t *testing.T) {
 	for _, f := range fs {
 		names = append(names, f.Name)
 	}
-	if !slices.Equal(names, []string{"name", "mode", "tags"}) || fs[0].Doc != "A name." ||
+	if !slices.Equal(names, []string{"name", "mode", "tags", "count", "on"}) || fs[0].Doc != "A name." ||
 		!slices.Equal(fs[1].Enum, []string{"on", "off"}) || !fs[2].List || fs[0].List {
 		t.Fatalf("fields %+v", fs)
 	}
@@ -40,7 +42,11 @@ func TestBlock(t *testing.T) {
 		{"name", []string{"a", "b"}, "name: want one value"},
 		{"tags", []string{"x", "y"}, ""},
 		{"tags", nil, "tags: want one or more values"},
-		{"count", []string{"1"}, `unrecognized option "count" (name, mode, tags)`},
+		{"count", []string{"1"}, ""},
+		{"count", []string{"x"}, `count: want a whole number, got "x"`},
+		{"on", nil, ""},
+		{"on", []string{"maybe"}, `on: want true or false, got "maybe"`},
+		{"ratio", []string{"1"}, `unrecognized option "ratio" (name, mode, tags, count, on)`},
 	} {
 		err := configblock.Set(&b, c.name, c.vs)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
@@ -48,7 +54,7 @@ func TestBlock(t *testing.T) {
 		}
 	}
 	configblock.Expand(&b, strings.ToUpper)
-	if b.Name != "A" || !slices.Equal(b.Tags, []string{"X", "Y"}) || b.private != "" {
+	if b.Name != "A" || !slices.Equal(b.Tags, []string{"X", "Y"}) || b.private != "" || b.Count != 1 || !b.On {
 		t.Errorf("after Expand: %+v", b)
 	}
 }

@@ -23,8 +23,9 @@
 // no build step: it works offline, and `make run` needs no network. Its
 // screens are Tools (GET /crank/tools), Catalogs (the operation form,
 // history, test runs streamed with ?stream=true, sessions and jobs
-// driven by hand with /crank/tools/{tool}/call) and Live (/crank/adapters
-// and /crank/live).
+// driven by hand with /crank/tools/{tool}/call, the catalog's rate limits
+// with a form from /crank/schema/rate_limit) and Live (/crank/adapters,
+// /crank/rate-limits and /crank/live).
 //
 // # Access
 //

@@ -562,6 +562,9 @@ func (ep *Endpoint) callMetaTool(ctx context.Context, req *mcp.CallToolRequest) 
 	case call.refused != nil:
 		return call.refused, nil
 	}
+	if err := ep.admit(&call, req.Extra); err != nil { // ratelimit.go
+		return nil, err
+	}
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: vt.hostName, Arguments: in.Arguments}}
 	res, err := ep.call(ctx, &call, inner)

@@ -21,6 +21,7 @@ import (
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/host/servercard"
 	"github.com/crankmcp/crank/internal/telemetry"
 	"github.com/crankmcp/crank/store"
@@ -91,6 +92,12 @@ type Options struct {
 	// discovery meta-tools (view.go, discovery.go); nil publishes every
 	// tool of the host as it is.
 	View *ViewConfig
+	// RateLimits are the endpoint's rate limits (the handler's), besides
+	// those of the operations its host serves; all that apply to a call
+	// must pass (ratelimit.go). Budgets keeps their budgets, shared with
+	// the process's other endpoints (nil: the endpoint's own).
+	RateLimits []ratelimit.Limit
+	Budgets    *ratelimit.Budgets
 	// ServerCard, when set, serves the endpoint's server card at
 	// <endpoint path>/server-card to anyone (servercard.go); nil serves
 	// none.
@@ -143,14 +150,20 @@ type Endpoint struct {
 	sessionTTL             time.Duration
 	origins                originPolicy
 	limits                 SessionLimits
-	sessions               sessionCounter  // limits.go
-	unknown                unknownSessions // unknown.go
-	sessionless            *requestBudgets // ratelimit.go
-	waits                  resultWaits     // taskwait.go
+	sessions               sessionCounter    // limits.go
+	unknown                unknownSessions   // unknown.go
+	sessionless            *ratelimit.Budget // ratelimit.go: nil for no limit
+	waits                  resultWaits       // taskwait.go
 
 	auth   *auth.ResourceServer // authz.go
 	policy *auth.Policy         // policy.go
 	view   *view                // view.go
+
+	// rateLimits are the endpoint's own limits, budgets the budgets of
+	// all, limitTab those that calls meet now (ratelimit.go).
+	rateLimits []ratelimit.Limit
+	budgets    *ratelimit.Budgets
+	limitTab   atomic.Pointer[limitTable]
 
 	card    *servercard.Config // servercard.go
 	version string
@@ -190,6 +203,14 @@ func New(opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i := range opts.RateLimits {
+		if err := opts.RateLimits[i].Err(fmt.Sprintf("rate_limits[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Budgets == nil {
+		opts.Budgets = ratelimit.NewBudgets()
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -200,9 +221,10 @@ func New(opts Options) (*Endpoint, error) {
 		sessions: sessionCounter{max: limits.MaxSessions, perClient: limits.MaxSessionsPerClient},
 		waits:    resultWaits{grace: resultGrace(opts)},
 		auth:     opts.Auth, policy: opts.Policy, view: v, card: opts.ServerCard, version: opts.Version,
+		rateLimits: opts.RateLimits, budgets: opts.Budgets,
 		attached: make(chan struct{}), closed: make(chan struct{}),
 	}
-	ep.sessionless = newRequestBudgets(limits.MaxSessionlessRequestsPerClient) // ratelimit.go
+	ep.sessionless = sessionlessBudget(limits.MaxSessionlessRequestsPerClient) // ratelimit.go
 	slogger := slogFromZap(opts.Logger)
 	ep.impl = &mcp.Implementation{Name: "crank", Title: "Crank MCP gateway", Version: opts.Version}
 	ep.server = mcp.NewServer(ep.impl, &mcp.ServerOptions{
@@ -219,6 +241,8 @@ func New(opts Options) (*Endpoint, error) {
 	ep.use(ep.sessionMiddleware)
 	ep.use(ep.publishedCapsMiddleware) // complete.go
 	ep.addTasks()                      // tasks.go: MCP Tasks, around the session middleware
+	// ratelimit.go: the rate limits, around tasks, inside the policy
+	ep.use(ep.limitMiddleware)
 	// policy.go: the per-tool policy, around tasks
 	ep.use(ep.policyMiddleware)
 	ep.use(ep.viewMiddleware) // view.go: the published names, outside the policy
@@ -291,10 +315,11 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	ep.markIdentity(r)      // caller.go
 	p := peek(r)            // peek.go: the body, read once before the SDK reads it
 	ep.sessionRequest(r, p) // generation.go: a session's request in its generation
+	ep.markClient(r)        // ratelimit.go: the client's address, for what counts per client
 	if ep.refuseGeneration(w, r, p) || ep.checkRequest(w, r, p) || ep.admitSession(w, r, p) {
 		return
 	}
-	if ep.throttled(w, r, p) { // ratelimit.go: requests without a session, per client
+	if ep.throttled(w, r, p) { // ratelimit.go: requests without a session, per client (max_sessionless_requests_per_client)
 		return
 	}
 	ep.markTasks(r, p)   // taskheader.go: what the SDK cannot take of MCP Tasks
@@ -392,6 +417,7 @@ func (ep *Endpoint) publishLocked(h *host.Host) {
 		ep.server.RemoveTools(stale...)
 	}
 	ep.tools = names
+	ep.setLimits(h)                 // ratelimit.go: the limits of h's tools
 	ep.publishPublicationsLocked(h) // published.go
 	ep.toolsChanged()               // toolwatch.go
 }
@@ -503,6 +529,7 @@ func (ep *Endpoint) recordSession(ctx context.Context, req *mcp.InitializedReque
 // still waiting for a host with 503.
 func (ep *Endpoint) Close() error {
 	ep.closeOnce.Do(func() { close(ep.closed) })
+	ep.releaseLimits() // ratelimit.go
 	for ss := range ep.server.Sessions() {
 		_ = ss.Close()
 	}

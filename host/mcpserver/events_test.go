@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/internal/mcptest"
 	"github.com/crankmcp/crank/store"
 	"github.com/crankmcp/crank/store/storetest"
@@ -430,14 +431,21 @@ func TestPrimeAloneKeepsTheStream(t *testing.T) {
 
 // TestUnaryCallWritesNothingToEtcd counts the etcd writes of fast unary
 // calls in an MCP session through the endpoint: none (the session's
-// record was written at initialize; its touch is far off).
+// record was written at initialize; its touch is far off), with rate
+// limits on, a fleet-wide one among them: etcd's revision does not move.
 func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
 	t.Parallel()
 	_, st := storetest.Embedded(t)
 	cs := &countingStore{Store: st}
 	up := mcptest.NewUsers(t)
 	hst := newTestHost(t, fmt.Sprintf(mcptest.UsersOps, up.URL), nil, nil)
-	ep, err := New(testOptions("default"))
+	opts := testOptions("default")
+	fleet := ratelimit.Limit{Name: "fleet_users", Rate: "100000/s", Tool: "get_user", Fleet: true}
+	opts.RateLimits = []ratelimit.Limit{fleet, {Name: "per_client", Rate: "100000/s", Per: ratelimit.PerClient}}
+	opts.Budgets = ratelimit.NewBudgets()
+	opts.Budgets.Coordinate(st, nil) // the store is the fleet, as caddymodule's app has it
+	t.Cleanup(opts.Budgets.StopCoordinating)
+	ep, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,6 +475,19 @@ func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
 		}
 	}
 	settled()
+	// The replica is a member of the fleet-wide limit (joining again is
+	// free): the one write the limits make, before any call.
+	if err := st.JoinLimit(ctx, fleet.ID()); err != nil {
+		t.Fatal(err)
+	}
+	revision := func() int64 {
+		rev, err := st.Revision(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	rev := revision()
 	calls, writes, hot := cs.calls.Load(), cs.writes.Load(), ep.hotCalls.Load()
 	const n = 20
 	for range n {
@@ -483,6 +504,12 @@ func TestUnaryCallWritesNothingToEtcd(t *testing.T) {
 	es.mu.Unlock()
 	if d, e := cs.calls.Load()-calls, cs.writes.Load()-writes; d != 0 || e != 0 || pending != 0 {
 		t.Fatalf("%d unary calls: %d session store calls, %d event-log writes, %d streams pending; want none", n, d, e, pending)
+	}
+	if after := revision(); after != rev {
+		t.Errorf("%d unary calls with rate limits on moved etcd's revision %d → %d", n, rev, after)
+	}
+	if st := ep.RateLimits(); len(st) != 2 || st[0].Admitted < n || st[1].Admitted < n {
+		t.Errorf("the limits did not count the calls: %+v", st)
 	}
 }
 

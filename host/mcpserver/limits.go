@@ -214,17 +214,15 @@ func clientKey(addr string) string {
 	return ip.String()
 }
 
-// admitSession hands the client's address key of a stateful POST without
-// Mcp-Session-Id to the session middleware (which counts the session it
-// may open) and refuses an initialize at once when a session limit is
-// reached, before the SDK creates the session. It reports whether it
-// answered.
+// admitSession refuses a stateful initialize at once when a session limit
+// is reached, before the SDK creates the session (markClient gave the
+// session middleware the client's address key, to count the session it
+// may open). It reports whether it answered.
 func (ep *Endpoint) admitSession(w http.ResponseWriter, r *http.Request, p *peeked) bool {
 	if !ep.transport.stateful || r.Method != http.MethodPost || r.Header.Get(sessionIDHeader) != "" {
 		return false
 	}
-	client := ep.clientOf(r)
-	r.Header.Set(clientHeader, client)
+	client := r.Header.Get(clientHeader) // markClient
 	if p.body == nil || p.message().method != "initialize" {
 		return false
 	}

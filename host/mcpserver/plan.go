@@ -12,6 +12,7 @@ import (
 
 	"github.com/crankmcp/crank/host"
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/store"
 )
 
@@ -46,6 +47,8 @@ type plan struct {
 	// bound is the upper bound the caller put on the call's timeout
 	// (X-Mesh-Timeout, legacy.go); 0 for none.
 	bound time.Duration
+	// address is the client's address key (markClient), "" when unknown.
+	address string
 	toolCall
 }
 
@@ -115,6 +118,7 @@ func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
 	if extra != nil && extra.Header != nil {
 		p.traceParent, p.traceState = extra.Header.Get("Traceparent"), extra.Header.Get("Tracestate")
 		p.bound = callBound(extra.Header) // legacy.go
+		p.address = extra.Header.Get(clientHeader)
 	}
 	if ep.policy != nil {
 		p.caller = ep.policyCaller(extra, p.scope.AgentID)
@@ -161,6 +165,7 @@ func (p *plan) served() bool { return p.meta || p.tool.Served() }
 // caller.
 func (p *plan) callRequest(args json.RawMessage) host.CallRequest {
 	return host.CallRequest{Tool: p.tool, Arguments: args, WorkspaceID: p.scope.WorkspaceID, AgentID: p.scope.AgentID,
+		ClientID:     ratelimit.ClientOf(p.scope.AgentID, p.address),
 		SubjectToken: p.token, TraceParent: p.traceParent, TraceState: p.traceState, MaxTimeout: p.bound,
 		User: p.user, Session: p.session, ConsentRedirect: p.redirect}
 }

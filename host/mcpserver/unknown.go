@@ -63,6 +63,20 @@ type unknownSessions struct {
 	now       func() time.Time
 }
 
+// tokenBucket is a miss budget: refilled at a rate a second up to a
+// burst, spent only on a miss (unlike a rate limit's, which a request
+// spends as it passes: host/ratelimit).
+type tokenBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// refill adds what the time since the last refill earned, up to burst.
+func (b *tokenBucket) refill(now time.Time, rate, burst float64) {
+	b.tokens = min(b.tokens+now.Sub(b.at).Seconds()*rate, burst)
+	b.at = now
+}
+
 // verdict is what checkUnknown decided about a session ID it does not
 // hold.
 type verdict int

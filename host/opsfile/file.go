@@ -19,6 +19,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/crankmcp/crank/host/auth"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/plugins/sdk"
 )
@@ -29,6 +30,8 @@ type fileDecl struct {
 	Version    int                    `json:"version,omitempty" jsonschema:"The file format: 1 (the default)."`
 	Adapters   map[string]AdapterDecl `json:"adapters,omitempty" jsonschema:"Third-party adapter executables by name; built-in adapters need no entry. Not in a catalog."`
 	Operations []OperationDecl        `json:"operations" jsonschema:"The tools."`
+	// RateLimits are checked by ratelimit.Limit.Check (decodeFile).
+	RateLimits []ratelimit.Limit `json:"rate_limits,omitempty" jsonschema:"Rate limits on the tools' calls, besides the handler's: all that apply to a call must pass, so a catalog's can only tighten what its handler allows."`
 }
 
 // AdapterDecl declares an adapter executable.
@@ -185,6 +188,9 @@ type File struct {
 	// Secrets are the values placeholders expanded to, redacted wherever
 	// they might surface.
 	Secrets []string
+	// RateLimits are the file's rate limits (checked), the handler's
+	// besides.
+	RateLimits []ratelimit.Limit
 
 	byName map[string]*Operation
 	pos    positions // where each field is written, for problems
@@ -268,6 +274,7 @@ func decodeFile(data []byte, catalog bool) (f *fileDecl, dec *sdk.Decoded, bad m
 	if catalog && dec.Has("/adapters") {
 		probs = append(probs, Problem{Pointer: "/adapters", Message: ErrAdapters.Error()})
 	}
+	probs = append(probs, checkRateLimits(f.RateLimits, probs)...)
 	first := map[string]int{}
 	for i := range f.Operations {
 		d, at := &f.Operations[i], EntryPointer(i)
@@ -447,6 +454,12 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 		cat.byName[op.Name] = op
 	}
 	cat.Secrets = slices.Sorted(maps.Keys(secrets))
+	cat.RateLimits = f.RateLimits
+	if opts.Allow != nil {
+		for i := range cat.RateLimits {
+			cat.RateLimits[i].Namespace = name // a catalog's: its own budgets
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -458,6 +471,28 @@ func Parse(name string, data []byte, opts LoadOptions) (*File, error) {
 func YAMLToJSON(data []byte) ([]byte, error) {
 	out, _, err := yamlToJSON(data)
 	return out, err
+}
+
+// checkRateLimits reports the problems of a file's rate limits that its
+// decoding (decoded, its problems) did not: Limit.Check's, and a name
+// given twice; placed by pointer.
+func checkRateLimits(ls []ratelimit.Limit, decoded Problems) Problems {
+	var probs Problems
+	first := map[string]int{}
+	for i := range ls {
+		at := fmt.Sprintf("/rate_limits/%d", i)
+		if slices.ContainsFunc(decoded, func(p Problem) bool { return p.Pointer == at || strings.HasPrefix(p.Pointer, at+"/") }) {
+			continue
+		}
+		for _, p := range ls[i].Check() {
+			probs = append(probs, Problem{Pointer: at + pointer.FromDotted(p.Field), Message: p.Message})
+		}
+		if j, dup := first[ls[i].Name]; dup {
+			probs = append(probs, Problem{Pointer: at + "/name", Message: fmt.Sprintf("duplicate rate limit name (also /rate_limits/%d)", j)})
+		}
+		first[ls[i].Name] = i
+	}
+	return probs
 }
 
 // yamlToJSON reads YAML 1.2 (so keys such as y, n, on or yes stay strings,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
 )
 
@@ -24,6 +25,7 @@ func Merge(cats ...*File) (*File, error) {
 	from := map[string]string{}
 	var errs Problems
 	secrets := map[string]bool{}
+	limits := map[string]ratelimit.Limit{}
 	for _, c := range cats {
 		for name, d := range c.Adapters {
 			if prev, ok := out.Adapters[name]; ok && !sameAdapter(prev, d) {
@@ -46,6 +48,19 @@ func Merge(cats ...*File) (*File, error) {
 		}
 		for _, s := range c.Secrets {
 			secrets[s] = true
+		}
+		for i, l := range c.RateLimits {
+			key := "rate_limit:" + l.Name
+			switch prev, ok := limits[l.Name]; {
+			case !ok:
+				limits[l.Name] = l
+				from[key] = c.Source
+				out.RateLimits = append(out.RateLimits, l)
+			case prev.ID() != l.ID():
+				ptr := fmt.Sprintf("/rate_limits/%d/name", i)
+				errs = append(errs, Problem{File: c.Source, Line: c.pos.line(ptr), Pointer: ptr,
+					Message: fmt.Sprintf("rate limit %q is defined differently in %s", l.Name, from[key])})
+			}
 		}
 	}
 	out.Secrets = slices.Sorted(maps.Keys(secrets))

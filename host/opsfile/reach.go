@@ -197,7 +197,37 @@ func (a *CatalogAllow) checkConfig(adapter string, cfg, schema json.RawMessage, 
 		return nil // the adapter reports a config that is not JSON
 	}
 	var out []reachProblem
-	a.walk(v, s, s, "/config", dir, &out)
+	walkReach(v, s, s, "/config", func(r sdk.Reach, v any, path string) { a.value(r, v, path, dir, &out) })
+	return out
+}
+
+// Upstreams are the addresses a config (placeholders expanded) connects
+// to, by what its adapter's config schema says each field reaches: the
+// values of its upstream fields, and the http(s) URLs of its location
+// fields. They are the upstreams a rate limit's scope matches (an entry's
+// target).
+func Upstreams(cfg, schema json.RawMessage) []string {
+	var s map[string]any
+	var v any
+	if json.Unmarshal(schema, &s) != nil || json.Unmarshal(cfg, &v) != nil {
+		return nil
+	}
+	var out []string
+	var add func(r sdk.Reach, v any)
+	add = func(r sdk.Reach, v any) {
+		switch t := v.(type) {
+		case []any:
+			for _, e := range t {
+				add(r, e)
+			}
+		case string:
+			if u, err := url.Parse(t); r == sdk.ReachUpstream && t != "" ||
+				r == sdk.ReachLocation && err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+				out = append(out, t)
+			}
+		}
+	}
+	walkReach(v, s, s, "", func(r sdk.Reach, v any, _ string) { add(r, v) })
 	return out
 }
 
@@ -219,8 +249,9 @@ func declaresReach(s any) bool {
 	return false
 }
 
-// walk checks the value v against its schema s (root resolves $refs).
-func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out *[]reachProblem) {
+// walkReach calls visit with every value of v whose field's schema (in
+// s; root resolves $refs) says what it reaches.
+func walkReach(v any, s, root map[string]any, path string, visit func(r sdk.Reach, v any, path string)) {
 	if ref, ok := s["$ref"].(string); ok {
 		if name, ok := strings.CutPrefix(ref, "#/$defs/"); ok {
 			if defs, ok := root["$defs"].(map[string]any); ok {
@@ -231,7 +262,7 @@ func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out
 		}
 	}
 	if r, ok := s[sdk.ReachKeyword].(string); ok && sdk.Reach(r) != sdk.ReachNone {
-		a.value(sdk.Reach(r), v, path, dir, out)
+		visit(sdk.Reach(r), v, path)
 	}
 	switch t := v.(type) {
 	case map[string]any:
@@ -243,13 +274,13 @@ func (a *CatalogAllow) walk(v any, s, root map[string]any, path, dir string, out
 				sub = extra
 			}
 			if sub != nil {
-				a.walk(t[k], sub, root, path+"/"+pointer.Key(k), dir, out)
+				walkReach(t[k], sub, root, path+"/"+pointer.Key(k), visit)
 			}
 		}
 	case []any:
 		if items, ok := s["items"].(map[string]any); ok {
 			for i, e := range t {
-				a.walk(e, items, root, fmt.Sprintf("%s/%d", path, i), dir, out)
+				walkReach(e, items, root, fmt.Sprintf("%s/%d", path, i), visit)
 			}
 		}
 	}

@@ -255,3 +255,25 @@ func TestCatalogAllowConfig(t *testing.T) {
 		t.Errorf("an adapter that reaches nothing: %v", ps)
 	}
 }
+
+// Upstreams are the values of a config's upstream fields and the http(s)
+// URLs of its location fields, at any depth, by the adapter's schema.
+func TestUpstreams(t *testing.T) {
+	t.Parallel()
+	schema := json.RawMessage(`{"type":"object","properties":{
+		"url":{"type":"string","x-crank-reach":"upstream"},
+		"spec":{"type":"string","x-crank-reach":"location"},
+		"token_file":{"type":"string","x-crank-reach":"file"},
+		"mirrors":{"type":"array","items":{"$ref":"#/$defs/m"}}},
+		"$defs":{"m":{"type":"object","properties":{"addr":{"type":"string","x-crank-reach":"upstream"}}}}}`)
+	cfg := json.RawMessage(`{"url":"https://api.stripe.com/v1/refunds","spec":"./openapi.yaml","token_file":"/run/t",
+		"mirrors":[{"addr":"10.0.0.5:8443"}]}`)
+	got := Upstreams(cfg, schema)
+	if strings.Join(got, " ") != "10.0.0.5:8443 https://api.stripe.com/v1/refunds" {
+		t.Errorf("Upstreams = %q", got)
+	}
+	cfg = json.RawMessage(`{"url":"https://a.example/","spec":"https://b.example/openapi.json"}`)
+	if got := Upstreams(cfg, schema); strings.Join(got, " ") != "https://b.example/openapi.json https://a.example/" {
+		t.Errorf("Upstreams = %q", got)
+	}
+}

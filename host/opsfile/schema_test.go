@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/ratelimit"
 	"github.com/crankmcp/crank/host/window"
 )
 
@@ -54,40 +55,54 @@ func TestOperationSchema(t *testing.T) {
 
 var updateReference = flag.Bool("update-reference", false, "rewrite the entry reference in README.md")
 
-// The reference table of an entry's fields in README.md is generated from
-// the entry's schema (OperationDecl's tags): this test fails when it is
-// stale, and -update-reference rewrites it.
+// The reference tables of an entry's fields and of a rate limit's in
+// README.md are generated from their schemas (OperationDecl's and
+// ratelimit.Limit's tags): this test fails when one is stale, and
+// -update-reference rewrites it.
 func TestEntryReference(t *testing.T) {
 	const readme = "../../README.md"
-	const begin = "<!-- entry reference: generated from opsfile.OperationDecl by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n"
-	const end = "<!-- end of the entry reference -->\n"
-	doc, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, rest, ok := strings.Cut(string(doc), begin)
-	_, after, ok2 := strings.Cut(rest, end)
-	if !ok || !ok2 {
-		t.Fatalf("README.md has no %q … %q section", begin, end)
-	}
-	want := entryReference(opsfile.OperationSchema())
-	if got, _, _ := strings.Cut(rest, end); got == want {
-		return
-	}
-	if !*updateReference {
-		t.Fatalf("the entry reference in README.md is stale: run go test ./host/opsfile -run TestEntryReference -update-reference")
-	}
-	if err := os.WriteFile(readme, []byte(before+begin+want+end+after), 0o644); err != nil {
-		t.Fatal(err)
+	for _, ref := range []struct {
+		begin, end string
+		schema     json.RawMessage
+		modes      bool
+	}{
+		{"<!-- entry reference: generated from opsfile.OperationDecl by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
+			"<!-- end of the entry reference -->\n", opsfile.OperationSchema(), true},
+		{"<!-- rate limit reference: generated from ratelimit.Limit by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
+			"<!-- end of the rate limit reference -->\n", ratelimit.Schema(), false},
+	} {
+		doc, err := os.ReadFile(readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, rest, ok := strings.Cut(string(doc), ref.begin)
+		_, after, ok2 := strings.Cut(rest, ref.end)
+		if !ok || !ok2 {
+			t.Fatalf("README.md has no %q … %q section", ref.begin, ref.end)
+		}
+		want := entryReference(ref.schema, ref.modes)
+		if got, _, _ := strings.Cut(rest, ref.end); got == want {
+			continue
+		}
+		if !*updateReference {
+			t.Fatalf("a reference in README.md is stale: run go test ./host/opsfile -run TestEntryReference -update-reference")
+		}
+		if err := os.WriteFile(readme, []byte(before+ref.begin+want+ref.end+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // entryReference renders the schema as a Markdown table, a row per field
 // in the schema's order (a block's fields after it), by JSON pointer
-// within the entry.
-func entryReference(raw json.RawMessage) string {
+// within the entry; with modes, a column of the modes a field applies to.
+func entryReference(raw json.RawMessage, withModes bool) string {
 	var b strings.Builder
-	b.WriteString("| field | type | default | allowed | modes | what it is |\n| --- | --- | --- | --- | --- | --- |\n")
+	if withModes {
+		b.WriteString("| field | type | default | allowed | modes | what it is |\n| --- | --- | --- | --- | --- | --- |\n")
+	} else {
+		b.WriteString("| field | type | default | allowed | what it is |\n| --- | --- | --- | --- | --- |\n")
+	}
 	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
 	var rows func(raw json.RawMessage, at string)
@@ -127,8 +142,12 @@ func entryReference(raw json.RawMessage) string {
 					modes = append(modes, fmt.Sprint(x))
 				}
 			}
-			fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s | %s | %s |\n", at, name, typ, cell(def), cell(strings.Join(allowed, ", ")),
-				strings.Join(modes, ", "), cell(p.Description))
+			if withModes {
+				fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s | %s | %s |\n", at, name, typ, cell(def), cell(strings.Join(allowed, ", ")),
+					strings.Join(modes, ", "), cell(p.Description))
+			} else {
+				fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s | %s |\n", at, name, typ, cell(def), cell(strings.Join(allowed, ", ")), cell(p.Description))
+			}
 			if len(p.Properties) > 0 {
 				rows(props[name], at+"/"+name)
 			}

@@ -59,6 +59,9 @@ var goals = []goal{
 	// executables beside it: an xcaddy build).
 	{"adapter cold start, gateway executable (ms)", "e2e.BenchmarkAdapterStart/cold-builtin", "ms/start", true, 150},
 	{"adapter crash to answer, gateway executable (ms)", "e2e.BenchmarkAdapterStart/crash-builtin", "ms/recovery", true, 500},
+	// Rate limits on the hot path: the limiter's step of a call (three
+	// limits), in ns; its figures show the call with and without limits.
+	{"rate limits' cost per call on the hot path (ns)", "mcpserver.BenchmarkRateLimit/admit", "limiter-ns/call", true, 1000},
 	{"output schema check's share of a hot-path call's CPU, session (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%", true, 3},
 	{"output schema check's share of a hot-path call's CPU, sessionless (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%-sessionless", true, 3},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
@@ -127,6 +130,10 @@ var figures = []figure{
 	{what: "sessionless p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99-sessionless"},
 	{what: "sessionless throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s-sessionless"},
 	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
+	{what: "hot path sessionless call with three rate limits (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call"},
+	{what: "hot path sessionless call without rate limits, same run (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "unlimited-µs/call"},
+	{what: "hot path call with rate limits / without", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call",
+		perBench: "mcpserver.BenchmarkRateLimit/call", perMetric: "unlimited-µs/call"},
 	{what: "window ingest 100k small / baseline", bench: "host.BenchmarkWindow/100k_small", metric: "x-baseline"},
 	{what: "window ingest 64 KiB events / baseline", bench: "host.BenchmarkWindow/large_64KiB", metric: "x-baseline"},
 	{what: "session polls/s / raw store polls", bench: "host.BenchmarkStreamSessionPoll", metric: "x-baseline"},

@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// MaxToolLabels caps how many distinct tool (and operation) names become
-// label values in this process. Tool names come from the configuration,
+// MaxToolLabels caps how many distinct tool (and operation, and rate
+// limit) names become label values in this process. Tool names come from the configuration,
 // but a catalog that changes at run time could publish an unbounded
 // series of names over a process's life: past the cap, further names are
 // counted under OtherTool. A name keeps its label once it has one.

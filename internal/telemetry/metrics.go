@@ -61,6 +61,7 @@ var (
 	ownerLost       = counter("owner_lost_total", "Stream sessions and jobs of a replica that died, swept by this replica, by kind (session, job) and action (failed, adopted).", "kind", "action")
 	expiredDeleted  = counter("expired_deleted_total", "Expired stream sessions and jobs deleted by this replica's cleanup (the sweep leader's), by kind (session, job).", "kind")
 	quotaRefusals   = counter("quota_refusals_total", "Session and job starts refused by a quota, by quota.", "quota")
+	rateLimited     = counter("rate_limited_total", "Tool calls (and requests without a session) a rate limit refused, by limit (its name) and scope (endpoint, tool, family, toolset, upstream, requests).", "limit", "scope")
 
 	// Adapters (host).
 	adapterStarts        = counter("adapter_starts_total", "Adapter processes started (or attached to), by adapter.", "adapter")
@@ -99,7 +100,7 @@ var collectors = []prometheus.Collector{
 	toolCalls, toolCallDuration, toolCallsRunning, outputMismatches,
 	windows, windowItems, windowBytes, windowsTruncated,
 	sessionsRunning, sessionsEnded, sessionFill,
-	jobsRunning, jobsEnded, quotaRefusals, ownerLost, expiredDeleted,
+	jobsRunning, jobsEnded, quotaRefusals, rateLimited, ownerLost, expiredDeleted,
 	adapterStarts, adapterRestarts, adapterStartFailures, adapterCrashes, adapterPingFailures, adapterCalls, adapterCallDuration,
 	adapterUp, entryLoadFailures, entriesFailed,
 	etcdDuration, etcdErrors, etcdEvents, etcdEventBytes, etcdLeases, etcdLeaseGrants,
@@ -135,6 +136,7 @@ var Quotas = []string{
 	"max_sessions_per_workspace", "max_sessions_per_agent", "max_jobs_per_workspace", "max_jobs_per_agent",
 	"max_sessions_per_replica", "max_jobs_per_replica",
 	"max_retained_jobs_per_workspace", "max_retained_job_bytes_per_workspace", "max_retained_job_bytes_per_agent",
+	"max_sessions_per_client", "max_jobs_per_client", "max_retained_jobs_per_client", "max_retained_job_bytes_per_client",
 }
 
 // Register registers every collector with reg. A collector reg already

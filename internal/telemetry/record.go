@@ -175,6 +175,16 @@ func QuotaRefusal(quota string) {
 	quotaRefusals.WithLabelValues(quota).Inc()
 }
 
+// RateLimited counts a call (or request) the rate limit named limit, of
+// scope, refused. Limit names come from the configuration, bounded as
+// tool names are (ToolLabel).
+func RateLimited(limit, scope string) {
+	if metricsOff.Load() {
+		return
+	}
+	rateLimited.WithLabelValues(ToolLabel(limit), scope).Inc()
+}
+
 // AdapterStarted counts a started adapter process; restart says an
 // earlier process of the adapter ran before it.
 func AdapterStarted(adapter string, restart bool) {

@@ -1,8 +1,8 @@
 // Crank console: the tools every handler serves, the catalogs with a form
 // editor for their operations (validate, save, history, rollback, test
-// run), and the live state (adapter processes, sessions, jobs), over the
-// admin API (docs/admin-api.md), served under ./api/ by the console
-// handler.
+// run) and their rate limits, and the live state (adapter processes, rate
+// limits, sessions, jobs), over the admin API (docs/admin-api.md), served
+// under ./api/ by the console handler.
 
 import { opFields, familyRoles, schemaFields, renderField, readField, setField, fieldError } from "./form.js";
 
@@ -17,6 +17,9 @@ const state = {
   entry: {},       // the entry the form edits
   adapters: [],    // /crank/adapters
   opSchema: null,  // /crank/schema/operation: the operation form's fields
+  limitSchema: null, // /crank/schema/rate_limit: the rate limit form's fields
+  limits: [],      // the open catalog's rate limits
+  editingLimit: -1, // index of the limit in the form, limits.length for a new one
   tools: [],       // /crank/tools
   configRaw: false, // the adapter config is edited as JSON
   hand: {},        // the hand-driven session or job: {id, cursor}
@@ -315,6 +318,7 @@ async function openCatalog(name) {
   if (r.status === 404) {
     state.etag = "";
     state.operations = [];
+    state.limits = [];
     $("#catalog-version").textContent = "A new catalog: saving an operation creates it.";
   } else if (r.status !== 200) {
     say(r.body.error || `catalog ${name}: ${r.status}`);
@@ -322,11 +326,88 @@ async function openCatalog(name) {
   } else {
     state.etag = r.etag;
     state.operations = r.body.operations || [];
+    state.limits = r.body.rate_limits || [];
     const h = r.body.catalog;
     $("#catalog-version").textContent = `Version ${h.version}, by ${h.author}${h.deleted ? " (deleted)" : ""}`;
   }
   renderOperations();
+  renderLimits();
   await loadCatalogs();
+}
+
+// ---- a catalog's rate limits ----
+
+// limitScope says what a limit limits, as the schema's scope fields do.
+function limitScope(l) {
+  for (const k of ["tool", "family", "toolset", "upstream"]) if (l[k]) return `${k} ${l[k]}`;
+  return "every tool";
+}
+
+function renderLimits() {
+  const tbody = $("#catalog-limits tbody");
+  tbody.replaceChildren();
+  state.limits.forEach((l, i) => tbody.append(el("tr", { "data-limit": l.name },
+    el("th", { scope: "row" }, l.name),
+    el("td", {}, l.rate || ""),
+    el("td", {}, l.burst === undefined ? "default" : String(l.burst)),
+    el("td", {}, l.per || "everyone"),
+    el("td", {}, limitScope(l)),
+    el("td", {}, l.fleet ? "yes" : "no"),
+    el("td", {},
+      el("button", { type: "button", "data-edit-limit": l.name, onclick: () => editLimit(i) }, "Edit"),
+      el("button", { type: "button", "data-remove-limit": l.name, onclick: () => saveLimits(state.limits.filter((_, j) => j !== i), `removed ${l.name}`) }, "Remove")))));
+  if (!state.limits.length) tbody.append(el("tr", {}, el("td", { colspan: "7" }, "None: only the handlers' limits apply.")));
+}
+
+// editLimit opens the rate limit form (from the limit's schema) on the
+// limit at index i, or on a new one.
+async function editLimit(i) {
+  if (!state.limitSchema) {
+    const r = await api("GET", "schema/rate_limit");
+    if (r.status !== 200) { say(r.body.error || `schema: ${r.status}`); return; }
+    state.limitSchema = r.body;
+  }
+  state.editingLimit = i;
+  const limit = structuredClone(state.limits[i] || {});
+  $("#limit-legend").textContent = i < state.limits.length ? `Rate limit ${limit.name}` : "New rate limit";
+  const box = $("#limit-form");
+  box.replaceChildren();
+  for (const f of schemaFields(state.limitSchema, [], "rl")) box.append(renderField(f, limit, () => {}));
+  $("#limit-problems").replaceChildren();
+  $("#limit-editor").hidden = false;
+  $("#rl-name").focus();
+}
+
+// saveLimits replaces the catalog's rate limits with limits, as a new
+// version; problems are placed beside the form's fields.
+async function saveLimits(limits, what) {
+  const r = await api("PUT", `catalogs/${encodeURIComponent(state.catalog)}/rate_limits?message=${encodeURIComponent(what)}`, limits,
+    { "If-Match": state.etag || "*" });
+  const box = $("#limit-problems");
+  box.replaceChildren();
+  for (const e of document.querySelectorAll("#limit-form .field-error")) e.textContent = "";
+  if (r.status !== 200) {
+    box.append(el("p", { class: "problem" }, r.body.error || `rate limits: ${r.status}`));
+    for (const p of r.body.errors || []) {
+      const field = (p.pointer || "").split("/")[2];
+      const err = field && document.getElementById(`rl-${field}-err`);
+      if (err) err.textContent = p.message; else box.append(el("p", { class: "problem" }, `${p.pointer}: ${p.message}`));
+    }
+    return false;
+  }
+  state.etag = r.etag;
+  say(`${state.catalog}: ${what}, now version ${r.body.catalog.version}`);
+  await openCatalog(state.catalog);
+  return true;
+}
+
+async function saveLimit(ev) {
+  ev.preventDefault();
+  const limit = {};
+  for (const input of document.querySelectorAll("#limit-form [data-path]")) readField(input, limit);
+  const limits = state.limits.slice();
+  limits[state.editingLimit] = limit;
+  if (await saveLimits(limits, `rate limit ${limit.name || ""} saved`)) $("#limit-editor").hidden = true;
 }
 
 function renderOperations() {
@@ -900,6 +981,7 @@ async function loadLiveNow() {
       el("td", {}, (a.modes || []).join(", "))));
   }
   if (!state.adapters.length) tbody.append(el("tr", {}, el("td", { colspan: "7" }, "No adapter process.")));
+  await loadLiveLimits();
   const ws = $("#live-workspace").value.trim() || "default";
   const box = $("#live-tables");
   box.replaceChildren();
@@ -962,6 +1044,27 @@ async function revokeGrant(ws, upstream) {
   await loadGrants();
 }
 
+// loadLiveLimits shows this replica's rate limits: what each allows, how
+// many replicas enforce it and this one's share, and the calls it
+// admitted and refused here.
+async function loadLiveLimits() {
+  const r = await api("GET", "rate-limits");
+  const tbody = $("#rate-limits tbody");
+  tbody.replaceChildren();
+  if (r.status !== 200) { tbody.append(el("tr", {}, el("td", { colspan: "7" }, r.body.error || `rate limits: ${r.status}`))); return; }
+  for (const l of r.body.limits || []) {
+    tbody.append(el("tr", { "data-rate-limit": l.name },
+      el("th", { scope: "row" }, l.name),
+      el("td", {}, l.scope),
+      el("td", {}, l.allows),
+      el("td", {}, `${l.members} (${Math.round(l.share * 100)}%)`),
+      el("td", {}, String(l.admitted)),
+      el("td", { "data-refused": String(l.refused) }, String(l.refused)),
+      el("td", {}, String(l.keys))));
+  }
+  if (!(r.body.limits || []).length) tbody.append(el("tr", {}, el("td", { colspan: "7" }, "No rate limit.")));
+}
+
 async function stopLive(ws, k, id) {
   const r = await api("DELETE", `live/${encodeURIComponent(ws)}/${k.kind}/${encodeURIComponent(id)}`);
   if (r.status !== 200) { say(r.body.error || `${k.action}: ${r.status}`); return; }
@@ -991,6 +1094,9 @@ function init() {
   $("#close").addEventListener("click", () => { $("#editor-pane").hidden = true; state.editing = null; });
   $("#call-form").addEventListener("submit", runCall);
   $("#live-refresh").addEventListener("click", () => loadLive().catch((e) => say(String(e))));
+  $("#new-limit").addEventListener("click", () => editLimit(state.limits.length));
+  $("#limit-editor").addEventListener("submit", saveLimit);
+  $("#close-limit").addEventListener("click", () => { $("#limit-editor").hidden = true; });
   loadAdapters().catch(() => {});
   showView("tools");
 }
