@@ -418,13 +418,15 @@ func (c *loadClient) connect() error {
 }
 
 // classify sorts a failure: retryable when the answer says to retry (503
-// with Retry-After, a JSON-RPC error or tool error saying "retry", the
+// with Retry-After, a JSON-RPC error or tool error saying "retry", an
+// interrupted call's answer, the
 // load balancer's 502 for a replica that died mid-request, a call or job
 // cut by its adapter's crash, which the next call restarts).
 func classify(err error) outcome {
 	s := err.Error()
 	for _, r := range []string{"retry", "stopped during the call", "Bad Gateway", "502", "503", "Service Unavailable", "connection refused", "EOF",
-		"connection reset", "client is closing", "request terminated without response", "session not found", "unavailable"} {
+		"connection reset", "client is closing", "request terminated without response", "session not found", "unavailable",
+		"was interrupted"} { // an interrupted call's answer (data.retryable), seen as text where the data is not (a TS client's initialize)
 		if strings.Contains(s, r) {
 			return outcome{err: err, retryable: true}
 		}
