@@ -127,7 +127,7 @@ type config struct {
 	pongTimeout  time.Duration
 	heartbeat    *msgTemplate // an application heartbeat instead of pings
 	// reconnect is the policy of a lost connection.
-	reconnect sdk.Reconnect
+	reconnect    sdk.Reconnect
 	closeTimeout time.Duration
 	// inputSchema is derived from the templates' variables.
 	inputSchema json.RawMessage
