@@ -26,7 +26,7 @@ type Quotas struct {
 	MaxJobsPerAgent         *int `json:"max_jobs_per_agent,omitempty"`
 	// MaxSessionsPerClient and MaxJobsPerClient bound them per client
 	// (its user, else its agent header, else its address) within the
-	// workspace's (defaults 20 each), so that one client — an anonymous
+	// workspace's (defaults 50 each), so that one client — an anonymous
 	// one, whose every MCP session is a new agent — fills its own budget.
 	MaxSessionsPerClient *int `json:"max_sessions_per_client,omitempty"`
 	MaxJobsPerClient     *int `json:"max_jobs_per_client,omitempty"`

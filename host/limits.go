@@ -24,12 +24,13 @@ const (
 	DefaultRetainedJobsPerWorkspace     = 10_000
 	DefaultRetainedJobBytesPerAgent     = 64 << 20
 	DefaultRetainedJobBytesPerWorkspace = 1 << 30
-	// Per client (its user, else its agent header, else its address): a
-	// fifth of the workspace's open sessions and jobs, a tenth of what
-	// its finished jobs keep, so that one client fills its own budget and
-	// never the workspace's.
-	DefaultStreamSessionsPerClient   = 20
-	DefaultJobsPerClient             = 20
+	// Per client (its user, else its agent header, else its address): half
+	// of the workspace's open sessions and jobs (an agent host behind one
+	// address runs many agents at once), a tenth of what its finished jobs
+	// keep, so that one client fills its own budget and never the
+	// workspace's.
+	DefaultStreamSessionsPerClient   = 50
+	DefaultJobsPerClient             = 50
 	DefaultRetainedJobsPerClient     = 1000
 	DefaultRetainedJobBytesPerClient = 128 << 20
 )
