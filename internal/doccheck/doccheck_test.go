@@ -61,12 +61,14 @@ func docs(t *testing.T) []doc {
 	return out
 }
 
-var codeSpan = regexp.MustCompile("(`+)(.+?)(`+)")
+// A code span: in backticks, one or two, and within a paragraph.
+var codeSpan = regexp.MustCompile("(?s)``.+?``|`[^`]+`")
 
-// parse splits a document into prose and code.
+// parse splits a document into prose and code: fenced blocks first, then
+// the code spans of what remains (a span may wrap onto the next line).
 func parse(path, text string) doc {
 	d := doc{path: path, text: text}
-	var prose strings.Builder
+	var rest strings.Builder
 	fence := ""
 	var block strings.Builder
 	for _, line := range strings.SplitAfter(text, "\n") {
@@ -79,20 +81,28 @@ func parse(path, text string) doc {
 			} else {
 				block.WriteString(line)
 			}
-			prose.WriteString("\n")
+			rest.WriteString("\n")
 			continue
 		}
 		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
 			fence = trimmed[:3]
-			prose.WriteString("\n")
+			rest.WriteString("\n")
 			continue
 		}
-		prose.WriteString(codeSpan.ReplaceAllStringFunc(line, func(s string) string {
-			d.code = append(d.code, strings.Trim(s, "`"))
-			return strings.Repeat(" ", len(s))
-		}))
+		rest.WriteString(line)
 	}
-	d.prose = prose.String()
+	d.prose = codeSpan.ReplaceAllStringFunc(rest.String(), func(s string) string {
+		if strings.Contains(s, "\n\n") {
+			return s // no span crosses a paragraph: a stray backtick
+		}
+		d.code = append(d.code, strings.Join(strings.Fields(strings.Trim(s, "`")), " "))
+		return strings.Map(func(r rune) rune {
+			if r == '\n' {
+				return r
+			}
+			return ' '
+		}, s)
+	})
 	return d
 }
 
@@ -129,7 +139,7 @@ func anchors(d doc) map[string]bool {
 		text.WriteString(line)
 	}
 	for _, m := range heading.FindAllStringSubmatch(text.String(), -1) {
-		a := Anchor(m[1])
+		a := headingAnchor(m[1])
 		if n := seen[a]; n > 0 {
 			seen[a]++
 			a = a + "-" + strconv.Itoa(n)
@@ -144,8 +154,8 @@ func anchors(d doc) map[string]bool {
 	return out
 }
 
-// Anchor is GitHub's anchor of a heading's text.
-func Anchor(h string) string {
+// headingAnchor is GitHub's anchor of a heading's text.
+func headingAnchor(h string) string {
 	h = linkText.ReplaceAllString(h, "$1")
 	var b strings.Builder
 	for _, r := range strings.ToLower(h) {
@@ -159,7 +169,7 @@ func Anchor(h string) string {
 	return b.String()
 }
 
-// TestAnchor holds Anchor to GitHub's rules on headings of these docs.
+// TestAnchor holds headingAnchor to GitHub's rules on headings of these docs.
 func TestAnchor(t *testing.T) {
 	t.Parallel()
 	for h, want := range map[string]string{
@@ -172,8 +182,8 @@ func TestAnchor(t *testing.T) {
 		"[The SDK](plugins/sdk) guide":         "the-sdk-guide",
 		"Who can do what (and why)":            "who-can-do-what-and-why",
 	} {
-		if got := Anchor(h); got != want {
-			t.Errorf("Anchor(%q) = %q, want %q", h, got, want)
+		if got := headingAnchor(h); got != want {
+			t.Errorf("headingAnchor(%q) = %q, want %q", h, got, want)
 		}
 	}
 }
