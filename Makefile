@@ -240,7 +240,7 @@ soak-short:
 	$(MAKE) soak SOAK_DURATION=2m SOAK_TIMEOUT=20m
 
 # Screenshots of the operator console for docs/console/ (shown in the
-# README), taken by its browser test in headless Chromium.
+# guide, docs/guide/catalogs-and-console.md), taken by its browser test in headless Chromium.
 screenshots:
 	mkdir -p docs/console
 	CRANK_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole(Streams)?InBrowser' ./caddymodule/

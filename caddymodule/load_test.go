@@ -28,18 +28,18 @@ func TestCaddyCommand(t *testing.T) {
 	}
 }
 
-// TestLoadFieldsDocumented holds the README's crank block to
+// TestLoadFieldsDocumented holds the guide's crank block (docs/guide/configure-an-endpoint.md) to
 // host.LoadConfig: every field is shown there, with its values.
 func TestLoadFieldsDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/guide/configure-an-endpoint.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range configblock.Fields[host.LoadConfig]() {
 		re := regexp.MustCompile(`(?m)^\t\t` + f.Name + `\s+` + f.Enum[0] + `\s+#.*` + f.Enum[1])
 		if !re.Match(readme) {
-			t.Errorf("README.md's crank block does not show %s %v (%s)", f.Name, f.Enum, f.Doc)
+			t.Errorf("configure-an-endpoint.md's crank block does not show %s %v (%s)", f.Name, f.Enum, f.Doc)
 		}
 	}
 }

@@ -10,21 +10,21 @@ import (
 	"github.com/crankmcp/crank/host/mesh"
 )
 
-// TestMeshFieldsDocumented holds the README's mesh block to mesh.Config:
+// TestMeshFieldsDocumented holds the guide's mesh block (docs/guide/mesh.md) to mesh.Config:
 // every field is there.
 func TestMeshFieldsDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/guide/mesh.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	block := regexp.MustCompile(`(?s)\n( *)mesh \{\n(.*?)\n( *)\}\n`).FindSubmatch(readme)
 	if block == nil {
-		t.Fatal("README.md has no mesh block")
+		t.Fatal("docs/guide/mesh.md has no mesh block")
 	}
 	for _, f := range mesh.Fields() {
 		if !regexp.MustCompile(`(?m)^\s+` + f.Name + `\s`).Match(block[2]) {
-			t.Errorf("README.md's mesh block does not show %s (%s)", f.Name, f.Doc)
+			t.Errorf("docs/guide/mesh.md's mesh block does not show %s (%s)", f.Name, f.Doc)
 		}
 	}
 }

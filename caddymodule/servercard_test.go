@@ -101,22 +101,22 @@ func TestServerJSON(t *testing.T) {
 	}
 }
 
-// TestServerCardFieldsDocumented holds the README's server_card block to
+// TestServerCardFieldsDocumented holds the guide's server_card block (docs/guide/views-and-discovery.md) to
 // servercard.Config: every field is there.
 func TestServerCardFieldsDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/guide/views-and-discovery.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sec, ok := strings.Cut(string(readme), "\t\tserver_card {\n")
 	sec, _, _ = strings.Cut(sec, "\t\t}\n")
 	if !ok {
-		t.Fatal("README.md has no server_card block")
+		t.Fatal("views-and-discovery.md has no server_card block")
 	}
 	for _, f := range servercard.Fields() {
 		if !strings.Contains(sec, "\t\t\t"+f.Name+" ") {
-			t.Errorf("README.md's server_card block does not show %s (%s)", f.Name, f.Doc)
+			t.Errorf("views-and-discovery.md's server_card block does not show %s (%s)", f.Name, f.Doc)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // gateway process's CPU profile of that load and its allocation profile
 // there (gateway.cpu.pprof, gateway.allocs.pprof), read from Caddy's admin
 // endpoint (/debug/pprof). `go tool pprof -top` reads them; the "Cost of a
-// call" table in docs/architecture.md comes from them.
+// call" table in docs/performance.md comes from them.
 const benchProfileEnv = "CRANK_BENCH_PROFILE"
 
 const benchProfileSeconds = 10

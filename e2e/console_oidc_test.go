@@ -56,7 +56,7 @@ operations:
     config: {method: GET, url: "%s/users/{id}"}
 `, up.URL),
 		Handler: fmt.Sprintf("catalog live {\n\t\t\tupstreams %s\n\t\t}", up.URL),
-		// As README.md, "Operator console", has it.
+		// As docs/guide/catalogs-and-console.md, "Operator console", has it.
 		Site: fmt.Sprintf(`handle /oauth2/* {
 		reverse_proxy 127.0.0.1:%[1]d
 	}

@@ -17,7 +17,7 @@ import (
 
 // The demo's per-user consent as a new user meets it with `make run`
 // (the repository's Caddyfile and demo files, on ports of the test's
-// own): the TypeScript SDK v2 client (e2e/ts/notes.mjs, the README's
+// own): the TypeScript SDK v2 client (e2e/ts/notes.mjs, the guide's
 // walkthrough) signs ada in to the /notes endpoint at its authorization
 // server, the demo notes service (its metadata, RFC 7591 registration,
 // PKCE, the endpoint as RFC 8707 resource), in Chromium; my_notes sends
@@ -32,12 +32,12 @@ func TestDemoNotesConsent(t *testing.T) {
 	t.Parallel()
 	browsertest.Chromium(t)
 	requireNode(t, "ts", "@modelcontextprotocol/client", "ts-deps")
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "guide", "auth-and-policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), `node e2e/ts/notes.mjs http://127.0.0.1:8080/notes '[{"tool":"my_notes"}]'`) {
-		t.Fatal("the README's walkthrough of the demo's consent no longer runs e2e/ts/notes.mjs as this test does; update this test")
+		t.Fatal("the guide's walkthrough of the demo's consent (docs/guide/auth-and-policy.md) no longer runs e2e/ts/notes.mjs as this test does; update this test")
 	}
 	d := startDemo(t)
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", d.ports[":8080"])

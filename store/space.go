@@ -71,7 +71,7 @@ func (e *Etcd) note(err error) error {
 		e.space.since.Store(e.now().UnixNano())
 		e.log.Error("etcd is out of space: its database reached its space quota and it raised the NOSPACE alarm, "+
 			"so every write is refused (new sessions, jobs, polls); reads keep working. Free space: compact, defragment "+
-			"and disarm the alarm (the embedded etcd does this by itself; see docs/architecture.md)",
+			"and disarm the alarm (the embedded etcd does this by itself; see docs/architecture/etcd.md)",
 			zap.Error(err))
 		select {
 		case e.space.notify <- struct{}{}:

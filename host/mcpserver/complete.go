@@ -35,7 +35,7 @@ import (
 // resourceSubscriptions subscribes the same way for as long as it
 // listens. Subscriptions live on the replica that took them: a session
 // that moves to another replica (sessions.go) keeps none, and its client
-// must subscribe again (docs/architecture.md, "MCP upstreams").
+// must subscribe again (docs/architecture/mcp-upstreams.md).
 
 // offerPublished removes from caps what the host h does not offer, and
 // adds the MCP Apps extension when it serves an App.

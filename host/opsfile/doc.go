@@ -5,7 +5,7 @@
 // from which come the decoding (every unknown field, wrong type and value
 // out of bounds reported at load, at once, naming the operation and the
 // field by JSON pointer), the schema [OperationSchema] publishes and the
-// reference table in README.md; [Parse] and [LoadFile] check what one
+// reference table in docs/reference/operation-entry.md; [Parse] and [LoadFile] check what one
 // field cannot say alone (modes, presets, a window's blocks into a
 // window.Config, a job's paths, schemas, upstream_auth), expand
 // placeholders (their values are the secrets the runtime redacts) and

@@ -50,7 +50,7 @@ type AdapterDecl struct {
 // (every unknown field, wrong type and value out of bounds reported at
 // once, defaults filled in: sdk.Decode), the JSON Schema the admin API
 // publishes (OperationSchema, GET /crank/schema/operation), the console's
-// operation form and the reference table in README.md. What one field
+// operation form and the reference table in docs/reference/operation-entry.md. What one field
 // cannot say alone (a field that only applies to some modes, a preset's
 // defaults) Parse checks.
 type OperationDecl struct {

@@ -49,7 +49,7 @@ var entrySchema = sync.OnceValues(func() (json.RawMessage, error) {
 // OperationSchema is the JSON Schema (2020-12) of an operation entry,
 // derived from OperationDecl's tags: what the admin API publishes (GET
 // /crank/schema/operation), the console's operation form is built from
-// and the reference in README.md is generated from.
+// and the reference in docs/reference/operation-entry.md is generated from.
 func OperationSchema() json.RawMessage {
 	s, err := entrySchema()
 	if err != nil {

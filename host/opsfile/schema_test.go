@@ -53,41 +53,41 @@ func TestOperationSchema(t *testing.T) {
 	}
 }
 
-var updateReference = flag.Bool("update-reference", false, "rewrite the entry reference in README.md")
+var updateReference = flag.Bool("update-reference", false, "rewrite the reference pages in docs/reference")
 
 // The reference tables of an entry's fields and of a rate limit's in
-// README.md are generated from their schemas (OperationDecl's and
+// docs/reference are generated from their schemas (OperationDecl's and
 // ratelimit.Limit's tags): this test fails when one is stale, and
 // -update-reference rewrites it.
 func TestEntryReference(t *testing.T) {
-	const readme = "../../README.md"
 	for _, ref := range []struct {
+		page       string
 		begin, end string
 		schema     json.RawMessage
 		modes      bool
 	}{
-		{"<!-- entry reference: generated from opsfile.OperationDecl by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
+		{"../../docs/reference/operation-entry.md", "<!-- entry reference: generated from opsfile.OperationDecl by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
 			"<!-- end of the entry reference -->\n", opsfile.OperationSchema(), true},
-		{"<!-- rate limit reference: generated from ratelimit.Limit by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
+		{"../../docs/reference/rate-limit.md", "<!-- rate limit reference: generated from ratelimit.Limit by `go test ./host/opsfile -run TestEntryReference -update-reference`; do not edit -->\n",
 			"<!-- end of the rate limit reference -->\n", ratelimit.Schema(), false},
 	} {
-		doc, err := os.ReadFile(readme)
+		doc, err := os.ReadFile(ref.page)
 		if err != nil {
 			t.Fatal(err)
 		}
 		before, rest, ok := strings.Cut(string(doc), ref.begin)
 		_, after, ok2 := strings.Cut(rest, ref.end)
 		if !ok || !ok2 {
-			t.Fatalf("README.md has no %q … %q section", ref.begin, ref.end)
+			t.Fatalf("%s has no %q … %q section", ref.page, ref.begin, ref.end)
 		}
 		want := entryReference(ref.schema, ref.modes)
 		if got, _, _ := strings.Cut(rest, ref.end); got == want {
 			continue
 		}
 		if !*updateReference {
-			t.Fatalf("a reference in README.md is stale: run go test ./host/opsfile -run TestEntryReference -update-reference")
+			t.Fatalf("%s is stale: run go test ./host/opsfile -run TestEntryReference -update-reference", ref.page)
 		}
-		if err := os.WriteFile(readme, []byte(before+ref.begin+want+ref.end+after), 0o644); err != nil {
+		if err := os.WriteFile(ref.page, []byte(before+ref.begin+want+ref.end+after), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

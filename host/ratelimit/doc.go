@@ -9,7 +9,7 @@
 // operations files and catalogs (sdk.Decode, every problem at once), its
 // Caddyfile subdirectives (configblock), the JSON Schema the admin API
 // publishes and the console's form is built from ([Schema]), and the
-// reference in README.md. [Limit.Check] names the field of each problem.
+// reference in docs/reference/rate-limit.md. [Limit.Check] names the field of each problem.
 //
 // A limit's state is a [Budget]: the buckets of its keys. [Budgets] keeps
 // the budgets of a process by the limit's definition, so that handlers

@@ -100,7 +100,7 @@ var schema = sync.OnceValues(func() (json.RawMessage, error) {
 
 // Schema is the JSON Schema (2020-12) of a limit, derived from Limit's
 // tags: what the admin API publishes (GET /crank/schema/rate_limit), the
-// console's form is built from and the reference in README.md is
+// console's form is built from and the reference in docs/reference/rate-limit.md is
 // generated from.
 func Schema() json.RawMessage {
 	s, err := schema()

@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// The drafts these documents follow (docs/architecture.md, "What a client
-// learns before connecting", cites them):
+// The drafts these documents follow (docs/architecture/before-connecting.md
+// cites them):
 //
 //   - the server card of SEP-2127 ("MCP Server Cards", the
 //     experimental-ext-server-card schema): $schema, name, version,

@@ -65,7 +65,7 @@ type row struct {
 }
 
 // Every package of the repository's modules belongs to a row of
-// docs/architecture.md's package table (its own, or its nearest parent
+// docs/architecture/packages.md's package table (its own, or its nearest parent
 // directory's), every row names a package, and a row's packages import,
 // outside their tests, only the packages of the rows its "may import"
 // column names and the external modules it names by short name.
@@ -75,7 +75,7 @@ func TestPackageTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := packageTable(t, filepath.Join(root, "docs", "architecture.md"))
+	rows := packageTable(t, filepath.Join(root, "docs", "architecture", "packages.md"))
 	imports := packages(t, root)
 
 	index := map[string]int{}
@@ -196,8 +196,8 @@ func packageTable(t *testing.T, path string) []row {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case strings.HasPrefix(line, "## "):
-			in = line == "## Packages and their duties"
+		case strings.HasPrefix(line, "# "), strings.HasPrefix(line, "## "):
+			in = strings.TrimLeft(line, "# ") == "Packages and their duties"
 		case in && strings.HasPrefix(line, "| `"):
 			cells := strings.Split(strings.Trim(line, "| "), " | ")
 			if len(cells) != 3 {
