@@ -45,8 +45,6 @@ import (
 	"github.com/dlclark/regexp2/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/crankmcp/crank/plugins/sdk"
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
@@ -313,8 +311,8 @@ func (s *Schema) reason(leaf *jsonschema.ValidationError, loc *[]string, root an
 		return "must not match the shape its schema excludes (not)"
 	}
 	// Kinds no tool schema meets in practice (content*, a $ref cycle):
-	// the validator's own words.
-	return leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+	// the keyword.
+	return "does not satisfy its schema's " + strings.Join(leaf.ErrorKind.KeywordPath(), "/")
 }
 
 func unknownFields(names []string) string {
