@@ -91,19 +91,13 @@ var ajvFormats = func() []*jsonschema.Format {
 		str("iso-time", func(s string) bool { return ajvTime(s, false) }),
 		str("date-time", func(s string) bool { return ajvDateTime(match, s, true) }),
 		str("iso-date-time", func(s string) bool { return ajvDateTime(match, s, false) }),
-		str("regex", func(s string) bool {
-			if zAnchor(s) {
-				return false
-			}
-			_, err := regexp2.Compile(s, regexp2.ECMAScript)
-			return err == nil
-		}),
 		num("int32", func(f float64) bool { return f == math.Trunc(f) && f >= math.MinInt32 && f <= math.MaxInt32 }),
 		num("int64", func(f float64) bool { return f == math.Trunc(f) && !math.IsInf(f, 0) }),
 	)
+	// "regex" is the regular expression engine's (ecmaRegexp).
 	// Formats santhosh-tekuri/jsonschema knows and ajv-formats does not:
 	// annotations, as to Ajv.
-	known := map[string]bool{}
+	known := map[string]bool{"regex": true}
 	for _, f := range out {
 		known[f.Name] = true
 	}
@@ -206,14 +200,4 @@ func isJSSpace(r rune) bool {
 		return true
 	}
 	return r >= 0x2000 && r <= 0x200a
-}
-
-// zAnchor is ajv-formats' refusal of \Z (not ECMA-262) in a regex.
-func zAnchor(s string) bool {
-	for i := 1; i+1 < len(s); i++ {
-		if s[i] == '\\' && s[i+1] == 'Z' && s[i-1] != '\\' {
-			return true
-		}
-	}
-	return false
 }

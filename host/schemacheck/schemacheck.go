@@ -137,22 +137,76 @@ func (noLoader) Load(url string) (any, error) {
 
 // ecmaRegexp compiles a pattern as ECMA-262 with the u flag reads it.
 func ecmaRegexp(s string) (jsonschema.Regexp, error) {
-	re, err := regexp2.Compile(s, regexp2.ECMAScript|regexp2.Unicode)
+	if c := letterEscape(s); c != "" {
+		// With the u flag, ECMA-262 refuses an escaped letter it does
+		// not define; regexp2 would read .NET's (\A, \Z, \z, …).
+		return nil, fmt.Errorf("invalid regular expression %q: \\%s is not ECMA-262", s, c)
+	}
+	re, err := regexp2.Compile(ecmaDot(s), regexp2.ECMAScript|regexp2.Unicode)
 	if err != nil {
 		return nil, err
 	}
 	re.MatchTimeout = MatchTimeout
-	return (*ecma)(re), nil
+	return &ecma{re: re, src: s}, nil
 }
 
-type ecma regexp2.Regexp
+// letterEscape is the first escaped letter of s that ECMA-262 with the
+// u flag does not define, "" when there is none.
+func letterEscape(s string) string {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		c := s[i+1]
+		i++
+		if (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') && !strings.ContainsRune("bBdDsSwWfnrtvcuxpPk", rune(c)) {
+			return string(c)
+		}
+	}
+	return ""
+}
+
+// ecmaDot spells ECMA-262's "." outside a class as what it matches:
+// any character but a line terminator (regexp2's "." takes all but
+// "\n").
+func ecmaDot(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	var b strings.Builder
+	class := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			b.WriteString(s[i : i+2])
+			i++
+		case c == '[':
+			class = true
+			b.WriteByte(c)
+		case c == ']':
+			class = false
+			b.WriteByte(c)
+		case c == '.' && !class:
+			b.WriteString(`[^\n\r\u2028\u2029]`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// ecma is a compiled pattern and its source as written.
+type ecma struct {
+	re  *regexp2.Regexp
+	src string
+}
 
 func (re *ecma) MatchString(s string) bool {
-	ok, err := (*regexp2.Regexp)(re).MatchString(s)
+	ok, err := re.re.MatchString(s)
 	return err == nil && ok
 }
 
-func (re *ecma) String() string { return (*regexp2.Regexp)(re).String() }
+func (re *ecma) String() string { return re.src }
 
 // Decode decodes a JSON value as Check takes it.
 func Decode(data []byte) (any, error) {
