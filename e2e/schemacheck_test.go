@@ -329,4 +329,3 @@ func example(schema any, depth int) any {
 	}
 	return nil
 }
-
