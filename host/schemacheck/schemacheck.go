@@ -241,7 +241,8 @@ func (s *Schema) Check(v any) *Failure {
 
 // first is the failure a message is about: the causes of the kinds that
 // only gather others (the schema, a group, a $ref, allOf) are followed,
-// the shallowest value first, then by keyword.
+// the shallowest value first, then an unknown member, then by schema
+// location (the validator walks maps in no fixed order).
 func first(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 	for len(e.Causes) > 0 {
 		switch e.ErrorKind.(type) {
@@ -257,7 +258,10 @@ func first(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 			if d := slices.Compare(a.InstanceLocation, b.InstanceLocation); d != 0 {
 				return d
 			}
-			return rank(a) - rank(b)
+			if d := rank(a) - rank(b); d != 0 {
+				return d
+			}
+			return strings.Compare(a.SchemaURL, b.SchemaURL)
 		})
 		e = causes[0]
 	}
