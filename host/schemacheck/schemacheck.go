@@ -19,8 +19,7 @@
 //     ECMAScript and Unicode modes, so a lookahead or a backreference in a
 //     vendor's pattern works as clients read it. regexp2 backtracks: a
 //     match is bounded by MatchTimeout and a backtracking stack, and one
-//     that runs out counts as no match (the value is refused, never
-//     waved through).
+//     that runs out counts as no match (pattern refuses the value).
 //   - format: asserted for results as ajv-formats does (the formats it
 //     knows, with its "byte", "int32", … besides the standard ones); for
 //     arguments an annotation only — an upstream is the judge of its own
