@@ -32,6 +32,7 @@ package schemacheck
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/crankmcp/crank/plugins/sdk"
+	"github.com/crankmcp/crank/plugins/sdk/lru"
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
 )
 
@@ -91,8 +93,30 @@ func (f *Failure) Error() string {
 // location is the one URL a compiled schema has.
 const location = "crank:schema.json"
 
+// compiled are schemas compiled lately, by use and the SHA-256 of their
+// text: the tools of a family, a window's and reloads share them, and a
+// compile (the schema checked against its metaschema) costs some
+// hundreds of µs. A compiled Schema is immutable and safe for
+// concurrent use.
+var compiled = lru.New[[33]byte, *Schema](1024, nil)
+
 // Compile compiles raw, a JSON Schema, for use.
 func Compile(raw []byte, use Use) (*Schema, error) {
+	var key [33]byte
+	sum := sha256.Sum256(raw)
+	key[0] = byte(use)
+	copy(key[1:], sum[:])
+	if s, ok := compiled.Get(key); ok {
+		return s, nil
+	}
+	s, err := compile(raw, use)
+	if err == nil {
+		compiled.Put(key, s)
+	}
+	return s, err
+}
+
+func compile(raw []byte, use Use) (*Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("not a JSON Schema: %v", err)
