@@ -357,7 +357,7 @@ func TestOutputSchemasMatchEveryMode(t *testing.T) {
 
 // TestOutputMismatchDeliveredAsText: an answer that breaks the document's
 // promise (record 2 has no name, its kind is not in the enum) reaches the
-// caller as text behind a note naming the first mismatch (the shallowest), isError set
+// caller as text behind a note naming the first mismatch (the innermost), isError set
 // and no structuredContent, so that no client refuses it; it is counted.
 // A lenient schema (the default) admits what vendors drift on — members
 // the document does not name, a format — and a strict entry publishes
@@ -368,7 +368,7 @@ func TestOutputMismatchDeliveredAsText(t *testing.T) {
 	before := telemetry.ToolCalls()["bad_getRecord"].OutputMismatches
 	res := call(t, h, "bad_getRecord", `{"id":2}`)
 	if !res.IsError || len(res.Structured) != 0 || len(res.Content) != 0 ||
-		!strings.Contains(res.Text, `does not match the output schema tool "bad_getRecord" publishes (at the root: missing required field name)`) ||
+		!strings.Contains(res.Text, `does not match the output schema tool "bad_getRecord" publishes (at /kind: must be one of "a", "b")`) ||
 		!strings.Contains(res.Text, `{"id":2,"kind":"c"}`) {
 		t.Errorf("mismatch: %+v", res)
 	}
@@ -378,7 +378,7 @@ func TestOutputMismatchDeliveredAsText(t *testing.T) {
 	if res := call(t, h, "bad_getRecord", `{"id":1}`); res.IsError {
 		t.Errorf("lenient: %s", res.Text)
 	}
-	if res := call(t, h, "bad_strict", `{"id":1}`); !res.IsError || !strings.Contains(res.Text, "unknown field extra") {
+	if res := call(t, h, "bad_strict", `{"id":1}`); !res.IsError || !strings.Contains(res.Text, "(at /at: must be a valid date-time)") {
 		t.Errorf("strict: %+v", res)
 	}
 	var strict, lenient map[string]any

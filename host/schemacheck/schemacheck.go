@@ -73,7 +73,7 @@ type Schema struct {
 }
 
 // Failure is why a value does not match a schema: the first failure
-// found, in a stable order (the shallowest value first).
+// found, in a stable order (the innermost value first).
 type Failure struct {
 	// Pointer is the failing value's JSON pointer in the checked value.
 	Pointer string
@@ -264,8 +264,9 @@ func (s *Schema) Check(v any) *Failure {
 
 // first is the failure a message is about: the causes of the kinds that
 // only gather others (the schema, a group, a $ref, allOf) are followed,
-// the shallowest value first, then an unknown member, then by schema
-// location (the validator walks maps in no fixed order).
+// the innermost value first (it names the member precisely; its object's
+// own failures, a missing member, after), then an unknown member, then
+// by schema location (the validator walks maps in no fixed order).
 func first(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 	for len(e.Causes) > 0 {
 		switch e.ErrorKind.(type) {
@@ -275,7 +276,7 @@ func first(e *jsonschema.ValidationError) *jsonschema.ValidationError {
 		}
 		causes := slices.Clone(e.Causes)
 		slices.SortStableFunc(causes, func(a, b *jsonschema.ValidationError) int {
-			if d := len(a.InstanceLocation) - len(b.InstanceLocation); d != 0 {
+			if d := len(b.InstanceLocation) - len(a.InstanceLocation); d != 0 {
 				return d
 			}
 			if d := slices.Compare(a.InstanceLocation, b.InstanceLocation); d != 0 {
