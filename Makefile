@@ -176,6 +176,7 @@ FUZZ := \
 	host:FuzzRedact \
 	host:FuzzExcerpt \
 	host:FuzzWindowCursor \
+	host/schemacheck:FuzzCheck \
 	host/mcpserver:FuzzPeekMessage \
 	host/ratelimit:FuzzDecodeLimit \
 	host/mcpserver:FuzzOriginPolicy \
