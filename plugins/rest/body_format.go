@@ -79,7 +79,7 @@ func parseBodyFormat(f *bodyFormatField, op *operation, d *diags) {
 		return
 	}
 	mt, _, err := mime.ParseMediaType(f.MediaType)
-	if err != nil {
+	if err != nil || !strings.Contains(mt, "/") {
 		d.Errorf("body_format.media_type", "required: a media type such as %s", mediaForm)
 		return
 	}
@@ -117,7 +117,7 @@ func parseBodyFormat(f *bodyFormatField, op *operation, d *diags) {
 			d.Errorf(field+".file", "only multipart bodies carry files")
 		}
 		if e.ContentType != "" {
-			if _, _, err := mime.ParseMediaType(e.ContentType); err != nil {
+			if ct, _, err := mime.ParseMediaType(e.ContentType); err != nil || !strings.Contains(ct, "/") {
 				d.Errorf(field+".content_type", "not a media type")
 			}
 		}
@@ -362,7 +362,7 @@ func writePart(w *multipart.Writer, name string, v any, e bodyEncoding) error {
 			ct = "application/octet-stream"
 		}
 		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": name, "filename": name}))
+		h.Set("Content-Disposition", multipart.FileContentDisposition(name, name))
 		h.Set("Content-Type", ct)
 		pw, err := w.CreatePart(h)
 		if err != nil {
@@ -379,7 +379,7 @@ func writePart(w *multipart.Writer, name string, v any, e bodyEncoding) error {
 			ct = "application/json"
 		}
 		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": name}))
+		h.Set("Content-Disposition", strings.TrimSuffix(multipart.FileContentDisposition(name, ""), `; filename=""`))
 		h.Set("Content-Type", ct)
 		pw, err := w.CreatePart(h)
 		if err != nil {
