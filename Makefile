@@ -28,7 +28,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -50,7 +50,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -148,6 +148,17 @@ octokit-deps: $(OCTOKIT_DIR)/node_modules/.package-lock.json
 
 $(OCTOKIT_DIR)/node_modules/.package-lock.json: $(OCTOKIT_DIR)/package.json $(OCTOKIT_DIR)/package-lock.json
 	cd $(OCTOKIT_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# stripe-mock, Stripe's validating stand-in, and the OpenAPI document it
+# embeds (Stripe's own), for e2e/stripe_test.go: from the Go module proxy.
+STRIPE_MOCK := v0.203.0
+stripe-deps: bin/stripe-mock bin/stripe-spec3.json
+
+bin/stripe-mock:
+	GOBIN=$(CURDIR)/bin GOFLAGS=-mod=mod $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK)
+
+bin/stripe-spec3.json: bin/stripe-mock
+	cp "$$($(GO) env GOMODCACHE)/github.com/stripe/stripe-mock@$(STRIPE_MOCK)/embedded/openapi/spec3.json" $@ && chmod 644 $@
 
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An

@@ -1062,6 +1062,13 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	if schema == nil {
 		schema = &openapi3.SchemaRef{Value: &openapi3.Schema{}}
 	}
+	if sv := schema.Value; sv != nil && sv.Type.Is("object") && len(sv.Properties) == 0 && sv.AdditionalProperties.Has != nil &&
+		!*sv.AdditionalProperties.Has && len(sv.AllOf)+len(sv.AnyOf)+len(sv.OneOf) == 0 {
+		// An object that admits no member (Stripe's GET operations
+		// declare one): there is nothing to send.
+		rc.body = "none"
+		return nil
+	}
 	required := rb.Value.Required || schema.Value != nil && len(schema.Value.Required) > 0
 	format := map[string]any{"media_type": mt}
 	switch {
