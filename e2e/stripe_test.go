@@ -62,19 +62,14 @@ func startStripeMock(t *testing.T) (string, string) {
 	return "", ""
 }
 
-// TestStripeMock: Stripe's own OpenAPI document, imported by a REST entry,
-// called against stripe-mock, which validates every request against the
-// same document: a customer created with metadata (a form body with
-// metadata[k]=v), charges listed with expand[] (deepObject list in the
-// query), a file uploaded (multipart with a base64 file and a
-// deepObject-styled field). A wrong encoding is refused by stripe-mock,
-// and fails the call.
-func TestStripeMock(t *testing.T) {
-	t.Parallel()
-	base, doc := startStripeMock(t)
-	// A recording proxy in front of stripe-mock shows what went on the
-	// wire (stripe-mock does not echo every field it parsed).
-	target, _ := url.Parse(base)
+// recordingProxy forwards to base and records each request: the proxy's
+// URL, and the requests so far (method, URI, Content-Type, body).
+func recordingProxy(t *testing.T, base string) (string, func() string) {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var wire []string
 	proxy := httputil.NewSingleHostReverseProxy(target)
@@ -87,7 +82,26 @@ func TestStripeMock(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(rec.Close)
-	base = rec.URL
+	return rec.URL, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(wire, "\n---\n")
+	}
+}
+
+// TestStripeMock: Stripe's own OpenAPI document, imported by a REST entry,
+// called against stripe-mock, which validates every request against the
+// same document: a customer created with metadata (a form body with
+// metadata[k]=v), charges listed with expand[] (deepObject list in the
+// query), a file uploaded (multipart with a base64 file and a
+// deepObject-styled field). A wrong encoding is refused by stripe-mock,
+// and fails the call.
+func TestStripeMock(t *testing.T) {
+	t.Parallel()
+	base, doc := startStripeMock(t)
+	// A recording proxy in front of stripe-mock shows what went on the
+	// wire (stripe-mock does not echo every field it parsed).
+	base, wire := recordingProxy(t, base)
 	ops := fmt.Sprintf(`version: 1
 operations:
   - name: stripe
@@ -175,9 +189,7 @@ operations:
 		t.Errorf("file = %v", file)
 	}
 	t.Logf("stripe-mock accepted %d/%d requests", accepted, sent)
-	mu.Lock()
-	all := strings.Join(wire, "\n---\n")
-	mu.Unlock()
+	all := wire()
 	for _, want := range []string{
 		"email=ann%40example.com&expand%5B%5D=tax&metadata%5Border_id%5D=6735&metadata%5Bsource%5D=crank+e2e",
 		"GET /v1/charges?created[gte]=1&expand[]=data.customer&expand[]=data.balance_transaction&limit=3 ",
