@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -25,31 +22,8 @@ import (
 func startPrism(t *testing.T, doc string) string {
 	t.Helper()
 	requireNode(t, "prism", "@stoplight/prism-cli", "prism-deps")
-	cmd := exec.Command(filepath.Join(repoRoot, "e2e", "prism", "node_modules", ".bin", "prism"),
-		"mock", "--errors", "-h", "127.0.0.1", "-p", "0", doc)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(make([]byte, 64<<10), 4<<20)
-	for lines.Scan() {
-		// "… Prism is listening on http://127.0.0.1:41234"
-		if _, addr, ok := strings.Cut(lines.Text(), "Prism is listening on "); ok {
-			go func() {
-				for lines.Scan() { // drain, so that Prism never blocks on its output
-				}
-			}()
-			return strings.TrimSpace(addr)
-		}
-	}
-	t.Fatalf("prism did not say where it listens: %v", lines.Err())
-	return ""
+	return startAnnounced(t, exec.Command(filepath.Join(repoRoot, "e2e", "prism", "node_modules", ".bin", "prism"),
+		"mock", "--errors", "-h", "127.0.0.1", "-p", "0", doc), "Prism is listening on ")
 }
 
 // TestSlackPostMessage: Slack's Web API document (from the APIs-guru
@@ -84,24 +58,8 @@ operations:
         credentials: {slackAuth: xoxb-e2e-oauth}
         include: {operation_ids: [chat_postMessage]}
 `, doc, base)
-	g := startGateway(t, gatewayOptions{Operations: ops})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cs := g.connect(ctx)
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tool *mcp.Tool
-	for _, tl := range list.Tools {
-		if tl.Name == "chat_postMessage" {
-			tool = tl
-		}
-	}
-	if tool == nil {
-		t.Fatalf("no chat_postMessage in %d tools", len(list.Tools))
-	}
-	schema := fmt.Sprint(tool.InputSchema)
+	ctx, cs, tools := importTools(t, ops, "chat_postMessage")
+	schema := fmt.Sprint(tools["chat_postMessage"].InputSchema)
 	for _, arg := range []string{"channel", "text", "token"} {
 		if !strings.Contains(schema, arg+":") {
 			t.Errorf("chat_postMessage lacks the argument %s: %s", arg, schema)
@@ -164,18 +122,8 @@ operations:
         output_schemas: false
         include: {operation_ids: [issues/create]}
 `, doc, up.URL)
-	g := startGateway(t, gatewayOptions{Operations: ops})
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cs := g.connect(ctx)
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Tools) != 1 {
-		t.Fatalf("tools = %d, want issues/create alone", len(list.Tools))
-	}
-	name := list.Tools[0].Name
+	ctx, cs, _ := importTools(t, ops, "issues_create")
+	const name = "issues_create"
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"owner": "octocat", "repo": "hello", "body": "no title"}})
 	if err == nil && !res.IsError {
 		t.Fatalf("%s without title was sent: %s", name, textOf(res))

@@ -1,24 +1,14 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,56 +27,8 @@ func startStripeMock(t *testing.T) (string, string) {
 			missing.Tool(t, f+" is missing", "make stripe-deps: go install github.com/stripe/stripe-mock")
 		}
 	}
-	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() {
-		// "Listening for HTTP at address: 127.0.0.1:41234"
-		if _, addr, ok := strings.Cut(lines.Text(), "Listening for HTTP at address: "); ok {
-			go func() {
-				for lines.Scan() { // drain, so that stripe-mock never blocks on its output
-				}
-			}()
-			return "http://" + strings.TrimSpace(addr), doc
-		}
-	}
-	t.Fatalf("stripe-mock did not say where it listens: %v", lines.Err())
-	return "", ""
-}
-
-// recordingProxy forwards to base and records each request: the proxy's
-// URL, and the requests so far (method, URI, Content-Type, body).
-func recordingProxy(t *testing.T, base string) (string, func() string) {
-	t.Helper()
-	target, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var wire []string
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		wire = append(wire, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Content-Type")+"\n"+string(b))
-		mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(rec.Close)
-	return rec.URL, func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Join(wire, "\n---\n")
-	}
+	addr := startAnnounced(t, exec.Command(bin, "-http-addr", "127.0.0.1:"), "Listening for HTTP at address: ")
+	return "http://" + addr, doc
 }
 
 // TestStripeMock: Stripe's own OpenAPI document, imported by a REST entry,
@@ -114,23 +56,7 @@ operations:
         credentials: {bearerAuth: sk_test_123}
         include: {operation_ids: [PostCustomers, GetCharges, PostFiles]}
 `, doc, base)
-	g := startGateway(t, gatewayOptions{Operations: ops})
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cs := g.connect(ctx)
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := map[string]*mcp.Tool{}
-	for _, tool := range list.Tools {
-		tools[tool.Name] = tool
-	}
-	for _, name := range []string{"PostCustomers", "GetCharges", "PostFiles"} {
-		if tools[name] == nil {
-			t.Fatalf("no tool %s in %d tools", name, len(list.Tools))
-		}
-	}
+	ctx, cs, tools := importTools(t, ops, "PostCustomers", "GetCharges", "PostFiles")
 	in, _ := json.Marshal(tools["PostCustomers"].InputSchema)
 	if !strings.Contains(string(in), `"metadata"`) || !strings.Contains(string(in), `"email"`) {
 		t.Errorf("PostCustomers publishes no body arguments: %s", in)

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -166,7 +167,7 @@ func (op *operation) encodeBody(body []byte) ([]byte, string, *sdk.UpstreamError
 				return nil, "", op.invalidArg("body field %q: %v", k, err)
 			}
 		}
-		return []byte(fe.b.String()), mediaForm, nil
+		return []byte(fe.String(false)), mediaForm, nil
 	}
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
@@ -191,25 +192,34 @@ func (op *operation) encodeBody(body []byte) ([]byte, string, *sdk.UpstreamError
 // a=1&a=2) except for nested values, which OpenAPI's form style would
 // send without their name: those use brackets too.
 type formEncoder struct {
-	b strings.Builder
-	// rawBrackets leaves the brackets of names unescaped, as a query's
-	// deepObject parameters are usually written.
-	rawBrackets bool
+	// pairs are the fields written, unescaped: {name, value}.
+	pairs [][2]string
+}
+
+func (fe *formEncoder) pair(name, value string) {
+	fe.pairs = append(fe.pairs, [2]string{name, value})
 }
 
 var bracketUnescaper = strings.NewReplacer("%5B", "[", "%5D", "]")
 
-func (fe *formEncoder) pair(name, value string) {
-	if fe.b.Len() > 0 {
-		fe.b.WriteByte('&')
+// String is the pairs as a query string; rawBrackets leaves the
+// brackets of names unescaped, as a query's deepObject parameters are
+// usually written.
+func (fe *formEncoder) String(rawBrackets bool) string {
+	var b strings.Builder
+	for i, p := range fe.pairs {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		name := url.QueryEscape(p[0])
+		if rawBrackets {
+			name = bracketUnescaper.Replace(name)
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(p[1]))
 	}
-	name = url.QueryEscape(name)
-	if fe.rawBrackets {
-		name = bracketUnescaper.Replace(name)
-	}
-	fe.b.WriteString(name)
-	fe.b.WriteByte('=')
-	fe.b.WriteString(url.QueryEscape(value))
+	return b.String()
 }
 
 // field writes one top-level property.
@@ -357,55 +367,35 @@ func writePart(w *multipart.Writer, name string, v any, e bodyEncoding) error {
 			}
 			return fmt.Errorf("a file is its bytes in base64 (standard encoding)")
 		}
-		ct := e.contentType
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", multipart.FileContentDisposition(name, name))
-		h.Set("Content-Type", ct)
-		pw, err := w.CreatePart(h)
-		if err != nil {
-			return err
-		}
-		_, err = pw.Write(b)
-		return err
+		return createPart(w, multipart.FileContentDisposition(name, name), cmp.Or(e.contentType, "application/octet-stream"), b)
 	}
 	_, isObj := v.(map[string]any)
 	if e.style == "" && (isObj || e.contentType != "" && httpadapter.JSONMediaType(e.contentType)) {
 		b, _ := json.Marshal(v)
-		ct := e.contentType
-		if ct == "" {
-			ct = "application/json"
-		}
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", strings.TrimSuffix(multipart.FileContentDisposition(name, ""), `; filename=""`))
-		h.Set("Content-Type", ct)
-		pw, err := w.CreatePart(h)
-		if err != nil {
-			return err
-		}
-		_, err = pw.Write(b)
-		return err
+		disposition := strings.TrimSuffix(multipart.FileContentDisposition(name, ""), `; filename=""`)
+		return createPart(w, disposition, cmp.Or(e.contentType, "application/json"), b)
 	}
 	var fe formEncoder
 	if err := fe.field(name, v, e); err != nil {
 		return err
 	}
-	vals, err := url.ParseQuery(fe.b.String())
+	for _, p := range fe.pairs {
+		if err := w.WriteField(p[0], p[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPart writes one part of its own Content-Type.
+func createPart(w *multipart.Writer, disposition, contentType string, b []byte) error {
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", disposition)
+	h.Set("Content-Type", contentType)
+	pw, err := w.CreatePart(h)
 	if err != nil {
 		return err
 	}
-	// In the order written (ParseQuery's map has none).
-	for _, pair := range strings.Split(fe.b.String(), "&") {
-		k, _, _ := strings.Cut(pair, "=")
-		key, _ := url.QueryUnescape(k)
-		for _, val := range vals[key] {
-			if err := w.WriteField(key, val); err != nil {
-				return err
-			}
-		}
-		delete(vals, key)
-	}
-	return nil
+	_, err = pw.Write(b)
+	return err
 }

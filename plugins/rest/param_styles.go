@@ -189,11 +189,11 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 		// Objects, lists and scalars in the bracket convention that qs,
 		// Rails, PHP and Stripe (stripe-mock) read: a[b]=v, a[]=v for a
 		// list (expand[]=x), a=v for a scalar (body_format.go).
-		fe := formEncoder{rawBrackets: true}
+		var fe formEncoder
 		if err := fe.brackets(name, v, 0); err != nil {
 			return "", err
 		}
-		out := fe.b.String()
+		out := fe.String(true)
 		if st.allowReserved {
 			out = keepReserved(out)
 		}
