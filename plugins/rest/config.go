@@ -61,6 +61,7 @@ var configKeywords = map[string]string{
 		{"type": "object", "additionalProperties": {"type": "string"}}]}`,
 	"headers":                                headersSchema,
 	"param_styles.*.style":                   `{"enum": ["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"]}`,
+	"body_format.encoding.*.style":           `{"enum": ["form", "spaceDelimited", "pipeDelimited", "deepObject"]}`,
 	"openapi.base_url":                       `{"format": "uri"}`,
 	"openapi.tool_prefix":                    `{"maxLength": 64}`,
 	"openapi.overrides.*.name":               `{"pattern": "^[A-Za-z0-9_.-]{1,128}$"}`,

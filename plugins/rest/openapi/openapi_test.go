@@ -1255,10 +1255,10 @@ func TestOpenAPIBodies(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := newHarness(t)
 	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/bodies.yaml", "base_url": "https://api.example.com"}})
-	if im.names() != "createCustomer,createFile,createIssue,getBlob,postNote,putBlob" {
+	if im.names() != "createCustomer,createFile,createIssue,getBlob,postAny,postNote,putBlob" {
 		t.Fatalf("tools = %s\n%s", im.names(), im.warnings())
 	}
-	for _, name := range []string{"createCustomer", "createFile", "createIssue", "getBlob", "postNote", "putBlob"} {
+	for _, name := range []string{"createCustomer", "createFile", "createIssue", "getBlob", "postAny", "postNote", "putBlob"} {
 		goldenOpenAPI(t, "bodies."+name+".input.json", im.tools[name].InputSchema)
 		goldenOpenAPI(t, "bodies."+name+".config.json", im.tools[name].Config)
 	}
@@ -1284,6 +1284,10 @@ func TestOpenAPIBodies(t *testing.T) {
 	callOK(t, h, im.tools["putBlob"], map[string]any{"name": "a", "body": "aGk="})
 	if s = <-got; s.body != "hi" || s.contentType != "application/octet-stream" {
 		t.Errorf("raw body %+v", s)
+	}
+	callOK(t, h, im.tools["postAny"], map[string]any{"body": "aGk="})
+	if s = <-got; s.body != "hi" || s.contentType != "application/octet-stream" {
+		t.Errorf("*/* body %+v", s)
 	}
 	callOK(t, h, im.tools["postNote"], map[string]any{"body": "a note"})
 	if s = <-got; s.body != "a note" || s.contentType != "text/plain" {

@@ -1082,6 +1082,11 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 			format["encoding"] = enc
 		}
 	default: // raw
+		if strings.Contains(kind, "*") {
+			// A range (*/*, image/*) is no Content-Type: send bytes.
+			mt, kind = "application/octet-stream", "application/octet-stream"
+			format["media_type"] = mt
+		}
 		sv := schema.Value
 		if sv != nil && sv.Type != nil && len(*sv.Type) > 0 && !sv.Type.Is("string") {
 			return im.skipf(ptr+"/content/"+escapePointer(mt), "request body %s: it is sent raw from a string, and its schema is %s", mt, describeType(sv))
