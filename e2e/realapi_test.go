@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -77,10 +78,22 @@ func recordingProxy(t *testing.T, base string) (string, func() string) {
 	}
 }
 
-// importTools starts a gateway serving the operations file ops and
-// lists its tools, which must include want; the context bounds the test.
-func importTools(t *testing.T, ops string, want ...string) (context.Context, *mcp.ClientSession, map[string]*mcp.Tool) {
+// importTools starts a gateway whose one REST entry imports the OpenAPI
+// document doc against base (more lines of its openapi block in extra)
+// and lists its tools, which must include want; the context bounds the
+// test.
+func importTools(t *testing.T, doc, base, extra string, want ...string) (context.Context, *mcp.ClientSession, map[string]*mcp.Tool) {
 	t.Helper()
+	ops := fmt.Sprintf(`version: 1
+operations:
+  - name: api
+    adapter: rest
+    timeout: 10s
+    config:
+      openapi:
+        document: %s
+        base_url: %s%s
+`, doc, base, extra)
 	g := startGateway(t, gatewayOptions{Operations: ops})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)

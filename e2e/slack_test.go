@@ -46,19 +46,9 @@ func TestSlackPostMessage(t *testing.T) {
 		t.Fatalf("Prism accepted a chat.postMessage without channel: %s", resp.Status)
 	}
 	base, wire := recordingProxy(t, prism)
-	ops := fmt.Sprintf(`version: 1
-operations:
-  - name: slack
-    adapter: rest
-    timeout: 10s
-    config:
-      openapi:
-        document: %s
-        base_url: %s
+	ctx, cs, tools := importTools(t, doc, base, `
         credentials: {slackAuth: xoxb-e2e-oauth}
-        include: {operation_ids: [chat_postMessage]}
-`, doc, base)
-	ctx, cs, tools := importTools(t, ops, "chat_postMessage")
+        include: {operation_ids: [chat_postMessage]}`, "chat_postMessage")
 	schema := fmt.Sprint(tools["chat_postMessage"].InputSchema)
 	for _, arg := range []string{"channel", "text", "token"} {
 		if !strings.Contains(schema, arg+":") {
@@ -124,19 +114,9 @@ func TestGitHubIssuesCreate(t *testing.T) {
 		fmt.Fprint(w, `{"number":1}`)
 	}))
 	t.Cleanup(up.Close)
-	ops := fmt.Sprintf(`version: 1
-operations:
-  - name: github
-    adapter: rest
-    timeout: 10s
-    config:
-      openapi:
-        document: %s
-        base_url: %s
+	ctx, cs, _ := importTools(t, doc, up.URL, `
         output_schemas: false
-        include: {operation_ids: [issues/create]}
-`, doc, up.URL)
-	ctx, cs, _ := importTools(t, ops, "issues_create")
+        include: {operation_ids: [issues/create]}`, "issues_create")
 	const name = "issues_create"
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"owner": "octocat", "repo": "hello", "body": "no title"}})
 	msg := fmt.Sprint(err)

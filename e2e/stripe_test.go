@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,19 +43,9 @@ func TestStripeMock(t *testing.T) {
 	// A recording proxy in front of stripe-mock shows what went on the
 	// wire (stripe-mock does not echo every field it parsed).
 	base, wire := recordingProxy(t, base)
-	ops := fmt.Sprintf(`version: 1
-operations:
-  - name: stripe
-    adapter: rest
-    timeout: 10s
-    config:
-      openapi:
-        document: %s
-        base_url: %s
+	ctx, cs, tools := importTools(t, doc, base, `
         credentials: {bearerAuth: sk_test_123}
-        include: {operation_ids: [PostCustomers, GetCharges, PostFiles]}
-`, doc, base)
-	ctx, cs, tools := importTools(t, ops, "PostCustomers", "GetCharges", "PostFiles")
+        include: {operation_ids: [PostCustomers, GetCharges, PostFiles]}`, "PostCustomers", "GetCharges", "PostFiles")
 	in, _ := json.Marshal(tools["PostCustomers"].InputSchema)
 	if !strings.Contains(string(in), `"metadata"`) || !strings.Contains(string(in), `"email"`) {
 		t.Errorf("PostCustomers publishes no body arguments: %s", in)

@@ -171,18 +171,24 @@ func TestBodyFormatConfig(t *testing.T) {
 		for k, v := range c.cfg {
 			cfg[k] = v
 		}
-		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, d := range diags {
-			found = found || d.Field == c.field && strings.Contains(d.Message, c.want)
-		}
-		if !found {
-			t.Errorf("%v: no diagnostic %s ~ %q in %v", c.cfg, c.field, c.want, diags)
+		wantDiagnostic(t, h, cfg, c.field, c.want)
+	}
+}
+
+// wantDiagnostic checks that validating cfg reports field with a message
+// holding want.
+func wantDiagnostic(t *testing.T, h *adaptertest.Harness, cfg map[string]any, field, want string) {
+	t.Helper()
+	diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diags {
+		if d.Field == field && strings.Contains(d.Message, want) {
+			return
 		}
 	}
+	t.Errorf("%v: no diagnostic %s ~ %q in %v", cfg, field, want, diags)
 }
 
 // TestDeepObjectQuery: a deepObject query parameter takes a list
