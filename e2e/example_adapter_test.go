@@ -22,7 +22,20 @@ import (
 // to.
 func TestExampleAdapter(t *testing.T) {
 	t.Parallel()
-	exe := adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail"))
+	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path)
+}
+
+// TestExampleAdapterPreviousSDK runs the example adapter as the previous
+// release's SDK builds it (internal/release/previous: the module
+// plugins/sdk/examples/filetail at that commit, with that commit's SDK and
+// protocol module), under the current gateway: a third-party adapter need
+// not be rebuilt when the fleet is upgraded.
+func TestExampleAdapterPreviousSDK(t *testing.T) {
+	t.Parallel()
+	exampleAdapter(t, filepath.Join(previousBuild(t, "plugins/sdk/examples/filetail", "."), "filetail"))
+}
+
+func exampleAdapter(t *testing.T, exe string) {
 	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
 adapters:
   filetail: {command: %q}
@@ -42,7 +55,7 @@ operations:
     adapter: filetail
     mode: session
     config: {path: app.log, poll_interval: 20ms}
-`, exe.Path)})
+`, exe)})
 	log := filepath.Join(g.dir, "app.log")
 	writeFile(t, log, "one\ntwo\nthree\n")
 	appendLog := func(s string) {

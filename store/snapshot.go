@@ -53,11 +53,31 @@ type RestoreReport struct {
 	Revision int64
 }
 
-// RestoreSnapshot puts the keys under prefix ("" for every key) of the
-// snapshot file path into the cluster cli reaches, which should hold
-// none of them. A file whose trailing SHA-256 does not match is refused.
-func RestoreSnapshot(ctx context.Context, cli *clientv3.Client, path, prefix string) (RestoreReport, error) {
+// RestoreSnapshot puts the keys under this store's prefix of the snapshot
+// file path into the etcd this store uses, which must hold none yet (a
+// new cluster, or a prefix never used): a restore over live state is
+// refused, naming how many keys are there. A file whose trailing SHA-256
+// does not match is refused.
+func (e *Etcd) RestoreSnapshot(ctx context.Context, path string) (RestoreReport, error) {
 	var rep RestoreReport
+	cli, prefix := e.cli, e.prefix
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return rep, fmt.Errorf("store: restore: %w", err)
+	}
+	// The store's own ping key aside, which any store writes at start.
+	if resp.Count > 0 {
+		live, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(2))
+		if err != nil {
+			return rep, fmt.Errorf("store: restore: %w", err)
+		}
+		for _, kv := range live.Kvs {
+			if string(kv.Key) != prefix+pingKey {
+				return rep, fmt.Errorf("store: restore: %w: the etcd at hand holds %d keys under %s already; restore into a new cluster (or another prefix)",
+					ErrInvalid, resp.Count, prefix)
+			}
+		}
+	}
 	db, cleanup, err := openSnapshot(path)
 	if err != nil {
 		return rep, err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 
 	_, dst := storetest.Embedded(t)
-	rep, err := store.RestoreSnapshot(ctx, store.EtcdClient(dst), path, st.Prefix())
+	rep, err := dst.RestoreSnapshot(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,12 @@ func TestSnapshotRestore(t *testing.T) {
 	if err := os.WriteFile(path, b[:len(b)-1], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.RestoreSnapshot(ctx, store.EtcdClient(dst), path, ""); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+	_, fresh := storetest.Embedded(t)
+	if _, err := fresh.RestoreSnapshot(ctx, path); err == nil || !strings.Contains(err.Error(), "SHA-256") {
 		t.Fatalf("a cut snapshot: %v", err)
+	}
+	// A restore over live state is refused.
+	if _, err := dst.RestoreSnapshot(ctx, path); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "new cluster") {
+		t.Fatalf("a restore over live state: %v", err)
 	}
 }

@@ -60,14 +60,16 @@ func Source(repo, commit, dir string) error {
 	return nil
 }
 
-// Build builds the main packages pkgs (relative to the repository root,
-// "./cmd/crank") of the repository at repo as of commit, and returns the
+// Build builds the main packages pkgs ("./cmd/crank") of the module in
+// the directory module of the repository ("." for the root module,
+// "plugins/sdk/examples/filetail" for the SDK's example adapter, built
+// with the SDK of the same commit) at repo as of commit, and returns the
 // directory that holds their executables. Builds are kept by commit and
 // packages under $TMPDIR/crank-releases, so a commit is built once per
 // machine; concurrent builds (parallel test binaries) wait for each other.
 // The executables are built with -trimpath, so Go's build cache serves
 // the packages unchanged since.
-func Build(repo, commit string, pkgs ...string) (string, error) {
+func Build(repo, commit, module string, pkgs ...string) (string, error) {
 	if !commitRE.MatchString(commit) {
 		return "", fmt.Errorf("release: %q is not a 40-hex-digit commit", commit)
 	}
@@ -75,7 +77,7 @@ func Build(repo, commit string, pkgs ...string) (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
 	}
-	name := commit + "-" + strings.NewReplacer("/", "_", ".", "").Replace(strings.Join(pkgs, "+"))
+	name := commit + "-" + strings.NewReplacer("/", "_", ".", "").Replace(module+"+"+strings.Join(pkgs, "+"))
 	out := filepath.Join(root, name)
 	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -103,7 +105,7 @@ func Build(repo, commit string, pkgs ...string) (string, error) {
 		return "", err
 	}
 	build := exec.Command("go", append([]string{"build", "-trimpath", "-o", bin + "/"}, pkgs...)...)
-	build.Dir = src
+	build.Dir = filepath.Join(src, module)
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if b, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("release: build %s at %s: %v\n%s", strings.Join(pkgs, " "), commit[:12], err, b)
