@@ -89,6 +89,7 @@ func TestSnapshotRestoreGateway(t *testing.T) {
 	if st["status"] != "succeeded" && !strings.Contains(fmt.Sprint(st["error"]), "owner_lost") {
 		t.Fatalf("the job in flight after the restore: %v", st)
 	}
+	t.Logf("the job in flight after the restore: %v", st["status"])
 	for _, p := range cat.check(t, b) {
 		t.Error(p)
 	}
