@@ -218,6 +218,8 @@ loadtest:
 # started as the current build one at a time, then one rolled back; make
 # test runs it with 8s phases). docs/operations.md, "Rolling upgrades".
 UPGRADE_PHASE ?= 30s
+upgrade-test: SHELL := /bin/bash
+upgrade-test: .SHELLFLAGS := -o pipefail -c
 upgrade-test:
 	CRANK_UPGRADE_PHASE=$(UPGRADE_PHASE) $(GO) test -count=1 -timeout 30m -run '^TestRollingUpgrade$$' -v ./e2e/ | grep -E '^\s+(scenario|previous|upgrade|rollback|replica|recovery)|^(ok|FAIL|---)|upgrade_test.go'
 

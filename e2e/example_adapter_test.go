@@ -22,7 +22,16 @@ import (
 // to.
 func TestExampleAdapter(t *testing.T) {
 	t.Parallel()
-	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path)
+	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path, "")
+}
+
+// TestExampleAdapterUnderPreviousGateway runs the example adapter built
+// with this SDK under the previous release's gateway: an adapter upgraded
+// ahead of the fleet keeps working during the upgrade (the protocol only
+// grew).
+func TestExampleAdapterUnderPreviousGateway(t *testing.T) {
+	t.Parallel()
+	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path, previousCrank(t))
 }
 
 // TestExampleAdapterPreviousSDK runs the example adapter as the previous
@@ -32,11 +41,13 @@ func TestExampleAdapter(t *testing.T) {
 // not be rebuilt when the fleet is upgraded.
 func TestExampleAdapterPreviousSDK(t *testing.T) {
 	t.Parallel()
-	exampleAdapter(t, filepath.Join(previousBuild(t, "plugins/sdk/examples/filetail", "."), "filetail"))
+	exampleAdapter(t, filepath.Join(previousBuild(t, "plugins/sdk/examples/filetail", "."), "filetail"), "")
 }
 
-func exampleAdapter(t *testing.T, exe string) {
-	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
+// exampleAdapter runs the example adapter exe under the gateway binary
+// ("": the current build).
+func exampleAdapter(t *testing.T, exe, binary string) {
+	g := startGateway(t, gatewayOptions{Binary: binary, Operations: fmt.Sprintf(`
 adapters:
   filetail: {command: %q}
 operations:

@@ -73,7 +73,9 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	})
 	up := loadUpstream(t)
-	c := startCrankClusterWith(t, gatewayOptions{Operations: loadOps(up.URL), Binary: prev,
+	// The soak's operations: finished jobs are kept 30s, so that a long
+	// run stays within the per-client quota of retained jobs.
+	c := startCrankClusterWith(t, gatewayOptions{Operations: soakOps(t, up.URL), Binary: prev,
 		Handler: fmt.Sprintf("catalog fleet {\n\t\t\tupstreams %s\n\t\t}", up.URL)}, 3)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.etcd.endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
