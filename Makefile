@@ -5,6 +5,7 @@
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
 #   make ratelimit-fleet  a fleet-wide rate limit over three replicas for 30s, one killed half-way
+#   make upgrade-test  three replicas of the previous release upgraded one at a time under load, one rolled back (~4 min)
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 #   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
 
@@ -29,7 +30,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps conformance apps-deps bench loadtest upgrade-test ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -231,6 +232,17 @@ LOAD_DURATION ?= 40s
 loadtest:
 	CRANK_LOAD_DURATION=$(LOAD_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestClusterUnderFaults$$' -v ./e2e/ | grep -E '^\s+(scenario|steady|replica|etcd|adapter|recovery)|^(ok|FAIL|---)|scale_test.go'
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkClusterThroughput$$' -benchtime 2000x ./e2e/
+
+# A rolling upgrade at length (TestRollingUpgrade: three replicas of the
+# previous release, internal/release/previous, built from this
+# repository's history, on a three-member etcd under load, drained and
+# started as the current build one at a time, then one rolled back; make
+# test runs it with 8s phases). docs/operations.md, "Rolling upgrades".
+UPGRADE_PHASE ?= 30s
+upgrade-test: SHELL := /bin/bash
+upgrade-test: .SHELLFLAGS := -o pipefail -c
+upgrade-test:
+	CRANK_UPGRADE_PHASE=$(UPGRADE_PHASE) $(GO) test -count=1 -timeout 30m -run '^TestRollingUpgrade$$' -v ./e2e/ | grep -E '^\s+(scenario|previous|upgrade|rollback|replica|recovery)|^(ok|FAIL|---)|upgrade_test.go'
 
 # A fleet-wide rate limit measured at length (TestFleetRateLimit: three
 # replicas behind the balancer on a three-member etcd, a replica killed

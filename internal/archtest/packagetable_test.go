@@ -22,6 +22,7 @@ const module = "github.com/crankmcp/crank"
 // one of its paths.
 var external = map[string][]string{
 	"Caddy":                      {"github.com/caddyserver/caddy"},
+	"bbolt":                      {"go.etcd.io/bbolt"},
 	"cel-go":                     {"cel.dev/cel-go"},
 	"chromedp":                   {"github.com/chromedp"},
 	"coder/websocket":            {"github.com/coder/websocket"},
