@@ -190,6 +190,11 @@ var benchGenerations = []struct {
 	suffix string
 }{{generationNamed("sessions"), ""}, {generationNamed("sessionless"), "-sessionless"}}
 
+// defaultSuffix is the generation BenchmarkUnaryREST also measures
+// through Crank with its default configuration (the sessionless budget
+// per address on).
+const defaultSuffix = "-sessionless"
+
 // generationNamed is the generation (generations_test.go) named name.
 func generationNamed(name string) generation {
 	return generations[slices.IndexFunc(generations, func(g generation) bool { return g.name == name })]
@@ -203,8 +208,10 @@ func generationNamed(name string) generation {
 // process of its own (paying the process boundaries a gateway pays); the
 // design floor, that bare server process calling the upstream through
 // the REST adapter in a process of its own, over the go-plugin gRPC hop
-// Crank's gateway uses (bench_floor_test.go); and Crank without its SSE
-// event log (event_store off). Each MCP variant but the in-process one is
+// Crank's gateway uses (bench_floor_test.go); Crank without its SSE
+// event log (event_store off); and, sessionless, Crank with its default
+// configuration, whose per-address budget the 8 callers of the
+// throughput run, all from one address, must not meet. Each MCP variant but the in-process one is
 // measured in both protocol generations (benchGenerations), all variants
 // taking turns in blocks of calls (bench_interleave_test.go). It reports
 // p50 and p99 latencies, throughputs, the server processes' CPU time and
@@ -221,6 +228,11 @@ func BenchmarkUnaryREST(b *testing.B) {
 	// executable must know the option (any since the budget was added).
 	const noBudget = "max_sessionless_requests_per_client off"
 	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	// And Crank with its default configuration, budget on, for the
+	// sessionless generation: what an agent host whose callers all come
+	// from one address sees (8 of them in the throughput run). A refusal
+	// fails the run.
+	gDefault := startGateway(b, gatewayOptions{Operations: ops})
 	gNoLog := startGateway(b, gatewayOptions{Operations: ops, Handler: "event_store off\n\t\t" + noBudget})
 	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
 	before := gBefore != nil
@@ -276,6 +288,9 @@ func BenchmarkUnaryREST(b *testing.B) {
 		if before {
 			vs = append(vs, benchVariant{"crank-before" + gen.suffix, connect(gBefore.MCPURL, gen.generation), gBefore.meter()})
 		}
+		if gen.suffix == defaultSuffix {
+			vs = append(vs, benchVariant{"crank-default" + gen.suffix, connect(gDefault.MCPURL, gen.generation), gDefault.meter()})
+		}
 	}
 	at := func(name string) int { return variantAt(vs, name) }
 	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
@@ -308,6 +323,8 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-p99"+s, "crank"+s, "crank-before"+s, 99)
 			}
 		}
+		ratio("default/bare-p50"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 50)
+		ratio("default/bare-p99"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 99)
 		ratio("sessionless/session-crank-p50", "crank-sessionless", "crank", 50)
 		ratio("sessionless/session-bare-p50", "bare-mcp-process-sessionless", "bare-mcp-process", 50)
 	})
@@ -337,6 +354,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
 			}
 		}
+		ratio("default/bare-calls/s"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix)
 		ratio("sessionless/session-crank-calls/s", "crank-sessionless", "crank")
 		ratio("sessionless/session-bare-calls/s", "bare-mcp-process-sessionless", "bare-mcp-process")
 		b.ReportMetric(cpu("crank-sessionless")/cpu("crank"), "sessionless/session-crank-cpu")
@@ -386,6 +404,12 @@ func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []
 		row("Crank, no event log", "crank-no-log"+s)
 		if before {
 			row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
+		}
+		if s == defaultSuffix {
+			row("Crank, default configuration", "crank-default"+s)
+			fmt.Printf("  Crank default configuration/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx\n",
+				ratio("crank-default"+s, "bare-mcp-process"+s, 50), ratio("crank-default"+s, "bare-mcp-process"+s, 99),
+				speed("crank-default"+s, "bare-mcp-process"+s))
 		}
 		fmt.Printf("  Crank/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx (no log: p50 %.2fx, throughput %.2fx)\n"+
 			"  Crank/floor: p50 %.2fx, p99 %.2fx, throughput %.2fx; floor/bare process: p50 %.2fx, throughput %.2fx\n",
