@@ -74,11 +74,7 @@ func bareMCP(upstream string, adapter *client.Process) http.Handler {
 		getUser = floorGetUser(adapter, upstream) // bench_floor_test.go
 	}
 	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}}, getUser)
-	server := func(*http.Request) *mcp.Server { return bare }
-	mux := http.NewServeMux()
-	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
-	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
-	return mux
+	return bareHandler(bare) // bench_federation_test.go
 }
 
 // bareSessionless is the path at which bareMCP serves the sessionless
