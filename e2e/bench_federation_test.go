@@ -1,17 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"expvar"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,14 +34,14 @@ var fedLookup = func() map[string]any {
 // sessionless protocol at /sessionless (bareEndpoint).
 func fedUpstream() http.Handler {
 	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo a text.", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var args struct{ Text string }
 			_ = json.Unmarshal(req.Params.Arguments, &args)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
 		})
 	lookup, _ := json.Marshal(fedLookup)
-	s.AddTool(&mcp.Tool{Name: "lookup", InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look up users.", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(lookup)}},
 				StructuredContent: json.RawMessage(lookup)}, nil
@@ -94,37 +89,13 @@ func serveFedProxy() {
 		fmt.Fprintln(os.Stderr, "federation proxy:", err)
 		os.Exit(1)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/debug/vars", expvar.Handler())
-	mux.Handle("/", h)
-	fmt.Printf("http://%s/\n", l.Addr())
-	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
-	os.Exit(1)
+	serveChild(h, func() {}) // bench_test.go
 }
 
 // startFedProxy runs fedProxy for upstream in a child process.
 func startFedProxy(b *testing.B, upstream string) *bareProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fedProxyEnv+"="+upstream)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("federation proxy: %v", err)
-	}
-	return &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
+	p, _ := startChild(b, "federation proxy", fedProxyEnv+"="+upstream) // bench_test.go
+	return p
 }
 
 // BenchmarkFederation measures a federated MCP tool call: a go-sdk client
@@ -150,15 +121,7 @@ operations:
 `, up.URL), Handler: "max_sessionless_requests_per_client off"})
 	ctx := context.Background()
 	connect := func(endpoint string, gen generation, tool string) func() error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
-			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
-		}
+		cs := benchConnect(b, endpoint, gen) // bench_test.go
 		return func() error {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}})
 			if err == nil && res.IsError {

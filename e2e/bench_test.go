@@ -108,6 +108,17 @@ func serveBareMCP() {
 			os.Exit(1)
 		}
 	}
+	serveChild(bareMCP(upstream, adapter), func() {
+		if adapter != nil {
+			fmt.Println(adapter.PID())
+		}
+	})
+}
+
+// serveChild serves h, and the process's allocation counters on
+// /debug/vars (expvar), on a free loopback port printed as the first line
+// of stdout, then what started prints; it never returns.
+func serveChild(h http.Handler, started func()) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,11 +126,9 @@ func serveBareMCP() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/debug/vars", expvar.Handler())
-	mux.Handle("/", bareMCP(upstream, adapter))
+	mux.Handle("/", h)
 	fmt.Printf("http://%s/\n", l.Addr())
-	if adapter != nil {
-		fmt.Println(adapter.PID())
-	}
+	started()
 	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
 	os.Exit(1)
 }
@@ -144,26 +153,11 @@ func (p *bareProcess) meter() *serverMeter {
 // with adapterExe (a crank executable) its get_user calls that
 // executable's REST adapter in a process of its own: the design floor.
 func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
+	env := []string{bareMCPEnv + "=" + upstream}
 	if adapterExe != "" {
-		cmd.Env = append(cmd.Env, bareMCPAdapterEnv+"="+adapterExe)
+		env = append(env, bareMCPAdapterEnv+"="+adapterExe)
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // the adapter sees its parent gone and exits
-	rd := bufio.NewReader(out)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		b.Fatalf("bare MCP process: %v", err)
-	}
-	p := &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
+	p, rd := startChild(b, "bare MCP process", env...)
 	if adapterExe != "" {
 		line, err := rd.ReadString('\n')
 		if err == nil {
@@ -174,6 +168,29 @@ func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess
 		}
 	}
 	return p
+}
+
+// startChild runs this test binary in a child process with env added,
+// stopped when the benchmark ends, and reads the URL it serves at
+// (serveChild); rd reads the rest of its stdout.
+func startChild(b *testing.B, what string, env ...string) (p *bareProcess, rd *bufio.Reader) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // an adapter sees its parent gone and exits
+	rd = bufio.NewReader(out)
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	return &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}, rd
 }
 
 // benchGenerations are the protocol generations BenchmarkUnaryREST
@@ -190,6 +207,22 @@ var benchGenerations = []struct {
 // through Crank with its default configuration (the sessionless budget
 // per address on).
 const defaultSuffix = "-sessionless"
+
+// benchConnect opens a benchmark client session of the generation,
+// which the server must speak (a server that answered an older version
+// would measure another path), closed when the benchmark ends.
+func benchConnect(b *testing.B, endpoint string, gen generation) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
+		b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
+	}
+	return cs
+}
 
 // generationNamed is the generation (generations_test.go) named name.
 func generationNamed(name string) generation {
@@ -253,21 +286,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 			return err
 		}
 	}
-	// connect opens a client of the generation, which the server must
-	// speak: a bare server that answered an older version would measure
-	// another path than Crank's.
-	connect := func(endpoint string, gen generation) func() error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
-			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
-		}
-		return mcpCall(cs)
-	}
+	connect := func(endpoint string, gen generation) func() error { return mcpCall(benchConnect(b, endpoint, gen)) }
 	bareHTTP := httptest.NewServer(bareMCP(up.URL, nil))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
 	bare := startBareMCPProcess(b, up.URL, "")

@@ -222,8 +222,7 @@ func TestHotPathCancelMatchesSDK(t *testing.T) {
 func TestHotPathResumeMatchesSDK(t *testing.T) {
 	t.Parallel()
 	d := newDiffEndpoint(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	_, served := d.both(t, "resume", func() string {
 		n := d.n()
 		resp := d.post(t, ctx, call(61, n, false), nil)
@@ -269,8 +268,7 @@ func TestHotPathResumeMatchesSDK(t *testing.T) {
 func TestHotPathEventLogMatchesSDK(t *testing.T) {
 	t.Parallel()
 	d := newDiffEndpoint(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	for _, slow := range []bool{false, true} {
 		got, served := d.both(t, fmt.Sprintf("event log, slow %v", slow), func() string {
 			n := 1000
@@ -331,8 +329,7 @@ func (d *diffEndpoint) eventLog(t *testing.T, ctx context.Context, eid string) s
 func TestHotPathConcurrentMatchesSDK(t *testing.T) {
 	t.Parallel()
 	d := newDiffEndpoint(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	_, served := d.both(t, "concurrent", func() string {
 		replies := make([]string, 16)
 		var wg sync.WaitGroup
@@ -352,8 +349,7 @@ func TestHotPathConcurrentMatchesSDK(t *testing.T) {
 func TestHotPathHeadersMatchSDK(t *testing.T) {
 	t.Parallel()
 	d := newDiffEndpoint(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	for _, c := range []struct {
 		what string
 		hdr  map[string]string
