@@ -29,19 +29,22 @@ var fedLookup = func() map[string]any {
 	return map[string]any{"rows": rows}
 }()
 
+// fedSchema is the input schema of the federated tools: a text.
+var fedSchema = map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+
 // fedUpstream is the federated go-sdk MCP server: echo answers its text,
 // lookup a ~1 KB structured result. It serves sessions at / and the
 // sessionless protocol at /sessionless (bareEndpoint).
 func fedUpstream() http.Handler {
 	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo a text.", InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo a text.", InputSchema: fedSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var args struct{ Text string }
 			_ = json.Unmarshal(req.Params.Arguments, &args)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
 		})
 	lookup, _ := json.Marshal(fedLookup)
-	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look up users.", InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look up users.", InputSchema: fedSchema},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(lookup)}},
 				StructuredContent: json.RawMessage(lookup)}, nil
@@ -71,7 +74,7 @@ func fedProxy(upstream string) (http.Handler, error) {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
 	}
 	for _, name := range []string{"echo", "lookup"} {
-		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, forward)
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: fedSchema}, forward)
 	}
 	return bareHandler(s), nil
 }
