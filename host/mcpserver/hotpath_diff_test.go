@@ -470,3 +470,39 @@ func TestHotPathRunsEveryMiddleware(t *testing.T) {
 		t.Errorf("the hot path ran %q, want %q", seen, want)
 	}
 }
+
+// TestHotPathSessionlessHeadersMatchSDK: header variants of a sessionless
+// (2026-07-28) call, served or refused alike.
+func TestHotPathSessionlessHeadersMatchSDK(t *testing.T) {
+	t.Parallel()
+	d := newDiffEndpoint(t, false)
+	for _, c := range []struct {
+		what string
+		hdr  map[string]string
+		hot  int64
+	}{
+		{"as sent", nil, 1},
+		{"no Mcp-Name", map[string]string{"Mcp-Name": ""}, 0},
+		{"another Mcp-Name", map[string]string{"Mcp-Name": "other"}, 0},
+		{"no Mcp-Method", map[string]string{"Mcp-Method": ""}, 0},
+		{"no protocol version header", map[string]string{"MCP-Protocol-Version": ""}, 0},
+		{"an older protocol version header", map[string]string{"MCP-Protocol-Version": "2025-11-25"}, 0},
+		{"a session id", map[string]string{sessionIDHeader: d.session}, 0},
+		{"Accept */*", map[string]string{"Accept": "*/*"}, 1},
+		{"Accept SSE only", map[string]string{"Accept": "text/event-stream"}, 0},
+	} {
+		_, served := d.both(t, "sessionless/"+c.what, func() string {
+			hdr := map[string]string{"X-Agent": "agent-1", "MCP-Protocol-Version": sessionlessProtocolVersion,
+				"Mcp-Method": "tools/call", "Mcp-Name": "report"}
+			for k, v := range c.hdr {
+				hdr[k] = v
+			}
+			params := newParams(sessionlessProtocolVersion, "name", "report", "arguments", map[string]any{"n": 1000})
+			delete(params["_meta"].(map[string]any)[mcp.MetaKeyClientCapabilities].(map[string]any), "extensions")
+			return hotPost(t, d.url, hdr, params, nil).String()
+		})
+		if served != c.hot {
+			t.Errorf("sessionless/%s: the hot path served %d calls, want %d", c.what, served, c.hot)
+		}
+	}
+}

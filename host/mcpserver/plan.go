@@ -121,11 +121,12 @@ func (d *declinedPlans) take(extra *mcp.RequestExtra) *plan {
 	if extra == nil || extra.Header == nil {
 		return nil
 	}
+	// The header stays as it is: a handler that outlives its POST may
+	// still read it.
 	key := extra.Header.Get(planHeader)
 	if key == "" {
 		return nil
 	}
-	extra.Header.Del(planHeader)
 	p, _ := d.plans.LoadAndDelete(key)
 	pl, _ := p.(*plan)
 	return pl
