@@ -27,13 +27,15 @@ import (
 // answer through its stream. For the one request that is most of the
 // traffic, a unary tools/call, the endpoint does that itself: serveHot
 // decides once, from the body peek.go already read and parsed, whether a
-// POST takes the hot path, resolves the call's plan once, runs the same
-// receiving middlewares the SDK would run (session, tasks, policy, view,
-// telemetry: hotHandler composes the very ones New added) around the
-// host's tool handler (callTool), and encodes the answer once into a
-// pooled buffer that is written once, as the SDK's stream would have
-// framed it: same status, headers, JSON or SSE event, priming event and
-// event ids, event-log appends.
+// POST takes the hot path, resolves the call's plan once (a call it then
+// declines hands that plan to the SDK's path), runs the endpoint's one
+// declared middleware list (endpoint.go middlewares, but the plan's)
+// around the host's tool handler (callTool), and encodes the answer once
+// into a pooled buffer that is written once, as the SDK's stream would
+// have framed it: same status, headers, JSON or SSE event, priming event
+// and event ids, event-log appends. The in-flight table is the session's
+// one for both paths (inflight.go); the Host and Origin decision was made
+// before either (origin.go).
 //
 // A POST takes it when it holds one JSON-RPC request (no batch) whose
 // method is tools/call, with params of name, arguments and _meta only
