@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -86,12 +87,24 @@ type diffEndpoint struct {
 	next    int // the next report n, each released once
 }
 
-func newDiffEndpoint(t *testing.T, jsonResponse bool) *diffEndpoint {
+// newDiffEndpoint is a diffEndpoint; holdPrime holds every priming
+// event's flush until the answer follows, however slow the machine.
+func newDiffEndpoint(t *testing.T, jsonResponse, holdPrime bool) *diffEndpoint {
 	_, st := storetest.Embedded(t)
 	up := mcptest.NewReports(t)
 	opts := testOptions("default")
 	opts.JSONResponse = jsonResponse
-	ep, url := serveEndpoint(t, newTestHost(t, fmt.Sprintf(slowOps, up.URL), nil, nil), st, opts)
+	ep, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holdPrime {
+		ep.transport.primeDelay = time.Hour
+	}
+	ep.Attach(newTestHost(t, fmt.Sprintf(slowOps, up.URL), nil, nil), st)
+	srv := httptest.NewServer(ep)
+	t.Cleanup(func() { srv.Close(); _ = ep.Close() })
+	url := srv.URL + "/mcp"
 	c := &mcptest.Client{T: t, URL: url}
 	c.Initialize("2025-11-25")
 	return &diffEndpoint{ep: ep, url: url, session: c.Session, up: up, st: st, next: 1}
@@ -169,7 +182,7 @@ func (d *diffEndpoint) both(t *testing.T, what string, f func() string) (string,
 func TestHotPathSharesInFlight(t *testing.T) {
 	t.Parallel()
 	for _, jsonResponse := range []bool{false, true} {
-		d := newDiffEndpoint(t, jsonResponse)
+		d := newDiffEndpoint(t, jsonResponse, false)
 		for _, first := range []string{"go-sdk", "hot path"} {
 			what := fmt.Sprintf("json_response %v, in flight on %s", jsonResponse, first)
 			got, served := d.both(t, what, func() string {
@@ -199,7 +212,7 @@ func TestHotPathSharesInFlight(t *testing.T) {
 // gets the same answer.
 func TestHotPathCancelMatchesSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
+	d := newDiffEndpoint(t, false, false)
 	_, served := d.both(t, "cancel", func() string {
 		n := d.n()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -221,7 +234,7 @@ func TestHotPathCancelMatchesSDK(t *testing.T) {
 // replay; and the event log holds the same events.
 func TestHotPathResumeMatchesSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
+	d := newDiffEndpoint(t, false, false)
 	ctx := t.Context()
 	_, served := d.both(t, "resume", func() string {
 		n := d.n()
@@ -263,41 +276,59 @@ func TestHotPathResumeMatchesSDK(t *testing.T) {
 
 // TestHotPathEventLogMatchesSDK: a call's stream leaves the same events in
 // the session's event log on either path: none for a call answered in the
-// stream's first write (primeflush.go), the priming event and the answer
-// for one that outlasts the priming event's hold.
+// stream's first write (primeflush.go; the priming event held until the
+// answer follows), the priming event and the answer for one answered
+// after the client had the priming event.
 func TestHotPathEventLogMatchesSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
 	ctx := t.Context()
-	for _, slow := range []bool{false, true} {
-		got, served := d.both(t, fmt.Sprintf("event log, slow %v", slow), func() string {
-			n := 1000
-			if slow {
-				n = d.n()
-				go func() {
-					d.up.Await(t, "arrived", fmt.Sprint(n))
-					time.Sleep(2 * primeFlushDelay) // the priming event leaves alone
-					d.up.Release(fmt.Sprint(n))
-				}()
+	fast := newDiffEndpoint(t, false, true)
+	got, served := fast.both(t, "event log, fast", func() string {
+		r := reply(fast.post(t, ctx, call(62, 1000, false), nil))
+		fast.ep.eventStore.(*eventStore).awaitStored(fast.session, time.Minute)
+		events, err := fast.st.EventsAfter(ctx, fast.session, strings.Split(lastEventID(r.body), "_")[0], -1)
+		return fmt.Sprintf("%s\nlog: %q %v", r, events, err)
+	})
+	if served != 1 || !strings.Contains(got, "log: [] <nil>") {
+		t.Errorf("fast: the hot path served %d calls; %s", served, got)
+	}
+	slow := newDiffEndpoint(t, false, false)
+	got, served = slow.both(t, "event log, slow", func() string {
+		n := slow.n()
+		resp := slow.post(t, ctx, call(63, n, false), nil)
+		slow.up.Await(t, "arrived", fmt.Sprint(n))
+		br := bufio.NewReader(resp.Body)
+		var head strings.Builder
+		for { // up to the priming event's data line
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("no priming event: %v", err)
 			}
-			r := reply(d.post(t, ctx, call(62, n, false), nil))
-			last := ""
-			for line := range strings.Lines(r.body) {
-				if strings.HasPrefix(line, "id: ") {
-					last = strings.TrimSpace(strings.TrimPrefix(line, "id: "))
-				}
+			head.WriteString(line)
+			if strings.HasPrefix(line, "data:") {
+				break
 			}
-			if !slow {
-				d.ep.eventStore.(*eventStore).awaitStored(d.session, time.Second)
-				events, err := d.st.EventsAfter(ctx, d.session, strings.Split(last, "_")[0], -1)
-				return fmt.Sprintf("%s\nlog: %q %v", r, events, err)
-			}
-			return r.String() + "\nlog: " + d.eventLog(t, ctx, last)
-		})
-		if want := map[bool]string{false: "log: [] <nil>", true: "log: [] | {"}[slow]; served != 1 || !strings.Contains(got, want) {
-			t.Errorf("slow %v: the hot path served %d calls; %s", slow, served, got)
+		}
+		slow.up.Release(fmt.Sprint(n))
+		rest, _ := io.ReadAll(br)
+		resp.Body.Close()
+		r := hotReply{status: resp.StatusCode, header: resp.Header, body: head.String() + string(rest)}
+		return r.String() + "\nlog: " + slow.eventLog(t, ctx, lastEventID(r.body))
+	})
+	if served != 1 || !strings.Contains(got, "log: [] | {") {
+		t.Errorf("slow: the hot path served %d calls; %s", served, got)
+	}
+}
+
+// lastEventID is the id of the last SSE event of body.
+func lastEventID(body string) string {
+	last := ""
+	for line := range strings.Lines(body) {
+		if strings.HasPrefix(line, "id: ") {
+			last = strings.TrimSpace(strings.TrimPrefix(line, "id: "))
 		}
 	}
+	return last
 }
 
 // eventLog is the events of the stream of event id eid in the store, once
@@ -328,7 +359,7 @@ func (d *diffEndpoint) eventLog(t *testing.T, ctx context.Context, eid string) s
 // id of its own, get the same answers on either path.
 func TestHotPathConcurrentMatchesSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
+	d := newDiffEndpoint(t, false, false)
 	ctx := t.Context()
 	_, served := d.both(t, "concurrent", func() string {
 		replies := make([]string, 16)
@@ -348,7 +379,7 @@ func TestHotPathConcurrentMatchesSDK(t *testing.T) {
 // session's call, served or refused alike.
 func TestHotPathHeadersMatchSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
+	d := newDiffEndpoint(t, false, false)
 	ctx := t.Context()
 	for _, c := range []struct {
 		what string
@@ -475,7 +506,7 @@ func TestHotPathRunsEveryMiddleware(t *testing.T) {
 // (2026-07-28) call, served or refused alike.
 func TestHotPathSessionlessHeadersMatchSDK(t *testing.T) {
 	t.Parallel()
-	d := newDiffEndpoint(t, false)
+	d := newDiffEndpoint(t, false, false)
 	for _, c := range []struct {
 		what string
 		hdr  map[string]string
