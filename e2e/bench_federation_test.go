@@ -167,21 +167,11 @@ operations:
 	var use []serverUse
 	var calls int
 	b.Run("latency", func(b *testing.B) {
-		lat = interleavedLatency(b, vs, b.N)
-		for i, v := range vs {
-			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-		}
+		lat = reportedLatency(b, vs)
 	})
 	b.Run("throughput", func(b *testing.B) {
-		rate, use = interleavedRate(b, vs, b.N, 8)
+		rate, use = reportedRate(b, vs)
 		calls = b.N
-		for i, v := range vs {
-			b.ReportMetric(rate[i], v.name+"-calls/s")
-			if v.meter != nil {
-				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-			}
-		}
 	})
 	if lat == nil || rate == nil {
 		return

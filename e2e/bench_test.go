@@ -316,11 +316,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 	var use []serverUse
 	var calls int // of each variant in the throughput run
 	b.Run("latency", func(b *testing.B) {
-		lat = interleavedLatency(b, vs, b.N)
-		for i, v := range vs {
-			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-		}
+		lat = reportedLatency(b, vs)
 		ratio := func(metric, of, to string, p int) {
 			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
 		}
@@ -344,14 +340,8 @@ func BenchmarkUnaryREST(b *testing.B) {
 		ratio("sessionless/session-bare-p50", "bare-mcp-process-sessionless", "bare-mcp-process", 50)
 	})
 	b.Run("throughput", func(b *testing.B) {
-		rate, use = interleavedRate(b, vs, b.N, 8)
+		rate, use = reportedRate(b, vs)
 		calls = b.N
-		for i, v := range vs {
-			b.ReportMetric(rate[i], v.name+"-calls/s")
-			if v.meter != nil {
-				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-			}
-		}
 		// What the server processes spent on a call, adapters included.
 		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
 		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
