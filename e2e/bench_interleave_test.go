@@ -148,6 +148,30 @@ func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) ([]float64
 	return rate, use
 }
 
+// reportedLatency runs interleavedLatency and reports each variant's p50
+// and p99.
+func reportedLatency(b *testing.B, vs []benchVariant) [][]time.Duration {
+	lat := interleavedLatency(b, vs, b.N)
+	for i, v := range vs {
+		b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
+		b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
+	}
+	return lat
+}
+
+// reportedRate runs interleavedRate with 8 callers and reports each
+// variant's throughput and, where metered, its servers' use per call.
+func reportedRate(b *testing.B, vs []benchVariant) ([]float64, []serverUse) {
+	rate, use := interleavedRate(b, vs, b.N, 8)
+	for i, v := range vs {
+		b.ReportMetric(rate[i], v.name+"-calls/s")
+		if v.meter != nil {
+			use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
+		}
+	}
+	return rate, use
+}
+
 // warmUp makes calls of each variant before measuring: connections, the
 // adapter process, the sessions.
 func warmUp(b *testing.B, vs []benchVariant, calls int) {

@@ -74,11 +74,7 @@ func bareMCP(upstream string, adapter *client.Process) http.Handler {
 		getUser = floorGetUser(adapter, upstream) // bench_floor_test.go
 	}
 	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}}, getUser)
-	server := func(*http.Request) *mcp.Server { return bare }
-	mux := http.NewServeMux()
-	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
-	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
-	return mux
+	return bareHandler(bare) // bench_federation_test.go
 }
 
 // bareSessionless is the path at which bareMCP serves the sessionless
@@ -112,6 +108,17 @@ func serveBareMCP() {
 			os.Exit(1)
 		}
 	}
+	serveChild(bareMCP(upstream, adapter), func() {
+		if adapter != nil {
+			fmt.Println(adapter.PID())
+		}
+	})
+}
+
+// serveChild serves h, and the process's allocation counters on
+// /debug/vars (expvar), on a free loopback port printed as the first line
+// of stdout, then what started prints; it never returns.
+func serveChild(h http.Handler, started func()) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -119,11 +126,9 @@ func serveBareMCP() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/debug/vars", expvar.Handler())
-	mux.Handle("/", bareMCP(upstream, adapter))
+	mux.Handle("/", h)
 	fmt.Printf("http://%s/\n", l.Addr())
-	if adapter != nil {
-		fmt.Println(adapter.PID())
-	}
+	started()
 	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
 	os.Exit(1)
 }
@@ -148,26 +153,11 @@ func (p *bareProcess) meter() *serverMeter {
 // with adapterExe (a crank executable) its get_user calls that
 // executable's REST adapter in a process of its own: the design floor.
 func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
+	env := []string{bareMCPEnv + "=" + upstream}
 	if adapterExe != "" {
-		cmd.Env = append(cmd.Env, bareMCPAdapterEnv+"="+adapterExe)
+		env = append(env, bareMCPAdapterEnv+"="+adapterExe)
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // the adapter sees its parent gone and exits
-	rd := bufio.NewReader(out)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		b.Fatalf("bare MCP process: %v", err)
-	}
-	p := &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
+	p, rd := startChild(b, "bare MCP process", env...)
 	if adapterExe != "" {
 		line, err := rd.ReadString('\n')
 		if err == nil {
@@ -180,6 +170,29 @@ func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess
 	return p
 }
 
+// startChild runs this test binary in a child process with env added,
+// stopped when the benchmark ends, and reads the URL it serves at
+// (serveChild); rd reads the rest of its stdout.
+func startChild(b *testing.B, what string, env ...string) (p *bareProcess, rd *bufio.Reader) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // an adapter sees its parent gone and exits
+	rd = bufio.NewReader(out)
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	return &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}, rd
+}
+
 // benchGenerations are the protocol generations BenchmarkUnaryREST
 // measures, each with the suffix of its variants' and ratios' names:
 // 2025-11-25 in a session (the names the benchmark always reported) and
@@ -189,6 +202,27 @@ var benchGenerations = []struct {
 	generation
 	suffix string
 }{{generationNamed("sessions"), ""}, {generationNamed("sessionless"), "-sessionless"}}
+
+// defaultSuffix is the generation BenchmarkUnaryREST also measures
+// through Crank with its default configuration (the sessionless budget
+// per address on).
+const defaultSuffix = "-sessionless"
+
+// benchConnect opens a benchmark client session of the generation,
+// which the server must speak (a server that answered an older version
+// would measure another path), closed when the benchmark ends.
+func benchConnect(b *testing.B, endpoint string, gen generation) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
+		b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
+	}
+	return cs
+}
 
 // generationNamed is the generation (generations_test.go) named name.
 func generationNamed(name string) generation {
@@ -203,8 +237,10 @@ func generationNamed(name string) generation {
 // process of its own (paying the process boundaries a gateway pays); the
 // design floor, that bare server process calling the upstream through
 // the REST adapter in a process of its own, over the go-plugin gRPC hop
-// Crank's gateway uses (bench_floor_test.go); and Crank without its SSE
-// event log (event_store off). Each MCP variant but the in-process one is
+// Crank's gateway uses (bench_floor_test.go); Crank without its SSE
+// event log (event_store off); and, sessionless, Crank with its default
+// configuration, whose per-address budget the 8 callers of the
+// throughput run, all from one address, must not meet. Each MCP variant but the in-process one is
 // measured in both protocol generations (benchGenerations), all variants
 // taking turns in blocks of calls (bench_interleave_test.go). It reports
 // p50 and p99 latencies, throughputs, the server processes' CPU time and
@@ -221,6 +257,11 @@ func BenchmarkUnaryREST(b *testing.B) {
 	// executable must know the option (any since the budget was added).
 	const noBudget = "max_sessionless_requests_per_client off"
 	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	// And Crank with its default configuration, budget on, for the
+	// sessionless generation: what an agent host whose callers all come
+	// from one address sees (8 of them in the throughput run). A refusal
+	// fails the run.
+	gDefault := startGateway(b, gatewayOptions{Operations: ops})
 	gNoLog := startGateway(b, gatewayOptions{Operations: ops, Handler: "event_store off\n\t\t" + noBudget})
 	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
 	before := gBefore != nil
@@ -245,21 +286,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 			return err
 		}
 	}
-	// connect opens a client of the generation, which the server must
-	// speak: a bare server that answered an older version would measure
-	// another path than Crank's.
-	connect := func(endpoint string, gen generation) func() error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
-			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
-		}
-		return mcpCall(cs)
-	}
+	connect := func(endpoint string, gen generation) func() error { return mcpCall(benchConnect(b, endpoint, gen)) }
 	bareHTTP := httptest.NewServer(bareMCP(up.URL, nil))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
 	bare := startBareMCPProcess(b, up.URL, "")
@@ -276,6 +303,9 @@ func BenchmarkUnaryREST(b *testing.B) {
 		if before {
 			vs = append(vs, benchVariant{"crank-before" + gen.suffix, connect(gBefore.MCPURL, gen.generation), gBefore.meter()})
 		}
+		if gen.suffix == defaultSuffix {
+			vs = append(vs, benchVariant{"crank-default" + gen.suffix, connect(gDefault.MCPURL, gen.generation), gDefault.meter()})
+		}
 	}
 	at := func(name string) int { return variantAt(vs, name) }
 	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
@@ -286,11 +316,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 	var use []serverUse
 	var calls int // of each variant in the throughput run
 	b.Run("latency", func(b *testing.B) {
-		lat = interleavedLatency(b, vs, b.N)
-		for i, v := range vs {
-			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-		}
+		lat = reportedLatency(b, vs)
 		ratio := func(metric, of, to string, p int) {
 			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
 		}
@@ -308,18 +334,14 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-p99"+s, "crank"+s, "crank-before"+s, 99)
 			}
 		}
+		ratio("default/bare-p50"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 50)
+		ratio("default/bare-p99"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 99)
 		ratio("sessionless/session-crank-p50", "crank-sessionless", "crank", 50)
 		ratio("sessionless/session-bare-p50", "bare-mcp-process-sessionless", "bare-mcp-process", 50)
 	})
 	b.Run("throughput", func(b *testing.B) {
-		rate, use = interleavedRate(b, vs, b.N, 8)
+		rate, use = reportedRate(b, vs)
 		calls = b.N
-		for i, v := range vs {
-			b.ReportMetric(rate[i], v.name+"-calls/s")
-			if v.meter != nil {
-				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-			}
-		}
 		// What the server processes spent on a call, adapters included.
 		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
 		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
@@ -337,6 +359,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
 			}
 		}
+		ratio("default/bare-calls/s"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix)
 		ratio("sessionless/session-crank-calls/s", "crank-sessionless", "crank")
 		ratio("sessionless/session-bare-calls/s", "bare-mcp-process-sessionless", "bare-mcp-process")
 		b.ReportMetric(cpu("crank-sessionless")/cpu("crank"), "sessionless/session-crank-cpu")
@@ -386,6 +409,12 @@ func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []
 		row("Crank, no event log", "crank-no-log"+s)
 		if before {
 			row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
+		}
+		if s == defaultSuffix {
+			row("Crank, default configuration", "crank-default"+s)
+			fmt.Printf("  Crank default configuration/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx\n",
+				ratio("crank-default"+s, "bare-mcp-process"+s, 50), ratio("crank-default"+s, "bare-mcp-process"+s, 99),
+				speed("crank-default"+s, "bare-mcp-process"+s))
 		}
 		fmt.Printf("  Crank/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx (no log: p50 %.2fx, throughput %.2fx)\n"+
 			"  Crank/floor: p50 %.2fx, p99 %.2fx, throughput %.2fx; floor/bare process: p50 %.2fx, throughput %.2fx\n",
