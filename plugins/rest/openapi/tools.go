@@ -37,6 +37,11 @@ type importer struct {
 	// baseErr is reported once when an operation needs a base URL that
 	// neither the config nor the document gives.
 	baseErr bool
+	// out holds the document's output schema definitions and plans the
+	// tools' output schemas, by tool name, written within the entry's
+	// budgets once every tool is built (finishOutputs).
+	out   *outputDefs
+	plans map[string]*plannedOutput
 }
 
 // candidate is one operation of the document.
@@ -172,6 +177,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 			tools = append(tools, *t)
 		}
 	}
+	im.finishOutputs(tools)
 	if len(tools) == 0 && !im.d.Failed() {
 		im.noTools()
 	}
@@ -238,8 +244,18 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if doc.IsOpenAPI32OrLater() {
 		vopts = append(vopts, openapi3.IsOpenAPI32OrLater())
 	}
-	if err := c.op.Validate(openapi3.WithValidationOptions(ctx, vopts...)); err != nil {
+	// What a call needs: its parameters and request body. The answers'
+	// schemas only make the output schema, which is checked on its own
+	// (and left out if unusable): a quirk there costs no operation, and
+	// the document's shared schemas are not walked again per operation.
+	vctx := openapi3.WithValidationOptions(ctx, vopts...)
+	if err := c.op.Parameters.Validate(vctx); err != nil {
 		return nil, im.skipf(c.ptr, "invalid operation: %v", err)
+	}
+	if rb := c.op.RequestBody; rb != nil {
+		if err := rb.Validate(vctx); err != nil {
+			return nil, im.skipf(c.ptr, "invalid operation: %v", err)
+		}
 	}
 
 	// What the operation answers: the 2xx responses.
@@ -323,7 +339,8 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if err != nil {
 		return nil, im.skipf(c.ptr, "its input schema is not valid JSON Schema 2020-12: %v", err)
 	}
-	var outJSON, itemJSON json.RawMessage
+	var itemJSON json.RawMessage
+	var outPlan *outputPlan
 	if window {
 		if item := im.itemSchema(resp); item != nil {
 			if itemJSON, err = checkSchema(item); err != nil {
@@ -331,11 +348,8 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 				itemJSON = nil
 			}
 		}
-	} else if out := im.outputSchema(c, resp); out != nil {
-		if outJSON, err = checkSchema(out); err != nil {
-			im.d.Warnf("openapi.document", "operation %s: output schema left out: %v", c.label(), err)
-			outJSON = nil
-		}
+	} else {
+		outPlan = im.outputSchema(c, resp)
 	}
 
 	cfgJSON, err := json.Marshal(rc.toMap())
@@ -353,11 +367,16 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 		Title:        toolTitle(c),
 		Description:  toolDescription(c),
 		InputSchema:  inJSON,
-		OutputSchema: outJSON,
 		Annotations:  methodAnnotations(c.method),
 		Config:       cfgJSON,
 		ItemSchema:   itemJSON,
 		Execution:    c.override.execution(),
+	}
+	if outPlan != nil {
+		if im.plans == nil {
+			im.plans = map[string]*plannedOutput{}
+		}
+		im.plans[t.Name] = &plannedOutput{plan: outPlan, label: c.label()}
 	}
 	if window != im.window {
 		t.Mode = sdk.ModeUnary
@@ -1123,10 +1142,11 @@ func (im *importer) itemSchema(ri responseInfo) map[string]any {
 	return root
 }
 
-// outputSchema is a unary tool's output schema: the JSON answer's schema
-// (an object; arrays and scalars wrapped as {"result": ...} as the host
-// wraps them).
-func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
+// outputSchema plans a unary tool's output schema: the JSON answer's
+// schema (an object; arrays and scalars wrapped as {"result": ...} as the
+// host wraps them), its definitions shared with the document's other
+// tools (outschema.go).
+func (im *importer) outputSchema(c *candidate, ri responseInfo) *outputPlan {
 	if !im.cfg.outputSchemas {
 		return nil
 	}
@@ -1135,8 +1155,9 @@ func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
 	}
 	switch {
 	case isObjectSchema(ri.json, 0):
-		root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.json}, func(cv *schemaConv) map[string]any {
-			s, ok := cv.convert(ri.json).(map[string]any)
+		return im.planOutput(func(cv *schemaConv) map[string]any {
+			// The root is written out, its parts are definitions.
+			s, ok := cv.body(ri.json.Value).(map[string]any)
 			if !ok {
 				return nil
 			}
@@ -1145,13 +1166,11 @@ func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
 			}
 			return s
 		})
-		return root
 	case isNonObjectSchema(ri.json):
-		root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.json}, func(cv *schemaConv) map[string]any {
+		return im.planOutput(func(cv *schemaConv) map[string]any {
 			return map[string]any{"type": "object", "properties": map[string]any{"result": cv.convert(ri.json)},
 				"required": []string{"result"}}
 		})
-		return root
 	}
 	return nil
 }
