@@ -363,14 +363,14 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	}
 
 	t := &sdk.Tool{
-		Name:         c.name,
-		Title:        toolTitle(c),
-		Description:  toolDescription(c),
-		InputSchema:  inJSON,
-		Annotations:  methodAnnotations(c.method),
-		Config:       cfgJSON,
-		ItemSchema:   itemJSON,
-		Execution:    c.override.execution(),
+		Name:        c.name,
+		Title:       toolTitle(c),
+		Description: toolDescription(c),
+		InputSchema: inJSON,
+		Annotations: methodAnnotations(c.method),
+		Config:      cfgJSON,
+		ItemSchema:  itemJSON,
+		Execution:   c.override.execution(),
 	}
 	if outPlan != nil {
 		if im.plans == nil {
