@@ -33,6 +33,8 @@ type Fields struct {
 	Timeout           *string                    `json:"timeout,omitempty" jsonschema:"Per-call timeout of every tool, a Go duration."`
 	MaxResponseBytes  int64                      `json:"max_response_bytes,omitempty" minimum:"0" jsonschema:"Largest answer of every tool."`
 	OutputSchemas     bool                       `json:"output_schemas,omitempty" default:"true" jsonschema:"Derive output schemas from the 2xx JSON answers."`
+	PortableNames     bool                       `json:"portable_names,omitempty" default:"false" jsonschema:"Give tools names every client's function calling takes (^[a-zA-Z0-9_-]{1,64}$): dots and other characters become _, a longer name is cut with a short hash of it at its end."`
+	MaxDescription    int                        `json:"max_description,omitempty" default:"1024" minimum:"64" maximum:"65536" jsonschema:"Longest tool description taken from the document, in characters: past it, the whole paragraphs that fit (else the first, cut at a word), then an ellipsis. 1,024 is OpenAI's limit for a function's description."`
 	OutputLimits      outputLimitFields          `json:"output_schema_limits,omitzero" jsonschema:"Budgets of the derived output schemas, in bytes of JSON: past them a tool's farthest definitions are left open ({}: any value), and a tool whose schema cannot fit publishes none."`
 }
 
@@ -99,6 +101,8 @@ type Config struct {
 	maxResponseBytes  int64
 	outputSchemas     bool
 	outputLimits      struct{ tool, document int }
+	portableNames     bool
+	maxDescription    int
 }
 
 // opFilter selects operations. In include, every list given must match
@@ -210,6 +214,10 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 
 	c.allowExternalRefs, c.outputSchemas = o.AllowExternalRefs, o.OutputSchemas
 	c.outputLimits.tool, c.outputLimits.document = o.OutputLimits.ToolBytes, o.OutputLimits.DocumentBytes
+	c.portableNames, c.maxDescription = o.PortableNames, o.MaxDescription
+	if c.maxDescription <= 0 {
+		c.maxDescription = 1024
+	}
 	if c.outputLimits.tool <= 0 { // a Fields decoded without its defaults
 		c.outputLimits.tool = 32 << 10
 	}
@@ -251,7 +259,7 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 // openAPIFieldNames lists the fields of the openapi block, for messages.
 var openAPIFieldNames = []string{
 	"document", "base_url", "allow_external_refs", "tool_prefix", "include", "exclude",
-	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas", "output_schema_limits",
+	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas", "output_schema_limits", "portable_names", "max_description",
 }
 
 // checkBaseURL returns why s is not a usable base URL, "" when it is.

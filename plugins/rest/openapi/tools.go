@@ -20,9 +20,6 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// maxDescription bounds a tool description taken from the document.
-const maxDescription = 8 << 10
-
 // importer turns one import entry into tools.
 type importer struct {
 	t   Target
@@ -210,9 +207,19 @@ func baseToolName(c *candidate) string {
 	return strings.ToLower(c.method) + "_" + strings.Join(parts, "_")
 }
 
-// uniqueName prefixes, bounds (128 characters) and deduplicates a name.
+// uniqueName prefixes, bounds (128 characters, or portable: 64 and no
+// dots) and deduplicates a name.
 func (im *importer) uniqueName(base string) string {
 	prefix := im.cfg.toolPrefix
+	if im.cfg.portableNames {
+		name := sdk.PortableName(prefix+base, 0)
+		for i := 2; im.names[name]; i++ {
+			suffix := fmt.Sprintf("_%d", i)
+			name = sdk.PortableName(prefix+base, sdk.MaxPortableName-len(suffix)) + suffix
+		}
+		im.names[name] = true
+		return name
+	}
 	limit := 128 - len(prefix)
 	name := prefix + truncate(base, limit)
 	for i := 2; im.names[name]; i++ {
@@ -428,9 +435,6 @@ func toolDescription(c *candidate) string {
 	}
 	if c.op.Deprecated {
 		s = "Deprecated. " + s
-	}
-	if len(s) > maxDescription {
-		s = s[:maxDescription] + "…"
 	}
 	return s
 }
