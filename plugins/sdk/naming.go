@@ -147,7 +147,7 @@ func PortableName(name string, max int) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	h := "_" + hex.EncodeToString(sum[:4])
-	if max <= len(h) {
+	if max < len(h) {
 		return h[1 : max+1]
 	}
 	return out[:max-len(h)] + h
