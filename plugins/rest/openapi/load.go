@@ -61,6 +61,9 @@ type loadedDoc struct {
 	// opPointer maps "METHOD path" to the operation's pointer in the
 	// document as written ("*path" to a path item written as a $ref).
 	opPointer map[string]string
+	// lenient says which quirks were read as the vendor meant them
+	// (readLeniently), "" when none.
+	lenient string
 }
 
 // docSource is where a document comes from.
@@ -209,6 +212,7 @@ func (im *importer) loadDocument(ctx context.Context, src *docSource, timeout ti
 		return nil, &docProblem{pointer: "#/paths", msg: "must be an object {path: path item}"}
 	}
 
+	ld.lenient = readLeniently(root, ld.version)
 	sc := newScan(root, cfg.allowExternalRefs)
 	sc.walk(root, "#")
 

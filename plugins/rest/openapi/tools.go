@@ -86,6 +86,9 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 		return nil
 	}
 	im.ld = ld
+	if ld.lenient != "" {
+		im.d.Warnf("openapi.document", "%s", ld.lenient)
+	}
 	for _, s := range ld.skipped {
 		im.d.Warnf("openapi.document", "operation %s skipped: %s", s.op, s)
 	}
