@@ -43,3 +43,14 @@ func TestOpenAPILenient31(t *testing.T) {
 		t.Errorf("recursive: an open filter is refused: %v", err)
 	}
 }
+
+// TestOpenAPIDiscriminatorMapping: a schema a discriminator's mapping
+// names (and nothing else) is kept, so the document loads.
+func TestOpenAPIDiscriminatorMapping(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/discriminator.yaml"}})
+	if im.tools["getPet"] == nil {
+		t.Fatalf("getPet is not imported:\n%s", im.warnings())
+	}
+}

@@ -516,6 +516,17 @@ func (s *scan) walk(v any, ptr string) {
 		if r, ok := t["$ref"].(string); ok {
 			s.refs = append(s.refs, refSite{at: ptr, target: r})
 		}
+		// A discriminator's mapping names schemas by $ref too (kin-openapi
+		// resolves them): what it names is reached.
+		if d, ok := t["discriminator"].(map[string]any); ok {
+			if m, ok := d["mapping"].(map[string]any); ok {
+				for k, v := range m {
+					if r, ok := v.(string); ok && strings.HasPrefix(r, "#/") {
+						s.refs = append(s.refs, refSite{at: ptr + "/discriminator/mapping/" + escapePointer(k), target: r})
+					}
+				}
+			}
+		}
 		for k, e := range t {
 			s.walk(e, ptr+"/"+escapePointer(k))
 		}
