@@ -747,7 +747,7 @@ func (in *inputBuilder) schema() (map[string]any, []string) {
 		}
 		if len(req) > 0 {
 			sort.Strings(req)
-			root["required"] = req
+			root["required"] = slices.Compact(req) // 2020-12: each name once
 		}
 		return root
 	})
