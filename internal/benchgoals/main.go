@@ -64,6 +64,12 @@ var goals = []goal{
 	{"rate limits' cost per call on the hot path (ns)", "mcpserver.BenchmarkRateLimit/admit", "limiter-ns/call", true, 1000},
 	{"output schema check's share of a hot-path call's CPU, session (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%", true, 3},
 	{"output schema check's share of a hot-path call's CPU, sessionless (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%-sessionless", true, 3},
+	// Real documents at scale (issue 44): Stripe's and GitHub's whole
+	// OpenAPI documents through a gateway, output schemas on.
+	{"Stripe's document: load with output schemas (s)", "e2e.BenchmarkOpenAPIScale/stripe/output-schemas-on", "load-s", true, 10},
+	{"Stripe's document: gateway peak RSS (MiB)", "e2e.BenchmarkOpenAPIScale/stripe/output-schemas-on", "gateway-rss-MiB", true, 250},
+	{"Stripe's document: tools/list (MB)", "e2e.BenchmarkOpenAPIScale/stripe/output-schemas-on", "tools-list-MB", true, 5},
+	{"GitHub's document: load with output schemas (s)", "e2e.BenchmarkOpenAPIScale/github/output-schemas-on", "load-s", true, 5},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }

@@ -284,6 +284,9 @@
 //	  timeout: 10s                   # rest timeout of every tool
 //	  max_response_bytes: 1048576    # rest max_response_bytes of every tool
 //	  output_schemas: true           # derive output schemas (default true)
+//	  output_schema_limits: {tool_bytes: 32768, document_bytes: 2097152}   # their budgets (the defaults)
+//	  portable_names: false          # names ^[a-zA-Z0-9_-]{1,64}$ (dots to _, a hash when cut)
+//	  max_description: 1024          # characters of a description (default 1024)
 //
 // The document is read from the file or fetched (30s or the entry's
 // timeout, at most 32 MiB, no redirect to another origin) at every load;
@@ -301,9 +304,14 @@
 //   - a name: the override's, else the operationId, else the method and
 //     path ("get_pets_petId"), with characters MCP does not allow replaced
 //     by '_', tool_prefix prepended, cut to 128 characters, made unique
-//     with _2, _3...
+//     with _2, _3... With portable_names, every name is one OpenAI's and
+//     Anthropic's function calling take (^[a-zA-Z0-9_-]{1,64}$): dots and
+//     other characters become '_', a longer name is cut with a short hash
+//     of it at its end (sdk.PortableName). An override's name is kept.
 //   - a title (the summary) and a description (summary and description;
-//     "Deprecated." first for a deprecated operation).
+//     "Deprecated." first for a deprecated operation), at most
+//     max_description characters: past them the whole paragraphs that
+//     fit, else the first cut at a word, then "…" (sdk.CapDescription).
 //   - annotations from the method: GET, HEAD and OPTIONS read-only and
 //     idempotent; DELETE destructive and idempotent; PUT idempotent; POST
 //     not idempotent; overrides win field by field.
@@ -337,7 +345,16 @@
 //   - an output schema from the 2xx answers when they are all JSON with
 //     one schema: an object schema as is; an array or scalar as
 //     {"result": ...}, as the host wraps it; none when an answer may be
-//     empty (204) or is not JSON, or with output_schemas: false.
+//     empty (204) or is not JSON, or with output_schemas: false. Its
+//     root is written out and every schema the document writes as a $ref
+//     is a definition in its "$defs" (converted once for the whole
+//     document; cycles stay references): only the definitions it
+//     reaches, nearest first while they fit its budget
+//     (output_schema_limits.tool_bytes, and document_bytes shared out
+//     evenly among the tools that need more than their share); one that
+//     does not fit is written open ({}, any value), so the schema still
+//     accepts every answer the document describes, and a tool whose root
+//     alone does not fit publishes none. One warning counts them.
 //   - a rest config: method, url (base_url + path, path parameters
 //     renamed to their arguments), query, header_args, param_styles where
 //     the document's style/explode rules differ from the plain rules,
@@ -354,9 +371,9 @@
 // readOnly properties are left out of input schemas and writeOnly ones of
 // output schemas; example becomes examples; discriminator, xml,
 // externalDocs and x- extensions are left out; Swagger's type file is a
-// string. $refs are written inline, except schemas on a reference cycle,
-// which go to $defs ("#/$defs/Node"); a schema past 20000 nodes puts every
-// $ref in $defs. A pattern Go's regexp cannot compile (lookarounds) is left
+// string. In input schemas $refs are written inline, except schemas on a
+// reference cycle, which go to $defs ("#/$defs/Node"); a schema past 20000
+// nodes puts every $ref in $defs (output schemas: above). A pattern Go's regexp cannot compile (lookarounds) is left
 // out with a warning. 3.1 schemas are 2020-12 already; $refs into a
 // schema's own $defs or to $anchors are not followed.
 //

@@ -1,8 +1,11 @@
 package sdk
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Names of upstream operations as people and clients read them. An
@@ -112,4 +115,73 @@ func NameAnnotations(name string) Annotations {
 		return Annotations{ReadOnly: Bool(false), Destructive: Bool(false)}
 	}
 	return Annotations{}
+}
+
+// MaxPortableName is the longest name PortableName gives.
+const MaxPortableName = 64
+
+// PortableName maps a tool name to one that every client's function
+// calling takes (OpenAI's and Anthropic's tools: ^[a-zA-Z0-9_-]{1,64}$):
+// dots and every other character outside the rule become "_", and a name
+// longer than max (at most MaxPortableName; 0 for that) is cut, with a
+// short hash of the whole name at its end so that names cut alike stay
+// apart.
+func PortableName(name string, max int) string {
+	if max <= 0 || max > MaxPortableName {
+		max = MaxPortableName
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if r < 0x80 && (r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if out == "" {
+		out = "_"
+	}
+	if len(out) <= max {
+		return out
+	}
+	sum := sha256.Sum256([]byte(name))
+	h := "_" + hex.EncodeToString(sum[:4])
+	if max < len(h) {
+		return h[1 : max+1]
+	}
+	return out[:max-len(h)] + h
+}
+
+// CapDescription bounds a description taken from an upstream's document
+// to max characters (runes): the whole paragraphs that fit, else the first
+// cut at a word, then "…". A description within max is kept whole; max
+// 0 keeps every description whole.
+func CapDescription(s string, max int) string {
+	if max <= 0 || utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	const more = "…"
+	paras := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n\n")
+	kept, n := 0, 0
+	for i, p := range paras {
+		add := utf8.RuneCountInString(p)
+		if i > 0 {
+			add += 2
+		}
+		if n+add+3 > max { // and "\n\n…"
+			break
+		}
+		n += add
+		kept++
+	}
+	if kept > 0 {
+		return strings.TrimRight(strings.Join(paras[:kept], "\n\n"), " \n") + "\n\n" + more
+	}
+	rs := []rune(paras[0])[:max-1]
+	cut := string(rs)
+	if i := strings.LastIndexAny(cut, " \n\t"); i > len(cut)/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " \n\t,.;:") + more
 }

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/crankmcp/crank/plugins/sdk/internal/wire"
 	adapterv1 "github.com/crankmcp/crank/proto/crank/adapter/v1"
@@ -89,7 +90,29 @@ func (s *server) ExpandOperation(ctx context.Context, req *adapterv1.ExpandOpera
 	if caps := req.GetHostCapabilities(); !failed && (slices.Contains(caps, wire.HostResources) || slices.Contains(caps, wire.HostPrompts)) {
 		s.publish(ctx, &op, resp) // publish.go
 	}
-	return resp, nil
+	return fitExpansion(resp), nil
+}
+
+// fitExpansion answers an expansion too large for one protocol message
+// with an error saying its size and what to do, rather than a transport
+// failure that names neither.
+func fitExpansion(resp *adapterv1.ExpandOperationResponse) *adapterv1.ExpandOperationResponse {
+	n := proto.Size(resp)
+	if n <= wire.MaxMessageBytes-(64<<10) {
+		return resp
+	}
+	big, bigSize := "", 0
+	for _, t := range resp.GetTools() {
+		if sz := proto.Size(t); sz > bigSize {
+			big, bigSize = t.GetName(), sz
+		}
+	}
+	msg := fmt.Sprintf("the entry expands to %d tools in %.1f MiB, over the adapter protocol's %d MiB for one expansion "+
+		"(the largest tool, %s, takes %.1f MiB): split the entry into several (each with its own filters), or make its tools smaller "+
+		"(for an OpenAPI import, lower openapi.output_schema_limits or set openapi.output_schemas false)",
+		len(resp.GetTools()), float64(n)/(1<<20), wire.MaxMessageBytes>>20, big, float64(bigSize)/(1<<20))
+	return &adapterv1.ExpandOperationResponse{Diagnostics: append(resp.GetDiagnostics(),
+		&adapterv1.Diagnostic{Severity: adapterv1.Diagnostic_SEVERITY_ERROR, Message: msg})}
 }
 
 func diagnosticsToProto(diags []Diagnostic) []*adapterv1.Diagnostic {

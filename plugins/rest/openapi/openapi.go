@@ -33,6 +33,9 @@ type Fields struct {
 	Timeout           *string                    `json:"timeout,omitempty" jsonschema:"Per-call timeout of every tool, a Go duration."`
 	MaxResponseBytes  int64                      `json:"max_response_bytes,omitempty" minimum:"0" jsonschema:"Largest answer of every tool."`
 	OutputSchemas     bool                       `json:"output_schemas,omitempty" default:"true" jsonschema:"Derive output schemas from the 2xx JSON answers."`
+	PortableNames     bool                       `json:"portable_names,omitempty" default:"false" jsonschema:"Give tools names every client's function calling takes (^[a-zA-Z0-9_-]{1,64}$): dots and other characters become _, a longer name is cut with a short hash of it at its end."`
+	MaxDescription    int                        `json:"max_description,omitempty" default:"1024" minimum:"64" maximum:"65536" jsonschema:"Longest tool description taken from the document, in characters: past it, the whole paragraphs that fit (else the first, cut at a word), then an ellipsis. 1,024 is OpenAI's limit for a function's description."`
+	OutputLimits      outputLimitFields          `json:"output_schema_limits,omitzero" jsonschema:"Budgets of the derived output schemas, in bytes of JSON: past them a tool's farthest definitions are left open ({}: any value), and a tool whose schema cannot fit publishes none."`
 }
 
 // filterFields is include or exclude as written.
@@ -41,6 +44,12 @@ type filterFields struct {
 	OperationIDs []string `json:"operation_ids,omitempty" jsonschema:"operationId globs (* ? [a-z])."`
 	Methods      []string `json:"methods,omitempty" jsonschema:"HTTP methods."`
 	Paths        []string `json:"paths,omitempty" jsonschema:"Path prefixes, matched by whole segments."`
+}
+
+// outputLimitFields are the budgets of an entry's output schemas.
+type outputLimitFields struct {
+	ToolBytes     int `json:"tool_bytes,omitempty" default:"32768" minimum:"256" maximum:"16777216" jsonschema:"One tool's output schema."`
+	DocumentBytes int `json:"document_bytes,omitempty" default:"2097152" minimum:"1024" maximum:"33554432" jsonschema:"The output schemas of all the entry's tools, shared out among the tools that need more than an even share."`
 }
 
 // overrideFields is one operation's override as written. The window
@@ -91,6 +100,9 @@ type Config struct {
 	timeout           string
 	maxResponseBytes  int64
 	outputSchemas     bool
+	outputLimits      struct{ tool, document int }
+	portableNames     bool
+	maxDescription    int
 }
 
 // opFilter selects operations. In include, every list given must match
@@ -201,6 +213,17 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 	}
 
 	c.allowExternalRefs, c.outputSchemas = o.AllowExternalRefs, o.OutputSchemas
+	c.outputLimits.tool, c.outputLimits.document = o.OutputLimits.ToolBytes, o.OutputLimits.DocumentBytes
+	c.portableNames, c.maxDescription = o.PortableNames, o.MaxDescription
+	if c.maxDescription <= 0 {
+		c.maxDescription = 1024
+	}
+	if c.outputLimits.tool <= 0 { // a Fields decoded without its defaults
+		c.outputLimits.tool = 32 << 10
+	}
+	if c.outputLimits.document <= 0 {
+		c.outputLimits.document = 2 << 20
+	}
 
 	// tool_prefix
 	if c.toolPrefix = o.ToolPrefix; len(c.toolPrefix) > 64 || c.toolPrefix != "" && !toolNameRE.MatchString(c.toolPrefix) {
@@ -236,7 +259,7 @@ func Prepare(raw json.RawMessage, o *Fields, d *sdk.Diagnostics) *Config {
 // openAPIFieldNames lists the fields of the openapi block, for messages.
 var openAPIFieldNames = []string{
 	"document", "base_url", "allow_external_refs", "tool_prefix", "include", "exclude",
-	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas",
+	"overrides", "credentials", "headers", "timeout", "max_response_bytes", "output_schemas", "output_schema_limits", "portable_names", "max_description",
 }
 
 // checkBaseURL returns why s is not a usable base URL, "" when it is.

@@ -41,6 +41,9 @@ var errSchemaTooLarge = fmt.Errorf("schema too large")
 type schemaConv struct {
 	input   bool
 	allDefs bool
+	// unbounded: no node budget (a whole document's definitions, each
+	// converted once).
+	unbounded bool
 	// recursive holds the schemas on a reference cycle.
 	recursive map[*openapi3.Schema]bool
 	defName   map[*openapi3.Schema]string
@@ -150,7 +153,7 @@ func (c *schemaConv) newDefName(ref string) string {
 // body converts the keywords of s.
 func (c *schemaConv) body(s *openapi3.Schema) any {
 	c.nodes++
-	if c.nodes > maxSchemaNodes {
+	if c.nodes > maxSchemaNodes && !c.unbounded {
 		panic(errSchemaTooLarge)
 	}
 	if s.Always != nil {

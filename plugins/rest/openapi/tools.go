@@ -20,9 +20,6 @@ import (
 	"github.com/crankmcp/crank/plugins/sdk/httpadapter"
 )
 
-// maxDescription bounds a tool description taken from the document.
-const maxDescription = 8 << 10
-
 // importer turns one import entry into tools.
 type importer struct {
 	t   Target
@@ -37,6 +34,11 @@ type importer struct {
 	// baseErr is reported once when an operation needs a base URL that
 	// neither the config nor the document gives.
 	baseErr bool
+	// out holds the document's output schema definitions and plans the
+	// tools' output schemas, by tool name, written within the entry's
+	// budgets once every tool is built (finishOutputs).
+	out   *outputDefs
+	plans map[string]*plannedOutput
 }
 
 // candidate is one operation of the document.
@@ -84,6 +86,9 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 		return nil
 	}
 	im.ld = ld
+	if ld.lenient != "" {
+		im.d.Warnf("openapi.document", "%s", ld.lenient)
+	}
 	for _, s := range ld.skipped {
 		im.d.Warnf("openapi.document", "operation %s skipped: %s", s.op, s)
 	}
@@ -172,6 +177,7 @@ func (im *importer) runSource(ctx context.Context, src *docSource) []sdk.Tool {
 			tools = append(tools, *t)
 		}
 	}
+	im.finishOutputs(tools)
 	if len(tools) == 0 && !im.d.Failed() {
 		im.noTools()
 	}
@@ -204,9 +210,19 @@ func baseToolName(c *candidate) string {
 	return strings.ToLower(c.method) + "_" + strings.Join(parts, "_")
 }
 
-// uniqueName prefixes, bounds (128 characters) and deduplicates a name.
+// uniqueName prefixes, bounds (128 characters, or portable: 64 and no
+// dots) and deduplicates a name.
 func (im *importer) uniqueName(base string) string {
 	prefix := im.cfg.toolPrefix
+	if im.cfg.portableNames {
+		name := sdk.PortableName(prefix+base, 0)
+		for i := 2; im.names[name]; i++ {
+			suffix := fmt.Sprintf("_%d", i)
+			name = sdk.PortableName(prefix+base, sdk.MaxPortableName-len(suffix)) + suffix
+		}
+		im.names[name] = true
+		return name
+	}
 	limit := 128 - len(prefix)
 	name := prefix + truncate(base, limit)
 	for i := 2; im.names[name]; i++ {
@@ -238,8 +254,18 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if doc.IsOpenAPI32OrLater() {
 		vopts = append(vopts, openapi3.IsOpenAPI32OrLater())
 	}
-	if err := c.op.Validate(openapi3.WithValidationOptions(ctx, vopts...)); err != nil {
+	// What a call needs: its parameters and request body. The answers'
+	// schemas only make the output schema, which is checked on its own
+	// (and left out if unusable): a quirk there costs no operation, and
+	// the document's shared schemas are not walked again per operation.
+	vctx := openapi3.WithValidationOptions(ctx, vopts...)
+	if err := c.op.Parameters.Validate(vctx); err != nil {
 		return nil, im.skipf(c.ptr, "invalid operation: %v", err)
+	}
+	if rb := c.op.RequestBody; rb != nil {
+		if err := rb.Validate(vctx); err != nil {
+			return nil, im.skipf(c.ptr, "invalid operation: %v", err)
+		}
 	}
 
 	// What the operation answers: the 2xx responses.
@@ -328,7 +354,8 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	if err != nil {
 		return nil, im.skipf(c.ptr, "its input schema is not valid JSON Schema 2020-12: %v", err)
 	}
-	var outJSON, itemJSON json.RawMessage
+	var itemJSON json.RawMessage
+	var outPlan *outputPlan
 	if window {
 		if item := im.itemSchema(resp); item != nil {
 			if itemJSON, err = checkSchema(item); err != nil {
@@ -336,11 +363,8 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 				itemJSON = nil
 			}
 		}
-	} else if out := im.outputSchema(c, resp); out != nil {
-		if outJSON, err = checkSchema(out); err != nil {
-			im.d.Warnf("openapi.document", "operation %s: output schema left out: %v", c.label(), err)
-			outJSON = nil
-		}
+	} else {
+		outPlan = im.outputSchema(c, resp)
 	}
 
 	cfgJSON, err := json.Marshal(rc.toMap())
@@ -354,15 +378,20 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	}
 
 	t := &sdk.Tool{
-		Name:         c.name,
-		Title:        toolTitle(c),
-		Description:  toolDescription(c),
-		InputSchema:  inJSON,
-		OutputSchema: outJSON,
-		Annotations:  methodAnnotations(c.method),
-		Config:       cfgJSON,
-		ItemSchema:   itemJSON,
-		Execution:    c.override.execution(),
+		Name:        c.name,
+		Title:       toolTitle(c),
+		Description: toolDescription(c),
+		InputSchema: inJSON,
+		Annotations: methodAnnotations(c.method),
+		Config:      cfgJSON,
+		ItemSchema:  itemJSON,
+		Execution:   c.override.execution(),
+	}
+	if outPlan != nil {
+		if im.plans == nil {
+			im.plans = map[string]*plannedOutput{}
+		}
+		im.plans[t.Name] = &plannedOutput{plan: outPlan, label: c.label()}
 	}
 	if window != im.window {
 		t.Mode = sdk.ModeUnary
@@ -414,9 +443,6 @@ func toolDescription(c *candidate) string {
 	}
 	if c.op.Deprecated {
 		s = "Deprecated. " + s
-	}
-	if len(s) > maxDescription {
-		s = s[:maxDescription] + "…"
 	}
 	return s
 }
@@ -743,7 +769,7 @@ func (in *inputBuilder) schema() (map[string]any, []string) {
 		}
 		if len(req) > 0 {
 			sort.Strings(req)
-			root["required"] = req
+			root["required"] = slices.Compact(req) // 2020-12: each name once
 		}
 		return root
 	})
@@ -1339,10 +1365,11 @@ func (im *importer) itemSchema(ri responseInfo) map[string]any {
 	return root
 }
 
-// outputSchema is a unary tool's output schema: the JSON answer's schema
-// (an object; arrays and scalars wrapped as {"result": ...} as the host
-// wraps them).
-func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
+// outputSchema plans a unary tool's output schema: the JSON answer's
+// schema (an object; arrays and scalars wrapped as {"result": ...} as the
+// host wraps them), its definitions shared with the document's other
+// tools (outschema.go).
+func (im *importer) outputSchema(c *candidate, ri responseInfo) *outputPlan {
 	if !im.cfg.outputSchemas {
 		return nil
 	}
@@ -1351,8 +1378,9 @@ func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
 	}
 	switch {
 	case isObjectSchema(ri.json, 0):
-		root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.json}, func(cv *schemaConv) map[string]any {
-			s, ok := cv.convert(ri.json).(map[string]any)
+		return im.planOutput(func(cv *schemaConv) map[string]any {
+			// The root is written out, its parts are definitions.
+			s, ok := cv.body(ri.json.Value).(map[string]any)
 			if !ok {
 				return nil
 			}
@@ -1361,13 +1389,11 @@ func (im *importer) outputSchema(c *candidate, ri responseInfo) map[string]any {
 			}
 			return s
 		})
-		return root
 	case isNonObjectSchema(ri.json):
-		root, _ := convertRoots(false, []*openapi3.SchemaRef{ri.json}, func(cv *schemaConv) map[string]any {
+		return im.planOutput(func(cv *schemaConv) map[string]any {
 			return map[string]any{"type": "object", "properties": map[string]any{"result": cv.convert(ri.json)},
 				"required": []string{"result"}}
 		})
-		return root
 	}
 	return nil
 }
