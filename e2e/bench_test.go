@@ -148,11 +148,19 @@ func (p *bareProcess) meter() *serverMeter {
 // with adapterExe (a crank executable) its get_user calls that
 // executable's REST adapter in a process of its own: the design floor.
 func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), bareMCPEnv+"="+upstream)
+	env := []string{bareMCPEnv + "=" + upstream}
 	if adapterExe != "" {
-		cmd.Env = append(cmd.Env, bareMCPAdapterEnv+"="+adapterExe)
+		env = append(env, bareMCPAdapterEnv+"="+adapterExe)
 	}
+	return startBareChild(b, env, adapterExe != "")
+}
+
+// startBareChild runs this test binary with env added, as a server that
+// prints its URL as the first line of stdout and, with adapter, its
+// adapter process's pid as the second.
+func startBareChild(b *testing.B, env []string, adapter bool) *bareProcess {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -168,7 +176,7 @@ func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess
 		b.Fatalf("bare MCP process: %v", err)
 	}
 	p := &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
-	if adapterExe != "" {
+	if adapter {
 		line, err := rd.ReadString('\n')
 		if err == nil {
 			p.AdapterPID, err = strconv.Atoi(strings.TrimSpace(line))

@@ -64,6 +64,17 @@ var goals = []goal{
 	{"rate limits' cost per call on the hot path (ns)", "mcpserver.BenchmarkRateLimit/admit", "limiter-ns/call", true, 1000},
 	{"output schema check's share of a hot-path call's CPU, session (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%", true, 3},
 	{"output schema check's share of a hot-path call's CPU, sessionless (%)", "mcpserver.BenchmarkOutputCheck", "output-check-cpu-%-sessionless", true, 3},
+	// Federation: an MCP upstream's tool through the mcp adapter, against
+	// a bare go-sdk proxy process (a go-sdk server forwarding each call
+	// with a go-sdk client) measured in the same run.
+	{"federated echo p50 Crank/bare go-sdk proxy, session", "e2e.BenchmarkFederation/latency", "crank/proxy-p50", true, 1.2},
+	{"federated echo throughput Crank/bare go-sdk proxy, session", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s", false, 1},
+	{"federated 1 KB lookup p50 Crank/bare go-sdk proxy, session", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-lookup", true, 1.2},
+	{"federated 1 KB lookup throughput Crank/bare go-sdk proxy, session", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-lookup", false, 1},
+	{"federated echo p50 Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-sessionless", true, 1.2},
+	{"federated echo throughput Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-sessionless", false, 1},
+	{"federated 1 KB lookup p50 Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-lookup-sessionless", true, 1.2},
+	{"federated 1 KB lookup throughput Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-lookup-sessionless", false, 1},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }
@@ -130,6 +141,15 @@ var figures = []figure{
 	{what: "sessionless p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99-sessionless"},
 	{what: "sessionless throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s-sessionless"},
 	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
+	{what: "federated echo CPU per call Crank (gateway + adapter) / proxy, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu"},
+	{what: "federated lookup CPU per call Crank (gateway + adapter) / proxy, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-lookup"},
+	{what: "federated echo CPU per call Crank (gateway + adapter) / proxy, sessionless", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-sessionless"},
+	{what: "federated lookup CPU per call Crank (gateway + adapter) / proxy, sessionless", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-lookup-sessionless"},
+	{what: "federated echo CPU per call Crank / before, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/before-cpu"},
+	{what: "federated echo throughput Crank / before, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/before-calls/s"},
+	{what: "federated echo p99 Crank/proxy, session", bench: "e2e.BenchmarkFederation/latency", metric: "crank/proxy-p99"},
+	{what: "federated echo p50 bare go-sdk proxy / upstream directly, session", bench: "e2e.BenchmarkFederation/latency", metric: "proxy/direct-p50"},
+	{what: "federated gateway RSS after the throughput run / after warm-up", bench: "e2e.BenchmarkFederation/throughput", metric: "crank-rss/warm"},
 	{what: "hot path sessionless call with three rate limits (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call"},
 	{what: "hot path sessionless call without rate limits, same run (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "unlimited-µs/call"},
 	{what: "hot path call with rate limits / without", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call",

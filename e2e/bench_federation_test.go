@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"context"
+	"expvar"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bareProxyEnv makes the test binary serve bareProxy for the upstream MCP
+// endpoint it names instead of running tests (TestMain calls
+// serveBareProxy first): a bare go-sdk proxy in a process of its own.
+const bareProxyEnv = "CRANK_E2E_BARE_PROXY_UPSTREAM"
+
+// fedTools are the upstream's tools BenchmarkFederation calls, each with
+// the suffix of its variants' and ratios' names: echo answers a few bytes,
+// lookup a record of about 1 KB of JSON.
+var fedTools = []struct {
+	name, suffix string
+	args         map[string]any
+}{{"echo", "", map[string]any{"text": "hi"}}, {"lookup", "-lookup", map[string]any{"id": 7}}}
+
+type fedLookupIn struct {
+	ID int `json:"id"`
+}
+
+// fedRecord is lookup's answer: about 1 KB of JSON.
+type fedRecord struct {
+	ID     int               `json:"id"`
+	Name   string            `json:"name"`
+	Fields map[string]string `json:"fields"`
+}
+
+// fedUpstream is the go-sdk MCP server BenchmarkFederation federates,
+// over Streamable HTTP: sessions at any path but /sessionless, where it
+// serves the sessionless protocol (bareEndpoint).
+func fedUpstream() http.Handler {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fed-upstream", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in upEchoIn) (*mcp.CallToolResult, upEchoOut, error) {
+			return nil, upEchoOut{Echo: in.Text}, nil
+		})
+	fields := map[string]string{}
+	for i := range 12 {
+		fields[fmt.Sprintf("field_%02d", i)] = strings.Repeat(string(rune('a'+i)), 48)
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Looks a record up: about 1 KB of JSON."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in fedLookupIn) (*mcp.CallToolResult, fedRecord, error) {
+			return nil, fedRecord{ID: in.ID, Name: "record", Fields: fields}, nil
+		})
+	server := func(*http.Request) *mcp.Server { return s }
+	mux := http.NewServeMux()
+	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
+	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
+	return mux
+}
+
+// bareProxy is a bare go-sdk MCP server whose tools forward each call
+// with a go-sdk client, over one client session shared by all callers, to
+// the upstream: what an in-process MCP gateway does, the floor of
+// federation. It serves sessions at any path but /sessionless, where it
+// serves the sessionless protocol.
+func bareProxy(upstream string) (http.Handler, error) {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bare-proxy", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: upstream,
+			HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	proxy := mcp.NewServer(&mcp.Implementation{Name: "bare-proxy", Version: "1"}, nil)
+	for _, tool := range fedTools {
+		proxy.AddTool(&mcp.Tool{Name: tool.name, InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+			})
+	}
+	server := func(*http.Request) *mcp.Server { return proxy }
+	mux := http.NewServeMux()
+	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
+	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
+	return mux, nil
+}
+
+// serveBareProxy serves bareProxy on a free loopback port, printed as the
+// first line of stdout, when the environment asks for it; it never returns
+// then. Its allocation counters are on /debug/vars, as serveBareMCP's.
+func serveBareProxy() {
+	upstream := os.Getenv(bareProxyEnv)
+	if upstream == "" {
+		return
+	}
+	proxy, err := bareProxy(upstream)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "the bare proxy's upstream:", err)
+		os.Exit(1)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/debug/vars", expvar.Handler())
+	mux.Handle("/", proxy)
+	fmt.Printf("http://%s/\n", l.Addr())
+	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
+	os.Exit(1)
+}
+
+// BenchmarkFederation measures a federated MCP tool call (go-sdk client →
+// Crank → mcp adapter process → a go-sdk upstream over Streamable HTTP)
+// against baselines measured in the same run: calling the upstream
+// directly, and the bare go-sdk proxy in a process of its own (bareProxy:
+// the federation floor, what an in-process gateway pays). Both tools
+// (fedTools: a small answer and about 1 KB of JSON) in both protocol
+// generations (benchGenerations), every variant taking turns in blocks
+// of calls (bench_interleave_test.go). It reports p50 and p99 latencies,
+// throughputs at 8 callers, the server processes' CPU time per call
+// (Crank's: gateway and adapter) and allocation, their ratios Crank to the
+// proxy (the goals: p50 ≤ 1.2×, throughput ≥ 1×) and the proxy to the
+// upstream directly, and the gateway's resident memory before and after
+// the throughput run. With CRANK_BENCH_BEFORE, also Crank before a change.
+func BenchmarkFederation(b *testing.B) {
+	upSrv := httptest.NewServer(fedUpstream())
+	b.Cleanup(upSrv.Close)
+	up := upSrv.URL + "/"
+	ops := fmt.Sprintf(`
+operations:
+  - name: fed
+    description: A go-sdk server over Streamable HTTP.
+    adapter: mcp
+    timeout: 30s
+    config:
+      url: %q
+      include: [echo, lookup]
+`, up)
+	// No budget for requests without a session, as in BenchmarkUnaryREST.
+	const noBudget = "max_sessionless_requests_per_client off"
+	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	before := gBefore != nil
+	proxy := startBareChild(b, []string{bareProxyEnv + "=" + up}, false)
+	ctx := context.Background()
+
+	connect := func(endpoint string, gen generation, tool string, args map[string]any) func() error {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint,
+				HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}, gen.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cs.Close() })
+		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
+			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
+		}
+		return func() error {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+			if err == nil && (res.IsError || res.StructuredContent == nil) {
+				err = fmt.Errorf("%s: %s", tool, textOf(res))
+			}
+			return err
+		}
+	}
+	var vs []benchVariant
+	for _, gen := range benchGenerations {
+		for _, tool := range fedTools {
+			s := tool.suffix + gen.suffix
+			vs = append(vs,
+				benchVariant{name: "direct" + s, call: connect(bareEndpoint(up, gen.generation), gen.generation, tool.name, tool.args)},
+				benchVariant{"proxy" + s, connect(bareEndpoint(proxy.URL, gen.generation), gen.generation, tool.name, tool.args), proxy.meter()},
+				benchVariant{"crank" + s, connect(g.MCPURL, gen.generation, tool.name, tool.args), g.meter()})
+			if before {
+				vs = append(vs, benchVariant{"crank-before" + s, connect(gBefore.MCPURL, gen.generation, tool.name, tool.args), gBefore.meter()})
+			}
+		}
+	}
+	at := func(name string) int { return variantAt(vs, name) }
+	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
+
+	warmUp(b, vs, 50)
+	rss0 := procStatus(g.cmd.Process.Pid, "VmRSS")
+	var lat [][]time.Duration
+	var rate []float64
+	var use []serverUse
+	var calls int
+	b.Run("latency", func(b *testing.B) {
+		lat = interleavedLatency(b, vs, b.N)
+		for i, v := range vs {
+			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
+			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
+		}
+		ratio := func(metric, of, to string, p int) {
+			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
+		}
+		for _, gen := range benchGenerations {
+			for _, tool := range fedTools {
+				s := tool.suffix + gen.suffix
+				ratio("crank/proxy-p50"+s, "crank"+s, "proxy"+s, 50)
+				ratio("crank/proxy-p99"+s, "crank"+s, "proxy"+s, 99)
+				ratio("proxy/direct-p50"+s, "proxy"+s, "direct"+s, 50)
+				if before {
+					ratio("crank/before-p50"+s, "crank"+s, "crank-before"+s, 50)
+				}
+			}
+		}
+	})
+	b.Run("throughput", func(b *testing.B) {
+		rate, use = interleavedRate(b, vs, b.N, 8)
+		calls = b.N
+		for i, v := range vs {
+			b.ReportMetric(rate[i], v.name+"-calls/s")
+			if v.meter != nil {
+				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
+			}
+		}
+		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
+		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
+		for _, gen := range benchGenerations {
+			for _, tool := range fedTools {
+				s := tool.suffix + gen.suffix
+				ratio("crank/proxy-calls/s"+s, "crank"+s, "proxy"+s)
+				ratio("proxy/direct-calls/s"+s, "proxy"+s, "direct"+s)
+				b.ReportMetric(cpu("crank"+s)/cpu("proxy"+s), "crank/proxy-cpu"+s)
+				if before {
+					ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
+					b.ReportMetric(cpu("crank"+s)/cpu("crank-before"+s), "crank/before-cpu"+s)
+				}
+			}
+		}
+		if rss := procStatus(g.cmd.Process.Pid, "VmRSS"); rss > 0 && rss0 > 0 {
+			b.ReportMetric(float64(rss)/1024, "crank-rss-MiB")
+			b.ReportMetric(float64(rss)/float64(rss0), "crank-rss/warm")
+		}
+		if before {
+			reportPeakRSS(b, g, gBefore)
+		}
+	})
+	if lat == nil || rate == nil {
+		return // a -bench filter skipped one
+	}
+	printFederation(vs, lat, rate, use, calls, before)
+}
+
+// printFederation prints BenchmarkFederation's figures as a table, a
+// block a protocol generation and tool, with the ratios the goals are
+// about.
+func printFederation(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
+	at := func(name string) int { return variantAt(vs, name) }
+	row := func(label, name string) {
+		i := at(name)
+		fmt.Printf("  %-34s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
+		if vs[i].meter != nil {
+			u := use[i]
+			fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
+			if len(vs[i].meter.adapters) > 0 {
+				fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
+			} else {
+				fmt.Printf("%15s", "")
+			}
+			fmt.Printf(" %8.1f KB", float64(u.allocBytes)/1000/float64(calls))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("\nfederated MCP tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
+		"(adapter processes included) and the server process's allocation per call: 8 callers):\n")
+	fmt.Printf("  %-34s %9s %9s %7s %11s %14s %11s\n", "", "p50", "p99", "calls/s", "CPU/call", "", "alloc/call")
+	for _, gen := range benchGenerations {
+		for _, tool := range fedTools {
+			s := tool.suffix + gen.suffix
+			fmt.Printf(" %s, %s (%s):\n", tool.name, gen.name, gen.version)
+			row("upstream directly", "direct"+s)
+			row("bare go-sdk proxy process", "proxy"+s)
+			row("through Crank", "crank"+s)
+			if before {
+				row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
+			}
+			fmt.Printf("  Crank/proxy: p50 %.2fx, p99 %.2fx, throughput %.2fx\n",
+				float64(pct(lat[at("crank"+s)], 50))/float64(pct(lat[at("proxy"+s)], 50)),
+				float64(pct(lat[at("crank"+s)], 99))/float64(pct(lat[at("proxy"+s)], 99)),
+				rate[at("crank"+s)]/rate[at("proxy"+s)])
+		}
+	}
+}
