@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,6 +249,64 @@ operations:
 		return // a -bench filter skipped one
 	}
 	printFederation(vs, lat, rate, use, calls, before)
+	if d, err := time.ParseDuration(os.Getenv(benchFedLoadEnv)); err == nil && d > 0 {
+		var crank []func() error
+		for _, v := range vs {
+			if strings.HasPrefix(v.name, "crank") && !strings.HasPrefix(v.name, "crank-before") {
+				crank = append(crank, v.call)
+			}
+		}
+		b.Run("rss", func(b *testing.B) { fedRSS(b, g, crank, d) })
+	}
+}
+
+// benchFedLoadEnv, a duration (10m), makes BenchmarkFederation end by
+// loading the gateway that long with 8 callers taking turns over its
+// federated calls (both tools, both generations), and report the
+// gateway's resident memory after the first minute and at the end, and
+// their ratio (the goal: ≤ 1.25): memory kept per call shows as growth.
+const benchFedLoadEnv = "CRANK_BENCH_FED_LOAD"
+
+// fedRSS loads g with 8 callers of calls for d, and reports its RSS.
+func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) {
+	pid := g.cmd.Process.Pid
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := i; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := calls[j%len(calls)](); err != nil {
+					errs <- err
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	first := min(time.Minute, d/2)
+	time.Sleep(first)
+	rss1 := procStatus(pid, "VmRSS")
+	time.Sleep(d - first)
+	rss := procStatus(pid, "VmRSS")
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rss1)/1024, "crank-rss-1m-MiB")
+	b.ReportMetric(float64(rss)/1024, "crank-rss-end-MiB")
+	b.ReportMetric(float64(rss)/float64(rss1), "crank-rss-end/1m")
+	b.ReportMetric(float64(n.Load())/d.Seconds(), "crank-calls/s")
+	fmt.Printf("\nfederation load, 8 callers for %v (%d calls): gateway RSS %.0f MiB after %v, %.0f MiB at the end (%.2fx)\n",
+		d, n.Load(), float64(rss1)/1024, first, float64(rss)/1024, float64(rss)/float64(rss1))
 }
 
 // printFederation prints BenchmarkFederation's figures as a table, a

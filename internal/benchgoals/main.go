@@ -75,6 +75,9 @@ var goals = []goal{
 	{"federated echo throughput Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-sessionless", false, 1},
 	{"federated 1 KB lookup p50 Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-lookup-sessionless", true, 1.2},
 	{"federated 1 KB lookup throughput Crank/bare go-sdk proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-lookup-sessionless", false, 1},
+	// With CRANK_BENCH_FED_LOAD=10m: the gateway's RSS after 10 minutes
+	// of federation load / after the first minute.
+	{"federation load, gateway RSS at the end / after 1 minute", "e2e.BenchmarkFederation/rss", "crank-rss-end/1m", true, 1.25},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }
