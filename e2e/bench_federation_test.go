@@ -44,8 +44,10 @@ type fedRecord struct {
 // fedUpstream is the go-sdk MCP server BenchmarkFederation federates,
 // over Streamable HTTP: sessions at any path but /sessionless, where it
 // serves the sessionless protocol (bareEndpoint).
-func fedUpstream() http.Handler {
-	s := mcp.NewServer(&mcp.Implementation{Name: "fed-upstream", Version: "1"}, nil)
+// It counts the sessions its clients initialize in sessions.
+func fedUpstream(sessions *atomic.Int64) http.Handler {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fed-upstream", Version: "1"}, &mcp.ServerOptions{
+		InitializedHandler: func(context.Context, *mcp.InitializedRequest) { sessions.Add(1) }})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in upEchoIn) (*mcp.CallToolResult, upEchoOut, error) {
 			return nil, upEchoOut{Echo: in.Text}, nil
@@ -131,7 +133,16 @@ func serveBareProxy() {
 // upstream directly, and the gateway's resident memory before and after
 // the throughput run. With CRANK_BENCH_BEFORE, also Crank before a change.
 func BenchmarkFederation(b *testing.B) {
-	upSrv := httptest.NewServer(fedUpstream())
+	// The upstream counts its sessions and connections: Crank must reuse
+	// both, whatever the callers.
+	var sessions, conns atomic.Int64
+	upSrv := httptest.NewUnstartedServer(fedUpstream(&sessions))
+	upSrv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	upSrv.Start()
 	b.Cleanup(upSrv.Close)
 	up := upSrv.URL + "/"
 	ops := fmt.Sprintf(`
@@ -215,7 +226,12 @@ operations:
 		}
 	})
 	b.Run("throughput", func(b *testing.B) {
+		sessions0, conns0 := sessions.Load(), conns.Load()
 		rate, use = interleavedRate(b, vs, b.N, 8)
+		// Over all variants' calls (len(vs) × b.N): a variant that opened
+		// a connection or session per call would show here.
+		b.ReportMetric(float64(conns.Load()-conns0), "upstream-new-conns")
+		b.ReportMetric(float64(sessions.Load()-sessions0), "upstream-new-sessions")
 		calls = b.N
 		for i, v := range vs {
 			b.ReportMetric(rate[i], v.name+"-calls/s")
