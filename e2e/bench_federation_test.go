@@ -132,7 +132,11 @@ func serveBareProxy() {
 // (Crank's: gateway and adapter) and allocation, their ratios Crank to the
 // proxy (the goals: p50 ≤ 1.2×, throughput ≥ 1×) and the proxy to the
 // upstream directly, and the gateway's resident memory before and after
-// the throughput run. With CRANK_BENCH_BEFORE, also Crank before a change.
+// the throughput run, and the new connections and sessions the upstream
+// saw in it (Crank must reuse both). With CRANK_BENCH_BEFORE, also Crank
+// before a change; with CRANK_BENCH_PROFILE, the gateway's profiles under
+// its echo calls (bench_profile_test.go); with CRANK_BENCH_FED_LOAD, its
+// memory under a long load (fedRSS).
 func BenchmarkFederation(b *testing.B) {
 	// The upstream counts its sessions and connections: Crank must reuse
 	// both, whatever the callers.

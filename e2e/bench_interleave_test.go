@@ -17,8 +17,9 @@ import (
 // benchBeforeEnv names another crank executable, typically built from the
 // commit before a change, and benchBeforeEnvEnv the environment of a
 // gateway to compare with (NAME=value, space-separated: GOGC=200), of that
-// executable or of this one: with either, BenchmarkUnaryREST and
-// BenchmarkStreamingTool add that gateway as the variant "crank-before",
+// executable or of this one: with either, BenchmarkUnaryREST,
+// BenchmarkStreamingTool and BenchmarkFederation add that gateway as the
+// variant "crank-before",
 // taking turns with the others, and report the ratios of Crank to it
 // (measured under the same load) and both gateways' peak RSS.
 const (

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// benchProfileEnv names a directory: when set, BenchmarkUnaryREST ends by
+// benchProfileEnv names a directory: when set, BenchmarkUnaryREST (and
+// BenchmarkFederation, with its federated echo call) ends by
 // loading the gateway with 8 callers for benchProfileSeconds and writes the
 // gateway process's CPU profile of that load and its allocation profile
 // there (gateway.cpu.pprof, gateway.allocs.pprof), read from Caddy's admin
