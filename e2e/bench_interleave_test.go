@@ -19,9 +19,9 @@ import (
 // gateway to compare with (NAME=value, space-separated: GOGC=200), of that
 // executable or of this one: with either, BenchmarkUnaryREST,
 // BenchmarkStreamingTool and BenchmarkFederation add that gateway as the
-// variant "crank-before",
-// taking turns with the others, and report the ratios of Crank to it
-// (measured under the same load) and both gateways' peak RSS.
+// variant "crank-before", taking turns with the others, and report the
+// ratios of Crank to it (measured under the same load) and both gateways'
+// peak RSS.
 const (
 	benchBeforeEnv    = "CRANK_BENCH_BEFORE"
 	benchBeforeEnvEnv = "CRANK_BENCH_BEFORE_ENV"
