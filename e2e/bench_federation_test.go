@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,9 +314,9 @@ func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) {
 	}
 	first := min(time.Minute, d/2)
 	time.Sleep(first)
-	rss1, heap1, db1 := procStatus(pid, "VmRSS"), gatewayHeap(b, g), etcdDBSize(g)
+	rss1, heap1 := procStatus(pid, "VmRSS"), gatewayHeap(b, g)
 	time.Sleep(d - first)
-	rss, heap, db := procStatus(pid, "VmRSS"), gatewayHeap(b, g), etcdDBSize(g)
+	rss, heap := procStatus(pid, "VmRSS"), gatewayHeap(b, g)
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -328,9 +329,13 @@ func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) {
 	b.ReportMetric(float64(n.Load())/d.Seconds(), "crank-calls/s")
 	b.ReportMetric(heap/heap1, "crank-heap-end/1m")
 	fmt.Printf("\nfederation load, 8 callers for %v (%d calls): gateway RSS %.0f MiB after %v, %.0f MiB at the end (%.2fx);\n"+
-		"  its Go heap in use %.0f → %.0f MiB, its embedded etcd's db %.1f → %.1f MiB\n",
-		d, n.Load(), float64(rss1)/1024, first, float64(rss)/1024, float64(rss)/float64(rss1),
-		heap1/(1<<20), heap/(1<<20), db1/(1<<20), db/(1<<20))
+		"  its Go heap in use %.0f → %.0f MiB\n",
+		d, n.Load(), float64(rss1)/1024, first, float64(rss)/1024, float64(rss)/float64(rss1), heap1/(1<<20), heap/(1<<20))
+	if dir := os.Getenv(benchProfileEnv); dir != "" {
+		// What the gateway holds after the load (go tool pprof
+		// -sample_index=inuse_space).
+		saveProfile(b, g, "/debug/pprof/heap", filepath.Join(dir, "gateway.heap.pprof"))
+	}
 }
 
 // gatewayHeap is the gateway's Go heap in use, in bytes (/debug/vars).
@@ -345,17 +350,6 @@ func gatewayHeap(b *testing.B, g *gateway) float64 {
 		b.Fatal(err)
 	}
 	return float64(vars.Memstats.HeapInuse)
-}
-
-// etcdDBSize is the size of the gateway's embedded etcd's database file,
-// in bytes (etcd's metrics; 0 when they cannot be read).
-func etcdDBSize(g *gateway) float64 {
-	sc, err := scrapeURL(fmt.Sprintf("http://127.0.0.1:%d/metrics", g.etcd))
-	if err != nil {
-		return 0
-	}
-	v, _ := sc.value("etcd_mvcc_db_total_size_in_bytes")
-	return v
 }
 
 // printFederation prints BenchmarkFederation's figures as a table, a
