@@ -334,7 +334,10 @@ func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) {
 	if dir := os.Getenv(benchProfileEnv); dir != "" {
 		// What the gateway holds after the load (go tool pprof
 		// -sample_index=inuse_space).
-		saveProfile(b, g, "/debug/pprof/heap", filepath.Join(dir, "gateway.heap.pprof"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		saveProfile(b, g, "/debug/pprof/heap?gc=1", filepath.Join(dir, "gateway.heap.pprof"))
 	}
 }
 
