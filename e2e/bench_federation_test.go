@@ -312,11 +312,24 @@ func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) {
 			}
 		})
 	}
+	// A sample a minute (or at the end), printed: growth that levels off
+	// (etcd's compaction, its raft log's snapshots) is not a leak.
 	first := min(time.Minute, d/2)
-	time.Sleep(first)
-	rss1, heap1 := procStatus(pid, "VmRSS"), gatewayHeap(b, g)
-	time.Sleep(d - first)
-	rss, heap := procStatus(pid, "VmRSS"), gatewayHeap(b, g)
+	start := time.Now()
+	var rss1, rss int
+	var heap1, heap float64
+	for at := first; ; at = min(at+time.Minute, d) {
+		time.Sleep(time.Until(start.Add(at)))
+		rss, heap = procStatus(pid, "VmRSS"), gatewayHeap(b, g)
+		if at == first {
+			rss1, heap1 = rss, heap
+		}
+		fmt.Printf("  federation load at %v: gateway RSS %.0f MiB, Go heap in use %.0f MiB, %d calls\n",
+			at, float64(rss)/1024, heap/(1<<20), n.Load())
+		if at == d {
+			break
+		}
+	}
 	close(stop)
 	wg.Wait()
 	close(errs)
