@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"expvar"
 	"fmt"
 	"net"
 	"net/http"
@@ -108,17 +107,7 @@ func serveBareProxy() {
 		fmt.Fprintln(os.Stderr, "the bare proxy's upstream:", err)
 		os.Exit(1)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/debug/vars", expvar.Handler())
-	mux.Handle("/", proxy)
-	fmt.Printf("http://%s/\n", l.Addr())
-	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
-	os.Exit(1)
+	serveChild(proxy)
 }
 
 // BenchmarkFederation measures a federated MCP tool call (go-sdk client →
@@ -212,13 +201,7 @@ operations:
 	var calls int
 	b.Run("latency", func(b *testing.B) {
 		lat = interleavedLatency(b, vs, b.N)
-		for i, v := range vs {
-			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-		}
-		ratio := func(metric, of, to string, p int) {
-			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
-		}
+		ratio := reportLatency(b, vs, lat)
 		for _, gen := range benchGenerations {
 			for _, tool := range fedTools {
 				s := tool.suffix + gen.suffix
@@ -239,14 +222,7 @@ operations:
 		b.ReportMetric(float64(conns.Load()-conns0), "upstream-new-conns")
 		b.ReportMetric(float64(sessions.Load()-sessions0), "upstream-new-sessions")
 		calls = b.N
-		for i, v := range vs {
-			b.ReportMetric(rate[i], v.name+"-calls/s")
-			if v.meter != nil {
-				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-			}
-		}
-		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
-		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
+		ratio, cpu := reportRate(b, vs, rate, use)
 		for _, gen := range benchGenerations {
 			for _, tool := range fedTools {
 				s := tool.suffix + gen.suffix
@@ -373,24 +349,10 @@ func gatewayHeap(b *testing.B, g *gateway) float64 {
 // about.
 func printFederation(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
 	at := func(name string) int { return variantAt(vs, name) }
-	row := func(label, name string) {
-		i := at(name)
-		fmt.Printf("  %-34s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
-		if vs[i].meter != nil {
-			u := use[i]
-			fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
-			if len(vs[i].meter.adapters) > 0 {
-				fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
-			} else {
-				fmt.Printf("%15s", "")
-			}
-			fmt.Printf(" %8.1f KB", float64(u.allocBytes)/1000/float64(calls))
-		}
-		fmt.Println()
-	}
+	row := func(label, name string) { printVariantRow(label, vs, at(name), lat, rate, use, calls) }
 	fmt.Printf("\nfederated MCP tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
 		"(adapter processes included) and the server process's allocation per call: 8 callers):\n")
-	fmt.Printf("  %-34s %9s %9s %7s %11s %14s %11s\n", "", "p50", "p99", "calls/s", "CPU/call", "", "alloc/call")
+	fmt.Printf("  %-36s %9s %9s %7s %11s %14s %11s %7s\n", "", "p50", "p99", "calls/s", "CPU/call", "", "alloc/call", "objects")
 	for _, gen := range benchGenerations {
 		for _, tool := range fedTools {
 			s := tool.suffix + gen.suffix

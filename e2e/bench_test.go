@@ -112,6 +112,17 @@ func serveBareMCP() {
 			os.Exit(1)
 		}
 	}
+	var lines []string
+	if adapter != nil {
+		lines = append(lines, strconv.Itoa(adapter.PID()))
+	}
+	serveChild(bareMCP(upstream, adapter), lines...)
+}
+
+// serveChild serves h, and expvar's /debug/vars, on a free loopback port,
+// printing its URL and then lines on stdout (what startBareChild reads);
+// it never returns.
+func serveChild(h http.Handler, lines ...string) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -119,10 +130,10 @@ func serveBareMCP() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/debug/vars", expvar.Handler())
-	mux.Handle("/", bareMCP(upstream, adapter))
+	mux.Handle("/", h)
 	fmt.Printf("http://%s/\n", l.Addr())
-	if adapter != nil {
-		fmt.Println(adapter.PID())
+	for _, line := range lines {
+		fmt.Println(line)
 	}
 	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
 	os.Exit(1)
@@ -295,13 +306,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 	var calls int // of each variant in the throughput run
 	b.Run("latency", func(b *testing.B) {
 		lat = interleavedLatency(b, vs, b.N)
-		for i, v := range vs {
-			b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-			b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-		}
-		ratio := func(metric, of, to string, p int) {
-			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
-		}
+		ratio := reportLatency(b, vs, lat)
 		for _, gen := range benchGenerations {
 			s := gen.suffix
 			ratio("crank/bare-p50"+s, "crank"+s, "bare-mcp-process"+s, 50)
@@ -322,15 +327,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 	b.Run("throughput", func(b *testing.B) {
 		rate, use = interleavedRate(b, vs, b.N, 8)
 		calls = b.N
-		for i, v := range vs {
-			b.ReportMetric(rate[i], v.name+"-calls/s")
-			if v.meter != nil {
-				use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-			}
-		}
-		// What the server processes spent on a call, adapters included.
-		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
-		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
+		ratio, cpu := reportRate(b, vs, rate, use)
 		for _, gen := range benchGenerations {
 			s := gen.suffix
 			ratio("crank/bare-calls/s"+s, "crank"+s, "bare-mcp-process"+s)
@@ -363,21 +360,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 // are about.
 func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
 	at := func(name string) int { return variantAt(vs, name) }
-	row := func(label, name string) {
-		i := at(name)
-		fmt.Printf("  %-36s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
-		if vs[i].meter != nil {
-			u := use[i]
-			fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
-			if len(vs[i].meter.adapters) > 0 {
-				fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
-			} else {
-				fmt.Printf("%15s", "")
-			}
-			fmt.Printf(" %8.1f KB %7.0f", float64(u.allocBytes)/1000/float64(calls), float64(u.allocs)/float64(calls))
-		}
-		fmt.Println()
-	}
+	row := func(label, name string) { printVariantRow(label, vs, at(name), lat, rate, use, calls) }
 	ratio := func(of, to string, p int) float64 { return float64(pct(lat[at(of)], p)) / float64(pct(lat[at(to)], p)) }
 	speed := func(of, to string) float64 { return rate[at(of)] / rate[at(to)] }
 	fmt.Printf("\nunary REST tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
