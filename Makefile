@@ -5,6 +5,7 @@
 #   make fuzz   every fuzz target for FUZZTIME each (make test runs their seeds)
 #   make loadtest  three replicas on a three-member etcd under load and faults (~5 min)
 #   make ratelimit-fleet  a fleet-wide rate limit over three replicas for 30s, one killed half-way
+#   make upgrade-test  three replicas of the previous release upgraded one at a time under load, one rolled back (~4 min)
 #   make soak   the same cluster under load and random faults for SOAK_DURATION (30m), with a leak check
 #   make conformance  the MCP conformance suite against every fixture, directly and through Crank (~10 min)
 
@@ -16,8 +17,9 @@ GQL_DIR  := e2e/graphqlws
 MESH_DIR := e2e/mesh
 GRPCJS_DIR := e2e/grpcjs
 OCTOKIT_DIR := e2e/octokit
+PRISM_DIR := e2e/prism
 APPS_DIR := e2e/apps
-GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
+GOFILES  := $(shell find . -name '*.go' -not -path './$(TS_DIR)/node_modules/*' -not -path './$(CONF_DIR)/node_modules/*' -not -path './$(GQL_DIR)/node_modules/*' -not -path './$(MESH_DIR)/node_modules/*' -not -path './$(GRPCJS_DIR)/node_modules/*' -not -path './$(OCTOKIT_DIR)/node_modules/*' -not -path './$(PRISM_DIR)/node_modules/*' -not -path './$(APPS_DIR)/node_modules/*')
 # The Go modules of this repository: the gateway, the adapter protocol, the
 # adapter SDK (their own modules, so an adapter depends on little) and the
 # SDK's example adapter, which depends on the SDK alone.
@@ -28,7 +30,7 @@ MODULES  := . proto plugins/sdk plugins/sdk/examples/filetail
 # installs every tool, and there such a test fails instead.
 export CRANK_SKIPPED ?= $(CURDIR)/bin/skipped-tests.txt
 
-.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps conformance apps-deps bench loadtest ratelimit-fleet soak soak-short fuzz clean screenshots
+.PHONY: all build run test unit skipped-reset e2e-race lint vet fmt-check deps-check proto proto-check ts-deps conformance-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps conformance apps-deps bench loadtest upgrade-test ratelimit-fleet soak soak-short fuzz clean screenshots
 
 all: build
 
@@ -50,7 +52,7 @@ run: $(BIN)
 
 # The 2-minute soak (soak-short) runs last, once every other test passed
 # (a recipe, not a prerequisite, so that `make -j` keeps it last too).
-test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps unit e2e-race
+test: skipped-reset lint deps-check proto-check ts-deps conformance-deps apps-deps graphql-deps mesh-deps grpcjs-deps octokit-deps stripe-deps prism-deps unit e2e-race
 	$(MAKE) soak-short
 	@if [ -s "$(CRANK_SKIPPED)" ]; then echo; echo "Left out for a tool this machine lacks (README.md, \"Two commands\", says how to install them):"; sort -u "$(CRANK_SKIPPED)"; else echo; echo "No test was left out for a missing tool."; fi
 
@@ -142,12 +144,31 @@ grpcjs-deps: $(GRPCJS_DIR)/node_modules/.package-lock.json
 $(GRPCJS_DIR)/node_modules/.package-lock.json: $(GRPCJS_DIR)/package.json $(GRPCJS_DIR)/package-lock.json
 	cd $(GRPCJS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
-# GitHub's published GraphQL schema (@octokit/graphql-schema), from the
-# lockfile, for plugins/graphql's TestGitHubSchema.
+# GitHub's published GraphQL schema (@octokit/graphql-schema) and REST
+# document (@octokit/openapi), from the lockfile, for plugins/graphql's
+# TestGitHubSchema and e2e/slack_test.go's TestGitHubIssuesCreate.
 octokit-deps: $(OCTOKIT_DIR)/node_modules/.package-lock.json
 
 $(OCTOKIT_DIR)/node_modules/.package-lock.json: $(OCTOKIT_DIR)/package.json $(OCTOKIT_DIR)/package-lock.json
 	cd $(OCTOKIT_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# Prism, a mock server that validates requests against an OpenAPI
+# document, from the lockfile, for e2e/slack_test.go.
+prism-deps: $(PRISM_DIR)/node_modules/.package-lock.json
+
+$(PRISM_DIR)/node_modules/.package-lock.json: $(PRISM_DIR)/package.json $(PRISM_DIR)/package-lock.json
+	cd $(PRISM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+# stripe-mock, Stripe's validating stand-in, and the OpenAPI document it
+# embeds (Stripe's own), for e2e/stripe_test.go: from the Go module proxy.
+STRIPE_MOCK := v0.203.0
+stripe-deps: bin/stripe-mock bin/stripe-spec3.json
+
+bin/stripe-mock:
+	GOBIN=$(CURDIR)/bin GOFLAGS=-mod=mod $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK)
+
+bin/stripe-spec3.json: bin/stripe-mock
+	cp "$$($(GO) env GOMODCACHE)/github.com/stripe/stripe-mock@$(STRIPE_MOCK)/embedded/openapi/spec3.json" $@ && chmod 644 $@
 
 # A BenchmarkStreamSessionMemory run is one measurement of 1000 live sessions
 # (CRANK_BENCH_SESSIONS=10000 for the 10k goal): it runs once, on its own. An
@@ -176,6 +197,7 @@ FUZZ := \
 	host:FuzzRedact \
 	host:FuzzExcerpt \
 	host:FuzzWindowCursor \
+	host/schemacheck:FuzzCheck \
 	host/mcpserver:FuzzPeekMessage \
 	host/ratelimit:FuzzDecodeLimit \
 	host/mcpserver:FuzzOriginPolicy \
@@ -210,6 +232,17 @@ LOAD_DURATION ?= 40s
 loadtest:
 	CRANK_LOAD_DURATION=$(LOAD_DURATION) $(GO) test -count=1 -timeout 30m -run '^TestClusterUnderFaults$$' -v ./e2e/ | grep -E '^\s+(scenario|steady|replica|etcd|adapter|recovery)|^(ok|FAIL|---)|scale_test.go'
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkClusterThroughput$$' -benchtime 2000x ./e2e/
+
+# A rolling upgrade at length (TestRollingUpgrade: three replicas of the
+# previous release, internal/release/previous, built from this
+# repository's history, on a three-member etcd under load, drained and
+# started as the current build one at a time, then one rolled back; make
+# test runs it with 8s phases). docs/operations.md, "Rolling upgrades".
+UPGRADE_PHASE ?= 30s
+upgrade-test: SHELL := /bin/bash
+upgrade-test: .SHELLFLAGS := -o pipefail -c
+upgrade-test:
+	CRANK_UPGRADE_PHASE=$(UPGRADE_PHASE) $(GO) test -count=1 -timeout 30m -run '^TestRollingUpgrade$$' -v ./e2e/ | grep -E '^\s+(scenario|previous|upgrade|rollback|replica|recovery)|^(ok|FAIL|---)|upgrade_test.go'
 
 # A fleet-wide rate limit measured at length (TestFleetRateLimit: three
 # replicas behind the balancer on a three-member etcd, a replica killed

@@ -55,6 +55,7 @@ func parseHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //	    }
 //	    mode               stateful|stateless
 //	    sessionless_legacy allow|refuse
+//	    hot_path           on|off
 //	    keepalive_interval <duration>|off
 //	    event_store        etcd|off
 //	    event_max_events   <n>

@@ -65,6 +65,11 @@ func TestCaddyfileErrors(t *testing.T) {
 			want:      []string{`on_load_error: want one value`, "Caddyfile:3"},
 		},
 		{
+			name:      "hot_path is on or off",
+			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\thot_path fast\n\t}"),
+			want:      []string{`hot_path: must be on or off, got "fast"`, "Caddyfile:3"},
+		},
+		{
 			name:      "json_response takes no argument",
 			caddyfile: site("\tcrank /mcp ops.yaml {\n\t\tjson_response true\n\t}"),
 			want:      []string{"wrong argument count", "'true'", "Caddyfile:3"},
@@ -239,17 +244,19 @@ func TestHandlerUnmarshalCaddyfile(t *testing.T) {
 				json_response
 				workspace ws-1
 				agent_header X-Agent
+				hot_path off
 				on_load_error fail
 			}`,
 			want: Handler{
-				Operations:     []string{"ops.yaml"},
-				AllowedOrigins: []string{"https://a.example", "http://b.example:8080", "*"},
-				SessionTimeout: caddy.Duration(90 * time.Second),
-				Stateless:      true,
-				JSONResponse:   true,
-				Workspace:      "ws-1",
-				AgentHeader:    "X-Agent",
-				LoadConfig:     host.LoadConfig{OnLoadError: "fail"},
+				Operations:      []string{"ops.yaml"},
+				AllowedOrigins:  []string{"https://a.example", "http://b.example:8080", "*"},
+				SessionTimeout:  caddy.Duration(90 * time.Second),
+				Stateless:       true,
+				JSONResponse:    true,
+				Workspace:       "ws-1",
+				AgentHeader:     "X-Agent",
+				LoadConfig:      host.LoadConfig{OnLoadError: "fail"},
+				TransportConfig: TransportConfig{HotPath: "off"},
 			},
 		},
 		{

@@ -389,6 +389,7 @@ func (h *Handler) endpointOptions() mcpserver.Options {
 		Version: Version, Workspace: h.Workspace, AgentHeader: h.AgentHeader, AuthenticatedUser: authenticatedUser,
 		AllowedOrigins: h.AllowedOrigins, SessionTimeout: time.Duration(h.SessionTimeout),
 		Stateless: h.Stateless, RefuseSessionlessLegacy: t.SessionlessLegacy == sessionlessRefuse,
+		HotPathOff:   t.HotPath == "off",
 		JSONResponse: h.JSONResponse, KeepaliveInterval: t.keepalive(),
 		Resumable: !h.Stateless && t.EventStore != "off", Logger: h.logger,
 		SessionLimits: h.SessionLimits.endpoint(), ClientAddress: clientIP,

@@ -50,6 +50,11 @@ type TransportConfig struct {
 	// mcp-mesh's meshctl sends): "allow" (the default) serves it as a
 	// one-shot stateless call, "refuse" answers 400.
 	SessionlessLegacy string `json:"sessionless_legacy,omitempty"`
+	// HotPath is "on" (the default: a plain unary tools/call is served
+	// without go-sdk's transport, host/mcpserver/hotpath.go) or "off"
+	// (go-sdk's handler serves every request; the answers are the same,
+	// byte for byte, each call costs more).
+	HotPath string `json:"hot_path,omitempty"`
 	// KeepaliveInterval: an SSE stream silent for this long gets an SSE
 	// comment line, so that idle streams survive write timeouts and
 	// proxies. Default 15s; negative turns keep-alives off.
@@ -95,6 +100,11 @@ func (h *Handler) provisionTransport() error {
 	default:
 		return fmt.Errorf("crank: sessionless_legacy: must be %q or %q, got %q", sessionlessAllow, sessionlessRefuse, t.SessionlessLegacy)
 	}
+	switch t.HotPath {
+	case "", "on", "off":
+	default:
+		return fmt.Errorf("crank: hot_path: must be \"on\" or \"off\", got %q", t.HotPath)
+	}
 	switch t.EventStore {
 	case "", "etcd", "off":
 	default:
@@ -128,6 +138,7 @@ func (t *TransportConfig) keepalive() time.Duration {
 //
 //	mode               stateful|stateless
 //	sessionless_legacy allow|refuse
+//	hot_path           on|off
 //	keepalive_interval <duration>|off
 //	event_store        etcd|off
 //	event_max_events   <n>
@@ -137,7 +148,7 @@ func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, erro
 	opt := d.Val()
 	var arg string
 	switch opt {
-	case "mode", "sessionless_legacy", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes", "event_ttl":
+	case "mode", "sessionless_legacy", "hot_path", "keepalive_interval", "event_store", "event_max_events", "event_max_bytes", "event_ttl":
 		if err := oneArg(d, &arg); err != nil {
 			return true, err
 		}
@@ -155,6 +166,11 @@ func (t *TransportConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) (bool, erro
 			return true, d.Errf("sessionless_legacy: must be allow or refuse, got %q", arg)
 		}
 		t.SessionlessLegacy = arg
+	case "hot_path":
+		if arg != "on" && arg != "off" {
+			return true, d.Errf("hot_path: must be on or off, got %q", arg)
+		}
+		t.HotPath = arg
 	case "keepalive_interval":
 		if arg == "off" {
 			t.KeepaliveInterval = -1

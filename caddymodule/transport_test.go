@@ -17,6 +17,8 @@ func TestProvisionTransport(t *testing.T) {
 		{Handler{Stateless: true, TransportConfig: TransportConfig{Mode: "stateful"}}, "mode: stateful contradicts stateless", ""},
 		{Handler{TransportConfig: TransportConfig{Mode: "sessionless"}}, `mode: must be "stateful" or "stateless", got "sessionless"`, ""},
 		{Handler{TransportConfig: TransportConfig{EventStore: "redis"}}, `event_store: must be "etcd" or "off", got "redis"`, ""},
+		{Handler{TransportConfig: TransportConfig{HotPath: "off"}}, "", "stateful"},
+		{Handler{TransportConfig: TransportConfig{HotPath: "no"}}, `hot_path: must be "on" or "off", got "no"`, ""},
 		{Handler{TransportConfig: TransportConfig{EventMaxEvents: -1}}, "event_max_events: must be 0-100000, got -1", ""},
 		{Handler{TransportConfig: TransportConfig{EventMaxBytes: 1 << 40}}, "event_max_bytes: must be 0-67108864", ""},
 	} {

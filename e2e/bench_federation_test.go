@@ -18,49 +18,49 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// bareProxyEnv makes the test binary serve bareProxy for the upstream MCP
-// endpoint it names instead of running tests (TestMain calls
-// serveBareProxy first): a bare go-sdk proxy in a process of its own.
-const bareProxyEnv = "CRANK_E2E_BARE_PROXY_UPSTREAM"
+// The federation floor: what an in-process gateway built on go-sdk pays to
+// federate an MCP upstream. fedProxyEnv makes this test binary such a
+// proxy: a bare go-sdk server whose tools forward each call with one
+// go-sdk client session to the upstream the variable names, as Docker's
+// MCP gateway does.
+const fedProxyEnv = "CRANK_E2E_FED_PROXY_UPSTREAM"
 
-// fedTools are the upstream's tools BenchmarkFederation calls, each with
-// the suffix of its variants' and ratios' names: echo answers a few bytes,
-// lookup a record of about 1 KB of JSON.
-var fedTools = []struct {
-	name, suffix string
-	args         map[string]any
-}{{"echo", "", map[string]any{"text": "hi"}}, {"lookup", "-lookup", map[string]any{"id": 7}}}
+// fedLookup is the ~1 KB JSON result of the upstream's lookup tool.
+var fedLookup = func() map[string]any {
+	rows := make([]map[string]any, 12)
+	for i := range rows {
+		rows[i] = map[string]any{"id": i, "name": fmt.Sprintf("user-%02d", i), "email": fmt.Sprintf("user-%02d@example.com", i)}
+	}
+	return map[string]any{"rows": rows}
+}()
 
-type fedLookupIn struct {
-	ID int `json:"id"`
-}
+// fedSchema is the input schema of the federated tools: a text.
+var fedSchema = map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
 
-// fedRecord is lookup's answer: about 1 KB of JSON.
-type fedRecord struct {
-	ID     int               `json:"id"`
-	Name   string            `json:"name"`
-	Fields map[string]string `json:"fields"`
-}
-
-// fedUpstream is the go-sdk MCP server BenchmarkFederation federates,
-// over Streamable HTTP: sessions at any path but /sessionless, where it
-// serves the sessionless protocol (bareEndpoint).
+// fedUpstream is the federated go-sdk MCP server: echo answers its text,
+// lookup a ~1 KB structured result. It serves sessions at / and the
+// sessionless protocol at /sessionless (bareEndpoint).
 // It counts the sessions its clients initialize in sessions.
 func fedUpstream(sessions *atomic.Int64) http.Handler {
-	s := mcp.NewServer(&mcp.Implementation{Name: "fed-upstream", Version: "1"}, &mcp.ServerOptions{
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, &mcp.ServerOptions{
 		InitializedHandler: func(context.Context, *mcp.InitializedRequest) { sessions.Add(1) }})
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes text."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in upEchoIn) (*mcp.CallToolResult, upEchoOut, error) {
-			return nil, upEchoOut{Echo: in.Text}, nil
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo a text.", InputSchema: fedSchema},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
 		})
-	fields := map[string]string{}
-	for i := range 12 {
-		fields[fmt.Sprintf("field_%02d", i)] = strings.Repeat(string(rune('a'+i)), 48)
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Looks a record up: about 1 KB of JSON."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in fedLookupIn) (*mcp.CallToolResult, fedRecord, error) {
-			return nil, fedRecord{ID: in.ID, Name: "record", Fields: fields}, nil
+	lookup, _ := json.Marshal(fedLookup)
+	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look up users.", InputSchema: fedSchema},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(lookup)}},
+				StructuredContent: json.RawMessage(lookup)}, nil
 		})
+	return bareHandler(s)
+}
+
+// bareHandler serves s in sessions at / and sessionless at bareSessionless.
+func bareHandler(s *mcp.Server) http.Handler {
 	server := func(*http.Request) *mcp.Server { return s }
 	mux := http.NewServeMux()
 	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
@@ -68,202 +68,206 @@ func fedUpstream(sessions *atomic.Int64) http.Handler {
 	return mux
 }
 
-// bareProxy is a bare go-sdk MCP server whose tools forward each call
-// with a go-sdk client, over one client session shared by all callers, to
-// the upstream: what an in-process MCP gateway does, the floor of
-// federation. It serves sessions at any path but /sessionless, where it
-// serves the sessionless protocol.
-func bareProxy(upstream string) (http.Handler, error) {
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bare-proxy", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: upstream,
-			HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}, nil)
+// fedProxy is the federation floor's server: echo and lookup forwarded
+// over one client session to upstream.
+func fedProxy(upstream string) (http.Handler, error) {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "proxy", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: upstream}, nil)
 	if err != nil {
 		return nil, err
 	}
-	proxy := mcp.NewServer(&mcp.Implementation{Name: "bare-proxy", Version: "1"}, nil)
-	for _, tool := range fedTools {
-		proxy.AddTool(&mcp.Tool{Name: tool.name, InputSchema: map[string]any{"type": "object"}},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
-			})
+	s := mcp.NewServer(&mcp.Implementation{Name: "proxy", Version: "1"}, nil)
+	forward := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
 	}
-	server := func(*http.Request) *mcp.Server { return proxy }
-	mux := http.NewServeMux()
-	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
-	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
-	return mux, nil
+	for _, name := range []string{"echo", "lookup"} {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: fedSchema}, forward)
+	}
+	return bareHandler(s), nil
 }
 
-// serveBareProxy serves bareProxy on a free loopback port, printed as the
-// first line of stdout, when the environment asks for it; it never returns
-// then. Its allocation counters are on /debug/vars, as serveBareMCP's.
-func serveBareProxy() {
-	upstream := os.Getenv(bareProxyEnv)
+// serveFedProxy serves fedProxy on a free loopback port, printed as the
+// first line of stdout, when the environment asks for it; it never
+// returns then.
+func serveFedProxy() {
+	upstream := os.Getenv(fedProxyEnv)
 	if upstream == "" {
 		return
 	}
-	proxy, err := bareProxy(upstream)
+	h, err := fedProxy(upstream)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "the bare proxy's upstream:", err)
+		fmt.Fprintln(os.Stderr, "federation proxy:", err)
 		os.Exit(1)
 	}
-	serveChild(proxy)
+	serveChild(h, func() {}) // bench_test.go
 }
 
-// BenchmarkFederation measures a federated MCP tool call (go-sdk client →
-// Crank → mcp adapter process → a go-sdk upstream over Streamable HTTP)
-// against baselines measured in the same run: calling the upstream
-// directly, and the bare go-sdk proxy in a process of its own (bareProxy:
-// the federation floor, what an in-process gateway pays). Both tools
-// (fedTools: a small answer and about 1 KB of JSON) in both protocol
-// generations (benchGenerations), every variant taking turns in blocks
-// of calls (bench_interleave_test.go). It reports p50 and p99 latencies,
-// throughputs at 8 callers, the server processes' CPU time per call
-// (Crank's: gateway and adapter) and allocation, their ratios Crank to the
-// proxy (the goals: p50 ≤ 1.2×, throughput ≥ 1×) and the proxy to the
-// upstream directly, and the gateway's resident memory before and after
-// the throughput run, and the new connections and sessions the upstream
-// saw in it (Crank must reuse both). With CRANK_BENCH_BEFORE, also Crank
-// before a change; with CRANK_BENCH_PROFILE, the gateway's profiles under
-// its echo calls (bench_profile_test.go); with CRANK_BENCH_FED_LOAD, its
+// startFedProxy runs fedProxy for upstream in a child process.
+func startFedProxy(b *testing.B, upstream string) *bareProcess {
+	p, _ := startChild(b, "federation proxy", fedProxyEnv+"="+upstream) // bench_test.go
+	return p
+}
+
+// BenchmarkFederation measures a federated MCP tool call: a go-sdk client
+// calling a go-sdk upstream (in the benchmark's process, over Streamable
+// HTTP) directly, through the federation floor (a bare go-sdk proxy
+// process, fedProxy) and through Crank federating it (the mcp adapter),
+// for a small result (echo) and a ~1 KB one (lookup), in both protocol
+// generations, all variants taking turns in the same run. It reports p50,
+// p99, throughput at 8 callers, the servers' CPU (Crank's adapter
+// included) and allocation per call, and Crank's ratios to the floor
+// (the goals' metrics: crank/proxy-p50-echo, ...-lookup-sessionless), the
+// new connections and sessions the upstream saw in the throughput run
+// (Crank must reuse both), and the gateway's RSS after it / after the
+// warm-up. With CRANK_BENCH_PROFILE, the gateway's profiles under its
+// echo calls (bench_profile_test.go); with CRANK_BENCH_FED_LOAD, its
 // memory under a long load (fedRSS).
 func BenchmarkFederation(b *testing.B) {
 	// The upstream counts its sessions and connections: Crank must reuse
 	// both, whatever the callers.
 	var sessions, conns atomic.Int64
-	upSrv := httptest.NewUnstartedServer(fedUpstream(&sessions))
-	upSrv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+	up := httptest.NewUnstartedServer(fedUpstream(&sessions))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			conns.Add(1)
 		}
 	}
-	upSrv.Start()
-	b.Cleanup(upSrv.Close)
-	up := upSrv.URL + "/"
-	ops := fmt.Sprintf(`
+	up.Start()
+	b.Cleanup(up.Close)
+	proxy := startFedProxy(b, up.URL)
+	g := startGateway(b, gatewayOptions{Operations: fmt.Sprintf(`
 operations:
-  - name: fed
+  - name: upstream
     description: A go-sdk server over Streamable HTTP.
     adapter: mcp
     timeout: 30s
     config:
       url: %q
-      include: [echo, lookup]
-`, up)
-	// No budget for requests without a session, as in BenchmarkUnaryREST.
-	const noBudget = "max_sessionless_requests_per_client off"
-	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
-	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
-	before := gBefore != nil
-	proxy := startBareChild(b, []string{bareProxyEnv + "=" + up}, false)
+`, up.URL), Handler: "max_sessionless_requests_per_client off"})
 	ctx := context.Background()
-
-	connect := func(endpoint string, gen generation, tool string, args map[string]any) func() error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint,
-				HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}, gen.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
-			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
-		}
+	connect := func(endpoint string, gen generation, tool string) func() error {
+		cs := benchConnect(b, endpoint, gen) // bench_test.go
 		return func() error {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-			if err == nil && (res.IsError || res.StructuredContent == nil) {
-				err = fmt.Errorf("%s: %s", tool, textOf(res))
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}})
+			if err == nil && res.IsError {
+				err = fmt.Errorf("tool error: %s", textOf(res))
 			}
 			return err
 		}
 	}
-	var vs []benchVariant
-	for _, gen := range benchGenerations {
-		for _, tool := range fedTools {
-			s := tool.suffix + gen.suffix
-			vs = append(vs,
-				benchVariant{name: "direct" + s, call: connect(bareEndpoint(up, gen.generation), gen.generation, tool.name, tool.args)},
-				benchVariant{"proxy" + s, connect(bareEndpoint(proxy.URL, gen.generation), gen.generation, tool.name, tool.args), proxy.meter()},
-				benchVariant{"crank" + s, connect(g.MCPURL, gen.generation, tool.name, tool.args), g.meter()})
-			if before {
-				vs = append(vs, benchVariant{"crank-before" + s, connect(gBefore.MCPURL, gen.generation, tool.name, tool.args), gBefore.meter()})
+	// Crank lists the upstream's tools once its adapter has connected.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, nil)
+		if err == nil {
+			res, lerr := cs.ListTools(ctx, nil)
+			_ = cs.Close()
+			if lerr == nil && len(res.Tools) >= 2 {
+				break
 			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("Crank never listed the upstream's tools")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var vs []benchVariant
+	for _, tool := range []string{"echo", "lookup"} {
+		for _, gen := range benchGenerations {
+			s := "-" + tool + gen.suffix
+			vs = append(vs,
+				benchVariant{"direct" + s, connect(bareEndpoint(up.URL, gen.generation), gen.generation, tool), nil},
+				benchVariant{"proxy" + s, connect(bareEndpoint(proxy.URL, gen.generation), gen.generation, tool), proxy.meter()},
+				benchVariant{"crank" + s, connect(g.MCPURL, gen.generation, tool), g.meter()})
 		}
 	}
 	at := func(name string) int { return variantAt(vs, name) }
-	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
-
+	defer profileGateway(b, g, vs[at("crank-echo")].call) // bench_profile_test.go
 	warmUp(b, vs, 50)
-	rss0 := procStatus(g.cmd.Process.Pid, "VmRSS")
 	var lat [][]time.Duration
 	var rate []float64
 	var use []serverUse
 	var calls int
-	b.Run("latency", func(b *testing.B) {
-		lat = interleavedLatency(b, vs, b.N)
-		ratio := reportLatency(b, vs, lat)
-		for _, gen := range benchGenerations {
-			for _, tool := range fedTools {
-				s := tool.suffix + gen.suffix
-				ratio("crank/proxy-p50"+s, "crank"+s, "proxy"+s, 50)
-				ratio("crank/proxy-p99"+s, "crank"+s, "proxy"+s, 99)
-				ratio("proxy/direct-p50"+s, "proxy"+s, "direct"+s, 50)
-				if before {
-					ratio("crank/before-p50"+s, "crank"+s, "crank-before"+s, 50)
-				}
+	// The goals' ratios (internal/benchgoals), Crank to the floor, named
+	// by tool and generation: crank/proxy-p50-echo, ...-lookup-sessionless.
+	each := func(f func(s string)) {
+		for _, tool := range []string{"echo", "lookup"} {
+			for _, gen := range benchGenerations {
+				f("-" + tool + gen.suffix)
 			}
 		}
+	}
+	b.Run("latency", func(b *testing.B) {
+		lat = reportedLatency(b, vs)
+		each(func(s string) {
+			c, p := at("crank"+s), at("proxy"+s)
+			b.ReportMetric(float64(pct(lat[c], 50))/float64(pct(lat[p], 50)), "crank/proxy-p50"+s)
+			b.ReportMetric(float64(pct(lat[c], 99))/float64(pct(lat[p], 99)), "crank/proxy-p99"+s)
+		})
 	})
+	rss0 := procStatus(g.cmd.Process.Pid, "VmRSS")
 	b.Run("throughput", func(b *testing.B) {
 		sessions0, conns0 := sessions.Load(), conns.Load()
-		rate, use = interleavedRate(b, vs, b.N, 8)
+		rate, use = reportedRate(b, vs)
+		calls = b.N
 		// Over all variants' calls (len(vs) × b.N): a variant that opened
 		// a connection or session per call would show here.
 		b.ReportMetric(float64(conns.Load()-conns0), "upstream-new-conns")
 		b.ReportMetric(float64(sessions.Load()-sessions0), "upstream-new-sessions")
-		calls = b.N
-		ratio, cpu := reportRate(b, vs, rate, use)
-		for _, gen := range benchGenerations {
-			for _, tool := range fedTools {
-				s := tool.suffix + gen.suffix
-				ratio("crank/proxy-calls/s"+s, "crank"+s, "proxy"+s)
-				ratio("proxy/direct-calls/s"+s, "proxy"+s, "direct"+s)
-				b.ReportMetric(cpu("crank"+s)/cpu("proxy"+s), "crank/proxy-cpu"+s)
-				if before {
-					ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
-					b.ReportMetric(cpu("crank"+s)/cpu("crank-before"+s), "crank/before-cpu"+s)
-				}
-			}
-		}
+		each(func(s string) {
+			c, p := at("crank"+s), at("proxy"+s)
+			b.ReportMetric(rate[c]/rate[p], "crank/proxy-calls/s"+s)
+			b.ReportMetric(float64(use[c].cpu+use[c].adapterCPU)/float64(use[p].cpu+use[p].adapterCPU), "crank/proxy-cpu"+s)
+		})
 		if rss := procStatus(g.cmd.Process.Pid, "VmRSS"); rss > 0 && rss0 > 0 {
-			b.ReportMetric(float64(rss)/1024, "crank-rss-MiB")
 			b.ReportMetric(float64(rss)/float64(rss0), "crank-rss/warm")
-		}
-		if before {
-			reportPeakRSS(b, g, gBefore)
 		}
 	})
 	if lat == nil || rate == nil {
-		return // a -bench filter skipped one
+		return
 	}
-	printFederation(vs, lat, rate, use, calls, before)
-	if d, err := time.ParseDuration(os.Getenv(benchFedLoadEnv)); err == nil && d > 0 {
-		var crank []func() error
-		for _, v := range vs {
-			if strings.HasPrefix(v.name, "crank") && !strings.HasPrefix(v.name, "crank-before") {
-				crank = append(crank, v.call)
+	defer func() {
+		if d, err := time.ParseDuration(os.Getenv(benchFedLoadEnv)); err == nil && d > 0 {
+			var crank []func() error
+			for _, v := range vs {
+				if strings.HasPrefix(v.name, "crank") {
+					crank = append(crank, v.call)
+				}
 			}
+			// The testing package may run a sub-benchmark twice (b.N 1,
+			// then the -benchtime's): the load runs once, its figures
+			// reported each time.
+			var report func(*testing.B)
+			b.Run("rss", func(b *testing.B) {
+				if report == nil {
+					report = fedRSS(b, g, crank, d)
+				}
+				report(b)
+			})
 		}
-		// The testing package may run a sub-benchmark twice (b.N 1, then
-		// the -benchtime's): the load runs once, its figures reported
-		// each time.
-		var report func(*testing.B)
-		b.Run("rss", func(b *testing.B) {
-			if report == nil {
-				report = fedRSS(b, g, crank, d)
+	}()
+	fmt.Printf("\nfederated MCP tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
+		"(adapter processes included) and allocation per call: 8 callers):\n")
+	for _, tool := range []string{"echo", "lookup"} {
+		for _, gen := range benchGenerations {
+			s := "-" + tool + gen.suffix
+			fmt.Printf(" %s, %s (%s):\n", tool, gen.name, gen.version)
+			for _, v := range []string{"direct", "proxy", "crank"} {
+				i := at(v + s)
+				fmt.Printf("  %-8s %7.0fµs %7.0fµs %7.0f/s", v, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
+				if vs[i].meter != nil {
+					u := use[i]
+					fmt.Printf(" CPU %6.0f µs/call (adapter %4.0f) alloc %7.1f KB/call", micros(u.cpu+u.adapterCPU)/float64(calls),
+						micros(u.adapterCPU)/float64(calls), float64(u.allocBytes)/1000/float64(calls))
+				}
+				fmt.Println()
 			}
-			report(b)
-		})
+			c, p := at("crank"+s), at("proxy"+s)
+			fmt.Printf("  Crank/floor: p50 %.2fx, p99 %.2fx, throughput %.2fx, CPU %.2fx\n",
+				float64(pct(lat[c], 50))/float64(pct(lat[p], 50)), float64(pct(lat[c], 99))/float64(pct(lat[p], 99)), rate[c]/rate[p],
+				float64(use[c].cpu+use[c].adapterCPU)/float64(use[p].cpu+use[p].adapterCPU))
+		}
 	}
 }
 
@@ -355,31 +359,4 @@ func gatewayHeap(b *testing.B, g *gateway) float64 {
 		b.Fatal(err)
 	}
 	return float64(vars.Memstats.HeapInuse)
-}
-
-// printFederation prints BenchmarkFederation's figures as a table, a
-// block a protocol generation and tool, with the ratios the goals are
-// about.
-func printFederation(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
-	at := func(name string) int { return variantAt(vs, name) }
-	row := func(label, name string) { printVariantRow(label, vs, at(name), lat, rate, use, calls) }
-	fmt.Printf("\nfederated MCP tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
-		"(adapter processes included) and the server process's allocation per call: 8 callers):\n")
-	fmt.Printf("  %-36s %9s %9s %7s %11s %14s %11s %7s\n", "", "p50", "p99", "calls/s", "CPU/call", "", "alloc/call", "objects")
-	for _, gen := range benchGenerations {
-		for _, tool := range fedTools {
-			s := tool.suffix + gen.suffix
-			fmt.Printf(" %s, %s (%s):\n", tool.name, gen.name, gen.version)
-			row("upstream directly", "direct"+s)
-			row("bare go-sdk proxy process", "proxy"+s)
-			row("through Crank", "crank"+s)
-			if before {
-				row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
-			}
-			fmt.Printf("  Crank/proxy: p50 %.2fx, p99 %.2fx, throughput %.2fx\n",
-				float64(pct(lat[at("crank"+s)], 50))/float64(pct(lat[at("proxy"+s)], 50)),
-				float64(pct(lat[at("crank"+s)], 99))/float64(pct(lat[at("proxy"+s)], 99)),
-				rate[at("crank"+s)]/rate[at("proxy"+s)])
-		}
-	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -18,11 +17,10 @@ import (
 // benchBeforeEnv names another crank executable, typically built from the
 // commit before a change, and benchBeforeEnvEnv the environment of a
 // gateway to compare with (NAME=value, space-separated: GOGC=200), of that
-// executable or of this one: with either, BenchmarkUnaryREST,
-// BenchmarkStreamingTool and BenchmarkFederation add that gateway as the
-// variant "crank-before", taking turns with the others, and report the
-// ratios of Crank to it (measured under the same load) and both gateways'
-// peak RSS.
+// executable or of this one: with either, BenchmarkUnaryREST and
+// BenchmarkStreamingTool add that gateway as the variant "crank-before",
+// taking turns with the others, and report the ratios of Crank to it
+// (measured under the same load) and both gateways' peak RSS.
 const (
 	benchBeforeEnv    = "CRANK_BENCH_BEFORE"
 	benchBeforeEnvEnv = "CRANK_BENCH_BEFORE_ENV"
@@ -150,6 +148,30 @@ func interleavedRate(b *testing.B, vs []benchVariant, n, callers int) ([]float64
 	return rate, use
 }
 
+// reportedLatency runs interleavedLatency and reports each variant's p50
+// and p99.
+func reportedLatency(b *testing.B, vs []benchVariant) [][]time.Duration {
+	lat := interleavedLatency(b, vs, b.N)
+	for i, v := range vs {
+		b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
+		b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
+	}
+	return lat
+}
+
+// reportedRate runs interleavedRate with 8 callers and reports each
+// variant's throughput and, where metered, its servers' use per call.
+func reportedRate(b *testing.B, vs []benchVariant) ([]float64, []serverUse) {
+	rate, use := interleavedRate(b, vs, b.N, 8)
+	for i, v := range vs {
+		b.ReportMetric(rate[i], v.name+"-calls/s")
+		if v.meter != nil {
+			use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
+		}
+	}
+	return rate, use
+}
+
 // warmUp makes calls of each variant before measuring: connections, the
 // adapter process, the sessions.
 func warmUp(b *testing.B, vs []benchVariant, calls int) {
@@ -242,55 +264,4 @@ func (u serverUse) report(b *testing.B, name, unit string, n int, adapters bool)
 	}
 	b.ReportMetric(float64(u.allocBytes)/float64(n), name+"-alloc-B/"+unit)
 	b.ReportMetric(float64(u.allocs)/float64(n), name+"-allocs/"+unit)
-}
-
-// printVariantRow prints the figures of the variant vs[i] as a row of a
-// benchmark's table: p50, p99, calls/s and, for a variant with a meter,
-// its server processes' CPU per call (its adapters' too), and the server
-// process's allocation per call in bytes and objects.
-func printVariantRow(label string, vs []benchVariant, i int, lat [][]time.Duration, rate []float64, use []serverUse, calls int) {
-	fmt.Printf("  %-36s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
-	if vs[i].meter != nil {
-		u := use[i]
-		fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
-		if len(vs[i].meter.adapters) > 0 {
-			fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
-		} else {
-			fmt.Printf("%15s", "")
-		}
-		fmt.Printf(" %8.1f KB %7.0f", float64(u.allocBytes)/1000/float64(calls), float64(u.allocs)/float64(calls))
-	}
-	fmt.Println()
-}
-
-// reportLatency reports each variant's p50 and p99 latencies (lat as
-// interleavedLatency returns them) and returns a function that reports
-// the ratio of one variant's p-th percentile to another's as metric.
-func reportLatency(b *testing.B, vs []benchVariant, lat [][]time.Duration) func(metric, of, to string, p int) {
-	for i, v := range vs {
-		b.ReportMetric(micros(pct(lat[i], 50)), v.name+"-p50-µs")
-		b.ReportMetric(micros(pct(lat[i], 99)), v.name+"-p99-µs")
-	}
-	return func(metric, of, to string, p int) {
-		b.ReportMetric(float64(pct(lat[variantAt(vs, of)], p))/float64(pct(lat[variantAt(vs, to)], p)), metric)
-	}
-}
-
-// reportRate reports each variant's calls per second and, for a variant
-// with a meter, what its server processes used per call (rate and use as
-// interleavedRate returns them for b.N calls); it returns a function that
-// reports the ratio of one variant's rate to another's as metric, and one
-// that is what a variant's server processes spent on a call, adapters
-// included.
-func reportRate(b *testing.B, vs []benchVariant, rate []float64, use []serverUse) (ratio func(metric, of, to string), cpu func(name string) float64) {
-	for i, v := range vs {
-		b.ReportMetric(rate[i], v.name+"-calls/s")
-		if v.meter != nil {
-			use[i].report(b, v.name, "call", b.N, len(v.meter.adapters) > 0)
-		}
-	}
-	at := func(name string) int { return variantAt(vs, name) }
-	ratio = func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
-	cpu = func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
-	return ratio, cpu
 }

@@ -74,11 +74,7 @@ func bareMCP(upstream string, adapter *client.Process) http.Handler {
 		getUser = floorGetUser(adapter, upstream) // bench_floor_test.go
 	}
 	bare.AddTool(&mcp.Tool{Name: "get_user", InputSchema: map[string]any{"type": "object"}}, getUser)
-	server := func(*http.Request) *mcp.Server { return bare }
-	mux := http.NewServeMux()
-	mux.Handle("/", mcp.NewStreamableHTTPHandler(server, nil))
-	mux.Handle(bareSessionless, mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true}))
-	return mux
+	return bareHandler(bare) // bench_federation_test.go
 }
 
 // bareSessionless is the path at which bareMCP serves the sessionless
@@ -112,17 +108,17 @@ func serveBareMCP() {
 			os.Exit(1)
 		}
 	}
-	var lines []string
-	if adapter != nil {
-		lines = append(lines, strconv.Itoa(adapter.PID()))
-	}
-	serveChild(bareMCP(upstream, adapter), lines...)
+	serveChild(bareMCP(upstream, adapter), func() {
+		if adapter != nil {
+			fmt.Println(adapter.PID())
+		}
+	})
 }
 
-// serveChild serves h, and expvar's /debug/vars, on a free loopback port,
-// printing its URL and then lines on stdout (what startBareChild reads);
-// it never returns.
-func serveChild(h http.Handler, lines ...string) {
+// serveChild serves h, and the process's allocation counters on
+// /debug/vars (expvar), on a free loopback port printed as the first line
+// of stdout, then what started prints; it never returns.
+func serveChild(h http.Handler, started func()) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -132,9 +128,7 @@ func serveChild(h http.Handler, lines ...string) {
 	mux.Handle("/debug/vars", expvar.Handler())
 	mux.Handle("/", h)
 	fmt.Printf("http://%s/\n", l.Addr())
-	for _, line := range lines {
-		fmt.Println(line)
-	}
+	started()
 	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
 	os.Exit(1)
 }
@@ -163,31 +157,8 @@ func startBareMCPProcess(b *testing.B, upstream, adapterExe string) *bareProcess
 	if adapterExe != "" {
 		env = append(env, bareMCPAdapterEnv+"="+adapterExe)
 	}
-	return startBareChild(b, env, adapterExe != "")
-}
-
-// startBareChild runs this test binary with env added, as a server that
-// prints its URL as the first line of stdout and, with adapter, its
-// adapter process's pid as the second.
-func startBareChild(b *testing.B, env []string, adapter bool) *bareProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // the adapter sees its parent gone and exits
-	rd := bufio.NewReader(out)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		b.Fatalf("bare MCP process: %v", err)
-	}
-	p := &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}
-	if adapter {
+	p, rd := startChild(b, "bare MCP process", env...)
+	if adapterExe != "" {
 		line, err := rd.ReadString('\n')
 		if err == nil {
 			p.AdapterPID, err = strconv.Atoi(strings.TrimSpace(line))
@@ -199,6 +170,29 @@ func startBareChild(b *testing.B, env []string, adapter bool) *bareProcess {
 	return p
 }
 
+// startChild runs this test binary in a child process with env added,
+// stopped when the benchmark ends, and reads the URL it serves at
+// (serveChild); rd reads the rest of its stdout.
+func startChild(b *testing.B, what string, env ...string) (p *bareProcess, rd *bufio.Reader) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // an adapter sees its parent gone and exits
+	rd = bufio.NewReader(out)
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", what, err)
+	}
+	return &bareProcess{URL: strings.TrimSpace(line), PID: cmd.Process.Pid}, rd
+}
+
 // benchGenerations are the protocol generations BenchmarkUnaryREST
 // measures, each with the suffix of its variants' and ratios' names:
 // 2025-11-25 in a session (the names the benchmark always reported) and
@@ -208,6 +202,27 @@ var benchGenerations = []struct {
 	generation
 	suffix string
 }{{generationNamed("sessions"), ""}, {generationNamed("sessionless"), "-sessionless"}}
+
+// defaultSuffix is the generation BenchmarkUnaryREST also measures
+// through Crank with its default configuration (the sessionless budget
+// per address on).
+const defaultSuffix = "-sessionless"
+
+// benchConnect opens a benchmark client session of the generation,
+// which the server must speak (a server that answered an older version
+// would measure another path), closed when the benchmark ends.
+func benchConnect(b *testing.B, endpoint string, gen generation) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
+		b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
+	}
+	return cs
+}
 
 // generationNamed is the generation (generations_test.go) named name.
 func generationNamed(name string) generation {
@@ -222,8 +237,10 @@ func generationNamed(name string) generation {
 // process of its own (paying the process boundaries a gateway pays); the
 // design floor, that bare server process calling the upstream through
 // the REST adapter in a process of its own, over the go-plugin gRPC hop
-// Crank's gateway uses (bench_floor_test.go); and Crank without its SSE
-// event log (event_store off). Each MCP variant but the in-process one is
+// Crank's gateway uses (bench_floor_test.go); Crank without its SSE
+// event log (event_store off); and, sessionless, Crank with its default
+// configuration, whose per-address budget the 8 callers of the
+// throughput run, all from one address, must not meet. Each MCP variant but the in-process one is
 // measured in both protocol generations (benchGenerations), all variants
 // taking turns in blocks of calls (bench_interleave_test.go). It reports
 // p50 and p99 latencies, throughputs, the server processes' CPU time and
@@ -240,6 +257,11 @@ func BenchmarkUnaryREST(b *testing.B) {
 	// executable must know the option (any since the budget was added).
 	const noBudget = "max_sessionless_requests_per_client off"
 	g := startGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
+	// And Crank with its default configuration, budget on, for the
+	// sessionless generation: what an agent host whose callers all come
+	// from one address sees (8 of them in the throughput run). A refusal
+	// fails the run.
+	gDefault := startGateway(b, gatewayOptions{Operations: ops})
 	gNoLog := startGateway(b, gatewayOptions{Operations: ops, Handler: "event_store off\n\t\t" + noBudget})
 	gBefore := startBeforeGateway(b, gatewayOptions{Operations: ops, Handler: noBudget})
 	before := gBefore != nil
@@ -264,21 +286,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 			return err
 		}
 	}
-	// connect opens a client of the generation, which the server must
-	// speak: a bare server that answered an older version would measure
-	// another path than Crank's.
-	connect := func(endpoint string, gen generation) func() error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint}, gen.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if got := cs.InitializeResult().ProtocolVersion; got != gen.version {
-			b.Fatalf("%s negotiated %s, want %s", endpoint, got, gen.version)
-		}
-		return mcpCall(cs)
-	}
+	connect := func(endpoint string, gen generation) func() error { return mcpCall(benchConnect(b, endpoint, gen)) }
 	bareHTTP := httptest.NewServer(bareMCP(up.URL, nil))
 	b.Cleanup(bareHTTP.Close) // after the sessions' cleanups
 	bare := startBareMCPProcess(b, up.URL, "")
@@ -295,6 +303,9 @@ func BenchmarkUnaryREST(b *testing.B) {
 		if before {
 			vs = append(vs, benchVariant{"crank-before" + gen.suffix, connect(gBefore.MCPURL, gen.generation), gBefore.meter()})
 		}
+		if gen.suffix == defaultSuffix {
+			vs = append(vs, benchVariant{"crank-default" + gen.suffix, connect(gDefault.MCPURL, gen.generation), gDefault.meter()})
+		}
 	}
 	at := func(name string) int { return variantAt(vs, name) }
 	defer profileGateway(b, g, vs[at("crank")].call) // bench_profile_test.go
@@ -305,8 +316,10 @@ func BenchmarkUnaryREST(b *testing.B) {
 	var use []serverUse
 	var calls int // of each variant in the throughput run
 	b.Run("latency", func(b *testing.B) {
-		lat = interleavedLatency(b, vs, b.N)
-		ratio := reportLatency(b, vs, lat)
+		lat = reportedLatency(b, vs)
+		ratio := func(metric, of, to string, p int) {
+			b.ReportMetric(float64(pct(lat[at(of)], p))/float64(pct(lat[at(to)], p)), metric)
+		}
 		for _, gen := range benchGenerations {
 			s := gen.suffix
 			ratio("crank/bare-p50"+s, "crank"+s, "bare-mcp-process"+s, 50)
@@ -321,13 +334,17 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-p99"+s, "crank"+s, "crank-before"+s, 99)
 			}
 		}
+		ratio("default/bare-p50"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 50)
+		ratio("default/bare-p99"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix, 99)
 		ratio("sessionless/session-crank-p50", "crank-sessionless", "crank", 50)
 		ratio("sessionless/session-bare-p50", "bare-mcp-process-sessionless", "bare-mcp-process", 50)
 	})
 	b.Run("throughput", func(b *testing.B) {
-		rate, use = interleavedRate(b, vs, b.N, 8)
+		rate, use = reportedRate(b, vs)
 		calls = b.N
-		ratio, cpu := reportRate(b, vs, rate, use)
+		// What the server processes spent on a call, adapters included.
+		cpu := func(name string) float64 { u := use[at(name)]; return float64(u.cpu + u.adapterCPU) }
+		ratio := func(metric, of, to string) { b.ReportMetric(rate[at(of)]/rate[at(to)], metric) }
 		for _, gen := range benchGenerations {
 			s := gen.suffix
 			ratio("crank/bare-calls/s"+s, "crank"+s, "bare-mcp-process"+s)
@@ -342,6 +359,7 @@ func BenchmarkUnaryREST(b *testing.B) {
 				ratio("crank/before-calls/s"+s, "crank"+s, "crank-before"+s)
 			}
 		}
+		ratio("default/bare-calls/s"+defaultSuffix, "crank-default"+defaultSuffix, "bare-mcp-process"+defaultSuffix)
 		ratio("sessionless/session-crank-calls/s", "crank-sessionless", "crank")
 		ratio("sessionless/session-bare-calls/s", "bare-mcp-process-sessionless", "bare-mcp-process")
 		b.ReportMetric(cpu("crank-sessionless")/cpu("crank"), "sessionless/session-crank-cpu")
@@ -360,7 +378,21 @@ func BenchmarkUnaryREST(b *testing.B) {
 // are about.
 func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []serverUse, calls int, before bool) {
 	at := func(name string) int { return variantAt(vs, name) }
-	row := func(label, name string) { printVariantRow(label, vs, at(name), lat, rate, use, calls) }
+	row := func(label, name string) {
+		i := at(name)
+		fmt.Printf("  %-36s %7.0fµs %7.0fµs %7.0f", label, micros(pct(lat[i], 50)), micros(pct(lat[i], 99)), rate[i])
+		if vs[i].meter != nil {
+			u := use[i]
+			fmt.Printf(" %8.0f µs", micros(u.cpu+u.adapterCPU)/float64(calls))
+			if len(vs[i].meter.adapters) > 0 {
+				fmt.Printf(" (%3.0f adapter)", micros(u.adapterCPU)/float64(calls))
+			} else {
+				fmt.Printf("%15s", "")
+			}
+			fmt.Printf(" %8.1f KB %7.0f", float64(u.allocBytes)/1000/float64(calls), float64(u.allocs)/float64(calls))
+		}
+		fmt.Println()
+	}
 	ratio := func(of, to string, p int) float64 { return float64(pct(lat[at(of)], p)) / float64(pct(lat[at(to)], p)) }
 	speed := func(of, to string) float64 { return rate[at(of)] / rate[at(to)] }
 	fmt.Printf("\nunary REST tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
@@ -377,6 +409,12 @@ func printUnary(vs []benchVariant, lat [][]time.Duration, rate []float64, use []
 		row("Crank, no event log", "crank-no-log"+s)
 		if before {
 			row("Crank before (CRANK_BENCH_BEFORE)", "crank-before"+s)
+		}
+		if s == defaultSuffix {
+			row("Crank, default configuration", "crank-default"+s)
+			fmt.Printf("  Crank default configuration/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx\n",
+				ratio("crank-default"+s, "bare-mcp-process"+s, 50), ratio("crank-default"+s, "bare-mcp-process"+s, 99),
+				speed("crank-default"+s, "bare-mcp-process"+s))
 		}
 		fmt.Printf("  Crank/bare process: p50 %.2fx, p99 %.2fx, throughput %.2fx (no log: p50 %.2fx, throughput %.2fx)\n"+
 			"  Crank/floor: p50 %.2fx, p99 %.2fx, throughput %.2fx; floor/bare process: p50 %.2fx, throughput %.2fx\n",

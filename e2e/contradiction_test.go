@@ -62,7 +62,7 @@ operations:
 		}
 		c := run.Calls[0]
 		if c.Error != nil || !c.IsError || c.StructuredContent != nil ||
-			!strings.Contains(c.Text, `does not match the output schema tool "getPetById" publishes (at /status: enum`) ||
+			!strings.Contains(c.Text, `does not match the output schema tool "getPetById" publishes (at /status: must be one of`) ||
 			!strings.Contains(c.Text, `"adoptedAt":"last week"`) {
 			t.Errorf("%s: %+v", client, c)
 		}

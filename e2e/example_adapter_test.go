@@ -22,8 +22,32 @@ import (
 // to.
 func TestExampleAdapter(t *testing.T) {
 	t.Parallel()
-	exe := adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail"))
-	g := startGateway(t, gatewayOptions{Operations: fmt.Sprintf(`
+	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path, "")
+}
+
+// TestExampleAdapterUnderPreviousGateway runs the example adapter built
+// with this SDK under the previous release's gateway: an adapter upgraded
+// ahead of the fleet keeps working during the upgrade (the protocol only
+// grew).
+func TestExampleAdapterUnderPreviousGateway(t *testing.T) {
+	t.Parallel()
+	exampleAdapter(t, adaptertest.Build(t, filepath.Join(repoRoot, "plugins", "sdk", "examples", "filetail")).Path, previousCrank(t))
+}
+
+// TestExampleAdapterPreviousSDK runs the example adapter as the previous
+// release's SDK builds it (internal/release/previous: the module
+// plugins/sdk/examples/filetail at that commit, with that commit's SDK and
+// protocol module), under the current gateway: a third-party adapter need
+// not be rebuilt when the fleet is upgraded.
+func TestExampleAdapterPreviousSDK(t *testing.T) {
+	t.Parallel()
+	exampleAdapter(t, filepath.Join(previousBuild(t, "plugins/sdk/examples/filetail", "."), "filetail"), "")
+}
+
+// exampleAdapter runs the example adapter exe under the gateway binary
+// ("": the current build).
+func exampleAdapter(t *testing.T, exe, binary string) {
+	g := startGateway(t, gatewayOptions{Binary: binary, Operations: fmt.Sprintf(`
 adapters:
   filetail: {command: %q}
 operations:
@@ -42,7 +66,7 @@ operations:
     adapter: filetail
     mode: session
     config: {path: app.log, poll_interval: 20ms}
-`, exe.Path)})
+`, exe)})
 	log := filepath.Join(g.dir, "app.log")
 	writeFile(t, log, "one\ntwo\nthree\n")
 	appendLog := func(s string) {

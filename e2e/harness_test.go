@@ -44,7 +44,7 @@ var repoRoot = func() string {
 
 func TestMain(m *testing.M) {
 	serveBareMCP()            // bench_test.go: this binary as a bare MCP server, when asked
-	serveBareProxy()          // bench_federation_test.go: this binary as a bare go-sdk proxy, when asked
+	serveFedProxy()           // bench_federation_test.go: this binary as the federation floor's proxy
 	serveMCPUpstream()        // mcp_upstream_test.go: this binary as an upstream MCP server over stdio
 	serveConformanceFixture() // conformance_fixture_test.go: this binary as the conformance fixture
 	dir, err := os.MkdirTemp("", "crank-e2e-bin-")

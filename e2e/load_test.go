@@ -426,7 +426,9 @@ func classify(err error) outcome {
 	s := err.Error()
 	for _, r := range []string{"retry", "stopped during the call", "Bad Gateway", "502", "503", "Service Unavailable", "connection refused", "EOF",
 		"connection reset", "client is closing", "request terminated without response", "session not found", "unavailable",
-		"was interrupted"} { // an interrupted call's answer (data.retryable), seen as text where the data is not (a TS client's initialize)
+		"was interrupted",            // an interrupted call's answer (data.retryable), seen as text where the data is not (a TS client's initialize)
+		"stopped before it finished", // a job (a task) of a replica drained for a restart: start it again
+		"try again in a moment"} {    // a start refused by a replica being drained
 		if strings.Contains(s, r) {
 			return outcome{err: err, retryable: true}
 		}
@@ -624,6 +626,10 @@ func (c *loadClient) session() outcome {
 		cursor = p["cursor"]
 		if st := p["status"]; st == "failed" && strings.Contains(fmt.Sprint(p["error"]), "owner_lost") {
 			return outcome{err: fmt.Errorf("session %s: owner_lost", id), ownerLost: true, lost: lost, dup: dup}
+		} else if st == "stopped" && p["end_reason"] == "shutdown" {
+			// Its replica was drained for a restart (an upgrade): the
+			// answer is to start a session again.
+			return outcome{err: fmt.Errorf("session %s: stopped by its replica's shutdown", id), retryable: true, lost: lost, dup: dup}
 		}
 		if len(items) == 0 {
 			time.Sleep(20 * time.Millisecond)

@@ -620,3 +620,40 @@ func TestTransportBehindReverseProxy(t *testing.T) {
 	}
 	expectKeepalives(t, resp.Body)
 }
+
+// TestTransportHotPathOff: a gateway with hot_path off answers a go-sdk
+// client's tool calls, in both protocol generations, as one with the hot
+// path on does (the differential tests in host/mcpserver compare the
+// bytes).
+func TestTransportHotPathOff(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	ops := opsFile(t, up, "5s", "")
+	env := []string{"CRANK_E2E_TOKEN=" + secretToken}
+	on := startGateway(t, gatewayOptions{Operations: ops, Env: env})
+	off := startGateway(t, gatewayOptions{Operations: ops, Env: env, Handler: "hot_path off"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, gen := range generations {
+		var answers []string
+		for _, g := range []*gateway{on, off} {
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "hot-path-off", Version: "1"}, nil).
+				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.MCPURL}, gen.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range []map[string]any{{"id": 7}, {"id": 404}, {"id": "seven"}} {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_user", Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: get_user %v: %v", gen.name, args, err)
+				}
+				b, _ := json.Marshal(res)
+				answers = append(answers, string(b))
+			}
+			_ = cs.Close()
+		}
+		if n := len(answers) / 2; strings.Join(answers[:n], "\n") != strings.Join(answers[n:], "\n") {
+			t.Errorf("%s: hot_path on and off differ\non:  %q\noff: %q", gen.name, answers[:n], answers[n:])
+		}
+	}
+}

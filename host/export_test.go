@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/crankmcp/crank/host/schemacheck"
 
 	"github.com/crankmcp/crank/host/opsfile"
 	"github.com/crankmcp/crank/host/redact"
@@ -52,22 +52,16 @@ func OpenInput(tool, workspace, agent string, args json.RawMessage, sealed strin
 // MismatchAt is where doc first fails schema, as the note of a result
 // that does not match says it: "<pointer>: <reason>".
 func MismatchAt(schema json.RawMessage, doc string) string {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(schema, &s); err != nil {
-		return err.Error()
-	}
-	r, err := s.Resolve(nil)
+	s, err := schemacheck.Compile(schema, schemacheck.Results)
 	if err != nil {
 		return err.Error()
 	}
-	var v any
-	_ = json.Unmarshal([]byte(doc), &v)
-	err = r.Validate(v)
-	if err == nil {
+	v, _ := schemacheck.Decode([]byte(doc))
+	f := s.Check(v)
+	if f == nil {
 		return "valid"
 	}
-	ptr, reason := mismatchAt(r, v, err)
-	return ptr + ": " + reason
+	return f.Pointer + ": " + f.Reason
 }
 
 // CheckOutputBench is checkOutput of a result with structured content

@@ -827,14 +827,10 @@ func validateArguments(op *opsfile.Operation, args json.RawMessage) string {
 	if msg := duplicateMember(args, v); msg != "" {
 		return msg // arguments.go
 	}
-	if msg := undeclaredArguments(op.Input().Schema(), m); msg != "" {
-		return msg // arguments.go
+	if f := op.Input().Check(m); f != nil {
+		return f.Error()
 	}
-	err := op.Input().Validate(v)
-	if err == nil {
-		return ""
-	}
-	return describeValidationError(err, op.Input().Schema(), v)
+	return ""
 }
 
 // excerpt is an adapter's excerpt of an upstream's answer as shown: the

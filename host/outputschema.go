@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,12 +11,10 @@ import (
 
 	"github.com/crankmcp/crank/host/jsonpath"
 
-	"github.com/crankmcp/crank/plugins/sdk/pointer"
-
-	"github.com/google/jsonschema-go/jsonschema"
 	"go.uber.org/zap"
 
 	"github.com/crankmcp/crank/host/opsfile"
+	"github.com/crankmcp/crank/host/schemacheck"
 	"github.com/crankmcp/crank/host/window"
 	"github.com/crankmcp/crank/internal/telemetry"
 )
@@ -231,11 +228,11 @@ type outputChecks struct {
 
 type outputCheck struct {
 	once   sync.Once
-	schema *jsonschema.Resolved // nil: the tool publishes none, or it does not compile
+	schema *schemacheck.Schema // nil: the tool publishes none, or it does not compile
 }
 
 // compiled returns op's published output schema, compiled.
-func (oc *outputChecks) compiled(op *boundOp) *jsonschema.Resolved {
+func (oc *outputChecks) compiled(op *boundOp) *schemacheck.Schema {
 	v, ok := oc.byTool.Load(op)
 	if !ok {
 		v, _ = oc.byTool.LoadOrStore(op, &outputCheck{})
@@ -245,11 +242,7 @@ func (oc *outputChecks) compiled(op *boundOp) *jsonschema.Resolved {
 		if len(op.OutputSchema) == 0 {
 			return
 		}
-		var s jsonschema.Schema
-		if json.Unmarshal(op.OutputSchema, &s) != nil {
-			return
-		}
-		c.schema, _ = s.Resolve(nil)
+		c.schema, _ = schemacheck.Compile(op.OutputSchema, schemacheck.Results)
 	})
 	return c.schema
 }
@@ -274,12 +267,11 @@ func (h *Host) checkOutput(op *boundOp, res *Result) *Result {
 	if err := json.Unmarshal(res.Structured, &v); err != nil {
 		return h.outputMismatch(op, res, "", "structuredContent is not JSON: "+err.Error())
 	}
-	err := schema.Validate(v)
-	if err == nil {
+	f := schema.Check(v)
+	if f == nil {
 		return res
 	}
-	ptr, reason := mismatchAt(schema, v, err)
-	return h.outputMismatch(op, res, ptr, reason)
+	return h.outputMismatch(op, res, f.Pointer, f.Reason)
 }
 
 // outputMismatch is res delivered as text behind a note, counted and
@@ -323,111 +315,4 @@ func (h *Host) outputMismatch(op *boundOp, res *Result, ptr, reason string) *Res
 	}
 	out.Text = note + "\n\n" + data
 	return &out
-}
-
-// mismatchAt names where v fails schema: the JSON pointer of the value
-// (in v) the innermost failing schema checked, and the reason. The
-// validator's error names schema locations ("validating
-// /properties/items/items: …"); the value's pointer follows them through
-// v: a property is a member, a prefixItems index an element, and for
-// items (any element) the first element that fails alone is found.
-func mismatchAt(schema *jsonschema.Resolved, v any, err error) (string, string) {
-	chain, reason := schemaChain(err.Error())
-	var ptr strings.Builder
-	cur := v
-	prev := ""
-	for n, loc := range chain {
-		rest, ok := strings.CutPrefix(loc, prev+"/")
-		if n == 0 || !ok {
-			// The first location, or a jump through a reference: the
-			// same value.
-			prev = loc
-			continue
-		}
-		prev = loc
-		segs := strings.Split(rest, "/")
-		switch segs[0] {
-		case "properties", "patternProperties":
-			if len(segs) < 2 {
-				continue
-			}
-			name := pointer.Unkey(segs[1])
-			if segs[0] == "patternProperties" {
-				name = ""
-			}
-			obj, _ := cur.(map[string]any)
-			if name == "" || obj == nil {
-				cur = nil
-				continue
-			}
-			ptr.WriteString("/" + pointer.Key(name))
-			cur = obj[name]
-		case "prefixItems":
-			if len(segs) < 2 {
-				continue
-			}
-			ptr.WriteString("/" + segs[1])
-			if list, ok := cur.([]any); ok {
-				var i int
-				if _, err := fmt.Sscan(segs[1], &i); err == nil && i < len(list) {
-					cur = list[i]
-					continue
-				}
-			}
-			cur = nil
-		case "items", "additionalItems":
-			list, _ := cur.([]any)
-			i := failingElement(schema, v, list)
-			if i < 0 {
-				return ptr.String(), reason
-			}
-			fmt.Fprintf(&ptr, "/%d", i)
-			cur = list[i]
-		case "additionalProperties":
-			return ptr.String(), reason
-		}
-	}
-	return ptr.String(), reason
-}
-
-// schemaChain splits a validation error into the schema locations it
-// passed ("root" is "") and the innermost reason.
-func schemaChain(msg string) ([]string, string) {
-	var chain []string
-	reason := msg
-	for strings.HasPrefix(reason, "validating ") {
-		loc, rest, ok := strings.Cut(strings.TrimPrefix(reason, "validating "), ": ")
-		if !ok {
-			break
-		}
-		if loc == "root" {
-			loc = ""
-		}
-		chain = append(chain, loc)
-		reason = rest
-	}
-	return chain, reason
-}
-
-// maxElementProbes bounds the elements failingElement tries.
-const maxElementProbes = 64
-
-// failingElement finds the first element of list (an array inside root)
-// that fails on its own: root validated with list holding only that
-// element. -1 when none does within maxElementProbes.
-func failingElement(schema *jsonschema.Resolved, root any, list []any) int {
-	if len(list) < 2 {
-		return len(list) - 1
-	}
-	saved := slices.Clone(list)
-	defer copy(list, saved)
-	for i := 0; i < len(list) && i < maxElementProbes; i++ {
-		for j := range list {
-			list[j] = saved[i]
-		}
-		if schema.Validate(root) != nil {
-			return i
-		}
-	}
-	return -1
 }

@@ -179,8 +179,8 @@ type catalogHeadRecord struct {
 
 func decodeCatalogHead(name string, kv *mvccpb.KeyValue) (*CatalogHead, error) {
 	var r catalogHeadRecord
-	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return nil, fmt.Errorf("store: decode catalog %s: %w", name, err)
+	if err := decodeRecord("catalog "+name, kv.Value, &r); err != nil {
+		return nil, err
 	}
 	if r.Catalog != name || r.Version <= 0 || r.Oldest <= 0 || r.Oldest > r.Version {
 		return nil, fmt.Errorf("store: decode catalog %s: corrupt head record (catalog %q, version %d, oldest %d)",
@@ -192,8 +192,8 @@ func decodeCatalogHead(name string, kv *mvccpb.KeyValue) (*CatalogHead, error) {
 
 func decodeCatalogVersion(name string, v int64, val []byte) (*CatalogVersion, error) {
 	var r CatalogVersion
-	if err := json.Unmarshal(val, &r); err != nil {
-		return nil, fmt.Errorf("store: decode catalog %s version %d: %w", name, v, err)
+	if err := decodeRecord(fmt.Sprintf("catalog %s version %d", name, v), val, &r); err != nil {
+		return nil, err
 	}
 	if r.Catalog != name || r.Version != v {
 		return nil, fmt.Errorf("store: decode catalog %s version %d: corrupt record (it names catalog %q version %d)",
@@ -272,8 +272,8 @@ func (e *Etcd) PutCatalog(ctx context.Context, w CatalogWrite) (*CatalogHead, er
 		}
 		ver := CatalogVersion{Catalog: w.Catalog, Version: next, Time: now, Author: w.Author, Operator: w.Operator, Message: w.Message,
 			Action: w.Action, RollbackOf: w.RollbackOf, Changes: w.Changes, Deleted: w.Deleted, Operations: w.Operations}
-		hv, _ := json.Marshal(rec)
-		vv, _ := json.Marshal(ver)
+		hv, _ := e.encodeRecord(rec)
+		vv, _ := e.encodeRecord(ver)
 		if err := p.put(catalogHeadKey(w.Catalog), hv, 0); err != nil {
 			return err
 		}

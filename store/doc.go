@@ -16,7 +16,9 @@
 // configured; the "v1" names the layout and record schema, so an
 // incompatible change moves to "/crank/v2/" instead of rewriting in place.
 // Values are JSON records (fields may be added; readers ignore unknown ones
-// and old records lack new ones). A value read back that is not a record of
+// and old records lack new ones), each with its format version as its
+// first member, "v" (absent: format 1), written in the newest format every
+// live replica reads (format.go: the rolling-upgrade rule). A value read back that is not a record of
 // its key — not JSON, naming another entity's ID, an unknown status,
 // negative bounds, an impossible event span — is an error naming the key,
 // never acted upon (FuzzRecordDecoding). MCP session IDs come from clients and are

@@ -129,7 +129,8 @@ type Etcd struct {
 	events      *lru.Cache[string, cachedStream] // see AppendEvents
 	ownerMu     sync.Mutex
 	own         *ownerState
-	keys        sync.Map // shared key name → []byte (SharedKey)
+	keys        sync.Map     // shared key name → []byte (SharedKey)
+	fleet       fleetFormats // the record format to write (format.go)
 	// members are per-member clients for reads retried on another
 	// member (reads.go); nil with one endpoint or a caller's client.
 	members *memberReads
@@ -445,7 +446,7 @@ func (e *Etcd) PutMCPSession(ctx context.Context, s MCPSession) error {
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now()
 	}
-	val, err := json.Marshal(mcpSessionRecord{
+	val, err := e.encodeRecord(mcpSessionRecord{
 		ID:                 s.ID,
 		ProtocolVersion:    s.ProtocolVersion,
 		ClientName:         s.ClientName,
@@ -516,8 +517,8 @@ func (e *Etcd) GetMCPSession(ctx context.Context, id string) (*MCPSession, error
 
 func decodeMCPSession(id string, val []byte) (*mcpSessionRecord, error) {
 	var rec mcpSessionRecord
-	if err := json.Unmarshal(val, &rec); err != nil {
-		return nil, fmt.Errorf("store: decode MCP session %s: %w", MCPSessionDigest(id), err)
+	if err := decodeRecord("MCP session "+MCPSessionDigest(id), val, &rec); err != nil {
+		return nil, err
 	}
 	if rec.TTLMillis <= 0 {
 		return nil, fmt.Errorf("store: decode MCP session %s: invalid TTL %dms", MCPSessionDigest(id), rec.TTLMillis)

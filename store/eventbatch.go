@@ -155,7 +155,7 @@ func (e *Etcd) commitStreams(ctx context.Context, streams []StreamEvents, txn []
 			cmps := make([]clientv3.Cmp, 0, len(txn))
 			var puts []clientv3.Op
 			for _, p := range txn {
-				val, _ := json.Marshal(p.rec)
+				val, _ := e.encodeRecord(p.rec)
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p.mk), "=", p.rev))
 				puts = append(puts, clientv3.OpPut(p.mk, string(val), clientv3.WithLease(lease)))
 				for j, d := range streams[p.i].Data {

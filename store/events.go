@@ -102,6 +102,9 @@ type eventStreamRecord struct {
 // keeps), is an error.
 func decodeEventStream(val []byte) (eventStreamRecord, error) {
 	var rec eventStreamRecord
+	if err := checkFormat("stream record", val); err != nil {
+		return rec, err
+	}
 	if err := json.Unmarshal(val, &rec); err != nil {
 		return rec, fmt.Errorf("decode stream record: %w", err)
 	}
@@ -269,7 +272,7 @@ func (e *Etcd) appendEvents(ctx context.Context, session, stream string, first i
 		}
 		var committed bool
 		var rev int64
-		val, _ := json.Marshal(rec)
+		val, _ := e.encodeRecord(rec)
 		err := e.do(ctx, op, func(ctx context.Context) error {
 			return e.leases.withLease(ctx, lim.TTL, func(lease clientv3.LeaseID) error {
 				ops := []clientv3.Op{clientv3.OpPut(mk, string(val), clientv3.WithLease(lease))}
@@ -501,7 +504,7 @@ func (e *Etcd) openEventStream(ctx context.Context, s StreamEvents, lim EventLim
 	}
 	mk := eventStreamKey(s.Session, s.Stream)
 	rec := eventStreamRecord{Request: s.Request, Owner: e.streamOwner(ctx), At: time.Now().UnixMilli()}
-	val, _ := json.Marshal(rec)
+	val, _ := e.encodeRecord(rec)
 	if len(val) > e.maxValue {
 		return fmt.Errorf("store: open stream %q: %w: request id is %d bytes", s.Stream, ErrTooLarge, len(s.Request))
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -57,7 +56,7 @@ func (e *Etcd) SharedKey(ctx context.Context, name string) ([]byte, error) {
 		if len(resp.Kvs) == 0 {
 			fresh := make([]byte, SharedKeyBytes)
 			_, _ = rand.Read(fresh)
-			val, _ := json.Marshal(sharedKeyRecord{Name: name, Key: fresh, CreatedAt: e.now().UTC()})
+			val, _ := e.encodeRecord(sharedKeyRecord{Name: name, Key: fresh, CreatedAt: e.now().UTC()})
 			txn, err := e.kv.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 				Then(clientv3.OpPut(k, string(val))).
@@ -89,8 +88,8 @@ func (e *Etcd) SharedKey(ctx context.Context, name string) ([]byte, error) {
 // hold SharedKeyBytes that are not all zero.
 func decodeSharedKey(name string, val []byte) ([]byte, error) {
 	var rec sharedKeyRecord
-	if err := json.Unmarshal(val, &rec); err != nil {
-		return nil, fmt.Errorf("store: decode shared key %s: %w", name, err)
+	if err := decodeRecord("shared key "+name, val, &rec); err != nil {
+		return nil, err
 	}
 	switch {
 	case rec.Name != name:

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -301,7 +300,7 @@ func (e *Etcd) ReplicaNames(ctx context.Context, owners []string) (map[string]st
 			continue
 		}
 		var r ownerRecord
-		if json.Unmarshal(kv.Value, &r) != nil || r.ID != ids[i] {
+		if decodeRecord("owner", kv.Value, &r) != nil || r.ID != ids[i] {
 			continue
 		}
 		out[ids[i]] = r.Name

@@ -135,8 +135,8 @@ func (k *ownedKind[S, P, V]) key(id string) string { return k.dir + id }
 func (k *ownedKind[S, P, V]) decode(kv *mvccpb.KeyValue) (P, error) {
 	var zero P
 	r := k.new()
-	if err := json.Unmarshal(kv.Value, r); err != nil {
-		return zero, fmt.Errorf("store: decode %s %s: %w", k.name, truncate(string(kv.Key)), err)
+	if err := decodeRecord(k.name+" "+truncate(string(kv.Key)), kv.Value, r); err != nil {
+		return zero, err
 	}
 	o := r.shared()
 	var bad string
@@ -179,7 +179,7 @@ func (k *ownedKind[S, P, V]) live(kv *mvccpb.KeyValue, scope *Scope, now time.Ti
 func (k *ownedKind[S, P, V]) put(e *Etcd, p *plan, r P, now time.Time, refresh bool) error {
 	o := r.shared()
 	r.touch(now)
-	val, err := json.Marshal(r)
+	val, err := e.encodeRecord(r)
 	if err != nil {
 		return fmt.Errorf("store: encode %s %s: %w", k.name, o.ID, err)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -39,6 +38,9 @@ type ownerRecord struct {
 	// Lease is the owner lease's ID in hex, as it appears in the key of
 	// the sweep-leader lock while this replica holds it.
 	Lease string `json:"lease,omitempty"`
+	// Reads is the newest record format the replica reads (format.go);
+	// absent (0) in the records of releases that read format 1 only.
+	Reads int `json:"reads,omitempty"`
 }
 
 // ownerState is this Etcd's registration as an owner: the session that
@@ -119,8 +121,8 @@ func (e *Etcd) owner(ctx context.Context) (*ownerState, error) {
 			return err
 		}
 		lease = resp.ID
-		val, _ := json.Marshal(ownerRecord{ID: id, Lease: fmt.Sprintf("%x", lease), Name: e.replicaName,
-			PID: os.Getpid(), StartedAt: time.Now().UTC()})
+		val, _ := e.encodeRecord(ownerRecord{ID: id, Lease: fmt.Sprintf("%x", lease), Name: e.replicaName,
+			PID: os.Getpid(), StartedAt: time.Now().UTC(), Reads: FormatVersion})
 		_, err = e.kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(ownerKey(id)), "=", 0)).
 			Then(clientv3.OpPut(ownerKey(id), string(val), clientv3.WithLease(lease))).

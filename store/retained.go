@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -418,7 +417,7 @@ func (p *plan) putEvicted(r *jobRecord, reason string, limit int, now time.Time)
 	if ttl <= 0 {
 		return nil
 	}
-	val, _ := json.Marshal(evictedRecord{ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
+	val, _ := p.e.encodeRecord(evictedRecord{ID: r.ID, WorkspaceID: r.WorkspaceID, AgentID: r.AgentID, AgentScoped: r.AgentScoped,
 		ClientID: r.ClientID, Reason: reason, Limit: limit, EvictedAt: now, ExpiresAt: r.ExpiresAt})
 	return p.put(evictedKey(r.ID), val, ttl)
 }
@@ -431,7 +430,7 @@ func (e *Etcd) goneJob(marker *mvccpb.KeyValue, scope *Scope) error {
 		return ErrNotFound
 	}
 	var m evictedRecord
-	if err := json.Unmarshal(marker.Value, &m); err != nil || string(marker.Key) != evictedKey(m.ID) ||
+	if err := decodeRecord("eviction marker", marker.Value, &m); err != nil || string(marker.Key) != evictedKey(m.ID) ||
 		!e.now().Before(m.ExpiresAt) {
 		return ErrNotFound
 	}
@@ -460,7 +459,7 @@ func (e *Etcd) explainMissing(ctx context.Context, scope *Scope, id string, err 
 func (e *Etcd) cleanupEvicted(ctx context.Context, now time.Time, rep *CleanupReport) error {
 	return e.scan(ctx, evictedJobsDir, false, func(kv *mvccpb.KeyValue) error {
 		var m evictedRecord
-		err := json.Unmarshal(kv.Value, &m)
+		err := decodeRecord("eviction marker", kv.Value, &m)
 		if err == nil && now.Before(m.ExpiresAt) {
 			return nil
 		}

@@ -416,6 +416,12 @@ func (e *Etcd) RunSweeper(ctx context.Context, cfg SweeperConfig) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: ends the watch
 	wg.Go(func() { e.watchOwners(ctx, deleted) })
+	// Register as an owner from the start, so that the fleet learns the
+	// record formats this replica reads (format.go) before it writes.
+	if _, err := e.owner(ctx); err != nil && ctx.Err() == nil {
+		lg.Debug("owner registration failed; retried when needed", zap.Error(err))
+	}
+	e.WriteFormat()
 	if cfg.RecoverSpace {
 		interval := cfg.SpaceRecoveryInterval
 		if interval <= 0 {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -85,8 +84,8 @@ func grantName(workspace, upstream, user string) string {
 
 func decodeUpstreamGrant(kv *mvccpb.KeyValue) (*UpstreamGrant, error) {
 	var g UpstreamGrant
-	if err := json.Unmarshal(kv.Value, &g); err != nil {
-		return nil, fmt.Errorf("store: decode %s: %w", truncate(string(kv.Key)), err)
+	if err := decodeRecord(truncate(string(kv.Key)), kv.Value, &g); err != nil {
+		return nil, err
 	}
 	if string(kv.Key) != upstreamGrantKey(g.WorkspaceID, g.Upstream, g.User) {
 		return nil, fmt.Errorf("store: decode %s: corrupt record: it names %s", truncate(string(kv.Key)), grantName(g.WorkspaceID, g.Upstream, g.User))
@@ -122,7 +121,7 @@ func (e *Etcd) PutUpstreamGrant(ctx context.Context, g UpstreamGrant, expect int
 		g.CreatedAt = now
 	}
 	g.UpdatedAt = now
-	val, _ := json.Marshal(g)
+	val, _ := e.encodeRecord(g)
 	if len(val) > e.maxValue {
 		return nil, &TooLargeError{What: name, Size: len(val), Limit: e.maxValue}
 	}
@@ -308,8 +307,8 @@ func upstreamConsentKey(id string) string { return upstreamConsentsDir + id }
 
 func decodeUpstreamConsent(kv *mvccpb.KeyValue) (*UpstreamConsent, error) {
 	var c UpstreamConsent
-	if err := json.Unmarshal(kv.Value, &c); err != nil {
-		return nil, fmt.Errorf("store: decode %s: %w", truncate(string(kv.Key)), err)
+	if err := decodeRecord(truncate(string(kv.Key)), kv.Value, &c); err != nil {
+		return nil, err
 	}
 	switch {
 	case string(kv.Key) != upstreamConsentKey(c.ID):
@@ -331,7 +330,7 @@ func (e *Etcd) CreateUpstreamConsent(ctx context.Context, c UpstreamConsent) (*U
 	if ttl <= 0 || c.User == "" || c.Upstream == "" {
 		return nil, fmt.Errorf("store: upstream consent: %w: a user, an upstream and a future expiry are required", ErrInvalid)
 	}
-	val, _ := json.Marshal(c)
+	val, _ := e.encodeRecord(c)
 	err := e.do(ctx, "create upstream consent", func(ctx context.Context) error {
 		return e.leases.withLease(ctx, ttl, func(lease clientv3.LeaseID) error {
 			resp, err := e.kv.Txn(ctx).Then(clientv3.OpPut(upstreamConsentKey(c.ID), string(val), clientv3.WithLease(lease))).Commit()
@@ -377,7 +376,7 @@ var ErrConsentUsed = errors.New("store: the consent was completed or refused alr
 func (e *Etcd) SetUpstreamConsent(ctx context.Context, c *UpstreamConsent, status, errMsg string) (*UpstreamConsent, error) {
 	next := *c
 	next.Status, next.Error = status, errMsg
-	val, _ := json.Marshal(next)
+	val, _ := e.encodeRecord(next)
 	key := upstreamConsentKey(c.ID)
 	err := e.do(ctx, "set upstream consent", func(ctx context.Context) error {
 		resp, err := e.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", c.Revision)).

@@ -63,6 +63,10 @@ type Options struct {
 	// JSONResponse answers POSTs with application/json instead of an SSE
 	// stream.
 	JSONResponse bool
+	// HotPathOff serves every request through go-sdk's handler, none on
+	// the hot path (hotpath.go: hot_path off); the answers are the same,
+	// byte for byte, the cost per call higher.
+	HotPathOff bool
 	// KeepaliveInterval: an SSE response silent for this long gets a
 	// keep-alive comment (0: none).
 	KeepaliveInterval time.Duration
@@ -177,15 +181,20 @@ type Endpoint struct {
 	transport  transport // transport.go
 
 	// impl is the server's implementation (results of 2026-07-28 name it
-	// in _meta); receiving are the SDK's receiving middlewares as added,
-	// innermost first; hot serves the calls of the hot path (hotpath.go).
-	impl      *mcp.Implementation
-	receiving []mcp.Middleware
-	hot       mcp.MethodHandler
-	// noHotPath sends every request to the SDK (tests compare the paths);
-	// hotCalls counts the calls the hot path served.
+	// in _meta); stages are the receiving middlewares of both paths,
+	// innermost first (middlewares); hot serves the calls of the hot path
+	// (hotpath.go).
+	impl   *mcp.Implementation
+	stages []stage
+	hot    mcp.MethodHandler
+	// noHotPath sends every request to the SDK (hot_path off, and tests
+	// that compare the paths); hotCalls counts the calls the hot path
+	// served, resolves the plans resolved (plan.go); plans are the plans
+	// of calls the hot path declined, for go-sdk's path (plan.go).
 	noHotPath atomic.Bool
 	hotCalls  atomic.Int64
+	resolves  atomic.Int64
+	plans     declinedPlans
 }
 
 // New returns an endpoint without a host. It serves requests once a host
@@ -238,25 +247,15 @@ func New(opts Options) (*Endpoint, error) {
 		// complete.go: offered only while the host has them
 		CompletionHandler: ep.complete, SubscribeHandler: ep.subscribe, UnsubscribeHandler: ep.unsubscribe,
 	})
-	ep.use(ep.sessionMiddleware)
-	ep.use(ep.publishedCapsMiddleware) // complete.go
-	ep.addTasks()                      // tasks.go: MCP Tasks, around the session middleware
-	// ratelimit.go: the rate limits, around tasks, inside the policy
-	ep.use(ep.limitMiddleware)
-	// policy.go: the per-tool policy, around tasks
-	ep.use(ep.policyMiddleware)
-	ep.use(ep.viewMiddleware) // view.go: the published names, outside the policy
-	ep.addDiscovery()         // discovery.go
-	// telemetry.go: metrics and the span of every request.
-	ep.use(ep.telemetryMiddleware)
-	// hotpath.go: the same middlewares around the host's tool handler,
-	// for the calls the endpoint serves without the SDK.
-	ep.hot = ep.hotHandler()
-	// plan.go: what each request is about, resolved once.
-	ep.use(ep.planMiddleware)
-	// results.go: no field of 2026-07-28 in an earlier protocol's
-	// results, outermost.
-	ep.use(generationMiddleware)
+	tasks := ep.addTasks() // tasks.go: MCP Tasks' methods
+	ep.addDiscovery()      // discovery.go
+	// One list of receiving middlewares for both paths (middlewares).
+	ep.stages = ep.middlewares(tasks)
+	for _, s := range ep.stages {
+		ep.server.AddReceivingMiddleware(s.m)
+	}
+	ep.hot = ep.hotHandler() // hotpath.go
+	ep.noHotPath.Store(opts.HotPathOff)
 	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:    opts.Stateless,
 		JSONResponse: opts.JSONResponse,
@@ -271,6 +270,43 @@ func New(opts Options) (*Endpoint, error) {
 	ep.streamableOptions(opts, &sdkOpts)
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server }, &sdkOpts)
 	return ep, nil
+}
+
+// stage is one of the endpoint's receiving middlewares.
+type stage struct {
+	name string
+	m    mcp.Middleware
+}
+
+// stagePlan names the plan's middleware: the hot path resolves the plan
+// itself (serveHot), so its chain is every stage but that one.
+const stagePlan = "plan"
+
+// middlewares are the endpoint's receiving middlewares, innermost first.
+// go-sdk runs them all around every request it serves; the hot path runs
+// them all but the plan's around every call it serves (hotHandler). One
+// list, declared here: a middleware added to it applies to both paths.
+func (ep *Endpoint) middlewares(tasks bool) []stage {
+	list := []stage{
+		{"session", ep.sessionMiddleware},
+		{"published capabilities", ep.publishedCapsMiddleware}, // complete.go
+	}
+	if tasks {
+		// tasks.go: MCP Tasks, around the session middleware, which reads
+		// the initialize result before tasks' wraps it.
+		list = append(list, stage{"tasks", ep.tasksMiddleware})
+	}
+	return append(list,
+		stage{"rate limits", ep.limitMiddleware},   // ratelimit.go: around tasks, inside the policy
+		stage{"policy", ep.policyMiddleware},       // policy.go: the per-tool policy, around tasks
+		stage{"view", ep.viewMiddleware},           // view.go: the published names, outside the policy
+		stage{"telemetry", ep.telemetryMiddleware}, // telemetry.go: metrics and the span of every request
+		stage{stagePlan, ep.planMiddleware},        // plan.go: what each request is about, resolved once
+		stage{"in flight", ep.flightMiddleware},    // inflight.go: a session's call held while it runs
+		// results.go: no field of 2026-07-28 in an earlier protocol's
+		// results, outermost.
+		stage{"generation", generationMiddleware},
+	)
 }
 
 // ServeHTTP serves MCP Streamable HTTP. It checks the Host and the Origin
@@ -327,12 +363,20 @@ func (ep *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if ended := ep.linkResult(r, p); ended != nil {
 		defer ended() // taskwait.go: a tasks/result wait sees its POST end
 	}
+	release, refused := ep.claimCall(w, r, p) // inflight.go: one in-flight table for both paths
+	if refused {
+		return
+	}
+	if release != nil {
+		defer release()
+	}
 	w, stopKeepalive := ep.wrap(w)
 	defer stopKeepalive()
 	r = ep.settlePrime(w, r)  // primeflush.go
 	if ep.serveHot(w, r, p) { // hotpath.go: a plain unary tools/call
 		return
 	}
+	defer ep.plans.take(&mcp.RequestExtra{Header: r.Header}) // plan.go: a declined call's plan, if go-sdk did not take it
 	ep.handler(r, p)(w, r)
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -28,13 +27,15 @@ import (
 // answer through its stream. For the one request that is most of the
 // traffic, a unary tools/call, the endpoint does that itself: serveHot
 // decides once, from the body peek.go already read and parsed, whether a
-// POST takes the hot path, resolves the call's plan once, runs the same
-// receiving middlewares the SDK would run (session, tasks, policy, view,
-// telemetry: hotHandler composes the very ones New added) around the
-// host's tool handler (callTool), and encodes the answer once into a
-// pooled buffer that is written once, as the SDK's stream would have
-// framed it: same status, headers, JSON or SSE event, priming event and
-// event ids, event-log appends.
+// POST takes the hot path, resolves the call's plan once (a call it then
+// declines hands that plan to the SDK's path), runs the endpoint's one
+// declared middleware list (endpoint.go middlewares, but the plan's)
+// around the host's tool handler (callTool), and encodes the answer once
+// into a pooled buffer that is written once, as the SDK's stream would
+// have framed it: same status, headers, JSON or SSE event, priming event
+// and event ids, event-log appends. The in-flight table is the session's
+// one for both paths (inflight.go); the Host and Origin decision was made
+// before either (origin.go).
 //
 // A POST takes it when it holds one JSON-RPC request (no batch) whose
 // method is tools/call, with params of name, arguments and _meta only
@@ -54,9 +55,8 @@ import (
 // requests of sessions another replica holds, anything the SDK would
 // refuse or answer in a way of its own.
 
-// hotHandler is the SDK's receiving middlewares added so far (those inside
-// the plan's) around the host's tool handler, outermost last as the SDK
-// composes them, and the generation middleware outside them all.
+// hotHandler is the endpoint's middlewares (all but the plan's, which
+// serveHot resolved) around the host's tool handler.
 func (ep *Endpoint) hotHandler() mcp.MethodHandler {
 	h := mcp.MethodHandler(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
 		cr := req.(*mcp.CallToolRequest)
@@ -78,17 +78,12 @@ func (ep *Endpoint) hotHandler() mcp.MethodHandler {
 		}
 		return res, nil
 	})
-	for _, m := range ep.receiving {
-		h = m(h)
+	for _, s := range ep.stages {
+		if s.name != stagePlan {
+			h = s.m(h)
+		}
 	}
-	return generationMiddleware(h)
-}
-
-// use adds a receiving middleware to the SDK's server, and to those the
-// hot path runs when it is added before the hot handler is made.
-func (ep *Endpoint) use(m mcp.Middleware) {
-	ep.receiving = append(ep.receiving, m)
-	ep.server.AddReceivingMiddleware(m)
+	return h
 }
 
 // hotCall is a POST on the hot path.
@@ -133,11 +128,10 @@ func (ep *Endpoint) serveHot(w http.ResponseWriter, r *http.Request, p *peeked) 
 	}
 	pc := &planContext{Context: ctx}
 	ep.resolve(&pc.plan, "tools/call", req) // plan.go
-	if pc.plan.h == nil || pc.plan.meta || !pc.plan.tool.Unary() {
+	if pc.plan.h == nil || pc.plan.meta || !pc.plan.tool.Unary() ||
+		c.newProto && paramHeaders(pc.plan.tool.Operation().InputSchema) { // the SDK checks the Mcp-Param-* headers
+		ep.plans.put(r.Header, &pc.plan) // go-sdk's path reuses it (plan.go)
 		return false
-	}
-	if c.newProto && paramHeaders(pc.plan.tool.Operation().InputSchema) {
-		return false // the SDK checks the Mcp-Param-* headers
 	}
 	if ls := c.ls; ls != nil {
 		ls.startRequest()
@@ -354,21 +348,8 @@ func (ep *Endpoint) answerHot(w http.ResponseWriter, r *http.Request, c hotCall,
 	}
 	h := w.Header()
 	if c.ls != nil {
-		// The SDK refuses a call whose id is in flight on the session,
-		// with the stream's headers set (servePOST).
-		if !c.ls.startCall(c.idJSON, c.cancel) {
-			h.Set("Cache-Control", "no-cache, no-transform")
-			if !ep.transport.jsonResponse || c.ls.transport != nil {
-				h.Set("Connection", "keep-alive")
-			}
-			data, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: c.id, Error: &jsonrpc.Error{
-				Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", c.id.Raw())}})
-			h.Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(data)
-			return
-		}
-		defer c.ls.endCall(c.idJSON)
+		// claimCall (inflight.go) holds the call's id: notifications/cancelled ends it.
+		c.ls.setCancel(string(c.idJSON), c.cancel)
 	}
 	h.Set("Cache-Control", "no-cache, no-transform")
 	// A restored session's transport is the endpoint's own, which has no
@@ -575,29 +556,6 @@ func (ep *Endpoint) awaitHot(r *http.Request) {
 	}
 }
 
-// startCall registers a hot path call of the session by its id; false
-// when a call of that id is in flight already.
-func (ls *liveSession) startCall(id []byte, cancel context.CancelFunc) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if _, busy := ls.calls[string(id)]; busy {
-		return false
-	}
-	if ls.calls == nil {
-		ls.calls = make(map[string]context.CancelFunc)
-	}
-	ls.calls[string(id)] = cancel
-	return true
-}
-
-// endCall forgets a hot path call of the session once it answered (or
-// another call of its id was refused: that one stays).
-func (ls *liveSession) endCall(id []byte) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	delete(ls.calls, string(id))
-}
-
 // cancelHot cancels the hot path call a session's notifications/cancelled
 // names; the SDK gets the notification too (for the calls it serves).
 func (ep *Endpoint) cancelHot(r *http.Request, p *peeked) {
@@ -622,10 +580,7 @@ func (ep *Endpoint) cancelHot(r *http.Request, p *peeked) {
 	if !ok {
 		return
 	}
-	ls.mu.Lock()
-	cancel := ls.calls[string(id)]
-	ls.mu.Unlock()
-	if cancel != nil {
+	if cancel := ls.cancelOf(string(id)); cancel != nil {
 		cancel()
 	}
 }

@@ -163,7 +163,7 @@ func TestHotPathMatchesSDK(t *testing.T) {
 					t.Errorf("%s: go-sdk and the hot path differ\ngo-sdk:\n%s\nhot path:\n%s", name, sdk, hot)
 				}
 				if call.what == "output mismatch" && (!strings.Contains(hot.body, `"isError":true`) ||
-					strings.Contains(hot.body, `"structuredContent":`) || !strings.Contains(hot.body, `does not match the output schema tool \"drifting_user\" publishes (at /id`)) {
+					strings.Contains(hot.body, `"structuredContent":`) || !strings.Contains(hot.body, `does not match the output schema tool \"drifting_user\" publishes (at /id: must be a string, got an integer`)) {
 					t.Errorf("%s: %s", name, hot.body)
 				}
 			}

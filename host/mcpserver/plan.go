@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -69,13 +73,63 @@ type toolCall struct {
 	denied  error
 }
 
-// planMiddleware resolves the plan of every request.
+// planMiddleware resolves the plan of every request, but for a call the
+// hot path resolved and declined (declinedPlans): that one's is reused.
 func (ep *Endpoint) planMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		c := &planContext{Context: ctx}
-		ep.resolve(&c.plan, method, req)
+		if p := ep.plans.take(req.GetExtra()); p != nil && method == "tools/call" && p.name == callName(req) {
+			c.plan = *p
+		} else {
+			ep.resolve(&c.plan, method, req)
+		}
 		return next(c, method, req)
 	}
+}
+
+// callName is the tool a tools/call names ("" for another request).
+func callName(req mcp.Request) string {
+	if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
+		return cr.Params.Name
+	}
+	return ""
+}
+
+// declinedPlans are the plans of the calls the hot path resolved and then
+// declined (a tool that relays messages, a discovery meta-tool, ...), by
+// the key planHeader carries from ServeHTTP to planMiddleware: go-sdk's
+// path serves them with the same plan, and the policy is not evaluated
+// twice.
+type declinedPlans struct {
+	seq   atomic.Uint64
+	plans sync.Map // key -> *plan
+}
+
+// planHeader carries the key of a declined call's plan.
+const planHeader = internalHeaderPrefix + "Plan"
+
+// put keeps p for the request of header h.
+func (d *declinedPlans) put(h http.Header, p *plan) {
+	key := strconv.FormatUint(d.seq.Add(1), 36)
+	d.plans.Store(key, p)
+	h.Set(planHeader, key)
+}
+
+// take returns and forgets the plan kept for the request of extra (nil
+// for none).
+func (d *declinedPlans) take(extra *mcp.RequestExtra) *plan {
+	if extra == nil || extra.Header == nil {
+		return nil
+	}
+	// The header stays as it is: a handler that outlives its POST may
+	// still read it.
+	key := extra.Header.Get(planHeader)
+	if key == "" {
+		return nil
+	}
+	p, _ := d.plans.LoadAndDelete(key)
+	pl, _ := p.(*plan)
+	return pl
 }
 
 // planContext is a request's context with its plan: one allocation for
@@ -103,6 +157,7 @@ func planOf(ctx context.Context) *plan {
 
 // resolve makes p the plan of a request.
 func (ep *Endpoint) resolve(p *plan, method string, req mcp.Request) {
+	ep.resolves.Add(1)
 	h := ep.active.Load()
 	extra := req.GetExtra()
 	ss, _ := req.GetSession().(*mcp.ServerSession)

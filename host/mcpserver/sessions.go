@@ -74,9 +74,9 @@ type liveSession struct {
 	// closed once its answer is in the event log (hotpath.go); guarded
 	// by mu.
 	hot map[string]chan struct{}
-	// calls are the hot path's calls in flight, by their JSON-RPC id as
-	// encoded: notifications/cancelled cancels one; guarded by mu.
-	calls map[string]context.CancelFunc
+	// calls are the session's calls in flight on either path, by their
+	// JSON-RPC id as encoded (inflight.go); guarded by mu.
+	calls map[string]*flight
 
 	closed    atomic.Bool  // closing or closed: not to be served any more
 	recorded  atomic.Bool  // the store holds the record

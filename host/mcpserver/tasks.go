@@ -97,10 +97,10 @@ var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools
 // taskMethod serves one tasks/* method from its raw params.
 type taskMethod func(ctx context.Context, ss *mcp.ServerSession, params json.RawMessage) (mcp.Result, error)
 
-// addTasks makes the endpoint's MCP server serve tasks. It must run after
-// the session middleware is added, so that it wraps it: the session
-// middleware reads the initialize result before it is wrapped here.
-func (ep *Endpoint) addTasks() {
+// addTasks makes the endpoint's MCP server serve tasks' methods, and
+// reports whether it does: then tasksMiddleware is one of the endpoint's
+// middlewares (endpoint.go middlewares).
+func (ep *Endpoint) addTasks() bool {
 	for _, err := range []error{
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksGet, ep.getTask),
 		mcp.AddReceivingCustomMethod(ep.server, methodTasksResult, ep.taskResult),
@@ -112,10 +112,10 @@ func (ep *Endpoint) addTasks() {
 	} {
 		if err != nil {
 			ep.logger.Error("MCP tasks not served", zap.Error(err))
-			return
+			return false
 		}
 	}
-	ep.use(ep.tasksMiddleware)
+	return true
 }
 
 // taskMethod returns the tasks/* method of that name, nil for another

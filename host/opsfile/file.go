@@ -14,7 +14,7 @@ import (
 
 	"github.com/crankmcp/crank/plugins/sdk/pointer"
 
-	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/crankmcp/crank/host/schemacheck"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -135,7 +135,7 @@ type Operation struct {
 	// against Dir.
 	File, Dir string
 
-	input         *jsonschema.Resolved
+	input         *schemacheck.Schema
 	inputDeclared bool
 	pos           positions     // of its file, for problems
 	at            string        // the pointer of its entry in its file ("" when it has none)
@@ -144,7 +144,7 @@ type Operation struct {
 
 // Input is the compiled InputSchema, which a call's arguments are
 // validated against.
-func (op *Operation) Input() *jsonschema.Resolved { return op.input }
+func (op *Operation) Input() *schemacheck.Schema { return op.input }
 
 // InputDeclared reports whether the entry wrote its input_schema (a
 // preset's counts): one an adapter derives does not replace it.

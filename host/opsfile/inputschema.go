@@ -3,12 +3,10 @@ package opsfile
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/crankmcp/crank/host/jsonpath"
-
-	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/crankmcp/crank/host/schemacheck"
 )
 
 // Input schemas, closed to undeclared arguments. A tool's arguments are
@@ -74,34 +72,32 @@ func closeInputSchema(raw json.RawMessage) json.RawMessage {
 }
 
 // CheckOutputSchema checks a tool's output schema: a JSON Schema of an
-// object that resolves.
+// object that compiles.
 func CheckOutputSchema(raw json.RawMessage) error {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("not a JSON Schema: %v", err)
-	}
-	if s.Type != "object" {
-		return errors.New(`must have "type": "object" (structuredContent is an object)`)
-	}
-	_, err := s.Resolve(nil)
+	_, err := compileObjectSchema(raw, schemacheck.Results, "structuredContent is an object")
 	return err
 }
 
-func compileInputSchema(raw json.RawMessage) (json.RawMessage, *jsonschema.Resolved, error) {
+func compileInputSchema(raw json.RawMessage) (json.RawMessage, *schemacheck.Schema, error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
-	raw = closeInputSchema(raw) // arguments.go
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return raw, nil, fmt.Errorf("not a JSON Schema: %v", err)
+	raw = closeInputSchema(raw)
+	s, err := compileObjectSchema(raw, schemacheck.Arguments, "tool arguments are an object")
+	return raw, s, err
+}
+
+// compileObjectSchema compiles raw, a schema whose type must be object
+// (why says why).
+func compileObjectSchema(raw json.RawMessage, use schemacheck.Use, why string) (*schemacheck.Schema, error) {
+	var top struct {
+		Type any `json:"type"`
 	}
-	if s.Type != "object" {
-		return raw, nil, errors.New(`must have "type": "object" (tool arguments are an object)`)
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("not a JSON Schema: %v", err)
 	}
-	r, err := s.Resolve(nil)
-	if err != nil {
-		return raw, nil, err
+	if top.Type != "object" {
+		return nil, fmt.Errorf(`must have "type": "object" (%s)`, why)
 	}
-	return raw, r, nil
+	return schemacheck.Compile(raw, use)
 }

@@ -117,7 +117,11 @@ func (c *Client) Try(ctx context.Context, method string, params any) (Reply, err
 				msgs = append(msgs, d)
 			}
 		}
-		cut = sc.Err()
+		if cut = sc.Err(); cut == nil {
+			// A stream that ends without the reply was cut too: a
+			// replica drained for a restart closes its sessions' streams.
+			cut = io.ErrUnexpectedEOF
+		}
 	} else {
 		b, _ := io.ReadAll(resp.Body)
 		msgs = append(msgs, string(b))

@@ -40,6 +40,7 @@ type config struct {
 	BodyFields       map[string]json.RawMessage `json:"body_fields,omitempty" jsonschema:"JSON fields set in every request body object, over the arguments (e.g. {\"stream\": true, \"model\": \"llama3\"})."`
 	CursorParam      *string                    `json:"cursor_param,omitempty" jsonschema:"Query parameter that carries a window's cursor (mode window): the previous poll's cursor_path value, or the last SSE event id."`
 	Stream           streamFields               `json:"stream,omitzero" jsonschema:"How a server_stream window reads the answer (text/event-stream, or one JSON document)."`
+	BodyFormat       *bodyFormatField           `json:"body_format,omitempty" jsonschema:"How the body is sent when it is not JSON: {media_type, encoding, base64} (form, multipart or raw; see doc.go, Bodies)."`
 	ParamStyles      map[string]paramStyleField `json:"param_styles,omitempty" jsonschema:"OpenAPI style/explode serialization of arguments filling path, query or header_args parameters: {argument: {style, explode, allow_reserved}}."`
 	OpenAPI          *openapi.Fields            `json:"openapi,omitempty" jsonschema:"Import an OpenAPI document: the entry becomes one tool per operation, each with its own rest config (see doc.go, OpenAPI import). The config's only field."`
 }
@@ -60,6 +61,7 @@ var configKeywords = map[string]string{
 		{"type": "object", "additionalProperties": {"type": "string"}}]}`,
 	"headers":                                headersSchema,
 	"param_styles.*.style":                   `{"enum": ["simple", "label", "matrix", "form", "spaceDelimited", "pipeDelimited", "deepObject", "json"]}`,
+	"body_format.encoding.*.style":           `{"enum": ["form", "spaceDelimited", "pipeDelimited", "deepObject"]}`,
 	"openapi.base_url":                       `{"format": "uri"}`,
 	"openapi.tool_prefix":                    `{"maxLength": 64}`,
 	"openapi.overrides.*.name":               `{"pattern": "^[A-Za-z0-9_.-]{1,128}$"}`,
@@ -145,6 +147,9 @@ type operation struct {
 	// styles serializes arguments per OpenAPI style/explode rules
 	// (param_styles, param_styles.go); nil when none is set.
 	styles map[string]*paramStyle
+	// format is how the body is sent (body_format, body_format.go); nil
+	// for JSON.
+	format *bodyFormat
 	// unaryHeader is the whole header of every unary request without a
 	// body, built once, when no header comes from the arguments; nil
 	// otherwise. Shared by the calls: never modified.
@@ -295,10 +300,14 @@ func prepareOperation(c *config, d *diags) *operation {
 
 	parseStreamFields(c, op, d)
 	parseParamStyles(c.ParamStyles, op, d) // param_styles.go
+	parseBodyFormat(c.BodyFormat, op, d)   // body_format.go
+	if op.format != nil && op.format.kind != kindJSON && len(op.bodyFields) > 0 {
+		d.Errorf("body_fields", "only apply to JSON bodies, not %s", op.format.mediaType)
+	}
 
 	op.needsArgs = len(op.consumed) > 0 || op.bodyArg != "" || len(op.bodyFields) > 0
 	if len(op.headerArgs) == 0 {
-		op.unaryHeader = op.staticHeader(acceptJSON, false)
+		op.unaryHeader = op.staticHeader(acceptJSON, "")
 	}
 	return op
 }

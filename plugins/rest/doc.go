@@ -21,6 +21,9 @@
 //	timeout: 10s                     # Go duration; default 30s
 //	max_response_bytes: 8388608      # default 8 MiB
 //	body_fields: {stream: true}      # JSON fields set in every request body
+//	body_format:                     # a body that is not JSON (see Bodies)
+//	  media_type: application/x-www-form-urlencoded
+//	  encoding: {metadata: {style: deepObject}}
 //	cursor_param: since              # mode window: query parameter carrying the cursor
 //	stream:                          # mode window, server_stream: reading the stream
 //	  reconnect: true                # default true for GET, false otherwise
@@ -62,7 +65,7 @@
 //     a list sends the header once per element. An absent argument sends
 //     no header, or the static header of the same name if there is one.
 //     A value with a control character (line break) is refused.
-//   - body: the request body, always JSON. "auto" (the default): POST, PUT
+//   - body: the request body, JSON unless body_format says otherwise. "auto" (the default): POST, PUT
 //     and PATCH send the tool arguments not used by path, query or
 //     header_args as an object ({} when none remain; the arguments as
 //     received when none are used), other methods send no body. "none":
@@ -106,8 +109,40 @@
 //     either.
 //     A styled value may be a scalar, a list of scalars (nulls skipped) or
 //     an object of scalars (deepObject: any object); anything else is an
-//     invalid-argument error naming the argument. The OpenAPI import
-//     writes it; see below.
+//     invalid-argument error naming the argument. deepObject takes any
+//     value, written in the bracket convention of Bodies: an object
+//     a[b][c]=v, a list a[]=v (Stripe's expand[]=x; stripe-mock, qs,
+//     Rails and PHP read it), a scalar a=v. The OpenAPI import writes it;
+//     see below.
+//   - body_format: {media_type, encoding, base64}: how the body is sent
+//     when it is not JSON; see Bodies.
+//
+// # Bodies
+//
+// The body built from the arguments (as body says) is sent in
+// body_format.media_type, and Content-Type says it:
+//
+//	media type                          | the body                      | written as
+//	------------------------------------+-------------------------------+---------------------------------------------
+//	JSON (default; +json types)         | any JSON value                | as is
+//	application/x-www-form-urlencoded   | an object of fields           | a=1&b=x; nested: a[b][c]=v, a[]=v, a[0][k]=v
+//	multipart/form-data                 | an object of fields           | a part per field; files from base64
+//	any other type (text/*, binary)     | one string argument (body)    | the text as is, or its bytes (base64: true)
+//
+// Form fields follow encoding.<field> as OpenAPI's encoding object does:
+// style form (the default: a list repeats the name, a=1&a=2; explode
+// false joins it, a=1,2), spaceDelimited, pipeDelimited, deepObject (the
+// bracket convention: an object a[b]=v, deeper a[b][c]=v, a list of
+// scalars a[]=v, a list of objects a[0][k]=v); content_type a JSON type
+// sends the value as JSON text. An object or nested list without a style
+// uses brackets too (OpenAPI's form style would drop its name). Nulls
+// are left out. Multipart: a field with file: true is a file, given as
+// its bytes in base64 (standard encoding) and sent with filename and
+// content_type (default application/octet-stream); a string that is not
+// base64 is an invalid-argument error (a URI is not read); a field with a
+// style is written as the form fields above, one part each; an object
+// or a JSON content_type is a JSON part; a scalar a text part, a list of
+// scalars one part per element. body_fields only apply to JSON bodies.
 //
 // Unknown fields are errors (field names are case-sensitive), reported all
 // at once by ValidateOperation with the field's name, e.g. "headers.X-Key"
@@ -140,8 +175,14 @@
 //     JSON but invalid is a KindBadResponse error.
 //   - an empty body (204, HEAD, Content-Length: 0, whitespace only) becomes
 //     Structured {}: "succeeded, nothing to show".
-//   - any other body becomes Text; a body that is not UTF-8 is replaced by
-//     a one-line note of its size and type.
+//   - a binary body (image, audio, video, font, an application type
+//     other than JSON, XML, JavaScript, YAML or a form: PDF, tar,
+//     octet-stream...; or any body that is not UTF-8) becomes MCP content
+//     with its media type: an image or audio block, else an embedded
+//     resource with its blob, named by the URL without query string; Text
+//     is a one-line note of its size and type. max_response_bytes bounds
+//     it as any answer.
+//   - any other body becomes Text.
 //
 // # Errors
 //
@@ -155,7 +196,9 @@
 //   - KindUpstreamStatus: a non-2xx answer. Status is the code ("404"),
 //     Message "upstream answered 404 Not Found", Body the first 2 KiB of the
 //     answer (with a note when truncated), Detail
-//     {"status_code","content_type","retry_after"}. Retryable for 429, 502,
+//     {"status_code","content_type","retry_after","location"}: a redirect
+//     not followed says its Location in Message and Detail (the target,
+//     often a download URL, is what the caller wanted). Retryable for 429, 502,
 //     503 and 504; Rejected for the other 4xx but 408.
 //   - KindTransport: the upstream could not be reached or the connection
 //     broke; the message names the host and the reason (connection refused,
@@ -270,9 +313,22 @@
 //     under its own name unless two clash (then "name_query",
 //     "name_header"); a JSON request body's properties as arguments of
 //     their own when it is a plain object schema whose properties clash
-//     with no parameter, else one argument "body". Path parameters are
-//     required, so are required parameters and, for a required body, its
-//     required properties. Unknown arguments are refused unless the body's
+//     with no parameter, else one argument "body". The body's media type:
+//     JSON first, else a form, multipart, then a raw type
+//     (application/octet-stream first): a form or multipart object's
+//     properties are arguments as a JSON body's (its encoding object
+//     becomes body_format.encoding; a multipart property of format
+//     binary, or with contentMediaType or contentEncoding, is a file
+//     argument in base64), a raw body one "body" string (base64 unless
+//     the type is text). An operation whose body cannot be sent (a raw
+//     type with a non-string schema) is skipped, never published without
+//     it; a form body that admits no property (Stripe's GETs) is no
+//     body. Path parameters are required, and may not be empty
+//     (minLength 1 when a string may fill them); so are required
+//     parameters and the body's required properties: a body whose schema
+//     requires properties is published required even when
+//     requestBody.required is false (its default), since the API refuses
+//     a call without them. Unknown arguments are refused unless the body's
 //     schema allows more properties explicitly (additionalProperties true
 //     or a schema): the host refuses arguments a tool's input schema does
 //     not declare. Header parameters Accept,
@@ -285,8 +341,11 @@
 //   - a rest config: method, url (base_url + path, path parameters
 //     renamed to their arguments), query, header_args, param_styles where
 //     the document's style/explode rules differ from the plain rules,
-//     body (none, arguments or the body argument), headers (static ones,
-//     credentials, the body's Content-Type when not application/json),
+//     body (none, arguments or the body argument), body_format (a form,
+//     multipart or raw body), headers (static ones, credentials, the
+//     body's Content-Type when another JSON type, Accept when a 2xx answer
+//     is not JSON: the answers' media types, so an image or tar operation
+//     is not refused with a 406),
 //     timeout, max_response_bytes. It is checked as any rest config.
 //
 // Schemas: OpenAPI 3.0's nullable becomes a type array with "null" (and
@@ -345,7 +404,7 @@
 // $refs are off (found before kin-openapi loads the document, in what the
 // operation reaches, so that one bad operation or component does not sink
 // the others), a malformed or invalid operation, an unsupported method
-// (TRACE, QUERY), a required cookie parameter, a required non-JSON body,
+// (TRACE, QUERY), a required cookie parameter, a body that cannot be sent,
 // a parameter style the location does not allow, missing credentials.
 // Components no imported operation reaches are not loaded at all.
 //

@@ -185,11 +185,22 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("not valid JSON")
 	}
+	if st.style == openapi.StyleDeepObject {
+		// Objects, lists and scalars in the bracket convention that qs,
+		// Rails, PHP and Stripe (stripe-mock) read: a[b]=v, a[]=v for a
+		// list (expand[]=x), a=v for a scalar (body_format.go).
+		var fe formEncoder
+		if err := fe.brackets(name, v, 0); err != nil {
+			return "", err
+		}
+		out := fe.String(true)
+		if st.allowReserved {
+			out = keepReserved(out)
+		}
+		return out, nil
+	}
 	switch t := v.(type) {
 	case []any:
-		if st.style == openapi.StyleDeepObject {
-			return "", fmt.Errorf("style deepObject serializes an object, not a list")
-		}
 		list := make([]any, 0, len(t))
 		for _, e := range t {
 			if e == nil {
@@ -205,7 +216,7 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 		if st.style == openapi.StyleSpaceDelimited || st.style == openapi.StylePipeDelimited {
 			return "", fmt.Errorf("style %s serializes a list, not an object", st.style)
 		}
-		if st.style != openapi.StyleDeepObject {
+		{
 			// Keys are written as they are by the runtime: escape them
 			// here so that a key cannot inject a separator.
 			esc := make(map[string]any, len(t))
@@ -222,10 +233,6 @@ func (st *paramStyle) serialize(name string, raw json.RawMessage) (string, error
 				esc[k] = e
 			}
 			v = esc
-		}
-	default:
-		if st.style == openapi.StyleDeepObject {
-			return "", fmt.Errorf("style deepObject serializes an object")
 		}
 	}
 	// Everything is escaped first; allow_reserved then unescapes what it

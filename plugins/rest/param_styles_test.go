@@ -1,7 +1,6 @@
 package rest_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/crankmcp/crank/plugins/sdk/adaptertest"
@@ -31,17 +30,7 @@ func TestParamStylesConfig(t *testing.T) {
 		for k, v := range base {
 			cfg[k] = v
 		}
-		diags, err := h.Validate(ctxT(t), adaptertest.Call{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, d := range diags {
-			found = found || d.Field == c.field && strings.Contains(d.Message, c.want)
-		}
-		if !found {
-			t.Errorf("param_styles %v: no diagnostic %s ~ %q in %v", c.styles, c.field, c.want, diags)
-		}
+		wantDiagnostic(t, h, cfg, c.field, c.want)
 	}
 	cfg := map[string]any{"param_styles": map[string]any{"q": map[string]any{"style": "pipeDelimited", "explode": false}}}
 	for k, v := range base {

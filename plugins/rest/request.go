@@ -84,7 +84,11 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 		return nil, ue
 	}
 	var rd io.Reader
+	contentType := ""
 	if body != nil {
+		if body, contentType, ue = op.encodeBody(body); ue != nil { // body_format.go
+			return nil, ue
+		}
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, op.method, target, rd)
@@ -102,7 +106,7 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 		req.Header = op.unaryHeader
 		return req, nil
 	}
-	h := op.staticHeader(accept, body != nil)
+	h := op.staticHeader(accept, contentType)
 	for _, ha := range op.headerArgs {
 		v, ok := a.arg(ha.arg)
 		if !ok {
@@ -136,9 +140,9 @@ func (op *operation) newRequest(ctx context.Context, a *callArgs, accept string,
 const acceptJSON = "application/json"
 
 // staticHeader is a new request header of the configured headers, accept
-// as the default Accept header and, for a request with a body, the
-// default Content-Type, before header_args.
-func (op *operation) staticHeader(accept string, body bool) http.Header {
+// as the default Accept header and, for a request with a body, its
+// Content-Type (unless configured), before header_args.
+func (op *operation) staticHeader(accept, contentType string) http.Header {
 	h := make(http.Header, len(op.headers)+len(op.headerArgs)+5)
 	for k, v := range op.headers {
 		h[k] = v // shared, never modified
@@ -149,9 +153,11 @@ func (op *operation) staticHeader(accept string, body bool) http.Header {
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{userAgent}
 	}
-	if body {
-		if _, ok := h["Content-Type"]; !ok {
-			h["Content-Type"] = []string{"application/json"}
+	if contentType != "" {
+		if _, ok := h["Content-Type"]; !ok || op.format != nil && op.format.kind != kindJSON && op.format.kind != kindRaw {
+			// A form or multipart body's own type wins: it carries the
+			// multipart boundary.
+			h["Content-Type"] = []string{contentType}
 		}
 	}
 	return h

@@ -3,10 +3,12 @@ package rest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -44,7 +46,9 @@ func (op *operation) statusError(resp *http.Response) *sdk.UpstreamError {
 }
 
 // result turns a 2xx answer body into a result.
-func (op *operation) result(ctx context.Context, body []byte, contentType string) (*sdk.Result, *sdk.UpstreamError) {
+// resource names the answer (its URL without query string) when it is
+// returned as an embedded resource.
+func (op *operation) result(ctx context.Context, body []byte, contentType, resource string) (*sdk.Result, *sdk.UpstreamError) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return &sdk.Result{Structured: emptyObject, ContentType: contentType}, nil
@@ -63,17 +67,35 @@ func (op *operation) result(ctx context.Context, body []byte, contentType string
 			}
 		}
 	}
-	if utf8.Valid(body) {
+	ct := strings.ToLower(httpadapter.MediaType(contentType))
+	if utf8.Valid(body) && !httpadapter.BinaryMediaType(ct) {
 		return &sdk.Result{Text: string(body), ContentType: contentType}, nil
 	}
-	ct := httpadapter.MediaType(contentType)
-	if ct == "" {
-		ct = "unknown type"
+	return op.blobResult(body, ct, contentType, resource), nil
+}
+
+// blobResult is a binary answer as MCP content: an image or audio block
+// for those types, else an embedded resource with its blob, named by the
+// URL it was read from (resource, without query string); the text says
+// what it is.
+func (op *operation) blobResult(body []byte, mt, contentType, resource string) *sdk.Result {
+	if mt == "" {
+		mt = "application/octet-stream"
 	}
+	data := base64.StdEncoding.EncodeToString(body)
+	var block any
+	switch major, _, _ := strings.Cut(mt, "/"); major {
+	case "image", "audio":
+		block = map[string]string{"type": major, "data": data, "mimeType": mt}
+	default:
+		block = map[string]any{"type": "resource", "resource": map[string]string{"uri": resource, "mimeType": mt, "blob": data}}
+	}
+	content, _ := json.Marshal([]any{block})
 	return &sdk.Result{
-		Text:        fmt.Sprintf("[binary answer: %d bytes of %s, not shown]", len(body), ct),
+		Text:        fmt.Sprintf("[binary answer: %d bytes of %s]", len(body), mt),
 		ContentType: contentType,
-	}, nil
+		Content:     content,
+	}
 }
 
 func (op *operation) tooLarge() *sdk.UpstreamError {

@@ -142,9 +142,20 @@ func (a *adapter) Invoke(ctx context.Context, req *sdk.Request) (res *sdk.Result
 	if err != nil {
 		return nil, op.failure(ctx, callCtx, timeout, hreq.URL.Host, err, true)
 	}
-	res, ue = op.result(ctx, body, resp.Header.Get("Content-Type"))
+	res, ue = op.result(ctx, body, resp.Header.Get("Content-Type"), answerURI(resp))
 	if ue != nil {
 		return nil, ue
 	}
 	return res, nil
+}
+
+// answerURI names an answer: the URL it was read from, without userinfo,
+// query string or fragment (they may carry credentials).
+func answerURI(resp *http.Response) string {
+	if resp.Request == nil || resp.Request.URL == nil {
+		return ""
+	}
+	u := *resp.Request.URL
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }

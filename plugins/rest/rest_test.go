@@ -422,6 +422,9 @@ func TestResults(t *testing.T) {
 		case "/binary":
 			w.Header().Set("Content-Type", "image/png")
 			w.Write([]byte{0x89, 'P', 'N', 'G', 0xff, 0xfe, 0})
+		case "/pdf":
+			w.Header().Set("Content-Type", "application/pdf")
+			io.WriteString(w, "%PDF") // valid UTF-8, still bytes
 		case "/nocontent":
 			w.WriteHeader(http.StatusNoContent)
 		case "/empty":
@@ -447,7 +450,8 @@ func TestResults(t *testing.T) {
 		{"/problem", `"just a string"`, "", "application/problem+json"},
 		{"/untyped", `{"ok":true}`, "", ""},
 		{"/text", "", "hello, world", "text/plain; charset=utf-8"},
-		{"/binary", "", "[binary answer: 7 bytes of image/png, not shown]", "image/png"},
+		{"/binary", "", "[binary answer: 7 bytes of image/png]", "image/png"},
+		{"/pdf", "", "[binary answer: 4 bytes of application/pdf]", "application/pdf"},
 		{"/nocontent", `{}`, "", ""},
 		{"/empty", `{}`, "", "application/json"},
 		{"/created", `{"created":true}`, "", "application/json"},
@@ -460,6 +464,18 @@ func TestResults(t *testing.T) {
 			}
 		})
 	}
+	t.Run("binary content", func(t *testing.T) {
+		// Binary answers are MCP content blocks with their media type:
+		// an image block, else an embedded resource named by its URL.
+		res := invokeOK(t, h, call("/binary"))
+		if want := `[{"data":"iVBOR//+AA==","mimeType":"image/png","type":"image"}]`; string(res.Content) != want {
+			t.Errorf("image content = %s, want %s", res.Content, want)
+		}
+		res = invokeOK(t, h, call("/pdf?token=secret"))
+		if want := `[{"resource":{"blob":"JVBERg==","mimeType":"application/pdf","uri":"` + srv.URL + `/pdf"},"type":"resource"}]`; string(res.Content) != want {
+			t.Errorf("pdf content = %s, want %s", res.Content, want)
+		}
+	})
 	t.Run("head", func(t *testing.T) {
 		res := invokeOK(t, h, adaptertest.Call{Config: map[string]any{"method": "HEAD", "url": srv.URL + "/object"}})
 		if string(res.Structured) != `{}` {
@@ -738,6 +754,9 @@ func TestRedirects(t *testing.T) {
 	if ue.Status != "302" {
 		t.Errorf("status = %q", ue.Status)
 	}
+	// The target the caller may want (a download URL) is reported.
+	wantContains(t, "message", ue.Message, "Location: "+other.URL+"/stolen")
+	wantContains(t, "detail", string(ue.Detail), `"location":"`+other.URL+`/stolen"`)
 }
 
 func TestValidate(t *testing.T) {

@@ -282,6 +282,11 @@ func (im *importer) build(ctx context.Context, c *candidate) (*sdk.Tool, *skip) 
 	for k, v := range im.cfg.headers {
 		rc.headers[k] = v
 	}
+	if a := acceptHeader(c.op); a != "" && !slices.ContainsFunc(slices.Collect(maps.Keys(rc.headers)), func(k string) bool {
+		return http.CanonicalHeaderKey(k) == "Accept"
+	}) {
+		rc.headers["Accept"] = a
+	}
 
 	// Security: the first requirement the credentials satisfy.
 	credHeaders, credQuery, sk := im.security(c, rc)
@@ -494,6 +499,7 @@ type restConfig struct {
 	query                      map[string]string
 	headerArgs                 map[string]string
 	styles                     map[string]any
+	bodyFormat                 map[string]any
 	pathParams                 map[string]string
 	staticQuery                []string
 	maxBytes                   int64
@@ -515,6 +521,9 @@ func (rc *restConfig) toMap() map[string]any {
 	}
 	if rc.body != "" {
 		m["body"] = rc.body
+	}
+	if rc.bodyFormat != nil {
+		m["body_format"] = rc.bodyFormat
 	}
 	if rc.timeout != "" {
 		m["timeout"] = rc.timeout
@@ -644,6 +653,9 @@ type inputBuilder struct {
 	flatRequired bool
 	// strict refuses unknown arguments (additionalProperties: false).
 	strict bool
+	// files are the multipart body's file properties, given in base64:
+	// their descriptions.
+	files map[string]string
 }
 
 type inputProp struct {
@@ -651,6 +663,8 @@ type inputProp struct {
 	schema      *openapi3.SchemaRef
 	description string
 	deprecated  bool
+	// path: the argument fills a path parameter, which cannot be empty.
+	path bool
 }
 
 func newInputBuilder(window bool) *inputBuilder {
@@ -700,6 +714,11 @@ func (in *inputBuilder) schema() (map[string]any, []string) {
 				if p.deprecated {
 					m["deprecated"] = true
 				}
+				if _, has := m["minLength"]; p.path && !has && mayBeString(m["type"]) {
+					// An empty path segment is refused at call time:
+					// say so (it constrains strings only).
+					m["minLength"] = 1
+				}
 			}
 			props[p.name] = s
 		}
@@ -708,6 +727,9 @@ func (in *inputBuilder) schema() (map[string]any, []string) {
 			fs := in.flat.Value
 			fprops, dropped := c.properties(fs.Properties)
 			for k, v := range fprops {
+				if desc, ok := in.files[k]; ok {
+					v = map[string]any{"type": "string", "contentEncoding": "base64", "description": desc}
+				}
 				props[k] = v
 			}
 			if in.flatRequired {
@@ -725,6 +747,51 @@ func (in *inputBuilder) schema() (map[string]any, []string) {
 		}
 		return root
 	})
+}
+
+// acceptHeader is the Accept header of an operation whose 2xx answers
+// are not all JSON (an image, a tar, a PDF): their media types, so that
+// the API does not refuse the adapter's default application/json with
+// a 406. "" when the default serves.
+func acceptHeader(op *openapi3.Operation) string {
+	if op.Responses == nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	other := false
+	for code, r := range op.Responses.Map() {
+		if len(code) != 3 || code[0] != '2' || r == nil || r.Value == nil {
+			continue
+		}
+		for mt := range r.Value.Content {
+			t, _, err := mime.ParseMediaType(mt)
+			if err != nil {
+				continue
+			}
+			seen[t] = true
+			other = other || !isJSONMediaType(t)
+		}
+	}
+	if !other {
+		return ""
+	}
+	return strings.Join(slices.Sorted(maps.Keys(seen)), ", ")
+}
+
+// mayBeString tells whether a converted schema's type admits strings
+// (no type admits anything).
+func mayBeString(t any) bool {
+	switch t := t.(type) {
+	case nil:
+		return true
+	case string:
+		return t == "string"
+	case []string:
+		return slices.Contains(t, "string")
+	case []any:
+		return slices.Contains(t, any("string"))
+	}
+	return false
 }
 
 // parameters turns the operation's path, query and header parameters into
@@ -816,7 +883,7 @@ func (im *importer) parameters(c *candidate, rc *restConfig, in *inputBuilder, c
 			schema = &openapi3.SchemaRef{Value: &openapi3.Schema{}}
 		}
 		arg := in.argName(p.Name, p.In)
-		in.props = append(in.props, inputProp{name: arg, schema: schema, description: p.Description, deprecated: p.Deprecated})
+		in.props = append(in.props, inputProp{name: arg, schema: schema, description: p.Description, deprecated: p.Deprecated, path: p.In == "path"})
 		if p.In == "path" || p.Required {
 			in.required = append(in.required, arg)
 		}
@@ -939,9 +1006,43 @@ func isSSEMediaType(mt string) bool {
 	return err == nil && t == "text/event-stream"
 }
 
-// body turns the JSON request body into arguments: the properties of an
-// object body are arguments themselves (unless one is named like a
-// parameter), any other body is the argument "body".
+// Request body media types the rest adapter sends besides JSON (its
+// body_format).
+const (
+	mediaForm      = "application/x-www-form-urlencoded"
+	mediaMultipart = "multipart/form-data"
+)
+
+// pickBody picks the request body's media type: JSON first, then a
+// form, multipart, then a raw body (application/octet-stream first).
+func pickBody(content openapi3.Content) (string, *openapi3.MediaType) {
+	if mt, m := pickJSON(content); m != nil {
+		return mt, m
+	}
+	keys := slices.Sorted(maps.Keys(content))
+	for _, want := range []string{mediaForm, mediaMultipart, "application/octet-stream"} {
+		for _, k := range keys {
+			if t, _, err := mime.ParseMediaType(k); err == nil && t == want && content[k] != nil {
+				return k, content[k]
+			}
+		}
+	}
+	for _, k := range keys {
+		if content[k] != nil {
+			return k, content[k]
+		}
+	}
+	return "", nil
+}
+
+// body turns the request body into arguments: the properties of an object
+// body are arguments themselves (unless one is named like a parameter),
+// any other body is the argument "body". JSON, form and multipart bodies
+// are objects; any other media type is sent raw from a string argument
+// (base64 unless text). A body whose schema requires properties is
+// published required even when the document leaves requestBody.required
+// false (its default): in practice the API refuses the call without
+// them, and the caller should be told before it is sent.
 func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	rb := c.op.RequestBody
 	if rb == nil || rb.Value == nil || len(rb.Value.Content) == 0 {
@@ -952,47 +1053,162 @@ func (im *importer) body(c *candidate, rc *restConfig, in *inputBuilder) *skip {
 	if im.ld.version == "2.0" {
 		ptr = c.ptr
 	}
-	mt, media := pickJSON(rb.Value.Content)
+	mt, media := pickBody(rb.Value.Content)
 	if media == nil {
-		kinds := strings.Join(slices.Sorted(maps.Keys(rb.Value.Content)), ", ")
-		if rb.Value.Required {
-			return im.skipf(ptr+"/content", "request body %s: the rest adapter sends JSON bodies only", kinds)
-		}
-		im.d.Warnf("openapi.document", "operation %s: optional request body %s left out (%s/content): the rest adapter sends JSON bodies only", c.label(), kinds, ptr)
-		rc.body = "none"
-		return nil
+		return im.skipf(ptr+"/content", "request body %s: no media type is declared with a schema", strings.Join(slices.Sorted(maps.Keys(rb.Value.Content)), ", "))
 	}
-	if mt != "application/json" {
-		rc.headers["Content-Type"] = mt
-	}
+	kind, _, _ := mime.ParseMediaType(mt)
 	schema := media.Schema
 	if schema == nil {
 		schema = &openapi3.SchemaRef{Value: &openapi3.Schema{}}
 	}
+	if sv := schema.Value; sv != nil && sv.Type.Is("object") && len(sv.Properties) == 0 && sv.AdditionalProperties.Has != nil &&
+		!*sv.AdditionalProperties.Has && len(sv.AllOf)+len(sv.AnyOf)+len(sv.OneOf) == 0 {
+		// An object that admits no member (Stripe's GET operations
+		// declare one): there is nothing to send.
+		rc.body = "none"
+		return nil
+	}
+	required := rb.Value.Required || schema.Value != nil && len(schema.Value.Required) > 0
+	format := map[string]any{"media_type": mt}
+	switch {
+	case isJSONMediaType(mt):
+		format = nil
+		if mt != "application/json" {
+			rc.headers["Content-Type"] = mt
+		}
+	case kind == mediaForm || kind == mediaMultipart:
+		if enc := im.bodyEncoding(schema, media, kind == mediaMultipart, in); len(enc) > 0 {
+			format["encoding"] = enc
+		}
+	default: // raw
+		if strings.Contains(kind, "*") {
+			// A range (*/*, image/*) is no Content-Type: send bytes.
+			mt, kind = "application/octet-stream", "application/octet-stream"
+			format["media_type"] = mt
+		}
+		sv := schema.Value
+		if sv != nil && sv.Type != nil && len(*sv.Type) > 0 && !sv.Type.Is("string") {
+			return im.skipf(ptr+"/content/"+escapePointer(mt), "request body %s: it is sent raw from a string, and its schema is %s", mt, describeType(sv))
+		}
+		text := !httpadapter.BinaryMediaType(mt)
+		format["base64"] = !text
+		desc := rb.Value.Description
+		if desc == "" {
+			desc = "The request body (" + mt + ")."
+		}
+		if text {
+			schema = &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, Description: desc}}
+		} else {
+			schema = &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, ContentEncoding: "base64",
+				ContentMediaType: kind, Description: desc + " Its bytes in base64 (standard encoding)."}}
+		}
+		rc.bodyFormat = format
+		im.bodyArg(rc, in, schema, desc, rb.Value.Required)
+		return nil
+	}
+	rc.bodyFormat = format
 	if im.flattenable(schema, in) {
 		in.flat = schema
-		in.flatRequired = rb.Value.Required
+		in.flatRequired = required
 		for k := range schema.Value.Properties {
 			in.used[k] = true
 		}
 		rc.body = "arguments"
 		return nil
 	}
+	desc := rb.Value.Description
+	if desc == "" {
+		desc = "The request body."
+	}
+	im.bodyArg(rc, in, schema, desc, required)
+	return nil
+}
+
+// bodyArg makes the body one argument, "body" unless a parameter has
+// that name.
+func (im *importer) bodyArg(rc *restConfig, in *inputBuilder, schema *openapi3.SchemaRef, desc string, required bool) {
 	arg := "body"
 	for i := 2; in.used[arg]; i++ {
 		arg = fmt.Sprintf("body%d", i)
 	}
 	in.used[arg] = true
-	desc := rb.Value.Description
-	if desc == "" {
-		desc = "The request body."
-	}
 	in.props = append(in.props, inputProp{name: arg, schema: schema, description: desc})
-	if rb.Value.Required {
+	if required {
 		in.required = append(in.required, arg)
 	}
 	rc.body = arg
-	return nil
+}
+
+// bodyEncoding is the body_format encoding of a form or multipart body:
+// the document's encoding object per property (style, explode,
+// contentType), and for multipart the files: properties of format
+// binary (3.0) or with a contentMediaType or contentEncoding (3.1),
+// given as base64 arguments (in.files).
+func (im *importer) bodyEncoding(schema *openapi3.SchemaRef, media *openapi3.MediaType, multipart bool, in *inputBuilder) map[string]any {
+	enc := map[string]any{}
+	for _, name := range slices.Sorted(maps.Keys(media.Encoding)) {
+		e := media.Encoding[name]
+		if e == nil {
+			continue
+		}
+		m := map[string]any{}
+		if e.Style != "" && slices.Contains([]string{StyleForm, StyleSpaceDelimited, StylePipeDelimited, StyleDeepObject}, e.Style) {
+			m["style"] = e.Style
+			if e.Explode != nil {
+				m["explode"] = *e.Explode
+			} else if e.Style == StyleDeepObject {
+				m["explode"] = true
+			}
+		}
+		if e.ContentType != "" {
+			if ct, _, _ := strings.Cut(e.ContentType, ","); ct != "" {
+				if _, _, err := mime.ParseMediaType(strings.TrimSpace(ct)); err == nil {
+					m["content_type"] = strings.TrimSpace(ct)
+				}
+			}
+		}
+		if len(m) > 0 {
+			enc[name] = m
+		}
+	}
+	if !multipart || schema.Value == nil {
+		return enc
+	}
+	for _, name := range slices.Sorted(maps.Keys(schema.Value.Properties)) {
+		p := schema.Value.Properties[name]
+		if p == nil || p.Value == nil {
+			continue
+		}
+		v := p.Value
+		if v.Format != "binary" && v.Format != "byte" && v.ContentMediaType == "" && v.ContentEncoding == "" {
+			continue
+		}
+		m, _ := enc[name].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+		}
+		m["file"] = true
+		if _, ok := m["content_type"]; !ok && v.ContentMediaType != "" {
+			m["content_type"] = v.ContentMediaType
+		}
+		delete(m, "style")
+		delete(m, "explode")
+		enc[name] = m
+		if in.files == nil {
+			in.files = map[string]string{}
+		}
+		in.files[name] = strings.TrimSpace(v.Description + " The file's bytes in base64 (standard encoding).")
+	}
+	return enc
+}
+
+// describeType names a schema's type for a message.
+func describeType(s *openapi3.Schema) string {
+	if s.Type == nil || len(*s.Type) == 0 {
+		return "untyped"
+	}
+	return strings.Join(*s.Type, " or ")
 }
 
 // flattenable tells whether a body's properties can be the tool's own

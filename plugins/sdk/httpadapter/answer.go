@@ -15,7 +15,8 @@ import (
 // the code and its text ("upstream answered 503 Service Unavailable"; on
 // a 3xx, redirect in parentheses after it), Body an sdk.Excerpt of body
 // (read with [ReadExcerpt], or more), Detail {"status_code",
-// "content_type", "retry_after"}, Retryable per [RetryableStatus] and
+// "content_type", "retry_after", "location" (a 3xx's target, also in
+// Message)}, Retryable per [RetryableStatus] and
 // Rejected per [RejectedStatus]. The caller sets Upstream.
 func StatusError(resp *http.Response, prefix, redirect string, body []byte) *sdk.UpstreamError {
 	code := resp.StatusCode
@@ -24,14 +25,24 @@ func StatusError(resp *http.Response, prefix, redirect string, body []byte) *sdk
 	if text := http.StatusText(code); text != "" {
 		msg += " " + text
 	}
+	location := ""
 	if code >= 300 && code < 400 {
-		msg += " (" + redirect + ")"
+		// The target is often what the caller wanted (a download URL).
+		if u, err := resp.Location(); err == nil {
+			location = u.String()
+		}
+		if location != "" {
+			msg += " (" + redirect + "; Location: " + location + ")"
+		} else {
+			msg += " (" + redirect + ")"
+		}
 	}
 	d, _ := json.Marshal(struct {
 		StatusCode  int    `json:"status_code"`
 		ContentType string `json:"content_type,omitempty"`
 		RetryAfter  string `json:"retry_after,omitempty"`
-	}{code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After")})
+		Location    string `json:"location,omitempty"`
+	}{code, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"), location})
 	return &sdk.UpstreamError{
 		Kind:      sdk.KindUpstreamStatus,
 		Status:    status,
@@ -82,4 +93,22 @@ func JSONMediaType(ct string) bool {
 	ct = MediaType(ct)
 	return strings.EqualFold(ct, "application/json") || strings.EqualFold(ct, "text/json") ||
 		len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json")
+}
+
+// BinaryMediaType tells whether an answer of that media type is bytes
+// rather than text, whatever they look like: images, audio, video,
+// fonts, and application types other than JSON, XML, JavaScript and
+// forms; parameters aside.
+func BinaryMediaType(mt string) bool {
+	mt = strings.ToLower(MediaType(mt))
+	major, minor, _ := strings.Cut(mt, "/")
+	switch major {
+	case "image", "audio", "video", "font":
+		return !strings.HasSuffix(minor, "+xml") // image/svg+xml is text
+	case "application":
+		return !(JSONMediaType(mt) || minor == "xml" || strings.HasSuffix(minor, "+xml") ||
+			minor == "javascript" || minor == "x-www-form-urlencoded" || minor == "yaml" || minor == "x-yaml" ||
+			minor == "x-ndjson" || minor == "graphql" || minor == "sql")
+	}
+	return false
 }

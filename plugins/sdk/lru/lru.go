@@ -2,8 +2,8 @@
 // number of entries that drops the least recently used entry to make room
 // for a new key. Every bounded cache of the gateway and the adapters uses
 // it (prepared adapter configs, verified and upstream tokens, unknown MCP
-// session IDs, SSE stream records, descriptor sets, upstream MCP
-// sessions); it lives in the SDK module, with the standard library only,
+// session IDs, compiled JSON Schemas, SSE stream records, descriptor
+// sets, upstream MCP sessions); it lives in the SDK module, with the standard library only,
 // so that the gateway's packages and the adapters share it.
 //
 // One eviction rule fits them all: an entry read or written recently is

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Helpers of the tests against real APIs' own documents and validating
+// stand-ins (stripe_test.go, slack_test.go).
+
+// startAnnounced starts cmd, a server that says where it listens on a
+// line of its output holding marker, and returns the rest of that line;
+// the process is killed at the end of the test.
+func startAnnounced(t *testing.T, cmd *exec.Cmd, marker string) string {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 64<<10), 4<<20)
+	for lines.Scan() {
+		if _, rest, ok := strings.Cut(lines.Text(), marker); ok {
+			go func() {
+				for lines.Scan() { // drain, so that the server never blocks on its output
+				}
+			}()
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("%s did not say where it listens (%q): %v", cmd.Path, marker, lines.Err())
+	return ""
+}
+
+// recordingProxy forwards to base and records each request: the proxy's
+// URL, and the requests so far (method, URI, Content-Type, body).
+func recordingProxy(t *testing.T, base string) (string, func() string) {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wire []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		wire = append(wire, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Content-Type")+"\n"+string(b))
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(rec.Close)
+	return rec.URL, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(wire, "\n---\n")
+	}
+}
+
+// importTools starts a gateway whose one REST entry imports the OpenAPI
+// document doc against base (more lines of its openapi block in extra)
+// and lists its tools, which must include want; the context bounds the
+// test.
+func importTools(t *testing.T, doc, base, extra string, want ...string) (context.Context, *mcp.ClientSession, map[string]*mcp.Tool) {
+	t.Helper()
+	ops := fmt.Sprintf(`version: 1
+operations:
+  - name: api
+    adapter: rest
+    timeout: 10s
+    config:
+      openapi:
+        document: %s
+        base_url: %s%s
+`, doc, base, extra)
+	g := startGateway(t, gatewayOptions{Operations: ops})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	cs := g.connect(ctx)
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]*mcp.Tool{}
+	for _, tool := range list.Tools {
+		tools[tool.Name] = tool
+	}
+	for _, name := range want {
+		if tools[name] == nil {
+			t.Fatalf("no tool %s in %d tools", name, len(list.Tools))
+		}
+	}
+	return ctx, cs, tools
+}
