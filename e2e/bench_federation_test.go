@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +40,10 @@ var fedSchema = map[string]any{"type": "object", "properties": map[string]any{"t
 // fedUpstream is the federated go-sdk MCP server: echo answers its text,
 // lookup a ~1 KB structured result. It serves sessions at / and the
 // sessionless protocol at /sessionless (bareEndpoint).
-func fedUpstream() http.Handler {
-	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+// It counts the sessions its clients initialize in sessions.
+func fedUpstream(sessions *atomic.Int64) http.Handler {
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, &mcp.ServerOptions{
+		InitializedHandler: func(context.Context, *mcp.InitializedRequest) { sessions.Add(1) }})
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo a text.", InputSchema: fedSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var args struct{ Text string }
@@ -108,9 +115,24 @@ func startFedProxy(b *testing.B, upstream string) *bareProcess {
 // for a small result (echo) and a ~1 KB one (lookup), in both protocol
 // generations, all variants taking turns in the same run. It reports p50,
 // p99, throughput at 8 callers, the servers' CPU (Crank's adapter
-// included) and allocation per call, and Crank's ratios to the floor.
+// included) and allocation per call, and Crank's ratios to the floor
+// (the goals' metrics: crank/proxy-p50-echo, ...-lookup-sessionless), the
+// new connections and sessions the upstream saw in the throughput run
+// (Crank must reuse both), and the gateway's RSS after it / after the
+// warm-up. With CRANK_BENCH_PROFILE, the gateway's profiles under its
+// echo calls (bench_profile_test.go); with CRANK_BENCH_FED_LOAD, its
+// memory under a long load (fedRSS).
 func BenchmarkFederation(b *testing.B) {
-	up := httptest.NewServer(fedUpstream())
+	// The upstream counts its sessions and connections: Crank must reuse
+	// both, whatever the callers.
+	var sessions, conns atomic.Int64
+	up := httptest.NewUnstartedServer(fedUpstream(&sessions))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
 	b.Cleanup(up.Close)
 	proxy := startFedProxy(b, up.URL)
 	g := startGateway(b, gatewayOptions{Operations: fmt.Sprintf(`
@@ -161,21 +183,70 @@ operations:
 		}
 	}
 	at := func(name string) int { return variantAt(vs, name) }
+	defer profileGateway(b, g, vs[at("crank-echo")].call) // bench_profile_test.go
 	warmUp(b, vs, 50)
 	var lat [][]time.Duration
 	var rate []float64
 	var use []serverUse
 	var calls int
+	// The goals' ratios (internal/benchgoals), Crank to the floor, named
+	// by tool and generation: crank/proxy-p50-echo, ...-lookup-sessionless.
+	each := func(f func(s string)) {
+		for _, tool := range []string{"echo", "lookup"} {
+			for _, gen := range benchGenerations {
+				f("-" + tool + gen.suffix)
+			}
+		}
+	}
 	b.Run("latency", func(b *testing.B) {
 		lat = reportedLatency(b, vs)
+		each(func(s string) {
+			c, p := at("crank"+s), at("proxy"+s)
+			b.ReportMetric(float64(pct(lat[c], 50))/float64(pct(lat[p], 50)), "crank/proxy-p50"+s)
+			b.ReportMetric(float64(pct(lat[c], 99))/float64(pct(lat[p], 99)), "crank/proxy-p99"+s)
+		})
 	})
+	rss0 := procStatus(g.cmd.Process.Pid, "VmRSS")
 	b.Run("throughput", func(b *testing.B) {
+		sessions0, conns0 := sessions.Load(), conns.Load()
 		rate, use = reportedRate(b, vs)
 		calls = b.N
+		// Over all variants' calls (len(vs) × b.N): a variant that opened
+		// a connection or session per call would show here.
+		b.ReportMetric(float64(conns.Load()-conns0), "upstream-new-conns")
+		b.ReportMetric(float64(sessions.Load()-sessions0), "upstream-new-sessions")
+		each(func(s string) {
+			c, p := at("crank"+s), at("proxy"+s)
+			b.ReportMetric(rate[c]/rate[p], "crank/proxy-calls/s"+s)
+			b.ReportMetric(float64(use[c].cpu+use[c].adapterCPU)/float64(use[p].cpu+use[p].adapterCPU), "crank/proxy-cpu"+s)
+		})
+		if rss := procStatus(g.cmd.Process.Pid, "VmRSS"); rss > 0 && rss0 > 0 {
+			b.ReportMetric(float64(rss)/float64(rss0), "crank-rss/warm")
+		}
 	})
 	if lat == nil || rate == nil {
 		return
 	}
+	defer func() {
+		if d, err := time.ParseDuration(os.Getenv(benchFedLoadEnv)); err == nil && d > 0 {
+			var crank []func() error
+			for _, v := range vs {
+				if strings.HasPrefix(v.name, "crank") {
+					crank = append(crank, v.call)
+				}
+			}
+			// The testing package may run a sub-benchmark twice (b.N 1,
+			// then the -benchtime's): the load runs once, its figures
+			// reported each time.
+			var report func(*testing.B)
+			b.Run("rss", func(b *testing.B) {
+				if report == nil {
+					report = fedRSS(b, g, crank, d)
+				}
+				report(b)
+			})
+		}
+	}()
 	fmt.Printf("\nfederated MCP tool call, same run, variants interleaved (latency: sequential calls; throughput, server CPU\n" +
 		"(adapter processes included) and allocation per call: 8 callers):\n")
 	for _, tool := range []string{"echo", "lookup"} {
@@ -198,4 +269,94 @@ operations:
 				float64(use[c].cpu+use[c].adapterCPU)/float64(use[p].cpu+use[p].adapterCPU))
 		}
 	}
+}
+
+// benchFedLoadEnv, a duration (10m), makes BenchmarkFederation end by
+// loading the gateway that long with 8 callers taking turns over its
+// federated calls (both tools, both generations), and report the
+// gateway's resident memory after the first minute and at the end, and
+// their ratio (the goal: ≤ 1.25): memory kept per call shows as growth.
+const benchFedLoadEnv = "CRANK_BENCH_FED_LOAD"
+
+// fedRSS loads g with 8 callers of calls for d, prints its memory, and
+// returns what reports it.
+func fedRSS(b *testing.B, g *gateway, calls []func() error, d time.Duration) func(*testing.B) {
+	pid := g.cmd.Process.Pid
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := i; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := calls[j%len(calls)](); err != nil {
+					errs <- err
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	// A sample a minute (or at the end), printed: growth that levels off
+	// (etcd's compaction, its raft log's snapshots) is not a leak.
+	first := min(time.Minute, d/2)
+	start := time.Now()
+	var rss1, rss int
+	var heap1, heap float64
+	for at := first; ; at = min(at+time.Minute, d) {
+		time.Sleep(time.Until(start.Add(at)))
+		rss, heap = procStatus(pid, "VmRSS"), gatewayHeap(b, g)
+		if at == first {
+			rss1, heap1 = rss, heap
+		}
+		fmt.Printf("  federation load at %v: gateway RSS %.0f MiB, Go heap in use %.0f MiB, %d calls\n",
+			at, float64(rss)/1024, heap/(1<<20), n.Load())
+		if at == d {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(rss1)/1024, "crank-rss-1m-MiB")
+		b.ReportMetric(float64(rss)/1024, "crank-rss-end-MiB")
+		b.ReportMetric(float64(rss)/float64(rss1), "crank-rss-end/1m")
+		b.ReportMetric(float64(n.Load())/d.Seconds(), "crank-calls/s")
+		b.ReportMetric(heap/heap1, "crank-heap-end/1m")
+	}
+	fmt.Printf("\nfederation load, 8 callers for %v (%d calls): gateway RSS %.0f MiB after %v, %.0f MiB at the end (%.2fx);\n"+
+		"  its Go heap in use %.0f → %.0f MiB\n",
+		d, n.Load(), float64(rss1)/1024, first, float64(rss)/1024, float64(rss)/float64(rss1), heap1/(1<<20), heap/(1<<20))
+	if dir := os.Getenv(benchProfileEnv); dir != "" {
+		// What the gateway holds after the load (go tool pprof
+		// -sample_index=inuse_space).
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		saveProfile(b, g, "/debug/pprof/heap?gc=1", filepath.Join(dir, "gateway.heap.pprof"))
+	}
+	return report
+}
+
+// gatewayHeap is the gateway's Go heap in use, in bytes (/debug/vars).
+func gatewayHeap(b *testing.B, g *gateway) float64 {
+	resp, err := http.Get(g.AdminURL + "/debug/vars")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var vars struct{ Memstats struct{ HeapInuse uint64 } }
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		b.Fatal(err)
+	}
+	return float64(vars.Memstats.HeapInuse)
 }

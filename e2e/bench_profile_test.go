@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// benchProfileEnv names a directory: when set, BenchmarkUnaryREST ends by
+// benchProfileEnv names a directory: when set, BenchmarkUnaryREST (and
+// BenchmarkFederation, with its federated echo call) ends by
 // loading the gateway with 8 callers for benchProfileSeconds and writes the
 // gateway process's CPU profile of that load and its allocation profile
 // there (gateway.cpu.pprof, gateway.allocs.pprof), read from Caddy's admin
@@ -47,25 +48,7 @@ func profileGateway(b *testing.B, g *gateway, call func() error) {
 			}
 		})
 	}
-	fetch := func(path, file string) {
-		resp, err := http.Get(g.AdminURL + path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			b.Fatalf("GET %s: %s %s", path, resp.Status, body)
-		}
-		f, err := os.Create(filepath.Join(dir, file))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := io.Copy(f, resp.Body); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fetch := func(path, file string) { saveProfile(b, g, path, filepath.Join(dir, file)) }
 	start := time.Now()
 	fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", benchProfileSeconds), "gateway.cpu.pprof")
 	stop.Store(true)
@@ -76,4 +59,26 @@ func profileGateway(b *testing.B, g *gateway, call func() error) {
 	}
 	fetch("/debug/pprof/allocs", "gateway.allocs.pprof")
 	fmt.Printf("\ngateway profiled under %d calls in %v (8 callers): %s\n", calls.Load(), time.Since(start).Round(time.Millisecond), dir)
+}
+
+// saveProfile writes the profile at path of g's admin endpoint
+// (/debug/pprof/...) to file.
+func saveProfile(b *testing.B, g *gateway, path, file string) {
+	resp, err := http.Get(g.AdminURL + path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		b.Fatalf("GET %s: %s %s", path, resp.Status, body)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,6 +15,9 @@ import (
 // not decode as MCP content fall back to the text block.
 func contentBlocks(res *host.Result) []mcp.Content {
 	if len(res.Content) > 0 {
+		if out, ok := textBlocks(res.Content); ok {
+			return out
+		}
 		var wrapped struct {
 			Content json.RawMessage `json:"content"`
 		}
@@ -25,4 +29,29 @@ func contentBlocks(res *host.Result) []mcp.Content {
 		}
 	}
 	return []mcp.Content{&mcp.TextContent{Text: res.Text}}
+}
+
+// textBlocks decodes content made of plain text blocks only ({"type":
+// "text", "text": ...}, nothing else: what most tools answer) without
+// go-sdk's decoder, which allocates and zeroes a 32 KiB buffer per decode
+// (docs/performance.md); ok is false for any other content, which
+// contentBlocks decodes as go-sdk does.
+func textBlocks(content []byte) (out []mcp.Content, ok bool) {
+	var blocks []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	d := json.NewDecoder(bytes.NewReader(content))
+	d.DisallowUnknownFields()
+	if d.Decode(&blocks) != nil || d.More() || len(blocks) == 0 {
+		return nil, false
+	}
+	out = make([]mcp.Content, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" || b.Text == nil {
+			return nil, false
+		}
+		out[i] = &mcp.TextContent{Text: *b.Text}
+	}
+	return out, true
 }

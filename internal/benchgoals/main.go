@@ -70,6 +70,20 @@ var goals = []goal{
 	{"Stripe's document: gateway peak RSS (MiB)", "e2e.BenchmarkOpenAPIScale/stripe/output-schemas-on", "gateway-rss-MiB", true, 250},
 	{"Stripe's document: tools/list (MB)", "e2e.BenchmarkOpenAPIScale/stripe/output-schemas-on", "tools-list-MB", true, 5},
 	{"GitHub's document: load with output schemas (s)", "e2e.BenchmarkOpenAPIScale/github/output-schemas-on", "load-s", true, 5},
+	// Federation: an MCP upstream's tool through the mcp adapter, against
+	// a bare go-sdk proxy process (a go-sdk server forwarding each call
+	// with a go-sdk client) measured in the same run.
+	{"federated echo p50 Crank/proxy, session", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-echo", true, 1.2},
+	{"federated echo calls/s Crank/proxy, session", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-echo", false, 1},
+	{"federated 1 KB p50 Crank/proxy, session", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-lookup", true, 1.2},
+	{"federated 1 KB calls/s Crank/proxy, session", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-lookup", false, 1},
+	{"federated echo p50 Crank/proxy, sessionless", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-echo-sessionless", true, 1.2},
+	{"federated echo calls/s Crank/proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-echo-sessionless", false, 1},
+	{"federated 1 KB p50 Crank/proxy, sessionless", "e2e.BenchmarkFederation/latency", "crank/proxy-p50-lookup-sessionless", true, 1.2},
+	{"federated 1 KB calls/s Crank/proxy, sessionless", "e2e.BenchmarkFederation/throughput", "crank/proxy-calls/s-lookup-sessionless", false, 1},
+	// With CRANK_BENCH_FED_LOAD=10m: the gateway's RSS after 10 minutes
+	// of federation load / after the first minute.
+	{"federation load, gateway RSS end / first minute", "e2e.BenchmarkFederation/rss", "crank-rss-end/1m", true, 1.25},
 	{"live session, gateway heap+stacks (KiB)", "host.BenchmarkStreamSessionMemory", "heap-B/session", true, 20 * 1024},
 	{"live session, adapter RSS (KiB)", "host.BenchmarkStreamSessionMemory", "adapter-rss-B/session", true, 10 * 1024},
 }
@@ -136,6 +150,12 @@ var figures = []figure{
 	{what: "sessionless p99 Crank / before", bench: "e2e.BenchmarkUnaryREST/latency", metric: "crank/before-p99-sessionless"},
 	{what: "sessionless throughput Crank / before", bench: "e2e.BenchmarkUnaryREST/throughput", metric: "crank/before-calls/s-sessionless"},
 	{what: "streaming chunks/s Crank / before", bench: "e2e.BenchmarkStreamingTool/throughput", metric: "crank/before-chunks/s"},
+	{what: "federated echo CPU/call Crank/proxy, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-echo"},
+	{what: "federated 1 KB CPU/call Crank/proxy, session", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-lookup"},
+	{what: "federated echo CPU/call Crank/proxy, sessionless", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-echo-sessionless"},
+	{what: "federated 1 KB CPU/call Crank/proxy, sessionless", bench: "e2e.BenchmarkFederation/throughput", metric: "crank/proxy-cpu-lookup-sessionless"},
+	{what: "federated echo p99 Crank/proxy, session", bench: "e2e.BenchmarkFederation/latency", metric: "crank/proxy-p99-echo"},
+	{what: "federated gateway RSS after throughput / warm", bench: "e2e.BenchmarkFederation/throughput", metric: "crank-rss/warm"},
 	{what: "hot path sessionless call with three rate limits (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call"},
 	{what: "hot path sessionless call without rate limits, same run (µs)", bench: "mcpserver.BenchmarkRateLimit/call", metric: "unlimited-µs/call"},
 	{what: "hot path call with rate limits / without", bench: "mcpserver.BenchmarkRateLimit/call", metric: "limited-µs/call",
