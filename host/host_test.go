@@ -203,6 +203,11 @@ func newFixtureWith(t testing.TB, yaml string, opts host.SupervisorOptions, with
 			s.Close()
 		}
 	})
+	if opts.StartTimeout == 0 {
+		// The adapter is this race-built test binary: on a loaded machine
+		// its start can take longer than the 10s a real adapter gets.
+		opts.StartTimeout = time.Minute
+	}
 	f := &fixture{}
 	hopts := host.Options{File: cat, Adapter: func(name string) (*host.Supervisor, error) {
 		mu.Lock()
