@@ -148,11 +148,17 @@ func (s tsStep) text() string {
 }
 
 // tsSteps runs script (client.mjs's JSON steps) through the official
-// TypeScript client against the gateway at url.
+// TypeScript client against the gateway at url, for as long as ctx
+// allows (listing a whole document and compiling its output schemas
+// takes a while on a loaded machine).
 func tsSteps(ctx context.Context, t *testing.T, url, script string) []tsStep {
 	t.Helper()
 	requireNode(t, "ts", "@modelcontextprotocol/sdk", "ts-deps")
-	out, err := tsClient(ctx, url, script)
+	timeout := "CRANK_E2E_TIMEOUT_MS=120000"
+	if d, ok := ctx.Deadline(); ok {
+		timeout = fmt.Sprintf("CRANK_E2E_TIMEOUT_MS=%d", time.Until(d).Milliseconds())
+	}
+	out, err := tsClient(ctx, url, script, timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
