@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -266,9 +267,10 @@ func taskOf(t *testing.T, url, version, agent string) {
 }
 
 // tsClient runs e2e/ts/client.mjs (for a goroutine: it reports instead of
-// failing the test).
-func tsClient(ctx context.Context, url, script string) ([]byte, error) {
+// failing the test), with env (NAME=value) added to its environment.
+func tsClient(ctx context.Context, url, script string, env ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoRoot, "e2e", "ts", "client.mjs"), url, script)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,9 +81,9 @@ func recordingProxy(t *testing.T, base string) (string, func() string) {
 
 // importTools starts a gateway whose one REST entry imports the OpenAPI
 // document doc against base (more lines of its openapi block in extra)
-// and lists its tools, which must include want; the context bounds the
-// test.
-func importTools(t *testing.T, doc, base, extra string, want ...string) (context.Context, *mcp.ClientSession, map[string]*mcp.Tool) {
+// and lists its tools (the first page), which must include want; the
+// context bounds the test.
+func importTools(t *testing.T, doc, base, extra string, want ...string) (context.Context, *gateway, *mcp.ClientSession, map[string]*mcp.Tool) {
 	t.Helper()
 	ops := fmt.Sprintf(`version: 1
 operations:
@@ -111,5 +112,59 @@ operations:
 			t.Fatalf("no tool %s in %d tools", name, len(list.Tools))
 		}
 	}
-	return ctx, cs, tools
+	return ctx, g, cs, tools
+}
+
+// tsStep is one step of e2e/ts/client.mjs's output: a listTools summary
+// (Count, OutputSchemas) or a call's result (Validated: the official
+// TypeScript client checked its structuredContent against the tool's
+// output schema).
+type tsStep struct {
+	OK     bool
+	Result struct {
+		Count, OutputSchemas int
+		IsError              bool
+		Validated            bool
+		StructuredContent    map[string]any
+		Content              []struct{ Text string }
+	}
+	Error struct {
+		Message, Source string
+		Data            map[string]any
+	}
+}
+
+// text is a step's answer as a person reads it: the error, or the
+// result's text.
+func (s tsStep) text() string {
+	if !s.OK {
+		return s.Error.Source + ": " + s.Error.Message
+	}
+	var b strings.Builder
+	for _, c := range s.Result.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// tsSteps runs script (client.mjs's JSON steps) through the official
+// TypeScript client against the gateway at url, for as long as ctx
+// allows (listing a whole document and compiling its output schemas
+// takes a while on a loaded machine).
+func tsSteps(ctx context.Context, t *testing.T, url, script string) []tsStep {
+	t.Helper()
+	requireNode(t, "ts", "@modelcontextprotocol/sdk", "ts-deps")
+	timeout := "CRANK_E2E_TIMEOUT_MS=120000"
+	if d, ok := ctx.Deadline(); ok {
+		timeout = fmt.Sprintf("CRANK_E2E_TIMEOUT_MS=%d", time.Until(d).Milliseconds())
+	}
+	out, err := tsClient(ctx, url, script, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ Steps []tsStep }
+	if err := json.Unmarshal(out, &run); err != nil {
+		t.Fatalf("client.mjs printed no JSON: %v\n%.2000s", err, out)
+	}
+	return run.Steps
 }

@@ -160,16 +160,6 @@ func TestRefusedReplayFailsOnlyTheCallTS(t *testing.T) {
 	}
 }
 
-// tsStep is a step of client.mjs's output.
-type tsStep struct {
-	OK     bool
-	Result struct{ StructuredContent map[string]any }
-	Error  struct {
-		Message string
-		Data    map[string]any
-	}
-}
-
 // slowThenGetUserTS runs the TypeScript client through a proxy that
 // follows lb: a call of slow (the one a killed replica interrupts), then
 // get_user on the same MCP session; it returns the two steps.
@@ -183,16 +173,12 @@ func slowThenGetUserTS(t *testing.T, lb *balancer) []tsStep {
 	t.Cleanup(proxy.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := tsClient(ctx, proxy.URL+"/mcp", `[{"op":"callTool","name":"slow","timeoutMs":60000},
+	steps := tsSteps(ctx, t, proxy.URL+"/mcp", `[{"op":"callTool","name":"slow","timeoutMs":60000},
 		{"op":"callTool","name":"get_user","arguments":{"id":2}}]`)
-	if err != nil {
-		t.Fatal(err)
+	if len(steps) != 2 {
+		t.Fatalf("client.mjs ran %d steps, want 2", len(steps))
 	}
-	var run struct{ Steps []tsStep }
-	if err := json.Unmarshal(out, &run); err != nil || len(run.Steps) != 2 {
-		t.Fatalf("client.mjs: %s: %v", out, err)
-	}
-	return run.Steps
+	return steps
 }
 
 // A call in flight on replica A when A is killed, whose stream A stored

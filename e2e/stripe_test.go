@@ -8,8 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"time"
 
 	"github.com/crankmcp/crank/internal/missing"
 )
@@ -30,9 +29,12 @@ func startStripeMock(t *testing.T) (string, string) {
 	return "http://" + addr, doc
 }
 
-// TestStripeMock: Stripe's own OpenAPI document, imported by a REST entry,
-// called against stripe-mock, which validates every request against the
-// same document: a customer created with metadata (a form body with
+// TestStripeMock: Stripe's whole OpenAPI document, imported by a REST
+// entry, called through the official TypeScript client (which checks
+// each answer against the tool's output schema, shared $defs and all,
+// where the default output_schema_limits kept one)
+// against stripe-mock, which validates every request against the same
+// document: a customer created with metadata (a form body with
 // metadata[k]=v), charges listed with expand[] (deepObject list in the
 // query), a file uploaded (multipart with a base64 file and a
 // deepObject-styled field). A wrong encoding is refused by stripe-mock,
@@ -43,9 +45,10 @@ func TestStripeMock(t *testing.T) {
 	// A recording proxy in front of stripe-mock shows what went on the
 	// wire (stripe-mock does not echo every field it parsed).
 	base, wire := recordingProxy(t, base)
-	ctx, cs, tools := importTools(t, doc, base, `
-        credentials: {bearerAuth: sk_test_123}
-        include: {operation_ids: [PostCustomers, GetCharges, PostFiles]}`, "PostCustomers", "GetCharges", "PostFiles")
+	began := time.Now()
+	ctx, g, _, tools := importTools(t, doc, base, `
+        credentials: {bearerAuth: sk_test_123}`, "PostCustomers", "GetCharges", "PostFiles")
+	t.Logf("Stripe's whole document: %d tools served and listed in %v", len(tools), time.Since(began).Round(time.Millisecond))
 	in, _ := json.Marshal(tools["PostCustomers"].InputSchema)
 	if !strings.Contains(string(in), `"metadata"`) || !strings.Contains(string(in), `"email"`) {
 		t.Errorf("PostCustomers publishes no body arguments: %s", in)
@@ -55,35 +58,52 @@ func TestStripeMock(t *testing.T) {
 		t.Errorf("GetCharges publishes an empty form body as an argument: %s", in)
 	}
 
-	accepted, sent := 0, 0
-	call := func(name string, args map[string]any) map[string]any {
+	steps := tsSteps(ctx, t, g.MCPURL, `[
+	  {"op":"listTools","all":true,"summary":true},
+	  {"op":"callTool","name":"PostCustomers","arguments":{"email":"ann@example.com",
+	    "metadata":{"order_id":"6735","source":"crank e2e"},"expand":["tax"]}},
+	  {"op":"callTool","name":"GetCharges","arguments":{"expand":["data.customer","data.balance_transaction"],"limit":3,
+	    "created":{"gte":1}}},
+	  {"op":"callTool","name":"PostFiles","arguments":{"file":"`+base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 crank e2e evidence"))+`",
+	    "purpose":"dispute_evidence","file_link_data":{"create":true}}},
+	  {"op":"callTool","name":"PostCustomers","arguments":{"metadata":"not-a-map","balance":"x"}}
+	]`)
+	if len(steps) != 5 {
+		t.Fatalf("client.mjs ran %d steps, want 5", len(steps))
+	}
+	if l := steps[0]; !l.OK || l.Result.Count < len(tools) || l.Result.OutputSchemas == 0 {
+		t.Fatalf("the TypeScript client's tools/list: %+v", l)
+	} else {
+		t.Logf("the TypeScript client listed %d tools, compiled %d output schemas", l.Result.Count, l.Result.OutputSchemas)
+	}
+	accepted := 0
+	call := func(i int, name string) map[string]any {
 		t.Helper()
-		sent++
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.IsError {
-			t.Errorf("%s refused: %s", name, textOf(res))
+		s := steps[i]
+		switch {
+		case !s.OK || s.Result.IsError:
+			t.Errorf("%s refused: %s", name, s.text())
 			return nil
+		case tools[name].OutputSchema == nil:
+			// Within the default output_schema_limits (PostCustomers's
+			// customer graph is over a tool's 32 KiB).
+			t.Logf("%s publishes no output schema: its answer is not checked", name)
+		case !s.Result.Validated:
+			t.Errorf("%s: the TypeScript client held no output schema to check the answer with", name)
 		}
 		accepted++
-		out, _ := res.StructuredContent.(map[string]any)
-		return out
+		return s.Result.StructuredContent
 	}
 
-	cus := call("PostCustomers", map[string]any{
-		"email":    "ann@example.com",
-		"metadata": map[string]any{"order_id": "6735", "source": "crank e2e"},
-		"expand":   []string{"tax"},
-	})
-	if cus != nil && (cus["object"] != "customer" || cus["email"] != "ann@example.com") {
+	for _, name := range []string{"GetCharges", "PostFiles"} {
+		if tools[name].OutputSchema == nil {
+			t.Errorf("%s publishes no output schema", name)
+		}
+	}
+	if cus := call(1, "PostCustomers"); cus != nil && (cus["object"] != "customer" || cus["email"] != "ann@example.com") {
 		t.Errorf("customer = %v", cus)
 	}
-
-	charges := call("GetCharges", map[string]any{"expand": []string{"data.customer", "data.balance_transaction"}, "limit": 3,
-		"created": map[string]any{"gte": 1}})
-	if charges != nil {
+	if charges := call(2, "GetCharges"); charges != nil {
 		data, _ := charges["data"].([]any)
 		if charges["object"] != "list" || len(data) == 0 {
 			t.Errorf("charges = %v", charges)
@@ -94,16 +114,10 @@ func TestStripeMock(t *testing.T) {
 			t.Errorf("charge customer not expanded: %v", c["customer"])
 		}
 	}
-
-	file := call("PostFiles", map[string]any{
-		"file":           base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 crank e2e evidence")),
-		"purpose":        "dispute_evidence",
-		"file_link_data": map[string]any{"create": true},
-	})
-	if file != nil && file["object"] != "file" {
+	if file := call(3, "PostFiles"); file != nil && file["object"] != "file" {
 		t.Errorf("file = %v", file)
 	}
-	t.Logf("stripe-mock accepted %d/%d requests", accepted, sent)
+	t.Logf("stripe-mock accepted %d/3 requests", accepted)
 	all := wire()
 	for _, want := range []string{
 		"email=ann%40example.com&expand%5B%5D=tax&metadata%5Border_id%5D=6735&metadata%5Bsource%5D=crank+e2e",
@@ -115,11 +129,12 @@ func TestStripeMock(t *testing.T) {
 			t.Errorf("the wire lacks %q:\n%s", want, all)
 		}
 	}
-
 	// A body property of the wrong type is refused by the gateway's
 	// schema check, before stripe-mock sees it.
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "PostCustomers", Arguments: map[string]any{"metadata": "not-a-map", "balance": "x"}})
-	if err == nil && !res.IsError {
-		t.Errorf("a string balance was accepted: %s", textOf(res))
+	if s := steps[4]; s.OK && !s.Result.IsError {
+		t.Errorf("a string balance was accepted: %s", s.text())
+	}
+	if n := strings.Count(all, "\n---\n") + 1; n != 3 {
+		t.Errorf("stripe-mock got %d requests, want 3:\n%s", n, all)
 	}
 }

@@ -6,7 +6,10 @@
 //
 // The script is a JSON array of steps run in order over one connected
 // client/session. Supported ops:
-//   {"op":"listTools", "cursor"?: "..."}
+//   {"op":"listTools", "cursor"?: "...", "all"?: true, "summary"?: true}
+//     all follows nextCursor to the last page (the client then holds every
+//     tool's output-schema validator); summary answers {"count": n,
+//     "outputSchemas": n} instead of the tools (a large document's list)
 //   {"op":"callTool", "name": "...", "arguments"?: {...}, "timeoutMs"?: n,
 //    "progress"?: true}   (asks for progress; the step's result then has
 //                          "progress": [{"progress":n,"message":"..."}, ...]
@@ -17,6 +20,8 @@
 //   {"op":"getPrompt", "name": "...", "arguments"?: {...}}
 //   {"op":"terminateSession"}   (HTTP DELETE of the session)
 //   {"op":"sleep", "ms": n}
+// A callTool step's result has "validated": true when the SDK held an
+// output-schema validator for the tool (it checked structuredContent).
 // A callTool step may also carry "until": {"field": "...", "equals": <value>}:
 // the call is repeated (every 100ms, for at most "untilMs", default 10000)
 // until its structuredContent[field] equals the value. An argument value
@@ -161,8 +166,21 @@ async function runStep(client, transport, step, steps) {
     case 'sleep':
       await new Promise((r) => setTimeout(r, step.ms ?? 0));
       return {};
-    case 'listTools':
-      return client.listTools(step.cursor !== undefined ? { cursor: step.cursor } : undefined);
+    case 'listTools': {
+      let result = await client.listTools(step.cursor !== undefined ? { cursor: step.cursor } : undefined);
+      if (step.all) {
+        const tools = [...result.tools];
+        while (result.nextCursor) {
+          result = await client.listTools({ cursor: result.nextCursor });
+          tools.push(...result.tools);
+        }
+        // The SDK keeps the validators of the last page listed only.
+        client.cacheToolMetadata(tools);
+        result = { tools };
+      }
+      if (!step.summary) return result;
+      return { count: result.tools.length, outputSchemas: result.tools.filter((t) => t.outputSchema).length };
+    }
     case 'ping':
       return client.ping();
     case 'listResources':
@@ -181,7 +199,8 @@ async function runStep(client, transport, step, steps) {
     case 'callTool': {
       const options = step.timeoutMs !== undefined ? { timeout: step.timeoutMs } : {};
       if (!step.progress) {
-        return client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+        const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} }, undefined, options);
+        return { ...result, validated: client.getToolOutputValidator(step.name) !== undefined };
       }
       const progress = [];
       options.onprogress = (p) => {

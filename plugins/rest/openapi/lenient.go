@@ -21,7 +21,9 @@ import (
 //   - a boolean exclusiveMinimum/exclusiveMaximum in a 3.1 or later
 //     document is read as 3.0's: true makes minimum/maximum exclusive,
 //     false says nothing;
-//   - required names are listed once.
+//   - required names are listed once;
+//   - a discriminator's own fields other than OpenAPI's (a type beside
+//     propertyName) are ignored.
 //
 // One warning says what was read so.
 
@@ -40,6 +42,9 @@ func init() {
 		schemaKeywords[k] = true
 	}
 }
+
+// discriminatorFields are the fields of OpenAPI's Discriminator Object.
+var discriminatorFields = map[string]bool{"propertyName": true, "mapping": true, "defaultMapping": true}
 
 // Where a schema holds subschemas.
 var (
@@ -123,6 +128,14 @@ func (l *leniency) schema(s map[string]any) {
 		default:
 			delete(s, k)
 			l.ignored[k]++
+		}
+	}
+	if d, ok := s["discriminator"].(map[string]any); ok {
+		for k := range d {
+			if !discriminatorFields[k] && !strings.HasPrefix(k, "x-") {
+				delete(d, k)
+				l.ignored["discriminator."+k]++
+			}
 		}
 	}
 	if l.v31 {

@@ -8,17 +8,18 @@ import (
 
 // TestOpenAPILenient31: the quirks of published 3.1 documents cost no
 // operation ($recursiveRef, a keyword of no dialect, 3.0's boolean
-// exclusiveMinimum, a required name listed twice), each read as the
+// exclusiveMinimum, a required name listed twice, a discriminator's own
+// unknown field), each read as the
 // vendor meant it, and one warning says so.
 func TestOpenAPILenient31(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	im := expandOK(t, h, map[string]any{"openapi": map[string]any{"document": "testdata/quirks31.yaml"}})
-	if got := im.names(); got != "dupRequired,exclusive,maxItems,recursive" {
-		t.Fatalf("tools %s, want all four\n%s", got, im.warnings())
+	if got := im.names(); got != "discriminatorType,dupRequired,exclusive,maxItems,recursive" {
+		t.Fatalf("tools %s, want all five\n%s", got, im.warnings())
 	}
 	w := im.warnings()
-	for _, want := range []string{"max_items (1)", "$recursiveRef read as any value (1)", "boolean exclusiveMinimum read as OpenAPI 3.0's (1)",
+	for _, want := range []string{"max_items (1)", "discriminator.type (1)", "$recursiveRef read as any value (1)", "boolean exclusiveMinimum read as OpenAPI 3.0's (1)",
 		"required names listed twice merged (1)"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings lack %q:\n%s", want, w)
