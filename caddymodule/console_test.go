@@ -444,16 +444,25 @@ func TestConsoleLoopbackAccessThroughCaddy(t *testing.T) {
 	entry := fmt.Sprintf(`{"name": "cat_user", "description": "v1", "adapter": "rest", "config": {"method": "GET", "url": "%s/users/{id}"}}`, up.URL)
 	do := func(c *http.Client, method, url, body string, hdr ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, url, strings.NewReader(body))
-		req.Close = true
-		for i := 0; i+1 < len(hdr); i += 2 {
-			if hdr[i] == "Host" {
-				req.Host = hdr[i+1]
-			} else {
-				req.Header.Set(hdr[i], hdr[i+1])
+		send := func() (*http.Response, error) {
+			req, _ := http.NewRequest(method, url, strings.NewReader(body))
+			req.Close = true
+			for i := 0; i+1 < len(hdr); i += 2 {
+				if hdr[i] == "Host" {
+					req.Host = hdr[i+1]
+				} else {
+					req.Header.Set(hdr[i], hdr[i+1])
+				}
 			}
+			return c.Do(req)
 		}
-		resp, err := c.Do(req)
+		resp, err := send()
+		if err != nil && (method == "GET" || strings.HasPrefix(url, front)) {
+			// Caddy's servers restart at each configure above and an old
+			// one may still be closing: a request that changes nothing (a
+			// GET, or a change the proxy's refusal stops) is sent again.
+			resp, err = send()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
