@@ -109,7 +109,7 @@ operations:
   - name: huge
     adapter: big
     config: {mib: 70}
-`, big.Path), `ops.yaml:7: operation "huge": /config: adapter could not expand it: the expansion is over the adapter protocol's message limit (`},
+`, big.Path), `ops.yaml:7: operation "huge": /config: the entry expands to 70 tools in 70.0 MiB, over the adapter protocol's 64 MiB for one expansion (`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
