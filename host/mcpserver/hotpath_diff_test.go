@@ -451,9 +451,7 @@ func TestHotPathDeclinedPlansOnce(t *testing.T) {
 	d := &diffEndpoint{ep: ep, url: url, session: c.Session}
 	// go-sdk handles notifications/initialized after Initialize returns,
 	// planning it too (initialize's is the first plan): wait for its plan.
-	for deadline := time.Now().Add(10 * time.Second); ep.resolves.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	mcptest.WaitUntil(t, "go-sdk's plan of notifications/initialized", func() bool { return ep.resolves.Load() >= 2 })
 	before, hot := ep.resolves.Load(), ep.hotCalls.Load()
 	r := reply(d.post(t, context.Background(), []byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"report","arguments":{"n":1000}}}}`), nil))
 	if !strings.Contains(r.body, `\"rows\":3`) {
